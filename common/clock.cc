@@ -1,0 +1,24 @@
+// Back-off policy for polling waits.
+#include "common/clock.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace chorus {
+
+void Backoff::Pause() {
+  ++iter_;
+  if (iter_ <= 16) {
+    return;  // a handful of immediate re-polls: cheap and catches fast completions
+  }
+  if (iter_ <= 64) {
+    std::this_thread::yield();
+    return;
+  }
+  // 1us, 2us, 4us, ... capped.
+  const uint32_t step = std::min<uint32_t>(iter_ - 64, 20);
+  auto sleep = std::chrono::microseconds(1u << std::min<uint32_t>(step, 20));
+  std::this_thread::sleep_for(std::min(sleep, max_sleep_));
+}
+
+}  // namespace chorus

@@ -1,0 +1,33 @@
+// Blocking helpers shared by every Transport implementation.
+#include "gossip/transport.h"
+
+namespace chorus::gossip {
+
+Status Transport::Send(Rank dest, Tag tag, std::span<const std::byte> data, Deadline deadline) {
+  CHORUS_ASSIGN_OR_RETURN(RequestPtr req, Isend(dest, tag, data));
+  auto done = req->Wait(deadline);
+  if (!done) return done.error();
+  return Status::Ok();
+}
+
+Result<Completion> Transport::Recv(Rank source, Tag tag, std::span<std::byte> data,
+                                   Deadline deadline) {
+  CHORUS_ASSIGN_OR_RETURN(RequestPtr req, Irecv(source, tag, data));
+  return req->Wait(deadline);
+}
+
+Status WaitAll(std::span<RequestPtr> requests, Deadline deadline) {
+  Status first;
+  for (auto& req : requests) {
+    if (!req) continue;
+    if (!first.ok()) {
+      req->Cancel();
+      continue;
+    }
+    auto done = req->Wait(deadline);
+    if (!done) first = done.error();
+  }
+  return first;
+}
+
+}  // namespace chorus::gossip

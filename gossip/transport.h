@@ -1,0 +1,106 @@
+// Transport: tagged byte messages between the ranks of one membership epoch.
+//
+// Every all-reduce and gossip algorithm talks to this interface and never to
+// libfabric. Implementations: transport/fabric (libfabric RDM endpoints: the
+// real one) and transport/local (in process, for tests and simulation).
+//
+// Semantics (the conformance suite in tests/gossip/transport_conformance_test.cc
+// checks them for every implementation):
+//  - Messages between one (source, destination, tag) are received in send order.
+//  - A receive matches a message with the same tag from `source`, or from any
+//    rank when source == kAnySource; the completion names the actual source.
+//  - A received message longer than the receive buffer is an error (kDataLoss).
+//  - Buffers must stay alive and untouched until the request completes or is
+//    cancelled; a request destroyed while pending is cancelled.
+//  - Every wait takes a Deadline. A peer that does not answer in time gives
+//    kDeadlineExceeded; a peer known dead gives kUnavailable; both messages
+//    name the peer's rank and address.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace chorus::gossip {
+
+using Rank = int32_t;
+using Tag = uint64_t;
+inline constexpr Rank kAnySource = -1;
+
+struct Completion {
+  Rank source = -1;
+  Tag tag = 0;
+  size_t bytes = 0;
+};
+
+// A pending send or receive.
+class Request {
+ public:
+  virtual ~Request() = default;
+  // Non-blocking: true once complete (successfully or not).
+  virtual bool Done() = 0;
+  // Blocks (with back-off, never a pure spin) until complete or the deadline.
+  [[nodiscard]] virtual Result<Completion> Wait(Deadline deadline) = 0;
+  // Cancels a pending request; a no-op once complete.
+  virtual void Cancel() = 0;
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+struct PeerInfo {
+  Rank rank = -1;
+  std::vector<uint8_t> address;  // opaque data-plane address (fi_getname blob)
+  std::string name;              // human-readable, used in errors ("node2@127.0.0.1:4002")
+};
+
+struct TransportStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // This endpoint's data-plane address, to be published over the control plane.
+  virtual std::vector<uint8_t> LocalAddress() const = 0;
+
+  // Installs the members of a membership epoch: `self` is this endpoint's rank,
+  // `peers` lists every rank (including self). Pending requests to ranks that
+  // are gone complete with kUnavailable.
+  [[nodiscard]] virtual Status SetPeers(Rank self, std::span<const PeerInfo> peers) = 0;
+
+  virtual Rank rank() const = 0;
+  virtual int size() const = 0;
+
+  [[nodiscard]] virtual Result<RequestPtr> Isend(Rank dest, Tag tag,
+                                                 std::span<const std::byte> data) = 0;
+  [[nodiscard]] virtual Result<RequestPtr> Irecv(Rank source, Tag tag,
+                                                 std::span<std::byte> data) = 0;
+
+  // Marks a peer dead (from the membership layer): its pending and future
+  // requests fail at once with kUnavailable naming it.
+  virtual void MarkPeerDead(Rank peer) = 0;
+
+  virtual TransportStats Stats() const = 0;
+  // "local", "fabric(tcp;ofi_rxm 117.0)"...
+  virtual std::string Describe() const = 0;
+
+  // Blocking helpers built on the above.
+  [[nodiscard]] Status Send(Rank dest, Tag tag, std::span<const std::byte> data,
+                            Deadline deadline);
+  [[nodiscard]] Result<Completion> Recv(Rank source, Tag tag, std::span<std::byte> data,
+                                        Deadline deadline);
+};
+
+// Waits for all requests; returns the first error (and cancels the rest).
+[[nodiscard]] Status WaitAll(std::span<RequestPtr> requests, Deadline deadline);
+
+}  // namespace chorus::gossip

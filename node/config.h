@@ -1,0 +1,87 @@
+// Typed configuration of one node, parsed from TOML (toml++) with defaults.
+//
+// Every field has a default, so an empty file (or no file) is a valid config:
+// the built-in default trains `mlp` on one node. Parsing rejects unknown keys,
+// wrong types and out-of-range values with an error naming the file, line, key
+// and what was expected. This header holds only plain structs; parsing and
+// validation are in config_parse.{h,cc}.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chorus::node {
+
+struct RunConfig {
+  std::string name = "default";  // runs/<name>/<node>/...
+  std::string node_name;         // default: "node<rank>"
+  std::string output_dir = "runs";
+  std::string log_level = "info";  // trace|debug|info|warn|error|off
+  std::string progress = "auto";   // auto|bar|lines|off
+};
+
+struct TrainConfig {
+  std::string model = "mlp";        // mlp | cnn | cnn-bn
+  std::string precision = "fp16";   // fp16 | fp32
+  std::string optimizer = "lars";   // lars | sgd
+  int epochs = 5;
+  int batch_size = 64;              // per node
+  double base_lr = 0.1;             // lr = base_lr * global_batch / 256
+  double momentum = 0.9;
+  double weight_decay = 5e-4;       // not applied to biases and BatchNorm parameters
+  double lars_eta = 0.001;          // LARS trust coefficient
+  double warmup_epochs = 1.0;       // linear warm-up
+  double lr_decay_power = 2.0;      // polynomial decay power
+  int threads = 2;                  // compute threads
+  uint64_t seed = 1;
+  int eval_every_epochs = 1;
+  int log_every_steps = 50;
+  int checkpoint_every_epochs = 1;  // 0: only at the end
+  double slowdown = 0.0;            // sleep this fraction of each step's compute time
+};
+
+struct LossScaleConfig {
+  double initial = 65536.0;
+  int growth_interval = 2000;  // clean steps before the scale grows
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  double min_scale = 1.0;
+};
+
+struct DataConfig {
+  std::string dir = "/usr/share/datasets/fashion-mnist";
+  int train_limit = 0;  // 0: all 60000
+  int test_limit = 0;   // 0: all 10000
+};
+
+struct ClusterConfig {
+  std::string listen = "127.0.0.1:0";  // control-plane host:port (0: any free port)
+  std::string advertise;               // address peers use to reach us (default: listen)
+  std::vector<std::string> bootstrap;  // "host:port" of any running members
+  std::string token;                   // shared cluster secret (never sent)
+  int min_nodes = 1;                   // epoch 0 is fixed once this many are present
+  double join_timeout_s = 60.0;
+  double heartbeat_interval_s = 0.5;
+  double suspect_timeout_s = 2.0;
+  double dead_timeout_s = 5.0;
+  std::string host_group;              // hierarchical all-reduce grouping (default: hostname)
+  int rank_hint = -1;                  // from SLURM_PROCID / OMPI_COMM_WORLD_RANK when unset
+};
+
+struct FabricConfig {
+  std::string provider = "tcp;ofi_rxm";  // "tcp;ofi_rxm" | "shm"
+  double op_timeout_s = 30.0;            // deadline of one data-plane wait
+};
+
+struct Config {
+  std::string source;  // file the config came from ("<built-in default>" when none)
+  RunConfig run;
+  TrainConfig train;
+  LossScaleConfig loss_scale;
+  DataConfig data;
+  ClusterConfig cluster;
+  FabricConfig fabric;
+};
+
+}  // namespace chorus::node
