@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct RunConfig {
   std::string output_dir = "runs";
   std::string log_level = "info";  // trace|debug|info|warn|error|off
   std::string progress = "auto";   // auto|bar|lines|off
+
+  bool operator==(const RunConfig&) const = default;
 };
 
 struct TrainConfig {
@@ -39,6 +42,8 @@ struct TrainConfig {
   int log_every_steps = 50;
   int checkpoint_every_epochs = 1;  // 0: only at the end
   double slowdown = 0.0;            // sleep this fraction of each step's compute time
+
+  bool operator==(const TrainConfig&) const = default;
 };
 
 struct LossScaleConfig {
@@ -47,12 +52,16 @@ struct LossScaleConfig {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   double min_scale = 1.0;
+
+  bool operator==(const LossScaleConfig&) const = default;
 };
 
 struct DataConfig {
   std::string dir = "/usr/share/datasets/fashion-mnist";
   int train_limit = 0;  // 0: all 60000
   int test_limit = 0;   // 0: all 10000
+
+  bool operator==(const DataConfig&) const = default;
 };
 
 struct ClusterConfig {
@@ -67,11 +76,15 @@ struct ClusterConfig {
   double dead_timeout_s = 5.0;
   std::string host_group;              // hierarchical all-reduce grouping (default: hostname)
   int rank_hint = -1;                  // from SLURM_PROCID / OMPI_COMM_WORLD_RANK when unset
+
+  bool operator==(const ClusterConfig&) const = default;
 };
 
 struct FabricConfig {
   std::string provider = "tcp;ofi_rxm";  // "tcp;ofi_rxm" | "shm"
   double op_timeout_s = 30.0;            // deadline of one data-plane wait
+
+  bool operator==(const FabricConfig&) const = default;
 };
 
 struct Config {
@@ -82,6 +95,16 @@ struct Config {
   DataConfig data;
   ClusterConfig cluster;
   FabricConfig fabric;
+  // Where each explicitly set key came from: key path ("train.epochs") ->
+  // "file:line:col", "--set train.epochs=3", "--epochs" or "env SLURM_PROCID".
+  // Keys never set are absent. Validation errors name this origin.
+  std::map<std::string, std::string> origins;
+
+  // Compares the settings only (not `source` or `origins`).
+  bool SameSettings(const Config& other) const {
+    return run == other.run && train == other.train && loss_scale == other.loss_scale &&
+           data == other.data && cluster == other.cluster && fabric == other.fabric;
+  }
 };
 
 }  // namespace chorus::node

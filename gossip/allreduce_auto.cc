@@ -1,0 +1,17 @@
+// ChooseAllreduceAlgorithm (see allreduce_auto.h).
+#include "gossip/allreduce_auto.h"
+
+namespace chorus::gossip {
+
+AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
+                                            const AllreduceCrossovers& crossovers) {
+  if (world_size <= 2) return AllreduceAlgorithm::kRing;
+  if (num_hosts > 1 && num_hosts < world_size && bytes >= crossovers.hierarchical_min_bytes) {
+    return AllreduceAlgorithm::kHierarchical;
+  }
+  if (bytes <= crossovers.tree_max_bytes) return AllreduceAlgorithm::kTree;
+  if (bytes <= crossovers.halving_doubling_max_bytes) return AllreduceAlgorithm::kHalvingDoubling;
+  return AllreduceAlgorithm::kRing;
+}
+
+}  // namespace chorus::gossip

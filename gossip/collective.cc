@@ -1,0 +1,94 @@
+// Collective (see collective.h): algorithm choice, broadcast and barrier.
+#include "gossip/collective.h"
+
+#include <string>
+
+#include "gossip/allreduce_auto.h"
+#include "gossip/allreduce_halving_doubling.h"
+#include "gossip/allreduce_hierarchical.h"
+#include "gossip/allreduce_ring.h"
+#include "gossip/allreduce_tree.h"
+#include "gossip/collective_internal.h"
+
+namespace chorus::gossip {
+
+Result<Collective> Collective::Create(Transport& transport, std::vector<std::string> host_keys) {
+  CHORUS_ASSIGN_OR_RETURN(CollectiveGroup world, CollectiveGroup::World(transport));
+  if (host_keys.empty()) {
+    for (int r = 0; r < world.size(); ++r) host_keys.push_back("rank" + std::to_string(r));
+  }
+  if (static_cast<int>(host_keys.size()) != world.size()) {
+    return Err(InvalidArgument("collective: " + std::to_string(host_keys.size()) +
+                               " host keys for " + std::to_string(world.size()) + " ranks"));
+  }
+  CHORUS_ASSIGN_OR_RETURN(HostGroups hosts, HostGroups::Make(host_keys));
+  return Collective(std::move(world), std::move(hosts));
+}
+
+AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t bytes) const {
+  if (options.algorithm != AllreduceAlgorithm::kAuto) return options.algorithm;
+  return ChooseAllreduceAlgorithm(bytes, size(), hosts_.num_hosts(), options.crossovers);
+}
+
+template <typename T>
+Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& options) const {
+  switch (Resolve(options, data.size_bytes())) {
+    case AllreduceAlgorithm::kRing: return AllreduceRing(world_, data, options);
+    case AllreduceAlgorithm::kTree: return AllreduceTree(world_, data, options);
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return AllreduceHalvingDoubling(world_, data, options);
+    case AllreduceAlgorithm::kHierarchical:
+      return AllreduceHierarchical(world_, hosts_, data, options);
+    case AllreduceAlgorithm::kAuto: break;
+  }
+  return Internal("collective: no algorithm resolved");
+}
+
+Status Collective::Allreduce(std::span<float> data, const AllreduceOptions& options) const {
+  return AllreduceImpl(data, options);
+}
+
+Status Collective::Allreduce(std::span<uint16_t> half, const AllreduceOptions& options) const {
+  return AllreduceImpl(half, options);
+}
+
+Status Collective::Broadcast(std::span<std::byte> data, Rank root,
+                             const CollectiveOptions& options) const {
+  if (root < 0 || root >= size()) {
+    return InvalidArgument("broadcast: root rank " + std::to_string(root) + " out of range [0, " +
+                           std::to_string(size()) + ")");
+  }
+  if (options.segment_bytes == 0 || options.inflight_segments < 1) {
+    return InvalidArgument("broadcast: segment_bytes and inflight_segments must be >= 1");
+  }
+  const detail::TreeParams params{options.segment_bytes, options.inflight_segments,
+                                  options.tag_base, options.deadline};
+  return detail::RunCollective(
+      world_, options.tag_base, options.deadline, options.identify_missing_peers,
+      "broadcast from rank " + std::to_string(root),
+      [&] { return detail::TreeBroadcastFrom(world_, data, world_.IndexOf(root), params); });
+}
+
+// Dissemination barrier: in round k rank i signals i + 2^k and waits for i - 2^k;
+// after ceil(log2 n) rounds every rank has heard, through some chain, from all.
+Status Collective::Barrier(const CollectiveOptions& options) const {
+  const int n = size();
+  const int i = rank();
+  auto rounds = [&]() -> Status {
+    std::vector<RequestPtr> sends;
+    uint32_t round = 0;
+    for (int dist = 1; dist < n; dist *= 2, ++round) {
+      const Tag tag = CollectiveTag(options.tag_base, CollectivePhase::kBarrier, round);
+      auto send = transport().Isend(world_.RankAt((i + dist) % n), tag, {});
+      if (!send) return send.error().WithContext("barrier round " + std::to_string(round));
+      sends.push_back(std::move(*send));
+      auto got = transport().Recv(world_.RankAt((i - dist + n) % n), tag, {}, options.deadline);
+      if (!got) return got.error().WithContext("barrier round " + std::to_string(round));
+    }
+    return WaitAll(sends, options.deadline);
+  };
+  return detail::RunCollective(world_, options.tag_base, options.deadline,
+                               options.identify_missing_peers, "barrier", rounds);
+}
+
+}  // namespace chorus::gossip

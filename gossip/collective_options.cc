@@ -1,0 +1,28 @@
+// Names of the all-reduce algorithms (see collective_options.h).
+#include "gossip/collective_options.h"
+
+#include <string>
+
+namespace chorus::gossip {
+
+std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kAuto: return "auto";
+    case AllreduceAlgorithm::kRing: return "ring";
+    case AllreduceAlgorithm::kTree: return "tree";
+    case AllreduceAlgorithm::kHalvingDoubling: return "halving_doubling";
+    case AllreduceAlgorithm::kHierarchical: return "hierarchical";
+  }
+  return "unknown";
+}
+
+Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text) {
+  for (auto a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+    if (text == AllreduceAlgorithmName(a)) return a;
+  }
+  return Err(InvalidArgument("unknown all-reduce algorithm '" + std::string(text) +
+                             "' (expected auto, ring, tree, halving_doubling or hierarchical)"));
+}
+
+}  // namespace chorus::gossip

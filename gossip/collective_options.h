@@ -1,0 +1,116 @@
+// Options of the collectives (all-reduce, broadcast, barrier) and their tag layout.
+//
+// Tag layout. Every collective call owns the tags
+//   [tag_base, tag_base + kTagsPerCollective)
+// and builds each message tag as tag_base + (phase << kTagPhaseShift) + step, where
+// `phase` is one of CollectivePhase below and `step` (< 2^kTagPhaseShift) is the
+// algorithm's step (ring step, halving round, ...). Collectives that may run at the
+// same time (two buckets of the fusion engine, an all-reduce beside a broadcast)
+// must use disjoint tag ranges: tag_base values at least kTagsPerCollective apart
+// (the fusion engine gives bucket b the base options.tag_base + b * kTagsPerCollective).
+// Messages with one (source, destination, tag) are matched in order, so segments
+// of one step share a tag.
+//
+// Must not: name a transport implementation, allocate, or hold state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gossip/transport.h"
+
+namespace chorus::gossip {
+
+inline constexpr int kTagPhaseShift = 16;
+inline constexpr Tag kTagsPerCollective = Tag{1} << 20;  // 16 phases of 2^16 steps
+
+// The phases of the tag layout (see the file comment).
+enum class CollectivePhase : uint32_t {
+  kHello = 0,               // one empty message to every member: "I joined"
+  kRingReduceScatter = 1,   // step = ring step
+  kRingAllGather = 2,       // step = ring step
+  kTreeReduce = 3,          // step = tree index (0 or 1 of a double tree)
+  kTreeBroadcast = 4,       // step = tree index
+  kFoldIn = 5,              // halving-doubling: extra rank -> partner
+  kHalving = 6,             // step = halving round
+  kDoubling = 7,            // step = doubling round
+  kFoldOut = 8,             // halving-doubling: partner -> extra rank
+  kBarrier = 9,             // step = dissemination round
+};
+
+inline Tag CollectiveTag(Tag base, CollectivePhase phase, uint32_t step = 0) {
+  return base + (Tag{static_cast<uint32_t>(phase)} << kTagPhaseShift) + step;
+}
+
+enum class AllreduceAlgorithm {
+  kAuto,                // chosen per call by ChooseAllreduceAlgorithm (allreduce_auto.h)
+  kRing,                // reduce-scatter + all-gather around a ring: bandwidth-optimal
+  kTree,                // reduce up a (double) binary tree, broadcast down: log latency
+  kHalvingDoubling,     // recursive halving + doubling with the non-power-of-two fold
+  kHierarchical,        // reduce inside each host, ring among host leaders, broadcast
+};
+
+std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
+// Parses "auto", "ring", "tree", "halving_doubling", "hierarchical".
+Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text);
+
+// Crossovers used by kAuto. PLACEHOLDERS, not measurements: the lead replaces them
+// with numbers from bench/allreduce. Sizes are bytes of the whole buffer.
+struct AllreduceCrossovers {
+  // Below this size latency dominates: the double binary tree (2 log2 n hops).
+  size_t tree_max_bytes = 16 * 1024;
+  // Up to this size recursive halving-doubling (2 log2 n rounds, 2 (n-1)/n of
+  // the data per rank); above it the ring, whose segments pipeline better.
+  size_t halving_doubling_max_bytes = 1024 * 1024;
+  // When ranks share hosts (some host key repeats) and there is more than one
+  // host, buffers of at least this size go hierarchical.
+  size_t hierarchical_min_bytes = 64 * 1024;
+};
+
+// Broadcast and barrier.
+struct CollectiveOptions {
+  // First tag of this call's range (see the file comment).
+  Tag tag_base = 0;
+  // Every wait of the call ends by then; a silent peer gives kDeadlineExceeded.
+  // Default: 60 s after the options object is constructed.
+  Deadline deadline = Deadline::AfterSeconds(60);
+  // Broadcast pipelining: the buffer moves in segments of this many bytes (>= 1).
+  size_t segment_bytes = 256 * 1024;
+  // Receives posted ahead per peer (>= 1).
+  int inflight_segments = 4;
+  // Every member sends an empty message to every other at the start, so that a
+  // failure can name the ranks that never joined the call. Costs n-1 tiny
+  // messages each way per call.
+  bool identify_missing_peers = true;
+};
+
+struct AllreduceOptions {
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  // Pipelining: data moves in segments of this many elements (>= 1); small values
+  // let tests hit the edge cases, large ones cut per-message overhead.
+  size_t segment_elems = 64 * 1024;
+  // Receives posted ahead per peer (>= 1), each into its own segment of scratch.
+  int inflight_segments = 4;
+  // First tag of this call's range (see the file comment).
+  Tag tag_base = 0;
+  // Every wait of the call ends by then; a silent peer gives kDeadlineExceeded,
+  // a peer known dead kUnavailable, both naming it. Default: 60 s after the
+  // options object is constructed.
+  Deadline deadline = Deadline::AfterSeconds(60);
+  // Each rank multiplies its input by pre_scale before the sum (e.g. 1/n for FP16
+  // so that partial sums stay in range), and the result by post_scale after it.
+  float pre_scale = 1.0f;
+  float post_scale = 1.0f;
+  // kTree: two binary trees each carrying half of the buffer, so that every
+  // rank's links carry data both ways (NCCL's double binary tree); false: one tree.
+  bool double_tree = true;
+  // See CollectiveOptions::identify_missing_peers.
+  bool identify_missing_peers = true;
+  // Used by kAuto.
+  AllreduceCrossovers crossovers;
+};
+
+}  // namespace chorus::gossip

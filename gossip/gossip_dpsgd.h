@@ -1,0 +1,86 @@
+// DpsgdGossip: synchronous decentralized averaging (D-PSGD, Lian et al. 2017).
+//
+// Per communicating round every node i sends its x_i to each neighbour j of an
+// undirected graph, receives every x_j, and sets
+//   x_i <- sum_j W_ij x_j        (j over i and its neighbours)
+// with Metropolis-Hastings weights W (topologies/mixing_weights.h): symmetric and
+// doubly stochastic, so the sum of all x_i is unchanged by a round (up to float
+// rounding: each element is accumulated in double and rounded once) and the
+// x_i converge to their average at the rate of the spectral gap.
+//
+// A neighbour whose vector decodes to non-finite values is rejected (counted in
+// Stats().rejected_nonfinite) and its weight W_ij goes to the node's own value.
+// Stats().neighbor_distance: ||x_i - mean_j x_j|| / ||x_i|| over the accepted
+// neighbours' values of the round, before mixing.
+//
+// With a lossy codec the received x_j are approximations, so the average is no
+// longer preserved exactly; use ChocoGossip for compressed gossip.
+//
+// Must not: keep references to params between calls or block without a deadline.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "gossip/codec.h"
+#include "gossip/gossip_protocol.h"
+#include "gossip/gossip_tags.h"
+#include "topologies/mixing_weights.h"
+
+namespace chorus::gossip {
+
+struct DpsgdOptions {
+  // How x_i travels. Default: raw f32 (exact mixing).
+  CodecOptions codec;
+  // Local SGD: communicate only every `period`-th round (>= 1); see gossip_protocol.h.
+  int period = 1;
+  // Tag stream (gossip_tags.h): give two instances on one transport different streams.
+  uint8_t tag_stream = 0;
+  // Membership epoch of the initial graph (tag field; SetTopology replaces it).
+  uint32_t epoch = 0;
+  // Base seed of the codec's randomness (int8 stochastic rounding, random-k).
+  uint64_t seed = 1;
+};
+
+class DpsgdGossip final : public GossipProtocol {
+ public:
+  // Fails when the graph is not undirected or its node count is not transport.size(),
+  // or on bad options.
+  static Result<std::unique_ptr<DpsgdGossip>> Create(Transport& transport, topologies::Graph graph,
+                                                     const DpsgdOptions& options);
+
+  std::string_view Name() const override { return "d-psgd"; }
+  [[nodiscard]] Status Mix(std::span<float> params, int64_t round, Deadline deadline) override;
+  [[nodiscard]] Status SetTopology(topologies::Graph graph, uint32_t epoch,
+                                   std::span<float> params) override;
+
+  // This node's row of W: itself and each neighbour, sorted by peer.
+  const std::vector<topologies::PeerWeight>& weights() const { return weights_; }
+
+ private:
+  DpsgdGossip(Transport& transport, topologies::Graph graph, const DpsgdOptions& options,
+              std::unique_ptr<Codec> codec)
+      : GossipProtocol(transport),
+        graph_(std::move(graph)),
+        options_(options),
+        codec_(std::move(codec)) {}
+  Status Install(topologies::Graph graph, uint32_t epoch);
+
+  topologies::Graph graph_;
+  DpsgdOptions options_;
+  std::unique_ptr<Codec> codec_;
+  std::vector<topologies::PeerWeight> weights_;
+  std::vector<int> neighbors_;  // weights_ without self, in the same order
+  std::vector<std::byte> send_;
+  std::vector<std::vector<std::byte>> inboxes_;
+  std::vector<std::vector<float>> decoded_;  // one per neighbour
+};
+
+// Checks a graph against the transport for the protocols that need an undirected
+// graph (D-PSGD, CHOCO, pairwise); `who` names the protocol in errors.
+Status CheckGraph(const topologies::Graph& graph, const Transport& transport, bool need_undirected,
+                  std::string_view who);
+
+}  // namespace chorus::gossip

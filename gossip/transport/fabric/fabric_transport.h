@@ -1,0 +1,80 @@
+// FabricTransport factory: the real data plane (libfabric RDM endpoints).
+//
+// One transport = one RDM endpoint with tagged messages, one address vector,
+// one completion queue and a progress thread (tcp and shm need the CQ polled).
+// Our 64-bit Tag is the libfabric tag as is (ignore mask 0; no bits reserved);
+// a receive for one source uses FI_DIRECTED_RECV, kAnySource is FI_ADDR_UNSPEC
+// and its completion's source comes from fi_cq_readfrom (FI_SOURCE).
+//
+// Isend / Irecv never block: a post the provider refuses for lack of queue
+// space (-FI_EAGAIN) waits in a FIFO backlog that progress retries.
+//
+// Providers are chosen by name: "tcp;ofi_rxm" (between hosts; large messages
+// use rxm's rendezvous) and "shm" (inside one host). For tcp the endpoint binds
+// to `bind_address` (default 127.0.0.1, so tests and local runs never touch
+// another interface): it is passed as the node to fi_getinfo with FI_SOURCE, no
+// environment variable is needed. A multi-host run sets it to the host's address.
+//
+// Must not: include <rdma/...> here (callers stay free of libfabric; its types
+// live in fabric_transport.cc and fabric_objects.h).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "gossip/transport.h"
+
+namespace chorus::gossip {
+
+struct FabricOptions {
+  // libfabric provider, matched exactly against fi_info->fabric_attr->prov_name:
+  // "tcp;ofi_rxm" or "shm".
+  std::string provider = "tcp;ofi_rxm";
+  // Human name of this endpoint, used in Describe() and log lines ("node2").
+  std::string node_name;
+  // Address the tcp provider binds to ("" = provider default, every interface).
+  // Ignored by shm.
+  std::string bind_address = "127.0.0.1";
+  // Register buffers even when the provider does not require FI_MR_LOCAL
+  // (tests use it to exercise the registration cache).
+  bool force_memory_registration = false;
+  // Registrations kept by the LRU cache.
+  size_t mr_cache_capacity = 64;
+  // Completion queue depth (0 = provider default).
+  size_t cq_size = 0;
+  // Request::Wait first polls the CQ itself (yielding between polls) this long,
+  // then blocks on a condition variable fed by the progress thread. Short waits
+  // then cost no thread hand-off; long waits cost no CPU.
+  std::chrono::microseconds wait_spin{200};
+  // Longest sleep of the progress thread between empty polls while idle.
+  std::chrono::microseconds progress_max_sleep{1000};
+  // How long a cancelled or abandoned operation's completion is awaited before
+  // the request gives up (its context stays owned by the transport).
+  std::chrono::milliseconds cancel_timeout{2000};
+};
+
+// Opens an endpoint (getinfo, fabric, domain, cq, av, ep, enable). The returned
+// transport is ready for LocalAddress(); call SetPeers() before sending.
+[[nodiscard]] Result<std::unique_ptr<Transport>> MakeFabricTransport(const FabricOptions& options);
+
+// The version of `provider` as "117.0" (fi_info->fabric_attr->prov_version), for
+// the control plane's version check. NotFound when the provider is unavailable.
+[[nodiscard]] Result<std::string> FabricProviderVersion(const std::string& provider);
+// The libfabric library version, fi_version(), as "1.17".
+std::string LibfabricVersion();
+
+// Memory-registration cache counters of a transport made by MakeFabricTransport
+// (InvalidArgument for any other transport).
+struct FabricMrStats {
+  bool registering = false;  // true when buffers are registered at all
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t evictions = 0;
+  uint64_t entries = 0;
+};
+[[nodiscard]] Result<FabricMrStats> GetFabricMrStats(const Transport& transport);
+
+}  // namespace chorus::gossip

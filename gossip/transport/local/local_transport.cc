@@ -1,0 +1,503 @@
+// LocalTransport and LocalHub: in-process mailboxes (see local_transport.h).
+//
+// One hub mutex guards every mailbox; each request has its own condition
+// variable on that mutex. A receive first searches the unexpected queue of its
+// slot (arrival order), else it is appended to the posted list; a send first
+// searches the destination's posted list (post order), else it is queued as
+// unexpected. Both searches take the first match, which gives FIFO per
+// (source, destination, tag).
+#include "gossip/transport/local/local_transport.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace chorus::gossip {
+
+struct LocalHub::Op {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  int owner = -1;           // slot that posted it
+  Rank peer = kAnySource;   // dest (send) or source (recv), in the owner's view
+  int peer_slot = -1;       // -1: any source
+  Tag tag = 0;
+  std::span<std::byte> recv_buffer;
+  bool done = false;
+  bool posted = false;      // still in the owner's posted list, at `pos`
+  std::list<std::shared_ptr<Op>>::iterator pos;
+  Status status;
+  Completion completion;
+  Clock::time_point visible_at = Clock::time_point::min();  // link model delay
+  std::condition_variable cv;
+};
+
+struct LocalHub::Message {
+  int from = -1;
+  Tag tag = 0;
+  std::vector<std::byte> data;
+  Clock::time_point ready_at;
+  std::shared_ptr<Op> send_op;
+};
+
+struct LocalHub::Slot {
+  std::string name;
+  bool dead = false;
+  Rank self = -1;
+  std::vector<int> rank_to_slot;       // this slot's view of the membership
+  std::vector<std::string> rank_names;
+  std::vector<bool> peer_dead;         // by rank, from MarkPeerDead
+  std::deque<Message> unexpected;
+  std::list<std::shared_ptr<Op>> posted;
+  std::vector<Clock::time_point> link_free_at;  // by destination slot
+  TransportStats stats;
+};
+
+namespace {
+
+// The Request of a LocalTransport operation.
+class LocalRequest final : public Request {
+ public:
+  LocalRequest(std::shared_ptr<LocalHub> hub, std::mutex* mu, std::shared_ptr<LocalHub::Op> op,
+               std::string peer_name)
+      : hub_(std::move(hub)), mu_(mu), op_(std::move(op)), peer_name_(std::move(peer_name)) {}
+  ~LocalRequest() override { Cancel(); }
+
+  bool Done() override;
+  Result<Completion> Wait(Deadline deadline) override;
+  void Cancel() override;
+
+ private:
+  Result<Completion> ResultLocked() const {
+    if (!op_->status.ok()) return Err(op_->status);
+    return op_->completion;
+  }
+  void CancelLocked(Status status);
+
+  std::shared_ptr<LocalHub> hub_;  // keeps the mutex alive
+  std::mutex* mu_;
+  std::shared_ptr<LocalHub::Op> op_;
+  std::string peer_name_;
+};
+
+}  // namespace
+
+// ---- LocalRequest ----
+
+namespace {
+
+bool LocalRequest::Done() {
+  std::lock_guard<std::mutex> lock(*mu_);
+  return op_->done && Clock::now() >= op_->visible_at;
+}
+
+void LocalRequest::CancelLocked(Status status) { hub_->CancelLocked(*op_, std::move(status)); }
+
+Result<Completion> LocalRequest::Wait(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(*mu_);
+  while (true) {
+    const auto now = Clock::now();
+    if (op_->done && now >= op_->visible_at) return ResultLocked();
+    if (now >= deadline.when()) break;
+    if (op_->done) {
+      op_->cv.wait_until(lock, std::min(op_->visible_at, deadline.when()));
+    } else if (deadline.IsNever()) {
+      op_->cv.wait(lock);
+    } else {
+      op_->cv.wait_until(lock, deadline.when());
+    }
+  }
+  const char* what = op_->kind == LocalHub::Op::Kind::kSend ? "send to " : "receive from ";
+  Status timeout = DeadlineExceeded(std::string(what) + peer_name_ + " (tag " +
+                                    std::to_string(op_->tag) + ") ran past its deadline");
+  if (!op_->done) CancelLocked(timeout);
+  return Err(timeout);
+}
+
+void LocalRequest::Cancel() {
+  std::lock_guard<std::mutex> lock(*mu_);
+  CancelLocked(Cancelled("request to " + peer_name_ + " cancelled"));
+}
+
+}  // namespace
+
+// ---- LocalHub ----
+
+LocalHub::LocalHub(const LocalHubOptions& options) : options_(options) {
+  const int n = std::max(options.world_size, 0);
+  for (int s = 0; s < n; ++s) {
+    auto slot = std::make_unique<Slot>();
+    slot->name = options.name_prefix + std::to_string(s);
+    slot->link_free_at.assign(n, Clock::time_point::min());
+    slot->self = s;
+    slot->rank_to_slot.resize(n);
+    slot->rank_names.resize(n);
+    slot->peer_dead.assign(n, false);
+    for (int r = 0; r < n; ++r) {
+      slot->rank_to_slot[r] = r;
+      slot->rank_names[r] = options.name_prefix + std::to_string(r);
+    }
+    slots_.push_back(std::move(slot));
+  }
+}
+
+std::shared_ptr<LocalHub> LocalHub::Create(const LocalHubOptions& options) {
+  return std::make_shared<LocalHub>(options);
+}
+
+Result<std::unique_ptr<LocalTransport>> LocalHub::MakeTransport(int slot) {
+  if (slot < 0 || slot >= world_size()) {
+    return Err(InvalidArgument("local hub: slot " + std::to_string(slot) + " out of range [0, " +
+                               std::to_string(world_size()) + ")"));
+  }
+  return std::make_unique<LocalTransport>(shared_from_this(), slot);
+}
+
+std::vector<std::unique_ptr<Transport>> LocalHub::MakeAll() {
+  std::vector<std::unique_ptr<Transport>> out;
+  for (int s = 0; s < world_size(); ++s) {
+    out.push_back(std::make_unique<LocalTransport>(shared_from_this(), s));
+  }
+  return out;
+}
+
+std::string LocalHub::SlotName(int slot) const {
+  if (slot < 0 || slot >= world_size()) return "?";
+  return slots_[slot]->name;
+}
+
+std::vector<uint8_t> LocalHub::EncodeAddress(int slot) {
+  std::vector<uint8_t> out(4);
+  const auto v = static_cast<uint32_t>(slot);
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
+  return out;
+}
+
+Result<int> LocalHub::DecodeAddress(std::span<const uint8_t> address) {
+  if (address.size() != 4) {
+    return Err(InvalidArgument("local address must be 4 bytes, got " +
+                               std::to_string(address.size())));
+  }
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(address[i]) << (8 * i);
+  return static_cast<int>(v);
+}
+
+bool LocalHub::IsDead(int slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return slot >= 0 && slot < world_size() && slots_[slot]->dead;
+}
+
+std::string LocalHub::PeerNameLocked(int at, Rank peer) const {
+  const Slot& s = *slots_[at];
+  std::string name = "rank " + std::to_string(peer);
+  if (peer >= 0 && peer < static_cast<Rank>(s.rank_names.size())) {
+    name += " (" + s.rank_names[peer] + ")";
+  }
+  return name;
+}
+
+Rank LocalHub::RankOfSlotLocked(int at, int from_slot) const {
+  const auto& view = slots_[at]->rank_to_slot;
+  for (size_t r = 0; r < view.size(); ++r) {
+    if (view[r] == from_slot) return static_cast<Rank>(r);
+  }
+  return -1;
+}
+
+void LocalHub::CancelLocked(Op& op, Status status) {
+  if (op.done) return;
+  if (op.posted) {
+    slots_[op.owner]->posted.erase(op.pos);
+    op.posted = false;
+  }
+  op.done = true;
+  op.status = std::move(status);
+  op.visible_at = Clock::time_point::min();
+  op.cv.notify_all();
+}
+
+void LocalHub::FailOpLocked(Op& op, Status status) {
+  if (op.done) return;
+  op.done = true;
+  op.posted = false;
+  op.status = std::move(status);
+  op.visible_at = Clock::time_point::min();
+  op.cv.notify_all();
+}
+
+Clock::time_point LocalHub::DeliveryTimeLocked(int from, int to, size_t bytes) {
+  const auto now = Clock::now();
+  const LocalLinkModel& link = options_.link;
+  if (link.latency.count() == 0 && link.bytes_per_second <= 0) return now;
+  auto& free_at = slots_[from]->link_free_at[to];
+  auto start = std::max(now, free_at);
+  if (link.bytes_per_second > 0) {
+    start += std::chrono::duration_cast<Duration>(
+        std::chrono::duration<double>(static_cast<double>(bytes) / link.bytes_per_second));
+  }
+  free_at = start;
+  return start + std::chrono::duration_cast<Duration>(link.latency);
+}
+
+namespace {
+
+// Removes ops that are no longer posted (done by cancel or failure).
+void RemoveUnposted(std::list<std::shared_ptr<LocalHub::Op>>& posted) {
+  posted.remove_if([](const std::shared_ptr<LocalHub::Op>& op) { return !op->posted; });
+}
+
+}  // namespace
+
+Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const std::byte> data) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Slot& src = *slots_[from];
+  if (src.dead) return Err(Unavailable("send from killed endpoint " + src.name));
+  if (dest < 0 || dest >= static_cast<Rank>(src.rank_to_slot.size())) {
+    return Err(InvalidArgument("send: rank " + std::to_string(dest) + " is not a member (size " +
+                               std::to_string(src.rank_to_slot.size()) + ")"));
+  }
+  const int to = src.rank_to_slot[dest];
+  if (src.peer_dead[dest] || slots_[to]->dead) {
+    return Err(Unavailable("send to " + PeerNameLocked(from, dest) + ": peer is dead"));
+  }
+  auto op = std::make_shared<Op>();
+  op->kind = Op::Kind::kSend;
+  op->owner = from;
+  op->peer = dest;
+  op->peer_slot = to;
+  op->tag = tag;
+  op->completion = Completion{dest, tag, data.size()};
+  const auto ready_at = DeliveryTimeLocked(from, to, data.size());
+  src.stats.bytes_sent += data.size();
+  src.stats.messages_sent += 1;
+
+  Slot& dst = *slots_[to];
+  const Rank source_in_dst = RankOfSlotLocked(to, from);
+  auto match = std::find_if(dst.posted.begin(), dst.posted.end(), [&](const auto& r) {
+    return r->tag == tag && (r->peer_slot == from || (r->peer_slot == -1 && source_in_dst >= 0));
+  });
+  if (match != dst.posted.end()) {
+    Op& recv = **match;
+    recv.posted = false;
+    recv.done = true;
+    recv.visible_at = ready_at;
+    if (data.size() > recv.recv_buffer.size()) {
+      recv.status = DataLoss("receive from " + PeerNameLocked(to, source_in_dst) + " (tag " +
+                             std::to_string(tag) + "): message of " +
+                             std::to_string(data.size()) + " bytes exceeds the " +
+                             std::to_string(recv.recv_buffer.size()) + "-byte buffer");
+    } else {
+      if (!data.empty()) std::memcpy(recv.recv_buffer.data(), data.data(), data.size());
+      recv.completion = Completion{source_in_dst, tag, data.size()};
+      dst.stats.bytes_received += data.size();
+      dst.stats.messages_received += 1;
+    }
+    recv.cv.notify_all();
+    dst.posted.erase(match);
+  } else {
+    Message msg;
+    msg.from = from;
+    msg.tag = tag;
+    msg.data.assign(data.begin(), data.end());
+    msg.ready_at = ready_at;
+    msg.send_op = op;
+    dst.unexpected.push_back(std::move(msg));
+  }
+  op->done = true;
+  op->visible_at = ready_at;
+  std::string peer_name = PeerNameLocked(from, dest);
+  lock.unlock();
+  return std::make_unique<LocalRequest>(shared_from_this(), &mu_, std::move(op),
+                                        std::move(peer_name));
+}
+
+Result<RequestPtr> LocalHub::Recv(int at, Rank source, Tag tag, std::span<std::byte> data) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Slot& self = *slots_[at];
+  if (self.dead) return Err(Unavailable("receive on killed endpoint " + self.name));
+  int from = -1;
+  if (source != kAnySource) {
+    if (source < 0 || source >= static_cast<Rank>(self.rank_to_slot.size())) {
+      return Err(InvalidArgument("receive: rank " + std::to_string(source) +
+                                 " is not a member (size " +
+                                 std::to_string(self.rank_to_slot.size()) + ")"));
+    }
+    from = self.rank_to_slot[source];
+  }
+  auto op = std::make_shared<Op>();
+  op->kind = Op::Kind::kRecv;
+  op->owner = at;
+  op->peer = source;
+  op->peer_slot = from;
+  op->tag = tag;
+  op->recv_buffer = data;
+  const std::string peer_name =
+      source == kAnySource ? std::string("any source") : PeerNameLocked(at, source);
+
+  auto match = std::find_if(self.unexpected.begin(), self.unexpected.end(), [&](const Message& m) {
+    return m.tag == tag && (m.from == from || (from == -1 && RankOfSlotLocked(at, m.from) >= 0));
+  });
+  if (match != self.unexpected.end()) {
+    const Rank actual = RankOfSlotLocked(at, match->from);
+    op->done = true;
+    op->visible_at = match->ready_at;
+    if (match->data.size() > data.size()) {
+      op->status = DataLoss("receive from " + PeerNameLocked(at, actual) + " (tag " +
+                            std::to_string(tag) + "): message of " +
+                            std::to_string(match->data.size()) + " bytes exceeds the " +
+                            std::to_string(data.size()) + "-byte buffer");
+    } else {
+      if (!match->data.empty()) std::memcpy(data.data(), match->data.data(), match->data.size());
+      op->completion = Completion{actual, tag, match->data.size()};
+      self.stats.bytes_received += match->data.size();
+      self.stats.messages_received += 1;
+    }
+    self.unexpected.erase(match);
+  } else {
+    if (from != -1 && (self.peer_dead[source] || slots_[from]->dead)) {
+      return Err(Unavailable("receive from " + peer_name + ": peer is dead"));
+    }
+    op->posted = true;
+    op->pos = self.posted.insert(self.posted.end(), op);
+  }
+  lock.unlock();
+  return std::make_unique<LocalRequest>(shared_from_this(), &mu_, std::move(op), peer_name);
+}
+
+Status LocalHub::SetPeersLocked(int at, Rank self, std::span<const PeerInfo> peers) {
+  const int n = static_cast<int>(peers.size());
+  std::vector<int> rank_to_slot(n, -1);
+  std::vector<std::string> names(n);
+  for (const PeerInfo& p : peers) {
+    if (p.rank < 0 || p.rank >= n || rank_to_slot[p.rank] != -1) {
+      return InvalidArgument("local SetPeers: rank " + std::to_string(p.rank) +
+                             " is out of range or repeated (" + std::to_string(n) + " peers)");
+    }
+    auto slot = DecodeAddress(p.address);
+    if (!slot) return slot.error().WithContext("local SetPeers: rank " + std::to_string(p.rank));
+    if (*slot < 0 || *slot >= world_size()) {
+      return InvalidArgument("local SetPeers: rank " + std::to_string(p.rank) +
+                             " names slot " + std::to_string(*slot) + " outside the hub");
+    }
+    rank_to_slot[p.rank] = *slot;
+    names[p.rank] = p.name.empty() ? SlotName(*slot) : p.name;
+  }
+  if (self < 0 || self >= n || rank_to_slot[self] != at) {
+    return InvalidArgument("local SetPeers: self rank " + std::to_string(self) +
+                           " does not name this endpoint (" + SlotName(at) + ")");
+  }
+  Slot& s = *slots_[at];
+  s.self = self;
+  s.rank_to_slot = std::move(rank_to_slot);
+  s.rank_names = std::move(names);
+  s.peer_dead.assign(n, false);
+  // Pending receives from slots that left the membership fail.
+  for (auto& op : s.posted) {
+    if (op->peer_slot == -1) continue;
+    const Rank r = RankOfSlotLocked(at, op->peer_slot);
+    if (r < 0) {
+      FailOpLocked(*op, Unavailable("receive from " + SlotName(op->peer_slot) +
+                                    ": peer left the membership"));
+    } else {
+      op->peer = r;
+    }
+  }
+  RemoveUnposted(s.posted);
+  return Status::Ok();
+}
+
+void LocalHub::MarkPeerDeadLocked(int at, Rank peer) {
+  Slot& s = *slots_[at];
+  if (peer < 0 || peer >= static_cast<Rank>(s.peer_dead.size())) return;
+  s.peer_dead[peer] = true;
+  const int peer_slot = s.rank_to_slot[peer];
+  const std::string name = PeerNameLocked(at, peer);
+  for (auto& op : s.posted) {
+    if (op->peer_slot == peer_slot) {
+      FailOpLocked(*op, Unavailable("receive from " + name + ": peer marked dead"));
+    }
+  }
+  RemoveUnposted(s.posted);
+  // Sends still in flight on the link model (not yet visible) fail too.
+  const auto now = Clock::now();
+  for (auto& msg : slots_[peer_slot]->unexpected) {
+    if (msg.from == at && msg.ready_at > now && msg.send_op) {
+      msg.send_op->done = false;  // re-open, then fail with the reason
+      FailOpLocked(*msg.send_op, Unavailable("send to " + name + ": peer marked dead"));
+    }
+  }
+}
+
+void LocalHub::Kill(int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot < 0 || slot >= world_size()) return;
+  Slot& dead = *slots_[slot];
+  dead.dead = true;
+  for (auto& op : dead.posted) {
+    FailOpLocked(*op, Unavailable("endpoint " + dead.name + " was killed"));
+  }
+  RemoveUnposted(dead.posted);
+  const auto now = Clock::now();
+  for (auto& msg : dead.unexpected) {
+    if (msg.ready_at > now && msg.send_op) {
+      msg.send_op->done = false;
+      FailOpLocked(*msg.send_op, Unavailable("send to " + dead.name + ": peer was killed"));
+    }
+  }
+  for (int s = 0; s < world_size(); ++s) {
+    if (s == slot) continue;
+    Slot& other = *slots_[s];
+    for (auto& op : other.posted) {
+      if (op->peer_slot == slot) {
+        FailOpLocked(*op, Unavailable("receive from " + PeerNameLocked(s, op->peer) +
+                                      ": peer was killed"));
+      }
+    }
+    RemoveUnposted(other.posted);
+  }
+}
+
+// ---- LocalTransport ----
+
+LocalTransport::LocalTransport(std::shared_ptr<LocalHub> hub, int slot)
+    : hub_(std::move(hub)), slot_(slot) {}
+
+LocalTransport::~LocalTransport() = default;
+
+std::vector<uint8_t> LocalTransport::LocalAddress() const { return LocalHub::EncodeAddress(slot_); }
+
+Status LocalTransport::SetPeers(Rank self, std::span<const PeerInfo> peers) {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  return hub_->SetPeersLocked(slot_, self, peers);
+}
+
+Rank LocalTransport::rank() const {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  return hub_->slots_[slot_]->self;
+}
+
+int LocalTransport::size() const {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  return static_cast<int>(hub_->slots_[slot_]->rank_to_slot.size());
+}
+
+Result<RequestPtr> LocalTransport::Isend(Rank dest, Tag tag, std::span<const std::byte> data) {
+  return hub_->Send(slot_, dest, tag, data);
+}
+
+Result<RequestPtr> LocalTransport::Irecv(Rank source, Tag tag, std::span<std::byte> data) {
+  return hub_->Recv(slot_, source, tag, data);
+}
+
+void LocalTransport::MarkPeerDead(Rank peer) {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  hub_->MarkPeerDeadLocked(slot_, peer);
+}
+
+TransportStats LocalTransport::Stats() const {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  return hub_->slots_[slot_]->stats;
+}
+
+std::string LocalTransport::Describe() const { return "local(" + hub_->SlotName(slot_) + ")"; }
+
+}  // namespace chorus::gossip

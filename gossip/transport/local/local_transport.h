@@ -1,0 +1,124 @@
+// LocalTransport: the in-process Transport, for tests and simulation.
+//
+// A LocalHub owns the mailboxes of N endpoints ("slots"); MakeTransport(slot)
+// gives the Transport of one slot, used by one thread (or several). Messages are
+// copied into the destination's mailbox and matched on (source, tag) in arrival
+// order, so order per (source, destination, tag) is preserved. Waits block on a
+// condition variable with the deadline; nothing spins.
+//
+// Failure injection: LocalHub::Kill(slot) makes a slot dead: its peers' pending
+// and future operations to or from it fail with kUnavailable naming it (messages
+// it delivered before dying can still be received). A peer that is alive but
+// silent is only noticed by deadlines (kDeadlineExceeded).
+//
+// Optional link model (simulation): each message is delayed by
+// latency + bytes / bandwidth, serialised per (source, destination) link.
+//
+// Must not: touch libfabric or the network; share a hub between unrelated tests.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gossip/transport.h"
+
+namespace chorus::gossip {
+
+// Delay model of every link of a hub. A default-constructed model delays nothing.
+struct LocalLinkModel {
+  std::chrono::nanoseconds latency{0};  // added to every message
+  double bytes_per_second = 0;           // <= 0: infinite bandwidth
+};
+
+struct LocalHubOptions {
+  int world_size = 2;         // number of slots (endpoints)
+  LocalLinkModel link;        // optional delays (simulation)
+  std::string name_prefix = "local";  // peers are named "<prefix><slot>"
+};
+
+class LocalHub;
+
+// The Transport of one hub slot. Created by LocalHub::MakeTransport.
+class LocalTransport final : public Transport {
+ public:
+  LocalTransport(std::shared_ptr<LocalHub> hub, int slot);
+  ~LocalTransport() override;
+
+  std::vector<uint8_t> LocalAddress() const override;
+  [[nodiscard]] Status SetPeers(Rank self, std::span<const PeerInfo> peers) override;
+  Rank rank() const override;
+  int size() const override;
+  [[nodiscard]] Result<RequestPtr> Isend(Rank dest, Tag tag,
+                                         std::span<const std::byte> data) override;
+  [[nodiscard]] Result<RequestPtr> Irecv(Rank source, Tag tag,
+                                         std::span<std::byte> data) override;
+  void MarkPeerDead(Rank peer) override;
+  TransportStats Stats() const override;
+  std::string Describe() const override;
+
+  int slot() const { return slot_; }
+
+ private:
+  friend class LocalHub;
+  std::shared_ptr<LocalHub> hub_;
+  const int slot_;
+};
+
+class LocalHub : public std::enable_shared_from_this<LocalHub> {
+ public:
+  static std::shared_ptr<LocalHub> Create(const LocalHubOptions& options);
+
+  // The transport of `slot` (0 <= slot < world_size), with its peers already set
+  // to every slot (rank == slot). May be called again after the previous one is
+  // destroyed.
+  Result<std::unique_ptr<LocalTransport>> MakeTransport(int slot);
+  // One transport per slot, in slot order.
+  std::vector<std::unique_ptr<Transport>> MakeAll();
+
+  // Kills a slot: see the file comment.
+  void Kill(int slot);
+  bool IsDead(int slot) const;
+
+  int world_size() const { return static_cast<int>(slots_.size()); }
+  std::string SlotName(int slot) const;
+
+  // Encodes / decodes a slot as a LocalAddress() blob.
+  static std::vector<uint8_t> EncodeAddress(int slot);
+  static Result<int> DecodeAddress(std::span<const uint8_t> address);
+
+  // Internal state shared with requests; public only so the .cc can name it.
+  struct Op;
+  struct Message;
+  struct Slot;
+
+  explicit LocalHub(const LocalHubOptions& options);
+  // Cancels a pending op (hub mutex held): it leaves its posted list at once.
+  void CancelLocked(Op& op, Status status);
+
+ private:
+  friend class LocalTransport;
+  friend class LocalRequest;
+
+  Result<RequestPtr> Send(int from, Rank dest, Tag tag, std::span<const std::byte> data);
+  Result<RequestPtr> Recv(int at, Rank source, Tag tag, std::span<std::byte> data);
+  Status SetPeersLocked(int at, Rank self, std::span<const PeerInfo> peers);
+  void MarkPeerDeadLocked(int at, Rank peer);
+  void FailOpLocked(Op& op, Status status);
+  std::string PeerNameLocked(int at, Rank peer) const;
+  // Rank of `from_slot` in the view of slot `at`, or -1.
+  Rank RankOfSlotLocked(int at, int from_slot) const;
+  Clock::time_point DeliveryTimeLocked(int from, int to, size_t bytes);
+
+  const LocalHubOptions options_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+}  // namespace chorus::gossip

@@ -1,0 +1,75 @@
+// F16C fast path for FP16 <-> FP32 conversion (vcvtph2ps / vcvtps2ph, round to
+// nearest even by immediate, independent of MXCSR). This file is compiled with
+// -mf16c -mavx2 -mfma, so it must not define or instantiate anything that other
+// files could link to by accident (no inline library templates, no
+// common/fp16.h): an AVX2 copy of a shared inline function could be picked by
+// the linker and run on a CPU without it. Tails (count % 8) go through a padded
+// 8-lane buffer so every element takes the same hardware path.
+#include "kernels/cpu/fp16_f16c.h"
+
+#include <immintrin.h>
+
+namespace chorus::kernels::cpu {
+
+void F16cHalfToFloat(const uint16_t* in, float* out, size_t count) {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 8));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h0));
+    _mm256_storeu_ps(out + i + 8, _mm256_cvtph_ps(h1));
+  }
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  if (i < count) {
+    const size_t rest = count - i;
+    alignas(32) uint16_t hbuf[8] = {};
+    alignas(32) float fbuf[8];
+    __builtin_memcpy(hbuf, in + i, rest * sizeof(uint16_t));
+    _mm256_store_ps(fbuf, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(hbuf))));
+    __builtin_memcpy(out + i, fbuf, rest * sizeof(float));
+  }
+}
+
+void F16cFloatToHalf(const float* in, uint16_t* out, size_t count) {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m128i h0 = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    const __m128i h1 = _mm256_cvtps_ph(_mm256_loadu_ps(in + i + 8), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 8), h1);
+  }
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  if (i < count) {
+    const size_t rest = count - i;
+    alignas(32) float fbuf[8] = {};
+    alignas(32) uint16_t hbuf[8];
+    __builtin_memcpy(fbuf, in + i, rest * sizeof(float));
+    _mm_store_si128(reinterpret_cast<__m128i*>(hbuf),
+                    _mm256_cvtps_ph(_mm256_load_ps(fbuf), _MM_FROUND_TO_NEAREST_INT));
+    __builtin_memcpy(out + i, hbuf, rest * sizeof(uint16_t));
+  }
+}
+
+void F16cRoundToHalf(float* x, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
+  }
+  if (i < count) {
+    const size_t rest = count - i;
+    alignas(32) float fbuf[8] = {};
+    __builtin_memcpy(fbuf, x + i, rest * sizeof(float));
+    const __m128i h = _mm256_cvtps_ph(_mm256_load_ps(fbuf), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_store_ps(fbuf, _mm256_cvtph_ps(h));
+    __builtin_memcpy(x + i, fbuf, rest * sizeof(float));
+  }
+}
+
+}  // namespace chorus::kernels::cpu

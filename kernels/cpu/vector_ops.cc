@@ -1,0 +1,70 @@
+// CPU vector ops for the optimizer and mixed precision: SumSquares (double
+// accumulation), AllFinite, Axpy, Scale. OpenMP loops, static schedule, above a
+// size threshold; results of the reductions depend only on the thread count.
+// Nothing here allocates.
+#include <bit>
+#include <cmath>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/ops.h"
+
+namespace chorus::kernels {
+namespace {
+
+// Below this many elements an OpenMP region costs more than it saves.
+constexpr size_t kParallelElems = size_t{1} << 15;
+
+// Non-finite means the exponent field is all ones (Inf or NaN); a bit test
+// vectorises where std::isfinite may not.
+inline bool NotFinite(float v) { return (std::bit_cast<uint32_t>(v) & 0x7f800000u) == 0x7f800000u; }
+inline bool NotFinite(double v) {
+  return (std::bit_cast<uint64_t>(v) & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+}
+
+}  // namespace
+
+template <typename T>
+double SumSquares(const Context& ctx, size_t count, const T* x) {
+  double sum = 0.0;
+#pragma omp parallel for simd num_threads(cpu::KernelThreads()) schedule(static) \
+    reduction(+ : sum) if (count >= kParallelElems)
+  for (size_t i = 0; i < count; ++i) {
+    const double v = static_cast<double>(x[i]);
+    sum += v * v;
+  }
+  return sum;
+}
+
+template <typename T>
+bool AllFinite(const Context& ctx, size_t count, const T* x) {
+  size_t bad = 0;
+#pragma omp parallel for num_threads(cpu::KernelThreads()) schedule(static) \
+    reduction(+ : bad) if (count >= kParallelElems)
+  for (size_t i = 0; i < count; ++i) bad += NotFinite(x[i]) ? 1 : 0;
+  return bad == 0;
+}
+
+template <typename T>
+void Axpy(const Context& ctx, size_t count, T a, const T* x, T* y) {
+#pragma omp parallel for num_threads(cpu::KernelThreads()) \
+    schedule(static) if (count >= kParallelElems)
+  for (size_t i = 0; i < count; ++i) y[i] += a * x[i];
+}
+
+template <typename T>
+void Scale(const Context& ctx, size_t count, T a, T* x) {
+#pragma omp parallel for num_threads(cpu::KernelThreads()) \
+    schedule(static) if (count >= kParallelElems)
+  for (size_t i = 0; i < count; ++i) x[i] *= a;
+}
+
+#define CHORUS_INSTANTIATE_VECTOR(T)                               \
+  template double SumSquares<T>(const Context&, size_t, const T*); \
+  template bool AllFinite<T>(const Context&, size_t, const T*);    \
+  template void Axpy<T>(const Context&, size_t, T, const T*, T*);  \
+  template void Scale<T>(const Context&, size_t, T, T*);
+CHORUS_INSTANTIATE_VECTOR(float)
+CHORUS_INSTANTIATE_VECTOR(double)
+#undef CHORUS_INSTANTIATE_VECTOR
+
+}  // namespace chorus::kernels

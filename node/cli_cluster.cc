@@ -1,0 +1,241 @@
+// `chorus cluster [CONFIG]` and `chorus launch -n N CONFIG`.
+//
+// `cluster` forms (or joins) a cluster without training: it starts the control
+// plane with a placeholder data-plane address (or, with --fabric, the address of
+// a real libfabric endpoint), prints the view, keeps heartbeating, logs epoch
+// changes, calls AdvanceEpochIfPending at a fixed interval (as a training loop
+// would at its epoch boundaries, so late joiners are admitted), and leaves
+// cleanly after --hold seconds or on SIGINT/SIGTERM.
+// `launch` runs N local node processes (launcher.h).
+// Must not: hold membership logic (control_plane.h does) or parse TOML itself
+// (LoadConfig does).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "common/log.h"
+#include "gossip/transport/fabric/fabric_transport.h"
+#include "node/cli_commands.h"
+#include "node/config_parse.h"
+#include "node/control_plane.h"
+#include "node/launcher.h"
+#include "node/logging.h"
+
+namespace chorus::node {
+namespace {
+
+struct ClusterArgs {
+  std::string config_file;
+  std::vector<std::string> sets;
+  double hold_s = -1;          // < 0: until a signal
+  double boundary_every_s = 1.0;
+  bool fabric = false;
+};
+
+void PrintView(const MembershipView& view) {
+  std::printf("cluster: epoch %llu, %d members, this node is rank %d\n",
+              static_cast<unsigned long long>(view.epoch), view.size(), view.self_rank);
+  for (const Member& m : view.members) {
+    std::printf("  rank %d: %s at %s, %s, batch %d, host group %s, data address %zu bytes\n", m.rank,
+                m.name.c_str(), m.control_address.c_str(), m.device.c_str(), m.batch_size,
+                m.host_group.c_str(), m.data_address.size());
+  }
+  std::fflush(stdout);
+}
+
+// Waits up to `seconds` for SIGINT/SIGTERM (blocked in every thread); returns it or 0.
+int WaitForSignal(const sigset_t& set, double seconds) {
+  if (seconds <= 0) return 0;
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(std::floor(seconds));
+  ts.tv_nsec = static_cast<long>((seconds - std::floor(seconds)) * 1e9);
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+int RunCluster(const ClusterArgs& args) {
+  std::vector<ConfigOverride> overrides;
+  for (const std::string& s : args.sets) overrides.push_back({s, "--set " + s});
+  Result<Config> config = LoadConfig(args.config_file, overrides);
+  if (!config) {
+    std::fprintf(stderr, "chorus cluster: %s\n", config.error().message().c_str());
+    return kExitUsage;
+  }
+  Result<std::unique_ptr<LogSession>> logging = InstallLogging(config->run, std::nullopt, config->run.node_name);
+  if (!logging) {
+    std::fprintf(stderr, "chorus cluster: %s\n", logging.error().message().c_str());
+    return kExitFailure;
+  }
+
+  // SIGINT/SIGTERM are taken with sigtimedwait on this thread: block them before
+  // any thread starts so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  LocalNodeInfo local;
+  local.name = config->run.node_name;
+  local.device = "cpu";
+  local.batch_size = config->train.batch_size;
+  local.host_group = config->cluster.host_group;
+  local.chorus_version = CHORUS_VERSION;
+  local.libfabric_version = gossip::LibfabricVersion();
+  local.provider = config->fabric.provider;
+  Result<std::string> provider_version = gossip::FabricProviderVersion(config->fabric.provider);
+  std::unique_ptr<gossip::Transport> transport;
+  if (args.fabric) {
+    if (!provider_version) {
+      CHORUS_LOG_ERROR(Subsys::kNode, provider_version.error().ToString());
+      return kExitFailure;
+    }
+    gossip::FabricOptions fabric;
+    fabric.provider = config->fabric.provider;
+    fabric.node_name = config->run.node_name;
+    Result<HostPort> listen = ParseHostPort(config->cluster.listen);
+    fabric.bind_address = listen && listen->host != "0.0.0.0" && listen->host != "::" ? listen->host : "";
+    Result<std::unique_ptr<gossip::Transport>> opened = gossip::MakeFabricTransport(fabric);
+    if (!opened) {
+      CHORUS_LOG_ERROR(Subsys::kNode, opened.error().ToString());
+      return kExitFailure;
+    }
+    transport = std::move(*opened);
+    local.data_address = transport->LocalAddress();
+  } else {
+    // No data plane: a placeholder address, so members still carry one.
+    const std::string placeholder = "no-fabric:" + config->run.node_name;
+    local.data_address.assign(placeholder.begin(), placeholder.end());
+  }
+  if (provider_version) {
+    local.provider_version = *provider_version;
+  } else {
+    local.provider_version = "unavailable";
+    CHORUS_LOG_WARN(Subsys::kNode, "provider ", config->fabric.provider,
+                    " is not available here: ", provider_version.error().message());
+  }
+
+  Result<std::unique_ptr<ControlPlane>> control = ControlPlane::Start(config->cluster, local);
+  if (!control) {
+    CHORUS_LOG_ERROR(Subsys::kNode, control.error().ToString());
+    return kExitFailure;
+  }
+  ControlPlane& cp = **control;
+  Result<MembershipView> formed = cp.WaitForEpoch0(Deadline::AfterSeconds(config->cluster.join_timeout_s));
+  if (!formed) {
+    CHORUS_LOG_ERROR(Subsys::kNode, formed.error().ToString());
+    return kExitFailure;
+  }
+  PrintView(*formed);
+
+  const Deadline hold = args.hold_s >= 0 ? Deadline::AfterSeconds(args.hold_s) : Deadline::Never();
+  const double boundary_deadline_s = std::min(10.0, 2 * config->cluster.dead_timeout_s);
+  Deadline next_boundary = Deadline::AfterSeconds(args.boundary_every_s);
+  int exit_code = kExitOk;
+  while (true) {
+    const double until_boundary = std::chrono::duration<double>(next_boundary.Remaining()).count();
+    const double until_hold = hold.IsNever() ? until_boundary
+                                             : std::chrono::duration<double>(hold.Remaining()).count();
+    const int sig = WaitForSignal(stop_signals, std::min(until_boundary, until_hold));
+    if (sig != 0) {
+      CHORUS_LOG_INFO(Subsys::kNode, "received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": leaving");
+      break;
+    }
+    if (hold.Expired()) break;
+    if (!next_boundary.Expired()) continue;
+    Result<MembershipView> boundary = cp.AdvanceEpochIfPending(Deadline::AfterSeconds(boundary_deadline_s));
+    if (!boundary) {
+      CHORUS_LOG_DEBUG(Subsys::kNode, "epoch boundary: ", boundary.error().ToString());
+    }
+    if (cp.View().self_rank < 0) {
+      CHORUS_LOG_ERROR(Subsys::kNode, "this node is no longer a cluster member");
+      exit_code = kExitFailure;
+      break;
+    }
+    next_boundary = Deadline::AfterSeconds(args.boundary_every_s);
+  }
+  if (exit_code == kExitOk) {
+    Status left = cp.Leave(Deadline::AfterSeconds(config->cluster.dead_timeout_s + 2));
+    if (!left.ok()) CHORUS_LOG_WARN(Subsys::kNode, left.ToString());
+    CHORUS_LOG_INFO(Subsys::kNode, "left the cluster");
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+void RegisterClusterCommand(CLI::App& app, CliContext& context) {
+  auto args = std::make_shared<ClusterArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "cluster", "Form or join a cluster without training: print the view, heartbeat, log epoch changes");
+  cmd->add_option("config", args->config_file, "TOML config file (default: the built-in config)");
+  cmd->add_option("--set", args->sets, "Override one setting, e.g. --set cluster.min_nodes=4 (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  cmd->add_option("--hold", args->hold_s, "Leave cleanly and exit 0 after this many seconds (default: on SIGTERM)")
+      ->type_name("SECONDS")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--boundary-every", args->boundary_every_s,
+                  "Seconds between epoch boundaries, where waiting joiners are admitted (default 1)")
+      ->type_name("SECONDS")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--fabric", args->fabric,
+                "Open a libfabric endpoint (fabric.provider) and publish its address instead of a placeholder");
+  cmd->callback([args, &context] { context.exit_code = RunCluster(*args); });
+}
+
+void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
+  struct LaunchArgs {
+    int num_nodes = 0;
+    std::string command = "node";
+    std::vector<std::string> sets;
+    std::string config_file;
+    std::vector<std::string> extra;
+  };
+  auto args = std::make_shared<LaunchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "Run N local nodes as one cluster; their output is prefixed with [node<i>]");
+  cmd->add_option("-n,--nodes", args->num_nodes, "Number of node processes")->required()->check(
+      CLI::Range(1, 1024));
+  cmd->add_option("--command", args->command, "Subcommand every node runs: node (default) or cluster")
+      ->check(CLI::IsMember({"node", "cluster"}));
+  cmd->add_option("--set", args->sets, "Override one setting on every node (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  cmd->add_option("config", args->config_file, "TOML config file given to every node");
+  cmd->add_option("args", args->extra, "After --: extra arguments given to every node");
+  cmd->footer("Example: chorus launch -n 4 --command cluster configs/x.toml -- --hold 5");
+  cmd->callback([args, &context] {
+    LaunchOptions options;
+    options.num_nodes = args->num_nodes;
+    options.command = args->command;
+    options.overrides = args->sets;
+    options.config_path = args->config_file;
+    options.extra_args = args->extra;
+    // Without CONFIG, the first argument after "--" lands in the config slot.
+    if (!options.config_path.empty() && options.config_path[0] == '-') {
+      options.extra_args.insert(options.extra_args.begin(), options.config_path);
+      options.config_path.clear();
+    }
+    LaunchResult result;
+    Status status = Launch(options, &result);
+    if (!status.ok()) {
+      std::fprintf(stderr, "chorus launch: %s\n", status.message().c_str());
+      context.exit_code = kExitFailure;
+      return;
+    }
+    std::fprintf(stderr, "launch: all %d nodes exited with status 0\n", options.num_nodes);
+    context.exit_code = kExitOk;
+  });
+}
+
+}  // namespace chorus::node

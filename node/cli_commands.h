@@ -1,0 +1,52 @@
+// Subcommands of the `chorus` binary: one Register*Command per subcommand, each
+// in its own cli_<name>.cc, all called from RunCli (cli.cc). A subcommand's
+// callback stores its exit code in the CliContext. Registration only declares
+// options; the work happens in the callback, after parsing.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "node/config.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace chorus::node {
+
+struct CliContext {
+  int exit_code = 0;  // set by the callback of the subcommand that ran
+};
+
+// Exit codes of every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the work itself failed (logged)
+inline constexpr int kExitUsage = 2;    // bad command line or configuration
+
+// `chorus node [CONFIG]` (cli_node.cc).
+void RegisterNodeCommand(CLI::App& app, CliContext& context);
+// `chorus config check FILE` (cli_config.cc).
+void RegisterConfigCommand(CLI::App& app, CliContext& context);
+// `chorus cluster [CONFIG]`: form a cluster without training (cli_cluster.cc).
+void RegisterClusterCommand(CLI::App& app, CliContext& context);
+// `chorus launch -n N CONFIG`: N local nodes (cli_cluster.cc, launcher.h).
+void RegisterLaunchCommand(CLI::App& app, CliContext& context);
+// `chorus bench p2p` (cli_bench.cc, bench_p2p.h); other benchmarks add their
+// subcommand under the same `bench` command.
+void RegisterBenchCommands(CLI::App& app, CliContext& context);
+
+// One override for LoadConfig: a "section.key=value" assignment and the
+// origin that errors name ("--set train.epochs=3", "--epochs").
+struct ConfigOverride {
+  std::string assignment;
+  std::string origin;
+};
+
+// The config of `path` (the built-in default when empty), with `overrides`
+// applied in order, then environment hints, then validated.
+[[nodiscard]] Result<Config> LoadConfig(const std::string& path, const std::vector<ConfigOverride>& overrides);
+
+}  // namespace chorus::node

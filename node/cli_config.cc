@@ -1,0 +1,56 @@
+// `chorus config check FILE`, and LoadConfig (file + overrides + environment),
+// which every subcommand that reads a node config uses. Printing and exit codes
+// only: parsing and checking rules live in config_parse.cc.
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "node/cli_commands.h"
+#include "node/config_parse.h"
+
+namespace chorus::node {
+
+Result<Config> LoadConfig(const std::string& path, const std::vector<ConfigOverride>& overrides) {
+  Config config = DefaultConfig();
+  if (!path.empty()) {
+    CHORUS_ASSIGN_OR_RETURN(config, ParseConfigFile(path));
+  }
+  for (const ConfigOverride& o : overrides) {
+    CHORUS_RETURN_IF_ERROR(ApplyOverride(&config, o.assignment, o.origin));
+  }
+  CHORUS_RETURN_IF_ERROR(ApplyEnvironmentHints(&config));
+  CHORUS_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
+void RegisterConfigCommand(CLI::App& app, CliContext& context) {
+  CLI::App* config = app.add_subcommand("config", "Work with node configuration files");
+  config->require_subcommand(1);
+
+  struct CheckArgs {
+    std::string file;
+    std::vector<std::string> sets;
+  };
+  auto args = std::make_shared<CheckArgs>();
+  CLI::App* check = config->add_subcommand(
+      "check", "Validate FILE and print the resolved settings (every key, defaults included) as TOML");
+  check->add_option("file", args->file, "TOML config file")->required();
+  check->add_option("--set", args->sets, "Override one setting, e.g. --set train.batch_size=128 (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  check->callback([args, &context] {
+    std::vector<ConfigOverride> overrides;
+    for (const std::string& s : args->sets) overrides.push_back({s, "--set " + s});
+    Result<Config> loaded = LoadConfig(args->file, overrides);
+    if (!loaded) {
+      std::fprintf(stderr, "chorus config check: %s\n", loaded.error().message().c_str());
+      context.exit_code = kExitUsage;
+      return;
+    }
+    std::fputs(DescribeConfig(*loaded).c_str(), stdout);
+    context.exit_code = kExitOk;
+  });
+}
+
+}  // namespace chorus::node

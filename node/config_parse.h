@@ -1,0 +1,60 @@
+// Reading, checking and printing a node's configuration (the structs of config.h).
+//
+// TOML files use the tables [run], [train], [loss_scale], [data], [cluster] and
+// [fabric], with keys named exactly as the struct fields. Every error names where
+// the offending key was set, the key path and what was expected:
+//   configs/x.toml:7:1: train.batch_size: expected an integer >= 1, got 0
+// Unknown keys suggest the closest known one. Nothing here throws (toml++ parse
+// errors are caught in config_parse.cc) and nothing here logs: callers decide.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "node/config.h"
+#include "node/host_port.h"  // HostPort, ParseHostPort (cluster addresses are checked here)
+
+namespace chorus::node {
+
+// The built-in default (what configs/single-mlp.toml spells out); source is
+// "<built-in default>".
+Config DefaultConfig();
+
+// Reads and parses a TOML file, then validates it (ValidateConfig).
+[[nodiscard]] Result<Config> ParseConfigFile(const std::string& path);
+// Same for text already in memory; `source_name` is used in error messages.
+[[nodiscard]] Result<Config> ParseConfigString(std::string_view text, std::string source_name);
+
+// Applies one "section.key=value" override (as given to `--set`). The value is
+// TOML ("128", "0.05", "\"name\"", "[\"a:1\", \"b:2\"]"); for string keys a bare
+// word is taken as a string, and for list keys "a:1,b:2" as a list of strings.
+// Checks the key and the value's type; range and cross-field checks are left to
+// ValidateConfig so that several overrides can be applied first. `origin` names
+// the override in later error messages (e.g. "--set train.epochs=3", "--epochs").
+[[nodiscard]] Status ApplyOverride(Config* config, std::string_view assignment,
+                                   std::string_view origin);
+
+// Fills cluster.rank_hint (when -1) from SLURM_PROCID or OMPI_COMM_WORLD_RANK,
+// and cluster.min_nodes (when not set explicitly) from SLURM_NTASKS or
+// OMPI_COMM_WORLD_SIZE. A malformed variable is an error naming it.
+using EnvLookup = std::function<const char*(const char*)>;
+[[nodiscard]] Status ApplyEnvironmentHints(Config* config);
+[[nodiscard]] Status ApplyEnvironmentHints(Config* config, const EnvLookup& getenv_fn);
+
+// Range and cross-field checks (all of them, one error per line in the message).
+[[nodiscard]] Status ValidateConfig(const Config& config);
+
+// The resolved settings as TOML: every table and key, defaults included, with a
+// short comment per key. Parsing the output gives back the same settings.
+std::string DescribeConfig(const Config& config);
+
+// Every known key path ("run.name", ..., "fabric.op_timeout_s"), in file order.
+std::vector<std::string> ConfigKeyPaths();
+
+// A TOML basic string literal for `text` (quoted and escaped).
+std::string TomlQuote(std::string_view text);
+
+}  // namespace chorus::node

@@ -1,0 +1,70 @@
+// Keys of the control plane, derived from the cluster token (libsodium).
+//
+// The token itself never leaves the process. Its BLAKE2b hash
+// (crypto_generichash) is the cluster key K; everything on the wire is
+// authenticated with HMAC-SHA256 (crypto_auth_hmacsha256) under keys derived
+// from K:
+//  - handshake keys, one per direction, for the two hellos (and a reject);
+//  - nonce proofs: each side MACs the other side's fresh random nonce, so a
+//    side that answers proves it holds K now, not that it recorded a hello;
+//  - session keys, one per direction, derived from K and both nonces, for every
+//    frame after the handshake. Frames of another connection (other nonces) do
+//    not verify here, and per-frame sequence numbers (control_frame.h) stop
+//    replays and reordering within one connection.
+// Must not: log or print key material, or compare MACs with memcmp (timing).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace chorus::node {
+
+inline constexpr size_t kMacKeyBytes = 32;
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+
+using MacKey = std::array<uint8_t, kMacKeyBytes>;
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Mac = std::array<uint8_t, kMacBytes>;
+
+// Which way a frame travels on a connection: from the side that dialed to the
+// side that accepted, or back.
+enum class Direction { kDialerToAcceptor, kAcceptorToDialer };
+
+// libsodium's one-time initialisation; safe to call from any thread, any number of times.
+[[nodiscard]] Status InitSodium();
+
+// A fresh random nonce (randombytes_buf).
+Nonce RandomNonce();
+
+// HMAC-SHA256 of the concatenation of `parts` under `key`.
+Mac HmacParts(const MacKey& key, std::initializer_list<std::span<const uint8_t>> parts);
+
+// Constant-time comparison (sodium_memcmp); false when the sizes differ.
+bool MacEquals(std::span<const uint8_t> a, std::span<const uint8_t> b);
+
+class ClusterKey {
+ public:
+  // K = BLAKE2b-256("chorus control plane v1" || token). InitSodium() must have succeeded.
+  static ClusterKey FromToken(std::string_view token);
+
+  // Key of the unauthenticated-yet phase (the hellos) for one direction.
+  MacKey HandshakeKey(Direction direction) const;
+  // Proof, sent in `direction`, that the sender holds K: HMAC over the peer's nonce.
+  Mac ProveNonce(Direction direction, const Nonce& peer_nonce) const;
+  bool CheckNonceProof(Direction direction, const Nonce& peer_nonce,
+                       std::span<const uint8_t> proof) const;
+  // Key of every frame after the handshake in `direction`.
+  MacKey SessionKey(Direction direction, const Nonce& dialer_nonce, const Nonce& acceptor_nonce) const;
+
+ private:
+  explicit ClusterKey(const MacKey& key) : key_(key) {}
+  MacKey key_;
+};
+
+}  // namespace chorus::node

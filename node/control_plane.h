@@ -1,0 +1,109 @@
+// The control plane of one node: listen, join, membership epochs, heartbeats,
+// barriers, leave (DESIGN.md "Runtime of one node", step 2).
+//
+// Protocol in short (details in control_plane.cc and control_membership.cc):
+//  - A node listens on cluster.listen and checks at start that its advertised
+//    address answers a hello from itself.
+//  - The founder (empty bootstrap list, or the first bootstrap entry is its own
+//    advertised address) starts the cluster. Every other node dials the
+//    bootstrap peers in turn, retrying until cluster.join_timeout_s; a member
+//    that is not the coordinator redirects the join to the coordinator.
+//  - The coordinator (the founder until epoch 0, then the lowest-ranked live
+//    member) owns membership. With cluster.min_nodes candidates it fixes epoch 0
+//    (ranks: RanksBefore in membership.h) and sends it to everyone.
+//  - Members keep one connection per pair (the higher rank dials) and send
+//    heartbeats every heartbeat_interval_s. Silent for suspect_timeout_s is
+//    suspect, for dead_timeout_s dead; a member that leaves says so. The
+//    coordinator then proposes epoch e+1 with the survivors, every member acks,
+//    the coordinator commits, and every member logs "epoch N: members ...".
+//  - A node that joins after epoch 0 waits; the coordinator admits it at the
+//    next epoch boundary (AdvanceEpochIfPending, called by every member).
+//
+// Threading: one Asio io_context runs on its own thread (the control thread).
+// Every public method is thread-safe and may block only until its Deadline.
+// Must not: touch the data plane or the model; it only carries the data-plane
+// address as opaque bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "node/config.h"
+#include "node/membership.h"
+
+namespace chorus::node {
+
+// What this node tells the others about itself.
+struct LocalNodeInfo {
+  std::string name;                   // unique in the cluster; default "node<rank_hint>" or "<host>-<pid>"
+  std::vector<uint8_t> data_address;  // opaque data-plane address (transport LocalAddress())
+  std::string device = "cpu";         // "cpu" | "cuda"
+  int batch_size = 0;
+  std::string host_group;             // default: cluster.host_group, then the host name
+  // Must match exactly across the cluster (a mismatch is refused, naming both).
+  std::string chorus_version;
+  std::string libfabric_version;
+  std::string provider;               // "tcp;ofi_rxm" | "shm"
+  std::string provider_version;
+};
+
+class ControlPlaneImpl;
+
+class ControlPlane {
+ public:
+  // Listens, runs the self-check against the advertised address, logs the
+  // versions and starts founding or joining in the background. Errors: a bad
+  // listen/advertise address, a port in use, a failed self-check.
+  [[nodiscard]] static Result<std::unique_ptr<ControlPlane>> Start(const ClusterConfig& config,
+                                                                   LocalNodeInfo local);
+  // Stops without leaving: the others will see this node die.
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+
+  // The port actually listened on (cluster.listen may say 0).
+  uint16_t port() const;
+  // The address peers dial ("host:port").
+  const std::string& advertise_address() const;
+  const std::string& name() const;
+
+  // Waits until this node is a member of some epoch (epoch 0, or a later one for
+  // a node that joined a running cluster) and returns that view. Fails when
+  // joining failed (no bootstrap peer reachable within join_timeout_s, wrong
+  // token, version mismatch, duplicate name) or at the deadline.
+  [[nodiscard]] Result<MembershipView> WaitForEpoch0(Deadline deadline);
+
+  // The latest installed view (epoch 0 with no members before joining).
+  MembershipView View() const;
+  // Called on the control thread after each new view is installed. Keep it short.
+  void OnViewChange(std::function<void(const MembershipView&)> callback);
+  // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
+  [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
+
+  // Returns when every member of the current epoch has called Barrier(name).
+  // Aborted when the epoch changes first (retry in the new epoch);
+  // DeadlineExceeded names the members that did not arrive.
+  [[nodiscard]] Status Barrier(const std::string& name, Deadline deadline);
+
+  // The epoch boundary of the training loop: every member calls it at the same
+  // point. When nodes wait to join, the coordinator proposes the next epoch with
+  // them and every member returns that view; otherwise the current view.
+  [[nodiscard]] Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
+  // Nodes waiting to be admitted (known to the coordinator only; empty elsewhere).
+  std::vector<std::string> PendingJoiners() const;
+
+  // Tells the others this node leaves, waits until they have moved to an epoch
+  // without it (or nobody is left to confirm), then closes every connection.
+  [[nodiscard]] Status Leave(Deadline deadline);
+
+ private:
+  explicit ControlPlane(std::unique_ptr<ControlPlaneImpl> impl);
+  std::unique_ptr<ControlPlaneImpl> impl_;
+};
+
+}  // namespace chorus::node

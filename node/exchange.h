@@ -1,0 +1,44 @@
+// Exchange: how a node keeps its replica together with the others, as seen by
+// the training loop. The loop calls, per step:
+//
+//   BeforeStep(step)          e.g. arm the fusion buckets for this step
+//   trainer.ForwardBackward   (gradient-ready hooks may start all-reduces)
+//   AfterBackward(step, n)    all-reduce: wait for every bucket; n = local samples
+//   trainer.ApplyUpdate       LARS / SGD on the FP32 master
+//   AfterUpdate(step)         gossip: mix the master with neighbours
+//
+// and Finish() once after the last step (consensus phase). The single-node
+// exchange does nothing. Implementations live in node/ (wiring gossip/ to the
+// trainer); the trainer never sees them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace chorus::node {
+
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual std::string Describe() const = 0;
+  [[nodiscard]] virtual Status BeforeStep(int64_t step) { return Status::Ok(); }
+  [[nodiscard]] virtual Status AfterBackward(int64_t step, int local_samples) {
+    return Status::Ok();
+  }
+  [[nodiscard]] virtual Status AfterUpdate(int64_t step) { return Status::Ok(); }
+  [[nodiscard]] virtual Status Finish() { return Status::Ok(); }
+  // Fields merged into each metrics record (bytes sent/received, consensus distance...).
+  virtual nlohmann::json Metrics() const { return nlohmann::json::object(); }
+};
+
+// One node alone: no communication.
+class SoloExchange final : public Exchange {
+ public:
+  std::string Describe() const override { return "none (single node)"; }
+};
+
+}  // namespace chorus::node

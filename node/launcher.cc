@@ -1,0 +1,351 @@
+// Local multi-process launcher (see launcher.h).
+//
+// One thread: a poll() loop over the children's stdout/stderr pipes and a
+// self-pipe written by the SIGINT/SIGTERM handler, waking at least every 100 ms
+// to reap children (waitpid WNOHANG). Nothing spins. POSIX errors become Status
+// through ErrnoStatus.
+#include "node/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "node/config_parse.h"
+
+namespace chorus::node {
+namespace {
+
+int g_signal_pipe_write = -1;
+
+void OnSignal(int sig) {
+  const int saved_errno = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  if (g_signal_pipe_write >= 0) {
+    [[maybe_unused]] ssize_t n = write(g_signal_pipe_write, &byte, 1);
+  }
+  errno = saved_errno;
+}
+
+// Installs the forwarding handlers for the lifetime of one launch.
+class SignalForwarding {
+ public:
+  Status Install() {
+    if (pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoStatus(errno, "launch: creating the signal pipe");
+    g_signal_pipe_write = fds_[1];
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &old_pipe_);
+    installed_ = true;
+    return Status::Ok();
+  }
+  ~SignalForwarding() {
+    if (installed_) {
+      sigaction(SIGINT, &old_int_, nullptr);
+      sigaction(SIGTERM, &old_term_, nullptr);
+      sigaction(SIGPIPE, &old_pipe_, nullptr);
+      g_signal_pipe_write = -1;
+    }
+    if (fds_[0] >= 0) close(fds_[0]);
+    if (fds_[1] >= 0) close(fds_[1]);
+  }
+  int read_fd() const { return fds_[0]; }
+
+ private:
+  int fds_[2] = {-1, -1};
+  bool installed_ = false;
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+  struct sigaction old_pipe_ {};
+};
+
+// A port that was free a moment ago (bind to port 0, read it back, close).
+Result<uint16_t> PickFreePort(const std::string& host) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Err(ErrnoStatus(errno, "launch: socket"));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    close(fd);
+    return Err(InvalidArgument("launch: '" + host + "' is not an IPv4 address"));
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    close(fd);
+    return Err(ErrnoStatus(err, "launch: binding a probe socket on " + host));
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return static_cast<uint16_t>(ntohs(addr.sin_port));
+}
+
+void WriteAll(int fd, const std::string& text) {
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our own output is gone; nothing sensible to do
+    off += static_cast<size_t>(n);
+  }
+}
+
+struct Stream {
+  int fd = -1;
+  int out_fd = 1;  // where prefixed lines go
+  std::string partial;
+};
+
+struct Child {
+  std::string name;
+  pid_t pid = -1;
+  Stream streams[2];
+  bool reaped = false;
+  int wait_status = 0;
+  bool formed = false;
+};
+
+constexpr std::string_view kFormedMarker = "epoch 0: members";
+
+// Copies complete lines of `data` with the child's prefix; keeps the rest.
+void EmitLines(Child& child, Stream& s, std::string_view data, bool flush) {
+  s.partial.append(data);
+  size_t start = 0;
+  std::string out;
+  for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string_view line(s.partial.data() + start, nl - start);
+    if (line.find(kFormedMarker) != std::string_view::npos) child.formed = true;
+    out += "[" + child.name + "] ";
+    out.append(line);
+    out += '\n';
+  }
+  s.partial.erase(0, start);
+  if (flush && !s.partial.empty()) {
+    if (s.partial.find(kFormedMarker) != std::string::npos) child.formed = true;
+    out += "[" + child.name + "] " + s.partial + "\n";
+    s.partial.clear();
+  }
+  if (!out.empty()) WriteAll(s.out_fd, out);
+}
+
+std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t port0) {
+  const std::string bootstrap = o.host + ":" + std::to_string(port0);
+  std::vector<std::string> args = {"chorus", o.command};
+  if (!o.config_path.empty()) args.push_back(o.config_path);
+  auto set = [&](const std::string& assignment) {
+    args.push_back("--set");
+    args.push_back(assignment);
+  };
+  set("cluster.listen=" + TomlQuote(index == 0 ? bootstrap : o.host + ":0"));
+  set("cluster.bootstrap=[" + TomlQuote(bootstrap) + "]");
+  set("run.node_name=" + TomlQuote("node" + std::to_string(index)));
+  set("cluster.min_nodes=" + std::to_string(o.num_nodes));
+  set("cluster.rank_hint=" + std::to_string(index));
+  for (const std::string& s : o.overrides) set(s);
+  args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
+  return args;
+}
+
+Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, Child& child) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "launch: pipe for " + child.name);
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return ErrnoStatus(err, "launch: pipe for " + child.name);
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return ErrnoStatus(err, "launch: fork for " + child.name);
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls from here to exec.
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    setpgid(0, 0);  // a terminal's Ctrl-C reaches the launcher only; it forwards once
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(o.executable.c_str(), argv.data());
+    const char msg[] = "launch: exec failed\n";
+    [[maybe_unused]] ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  child.pid = pid;
+  child.streams[0] = Stream{out_pipe[0], STDOUT_FILENO, {}};
+  child.streams[1] = Stream{err_pipe[0], STDERR_FILENO, {}};
+  return Status::Ok();
+}
+
+std::string DescribeExit(const Child& c) {
+  if (WIFEXITED(c.wait_status)) return c.name + " exited with status " + std::to_string(WEXITSTATUS(c.wait_status));
+  if (WIFSIGNALED(c.wait_status)) {
+    const int sig = WTERMSIG(c.wait_status);
+    return c.name + " was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return c.name + " ended with wait status " + std::to_string(c.wait_status);
+}
+
+int ExitCode(const Child& c) {
+  if (WIFEXITED(c.wait_status)) return WEXITSTATUS(c.wait_status);
+  if (WIFSIGNALED(c.wait_status)) return 128 + WTERMSIG(c.wait_status);
+  return 255;
+}
+
+}  // namespace
+
+Status Launch(const LaunchOptions& options, LaunchResult* result) {
+  if (options.num_nodes < 1) return InvalidArgument("launch: -n must be >= 1, got " + std::to_string(options.num_nodes));
+  CHORUS_ASSIGN_OR_RETURN(uint16_t port0, PickFreePort(options.host));
+
+  SignalForwarding signals;
+  CHORUS_RETURN_IF_ERROR(signals.Install());
+
+  const Clock::time_point start = Clock::now();
+  std::vector<Child> children(static_cast<size_t>(options.num_nodes));
+  Status spawn_error;
+  for (int i = 0; i < options.num_nodes; ++i) {
+    Child& c = children[static_cast<size_t>(i)];
+    c.name = "node" + std::to_string(i);
+    spawn_error = SpawnChild(options, ChildArgs(options, i, port0), c);
+    if (!spawn_error.ok()) {
+      c.reaped = true;
+      break;
+    }
+    std::fprintf(stderr, "launch: started %s (pid %d)\n", c.name.c_str(), static_cast<int>(c.pid));
+  }
+  if (!spawn_error.ok()) {
+    for (Child& c : children) {
+      if (c.pid > 0) kill(c.pid, SIGTERM);
+    }
+  }
+
+  bool announced_formed = false;
+  int signals_seen = 0;
+  Clock::time_point all_reaped_at{};
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Child*, Stream*>> owners;
+    fds.push_back({signals.read_fd(), POLLIN, 0});
+    owners.push_back({nullptr, nullptr});
+    bool all_reaped = true;
+    for (Child& c : children) {
+      all_reaped &= c.reaped || c.pid <= 0;
+      for (Stream& s : c.streams) {
+        if (s.fd >= 0) {
+          fds.push_back({s.fd, POLLIN, 0});
+          owners.push_back({&c, &s});
+        }
+      }
+    }
+    if (all_reaped) {
+      if (fds.size() == 1) break;
+      // A grandchild may hold a pipe open; do not wait for it forever.
+      if (all_reaped_at == Clock::time_point{}) all_reaped_at = Clock::now();
+      if (Clock::now() - all_reaped_at > std::chrono::seconds(1)) {
+        for (size_t i = 1; i < fds.size(); ++i) {
+          EmitLines(*owners[i].first, *owners[i].second, {}, true);
+          close(owners[i].second->fd);
+          owners[i].second->fd = -1;
+        }
+        break;
+      }
+    }
+    const int ready = poll(fds.data(), fds.size(), 100);
+    if (ready < 0 && errno != EINTR) return ErrnoStatus(errno, "launch: poll");
+    if (ready > 0) {
+      if (fds[0].revents & POLLIN) {
+        unsigned char sigs[16];
+        const ssize_t n = read(signals.read_fd(), sigs, sizeof(sigs));
+        for (ssize_t k = 0; k < n; ++k) {
+          ++signals_seen;
+          const int sig = signals_seen > 1 ? SIGKILL : sigs[k];
+          std::fprintf(stderr, "launch: forwarding %s to the nodes\n", strsignal(sig));
+          for (Child& c : children) {
+            if (c.pid > 0 && !c.reaped) kill(c.pid, sig);
+          }
+        }
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Stream& s = *owners[i].second;
+        char buf[65536];
+        const ssize_t n = read(s.fd, buf, sizeof(buf));
+        if (n > 0) {
+          EmitLines(*owners[i].first, s, std::string_view(buf, static_cast<size_t>(n)), false);
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          EmitLines(*owners[i].first, s, {}, true);
+          close(s.fd);
+          s.fd = -1;
+        }
+      }
+    }
+    for (Child& c : children) {
+      if (c.pid <= 0 || c.reaped) continue;
+      int status = 0;
+      if (waitpid(c.pid, &status, WNOHANG) == c.pid) {
+        c.reaped = true;
+        c.wait_status = status;
+      }
+    }
+    if (!announced_formed) {
+      bool all_formed = true;
+      for (const Child& c : children) all_formed &= c.formed;
+      if (all_formed) {
+        announced_formed = true;
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        if (result) result->formed_after_s = s;
+        std::fprintf(stderr, "launch: all %d nodes are in epoch 0, %.3f s after launch\n", options.num_nodes, s);
+      }
+    }
+  }
+
+  if (!spawn_error.ok()) return spawn_error;
+  std::string failures;
+  for (const Child& c : children) {
+    if (result) result->exit_codes.push_back(ExitCode(c));
+    if (ExitCode(c) != 0) failures += (failures.empty() ? "" : "; ") + DescribeExit(c);
+  }
+  if (!failures.empty()) return Aborted("launch: " + failures);
+  return Status::Ok();
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,43 @@
+// `chorus launch -n N CONFIG`: N local node processes as one cluster.
+//
+// Forks and execs N copies of this binary (`chorus <command> CONFIG --set ...`)
+// with per-node settings: node0 listens on a free port of 127.0.0.1 and every
+// node bootstraps from it, node i is named "node<i>" with rank hint i, and
+// cluster.min_nodes is N. Each child's stdout and stderr lines are copied to
+// ours with a "[node<i>] " prefix. SIGINT and SIGTERM are forwarded to the
+// children (a second one sends SIGKILL). Launch waits for every child and fails
+// naming each node that exited non-zero or died by a signal.
+//
+// Must not: parse the config (the children do), or kill children on its own
+// because one failed (the cluster is meant to survive that).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace chorus::node {
+
+struct LaunchOptions {
+  int num_nodes = 1;
+  std::string config_path;              // passed to every child ("" = none)
+  std::string command = "node";         // the subcommand each child runs: "node" or "cluster"
+  std::vector<std::string> overrides;   // "key=value", given as --set to every child after ours
+  std::vector<std::string> extra_args;  // appended to every child's command line (after "--")
+  std::string executable = "/proc/self/exe";
+  std::string host = "127.0.0.1";       // every node listens here
+};
+
+struct LaunchResult {
+  // Seconds from the first fork until every node logged "epoch 0: members";
+  // negative when that never happened.
+  double formed_after_s = -1;
+  std::vector<int> exit_codes;  // per node; 128+signal for a signal
+};
+
+// Runs the nodes to completion. Ok when all exit 0; otherwise Aborted naming the
+// failed nodes ("node2 exited with status 3; node4 was killed by signal 9 (Killed)").
+[[nodiscard]] Status Launch(const LaunchOptions& options, LaunchResult* result);
+
+}  // namespace chorus::node

@@ -1,0 +1,98 @@
+// Membership data and the pure rules over it: members, views, deterministic
+// ranks and the liveness table (silent -> suspect -> dead).
+//
+// Everything here is plain data and functions of their arguments (time comes in
+// as a parameter), so the rules are testable without sockets or threads. The
+// protocol that moves these values between nodes is in control_plane*.cc; this
+// file must not know about connections, Asio or Cap'n Proto.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace chorus::node {
+
+// One node of the cluster as every member sees it (its join info plus its rank).
+struct Member {
+  int rank = -1;                      // dense, 0..size-1 within one epoch; -1 before one is assigned
+  std::string name;                   // unique within the cluster ("node3")
+  std::string control_address;        // "host:port" peers dial (the advertised address)
+  std::vector<uint8_t> data_address;  // opaque data-plane address (fi_getname blob)
+  std::string device = "cpu";         // "cpu" | "cuda"
+  int batch_size = 0;                 // per-node mini-batch
+  std::string host_group;             // nodes sharing a host group can use shm / hierarchical steps
+  int rank_hint = -1;                 // preferred position in epoch 0; -1 when not set
+
+  bool operator==(const Member&) const = default;
+};
+
+// The membership of one epoch as seen by one node.
+struct MembershipView {
+  uint64_t epoch = 0;
+  int self_rank = -1;                // this node's rank; -1 when it is not a member
+  std::vector<Member> members;       // members[i].rank == i
+  std::vector<int> departed;         // ranks, in the previous epoch, of members that died or left
+  std::vector<std::string> joined;   // names of members new in this epoch (empty for epoch 0)
+
+  int size() const { return static_cast<int>(members.size()); }
+  // The member named `name`, or nullptr.
+  const Member* Find(const std::string& name) const;
+  // "epoch 2: members node0 node2 node3 node5 (departed ranks 1; joined node5)":
+  // the line every node logs when it installs a view. Names are in rank order.
+  std::string Describe() const;
+};
+
+// The order of epoch 0: members with a rank hint first (by hint), then the rest;
+// ties broken by node name, then by control address.
+bool RanksBefore(const Member& a, const Member& b);
+
+// Epoch 0: sorts `candidates` by RanksBefore and assigns ranks 0..n-1.
+std::vector<Member> AssignInitialRanks(std::vector<Member> candidates);
+
+// Epoch e+1: `survivors` keep their relative order (they are given in their old
+// rank order), then `joiners` follow in RanksBefore order; ranks 0..n-1.
+std::vector<Member> AssignNextRanks(std::vector<Member> survivors, std::vector<Member> joiners);
+
+// Tracks when each member was last heard from and classifies silence:
+// silent for `suspect_after` is suspect, for `dead_after` is dead. Dead is final
+// until Reset(). Not thread-safe (the control thread owns it).
+class LivenessTable {
+ public:
+  enum class Change { kSuspect, kRecovered, kDead };
+  struct Event {
+    std::string name;
+    Change change;
+    double silent_s;  // how long the member had been silent
+  };
+
+  LivenessTable(Duration suspect_after, Duration dead_after)
+      : suspect_after_(suspect_after), dead_after_(dead_after) {}
+
+  // Starts tracking exactly `names`, all heard at `now`.
+  void Reset(const std::vector<std::string>& names, Clock::time_point now);
+  // Records a frame from `name` (ignored when untracked or already dead).
+  void Heard(const std::string& name, Clock::time_point now);
+  // Counts every live member as heard at `now`: after this node itself stalled
+  // (suspended, starved of CPU) their silence says nothing about them.
+  void HeardAll(Clock::time_point now);
+  // Classifies every tracked member; returns the transitions since the last call.
+  std::vector<Event> Check(Clock::time_point now);
+  bool IsDead(const std::string& name) const;
+  bool IsSuspect(const std::string& name) const;
+
+ private:
+  struct Entry {
+    Clock::time_point last_heard;
+    bool suspect = false;
+    bool dead = false;
+  };
+  Duration suspect_after_;
+  Duration dead_after_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace chorus::node

@@ -1,0 +1,326 @@
+// RunNode: wires one training node in order (config -> logging -> data ->
+// trainer -> exchange -> loop -> outputs) and owns the training loop.
+//
+// Must not: parse configs (the CLI did), know any exchange's internals, or
+// write a file non-atomically that a reader may see half-written (metrics.jsonl
+// is append-only by lines; checkpoints, the model and summary.json are atomic).
+#include "node/run_node.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "kernels/ops.h"
+#include "node/exchange.h"
+#include "node/logging.h"
+#include "node/metrics.h"
+#include "node/progress_display.h"
+#include "trainer/batch_sampler.h"
+#include "trainer/checkpoint.h"
+#include "trainer/dataset.h"
+#include "trainer/trainer.h"
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batch,
+                                           int64_t steps_per_epoch) {
+  const TrainConfig& t = config.train;
+  trainer::TrainerOptions o;
+  o.model = t.model;
+  o.precision = t.precision;
+  o.optimizer = t.optimizer;
+  o.base_lr = t.base_lr;
+  o.momentum = t.momentum;
+  o.weight_decay = t.weight_decay;
+  o.lars_eta = t.lars_eta;
+  o.warmup_epochs = t.warmup_epochs;
+  o.lr_decay_power = t.lr_decay_power;
+  o.loss_scale.initial_scale = config.loss_scale.initial;
+  o.loss_scale.growth_interval = config.loss_scale.growth_interval;
+  o.loss_scale.growth_factor = config.loss_scale.growth_factor;
+  o.loss_scale.backoff_factor = config.loss_scale.backoff_factor;
+  o.loss_scale.min_scale = config.loss_scale.min_scale;
+  o.batch_size = t.batch_size;
+  o.global_batch = global_batch;
+  o.epochs = t.epochs;
+  o.steps_per_epoch = std::max<int64_t>(1, steps_per_epoch);
+  o.seed = t.seed;
+  o.threads = t.threads;
+  return o;
+}
+
+double PeakResidentMiB() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
+}
+
+}  // namespace
+
+// Everything one training run needs, built by RunNode and used by TrainLoop.
+struct NodeRun {
+  const Config& config;
+  std::string node_name;
+  std::string run_dir;
+  int rank = 0;
+  int world_size = 1;
+  int global_batch = 0;
+  trainer::Dataset train;
+  trainer::Dataset test;
+  std::unique_ptr<trainer::Trainer> trainer;
+  std::unique_ptr<Exchange> exchange;
+  std::unique_ptr<MetricsWriter> metrics;
+  LogSession* log_session = nullptr;
+};
+
+// The loop: epochs of steps, evaluation, checkpoints. Returns the summary.
+Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
+  const TrainConfig& tc = run.config.train;
+  trainer::Trainer& trainer = *run.trainer;
+  const std::string checkpoint_path = run.run_dir + "/checkpoint.safetensors";
+
+  auto sampler_or = trainer::BatchSampler::Create(run.train.count, tc.batch_size, tc.seed,
+                                                  run.rank, run.world_size, /*drop_last=*/true);
+  if (!sampler_or) return Err(sampler_or.error());
+  trainer::BatchSampler sampler = std::move(*sampler_or);
+  const int64_t steps_per_epoch = sampler.BatchesPerEpoch();
+
+  int64_t step = 0;
+  int start_epoch = 0;
+  if (options.resume) {
+    if (fs::exists(checkpoint_path)) {
+      CHORUS_ASSIGN_OR_RETURN(trainer::CheckpointInfo info,
+                              trainer::LoadCheckpoint(checkpoint_path, &trainer));
+      step = info.step;
+      start_epoch = static_cast<int>(info.epoch);
+      CHORUS_LOG_INFO(Subsys::kNode, "resumed from ", checkpoint_path, " at epoch ", start_epoch,
+                      ", step ", step);
+    } else {
+      CHORUS_LOG_WARN(Subsys::kNode, "--resume: no checkpoint at ", checkpoint_path,
+                      "; starting from scratch");
+    }
+  }
+
+  Result<ProgressMode> mode = ResolveProgressMode(run.config.run.progress, StderrIsTerminal());
+  ProgressOptions progress_options;
+  progress_options.mode = mode ? *mode : ProgressMode::kLines;
+  progress_options.log_every_steps = tc.log_every_steps;
+  ConsoleLine fallback_console;
+  ProgressDisplay progress(progress_options,
+                           run.log_session ? &run.log_session->console() : &fallback_console);
+
+  const double t_start = NowSeconds();
+  double compute_seconds = 0.0;
+  int64_t samples_done = 0;
+  int64_t steps_done = 0;
+  double last_loss = 0.0;
+  trainer::EvalResult last_eval;
+  bool have_eval = false;
+  trainer::Batch batch;
+
+  auto base_record = [&](int epoch) {
+    json r = run.exchange->Metrics();
+    r["step"] = step;
+    r["epoch"] = epoch;
+    r["time"] = NowSeconds() - t_start;
+    r["lr"] = trainer.LearningRate(std::max<int64_t>(0, step - 1));
+    r["loss_scale"] = trainer.loss_scaler().scale();
+    r["skipped_steps"] = trainer.loss_scaler().skipped_steps();
+    r["samples"] = samples_done;
+    return r;
+  };
+
+  for (int epoch = start_epoch; epoch < tc.epochs; ++epoch) {
+    sampler.StartEpoch(epoch);
+    double window_start = NowSeconds();
+    int64_t window_samples = 0;
+    double window_loss = 0.0;
+    int64_t window_steps = 0;
+    for (int64_t i = 0; i < steps_per_epoch; ++i) {
+      if (!sampler.Next(run.train, &batch)) break;
+      const double t0 = NowSeconds();
+      CHORUS_RETURN_IF_ERROR(run.exchange->BeforeStep(step));
+      CHORUS_ASSIGN_OR_RETURN(trainer::ForwardBackwardResult pass, trainer.ForwardBackward(batch));
+      const double t_compute = NowSeconds() - t0;
+      if (tc.slowdown > 0.0) {
+        // Straggler emulation: sleep a fraction of this step's compute time.
+        std::this_thread::sleep_for(std::chrono::duration<double>(tc.slowdown * t_compute));
+      }
+      CHORUS_RETURN_IF_ERROR(run.exchange->AfterBackward(step, pass.samples));
+      CHORUS_ASSIGN_OR_RETURN(trainer::UpdateResult update, trainer.ApplyUpdate(step));
+      CHORUS_RETURN_IF_ERROR(run.exchange->AfterUpdate(step));
+      compute_seconds += t_compute;
+      ++step;
+      ++steps_done;
+      samples_done += pass.samples;
+      window_samples += pass.samples;
+      window_loss += pass.loss;
+      ++window_steps;
+      last_loss = pass.loss;
+
+      const double now = NowSeconds();
+      ProgressUpdate pu;
+      pu.epoch = epoch + 1;
+      pu.epochs = tc.epochs;
+      pu.step = i + 1;
+      pu.steps_per_epoch = steps_per_epoch;
+      pu.loss = pass.loss;
+      pu.samples_per_s = window_samples / std::max(1e-9, now - window_start);
+      pu.elapsed_s = now - t_start;
+      progress.Update(pu);
+
+      if (tc.log_every_steps > 0 && (step % tc.log_every_steps == 0)) {
+        json r = base_record(epoch);
+        r["loss"] = window_loss / std::max<int64_t>(1, window_steps);
+        r["lr"] = update.lr;
+        r["loss_scale"] = update.loss_scale;
+        r["samples_per_s"] = window_samples / std::max(1e-9, now - window_start);
+        CHORUS_RETURN_IF_ERROR(run.metrics->Append(r));
+        window_start = now;
+        window_samples = 0;
+        window_loss = 0.0;
+        window_steps = 0;
+      }
+    }
+    progress.Finish();
+
+    const bool last_epoch = epoch + 1 == tc.epochs;
+    if (last_epoch || (tc.eval_every_epochs > 0 && (epoch + 1) % tc.eval_every_epochs == 0)) {
+      CHORUS_ASSIGN_OR_RETURN(last_eval, trainer.Evaluate(run.test, 256));
+      have_eval = true;
+      json r = base_record(epoch + 1);
+      r["eval_accuracy"] = last_eval.accuracy;
+      r["eval_loss"] = last_eval.loss;
+      r["loss"] = last_loss;
+      CHORUS_RETURN_IF_ERROR(run.metrics->Append(r));
+      CHORUS_LOG_INFO(Subsys::kTrainer, "epoch ", epoch + 1, "/", tc.epochs, ": test accuracy ",
+                      last_eval.accuracy, ", test loss ", last_eval.loss, ", ",
+                      samples_done / std::max(1e-9, NowSeconds() - t_start), " samples/s");
+    }
+    if (last_epoch ||
+        (tc.checkpoint_every_epochs > 0 && (epoch + 1) % tc.checkpoint_every_epochs == 0)) {
+      trainer::CheckpointInfo info{step, epoch + 1};
+      CHORUS_RETURN_IF_ERROR(trainer::SaveCheckpoint(trainer, info, checkpoint_path));
+    }
+  }
+  const double train_seconds = NowSeconds() - t_start;
+
+  CHORUS_RETURN_IF_ERROR(run.exchange->Finish());
+  // The consensus phase may change the weights: evaluate what is exported.
+  CHORUS_ASSIGN_OR_RETURN(trainer::EvalResult final_eval, trainer.Evaluate(run.test, 256));
+  (void)have_eval;
+  const std::string model_path = run.run_dir + "/model.safetensors";
+  CHORUS_RETURN_IF_ERROR(trainer::ExportModel(trainer, model_path));
+
+  json summary = run.exchange->Metrics();
+  summary["node"] = run.node_name;
+  summary["rank"] = run.rank;
+  summary["world_size"] = run.world_size;
+  summary["exchange"] = run.exchange->Describe();
+  summary["model"] = tc.model;
+  summary["precision"] = tc.precision;
+  summary["optimizer"] = tc.optimizer;
+  summary["epochs"] = tc.epochs;
+  summary["batch_size"] = tc.batch_size;
+  summary["global_batch"] = run.global_batch;
+  summary["steps"] = step;
+  summary["train_seconds"] = train_seconds;
+  summary["samples_per_s"] = samples_done / std::max(1e-9, train_seconds);
+  summary["compute_samples_per_s"] = samples_done / std::max(1e-9, compute_seconds);
+  summary["test_accuracy"] = final_eval.accuracy;
+  summary["test_loss"] = final_eval.loss;
+  summary["final_train_loss"] = last_loss;
+  summary["skipped_steps"] = trainer.loss_scaler().skipped_steps();
+  summary["loss_scale"] = trainer.loss_scaler().scale();
+  summary["parameter_checksum"] = trainer.ParameterChecksum();
+  summary["peak_rss_mib"] = PeakResidentMiB();
+  summary["outputs"] = {{"metrics", run.metrics->path()},
+                        {"checkpoint", checkpoint_path},
+                        {"model", model_path},
+                        {"summary", run.run_dir + "/summary.json"},
+                        {"log", run.run_dir + "/log.txt"}};
+  return summary;
+}
+
+int RunNode(const Config& config, const NodeOptions& options) {
+  NodeRun run{config};
+  run.log_session = options.log_session;
+  run.node_name = config.run.node_name.empty() ? "node0" : config.run.node_name;
+  run.run_dir = NodeRunDir(config.run, run.node_name);
+  std::error_code ec;
+  fs::create_directories(run.run_dir, ec);
+  if (ec) {
+    CHORUS_LOG_ERROR(Subsys::kNode, "cannot create ", run.run_dir, ": ", ec.message());
+    return 1;
+  }
+  if (options.log_session) {
+    Status s = options.log_session->OpenFile(run.run_dir + "/log.txt");
+    if (!s.ok()) CHORUS_LOG_WARN(Subsys::kNode, "no log file: ", s.ToString());
+  }
+
+  auto fail = [](const Status& s) {
+    CHORUS_LOG_ERROR(Subsys::kNode, s.ToString());
+    return 1;
+  };
+
+  kernels::SetThreads(config.train.threads);
+  auto train = trainer::LoadFashionMnist(config.data.dir, trainer::Split::kTrain,
+                                         config.data.train_limit);
+  if (!train) return fail(train.error());
+  auto test = trainer::LoadFashionMnist(config.data.dir, trainer::Split::kTest,
+                                        config.data.test_limit);
+  if (!test) return fail(test.error());
+  run.train = std::move(*train);
+  run.test = std::move(*test);
+
+  run.exchange = std::make_unique<SoloExchange>();
+  run.global_batch = config.train.batch_size * run.world_size;
+  const int64_t steps_per_epoch = run.train.count / run.world_size / config.train.batch_size;
+  auto made = trainer::Trainer::Create(MakeTrainerOptions(config, run.global_batch, steps_per_epoch));
+  if (!made) return fail(made.error());
+  run.trainer = std::move(*made);
+
+  auto metrics = MetricsWriter::Open(run.run_dir + "/metrics.jsonl", options.resume);
+  if (!metrics) return fail(metrics.error());
+  run.metrics = std::move(*metrics);
+
+  CHORUS_LOG_INFO(Subsys::kNode, run.node_name, ": model ", config.train.model, " (",
+                  run.trainer->MasterWeights().size(), " parameters), ", config.train.precision,
+                  " + ", config.train.optimizer, ", batch ", config.train.batch_size, ", ",
+                  config.train.epochs, " epochs, ", config.train.threads, " threads, kernels fp16 path ",
+                  kernels::HalfConversionPath(), "; exchange: ", run.exchange->Describe());
+
+  Result<json> summary = TrainLoop(run, options);
+  if (!summary) return fail(summary.error());
+  const std::string summary_path = run.run_dir + "/summary.json";
+  Status written = WriteSummary(summary_path, *summary);
+  if (!written.ok()) return fail(written);
+
+  std::printf("\n== %s summary ==\n", run.node_name.c_str());
+  std::printf("  test accuracy   %.4f (loss %.4f)\n", (*summary)["test_accuracy"].get<double>(),
+              (*summary)["test_loss"].get<double>());
+  std::printf("  samples/s       %.0f (%.1f s training, %lld steps, %lld skipped)\n",
+              (*summary)["samples_per_s"].get<double>(),
+              (*summary)["train_seconds"].get<double>(),
+              static_cast<long long>((*summary)["steps"].get<int64_t>()),
+              static_cast<long long>((*summary)["skipped_steps"].get<int64_t>()));
+  std::printf("  outputs         %s/ (metrics.jsonl, summary.json, model.safetensors, "
+              "checkpoint.safetensors, log.txt)\n",
+              run.run_dir.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,690 @@
+// Tests of the collectives: schedules (pure), the algorithm choice, and every
+// all-reduce algorithm, broadcast and barrier run by N threads over a LocalHub.
+//
+// Inputs are chosen so that the expected results are closed-form: rank r holds
+// x_r[i] = r + 1 + i % 7, whose sum over n ranks is n(n+1)/2 + n (i % 7); small
+// integers, so every summation order gives the exact float result.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/fp16.h"
+#include "gossip/allreduce_auto.h"
+#include "gossip/collective.h"
+#include "gossip/collective_schedule.h"
+#include "gossip/transport/local/local_transport.h"
+#include "tests/gossip/transport_test_util.h"
+
+namespace chorus::gossip {
+namespace {
+
+// Runs fn(rank, transport) on `participants` threads (ranks 0..participants-1)
+// of a hub of `n` slots; returns each rank's status.
+std::vector<Status> RunRanks(int n, int participants,
+                             const std::function<Status(int, Transport&)>& fn,
+                             LocalLinkModel link = {}) {
+  LocalHubOptions hub_options;
+  hub_options.world_size = n;
+  hub_options.link = link;
+  auto hub = LocalHub::Create(hub_options);
+  auto transports = hub->MakeAll();
+  std::vector<Status> out(participants);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < participants; ++r) {
+    threads.emplace_back([&, r] { out[r] = fn(r, *transports[r]); });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+float Input(int rank, size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
+float ExpectedSum(int n, size_t i) {
+  return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
+}
+
+std::vector<std::string> HostKeysByPairs(int n) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back("host" + std::to_string(r / 2));
+  return keys;
+}
+
+// Runs a float all-reduce of `len` elements on n ranks and checks the closed form.
+void CheckFloatAllreduce(int n, size_t len, const AllreduceOptions& options,
+                         const std::vector<std::string>& host_keys = {},
+                         LocalLinkModel link = {}) {
+  std::vector<std::vector<float>> results(n);
+  auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t, host_keys));
+    std::vector<float> data(len);
+    for (size_t i = 0; i < len; ++i) data[i] = Input(r, i);
+    Status s = c.Allreduce(std::span<float>(data), options);
+    results[r] = std::move(data);
+    return s;
+  }, link);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+    ASSERT_EQ(results[r].size(), len);
+    for (size_t i = 0; i < len; ++i) {
+      // Exact: the inputs and every partial sum are small integers.
+      ASSERT_EQ(results[r][i], ExpectedSum(n, i)) << "rank " << r << " element " << i;
+    }
+  }
+}
+
+// ---- Schedules ----
+
+TEST(CollectiveScheduleTest, BalancedPartitionCoversInOrder) {
+  for (size_t count : {0u, 1u, 7u, 38u, 1000u}) {
+    for (int parts : {1, 2, 3, 5, 8}) {
+      auto ranges = BalancedPartition(count, parts);
+      ASSERT_EQ(ranges.size(), static_cast<size_t>(parts));
+      size_t next = 0;
+      for (const auto& r : ranges) {
+        EXPECT_EQ(r.begin, next);
+        EXPECT_LE(r.count, ranges.front().count);
+        EXPECT_GE(r.count + 1, ranges.front().count);
+        next = r.end();
+      }
+      EXPECT_EQ(next, count);
+    }
+  }
+}
+
+TEST(CollectiveScheduleTest, SegmentsCoverRange) {
+  const ElemRange range{5, 23};
+  for (size_t seg : {1u, 4u, 23u, 100u}) {
+    size_t next = range.begin;
+    for (size_t k = 0; k < NumSegments(range.count, seg); ++k) {
+      const ElemRange s = SegmentOf(range, seg, k);
+      EXPECT_EQ(s.begin, next);
+      EXPECT_GE(s.count, 1u);
+      EXPECT_LE(s.count, seg);
+      next = s.end();
+    }
+    EXPECT_EQ(next, range.end());
+  }
+}
+
+TEST(CollectiveScheduleTest, RingReceivesWhatItSendsNextAndOwnsNextChunk) {
+  for (int n : {2, 3, 5, 8}) {
+    for (int r = 0; r < n; ++r) {
+      for (int s = 0; s + 1 < 2 * (n - 1); ++s) {
+        EXPECT_EQ(RingChunkReceived(r, n, s), RingChunkSent(r, n, s + 1));
+        // What r receives is what its left neighbour sends.
+        EXPECT_EQ(RingChunkReceived(r, n, s), RingChunkSent((r + n - 1) % n, n, s));
+      }
+      // After the reduce-scatter r sends its fully reduced chunk r+1.
+      EXPECT_EQ(RingChunkSent(r, n, n - 1), (r + 1) % n);
+      // The all-gather delivers every chunk but r+1 once.
+      std::set<int> gathered;
+      for (int s = n - 1; s < 2 * (n - 1); ++s) gathered.insert(RingChunkReceived(r, n, s));
+      EXPECT_EQ(gathered.size(), static_cast<size_t>(n - 1));
+      EXPECT_EQ(gathered.count((r + 1) % n), 0u);
+    }
+  }
+}
+
+// A tree over n ranks is valid when every non-root's parent lists it as a child,
+// the root has no parent, and every rank reaches the root.
+void ExpectValidTree(const Tree& tree, int n) {
+  ASSERT_EQ(static_cast<int>(tree.nodes.size()), n);
+  EXPECT_EQ(tree.nodes[tree.root].parent, -1);
+  for (int r = 0; r < n; ++r) {
+    const TreeNode& node = tree.nodes[r];
+    EXPECT_LE(node.children.size(), 2u) << "rank " << r;
+    for (int c : node.children) {
+      EXPECT_EQ(tree.nodes[c].parent, r);
+      EXPECT_LT(tree.nodes[c].height, node.height);
+    }
+    if (r == tree.root) continue;
+    ASSERT_GE(node.parent, 0) << "rank " << r;
+    const auto& siblings = tree.nodes[node.parent].children;
+    EXPECT_NE(std::find(siblings.begin(), siblings.end(), r), siblings.end());
+    int hops = 0;
+    for (int at = r; at != tree.root; at = tree.nodes[at].parent) ASSERT_LE(++hops, n);
+  }
+  // Depth grows like log2 n: the bit tree has height <= ceil(log2 n).
+  EXPECT_LE(tree.height(), static_cast<int>(std::ceil(std::log2(std::max(n, 1)))));
+}
+
+TEST(CollectiveScheduleTest, BinaryTreesAreSpanningTrees) {
+  for (int n = 1; n <= 17; ++n) {
+    ExpectValidTree(MakeBinaryTree(n), n);
+    ExpectValidTree(MakeDualBinaryTree(n), n);
+    for (int root = 0; root < n; ++root) {
+      Tree t = MakeRootedBinaryTree(n, root);
+      EXPECT_EQ(t.root, root);
+      ExpectValidTree(t, n);
+    }
+  }
+}
+
+TEST(CollectiveScheduleTest, DualTreeTurnsLeavesIntoInnerNodes) {
+  for (int n : {4, 5, 8, 9, 16}) {
+    const Tree a = MakeBinaryTree(n);
+    const Tree b = MakeDualBinaryTree(n);
+    int inner_in_both = 0;
+    for (int r = 0; r < n; ++r) {
+      if (!a.nodes[r].children.empty() && !b.nodes[r].children.empty()) ++inner_in_both;
+    }
+    // The bit tree's inner nodes are its even ranks; mirroring or rotating makes
+    // them odd, so at most one rank (where the two meet) is inner in both.
+    EXPECT_LE(inner_in_both, 1) << "n = " << n;
+  }
+}
+
+TEST(CollectiveScheduleTest, HalvingDoublingPlanRenumbers) {
+  for (int n = 1; n <= 17; ++n) {
+    const auto plan = HalvingDoublingPlan::Make(n);
+    EXPECT_EQ(plan.power + plan.extra, n);
+    EXPECT_LE(plan.power, n);
+    EXPECT_GT(plan.power * 2, n);
+    std::set<int> new_ranks;
+    for (int r = 0; r < n; ++r) {
+      const int nr = plan.NewRank(r);
+      if (nr < 0) {
+        EXPECT_GE(plan.FoldPartner(r), 0);
+        EXPECT_GE(plan.NewRank(plan.FoldPartner(r)), 0);
+        continue;
+      }
+      EXPECT_EQ(plan.OldRank(nr), r);
+      new_ranks.insert(nr);
+    }
+    EXPECT_EQ(static_cast<int>(new_ranks.size()), plan.power);
+    EXPECT_EQ(*new_ranks.rbegin(), plan.power - 1);
+  }
+}
+
+TEST(CollectiveScheduleTest, HostGroupsKeepRankOrder) {
+  const std::vector<std::string> keys = {"b", "a", "b", "c", "a"};
+  auto groups = HostGroups::Make(keys);
+  ASSERT_TRUE(groups.has_value());
+  ASSERT_EQ(groups->num_hosts(), 3);
+  EXPECT_EQ(groups->groups[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(groups->groups[1], (std::vector<int>{1, 4}));
+  EXPECT_EQ(groups->groups[2], (std::vector<int>{3}));
+  EXPECT_EQ(groups->Leaders(), (std::vector<int>{0, 1, 3}));
+  EXPECT_TRUE(groups->AnyShared());
+  const std::vector<std::string> bad = {"a", ""};
+  auto err = HostGroups::Make(bad);
+  ASSERT_FALSE(err.has_value());
+  EXPECT_NE(err.error().message().find("rank 1"), std::string::npos);
+}
+
+// ---- Algorithm choice ----
+
+TEST(AllreduceAutoTest, FollowsTheCrossoverTable) {
+  AllreduceCrossovers x;
+  x.tree_max_bytes = 100;
+  x.halving_doubling_max_bytes = 1000;
+  x.hierarchical_min_bytes = 500;
+  EXPECT_EQ(ChooseAllreduceAlgorithm(10, 2, 2, x), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 2, 1, x), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(100, 8, 8, x), AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(101, 8, 8, x), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(1000, 8, 8, x), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(1001, 8, 8, x), AllreduceAlgorithm::kRing);
+  // Shared hosts: hierarchical from 500 bytes on, the flat table below.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(500, 8, 2, x), AllreduceAlgorithm::kHierarchical);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 8, 2, x), AllreduceAlgorithm::kHierarchical);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(499, 8, 2, x), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(50, 8, 2, x), AllreduceAlgorithm::kTree);
+  // One host for all, or one rank per host: nothing to gain from the hierarchy.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 8, 1, x), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 8, 8, x), AllreduceAlgorithm::kRing);
+}
+
+TEST(AllreduceAutoTest, NamesRoundTrip) {
+  for (auto a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+    auto parsed = ParseAllreduceAlgorithm(AllreduceAlgorithmName(a));
+    ASSERT_TRUE(parsed.has_value());
+    EXPECT_EQ(*parsed, a);
+  }
+  EXPECT_FALSE(ParseAllreduceAlgorithm("butterfly").has_value());
+}
+
+// ---- Every algorithm, world size and length ----
+
+struct Case {
+  AllreduceAlgorithm algorithm;
+  int n;
+  int len_kind;  // 0: empty, 1: one element, 2: 7n+3, 3: 1<<20
+};
+
+size_t LengthOf(const Case& c) {
+  switch (c.len_kind) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return static_cast<size_t>(7 * c.n + 3);
+    default: return size_t{1} << 20;
+  }
+}
+
+class AllreduceSweepTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AllreduceSweepTest, SumMatchesClosedForm) {
+  const Case c = GetParam();
+  AllreduceOptions options;
+  options.algorithm = c.algorithm;
+  options.deadline = Deadline::AfterSeconds(30);
+  CheckFloatAllreduce(c.n, LengthOf(c), options, HostKeysByPairs(c.n));
+}
+
+std::vector<Case> SweepCases() {
+  std::vector<Case> cases;
+  for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
+                 AllreduceAlgorithm::kAuto}) {
+    for (int n : {1, 2, 3, 5, 8}) {
+      for (int len = 0; len < 4; ++len) cases.push_back(Case{a, n, len});
+    }
+  }
+  return cases;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string algo(AllreduceAlgorithmName(info.param.algorithm));
+  algo.erase(std::remove(algo.begin(), algo.end(), '_'), algo.end());
+  static const char* kLen[] = {"Empty", "One", "SevenNPlus3", "Large"};
+  return algo + "N" + std::to_string(info.param.n) + kLen[info.param.len_kind];
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AllreduceSweepTest, ::testing::ValuesIn(SweepCases()), CaseName);
+
+// Tiny segments and windows: many segments per chunk, chunks of one element,
+// receives posted one at a time or a few ahead.
+TEST(AllreduceTest, SmallSegmentsHitPipelineEdges) {
+  for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+    for (int n : {2, 3, 5, 8}) {
+      for (size_t segment : {1u, 2u, 3u}) {
+        for (int inflight : {1, 3}) {
+          for (size_t len : {static_cast<size_t>(n - 1), static_cast<size_t>(7 * n + 3)}) {
+            SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)) + " n=" + std::to_string(n) +
+                         " segment=" + std::to_string(segment) +
+                         " inflight=" + std::to_string(inflight) + " len=" + std::to_string(len));
+            AllreduceOptions options;
+            options.algorithm = a;
+            options.segment_elems = segment;
+            options.inflight_segments = inflight;
+            options.deadline = Deadline::AfterSeconds(30);
+            CheckFloatAllreduce(n, len, options, HostKeysByPairs(n));
+          }
+        }
+      }
+    }
+  }
+}
+
+// With link delays a send is not complete when the data it carried comes back
+// (summed), so receives into regions still being sent from take the staged path.
+TEST(AllreduceTest, SlowLinksTakeTheStagedPath) {
+  LocalLinkModel link;
+  link.latency = std::chrono::microseconds(300);
+  link.bytes_per_second = 50e6;
+  for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+    for (int n : {3, 5}) {
+      SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)) + " n=" + std::to_string(n));
+      AllreduceOptions options;
+      options.algorithm = a;
+      options.segment_elems = 16;
+      options.inflight_segments = 8;
+      options.deadline = Deadline::AfterSeconds(30);
+      CheckFloatAllreduce(n, 40 * n + 3, options, HostKeysByPairs(n), link);
+    }
+  }
+}
+
+TEST(AllreduceTest, SingleTreeAndDoubleTreeAgree) {
+  for (bool double_tree : {false, true}) {
+    AllreduceOptions options;
+    options.algorithm = AllreduceAlgorithm::kTree;
+    options.double_tree = double_tree;
+    options.segment_elems = 4;
+    options.deadline = Deadline::AfterSeconds(30);
+    CheckFloatAllreduce(5, 7 * 5 + 3, options);
+  }
+}
+
+TEST(AllreduceTest, HierarchicalWithUnevenAndInterleavedHosts) {
+  const std::vector<std::vector<std::string>> layouts = {
+      {"a", "a", "b", "b", "b"},       // uneven groups
+      {"a", "b", "a", "b", "c"},       // groups not contiguous in rank order
+      {"a", "a", "a", "a", "a"},       // one host: no leader ring
+      {"a", "b", "c", "d", "e"},       // one rank per host: the ring alone
+      {"x", "y", "y", "y", "y", "y", "y", "x"},
+  };
+  for (const auto& keys : layouts) {
+    for (size_t segment : {2u, 64u * 1024u}) {
+      AllreduceOptions options;
+      options.algorithm = AllreduceAlgorithm::kHierarchical;
+      options.segment_elems = segment;
+      options.deadline = Deadline::AfterSeconds(30);
+      const int n = static_cast<int>(keys.size());
+      CheckFloatAllreduce(n, 7 * n + 3, options, keys);
+      CheckFloatAllreduce(n, 1000, options, keys);
+    }
+  }
+}
+
+TEST(AllreduceTest, ScalesBeforeAndAfter) {
+  const int n = 5;
+  const size_t len = 7 * n + 3;
+  AllreduceOptions options;
+  options.algorithm = AllreduceAlgorithm::kRing;
+  options.pre_scale = 2.0f;
+  options.post_scale = 1.0f / n;
+  options.deadline = Deadline::AfterSeconds(30);
+  std::vector<std::vector<float>> results(n);
+  auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+    results[r].resize(len);
+    for (size_t i = 0; i < len; ++i) results[r][i] = Input(r, i);
+    return c.Allreduce(std::span<float>(results[r]), options);
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    for (size_t i = 0; i < len; ++i) {
+      const float expected = 2.0f * ExpectedSum(n, i) / n;
+      // The pre-scaled sum is exact (doubled small integers); post_scale = 1/5
+      // is rounded once and the product once: within 2 ulp.
+      EXPECT_NEAR(results[r][i], expected, 2 * std::abs(expected) * 1.2e-7f);
+    }
+  }
+}
+
+// ---- FP16 ----
+
+// Inputs near 40000: two of them already overflow FP16 (max 65504), so only the
+// pre-divided sum (each input times 1/n) stays finite.
+uint16_t HalfInput(int rank, size_t i) {
+  return FloatToHalfBits(40000.0f + 2048.0f * static_cast<float>(rank % 3) +
+                         256.0f * static_cast<float>(i % 7));
+}
+
+TEST(AllreduceTest, HalfWithPreDivisionAvoidsOverflow) {
+  for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+    for (int n : {2, 3, 5, 8}) {
+      SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)) + " n=" + std::to_string(n));
+      const size_t len = 7 * n + 3;
+      for (bool pre_divide : {true, false}) {
+        AllreduceOptions options;
+        options.algorithm = a;
+        options.segment_elems = 4;
+        options.pre_scale = pre_divide ? 1.0f / n : 1.0f;
+        options.deadline = Deadline::AfterSeconds(30);
+        std::vector<std::vector<uint16_t>> results(n);
+        auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+          CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t, HostKeysByPairs(n)));
+          results[r].resize(len);
+          for (size_t i = 0; i < len; ++i) results[r][i] = HalfInput(r, i);
+          return c.Allreduce(std::span<uint16_t>(results[r]), options);
+        });
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+          for (size_t i = 0; i < len; ++i) {
+            double sum = 0;
+            for (int q = 0; q < n; ++q) sum += HalfBitsToFloat(HalfInput(q, i));
+            const float got = HalfBitsToFloat(results[r][i]);
+            if (!pre_divide) {
+              EXPECT_TRUE(std::isinf(got)) << "undivided sum " << sum << " should overflow";
+              continue;
+            }
+            const double mean = sum / n;
+            // Each FP16 rounding is within 2^-11 relative: one per pre-divided
+            // input and one per partial sum (at most n-1 on any path), all of
+            // values no larger than the final sum since every input is positive.
+            EXPECT_NEAR(got, mean, (n + 1) * std::ldexp(1.0, -11) * mean)
+                << "rank " << r << " element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- Failures ----
+
+// Rank n-1 never calls the collective: everyone else fails by the deadline
+// with an error that names it.
+TEST(AllreduceTest, MissingPeerFailsEveryoneByTheDeadline) {
+  for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+    for (int n : {2, 5}) {
+      SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)) + " n=" + std::to_string(n));
+      const auto timeout = std::chrono::milliseconds(200);
+      const auto start = Clock::now();
+      auto statuses = RunRanks(n, n - 1, [&](int r, Transport& t) -> Status {
+        CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t, HostKeysByPairs(n)));
+        AllreduceOptions options;
+        options.algorithm = a;
+        options.segment_elems = 8;
+        options.deadline = Deadline::After(timeout);
+        std::vector<float> data(100, 1.0f);
+        return c.Allreduce(std::span<float>(data), options);
+      });
+      const auto elapsed = Clock::now() - start;
+      // Generous slack over the deadline for thread start-up on a loaded CI box.
+      EXPECT_LT(elapsed, timeout + std::chrono::seconds(5));
+      const std::string missing = "rank " + std::to_string(n - 1);
+      for (int r = 0; r < n - 1; ++r) {
+        const Status& s = statuses[r];
+        ASSERT_FALSE(s.ok()) << "rank " << r;
+        EXPECT_TRUE(s.code() == StatusCode::kDeadlineExceeded ||
+                    s.code() == StatusCode::kUnavailable)
+            << s.ToString();
+        EXPECT_NE(s.message().find(missing), std::string::npos)
+            << "rank " << r << ": " << s.ToString();
+      }
+    }
+  }
+}
+
+TEST(AllreduceTest, KilledPeerGivesUnavailableNamingIt) {
+  const int n = 3;
+  LocalHubOptions hub_options;
+  hub_options.world_size = n;
+  auto hub = LocalHub::Create(hub_options);
+  auto transports = hub->MakeAll();
+  hub->Kill(2);
+  std::vector<Status> out(n - 1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n - 1; ++r) {
+    threads.emplace_back([&, r] {
+      auto c = Collective::Create(*transports[r]);
+      if (!c) {
+        out[r] = c.error();
+        return;
+      }
+      AllreduceOptions options;
+      options.algorithm = AllreduceAlgorithm::kRing;
+      options.deadline = Deadline::AfterSeconds(1);
+      std::vector<float> data(10, 1.0f);
+      out[r] = c->Allreduce(std::span<float>(data), options);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n - 1; ++r) {
+    ASSERT_FALSE(out[r].ok());
+    EXPECT_NE(out[r].message().find("rank 2"), std::string::npos) << out[r].ToString();
+  }
+  // Rank 1 sends to the dead rank 2 first thing: Unavailable, not a timeout.
+  EXPECT_EQ(out[1].code(), StatusCode::kUnavailable) << out[1].ToString();
+}
+
+TEST(AllreduceTest, RejectsZeroSegment) {
+  auto statuses = RunRanks(1, 1, [](int, Transport& t) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+    AllreduceOptions options;
+    options.segment_elems = 0;
+    std::vector<float> data(3, 1.0f);
+    return c.Allreduce(std::span<float>(data), options);
+  });
+  EXPECT_EQ(statuses[0].code(), StatusCode::kInvalidArgument);
+}
+
+// Two all-reduces at once on every rank, with tag ranges kTagsPerCollective apart.
+TEST(AllreduceTest, ConcurrentCallsWithDisjointTagsDoNotMix) {
+  const int n = 5;
+  const size_t len = 7 * n + 3;
+  std::vector<std::vector<float>> a(n), b(n);
+  auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+    a[r].resize(len);
+    b[r].resize(len);
+    for (size_t i = 0; i < len; ++i) {
+      a[r][i] = Input(r, i);
+      b[r][i] = 10.0f * Input(r, i);
+    }
+    Status sb;
+    std::thread second([&] {
+      AllreduceOptions options;
+      options.algorithm = AllreduceAlgorithm::kTree;
+      options.segment_elems = 3;
+      options.tag_base = kTagsPerCollective;
+      options.deadline = Deadline::AfterSeconds(30);
+      sb = c.Allreduce(std::span<float>(b[r]), options);
+    });
+    AllreduceOptions options;
+    options.algorithm = AllreduceAlgorithm::kRing;
+    options.segment_elems = 3;
+    options.deadline = Deadline::AfterSeconds(30);
+    Status sa = c.Allreduce(std::span<float>(a[r]), options);
+    second.join();
+    return sa.ok() ? sb : sa;
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    for (size_t i = 0; i < len; ++i) {
+      ASSERT_EQ(a[r][i], ExpectedSum(n, i));
+      ASSERT_EQ(b[r][i], 10.0f * ExpectedSum(n, i));
+    }
+  }
+}
+
+// Over libfabric (tcp;ofi_rxm and shm) sends may complete only when the peer has
+// posted its receive (rendezvous), which the local hub never does: the
+// algorithms must still make progress and leave no region reused early.
+TEST(AllreduceTest, RunsOverLibfabricProviders) {
+  for (auto kind : {testing::TransportKind::kTcp, testing::TransportKind::kShm}) {
+    const int n = 3;
+    auto world = testing::MakeWorld(kind, n);
+    if (!world) {
+      GTEST_SKIP() << testing::KindName(kind) << " unavailable: " << world.error().ToString();
+    }
+    uint32_t call = 0;
+    for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                   AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+      for (size_t len : {size_t{7 * n + 3}, size_t{1} << 18}) {
+        SCOPED_TRACE(testing::KindName(kind) + " " + std::string(AllreduceAlgorithmName(a)) +
+                     " len=" + std::to_string(len));
+        const Tag tag_base = ++call * kTagsPerCollective;
+        std::vector<std::vector<float>> data(n);
+        std::vector<Status> statuses(n);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < n; ++r) {
+          threads.emplace_back([&, r] {
+            auto c = Collective::Create((*world)[r], {"a", "b", "b"});
+            if (!c) {
+              statuses[r] = c.error();
+              return;
+            }
+            data[r].resize(len);
+            for (size_t i = 0; i < len; ++i) data[r][i] = Input(r, i);
+            AllreduceOptions options;
+            options.algorithm = a;
+            options.segment_elems = len < 1000 ? 4 : 16 * 1024;
+            options.tag_base = tag_base;
+            options.deadline = Deadline::AfterSeconds(30);
+            statuses[r] = c->Allreduce(std::span<float>(data[r]), options);
+          });
+        }
+        for (auto& t : threads) t.join();
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+          for (size_t i = 0; i < len; ++i) ASSERT_EQ(data[r][i], ExpectedSum(n, i)) << i;
+        }
+      }
+    }
+  }
+}
+
+// ---- Broadcast and barrier ----
+
+TEST(BroadcastTest, EveryRootEveryLength) {
+  for (int n : {1, 2, 3, 5, 8}) {
+    for (int root = 0; root < n; ++root) {
+      for (size_t len : {0u, 1u, 37u, 4096u}) {
+        std::vector<std::vector<std::byte>> bufs(n);
+        auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+          CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+          bufs[r].resize(len);
+          for (size_t i = 0; i < len; ++i) {
+            bufs[r][i] = static_cast<std::byte>(r == root ? (i * 31 + 7) & 0xFF : 0);
+          }
+          CollectiveOptions options;
+          options.segment_bytes = 16;
+          options.deadline = Deadline::AfterSeconds(30);
+          return c.Broadcast(std::span<std::byte>(bufs[r]), root, options);
+        });
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+          for (size_t i = 0; i < len; ++i) {
+            ASSERT_EQ(bufs[r][i], static_cast<std::byte>((i * 31 + 7) & 0xFF))
+                << "n=" << n << " root=" << root << " rank " << r << " byte " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(BarrierTest, NobodyLeavesBeforeTheLastArrives) {
+  for (int n : {1, 2, 3, 5, 8}) {
+    std::atomic<int> arrived{0};
+    std::vector<int> seen(n, -1);
+    auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+      CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+      // The last rank arrives late; nobody may pass before it.
+      if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      arrived.fetch_add(1);
+      CollectiveOptions options;
+      options.deadline = Deadline::AfterSeconds(30);
+      Status s = c.Barrier(options);
+      seen[r] = arrived.load();
+      return s;
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      EXPECT_EQ(seen[r], n) << "rank " << r << " left the barrier early";
+    }
+  }
+}
+
+TEST(BarrierTest, MissingPeerIsNamed) {
+  const int n = 4;
+  auto statuses = RunRanks(n, n - 1, [&](int, Transport& t) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+    CollectiveOptions options;
+    options.deadline = Deadline::After(std::chrono::milliseconds(200));
+    return c.Barrier(options);
+  });
+  for (int r = 0; r < n - 1; ++r) {
+    ASSERT_EQ(statuses[r].code(), StatusCode::kDeadlineExceeded) << statuses[r].ToString();
+    EXPECT_NE(statuses[r].message().find("rank 3"), std::string::npos) << statuses[r].ToString();
+  }
+}
+
+}  // namespace
+}  // namespace chorus::gossip

@@ -1,0 +1,236 @@
+// FabricTransport beyond the conformance suite: two real processes (fork, the
+// addresses exchanged through pipes), the memory-registration cache, provider
+// and library versions, and the MrCache LRU on its own.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "gossip/transport/fabric/mr_cache.h"
+#include "tests/gossip/transport_test_util.h"
+
+namespace chorus::gossip {
+namespace {
+
+using testing::FirstMismatch;
+using testing::MakeWorld;
+using testing::Pattern;
+using testing::TransportKind;
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t n) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool SendBlob(int fd, const std::vector<uint8_t>& blob) {
+  const auto n = static_cast<uint32_t>(blob.size());
+  return WriteAll(fd, &n, sizeof(n)) && WriteAll(fd, blob.data(), blob.size());
+}
+
+bool ReceiveBlob(int fd, std::vector<uint8_t>* blob) {
+  uint32_t n = 0;
+  if (!ReadAll(fd, &n, sizeof(n)) || n > 4096) return false;
+  blob->resize(n);
+  return ReadAll(fd, blob->data(), n);
+}
+
+// One side of the two-process exchange: returns an empty string on success,
+// else what went wrong.
+std::string ExchangeAsRank(const std::string& provider, int rank, int read_fd, int write_fd) {
+  constexpr size_t kBytes = size_t{1} << 20;
+  FabricOptions options;
+  options.provider = provider;
+  options.node_name = testing::PeerName(rank);
+  auto transport = MakeFabricTransport(options);
+  if (!transport) return transport.error().ToString();
+  std::vector<uint8_t> peer_address;
+  if (!SendBlob(write_fd, (*transport)->LocalAddress()) || !ReceiveBlob(read_fd, &peer_address)) {
+    return "address exchange over the pipe failed";
+  }
+  const int peer = 1 - rank;
+  std::vector<PeerInfo> peers(2);
+  peers[rank] = PeerInfo{rank, (*transport)->LocalAddress(), testing::PeerName(rank)};
+  peers[peer] = PeerInfo{peer, peer_address, testing::PeerName(peer)};
+  Status set = (*transport)->SetPeers(rank, peers);
+  if (!set.ok()) return set.ToString();
+  const auto out = Pattern(static_cast<uint64_t>(rank), kBytes);
+  std::vector<std::byte> in(kBytes);
+  std::vector<RequestPtr> reqs;
+  auto recv = (*transport)->Irecv(peer, 77, in);
+  if (!recv) return recv.error().ToString();
+  reqs.push_back(std::move(*recv));
+  auto send = (*transport)->Isend(peer, 77, out);
+  if (!send) return send.error().ToString();
+  reqs.push_back(std::move(*send));
+  Status done = WaitAll(reqs, Deadline::AfterSeconds(30));
+  if (!done.ok()) return done.ToString();
+  const size_t bad = FirstMismatch(in, static_cast<uint64_t>(peer), kBytes);
+  if (bad != kBytes) return "byte " + std::to_string(bad) + " differs";
+  // Both sides hold their endpoint until the other is done too: a send may
+  // complete locally before the peer has read it.
+  char token = 'x';
+  if (!WriteAll(write_fd, &token, 1) || !ReadAll(read_fd, &token, 1)) return "final handshake";
+  return "";
+}
+
+class FabricTwoProcesses : public ::testing::TestWithParam<TransportKind> {};
+
+TEST_P(FabricTwoProcesses, ExchangeOneMebibyteBothWays) {
+  const std::string provider = testing::ProviderOf(GetParam());
+  auto version = FabricProviderVersion(provider);
+  if (!version) GTEST_SKIP() << "provider unavailable here: " << version.error().ToString();
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) {
+    close(to_child[1]);
+    close(to_parent[0]);
+    const std::string error = ExchangeAsRank(provider, 1, to_child[0], to_parent[1]);
+    if (!error.empty()) {
+      fprintf(stderr, "child (rank 1): %s\n", error.c_str());
+      _exit(1);
+    }
+    _exit(0);
+  }
+  close(to_child[0]);
+  close(to_parent[1]);
+  const std::string error = ExchangeAsRank(provider, 0, to_parent[0], to_child[1]);
+  close(to_parent[0]);
+  close(to_child[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(error.empty()) << "parent (rank 0): " << error;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, FabricTwoProcesses,
+                         ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
+                         [](const auto& info) { return testing::KindName(info.param); });
+
+TEST(FabricTransport, ReportsVersions) {
+  EXPECT_EQ(LibfabricVersion().find('.') != std::string::npos, true) << LibfabricVersion();
+  auto tcp = FabricProviderVersion("tcp;ofi_rxm");
+  if (!tcp) GTEST_SKIP() << tcp.error().ToString();
+  EXPECT_NE(tcp->find('.'), std::string::npos) << *tcp;
+  auto missing = FabricProviderVersion("no-such-provider");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound) << missing.error().ToString();
+  EXPECT_NE(missing.error().message().find("no-such-provider"), std::string::npos);
+}
+
+TEST(FabricTransport, UnknownProviderIsNotFound) {
+  FabricOptions options;
+  options.provider = "no-such-provider";
+  auto t = MakeFabricTransport(options);
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().code(), StatusCode::kNotFound) << t.error().ToString();
+}
+
+TEST(FabricTransport, RegistrationCacheIsReused) {
+  if (!FabricProviderVersion("tcp;ofi_rxm")) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
+  FabricOptions options;
+  options.force_memory_registration = true;
+  options.mr_cache_capacity = 4;
+  auto world = MakeWorld(TransportKind::kTcp, 2, options);
+  ASSERT_TRUE(world) << world.error().ToString();
+  constexpr int kRounds = 10;
+  constexpr size_t kBytes = 64 << 10;
+  const auto out = Pattern(3, kBytes);
+  std::vector<std::byte> in(kBytes);
+  for (int i = 0; i < kRounds; ++i) {
+    auto send = (*world)[0].Isend(1, 1, out);
+    ASSERT_TRUE(send) << send.error().ToString();
+    auto done = (*world)[1].Recv(0, 1, in, Deadline::AfterSeconds(30));
+    ASSERT_TRUE(done) << done.error().ToString();
+    ASSERT_TRUE((*send)->Wait(Deadline::AfterSeconds(30)));
+  }
+  EXPECT_EQ(FirstMismatch(in, 3, kBytes), kBytes);
+  auto sender = GetFabricMrStats((*world)[0]);
+  auto receiver = GetFabricMrStats((*world)[1]);
+  ASSERT_TRUE(sender && receiver);
+  EXPECT_TRUE(sender->registering);
+  // One registration per buffer, every later use a hit.
+  EXPECT_EQ(sender->misses, 1u);
+  EXPECT_EQ(sender->hits, static_cast<uint64_t>(kRounds - 1));
+  EXPECT_EQ(receiver->misses, 1u);
+  EXPECT_EQ(receiver->hits, static_cast<uint64_t>(kRounds - 1));
+  // A sub-range of a registered buffer is covered by it.
+  auto part = (*world)[0].Isend(1, 2, std::span<const std::byte>(out).subspan(100, 1000));
+  ASSERT_TRUE(part);
+  auto got = (*world)[1].Recv(0, 2, in, Deadline::AfterSeconds(30));
+  ASSERT_TRUE(got) << got.error().ToString();
+  ASSERT_TRUE((*part)->Wait(Deadline::AfterSeconds(30)));
+  EXPECT_EQ(GetFabricMrStats((*world)[0])->hits, static_cast<uint64_t>(kRounds));
+
+  // Without forcing, neither provider here asks for FI_MR_LOCAL: nothing is registered.
+  auto plain = MakeWorld(TransportKind::kTcp, 1);
+  ASSERT_TRUE(plain) << plain.error().ToString();
+  EXPECT_FALSE(GetFabricMrStats((*plain)[0])->registering);
+  LocalHubOptions local_options;
+  auto hub = LocalHub::Create(local_options);
+  auto local = hub->MakeTransport(0);
+  ASSERT_TRUE(local);
+  EXPECT_EQ(GetFabricMrStats(**local).error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MrCache, HitsEvictsLeastRecentlyUsedAndKeepsHandedOutRegistrations) {
+  int live = 0;
+  int registered = 0;
+  fabric::MrCache cache(2, [&](const void*, size_t) -> Result<fabric::MrRegistration> {
+    ++live;
+    ++registered;
+    fabric::MrRegistration r;
+    r.desc = reinterpret_cast<void*>(static_cast<uintptr_t>(registered));
+    r.owner = std::shared_ptr<void>(nullptr, [&live](void*) { --live; });
+    return r;
+  });
+  std::vector<char> a(100), b(100), c(100);
+  auto ra = cache.Get(a.data(), a.size());
+  ASSERT_TRUE(ra);
+  EXPECT_TRUE(cache.Get(b.data(), b.size()));
+  EXPECT_EQ(cache.Get(a.data() + 10, 50)->desc, ra->desc);  // inside a: hit, a most recent
+  EXPECT_TRUE(cache.Get(c.data(), c.size()));                // evicts b (least recent)
+  auto stats = cache.Stats();
+  EXPECT_EQ(stats.hits, 1u);
+  EXPECT_EQ(stats.misses, 3u);
+  EXPECT_EQ(stats.evictions, 1u);
+  EXPECT_EQ(stats.entries, 2u);
+  EXPECT_EQ(live, 2);  // b's registration was closed on eviction
+  EXPECT_TRUE(cache.Get(a.data(), a.size()));
+  EXPECT_EQ(cache.Stats().hits, 2u);
+  cache.Clear();
+  EXPECT_EQ(live, 1);  // `ra` still holds a's registration
+  ra = Err(Cancelled("drop"));
+  EXPECT_EQ(live, 0);
+  // A registration failure is returned and nothing is cached.
+  fabric::MrCache failing(2, [](const void*, size_t) -> Result<fabric::MrRegistration> {
+    return Err(ResourceExhausted("no pinned memory left"));
+  });
+  auto bad = failing.Get(a.data(), a.size());
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(failing.Stats().entries, 0u);
+}
+
+}  // namespace
+}  // namespace chorus::gossip

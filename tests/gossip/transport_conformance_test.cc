@@ -1,0 +1,428 @@
+// The Transport conformance suite: the semantics promised in gossip/transport.h,
+// checked against every implementation (local hub; libfabric tcp;ofi_rxm; libfabric
+// shm, with several endpoints in this process, the bytes going through the
+// provider). A provider missing in the sandbox is skipped with the reason.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "tests/gossip/transport_test_util.h"
+
+namespace chorus::gossip {
+namespace {
+
+using testing::AsBytes;
+using testing::AsWritableBytes;
+using testing::FirstMismatch;
+using testing::MakeWorld;
+using testing::Pattern;
+using testing::TransportKind;
+using testing::World;
+
+// Generous: only a hang (a bug) should ever reach it.
+Deadline Soon() { return Deadline::AfterSeconds(30); }
+
+class TransportConformance : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == TransportKind::kLocal) return;
+    auto version = FabricProviderVersion(testing::ProviderOf(GetParam()));
+    if (!version) GTEST_SKIP() << "provider unavailable here: " << version.error().ToString();
+  }
+
+  World Make(int n) {
+    auto world = MakeWorld(GetParam(), n);
+    EXPECT_TRUE(world.has_value()) << (world ? "" : world.error().ToString());
+    if (!world) return {};
+    return std::move(*world);
+  }
+};
+
+// Each rank sends kCount numbered messages with one tag to its right
+// neighbour; some receives are posted before the sends, the rest after.
+TEST_P(TransportConformance, MessagesWithOneTagArriveInSendOrder) {
+  for (int n : {2, 4}) {
+    World w = Make(n);
+    ASSERT_EQ(w.size(), n);
+    constexpr int kCount = 200;
+    constexpr Tag kTag = 5;
+    std::vector<std::vector<uint64_t>> got(n, std::vector<uint64_t>(kCount));
+    std::vector<uint64_t> sent(static_cast<size_t>(n) * kCount);
+    std::vector<RequestPtr> reqs;
+    for (int r = 0; r < n; ++r) {  // first half of the receives: before the sends
+      const int left = (r + n - 1) % n;
+      for (int i = 0; i < kCount / 2; ++i) {
+        auto req = w[r].Irecv(left, kTag, AsWritableBytes(got[r][i]));
+        ASSERT_TRUE(req) << req.error().ToString();
+        reqs.push_back(std::move(*req));
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < kCount; ++i) {
+        uint64_t& v = sent[static_cast<size_t>(r) * kCount + i];
+        v = (static_cast<uint64_t>(r) << 32) | static_cast<uint64_t>(i);
+        auto req = w[r].Isend((r + 1) % n, kTag, AsBytes(v));
+        ASSERT_TRUE(req) << req.error().ToString();
+        reqs.push_back(std::move(*req));
+      }
+    }
+    for (int r = 0; r < n; ++r) {  // second half: after the sends
+      const int left = (r + n - 1) % n;
+      for (int i = kCount / 2; i < kCount; ++i) {
+        auto req = w[r].Irecv(left, kTag, AsWritableBytes(got[r][i]));
+        ASSERT_TRUE(req) << req.error().ToString();
+        reqs.push_back(std::move(*req));
+      }
+    }
+    ASSERT_TRUE(WaitAll(reqs, Soon()).ok());
+    for (int r = 0; r < n; ++r) {
+      const uint64_t left = static_cast<uint64_t>((r + n - 1) % n);
+      for (int i = 0; i < kCount; ++i) {
+        ASSERT_EQ(got[r][i], (left << 32) | static_cast<uint64_t>(i))
+            << "world " << n << " rank " << r << " message " << i;
+      }
+    }
+  }
+}
+
+// Tags 1..8 sent in increasing order, received in reverse: each receive gets
+// the message of its own tag.
+TEST_P(TransportConformance, DifferentTagsAreMatchedIndependently) {
+  World w = Make(2);
+  ASSERT_EQ(w.size(), 2);
+  constexpr int kTags = 8;
+  std::vector<uint64_t> sent(kTags + 1), got(kTags + 1, 0);
+  std::vector<RequestPtr> reqs;
+  for (int t = 1; t <= kTags; ++t) {
+    sent[t] = 1000 + static_cast<uint64_t>(t);
+    auto req = w[0].Isend(1, static_cast<Tag>(t), AsBytes(sent[t]));
+    ASSERT_TRUE(req) << req.error().ToString();
+    reqs.push_back(std::move(*req));
+  }
+  for (int t = kTags; t >= 1; --t) {
+    auto done = w[1].Recv(0, static_cast<Tag>(t), AsWritableBytes(got[t]), Soon());
+    ASSERT_TRUE(done) << done.error().ToString();
+    EXPECT_EQ(done->tag, static_cast<Tag>(t));
+    EXPECT_EQ(done->source, 0);
+    EXPECT_EQ(done->bytes, sizeof(uint64_t));
+    EXPECT_EQ(got[t], 1000 + static_cast<uint64_t>(t));
+  }
+  ASSERT_TRUE(WaitAll(reqs, Soon()).ok());
+  // Full 64-bit tags are usable (no reserved bits).
+  const Tag big = ~Tag{0} - 3;
+  uint64_t v = 77, r = 0;
+  auto send = w[1].Isend(0, big, AsBytes(v));
+  ASSERT_TRUE(send);
+  auto done = w[0].Recv(1, big, AsWritableBytes(r), Soon());
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->tag, big);
+  EXPECT_EQ(r, 77u);
+  ASSERT_TRUE((*send)->Wait(Soon()));
+}
+
+TEST_P(TransportConformance, AnySourceReceiveNamesTheSource) {
+  for (int n : {2, 4}) {
+    World w = Make(n);
+    ASSERT_EQ(w.size(), n);
+    constexpr Tag kTag = 11;
+    constexpr int kPerSender = 3;
+    std::vector<uint64_t> sent(static_cast<size_t>(n) * kPerSender);
+    std::vector<RequestPtr> sends;
+    for (int r = 1; r < n; ++r) {
+      for (int i = 0; i < kPerSender; ++i) {
+        uint64_t& v = sent[static_cast<size_t>(r) * kPerSender + i];
+        v = static_cast<uint64_t>(r) * 100 + static_cast<uint64_t>(i);
+        auto req = w[r].Isend(0, kTag, AsBytes(v));
+        ASSERT_TRUE(req) << req.error().ToString();
+        sends.push_back(std::move(*req));
+      }
+    }
+    std::multiset<Rank> sources;
+    std::vector<int> next(n, 0);
+    for (int k = 0; k < (n - 1) * kPerSender; ++k) {
+      uint64_t v = ~uint64_t{0};
+      auto done = w[0].Recv(kAnySource, kTag, AsWritableBytes(v), Soon());
+      ASSERT_TRUE(done) << done.error().ToString();
+      ASSERT_GE(done->source, 1);
+      ASSERT_LT(done->source, n);
+      // The payload names its sender, and per-sender order holds.
+      EXPECT_EQ(v, static_cast<uint64_t>(done->source) * 100 + next[done->source]);
+      ++next[done->source];
+      sources.insert(done->source);
+    }
+    for (int r = 1; r < n; ++r) EXPECT_EQ(sources.count(r), static_cast<size_t>(kPerSender));
+    ASSERT_TRUE(WaitAll(sends, Soon()).ok());
+  }
+}
+
+TEST_P(TransportConformance, LargeMessagesArriveIntact) {
+  World w = Make(2);
+  ASSERT_EQ(w.size(), 2);
+  constexpr size_t kBytes = size_t{64} << 20;
+  const auto data = Pattern(42, kBytes);
+  std::vector<std::byte> got(kBytes);
+  auto recv = w[1].Irecv(0, 3, got);
+  ASSERT_TRUE(recv) << recv.error().ToString();
+  auto send = w[0].Isend(1, 3, data);
+  ASSERT_TRUE(send) << send.error().ToString();
+  auto done = (*recv)->Wait(Soon());
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->bytes, kBytes);
+  ASSERT_TRUE((*send)->Wait(Soon())) << "send of 64 MiB";
+  EXPECT_EQ(FirstMismatch(got, 42, kBytes), kBytes);
+  EXPECT_GE(w[0].Stats().bytes_sent, kBytes);
+  EXPECT_GE(w[1].Stats().bytes_received, kBytes);
+}
+
+TEST_P(TransportConformance, ManySmallMessages) {
+  World w = Make(2);
+  ASSERT_EQ(w.size(), 2);
+  constexpr int kCount = 10000;
+  std::vector<uint64_t> sent(kCount), got(kCount, 0);
+  std::vector<RequestPtr> reqs;
+  reqs.reserve(2 * kCount);
+  for (int i = 0; i < kCount; ++i) {
+    auto req = w[1].Irecv(0, 9, AsWritableBytes(got[i]));
+    ASSERT_TRUE(req) << req.error().ToString();
+    reqs.push_back(std::move(*req));
+  }
+  for (int i = 0; i < kCount; ++i) {
+    sent[i] = 0xABCD0000ull + static_cast<uint64_t>(i);
+    auto req = w[0].Isend(1, 9, AsBytes(sent[i]));
+    ASSERT_TRUE(req) << req.error().ToString();
+    reqs.push_back(std::move(*req));
+  }
+  ASSERT_TRUE(WaitAll(reqs, Soon()).ok());
+  EXPECT_EQ(got, sent);
+  EXPECT_EQ(w[0].Stats().messages_sent, static_cast<uint64_t>(kCount));
+  EXPECT_EQ(w[1].Stats().messages_received, static_cast<uint64_t>(kCount));
+}
+
+// The sender posts every send (eager-sized and rendezvous-sized) before the
+// receiver posts a single receive; everything completes.
+TEST_P(TransportConformance, SendsPostedBeforeReceivesAllComplete) {
+  World w = Make(2);
+  ASSERT_EQ(w.size(), 2);
+  constexpr int kSmall = 1000;
+  constexpr size_t kSmallBytes = 4096;
+  constexpr int kLarge = 8;
+  constexpr size_t kLargeBytes = size_t{1} << 20;
+  std::vector<std::vector<std::byte>> out, in;
+  for (int i = 0; i < kSmall + kLarge; ++i) {
+    const size_t bytes = i < kSmall ? kSmallBytes : kLargeBytes;
+    out.push_back(Pattern(static_cast<uint64_t>(i), bytes));
+    in.emplace_back(bytes);
+  }
+  std::atomic<bool> sends_posted{false};
+  Status send_status;
+  std::thread sender([&] {
+    std::vector<RequestPtr> reqs;
+    for (int i = 0; i < kSmall + kLarge; ++i) {
+      auto req = w[0].Isend(1, i < kSmall ? 1 : 2, out[i]);
+      if (!req) {
+        send_status = req.error();
+        sends_posted = true;
+        return;
+      }
+      reqs.push_back(std::move(*req));
+    }
+    sends_posted = true;
+    send_status = WaitAll(reqs, Soon());
+  });
+  // Let the sends pile up (a provider may block a post until the receiver
+  // drains, so do not wait for all of them forever).
+  const auto give_up = Clock::now() + std::chrono::milliseconds(500);
+  while (!sends_posted && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::vector<RequestPtr> reqs;
+  for (int i = 0; i < kSmall + kLarge; ++i) {
+    auto req = w[1].Irecv(0, i < kSmall ? 1 : 2, in[i]);
+    ASSERT_TRUE(req) << req.error().ToString();
+    reqs.push_back(std::move(*req));
+  }
+  const Status recv_status = WaitAll(reqs, Soon());
+  sender.join();
+  ASSERT_TRUE(send_status.ok()) << send_status.ToString();
+  ASSERT_TRUE(recv_status.ok()) << recv_status.ToString();
+  for (int i = 0; i < kSmall + kLarge; ++i) {
+    ASSERT_EQ(in[i], out[i]) << "message " << i;
+  }
+}
+
+TEST_P(TransportConformance, MessageLargerThanReceiveBufferIsAnError) {
+  World w = Make(2);
+  ASSERT_EQ(w.size(), 2);
+  for (size_t bytes : {size_t{4096}, size_t{1} << 20}) {
+    SCOPED_TRACE("message of " + std::to_string(bytes) + " bytes");
+    if (GetParam() == TransportKind::kShm && bytes > 4096) {
+      // libfabric 1.17 shm: a truncated CMA receive loops forever in
+      // smr_cma_loop (it asks for the whole message into the shorter buffer),
+      // and with CMA off the SAR path never completes. Only messages up to the
+      // inject size (4 KiB) can be checked without wedging the provider.
+      continue;
+    }
+    const auto data = Pattern(bytes, bytes);
+    std::vector<std::byte> small(bytes / 4);
+    auto send = w[0].Isend(1, 21, data);
+    ASSERT_TRUE(send) << send.error().ToString();
+    auto done = w[1].Recv(0, 21, small, Soon());
+    ASSERT_FALSE(done) << bytes << " bytes fit into " << small.size();
+    EXPECT_EQ(done.error().code(), StatusCode::kDataLoss) << done.error().ToString();
+    EXPECT_NE(done.error().message().find("rank 0"), std::string::npos)
+        << done.error().ToString();
+    (void)(*send)->Wait(Soon());  // may succeed or fail: the receiver dropped it
+    // The transport stays usable on the same tag.
+    uint64_t v = 5, r = 0;
+    auto send2 = w[0].Isend(1, 21, AsBytes(v));
+    ASSERT_TRUE(send2);
+    auto again = w[1].Recv(0, 21, AsWritableBytes(r), Soon());
+    ASSERT_TRUE(again) << again.error().ToString();
+    EXPECT_EQ(r, 5u);
+    ASSERT_TRUE((*send2)->Wait(Soon()));
+  }
+}
+
+TEST_P(TransportConformance, ReceiveFromSilentPeerReachesDeadline) {
+  World w = Make(2);
+  ASSERT_EQ(w.size(), 2);
+  uint64_t v = 0;
+  const auto start = Clock::now();
+  auto done = w[1].Recv(0, 99, AsWritableBytes(v), Deadline::After(std::chrono::milliseconds(100)));
+  const auto elapsed = Clock::now() - start;
+  ASSERT_FALSE(done);
+  EXPECT_EQ(done.error().code(), StatusCode::kDeadlineExceeded) << done.error().ToString();
+  EXPECT_NE(done.error().message().find("rank 0 (node0)"), std::string::npos)
+      << done.error().ToString();
+  EXPECT_GE(elapsed, std::chrono::milliseconds(100));
+  // Upper bound only catches a wait that ignores its deadline; loose for a
+  // loaded 2-core CI machine.
+  EXPECT_LT(elapsed, std::chrono::seconds(5));
+  // The timed-out receive was cancelled: it must not swallow a later message.
+  uint64_t sent = 1234, got = 0;
+  auto send = w[0].Isend(1, 99, AsBytes(sent));
+  ASSERT_TRUE(send);
+  auto again = w[1].Recv(0, 99, AsWritableBytes(got), Soon());
+  ASSERT_TRUE(again) << again.error().ToString();
+  EXPECT_EQ(got, 1234u);
+  ASSERT_TRUE((*send)->Wait(Soon()));
+}
+
+TEST_P(TransportConformance, MarkPeerDeadFailsPendingAndFutureOperations) {
+  World w = Make(4);
+  ASSERT_EQ(w.size(), 4);
+  uint64_t a = 0, b = 0, c = 0;
+  auto from_dead = w[0].Irecv(2, 7, AsWritableBytes(a));
+  ASSERT_TRUE(from_dead);
+  auto any = w[0].Irecv(kAnySource, 7, AsWritableBytes(b));
+  ASSERT_TRUE(any);
+  const auto start = Clock::now();
+  w[0].MarkPeerDead(2);
+  auto failed = (*from_dead)->Wait(Soon());
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code(), StatusCode::kUnavailable) << failed.error().ToString();
+  EXPECT_NE(failed.error().message().find("rank 2 (node2)"), std::string::npos)
+      << failed.error().ToString();
+  // "At once": far below the 30 s deadline; loose for a loaded machine.
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+
+  // Future operations with the dead peer fail with kUnavailable, at post or wait.
+  auto check_unavailable = [](Result<RequestPtr> req) {
+    if (req) {
+      auto r = (*req)->Wait(Deadline::AfterSeconds(5));
+      ASSERT_FALSE(r);
+      EXPECT_EQ(r.error().code(), StatusCode::kUnavailable) << r.error().ToString();
+      EXPECT_NE(r.error().message().find("rank 2"), std::string::npos) << r.error().ToString();
+    } else {
+      EXPECT_EQ(req.error().code(), StatusCode::kUnavailable) << req.error().ToString();
+      EXPECT_NE(req.error().message().find("rank 2"), std::string::npos)
+          << req.error().ToString();
+    }
+  };
+  check_unavailable(w[0].Isend(2, 7, AsBytes(c)));
+  check_unavailable(w[0].Irecv(2, 7, AsWritableBytes(c)));
+
+  // The any-source receive is still pending and matches a live peer.
+  EXPECT_FALSE((*any)->Done());
+  uint64_t v = 31;
+  auto send = w[3].Isend(0, 7, AsBytes(v));
+  ASSERT_TRUE(send);
+  auto got = (*any)->Wait(Soon());
+  ASSERT_TRUE(got) << got.error().ToString();
+  EXPECT_EQ(got->source, 3);
+  EXPECT_EQ(b, 31u);
+  ASSERT_TRUE((*send)->Wait(Soon()));
+}
+
+TEST_P(TransportConformance, CancelledReceiveDoesNotMatch) {
+  World w = Make(2);
+  ASSERT_EQ(w.size(), 2);
+  uint64_t stale = 0, fresh = 0, v = 8;
+  {
+    auto req = w[1].Irecv(0, 4, AsWritableBytes(stale));
+    ASSERT_TRUE(req);
+    (*req)->Cancel();
+    auto r = (*req)->Wait(Soon());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code(), StatusCode::kCancelled) << r.error().ToString();
+  }
+  {
+    // Destroyed while pending: cancelled as well.
+    auto req = w[1].Irecv(0, 4, AsWritableBytes(stale));
+    ASSERT_TRUE(req);
+  }
+  auto send = w[0].Isend(1, 4, AsBytes(v));
+  ASSERT_TRUE(send);
+  auto done = w[1].Recv(0, 4, AsWritableBytes(fresh), Soon());
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(fresh, 8u);
+  EXPECT_EQ(stale, 0u);
+  ASSERT_TRUE((*send)->Wait(Soon()));
+}
+
+TEST_P(TransportConformance, RanksOnThreadsExchangeAllToAll) {
+  constexpr int kN = 4;
+  World w = Make(kN);
+  ASSERT_EQ(w.size(), kN);
+  constexpr size_t kBytes = 256 << 10;  // above the eager size of both providers
+  std::vector<Status> status(kN);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kN; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<std::vector<std::byte>> in(kN, std::vector<std::byte>(kBytes));
+      std::vector<std::vector<std::byte>> out;
+      std::vector<RequestPtr> reqs;
+      for (int p = 0; p < kN; ++p) out.push_back(Pattern(static_cast<uint64_t>(r * kN + p), kBytes));
+      for (int p = 0; p < kN; ++p) {
+        if (p == r) continue;
+        auto rq = w[r].Irecv(p, 1, in[p]);
+        if (!rq) { status[r] = rq.error(); return; }
+        reqs.push_back(std::move(*rq));
+        auto sq = w[r].Isend(p, 1, out[p]);
+        if (!sq) { status[r] = sq.error(); return; }
+        reqs.push_back(std::move(*sq));
+      }
+      status[r] = WaitAll(reqs, Soon());
+      for (int p = 0; p < kN && status[r].ok(); ++p) {
+        if (p != r && FirstMismatch(in[p], static_cast<uint64_t>(p * kN + r), kBytes) != kBytes) {
+          status[r] = DataLoss("rank " + std::to_string(r) + " got wrong bytes from " +
+                               std::to_string(p));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kN; ++r) EXPECT_TRUE(status[r].ok()) << status[r].ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportConformance,
+                         ::testing::Values(TransportKind::kLocal, TransportKind::kTcp,
+                                           TransportKind::kShm),
+                         [](const auto& info) { return testing::KindName(info.param); });
+
+}  // namespace
+}  // namespace chorus::gossip

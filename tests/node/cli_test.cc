@@ -1,0 +1,124 @@
+// Tests of the `chorus` command line, run as a separate process: help and
+// version, `config check` (good file, bad file, --set), and `node` rejecting a
+// bad configuration before it starts.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "node/config_parse.h"
+
+namespace chorus::node {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the chorus binary with `args` (shell syntax) in a clean environment for
+// rank hints, so that a CI job under Slurm does not change the resolved config.
+Outcome RunChorus(const std::string& args) {
+  const std::string command = "env -u SLURM_PROCID -u SLURM_NTASKS -u OMPI_COMM_WORLD_RANK "
+                              "-u OMPI_COMM_WORLD_SIZE " CHORUS_BINARY " " + args + " 2>&1";
+  Outcome outcome;
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return outcome;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) outcome.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return outcome;
+}
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/chorus_cli_test_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+const std::string kSingleMlp = std::string(CHORUS_SOURCE_DIR) + "/configs/single-mlp.toml";
+
+TEST(CliTest, VersionAndHelp) {
+  Outcome version = RunChorus("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.output, HasSubstr(CHORUS_VERSION));
+
+  Outcome help = RunChorus("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.output, HasSubstr("node"));
+  EXPECT_THAT(help.output, HasSubstr("config"));
+
+  Outcome node_help = RunChorus("node --help");
+  EXPECT_EQ(node_help.exit_code, 0);
+  for (const char* option : {"--resume", "--run", "--output", "--epochs", "--threads", "--log-level", "--set"}) {
+    EXPECT_THAT(node_help.output, HasSubstr(option));
+  }
+}
+
+TEST(CliTest, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(RunChorus("").exit_code, 2);
+  EXPECT_EQ(RunChorus("no-such-command").exit_code, 2);
+  EXPECT_EQ(RunChorus("config check").exit_code, 2);
+}
+
+TEST(CliTest, ConfigCheckPrintsSettingsThatReparse) {
+  Outcome check = RunChorus("config check " + kSingleMlp);
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  Result<Config> printed = ParseConfigString(check.output, "printed");
+  ASSERT_TRUE(printed) << printed.error().message() << "\n" << check.output;
+  Result<Config> original = ParseConfigFile(kSingleMlp);
+  ASSERT_TRUE(original);
+  EXPECT_TRUE(printed->SameSettings(*original));
+}
+
+TEST(CliTest, ConfigCheckAppliesSetOverrides) {
+  Outcome check = RunChorus("config check " + kSingleMlp + " --set train.batch_size=128 --set run.name=trial");
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  Result<Config> printed = ParseConfigString(check.output, "printed");
+  ASSERT_TRUE(printed) << check.output;
+  EXPECT_EQ(printed->train.batch_size, 128);
+  EXPECT_EQ(printed->run.name, "trial");
+}
+
+TEST(CliTest, ConfigCheckRejectsABadFileWithItsLine) {
+  const std::string path = TempFile("bad.toml", "[train]\nbatch_size = 0\n");
+  Outcome check = RunChorus("config check " + path);
+  EXPECT_EQ(check.exit_code, 2);
+  EXPECT_THAT(check.output, HasSubstr(path + ":2:1: train.batch_size: expected an integer >= 1, got 0"));
+  std::filesystem::remove(path);
+
+  Outcome missing = RunChorus("config check /nonexistent/x.toml");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.output, HasSubstr("/nonexistent/x.toml"));
+}
+
+TEST(CliTest, NodeRejectsBadOverridesBeforeStarting) {
+  Outcome bad_set = RunChorus("node " + kSingleMlp + " --set train.batch_size=0");
+  EXPECT_EQ(bad_set.exit_code, 2);
+  EXPECT_THAT(bad_set.output,
+              HasSubstr("--set train.batch_size=0: train.batch_size: expected an integer >= 1, got 0"));
+
+  Outcome bad_epochs = RunChorus("node --epochs many");
+  EXPECT_EQ(bad_epochs.exit_code, 2);
+  EXPECT_THAT(bad_epochs.output, HasSubstr("--epochs: train.epochs: expected an integer, got \"many\""));
+
+  Outcome bad_threads = RunChorus("node --threads 999");
+  EXPECT_EQ(bad_threads.exit_code, 2);
+  EXPECT_THAT(bad_threads.output, HasSubstr("--threads: train.threads: expected an integer in [1, 256], got 999"));
+
+  Outcome bad_key = RunChorus("node --set train.batchsize=3");
+  EXPECT_EQ(bad_key.exit_code, 2);
+  EXPECT_THAT(bad_key.output, HasSubstr("did you mean train.batch_size?"));
+}
+
+}  // namespace
+}  // namespace chorus::node

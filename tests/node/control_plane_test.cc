@@ -1,0 +1,261 @@
+// ControlPlane in one process: several nodes on 127.0.0.1, each with its own
+// control thread. Covers joining (redirects, refusals), epoch 0, barriers,
+// leaving, and admission of a late joiner at an epoch boundary. The
+// multi-process behaviour (kill -9, garbage on the port) is in
+// cluster_process_test.cc.
+#include "node/control_plane.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+namespace chorus::node {
+namespace {
+
+// Short timeouts keep the tests fast; they are still ~5 heartbeats apart so a
+// loaded 2-core CI machine does not produce false suspicions.
+ClusterConfig TestConfig(int min_nodes, std::vector<std::string> bootstrap, std::string token = "t0k3n") {
+  ClusterConfig c;
+  c.listen = "127.0.0.1:0";
+  c.bootstrap = std::move(bootstrap);
+  c.token = std::move(token);
+  c.min_nodes = min_nodes;
+  c.join_timeout_s = 10;
+  c.heartbeat_interval_s = 0.1;
+  c.suspect_timeout_s = 0.5;
+  c.dead_timeout_s = 1.0;
+  return c;
+}
+
+LocalNodeInfo Local(const std::string& name, const std::string& chorus_version = "0.1.0") {
+  LocalNodeInfo info;
+  info.name = name;
+  info.data_address = {1, 2, 3, static_cast<uint8_t>(name.size())};
+  info.batch_size = 32;
+  info.host_group = "h";
+  info.chorus_version = chorus_version;
+  info.libfabric_version = "1.17";
+  info.provider = "tcp;ofi_rxm";
+  info.provider_version = "117.0";
+  return info;
+}
+
+std::unique_ptr<ControlPlane> StartOrDie(const ClusterConfig& config, LocalNodeInfo local) {
+  Result<std::unique_ptr<ControlPlane>> cp = ControlPlane::Start(config, std::move(local));
+  EXPECT_TRUE(cp.has_value()) << cp.error().ToString();
+  return cp ? std::move(*cp) : nullptr;
+}
+
+std::vector<std::string> Names(const MembershipView& v) {
+  std::vector<std::string> names;
+  for (const Member& m : v.members) names.push_back(m.name);
+  return names;
+}
+
+constexpr double kWait = 10.0;  // generous upper bound for any single wait in these tests
+
+TEST(ControlPlaneTest, ThreeNodesFormEpochZeroAndPassABarrier) {
+  auto a = StartOrDie(TestConfig(3, {}), Local("alpha"));
+  ASSERT_TRUE(a);
+  const std::string boot = a->advertise_address();
+  // rank hints put gamma first although it joins last.
+  ClusterConfig cfg_c = TestConfig(3, {boot});
+  cfg_c.rank_hint = 0;
+  auto b = StartOrDie(TestConfig(3, {boot}), Local("beta"));
+  auto c = StartOrDie(cfg_c, Local("gamma"));
+  ASSERT_TRUE(b && c);
+  std::vector<MembershipView> views;
+  for (ControlPlane* cp : {a.get(), b.get(), c.get()}) {
+    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v.has_value()) << v.error().ToString();
+    views.push_back(*v);
+  }
+  const std::vector<std::string> expected = {"gamma", "alpha", "beta"};
+  for (size_t i = 0; i < views.size(); ++i) {
+    EXPECT_EQ(views[i].epoch, 0u);
+    EXPECT_EQ(Names(views[i]), expected);
+    EXPECT_EQ(views[i].members, views[0].members) << "every node sees the same join info";
+  }
+  EXPECT_EQ(views[0].self_rank, 1);
+  EXPECT_EQ(views[1].self_rank, 2);
+  EXPECT_EQ(views[2].self_rank, 0);
+  EXPECT_EQ(views[0].members[2].data_address, (std::vector<uint8_t>{1, 2, 3, 4}));
+  EXPECT_EQ(views[0].members[0].control_address, c->advertise_address());
+
+  // Twice the same barrier name: the per-name sequence keeps them apart.
+  for (int round = 0; round < 2; ++round) {
+    auto fb = std::async(std::launch::async, [&] { return b->Barrier("sync", Deadline::AfterSeconds(kWait)); });
+    auto fc = std::async(std::launch::async, [&] { return c->Barrier("sync", Deadline::AfterSeconds(kWait)); });
+    Status sa = a->Barrier("sync", Deadline::AfterSeconds(kWait));
+    EXPECT_TRUE(sa.ok()) << sa.ToString();
+    EXPECT_TRUE(fb.get().ok());
+    EXPECT_TRUE(fc.get().ok());
+  }
+}
+
+TEST(ControlPlaneTest, BarrierDeadlineNamesTheMissingMember) {
+  auto a = StartOrDie(TestConfig(2, {}), Local("a1"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("b1"));
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  ASSERT_TRUE(b->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  Status s = a->Barrier("lonely", Deadline::AfterSeconds(0.3));
+  ASSERT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("b1"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("a1"), std::string::npos) << s.message();
+}
+
+TEST(ControlPlaneTest, LeaveMovesTheOthersToTheNextEpochAtOnce) {
+  auto a = StartOrDie(TestConfig(3, {}), Local("n0"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(3, {a->advertise_address()}), Local("n1"));
+  auto c = StartOrDie(TestConfig(3, {a->advertise_address()}), Local("n2"));
+  ASSERT_TRUE(b && c);
+  for (ControlPlane* cp : {a.get(), b.get(), c.get()}) {
+    ASSERT_TRUE(cp->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  }
+  std::vector<MembershipView> seen_by_b;
+  std::mutex mu;
+  b->OnViewChange([&](const MembershipView& v) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen_by_b.push_back(v);
+  });
+  // The coordinator (rank 0) leaves: the next one takes over.
+  const Clock::time_point start = Clock::now();
+  Status left = a->Leave(Deadline::AfterSeconds(kWait));
+  EXPECT_TRUE(left.ok()) << left.ToString();
+  for (ControlPlane* cp : {b.get(), c.get()}) {
+    Result<MembershipView> v = cp->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v.has_value()) << v.error().ToString();
+    EXPECT_EQ(v->epoch, 1u);
+    EXPECT_EQ(Names(*v), (std::vector<std::string>{"n1", "n2"}));
+    EXPECT_EQ(v->departed, std::vector<int>{0});
+  }
+  // Well before dead_timeout_s (1 s): the leave made it immediate.
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 0.9);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen_by_b.size(), 1u);
+  EXPECT_EQ(seen_by_b[0].epoch, 1u);
+  EXPECT_EQ(seen_by_b[0].self_rank, 0);
+}
+
+TEST(ControlPlaneTest, LateJoinerIsRedirectedAndAdmittedAtTheBoundary) {
+  auto a = StartOrDie(TestConfig(2, {}), Local("first"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("second"));
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  ASSERT_TRUE(b->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+
+  // The joiner only knows `second`, which is not the coordinator: it is redirected.
+  auto c = StartOrDie(TestConfig(2, {b->advertise_address()}), Local("third"));
+  ASSERT_TRUE(c);
+  const Deadline admitted_by = Deadline::AfterSeconds(kWait);
+  while (a->PendingJoiners().empty() && !admitted_by.Expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(a->PendingJoiners(), std::vector<std::string>{"third"});
+  EXPECT_TRUE(b->PendingJoiners().empty());
+  // Not admitted before the boundary.
+  EXPECT_EQ(c->WaitForEpoch0(Deadline::AfterSeconds(0.3)).error().code(), StatusCode::kDeadlineExceeded);
+
+  auto fb = std::async(std::launch::async, [&] { return b->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  Result<MembershipView> va = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
+  Result<MembershipView> vb = fb.get();
+  ASSERT_TRUE(va.has_value()) << va.error().ToString();
+  ASSERT_TRUE(vb.has_value()) << vb.error().ToString();
+  Result<MembershipView> vc = c->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(vc.has_value()) << vc.error().ToString();
+  for (const MembershipView* v : {&*va, &*vb, &*vc}) {
+    EXPECT_EQ(v->epoch, 1u);
+    EXPECT_EQ(Names(*v), (std::vector<std::string>{"first", "second", "third"}));
+    EXPECT_EQ(v->joined, std::vector<std::string>{"third"});
+  }
+  EXPECT_EQ(vc->self_rank, 2);
+
+  // With nobody waiting, the boundary changes nothing.
+  auto fc = std::async(std::launch::async, [&] { return c->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  auto fb2 = std::async(std::launch::async, [&] { return b->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  Result<MembershipView> same = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(same.has_value()) << same.error().ToString();
+  EXPECT_EQ(same->epoch, 1u);
+  EXPECT_TRUE(fc.get().has_value());
+  EXPECT_TRUE(fb2.get().has_value());
+  // All three now barrier together, the joiner included.
+  auto f1 = std::async(std::launch::async, [&] { return b->Barrier("all", Deadline::AfterSeconds(kWait)); });
+  auto f2 = std::async(std::launch::async, [&] { return c->Barrier("all", Deadline::AfterSeconds(kWait)); });
+  EXPECT_TRUE(a->Barrier("all", Deadline::AfterSeconds(kWait)).ok());
+  EXPECT_TRUE(f1.get().ok());
+  EXPECT_TRUE(f2.get().ok());
+}
+
+TEST(ControlPlaneTest, WrongTokenEndsJoiningAtOnce) {
+  auto a = StartOrDie(TestConfig(1, {}, "right"), Local("keeper"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(1, {a->advertise_address()}, "wrong"), Local("intruder"));
+  ASSERT_TRUE(b);
+  const Clock::time_point start = Clock::now();
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kPermissionDenied) << v.error().ToString();
+  EXPECT_NE(v.error().message().find("tokens differ"), std::string::npos) << v.error().message();
+  // Refused by the first answer, not after join_timeout_s (10 s).
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0);
+  EXPECT_EQ(a->View().size(), 1);
+}
+
+TEST(ControlPlaneTest, VersionMismatchIsRefusedNamingBothVersions) {
+  auto a = StartOrDie(TestConfig(1, {}), Local("old", "0.1.0"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(1, {a->advertise_address()}), Local("new", "0.2.0"));
+  ASSERT_TRUE(b);
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kFailedPrecondition) << v.error().ToString();
+  EXPECT_NE(v.error().message().find("chorus 0.1.0"), std::string::npos) << v.error().message();
+  EXPECT_NE(v.error().message().find("chorus 0.2.0"), std::string::npos) << v.error().message();
+}
+
+TEST(ControlPlaneTest, DuplicateNameIsRefused) {
+  auto a = StartOrDie(TestConfig(1, {}), Local("twin"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(1, {a->advertise_address()}), Local("twin"));
+  ASSERT_TRUE(b);
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kFailedPrecondition) << v.error().ToString();
+  EXPECT_NE(v.error().message().find("already used"), std::string::npos) << v.error().message();
+}
+
+TEST(ControlPlaneTest, UnreachableBootstrapFailsAfterTheJoinTimeout) {
+  // A port that nothing listens on: bind a node, note its address, stop it.
+  std::string dead_address;
+  {
+    auto gone = StartOrDie(TestConfig(1, {}), Local("gone"));
+    ASSERT_TRUE(gone);
+    dead_address = gone->advertise_address();
+  }
+  ClusterConfig cfg = TestConfig(1, {dead_address});
+  cfg.join_timeout_s = 0.5;
+  auto b = StartOrDie(cfg, Local("seeker"));
+  ASSERT_TRUE(b);
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kUnavailable) << v.error().ToString();
+  EXPECT_NE(v.error().message().find(dead_address), std::string::npos) << v.error().message();
+}
+
+TEST(ControlPlaneTest, SelfCheckFailsForAnUnreachableAdvertisedAddress) {
+  ClusterConfig cfg = TestConfig(1, {});
+  // Port 1 on loopback: nothing listens there, so the self-check cannot connect.
+  cfg.advertise = "127.0.0.1:1";
+  Result<std::unique_ptr<ControlPlane>> cp = ControlPlane::Start(cfg, Local("lost"));
+  ASSERT_FALSE(cp.has_value());
+  EXPECT_NE(cp.error().message().find("self-check failed"), std::string::npos) << cp.error().message();
+  EXPECT_NE(cp.error().message().find("127.0.0.1:1"), std::string::npos) << cp.error().message();
+}
+
+}  // namespace
+}  // namespace chorus::node

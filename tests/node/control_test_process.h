@@ -1,0 +1,115 @@
+// Test helper: runs the built `chorus` binary (CHORUS_BINARY) as a child
+// process with its stdout and stderr in a temporary file, and waits for lines
+// in that output. Waits poll the file every 20 ms (sleeping, never spinning).
+// Used by cluster_process_test.cc and launch_test.cc only.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace chorus::node::testing {
+
+class ChorusProcess {
+ public:
+  explicit ChorusProcess(const std::vector<std::string>& args) {
+    char path[] = "/tmp/chorus_test_outXXXXXX";
+    const int fd = mkstemp(path);
+    output_path_ = path;
+    std::vector<std::string> full = {CHORUS_BINARY};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fd);
+  }
+  ~ChorusProcess() {
+    if (!exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::remove(output_path_.c_str());
+  }
+  ChorusProcess(const ChorusProcess&) = delete;
+  ChorusProcess& operator=(const ChorusProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  std::string Output() const {
+    std::ifstream in(output_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  // Waits until the output matches `pattern`; returns the first match's groups.
+  std::optional<std::smatch> WaitFor(const std::string& pattern, double timeout_s) {
+    const std::regex re(pattern);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (true) {
+      output_cache_ = Output();
+      std::smatch m;
+      if (std::regex_search(output_cache_, m, re)) return m;
+      if (std::chrono::steady_clock::now() >= end) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void Signal(int sig) { kill(pid_, sig); }
+
+  bool Running() {
+    if (exited_) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      status_ = status;
+      return false;
+    }
+    return true;
+  }
+
+  // The wait status once the process ended within `timeout_s`.
+  std::optional<int> Wait(double timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (Running()) {
+      if (std::chrono::steady_clock::now() >= end) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return status_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string output_path_;
+  std::string output_cache_;
+  bool exited_ = false;
+  int status_ = 0;
+};
+
+// Short cluster timeouts as --set arguments (heartbeat 0.1 s, suspect 0.5 s, dead 1 s).
+inline std::vector<std::string> FastClusterSets(const std::string& token) {
+  return {"--set", "cluster.token=\"" + token + "\"",   "--set", "cluster.heartbeat_interval_s=0.1",
+          "--set", "cluster.suspect_timeout_s=0.5",     "--set", "cluster.dead_timeout_s=1.0",
+          "--set", "cluster.join_timeout_s=15",         "--set", "fabric.provider=\"tcp;ofi_rxm\""};
+}
+
+}  // namespace chorus::node::testing

@@ -1,0 +1,83 @@
+// `chorus launch`: starts N local `chorus cluster` processes, prefixes their
+// lines, stops them cleanly, and fails naming each node that did not exit 0.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/node/control_test_process.h"
+
+namespace chorus::node {
+namespace {
+
+using testing::ChorusProcess;
+using testing::FastClusterSets;
+
+std::vector<std::string> LaunchArgs(int n, const std::string& hold) {
+  std::vector<std::string> args = {"launch", "-n", std::to_string(n), "--command", "cluster"};
+  for (const std::string& s : FastClusterSets("launch-test")) args.push_back(s);
+  args.insert(args.end(), {"--", "--hold", hold});
+  return args;
+}
+
+int ExitStatus(ChorusProcess& p, double timeout_s) {
+  std::optional<int> status = p.Wait(timeout_s);
+  if (!status) return -1;
+  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+}
+
+pid_t PidOf(ChorusProcess& launch, const std::string& node) {
+  auto m = launch.WaitFor("launch: started " + node + " \\(pid (\\d+)\\)", 5);
+  EXPECT_TRUE(m.has_value()) << launch.Output();
+  return m ? static_cast<pid_t>(std::stoi((*m)[1].str())) : -1;
+}
+
+TEST(LaunchTest, ThreeNodesStartFormAClusterAndStopCleanly) {
+  ChorusProcess launch(LaunchArgs(3, "1.5"));
+  EXPECT_EQ(ExitStatus(launch, 20), 0) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_NE(out.find("launch: all 3 nodes are in epoch 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("launch: all 3 nodes exited with status 0"), std::string::npos) << out;
+  for (const char* node : {"node0", "node1", "node2"}) {
+    EXPECT_NE(out.find(std::string("[") + node + "] cluster: epoch 0, 3 members"), std::string::npos) << out;
+  }
+  // Every line comes from the launcher itself or carries a node prefix.
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_TRUE(line.rfind("launch: ", 0) == 0 || line.rfind("[node", 0) == 0) << line;
+  }
+}
+
+TEST(LaunchTest, FailsNamingTheNodesThatDidNotExitCleanly) {
+  ChorusProcess launch(LaunchArgs(3, "60"));
+  ASSERT_TRUE(launch.WaitFor("launch: all 3 nodes are in epoch 0", 20).has_value()) << launch.Output();
+  const pid_t node1 = PidOf(launch, "node1");
+  const pid_t node2 = PidOf(launch, "node2");
+  ASSERT_GT(node1, 0);
+  ASSERT_GT(node2, 0);
+
+  // node1 stops for twice the dead timeout (1 s): the others remove it. When it
+  // runs again it learns that from them and exits with status 1.
+  kill(node1, SIGSTOP);
+  ASSERT_TRUE(launch.WaitFor(R"(\[node0\] .*epoch 1: members node0 node2 \(departed ranks 1\))", 6).has_value())
+      << launch.Output();
+  kill(node1, SIGCONT);
+  EXPECT_TRUE(launch.WaitFor(R"(\[node1\] .*node1 was removed from the cluster at epoch 1)", 5).has_value())
+      << launch.Output();
+
+  // node2 dies outright.
+  kill(node2, SIGKILL);
+  ASSERT_TRUE(launch.WaitFor(R"(\[node0\] .*epoch 2: members node0 \(departed ranks 1\))", 6).has_value())
+      << launch.Output();
+
+  // The launcher forwards SIGTERM; node0 leaves cleanly.
+  launch.Signal(SIGTERM);
+  EXPECT_EQ(ExitStatus(launch, 10), 1) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_NE(out.find("node1 exited with status 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("node2 was killed by signal 9"), std::string::npos) << out;
+  EXPECT_EQ(out.find("node0 exited"), std::string::npos) << out;
+  EXPECT_EQ(out.find("node0 was killed"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace chorus::node

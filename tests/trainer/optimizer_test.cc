@@ -1,0 +1,164 @@
+// Tests of the LARS and SGD updates on hand-computed examples, the LARS edge
+// cases (zero weight norm, zero gradient norm) and the exclusion of biases and
+// BatchNorm parameters from weight decay and the trust ratio.
+#include "trainer/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace chorus::trainer {
+namespace {
+
+// Expected values are computed in exact decimal arithmetic; the optimizer works
+// in float, whose relative rounding is 6e-8 per operation and a handful of
+// operations per element, so 1e-6 absolute on values of order 1 is ample.
+constexpr double kTol = 1e-6;
+
+std::vector<ParameterInfo> Table(std::initializer_list<std::pair<size_t, ParamKind>> entries) {
+  std::vector<ParameterInfo> table;
+  size_t offset = 0;
+  int i = 0;
+  for (const auto& [count, kind] : entries) {
+    ParameterInfo info;
+    info.name = "p";
+    info.name += std::to_string(i++);
+    info.shape = {static_cast<int64_t>(count)};
+    info.offset = offset;
+    info.count = count;
+    info.kind = kind;
+    table.push_back(std::move(info));
+    offset += count;
+  }
+  return table;
+}
+
+std::unique_ptr<Optimizer> Make(OptimizerKind kind, double momentum, double wd, double eta,
+                                std::vector<ParameterInfo> table) {
+  OptimizerOptions o;
+  o.kind = kind;
+  o.momentum = momentum;
+  o.weight_decay = wd;
+  o.eta = eta;
+  auto opt = Optimizer::Create(o, std::move(table));
+  EXPECT_TRUE(opt.has_value());
+  return std::move(*opt);
+}
+
+TEST(Sgd, MatchesHandComputedTwoSteps) {
+  // Parameter 0: weight [2] (decayed); parameter 1: bias [1] (not decayed).
+  auto opt = Make(OptimizerKind::kSgd, 0.9, 0.1, 0.0,
+                  Table({{2, ParamKind::kWeight}, {1, ParamKind::kBias}}));
+  std::vector<float> w = {1.0f, -2.0f, 3.0f};
+  const std::vector<float> g = {0.5f, 0.25f, 1.0f};
+  // Step 1: v = g + wd w = [0.6, 0.05 | 1]; w -= 0.1 v.
+  opt->Step(w, g, 0.1);
+  EXPECT_NEAR(w[0], 0.94, kTol);
+  EXPECT_NEAR(w[1], -2.005, kTol);
+  EXPECT_NEAR(w[2], 2.9, kTol);
+  EXPECT_NEAR(opt->momentum()[0], 0.6, kTol);
+  // Step 2: v = 0.9 v + g + wd w = [0.54 + 0.594, 0.045 + 0.0495 | 0.9 + 1].
+  opt->Step(w, g, 0.1);
+  EXPECT_NEAR(opt->momentum()[0], 1.134, kTol);
+  EXPECT_NEAR(opt->momentum()[1], 0.0945, kTol);
+  EXPECT_NEAR(opt->momentum()[2], 1.9, kTol);
+  EXPECT_NEAR(w[0], 0.8266, kTol);
+  EXPECT_NEAR(w[1], -2.01445, kTol);
+  EXPECT_NEAR(w[2], 2.71, kTol);
+}
+
+TEST(Lars, AppliesTrustRatioToWeights) {
+  // ||w|| = 5, ||g|| = 2; local_lr = 0.01 * 5 / (2 + 0.1 * 5) = 0.02.
+  auto opt = Make(OptimizerKind::kLars, 0.9, 0.1, 0.01, Table({{2, ParamKind::kWeight}}));
+  std::vector<float> w = {3.0f, 4.0f};
+  const std::vector<float> g = {0.0f, 2.0f};
+  opt->Step(w, g, 2.0);
+  EXPECT_NEAR(opt->last_local_lr()[0], 0.02, 1e-12);  // computed in double
+  // v = 2 * 0.02 * (g + 0.1 w) = 0.04 * [0.3, 2.4] = [0.012, 0.096].
+  EXPECT_NEAR(opt->momentum()[0], 0.012, kTol);
+  EXPECT_NEAR(opt->momentum()[1], 0.096, kTol);
+  EXPECT_NEAR(w[0], 2.988, kTol);
+  EXPECT_NEAR(w[1], 3.904, kTol);
+  // Step 2: ||w|| = sqrt(2.988^2 + 3.904^2), ||g|| = 2; v = 0.9 v + lr * local * (g + wd w).
+  const double wn = std::sqrt(2.988 * 2.988 + 3.904 * 3.904);
+  const double local = 0.01 * wn / (2.0 + 0.1 * wn);
+  const double v0 = 0.9 * 0.012 + 2.0 * local * (0.0 + 0.1 * 2.988);
+  const double v1 = 0.9 * 0.096 + 2.0 * local * (2.0 + 0.1 * 3.904);
+  opt->Step(w, g, 2.0);
+  EXPECT_NEAR(opt->last_local_lr()[0], local, 1e-7);  // w itself is float-rounded
+  EXPECT_NEAR(w[0], 2.988 - v0, kTol);
+  EXPECT_NEAR(w[1], 3.904 - v1, kTol);
+}
+
+TEST(Lars, ZeroWeightNormUsesUnitRatio) {
+  auto opt = Make(OptimizerKind::kLars, 0.9, 0.1, 0.01, Table({{2, ParamKind::kWeight}}));
+  std::vector<float> w = {0.0f, 0.0f};
+  const std::vector<float> g = {1.0f, -3.0f};
+  opt->Step(w, g, 0.5);
+  EXPECT_EQ(opt->last_local_lr()[0], 1.0);
+  // v = 0.5 * 1 * (g + 0.1 * 0) -> w = -0.5 g.
+  EXPECT_NEAR(w[0], -0.5, kTol);
+  EXPECT_NEAR(w[1], 1.5, kTol);
+}
+
+TEST(Lars, ZeroGradientNormUsesUnitRatio) {
+  auto opt = Make(OptimizerKind::kLars, 0.9, 0.1, 0.01, Table({{2, ParamKind::kWeight}}));
+  std::vector<float> w = {3.0f, 4.0f};
+  const std::vector<float> g = {0.0f, 0.0f};
+  opt->Step(w, g, 0.5);
+  EXPECT_EQ(opt->last_local_lr()[0], 1.0);
+  // v = 0.5 * (0 + 0.1 w) = 0.05 w -> w = 0.95 w: only weight decay acts.
+  EXPECT_NEAR(w[0], 2.85, kTol);
+  EXPECT_NEAR(w[1], 3.8, kTol);
+}
+
+TEST(Lars, ExcludesBiasesAndBatchNormFromDecayAndTrustRatio) {
+  auto opt = Make(OptimizerKind::kLars, 0.9, 0.5, 0.001,
+                  Table({{2, ParamKind::kBias}, {2, ParamKind::kBnScale}, {2, ParamKind::kBnShift}}));
+  std::vector<float> w = {3.0f, 4.0f, 1.0f, 1.0f, -1.0f, 2.0f};
+  const std::vector<float> g = {0.5f, -1.0f, 0.25f, 0.0f, 2.0f, 1.0f};
+  std::vector<float> expected(w);
+  const double lr = 0.2;
+  // v = lr * g; w -= v: no trust ratio (eta 0.001 would shrink it) and no decay (wd 0.5).
+  for (size_t i = 0; i < w.size(); ++i) expected[i] = static_cast<float>(w[i] - lr * g[i]);
+  opt->Step(w, g, lr);
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(w[i], expected[i], kTol) << i;
+  for (double local : opt->last_local_lr()) EXPECT_EQ(local, 1.0);
+  // Momentum: second step v = 0.9 * lr * g + lr * g.
+  opt->Step(w, g, lr);
+  for (size_t i = 0; i < w.size(); ++i) {
+    EXPECT_NEAR(w[i], expected[i] - 1.9 * lr * g[i], kTol) << i;
+  }
+}
+
+TEST(Sgd, DoesNotDecayBiases) {
+  auto opt = Make(OptimizerKind::kSgd, 0.0, 1.0, 0.0,
+                  Table({{1, ParamKind::kWeight}, {1, ParamKind::kBnScale}}));
+  std::vector<float> w = {2.0f, 2.0f};
+  const std::vector<float> g = {0.0f, 0.0f};
+  opt->Step(w, g, 0.25);
+  EXPECT_NEAR(w[0], 1.5, kTol);  // 2 - 0.25 * (0 + 1 * 2)
+  EXPECT_EQ(w[1], 2.0f);
+}
+
+TEST(Optimizer, RejectsBadOptionsAndUnpackedTables) {
+  OptimizerOptions o;
+  o.momentum = 1.0;
+  auto bad = Optimizer::Create(o, Table({{1, ParamKind::kWeight}}));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("momentum"), std::string::npos);
+  o = OptimizerOptions{};
+  o.eta = 0.0;
+  EXPECT_FALSE(Optimizer::Create(o, Table({{1, ParamKind::kWeight}})));
+  std::vector<ParameterInfo> gap = Table({{2, ParamKind::kWeight}, {2, ParamKind::kBias}});
+  gap[1].offset = 3;
+  auto unpacked = Optimizer::Create(OptimizerOptions{}, gap);
+  ASSERT_FALSE(unpacked);
+  EXPECT_NE(unpacked.error().message().find("p1"), std::string::npos);
+  EXPECT_FALSE(ParseOptimizerKind("adam"));
+  EXPECT_EQ(*ParseOptimizerKind("sgd"), OptimizerKind::kSgd);
+}
+
+}  // namespace
+}  // namespace chorus::trainer

@@ -1,0 +1,80 @@
+// BatchSampler: which samples a node trains on, epoch by epoch. Every node
+// shuffles all indices with the same seeded permutation, takes its own shard of
+// it, and cuts the shard into mini-batches. Also MakeBatch, which copies samples
+// out of a Dataset into a Batch.
+//
+// Shuffling is reproducible across machines and standard libraries: the
+// permutation comes from std::mt19937_64 (whose output the C++ standard fixes)
+// through our own Fisher-Yates with rejection sampling, never std::shuffle or
+// std::uniform_int_distribution (implementation-defined). This file must not
+// read files or talk to other nodes: rank and world size are just numbers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "trainer/batch.h"
+#include "trainer/dataset.h"
+
+namespace chorus::trainer {
+
+// Copies the samples `indices` of `dataset` into `out` (reusing its storage), in
+// that order. Errors name the first index outside 0..dataset.count-1.
+[[nodiscard]] Status MakeBatch(const Dataset& dataset, std::span<const int32_t> indices, Batch* out);
+
+// The permutation of 0..n-1 for (seed, epoch), identical on every platform.
+std::vector<int32_t> EpochPermutation(int n, uint64_t seed, int epoch);
+
+// Sharding rule (equal shards, remainder dropped): each epoch the permutation P
+// of all dataset_size indices is cut into world_size contiguous shards of
+// ShardSize() = dataset_size / world_size indices; rank r takes
+// P[r * ShardSize(), (r + 1) * ShardSize()). The last dataset_size % world_size
+// entries of P are not used that epoch; since P changes every epoch, a different
+// few samples are left out each time. Equal shards mean every rank runs the same
+// number of steps per epoch, which synchronous all-reduce needs.
+//
+// Within a shard, batches are consecutive runs of batch_size indices; with
+// drop_last the final short batch is skipped, otherwise it is returned short.
+class BatchSampler {
+ public:
+  // Checks the arguments: dataset_size >= 0, batch_size >= 1, world_size >= 1,
+  // 0 <= rank < world_size. Errors say which argument is wrong.
+  [[nodiscard]] static Result<BatchSampler> Create(int dataset_size, int batch_size, uint64_t seed,
+                                                   int rank, int world_size, bool drop_last = true);
+
+  // Arguments must satisfy Create's checks (asserted in debug builds); prefer
+  // Create where they come from user input. Starts at epoch 0.
+  BatchSampler(int dataset_size, int batch_size, uint64_t seed, int rank, int world_size,
+               bool drop_last = true);
+
+  // Shuffles for `epoch` (any integer; same epoch -> same order) and rewinds to
+  // the first batch of this rank's shard.
+  void StartEpoch(int epoch);
+
+  // Fills `out` with the next batch of this epoch; false when the epoch is done
+  // (and `out` is left unchanged). `dataset.count` must equal dataset_size:
+  // otherwise it logs an error and returns false.
+  bool Next(const Dataset& dataset, Batch* out);
+
+  int BatchesPerEpoch() const;
+  int ShardSize() const { return shard_size_; }
+  int epoch() const { return epoch_; }
+  // This rank's indices for the current epoch, in batch order: [ShardSize()].
+  std::span<const int32_t> ShardIndices() const { return shard_; }
+
+ private:
+  int dataset_size_;
+  int batch_size_;
+  uint64_t seed_;
+  int rank_;
+  int world_size_;
+  bool drop_last_;
+  int shard_size_;
+  int epoch_ = 0;
+  size_t cursor_ = 0;            // next position in shard_
+  std::vector<int32_t> shard_;   // [shard_size_]
+};
+
+}  // namespace chorus::trainer

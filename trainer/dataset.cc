@@ -1,0 +1,308 @@
+// IDX / Fashion-MNIST reading and the synthetic data set. See dataset.h.
+//
+// A file is read whole, gunzipped with zlib's inflate (so that a corrupt or
+// truncated stream and bytes after it are all caught, which gzread would hide),
+// parsed as IDX, checked, and normalised through a 256-entry lookup table. No
+// shuffling or batching here.
+#include "trainer/dataset.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <utility>
+
+namespace chorus::trainer {
+namespace {
+
+// Largest decompressed IDX file accepted; Fashion-MNIST train images are 47 MB.
+constexpr uint64_t kMaxIdxBytes = uint64_t{1} << 30;
+constexpr uint8_t kIdxTypeUnsignedByte = 0x08;
+constexpr int kImageRows = 28;
+constexpr int kImageCols = 28;
+
+std::string Hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08" PRIx32, v);
+  return buf;
+}
+
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Err(ErrnoStatus(errno, "open " + path));
+  std::vector<uint8_t> data;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0 && static_cast<uint64_t>(st.st_size) <= kMaxIdxBytes) {
+    data.reserve(static_cast<size_t>(st.st_size));
+  }
+  std::array<uint8_t, 1 << 16> chunk;
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return Err(ErrnoStatus(err, "read " + path));
+    }
+    if (n == 0) break;
+    data.insert(data.end(), chunk.begin(), chunk.begin() + n);
+    if (data.size() > kMaxIdxBytes) {
+      ::close(fd);
+      return Err(ResourceExhausted(path + ": file is larger than " +
+                                   std::to_string(kMaxIdxBytes) + " bytes"));
+    }
+  }
+  ::close(fd);
+  return data;
+}
+
+bool IsGzip(const std::vector<uint8_t>& data) {
+  return data.size() >= 2 && data[0] == 0x1f && data[1] == 0x8b;
+}
+
+// Inflates every gzip member in `in`; anything after the last member that is not
+// another gzip member is an error, as is a stream that ends early.
+Result<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& in, const std::string& path) {
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {  // 16 + : gzip wrapper only
+    return Err(Internal(path + ": inflateInit2 failed"));
+  }
+  std::vector<uint8_t> out;
+  // ISIZE (last 4 bytes) is the uncompressed size mod 2^32 of the last member: a
+  // good first guess for the output size.
+  uint64_t guess = in.size() * 2;
+  if (in.size() >= 4) {
+    const size_t e = in.size();
+    guess = uint64_t{in[e - 4]} | uint64_t{in[e - 3]} << 8 | uint64_t{in[e - 2]} << 16 |
+            uint64_t{in[e - 1]} << 24;
+  }
+  // Capped by deflate's best ratio (about 1032:1) so a damaged trailer cannot
+  // make us allocate a gigabyte up front.
+  guess = std::min<uint64_t>(guess, uint64_t{in.size()} * 1032);
+  out.resize(std::min<uint64_t>(std::max<uint64_t>(guess, 4096) + 1, kMaxIdxBytes + 1));
+
+  size_t in_pos = 0;
+  size_t out_pos = 0;
+  Status status;
+  for (;;) {
+    if (out_pos == out.size()) {
+      if (out.size() > kMaxIdxBytes) {
+        status = ResourceExhausted(path + ": decompresses to more than " +
+                                   std::to_string(kMaxIdxBytes) + " bytes");
+        break;
+      }
+      out.resize(std::min<uint64_t>(out.size() * 2, kMaxIdxBytes + 1));
+    }
+    const size_t in_chunk = std::min<size_t>(in.size() - in_pos, std::numeric_limits<uInt>::max());
+    const size_t out_chunk = std::min<size_t>(out.size() - out_pos, std::numeric_limits<uInt>::max());
+    zs.next_in = const_cast<Bytef*>(in.data() + in_pos);
+    zs.avail_in = static_cast<uInt>(in_chunk);
+    zs.next_out = out.data() + out_pos;
+    zs.avail_out = static_cast<uInt>(out_chunk);
+    const int ret = inflate(&zs, Z_NO_FLUSH);
+    in_pos += in_chunk - zs.avail_in;
+    out_pos += out_chunk - zs.avail_out;
+    if (ret == Z_STREAM_END) {
+      const size_t left = in.size() - in_pos;
+      if (left == 0) break;
+      if (left >= 2 && in[in_pos] == 0x1f && in[in_pos + 1] == 0x8b) {
+        inflateReset(&zs);  // another gzip member follows
+        continue;
+      }
+      status = DataLoss(path + ": " + std::to_string(left) +
+                        " unexpected bytes after the end of the gzip stream (at offset " +
+                        std::to_string(in_pos) + ")");
+      break;
+    }
+    if (ret == Z_OK) continue;
+    if (ret == Z_BUF_ERROR && zs.avail_out == 0) continue;  // output full: grow
+    if (ret == Z_BUF_ERROR) {
+      status = DataLoss(path + ": gzip stream is truncated (input ended after " +
+                        std::to_string(in.size()) + " compressed bytes)");
+    } else if (ret == Z_MEM_ERROR) {
+      status = ResourceExhausted(path + ": out of memory while inflating");
+    } else {
+      status = DataLoss(path + ": corrupt gzip stream near compressed offset " +
+                        std::to_string(in_pos) + ": " + (zs.msg ? zs.msg : "inflate error"));
+    }
+    break;
+  }
+  inflateEnd(&zs);
+  if (!status.ok()) return Err(std::move(status));
+  out.resize(out_pos);
+  return out;
+}
+
+uint32_t ReadBigEndian32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+
+Result<IdxArray> ParseIdx(std::vector<uint8_t> raw, const std::string& path, uint32_t expected_magic) {
+  if (raw.size() < 4) {
+    return Err(DataLoss(path + ": truncated: " + std::to_string(raw.size()) +
+                        " bytes, shorter than the 4-byte IDX magic"));
+  }
+  IdxArray idx;
+  idx.magic = ReadBigEndian32(raw.data());
+  if (idx.magic != expected_magic) {
+    return Err(InvalidArgument(path + ": IDX magic is " + Hex32(idx.magic) + ", expected " +
+                               Hex32(expected_magic) + " (unsigned bytes, " +
+                               std::to_string(expected_magic & 0xff) + " dimensions)"));
+  }
+  const size_t ndims = idx.magic & 0xff;
+  const size_t header_bytes = 4 + 4 * ndims;
+  if (raw.size() < header_bytes) {
+    return Err(DataLoss(path + ": truncated: " + std::to_string(raw.size()) +
+                        " bytes, the IDX header needs " + std::to_string(header_bytes)));
+  }
+  uint64_t elements = 1;
+  for (size_t d = 0; d < ndims; ++d) {
+    const uint32_t dim = ReadBigEndian32(raw.data() + 4 + 4 * d);
+    idx.dims.push_back(dim);
+    elements *= dim;
+    if (elements > kMaxIdxBytes) {
+      return Err(InvalidArgument(path + ": IDX dimensions describe more than " +
+                                 std::to_string(kMaxIdxBytes) + " elements"));
+    }
+  }
+  const uint64_t data_bytes = raw.size() - header_bytes;
+  if (data_bytes < elements) {
+    return Err(DataLoss(path + ": truncated: dimensions need " + std::to_string(elements) +
+                        " data bytes, file has " + std::to_string(data_bytes)));
+  }
+  if (data_bytes > elements) {
+    return Err(DataLoss(path + ": " + std::to_string(data_bytes - elements) +
+                        " trailing bytes after the " + std::to_string(elements) +
+                        " data bytes the dimensions describe"));
+  }
+  raw.erase(raw.begin(), raw.begin() + static_cast<ptrdiff_t>(header_bytes));
+  idx.bytes = std::move(raw);
+  return idx;
+}
+
+std::string DimsToString(const std::vector<uint32_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+// Uniform float in [-1, 1) from the top 24 bits of one 64-bit draw.
+float UniformSigned(std::mt19937_64& rng) {
+  return static_cast<float>(rng() >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+}  // namespace
+
+Result<IdxArray> ReadIdxFile(const std::string& path, uint32_t expected_magic) {
+  if (((expected_magic >> 8) & 0xff) != kIdxTypeUnsignedByte || (expected_magic >> 16) != 0) {
+    return Err(InvalidArgument(path + ": ReadIdxFile reads unsigned-byte IDX files only, asked for magic " +
+                               Hex32(expected_magic)));
+  }
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> file, ReadWholeFile(path));
+  if (IsGzip(file)) {
+    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, Gunzip(file, path));
+    return ParseIdx(std::move(raw), path, expected_magic);
+  }
+  return ParseIdx(std::move(file), path, expected_magic);
+}
+
+Result<Dataset> LoadIdxImageDataset(const std::string& images_path, const std::string& labels_path,
+                                    int expected_count, int limit, const std::string& name) {
+  if (limit < 0) {
+    return Err(InvalidArgument(name + ": limit must be >= 0 (0 = all), got " + std::to_string(limit)));
+  }
+  CHORUS_ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(images_path, kIdxImagesMagic));
+  CHORUS_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path, kIdxLabelsMagic));
+  if (images.dims[1] != kImageRows || images.dims[2] != kImageCols) {
+    return Err(InvalidArgument(images_path + ": images are " + DimsToString(images.dims) +
+                               ", expected [N, 28, 28]"));
+  }
+  const uint32_t count = images.dims[0];
+  if (labels.dims[0] != count) {
+    return Err(InvalidArgument(images_path + " holds " + std::to_string(count) + " images but " +
+                               labels_path + " holds " + std::to_string(labels.dims[0]) + " labels"));
+  }
+  if (expected_count > 0 && count != static_cast<uint32_t>(expected_count)) {
+    return Err(InvalidArgument(images_path + ": " + std::to_string(count) + " images, expected " +
+                               std::to_string(expected_count) + " for " + name));
+  }
+  if (count > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+    return Err(InvalidArgument(images_path + ": too many images (" + std::to_string(count) + ")"));
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    if (labels.bytes[i] >= kNumClasses) {
+      return Err(DataLoss(labels_path + ": label " + std::to_string(labels.bytes[i]) + " at index " +
+                          std::to_string(i) + " is outside 0.." + std::to_string(kNumClasses - 1)));
+    }
+  }
+
+  const int n = (limit == 0 || static_cast<uint32_t>(limit) > count) ? static_cast<int>(count) : limit;
+  Dataset ds;
+  ds.count = n;
+  ds.channels = 1;
+  ds.height = kImageRows;
+  ds.width = kImageCols;
+  std::array<float, 256> table;
+  for (int v = 0; v < 256; ++v) {
+    table[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
+  }
+  const size_t pixels = static_cast<size_t>(n) * kImageRows * kImageCols;
+  ds.images.resize(pixels);
+  const uint8_t* src = images.bytes.data();
+  float* dst = ds.images.data();
+  for (size_t i = 0; i < pixels; ++i) dst[i] = table[src[i]];
+  ds.labels.assign(labels.bytes.begin(), labels.bytes.begin() + n);
+  ds.description = name + ": " + std::to_string(n) + " of " + std::to_string(count) +
+                   " images from " + images_path;
+  return ds;
+}
+
+Result<Dataset> LoadFashionMnist(const std::string& dir, Split split, int limit) {
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  const std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+  const std::string images_path = base + prefix + "-images-idx3-ubyte.gz";
+  const std::string labels_path = base + prefix + "-labels-idx1-ubyte.gz";
+  const std::string name = std::string("Fashion-MNIST ") + (split == Split::kTrain ? "train" : "test");
+  const int expected = split == Split::kTrain ? kFashionMnistTrainCount : kFashionMnistTestCount;
+  Result<Dataset> ds = LoadIdxImageDataset(images_path, labels_path, expected, limit, name);
+  if (!ds && ds.error().code() == StatusCode::kNotFound) {
+    return Err(NotFound(ds.error().message() + "; Fashion-MNIST comes from the Debian package " +
+                        kFashionMnistPackage + " (apt-get install " + kFashionMnistPackage +
+                        "), which puts it in " + kFashionMnistDefaultDir));
+  }
+  return ds;
+}
+
+Dataset MakeSyntheticDataset(int count, uint64_t seed) {
+  Dataset ds;
+  ds.count = count < 0 ? 0 : count;
+  const int64_t image_size = ds.ImageSize();
+  std::mt19937_64 rng(seed);
+  std::vector<float> prototypes(static_cast<size_t>(kNumClasses * image_size));
+  for (float& p : prototypes) p = UniformSigned(rng);
+  ds.images.resize(static_cast<size_t>(ds.count * image_size));
+  ds.labels.resize(static_cast<size_t>(ds.count));
+  for (int i = 0; i < ds.count; ++i) {
+    // 2^64 mod 10 = 6, so the modulo bias is about 3e-19: negligible.
+    const int32_t label = static_cast<int32_t>(rng() % kNumClasses);
+    ds.labels[i] = label;
+    const float* proto = prototypes.data() + label * image_size;
+    float* img = ds.images.data() + i * image_size;
+    for (int64_t p = 0; p < image_size; ++p) img[p] = proto[p] + 0.5f * UniformSigned(rng);
+  }
+  ds.description = "synthetic: " + std::to_string(ds.count) + " images, seed " + std::to_string(seed);
+  return ds;
+}
+
+}  // namespace chorus::trainer

@@ -1,0 +1,83 @@
+// Optimizers that update the FP32 master weights in place: LARS (layer-wise
+// adaptive rate scaling, You et al. 2017; Jia et al. 2018) and SGD with
+// momentum. Both keep one FP32 momentum buffer laid out like the master buffer.
+//
+// LARS, per weight tensor (kind kWeight), with w, g, v that tensor's slices:
+//   local_lr = eta * ||w|| / (||g|| + wd * ||w||)
+//   v = momentum * v + lr * local_lr * (g + wd * w);   w -= v
+// If ||w|| == 0 or ||g|| == 0 the ratio is meaningless (0 or 0/0), so
+// local_lr = 1 (as in NVIDIA's and PyTorch-LARS implementations). Biases and
+// BatchNorm parameters get neither weight decay nor the trust ratio:
+//   v = momentum * v + lr * g;   w -= v
+//
+// SGD (PyTorch's torch.optim.SGD with momentum, dampening 0):
+//   v = momentum * v + (g + wd * w)    (wd only on kWeight tensors);   w -= lr * v
+//
+// Norms are accumulated in double in a fixed order (deterministic for any thread
+// count). The optimizer never checks for Inf/NaN (the loss scaler decides
+// whether a step happens) and never touches the FP16 working copy.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "trainer/parameter.h"
+
+namespace chorus::trainer {
+
+enum class OptimizerKind { kLars, kSgd };
+
+// "lars" | "sgd"; an error names the unknown value.
+[[nodiscard]] Result<OptimizerKind> ParseOptimizerKind(std::string_view name);
+std::string_view OptimizerKindName(OptimizerKind kind);
+
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kLars;
+  double momentum = 0.9;       // in [0, 1)
+  double weight_decay = 5e-4;  // >= 0; weights (kind kWeight) only
+  double eta = 0.001;          // LARS trust coefficient (> 0); unused by SGD
+};
+
+[[nodiscard]] Status ValidateOptimizerOptions(const OptimizerOptions& options);
+
+class Optimizer {
+ public:
+  // `table` describes the buffers Step() will get; momentum starts at zero.
+  static Result<std::unique_ptr<Optimizer>> Create(const OptimizerOptions& options,
+                                                   std::vector<ParameterInfo> table);
+
+  // Called with (offset, count) of each updated range of the master, right after
+  // it was written (ranges of at most kUpdateChunk floats, in order), so the
+  // caller can derive the FP16 working copy while the range is in cache.
+  using UpdatedFn = std::function<void(size_t offset, size_t count)>;
+  static constexpr size_t kUpdateChunk = 4096;
+
+  // One update of `master` from `gradients` (both laid out as the table) at
+  // learning rate `lr`. Sizes must equal the table's total.
+  void Step(std::span<float> master, std::span<const float> gradients, double lr,
+            const UpdatedFn& on_updated = {});
+
+  // LARS local_lr of each parameter from the last Step (1 for excluded kinds
+  // and for SGD); for logging and tests.
+  std::span<const double> last_local_lr() const { return last_local_lr_; }
+
+  // The momentum buffer (same layout as the master); checkpoints read and restore it.
+  std::span<float> momentum() { return momentum_; }
+  std::span<const float> momentum() const { return momentum_; }
+  const OptimizerOptions& options() const { return options_; }
+
+ private:
+  Optimizer(const OptimizerOptions& options, std::vector<ParameterInfo> table, size_t total);
+
+  OptimizerOptions options_;
+  std::vector<ParameterInfo> table_;
+  std::vector<float> momentum_;
+  std::vector<double> last_local_lr_;
+};
+
+}  // namespace chorus::trainer

@@ -1,0 +1,184 @@
+// The training step and evaluation (see trainer.h). Must not include gossip/ or
+// node/ or know who listens to its hooks.
+#include "trainer/trainer.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace chorus::trainer {
+namespace {
+
+Status CheckImages(const Model& model, int size, int channels, int height, int width,
+                   size_t image_values, size_t label_count, const int32_t* labels,
+                   const std::string& what) {
+  const SampleShape& in = model.input_shape();
+  if (size < 1) return InvalidArgument(what + " is empty");
+  if (channels != in.c || height != in.h || width != in.w) {
+    return InvalidArgument(what + " has images of " + std::to_string(channels) + "x" +
+                           std::to_string(height) + "x" + std::to_string(width) + ", model " +
+                           model.name() + " takes " + std::to_string(in.c) + "x" +
+                           std::to_string(in.h) + "x" + std::to_string(in.w));
+  }
+  if (image_values != static_cast<size_t>(size) * in.Elements()) {
+    return InvalidArgument(what + " holds " + std::to_string(image_values) + " pixel values for " +
+                           std::to_string(size) + " images of " +
+                           std::to_string(in.Elements()));
+  }
+  if (label_count != static_cast<size_t>(size)) {
+    return InvalidArgument(what + " has " + std::to_string(label_count) + " labels for " +
+                           std::to_string(size) + " images");
+  }
+  for (int i = 0; i < size; ++i) {
+    if (labels[i] < 0 || labels[i] >= model.num_classes()) {
+      return InvalidArgument(what + ": label " + std::to_string(labels[i]) + " of image " +
+                             std::to_string(i) + " is outside 0.." +
+                             std::to_string(model.num_classes() - 1));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) {
+  CHORUS_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
+  CHORUS_ASSIGN_OR_RETURN(OptimizerKind kind, ParseOptimizerKind(options.optimizer));
+  if (options.batch_size < 1) {
+    return Err(InvalidArgument("trainer: batch_size must be >= 1, got " +
+                               std::to_string(options.batch_size)));
+  }
+  if (options.global_batch < 0) {
+    return Err(InvalidArgument("trainer: global_batch must be >= 0, got " +
+                               std::to_string(options.global_batch)));
+  }
+  if (options.epochs < 1) {
+    return Err(InvalidArgument("trainer: epochs must be >= 1, got " +
+                               std::to_string(options.epochs)));
+  }
+  if (options.steps_per_epoch < 1) {
+    return Err(InvalidArgument("trainer: steps_per_epoch must be >= 1, got " +
+                               std::to_string(options.steps_per_epoch)));
+  }
+  if (options.threads < 1) {
+    return Err(InvalidArgument("trainer: threads must be >= 1, got " +
+                               std::to_string(options.threads)));
+  }
+  LossScalerOptions scaler_options = options.loss_scale;
+  scaler_options.enabled = precision == Precision::kFp16;
+  if (!scaler_options.enabled) {
+    scaler_options.initial_scale = 1.0;
+    scaler_options.min_scale = 1.0;
+    scaler_options.max_scale = 1.0;
+  }
+  CHORUS_RETURN_IF_ERROR(ValidateLossScalerOptions(scaler_options));
+  LrScheduleOptions schedule;
+  schedule.base_lr = options.base_lr;
+  schedule.global_batch = options.global_batch > 0 ? options.global_batch : options.batch_size;
+  schedule.warmup_epochs = options.warmup_epochs;
+  schedule.power = options.lr_decay_power;
+  CHORUS_RETURN_IF_ERROR(ValidateLrScheduleOptions(schedule));
+
+  kernels::SetThreads(options.threads);
+  kernels::Context ctx{options.threads};
+  CHORUS_ASSIGN_OR_RETURN(auto model, Model::Create(options.model, precision, options.seed, ctx));
+  OptimizerOptions optimizer_options;
+  optimizer_options.kind = kind;
+  optimizer_options.momentum = options.momentum;
+  optimizer_options.weight_decay = options.weight_decay;
+  optimizer_options.eta = options.lars_eta;
+  std::vector<ParameterInfo> table(model->parameters().begin(), model->parameters().end());
+  CHORUS_ASSIGN_OR_RETURN(auto optimizer, Optimizer::Create(optimizer_options, std::move(table)));
+  CHORUS_LOG_DEBUG(Subsys::kTrainer, model->Summary());
+  return std::unique_ptr<Trainer>(new Trainer(options, std::move(model), std::move(optimizer),
+                                              LossScaler(scaler_options), schedule));
+}
+
+Trainer::Trainer(const TrainerOptions& options, std::unique_ptr<Model> model,
+                 std::unique_ptr<Optimizer> optimizer, const LossScaler& scaler,
+                 const LrScheduleOptions& schedule)
+    : options_(options),
+      ctx_{options.threads},
+      model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      loss_scaler_(scaler),
+      schedule_(schedule) {}
+
+Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
+  CHORUS_RETURN_IF_ERROR(CheckImages(*model_, batch.size, batch.channels, batch.height,
+                                     batch.width, batch.images.size(), batch.labels.size(),
+                                     batch.labels.data(), "training batch"));
+  const Model::PassResult pass =
+      model_->ForwardBackward(batch.images.data(), batch.labels.data(), batch.size,
+                              loss_scaler_.scale(), gradient_ready_);
+  return ForwardBackwardResult{pass.loss, pass.correct, batch.size};
+}
+
+Result<UpdateResult> Trainer::ApplyUpdate(int64_t step) {
+  if (step < 0) return Err(InvalidArgument("trainer: negative step " + std::to_string(step)));
+  const std::span<const float> grads = model_->gradients();
+  const bool finite = kernels::AllFinite<float>(ctx_, grads.size(), grads.data());
+  UpdateResult update;
+  update.lr = LearningRate(step);
+  update.applied = loss_scaler_.Update(finite);
+  if (update.applied) {
+    // The FP16 working copy is refreshed range by range as the optimizer writes.
+    optimizer_->Step(model_->master(), grads, update.lr, [this](size_t offset, size_t count) {
+      model_->RefreshWorkingCopy(offset, count);
+    });
+  } else {
+    CHORUS_LOG_DEBUG(Subsys::kTrainer, "step ", step, ": Inf/NaN gradients, update skipped, ",
+                     "loss scale now ", loss_scaler_.scale());
+  }
+  update.loss_scale = loss_scaler_.scale();
+  if (step_done_) step_done_(step, update);
+  return update;
+}
+
+Result<StepResult> Trainer::TrainStep(const Batch& batch, int64_t step) {
+  StepResult result;
+  CHORUS_ASSIGN_OR_RETURN(result.pass, ForwardBackward(batch));
+  CHORUS_ASSIGN_OR_RETURN(result.update, ApplyUpdate(step));
+  return result;
+}
+
+Result<EvalResult> Trainer::Evaluate(const Dataset& dataset, int batch) {
+  if (batch < 1) return Err(InvalidArgument("evaluate: batch must be >= 1"));
+  CHORUS_RETURN_IF_ERROR(CheckImages(*model_, dataset.count, dataset.channels, dataset.height,
+                                     dataset.width, dataset.images.size(), dataset.labels.size(),
+                                     dataset.labels.data(),
+                                     "evaluation data set '" + dataset.description + "'"));
+  const size_t image = model_->input_shape().Elements();
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  for (int start = 0; start < dataset.count; start += batch) {
+    const int n = std::min(batch, dataset.count - start);
+    const Model::PassResult pass = model_->Evaluate(
+        dataset.images.data() + static_cast<size_t>(start) * image, dataset.labels.data() + start,
+        n);
+    loss_sum += pass.loss * n;
+    correct += pass.correct;
+  }
+  EvalResult result;
+  result.count = dataset.count;
+  result.accuracy = static_cast<double>(correct) / dataset.count;
+  result.loss = loss_sum / dataset.count;
+  return result;
+}
+
+uint64_t Trainer::ParameterChecksum() const {
+  const std::span<const float> master = model_->master();
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a 64 offset basis
+  const auto* bytes = reinterpret_cast<const unsigned char*>(master.data());
+  for (size_t i = 0; i < master.size_bytes(); ++i) {
+    hash ^= bytes[i];
+    hash *= 1099511628211ull;  // FNV prime
+  }
+  return hash;
+}
+
+double Trainer::LearningRate(int64_t step) const {
+  return trainer::LearningRate(step, options_.steps_per_epoch, options_.epochs, schedule_);
+}
+
+}  // namespace chorus::trainer

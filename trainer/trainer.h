@@ -1,0 +1,132 @@
+// The single-node training step: model + loss scaler + optimizer + LR schedule.
+//
+//   ForwardBackward(batch)  forward and backward; the FP32 gradient buffer gets
+//                           the unscaled gradients; GradientReadyHook fires per
+//                           parameter as each becomes final (last layer first).
+//   (someone may all-reduce Gradients() here)
+//   ApplyUpdate(step)       finite check of the FP32 gradients, loss-scaler update,
+//                           optimizer step on the FP32 master (or skip), refresh of
+//                           the FP16 working copy; then StepDoneHook.
+//   (someone may gossip-mix MasterWeights() here, then call RefreshWorkingCopy())
+//
+// The trainer never knows who listens to its hooks and never includes gossip/
+// or node/. Not thread-safe: one thread drives it; hooks run on that thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "kernels/ops.h"
+#include "trainer/batch.h"
+#include "trainer/dataset.h"
+#include "trainer/loss_scaler.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/model.h"
+#include "trainer/optimizer.h"
+#include "trainer/parameter.h"
+
+namespace chorus::trainer {
+
+struct TrainerOptions {
+  std::string model = "mlp";        // mlp | cnn | cnn-bn
+  std::string precision = "fp16";   // fp16 | fp32 (fp32 disables loss scaling)
+  std::string optimizer = "lars";   // lars | sgd
+  double base_lr = 2.0;             // lr for a global batch of 256 (linear scaling)
+  double momentum = 0.9;
+  double weight_decay = 5e-4;       // weights only; never biases or BatchNorm parameters
+  double lars_eta = 0.02;           // LARS trust coefficient
+  double warmup_epochs = 1.0;       // linear warm-up length
+  double lr_decay_power = 2.0;      // polynomial decay to 0 at the end of training
+  LossScalerOptions loss_scale;     // `enabled` is set from precision
+  int batch_size = 64;              // this node's batch
+  int global_batch = 0;             // all nodes' batches together; 0: batch_size
+  int epochs = 5;                   // schedule length
+  int64_t steps_per_epoch = 0;      // this node's steps per epoch (>= 1, required)
+  uint64_t seed = 1;                // parameter initialisation
+  int threads = 1;                  // kernels::SetThreads() at construction
+};
+
+struct ForwardBackwardResult {
+  double loss = 0.0;  // mean over the batch
+  int correct = 0;
+  int samples = 0;
+};
+
+struct UpdateResult {
+  bool applied = false;     // false: skipped (Inf/NaN gradients)
+  double lr = 0.0;          // the schedule's lr for this step (even when skipped)
+  double loss_scale = 1.0;  // the scale after this step's update
+};
+
+struct StepResult {
+  ForwardBackwardResult pass;
+  UpdateResult update;
+};
+
+struct EvalResult {
+  double accuracy = 0.0;  // correct / count
+  double loss = 0.0;      // mean cross-entropy
+  int count = 0;
+};
+
+using GradientReadyHook = std::function<void(int param_index)>;
+using StepDoneHook = std::function<void(int64_t step, const UpdateResult& update)>;
+
+class Trainer {
+ public:
+  // Validates the options (errors name the field or the unknown model /
+  // precision / optimizer), builds the model and calls kernels::SetThreads.
+  [[nodiscard]] static Result<std::unique_ptr<Trainer>> Create(const TrainerOptions& options);
+
+  // Training forward + backward. The batch must be [size, 1, 28, 28] with labels
+  // in range; size >= 1.
+  [[nodiscard]] Result<ForwardBackwardResult> ForwardBackward(const Batch& batch);
+  // Finite check, loss-scaler update, optimizer step at lr(step), working-copy refresh.
+  [[nodiscard]] Result<UpdateResult> ApplyUpdate(int64_t step);
+  // ForwardBackward then ApplyUpdate.
+  [[nodiscard]] Result<StepResult> TrainStep(const Batch& batch, int64_t step);
+
+  // Evaluation mode over the whole data set, `batch` images at a time.
+  [[nodiscard]] Result<EvalResult> Evaluate(const Dataset& dataset, int batch);
+
+  std::span<float> MasterWeights() { return model_->master(); }
+  std::span<const float> MasterWeights() const { return model_->master(); }
+  std::span<float> Gradients() { return model_->gradients(); }
+  std::span<const ParameterInfo> Parameters() const { return model_->parameters(); }
+  // Re-derives the FP16 working copy after the master was changed from outside.
+  void RefreshWorkingCopy() { model_->RefreshWorkingCopy(); }
+  // FNV-1a 64 over the master's bytes: equal on every node for equal weights.
+  uint64_t ParameterChecksum() const;
+
+  void SetGradientReadyHook(GradientReadyHook hook) { gradient_ready_ = std::move(hook); }
+  void SetStepDoneHook(StepDoneHook hook) { step_done_ = std::move(hook); }
+
+  double LearningRate(int64_t step) const;
+  const TrainerOptions& options() const { return options_; }
+  Model& model() { return *model_; }
+  const Model& model() const { return *model_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
+  LossScaler& loss_scaler() { return loss_scaler_; }
+  const LossScaler& loss_scaler() const { return loss_scaler_; }
+
+ private:
+  Trainer(const TrainerOptions& options, std::unique_ptr<Model> model,
+          std::unique_ptr<Optimizer> optimizer, const LossScaler& scaler,
+          const LrScheduleOptions& schedule);
+
+  TrainerOptions options_;
+  kernels::Context ctx_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  LossScaler loss_scaler_;
+  LrScheduleOptions schedule_;
+  GradientReadyHook gradient_ready_;
+  StepDoneHook step_done_;
+};
+
+}  // namespace chorus::trainer
