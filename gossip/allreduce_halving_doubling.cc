@@ -1,122 +1,100 @@
 // Recursive halving-doubling all-reduce (see allreduce_halving_doubling.h).
 //
-// `plan` (HalvingDoublingPlan) picks the largest power of two `power` <= n. The
-// `extra` = n - power ranks 0, 2, .., 2*extra-2 fold: each sends its whole buffer
-// to its right neighbour (phase kFoldIn), which adds it, and then waits for the
-// result (kFoldOut). The `power` remaining ranks are renumbered `new_rank` and
-// the buffer is cut into `power` `blocks`. Halving round r (mask = power/2,
-// power/4, .., 1) pairs new_rank with new_rank ^ mask: each keeps half of its
-// current block range [lo, hi) (the lower half if its mask bit is 0), sends the
-// other half to the partner and adds the partner's copy of the kept half. After
-// the last round rank new_rank holds the sum of block new_rank. Doubling rounds
-// run the masks backwards (1, 2, .., power/2): each sends its range and receives
-// the partner's adjacent one, doubling [lo, hi) until it covers every block.
-// Every exchange moves in segments of options.segment_elems, receives posted
-// options.inflight_segments ahead.
+// The `steps` come from topologies::HalvingDoublingSchedule: with `power` the
+// largest power of two <= n, the first 2(n - power) ranks fold pairwise (the even
+// one hands its whole buffer to the odd one and sits out), the remaining power
+// ranks run recursive halving (reduce-scatter: keep half of the block range,
+// send the other half to the partner, add in the partner's copy of the kept half)
+// and recursive doubling (all-gather: exchange the ranges held, doubling them),
+// and the folded ranks get the result back. Each step sends its `send` range
+// and receives its `recv` range (added in, or copied over), both in segments of
+// options.segment_elems with options.inflight_segments receives posted ahead.
+// Tags: phase kFoldIn / kHalving / kDoubling / kFoldOut, step = the step's index
+// within its phase, which is the same on both sides of every exchange.
 //
-// Progress: every rank runs the same sequence of exchanges; sends never block,
-// and a receive only needs the partner's sends of the same exchange. The halving
-// sends are waited for before the doubling rounds receive into the same regions
-// (their receivers need nothing more from this rank to take them).
+// Progress: every rank runs its steps in schedule order; sends never block, and a
+// receive only needs the partner's sends of the same step. Before a step that
+// overwrites (doubling, unfold), every earlier send is waited for, since the
+// region received may be one sent earlier; those sends' receivers need nothing
+// more from this rank to take them, so this wait cannot close a cycle.
 #include "gossip/allreduce_halving_doubling.h"
 
 #include <algorithm>
 #include <string>
 
 #include "gossip/collective_internal.h"
-#include "gossip/collective_schedule.h"
+#include "topologies/halving_doubling_schedule.h"
 
 namespace chorus::gossip {
 
 namespace detail {
+
+namespace {
+
+CollectivePhase PhaseOf(topologies::HalvingDoublingPhase phase) {
+  switch (phase) {
+    case topologies::HalvingDoublingPhase::kFold: return CollectivePhase::kFoldIn;
+    case topologies::HalvingDoublingPhase::kReduceScatter: return CollectivePhase::kHalving;
+    case topologies::HalvingDoublingPhase::kAllGather: return CollectivePhase::kDoubling;
+    case topologies::HalvingDoublingPhase::kUnfold: return CollectivePhase::kFoldOut;
+  }
+  return CollectivePhase::kHalving;
+}
+
+const char* PhaseName(topologies::HalvingDoublingPhase phase) {
+  switch (phase) {
+    case topologies::HalvingDoublingPhase::kFold: return "fold-in";
+    case topologies::HalvingDoublingPhase::kReduceScatter: return "halving";
+    case topologies::HalvingDoublingPhase::kAllGather: return "doubling";
+    case topologies::HalvingDoublingPhase::kUnfold: return "fold-out";
+  }
+  return "?";
+}
+
+}  // namespace
 
 template <typename T>
 Status HalvingDoublingSum(const CollectiveGroup& group, std::span<T> data,
                           const AllreduceOptions& options) {
   const int n = group.size();
   if (n == 1 || data.empty()) return Status::Ok();
-  const int i = group.self();
   const size_t segment = std::max<size_t>(options.segment_elems, 1);
   const int window = std::max(options.inflight_segments, 1);
-  const Deadline deadline = options.deadline;
-  const HalvingDoublingPlan plan = HalvingDoublingPlan::Make(n);
-  const int new_rank = plan.NewRank(i);
-  const int fold_partner = plan.FoldPartner(i);
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<topologies::HalvingDoublingStep> steps,
+                          topologies::HalvingDoublingSchedule(
+                              group.self(), n, static_cast<int64_t>(data.size())));
+  auto range = [&](const topologies::Range& r) {
+    return data.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
+  };
+
   std::vector<RequestPtr> sends;
-  auto tag = [&](CollectivePhase phase, int step) {
-    return CollectiveTag(options.tag_base, phase, static_cast<uint32_t>(step));
-  };
-  auto cspan = [](std::span<T> s) { return std::span<const T>(s); };
-
-  if (new_rank < 0) {
-    // Folded-out rank: hand the buffer over, then take the result back.
-    CHORUS_RETURN_IF_ERROR(SendSegments(group, fold_partner, tag(CollectivePhase::kFoldIn, 0),
-                                        cspan(data), segment, &sends));
-    Status sent = WaitAll(sends, deadline);
-    if (!sent.ok()) return sent.WithContext("halving-doubling fold-in send");
-    return ReceiveSegments(group, fold_partner, tag(CollectivePhase::kFoldOut, 0), data,
-                           /*reduce=*/false, segment, window, deadline,
-                           "halving-doubling fold-out receive");
-  }
-  if (fold_partner >= 0) {
-    CHORUS_RETURN_IF_ERROR(ReceiveSegments(group, fold_partner, tag(CollectivePhase::kFoldIn, 0),
-                                           data, /*reduce=*/true, segment, window, deadline,
-                                           "halving-doubling fold-in receive"));
-  }
-
-  const int power = plan.power;
-  const std::vector<ElemRange> blocks = BalancedPartition(data.size(), power);
-  auto elems = [&](int block_lo, int block_hi) {
-    const size_t begin = blocks[block_lo].begin;
-    const size_t end = blocks[block_hi - 1].end();
-    return data.subspan(begin, end - begin);
-  };
-
-  int lo = 0;
-  int hi = power;
-  int round = 0;
-  for (int mask = power / 2; mask >= 1; mask /= 2, ++round) {
-    const int partner = plan.OldRank(new_rank ^ mask);
-    const int mid = (lo + hi) / 2;
-    const bool upper = (new_rank & mask) != 0;
-    const auto keep = upper ? elems(mid, hi) : elems(lo, mid);
-    const auto give = upper ? elems(lo, mid) : elems(mid, hi);
-    const Tag t = tag(CollectivePhase::kHalving, round);
-    CHORUS_RETURN_IF_ERROR(SendSegments(group, partner, t, cspan(give), segment, &sends));
-    CHORUS_RETURN_IF_ERROR(ReceiveSegments(group, partner, t, keep, /*reduce=*/true, segment,
-                                           window, deadline,
-                                           "halving round " + std::to_string(round)));
-    if (upper) {
-      lo = mid;
-    } else {
-      hi = mid;
+  uint32_t index_in_phase = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const topologies::HalvingDoublingStep& step = steps[k];
+    if (k > 0 && steps[k - 1].phase != step.phase) index_in_phase = 0;
+    const std::string what =
+        std::string(PhaseName(step.phase)) + " step " + std::to_string(index_in_phase);
+    const Tag tag =
+        CollectiveTag(options.tag_base, PhaseOf(step.phase), index_in_phase);
+    ++index_in_phase;
+    if (!step.reduce && !step.recv.empty()) {
+      Status sent = WaitAll(sends, options.deadline);
+      if (!sent.ok()) return sent.WithContext(what + ": earlier sends");
+      sends.clear();
+    }
+    if (!step.send.empty()) {
+      Status s = SendSegments(group, step.peer, tag, std::span<const T>(range(step.send)), segment,
+                              &sends);
+      if (!s.ok()) return s.WithContext(what + " send");
+    }
+    if (!step.recv.empty()) {
+      CHORUS_RETURN_IF_ERROR(ReceiveSegments(group, step.peer, tag, range(step.recv), step.reduce,
+                                             segment, window, options.deadline,
+                                             what + " receive"));
     }
   }
-  Status halved = WaitAll(sends, deadline);
-  if (!halved.ok()) return halved.WithContext("halving sends");
-  sends.clear();
-
-  round = 0;
-  for (int mask = 1; mask < power; mask *= 2, ++round) {
-    const int partner = plan.OldRank(new_rank ^ mask);
-    const int width = hi - lo;
-    const bool upper = (new_rank & mask) != 0;
-    const int partner_lo = upper ? lo - width : hi;
-    const Tag t = tag(CollectivePhase::kDoubling, round);
-    CHORUS_RETURN_IF_ERROR(SendSegments(group, partner, t, cspan(elems(lo, hi)), segment, &sends));
-    CHORUS_RETURN_IF_ERROR(ReceiveSegments(group, partner, t, elems(partner_lo, partner_lo + width),
-                                           /*reduce=*/false, segment, window, deadline,
-                                           "doubling round " + std::to_string(round)));
-    lo = std::min(lo, partner_lo);
-    hi = lo + 2 * width;
-  }
-
-  if (fold_partner >= 0) {
-    CHORUS_RETURN_IF_ERROR(SendSegments(group, fold_partner, tag(CollectivePhase::kFoldOut, 0),
-                                        cspan(data), segment, &sends));
-  }
-  Status doubled = WaitAll(sends, deadline);
-  if (!doubled.ok()) return doubled.WithContext("doubling sends");
+  Status sent = WaitAll(sends, options.deadline);
+  if (!sent.ok()) return sent.WithContext("halving-doubling final sends");
   return Status::Ok();
 }
 

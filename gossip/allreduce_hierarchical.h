@@ -12,18 +12,18 @@
 #include "common/status.h"
 #include "gossip/collective_group.h"
 #include "gossip/collective_options.h"
-#include "gossip/collective_schedule.h"
+#include "topologies/host_groups.h"
 
 namespace chorus::gossip {
 
 // Sums `data` over the group in place (every member passes the same length,
 // options and `hosts`), with options.pre_scale / post_scale. `hosts` groups the
-// group's indices (HostGroups::Make over one host key per member); each group's
-// leader is its lowest index. `half` holds IEEE binary16 bits.
-[[nodiscard]] Status AllreduceHierarchical(const CollectiveGroup& group, const HostGroups& hosts,
+// group's indices (topologies::GroupByHost over one host key per member); each
+// group's leader is its lowest index. `half` holds IEEE binary16 bits.
+[[nodiscard]] Status AllreduceHierarchical(const CollectiveGroup& group, const topologies::HostGroups& hosts,
                                            std::span<float> data,
                                            const AllreduceOptions& options);
-[[nodiscard]] Status AllreduceHierarchical(const CollectiveGroup& group, const HostGroups& hosts,
+[[nodiscard]] Status AllreduceHierarchical(const CollectiveGroup& group, const topologies::HostGroups& hosts,
                                            std::span<uint16_t> half,
                                            const AllreduceOptions& options);
 

@@ -1,10 +1,11 @@
 // Ring all-reduce (see allreduce_ring.h).
 //
-// The buffer is cut into n `chunks` (BalancedPartition), one per rank, and each
-// chunk into segments of options.segment_elems. Rank i talks to `right` (i+1)
-// and `left` (i-1) only. There are `steps` = 2(n-1) steps: in reduce-scatter
-// step s (s < n-1) rank i sends chunk i-s and adds the chunk i-s-1 that arrives
-// from the left into its own copy; after n-1 steps it holds the full sum of chunk
+// The buffer is cut into n `chunks` (topologies::PartitionChunks), one per rank,
+// and each chunk into `segments` of options.segment_elems. Rank i sends to i+1 and
+// receives from i-1 only, following topologies::RingAllreduceSchedule, whose
+// 2(n-1) `steps` this file numbers 0 .. 2n-3 (reduce-scatter first). In
+// reduce-scatter step s (s < n-1) rank i sends chunk i-s and adds the chunk i-s-1
+// that arrives from i-1 into its own copy; after n-1 steps it holds the full sum of chunk
 // i+1. In all-gather step s it sends the summed chunk it got last and stores the
 // one that arrives. The chunk received at step s is the one sent at step s+1, so
 // steps pipeline segment by segment: as soon as segment k of a chunk has been
@@ -23,7 +24,8 @@
 #include <string>
 
 #include "gossip/collective_internal.h"
-#include "gossip/collective_schedule.h"
+#include "topologies/chunking.h"
+#include "topologies/ring_schedule.h"
 
 namespace chorus::gossip {
 
@@ -34,18 +36,28 @@ Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
   const int n = group.size();
   if (n == 1 || data.empty()) return Status::Ok();
   const int i = group.self();
-  const int right = (i + 1) % n;
-  const int left = (i + n - 1) % n;
   const int steps = 2 * (n - 1);
   const size_t segment = std::max<size_t>(options.segment_elems, 1);
   const int window = std::max(options.inflight_segments, 1);
-  const std::vector<ElemRange> chunks = BalancedPartition(data.size(), n);
   Transport& transport = group.transport();
-
-  auto segments_of = [&](int chunk) { return NumSegments(chunks[chunk].count, segment); };
+  CHORUS_ASSIGN_OR_RETURN(const topologies::RingSchedule schedule,
+                          topologies::RingAllreduceSchedule(i, n));
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<topologies::Range> chunks,
+                          topologies::PartitionChunks(static_cast<int64_t>(data.size()), n));
+  std::vector<std::vector<topologies::Range>> segments(n);  // by chunk
+  for (int c = 0; c < n; ++c) {
+    CHORUS_ASSIGN_OR_RETURN(segments[c],
+                            topologies::SegmentRange(chunks[c], static_cast<int64_t>(segment)));
+  }
+  auto step_of = [&](int s) -> const topologies::RingStep& {
+    return s < n - 1 ? schedule.reduce_scatter[s] : schedule.all_gather[s - (n - 1)];
+  };
+  auto chunk_sent = [&](int s) { return step_of(s).send_chunk; };
+  auto chunk_received = [&](int s) { return step_of(s).recv_chunk; };
+  auto segments_of = [&](int chunk) { return segments[chunk].size(); };
   auto region = [&](int chunk, size_t k) {
-    const ElemRange r = SegmentOf(chunks[chunk], segment, k);
-    return data.subspan(r.begin, r.count);
+    const topologies::Range& r = segments[chunk][k];
+    return data.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
   };
   auto tag_of = [&](int s) {
     return s < n - 1 ? CollectiveTag(options.tag_base, CollectivePhase::kRingReduceScatter, s)
@@ -63,7 +75,7 @@ Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
   std::vector<RequestPtr> ag_sends;
   auto send = [&](int s, int chunk, size_t k) -> Status {
     auto part = region(chunk, k);
-    auto request = transport.Isend(group.RankAt(right), tag_of(s), AsBytes(part));
+    auto request = transport.Isend(group.RankAt(step_of(s).send_to), tag_of(s), AsBytes(part));
     if (!request) return request.error().WithContext(describe(s, k) + " send");
     if (s < n - 1) {
       rs_sends[chunk].resize(segments_of(chunk));
@@ -80,7 +92,7 @@ Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
     size_t k = 0;
   };
   auto settle = [&](Unit& u) {
-    while (u.step < steps && u.k >= segments_of(RingChunkReceived(i, n, u.step))) {
+    while (u.step < steps && u.k >= segments_of(chunk_received(u.step))) {
       ++u.step;
       u.k = 0;
     }
@@ -89,14 +101,14 @@ Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
   settle(next_post);
   Unit cur = next_post;
 
-  for (size_t k = 0; k < segments_of(RingChunkSent(i, n, 0)); ++k) {
-    CHORUS_RETURN_IF_ERROR(send(0, RingChunkSent(i, n, 0), k));
+  for (size_t k = 0; k < segments_of(chunk_sent(0)); ++k) {
+    CHORUS_RETURN_IF_ERROR(send(0, chunk_sent(0), k));
   }
 
-  RecvStream<T> in(group, left, std::min(segment, chunks[0].count), window);
+  RecvStream<T> in(group, schedule.reduce_scatter[0].recv_from, std::min<size_t>(segment, static_cast<size_t>(chunks[0].size())), window);
   while (cur.step < steps) {
     while (!in.Full() && next_post.step < steps) {
-      const int chunk = RingChunkReceived(i, n, next_post.step);
+      const int chunk = chunk_received(next_post.step);
       auto dest = region(chunk, next_post.k);
       std::span<T> direct;
       if (next_post.step >= n - 1) {
@@ -110,7 +122,7 @@ Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
       settle(next_post);
     }
 
-    const int chunk = RingChunkReceived(i, n, cur.step);
+    const int chunk = chunk_received(cur.step);
     auto dest = region(chunk, cur.k);
     auto got_or = in.Next(options.deadline);
     if (!got_or) return got_or.error().WithContext(describe(cur.step, cur.k) + " receive");

@@ -1,8 +1,9 @@
 // Tree all-reduce, tree reduce and tree broadcast (see allreduce_tree.h).
 //
-// A `job` is one tree (collective_schedule.h: MakeBinaryTree, MakeDualBinaryTree,
-// MakeRootedBinaryTree) over one part of the buffer, cut into `segments` of
-// segment_elems. Its events at this rank are R_j ("reduce segment j": add the
+// A `job` is one tree over one part of the buffer, cut into `segments` of
+// segment_elems: topologies::MakeDoubleBinaryTree's two trees for the all-reduce
+// (each over half of the buffer), or topologies::MakeBinaryTree (heap-ordered)
+// rotated so that the wanted root is its rank 0 for the one-way steps. Its events at this rank are R_j ("reduce segment j": add the
 // children's segment j, received into scratch, then send the sum to the parent,
 // or at the root send it down to the children) and B_m ("broadcast segment m":
 // receive it from the parent and pass it on to the children). The double tree
@@ -27,7 +28,8 @@
 #include <type_traits>
 
 #include "gossip/collective_internal.h"
-#include "gossip/collective_schedule.h"
+#include "topologies/chunking.h"
+#include "topologies/tree_schedule.h"
 
 namespace chorus::gossip {
 
@@ -35,9 +37,44 @@ namespace detail {
 
 namespace {
 
+// A topologies::Tree relabelled by `shift` (label l becomes rank (l + shift) mod n),
+// with every rank's height: 0 at leaves, 1 + the largest child height above.
+struct TreeShape {
+  int root = 0;
+  std::vector<int> parent;
+  std::vector<std::vector<int>> children;
+  std::vector<int> height;
+  int tree_height() const { return height[root]; }
+};
+
+TreeShape ShapeOf(const topologies::Tree& tree, int shift) {
+  const int n = static_cast<int>(tree.nodes.size());
+  auto rank_of = [&](int label) { return (label + shift) % n; };
+  TreeShape shape;
+  shape.root = rank_of(tree.root);
+  shape.parent.assign(n, -1);
+  shape.children.resize(n);
+  shape.height.assign(n, 0);
+  for (int label = 0; label < n; ++label) {
+    const int p = tree.nodes[label].parent;
+    shape.parent[rank_of(label)] = p < 0 ? -1 : rank_of(p);
+    for (int c : tree.nodes[label].children) shape.children[rank_of(label)].push_back(rank_of(c));
+  }
+  // Breadth-first order from the root; heights are final in reverse order.
+  std::vector<int> order{shape.root};
+  for (size_t k = 0; k < order.size(); ++k) {
+    for (int c : shape.children[order[k]]) order.push_back(c);
+  }
+  for (size_t k = order.size(); k-- > 0;) {
+    const int r = order[k];
+    for (int c : shape.children[r]) shape.height[r] = std::max(shape.height[r], shape.height[c] + 1);
+  }
+  return shape;
+}
+
 template <typename T>
 struct TreeJob {
-  Tree tree;
+  TreeShape tree;
   std::span<T> data;
   bool reduce = true;
   bool broadcast = true;
@@ -50,21 +87,24 @@ class TreeRunner {
  public:
   TreeRunner(const CollectiveGroup& group, TreeJob<T> job, const TreeParams& params)
       : group_(group), job_(std::move(job)), params_(params),
-        node_(job_.tree.nodes[group.self()]),
-        root_(job_.tree.root == group.self()),
+        self_(group.self()),
+        parent_rank_(job_.tree.parent[self_]),
+        children_ranks_(job_.tree.children[self_]),
+        height_(job_.tree.height[self_]),
+        root_(job_.tree.root == self_),
         segment_(std::max<size_t>(params.segment_elems, 1)),
-        segments_(NumSegments(job_.data.size(), segment_)) {
+        segments_((job_.data.size() + segment_ - 1) / segment_) {
     const size_t slot = std::min(segment_, std::max<size_t>(job_.data.size(), 1));
     if (job_.reduce) {
-      for (int child : node_.children) {
+      for (int child : children_ranks_) {
         children_.push_back(
             std::make_unique<RecvStream<T>>(group_, child, slot, params_.inflight_segments));
       }
-      child_posted_.assign(node_.children.size(), 0);
+      child_posted_.assign(children_ranks_.size(), 0);
       up_sends_.resize(segments_);
     }
     if (job_.broadcast && !root_) {
-      parent_ = std::make_unique<RecvStream<T>>(group_, node_.parent, slot,
+      parent_ = std::make_unique<RecvStream<T>>(group_, parent_rank_, slot,
                                                 params_.inflight_segments);
     }
   }
@@ -94,7 +134,7 @@ class TreeRunner {
     if (root_) {
       if (job_.broadcast) CHORUS_RETURN_IF_ERROR(SendToChildren(dest));
     } else {
-      auto request = group_.transport().Isend(group_.RankAt(node_.parent), job_.reduce_tag,
+      auto request = group_.transport().Isend(group_.RankAt(parent_rank_), job_.reduce_tag,
                                               AsBytes(dest));
       if (!request) return request.error().WithContext("tree reduce send to parent");
       up_sends_[j] = std::move(*request);
@@ -141,24 +181,24 @@ class TreeRunner {
 
   // Event helpers for the scheduler: R and B events in their own orders.
   bool HasReduce() const { return job_.reduce && next_r_ < segments_; }
-  int64_t ReduceTime() const { return static_cast<int64_t>(next_r_) + node_.height; }
+  int64_t ReduceTime() const { return static_cast<int64_t>(next_r_) + height_; }
   bool HasBroadcast() const {
     return job_.broadcast && (!job_.reduce || !root_) && next_b_ < segments_;
   }
   int64_t BroadcastTime() const {
-    const int64_t h = node_.height;
-    const int64_t big_h = job_.tree.height();
+    const int64_t h = height_;
+    const int64_t big_h = job_.tree.tree_height();
     return static_cast<int64_t>(next_b_) + (job_.reduce ? 2 * big_h - h : big_h - h);
   }
 
  private:
   std::span<T> Region(size_t k) const {
-    const ElemRange r = SegmentOf(ElemRange{0, job_.data.size()}, segment_, k);
-    return job_.data.subspan(r.begin, r.count);
+    const size_t begin = k * segment_;
+    return job_.data.subspan(begin, std::min(segment_, job_.data.size() - begin));
   }
 
   Status SendToChildren(std::span<T> part) {
-    for (int child : node_.children) {
+    for (int child : children_ranks_) {
       auto request =
           group_.transport().Isend(group_.RankAt(child), job_.broadcast_tag, AsBytes(part));
       if (!request) return request.error().WithContext("tree broadcast send to child");
@@ -170,7 +210,10 @@ class TreeRunner {
   const CollectiveGroup& group_;
   TreeJob<T> job_;
   const TreeParams params_;
-  const TreeNode& node_;
+  const int self_;
+  const int parent_rank_;                // group index; -1 at the root
+  const std::vector<int> children_ranks_;  // group indices
+  const int height_;
   const bool root_;
   const size_t segment_;
   const size_t segments_;
@@ -230,16 +273,23 @@ Status TreeSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
   };
   std::vector<TreeJob<T>> jobs;
   if (options.double_tree) {
-    const auto halves = BalancedPartition(data.size(), 2);
-    jobs.push_back(TreeJob<T>{MakeBinaryTree(n), data.subspan(halves[0].begin, halves[0].count),
-                              true, true, tag(CollectivePhase::kTreeReduce, 0),
+    CHORUS_ASSIGN_OR_RETURN(const topologies::DoubleBinaryTree trees,
+                            topologies::MakeDoubleBinaryTree(n));
+    CHORUS_ASSIGN_OR_RETURN(const std::vector<topologies::Range> halves,
+                            topologies::PartitionChunks(static_cast<int64_t>(data.size()), 2));
+    auto half = [&](int h) {
+      return data.subspan(static_cast<size_t>(halves[h].begin),
+                          static_cast<size_t>(halves[h].size()));
+    };
+    jobs.push_back(TreeJob<T>{ShapeOf(trees.first, 0), half(0), true, true,
+                              tag(CollectivePhase::kTreeReduce, 0),
                               tag(CollectivePhase::kTreeBroadcast, 0)});
-    jobs.push_back(TreeJob<T>{MakeDualBinaryTree(n),
-                              data.subspan(halves[1].begin, halves[1].count), true, true,
+    jobs.push_back(TreeJob<T>{ShapeOf(trees.second, 0), half(1), true, true,
                               tag(CollectivePhase::kTreeReduce, 1),
                               tag(CollectivePhase::kTreeBroadcast, 1)});
   } else {
-    jobs.push_back(TreeJob<T>{MakeBinaryTree(n), data, true, true,
+    CHORUS_ASSIGN_OR_RETURN(const topologies::Tree tree, topologies::MakeBinaryTree(n));
+    jobs.push_back(TreeJob<T>{ShapeOf(tree, 0), data, true, true,
                               tag(CollectivePhase::kTreeReduce, 0),
                               tag(CollectivePhase::kTreeBroadcast, 0)});
   }
@@ -251,8 +301,9 @@ Status TreeReduceTo(const CollectiveGroup& group, std::span<T> data, int root,
                     const TreeParams& params) {
   const int n = group.size();
   if (n == 1 || data.empty()) return Status::Ok();
+  CHORUS_ASSIGN_OR_RETURN(const topologies::Tree tree, topologies::MakeBinaryTree(n));
   std::vector<TreeJob<T>> jobs;
-  jobs.push_back(TreeJob<T>{MakeRootedBinaryTree(n, root), data, true, false,
+  jobs.push_back(TreeJob<T>{ShapeOf(tree, root), data, true, false,
                             CollectiveTag(params.tag_base, CollectivePhase::kTreeReduce, 0),
                             CollectiveTag(params.tag_base, CollectivePhase::kTreeBroadcast, 0)});
   return RunJobs(group, std::move(jobs), params);
@@ -263,8 +314,9 @@ Status TreeBroadcastFrom(const CollectiveGroup& group, std::span<T> data, int ro
                          const TreeParams& params) {
   const int n = group.size();
   if (n == 1 || data.empty()) return Status::Ok();
+  CHORUS_ASSIGN_OR_RETURN(const topologies::Tree tree, topologies::MakeBinaryTree(n));
   std::vector<TreeJob<T>> jobs;
-  jobs.push_back(TreeJob<T>{MakeRootedBinaryTree(n, root), data, false, true,
+  jobs.push_back(TreeJob<T>{ShapeOf(tree, root), data, false, true,
                             CollectiveTag(params.tag_base, CollectivePhase::kTreeReduce, 0),
                             CollectiveTag(params.tag_base, CollectivePhase::kTreeBroadcast, 0)});
   return RunJobs(group, std::move(jobs), params);

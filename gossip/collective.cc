@@ -21,13 +21,13 @@ Result<Collective> Collective::Create(Transport& transport, std::vector<std::str
     return Err(InvalidArgument("collective: " + std::to_string(host_keys.size()) +
                                " host keys for " + std::to_string(world.size()) + " ranks"));
   }
-  CHORUS_ASSIGN_OR_RETURN(HostGroups hosts, HostGroups::Make(host_keys));
+  CHORUS_ASSIGN_OR_RETURN(topologies::HostGroups hosts, topologies::GroupByHost(host_keys));
   return Collective(std::move(world), std::move(hosts));
 }
 
 AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t bytes) const {
   if (options.algorithm != AllreduceAlgorithm::kAuto) return options.algorithm;
-  return ChooseAllreduceAlgorithm(bytes, size(), hosts_.num_hosts(), options.crossovers);
+  return ChooseAllreduceAlgorithm(bytes, size(), hosts_.NumGroups(), options.crossovers);
 }
 
 template <typename T>

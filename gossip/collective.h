@@ -20,8 +20,8 @@
 #include "common/status.h"
 #include "gossip/collective_group.h"
 #include "gossip/collective_options.h"
-#include "gossip/collective_schedule.h"
 #include "gossip/transport.h"
+#include "topologies/host_groups.h"
 
 namespace chorus::gossip {
 
@@ -51,17 +51,17 @@ class Collective {
   Transport& transport() const { return world_.transport(); }
   int rank() const { return world_.self(); }
   int size() const { return world_.size(); }
-  const HostGroups& hosts() const { return hosts_; }
+  const topologies::HostGroups& hosts() const { return hosts_; }
 
  private:
-  Collective(CollectiveGroup world, HostGroups hosts)
+  Collective(CollectiveGroup world, topologies::HostGroups hosts)
       : world_(std::move(world)), hosts_(std::move(hosts)) {}
 
   template <typename T>
   Status AllreduceImpl(std::span<T> data, const AllreduceOptions& options) const;
 
   CollectiveGroup world_;
-  HostGroups hosts_;
+  topologies::HostGroups hosts_;
 };
 
 }  // namespace chorus::gossip

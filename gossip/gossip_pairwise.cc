@@ -161,14 +161,12 @@ void PairwiseGossip::ResponderLoop() {
       return;
     }
     RequestPtr request = std::move(*posted);
-    Result<Completion> done = Err(Cancelled("not received"));
-    while (!stop_.load()) {
-      done = request->Wait(Deadline::After(options_.responder_wake));
-      if (done || done.error().code() != StatusCode::kDeadlineExceeded) break;
-      // Woken by the slice: cancel; a receive that completed in between still counts.
+    Result<Completion> done = request->Wait(Deadline::After(options_.responder_wake));
+    if (!done && done.error().code() == StatusCode::kDeadlineExceeded) {
+      // Woken by the slice to look at stop_: cancel and repost, but keep a message
+      // that completed the receive in between.
       request->Cancel();
       done = request->Wait(Deadline::Now());
-      break;
     }
     if (!done) {
       const StatusCode code = done.error().code();

@@ -25,7 +25,11 @@
 // and always ends: no deadlock, also when two nodes pick each other at once (the
 // higher rank defers, the lower declines, then the higher serves the lower).
 // A busy-declined initiator retries with another random neighbour up to
-// max_attempts times, then skips the round (counted).
+// max_attempts times, then skips the round (counted). The rule is not symmetric:
+// higher ranks meet more busy declines than lower ones (declined_busy shows it).
+// The responder and the training thread use the transport at the same time (as
+// concurrent collectives do), so the transport must accept calls from several
+// threads.
 //
 // Bounded staleness. Every message carries the sender's step (the last round
 // passed to Mix). If |step_i - step_j| > max_staleness, j answers DECLINE_STALE

@@ -47,7 +47,7 @@ struct GossipStats {
   uint64_t bytes_received = 0;  // payload bytes it received
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
-  uint64_t rejected_nonfinite = 0;  // received vectors dropped for non-finite values
+  uint64_t rejected_nonfinite = 0;  // vectors dropped for non-finite values (CHOCO: own too)
   uint64_t mix_rounds = 0;          // Mix calls that communicated
   uint64_t skipped_rounds = 0;      // Mix calls skipped by the local-SGD period
   // Cheap consensus-distance estimate from the last communicating round, computed

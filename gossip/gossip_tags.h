@@ -35,7 +35,7 @@ enum class GossipMessageKind : uint8_t {
   kDpsgd = 1,       // D-PSGD parameters (gossip_dpsgd.h)
   kPushSum = 2,     // push-sum shares (gossip_push_sum.h)
   kChoco = 3,       // CHOCO compressed differences (choco_gossip.h)
-  kPairwise = 4,    // pairwise requests and answers (gossip_pairwise.h); round field 0
+  kPairwise = 4,    // pairwise (gossip_pairwise.h): round field 0 requests, 1 answers
   kCollective = 5,  // tag bases of collective calls made by gossip (consensus, barriers)
 };
 

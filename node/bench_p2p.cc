@@ -194,13 +194,12 @@ Status RunProvider(const std::string& provider, const BenchP2pOptions& o) {
   if (child < 0) return ErrnoStatus(errno, "bench p2p: fork");
   if (child == 0) {
     close(fds[0]);
-    Status s;
-    auto t = Connect(provider, 1, fds[1]);
-    if (!t) {
-      s = t.error();
-    } else {
-      s = Echo(**t, o);
-    }
+    // Everything (the endpoint above all: shm unlinks its /dev/shm region on
+    // close) is destroyed before _exit, which skips atexit handlers.
+    const Status s = [&]() -> Status {
+      CHORUS_ASSIGN_OR_RETURN(auto t, Connect(provider, 1, fds[1]));
+      return Echo(*t, o);
+    }();
     if (!s.ok()) CHORUS_LOG_ERROR(Subsys::kBench, "bench p2p peer (", provider, "): ", s.ToString());
     char done = s.ok() ? 'y' : 'n';
     (void)!write(fds[1], &done, 1);

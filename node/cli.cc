@@ -21,6 +21,7 @@ int RunCli(int argc, char** argv) {
   RegisterConfigCommand(app, context);
   RegisterClusterCommand(app, context);
   RegisterLaunchCommand(app, context);
+  RegisterBenchCommands(app, context);
   // Further subcommands register here, one function each: launch, bench (p2p,
   // allreduce), compare, report, simulate.
 

@@ -1,11 +1,17 @@
-// `chorus bench ...`: benchmark subcommands. Registers `bench p2p` (bench_p2p.h);
-// other benchmarks add their subcommand under the same `bench` command.
+// `chorus bench ...`: benchmark subcommands. Registers `bench p2p` (bench_p2p.h)
+// and `bench allreduce` (bench_allreduce.h); other benchmarks add their subcommand under the same `bench` command.
 //
 // Must not: do work at registration time (only in the callback).
+#include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "common/log.h"
+#include "gossip/collective_options.h"
+#include "node/bench_allreduce.h"
 #include "node/bench_p2p.h"
 #include "node/cli_commands.h"
 
@@ -20,6 +26,83 @@ CLI::App* BenchCommand(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (numbers, not tests)");
   bench->require_subcommand(1);
   return bench;
+}
+
+// Splits "a,b,c" (empty items dropped).
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
+  CLI::App* cmd = bench.add_subcommand(
+      "allreduce", "All-reduce algorithms between local processes over libfabric (nccl-tests' table)");
+  struct Args {
+    std::vector<std::string> providers = {"shm", "tcp;ofi_rxm"};
+    std::string ranks = "2,4";
+    std::string algorithms = "ring,tree,halving_doubling";
+    size_t min_size = size_t{4} << 10;
+    size_t max_size = size_t{64} << 20;
+    bool quick = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--provider", args->providers,
+                  "Provider(s), repeatable or comma-separated: \"shm\", \"tcp;ofi_rxm\"")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--ranks", args->ranks, "World sizes, comma-separated (each a set of processes)")
+      ->capture_default_str();
+  cmd->add_option("--algorithms", args->algorithms,
+                  "Comma-separated: auto, ring, tree, halving_doubling, hierarchical")
+      ->capture_default_str();
+  cmd->add_option("--min-size", args->min_size, "Smallest buffer (bytes; 4KiB, 1MiB... accepted)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--max-size", args->max_size, "Largest buffer; sizes grow x4 from the smallest")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_flag("--quick", args->quick, "Only 4 KiB, 1 MiB and 16 MiB");
+  cmd->callback([args, &context] {
+    BenchAllreduceOptions options;
+    options.providers = args->providers;
+    options.ranks.clear();
+    for (const std::string& item : SplitCommas(args->ranks)) {
+      try {
+        size_t used = 0;
+        options.ranks.push_back(std::stoi(item, &used));
+        if (used != item.size()) throw std::invalid_argument(item);
+      } catch (const std::exception&) {
+        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --ranks: \"", item, "\" is not a number");
+        context.exit_code = kExitUsage;
+        return;
+      }
+    }
+    options.algorithms.clear();
+    for (const std::string& item : SplitCommas(args->algorithms)) {
+      auto algorithm = gossip::ParseAllreduceAlgorithm(item);
+      if (!algorithm) {
+        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --algorithms: ", algorithm.error().ToString());
+        context.exit_code = kExitUsage;
+        return;
+      }
+      options.algorithms.push_back(*algorithm);
+    }
+    if (args->quick) {
+      options.sizes = {size_t{4} << 10, size_t{1} << 20, size_t{16} << 20};
+    } else if (args->min_size == 0 || args->max_size < args->min_size) {
+      CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: need 0 < min-size <= max-size, got ",
+                       args->min_size, " and ", args->max_size);
+      context.exit_code = kExitUsage;
+      return;
+    } else {
+      options.sizes = BenchAllreduceSizes(args->min_size, args->max_size);
+    }
+    context.exit_code = RunBenchAllreduce(options);
+  });
 }
 
 }  // namespace
@@ -56,6 +139,7 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
     options.iterations = args->iterations;
     context.exit_code = RunBenchP2p(options);
   });
+  RegisterBenchAllreduce(*bench, context);
 }
 
 }  // namespace chorus::node

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "node/cli_commands.h"
+#include "node/cluster_session.h"
 #include "node/config_parse.h"
 #include "node/control_plane.h"
 #include "node/launcher.h"
@@ -84,57 +85,13 @@ int RunCluster(const ClusterArgs& args) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  LocalNodeInfo local;
-  local.name = config->run.node_name;
-  local.device = "cpu";
-  local.batch_size = config->train.batch_size;
-  local.host_group = config->cluster.host_group;
-  local.chorus_version = CHORUS_VERSION;
-  local.libfabric_version = gossip::LibfabricVersion();
-  local.provider = config->fabric.provider;
-  Result<std::string> provider_version = gossip::FabricProviderVersion(config->fabric.provider);
-  std::unique_ptr<gossip::Transport> transport;
-  if (args.fabric) {
-    if (!provider_version) {
-      CHORUS_LOG_ERROR(Subsys::kNode, provider_version.error().ToString());
-      return kExitFailure;
-    }
-    gossip::FabricOptions fabric;
-    fabric.provider = config->fabric.provider;
-    fabric.node_name = config->run.node_name;
-    Result<HostPort> listen = ParseHostPort(config->cluster.listen);
-    fabric.bind_address = listen && listen->host != "0.0.0.0" && listen->host != "::" ? listen->host : "";
-    Result<std::unique_ptr<gossip::Transport>> opened = gossip::MakeFabricTransport(fabric);
-    if (!opened) {
-      CHORUS_LOG_ERROR(Subsys::kNode, opened.error().ToString());
-      return kExitFailure;
-    }
-    transport = std::move(*opened);
-    local.data_address = transport->LocalAddress();
-  } else {
-    // No data plane: a placeholder address, so members still carry one.
-    const std::string placeholder = "no-fabric:" + config->run.node_name;
-    local.data_address.assign(placeholder.begin(), placeholder.end());
-  }
-  if (provider_version) {
-    local.provider_version = *provider_version;
-  } else {
-    local.provider_version = "unavailable";
-    CHORUS_LOG_WARN(Subsys::kNode, "provider ", config->fabric.provider,
-                    " is not available here: ", provider_version.error().message());
-  }
-
-  Result<std::unique_ptr<ControlPlane>> control = ControlPlane::Start(config->cluster, local);
-  if (!control) {
-    CHORUS_LOG_ERROR(Subsys::kNode, control.error().ToString());
+  Result<ClusterSession> session = JoinCluster(*config, args.fabric);
+  if (!session) {
+    CHORUS_LOG_ERROR(Subsys::kNode, session.error().ToString());
     return kExitFailure;
   }
-  ControlPlane& cp = **control;
-  Result<MembershipView> formed = cp.WaitForEpoch0(Deadline::AfterSeconds(config->cluster.join_timeout_s));
-  if (!formed) {
-    CHORUS_LOG_ERROR(Subsys::kNode, formed.error().ToString());
-    return kExitFailure;
-  }
+  ControlPlane& cp = *session->control;
+  const MembershipView* formed = &session->view;
   PrintView(*formed);
 
   const Deadline hold = args.hold_s >= 0 ? Deadline::AfterSeconds(args.hold_s) : Deadline::Never();

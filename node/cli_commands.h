@@ -34,8 +34,9 @@ void RegisterConfigCommand(CLI::App& app, CliContext& context);
 void RegisterClusterCommand(CLI::App& app, CliContext& context);
 // `chorus launch -n N CONFIG`: N local nodes (cli_cluster.cc, launcher.h).
 void RegisterLaunchCommand(CLI::App& app, CliContext& context);
-// `chorus bench p2p` (cli_bench.cc, bench_p2p.h); other benchmarks add their
-// subcommand under the same `bench` command.
+// `chorus bench p2p` and `chorus bench allreduce` (cli_bench.cc, bench_p2p.h,
+// bench_allreduce.h); other benchmarks add their subcommand under the same
+// `bench` command.
 void RegisterBenchCommands(CLI::App& app, CliContext& context);
 
 // One override for LoadConfig: a "section.key=value" assignment and the

@@ -30,10 +30,10 @@ struct TrainConfig {
   std::string optimizer = "lars";   // lars | sgd
   int epochs = 5;
   int batch_size = 64;              // per node
-  double base_lr = 0.1;             // lr = base_lr * global_batch / 256
+  double base_lr = 2.0;             // lr = base_lr * global_batch / 256 (LARS: see lars_eta)
   double momentum = 0.9;
   double weight_decay = 5e-4;       // not applied to biases and BatchNorm parameters
-  double lars_eta = 0.001;          // LARS trust coefficient
+  double lars_eta = 0.01;           // LARS trust coefficient (lr * eta matters; measured 0.01-0.02 best)
   double warmup_epochs = 1.0;       // linear warm-up
   double lr_decay_power = 2.0;      // polynomial decay power
   int threads = 2;                  // compute threads
@@ -87,6 +87,45 @@ struct FabricConfig {
   bool operator==(const FabricConfig&) const = default;
 };
 
+struct CompressionConfig {
+  std::string codec = "none";  // none | fp16 | int8 | sign | top-k | random-k
+  double ratio = 0.01;         // top-k / random-k: fraction of elements kept, (0, 1]
+  int chunk = 256;             // int8 / sign: elements per scale
+  bool operator==(const CompressionConfig&) const = default;
+};
+
+// How replicas are kept together ([exchange]).
+struct ExchangeConfig {
+  std::string kind = "none";         // none | allreduce | gossip
+  // allreduce
+  std::string algorithm = "auto";    // ring | tree | halving-doubling | hierarchical | auto
+  int bucket_kib = 1024;             // tensor-fusion bucket threshold
+  bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
+  std::string on_failure = "continue";  // continue (re-form over survivors) | stop
+  // gossip
+  std::string protocol = "dpsgd";    // dpsgd | pairwise-async | push-sum | choco
+  int period = 1;                    // local SGD: H local steps between mixing rounds
+  int max_staleness = 0;             // pairwise-async: 0 = unbounded
+  double gamma = 0.2;                // CHOCO consensus step size
+  // end of training
+  std::string consensus = "allreduce";  // allreduce | rounds | none
+  double consensus_bound = 1e-6;     // relative consensus distance to reach
+  int consensus_max_rounds = 200;
+  int consensus_every_steps = 50;    // cheap distance estimate in the metrics
+  CompressionConfig compression;     // [exchange.compression]
+  bool operator==(const ExchangeConfig&) const = default;
+};
+
+// Gossip graph ([topology]).
+struct TopologyConfig {
+  std::string kind = "ring";  // ring | bidirectional-ring | torus | hypercube | exponential |
+                              // one-peer-exponential | random-regular | complete
+  std::vector<int> dims;      // torus
+  int degree = 4;             // random-regular
+  uint64_t seed = 1;          // random-regular
+  bool operator==(const TopologyConfig&) const = default;
+};
+
 struct Config {
   std::string source;  // file the config came from ("<built-in default>" when none)
   RunConfig run;
@@ -95,6 +134,8 @@ struct Config {
   DataConfig data;
   ClusterConfig cluster;
   FabricConfig fabric;
+  ExchangeConfig exchange;
+  TopologyConfig topology;
   // Where each explicitly set key came from: key path ("train.epochs") ->
   // "file:line:col", "--set train.epochs=3", "--epochs" or "env SLURM_PROCID".
   // Keys never set are absent. Validation errors name this origin.
@@ -103,7 +144,8 @@ struct Config {
   // Compares the settings only (not `source` or `origins`).
   bool SameSettings(const Config& other) const {
     return run == other.run && train == other.train && loss_scale == other.loss_scale &&
-           data == other.data && cluster == other.cluster && fabric == other.fabric;
+           data == other.data && cluster == other.cluster && fabric == other.fabric &&
+           exchange == other.exchange && topology == other.topology;
   }
 };
 

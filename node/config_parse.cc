@@ -32,12 +32,14 @@ namespace {
 // ---------------------------------------------------------------------------
 // The field table.
 
-enum class FieldType { kString, kInt, kUint64, kDouble, kStringList };
+enum class FieldType { kString, kBool, kInt, kUint64, kDouble, kStringList, kIntList };
 
 template <typename T>
 constexpr FieldType FieldTypeOf() {
   if constexpr (std::is_same_v<T, std::string>) {
     return FieldType::kString;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return FieldType::kBool;
   } else if constexpr (std::is_same_v<T, int>) {
     return FieldType::kInt;
   } else if constexpr (std::is_same_v<T, uint64_t>) {
@@ -46,13 +48,15 @@ constexpr FieldType FieldTypeOf() {
     return FieldType::kDouble;
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     return FieldType::kStringList;
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    return FieldType::kIntList;
   } else {
     static_assert(sizeof(T) == 0, "config field of a type FieldType does not cover: add it");
   }
 }
 
 struct FieldSpec {
-  std::string_view section;  // TOML table, e.g. "train"
+  std::string_view section;  // TOML table, e.g. "train" or "exchange.compression"
   std::string_view key;      // key inside it, e.g. "batch_size"
   FieldType type;
   void* (*get)(Config&);     // the field inside a Config, of the C++ type matching `type`
@@ -61,6 +65,8 @@ struct FieldSpec {
   std::string Path() const { return std::string(section) + "." + std::string(key); }
 };
 
+// `sec` is the member path of the table's struct inside Config; its text, dots
+// included, is the TOML table name (exchange.compression -> [exchange.compression]).
 #define CHORUS_CONFIG_FIELD(sec, name, help_text)                                        \
   FieldSpec {                                                                            \
     #sec, #name,                                                                         \
@@ -117,11 +123,38 @@ const FieldSpec kFields[] = {
 
     CHORUS_CONFIG_FIELD(fabric, provider, "\"tcp;ofi_rxm\" | \"shm\""),
     CHORUS_CONFIG_FIELD(fabric, op_timeout_s, "deadline of one data-plane wait"),
+
+    CHORUS_CONFIG_FIELD(exchange, kind, "none | allreduce | gossip"),
+    CHORUS_CONFIG_FIELD(exchange, algorithm, "allreduce: ring | tree | halving-doubling | hierarchical | auto"),
+    CHORUS_CONFIG_FIELD(exchange, bucket_kib, "allreduce: tensor-fusion bucket threshold, >= 1"),
+    CHORUS_CONFIG_FIELD(exchange, fp16_wire, "allreduce: FP16 gradients on the wire (pre-divided by N)"),
+    CHORUS_CONFIG_FIELD(exchange, on_failure, "allreduce: continue (re-form over survivors) | stop"),
+    CHORUS_CONFIG_FIELD(exchange, protocol, "gossip: dpsgd | pairwise-async | push-sum | choco"),
+    CHORUS_CONFIG_FIELD(exchange, period, "gossip: local steps between mixing rounds, >= 1"),
+    CHORUS_CONFIG_FIELD(exchange, max_staleness, "pairwise-async: 0 = unbounded"),
+    CHORUS_CONFIG_FIELD(exchange, gamma, "choco: consensus step size, in (0, 1]"),
+    CHORUS_CONFIG_FIELD(exchange, consensus, "end of training: allreduce | rounds | none"),
+    CHORUS_CONFIG_FIELD(exchange, consensus_bound, "relative consensus distance to reach, > 0"),
+    CHORUS_CONFIG_FIELD(exchange, consensus_max_rounds, ">= 1"),
+    CHORUS_CONFIG_FIELD(exchange, consensus_every_steps, "distance estimate in the metrics, >= 1"),
+
+    CHORUS_CONFIG_FIELD(exchange.compression, codec, "none | fp16 | int8 | sign | top-k | random-k"),
+    CHORUS_CONFIG_FIELD(exchange.compression, ratio, "top-k / random-k: fraction kept, in (0, 1]"),
+    CHORUS_CONFIG_FIELD(exchange.compression, chunk, "int8 / sign: elements per scale, >= 1"),
+
+    CHORUS_CONFIG_FIELD(topology, kind,
+                        "ring | bidirectional-ring | torus | hypercube | exponential | "
+                        "one-peer-exponential | random-regular | complete"),
+    CHORUS_CONFIG_FIELD(topology, dims, "torus: extent of each dimension (empty: automatic)"),
+    CHORUS_CONFIG_FIELD(topology, degree, "random-regular: neighbours per node, >= 1"),
+    CHORUS_CONFIG_FIELD(topology, seed, "random-regular: graph seed"),
 };
 
 #undef CHORUS_CONFIG_FIELD
 
-constexpr std::string_view kSections[] = {"run", "train", "loss_scale", "data", "cluster", "fabric"};
+// Every table, parents before the tables nested in them (the order DescribeConfig prints).
+constexpr std::string_view kSections[] = {"run",     "train",    "loss_scale",           "data",    "cluster",
+                                          "fabric",  "exchange", "exchange.compression", "topology"};
 
 const FieldSpec* FindField(std::string_view section, std::string_view key) {
   for (const FieldSpec& f : kFields) {
@@ -216,10 +249,12 @@ std::string DescribeNode(const toml::node& node) {
 std::string_view ExpectedType(FieldType type) {
   switch (type) {
     case FieldType::kString: return "a string";
+    case FieldType::kBool: return "a boolean (true or false)";
     case FieldType::kInt: return "an integer";
     case FieldType::kUint64: return "an integer >= 0";
     case FieldType::kDouble: return "a number";
     case FieldType::kStringList: return "an array of strings";
+    case FieldType::kIntList: return "an array of integers";
   }
   return "?";
 }
@@ -286,20 +321,34 @@ class TableApplier {
               "expected a table [" + name + "], got " + DescribeNode(node));
         continue;
       }
-      for (auto&& [field_key, value] : *table) {
-        const std::string field_name(field_key.str());
-        const std::string where = Where(source_, field_key.source());
-        const FieldSpec* field = FindField(name, field_name);
-        if (field == nullptr) {
-          ReportUnknownKey(name, field_name, where);
-          continue;
-        }
-        ApplyValue(*field, value, where);
-      }
+      ApplySection(name, *table);
     }
   }
 
  private:
+  // The keys of table `section`; a nested table ([exchange.compression], or the
+  // inline `compression = { ... }` inside [exchange]) recurses.
+  void ApplySection(const std::string& section, const toml::table& table) {
+    for (auto&& [field_key, value] : table) {
+      const std::string field_name(field_key.str());
+      const std::string where = Where(source_, field_key.source());
+      if (const FieldSpec* field = FindField(section, field_name)) {
+        ApplyValue(*field, value, where);
+        continue;
+      }
+      const std::string nested = section + "." + field_name;
+      if (!IsSection(nested)) {
+        ReportUnknownKey(section, field_name, where);
+        continue;
+      }
+      if (const toml::table* sub = value.as_table()) {
+        ApplySection(nested, *sub);
+      } else {
+        Error(where, nested, "expected a table [" + nested + "], got " + DescribeNode(value));
+      }
+    }
+  }
+
   void Error(const std::string& where, std::string_view key, std::string what) {
     errors_->push_back(origin_.value_or(where) + ": " + std::string(key) + ": " + what);
   }
@@ -318,8 +367,12 @@ class TableApplier {
       }
     }
     std::vector<std::string> sections(std::begin(kSections), std::end(kSections));
-    if (auto near = Closest(name, sections)) what += "; did you mean [" + *near + "]?";
-    else what += "; known tables: [run], [train], [loss_scale], [data], [cluster], [fabric]";
+    if (auto near = Closest(name, sections)) {
+      what += "; did you mean [" + *near + "]?";
+    } else {
+      what += "; known tables:";
+      for (std::string_view section : kSections) what += " [" + std::string(section) + "]";
+    }
     Error(where, name, what);
   }
 
@@ -328,6 +381,9 @@ class TableApplier {
     std::vector<std::string> same_section;
     for (const FieldSpec& f : kFields) {
       if (f.section == section) same_section.emplace_back(f.key);
+    }
+    for (std::string_view nested : kSections) {
+      if (nested.starts_with(section + ".")) same_section.emplace_back(nested.substr(section.size() + 1));
     }
     if (auto near = Closest(key, same_section)) {
       what += "; did you mean " + section + "." + *near + "?";
@@ -353,6 +409,12 @@ class TableApplier {
         const auto* s = node.as_string();
         if (s == nullptr) return type_error();
         *static_cast<std::string*>(target) = s->get();
+        break;
+      }
+      case FieldType::kBool: {
+        const auto* b = node.as_boolean();
+        if (b == nullptr) return type_error();
+        *static_cast<bool*>(target) = b->get();
         break;
       }
       case FieldType::kInt: {
@@ -399,6 +461,28 @@ class TableApplier {
         }
         if (!ok) return;
         *static_cast<std::vector<std::string>*>(target) = std::move(items);
+        break;
+      }
+      case FieldType::kIntList: {
+        const auto* array = node.as_array();
+        if (array == nullptr) return type_error();
+        std::vector<int> items;
+        bool ok = true;
+        for (size_t i = 0; i < array->size(); ++i) {
+          const toml::node& item = *array->get(i);
+          const std::string item_path = path + "[" + std::to_string(i) + "]";
+          const std::string item_where = Where(source_, item.source());
+          const auto* v = item.as_integer();
+          if (v != nullptr && v->get() >= INT_MIN && v->get() <= INT_MAX) {
+            items.push_back(static_cast<int>(v->get()));
+            config_->origins[item_path] = origin_.value_or(item_where);
+          } else {
+            Error(item_where, item_path, "expected a 32-bit integer, got " + DescribeNode(item));
+            ok = false;
+          }
+        }
+        if (!ok) return;
+        *static_cast<std::vector<int>*>(target) = std::move(items);
         break;
       }
     }
@@ -448,6 +532,10 @@ class Checker {
       Fail(key, std::string("expected a number in ") + (open_low ? "(" : "[") + FormatDouble(lo) + ", " +
                     FormatDouble(hi) + "), got " + FormatDouble(v));
     }
+  }
+  // 0 < v <= 1.
+  void NumberInHalfOpenUnit(const std::string& key, double v) {
+    if (!std::isfinite(v) || !(v > 0.0 && v <= 1.0)) Fail(key, "expected a number in (0, 1], got " + FormatDouble(v));
   }
   void OneOf(const std::string& key, const std::string& v, std::initializer_list<std::string_view> choices) {
     std::vector<std::string> names(choices.begin(), choices.end());
@@ -525,6 +613,7 @@ std::string FormatValue(const FieldSpec& field, const Config& config) {
   const void* value = field.get(const_cast<Config&>(config));
   switch (field.type) {
     case FieldType::kString: return TomlQuote(*static_cast<const std::string*>(value));
+    case FieldType::kBool: return *static_cast<const bool*>(value) ? "true" : "false";
     case FieldType::kInt: return std::to_string(*static_cast<const int*>(value));
     case FieldType::kUint64: return std::to_string(*static_cast<const uint64_t*>(value));
     case FieldType::kDouble: return FormatDouble(*static_cast<const double*>(value));
@@ -532,6 +621,13 @@ std::string FormatValue(const FieldSpec& field, const Config& config) {
       std::string out = "[";
       for (const std::string& item : *static_cast<const std::vector<std::string>*>(value)) {
         out += (out.size() > 1 ? ", " : "") + TomlQuote(item);
+      }
+      return out + "]";
+    }
+    case FieldType::kIntList: {
+      std::string out = "[";
+      for (int item : *static_cast<const std::vector<int>*>(value)) {
+        out += (out.size() > 1 ? ", " : "") + std::to_string(item);
       }
       return out + "]";
     }
@@ -576,9 +672,17 @@ Status ApplyOverride(Config* config, std::string_view assignment, std::string_vi
   }
   const std::string path = Trim(assignment.substr(0, eq));
   const std::string value = Trim(assignment.substr(eq + 1));
-  const size_t dot = path.find('.');
+  const size_t dot = path.rfind('.');  // the key follows the last dot: exchange.compression.codec
   const FieldSpec* field =
       dot == std::string::npos ? nullptr : FindField(path.substr(0, dot), path.substr(dot + 1));
+  if (field == nullptr && IsSection(path)) {
+    for (const FieldSpec& f : kFields) {
+      if (f.section == path) {
+        return InvalidArgument(where + ": " + path + ": a table, not a key; set one of its keys, such as " +
+                               f.Path());
+      }
+    }
+  }
   if (field == nullptr) {
     std::string what = where + ": " + path + ": unknown key";
     if (auto near = Closest(path, ConfigKeyPaths())) what += "; did you mean " + *near + "?";
@@ -590,6 +694,8 @@ Status ApplyOverride(Config* config, std::string_view assignment, std::string_vi
   std::string toml_value = value;
   if (field->type == FieldType::kString && value.front() != '"' && value.front() != '\'') {
     toml_value = TomlQuote(value);
+  } else if (field->type == FieldType::kIntList && value.front() != '[') {
+    toml_value = "[" + value + "]";  // topology.dims=2,4
   } else if (field->type == FieldType::kStringList && value.front() != '[') {
     toml_value = "[";
     std::string_view rest(value);
@@ -608,8 +714,18 @@ Status ApplyOverride(Config* config, std::string_view assignment, std::string_vi
     return InvalidArgument(where + ": " + path + ": expected " + std::string(ExpectedType(field->type)) +
                            ", got " + TomlQuote(value));
   }
-  const toml::table* section = (*root)[field->section].as_table();
-  if (root->size() != 1 || section == nullptr || section->size() != 1) {
+  // Exactly one table on each level down to the section, holding exactly one key.
+  bool single = true;
+  const toml::table* section = &*root;
+  std::string_view rest = field->section;
+  while (single) {
+    const size_t next = rest.find('.');
+    const std::string_view part = rest.substr(0, next);
+    single = section->size() == 1 && (section = (*section)[part].as_table()) != nullptr;
+    if (next == std::string_view::npos) break;
+    rest.remove_prefix(next + 1);
+  }
+  if (!single || section->size() != 1) {
     return InvalidArgument(where + ": " + path + ": expected a single TOML value, got " + TomlQuote(value));
   }
   std::vector<std::string> errors;
@@ -719,6 +835,40 @@ Status ValidateConfig(const Config& config) {
 
   check.OneOf("fabric.provider", config.fabric.provider, {"tcp;ofi_rxm", "shm"});
   check.NumberAbove("fabric.op_timeout_s", config.fabric.op_timeout_s, 0.0);
+
+  // Every [exchange] key is checked whatever the kind, so a typo in a setting of
+  // the kind not chosen today does not wait until the kind is switched.
+  const ExchangeConfig& exchange = config.exchange;
+  check.OneOf("exchange.kind", exchange.kind, {"none", "allreduce", "gossip"});
+  check.OneOf("exchange.algorithm", exchange.algorithm, {"ring", "tree", "halving-doubling", "hierarchical", "auto"});
+  check.IntAtLeast("exchange.bucket_kib", exchange.bucket_kib, 1);
+  check.OneOf("exchange.on_failure", exchange.on_failure, {"continue", "stop"});
+  check.OneOf("exchange.protocol", exchange.protocol, {"dpsgd", "pairwise-async", "push-sum", "choco"});
+  check.IntAtLeast("exchange.period", exchange.period, 1);
+  check.IntAtLeast("exchange.max_staleness", exchange.max_staleness, 0);
+  check.NumberInHalfOpenUnit("exchange.gamma", exchange.gamma);
+  check.OneOf("exchange.consensus", exchange.consensus, {"allreduce", "rounds", "none"});
+  check.NumberAbove("exchange.consensus_bound", exchange.consensus_bound, 0.0);
+  check.IntAtLeast("exchange.consensus_max_rounds", exchange.consensus_max_rounds, 1);
+  check.IntAtLeast("exchange.consensus_every_steps", exchange.consensus_every_steps, 1);
+  // A lossy codec without CHOCO's error feedback is allowed: that is the plain lossy exchange.
+  const CompressionConfig& compression = exchange.compression;
+  check.OneOf("exchange.compression.codec", compression.codec, {"none", "fp16", "int8", "sign", "top-k", "random-k"});
+  check.NumberInHalfOpenUnit("exchange.compression.ratio", compression.ratio);
+  check.IntAtLeast("exchange.compression.chunk", compression.chunk, 1);
+
+  const TopologyConfig& topology = config.topology;
+  check.OneOf("topology.kind", topology.kind,
+              {"ring", "bidirectional-ring", "torus", "hypercube", "exponential", "one-peer-exponential",
+               "random-regular", "complete"});
+  for (size_t i = 0; i < topology.dims.size(); ++i) {
+    check.IntAtLeast("topology.dims[" + std::to_string(i) + "]", topology.dims[i], 1);
+  }
+  check.IntAtLeast("topology.degree", topology.degree, 1);
+  if (topology.seed > static_cast<uint64_t>(INT64_MAX)) {
+    check.Fail("topology.seed", "expected an integer in [0, " + std::to_string(INT64_MAX) + "], got " +
+                                    std::to_string(topology.seed));
+  }
   return check.Finish();
 }
 

@@ -1,7 +1,9 @@
 // Reading, checking and printing a node's configuration (the structs of config.h).
 //
-// TOML files use the tables [run], [train], [loss_scale], [data], [cluster] and
-// [fabric], with keys named exactly as the struct fields. Every error names where
+// TOML files use the tables [run], [train], [loss_scale], [data], [cluster],
+// [fabric], [exchange], [exchange.compression] (also written inline inside
+// [exchange] as `compression = { codec = "sign" }`) and [topology], with keys
+// named exactly as the struct fields. Every error names where
 // the offending key was set, the key path and what was expected:
 //   configs/x.toml:7:1: train.batch_size: expected an integer >= 1, got 0
 // Unknown keys suggest the closest known one. Nothing here throws (toml++ parse
@@ -28,9 +30,11 @@ Config DefaultConfig();
 // Same for text already in memory; `source_name` is used in error messages.
 [[nodiscard]] Result<Config> ParseConfigString(std::string_view text, std::string source_name);
 
-// Applies one "section.key=value" override (as given to `--set`). The value is
-// TOML ("128", "0.05", "\"name\"", "[\"a:1\", \"b:2\"]"); for string keys a bare
-// word is taken as a string, and for list keys "a:1,b:2" as a list of strings.
+// Applies one "section.key=value" override (as given to `--set`); the key is what
+// follows the last dot, so nested tables work ("exchange.compression.codec=sign").
+// The value is TOML ("128", "0.05", "true", "\"name\"", "[\"a:1\", \"b:2\"]",
+// "[2, 4]"); for string keys a bare word is taken as a string, and for list keys
+// "a:1,b:2" as a list of strings and "2,4" as a list of integers.
 // Checks the key and the value's type; range and cross-field checks are left to
 // ValidateConfig so that several overrides can be applied first. `origin` names
 // the override in later error messages (e.g. "--set train.epochs=3", "--epochs").
@@ -51,7 +55,8 @@ using EnvLookup = std::function<const char*(const char*)>;
 // short comment per key. Parsing the output gives back the same settings.
 std::string DescribeConfig(const Config& config);
 
-// Every known key path ("run.name", ..., "fabric.op_timeout_s"), in file order.
+// Every known key path ("run.name", ..., "exchange.compression.codec", ...,
+// "topology.seed"), in file order.
 std::vector<std::string> ConfigKeyPaths();
 
 // A TOML basic string literal for `text` (quoted and escaped).

@@ -253,7 +253,7 @@ void Connection::AcceptorOnHello(std::span<const uint8_t> payload, std::span<con
     RejectAndClose(RejectCode::kVersionMismatch,
                    "version mismatch: " + identity_.node_name + " runs " + identity_.versions.Describe() +
                        "; you run " + hello->versions.Describe(),
-                   versions.WithContext("refusing " + Describe()));
+                   versions);
     return;
   }
   std::copy(hello->nonce.begin(), hello->nonce.end(), peer_nonce_.begin());
@@ -303,7 +303,7 @@ void Connection::DialerOnHello(std::span<const uint8_t> payload, std::span<const
     RejectAndClose(RejectCode::kVersionMismatch,
                    "version mismatch: " + identity_.node_name + " runs " + identity_.versions.Describe() +
                        "; you run " + hello->versions.Describe(),
-                   versions.WithContext("refusing " + Describe()));
+                   versions);
     return;
   }
   if (hello->nonce.size() != kNonceBytes ||

@@ -31,6 +31,9 @@ namespace {
 
 // Redirects followed within one pass over the bootstrap list.
 constexpr int kMaxRedirects = 4;
+// Completed barriers of one name kept to answer re-sent arrivals; older ones
+// are forgotten so that a barrier per training step does not grow memory.
+constexpr uint64_t kKeptBarriersPerName = 16;
 
 uint64_t RandomId() {
   const Nonce n = RandomNonce();
@@ -411,6 +414,13 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
       ++it;
     }
   }
+  // Members that connected to us before we knew they were members.
+  for (const auto& conn : conns_) {
+    const std::string& name = conn->peer_name();
+    if (conn->established() && name != self_.name && view_.Find(name) && !peers_.count(name)) {
+      RegisterPeer(name, conn);
+    }
+  }
   for (auto it = barriers_.begin(); it != barriers_.end();) {
     it = it->first.epoch < view_.epoch ? barriers_.erase(it) : std::next(it);
   }
@@ -482,7 +492,7 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
 
 void ControlPlaneImpl::OnTick() {
   const Clock::time_point now = Clock::now();
-  const Duration since_last_tick = last_tick_ == Clock::time_point{} ? Duration::zero() : now - last_tick_;
+  const Duration since_last_tick = now - last_tick_;
   last_tick_ = now;
   if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
   const msg::Heartbeat heartbeat{view_.epoch, self_.name};
@@ -551,6 +561,8 @@ void ControlPlaneImpl::DialMissing() {
 
 void ControlPlaneImpl::HandleBarrier(const msg::Barrier& b) {
   if (!formed_ || b.epoch < view_.epoch) return;
+  auto counter = barrier_counters_.find({b.epoch, b.name});
+  if (counter != barrier_counters_.end() && b.seq + kKeptBarriersPerName < counter->second) return;  // long done
   BarrierState& st = barriers_[BarrierKey{b.epoch, b.name, b.seq}];
   st.arrived.insert(b.sender);
   st.advance |= b.advance;
@@ -609,6 +621,10 @@ Status ControlPlaneImpl::BarrierInternal(const std::string& name, bool advance, 
     BarrierState& st = barriers_[key];
     st.done = true;
     *advance_seen = st.advance;
+    if (key.seq >= kKeptBarriersPerName) {
+      barriers_.erase(barriers_.lower_bound(BarrierKey{epoch, name, 0}),
+                      barriers_.lower_bound(BarrierKey{epoch, name, key.seq - kKeptBarriersPerName}));
+    }
     return Status::Ok();
   }
   auto it = barriers_.find(key);

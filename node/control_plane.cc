@@ -192,6 +192,7 @@ void ControlPlaneImpl::StartThread() {
   asio::post(io_, [this] {
     Locked([this] {
       StartAccept();
+      last_tick_ = Clock::now();
       StartTick();
     });
   });

@@ -78,9 +78,11 @@ class ControlPlane {
   // token, version mismatch, duplicate name) or at the deadline.
   [[nodiscard]] Result<MembershipView> WaitForEpoch0(Deadline deadline);
 
-  // The latest installed view (epoch 0 with no members before joining).
+  // The latest installed view (epoch 0 with no members before joining). Its
+  // self_rank is -1 once this node has left or was removed by the others.
   MembershipView View() const;
-  // Called on the control thread after each new view is installed. Keep it short.
+  // Called on the control thread after each new view is installed (also the
+  // one with self_rank -1 that removes this node). Keep it short.
   void OnViewChange(std::function<void(const MembershipView&)> callback);
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);

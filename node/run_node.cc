@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,11 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "kernels/ops.h"
+#include "node/allreduce_exchange.h"
+#include "node/cluster_session.h"
 #include "node/exchange.h"
+#include "node/gossip_exchange.h"
+#include "node/trace.h"
 #include "node/logging.h"
 #include "node/metrics.h"
 #include "node/progress_display.h"
@@ -70,8 +75,11 @@ double PeakResidentMiB() {
 }  // namespace
 
 // Everything one training run needs, built by RunNode and used by TrainLoop.
+// Members are destroyed in reverse order: the exchange goes before the trace,
+// trainer and cluster session it uses.
 struct NodeRun {
   const Config& config;
+  std::optional<ClusterSession> session;
   std::string node_name;
   std::string run_dir;
   int rank = 0;
@@ -80,6 +88,7 @@ struct NodeRun {
   trainer::Dataset train;
   trainer::Dataset test;
   std::unique_ptr<trainer::Trainer> trainer;
+  std::unique_ptr<TraceWriter> trace;
   std::unique_ptr<Exchange> exchange;
   std::unique_ptr<MetricsWriter> metrics;
   LogSession* log_session = nullptr;
@@ -154,6 +163,8 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
       CHORUS_RETURN_IF_ERROR(run.exchange->BeforeStep(step));
       CHORUS_ASSIGN_OR_RETURN(trainer::ForwardBackwardResult pass, trainer.ForwardBackward(batch));
       const double t_compute = NowSeconds() - t0;
+      run.trace->Add("forward+backward", 0, static_cast<int64_t>(t0 * 1e6),
+                     static_cast<int64_t>((t0 + t_compute) * 1e6), step);
       if (tc.slowdown > 0.0) {
         // Straggler emulation: sleep a fraction of this step's compute time.
         std::this_thread::sleep_for(std::chrono::duration<double>(tc.slowdown * t_compute));
@@ -257,7 +268,9 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
 int RunNode(const Config& config, const NodeOptions& options) {
   NodeRun run{config};
   run.log_session = options.log_session;
-  run.node_name = config.run.node_name.empty() ? "node0" : config.run.node_name;
+  run.node_name = config.run.node_name.empty()
+                      ? "node" + std::to_string(std::max(0, config.cluster.rank_hint))
+                      : config.run.node_name;
   run.run_dir = NodeRunDir(config.run, run.node_name);
   std::error_code ec;
   fs::create_directories(run.run_dir, ec);
@@ -285,12 +298,39 @@ int RunNode(const Config& config, const NodeOptions& options) {
   run.train = std::move(*train);
   run.test = std::move(*test);
 
-  run.exchange = std::make_unique<SoloExchange>();
-  run.global_batch = config.train.batch_size * run.world_size;
+  // Cluster: any exchange other than "none", or a cluster of more than one node.
+  std::optional<ClusterSession>& session = run.session;
+  const bool clustered = config.exchange.kind != "none" || config.cluster.min_nodes > 1 ||
+                         !config.cluster.bootstrap.empty();
+  run.global_batch = config.train.batch_size;
+  if (clustered) {
+    auto joined = JoinCluster(config, /*with_fabric=*/true);
+    if (!joined) return fail(joined.error());
+    session = std::move(*joined);
+    run.rank = session->view.self_rank;
+    run.world_size = session->view.size();
+    run.global_batch = 0;
+    for (const Member& m : session->view.members) run.global_batch += m.batch_size;
+    CHORUS_LOG_INFO(Subsys::kNode, "cluster formed: ", session->view.Describe(), "; global batch ",
+                    run.global_batch);
+  }
+  run.trace = std::make_unique<TraceWriter>(run.rank);
   const int64_t steps_per_epoch = run.train.count / run.world_size / config.train.batch_size;
   auto made = trainer::Trainer::Create(MakeTrainerOptions(config, run.global_batch, steps_per_epoch));
   if (!made) return fail(made.error());
   run.trainer = std::move(*made);
+
+  if (config.exchange.kind == "allreduce") {
+    auto ex = AllreduceExchange::Create(config, &*session, run.trainer.get(), run.trace.get());
+    if (!ex) return fail(ex.error());
+    run.exchange = std::move(*ex);
+  } else if (config.exchange.kind == "gossip") {
+    auto ex = GossipExchange::Create(config, &*session, run.trainer.get(), run.trace.get());
+    if (!ex) return fail(ex.error());
+    run.exchange = std::move(*ex);
+  } else {
+    run.exchange = std::make_unique<SoloExchange>();
+  }
 
   auto metrics = MetricsWriter::Open(run.run_dir + "/metrics.jsonl", options.resume);
   if (!metrics) return fail(metrics.error());
@@ -307,6 +347,14 @@ int RunNode(const Config& config, const NodeOptions& options) {
   const std::string summary_path = run.run_dir + "/summary.json";
   Status written = WriteSummary(summary_path, *summary);
   if (!written.ok()) return fail(written);
+
+  Status traced = run.trace->Write(run.run_dir + "/trace.json");
+  if (!traced.ok()) CHORUS_LOG_WARN(Subsys::kNode, "trace: ", traced.ToString());
+  run.exchange.reset();
+  if (session && session->control) {
+    Status left = session->control->Leave(Deadline::AfterSeconds(config.cluster.dead_timeout_s + 2));
+    if (!left.ok()) CHORUS_LOG_WARN(Subsys::kNode, "leave: ", left.ToString());
+  }
 
   std::printf("\n== %s summary ==\n", run.node_name.c_str());
   std::printf("  test accuracy   %.4f (loss %.4f)\n", (*summary)["test_accuracy"].get<double>(),

@@ -116,7 +116,8 @@ Result<std::unique_ptr<Model>> Model::Build(std::string name, SampleShape input,
     }
     elements = layers[i]->output_shape().Elements();
   }
-  std::unique_ptr<Model> model(new Model(std::move(name), input, std::move(layers), precision, ctx));
+  std::unique_ptr<Model> model(
+      new Model(std::move(name), input, std::move(layers), precision, ctx));
   CHORUS_RETURN_IF_ERROR(model->Initialise(seed));
   return model;
 }

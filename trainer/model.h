@@ -144,7 +144,8 @@ class Model {
 
   std::vector<ParameterInfo> params_;
   std::vector<BufferInfo> buffers_;
-  std::vector<size_t> layer_first_param_;  // [layers + 1]: params of layer i are [first[i], first[i+1])
+  // [layers + 1]: the parameters of layer i are [first[i], first[i + 1]).
+  std::vector<size_t> layer_first_param_;
   std::vector<float> master_, grads_, buffer_values_;
   std::vector<float> working_float_;       // kFp16: the FP16 working copy expanded to FP32
   mutable std::vector<uint16_t> working_half_;  // kFp16: its FP16 bits, made on request

@@ -193,6 +193,38 @@ TEST(FabricTransport, RegistrationCacheIsReused) {
   EXPECT_EQ(GetFabricMrStats(**local).error().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(FabricTransport, NewMembershipFailsReceivesFromPeersThatLeft) {
+  if (!FabricProviderVersion("tcp;ofi_rxm")) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
+  auto world = MakeWorld(TransportKind::kTcp, 3);
+  ASSERT_TRUE(world) << world.error().ToString();
+  Transport& t0 = (*world)[0];
+  uint64_t v = 0;
+  auto from_leaver = t0.Irecv(2, 5, testing::AsWritableBytes(v));
+  ASSERT_TRUE(from_leaver);
+  auto any = t0.Irecv(kAnySource, 6, testing::AsWritableBytes(v));
+  ASSERT_TRUE(any);
+  // Next epoch: rank 2 is gone.
+  std::vector<PeerInfo> peers = {{0, t0.LocalAddress(), "node0"},
+                                 {1, (*world)[1].LocalAddress(), "node1"}};
+  ASSERT_TRUE(t0.SetPeers(0, peers).ok());
+  EXPECT_EQ(t0.size(), 2);
+  auto failed = (*from_leaver)->Wait(Deadline::AfterSeconds(10));
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code(), StatusCode::kUnavailable) << failed.error().ToString();
+  EXPECT_NE(failed.error().message().find("node2"), std::string::npos) << failed.error().ToString();
+  // The any-source receive survives and still names its source.
+  uint64_t x = 12;
+  ASSERT_TRUE((*world)[1].Send(0, 6, testing::AsBytes(x), Deadline::AfterSeconds(10)).ok());
+  auto got = (*any)->Wait(Deadline::AfterSeconds(10));
+  ASSERT_TRUE(got) << got.error().ToString();
+  EXPECT_EQ(got->source, 1);
+  EXPECT_EQ(v, 12u);
+  // Rank 2 no longer exists for t0.
+  auto gone = t0.Isend(2, 5, testing::AsBytes(x));
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(MrCache, HitsEvictsLeastRecentlyUsedAndKeepsHandedOutRegistrations) {
   int live = 0;
   int registered = 0;

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "gossip/choco_gossip.h"
+#include "gossip/gossip_pairwise.h"
+#include "gossip/gossip_push_sum.h"
 #include "tests/gossip/gossip_test_util.h"
 #include "topologies/graph_builders.h"
 #include "topologies/spectral_gap.h"
@@ -174,6 +177,33 @@ TEST(DpsgdGossipTest, RejectsAndCountsNonFiniteNeighbours) {
   for (int r = 1; r < 4; ++r) {
     for (float v : finals[r]) ASSERT_TRUE(std::isfinite(v)) << "rank " << r;
   }
+}
+
+TEST(GossipProtocolsTest, ASingleNodeKeepsItsValue) {
+  // World size 1: no neighbours, nothing to send; every protocol leaves x as is.
+  const auto graph = Must(topologies::CompleteGraph(1));
+  auto statuses = RunGossipNodes(1, [&](int, Transport& t, LocalHub&) -> Status {
+    const auto x0 = RandomVector(55, 0, 9);
+    std::vector<std::unique_ptr<GossipProtocol>> protocols;
+    CHORUS_ASSIGN_OR_RETURN(auto d, DpsgdGossip::Create(t, graph, {}));
+    protocols.push_back(std::move(d));
+    CHORUS_ASSIGN_OR_RETURN(auto p, PushSumGossip::Create(t, graph, {}));
+    protocols.push_back(std::move(p));
+    CHORUS_ASSIGN_OR_RETURN(auto c, ChocoGossip::Create(t, graph, {}));
+    protocols.push_back(std::move(c));
+    CHORUS_ASSIGN_OR_RETURN(auto a, PairwiseGossip::Create(t, graph, {}, x0));
+    protocols.push_back(std::move(a));
+    for (auto& protocol : protocols) {
+      auto x = x0;
+      for (int round = 0; round < 3; ++round) {
+        CHORUS_RETURN_IF_ERROR(protocol->Mix(x, round, Deadline::AfterSeconds(5)));
+      }
+      if (x != x0) return Internal(std::string(protocol->Name()) + " changed a lone node's value");
+      if (protocol->Stats().bytes_sent != 0) return Internal("a lone node sent bytes");
+    }
+    return Status::Ok();
+  });
+  ExpectAllOk(statuses);
 }
 
 TEST(DpsgdGossipTest, RejectsABadGraph) {

@@ -145,7 +145,9 @@ std::string SendRaw(const std::string& address, const std::vector<uint8_t>& byte
   socklen_t len = sizeof(local);
   getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
   const std::string me = "127.0.0.1:" + std::to_string(ntohs(local.sin_port));
-  if (!bytes.empty()) EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  if (!bytes.empty()) {
+    EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
   if (half_close) shutdown(fd, SHUT_WR);
   timeval tv{5, 0};  // the node answers garbage at once; 5 s only bounds a broken test
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

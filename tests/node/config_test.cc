@@ -215,6 +215,39 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[cluster]\nbootstrap = [\"a:1\", \"bad_host:2\"]", "cluster.bootstrap[1]: expected host:port, got \"bad_host:2\""},
       {"[fabric]\nprovider = \"verbs\"", "fabric.provider: expected one of \"tcp;ofi_rxm\", \"shm\", got \"verbs\""},
       {"[fabric]\nop_timeout_s = 0", "fabric.op_timeout_s: expected a number > 0.0"},
+      {"[exchange]\nkind = \"ps\"", "exchange.kind: expected one of \"none\", \"allreduce\", \"gossip\", got \"ps\""},
+      {"[exchange]\nalgorithm = \"rings\"", "exchange.algorithm: expected one of \"ring\", \"tree\", "
+                                            "\"halving-doubling\", \"hierarchical\", \"auto\", got \"rings\" "
+                                            "(did you mean \"ring\"?)"},
+      {"[exchange]\nbucket_kib = 0", "exchange.bucket_kib: expected an integer >= 1, got 0"},
+      {"[exchange]\nfp16_wire = 1", "exchange.fp16_wire: expected a boolean (true or false), got an integer (1)"},
+      {"[exchange]\non_failure = \"retry\"", "exchange.on_failure: expected one of \"continue\", \"stop\""},
+      {"[exchange]\nprotocol = \"pushsum\"", "exchange.protocol: expected one of \"dpsgd\", \"pairwise-async\", "
+                                            "\"push-sum\", \"choco\", got \"pushsum\" (did you mean \"push-sum\"?)"},
+      {"[exchange]\nperiod = 0", "exchange.period: expected an integer >= 1, got 0"},
+      {"[exchange]\nmax_staleness = -1", "exchange.max_staleness: expected an integer >= 0, got -1"},
+      {"[exchange]\ngamma = 0", "exchange.gamma: expected a number in (0, 1], got 0.0"},
+      {"[exchange]\ngamma = 1.5", "exchange.gamma: expected a number in (0, 1], got 1.5"},
+      {"[exchange]\nconsensus = \"exact\"", "exchange.consensus: expected one of \"allreduce\", \"rounds\", \"none\""},
+      {"[exchange]\nconsensus_bound = 0", "exchange.consensus_bound: expected a number > 0.0, got 0.0"},
+      {"[exchange]\nconsensus_max_rounds = 0", "exchange.consensus_max_rounds: expected an integer >= 1, got 0"},
+      {"[exchange]\nconsensus_every_steps = 0", "exchange.consensus_every_steps: expected an integer >= 1, got 0"},
+      {"[exchange.compression]\ncodec = \"topk\"", "exchange.compression.codec: expected one of \"none\", \"fp16\", "
+                                                 "\"int8\", \"sign\", \"top-k\", \"random-k\", got \"topk\" "
+                                                 "(did you mean \"top-k\"?)"},
+      {"[exchange.compression]\nratio = 0", "exchange.compression.ratio: expected a number in (0, 1], got 0.0"},
+      {"[exchange.compression]\nratio = 1.01", "exchange.compression.ratio: expected a number in (0, 1], got 1.01"},
+      {"[exchange.compression]\nchunk = 0", "exchange.compression.chunk: expected an integer >= 1, got 0"},
+      {"[exchange.compression]\nlevel = 3", "exchange.compression.level: unknown key"},
+      {"[exchange]\ncompression = \"sign\"",
+       "exchange.compression: expected a table [exchange.compression], got a string (\"sign\")"},
+      {"[exchange]\ncompresion = { codec = \"sign\" }", "exchange.compresion: unknown key; did you mean "
+                                                        "exchange.compression?"},
+      {"[topology]\nkind = \"star\"", "topology.kind: expected one of \"ring\", \"bidirectional-ring\", \"torus\""},
+      {"[topology]\ndims = [2, 0]", "x.toml:2:12: topology.dims[1]: expected an integer >= 1, got 0"},
+      {"[topology]\ndims = [2, \"4\"]", "x.toml:2:12: topology.dims[1]: expected a 32-bit integer, got a string"},
+      {"[topology]\ndims = 4", "topology.dims: expected an array of integers, got an integer (4)"},
+      {"[topology]\ndegree = 0", "topology.degree: expected an integer >= 1, got 0"},
   };
   for (const auto& [text, expected] : cases) {
     SCOPED_TRACE(text);
@@ -224,6 +257,64 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
     EXPECT_THAT(config.error().message(), HasSubstr("x.toml:2:"));  // every case sets its key on line 2
     EXPECT_EQ(config.error().code(), StatusCode::kInvalidArgument);
   }
+}
+
+TEST(ConfigParseTest, ExchangeAndTopologyKeysAreRead) {
+  const std::string text =
+      "[exchange]\n"
+      "kind = \"gossip\"\n"
+      "protocol = \"choco\"\n"
+      "gamma = 0.5\n"
+      "fp16_wire = true\n"
+      "consensus = \"rounds\"\n"
+      "\n"
+      "[exchange.compression]\n"
+      "codec = \"int8\"\n"
+      "chunk = 64\n"
+      "\n"
+      "[topology]\n"
+      "kind = \"torus\"\n"
+      "dims = [2, 4]\n"
+      "degree = 3\n";
+  Result<Config> config = ParseConfigString(text, "x.toml");
+  ASSERT_TRUE(config) << ErrorOf(config);
+  EXPECT_EQ(config->exchange.kind, "gossip");
+  EXPECT_EQ(config->exchange.protocol, "choco");
+  EXPECT_EQ(config->exchange.gamma, 0.5);
+  EXPECT_TRUE(config->exchange.fp16_wire);
+  EXPECT_EQ(config->exchange.consensus, "rounds");
+  EXPECT_EQ(config->exchange.algorithm, "auto");  // untouched keys keep their defaults
+  EXPECT_EQ(config->exchange.compression.codec, "int8");
+  EXPECT_EQ(config->exchange.compression.chunk, 64);
+  EXPECT_EQ(config->exchange.compression.ratio, CompressionConfig{}.ratio);
+  EXPECT_EQ(config->topology.kind, "torus");
+  EXPECT_EQ(config->topology.dims, (std::vector<int>{2, 4}));
+  EXPECT_EQ(config->topology.degree, 3);
+  EXPECT_EQ(config->origins.at("exchange.compression.codec"), "x.toml:9:1");
+  EXPECT_EQ(config->origins.at("topology.dims"), "x.toml:14:1");
+  EXPECT_EQ(config->origins.at("topology.dims[1]"), "x.toml:14:12");
+}
+
+TEST(ConfigParseTest, CompressionMayBeAnInlineTableOrDottedKeys) {
+  Result<Config> inline_table =
+      ParseConfigString("[exchange]\nkind = \"gossip\"\ncompression = { codec = \"sign\", chunk = 32 }\n", "x.toml");
+  ASSERT_TRUE(inline_table) << ErrorOf(inline_table);
+  EXPECT_EQ(inline_table->exchange.compression.codec, "sign");
+  EXPECT_EQ(inline_table->exchange.compression.chunk, 32);
+
+  Result<Config> dotted = ParseConfigString("[exchange]\ncompression.codec = \"fp16\"\n", "x.toml");
+  ASSERT_TRUE(dotted) << ErrorOf(dotted);
+  EXPECT_EQ(dotted->exchange.compression.codec, "fp16");
+
+  Result<Config> bad = ParseConfigString("[exchange]\ncompression = { codec = \"zip\" }\n", "x.toml");
+  EXPECT_THAT(ErrorOf(bad), HasSubstr("x.toml:2:17: exchange.compression.codec: expected one of"));
+}
+
+TEST(ConfigParseTest, LossyCodecWithoutChocoIsAllowed) {
+  Result<Config> config = ParseConfigString(
+      "[exchange]\nkind = \"gossip\"\nprotocol = \"dpsgd\"\n[exchange.compression]\ncodec = \"top-k\"\n", "x.toml");
+  ASSERT_TRUE(config) << ErrorOf(config);
+  EXPECT_EQ(config->exchange.compression.codec, "top-k");
 }
 
 TEST(ConfigParseTest, CrossFieldErrorPointsAtTheKeyThatWasSet) {
@@ -295,6 +386,40 @@ TEST(ConfigOverrideTest, SetsValuesOfEveryType) {
   EXPECT_TRUE(ValidateConfig(config).ok()) << ErrorOf(ValidateConfig(config));
 }
 
+TEST(ConfigOverrideTest, SetsNestedBooleanAndIntegerListKeys) {
+  Config config = DefaultConfig();
+  ASSERT_TRUE(ApplyOverride(&config, "exchange.kind=allreduce", "--set").ok());
+  ASSERT_TRUE(ApplyOverride(&config, "exchange.fp16_wire=true", "--set").ok());
+  ASSERT_TRUE(ApplyOverride(&config, "exchange.compression.codec=sign", "--set a").ok());
+  ASSERT_TRUE(ApplyOverride(&config, "exchange.compression.ratio=0.5", "--set").ok());
+  ASSERT_TRUE(ApplyOverride(&config, "topology.dims=[2,4]", "--set b").ok());
+  EXPECT_EQ(config.exchange.kind, "allreduce");
+  EXPECT_TRUE(config.exchange.fp16_wire);
+  EXPECT_EQ(config.exchange.compression.codec, "sign");
+  EXPECT_EQ(config.exchange.compression.ratio, 0.5);
+  EXPECT_EQ(config.topology.dims, (std::vector<int>{2, 4}));
+  EXPECT_EQ(config.origins.at("exchange.compression.codec"), "--set a");
+  EXPECT_EQ(config.origins.at("topology.dims[1]"), "--set b");
+  ASSERT_TRUE(ApplyOverride(&config, "topology.dims=3, 5, 7", "--set").ok());  // bare list
+  EXPECT_EQ(config.topology.dims, (std::vector<int>{3, 5, 7}));
+  ASSERT_TRUE(ApplyOverride(&config, "topology.dims=[]", "--set").ok());
+  EXPECT_TRUE(config.topology.dims.empty());
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ErrorOf(ValidateConfig(config));
+
+  ASSERT_TRUE(ApplyOverride(&config, "topology.dims=[2,0]", "--set topology.dims=[2,0]").ok());
+  EXPECT_EQ(ErrorOf(ValidateConfig(config)),
+            "--set topology.dims=[2,0]: topology.dims[1]: expected an integer >= 1, got 0");
+  EXPECT_EQ(ErrorOf(ApplyOverride(&config, "exchange.compression.codc=sign", "--set")),
+            "--set: exchange.compression.codc: unknown key; did you mean exchange.compression.codec?");
+  EXPECT_EQ(ErrorOf(ApplyOverride(&config, "exchange.fp16_wire=yes", "--set")),
+            "--set: exchange.fp16_wire: expected a boolean (true or false), got \"yes\"");
+  EXPECT_EQ(ErrorOf(ApplyOverride(&config, "topology.dims=[2,\"x\"]", "--set")),
+            "--set: topology.dims[1]: expected a 32-bit integer, got a string (\"x\")");
+  EXPECT_EQ(ErrorOf(ApplyOverride(&config, "exchange.compression=sign", "--set")),
+            "--set: exchange.compression: a table, not a key; set one of its keys, such as "
+            "exchange.compression.codec");
+}
+
 TEST(ConfigOverrideTest, OverridesAFileValueAndIsValidatedWithItsOrigin) {
   Result<Config> config = ParseConfigString("[train]\nbatch_size = 32\n", "x.toml");
   ASSERT_TRUE(config) << ErrorOf(config);
@@ -338,11 +463,21 @@ TEST(DescribeConfigTest, PrintsEveryKeyAndReparsesToTheSameSettings) {
   config.train.seed = 9007199254740993ull;  // above 2^53: an integer, not a double
   config.loss_scale.initial = 1e20;
   config.train.epochs = 0;
+  config.exchange.kind = "gossip";
+  config.exchange.protocol = "choco";
+  config.exchange.fp16_wire = true;
+  config.exchange.gamma = 0.1 + 0.2;
+  config.exchange.compression.codec = "top-k";
+  config.exchange.compression.ratio = 0.003;
+  config.exchange.compression.chunk = 17;
+  config.topology.kind = "torus";
+  config.topology.dims = {2, 3, 4};
+  config.topology.seed = 42;
   ASSERT_TRUE(ValidateConfig(config).ok()) << ErrorOf(ValidateConfig(config));
 
   const std::string text = DescribeConfig(config);
   for (const std::string& path : ConfigKeyPaths()) {
-    const size_t dot = path.find('.');
+    const size_t dot = path.rfind('.');  // exchange.compression.codec: table [exchange.compression]
     std::string section = "[";
     section.append(path, 0, dot).append("]");
     std::string key = "\n";
@@ -356,11 +491,26 @@ TEST(DescribeConfigTest, PrintsEveryKeyAndReparsesToTheSameSettings) {
   EXPECT_EQ(again->cluster.token, config.cluster.token);
   EXPECT_EQ(again->train.base_lr, config.train.base_lr);
   EXPECT_EQ(again->train.seed, config.train.seed);
+  EXPECT_EQ(again->exchange, config.exchange);
+  EXPECT_EQ(again->topology, config.topology);
+  EXPECT_THAT(text, HasSubstr("\n[exchange.compression]\n"));
+  EXPECT_THAT(text, HasSubstr("\ndims = [2, 3, 4]"));
+  EXPECT_THAT(text, HasSubstr("\nfp16_wire = true"));
+}
+
+TEST(DescribeConfigTest, SameSettingsSeesExchangeAndTopology) {
+  Config changed = DefaultConfig();
+  changed.exchange.compression.chunk = 8;
+  EXPECT_FALSE(changed.SameSettings(DefaultConfig()));
+  changed = DefaultConfig();
+  changed.topology.dims = {4};
+  EXPECT_FALSE(changed.SameSettings(DefaultConfig()));
 }
 
 TEST(DescribeConfigTest, KeyPathsCoverEveryTable) {
   const std::vector<std::string> paths = ConfigKeyPaths();
-  for (const char* table : {"run.", "train.", "loss_scale.", "data.", "cluster.", "fabric."}) {
+  for (const char* table : {"run.", "train.", "loss_scale.", "data.", "cluster.", "fabric.", "exchange.",
+                            "exchange.compression.", "topology."}) {
     EXPECT_TRUE(std::any_of(paths.begin(), paths.end(), [&](const std::string& p) { return p.starts_with(table); }))
         << table;
   }

@@ -83,8 +83,9 @@ TEST(ControlPlaneTest, ThreeNodesFormEpochZeroAndPassABarrier) {
   EXPECT_EQ(views[0].members[2].data_address, (std::vector<uint8_t>{1, 2, 3, 4}));
   EXPECT_EQ(views[0].members[0].control_address, c->advertise_address());
 
-  // Twice the same barrier name: the per-name sequence keeps them apart.
-  for (int round = 0; round < 2; ++round) {
+  // The same barrier name again and again: the per-name sequence keeps them
+  // apart, also past the 16 completed barriers a node remembers per name.
+  for (int round = 0; round < 20; ++round) {
     auto fb = std::async(std::launch::async, [&] { return b->Barrier("sync", Deadline::AfterSeconds(kWait)); });
     auto fc = std::async(std::launch::async, [&] { return c->Barrier("sync", Deadline::AfterSeconds(kWait)); });
     Status sa = a->Barrier("sync", Deadline::AfterSeconds(kWait));

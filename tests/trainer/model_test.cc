@@ -164,7 +164,8 @@ TEST(Model, Fp16GradientsAgreeWithFp32) {
   for (const auto& [name, tolerance] : cases) {
     auto fp32 = MakeModel(name, Precision::kFp32);
     auto fp16 = MakeModel(name, Precision::kFp16);
-    const auto r32 = fp32->ForwardBackward(data.images.data(), data.labels.data(), 32, 1.0, nullptr);
+    const auto r32 =
+        fp32->ForwardBackward(data.images.data(), data.labels.data(), 32, 1.0, nullptr);
     const auto r16 =
         fp16->ForwardBackward(data.images.data(), data.labels.data(), 32, 1024.0, nullptr);
     // The loss depends on the logits only, which agree to ~1e-4 relative.

@@ -115,7 +115,9 @@ TEST(Lars, ZeroGradientNormUsesUnitRatio) {
 
 TEST(Lars, ExcludesBiasesAndBatchNormFromDecayAndTrustRatio) {
   auto opt = Make(OptimizerKind::kLars, 0.9, 0.5, 0.001,
-                  Table({{2, ParamKind::kBias}, {2, ParamKind::kBnScale}, {2, ParamKind::kBnShift}}));
+                  Table({{2, ParamKind::kBias},
+                         {2, ParamKind::kBnScale},
+                         {2, ParamKind::kBnShift}}));
   std::vector<float> w = {3.0f, 4.0f, 1.0f, 1.0f, -1.0f, 2.0f};
   const std::vector<float> g = {0.5f, -1.0f, 0.25f, 0.0f, 2.0f, 1.0f};
   std::vector<float> expected(w);

@@ -1,0 +1,129 @@
+// bench_train: training throughput (samples/s) of one node, for the table in
+// the foundation issue: mlp and cnn, batch 64 and 256, fp32 and fp16, N threads.
+// Mirrors ../shared/peers/train_torch.py `bench` (real Fashion-MNIST batches
+// gathered per step, warm-up, then windows of ~window_s seconds; median) so the
+// two can be run back to back and compared as ratios. Also prints peak RSS.
+//
+//   bench_train [--models mlp,cnn] [--batches 64,256] [--precisions fp32,fp16]
+//               [--threads 2] [--windows 7] [--window-s 2] [--warmup 30] [--optimizer lars]
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "common/clock.h"
+#include "kernels/ops.h"
+#include "trainer/batch_sampler.h"
+#include "trainer/dataset.h"
+#include "trainer/trainer.h"
+
+namespace {
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {  // see node/main.cc
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+    execv("/proc/self/exe", argv);
+  }
+  CLI::App app{"Chorus training throughput benchmark"};
+  std::string models = "mlp,cnn", batches = "64,256", precisions = "fp32,fp16";
+  std::string optimizer = "lars", data_dir = "/usr/share/datasets/fashion-mnist";
+  int threads = 2, windows = 7, warmup = 30;
+  double window_s = 2.0;
+  app.add_option("--models", models, "Comma-separated models (mlp, cnn, cnn-bn)");
+  app.add_option("--batches", batches, "Comma-separated batch sizes");
+  app.add_option("--precisions", precisions, "Comma-separated precisions (fp32, fp16)");
+  app.add_option("--optimizer", optimizer, "lars or sgd");
+  app.add_option("--threads", threads, "Compute threads");
+  app.add_option("--windows", windows, "Measurement windows (the median is reported)");
+  app.add_option("--window-s", window_s, "Seconds per window");
+  app.add_option("--warmup", warmup, "Warm-up steps");
+  app.add_option("--data", data_dir, "Fashion-MNIST folder");
+  CLI11_PARSE(app, argc, argv);
+
+  auto train = chorus::trainer::LoadFashionMnist(data_dir, chorus::trainer::Split::kTrain, 0);
+  if (!train) {
+    std::fprintf(stderr, "bench_train: %s\n", train.error().ToString().c_str());
+    return 1;
+  }
+  std::printf("%-7s %-5s %6s %8s %12s %12s %12s\n", "model", "prec", "batch", "threads",
+              "median/s", "min/s", "max/s");
+  for (const std::string& model : Split(models)) {
+    for (const std::string& b : Split(batches)) {
+      for (const std::string& precision : Split(precisions)) {
+        const int batch = std::stoi(b);
+        chorus::trainer::TrainerOptions o;
+        o.model = model;
+        o.precision = precision;
+        o.optimizer = optimizer;
+        o.batch_size = batch;
+        o.global_batch = batch;
+        o.epochs = 100;
+        o.steps_per_epoch = train->count / batch;
+        o.threads = threads;
+        auto trainer = chorus::trainer::Trainer::Create(o);
+        if (!trainer) {
+          std::fprintf(stderr, "bench_train: %s\n", trainer.error().ToString().c_str());
+          return 1;
+        }
+        chorus::trainer::BatchSampler sampler(train->count, batch, 1, 0, 1);
+        chorus::trainer::Batch x;
+        int epoch = 0;
+        int64_t step = 0;
+        auto one_step = [&]() -> bool {
+          if (!sampler.Next(*train, &x)) {
+            sampler.StartEpoch(++epoch);
+            sampler.Next(*train, &x);
+          }
+          auto r = (*trainer)->TrainStep(x, step++);
+          if (!r) {
+            std::fprintf(stderr, "bench_train: %s\n", r.error().ToString().c_str());
+            return false;
+          }
+          return true;
+        };
+        double t0 = chorus::NowSeconds();
+        for (int i = 0; i < warmup; ++i)
+          if (!one_step()) return 1;
+        const double per_step = (chorus::NowSeconds() - t0) / std::max(1, warmup);
+        const int steps_per_window = std::max(5, static_cast<int>(window_s / per_step));
+        std::vector<double> rates;
+        for (int w = 0; w < windows; ++w) {
+          t0 = chorus::NowSeconds();
+          for (int i = 0; i < steps_per_window; ++i)
+            if (!one_step()) return 1;
+          rates.push_back(steps_per_window * batch / (chorus::NowSeconds() - t0));
+        }
+        std::printf("%-7s %-5s %6d %8d %12.0f %12.0f %12.0f\n", model.c_str(), precision.c_str(),
+                    batch, threads, Median(rates), *std::min_element(rates.begin(), rates.end()),
+                    *std::max_element(rates.begin(), rates.end()));
+        std::fflush(stdout);
+      }
+    }
+  }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("peak RSS %.1f MiB\n", usage.ru_maxrss / 1024.0);
+  return 0;
+}

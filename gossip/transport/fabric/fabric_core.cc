@@ -1,0 +1,618 @@
+// FabricCore: endpoint setup, peers, posting with a backlog, completion
+// handling, waits and the progress thread (design in fabric_core.h).
+#include "gossip/transport/fabric/fabric_core.h"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace chorus::gossip::fabric {
+
+// ---- Setup ----
+
+namespace {
+
+InfoOwner MakeHints(const std::string& provider) {
+  InfoOwner hints(fi_allocinfo());
+  if (!hints) return hints;
+  hints->caps = FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_SAFE;
+  hints->tx_attr->msg_order = FI_ORDER_SAS;
+  hints->rx_attr->msg_order = FI_ORDER_SAS;
+  hints->fabric_attr->prov_name = strdup(provider.c_str());
+  return hints;
+}
+
+// Provider settings Chorus depends on, applied before libfabric reads its
+// environment (its first fi_getinfo in the process) and never over a value the
+// user set:
+//  - FI_OFI_RXM_ENABLE_DYN_RBUF=0: with rxm's dynamic receive buffers (tcp
+//    reading straight into the user buffer), libfabric 1.17 loses the stream
+//    position after a truncated receive and later messages on that connection
+//    never arrive; rxm's bounce buffers handle truncation correctly.
+void ApplyProviderEnvironment() {
+  static const bool applied = [] {
+    setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/0);
+    return true;
+  }();
+  (void)applied;
+}
+
+}  // namespace
+
+Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address) {
+  ApplyProviderEnvironment();
+  InfoOwner hints = MakeHints(provider);
+  if (!hints) return Err(ResourceExhausted("fi_allocinfo failed"));
+  const bool bind = !bind_address.empty() && provider != "shm";
+  fi_info* list = nullptr;
+  const int ret = fi_getinfo(kApiVersion, bind ? bind_address.c_str() : nullptr, nullptr,
+                             bind ? FI_SOURCE : 0, hints.get(), &list);
+  if (ret == -FI_ENODATA) {
+    return Err(NotFound("libfabric provider \"" + provider + "\" offers no RDM tagged endpoint" +
+                        (bind ? " on " + bind_address : std::string()) + " (see fi_info -l)"));
+  }
+  CHORUS_FI_RETURN_IF_ERROR(ret, "fi_getinfo(" + provider + ")");
+  InfoOwner all(list);
+  for (fi_info* i = list; i != nullptr; i = i->next) {
+    if (i->fabric_attr->prov_name != nullptr && provider == i->fabric_attr->prov_name) {
+      return InfoOwner(fi_dupinfo(i));
+    }
+  }
+  return Err(NotFound("libfabric provider \"" + provider + "\" not found (see fi_info -l)"));
+}
+
+Status FabricCore::Open() {
+  CHORUS_ASSIGN_OR_RETURN(info_, GetInfo(options_.provider, options_.bind_address));
+  registering_ = options_.force_memory_registration ||
+                 (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+  describe_ = "fabric(" + options_.provider + " " +
+              fabric::VersionString(info_->fabric_attr->prov_version) + ")";
+  if (!options_.node_name.empty()) describe_ += "@" + options_.node_name;
+
+  CHORUS_FI_RETURN_IF_ERROR(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
+  CHORUS_FI_RETURN_IF_ERROR(fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr),
+                            "fi_domain");
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  cq_attr.size = options_.cq_size;
+  CHORUS_FI_RETURN_IF_ERROR(fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr), "fi_cq_open");
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  CHORUS_FI_RETURN_IF_ERROR(fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr), "fi_av_open");
+  if (registering_) {
+    mr_cache_ = std::make_unique<MrCache>(
+        options_.mr_cache_capacity,
+        [this](const void* address, size_t length) { return Register(address, length); });
+  }
+  CHORUS_FI_RETURN_IF_ERROR(fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr),
+                            "fi_endpoint");
+  CHORUS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_.get(), &av_.get()->fid, 0), "fi_ep_bind(av)");
+  CHORUS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_.get(), &cq_.get()->fid, FI_TRANSMIT | FI_RECV),
+                            "fi_ep_bind(cq)");
+  CHORUS_FI_RETURN_IF_ERROR(fi_enable(ep_.get()), "fi_enable");
+
+  size_t len = 64;
+  local_address_.resize(len);
+  int ret = fi_getname(&ep_.get()->fid, local_address_.data(), &len);
+  if (ret == -FI_ETOOSMALL) {
+    local_address_.resize(len);
+    ret = fi_getname(&ep_.get()->fid, local_address_.data(), &len);
+  }
+  CHORUS_FI_RETURN_IF_ERROR(ret, "fi_getname");
+  local_address_.resize(len);
+
+  progress_thread_ = std::thread([this] { ProgressLoop(); });
+  CHORUS_LOG_DEBUG(Subsys::kFabric, "opened ", describe_, " mr_mode=0x", std::hex,
+                   info_->domain_attr->mr_mode, std::dec, " registering=", registering_);
+  return Status::Ok();
+}
+
+Result<MrRegistration> FabricCore::Register(const void* address, size_t length) {
+  auto owner = std::make_shared<MrOwner>();
+  CHORUS_FI_RETURN_IF_ERROR(fi_mr_reg(domain_.get(), address, length, FI_SEND | FI_RECV, 0,
+                                      next_mr_key_.fetch_add(1), 0, owner->out(), nullptr),
+                            "fi_mr_reg(" + std::to_string(length) + " bytes)");
+  MrRegistration reg;
+  reg.desc = fi_mr_desc(owner->get());
+  reg.owner = std::move(owner);
+  return reg;
+}
+
+void FabricCore::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    progress_stop_ = true;
+  }
+  progress_cv_.notify_all();
+  if (progress_thread_.joinable()) progress_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(cq_mu_);
+    if (closed_) return;
+    closed_ = true;
+    ep_.Reset();  // no completion can arrive after this
+  }
+  std::unordered_map<FabricOp*, std::shared_ptr<FabricOp>> ops;
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    ops.swap(inflight_);
+  }
+  for (auto& [ptr, op] : ops) {
+    std::lock_guard<std::mutex> lock(op->mu);
+    op->reaped = true;
+    FailLocked(*op, Cancelled(op->Describe() + ": transport closed"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(backlog_mu_);
+    for (auto& queue : backlog_) queue.clear();
+    backlog_size_.store(0);
+  }
+  if (mr_cache_) mr_cache_->Clear();
+}
+
+// ---- Peers ----
+
+Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
+  const int n = static_cast<int>(peers.size());
+  PeerTable table;
+  table.self = self;
+  table.addr.assign(n, FI_ADDR_NOTAVAIL);
+  table.names.resize(n);
+  table.dead.assign(n, false);
+  std::unique_lock lock(peers_mu_);
+  for (const PeerInfo& p : peers) {
+    if (p.rank < 0 || p.rank >= n || table.addr[p.rank] != FI_ADDR_NOTAVAIL) {
+      return InvalidArgument("fabric SetPeers: rank " + std::to_string(p.rank) +
+                             " is out of range or repeated (" + std::to_string(n) + " peers)");
+    }
+    if (p.address.empty()) {
+      return InvalidArgument("fabric SetPeers: rank " + std::to_string(p.rank) + " (" + p.name +
+                             ") has an empty address");
+    }
+    const std::string key(p.address.begin(), p.address.end());
+    auto it = av_entries_.find(key);
+    if (it == av_entries_.end()) {
+      std::vector<uint8_t> blob = p.address;
+      if (info_->addr_format == FI_ADDR_STR && blob.back() != 0) blob.push_back(0);
+      fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
+      const int ret = fi_av_insert(av_.get(), blob.data(), 1, &fi_addr, 0, nullptr);
+      if (ret != 1 || fi_addr == FI_ADDR_NOTAVAIL) {
+        return FabricStatus(ret < 0 ? ret : -FI_EADDRNOTAVAIL,
+                            "fi_av_insert for rank " + std::to_string(p.rank) + " (" + p.name + ")");
+      }
+      it = av_entries_.emplace(key, fi_addr).first;
+    }
+    table.addr[p.rank] = it->second;
+    table.names[p.rank] = p.name;
+    table.rank_of[it->second] = p.rank;
+  }
+  if (self < 0 || self >= n || peers.empty()) {
+    return InvalidArgument("fabric SetPeers: self rank " + std::to_string(self) +
+                           " not among the " + std::to_string(n) + " peers");
+  }
+  for (const PeerInfo& p : peers) {
+    if (p.rank == self && p.address != local_address_) {
+      return InvalidArgument("fabric SetPeers: self rank " + std::to_string(self) + " (" +
+                             p.name + ") has another endpoint's address");
+    }
+  }
+  peers_ = std::move(table);
+  // Pending operations follow their peer to its new rank, or fail if it left.
+  std::vector<std::shared_ptr<FabricOp>> gone;
+  {
+    std::lock_guard<std::mutex> inflight_lock(inflight_mu_);
+    for (auto& [ptr, op] : inflight_) {
+      if (op->addr == FI_ADDR_UNSPEC) continue;
+      auto r = peers_.rank_of.find(op->addr);
+      std::lock_guard<std::mutex> op_lock(op->mu);
+      if (r == peers_.rank_of.end()) {
+        FailLocked(*op, Unavailable(op->Describe() + ": peer left the membership"));
+        gone.push_back(op);
+      } else {
+        op->peer = r->second;
+      }
+    }
+  }
+  lock.unlock();  // Poll takes cq_mu_ before peers_mu_: never hold both the other way
+  CancelInProvider(gone);
+  return Status::Ok();
+}
+
+void FabricCore::MarkPeerDead(Rank peer) {
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  std::string name;
+  {
+    std::unique_lock lock(peers_mu_);
+    if (peer < 0 || peer >= static_cast<Rank>(peers_.addr.size())) return;
+    peers_.dead[peer] = true;
+    addr = peers_.addr[peer];
+    name = peers_.Name(peer);
+  }
+  std::vector<std::shared_ptr<FabricOp>> failed;
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    for (auto& [ptr, op] : inflight_) {
+      if (op->addr != addr) continue;
+      std::lock_guard<std::mutex> op_lock(op->mu);
+      FailLocked(*op, Unavailable(op->Describe() + ": peer marked dead"));
+      failed.push_back(op);
+    }
+  }
+  // Receives are cancelled (their FI_ECANCELED completions are reaped by the
+  // progress thread); a send the provider already started completes or fails
+  // on its own, and its context stays owned by inflight_ until then.
+  CancelInProvider(failed);
+  CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": ", name, " marked dead, ", failed.size(),
+                  " pending operations failed");
+}
+
+// ---- Posting ----
+
+Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data,
+                                    size_t length) {
+  auto op = std::make_shared<FabricOp>();
+  op->ctx.op = op.get();
+  op->kind = kind;
+  op->peer = peer;
+  op->tag = tag;
+  op->length = length;
+  {
+    std::shared_lock lock(peers_mu_);
+    const char* verb = kind == FabricOp::Kind::kSend ? "send to " : "receive from ";
+    if (peers_.self < 0) {
+      return Err(FailedPrecondition(std::string(verb) + "rank " + std::to_string(peer) +
+                                    ": SetPeers was not called"));
+    }
+    if (peer == kAnySource && kind == FabricOp::Kind::kRecv) {
+      op->addr = FI_ADDR_UNSPEC;
+      op->peer_name = "any source";
+    } else if (peer < 0 || peer >= static_cast<Rank>(peers_.addr.size())) {
+      return Err(InvalidArgument(std::string(verb) + "rank " + std::to_string(peer) +
+                                 ": not a member (size " + std::to_string(peers_.addr.size()) +
+                                 ")"));
+    } else {
+      op->addr = peers_.addr[peer];
+      op->peer_name = peers_.Name(peer);
+      if (peers_.dead[peer]) {
+        return Err(Unavailable(std::string(verb) + op->peer_name + ": peer is dead"));
+      }
+    }
+  }
+  void* desc = nullptr;
+  if (registering_ && length > 0) {
+    auto reg = mr_cache_->Get(data, length);
+    if (!reg) return Err(reg.error().WithContext(op->Describe()));
+    desc = reg->desc;
+    op->mr = std::move(reg->owner);
+  }
+  op->data = data;
+  op->desc = desc;
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    inflight_.emplace(op.get(), op);
+  }
+  bool backlogged = false;
+  {
+    std::lock_guard<std::mutex> lock(backlog_mu_);
+    auto& queue = backlog_[static_cast<int>(kind)];
+    ssize_t ret = -FI_EAGAIN;
+    if (queue.empty()) {
+      std::lock_guard<std::mutex> provider_lock(cq_mu_);
+      ret = closed_ ? -FI_ECANCELED : TryPost(*op);
+    }
+    if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) {
+      op->in_backlog = true;
+      queue.push_back(op);
+      backlog_size_.fetch_add(1);
+      backlogged = true;
+    } else if (ret < 0) {
+      std::lock_guard<std::mutex> inflight_lock(inflight_mu_);
+      inflight_.erase(op.get());
+      return Err(FabricStatus(static_cast<int>(ret),
+                              kind == FabricOp::Kind::kSend ? "fi_tsend" : "fi_trecv")
+                     .WithContext(op->Describe()));
+    }
+  }
+  if (backlogged) WakeProgress();
+  return MakeFabricRequest(shared_from_this(), std::move(op));
+}
+
+void FabricCore::CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops) {
+  std::lock_guard<std::mutex> lock(cq_mu_);
+  if (closed_) return;
+  for (const auto& op : ops) fi_cancel(&ep_.get()->fid, &op->ctx.context);
+}
+
+ssize_t FabricCore::TryPost(FabricOp& op) {
+  if (op.kind == FabricOp::Kind::kSend) {
+    return fi_tsend(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, &op.ctx.context);
+  }
+  return fi_trecv(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, /*ignore=*/0,
+                  &op.ctx.context);
+}
+
+void FabricCore::DrainBacklog() {
+  std::vector<std::pair<std::shared_ptr<FabricOp>, Status>> failed;
+  {
+    std::unique_lock<std::mutex> lock(backlog_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    for (auto& queue : backlog_) {
+      while (!queue.empty()) {
+        auto& op = queue.front();
+        Status error;
+        if (op->finished.load()) {
+          error = Cancelled(op->Describe() + ": finished before it was posted");
+        } else {
+          const ssize_t ret = TryPost(*op);
+          if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) break;  // still full
+          if (ret < 0) {
+            error = FabricStatus(static_cast<int>(ret),
+                                 op->kind == FabricOp::Kind::kSend ? "fi_tsend" : "fi_trecv")
+                        .WithContext(op->Describe());
+          }
+        }
+        op->in_backlog = false;
+        if (!error.ok()) failed.emplace_back(op, std::move(error));
+        queue.pop_front();
+        backlog_size_.fetch_sub(1);
+      }
+    }
+  }
+  for (auto& [op, error] : failed) Finish(*op, std::move(error), {}, /*reaped=*/true);
+}
+
+bool FabricCore::RemoveFromBacklog(FabricOp& op) {
+  std::lock_guard<std::mutex> lock(backlog_mu_);
+  if (!op.in_backlog) return false;
+  auto& queue = backlog_[static_cast<int>(op.kind)];
+  auto it = std::find_if(queue.begin(), queue.end(),
+                         [&](const std::shared_ptr<FabricOp>& p) { return p.get() == &op; });
+  if (it == queue.end()) return false;
+  queue.erase(it);
+  op.in_backlog = false;
+  backlog_size_.fetch_sub(1);
+  return true;
+}
+
+// ---- Completions ----
+
+int FabricCore::Poll(bool block) {
+  std::unique_lock<std::mutex> lock(cq_mu_, std::defer_lock);
+  if (block) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return 0;
+  }
+  if (closed_) return 0;
+  int handled = 0;
+  fi_cq_tagged_entry entries[kCqBatch];
+  fi_addr_t sources[kCqBatch];
+  while (true) {
+    const ssize_t n = fi_cq_readfrom(cq_.get(), entries, kCqBatch, sources);
+    if (n > 0) {
+      for (ssize_t i = 0; i < n; ++i) HandleCompletion(entries[i], sources[i]);
+      handled += static_cast<int>(n);
+      if (n < static_cast<ssize_t>(kCqBatch)) break;
+      continue;
+    }
+    if (n == -FI_EAVAIL) {
+      HandleCqError();
+      ++handled;
+      continue;
+    }
+    if (n != -FI_EAGAIN) {
+      CHORUS_LOG_ERROR(Subsys::kFabric, describe_, ": ",
+                       FabricStatus(static_cast<int>(n), "fi_cq_readfrom").ToString());
+    }
+    break;
+  }
+  if (backlog_size_.load() > 0) DrainBacklog();  // completions freed queue space
+  return handled;
+}
+
+void FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source) {
+  FabricOp& op = *OpOf(entry.op_context);
+  if (op.kind == FabricOp::Kind::kSend) {
+    bytes_sent_ += op.length;
+    messages_sent_ += 1;
+    Finish(op, Status::Ok(), Completion{op.peer, op.tag, op.length}, /*reaped=*/true);
+    return;
+  }
+  Rank from = op.peer;
+  if (op.addr == FI_ADDR_UNSPEC) {
+    std::shared_lock lock(peers_mu_);
+    auto it = peers_.rank_of.find(source);
+    from = it == peers_.rank_of.end() ? -1 : it->second;
+  }
+  if (from < 0) {
+    Finish(op,
+           Internal(op.Describe() + ": message from fi_addr " + std::to_string(source) +
+                    ", which is not a member"),
+           {}, /*reaped=*/true);
+    return;
+  }
+  bytes_received_ += entry.len;
+  messages_received_ += 1;
+  Finish(op, Status::Ok(), Completion{from, entry.tag, entry.len}, /*reaped=*/true);
+}
+
+void FabricCore::HandleCqError() {
+  fi_cq_err_entry err{};
+  const ssize_t ret = fi_cq_readerr(cq_.get(), &err, 0);
+  if (ret < 0) return;  // -FI_EAGAIN: another reader took it
+  FabricOp& op = *OpOf(err.op_context);
+  Status status;
+  if (err.err == FI_ECANCELED) {
+    std::lock_guard<std::mutex> lock(op.mu);
+    status = op.cancel_reason.ok() ? Cancelled(op.Describe() + ": cancelled") : op.cancel_reason;
+  } else if (err.err == FI_ETRUNC) {
+    status = DataLoss(op.Describe() + ": message of " + std::to_string(op.length + err.olen) +
+                      " bytes exceeds the " + std::to_string(op.length) + "-byte buffer");
+  } else {
+    char buf[256] = {0};
+    const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
+    status = FabricStatus(-err.err, op.Describe());
+    status = Status(status.code(), status.message() + " [provider: " +
+                                       (detail != nullptr ? detail : "?") + "]");
+  }
+  Finish(op, std::move(status), {}, /*reaped=*/true);
+}
+
+void FabricCore::FailLocked(FabricOp& op, Status status) {
+  if (op.finished.load()) return;
+  op.status = std::move(status);
+  op.finished.store(true);
+  op.cv.notify_all();
+}
+
+void FabricCore::Finish(FabricOp& op, Status status, Completion completion, bool reaped) {
+  {
+    std::lock_guard<std::mutex> lock(op.mu);
+    if (reaped) op.reaped = true;
+    if (!op.finished.load()) {
+      op.status = std::move(status);
+      op.completion = completion;
+      op.finished.store(true);
+    }
+    op.cv.notify_all();
+  }
+  if (reaped) {
+    std::shared_ptr<FabricOp> keep;  // released after the map lock
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    auto it = inflight_.find(&op);
+    if (it != inflight_.end()) {
+      keep = std::move(it->second);
+      inflight_.erase(it);
+    }
+  }
+}
+
+// ---- Waiting ----
+
+Result<Completion> FabricCore::Wait(FabricOp& op, Deadline deadline) {
+  if (!op.finished.load()) {
+    // Phase 1: drive the CQ ourselves for a short while.
+    const auto spin_until = std::min(Clock::now() + options_.wait_spin, deadline.when());
+    while (!op.finished.load() && Clock::now() < spin_until) {
+      if (Poll(/*block=*/false) == 0 && !op.finished.load()) std::this_thread::yield();
+    }
+  }
+  if (!op.finished.load() && !deadline.Expired()) {
+    // Phase 2: sleep; the progress thread polls and notifies.
+    blocked_waiters_.fetch_add(1);
+    WakeProgress();
+    std::unique_lock<std::mutex> lock(op.mu);
+    while (!op.finished.load()) {
+      if (deadline.IsNever()) {
+        op.cv.wait(lock);
+      } else if (op.cv.wait_until(lock, deadline.when()) == std::cv_status::timeout) {
+        break;
+      }
+    }
+    blocked_waiters_.fetch_sub(1);
+  }
+  if (!op.finished.load()) {
+    CancelAndReap(op, DeadlineExceeded(op.Describe() + " ran past its deadline"));
+  }
+  std::lock_guard<std::mutex> lock(op.mu);
+  if (!op.status.ok()) return Err(op.status);
+  return op.completion;
+}
+
+void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
+  if (RemoveFromBacklog(op)) {  // never reached the provider: nothing to reap
+    Finish(op, std::move(reason), {}, /*reaped=*/true);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(op.mu);
+    if (op.reaped) {
+      FailLocked(op, reason);  // no-op when a real completion is already there
+      return;
+    }
+    if (op.cancel_reason.ok()) op.cancel_reason = reason;
+  }
+  {
+    std::lock_guard<std::mutex> lock(cq_mu_);
+    if (!closed_) fi_cancel(&ep_.get()->fid, &op.ctx.context);
+  }
+  const Deadline give_up = Deadline::After(options_.cancel_timeout);
+  Backoff backoff(std::chrono::microseconds(200));
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(op.mu);
+      if (op.reaped) break;
+    }
+    if (give_up.Expired()) {
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", op.Describe(),
+                      " not released by the provider after cancel; its context stays owned "
+                      "by the transport until it completes");
+      break;
+    }
+    if (Poll(/*block=*/false) == 0) backoff.Pause();
+  }
+  std::lock_guard<std::mutex> lock(op.mu);
+  FailLocked(op, reason);
+}
+
+void FabricCore::Abandon(FabricOp& op) {
+  bool reaped;
+  {
+    std::lock_guard<std::mutex> lock(op.mu);
+    reaped = op.reaped;
+  }
+  if (!reaped) CancelAndReap(op, Cancelled(op.Describe() + ": request destroyed while pending"));
+}
+
+// ---- Progress thread ----
+
+void FabricCore::WakeProgress() {
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    progress_wake_ = true;
+  }
+  progress_cv_.notify_one();
+}
+
+void FabricCore::ProgressLoop() {
+  // Short timed sleeps should be short: the default 50 us timer slack would
+  // dominate the 1-100 us back-off steps.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  int idle = 0;
+  std::unique_lock<std::mutex> lock(progress_mu_);
+  while (!progress_stop_) {
+    lock.unlock();
+    const int handled = Poll(/*block=*/false);
+    lock.lock();
+    if (handled > 0) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if (idle <= 8) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+      continue;
+    }
+    const auto cap = blocked_waiters_.load() > 0 || backlog_size_.load() > 0
+                         ? std::min(options_.progress_max_sleep, std::chrono::microseconds(100))
+                         : options_.progress_max_sleep;
+    const auto sleep = std::min(cap, std::chrono::microseconds(int64_t{1} << std::min(idle - 8, 20)));
+    progress_cv_.wait_for(lock, sleep, [this] { return progress_stop_ || progress_wake_; });
+    if (progress_wake_) {
+      progress_wake_ = false;
+      idle = 0;
+    }
+  }
+}
+
+}  // namespace chorus::gossip::fabric

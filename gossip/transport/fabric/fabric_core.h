@@ -1,0 +1,246 @@
+// FabricCore: the libfabric endpoint behind FabricTransport (private to this folder).
+//
+// Setup follows fabtests' named steps (getinfo with hints, fabric, domain, CQ,
+// AV, endpoint, bind, enable, getname) with one RAII owner per object
+// (fabric_objects.h). Address exchange is the caller's: LocalAddress() is the
+// fi_getname blob, SetPeers() inserts the peers' blobs into the AV.
+//
+// Operations. Every Isend / Irecv owns a FabricOp that holds its fi_context2
+// (FI_CONTEXT mode) and lives in `inflight_` until its completion is reaped from
+// the CQ, so a cancelled or abandoned request never frees a context the
+// provider still holds. The Request handle shares the op; its result is fixed
+// once (`finished`) by the completion, a CQ error, MarkPeerDead, a membership
+// change or a deadline.
+//
+// Progress. Reading the CQ drives the tcp and shm providers. Two callers do it
+// through Poll(): a waiting Request (first `wait_spin` of every Wait, yielding
+// between polls: no thread hand-off on short waits) and the progress thread,
+// which polls with exponential back-off (a few yields, then sleeps of 1 us
+// doubling up to `progress_max_sleep`, 100 us while a request is blocked or
+// backlogged) so that idle endpoints cost almost nothing and 8 processes on 2
+// cores stay live. Blocked waiters sleep on their op's condition variable with
+// the deadline. `cq_mu_` serialises every provider data-path call (CQ reads,
+// posts, cancels): see its comment for the shm race this avoids.
+//
+// Back-pressure. A post refused with -FI_EAGAIN (queue full) is not an error:
+// the op joins a FIFO backlog and every Poll, after reading completions (which
+// free queue space), retries the backlog in order. Isend / Irecv never block.
+//
+// Deadlines. A Wait that reaches its deadline calls fi_cancel, drives progress
+// until the FI_ECANCELED (or racing real) completion is reaped, and returns
+// kDeadlineExceeded naming the peer.
+//
+// Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>);
+// spin without yielding; free an op whose context the provider may still hold.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "gossip/transport.h"
+#include "gossip/transport/fabric/fabric_objects.h"
+#include "gossip/transport/fabric/fabric_transport.h"
+#include "gossip/transport/fabric/mr_cache.h"
+
+namespace chorus::gossip::fabric {
+
+inline constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+inline constexpr size_t kCqBatch = 32;
+
+struct FabricOp;
+
+// The context handed to libfabric: the provider owns `context` while the
+// operation is in flight (FI_CONTEXT / FI_CONTEXT2 mode); `op` maps a CQ entry
+// back to its operation.
+struct OpContext {
+  fi_context2 context;
+  FabricOp* op;
+};
+static_assert(std::is_standard_layout_v<OpContext>);
+
+struct FabricOp {
+  enum class Kind { kSend, kRecv };
+
+  OpContext ctx{};
+  Kind kind = Kind::kSend;
+  Rank peer = kAnySource;          // dest / source in the current membership
+  fi_addr_t addr = FI_ADDR_UNSPEC;  // FI_ADDR_UNSPEC: any source
+  Tag tag = 0;
+  size_t length = 0;
+  std::string peer_name;           // "rank 1 (node1)" or "any source"
+  void* data = nullptr;            // user buffer
+  void* desc = nullptr;            // fi_mr_desc of `mr`, or null
+  std::shared_ptr<void> mr;        // registration in use, if any
+  bool in_backlog = false;         // waiting for provider queue space; under backlog_mu_
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> finished{false};  // result fixed; written under mu
+  bool reaped = false;                // provider released ctx; under mu
+  Status cancel_reason;               // replaces FI_ECANCELED when set; under mu
+  Status status;                      // under mu
+  Completion completion;              // under mu
+
+  std::string Describe() const {
+    return std::string(kind == Kind::kSend ? "send to " : "receive from ") + peer_name +
+           " (tag " + std::to_string(tag) + ", " + std::to_string(length) + " bytes)";
+  }
+};
+
+inline FabricOp* OpOf(void* op_context) { return static_cast<OpContext*>(op_context)->op; }
+
+struct PeerTable {
+  Rank self = -1;
+  std::vector<fi_addr_t> addr;     // by rank
+  std::vector<std::string> names;  // by rank
+  std::vector<bool> dead;          // by rank
+  std::unordered_map<fi_addr_t, Rank> rank_of;
+
+  std::string Name(Rank r) const {
+    std::string s = "rank " + std::to_string(r);
+    if (r >= 0 && r < static_cast<Rank>(names.size()) && !names[r].empty()) {
+      s += " (" + names[r] + ")";
+    }
+    return s;
+  }
+};
+
+// Everything a request needs; shared by the transport and its requests so a
+// request that outlives the transport still finds valid state.
+class FabricCore : public std::enable_shared_from_this<FabricCore> {
+ public:
+  explicit FabricCore(const FabricOptions& options) : options_(options) {}
+  ~FabricCore() { Shutdown(); }
+
+  Status Open();
+  void Shutdown();
+
+  Result<RequestPtr> Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data, size_t length);
+  Status SetPeers(Rank self, std::span<const PeerInfo> peers);
+  void MarkPeerDead(Rank peer);
+
+  // Reads the CQ until empty; returns the number of completions handled.
+  // `block` waits for the CQ lock instead of giving up when another thread polls.
+  int Poll(bool block);
+  Result<Completion> Wait(FabricOp& op, Deadline deadline);
+  // fi_cancel, then drive progress until the op is reaped or cancel_timeout.
+  void CancelAndReap(FabricOp& op, Status reason);
+  void Abandon(FabricOp& op);
+
+  std::vector<uint8_t> local_address() const { return local_address_; }
+  Rank rank() const {
+    std::shared_lock lock(peers_mu_);
+    return peers_.self;
+  }
+  int size() const {
+    std::shared_lock lock(peers_mu_);
+    return static_cast<int>(peers_.addr.size());
+  }
+  TransportStats Stats() const {
+    TransportStats s;
+    s.bytes_sent = bytes_sent_.load();
+    s.bytes_received = bytes_received_.load();
+    s.messages_sent = messages_sent_.load();
+    s.messages_received = messages_received_.load();
+    return s;
+  }
+  std::string Describe() const { return describe_; }
+  FabricMrStats MrStats() const {
+    FabricMrStats out;
+    out.registering = registering_;
+    if (mr_cache_) {
+      const auto s = mr_cache_->Stats();
+      out.hits = s.hits;
+      out.misses = s.misses;
+      out.evictions = s.evictions;
+      out.entries = s.entries;
+    }
+    return out;
+  }
+
+ private:
+  // One fi_tsend / fi_trecv attempt; cq_mu_ held.
+  ssize_t TryPost(FabricOp& op);
+  // fi_cancel of each op, under cq_mu_.
+  void CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops);
+  // Posts backlogged ops in order while the provider accepts them; cq_mu_ held.
+  void DrainBacklog();
+  // Removes `op` from its backlog; true if it was there (never given to the provider).
+  bool RemoveFromBacklog(FabricOp& op);
+  void HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source);
+  void HandleCqError();
+  // Fixes the op's result (first writer wins) and, when `reaped`, releases it.
+  void Finish(FabricOp& op, Status status, Completion completion, bool reaped);
+  void FailLocked(FabricOp& op, Status status);  // op.mu held
+  void ProgressLoop();
+  void WakeProgress();
+  Result<MrRegistration> Register(const void* address, size_t length);
+
+  const FabricOptions options_;
+  std::string describe_;
+  bool registering_ = false;
+
+  // Declaration order = setup order; destruction closes the endpoint first.
+  InfoOwner info_;
+  FabricOwner fabric_;
+  DomainOwner domain_;
+  CqOwner cq_;
+  AvOwner av_;
+  std::unique_ptr<MrCache> mr_cache_;
+  EpOwner ep_;
+  std::vector<uint8_t> local_address_;
+  std::atomic<uint64_t> next_mr_key_{1};
+
+  mutable std::shared_mutex peers_mu_;
+  PeerTable peers_;
+  std::map<std::string, fi_addr_t> av_entries_;  // by address blob; under peers_mu_
+
+  // Serialises every call into the provider's data path (post, CQ read,
+  // cancel). libfabric 1.17's shm loses a message now and then when a receive
+  // is posted while another thread progresses the same endpoint, so the
+  // endpoint is driven by one thread at a time even though it is FI_THREAD_SAFE.
+  std::mutex cq_mu_;
+  bool closed_ = false;  // under cq_mu_
+
+  std::mutex inflight_mu_;
+  std::unordered_map<FabricOp*, std::shared_ptr<FabricOp>> inflight_;
+
+  // Ops the provider refused for lack of queue space (-FI_EAGAIN, or shm's
+  // -FI_ENOMEM), per kind, in post order: later ops of that kind queue behind
+  // them so per-tag order holds. Sends and receives have separate queues so a
+  // full receive queue never holds back the sends that would drain it.
+  std::mutex backlog_mu_;
+  std::deque<std::shared_ptr<FabricOp>> backlog_[2];  // [kSend], [kRecv]
+  std::atomic<size_t> backlog_size_{0};
+
+  std::atomic<int> blocked_waiters_{0};
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  bool progress_wake_ = false;  // under progress_mu_
+  bool progress_stop_ = false;  // under progress_mu_
+  std::thread progress_thread_;
+
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<uint64_t> messages_sent_{0}, messages_received_{0};
+};
+
+// fi_getinfo for exactly `provider` (a "tcp" request must not yield
+// "tcp;ofi_rxm"), bound to `bind_address` when it is set and the provider is
+// not shm.
+[[nodiscard]] Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address);
+
+// The Request handle of an op (fabric_transport.cc).
+[[nodiscard]] Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,
+                                                   std::shared_ptr<FabricOp> op);
+
+}  // namespace chorus::gossip::fabric

@@ -1,0 +1,127 @@
+// Synchronous all-reduce exchange with tensor fusion (see allreduce_exchange.h).
+#include "node/allreduce_exchange.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace chorus::node {
+
+Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name) {
+  std::string spelled = name;
+  std::replace(spelled.begin(), spelled.end(), '-', '_');
+  return gossip::ParseAllreduceAlgorithm(spelled);
+}
+
+std::vector<std::string> HostKeys(const MembershipView& view) {
+  std::vector<std::string> keys;
+  for (const Member& m : view.members) keys.push_back(m.host_group.empty() ? m.name : m.host_group);
+  return keys;
+}
+
+Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Config& config,
+                                                                     ClusterSession* session,
+                                                                     trainer::Trainer* trainer,
+                                                                     TraceWriter* trace) {
+  std::unique_ptr<AllreduceExchange> ex(new AllreduceExchange(config, session, trainer, trace));
+  CHORUS_ASSIGN_OR_RETURN(ex->algorithm_, AllreduceAlgorithmFromConfig(config.exchange.algorithm));
+  CHORUS_RETURN_IF_ERROR(ex->Build());
+  AllreduceExchange* self = ex.get();
+  trainer->SetGradientReadyHook([self](int param) {
+    if (!self->engine_ || !self->hook_error_.ok()) return;
+    const size_t n = self->trainer_->Parameters().size();
+    Status s = self->engine_->MarkReady(n - 1 - static_cast<size_t>(param));
+    if (!s.ok()) self->hook_error_ = s;
+  });
+  return ex;
+}
+
+AllreduceExchange::~AllreduceExchange() { trainer_->SetGradientReadyHook(nullptr); }
+
+Status AllreduceExchange::Build() {
+  engine_.reset();
+  const MembershipView& view = session_->view;
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective c,
+                          gossip::Collective::Create(*session_->transport, HostKeys(view)));
+  collective_ = std::make_unique<gossip::Collective>(std::move(c));
+
+  // Backward order is the reverse of the parameter table.
+  std::span<const trainer::ParameterInfo> params = trainer_->Parameters();
+  // Slice b of the bucketer is parameter n-1-b of the table.
+  const size_t n = params.size();
+  std::vector<gossip::ParamSlice> slices(n);
+  for (size_t b = 0; b < n; ++b) slices[b] = {params[n - 1 - b].offset, params[n - 1 - b].count};
+  CHORUS_ASSIGN_OR_RETURN(
+      gossip::GradientBucketer bucketer,
+      gossip::GradientBucketer::Create(std::move(slices),
+                                       static_cast<size_t>(config_.exchange.bucket_kib) * 1024));
+  int global_batch = 0;
+  int local_batch = config_.train.batch_size;
+  for (const Member& m : view.members) global_batch += m.batch_size;
+  gossip::FusionOptions options;
+  options.allreduce.algorithm = algorithm_;
+  options.allreduce.pre_scale = static_cast<float>(local_batch) / static_cast<float>(global_batch);
+  options.allreduce.tag_base = (view.epoch % 1024) << 40;  // a fresh range per membership epoch
+  options.bucket_timeout = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double>(config_.fabric.op_timeout_s));
+  options.trace = trace_;
+  CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
+                                                                trainer_->Gradients(), options));
+  hook_error_ = Status::Ok();
+  return Status::Ok();
+}
+
+std::string AllreduceExchange::Describe() const {
+  return "allreduce " + config_.exchange.algorithm + " over " + std::to_string(session_->view.size()) +
+         " nodes (" + session_->transport->Describe() + ", fusion buckets " +
+         std::to_string(config_.exchange.bucket_kib) + " KiB)";
+}
+
+Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
+  Status s = hook_error_;
+  if (s.ok()) s = engine_->WaitAll(Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+  if (s.ok()) return Status::Ok();
+  ++failed_steps_;
+  CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": all-reduce failed: ", s.ToString());
+  if (config_.exchange.on_failure == "stop") {
+    return s.WithContext("all-reduce failed and exchange.on_failure = \"stop\"");
+  }
+  return Reform(s);
+}
+
+Status AllreduceExchange::Reform(const Status& failure) {
+  const uint64_t epoch = session_->view.epoch;
+  CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch,
+                  " to re-form the all-reduce");
+  const Deadline deadline = Deadline::AfterSeconds(2 * config_.cluster.dead_timeout_s + 10);
+  CHORUS_ASSIGN_OR_RETURN(MembershipView next,
+                          session_->control->WaitForEpochAbove(epoch, deadline));
+  if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next));
+  CHORUS_RETURN_IF_ERROR(Build());
+  ++reforms_;
+  // Survivors may disagree on whether the failed step's sum completed: take the
+  // new rank 0's parameters and skip this step everywhere (zero gradients).
+  std::span<float> master = trainer_->MasterWeights();
+  gossip::CollectiveOptions bo;
+  bo.tag_base = ((next.epoch % 1024) << 40) + (uint64_t{1} << 39);
+  bo.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(master), 0, bo));
+  trainer_->RefreshWorkingCopy();
+  std::span<float> grads = trainer_->Gradients();
+  std::fill(grads.begin(), grads.end(), 0.0f);
+  CHORUS_LOG_WARN(Subsys::kGossip, "re-formed the all-reduce over ", next.size(),
+                  " survivors at epoch ", next.epoch, " (after: ", failure.message(), ")");
+  return Status::Ok();
+}
+
+nlohmann::json AllreduceExchange::Metrics() const {
+  gossip::TransportStats t = session_->transport->Stats();
+  return {{"bytes_sent", t.bytes_sent},
+          {"bytes_received", t.bytes_received},
+          {"membership_epoch", session_->view.epoch},
+          {"world_size", session_->view.size()},
+          {"reforms", reforms_}};
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,62 @@
+// AllreduceExchange: synchronous data parallelism. The trainer's gradient-ready
+// hook marks parameters in the fusion engine, whose communication thread
+// all-reduces each bucket while backward goes on; AfterBackward waits for the
+// rest. Gradients are weighted by samples (pre_scale = local batch / global
+// batch), so nodes with different batch sizes train correctly and every node
+// applies the same update.
+//
+// A failed collective (dead peer) either stops the node cleanly
+// (exchange.on_failure = "stop") or waits for the next membership epoch,
+// re-forms the collective over the survivors, re-synchronises the parameters
+// from the new rank 0, and skips that step on every survivor.
+//
+// Must not: change the model other than through the trainer's buffers.
+#pragma once
+
+#include <memory>
+
+#include "gossip/collective.h"
+#include "gossip/fusion_engine.h"
+#include "node/cluster_session.h"
+#include "node/config.h"
+#include "node/exchange.h"
+#include "node/trace.h"
+#include "trainer/trainer.h"
+
+namespace chorus::node {
+
+class AllreduceExchange final : public Exchange {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<AllreduceExchange>> Create(
+      const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace);
+  ~AllreduceExchange() override;
+
+  std::string Describe() const override;
+  [[nodiscard]] Status AfterBackward(int64_t step, int local_samples) override;
+  nlohmann::json Metrics() const override;
+
+ private:
+  AllreduceExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
+                    TraceWriter* trace)
+      : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
+  [[nodiscard]] Status Build();
+  [[nodiscard]] Status Reform(const Status& failure);
+
+  const Config& config_;
+  ClusterSession* session_;
+  trainer::Trainer* trainer_;
+  TraceWriter* trace_;
+  gossip::AllreduceAlgorithm algorithm_ = gossip::AllreduceAlgorithm::kAuto;
+  std::unique_ptr<gossip::Collective> collective_;
+  std::unique_ptr<gossip::FusionEngine> engine_;
+  Status hook_error_;
+  uint64_t reforms_ = 0;
+  uint64_t failed_steps_ = 0;
+};
+
+// "ring" | "tree" | "halving-doubling" | "hierarchical" | "auto" (config spelling).
+[[nodiscard]] Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name);
+// Each rank's host key for hierarchical all-reduce (host_group, else its name).
+std::vector<std::string> HostKeys(const MembershipView& view);
+
+}  // namespace chorus::node

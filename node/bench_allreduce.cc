@@ -1,0 +1,513 @@
+// `chorus bench allreduce`: all-reduce timings over the fabric transport between
+// N fork()ed processes (see bench_allreduce.h for the definitions).
+//
+// Per (provider, N): the parent forks N children (rank i = child i), each with
+// its own socketpair. Every child opens an endpoint and sends its LocalAddress()
+// blob; the parent sends the whole list back to every child ('p' + N blobs), and
+// each child calls SetPeers(rank, peers). The children then run the same rows in
+// the same order (algorithm x type x size) and stream one frame per row to the
+// parent, which prints the row once every rank's frame is in. At the end the
+// parent sends 'r' (release: every rank is past its last send, endpoints may
+// close); on any failure it sends 'a' (abort) instead, and each child's watcher
+// thread marks every peer dead so that a rank blocked in a collective fails at
+// once and unwinds. Children always destroy their endpoint before _exit (shm
+// unlinks its /dev/shm region on close); the parent reaps them, and only a child
+// still alive 10 s after the end is killed (its /dev/shm regions then removed).
+//
+// Per row, on every rank: one all-reduce of rank+1 checked against n(n+1)/2,
+// one (small sizes: two) untimed warm-up whose time on rank 0 sets the iteration
+// count (broadcast from rank 0 so every rank agrees), a barrier, then the timed
+// calls, the input refilled between calls outside the timed region.
+#include "node/bench_allreduce.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <memory>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/fp16.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "gossip/collective.h"
+#include "gossip/transport/fabric/fabric_transport.h"
+
+namespace chorus::node {
+namespace {
+
+using gossip::AllreduceAlgorithm;
+using gossip::PeerInfo;
+using gossip::Tag;
+
+constexpr double kCallSeconds = 30;        // deadline of one collective: only a broken rank reaches it
+constexpr int kRowTimeoutMs = 180 * 1000;  // parent: no frame for this long = hung run
+constexpr double kReapSeconds = 10;        // parent: children still alive after this are killed
+constexpr uint64_t kTagWindow = uint64_t{1} << 16;  // tag bases cycle through this many ranges
+constexpr size_t kSmallBytes = size_t{1} << 20;     // up to here, two warm-up calls
+
+constexpr char kFramePeers = 'p';
+constexpr char kFrameRelease = 'r';
+constexpr char kFrameAbort = 'a';
+constexpr char kFrameRow = 'k';
+constexpr char kFrameFailed = 'f';
+
+enum class DType { kFloat32, kFloat16 };
+
+const char* DTypeName(DType t) { return t == DType::kFloat32 ? "float" : "half"; }
+size_t DTypeBytes(DType t) { return t == DType::kFloat32 ? 4 : 2; }
+
+struct RowSpec {
+  AllreduceAlgorithm algorithm;
+  DType dtype;
+  size_t bytes;
+};
+
+// One rank's result for one row (sent as raw bytes over the socketpair: same
+// binary on both ends).
+struct RowResult {
+  double median_us = 0;
+  int32_t iterations = 0;
+  int32_t check_ok = 0;
+};
+
+std::vector<RowSpec> Rows(const BenchAllreduceOptions& o) {
+  std::vector<RowSpec> rows;
+  for (AllreduceAlgorithm a : o.algorithms) {
+    for (DType t : {DType::kFloat32, DType::kFloat16}) {
+      for (size_t s : o.sizes) {
+        if (s >= DTypeBytes(t)) rows.push_back({a, t, s - s % DTypeBytes(t)});
+      }
+    }
+  }
+  return rows;
+}
+
+Status WriteAll(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    // MSG_NOSIGNAL: a vanished peer process is an error here, not a SIGPIPE.
+    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return ErrnoStatus(errno, "bench allreduce: writing to a process socket");
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+Status ReadAll(int fd, void* data, size_t n) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return Unavailable("bench allreduce: the other process closed its socket");
+    if (r < 0) return ErrnoStatus(errno, "bench allreduce: reading from a process socket");
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return Status::Ok();
+}
+
+Status WriteBlob(int fd, const std::vector<uint8_t>& blob) {
+  const auto n = static_cast<uint32_t>(blob.size());
+  CHORUS_RETURN_IF_ERROR(WriteAll(fd, &n, sizeof(n)));
+  return WriteAll(fd, blob.data(), blob.size());
+}
+
+Result<std::vector<uint8_t>> ReadBlob(int fd) {
+  uint32_t n = 0;
+  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &n, sizeof(n)));
+  if (n == 0 || n > 4096) {
+    return Err(DataLoss("bench allreduce: address of " + std::to_string(n) + " bytes"));
+  }
+  std::vector<uint8_t> blob(n);
+  CHORUS_RETURN_IF_ERROR(ReadAll(fd, blob.data(), blob.size()));
+  return blob;
+}
+
+// ---- child (one rank) ----
+
+class RankRunner {
+ public:
+  RankRunner(const gossip::Collective& c, const BenchAllreduceOptions& o, std::vector<std::byte>& buf)
+      : c_(c), o_(o), buf_(buf) {}
+
+  Result<RowResult> Run(const RowSpec& row) {
+    if (row.dtype == DType::kFloat32) {
+      return RunTyped(std::span<float>(reinterpret_cast<float*>(buf_.data()), row.bytes / 4),
+                      row.algorithm);
+    }
+    return RunTyped(std::span<uint16_t>(reinterpret_cast<uint16_t*>(buf_.data()), row.bytes / 2),
+                    row.algorithm);
+  }
+
+ private:
+  Tag NextTagBase() { return (calls_++ % kTagWindow) * gossip::kTagsPerCollective; }
+
+  gossip::AllreduceOptions AllreduceOpts(AllreduceAlgorithm a) {
+    gossip::AllreduceOptions opts;
+    opts.algorithm = a;
+    opts.tag_base = NextTagBase();
+    opts.deadline = Deadline::AfterSeconds(kCallSeconds);
+    opts.identify_missing_peers = false;
+    return opts;
+  }
+
+  gossip::CollectiveOptions CollectiveOpts() {
+    gossip::CollectiveOptions opts;
+    opts.tag_base = NextTagBase();
+    opts.deadline = Deadline::AfterSeconds(kCallSeconds);
+    opts.identify_missing_peers = false;
+    return opts;
+  }
+
+  template <typename T>
+  static T Value(float v) {
+    if constexpr (std::is_same_v<T, float>) {
+      return v;
+    } else {
+      return FloatToHalfBits(v);
+    }
+  }
+
+  // Times one all-reduce of `data` (refilled first, outside the timing), in us.
+  template <typename T>
+  Result<double> TimedCall(std::span<T> data, AllreduceAlgorithm a) {
+    std::fill(data.begin(), data.end(), Value<T>(static_cast<float>(c_.rank() + 1)));
+    const gossip::AllreduceOptions opts = AllreduceOpts(a);
+    const auto start = Clock::now();
+    CHORUS_RETURN_IF_ERROR(c_.Allreduce(data, opts));
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+
+  template <typename T>
+  Result<RowResult> RunTyped(std::span<T> data, AllreduceAlgorithm a) {
+    RowResult r;
+    const int n = c_.size();
+    // Correctness: every rank contributes rank+1, so every element is n(n+1)/2
+    // (an integer <= 2048 for n <= 63: exact in float16 too).
+    if (auto first = TimedCall(data, a); !first) return Err(first.error());
+    const T expected = Value<T>(static_cast<float>(n * (n + 1) / 2));
+    r.check_ok = std::all_of(data.begin(), data.end(), [&](T v) { return v == expected; }) ? 1 : 0;
+
+    // Warm-up; rank 0's time of the last one sets the iteration count.
+    double warm_us = 0;
+    const int warmups = data.size_bytes() <= kSmallBytes ? 2 : 1;
+    for (int i = 0; i < warmups; ++i) {
+      CHORUS_ASSIGN_OR_RETURN(warm_us, TimedCall(data, a));
+    }
+    int32_t iterations = 0;
+    if (c_.rank() == 0) {
+      const double want = o_.seconds_per_size / std::max(warm_us * 1e-6, 1e-9);
+      iterations = static_cast<int32_t>(std::clamp<double>(want, o_.min_iterations, o_.max_iterations));
+    }
+    CHORUS_RETURN_IF_ERROR(
+        c_.Broadcast(std::as_writable_bytes(std::span<int32_t>(&iterations, 1)), 0, CollectiveOpts()));
+    CHORUS_RETURN_IF_ERROR(c_.Barrier(CollectiveOpts()));
+
+    std::vector<double> times_us;
+    times_us.reserve(iterations);
+    for (int i = 0; i < iterations; ++i) {
+      CHORUS_ASSIGN_OR_RETURN(double us, TimedCall(data, a));
+      times_us.push_back(us);
+    }
+    std::nth_element(times_us.begin(), times_us.begin() + iterations / 2, times_us.end());
+    r.median_us = times_us[iterations / 2];
+    r.iterations = iterations;
+    return r;
+  }
+
+  const gossip::Collective& c_;
+  const BenchAllreduceOptions& o_;
+  std::vector<std::byte>& buf_;
+  uint64_t calls_ = 0;
+};
+
+// Reads the parent's end-of-run frame; on abort (or a vanished parent) marks
+// every peer dead so that this rank's pending collective fails at once.
+class Watcher {
+ public:
+  Watcher(gossip::Transport& t, int fd) : thread_([this, &t, fd] {
+    char frame = 0;
+    const bool got = ReadAll(fd, &frame, 1).ok();
+    if (!got || frame != kFrameRelease) {
+      aborted_ = true;
+      for (int r = 0; r < t.size(); ++r) {
+        if (r != t.rank()) t.MarkPeerDead(r);
+      }
+    }
+  }) {}
+  ~Watcher() { thread_.join(); }
+  bool aborted() const { return aborted_; }
+
+ private:
+  std::atomic<bool> aborted_{false};
+  std::thread thread_;
+};
+
+Status RankMain(const std::string& provider, int rank, int n, int fd, const BenchAllreduceOptions& o) {
+  gossip::FabricOptions fo;
+  fo.provider = provider;
+  fo.node_name = "bench" + std::to_string(rank);
+  fo.bind_address = "127.0.0.1";
+  CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(fo));
+  CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress()));
+  char frame = 0;
+  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &frame, 1));
+  if (frame != kFramePeers) return Aborted("bench allreduce: the parent aborted the run");
+  std::vector<PeerInfo> peers(n);
+  for (int r = 0; r < n; ++r) {
+    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, ReadBlob(fd));
+    peers[r] = PeerInfo{r, std::move(blob), "bench" + std::to_string(r)};
+  }
+  CHORUS_RETURN_IF_ERROR(transport->SetPeers(rank, peers));
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective collective, gossip::Collective::Create(*transport));
+
+  size_t max_bytes = 0;
+  for (size_t s : o.sizes) max_bytes = std::max(max_bytes, s);
+  std::vector<std::byte> buf(max_bytes);
+  RankRunner runner(collective, o, buf);
+  Status status = Status::Ok();
+  {
+    Watcher watcher(*transport, fd);  // joined (after the parent's last frame) before the endpoint closes
+    for (const RowSpec& row : Rows(o)) {
+      Result<RowResult> r = runner.Run(row);
+      if (!r) {
+        status = watcher.aborted() ? Aborted("bench allreduce: aborted by the parent") : r.error();
+        const char failed = kFrameFailed;
+        (void)WriteAll(fd, &failed, 1);
+        break;
+      }
+      const char ok = kFrameRow;
+      status = WriteAll(fd, &ok, 1);
+      if (status.ok()) status = WriteAll(fd, &*r, sizeof(RowResult));
+      if (!status.ok()) break;
+    }
+    if (!status.ok()) shutdown(fd, SHUT_WR);  // the parent sees EOF if it missed the frame
+  }
+  return status;
+}
+
+[[noreturn]] void ChildMain(const std::string& provider, int rank, int n, int fd,
+                            const BenchAllreduceOptions& o) {
+  // Everything (the endpoint above all) is destroyed inside RankMain, before
+  // _exit, which skips atexit handlers.
+  const Status s = RankMain(provider, rank, n, fd, o);
+  if (!s.ok() && s.code() != StatusCode::kAborted) {
+    CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce rank ", rank, " (", provider, "): ", s.ToString());
+  }
+  close(fd);
+  _exit(s.ok() ? 0 : 1);
+}
+
+// ---- parent ----
+
+std::string AlgorithmText(AllreduceAlgorithm a) { return std::string(gossip::AllreduceAlgorithmName(a)); }
+
+// Gathers and distributes addresses, then prints rows as every rank's frame
+// arrives. Returns the failure, if any (the caller aborts the children).
+Status Coordinate(const std::string& provider, int n, const std::vector<int>& fds,
+                  const BenchAllreduceOptions& o, bool& check_failed) {
+  std::vector<std::vector<uint8_t>> addresses(n);
+  for (int r = 0; r < n; ++r) {
+    auto blob = ReadBlob(fds[r]);
+    if (!blob) return Unavailable("rank " + std::to_string(r) + " did not open its endpoint: " + blob.error().ToString());
+    addresses[r] = std::move(*blob);
+  }
+  for (int r = 0; r < n; ++r) {
+    CHORUS_RETURN_IF_ERROR(WriteAll(fds[r], &kFramePeers, 1));
+    for (const auto& a : addresses) CHORUS_RETURN_IF_ERROR(WriteBlob(fds[r], a));
+  }
+
+  std::printf("# provider %s (version %s), %d ranks; time = max over ranks of the per-rank median\n",
+              provider.c_str(), gossip::FabricProviderVersion(provider).value_or("?").c_str(), n);
+  std::printf("#%11s %13s %6s %17s %6s %12s %12s %12s\n", "size(B)", "count(elems)", "type",
+              "algorithm", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+  std::fflush(stdout);
+  for (const RowSpec& row : Rows(o)) {
+    std::vector<RowResult> results(n);
+    std::vector<bool> have(n, false);
+    int missing = n;
+    while (missing > 0) {
+      std::vector<pollfd> pfds;
+      std::vector<int> who;
+      for (int r = 0; r < n; ++r) {
+        if (!have[r]) {
+          pfds.push_back(pollfd{fds[r], POLLIN, 0});
+          who.push_back(r);
+        }
+      }
+      const int ready = poll(pfds.data(), pfds.size(), kRowTimeoutMs);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return ErrnoStatus(errno, "bench allreduce: poll");
+      if (ready == 0) {
+        return DeadlineExceeded("bench allreduce: no rank reported for " +
+                                std::to_string(kRowTimeoutMs / 1000) + " s (" +
+                                AlgorithmText(row.algorithm) + ", " + std::to_string(row.bytes) + " B)");
+      }
+      for (size_t i = 0; i < pfds.size(); ++i) {
+        if (pfds[i].revents == 0) continue;
+        const int r = who[i];
+        char frame = 0;
+        Status s = ReadAll(fds[r], &frame, 1);
+        if (s.ok() && frame != kFrameRow) s = Internal("rank failed (its log line says why)");
+        if (s.ok()) s = ReadAll(fds[r], &results[r], sizeof(RowResult));
+        if (!s.ok()) {
+          return Internal("bench allreduce: rank " + std::to_string(r) + " at " +
+                          AlgorithmText(row.algorithm) + " " + DTypeName(row.dtype) + " " +
+                          std::to_string(row.bytes) + " B: " + s.ToString());
+        }
+        have[r] = true;
+        --missing;
+      }
+    }
+    double time_us = 0;
+    bool ok = true;
+    for (const RowResult& r : results) {
+      time_us = std::max(time_us, r.median_us);
+      ok = ok && r.check_ok != 0;
+    }
+    const double algbw = static_cast<double>(row.bytes) / (time_us * 1e-6) / 1e9;
+    const double busbw = algbw * 2.0 * (n - 1) / n;
+    std::printf("%12zu %13zu %6s %17s %6d %12.1f %12.3f %12.3f\n", row.bytes,
+                row.bytes / DTypeBytes(row.dtype), DTypeName(row.dtype),
+                AlgorithmText(row.algorithm).c_str(), results[0].iterations, time_us, algbw, busbw);
+    if (!ok) {
+      check_failed = true;
+      std::printf("CHECK FAILED: %s %s %zu B on %s with %d ranks: result != n(n+1)/2 = %d\n",
+                  AlgorithmText(row.algorithm).c_str(), DTypeName(row.dtype), row.bytes,
+                  provider.c_str(), n, n * (n + 1) / 2);
+    }
+    std::fflush(stdout);
+  }
+  return Status::Ok();
+}
+
+// libfabric's shm provider names a process's regions /dev/shm/<pid>:<...>; a
+// process that did not close its endpoint (killed, crashed) leaves them behind.
+void RemoveShmRegions(pid_t pid) {
+  std::error_code ec;
+  const std::string prefix = std::to_string(pid) + ":";
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+// Waits for every child; kills (and then reaps) those still alive after kReapSeconds.
+void Reap(const std::vector<pid_t>& pids, bool& child_failed) {
+  const Deadline deadline = Deadline::AfterSeconds(kReapSeconds);
+  for (pid_t pid : pids) {
+    int status = 0;
+    pid_t got = 0;
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && !deadline.Expired()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (got == 0) {
+      CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: rank process ", pid,
+                       " did not exit; killing it");
+      kill(pid, SIGKILL);
+      while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+      }
+    }
+    if (got != pid || !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) RemoveShmRegions(pid);
+    if (got != pid || !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) child_failed = true;
+  }
+}
+
+Status RunConfig(const std::string& provider, int n, const BenchAllreduceOptions& o, bool& check_failed) {
+  std::vector<int> fds;
+  std::vector<pid_t> pids;
+  Status status = Status::Ok();
+  for (int r = 0; r < n && status.ok(); ++r) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      status = ErrnoStatus(errno, "bench allreduce: socketpair");
+      break;
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      status = ErrnoStatus(errno, "bench allreduce: fork");
+      close(pair[0]);
+      close(pair[1]);
+      break;
+    }
+    if (pid == 0) {
+      for (int fd : fds) close(fd);  // earlier ranks' sockets: their EOF must reach only the parent
+      close(pair[0]);
+      ChildMain(provider, r, n, pair[1], o);
+    }
+    close(pair[1]);
+    fds.push_back(pair[0]);
+    pids.push_back(pid);
+  }
+  if (status.ok()) status = Coordinate(provider, n, fds, o, check_failed);
+  const char end = status.ok() ? kFrameRelease : kFrameAbort;
+  for (int fd : fds) {
+    (void)WriteAll(fd, &end, 1);
+    close(fd);
+  }
+  bool child_failed = false;
+  Reap(pids, child_failed);
+  if (status.ok() && child_failed) status = Internal("bench allreduce: a rank process exited with an error");
+  return status;
+}
+
+}  // namespace
+
+std::vector<size_t> BenchAllreduceSizes(size_t min_size, size_t max_size) {
+  std::vector<size_t> sizes;
+  for (size_t s = std::max<size_t>(min_size, 1); s <= max_size; s *= 4) sizes.push_back(s);
+  if (sizes.empty() || sizes.back() != max_size) sizes.push_back(max_size);
+  return sizes;
+}
+
+int RunBenchAllreduce(const BenchAllreduceOptions& options) {
+  for (int n : options.ranks) {
+    if (n < 2 || n > 63) {
+      CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --ranks values must be in [2, 63], got ", n);
+      return 2;
+    }
+  }
+  if (options.sizes.empty() || options.algorithms.empty() || options.providers.empty()) {
+    CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: nothing to measure (sizes, algorithms or providers empty)");
+    return 2;
+  }
+  std::printf("# chorus bench allreduce, libfabric %s; algbw = size / time, busbw = algbw * 2(n-1)/n "
+              "(GB = 1e9 B); inputs rank+1 checked against n(n+1)/2\n",
+              gossip::LibfabricVersion().c_str());
+  int rc = 0;
+  for (const std::string& provider : options.providers) {
+    for (int n : options.ranks) {
+      bool check_failed = false;
+      const Status s = RunConfig(provider, n, options, check_failed);
+      if (!s.ok()) {
+        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce (", provider, ", ", n, " ranks): ", s.ToString());
+        rc = 1;
+      }
+      if (check_failed) rc = 1;
+      std::printf("\n");
+    }
+  }
+  std::fflush(stdout);
+  return rc;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,51 @@
+// `chorus bench allreduce`: nccl-tests-style table of Chorus's all-reduce
+// algorithms (gossip::Collective) over the real libfabric transport, between
+// N fork()ed processes on this host.
+//
+// Definitions (as nccl-tests):
+//   time  = per-call wall time in microseconds; each rank takes the median over
+//           its timed iterations, and the table shows the MAX over ranks of
+//           those medians (the slowest rank bounds a synchronous step),
+//   algbw = size / time (GB/s, 1 GB = 1e9 bytes),
+//   busbw = algbw * 2 (n - 1) / n.
+// Calls run with identify_missing_peers = false: the numbers are the algorithm
+// alone, without the node's per-call "hello" messages.
+//
+// Must not: run inside the test suite (it takes seconds to minutes); touch other
+// hosts (tcp binds to 127.0.0.1); leave a child process or a /dev/shm region
+// behind, even when a rank fails.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "gossip/collective_options.h"
+
+namespace chorus::node {
+
+struct BenchAllreduceOptions {
+  // Providers to measure, each with its own set of processes.
+  std::vector<std::string> providers = {"shm", "tcp;ofi_rxm"};
+  // World sizes (number of processes), each >= 2.
+  std::vector<int> ranks = {2, 4};
+  std::vector<gossip::AllreduceAlgorithm> algorithms = {
+      gossip::AllreduceAlgorithm::kRing, gossip::AllreduceAlgorithm::kTree,
+      gossip::AllreduceAlgorithm::kHalvingDoubling};
+  // Buffer sizes in bytes, measured for float32 and float16.
+  std::vector<size_t> sizes;
+  // Timed time per (algorithm, type, size) that the iteration count aims at.
+  double seconds_per_size = 0.2;
+  // Bounds on the timed iterations per size.
+  int min_iterations = 3;
+  int max_iterations = 500;
+};
+
+// Sizes from `min_size` to `max_size` growing x4 (max_size always included).
+std::vector<size_t> BenchAllreduceSizes(size_t min_size, size_t max_size);
+
+// Runs the benchmark and prints one table per (provider, world size) to stdout.
+// Returns a process exit code: 0 success, 1 a run failed or a check failed.
+int RunBenchAllreduce(const BenchAllreduceOptions& options);
+
+}  // namespace chorus::node

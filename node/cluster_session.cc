@@ -1,0 +1,66 @@
+// Opening a node's cluster session (see cluster_session.h).
+#include "node/cluster_session.h"
+
+#include "common/log.h"
+#include "gossip/transport/fabric/fabric_transport.h"
+#include "node/host_port.h"
+
+namespace chorus::node {
+
+Status ClusterSession::InstallPeers(const MembershipView& next) {
+  view = next;
+  if (!transport) return Status::Ok();
+  std::vector<gossip::PeerInfo> peers;
+  peers.reserve(next.members.size());
+  for (const Member& m : next.members) {
+    peers.push_back({m.rank, m.data_address, m.name + "@" + m.control_address});
+  }
+  return transport->SetPeers(next.self_rank, peers);
+}
+
+Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
+  ClusterSession session;
+  LocalNodeInfo local;
+  local.name = config.run.node_name;
+  local.device = "cpu";
+  local.batch_size = config.train.batch_size;
+  local.host_group = config.cluster.host_group;
+  local.chorus_version = CHORUS_VERSION;
+  local.libfabric_version = gossip::LibfabricVersion();
+  local.provider = config.fabric.provider;
+  Result<std::string> provider_version = gossip::FabricProviderVersion(config.fabric.provider);
+  if (with_fabric) {
+    if (!provider_version) return Err(provider_version.error());
+    gossip::FabricOptions fabric;
+    fabric.provider = config.fabric.provider;
+    fabric.node_name = config.run.node_name;
+    const std::string& bind = config.cluster.advertise.empty() ? config.cluster.listen
+                                                               : config.cluster.advertise;
+    Result<HostPort> host = ParseHostPort(bind);
+    fabric.bind_address = host && host->host != "0.0.0.0" && host->host != "::" ? host->host : "";
+    CHORUS_ASSIGN_OR_RETURN(session.transport, gossip::MakeFabricTransport(fabric));
+    local.data_address = session.transport->LocalAddress();
+    CHORUS_LOG_INFO(Subsys::kFabric, "data plane: ", session.transport->Describe(), " (libfabric ",
+                    local.libfabric_version, ")");
+  } else {
+    // No data plane: a placeholder address, so members still carry one.
+    const std::string placeholder = "no-fabric:" + config.run.node_name;
+    local.data_address.assign(placeholder.begin(), placeholder.end());
+  }
+  if (provider_version) {
+    local.provider_version = *provider_version;
+  } else {
+    local.provider_version = "unavailable";
+    CHORUS_LOG_WARN(Subsys::kNode, "provider ", config.fabric.provider,
+                    " is not available here: ", provider_version.error().message());
+  }
+
+  CHORUS_ASSIGN_OR_RETURN(session.control, ControlPlane::Start(config.cluster, local));
+  CHORUS_ASSIGN_OR_RETURN(
+      MembershipView formed,
+      session.control->WaitForEpoch0(Deadline::AfterSeconds(config.cluster.join_timeout_s)));
+  CHORUS_RETURN_IF_ERROR(session.InstallPeers(formed));
+  return session;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,202 @@
+// Gossip exchange (see gossip_exchange.h).
+#include "node/gossip_exchange.h"
+
+#include <sstream>
+
+#include "common/log.h"
+#include "gossip/choco_gossip.h"
+#include "gossip/codec.h"
+#include "gossip/consensus.h"
+#include "gossip/gossip_dpsgd.h"
+#include "gossip/gossip_pairwise.h"
+#include "gossip/gossip_push_sum.h"
+#include "node/allreduce_exchange.h"
+#include "topologies/spectral_gap.h"
+#include "topologies/topology_spec.h"
+
+namespace chorus::node {
+namespace {
+
+bool NeedsUndirected(const std::string& protocol) { return protocol != "push-sum"; }
+
+}  // namespace
+
+Result<std::unique_ptr<GossipExchange>> GossipExchange::Create(const Config& config,
+                                                               ClusterSession* session,
+                                                               trainer::Trainer* trainer,
+                                                               TraceWriter* trace) {
+  std::unique_ptr<GossipExchange> ex(new GossipExchange(config, session, trainer, trace));
+  CHORUS_RETURN_IF_ERROR(ex->BuildProtocol());
+  return ex;
+}
+
+GossipExchange::~GossipExchange() = default;
+
+Result<topologies::Graph> GossipExchange::BuildGraph(int n) const {
+  topologies::TopologySpec spec;
+  spec.kind = config_.topology.kind;
+  // D-PSGD, pairwise and CHOCO mix symmetrically: "ring" means the undirected ring.
+  if (NeedsUndirected(config_.exchange.protocol) && spec.kind == "ring") spec.kind = "bidirectional-ring";
+  spec.dims = config_.topology.dims;
+  spec.degree = config_.topology.degree;
+  spec.seed = config_.topology.seed;
+  auto graph = topologies::MakeTopology(spec, n);
+  if (!graph) return Err(graph.error().WithContext("topology." + config_.topology.kind));
+  if (NeedsUndirected(config_.exchange.protocol) && !graph->IsUndirected()) {
+    return Err(InvalidArgument("topology " + config_.topology.kind + " is directed; protocol " +
+                               config_.exchange.protocol + " needs an undirected graph (use push-sum)"));
+  }
+  return graph;
+}
+
+Status GossipExchange::BuildProtocol() {
+  const MembershipView& view = session_->view;
+  CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, BuildGraph(view.size()));
+  auto gap = topologies::GraphSpectralGap(graph);
+  spectral_gap_ = gap ? gap->gap_per_round : -1.0;
+  std::ostringstream neighbours;
+  for (int peer : graph.OutNeighbors(view.self_rank, 0)) neighbours << " " << peer;
+  CHORUS_LOG_INFO(Subsys::kGossip, "topology ", graph.Name(), " over ", view.size(),
+                  " nodes: my out-neighbours (round 0):", neighbours.str(), "; spectral gap ",
+                  spectral_gap_);
+
+  const ExchangeConfig& ec = config_.exchange;
+  gossip::CodecOptions codec;
+  CHORUS_ASSIGN_OR_RETURN(codec.kind, gossip::ParseCodecKind(ec.compression.codec));
+  codec.ratio = ec.compression.ratio;
+  codec.chunk = ec.compression.chunk;
+  const uint32_t epoch = static_cast<uint32_t>(view.epoch);
+  gossip::Transport& t = *session_->transport;
+  std::span<float> params = trainer_->MasterWeights();
+  pairwise_ = false;
+  if (ec.protocol == "dpsgd") {
+    gossip::DpsgdOptions o;
+    o.codec = codec;
+    o.period = ec.period;
+    o.epoch = epoch;
+    o.seed = config_.train.seed;
+    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::DpsgdGossip::Create(t, graph, o));
+  } else if (ec.protocol == "choco") {
+    gossip::ChocoOptions o;
+    o.codec = codec;
+    o.gamma = ec.gamma;
+    o.period = ec.period;
+    o.epoch = epoch;
+    o.seed = config_.train.seed;
+    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::ChocoGossip::Create(t, graph, o));
+  } else if (ec.protocol == "push-sum") {
+    gossip::PushSumOptions o;
+    o.codec = codec;
+    o.period = ec.period;
+    o.epoch = epoch;
+    o.seed = config_.train.seed;
+    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PushSumGossip::Create(t, graph, o));
+  } else if (ec.protocol == "pairwise-async") {
+    gossip::PairwiseOptions o;
+    o.codec = codec;
+    o.period = ec.period;
+    o.max_staleness = ec.max_staleness > 0 ? ec.max_staleness : -1;
+    o.epoch = epoch;
+    o.seed = config_.train.seed + static_cast<uint64_t>(view.self_rank);
+    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PairwiseGossip::Create(t, graph, o, params));
+    pairwise_ = true;
+  } else {
+    return InvalidArgument("exchange.protocol: unknown protocol '" + ec.protocol + "'");
+  }
+  return Status::Ok();
+}
+
+std::string GossipExchange::Describe() const {
+  return "gossip " + config_.exchange.protocol + " on " + config_.topology.kind + " over " +
+         std::to_string(session_->view.size()) + " nodes (codec " +
+         config_.exchange.compression.codec + ", period " + std::to_string(config_.exchange.period) +
+         ", " + session_->transport->Describe() + ")";
+}
+
+Status GossipExchange::AfterUpdate(int64_t step) {
+  const int64_t begin = NowMicros();
+  Status s = protocol_->Mix(trainer_->MasterWeights(), step,
+                            Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+  if (trace_) trace_->Add("gossip mix", 1, begin, NowMicros(), step);
+  if (!s.ok()) {
+    CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": ", s.ToString());
+    if (config_.exchange.on_failure == "stop") return s;
+    CHORUS_RETURN_IF_ERROR(Reform(s));
+  }
+  trainer_->RefreshWorkingCopy();
+  return Status::Ok();
+}
+
+Status GossipExchange::Reform(const Status& failure) {
+  const uint64_t epoch = session_->view.epoch;
+  CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch,
+                  " to drop the dead neighbour");
+  CHORUS_ASSIGN_OR_RETURN(
+      MembershipView next,
+      session_->control->WaitForEpochAbove(
+          epoch, Deadline::AfterSeconds(2 * config_.cluster.dead_timeout_s + 10)));
+  if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
+  protocol_.reset();  // stops a pairwise responder before the peers change
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next));
+  CHORUS_RETURN_IF_ERROR(BuildProtocol());
+  ++reforms_;
+  CHORUS_LOG_WARN(Subsys::kGossip, "gossip re-formed over ", next.size(), " survivors at epoch ",
+                  next.epoch, " (after: ", failure.message(), ")");
+  return Status::Ok();
+}
+
+Status GossipExchange::Finish() {
+  std::span<float> params = trainer_->MasterWeights();
+  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s * 4);
+  if (pairwise_) {
+    CHORUS_RETURN_IF_ERROR(static_cast<gossip::PairwiseGossip*>(protocol_.get())->Finish(params, deadline));
+  }
+  if (config_.exchange.consensus == "none") return Status::Ok();
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
+                          gossip::Collective::Create(*session_->transport, HostKeys(session_->view)));
+  gossip::ConsensusOptions o;
+  o.method = config_.exchange.consensus == "rounds" ? gossip::ConsensusMethod::kGossip
+                                                    : gossip::ConsensusMethod::kAllreduceAverage;
+  o.bound = config_.exchange.consensus_bound;
+  o.max_rounds = config_.exchange.consensus_max_rounds;
+  o.epoch = static_cast<uint32_t>(session_->view.epoch);
+  o.deadline = deadline;
+  auto graph = BuildGraph(session_->view.size());
+  const topologies::Graph* g = graph && graph->IsUndirected() ? &*graph : nullptr;
+  const int64_t begin = NowMicros();
+  CHORUS_ASSIGN_OR_RETURN(gossip::ConsensusReport report, gossip::RunConsensus(world, g, params, o));
+  if (trace_) trace_->Add("consensus", 1, begin, NowMicros(), -1);
+  trainer_->RefreshWorkingCopy();
+  consensus_before_ = report.distance_before;
+  consensus_after_ = report.distance_after;
+  CHORUS_LOG_INFO(Subsys::kGossip, "consensus (", config_.exchange.consensus,
+                  "): relative distance ", report.distance_before, " -> ", report.distance_after,
+                  report.identical ? ", replicas bitwise identical" : "", ", checksum ",
+                  report.checksum);
+  return Status::Ok();
+}
+
+nlohmann::json GossipExchange::Metrics() const {
+  gossip::TransportStats t = session_->transport->Stats();
+  nlohmann::json m = {{"bytes_sent", t.bytes_sent},
+                      {"bytes_received", t.bytes_received},
+                      {"membership_epoch", session_->view.epoch},
+                      {"world_size", session_->view.size()},
+                      {"spectral_gap", spectral_gap_},
+                      {"reforms", reforms_}};
+  if (protocol_) {
+    gossip::GossipStats s = protocol_->Stats();
+    m["consensus_distance_estimate"] = s.neighbor_distance;
+    m["rejected_nonfinite"] = s.rejected_nonfinite;
+    m["mix_rounds"] = s.mix_rounds;
+    m["exchanges"] = s.exchanges;
+    m["max_staleness_seen"] = s.max_staleness_seen;
+  }
+  if (consensus_before_ >= 0) {
+    m["consensus_distance_before"] = consensus_before_;
+    m["consensus_distance_after"] = consensus_after_;
+  }
+  return m;
+}
+
+}  // namespace chorus::node

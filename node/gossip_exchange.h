@@ -1,0 +1,54 @@
+// GossipExchange: decentralized training. After each local optimizer step the
+// FP32 master weights are mixed with the neighbours on the configured graph by
+// the configured protocol (D-PSGD, pairwise async, push-sum, CHOCO with a
+// codec; local SGD through exchange.period); at the end a consensus phase makes
+// every replica the same. A dead neighbour makes the node wait for the next
+// membership epoch, rebuild the graph over the survivors and go on.
+//
+// Must not: know a protocol's internals; it only picks and drives one.
+#pragma once
+
+#include <memory>
+
+#include "gossip/collective.h"
+#include "gossip/gossip_protocol.h"
+#include "node/cluster_session.h"
+#include "node/config.h"
+#include "node/exchange.h"
+#include "node/trace.h"
+#include "topologies/graph.h"
+#include "trainer/trainer.h"
+
+namespace chorus::node {
+
+class GossipExchange final : public Exchange {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<GossipExchange>> Create(
+      const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace);
+  ~GossipExchange() override;
+
+  std::string Describe() const override;
+  [[nodiscard]] Status AfterUpdate(int64_t step) override;
+  [[nodiscard]] Status Finish() override;
+  nlohmann::json Metrics() const override;
+
+ private:
+  GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
+                 TraceWriter* trace)
+      : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
+  [[nodiscard]] Result<topologies::Graph> BuildGraph(int n) const;
+  [[nodiscard]] Status BuildProtocol();
+  [[nodiscard]] Status Reform(const Status& failure);
+
+  const Config& config_;
+  ClusterSession* session_;
+  trainer::Trainer* trainer_;
+  TraceWriter* trace_;
+  std::unique_ptr<gossip::GossipProtocol> protocol_;
+  bool pairwise_ = false;
+  double spectral_gap_ = 0.0;
+  double consensus_before_ = -1.0, consensus_after_ = -1.0;
+  uint64_t reforms_ = 0;
+};
+
+}  // namespace chorus::node
