@@ -198,6 +198,8 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
         r["lr"] = update.lr;
         r["loss_scale"] = update.loss_scale;
         r["samples_per_s"] = window_samples / std::max(1e-9, now - window_start);
+        // Equal on every node after every step under all-reduce (tests compare it).
+        r["parameter_checksum"] = std::to_string(trainer.ParameterChecksum());
         CHORUS_RETURN_IF_ERROR(run.metrics->Append(r));
         window_start = now;
         window_samples = 0;
