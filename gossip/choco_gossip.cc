@@ -2,7 +2,6 @@
 // copies, then step x towards the neighbours' public copies.
 #include "gossip/choco_gossip.h"
 
-#include <cmath>
 #include <string>
 
 #include "gossip/gossip_dpsgd.h"
@@ -12,10 +11,7 @@ namespace chorus::gossip {
 Result<std::unique_ptr<ChocoGossip>> ChocoGossip::Create(Transport& transport,
                                                          topologies::Graph graph,
                                                          const ChocoOptions& options) {
-  if (options.period < 1) {
-    return Err(
-        InvalidArgument("choco: period must be >= 1, got " + std::to_string(options.period)));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckPeriod(options.period, "choco"));
   if (!(options.gamma > 0.0 && options.gamma <= 1.0)) {
     return Err(
         InvalidArgument("choco: gamma must be in (0, 1], got " + std::to_string(options.gamma)));
@@ -54,10 +50,7 @@ Status ChocoGossip::SetTopology(topologies::Graph graph, uint32_t epoch, std::sp
 
 Status ChocoGossip::Mix(std::span<float> params, int64_t round, Deadline deadline) {
   CHORUS_RETURN_IF_ERROR(CheckMixable(params));
-  if (!IsMixingRound(round, options_.period)) {
-    UpdateStats([](GossipStats& s) { ++s.skipped_rounds; });
-    return Status::Ok();
-  }
+  if (SkipRound(round, options_.period)) return Status::Ok();
   const Rank self = transport_.rank();
   const size_t n = params.size();
   if (hats_.size() != neighbors_.size() + 1 || hats_[0].size() != n) {
@@ -68,11 +61,9 @@ Status ChocoGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
   diff_.resize(n);
   for (size_t i = 0; i < n; ++i) diff_[i] = params[i] - hats_[0][i];
   CHORUS_RETURN_IF_ERROR(codec_->Encode(diff_, MessageSeed(options_.seed, self, round), &send_));
-  std::vector<std::span<const std::byte>> payloads(neighbors_.size(), send_);
   const Tag tag = GossipTag(GossipMessageKind::kChoco, options_.tag_stream, options_.epoch, round);
-  Status exchanged =
-      Exchange(neighbors_, payloads, neighbors_, codec_->WireBytes(n), tag, deadline, &inboxes_);
-  if (!exchanged.ok()) return Fail(exchanged, round);
+  CHORUS_RETURN_IF_ERROR(ExchangeWithNeighbors(neighbors_, send_, codec_->WireBytes(n), tag,
+                                               deadline, round, &inboxes_));
 
   // x_hat_j += q_j for self (decoded from the bytes sent, like the neighbours do)
   // and each neighbour.
@@ -116,12 +107,7 @@ Status ChocoGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
     norm2 += xi * xi;
     params[i] = static_cast<float>(xi + gamma * step);
   }
-  const double distance = norm2 > 0.0 ? std::sqrt(diff2 / norm2) : 0.0;
-  UpdateStats([&](GossipStats& s) {
-    ++s.mix_rounds;
-    s.rejected_nonfinite += rejected;
-    s.neighbor_distance = distance;
-  });
+  RecordMixRound(diff2, norm2, rejected);
   return Status::Ok();
 }
 

@@ -2,7 +2,6 @@
 // communicating round, then x_i <- sum_j W_ij x_j.
 #include "gossip/gossip_dpsgd.h"
 
-#include <cmath>
 #include <string>
 
 namespace chorus::gossip {
@@ -28,10 +27,7 @@ Status CheckGraph(const topologies::Graph& graph, const Transport& transport, bo
 Result<std::unique_ptr<DpsgdGossip>> DpsgdGossip::Create(Transport& transport,
                                                          topologies::Graph graph,
                                                          const DpsgdOptions& options) {
-  if (options.period < 1) {
-    return Err(
-        InvalidArgument("d-psgd: period must be >= 1, got " + std::to_string(options.period)));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckPeriod(options.period, "d-psgd"));
   CHORUS_ASSIGN_OR_RETURN(auto codec, MakeCodec(options.codec));
   std::unique_ptr<DpsgdGossip> p(new DpsgdGossip(transport, graph, options, std::move(codec)));
   CHORUS_RETURN_IF_ERROR(p->Install(std::move(graph), options.epoch));
@@ -60,18 +56,13 @@ Status DpsgdGossip::SetTopology(topologies::Graph graph, uint32_t epoch, std::sp
 
 Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadline) {
   CHORUS_RETURN_IF_ERROR(CheckMixable(params));
-  if (!IsMixingRound(round, options_.period)) {
-    UpdateStats([](GossipStats& s) { ++s.skipped_rounds; });
-    return Status::Ok();
-  }
+  if (SkipRound(round, options_.period)) return Status::Ok();
   const Rank self = transport_.rank();
   const size_t n = params.size();
   CHORUS_RETURN_IF_ERROR(codec_->Encode(params, MessageSeed(options_.seed, self, round), &send_));
-  std::vector<std::span<const std::byte>> payloads(neighbors_.size(), send_);
   const Tag tag = GossipTag(GossipMessageKind::kDpsgd, options_.tag_stream, options_.epoch, round);
-  Status exchanged =
-      Exchange(neighbors_, payloads, neighbors_, codec_->WireBytes(n), tag, deadline, &inboxes_);
-  if (!exchanged.ok()) return Fail(exchanged, round);
+  CHORUS_RETURN_IF_ERROR(ExchangeWithNeighbors(neighbors_, send_, codec_->WireBytes(n), tag,
+                                               deadline, round, &inboxes_));
 
   // Decode every neighbour; a non-finite one keeps an empty slot.
   decoded_.resize(neighbors_.size());
@@ -127,12 +118,7 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
     norm2 += xi * xi;
     params[i] = static_cast<float>(acc);
   }
-  const double distance = norm2 > 0.0 ? std::sqrt(diff2 / norm2) : 0.0;
-  UpdateStats([&](GossipStats& s) {
-    ++s.mix_rounds;
-    s.rejected_nonfinite += rejected;
-    s.neighbor_distance = distance;
-  });
+  RecordMixRound(diff2, norm2, rejected);
   return Status::Ok();
 }
 

@@ -110,6 +110,16 @@ Status GossipProtocol::Exchange(std::span<const int> to,
   return Status::Ok();
 }
 
+Status GossipProtocol::ExchangeWithNeighbors(std::span<const int> neighbors,
+                                             std::span<const std::byte> payload, size_t capacity,
+                                             Tag tag, Deadline deadline, int64_t round,
+                                             std::vector<std::vector<std::byte>>* inboxes) {
+  const std::vector<std::span<const std::byte>> payloads(neighbors.size(), payload);
+  Status exchanged = Exchange(neighbors, payloads, neighbors, capacity, tag, deadline, inboxes);
+  if (!exchanged.ok()) return Fail(exchanged, round);
+  return Status::Ok();
+}
+
 Status GossipProtocol::CheckMixable(std::span<const float> params) {
   if (interrupted()) {
     return Aborted(std::string(Name()) + ": interrupted; call SetTopology with the new membership");
@@ -128,6 +138,21 @@ Status GossipProtocol::CheckMixable(std::span<const float> params) {
   return Status::Ok();
 }
 
+bool GossipProtocol::SkipRound(int64_t round, int period) {
+  if (IsMixingRound(round, period)) return false;
+  UpdateStats([](GossipStats& s) { ++s.skipped_rounds; });
+  return true;
+}
+
+void GossipProtocol::RecordMixRound(double diff2, double norm2, uint64_t rejected) {
+  const double distance = norm2 > 0.0 ? std::sqrt(diff2 / norm2) : 0.0;
+  UpdateStats([&](GossipStats& s) {
+    ++s.mix_rounds;
+    s.rejected_nonfinite += rejected;
+    s.neighbor_distance = distance;
+  });
+}
+
 Status GossipProtocol::Fail(Status status, int64_t round) {
   failed_ = true;
   return status.WithContext(std::string(Name()) + " round " + std::to_string(round) + " (rank " +
@@ -139,6 +164,14 @@ void GossipProtocol::ResetState(size_t n) {
   failed_ = false;
   length_ = n;
   length_fixed_ = true;
+}
+
+Status CheckPeriod(int period, std::string_view who) {
+  if (period < 1) {
+    return InvalidArgument(std::string(who) + ": period must be >= 1, got " +
+                           std::to_string(period));
+  }
+  return Status::Ok();
 }
 
 double RelativeDistance(std::span<const float> a, std::span<const float> b) {

@@ -69,6 +69,9 @@ inline bool IsMixingRound(int64_t round, int period) {
   return period <= 1 || (round + 1) % period == 0;
 }
 
+// InvalidArgument naming `who` unless the local-SGD period is >= 1.
+Status CheckPeriod(int period, std::string_view who);
+
 class GossipProtocol {
  public:
   virtual ~GossipProtocol() = default;
@@ -118,9 +121,21 @@ class GossipProtocol {
                                 std::span<const int> from, size_t capacity, Tag tag,
                                 Deadline deadline, std::vector<std::vector<std::byte>>* inboxes);
 
+  // Exchange() of the same `payload` with every one of `neighbors` (sent to each,
+  // one message received from each); a transport error goes through Fail(round).
+  [[nodiscard]] Status ExchangeWithNeighbors(std::span<const int> neighbors,
+                                             std::span<const std::byte> payload, size_t capacity,
+                                             Tag tag, Deadline deadline, int64_t round,
+                                             std::vector<std::vector<std::byte>>* inboxes);
+
   // Common entry checks of Mix: interrupt, failed state, params length (fixed by
   // the first call or SetTopology).
   [[nodiscard]] Status CheckMixable(std::span<const float> params);
+  // True (and counted in skipped_rounds) when `round` does not communicate under `period`.
+  bool SkipRound(int64_t round, int period);
+  // Counts a completed communicating round: its rejected vectors and the
+  // neighbor_distance sqrt(diff2 / norm2) (0 when norm2 is 0).
+  void RecordMixRound(double diff2, double norm2, uint64_t rejected);
   // Marks the state stale after a transport error and returns it with context.
   Status Fail(Status status, int64_t round);
   // Clears the interrupt and failed state and fixes the params length.

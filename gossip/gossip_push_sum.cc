@@ -19,10 +19,7 @@ constexpr size_t kShareHeaderBytes = 16;  // f64 share p, f64 sender weight w
 Result<std::unique_ptr<PushSumGossip>> PushSumGossip::Create(Transport& transport,
                                                              topologies::Graph graph,
                                                              const PushSumOptions& options) {
-  if (options.period < 1) {
-    return Err(
-        InvalidArgument("push-sum: period must be >= 1, got " + std::to_string(options.period)));
-  }
+  CHORUS_RETURN_IF_ERROR(CheckPeriod(options.period, "push-sum"));
   CHORUS_RETURN_IF_ERROR(CheckGraph(graph, transport, false, "push-sum"));
   CHORUS_ASSIGN_OR_RETURN(auto codec, MakeCodec(options.codec));
   return std::unique_ptr<PushSumGossip>(
@@ -47,10 +44,7 @@ Status PushSumGossip::Mix(std::span<float> params, int64_t round, Deadline deadl
     x_.assign(params.begin(), params.end());
     w_ = 1.0;
   }
-  if (!IsMixingRound(round, options_.period)) {
-    UpdateStats([](GossipStats& s) { ++s.skipped_rounds; });
-    return Status::Ok();
-  }
+  if (SkipRound(round, options_.period)) return Status::Ok();
   const Rank self = transport_.rank();
   const int64_t graph_round = round / options_.period;
 
@@ -147,12 +141,7 @@ Status PushSumGossip::Mix(std::span<float> params, int64_t round, Deadline deadl
     params[i] = static_cast<float>(static_cast<double>(x_[i]) / w_new);
   }
   w_ = w_new;
-  const double distance = norm2 > 0.0 ? std::sqrt(diff2 / norm2) : 0.0;
-  UpdateStats([&](GossipStats& s) {
-    ++s.mix_rounds;
-    s.rejected_nonfinite += rejected;
-    s.neighbor_distance = distance;
-  });
+  RecordMixRound(diff2, norm2, rejected);
   return Status::Ok();
 }
 

@@ -37,6 +37,7 @@
 #include <system_error>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -46,6 +47,7 @@
 #include "common/status.h"
 #include "gossip/collective.h"
 #include "gossip/transport/fabric/fabric_transport.h"
+#include "node/bench_process.h"
 
 namespace chorus::node {
 namespace {
@@ -59,6 +61,8 @@ constexpr int kRowTimeoutMs = 180 * 1000;  // parent: no frame for this long = h
 constexpr double kReapSeconds = 10;        // parent: children still alive after this are killed
 constexpr uint64_t kTagWindow = uint64_t{1} << 16;  // tag bases cycle through this many ranges
 constexpr size_t kSmallBytes = size_t{1} << 20;     // up to here, two warm-up calls
+
+constexpr std::string_view kWho = "bench allreduce";  // names this bench in errors
 
 constexpr char kFramePeers = 'p';
 constexpr char kFrameRelease = 'r';
@@ -95,49 +99,6 @@ std::vector<RowSpec> Rows(const BenchAllreduceOptions& o) {
     }
   }
   return rows;
-}
-
-Status WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    // MSG_NOSIGNAL: a vanished peer process is an error here, not a SIGPIPE.
-    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return ErrnoStatus(errno, "bench allreduce: writing to a process socket");
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
-Status ReadAll(int fd, void* data, size_t n) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return Unavailable("bench allreduce: the other process closed its socket");
-    if (r < 0) return ErrnoStatus(errno, "bench allreduce: reading from a process socket");
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return Status::Ok();
-}
-
-Status WriteBlob(int fd, const std::vector<uint8_t>& blob) {
-  const auto n = static_cast<uint32_t>(blob.size());
-  CHORUS_RETURN_IF_ERROR(WriteAll(fd, &n, sizeof(n)));
-  return WriteAll(fd, blob.data(), blob.size());
-}
-
-Result<std::vector<uint8_t>> ReadBlob(int fd) {
-  uint32_t n = 0;
-  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &n, sizeof(n)));
-  if (n == 0 || n > 4096) {
-    return Err(DataLoss("bench allreduce: address of " + std::to_string(n) + " bytes"));
-  }
-  std::vector<uint8_t> blob(n);
-  CHORUS_RETURN_IF_ERROR(ReadAll(fd, blob.data(), blob.size()));
-  return blob;
 }
 
 // ---- child (one rank) ----
@@ -244,7 +205,7 @@ class Watcher {
  public:
   Watcher(gossip::Transport& t, int fd) : thread_([this, &t, fd] {
     char frame = 0;
-    const bool got = ReadAll(fd, &frame, 1).ok();
+    const bool got = ReadAll(fd, &frame, 1, kWho).ok();
     if (!got || frame != kFrameRelease) {
       aborted_ = true;
       for (int r = 0; r < t.size(); ++r) {
@@ -266,13 +227,13 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   fo.node_name = "bench" + std::to_string(rank);
   fo.bind_address = "127.0.0.1";
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(fo));
-  CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress()));
+  CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress(), kWho));
   char frame = 0;
-  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &frame, 1));
+  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &frame, 1, kWho));
   if (frame != kFramePeers) return Aborted("bench allreduce: the parent aborted the run");
   std::vector<PeerInfo> peers(n);
   for (int r = 0; r < n; ++r) {
-    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, ReadBlob(fd));
+    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, ReadBlob(fd, kWho));
     peers[r] = PeerInfo{r, std::move(blob), "bench" + std::to_string(r)};
   }
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(rank, peers));
@@ -290,12 +251,12 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
       if (!r) {
         status = watcher.aborted() ? Aborted("bench allreduce: aborted by the parent") : r.error();
         const char failed = kFrameFailed;
-        (void)WriteAll(fd, &failed, 1);
+        (void)WriteAll(fd, &failed, 1, kWho);
         break;
       }
       const char ok = kFrameRow;
-      status = WriteAll(fd, &ok, 1);
-      if (status.ok()) status = WriteAll(fd, &*r, sizeof(RowResult));
+      status = WriteAll(fd, &ok, 1, kWho);
+      if (status.ok()) status = WriteAll(fd, &*r, sizeof(RowResult), kWho);
       if (!status.ok()) break;
     }
     if (!status.ok()) shutdown(fd, SHUT_WR);  // the parent sees EOF if it missed the frame
@@ -325,13 +286,13 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
                   const BenchAllreduceOptions& o, bool& check_failed) {
   std::vector<std::vector<uint8_t>> addresses(n);
   for (int r = 0; r < n; ++r) {
-    auto blob = ReadBlob(fds[r]);
+    auto blob = ReadBlob(fds[r], kWho);
     if (!blob) return Unavailable("rank " + std::to_string(r) + " did not open its endpoint: " + blob.error().ToString());
     addresses[r] = std::move(*blob);
   }
   for (int r = 0; r < n; ++r) {
-    CHORUS_RETURN_IF_ERROR(WriteAll(fds[r], &kFramePeers, 1));
-    for (const auto& a : addresses) CHORUS_RETURN_IF_ERROR(WriteBlob(fds[r], a));
+    CHORUS_RETURN_IF_ERROR(WriteAll(fds[r], &kFramePeers, 1, kWho));
+    for (const auto& a : addresses) CHORUS_RETURN_IF_ERROR(WriteBlob(fds[r], a, kWho));
   }
 
   std::printf("# provider %s (version %s), %d ranks; time = max over ranks of the per-rank median\n",
@@ -364,9 +325,9 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
         if (pfds[i].revents == 0) continue;
         const int r = who[i];
         char frame = 0;
-        Status s = ReadAll(fds[r], &frame, 1);
+        Status s = ReadAll(fds[r], &frame, 1, kWho);
         if (s.ok() && frame != kFrameRow) s = Internal("rank failed (its log line says why)");
-        if (s.ok()) s = ReadAll(fds[r], &results[r], sizeof(RowResult));
+        if (s.ok()) s = ReadAll(fds[r], &results[r], sizeof(RowResult), kWho);
         if (!s.ok()) {
           return Internal("bench allreduce: rank " + std::to_string(r) + " at " +
                           AlgorithmText(row.algorithm) + " " + DTypeName(row.dtype) + " " +
@@ -461,7 +422,7 @@ Status RunConfig(const std::string& provider, int n, const BenchAllreduceOptions
   if (status.ok()) status = Coordinate(provider, n, fds, o, check_failed);
   const char end = status.ok() ? kFrameRelease : kFrameAbort;
   for (int fd : fds) {
-    (void)WriteAll(fd, &end, 1);
+    (void)WriteAll(fd, &end, 1, kWho);
     close(fd);
   }
   bool child_failed = false;

@@ -16,12 +16,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "gossip/transport/fabric/fabric_transport.h"
+#include "node/bench_process.h"
 
 namespace chorus::node {
 namespace {
@@ -29,6 +31,7 @@ namespace {
 using gossip::PeerInfo;
 using gossip::RequestPtr;
 
+constexpr std::string_view kWho = "bench p2p";  // names this bench in errors
 constexpr double kWaitSeconds = 60;  // per operation: only a broken peer reaches it
 
 struct SizeResult {
@@ -56,31 +59,6 @@ int WarmupFor(const BenchP2pOptions& o, int iterations) {
   return o.warmup >= 0 ? o.warmup : std::max(2, iterations / 10);
 }
 
-Status WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return ErrnoStatus(errno, "bench p2p: writing to the peer socket");
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
-Status ReadAll(int fd, void* data, size_t n) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return Unavailable("bench p2p: the peer process closed its socket");
-    if (r < 0) return ErrnoStatus(errno, "bench p2p: reading from the peer socket");
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return Status::Ok();
-}
-
 // Opens the endpoint and connects it to the other process through `fd`.
 Result<std::unique_ptr<gossip::Transport>> Connect(const std::string& provider, int rank, int fd) {
   gossip::FabricOptions options;
@@ -88,14 +66,8 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const std::string& provider, 
   options.node_name = rank == 0 ? "bench0" : "bench1";
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(options));
   const std::vector<uint8_t> mine = transport->LocalAddress();
-  const auto n = static_cast<uint32_t>(mine.size());
-  CHORUS_RETURN_IF_ERROR(WriteAll(fd, &n, sizeof(n)));
-  CHORUS_RETURN_IF_ERROR(WriteAll(fd, mine.data(), mine.size()));
-  uint32_t m = 0;
-  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &m, sizeof(m)));
-  if (m == 0 || m > 4096) return Err(DataLoss("bench p2p: peer address of " + std::to_string(m) + " bytes"));
-  std::vector<uint8_t> theirs(m);
-  CHORUS_RETURN_IF_ERROR(ReadAll(fd, theirs.data(), theirs.size()));
+  CHORUS_RETURN_IF_ERROR(WriteBlob(fd, mine, kWho));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> theirs, ReadBlob(fd, kWho));
   std::vector<PeerInfo> peers(2);
   peers[rank] = PeerInfo{rank, mine, options.node_name};
   peers[1 - rank] = PeerInfo{1 - rank, theirs, rank == 0 ? "bench1" : "bench0"};
@@ -213,7 +185,7 @@ Status RunProvider(const std::string& provider, const BenchP2pOptions& o) {
     CHORUS_ASSIGN_OR_RETURN(auto results, Ping(*t, o));
     // Keep our endpoint open until the peer has finished its last send.
     char done = 0;
-    CHORUS_RETURN_IF_ERROR(ReadAll(fds[0], &done, 1));
+    CHORUS_RETURN_IF_ERROR(ReadAll(fds[0], &done, 1, kWho));
     for (const SizeResult& r : results) {
       std::printf("%-12s %-6s %9s %6d %12.2f %12.2f %10.3f\n", provider.c_str(), version.c_str(),
                   SizeText(r.size).c_str(), r.iterations, r.median_us, r.mean_us, r.gbps);

@@ -588,7 +588,14 @@ Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline
     announce = IsCoordinator() && !applicants_.empty();
   }
   bool advance = false;
-  CHORUS_RETURN_IF_ERROR(BarrierInternal("chorus.epoch-boundary", announce, deadline, &advance));
+  Status arrived = BarrierInternal("chorus.epoch-boundary", announce, deadline, &advance);
+  if (!arrived.ok()) {
+    // The coordinator may commit the next epoch (with the joiners) before this
+    // member has seen the barrier complete: that epoch is the boundary's result.
+    MembershipView now = View();
+    if (arrived.code() == StatusCode::kAborted && now.epoch > epoch && now.self_rank >= 0) return now;
+    return Err(arrived);
+  }
   if (!advance) return View();
   if (announce) {
     asio::post(io_, [this] {

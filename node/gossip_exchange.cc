@@ -19,6 +19,17 @@ namespace {
 
 bool NeedsUndirected(const std::string& protocol) { return protocol != "push-sum"; }
 
+// The fields every protocol's options struct shares.
+template <typename Options>
+Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t epoch, uint64_t seed) {
+  Options o;
+  o.codec = codec;
+  o.period = period;
+  o.epoch = epoch;
+  o.seed = seed;
+  return o;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<GossipExchange>> GossipExchange::Create(const Config& config,
@@ -69,35 +80,22 @@ Status GossipExchange::BuildProtocol() {
   gossip::Transport& t = *session_->transport;
   std::span<float> params = trainer_->MasterWeights();
   pairwise_ = false;
+  const uint64_t seed = config_.train.seed;
   if (ec.protocol == "dpsgd") {
-    gossip::DpsgdOptions o;
-    o.codec = codec;
-    o.period = ec.period;
-    o.epoch = epoch;
-    o.seed = config_.train.seed;
+    auto o = CommonOptions<gossip::DpsgdOptions>(codec, ec.period, epoch, seed);
     CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::DpsgdGossip::Create(t, graph, o));
   } else if (ec.protocol == "choco") {
-    gossip::ChocoOptions o;
-    o.codec = codec;
+    auto o = CommonOptions<gossip::ChocoOptions>(codec, ec.period, epoch, seed);
     o.gamma = ec.gamma;
-    o.period = ec.period;
-    o.epoch = epoch;
-    o.seed = config_.train.seed;
     CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::ChocoGossip::Create(t, graph, o));
   } else if (ec.protocol == "push-sum") {
-    gossip::PushSumOptions o;
-    o.codec = codec;
-    o.period = ec.period;
-    o.epoch = epoch;
-    o.seed = config_.train.seed;
+    auto o = CommonOptions<gossip::PushSumOptions>(codec, ec.period, epoch, seed);
     CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PushSumGossip::Create(t, graph, o));
   } else if (ec.protocol == "pairwise-async") {
-    gossip::PairwiseOptions o;
-    o.codec = codec;
-    o.period = ec.period;
+    // Each node draws its own sequence of neighbours.
+    auto o = CommonOptions<gossip::PairwiseOptions>(codec, ec.period, epoch,
+                                                    seed + static_cast<uint64_t>(view.self_rank));
     o.max_staleness = ec.max_staleness > 0 ? ec.max_staleness : -1;
-    o.epoch = epoch;
-    o.seed = config_.train.seed + static_cast<uint64_t>(view.self_rank);
     CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PairwiseGossip::Create(t, graph, o, params));
     pairwise_ = true;
   } else {

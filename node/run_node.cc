@@ -78,6 +78,7 @@ double PeakResidentMiB() {
 // Members are destroyed in reverse order: the exchange goes before the trace,
 // trainer and cluster session it uses.
 struct NodeRun {
+  explicit NodeRun(const Config& c) : config(c) {}
   const Config& config;
   std::optional<ClusterSession> session;
   std::string node_name;
@@ -268,7 +269,7 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
 }
 
 int RunNode(const Config& config, const NodeOptions& options) {
-  NodeRun run{config};
+  NodeRun run(config);
   run.log_session = options.log_session;
   run.node_name = config.run.node_name.empty()
                       ? "node" + std::to_string(std::max(0, config.cluster.rank_hint))

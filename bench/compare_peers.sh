@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs Chorus and its peer baselines (../shared/peers) back to back, one at a
+# time, so the figures of the closing notes are ratios measured side by side.
+#   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train
+#   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
+#   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p
+# Needs ./build (scripts/build.sh) and the peers' packages (../shared/peers/run_all.sh setup).
+set -u
+cd "$(dirname "$0")/.."
+peers=${PEERS:-../shared/peers}
+work=$(mktemp -d)
+cp -r "$peers"/. "$work"/ && chmod -R u+w "$work"
+PY=/usr/bin/python3
+step=${1:-train}
+
+if [ "$step" = train ]; then
+  (cd "$work" && source ./blas_env.sh &&
+   for m in mlp cnn; do for b in 64 256; do
+     timeout 300 $PY train_torch.py bench --model $m --batch $b --threads 2 --windows ${WINDOWS:-5} \
+       --window-s 2 --warmup 30 --out "$work/torch.jsonl" | cut -c1-200
+   done; done)
+  ./build/bench/bench_train --threads 2 --windows "${WINDOWS:-5}" --window-s 2 --warmup 30
+fi
+
+if [ "$step" = ddp ]; then
+  (cd "$work" && source ./blas_env.sh &&
+   timeout 300 $PY ddp_torch.py --nprocs 4 --epochs ${EPOCHS:-3} --batch 64 --lr 0.1 --threads 1 \
+     --seed 0 --port 29761 --out "$work/ddp.jsonl" | cut -c1-400)
+  out=$(mktemp -d)
+  ./build/chorus launch -n 4 configs/allreduce-ring.toml --set train.epochs=${EPOCHS:-3} \
+    --set train.threads=1 --set run.progress=\"off\" --set run.output_dir=\"$out\" \
+    --set run.name=\"ddp-compare\" > "$out/launch.log" 2>&1
+  for f in "$out"/ddp-compare/node*/summary.json; do
+    $PY -c "import json,sys; s=json.load(open('$f')); print(s['node'], 'train_s', round(s['train_seconds'],2), 's/epoch', round(s['train_seconds']/s['epochs'],2), 'test_acc', s['test_accuracy'])"
+  done
+fi
+
+if [ "$step" = p2p ]; then
+  for prov in shm tcp; do
+    if [ $prov = shm ]; then args="-p shm -e rdm"; else args="-p tcp -e msg"; fi
+    for size in 4096 1048576 67108864; do
+      iters=$([ $size -gt 1048576 ] && echo 20 || echo 1000)
+      timeout 120 fi_pingpong $args -I $iters -S $size -B 29777 >/dev/null 2>&1 &
+      sleep 1
+      echo "fi_pingpong $prov: $(timeout 120 fi_pingpong $args -I $iters -S $size -P 29777 127.0.0.1 2>&1 | grep -E '^[0-9]+[kmg]? ' | tail -1)"
+      wait
+    done
+  done
+  ./build/chorus bench p2p
+fi
+rm -rf "$work"

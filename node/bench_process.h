@@ -1,0 +1,32 @@
+// Byte I/O over the socketpair between a bench parent and the processes it
+// fork()s (`chorus bench p2p`, `chorus bench allreduce`): whole-buffer reads and
+// writes, and length-prefixed blobs (fabric addresses). `who` names the bench in
+// error messages ("bench p2p").
+//
+// Must not: fork, open endpoints or know any frame format beyond the u32 length
+// prefix of a blob; raise SIGPIPE (a vanished process is an error Status).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace chorus::node {
+
+// Largest blob ReadBlob accepts: a fabric address is far smaller.
+inline constexpr uint32_t kMaxBlobBytes = 4096;
+
+// Writes all `n` bytes to `fd`, retrying on EINTR.
+Status WriteAll(int fd, const void* data, size_t n, std::string_view who);
+// Reads exactly `n` bytes from `fd`; Unavailable if the other process closed it.
+Status ReadAll(int fd, void* data, size_t n, std::string_view who);
+// Writes a u32 length, then the bytes.
+Status WriteBlob(int fd, std::span<const uint8_t> blob, std::string_view who);
+// Reads a blob written by WriteBlob; DataLoss if its length is 0 or over kMaxBlobBytes.
+Result<std::vector<uint8_t>> ReadBlob(int fd, std::string_view who);
+
+}  // namespace chorus::node
