@@ -6,6 +6,8 @@
 // shuffling or batching here.
 #include "trainer/dataset.h"
 
+#include "trainer/file_bytes.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,34 +37,6 @@ std::string Hex32(uint32_t v) {
   return buf;
 }
 
-Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Err(ErrnoStatus(errno, "open " + path));
-  std::vector<uint8_t> data;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0 && static_cast<uint64_t>(st.st_size) <= kMaxIdxBytes) {
-    data.reserve(static_cast<size_t>(st.st_size));
-  }
-  std::array<uint8_t, 1 << 16> chunk;
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return Err(ErrnoStatus(err, "read " + path));
-    }
-    if (n == 0) break;
-    data.insert(data.end(), chunk.begin(), chunk.begin() + n);
-    if (data.size() > kMaxIdxBytes) {
-      ::close(fd);
-      return Err(ResourceExhausted(path + ": file is larger than " +
-                                   std::to_string(kMaxIdxBytes) + " bytes"));
-    }
-  }
-  ::close(fd);
-  return data;
-}
 
 bool IsGzip(const std::vector<uint8_t>& data) {
   return data.size() >= 2 && data[0] == 0x1f && data[1] == 0x8b;
@@ -209,7 +183,7 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint32_t expected_magic) {
     return Err(InvalidArgument(path + ": ReadIdxFile reads unsigned-byte IDX files only, asked for magic " +
                                Hex32(expected_magic)));
   }
-  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> file, ReadWholeFile(path));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> file, ReadFileBytes(path, kMaxIdxBytes));
   if (IsGzip(file)) {
     CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, Gunzip(file, path));
     return ParseIdx(std::move(raw), path, expected_magic);

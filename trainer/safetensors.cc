@@ -11,6 +11,8 @@
 // This file must not know about models or checkpoints: it moves named byte arrays.
 #include "trainer/safetensors.h"
 
+#include "trainer/file_bytes.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -151,27 +153,6 @@ Result<std::vector<uint8_t>> Serialize(const std::string& path, std::span<const 
   return out;
 }
 
-Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Err(ErrnoStatus(errno, "open " + path));
-  std::vector<uint8_t> data;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
-  std::array<uint8_t, 1 << 16> chunk;
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return Err(ErrnoStatus(err, "read " + path));
-    }
-    if (n == 0) break;
-    data.insert(data.end(), chunk.begin(), chunk.begin() + n);
-  }
-  ::close(fd);
-  return data;
-}
 
 // Reads a JSON array of non-negative integers; false if it is anything else.
 bool ReadUnsignedArray(const Json& j, std::vector<uint64_t>* out) {
@@ -256,7 +237,7 @@ Status WriteSafetensors(const std::string& path, std::span<const NamedTensor> te
 }
 
 Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
-  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> file, ReadWholeFile(path));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> file, ReadFileBytes(path));
   if (file.size() < 8) {
     return Err(DataLoss(path + ": truncated: " + std::to_string(file.size()) +
                         " bytes, shorter than the 8-byte header length"));
