@@ -3,6 +3,8 @@
 // time; the real data set is used when Debian's dataset-fashion-mnist is there.
 #include "trainer/dataset.h"
 
+#include "tests/util/temp_dir.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -23,21 +25,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+// Every test gets its own folder, named after this file.
+class TempDir : public chorus::testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "chorus_dataset_test_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : chorus::testing::TempDir("chorus_dataset_test") {}
 };
 
 std::vector<uint8_t> IdxBytes(uint32_t magic, const std::vector<uint32_t>& dims,

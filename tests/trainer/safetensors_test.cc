@@ -4,6 +4,8 @@
 // left behind. Fixtures are written to a temporary directory at run time.
 #include "trainer/safetensors.h"
 
+#include "tests/util/temp_dir.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -23,27 +25,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+// Every test gets its own folder, named after this file.
+class TempDir : public chorus::testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "chorus_safetensors_test_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-  std::vector<std::string> List() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::string path_;
+  TempDir() : chorus::testing::TempDir("chorus_safetensors_test") {}
 };
 
 std::vector<uint8_t> ReadBytes(const std::string& path) {
