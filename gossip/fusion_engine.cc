@@ -6,6 +6,8 @@
 // the same condition variable until next_ reaches the bucket count.
 #include "gossip/fusion_engine.h"
 
+#include "common/fp16.h"
+
 #include <string>
 
 namespace chorus::gossip {
@@ -36,6 +38,10 @@ FusionEngine::FusionEngine(const Collective& collective, GradientBucketer bucket
   for (size_t b = 0; b < staging_.size(); ++b) {
     const GradientBucket& bucket = bucketer_.buckets()[b];
     if (!bucket.contiguous) staging_[b].resize(bucket.elems);
+  }
+  if (options_.fp16_wire) {
+    half_staging_.resize(bucketer_.buckets().size());
+    for (size_t b = 0; b < half_staging_.size(); ++b) half_staging_[b].resize(bucketer_.buckets()[b].elems);
   }
   worker_ = std::thread([this] { Worker(); });
 }
@@ -128,7 +134,21 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
   std::span<float> data =
       b.contiguous ? bucketer_.InPlace(bucket, grads_) : std::span<float>(staging_[bucket]);
   if (!b.contiguous) bucketer_.Pack(bucket, grads_, data);
-  Status s = collective_.Allreduce(data, options);
+  Status s;
+  size_t wire_bytes = data.size_bytes();
+  if (options_.fp16_wire) {
+    std::vector<uint16_t>& half = half_staging_[bucket];
+    const float pre = options.pre_scale;
+    for (size_t i = 0; i < data.size(); ++i) half[i] = FloatToHalfBits(data[i] * pre);
+    options.pre_scale = 1.0f;
+    s = collective_.Allreduce(std::span<uint16_t>(half), options);
+    if (s.ok()) {
+      for (size_t i = 0; i < data.size(); ++i) data[i] = HalfBitsToFloat(half[i]);
+    }
+    wire_bytes = half.size() * sizeof(uint16_t);
+  } else {
+    s = collective_.Allreduce(data, options);
+  }
   if (s.ok() && !b.contiguous) bucketer_.Unpack(bucket, data, grads_);
 
   if (options_.trace != nullptr) {
@@ -136,8 +156,8 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
     span.name = "allreduce bucket " + std::to_string(bucket);
     span.step = step;
     span.bucket = bucket;
-    span.bytes = data.size_bytes();
-    span.algorithm = collective_.Resolve(options, data.size_bytes());
+    span.bytes = wire_bytes;
+    span.algorithm = collective_.Resolve(options, wire_bytes);
     span.ok = s.ok();
     options_.trace->Record(span);
   }

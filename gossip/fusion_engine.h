@@ -41,6 +41,11 @@ struct FusionOptions {
   // Where the begin/end of each bucket's all-reduce goes; may be null. Not owned:
   // must outlive the engine. Called from the communication thread.
   CommTraceSink* trace = nullptr;
+  // FP16 on the wire: each bucket is scaled by allreduce.pre_scale in FP32 (so
+  // the sum of N contributions stays in range), rounded to binary16, summed as
+  // FP16 (FP32 accumulation per addition), and widened back. A sum that
+  // overflows arrives as Inf; the optimizer's finite check then skips the step.
+  bool fp16_wire = false;
 };
 
 class FusionEngine {
@@ -79,6 +84,7 @@ class FusionEngine {
   const std::span<float> grads_;
   const FusionOptions options_;
   std::vector<std::vector<float>> staging_;  // by bucket; empty for contiguous ones
+  std::vector<std::vector<uint16_t>> half_staging_;  // by bucket, when fp16_wire
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "node/step_agreement.h"
 
 namespace chorus::node {
 
@@ -65,6 +66,7 @@ Status AllreduceExchange::Build() {
   options.bucket_timeout = std::chrono::duration_cast<Duration>(
       std::chrono::duration<double>(config_.fabric.op_timeout_s));
   options.trace = trace_;
+  options.fp16_wire = config_.exchange.fp16_wire;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
                                                                 trainer_->Gradients(), options));
   hook_error_ = Status::Ok();
@@ -86,10 +88,10 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   if (config_.exchange.on_failure == "stop") {
     return s.WithContext("all-reduce failed and exchange.on_failure = \"stop\"");
   }
-  return Reform(s);
+  return Reform(s, step);
 }
 
-Status AllreduceExchange::Reform(const Status& failure) {
+Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
   const uint64_t epoch = session_->view.epoch;
   CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch,
                   " to re-form the all-reduce");
@@ -105,11 +107,28 @@ Status AllreduceExchange::Reform(const Status& failure) {
   std::span<float> master = trainer_->MasterWeights();
   gossip::CollectiveOptions bo;
   bo.tag_base = ((next.epoch % 1024) << 40) + (uint64_t{1} << 39);
-  bo.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  bo.deadline = ReformDeadline(config_);
   CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(master), 0, bo));
+  // The optimizer and loss-scaler state too: a survivor that applied the failed
+  // step moved its momentum and scale, and replicas must stay bitwise equal.
+  bo.tag_base += gossip::kTagsPerCollective;
+  CHORUS_RETURN_IF_ERROR(
+      collective_->Broadcast(std::as_writable_bytes(trainer_->optimizer().momentum()), 0, bo));
+  trainer::LossScalerState scaler = trainer_->loss_scaler().state();
+  bo.tag_base += gossip::kTagsPerCollective;
+  CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(std::span(&scaler, 1)), 0, bo));
+  CHORUS_RETURN_IF_ERROR(trainer_->loss_scaler().Restore(scaler));
   trainer_->RefreshWorkingCopy();
   std::span<float> grads = trainer_->Gradients();
   std::fill(grads.begin(), grads.end(), 0.0f);
+  CHORUS_ASSIGN_OR_RETURN(int64_t resume,
+                          AgreeOnResumeStep(*collective_, next.size(), next.self_rank, step + 1, next.epoch,
+                                            ReformDeadline(config_)));
+  steps_to_skip_ = resume - (step + 1);
+  if (steps_to_skip_ > 0) {
+    CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", steps_to_skip_, " step(s) to resume with the survivors at step ",
+                    resume);
+  }
   CHORUS_LOG_WARN(Subsys::kGossip, "re-formed the all-reduce over ", next.size(),
                   " survivors at epoch ", next.epoch, " (after: ", failure.message(), ")");
   return Status::Ok();

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "gossip/collective.h"
 #include "gossip/fusion_engine.h"
@@ -34,13 +35,16 @@ class AllreduceExchange final : public Exchange {
   std::string Describe() const override;
   [[nodiscard]] Status AfterBackward(int64_t step, int local_samples) override;
   nlohmann::json Metrics() const override;
+  int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
 
  private:
   AllreduceExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
                     TraceWriter* trace)
       : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
   [[nodiscard]] Status Build();
-  [[nodiscard]] Status Reform(const Status& failure);
+  // Waits for the next membership epoch, rebuilds over it, and agrees with the
+  // survivors on the step after `step` to resume from (steps_to_skip_).
+  [[nodiscard]] Status Reform(const Status& failure, int64_t step);
 
   const Config& config_;
   ClusterSession* session_;
@@ -51,6 +55,7 @@ class AllreduceExchange final : public Exchange {
   std::unique_ptr<gossip::FusionEngine> engine_;
   Status hook_error_;
   uint64_t reforms_ = 0;
+  int64_t steps_to_skip_ = 0;
   uint64_t failed_steps_ = 0;
 };
 

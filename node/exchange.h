@@ -31,6 +31,10 @@ class Exchange {
   }
   [[nodiscard]] virtual Status AfterUpdate(int64_t step) { return Status::Ok(); }
   [[nodiscard]] virtual Status Finish() { return Status::Ok(); }
+  // Steps the loop must skip before its next step (their batches are dropped),
+  // and then 0 again: after a re-form the survivors resume from the largest
+  // step any of them reached (step_agreement.h), so a node behind catches up.
+  virtual int64_t TakeStepsToSkip() { return 0; }
   // Fields merged into each metrics record (bytes sent/received, consensus distance...).
   virtual nlohmann::json Metrics() const { return nlohmann::json::object(); }
 };

@@ -11,6 +11,7 @@
 #include "gossip/gossip_pairwise.h"
 #include "gossip/gossip_push_sum.h"
 #include "node/allreduce_exchange.h"
+#include "node/step_agreement.h"
 #include "topologies/spectral_gap.h"
 #include "topologies/topology_spec.h"
 
@@ -119,13 +120,13 @@ Status GossipExchange::AfterUpdate(int64_t step) {
   if (!s.ok()) {
     CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": ", s.ToString());
     if (config_.exchange.on_failure == "stop") return s;
-    CHORUS_RETURN_IF_ERROR(Reform(s));
+    CHORUS_RETURN_IF_ERROR(Reform(s, step));
   }
   trainer_->RefreshWorkingCopy();
   return Status::Ok();
 }
 
-Status GossipExchange::Reform(const Status& failure) {
+Status GossipExchange::Reform(const Status& failure, int64_t step) {
   const uint64_t epoch = session_->view.epoch;
   CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch,
                   " to drop the dead neighbour");
@@ -138,6 +139,17 @@ Status GossipExchange::Reform(const Status& failure) {
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next));
   CHORUS_RETURN_IF_ERROR(BuildProtocol());
   ++reforms_;
+  // Rounds are matched by step: resume together (the failed round is dropped).
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
+                          gossip::Collective::Create(*session_->transport, HostKeys(next)));
+  CHORUS_ASSIGN_OR_RETURN(int64_t resume,
+                          AgreeOnResumeStep(world, next.size(), next.self_rank, step + 1, next.epoch,
+                                            ReformDeadline(config_)));
+  steps_to_skip_ = resume - (step + 1);
+  if (steps_to_skip_ > 0) {
+    CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", steps_to_skip_, " step(s) to resume with the survivors at step ",
+                    resume);
+  }
   CHORUS_LOG_WARN(Subsys::kGossip, "gossip re-formed over ", next.size(), " survivors at epoch ",
                   next.epoch, " (after: ", failure.message(), ")");
   return Status::Ok();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "gossip/collective.h"
 #include "gossip/gossip_protocol.h"
@@ -31,6 +32,7 @@ class GossipExchange final : public Exchange {
   [[nodiscard]] Status AfterUpdate(int64_t step) override;
   [[nodiscard]] Status Finish() override;
   nlohmann::json Metrics() const override;
+  int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
 
  private:
   GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
@@ -38,7 +40,9 @@ class GossipExchange final : public Exchange {
       : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
   [[nodiscard]] Result<topologies::Graph> BuildGraph(int n) const;
   [[nodiscard]] Status BuildProtocol();
-  [[nodiscard]] Status Reform(const Status& failure);
+  // Waits for the next membership epoch, rebuilds over it, and agrees with the
+  // survivors on the step after `step` to resume from (steps_to_skip_).
+  [[nodiscard]] Status Reform(const Status& failure, int64_t step);
 
   const Config& config_;
   ClusterSession* session_;
@@ -49,6 +53,7 @@ class GossipExchange final : public Exchange {
   double spectral_gap_ = 0.0;
   double consensus_before_ = -1.0, consensus_after_ = -1.0;
   uint64_t reforms_ = 0;
+  int64_t steps_to_skip_ = 0;
 };
 
 }  // namespace chorus::node

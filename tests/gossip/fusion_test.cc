@@ -229,7 +229,8 @@ struct EngineRun {
 // Each rank runs `steps` steps: "backward" writes each parameter's gradient and
 // marks it ready (in backward order, or shuffled per rank), then WaitAll.
 EngineRun RunEngine(int n, const std::vector<ParamSlice>& table, size_t bucket_bytes, int steps,
-                    bool shuffle_marks, AllreduceAlgorithm algorithm) {
+                    bool shuffle_marks, AllreduceAlgorithm algorithm, bool fp16_wire = false,
+                    float pre_scale = 1.0f) {
   EngineRun run;
   run.grads.resize(n);
   run.reference.resize(n);
@@ -246,6 +247,8 @@ EngineRun RunEngine(int n, const std::vector<ParamSlice>& table, size_t bucket_b
     options.allreduce.algorithm = algorithm;
     options.allreduce.segment_elems = 1000;
     options.allreduce.tag_base = 5 * kTagsPerCollective;
+    options.allreduce.pre_scale = pre_scale;
+    options.fp16_wire = fp16_wire;
     options.trace = &recorder;
     {
       CHORUS_ASSIGN_OR_RETURN(auto engine, FusionEngine::Create(c, std::move(b), grads, options));
@@ -317,6 +320,33 @@ TEST(FusionEngineTest, MatchesOneAllreduceOfTheWholeBuffer) {
       auto run = RunEngine(n, table, bucket_bytes, steps, /*shuffle_marks=*/false,
                            AllreduceAlgorithm::kAuto);
       ExpectEngineMatchesWholeAllreduce(run, n, steps, table);
+    }
+  }
+}
+
+// FP16 on the wire with pre-division by n: each contribution x/4 is a multiple
+// of 1/4 below 3 and every partial sum a multiple of 1/4 below 9, all exact in
+// binary16 (11 significant bits), so the result is exactly sum/4 and the wire
+// carries 2 bytes per element.
+TEST(FusionEngineTest, Fp16WireWithPreDivision) {
+  const auto table = BackwardTable(kModel);
+  const int n = 4;
+  for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree}) {
+    auto run = RunEngine(n, table, 64 * 1024, /*steps=*/2, /*shuffle_marks=*/false, algorithm,
+                         /*fp16_wire=*/true, /*pre_scale=*/0.25f);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r].ToString();
+      for (const auto& s : table) {
+        for (size_t e = 0; e < s.count; ++e) {
+          const size_t i = s.offset + e;
+          ASSERT_EQ(run.grads[r][i], 0.25f * ExpectedSum(n, i)) << "rank " << r << " element " << i;
+        }
+      }
+      size_t elems = 0;
+      for (const auto& s : table) elems += s.count;
+      size_t wire = 0;
+      for (size_t k = 0; k < run.buckets; ++k) wire += run.spans[r][k].bytes;
+      EXPECT_EQ(wire, elems * 2);
     }
   }
 }

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
+
+#include <signal.h>
 
 #include <nlohmann/json.hpp>
 
@@ -126,6 +129,67 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
     EXPECT_LT(summary["consensus_distance_after"].get<double>(), 1e-6);
     // One epoch of 5120 images: well above chance (0.1).
     EXPECT_GT(summary["test_accuracy"].get<double>(), 0.5);
+  }
+}
+
+// kill -9 of one node mid-training: the three survivors re-form at the next
+// membership epoch and finish with one model (identical checksums), under both
+// all-reduce (parameters identical, so training just goes on) and D-PSGD
+// gossip (consensus among the survivors).
+TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
+  if (GetParam() == "shm") GTEST_SKIP() << "run once, over tcp";
+  for (const std::string kind : {"allreduce", "gossip"}) {
+    SCOPED_TRACE(kind);
+    const fs::path out = fs::temp_directory_path() / ("chorus-kill-test-" + std::to_string(getpid()));
+    const std::string name = "kill-" + kind;
+    std::vector<std::string> args = {"launch", "-n", "4"};
+    for (const std::string& s : FastClusterSets(name)) args.push_back(s);
+    for (const std::string& s :
+         {std::string("run.output_dir=\"") + out.string() + "\"", "run.name=\"" + name + "\"",
+          std::string("run.progress=\"off\""), std::string("train.epochs=4"),
+          std::string("data.train_limit=5120"), std::string("data.test_limit=500"),
+          std::string("train.log_every_steps=2"), std::string("train.threads=1"),
+          std::string("train.slowdown=3.0"), std::string("fabric.op_timeout_s=5"),
+          // Looser than FastClusterSets: 4 busy nodes on 2 shared cores must not
+          // declare a live peer dead.
+          std::string("cluster.heartbeat_interval_s=0.2"), std::string("cluster.suspect_timeout_s=1.5"),
+          std::string("cluster.dead_timeout_s=3"),
+          "exchange.kind=\"" + kind + "\"", std::string("exchange.algorithm=\"ring\""),
+          std::string("topology.kind=\"ring\"")}) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    ChorusProcess launch(args);
+    auto started = launch.WaitFor("launch: started node3 \\(pid ([0-9]+)\\)", 30);
+    ASSERT_TRUE(started) << launch.Output();
+    const pid_t victim = static_cast<pid_t>(std::stoi((*started)[1].str()));
+    // Kill once node3 has logged a few steps (it is training, mid-exchange).
+    const fs::path victim_metrics = out / name / "node3" / "metrics.jsonl";
+    bool training = false;
+    for (int i = 0; i < 600 && !training; ++i) {
+      std::ifstream in(victim_metrics);
+      int lines = 0;
+      for (std::string line; std::getline(in, line);) ++lines;
+      training = lines >= 3;
+      if (!training) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(training) << launch.Output();
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    std::optional<int> status = launch.Wait(180);
+    ASSERT_TRUE(status) << launch.Output();
+    // launch reports node3's death; the survivors exit 0.
+    EXPECT_NE(launch.Output().find("node3 was killed by signal 9"), std::string::npos) << launch.Output();
+    std::string checksum;
+    for (int i = 0; i < 3; ++i) {
+      auto summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+      ASSERT_TRUE(summary.is_object()) << "node" << i << "\n" << launch.Output();
+      EXPECT_GE(summary["reforms"].get<int>(), 1) << "node" << i;
+      const std::string c = std::to_string(summary["parameter_checksum"].get<uint64_t>());
+      if (i == 0) checksum = c;
+      EXPECT_EQ(c, checksum) << "node" << i;
+    }
+    EXPECT_FALSE(fs::exists(out / name / "node3" / "summary.json"));
+    fs::remove_all(out);
   }
 }
 

@@ -1,0 +1,40 @@
+// After a membership change the survivors of a collective or a gossip round
+// may stand at different steps (one finished the failed step's exchange, its
+// neighbour did not). Every exchange protocol matches messages by round, so
+// they must resume from one step: the largest any survivor reached. A node
+// behind it skips the missing steps (the training loop drops their batches).
+//
+// Must not: be called by only some survivors (it is a collective over the new
+// membership), or reuse the tags of an exchange of the same epoch.
+#pragma once
+
+#include <cstdint>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gossip/collective.h"
+#include "node/config.h"
+
+namespace chorus::node {
+
+// The tags AgreeOnResumeStep uses in membership epoch `epoch`: disjoint from
+// the fusion buckets ((epoch % 1024) << 40 + b << 20), from the re-form
+// broadcast (+ 1 << 39) and from the gossip streams (top bits).
+inline gossip::Tag ResumeStepTagBase(uint64_t epoch) {
+  return ((epoch % 1024) << 40) + (gossip::Tag{3} << 38);
+}
+
+// Deadline of the collectives that re-form an exchange: a survivor may still
+// be stuck in the failed operation for up to fabric.op_timeout_s and learn of
+// the new epoch up to cluster.dead_timeout_s after the others.
+inline Deadline ReformDeadline(const Config& config) {
+  return Deadline::AfterSeconds(2 * config.fabric.op_timeout_s + 2 * config.cluster.dead_timeout_s + 10);
+}
+
+// The largest `next_step` over the ranks of `collective` (an all-reduce of a
+// one-hot vector: exact for steps below 2^24).
+[[nodiscard]] Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int world_size,
+                                                int self_rank, int64_t next_step, uint64_t epoch,
+                                                Deadline deadline);
+
+}  // namespace chorus::node
