@@ -39,6 +39,8 @@ struct TrainConfig {
   int threads = 2;                  // compute threads
   uint64_t seed = 1;
   int eval_every_epochs = 1;
+  int eval_every_steps = 0;         // also evaluate every N steps (0: off); curves for `chorus compare`
+  int eval_samples = 0;             // intermediate evaluations use the first N test samples (0: all)
   int log_every_steps = 50;
   int checkpoint_every_epochs = 1;  // 0: only at the end
   double slowdown = 0.0;            // sleep this fraction of each step's compute time

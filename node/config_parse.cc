@@ -95,6 +95,8 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(train, threads, "compute threads, 1..256"),
     CHORUS_CONFIG_FIELD(train, seed, "initialization and shuffling"),
     CHORUS_CONFIG_FIELD(train, eval_every_epochs, "0: only the final evaluation"),
+    CHORUS_CONFIG_FIELD(train, eval_every_steps, "also evaluate every N steps (0: off)"),
+    CHORUS_CONFIG_FIELD(train, eval_samples, "intermediate evaluations: first N test samples (0: all)"),
     CHORUS_CONFIG_FIELD(train, log_every_steps, "progress lines and metrics"),
     CHORUS_CONFIG_FIELD(train, checkpoint_every_epochs, "0: only at the end"),
     CHORUS_CONFIG_FIELD(train, slowdown, "sleep this fraction of each step's compute"),
@@ -311,6 +313,9 @@ class TableApplier {
   void ApplyRoot(const toml::table& root) {
     for (auto&& [key, node] : root) {
       const std::string name(key.str());
+      // [compare] belongs to `chorus compare` (compare_config.h), which checks it;
+      // a compare file is a node config with that table added.
+      if (name == kCompareTable && node.is_table()) continue;
       if (!IsSection(name)) {
         ReportUnknownTopLevel(name, node, Where(source_, key.source()));
         continue;
@@ -784,6 +789,8 @@ Status ValidateConfig(const Config& config) {
                                  std::to_string(train.seed));
   }
   check.IntAtLeast("train.eval_every_epochs", train.eval_every_epochs, 0);
+  check.IntAtLeast("train.eval_every_steps", train.eval_every_steps, 0);
+  check.IntAtLeast("train.eval_samples", train.eval_samples, 0);
   check.IntAtLeast("train.log_every_steps", train.log_every_steps, 1);
   check.IntAtLeast("train.checkpoint_every_epochs", train.checkpoint_every_epochs, 0);
   check.NumberAtLeast("train.slowdown", train.slowdown, 0.0);

@@ -21,6 +21,10 @@
 
 namespace chorus::node {
 
+// The top-level table that node parsing skips: `chorus compare`'s settings
+// ([compare]), so one file configures both the comparison and its nodes.
+inline constexpr std::string_view kCompareTable = "compare";
+
 // The built-in default (what configs/single-mlp.toml spells out); source is
 // "<built-in default>".
 Config DefaultConfig();

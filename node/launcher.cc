@@ -148,15 +148,41 @@ void EmitLines(Child& child, Stream& s, std::string_view data, bool flush) {
   if (!out.empty()) WriteAll(s.out_fd, out);
 }
 
+const std::string& NodeHost(const LaunchOptions& o, int index) {
+  return o.node_hosts.empty() ? o.host : o.node_hosts[static_cast<size_t>(index)];
+}
+
+// The executable children run: when wrapped (ip netns exec ...), /proc/self/exe
+// would name the wrapper, so it is resolved first.
+std::string ResolvedExecutable(const LaunchOptions& o) {
+  if (o.executable != "/proc/self/exe") return o.executable;
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return o.executable;
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+bool IsWrapped(const LaunchOptions& o, int index) {
+  return !o.node_wrappers.empty() && !o.node_wrappers[static_cast<size_t>(index)].empty();
+}
+
 std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t port0) {
-  const std::string bootstrap = o.host + ":" + std::to_string(port0);
-  std::vector<std::string> args = {"chorus", o.command};
+  const std::string bootstrap = NodeHost(o, 0) + ":" + std::to_string(port0);
+  std::vector<std::string> args;
+  if (IsWrapped(o, index)) {
+    const auto& wrapper = o.node_wrappers[static_cast<size_t>(index)];
+    args.insert(args.end(), wrapper.begin(), wrapper.end());
+    args.push_back(ResolvedExecutable(o));
+  } else {
+    args.push_back("chorus");
+  }
+  args.push_back(o.command);
   if (!o.config_path.empty()) args.push_back(o.config_path);
   auto set = [&](const std::string& assignment) {
     args.push_back("--set");
     args.push_back(assignment);
   };
-  set("cluster.listen=" + TomlQuote(index == 0 ? bootstrap : o.host + ":0"));
+  set("cluster.listen=" + TomlQuote(index == 0 ? bootstrap : NodeHost(o, index) + ":0"));
   set("cluster.bootstrap=[" + TomlQuote(bootstrap) + "]");
   set("run.node_name=" + TomlQuote("node" + std::to_string(index)));
   set("cluster.min_nodes=" + std::to_string(o.num_nodes));
@@ -166,7 +192,11 @@ std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t p
   return args;
 }
 
-Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, Child& child) {
+// Starts one child running `args`: args[0] looked up on PATH when `wrapped`,
+// else `o.executable`. Its lines go to out_fd / err_fd.
+Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, bool wrapped,
+                  int out_fd, int err_fd, Child& child) {
+  const std::string program = wrapped ? args[0] : o.executable;
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "launch: pipe for " + child.name);
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -200,7 +230,11 @@ Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, 
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    execv(o.executable.c_str(), argv.data());
+    if (wrapped) {
+      execvp(program.c_str(), argv.data());
+    } else {
+      execv(program.c_str(), argv.data());
+    }
     const char msg[] = "launch: exec failed\n";
     [[maybe_unused]] ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
     _exit(127);
@@ -210,8 +244,8 @@ Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, 
   fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
   fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
   child.pid = pid;
-  child.streams[0] = Stream{out_pipe[0], STDOUT_FILENO, {}};
-  child.streams[1] = Stream{err_pipe[0], STDERR_FILENO, {}};
+  child.streams[0] = Stream{out_pipe[0], out_fd, {}};
+  child.streams[1] = Stream{err_pipe[0], err_fd, {}};
   return Status::Ok();
 }
 
@@ -230,11 +264,47 @@ int ExitCode(const Child& c) {
   return 255;
 }
 
+// Where children's lines and launch's messages go: our stdout/stderr, or one file.
+class OutputSink {
+ public:
+  Status Open(const std::string& path) {
+    if (path.empty()) return Status::Ok();
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) return ErrnoStatus(errno, "launch: opening " + path);
+    file_ = fdopen(dup(fd_), "a");
+    if (file_ == nullptr) return ErrnoStatus(errno, "launch: opening " + path);
+    setvbuf(file_, nullptr, _IOLBF, 0);
+    return Status::Ok();
+  }
+  ~OutputSink() {
+    if (file_ != nullptr) fclose(file_);
+    if (fd_ >= 0) close(fd_);
+  }
+  int out_fd() const { return fd_ >= 0 ? fd_ : STDOUT_FILENO; }
+  int err_fd() const { return fd_ >= 0 ? fd_ : STDERR_FILENO; }
+  FILE* messages() const { return file_ != nullptr ? file_ : stderr; }
+
+ private:
+  int fd_ = -1;
+  FILE* file_ = nullptr;
+};
+
 }  // namespace
 
 Status Launch(const LaunchOptions& options, LaunchResult* result) {
   if (options.num_nodes < 1) return InvalidArgument("launch: -n must be >= 1, got " + std::to_string(options.num_nodes));
-  CHORUS_ASSIGN_OR_RETURN(uint16_t port0, PickFreePort(options.host));
+  const size_t n = static_cast<size_t>(options.num_nodes);
+  if ((!options.node_hosts.empty() && options.node_hosts.size() != n) ||
+      (!options.node_wrappers.empty() && options.node_wrappers.size() != n)) {
+    return InvalidArgument("launch: node_hosts / node_wrappers must name all " + std::to_string(n) + " nodes");
+  }
+  // Nodes in their own network namespaces have their own port space: any port
+  // free here is free there.
+  CHORUS_ASSIGN_OR_RETURN(uint16_t port0,
+                          PickFreePort(options.node_hosts.empty() ? options.host : "127.0.0.1"));
+  OutputSink sink;
+  CHORUS_RETURN_IF_ERROR(sink.Open(options.output_file));
+  FILE* messages = sink.messages();
 
   SignalForwarding signals;
   CHORUS_RETURN_IF_ERROR(signals.Install());
@@ -245,12 +315,13 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
   for (int i = 0; i < options.num_nodes; ++i) {
     Child& c = children[static_cast<size_t>(i)];
     c.name = "node" + std::to_string(i);
-    spawn_error = SpawnChild(options, ChildArgs(options, i, port0), c);
+    spawn_error = SpawnChild(options, ChildArgs(options, i, port0), IsWrapped(options, i),
+                             sink.out_fd(), sink.err_fd(), c);
     if (!spawn_error.ok()) {
       c.reaped = true;
       break;
     }
-    std::fprintf(stderr, "launch: started %s (pid %d)\n", c.name.c_str(), static_cast<int>(c.pid));
+    std::fprintf(messages, "launch: started %s (pid %d)\n", c.name.c_str(), static_cast<int>(c.pid));
   }
   if (!spawn_error.ok()) {
     for (Child& c : children) {
@@ -297,8 +368,9 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
         const ssize_t n = read(signals.read_fd(), sigs, sizeof(sigs));
         for (ssize_t k = 0; k < n; ++k) {
           ++signals_seen;
+          if (result) result->interrupted = true;
           const int sig = signals_seen > 1 ? SIGKILL : sigs[k];
-          std::fprintf(stderr, "launch: forwarding %s to the nodes\n", strsignal(sig));
+          std::fprintf(messages, "launch: forwarding %s to the nodes\n", strsignal(sig));
           for (Child& c : children) {
             if (c.pid > 0 && !c.reaped) kill(c.pid, sig);
           }
@@ -333,7 +405,7 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
         announced_formed = true;
         const double s = std::chrono::duration<double>(Clock::now() - start).count();
         if (result) result->formed_after_s = s;
-        std::fprintf(stderr, "launch: all %d nodes are in epoch 0, %.3f s after launch\n", options.num_nodes, s);
+        std::fprintf(messages, "launch: all %d nodes are in epoch 0, %.3f s after launch\n", options.num_nodes, s);
       }
     }
   }

@@ -27,6 +27,14 @@ struct LaunchOptions {
   std::vector<std::string> extra_args;  // appended to every child's command line (after "--")
   std::string executable = "/proc/self/exe";
   std::string host = "127.0.0.1";       // every node listens here
+  // Per node (index i), when not empty: the host node i listens on (overrides
+  // `host`; node0's is the bootstrap address), and an argv prefix that node i's
+  // command runs under (e.g. {"ip", "netns", "exec", "ns0"}: link emulation).
+  std::vector<std::string> node_hosts;
+  std::vector<std::vector<std::string>> node_wrappers;
+  // Where the children's prefixed lines go: "" = our stdout / stderr; else this
+  // file (appended), and launch's own messages too.
+  std::string output_file;
 };
 
 struct LaunchResult {
@@ -34,6 +42,7 @@ struct LaunchResult {
   // negative when that never happened.
   double formed_after_s = -1;
   std::vector<int> exit_codes;  // per node; 128+signal for a signal
+  bool interrupted = false;     // SIGINT / SIGTERM reached launch (and was forwarded)
 };
 
 // Runs the nodes to completion. Ok when all exit 0; otherwise Aborted naming the

@@ -72,7 +72,18 @@ double PeakResidentMiB() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
 }
 
-}  // namespace
+// The first `count` examples of `data` (a copy).
+trainer::Dataset PrefixOf(const trainer::Dataset& data, int count) {
+  trainer::Dataset out;
+  out.count = count;
+  out.channels = data.channels;
+  out.height = data.height;
+  out.width = data.width;
+  out.images.assign(data.images.begin(), data.images.begin() + count * data.ImageSize());
+  out.labels.assign(data.labels.begin(), data.labels.begin() + count);
+  out.description = data.description + " (first " + std::to_string(count) + ")";
+  return out;
+}
 
 // Everything one training run needs, built by RunNode and used by TrainLoop.
 // Members are destroyed in reverse order: the exchange goes before the trace,
@@ -140,11 +151,25 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
   bool have_eval = false;
   trainer::Batch batch;
 
+  // Intermediate evaluations (every eval_every_steps) may use a prefix of the
+  // test set; their time is kept out of `time` so curves show training time.
+  trainer::Dataset eval_subset;
+  const trainer::Dataset* eval_set = &run.test;
+  if (tc.eval_samples > 0 && tc.eval_samples < run.test.count) {
+    eval_subset = PrefixOf(run.test, tc.eval_samples);
+    eval_set = &eval_subset;
+  }
+  double eval_seconds = 0.0;
+  int64_t steps_to_skip = 0;
+
   auto base_record = [&](int epoch) {
     json r = run.exchange->Metrics();
+    const double now = NowSeconds();
     r["step"] = step;
     r["epoch"] = epoch;
-    r["time"] = NowSeconds() - t_start;
+    r["epoch_progress"] = static_cast<double>(step) / std::max<int64_t>(1, steps_per_epoch);
+    r["time"] = now - t_start - eval_seconds;
+    r["wall_time"] = now - t_start;
     r["lr"] = trainer.LearningRate(std::max<int64_t>(0, step - 1));
     r["loss_scale"] = trainer.loss_scaler().scale();
     r["skipped_steps"] = trainer.loss_scaler().skipped_steps();
@@ -160,6 +185,11 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
     int64_t window_steps = 0;
     for (int64_t i = 0; i < steps_per_epoch; ++i) {
       if (!sampler.Next(run.train, &batch)) break;
+      if (steps_to_skip > 0) {  // catching up with the survivors after a re-form
+        --steps_to_skip;
+        ++step;
+        continue;
+      }
       const double t0 = NowSeconds();
       CHORUS_RETURN_IF_ERROR(run.exchange->BeforeStep(step));
       CHORUS_ASSIGN_OR_RETURN(trainer::ForwardBackwardResult pass, trainer.ForwardBackward(batch));
@@ -173,6 +203,7 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
       CHORUS_RETURN_IF_ERROR(run.exchange->AfterBackward(step, pass.samples));
       CHORUS_ASSIGN_OR_RETURN(trainer::UpdateResult update, trainer.ApplyUpdate(step));
       CHORUS_RETURN_IF_ERROR(run.exchange->AfterUpdate(step));
+      steps_to_skip += run.exchange->TakeStepsToSkip();
       compute_seconds += t_compute;
       ++step;
       ++steps_done;
@@ -207,14 +238,27 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
         window_loss = 0.0;
         window_steps = 0;
       }
+      if (tc.eval_every_steps > 0 && step % tc.eval_every_steps == 0 && i + 1 < steps_per_epoch) {
+        const double e0 = NowSeconds();
+        CHORUS_ASSIGN_OR_RETURN(trainer::EvalResult eval, trainer.Evaluate(*eval_set, 256));
+        eval_seconds += NowSeconds() - e0;
+        json r = base_record(epoch);
+        r["eval_accuracy"] = eval.accuracy;
+        r["eval_loss"] = eval.loss;
+        r["eval_samples"] = eval_set->count;
+        CHORUS_RETURN_IF_ERROR(run.metrics->Append(r));
+      }
     }
     progress.Finish();
 
     const bool last_epoch = epoch + 1 == tc.epochs;
     if (last_epoch || (tc.eval_every_epochs > 0 && (epoch + 1) % tc.eval_every_epochs == 0)) {
+      const double e0 = NowSeconds();
       CHORUS_ASSIGN_OR_RETURN(last_eval, trainer.Evaluate(run.test, 256));
+      eval_seconds += NowSeconds() - e0;
       have_eval = true;
       json r = base_record(epoch + 1);
+      r["eval_samples"] = run.test.count;
       r["eval_accuracy"] = last_eval.accuracy;
       r["eval_loss"] = last_eval.loss;
       r["loss"] = last_loss;
@@ -229,7 +273,7 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
       CHORUS_RETURN_IF_ERROR(trainer::SaveCheckpoint(trainer, info, checkpoint_path));
     }
   }
-  const double train_seconds = NowSeconds() - t_start;
+  const double train_seconds = NowSeconds() - t_start - eval_seconds;
 
   CHORUS_RETURN_IF_ERROR(run.exchange->Finish());
   // The consensus phase may change the weights: evaluate what is exported.
@@ -251,6 +295,7 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
   summary["global_batch"] = run.global_batch;
   summary["steps"] = step;
   summary["train_seconds"] = train_seconds;
+  summary["eval_seconds"] = eval_seconds;
   summary["samples_per_s"] = samples_done / std::max(1e-9, train_seconds);
   summary["compute_samples_per_s"] = samples_done / std::max(1e-9, compute_seconds);
   summary["test_accuracy"] = final_eval.accuracy;
@@ -267,6 +312,8 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
                         {"log", run.run_dir + "/log.txt"}};
   return summary;
 }
+
+}  // namespace
 
 int RunNode(const Config& config, const NodeOptions& options) {
   NodeRun run(config);
