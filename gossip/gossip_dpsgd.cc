@@ -34,10 +34,28 @@ Result<std::unique_ptr<DpsgdGossip>> DpsgdGossip::Create(Transport& transport,
   return p;
 }
 
+// True when at every round every node has one common in- and out-degree.
+bool IsRegular(const topologies::Graph& graph) {
+  for (int t = 0; t < graph.Period(); ++t) {
+    const int d = graph.OutDegree(0, t);
+    for (int i = 0; i < graph.NumNodes(); ++i) {
+      if (graph.OutDegree(i, t) != d || graph.InDegree(i, t) != d) return false;
+    }
+  }
+  return true;
+}
+
 Status DpsgdGossip::Install(topologies::Graph graph, uint32_t epoch) {
-  CHORUS_RETURN_IF_ERROR(CheckGraph(graph, transport_, true, Name()));
-  CHORUS_ASSIGN_OR_RETURN(auto weights,
-                          topologies::MetropolisHastingsWeights(graph, transport_.rank()));
+  directed_ = !graph.IsUndirected();
+  if (directed_ && !IsRegular(graph)) {
+    return InvalidArgument(std::string(Name()) + ": graph " + graph.Name() +
+                           " is directed and not regular (in- and out-degrees differ); use push-sum");
+  }
+  CHORUS_RETURN_IF_ERROR(CheckGraph(graph, transport_, /*need_undirected=*/false, Name()));
+  std::vector<topologies::PeerWeight> weights;
+  if (!directed_) {
+    CHORUS_ASSIGN_OR_RETURN(weights, topologies::MetropolisHastingsWeights(graph, transport_.rank()));
+  }
   graph_ = std::move(graph);
   options_.epoch = epoch;
   weights_ = std::move(weights);
@@ -61,14 +79,24 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
   const size_t n = params.size();
   CHORUS_RETURN_IF_ERROR(codec_->Encode(params, MessageSeed(options_.seed, self, round), &send_));
   const Tag tag = GossipTag(GossipMessageKind::kDpsgd, options_.tag_stream, options_.epoch, round);
-  CHORUS_RETURN_IF_ERROR(ExchangeWithNeighbors(neighbors_, send_, codec_->WireBytes(n), tag,
-                                               deadline, round, &inboxes_));
+  // Undirected: the same neighbours both ways, Metropolis-Hastings weights.
+  // Regular directed: this round's out- and in-neighbours, uniform weights.
+  const std::vector<int>& to = directed_ ? graph_.OutNeighbors(self, round) : neighbors_;
+  const std::vector<int>& from = directed_ ? graph_.InNeighbors(self, round) : neighbors_;
+  if (directed_) {
+    const std::vector<std::span<const std::byte>> payloads(to.size(), send_);
+    Status exchanged = Exchange(to, payloads, from, codec_->WireBytes(n), tag, deadline, &inboxes_);
+    if (!exchanged.ok()) return Fail(exchanged, round);
+  } else {
+    CHORUS_RETURN_IF_ERROR(ExchangeWithNeighbors(neighbors_, send_, codec_->WireBytes(n), tag,
+                                                 deadline, round, &inboxes_));
+  }
 
   // Decode every neighbour; a non-finite one keeps an empty slot.
-  decoded_.resize(neighbors_.size());
+  decoded_.resize(from.size());
   uint64_t rejected = 0;
-  std::vector<bool> accepted(neighbors_.size(), false);
-  for (size_t k = 0; k < neighbors_.size(); ++k) {
+  std::vector<bool> accepted(from.size(), false);
+  for (size_t k = 0; k < from.size(); ++k) {
     decoded_[k].resize(n);
     Status s = codec_->Decode(inboxes_[k], decoded_[k]);
     if (IsNonFiniteRejection(s)) {
@@ -76,14 +104,19 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
       continue;
     }
     if (!s.ok()) {
-      return Fail(s.WithContext("message from rank " + std::to_string(neighbors_[k])), round);
+      return Fail(s.WithContext("message from rank " + std::to_string(from[k])), round);
     }
     accepted[k] = true;
   }
 
   // Weights: the self weight absorbs the weights of rejected neighbours.
   double self_weight = 0.0;
-  std::vector<double> w(neighbors_.size(), 0.0);
+  std::vector<double> w(from.size(), 0.0);
+  if (directed_) {
+    const double uniform = 1.0 / static_cast<double>(from.size() + 1);
+    self_weight = uniform;
+    for (size_t k = 0; k < from.size(); ++k) (accepted[k] ? w[k] : self_weight) += uniform;
+  }
   for (size_t k = 0, pw = 0; pw < weights_.size(); ++pw) {
     if (weights_[pw].peer == self) {
       self_weight += weights_[pw].weight;
@@ -106,7 +139,7 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
     const double xi = params[i];
     double acc = self_weight * xi;
     double mean = 0.0;
-    for (size_t k = 0; k < neighbors_.size(); ++k) {
+    for (size_t k = 0; k < from.size(); ++k) {
       if (!accepted[k]) continue;
       acc += w[k] * static_cast<double>(decoded_[k][i]);
       mean += decoded_[k][i];

@@ -8,6 +8,14 @@
 // rounding: each element is accumulated in double and rounded once) and the
 // x_i converge to their average at the rate of the spectral gap.
 //
+// Directed and time-varying graphs (one-peer exponential, SGP's graph) work
+// too when they are regular: at every round every node has the same in- and
+// out-degree d. Node i then sends to its out-neighbours of the round, receives
+// from its in-neighbours, and uses the uniform weight 1/(d+1) for itself and
+// each of them: every column of W also sums to 1 (each x_j reaches d nodes with
+// weight 1/(d+1) and keeps 1/(d+1)), so W is doubly stochastic and the average
+// is preserved. Other directed graphs need push-sum.
+//
 // A neighbour whose vector decodes to non-finite values is rejected (counted in
 // Stats().rejected_nonfinite) and its weight W_ij goes to the node's own value.
 // Stats().neighbor_distance: ||x_i - mean_j x_j|| / ||x_i|| over the accepted
@@ -46,7 +54,7 @@ struct DpsgdOptions {
 
 class DpsgdGossip final : public GossipProtocol {
  public:
-  // Fails when the graph is not undirected or its node count is not transport.size(),
+  // Fails when the graph is neither undirected nor regular, or its node count is not transport.size(),
   // or on bad options.
   static Result<std::unique_ptr<DpsgdGossip>> Create(Transport& transport, topologies::Graph graph,
                                                      const DpsgdOptions& options);
@@ -73,6 +81,7 @@ class DpsgdGossip final : public GossipProtocol {
   std::unique_ptr<Codec> codec_;
   std::vector<topologies::PeerWeight> weights_;
   std::vector<int> neighbors_;  // weights_ without self, in the same order
+  bool directed_ = false;       // a regular directed graph: per-round lists, uniform weights
   std::vector<std::byte> send_;
   std::vector<std::vector<std::byte>> inboxes_;
   std::vector<std::vector<float>> decoded_;  // one per neighbour

@@ -22,6 +22,9 @@ int RunCli(int argc, char** argv) {
   RegisterClusterCommand(app, context);
   RegisterLaunchCommand(app, context);
   RegisterBenchCommands(app, context);
+  RegisterReportCommand(app, context);
+  RegisterCompareCommand(app, context);
+  RegisterSimulateCommand(app, context);
   // Further subcommands register here, one function each: launch, bench (p2p,
   // allreduce), compare, report, simulate.
 

@@ -38,6 +38,12 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context);
 // bench_allreduce.h); other benchmarks add their subcommand under the same
 // `bench` command.
 void RegisterBenchCommands(CLI::App& app, CliContext& context);
+// `chorus report DIR...`: report.html from a comparison or runs (cli_report.cc, report.h).
+void RegisterReportCommand(CLI::App& app, CliContext& context);
+// `chorus compare FILE`: a matrix of methods and the report (cli_compare.cc, compare.h).
+void RegisterCompareCommand(CLI::App& app, CliContext& context);
+// `chorus simulate [CONFIG]`: many virtual nodes in virtual time (cli_simulate.cc, simulate.h).
+void RegisterSimulateCommand(CLI::App& app, CliContext& context);
 
 // One override for LoadConfig: a "section.key=value" assignment and the
 // origin that errors name ("--set train.epochs=3", "--epochs").

@@ -18,7 +18,11 @@
 namespace chorus::node {
 namespace {
 
-bool NeedsUndirected(const std::string& protocol) { return protocol != "push-sum"; }
+// Pairwise and CHOCO need an undirected graph; D-PSGD also runs on regular
+// directed ones (gossip_dpsgd.h checks); push-sum on any.
+bool NeedsUndirected(const std::string& protocol) { return protocol == "pairwise-async" || protocol == "choco"; }
+// Every protocol but push-sum mixes symmetrically on "ring": the undirected ring.
+bool RingMeansBidirectional(const std::string& protocol) { return protocol != "push-sum"; }
 
 // The fields every protocol's options struct shares.
 template <typename Options>
@@ -36,27 +40,30 @@ Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t ep
 Result<std::unique_ptr<GossipExchange>> GossipExchange::Create(const Config& config,
                                                                ClusterSession* session,
                                                                trainer::Trainer* trainer,
-                                                               TraceWriter* trace) {
+                                                               TraceWriter* trace,
+                                                               double known_spectral_gap) {
   std::unique_ptr<GossipExchange> ex(new GossipExchange(config, session, trainer, trace));
+  ex->known_spectral_gap_ = known_spectral_gap;
   CHORUS_RETURN_IF_ERROR(ex->BuildProtocol());
   return ex;
 }
 
 GossipExchange::~GossipExchange() = default;
 
-Result<topologies::Graph> GossipExchange::BuildGraph(int n) const {
+Result<topologies::Graph> GossipExchange::BuildGraph(int n) const { return GossipGraph(config_, n); }
+
+Result<topologies::Graph> GossipGraph(const Config& config, int n) {
   topologies::TopologySpec spec;
-  spec.kind = config_.topology.kind;
-  // D-PSGD, pairwise and CHOCO mix symmetrically: "ring" means the undirected ring.
-  if (NeedsUndirected(config_.exchange.protocol) && spec.kind == "ring") spec.kind = "bidirectional-ring";
-  spec.dims = config_.topology.dims;
-  spec.degree = config_.topology.degree;
-  spec.seed = config_.topology.seed;
+  spec.kind = config.topology.kind;
+  if (RingMeansBidirectional(config.exchange.protocol) && spec.kind == "ring") spec.kind = "bidirectional-ring";
+  spec.dims = config.topology.dims;
+  spec.degree = config.topology.degree;
+  spec.seed = config.topology.seed;
   auto graph = topologies::MakeTopology(spec, n);
-  if (!graph) return Err(graph.error().WithContext("topology." + config_.topology.kind));
-  if (NeedsUndirected(config_.exchange.protocol) && !graph->IsUndirected()) {
-    return Err(InvalidArgument("topology " + config_.topology.kind + " is directed; protocol " +
-                               config_.exchange.protocol + " needs an undirected graph (use push-sum)"));
+  if (!graph) return Err(graph.error().WithContext("topology." + config.topology.kind));
+  if (NeedsUndirected(config.exchange.protocol) && !graph->IsUndirected()) {
+    return Err(InvalidArgument("topology " + config.topology.kind + " is directed; protocol " +
+                               config.exchange.protocol + " needs an undirected graph (use push-sum)"));
   }
   return graph;
 }
@@ -64,8 +71,13 @@ Result<topologies::Graph> GossipExchange::BuildGraph(int n) const {
 Status GossipExchange::BuildProtocol() {
   const MembershipView& view = session_->view;
   CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, BuildGraph(view.size()));
-  auto gap = topologies::GraphSpectralGap(graph);
-  spectral_gap_ = gap ? gap->gap_per_round : -1.0;
+  if (known_spectral_gap_ >= 0) {
+    spectral_gap_ = known_spectral_gap_;
+    known_spectral_gap_ = -1.0;  // a later graph (Reform) is computed
+  } else {
+    auto gap = topologies::GraphSpectralGap(graph);
+    spectral_gap_ = gap ? gap->gap_per_round : -1.0;
+  }
   std::ostringstream neighbours;
   for (int peer : graph.OutNeighbors(view.self_rank, 0)) neighbours << " " << peer;
   CHORUS_LOG_INFO(Subsys::kGossip, "topology ", graph.Name(), " over ", view.size(),

@@ -24,8 +24,12 @@ namespace chorus::node {
 
 class GossipExchange final : public Exchange {
  public:
+  // `known_spectral_gap` >= 0: the spectral gap of the first graph, already
+  // computed by the caller (`chorus simulate` builds hundreds of exchanges over
+  // one graph; the exact gap is O(n^3) each); < 0: computed here.
   [[nodiscard]] static Result<std::unique_ptr<GossipExchange>> Create(
-      const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace);
+      const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace,
+      double known_spectral_gap = -1.0);
   ~GossipExchange() override;
 
   std::string Describe() const override;
@@ -51,9 +55,15 @@ class GossipExchange final : public Exchange {
   std::unique_ptr<gossip::GossipProtocol> protocol_;
   bool pairwise_ = false;
   double spectral_gap_ = 0.0;
+  double known_spectral_gap_ = -1.0;  // for the first graph only (Create)
   double consensus_before_ = -1.0, consensus_after_ = -1.0;
   uint64_t reforms_ = 0;
   int64_t steps_to_skip_ = 0;
 };
+
+// The gossip graph of `config` over `n` ranks (the one every GossipExchange of
+// that config builds): "ring" is the bidirectional ring for the symmetric
+// protocols; InvalidArgument for a directed graph under one of them.
+[[nodiscard]] Result<topologies::Graph> GossipGraph(const Config& config, int n);
 
 }  // namespace chorus::node

@@ -28,6 +28,7 @@
 #include "node/logging.h"
 #include "node/metrics.h"
 #include "node/progress_display.h"
+#include "node/trainer_options.h"
 #include "trainer/batch_sampler.h"
 #include "trainer/checkpoint.h"
 #include "trainer/dataset.h"
@@ -39,50 +40,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batch,
-                                           int64_t steps_per_epoch) {
-  const TrainConfig& t = config.train;
-  trainer::TrainerOptions o;
-  o.model = t.model;
-  o.precision = t.precision;
-  o.optimizer = t.optimizer;
-  o.base_lr = t.base_lr;
-  o.momentum = t.momentum;
-  o.weight_decay = t.weight_decay;
-  o.lars_eta = t.lars_eta;
-  o.warmup_epochs = t.warmup_epochs;
-  o.lr_decay_power = t.lr_decay_power;
-  o.loss_scale.initial_scale = config.loss_scale.initial;
-  o.loss_scale.growth_interval = config.loss_scale.growth_interval;
-  o.loss_scale.growth_factor = config.loss_scale.growth_factor;
-  o.loss_scale.backoff_factor = config.loss_scale.backoff_factor;
-  o.loss_scale.min_scale = config.loss_scale.min_scale;
-  o.batch_size = t.batch_size;
-  o.global_batch = global_batch;
-  o.epochs = t.epochs;
-  o.steps_per_epoch = std::max<int64_t>(1, steps_per_epoch);
-  o.seed = t.seed;
-  o.threads = t.threads;
-  return o;
-}
-
 double PeakResidentMiB() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
-}
-
-// The first `count` examples of `data` (a copy).
-trainer::Dataset PrefixOf(const trainer::Dataset& data, int count) {
-  trainer::Dataset out;
-  out.count = count;
-  out.channels = data.channels;
-  out.height = data.height;
-  out.width = data.width;
-  out.images.assign(data.images.begin(), data.images.begin() + count * data.ImageSize());
-  out.labels.assign(data.labels.begin(), data.labels.begin() + count);
-  out.description = data.description + " (first " + std::to_string(count) + ")";
-  return out;
 }
 
 // Everything one training run needs, built by RunNode and used by TrainLoop.
@@ -156,7 +117,7 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
   trainer::Dataset eval_subset;
   const trainer::Dataset* eval_set = &run.test;
   if (tc.eval_samples > 0 && tc.eval_samples < run.test.count) {
-    eval_subset = PrefixOf(run.test, tc.eval_samples);
+    eval_subset = trainer::PrefixOf(run.test, tc.eval_samples);
     eval_set = &eval_subset;
   }
   double eval_seconds = 0.0;

@@ -12,7 +12,7 @@ packages=(
   libopenblas-dev libopenblas0-openmp libcli11-dev libspdlog-dev nlohmann-json3-dev
   libsodium-dev libexpected-dev zlib1g-dev
   dataset-fashion-mnist
-  gnuplot-nox iproute2
+  gnuplot-nox iproute2 chromium
 )
 
 missing=()

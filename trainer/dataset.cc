@@ -279,4 +279,17 @@ Dataset MakeSyntheticDataset(int count, uint64_t seed) {
   return ds;
 }
 
+Dataset PrefixOf(const Dataset& data, int count) {
+  if (count >= data.count) return data;
+  Dataset out;
+  out.count = count;
+  out.channels = data.channels;
+  out.height = data.height;
+  out.width = data.width;
+  out.images.assign(data.images.begin(), data.images.begin() + count * data.ImageSize());
+  out.labels.assign(data.labels.begin(), data.labels.begin() + count);
+  out.description = data.description + " (first " + std::to_string(count) + ")";
+  return out;
+}
+
 }  // namespace chorus::trainer

@@ -84,4 +84,7 @@ struct IdxArray {
 // are uniform over 0..9. Same (count, seed) -> same bytes on every platform.
 Dataset MakeSyntheticDataset(int count, uint64_t seed);
 
+// The first `count` examples of `data` (a copy; all of them when count >= data.count).
+Dataset PrefixOf(const Dataset& data, int count);
+
 }  // namespace chorus::trainer

@@ -211,9 +211,14 @@ TEST(DpsgdGossipTest, RejectsABadGraph) {
   options.world_size = 3;
   auto hub = LocalHub::Create(options);
   auto transports = hub->MakeAll();
-  auto directed = DpsgdGossip::Create(*transports[0], Must(topologies::RingGraph(3)), {});
+  // Directed and irregular: node 2 has in-degree 2, the others 1.
+  auto irregular = topologies::Graph::Create("irregular", 3, {{{1, 2}, {2}, {0}}});
+  ASSERT_TRUE(irregular.has_value());
+  auto directed = DpsgdGossip::Create(*transports[0], *irregular, {});
   ASSERT_FALSE(directed.has_value());
-  EXPECT_NE(directed.error().message().find("directed"), std::string::npos);
+  EXPECT_NE(directed.error().message().find("not regular"), std::string::npos);
+  // A directed ring is regular (in = out = 1): accepted.
+  EXPECT_TRUE(DpsgdGossip::Create(*transports[0], Must(topologies::RingGraph(3)), {}).has_value());
   auto wrong_size =
       DpsgdGossip::Create(*transports[0], Must(topologies::BidirectionalRingGraph(4)), {});
   ASSERT_FALSE(wrong_size.has_value());
@@ -302,6 +307,46 @@ TEST(DpsgdGossipTest, SurvivorsDetectAKilledNodeAndReachConsensusAfterRebuild) {
       // Ring of 4 with MH weights: rate 1/3 per round, 40 rounds: exact up to float
       // rounding of values in [-1, 1] (a few 1e-8).
       EXPECT_NEAR(x[i], target[i], 1e-6) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace chorus::gossip
+
+namespace chorus::gossip {
+namespace {
+
+// D-PSGD on the one-peer exponential graph (directed, time-varying, regular):
+// uniform weights 1/2 make W doubly stochastic, so every round keeps the
+// average, and log2(n) rounds of a power-of-two n reach it exactly (each round
+// halves the number of distinct values, as in recursive doubling); other n
+// converge geometrically.
+TEST(DpsgdGossipTest, OnePeerExponentialKeepsTheAverageAndConverges) {
+  for (int n : {4, 8, 6}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const auto graph = Must(topologies::OnePeerExponentialGraph(n));
+    ASSERT_FALSE(graph.IsUndirected());
+    std::vector<std::vector<float>> finals(n);
+    const size_t len = 37;
+    auto statuses = RunGossipNodes(n, [&](int r, Transport& t, LocalHub&) -> Status {
+      CHORUS_ASSIGN_OR_RETURN(auto p, DpsgdGossip::Create(t, graph, DpsgdOptions{}));
+      auto x = RandomVector(77, r, len);
+      for (int round = 0; round < 40; ++round) {
+        CHORUS_RETURN_IF_ERROR(p->Mix(x, round, Deadline::AfterSeconds(20)));
+      }
+      finals[r] = x;
+      return Status::Ok();
+    });
+    ExpectAllOk(statuses);
+    for (size_t i = 0; i < len; ++i) {
+      double mean = 0.0;
+      for (int r = 0; r < n; ++r) mean += RandomVector(77, r, len)[i];
+      mean /= n;
+      for (int r = 0; r < n; ++r) {
+        // float storage between rounds: a few ulps of values in [-1, 1].
+        ASSERT_NEAR(finals[r][i], mean, 1e-5) << "rank " << r << " element " << i;
+      }
     }
   }
 }

@@ -6,6 +6,10 @@
 // searches the destination's posted list (post order), else it is queued as
 // unexpected. Both searches take the first match, which gives FIFO per
 // (source, destination, tag).
+//
+// Virtual time lives in the slots too (virtual_now, virtual_nic_free, under the
+// hub mutex): a send stamps its op with the NIC done time and its message with
+// the arrival time; ResultLocked (a successful Wait) moves the owner's clock.
 #include "gossip/transport/local/local_transport.h"
 
 #include <algorithm>
@@ -27,6 +31,7 @@ struct LocalHub::Op {
   Status status;
   Completion completion;
   Clock::time_point visible_at = Clock::time_point::min();  // link model delay
+  double virtual_done = 0.0;  // virtual time: send NIC done / receive arrival
   std::condition_variable cv;
 };
 
@@ -35,6 +40,7 @@ struct LocalHub::Message {
   Tag tag = 0;
   std::vector<std::byte> data;
   Clock::time_point ready_at;
+  double virtual_arrival = 0.0;
   std::shared_ptr<Op> send_op;
 };
 
@@ -48,6 +54,8 @@ struct LocalHub::Slot {
   std::deque<Message> unexpected;
   std::list<std::shared_ptr<Op>> posted;
   std::vector<Clock::time_point> link_free_at;  // by destination slot
+  double virtual_now = 0.0;       // virtual time: this slot's clock
+  double virtual_nic_free = 0.0;  // virtual time: when its NIC is free again
   TransportStats stats;
 };
 
@@ -68,6 +76,7 @@ class LocalRequest final : public Request {
  private:
   Result<Completion> ResultLocked() const {
     if (!op_->status.ok()) return Err(op_->status);
+    hub_->ObserveCompletionLocked(*op_);
     return op_->completion;
   }
   void CancelLocked(Status status);
@@ -227,6 +236,7 @@ void LocalHub::FailOpLocked(Op& op, Status status) {
 Clock::time_point LocalHub::DeliveryTimeLocked(int from, int to, size_t bytes) {
   const auto now = Clock::now();
   const LocalLinkModel& link = options_.link;
+  if (options_.virtual_time.enabled) return now;
   if (link.latency.count() == 0 && link.bytes_per_second <= 0) return now;
   auto& free_at = slots_[from]->link_free_at[to];
   auto start = std::max(now, free_at);
@@ -236,6 +246,48 @@ Clock::time_point LocalHub::DeliveryTimeLocked(int from, int to, size_t bytes) {
   }
   free_at = start;
   return start + std::chrono::duration_cast<Duration>(link.latency);
+}
+
+std::pair<double, double> LocalHub::VirtualSendLocked(int from, size_t bytes) {
+  const LocalVirtualTime& v = options_.virtual_time;
+  if (!v.enabled) return {0.0, 0.0};
+  Slot& src = *slots_[from];
+  const double start = std::max(src.virtual_now, src.virtual_nic_free);
+  const double done =
+      start + (v.bytes_per_second > 0 ? static_cast<double>(bytes) / v.bytes_per_second : 0.0);
+  src.virtual_nic_free = done;
+  return {done, done + std::max(0.0, v.latency_s)};
+}
+
+void LocalHub::ObserveCompletionLocked(const Op& op) {
+  if (!options_.virtual_time.enabled || op.owner < 0) return;
+  double& now = slots_[op.owner]->virtual_now;
+  now = std::max(now, op.virtual_done);
+}
+
+double LocalHub::VirtualNow(int slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot < 0 || slot >= world_size()) return 0.0;
+  return slots_[slot]->virtual_now;
+}
+
+void LocalHub::AdvanceVirtual(int slot, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!options_.virtual_time.enabled || slot < 0 || slot >= world_size() || !(seconds > 0)) return;
+  slots_[slot]->virtual_now += seconds;
+}
+
+void LocalHub::AdvanceVirtualTo(int slot, double time) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!options_.virtual_time.enabled || slot < 0 || slot >= world_size()) return;
+  double& now = slots_[slot]->virtual_now;
+  now = std::max(now, time);
+}
+
+double LocalHub::VirtualNicFree(int slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot < 0 || slot >= world_size()) return 0.0;
+  return slots_[slot]->virtual_nic_free;
 }
 
 namespace {
@@ -267,6 +319,8 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
   op->tag = tag;
   op->completion = Completion{dest, tag, data.size()};
   const auto ready_at = DeliveryTimeLocked(from, to, data.size());
+  const auto [virtual_done, virtual_arrival] = VirtualSendLocked(from, data.size());
+  op->virtual_done = virtual_done;
   src.stats.bytes_sent += data.size();
   src.stats.messages_sent += 1;
 
@@ -280,6 +334,7 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
     recv.posted = false;
     recv.done = true;
     recv.visible_at = ready_at;
+    recv.virtual_done = virtual_arrival;
     if (data.size() > recv.recv_buffer.size()) {
       recv.status = DataLoss("receive from " + PeerNameLocked(to, source_in_dst) + " (tag " +
                              std::to_string(tag) + "): message of " +
@@ -299,6 +354,7 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
     msg.tag = tag;
     msg.data.assign(data.begin(), data.end());
     msg.ready_at = ready_at;
+    msg.virtual_arrival = virtual_arrival;
     msg.send_op = op;
     dst.unexpected.push_back(std::move(msg));
   }
@@ -340,6 +396,7 @@ Result<RequestPtr> LocalHub::Recv(int at, Rank source, Tag tag, std::span<std::b
     const Rank actual = RankOfSlotLocked(at, match->from);
     op->done = true;
     op->visible_at = match->ready_at;
+    op->virtual_done = match->virtual_arrival;
     if (match->data.size() > data.size()) {
       op->status = DataLoss("receive from " + PeerNameLocked(at, actual) + " (tag " +
                             std::to_string(tag) + "): message of " +

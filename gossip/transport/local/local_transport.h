@@ -11,8 +11,21 @@
 // it delivered before dying can still be received). A peer that is alive but
 // silent is only noticed by deadlines (kDeadlineExceeded).
 //
-// Optional link model (simulation): each message is delayed by
-// latency + bytes / bandwidth, serialised per (source, destination) link.
+// Optional real-time link model (emulation in tests): each message is delayed
+// by latency + bytes / bandwidth of wall time, serialised per (source,
+// destination) link.
+//
+// Optional virtual time (simulation, `chorus simulate`): nothing is delayed in
+// wall time; instead every slot has a clock in virtual seconds that its owner
+// moves forward for modelled compute (AdvanceVirtual) and that the transport
+// moves on communication. With latency alpha and bandwidth beta, a send of B
+// bytes made when the sender's clock reads t occupies the sender's NIC (one per
+// slot, shared by all its destinations) from start = max(t, nic_free) to
+// done = start + B / beta; the message arrives at done + alpha. A completion
+// observed through Request::Wait moves the owner's clock to
+// max(clock, done) for a send and max(clock, arrival) for a receive; Done() is
+// a probe and moves nothing. The receiving NIC is not modelled (no incast
+// contention). When virtual time is on, the real-time link model is ignored.
 //
 // Must not: touch libfabric or the network; share a hub between unrelated tests.
 #pragma once
@@ -25,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gossip/transport.h"
@@ -37,9 +51,17 @@ struct LocalLinkModel {
   double bytes_per_second = 0;           // <= 0: infinite bandwidth
 };
 
+// Virtual-time link model (see the file comment). Off by default.
+struct LocalVirtualTime {
+  bool enabled = false;
+  double latency_s = 0.0;         // alpha, virtual seconds added to every message (>= 0)
+  double bytes_per_second = 0.0;  // beta, per sender NIC; <= 0: infinite bandwidth
+};
+
 struct LocalHubOptions {
   int world_size = 2;         // number of slots (endpoints)
-  LocalLinkModel link;        // optional delays (simulation)
+  LocalLinkModel link;        // optional real-time delays (ignored under virtual time)
+  LocalVirtualTime virtual_time;  // optional virtual clocks (simulation)
   std::string name_prefix = "local";  // peers are named "<prefix><slot>"
 };
 
@@ -89,6 +111,16 @@ class LocalHub : public std::enable_shared_from_this<LocalHub> {
   int world_size() const { return static_cast<int>(slots_.size()); }
   std::string SlotName(int slot) const;
 
+  // Virtual time (options.virtual_time.enabled; otherwise these read 0 and do
+  // nothing). The clock of `slot` in virtual seconds, starting at 0.
+  double VirtualNow(int slot) const;
+  // Moves the clock of `slot` forward by `seconds` (modelled compute; < 0 is 0).
+  void AdvanceVirtual(int slot, double seconds);
+  // Moves the clock of `slot` to max(clock, `time`).
+  void AdvanceVirtualTo(int slot, double time);
+  // The virtual time at which the NIC of `slot` is free again.
+  double VirtualNicFree(int slot) const;
+
   // Encodes / decodes a slot as a LocalAddress() blob.
   static std::vector<uint8_t> EncodeAddress(int slot);
   static Result<int> DecodeAddress(std::span<const uint8_t> address);
@@ -101,6 +133,9 @@ class LocalHub : public std::enable_shared_from_this<LocalHub> {
   explicit LocalHub(const LocalHubOptions& options);
   // Cancels a pending op (hub mutex held): it leaves its posted list at once.
   void CancelLocked(Op& op, Status status);
+  // Virtual time: a successful completion of `op` observed by its owner through
+  // Wait (hub mutex held): moves the owner's clock (see the file comment).
+  void ObserveCompletionLocked(const Op& op);
 
  private:
   friend class LocalTransport;
@@ -115,6 +150,9 @@ class LocalHub : public std::enable_shared_from_this<LocalHub> {
   // Rank of `from_slot` in the view of slot `at`, or -1.
   Rank RankOfSlotLocked(int at, int from_slot) const;
   Clock::time_point DeliveryTimeLocked(int from, int to, size_t bytes);
+  // Virtual time: the sender's NIC done time and the arrival time of a send of
+  // `bytes` from slot `from` now (in its clock); reserves the NIC.
+  std::pair<double, double> VirtualSendLocked(int from, size_t bytes);
 
   const LocalHubOptions options_;
   mutable std::mutex mu_;

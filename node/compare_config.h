@@ -1,0 +1,68 @@
+// The [compare] table of a comparison file (`chorus compare FILE`).
+//
+// A comparison file is a node config (every node of every method reads it;
+// node parsing skips [compare]) plus this table, which says what to run:
+//
+//   [compare]
+//   name = "compare-default"            # runs/<name>/
+//   nodes = 4                           # nodes per method
+//   target_accuracy = 0.85              # "time to target" in the table
+//   methods = ["ring-allreduce", "dpsgd-ring", ...]   # built-in names (BuiltinMethods)
+//   single_node_baseline = true         # measure S (one node alone) for e = T / (S x N)
+//   link = { bandwidth = "1gbit", latency = "1ms" }   # optional: emulated links
+//
+//   [[compare.method]]                  # optional: methods of your own
+//   name = "choco-topk"
+//   label = "CHOCO top-1%"
+//   family = "gossip"                   # allreduce | gossip | local-sgd
+//   set = ["exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=top-k"]
+//
+// Must not: run anything. Errors name the file, line and key like node configs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace chorus::node {
+
+// One method of the matrix: the node settings that make it (as --set overrides).
+struct CompareMethod {
+  std::string name;    // folder name under runs/<compare>/, [a-z0-9-]
+  std::string label;   // for people: "ring all-reduce"
+  std::string family;  // allreduce | gossip | local-sgd
+  std::vector<std::string> overrides;  // "section.key=value"
+};
+
+// Emulated links between the nodes (network namespaces + veth + tc).
+struct LinkSpec {
+  bool enabled = false;
+  std::string bandwidth;  // as written, e.g. "1gbit"
+  std::string latency;    // as written, e.g. "1ms" ("" = none)
+  double bytes_per_s = 0.0;
+  double latency_s = 0.0;
+};
+
+struct CompareConfig {
+  std::string source;  // the file
+  std::string name = "compare";
+  int nodes = 4;
+  double target_accuracy = 0.85;
+  bool single_node_baseline = true;
+  std::vector<CompareMethod> methods;
+  LinkSpec link;
+};
+
+// The methods `methods = [...]` may name, in the order of the default matrix:
+// ring-allreduce, tree-allreduce, dpsgd-ring, dpsgd-one-peer-exp,
+// pairwise-async, choco-sign, local-sgd; also halving-doubling-allreduce,
+// push-sum-one-peer-exp, choco-topk.
+const std::vector<CompareMethod>& BuiltinMethods();
+// The default matrix (issue 6): the first seven of BuiltinMethods().
+std::vector<std::string> DefaultMethodNames();
+
+// Reads the [compare] table of `path` (absent table: all defaults).
+[[nodiscard]] Result<CompareConfig> ParseCompareFile(const std::string& path);
+
+}  // namespace chorus::node

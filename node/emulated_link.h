@@ -1,0 +1,68 @@
+// Emulated links for local clusters: one network namespace per node, joined by
+// veth pairs to a bridge in a "switch" namespace, shaped with tc. Node i gets
+// address 10.213.<k>.<i+1>/24 on `eth0` inside namespace chorus<k>n<i>;
+// `chorus compare` runs node i under `ip netns exec chorus<k>n<i>` and makes it
+// listen there, so its traffic crosses a link of the given bandwidth (both
+// directions: tbf on the node's side and the switch's side of its veth) and,
+// where the kernel has sch_netem, the given latency (half on each side).
+//
+// Root only (CAP_NET_ADMIN); Available() says why not. Everything created is
+// removed by the destructor (deleting a namespace deletes its veth ends), and a
+// failed Create removes what it made. Needs `ip` and `tc` from iproute2.
+//
+// Must not: touch the host's own namespace beyond creating and deleting
+// namespaces (no interface of the root namespace is created or changed).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace chorus::node {
+
+struct LinkShape {
+  double bytes_per_s = 0.0;  // > 0
+  double latency_s = 0.0;    // one-way; 0 = none
+};
+
+class EmulatedLink {
+ public:
+  // Ok when this process may create namespaces and shape links here; otherwise
+  // why not (not root, no `ip`/`tc`, namespaces refused).
+  [[nodiscard]] static Status Available();
+
+  [[nodiscard]] static Result<std::unique_ptr<EmulatedLink>> Create(int nodes, const LinkShape& shape);
+  ~EmulatedLink();
+  EmulatedLink(const EmulatedLink&) = delete;
+  EmulatedLink& operator=(const EmulatedLink&) = delete;
+
+  // Node i's IPv4 address and the argv prefix that runs a command in its namespace.
+  const std::string& host(int i) const { return hosts_[static_cast<size_t>(i)]; }
+  std::vector<std::string> Wrapper(int i) const;
+  const std::vector<std::string>& hosts() const { return hosts_; }
+  const std::string& ns(int i) const { return namespaces_[static_cast<size_t>(i) + 1]; }
+
+  // False when the kernel has no sch_netem: bandwidth is shaped, latency is not.
+  bool latency_emulated() const { return latency_emulated_; }
+  // "4 nodes, 1 Gbit/s, 1 ms one-way (netem)" or "... latency not emulated: ...".
+  std::string Describe() const;
+
+ private:
+  EmulatedLink() = default;
+  Status Build(int nodes, const LinkShape& shape);
+
+  std::string switch_ns_;
+  std::vector<std::string> namespaces_;  // created, in order; removed in reverse
+  std::vector<std::string> hosts_;
+  LinkShape shape_;
+  bool latency_emulated_ = false;
+  std::string latency_note_;
+};
+
+// Runs `argv` (argv[0] looked up on PATH), waits, and returns its stdout; a
+// non-zero exit is an error quoting the command and its stderr.
+[[nodiscard]] Result<std::string> RunCommand(const std::vector<std::string>& argv);
+
+}  // namespace chorus::node
