@@ -70,6 +70,10 @@ std::vector<ConfigOverride> WithOrigin(const std::vector<std::string>& sets, con
 Result<CompareResult> RunCompare(const CompareOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(CompareConfig cc, ParseCompareFile(options.config_path));
   if (options.nodes > 0) cc.nodes = options.nodes;
+  if (cc.slow_node >= cc.nodes) {
+    return Err(InvalidArgument("compare: the straggler is node " + std::to_string(cc.slow_node) + " but there are only " +
+                               std::to_string(cc.nodes) + " nodes"));
+  }
   if (!options.only_methods.empty()) {
     std::vector<CompareMethod> chosen;
     for (const std::string& name : options.only_methods) {
@@ -152,6 +156,7 @@ Result<CompareResult> RunCompare(const CompareOptions& options) {
               {"global_batch", base.train.batch_size * cc.nodes},
               {"provider", link ? std::string("tcp;ofi_rxm") : base.fabric.provider},
               {"link", link_json},
+              {"straggler", cc.slow_node >= 0 ? json{{"node", cc.slow_node}, {"slowdown", cc.slowdown}} : json(nullptr)},
               {"single_node", single_node},
               {"methods", methods_json}};
     return WriteSummary(run_dir + "/compare.json", j);
@@ -177,6 +182,11 @@ Result<CompareResult> RunCompare(const CompareOptions& options) {
         lo.node_hosts.push_back(link->host(i));
         lo.node_wrappers.push_back(link->Wrapper(i));
       }
+    }
+    if (cc.slow_node >= 0 && nodes == cc.nodes) {
+      char slowdown[64];
+      std::snprintf(slowdown, sizeof(slowdown), "train.slowdown=%.17g", cc.slowdown);
+      lo.node_overrides.push_back({cc.slow_node, slowdown});
     }
     if (!options.verbose) lo.output_file = method_dir + "/launch.log";
     LaunchResult lr;

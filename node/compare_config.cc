@@ -88,6 +88,33 @@ void ParseLink(const toml::node& node, Checker& check, LinkSpec* link) {
   if (link->bandwidth.empty()) check.Error(node, "link", "needs a bandwidth, e.g. bandwidth = \"1gbit\"");
 }
 
+void ParseStraggler(const toml::node& node, Checker& check, CompareConfig* config) {
+  const toml::table* t = node.as_table();
+  if (t == nullptr) return check.Error(node, "straggler", "expected a table { node = 3, slowdown = 2.0 }");
+  config->slow_node = 0;
+  config->slowdown = 2.0;
+  for (auto&& [k, v] : *t) {
+    const std::string key(k.str());
+    if (key == "node") {
+      const auto* i = v.as_integer();
+      if (i == nullptr || i->get() < 0) {
+        check.Error(v, "straggler.node", "expected a node index >= 0");
+      } else {
+        config->slow_node = static_cast<int>(i->get());
+      }
+    } else if (key == "slowdown") {
+      std::optional<double> d = v.value<double>();
+      if (!d || *d <= 0.0) {
+        check.Error(v, "straggler.slowdown", "expected a number > 0 (2.0: sleep twice the compute, 3x slower)");
+      } else {
+        config->slowdown = *d;
+      }
+    } else {
+      check.Error(v, "straggler." + key, "unknown key; expected node or slowdown");
+    }
+  }
+}
+
 void ParseCustomMethod(const toml::node& node, Checker& check, std::vector<CompareMethod>* out) {
   const toml::table* t = node.as_table();
   if (t == nullptr) return check.Error(node, "method", "expected a table [[compare.method]]");
@@ -234,10 +261,12 @@ Result<CompareConfig> ParseCompareFile(const std::string& path) {
         for (const toml::node& item : *a) ParseCustomMethod(item, check, &custom);
       } else if (key == "link") {
         ParseLink(v, check, &config.link);
+      } else if (key == "straggler") {
+        ParseStraggler(v, check, &config);
       } else {
         check.Error(v, key,
                     "unknown key; expected name, nodes, target_accuracy, single_node_baseline, methods, "
-                    "method or link");
+                    "method, link or straggler");
       }
     }
   }
@@ -273,6 +302,10 @@ Result<CompareConfig> ParseCompareFile(const std::string& path) {
     }
   }
   if (config.methods.empty()) check.Error("compare: no methods to run");
+  if (config.slow_node >= config.nodes) {
+    check.Error("compare.straggler.node: " + std::to_string(config.slow_node) + " is not below compare.nodes = " +
+                std::to_string(config.nodes));
+  }
   CHORUS_RETURN_IF_ERROR(check.Finish());
   return config;
 }

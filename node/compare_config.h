@@ -10,6 +10,7 @@
 //   methods = ["ring-allreduce", "dpsgd-ring", ...]   # built-in names (BuiltinMethods)
 //   single_node_baseline = true         # measure S (one node alone) for e = T / (S x N)
 //   link = { bandwidth = "1gbit", latency = "1ms" }   # optional: emulated links
+//   straggler = { node = 3, slowdown = 2.0 }          # optional: node 3 is 3x slower
 //
 //   [[compare.method]]                  # optional: methods of your own
 //   name = "choco-topk"
@@ -52,6 +53,10 @@ struct CompareConfig {
   bool single_node_baseline = true;
   std::vector<CompareMethod> methods;
   LinkSpec link;
+  // A straggler for experiments: node `slow_node` sleeps `slowdown` times each
+  // step's compute (train.slowdown; 2.0 makes it 3x slower). -1: none.
+  int slow_node = -1;
+  double slowdown = 0.0;
 };
 
 // The methods `methods = [...]` may name, in the order of the default matrix:

@@ -188,6 +188,9 @@ std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t p
   set("cluster.min_nodes=" + std::to_string(o.num_nodes));
   set("cluster.rank_hint=" + std::to_string(index));
   for (const std::string& s : o.overrides) set(s);
+  for (const auto& [node, s] : o.node_overrides) {
+    if (node == index) set(s);
+  }
   args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
   return args;
 }

@@ -32,6 +32,9 @@ struct LaunchOptions {
   // command runs under (e.g. {"ip", "netns", "exec", "ns0"}: link emulation).
   std::vector<std::string> node_hosts;
   std::vector<std::vector<std::string>> node_wrappers;
+  // Extra "key=value" settings for single nodes, after `overrides` (e.g. a
+  // straggler: {3, "train.slowdown=2"}).
+  std::vector<std::pair<int, std::string>> node_overrides;
   // Where the children's prefixed lines go: "" = our stdout / stderr; else this
   // file (appended), and launch's own messages too.
   std::string output_file;

@@ -497,6 +497,45 @@ double RecordEpochs(const MetricsRecord& record, double samples_per_epoch) {
   return kReportNaN;
 }
 
+// See MethodCurves::accuracy_by_time.
+std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double MetricsRecord::*field) {
+  struct Event {
+    double time;
+    size_t node;
+    size_t index;
+  };
+  std::vector<Event> events;
+  for (size_t n = 0; n < series.size(); ++n) {
+    for (size_t i = 0; i < series[n].size(); ++i) {
+      const double t = series[n][i].record->time_s;
+      if (!IsNaN(t)) events.push_back({t, n, i});
+    }
+  }
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.time < b.time; });
+  std::vector<const Selected*> latest(series.size(), nullptr);
+  size_t have = 0;
+  std::vector<CurvePoint> out;
+  for (const Event& e : events) {
+    if (latest[e.node] == nullptr) ++have;
+    latest[e.node] = &series[e.node][e.index];
+    if (have < series.size()) continue;
+    std::vector<double> values, bytes, epochs;
+    for (const Selected* s : latest) {
+      values.push_back(s->record->*field);
+      bytes.push_back(s->record->bytes_sent);
+      epochs.push_back(s->epochs);
+    }
+    CurvePoint p;
+    p.time_s = e.time;
+    p.value = MeanIgnoringNaN(values);
+    p.bytes_per_node = MeanIgnoringNaN(bytes);
+    p.epochs = MeanIgnoringNaN(epochs);
+    p.nodes = static_cast<int>(series.size());
+    if (!IsNaN(p.value)) out.push_back(p);
+  }
+  return out;
+}
+
 MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>* warnings) {
   NodeSeries evals(method.nodes.size()), losses(method.nodes.size()), consensus(method.nodes.size());
   for (size_t n = 0; n < method.nodes.size(); ++n) {
@@ -524,6 +563,7 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
   }
   MethodCurves curves;
   curves.accuracy = Aggregate(evals, &MetricsRecord::eval_accuracy, GroupKey::kOrder);
+  curves.accuracy_by_time = AggregateByTime(evals, &MetricsRecord::eval_accuracy);
   curves.train_loss = Aggregate(losses, &MetricsRecord::loss, GroupKey::kStep);
   curves.consensus = Aggregate(consensus, &MetricsRecord::consensus_distance, GroupKey::kStep);
 

@@ -125,6 +125,12 @@ struct MethodCurves {
   // Mean eval_accuracy; the k-th evaluation record of every node makes point k
   // (nodes evaluate on the same schedule; asynchronous ones at different steps).
   std::vector<CurvePoint> accuracy;
+  // The same evaluations merged on the time axis: at each evaluation time of any
+  // node (once every node has evaluated), the mean over nodes of each node's
+  // latest accuracy, bytes sent and epochs. Equal to `accuracy` for synchronous
+  // methods up to clock skew; for asynchronous ones with a straggler it shows
+  // the fast nodes' progress when it happens. Time to target is read here.
+  std::vector<CurvePoint> accuracy_by_time;
   // Mean training loss of the logging records (grouped by step, else by order);
   // evaluation records only when a node has no other record with a loss.
   std::vector<CurvePoint> train_loss;

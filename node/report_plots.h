@@ -15,7 +15,8 @@
 
 namespace chorus::node {
 
-enum class PlotQuantity { kAccuracy, kTrainLoss, kConsensus };
+// kAccuracyByTime: the accuracy curve merged on the time axis (report_data.h).
+enum class PlotQuantity { kAccuracy, kAccuracyByTime, kTrainLoss, kConsensus };
 enum class PlotAxis { kTime, kBytes, kEpochs };
 
 struct PlotSpec {

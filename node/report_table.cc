@@ -93,7 +93,11 @@ TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, do
   row.family = method.family;
   row.nodes = static_cast<int>(method.nodes.size());
   row.final_accuracy = SummaryMean(method, &NodeSummary::test_accuracy);
-  for (const CurvePoint& p : curves.accuracy) {
+  // The time-merged curve: a straggler's late evaluations must not define when
+  // the others got there (equal to the order-grouped one for synchronous methods).
+  const std::vector<CurvePoint>& accuracy =
+      curves.accuracy_by_time.empty() ? curves.accuracy : curves.accuracy_by_time;
+  for (const CurvePoint& p : accuracy) {
     if (p.value >= target_accuracy) {
       row.time_to_target_s = p.time_s;
       row.bytes_to_target = p.bytes_per_node;
