@@ -60,9 +60,13 @@ int WarmupFor(const BenchP2pOptions& o, int iterations) {
 }
 
 // Opens the endpoint and connects it to the other process through `fd`.
-Result<std::unique_ptr<gossip::Transport>> Connect(const std::string& provider, int rank, int fd) {
+Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, const std::string& provider,
+                                                   int rank, int fd) {
   gossip::FabricOptions options;
   options.provider = provider;
+  if (o.wait_spin_us >= 0) options.wait_spin = std::chrono::microseconds(o.wait_spin_us);
+  if (o.wait_spin_per_mib_us >= 0) options.wait_spin_per_mib = std::chrono::microseconds(o.wait_spin_per_mib_us);
+  if (o.progress_max_sleep_us >= 0) options.progress_max_sleep = std::chrono::microseconds(o.progress_max_sleep_us);
   options.node_name = rank == 0 ? "bench0" : "bench1";
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(options));
   const std::vector<uint8_t> mine = transport->LocalAddress();
@@ -169,7 +173,7 @@ Status RunProvider(const std::string& provider, const BenchP2pOptions& o) {
     // Everything (the endpoint above all: shm unlinks its /dev/shm region on
     // close) is destroyed before _exit, which skips atexit handlers.
     const Status s = [&]() -> Status {
-      CHORUS_ASSIGN_OR_RETURN(auto t, Connect(provider, 1, fds[1]));
+      CHORUS_ASSIGN_OR_RETURN(auto t, Connect(o, provider, 1, fds[1]));
       return Echo(*t, o);
     }();
     if (!s.ok()) CHORUS_LOG_ERROR(Subsys::kBench, "bench p2p peer (", provider, "): ", s.ToString());
@@ -180,7 +184,7 @@ Status RunProvider(const std::string& provider, const BenchP2pOptions& o) {
   }
   close(fds[1]);
   auto run = [&]() -> Status {
-    CHORUS_ASSIGN_OR_RETURN(auto t, Connect(provider, 0, fds[0]));
+    CHORUS_ASSIGN_OR_RETURN(auto t, Connect(o, provider, 0, fds[0]));
     const std::string version = gossip::FabricProviderVersion(provider).value_or("?");
     CHORUS_ASSIGN_OR_RETURN(auto results, Ping(*t, o));
     // Keep our endpoint open until the peer has finished its last send.

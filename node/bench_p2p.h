@@ -25,6 +25,10 @@ struct BenchP2pOptions {
   int iterations = 0;
   // Untimed round trips before the timed ones; -1 picks iterations / 10 (at least 2).
   int warmup = -1;
+  // Waiting knobs of the fabric transport (FabricOptions); < 0 keeps its defaults.
+  int wait_spin_us = -1;
+  int wait_spin_per_mib_us = -1;
+  int progress_max_sleep_us = -1;
 };
 
 // Runs the benchmark and prints one table row per (provider, size) to stdout.

@@ -116,8 +116,17 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
     size_t min_size = size_t{4} << 10;
     size_t max_size = size_t{64} << 20;
     int iterations = 0;
+    int wait_spin_us = -1;
+    int wait_spin_per_mib_us = -1;
+    int progress_max_sleep_us = -1;
   };
   auto args = std::make_shared<Args>();
+  p2p->add_option("--wait-spin-us", args->wait_spin_us,
+                  "Transport knob: how long a wait polls the CQ itself before sleeping (-1: default)");
+  p2p->add_option("--wait-spin-per-mib-us", args->wait_spin_per_mib_us,
+                  "Transport knob: extra wait polling per MiB of the message (-1: default)");
+  p2p->add_option("--progress-max-sleep-us", args->progress_max_sleep_us,
+                  "Transport knob: longest idle sleep of the progress thread (-1: default)");
   p2p->add_option("--provider", args->provider,
                   "Provider: \"tcp;ofi_rxm\", \"shm\" or \"all\" (both)")
       ->capture_default_str();
@@ -137,6 +146,9 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
     options.min_size = args->min_size;
     options.max_size = args->max_size;
     options.iterations = args->iterations;
+    options.wait_spin_us = args->wait_spin_us;
+    options.wait_spin_per_mib_us = args->wait_spin_per_mib_us;
+    options.progress_max_sleep_us = args->progress_max_sleep_us;
     context.exit_code = RunBenchP2p(options);
   });
   RegisterBenchAllreduce(*bench, context);

@@ -125,6 +125,8 @@ const FieldSpec kFields[] = {
 
     CHORUS_CONFIG_FIELD(fabric, provider, "\"tcp;ofi_rxm\" | \"shm\""),
     CHORUS_CONFIG_FIELD(fabric, op_timeout_s, "deadline of one data-plane wait"),
+    CHORUS_CONFIG_FIELD(fabric, wait_spin_us, "a wait polls the CQ itself this long (us), then sleeps"),
+    CHORUS_CONFIG_FIELD(fabric, progress_max_sleep_us, "longest idle sleep of the progress thread (us)"),
 
     CHORUS_CONFIG_FIELD(exchange, kind, "none | allreduce | gossip"),
     CHORUS_CONFIG_FIELD(exchange, algorithm, "allreduce: ring | tree | halving-doubling | hierarchical | auto"),
@@ -842,6 +844,8 @@ Status ValidateConfig(const Config& config) {
 
   check.OneOf("fabric.provider", config.fabric.provider, {"tcp;ofi_rxm", "shm"});
   check.NumberAbove("fabric.op_timeout_s", config.fabric.op_timeout_s, 0.0);
+  check.IntAtLeast("fabric.wait_spin_us", config.fabric.wait_spin_us, 0);
+  check.IntAtLeast("fabric.progress_max_sleep_us", config.fabric.progress_max_sleep_us, 1);
 
   // Every [exchange] key is checked whatever the kind, so a typo in a setting of
   // the kind not chosen today does not wait until the kind is switched.

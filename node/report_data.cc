@@ -512,15 +512,19 @@ std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double Metrics
     }
   }
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.time < b.time; });
+  // Nodes that never evaluate (a simulation samples a few) do not count.
+  size_t evaluating = 0;
+  for (const auto& node : series) evaluating += node.empty() ? 0 : 1;
   std::vector<const Selected*> latest(series.size(), nullptr);
   size_t have = 0;
   std::vector<CurvePoint> out;
   for (const Event& e : events) {
     if (latest[e.node] == nullptr) ++have;
     latest[e.node] = &series[e.node][e.index];
-    if (have < series.size()) continue;
+    if (have < evaluating) continue;
     std::vector<double> values, bytes, epochs;
     for (const Selected* s : latest) {
+      if (s == nullptr) continue;
       values.push_back(s->record->*field);
       bytes.push_back(s->record->bytes_sent);
       epochs.push_back(s->epochs);
@@ -530,7 +534,7 @@ std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double Metrics
     p.value = MeanIgnoringNaN(values);
     p.bytes_per_node = MeanIgnoringNaN(bytes);
     p.epochs = MeanIgnoringNaN(epochs);
-    p.nodes = static_cast<int>(series.size());
+    p.nodes = static_cast<int>(evaluating);
     if (!IsNaN(p.value)) out.push_back(p);
   }
   return out;
@@ -577,6 +581,10 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
       if (by_count.size() > 1) {
         std::string detail;
         for (const auto& [count, names] : by_count) {
+          if (names.size() > 8) {  // a simulation's hundreds of nodes: counts only
+            detail += (detail.empty() ? "" : ", ") + std::to_string(names.size()) + " nodes: " + std::to_string(count);
+            continue;
+          }
           for (const std::string& name : names) {
             detail += (detail.empty() ? "" : ", ") + name + ": " + std::to_string(count);
           }

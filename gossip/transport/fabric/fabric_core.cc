@@ -500,7 +500,10 @@ void FabricCore::Finish(FabricOp& op, Status status, Completion completion, bool
 Result<Completion> FabricCore::Wait(FabricOp& op, Deadline deadline) {
   if (!op.finished.load()) {
     // Phase 1: drive the CQ ourselves for a short while.
-    const auto spin_until = std::min(Clock::now() + options_.wait_spin, deadline.when());
+    const auto spin = std::min<std::chrono::microseconds>(
+        options_.wait_spin + options_.wait_spin_per_mib * static_cast<int64_t>(op.length) / (int64_t{1} << 20),
+        std::chrono::microseconds(5000));
+    const auto spin_until = std::min(Clock::now() + spin, deadline.when());
     while (!op.finished.load() && Clock::now() < spin_until) {
       if (Poll(/*block=*/false) == 0 && !op.finished.load()) std::this_thread::yield();
     }
