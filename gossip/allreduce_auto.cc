@@ -10,7 +10,9 @@ AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int nu
     return AllreduceAlgorithm::kHierarchical;
   }
   if (bytes <= crossovers.tree_max_bytes) return AllreduceAlgorithm::kTree;
-  if (bytes <= crossovers.halving_doubling_max_bytes) return AllreduceAlgorithm::kHalvingDoubling;
+  if (bytes >= crossovers.halving_doubling_min_bytes && bytes <= crossovers.halving_doubling_max_bytes) {
+    return AllreduceAlgorithm::kHalvingDoubling;
+  }
   return AllreduceAlgorithm::kRing;
 }
 

@@ -17,7 +17,7 @@ namespace chorus::gossip {
 //  2. several hosts, some shared (1 < num_hosts < world_size), and
 //     bytes >= hierarchical_min_bytes: kHierarchical.
 //  3. bytes <= tree_max_bytes: kTree (latency-bound).
-//  4. bytes <= halving_doubling_max_bytes: kHalvingDoubling.
+//  4. halving_doubling_min_bytes <= bytes <= halving_doubling_max_bytes: kHalvingDoubling.
 //  5. otherwise kRing (bandwidth-bound).
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
                                             const AllreduceCrossovers& crossovers);

@@ -57,14 +57,19 @@ std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
 // Parses "auto", "ring", "tree", "halving_doubling", "hierarchical".
 Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text);
 
-// Crossovers used by kAuto. PLACEHOLDERS, not measurements: the lead replaces them
-// with numbers from bench/allreduce. Sizes are bytes of the whole buffer.
+// Crossovers used by kAuto, from `chorus bench allreduce --ranks 4` on this
+// 2-core machine (tcp;ofi_rxm and shm, float32, 2026-11-22; noisy, so the
+// boundaries are rounded to where the winner changed in both providers):
+// tree wins to 16 KiB, ring at 64-256 KiB, halving-doubling at 1-16 MiB (shm
+// 1.86 vs ring 0.95 busbw at 1 MiB), ring and halving-doubling tie at 64 MiB.
+// Sizes are bytes of the whole buffer.
 struct AllreduceCrossovers {
-  // Below this size latency dominates: the double binary tree (2 log2 n hops).
-  size_t tree_max_bytes = 16 * 1024;
-  // Up to this size recursive halving-doubling (2 log2 n rounds, 2 (n-1)/n of
-  // the data per rank); above it the ring, whose segments pipeline better.
-  size_t halving_doubling_max_bytes = 1024 * 1024;
+  // Up to this size latency dominates: the double binary tree (2 log2 n hops).
+  size_t tree_max_bytes = 32 * 1024;
+  // From this size up to halving_doubling_max_bytes recursive halving-doubling
+  // (2 log2 n rounds, 2 (n-1)/n of the data per rank); the ring elsewhere.
+  size_t halving_doubling_min_bytes = 512 * 1024;
+  size_t halving_doubling_max_bytes = 16 * 1024 * 1024;
   // When ranks share hosts (some host key repeats) and there is more than one
   // host, buffers of at least this size go hierarchical.
   size_t hierarchical_min_bytes = 64 * 1024;

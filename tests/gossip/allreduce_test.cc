@@ -84,6 +84,7 @@ void CheckFloatAllreduce(int n, size_t len, const AllreduceOptions& options,
 TEST(AllreduceAutoTest, FollowsTheCrossoverTable) {
   AllreduceCrossovers x;
   x.tree_max_bytes = 100;
+  x.halving_doubling_min_bytes = 101;
   x.halving_doubling_max_bytes = 1000;
   x.hierarchical_min_bytes = 500;
   EXPECT_EQ(ChooseAllreduceAlgorithm(10, 2, 2, x), AllreduceAlgorithm::kRing);
@@ -92,6 +93,11 @@ TEST(AllreduceAutoTest, FollowsTheCrossoverTable) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(101, 8, 8, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(1000, 8, 8, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(1001, 8, 8, x), AllreduceAlgorithm::kRing);
+  // A gap between the tree and halving-doubling goes to the ring.
+  x.halving_doubling_min_bytes = 200;
+  EXPECT_EQ(ChooseAllreduceAlgorithm(150, 8, 8, x), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(200, 8, 8, x), AllreduceAlgorithm::kHalvingDoubling);
+  x.halving_doubling_min_bytes = 101;
   // Shared hosts: hierarchical from 500 bytes on, the flat table below.
   EXPECT_EQ(ChooseAllreduceAlgorithm(500, 8, 2, x), AllreduceAlgorithm::kHierarchical);
   EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 8, 2, x), AllreduceAlgorithm::kHierarchical);
