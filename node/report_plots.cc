@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "node/report_table.h"
 
 extern char** environ;
 
@@ -81,16 +82,6 @@ std::string CsvNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.10g", v);
   return buf;
-}
-
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += (c == '\r' || c == '\n') ? ' ' : c;
-  }
-  return out + "\"";
 }
 
 Status WriteTextFile(const fs::path& path, const std::string& text) {

@@ -51,16 +51,6 @@ std::string General(double v) {
   return buf;
 }
 
-// A CSV field, quoted when it holds a comma, quote or line break.
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string CsvNumber(double v) {
   if (IsNaN(v) || std::isinf(v)) return "";
@@ -85,6 +75,17 @@ std::vector<double> RowValues(const TableRow& r) {
 }
 
 }  // namespace
+
+// A CSV field, quoted when it holds a comma, quote or line break.
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
 
 TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, double target_accuracy) {
   TableRow row;

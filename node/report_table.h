@@ -47,4 +47,8 @@ std::string TableToCsv(const std::vector<TableRow>& rows);
 // A JSON array of row objects with the same keys as the CSV; null for NaN.
 nlohmann::json TableToJson(const std::vector<TableRow>& rows);
 
+// A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma,
+// quote or line break. Shared by table.csv and curves.csv.
+std::string CsvField(const std::string& text);
+
 }  // namespace chorus::node

@@ -37,18 +37,8 @@ std::string FindChromium() {
   return "";
 }
 
-void WriteFile(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+void WriteFile(const fs::path& path, const std::string& text) { testing::WriteTextFile(path, text); }
+std::string ReadFile(const fs::path& path) { return testing::ReadTextFile(path); }
 
 // A comparison of three methods x two nodes, four epochs, smooth curves.
 void WriteComparison(const fs::path& root) {

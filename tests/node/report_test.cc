@@ -104,18 +104,8 @@ double TrainSeconds(const SyntheticMethod& m, int n) {
   return m.time_scale * kEpochs * kStepsPerEpoch + 0.5 * n + 0.3;
 }
 
-void WriteFile(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+void WriteFile(const fs::path& path, const std::string& text) { testing::WriteTextFile(path, text); }
+std::string ReadFile(const fs::path& path) { return testing::ReadTextFile(path); }
 
 void WriteNode(const SyntheticMethod& m, int n, const fs::path& dir) {
   std::string lines;
