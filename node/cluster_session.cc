@@ -9,6 +9,10 @@ namespace chorus::node {
 
 Status ClusterSession::InstallPeers(const MembershipView& next) {
   view = next;
+  {
+    std::lock_guard<std::mutex> lock(installed->mu);
+    installed->view = next;
+  }
   if (!transport) return Status::Ok();
   std::vector<gossip::PeerInfo> peers;
   peers.reserve(next.members.size());
@@ -62,6 +66,28 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
       MembershipView formed,
       session.control->WaitForEpoch0(Deadline::AfterSeconds(config.cluster.join_timeout_s)));
   CHORUS_RETURN_IF_ERROR(session.InstallPeers(formed));
+  if (session.transport) {
+    // A member whose control connection closed has (almost always) died: fail
+    // our pending data-plane operations with it now rather than at their
+    // deadline, and post no new ones to it. libfabric 1.17's rxm crashes when a
+    // receive is posted to a peer whose connection it is tearing down.
+    // The rank is looked up in the view the transport has installed, which
+    // may be older than the control plane's.
+    gossip::Transport* transport = session.transport.get();
+    std::shared_ptr<InstalledView> installed = session.installed;
+    session.control->OnMemberConnectionLost([transport, installed](const std::string& name, int) {
+      int rank = -1;
+      {
+        std::lock_guard<std::mutex> lock(installed->mu);
+        if (const Member* m = installed->view.Find(name)) rank = m->rank;
+        if (rank == installed->view.self_rank) rank = -1;
+      }
+      if (rank < 0) return;
+      CHORUS_LOG_WARN(Subsys::kFabric, "marking ", name, " (rank ", rank,
+                      ") dead on the data plane: its control connection closed");
+      transport->MarkPeerDead(rank);
+    });
+  }
   return session;
 }
 

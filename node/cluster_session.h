@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/status.h"
@@ -16,10 +17,18 @@
 
 namespace chorus::node {
 
+// The view whose members are the transport's peers right now, shared with the
+// control thread (which may already hold a newer view).
+struct InstalledView {
+  std::mutex mu;
+  MembershipView view;
+};
+
 struct ClusterSession {
   std::unique_ptr<gossip::Transport> transport;  // null when opened without a data plane
   std::unique_ptr<ControlPlane> control;
   MembershipView view;
+  std::shared_ptr<InstalledView> installed = std::make_shared<InstalledView>();
 
   // Installs `view`'s members as the transport's peers.
   [[nodiscard]] Status InstallPeers(const MembershipView& view);

@@ -370,6 +370,7 @@ void ControlPlaneImpl::OnClosed(const std::shared_ptr<Connection>& conn, const S
       if ((phase_ == Phase::kMember || phase_ == Phase::kLeaving) && view_.Find(name) && !Gone(name)) {
         CHORUS_LOG_INFO(Subsys::kControl, "lost the connection to member ", conn->Describe(),
                         reason.ok() ? std::string() : ": " + reason.message());
+        to_report_lost_.push_back({name, view_.Find(name)->rank});
       }
     }
     for (auto it = applicants_.begin(); it != applicants_.end();) {
@@ -544,6 +545,15 @@ Result<MembershipView> ControlPlaneImpl::WaitForEpoch0(Deadline deadline) {
 MembershipView ControlPlaneImpl::View() const {
   std::lock_guard<std::mutex> lock(mu_);
   return view_;
+}
+
+void ControlPlane::OnMemberConnectionLost(std::function<void(const std::string&, int)> callback) {
+  impl_->OnMemberConnectionLost(std::move(callback));
+}
+
+void ControlPlaneImpl::OnMemberConnectionLost(std::function<void(const std::string&, int)> callback) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lost_callbacks_.push_back(std::move(callback));
 }
 
 void ControlPlaneImpl::OnViewChange(std::function<void(const MembershipView&)> callback) {

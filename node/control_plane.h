@@ -84,6 +84,10 @@ class ControlPlane {
   // Called on the control thread after each new view is installed (also the
   // one with self_rank -1 that removes this node). Keep it short.
   void OnViewChange(std::function<void(const MembershipView&)> callback);
+  // Called on the control thread when the connection to a member of the current
+  // view closes (a killed process closes it at once, long before the dead
+  // timeout): (name, its rank in the current view). Keep it short.
+  void OnMemberConnectionLost(std::function<void(const std::string&, int)> callback);
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
 

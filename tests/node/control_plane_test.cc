@@ -136,6 +136,15 @@ TEST(ControlPlaneTest, LeaveMovesTheOthersToTheNextEpochAtOnce) {
   }
   // Well before dead_timeout_s (1 s): the leave made it immediate.
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 0.9);
+  // The callbacks run on the control thread after the view is installed, so
+  // WaitForEpochAbove may return first: give them a moment.
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!seen_by_b.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(seen_by_b.size(), 1u);
   EXPECT_EQ(seen_by_b[0].epoch, 1u);
