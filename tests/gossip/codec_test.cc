@@ -163,25 +163,34 @@ TEST(CodecTest, Int8StochasticIsUnbiasedWithinOneScale) {
 }
 
 TEST(CodecTest, SignKeepsSignsAndTheMeanMagnitudePerChunk) {
-  CodecOptions o = Kind(CodecKind::kSign);
-  o.chunk = 10;
-  auto codec = Make(o);
-  auto x = RandomVector(6, 0, 95);
-  x[0] = 0.0f;
-  std::vector<std::byte> bytes;
-  ASSERT_TRUE(codec->Encode(x, 0, &bytes).ok());
-  auto y = Decode(*codec, bytes, x.size());
-  for (size_t c = 0; c * 10 < x.size(); ++c) {
-    double sum = 0.0;
-    const size_t end = std::min<size_t>(x.size(), c * 10 + 10);
-    for (size_t i = c * 10; i < end; ++i) sum += std::fabs(x[i]);
-    const float scale = static_cast<float>(sum / static_cast<double>(end - c * 10));
-    for (size_t i = c * 10; i < end; ++i) {
-      EXPECT_EQ(std::fabs(y[i]), scale) << i;  // exact: the same double sum, one rounding
-      EXPECT_EQ(std::signbit(y[i]), std::signbit(x[i])) << i;
+  // Chunks not aligned to bytes (10, 3), aligned (256), and lengths that end
+  // mid-byte, so every head / whole-byte / tail path of the bit packing runs.
+  for (size_t chunk : {size_t{10}, size_t{3}, size_t{256}}) {
+    for (size_t n : {size_t{95}, size_t{1003}}) {
+      SCOPED_TRACE("chunk " + std::to_string(chunk) + ", n " + std::to_string(n));
+      CodecOptions o = Kind(CodecKind::kSign);
+      o.chunk = static_cast<int>(chunk);
+      auto codec = Make(o);
+      auto x = RandomVector(6, 0, n);
+      x[0] = 0.0f;
+      x[1] = -0.0f;
+      std::vector<std::byte> bytes;
+      ASSERT_TRUE(codec->Encode(x, 0, &bytes).ok());
+      auto y = Decode(*codec, bytes, x.size());
+      for (size_t c = 0; c * chunk < x.size(); ++c) {
+        double sum = 0.0;
+        const size_t end = std::min<size_t>(x.size(), c * chunk + chunk);
+        for (size_t i = c * chunk; i < end; ++i) sum += std::fabs(x[i]);
+        const float scale = static_cast<float>(sum / static_cast<double>(end - c * chunk));
+        for (size_t i = c * chunk; i < end; ++i) {
+          ASSERT_EQ(std::fabs(y[i]), scale) << i;  // exact: the same double sum, one rounding
+          ASSERT_EQ(std::signbit(y[i]), std::signbit(x[i])) << i;
+        }
+      }
+      EXPECT_FALSE(std::signbit(y[0]));  // +0 encodes as +scale
+      EXPECT_TRUE(std::signbit(y[1]));   // -0 as -scale
     }
   }
-  EXPECT_GT(y[0], 0.0f);  // +0 encodes as +scale
 }
 
 TEST(CodecTest, TopKKeepsTheLargestExactly) {
