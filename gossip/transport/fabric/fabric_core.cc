@@ -12,6 +12,10 @@
 
 namespace chorus::gossip::fabric {
 
+// Longest a wait polls the CQ itself before sleeping (see FabricOptions::wait_spin_per_mib).
+constexpr int64_t kMaxWaitSpinUs = 64000;
+
+
 // ---- Setup ----
 
 namespace {
@@ -502,7 +506,7 @@ Result<Completion> FabricCore::Wait(FabricOp& op, Deadline deadline) {
     // Phase 1: drive the CQ ourselves for a short while.
     const auto spin = std::min<std::chrono::microseconds>(
         options_.wait_spin + options_.wait_spin_per_mib * static_cast<int64_t>(op.length) / (int64_t{1} << 20),
-        std::chrono::microseconds(5000));
+        std::chrono::microseconds(kMaxWaitSpinUs));
     const auto spin_until = std::min(Clock::now() + spin, deadline.when());
     while (!op.finished.load() && Clock::now() < spin_until) {
       if (Poll(/*block=*/false) == 0 && !op.finished.load()) std::this_thread::yield();

@@ -49,7 +49,7 @@ struct FabricOptions {
   // then blocks on a condition variable fed by the progress thread. Short waits
   // then cost no thread hand-off; long waits cost no CPU.
   std::chrono::microseconds wait_spin{200};
-  // ... plus this much per MiB of the operation (capped at 5 ms in all): a large
+  // ... plus this much per MiB of the operation (capped at 64 ms in all): a large
   // transfer moves only while someone drives the CQ, and a sleeping waiter
   // leaves that to the progress thread's back-off (1 MiB over tcp: 3.2 GB/s
   // with 200 us of spin, 4.9 GB/s with 2 ms; see `chorus bench p2p --wait-spin-us`).
