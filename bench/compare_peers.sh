@@ -27,11 +27,16 @@ if [ "$step" = ddp ]; then
    timeout 300 $PY ddp_torch.py --nprocs 4 --epochs ${EPOCHS:-3} --batch 64 --lr 0.1 --threads 1 \
      --seed 0 --port 29761 --out "$work/ddp.jsonl" | cut -c1-400)
   out=$(mktemp -d)
-  ./build/chorus launch -n 4 configs/allreduce-ring.toml --set train.epochs=${EPOCHS:-3} \
-    --set train.threads=1 --set run.progress=\"off\" --set run.output_dir=\"$out\" \
-    --set run.name=\"ddp-compare\" > "$out/launch.log" 2>&1
-  for f in "$out"/ddp-compare/node*/summary.json; do
-    $PY -c "import json,sys; s=json.load(open('$f')); print(s['node'], 'train_s', round(s['train_seconds'],2), 's/epoch', round(s['train_seconds']/s['epochs'],2), 'test_acc', s['test_accuracy'])"
+  # Chorus twice: ring all-reduce over tcp (gloo's transport class), then the
+  # one-host choice: shm with the measured auto algorithm (halving-doubling).
+  for variant in "tcp-ring tcp;ofi_rxm ring" "shm-auto shm auto"; do
+    set -- $variant
+    ./build/chorus launch -n 4 configs/allreduce-ring.toml --set train.epochs=${EPOCHS:-3} \
+      --set train.threads=1 --set run.progress=\"off\" --set run.output_dir=\"$out\" \
+      --set run.name=\"$1\" --set fabric.provider=\"$2\" --set exchange.algorithm=\"$3\" \
+      > "$out/$1.log" 2>&1
+    f="$out/$1/node0/summary.json"
+    $PY -c "import json,sys; s=json.load(open('$f')); print('chorus $1', s['node'], 'train_s', round(s['train_seconds'],2), 's/epoch', round(s['train_seconds']/s['epochs'],2), 'test_acc', s['test_accuracy'])"
   done
 fi
 

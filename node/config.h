@@ -110,7 +110,7 @@ struct ExchangeConfig {
   std::string protocol = "dpsgd";    // dpsgd | pairwise-async | push-sum | choco
   int period = 1;                    // local SGD: H local steps between mixing rounds
   int max_staleness = 0;             // pairwise-async: 0 = unbounded
-  double gamma = 0.2;                // CHOCO consensus step size
+  double gamma = 0.0;                // CHOCO consensus step size; 0: by codec (ChocoGamma)
   // end of training
   std::string consensus = "allreduce";  // allreduce | rounds | none
   double consensus_bound = 1e-6;     // relative consensus distance to reach

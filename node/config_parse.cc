@@ -136,7 +136,7 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange, protocol, "gossip: dpsgd | pairwise-async | push-sum | choco"),
     CHORUS_CONFIG_FIELD(exchange, period, "gossip: local steps between mixing rounds, >= 1"),
     CHORUS_CONFIG_FIELD(exchange, max_staleness, "pairwise-async: 0 = unbounded"),
-    CHORUS_CONFIG_FIELD(exchange, gamma, "choco: consensus step size, in (0, 1]"),
+    CHORUS_CONFIG_FIELD(exchange, gamma, "choco: consensus step size, in (0, 1]; 0: 0.8 for sign/int8/fp16/none, 0.2 for top-k/random-k"),
     CHORUS_CONFIG_FIELD(exchange, consensus, "end of training: allreduce | rounds | none"),
     CHORUS_CONFIG_FIELD(exchange, consensus_bound, "relative consensus distance to reach, > 0"),
     CHORUS_CONFIG_FIELD(exchange, consensus_max_rounds, ">= 1"),
@@ -857,7 +857,7 @@ Status ValidateConfig(const Config& config) {
   check.OneOf("exchange.protocol", exchange.protocol, {"dpsgd", "pairwise-async", "push-sum", "choco"});
   check.IntAtLeast("exchange.period", exchange.period, 1);
   check.IntAtLeast("exchange.max_staleness", exchange.max_staleness, 0);
-  check.NumberInHalfOpenUnit("exchange.gamma", exchange.gamma);
+  if (exchange.gamma != 0.0) check.NumberInHalfOpenUnit("exchange.gamma", exchange.gamma);
   check.OneOf("exchange.consensus", exchange.consensus, {"allreduce", "rounds", "none"});
   check.NumberAbove("exchange.consensus_bound", exchange.consensus_bound, 0.0);
   check.IntAtLeast("exchange.consensus_max_rounds", exchange.consensus_max_rounds, 1);

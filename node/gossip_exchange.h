@@ -66,4 +66,8 @@ class GossipExchange final : public Exchange {
 // protocols; InvalidArgument for a directed graph under one of them.
 [[nodiscard]] Result<topologies::Graph> GossipGraph(const Config& config, int n);
 
+// CHOCO's consensus step size: exchange.gamma, or when it is 0 the default of
+// the codec (sparse codecs need a smaller step to stay stable).
+double ChocoGamma(const ExchangeConfig& exchange);
+
 }  // namespace chorus::node

@@ -2,6 +2,7 @@
 // (file:line:col, key path, expectation, suggestion), overrides, printing back
 // as TOML, environment hints and host:port syntax.
 #include "node/config_parse.h"
+#include "node/gossip_exchange.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -226,7 +227,7 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
                                             "\"push-sum\", \"choco\", got \"pushsum\" (did you mean \"push-sum\"?)"},
       {"[exchange]\nperiod = 0", "exchange.period: expected an integer >= 1, got 0"},
       {"[exchange]\nmax_staleness = -1", "exchange.max_staleness: expected an integer >= 0, got -1"},
-      {"[exchange]\ngamma = 0", "exchange.gamma: expected a number in (0, 1], got 0.0"},
+      {"[exchange]\ngamma = -0.5", "exchange.gamma: expected a number in (0, 1], got -0.5"},
       {"[exchange]\ngamma = 1.5", "exchange.gamma: expected a number in (0, 1], got 1.5"},
       {"[exchange]\nconsensus = \"exact\"", "exchange.consensus: expected one of \"allreduce\", \"rounds\", \"none\""},
       {"[exchange]\nconsensus_bound = 0", "exchange.consensus_bound: expected a number > 0.0, got 0.0"},
@@ -621,6 +622,25 @@ TEST(TomlQuoteTest, EscapesQuotesBackslashesAndControlCharacters) {
   EXPECT_EQ(TomlQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
   EXPECT_EQ(TomlQuote(std::string("\n\t\x01", 3)), "\"\\n\\t\\u0001\"");
   EXPECT_EQ(TomlQuote("tcp;ofi_rxm"), "\"tcp;ofi_rxm\"");
+}
+
+}  // namespace
+}  // namespace chorus::node
+
+namespace chorus::node {
+namespace {
+
+TEST(ChocoGammaTest, ZeroPicksTheCodecDefaultOtherwiseTheSetting) {
+  ExchangeConfig e;
+  ASSERT_EQ(e.gamma, 0.0);
+  e.compression.codec = "sign";
+  EXPECT_EQ(ChocoGamma(e), 0.8);
+  e.compression.codec = "top-k";
+  EXPECT_EQ(ChocoGamma(e), 0.2);
+  e.compression.codec = "random-k";
+  EXPECT_EQ(ChocoGamma(e), 0.2);
+  e.gamma = 0.35;
+  EXPECT_EQ(ChocoGamma(e), 0.35);
 }
 
 }  // namespace
