@@ -71,7 +71,9 @@ TEST(CompareProcessTest, TinyComparisonWritesReportAndTable) {
       for (std::string line; std::getline(metrics, line);) {
         nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
         if (r.contains("eval_accuracy")) ++evals;
-        if (r.contains("time") && r.contains("wall_time")) EXPECT_LE(r["time"].get<double>(), r["wall_time"].get<double>());
+        if (r.contains("time") && r.contains("wall_time")) {
+          EXPECT_LE(r["time"].get<double>(), r["wall_time"].get<double>());
+        }
       }
       EXPECT_GE(evals, 3) << node;
     }
