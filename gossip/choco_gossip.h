@@ -38,19 +38,12 @@
 
 namespace chorus::gossip {
 
-struct ChocoOptions {
-  // The compression operator Q. Default: sign with a scale per 256 elements.
-  CodecOptions codec{CodecKind::kSign};
+// The common settings (gossip_protocol.h) with `codec` as the compression
+// operator Q (default: sign with a scale per 256 elements), plus gamma.
+struct ChocoOptions : GossipOptions {
+  ChocoOptions() { codec = CodecOptions{CodecKind::kSign}; }
   // Consensus step size gamma in (0, 1].
   double gamma = 0.5;
-  // Local SGD: communicate only every `period`-th round (>= 1); see gossip_protocol.h.
-  int period = 1;
-  // Tag stream (gossip_tags.h).
-  uint8_t tag_stream = 0;
-  // Membership epoch of the initial graph (tag field; SetTopology replaces it).
-  uint32_t epoch = 0;
-  // Base seed of the codec's randomness (random-k indices, int8 stochastic rounding).
-  uint64_t seed = 1;
 };
 
 class ChocoGossip final : public GossipProtocol {

@@ -39,18 +39,8 @@
 
 namespace chorus::gossip {
 
-struct DpsgdOptions {
-  // How x_i travels. Default: raw f32 (exact mixing).
-  CodecOptions codec;
-  // Local SGD: communicate only every `period`-th round (>= 1); see gossip_protocol.h.
-  int period = 1;
-  // Tag stream (gossip_tags.h): give two instances on one transport different streams.
-  uint8_t tag_stream = 0;
-  // Membership epoch of the initial graph (tag field; SetTopology replaces it).
-  uint32_t epoch = 0;
-  // Base seed of the codec's randomness (int8 stochastic rounding, random-k).
-  uint64_t seed = 1;
-};
+// D-PSGD has only the common settings (gossip_protocol.h).
+struct DpsgdOptions : GossipOptions {};
 
 class DpsgdGossip final : public GossipProtocol {
  public:

@@ -76,12 +76,10 @@ enum class StalenessPolicy {
   kSkip,  // the round's averaging is skipped
 };
 
-struct PairwiseOptions {
-  // How x travels. Default: raw f32.
-  CodecOptions codec;
-  // Local SGD: initiate an averaging only every `period`-th round (>= 1); the
-  // responder serves requests at any time.
-  int period = 1;
+// The common settings (gossip_protocol.h; `period`: initiate an averaging
+// only every period-th round, the responder serves requests at any time; `seed`
+// also draws the neighbours), plus:
+struct PairwiseOptions : GossipOptions {
   // Bound s on |step_i - step_j| for an averaging; < 0: unbounded.
   int64_t max_staleness = -1;
   StalenessPolicy staleness_policy = StalenessPolicy::kWait;
@@ -91,12 +89,6 @@ struct PairwiseOptions {
   std::chrono::microseconds retry_interval{200};
   // How often the responder wakes from its receive to check for a stop (> 0).
   std::chrono::milliseconds responder_wake{20};
-  // Tag stream (gossip_tags.h).
-  uint8_t tag_stream = 0;
-  // Membership epoch of the initial graph (tag field; SetTopology replaces it).
-  uint32_t epoch = 0;
-  // Seeds the neighbour choice and the codec's randomness.
-  uint64_t seed = 1;
 };
 
 class PairwiseGossip final : public GossipProtocol {

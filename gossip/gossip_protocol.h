@@ -37,10 +37,26 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "gossip/codec.h"
 #include "gossip/transport.h"
 #include "topologies/graph.h"
 
 namespace chorus::gossip {
+
+// The settings every protocol has; each protocol's options extend it.
+struct GossipOptions {
+  // How x travels. Default: raw f32 (exact mixing).
+  CodecOptions codec;
+  // Local SGD: communicate only every `period`-th round (>= 1); see IsMixingRound.
+  int period = 1;
+  // Tag stream (gossip_tags.h): give two instances on one transport different streams.
+  uint8_t tag_stream = 0;
+  // Membership epoch of the initial graph (tag field; SetTopology replaces it).
+  uint32_t epoch = 0;
+  // Base seed of the codec's randomness (int8 stochastic rounding, random-k
+  // indices) and, for pairwise gossip, of the neighbour choice.
+  uint64_t seed = 1;
+};
 
 struct GossipStats {
   uint64_t bytes_sent = 0;      // payload bytes this protocol sent (headers included)

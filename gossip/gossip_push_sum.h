@@ -38,18 +38,9 @@
 
 namespace chorus::gossip {
 
-struct PushSumOptions {
-  // How x_i travels. Default: raw f32. A lossy codec loses mass (not unbiased).
-  CodecOptions codec;
-  // Local SGD: communicate only every `period`-th round (>= 1); see gossip_protocol.h.
-  int period = 1;
-  // Tag stream (gossip_tags.h).
-  uint8_t tag_stream = 0;
-  // Membership epoch of the initial graph (tag field; SetTopology replaces it).
-  uint32_t epoch = 0;
-  // Base seed of the codec's randomness.
-  uint64_t seed = 1;
-};
+// Only the common settings (gossip_protocol.h). A lossy codec loses mass
+// (push-sum is then not unbiased).
+struct PushSumOptions : GossipOptions {};
 
 class PushSumGossip final : public GossipProtocol {
  public:

@@ -24,14 +24,15 @@ bool NeedsUndirected(const std::string& protocol) { return protocol == "pairwise
 // Every protocol but push-sum mixes symmetrically on "ring": the undirected ring.
 bool RingMeansBidirectional(const std::string& protocol) { return protocol != "push-sum"; }
 
-// The fields every protocol's options struct shares.
+// Sets the fields every protocol's options share (gossip::GossipOptions).
 template <typename Options>
 Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t epoch, uint64_t seed) {
   Options o;
-  o.codec = codec;
-  o.period = period;
-  o.epoch = epoch;
-  o.seed = seed;
+  gossip::GossipOptions& common = o;
+  common.codec = codec;
+  common.period = period;
+  common.epoch = epoch;
+  common.seed = seed;
   return o;
 }
 
