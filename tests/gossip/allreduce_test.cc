@@ -21,29 +21,13 @@
 #include "gossip/allreduce_auto.h"
 #include "gossip/collective.h"
 #include "gossip/transport/local/local_transport.h"
+#include "tests/gossip/gossip_test_util.h"
 #include "tests/gossip/transport_test_util.h"
 
 namespace chorus::gossip {
 namespace {
 
-// Runs fn(rank, transport) on `participants` threads (ranks 0..participants-1)
-// of a hub of `n` slots; returns each rank's status.
-std::vector<Status> RunRanks(int n, int participants,
-                             const std::function<Status(int, Transport&)>& fn,
-                             LocalLinkModel link = {}) {
-  LocalHubOptions hub_options;
-  hub_options.world_size = n;
-  hub_options.link = link;
-  auto hub = LocalHub::Create(hub_options);
-  auto transports = hub->MakeAll();
-  std::vector<Status> out(participants);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < participants; ++r) {
-    threads.emplace_back([&, r] { out[r] = fn(r, *transports[r]); });
-  }
-  for (auto& t : threads) t.join();
-  return out;
-}
+using testing::RunRanks;
 
 float Input(int rank, size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
 float ExpectedSum(int n, size_t i) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gossip/collective.h"
+#include "tests/gossip/gossip_test_util.h"
 #include "gossip/fusion.h"
 #include "gossip/fusion_engine.h"
 #include "gossip/fusion_trace.h"
@@ -200,20 +201,7 @@ TEST(GradientBucketerTest, RejectsOverlapAndZeroThreshold) {
 
 // ---- FusionEngine ----
 
-std::vector<Status> RunRanks(int n, int participants,
-                             const std::function<Status(int, Transport&)>& fn) {
-  LocalHubOptions hub_options;
-  hub_options.world_size = n;
-  auto hub = LocalHub::Create(hub_options);
-  auto transports = hub->MakeAll();
-  std::vector<Status> out(participants);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < participants; ++r) {
-    threads.emplace_back([&, r] { out[r] = fn(r, *transports[r]); });
-  }
-  for (auto& t : threads) t.join();
-  return out;
-}
+using testing::RunRanks;
 
 // A small CNN's parameter sizes in forward order (conv, bias, conv, bias, fc, bias ...).
 const std::vector<size_t> kModel = {150, 6, 2400, 16, 48000, 120, 10080, 84, 840, 10};

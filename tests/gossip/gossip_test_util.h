@@ -18,21 +18,38 @@
 
 namespace chorus::gossip::testing {
 
-// Runs fn(rank, transport) for ranks 0..n-1 on n threads over a fresh hub (also
-// passed, for Kill); returns each rank's status.
-inline std::vector<Status> RunGossipNodes(
-    int n, const std::function<Status(int, Transport&, LocalHub&)>& fn) {
+// Runs fn(rank, transport, hub) for ranks 0..participants-1, one thread each,
+// over a fresh hub of `n` slots (the hub is passed for Kill; slots past
+// `participants` stay silent, for deadline tests); returns each rank's status.
+inline std::vector<Status> RunOnHub(int n, int participants,
+                                    const std::function<Status(int, Transport&, LocalHub&)>& fn,
+                                    LocalLinkModel link = {}) {
   LocalHubOptions options;
   options.world_size = n;
+  options.link = link;
   auto hub = LocalHub::Create(options);
   auto transports = hub->MakeAll();
-  std::vector<Status> out(n);
+  std::vector<Status> out(participants);
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
+  for (int r = 0; r < participants; ++r) {
     threads.emplace_back([&, r] { out[r] = fn(r, *transports[r], *hub); });
   }
   for (auto& t : threads) t.join();
   return out;
+}
+
+// Every one of n ranks takes part.
+inline std::vector<Status> RunGossipNodes(
+    int n, const std::function<Status(int, Transport&, LocalHub&)>& fn) {
+  return RunOnHub(n, n, fn);
+}
+
+// The same without the hub, for the collectives' tests.
+inline std::vector<Status> RunRanks(int n, int participants,
+                                    const std::function<Status(int, Transport&)>& fn,
+                                    LocalLinkModel link = {}) {
+  return RunOnHub(
+      n, participants, [&](int r, Transport& t, LocalHub&) { return fn(r, t); }, link);
 }
 
 // len values uniform in [lo, hi) from (seed, rank).
