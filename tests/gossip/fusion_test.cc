@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "gossip/collective.h"
-#include "tests/gossip/gossip_test_util.h"
 #include "gossip/fusion.h"
 #include "gossip/fusion_engine.h"
 #include "gossip/fusion_trace.h"
 #include "gossip/transport/local/local_transport.h"
+#include "tests/gossip/gossip_test_util.h"
 
 namespace chorus::gossip {
 namespace {
