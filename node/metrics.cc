@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "node/exchange.h"
 #include "trainer/safetensors.h"
 
 namespace chorus::node {
@@ -68,6 +69,23 @@ Status WriteSummary(const std::string& path, const nlohmann::json& summary) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
   return trainer::WriteFileAtomic(path, std::span<const uint8_t>(bytes, text.size()))
       .WithContext("write summary " + path);
+}
+
+nlohmann::json SummaryHeader(const Exchange& exchange, const std::string& node, int rank, int world_size,
+                             const TrainConfig& train, int global_batch, int64_t steps) {
+  nlohmann::json summary = exchange.Metrics();
+  summary["node"] = node;
+  summary["rank"] = rank;
+  summary["world_size"] = world_size;
+  summary["exchange"] = exchange.Describe();
+  summary["model"] = train.model;
+  summary["precision"] = train.precision;
+  summary["optimizer"] = train.optimizer;
+  summary["epochs"] = train.epochs;
+  summary["batch_size"] = train.batch_size;
+  summary["global_batch"] = global_batch;
+  summary["steps"] = steps;
+  return summary;
 }
 
 }  // namespace chorus::node

@@ -19,6 +19,8 @@
 
 namespace chorus::node {
 
+class Exchange;
+
 // <output_dir>/<run name>/<node_name>: where one node's files go.
 std::string NodeRunDir(const RunConfig& run, const std::string& node_name);
 
@@ -44,6 +46,11 @@ class MetricsWriter {
   int fd_;
   std::mutex mu_;
 };
+
+// The fields every summary.json starts with, real node or virtual one: the
+// exchange's metrics and description, who the node is, and the training setup.
+nlohmann::json SummaryHeader(const Exchange& exchange, const std::string& node, int rank, int world_size,
+                             const TrainConfig& train, int global_batch, int64_t steps);
 
 // Writes `summary` pretty-printed to `path` atomically (temporary file, fsync,
 // rename, fsync of the folder), creating parent folders.

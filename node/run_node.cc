@@ -243,18 +243,8 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
   const std::string model_path = run.run_dir + "/model.safetensors";
   CHORUS_RETURN_IF_ERROR(trainer::ExportModel(trainer, model_path));
 
-  json summary = run.exchange->Metrics();
-  summary["node"] = run.node_name;
-  summary["rank"] = run.rank;
-  summary["world_size"] = run.world_size;
-  summary["exchange"] = run.exchange->Describe();
-  summary["model"] = tc.model;
-  summary["precision"] = tc.precision;
-  summary["optimizer"] = tc.optimizer;
-  summary["epochs"] = tc.epochs;
-  summary["batch_size"] = tc.batch_size;
-  summary["global_batch"] = run.global_batch;
-  summary["steps"] = step;
+  json summary =
+      SummaryHeader(*run.exchange, run.node_name, run.rank, run.world_size, tc, run.global_batch, step);
   summary["train_seconds"] = train_seconds;
   summary["eval_seconds"] = eval_seconds;
   summary["samples_per_s"] = samples_done / std::max(1e-9, train_seconds);

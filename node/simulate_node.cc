@@ -164,18 +164,7 @@ Result<json> Train(const VirtualNodeSpec& spec) {
     CHORUS_ASSIGN_OR_RETURN(final_eval, trainer->Evaluate(*spec.eval_set, 256));
   }
 
-  json summary = exchange->Metrics();
-  summary["node"] = NodeName(spec.rank);
-  summary["rank"] = spec.rank;
-  summary["world_size"] = spec.world_size;
-  summary["exchange"] = exchange->Describe();
-  summary["model"] = tc.model;
-  summary["precision"] = tc.precision;
-  summary["optimizer"] = tc.optimizer;
-  summary["epochs"] = tc.epochs;
-  summary["batch_size"] = tc.batch_size;
-  summary["global_batch"] = global_batch;
-  summary["steps"] = step;
+  json summary = SummaryHeader(*exchange, NodeName(spec.rank), spec.rank, spec.world_size, tc, global_batch, step);
   summary["time_base"] = "virtual";
   summary["train_seconds"] = train_seconds;
   summary["finish_seconds"] = finish_seconds;
