@@ -6,6 +6,11 @@
 //
 //   bench_train [--models mlp,cnn] [--batches 64,256] [--precisions fp32,fp16]
 //               [--threads 2] [--windows 7] [--window-s 2] [--warmup 30] [--optimizer lars]
+//               [--device cpu|cuda:N] [--no-cuda-graphs]
+//
+// On a GPU (--device cuda:0) only fp16 runs (GPU nodes train in fp16); the
+// issue's table is `bench_train --device cuda:0 --models mlp,cnn,cnn-bn
+// --batches 64,256,1024 --precisions fp16`, beside bench/torch_amp_gpu.py.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -60,6 +65,10 @@ int main(int argc, char** argv) {
   app.add_option("--window-s", window_s, "Seconds per window");
   app.add_option("--warmup", warmup, "Warm-up steps");
   app.add_option("--data", data_dir, "Fashion-MNIST folder");
+  std::string device = "cpu";
+  bool no_graphs = false;
+  app.add_option("--device", device, "cpu, cuda or cuda:N");
+  app.add_flag("--no-cuda-graphs", no_graphs, "GPU: launch every kernel instead of graph replays");
   CLI11_PARSE(app, argc, argv);
 
   auto train = chorus::trainer::LoadFashionMnist(data_dir, chorus::trainer::Split::kTrain, 0);
@@ -67,13 +76,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_train: %s\n", train.error().ToString().c_str());
     return 1;
   }
-  std::printf("%-7s %-5s %6s %8s %12s %12s %12s\n", "model", "prec", "batch", "threads",
+  std::printf("%-7s %-5s %6s %8s %12s %12s %12s  device\n", "model", "prec", "batch", "threads",
               "median/s", "min/s", "max/s");
   for (const std::string& model : Split(models)) {
     for (const std::string& b : Split(batches)) {
       for (const std::string& precision : Split(precisions)) {
         const int batch = std::stoi(b);
+        if (device != "cpu" && precision != "fp16") continue;  // GPU nodes train in fp16
         chorus::trainer::TrainerOptions o;
+        o.device = device;
+        o.cuda_graphs = !no_graphs;
         o.model = model;
         o.precision = precision;
         o.optimizer = optimizer;
@@ -115,9 +127,11 @@ int main(int argc, char** argv) {
             if (!one_step()) return 1;
           rates.push_back(steps_per_window * batch / (chorus::NowSeconds() - t0));
         }
-        std::printf("%-7s %-5s %6d %8d %12.0f %12.0f %12.0f\n", model.c_str(), precision.c_str(),
-                    batch, threads, Median(rates), *std::min_element(rates.begin(), rates.end()),
-                    *std::max_element(rates.begin(), rates.end()));
+        std::printf("%-7s %-5s %6d %8d %12.0f %12.0f %12.0f  %s\n", model.c_str(),
+                    precision.c_str(), batch, threads, Median(rates),
+                    *std::min_element(rates.begin(), rates.end()),
+                    *std::max_element(rates.begin(), rates.end()),
+                    (*trainer)->DeviceDescription().c_str());
         std::fflush(stdout);
       }
     }

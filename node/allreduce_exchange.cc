@@ -91,6 +91,25 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   return Reform(s, step);
 }
 
+Status AllreduceExchange::Finish() {
+  // CPU nodes are bitwise identical after every step (same arithmetic on the
+  // same averaged gradients). A GPU applies the update with other arithmetic
+  // (FMA, reduction order), so with one in the cluster the replicas drift
+  // apart in the last bits: end with rank 0's model everywhere.
+  const MembershipView& view = session_->view;
+  const bool any_gpu = std::any_of(view.members.begin(), view.members.end(),
+                                   [](const Member& m) { return m.device != "cpu"; });
+  if (!any_gpu || view.size() < 2) return Status::Ok();
+  gossip::CollectiveOptions bo;
+  bo.tag_base = ((view.epoch % 1024) << 40) + (uint64_t{1} << 38);
+  bo.deadline = ReformDeadline(config_);
+  CHORUS_RETURN_IF_ERROR(
+      collective_->Broadcast(std::as_writable_bytes(trainer_->MasterWeights()), 0, bo));
+  trainer_->RefreshWorkingCopy();
+  CHORUS_LOG_INFO(Subsys::kGossip, "GPU nodes in the cluster: every node ends with rank 0's model");
+  return Status::Ok();
+}
+
 Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
   const uint64_t epoch = session_->view.epoch;
   CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch,
@@ -113,7 +132,7 @@ Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
   // step moved its momentum and scale, and replicas must stay bitwise equal.
   bo.tag_base += gossip::kTagsPerCollective;
   CHORUS_RETURN_IF_ERROR(
-      collective_->Broadcast(std::as_writable_bytes(trainer_->optimizer().momentum()), 0, bo));
+      collective_->Broadcast(std::as_writable_bytes(trainer_->Momentum()), 0, bo));
   trainer::LossScalerState scaler = trainer_->loss_scaler().state();
   bo.tag_base += gossip::kTagsPerCollective;
   CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(std::span(&scaler, 1)), 0, bo));

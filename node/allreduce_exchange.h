@@ -34,6 +34,8 @@ class AllreduceExchange final : public Exchange {
 
   std::string Describe() const override;
   [[nodiscard]] Status AfterBackward(int64_t step, int local_samples) override;
+  // With a GPU in the cluster, ends with rank 0's model on every node (see .cc).
+  [[nodiscard]] Status Finish() override;
   nlohmann::json Metrics() const override;
   int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
 

@@ -26,7 +26,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
   ClusterSession session;
   LocalNodeInfo local;
   local.name = config.run.node_name;
-  local.device = "cpu";
+  local.device = config.train.device;
   local.batch_size = config.train.batch_size;
   local.host_group = config.cluster.host_group;
   local.chorus_version = CHORUS_VERSION;

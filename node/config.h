@@ -28,6 +28,8 @@ struct TrainConfig {
   std::string model = "mlp";        // mlp | cnn | cnn-bn
   std::string precision = "fp16";   // fp16 | fp32
   std::string optimizer = "lars";   // lars | sgd
+  std::string device = "cpu";       // cpu | cuda | cuda:N (GPU nodes train in fp16)
+  bool cuda_graphs = true;          // GPU: replay each training pass as a CUDA graph
   int epochs = 5;
   int batch_size = 64;              // per node
   double base_lr = 2.0;             // lr = base_lr * global_batch / 256 (LARS: see lars_eta)

@@ -25,6 +25,7 @@
 #include <toml++/toml.h>
 
 #include "node/host_port.h"
+#include "trainer/device_model.h"
 
 namespace chorus::node {
 namespace {
@@ -84,6 +85,8 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(train, model, "mlp | cnn | cnn-bn"),
     CHORUS_CONFIG_FIELD(train, precision, "fp16 | fp32"),
     CHORUS_CONFIG_FIELD(train, optimizer, "lars | sgd"),
+    CHORUS_CONFIG_FIELD(train, device, "cpu | cuda | cuda:N"),
+    CHORUS_CONFIG_FIELD(train, cuda_graphs, "GPU: replay each pass as a CUDA graph"),
     CHORUS_CONFIG_FIELD(train, epochs, ">= 0"),
     CHORUS_CONFIG_FIELD(train, batch_size, "per node, >= 1"),
     CHORUS_CONFIG_FIELD(train, base_lr, "lr = base_lr * global_batch / 256"),
@@ -776,6 +779,13 @@ Status ValidateConfig(const Config& config) {
   check.OneOf("train.model", train.model, {"mlp", "cnn", "cnn-bn"});
   check.OneOf("train.precision", train.precision, {"fp16", "fp32"});
   check.OneOf("train.optimizer", train.optimizer, {"lars", "sgd"});
+  if (Result<int> device = trainer::ParseDevice(train.device); !device) {
+    check.Fail("train.device", device.error().message());
+  } else if (*device >= 0 && train.precision != "fp16") {
+    check.Fail("train.device", "GPU nodes train in fp16 (FP32 master weights); precision \"" +
+                                   train.precision + "\" is for CPU nodes",
+               "train.precision");
+  }
   check.IntAtLeast("train.epochs", train.epochs, 0);
   check.IntAtLeast("train.batch_size", train.batch_size, 1);
   check.NumberAbove("train.base_lr", train.base_lr, 0.0);

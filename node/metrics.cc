@@ -80,6 +80,7 @@ nlohmann::json SummaryHeader(const Exchange& exchange, const std::string& node, 
   summary["exchange"] = exchange.Describe();
   summary["model"] = train.model;
   summary["precision"] = train.precision;
+  summary["device"] = train.device;
   summary["optimizer"] = train.optimizer;
   summary["epochs"] = train.epochs;
   summary["batch_size"] = train.batch_size;

@@ -338,10 +338,12 @@ int RunNode(const Config& config, const NodeOptions& options) {
   run.metrics = std::move(*metrics);
 
   CHORUS_LOG_INFO(Subsys::kNode, run.node_name, ": model ", config.train.model, " (",
-                  run.trainer->MasterWeights().size(), " parameters), ", config.train.precision,
-                  " + ", config.train.optimizer, ", batch ", config.train.batch_size, ", ",
-                  config.train.epochs, " epochs, ", config.train.threads, " threads, kernels fp16 path ",
-                  kernels::HalfConversionPath(), "; exchange: ", run.exchange->Describe());
+                  run.trainer->model().parameter_count(),
+                  " parameters), ", config.train.precision, " + ", config.train.optimizer,
+                  ", batch ", config.train.batch_size, ", ", config.train.epochs, " epochs, on ",
+                  run.trainer->DeviceDescription(), ", ", config.train.threads,
+                  " threads, kernels fp16 path ", kernels::HalfConversionPath(),
+                  "; exchange: ", run.exchange->Describe());
 
   Result<json> summary = TrainLoop(run, options);
   if (!summary) return fail(summary.error());

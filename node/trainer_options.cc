@@ -28,6 +28,8 @@ trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batc
   o.steps_per_epoch = std::max<int64_t>(1, steps_per_epoch);
   o.seed = t.seed;
   o.threads = t.threads;
+  o.device = t.device;
+  o.cuda_graphs = t.cuda_graphs;
   return o;
 }
 

@@ -176,6 +176,7 @@ Status CheckNoUnexpected(const SafetensorsFile& file, const std::string& path,
 
 Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,
                       const std::string& path) {
+  CHORUS_RETURN_IF_ERROR(trainer.SyncToHost());  // GPU: the host mirrors
   const Model& model = trainer.model();
   std::vector<NamedTensor> tensors = StateDictTensors(model);
   const std::span<const float> momentum = trainer.optimizer().momentum();
@@ -264,10 +265,12 @@ Result<CheckpointInfo> LoadCheckpoint(const std::string& path, Trainer* trainer)
                 momentum[i]->bytes.size());
   }
   trainer->loss_scaler() = probe;
+  CHORUS_RETURN_IF_ERROR(trainer->SyncToDevice());
   return info;
 }
 
 Status ExportModel(const Trainer& trainer, const std::string& path) {
+  CHORUS_RETURN_IF_ERROR(trainer.SyncToHost());
   const std::vector<NamedTensor> tensors = StateDictTensors(trainer.model());
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
@@ -288,7 +291,7 @@ Status LoadModelWeights(const std::string& path, Trainer* trainer) {
   CHORUS_ASSIGN_OR_RETURN(WeightPlan plan, PlanWeights(file, path, trainer->model()));
   CHORUS_RETURN_IF_ERROR(CheckNoUnexpected(file, path, plan.consumed, true));
   ApplyWeights(plan, &trainer->model());
-  return Status::Ok();
+  return trainer->SyncToDevice();
 }
 
 }  // namespace chorus::trainer

@@ -48,10 +48,10 @@ class Conv2d final : public Layer {
   void Forward(const LayerRun& run, int n, const float* x, float* y) override;
   void Backward(const LayerRun& run, int n, const float* x, const float* y, const float* dy,
                 float* dx) override;
-
- private:
+  // The op shape of a batch of n (the GPU model builds its cuDNN plans from it).
   kernels::Conv2dShape ShapeFor(int n) const;
 
+ private:
   int kernel_, pad_;
   const float* w_ = nullptr;
   const float* b_ = nullptr;
@@ -74,9 +74,9 @@ class BatchNorm2d final : public Layer {
   void Forward(const LayerRun& run, int n, const float* x, float* y) override;
   void Backward(const LayerRun& run, int n, const float* x, const float* y, const float* dy,
                 float* dx) override;
+  kernels::BatchNormShape ShapeFor(int n) const;
 
  private:
-  kernels::BatchNormShape ShapeFor(int n) const;
 
   const float* gamma_ = nullptr;
   const float* beta_ = nullptr;
@@ -109,6 +109,7 @@ class MaxPool2d final : public Layer {
   void Forward(const LayerRun& run, int n, const float* x, float* y) override;
   void Backward(const LayerRun& run, int n, const float* x, const float* y, const float* dy,
                 float* dx) override;
+  int size() const { return size_; }
 
  private:
   int size_;

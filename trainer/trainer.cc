@@ -3,6 +3,7 @@
 #include "trainer/trainer.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/log.h"
 
@@ -89,9 +90,20 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) 
   optimizer_options.eta = options.lars_eta;
   std::vector<ParameterInfo> table(model->parameters().begin(), model->parameters().end());
   CHORUS_ASSIGN_OR_RETURN(auto optimizer, Optimizer::Create(optimizer_options, std::move(table)));
+  CHORUS_ASSIGN_OR_RETURN(const int ordinal, ParseDevice(options.device));
+  std::unique_ptr<DeviceModel> device;
+  if (ordinal >= 0) {
+    DeviceModelOptions device_options;
+    device_options.ordinal = ordinal;
+    device_options.optimizer = optimizer_options;
+    device_options.cuda_graphs = options.cuda_graphs;
+    CHORUS_ASSIGN_OR_RETURN(device, CreateCudaModel(*model, device_options));
+  }
   CHORUS_LOG_DEBUG(Subsys::kTrainer, model->Summary());
-  return std::unique_ptr<Trainer>(new Trainer(options, std::move(model), std::move(optimizer),
-                                              LossScaler(scaler_options), schedule));
+  auto trainer = std::unique_ptr<Trainer>(new Trainer(
+      options, std::move(model), std::move(optimizer), LossScaler(scaler_options), schedule));
+  trainer->device_ = std::move(device);
+  return trainer;
 }
 
 Trainer::Trainer(const TrainerOptions& options, std::unique_ptr<Model> model,
@@ -108,6 +120,29 @@ Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
   CHORUS_RETURN_IF_ERROR(CheckImages(*model_, batch.size, batch.channels, batch.height,
                                      batch.width, batch.images.size(), batch.labels.size(),
                                      batch.labels.data(), "training batch"));
+  if (device_ != nullptr) {
+    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+    // The pass reads the device master: push what the host changed first.
+    if (master_out_ || momentum_out_) RefreshWorkingCopy();
+    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+    CHORUS_ASSIGN_OR_RETURN(
+        const DeviceModel::TrainPass pass,
+        device_->ForwardBackward(batch.images.data(), batch.labels.data(), batch.size,
+                                 loss_scaler_.scale()));
+    model_->set_num_batches_tracked(model_->num_batches_tracked() + 1);
+    buffers_stale_ = true;
+    grads_stale_ = true;
+    grads_out_ = false;
+    device_grads_finite_ = pass.gradients_finite;
+    if (gradient_ready_) {
+      // Someone reduces gradients as they become final: on a GPU they all are
+      // at once, so hand them over (in the CPU model's order, last first).
+      Gradients();
+      CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+      for (size_t p = model_->parameters().size(); p-- > 0;) gradient_ready_(static_cast<int>(p));
+    }
+    return ForwardBackwardResult{pass.result.loss, pass.result.correct, batch.size};
+  }
   const Model::PassResult pass =
       model_->ForwardBackward(batch.images.data(), batch.labels.data(), batch.size,
                               loss_scaler_.scale(), gradient_ready_);
@@ -116,10 +151,32 @@ Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
 
 Result<UpdateResult> Trainer::ApplyUpdate(int64_t step) {
   if (step < 0) return Err(InvalidArgument("trainer: negative step " + std::to_string(step)));
-  const std::span<const float> grads = model_->gradients();
-  const bool finite = kernels::AllFinite<float>(ctx_, grads.size(), grads.data());
   UpdateResult update;
   update.lr = LearningRate(step);
+  if (device_ != nullptr) {
+    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+    bool finite = device_grads_finite_;
+    if (grads_out_) {
+      // The host gradients may have been changed (all-reduced): they are the truth.
+      CHORUS_RETURN_IF_ERROR(device_->UploadGradients(model_->gradients()));
+      CHORUS_ASSIGN_OR_RETURN(finite, device_->GradientsFinite());
+      grads_out_ = false;
+    }
+    update.applied = loss_scaler_.Update(finite);
+    if (update.applied) {
+      CHORUS_RETURN_IF_ERROR(device_->Step(update.lr));
+      master_stale_ = true;
+      momentum_stale_ = true;
+    } else {
+      CHORUS_LOG_DEBUG(Subsys::kTrainer, "step ", step, ": Inf/NaN gradients, update skipped, ",
+                       "loss scale now ", loss_scaler_.scale());
+    }
+    update.loss_scale = loss_scaler_.scale();
+    if (step_done_) step_done_(step, update);
+    return update;
+  }
+  const std::span<const float> grads = model_->gradients();
+  const bool finite = kernels::AllFinite<float>(ctx_, grads.size(), grads.data());
   update.applied = loss_scaler_.Update(finite);
   if (update.applied) {
     // The FP16 working copy is refreshed range by range as the optimizer writes.
@@ -151,11 +208,21 @@ Result<EvalResult> Trainer::Evaluate(const Dataset& dataset, int batch) {
   const size_t image = model_->input_shape().Elements();
   double loss_sum = 0.0;
   int64_t correct = 0;
+  if (device_ != nullptr) {
+    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+    if (master_out_ || momentum_out_) RefreshWorkingCopy();
+    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+  }
   for (int start = 0; start < dataset.count; start += batch) {
     const int n = std::min(batch, dataset.count - start);
-    const Model::PassResult pass = model_->Evaluate(
-        dataset.images.data() + static_cast<size_t>(start) * image, dataset.labels.data() + start,
-        n);
+    const float* images = dataset.images.data() + static_cast<size_t>(start) * image;
+    const int32_t* labels = dataset.labels.data() + start;
+    Model::PassResult pass;
+    if (device_ != nullptr) {
+      CHORUS_ASSIGN_OR_RETURN(pass, device_->Evaluate(images, labels, n));
+    } else {
+      pass = model_->Evaluate(images, labels, n);
+    }
     loss_sum += pass.loss * n;
     correct += pass.correct;
   }
@@ -166,8 +233,83 @@ Result<EvalResult> Trainer::Evaluate(const Dataset& dataset, int batch) {
   return result;
 }
 
+std::span<float> Trainer::MasterWeights() {
+  const std::span<const float> synced = std::as_const(*this).MasterWeights();
+  (void)synced;
+  if (device_ != nullptr) master_out_ = true;
+  return model_->master();
+}
+
+std::span<const float> Trainer::MasterWeights() const {
+  if (device_ != nullptr && master_stale_) {
+    KeepError(device_->DownloadMaster(model_->master()));
+    master_stale_ = false;
+  }
+  return model_->master();
+}
+
+std::span<float> Trainer::Gradients() {
+  if (device_ != nullptr) {
+    if (grads_stale_) {
+      KeepError(device_->DownloadGradients(model_->gradients()));
+      grads_stale_ = false;
+    }
+    grads_out_ = true;
+  }
+  return model_->gradients();
+}
+
+std::span<float> Trainer::Momentum() {
+  if (device_ != nullptr) {
+    if (momentum_stale_) {
+      KeepError(device_->DownloadMomentum(optimizer_->momentum()));
+      momentum_stale_ = false;
+    }
+    momentum_out_ = true;
+  }
+  return optimizer_->momentum();
+}
+
+void Trainer::RefreshWorkingCopy() {
+  if (device_ == nullptr) {
+    model_->RefreshWorkingCopy();
+    return;
+  }
+  // A master span may have been taken before the last step and changed since;
+  // the host copy is what the caller means either way once it refreshes.
+  if (!master_stale_) KeepError(device_->UploadMaster(model_->master()));
+  if (momentum_out_ && !momentum_stale_) KeepError(device_->UploadMomentum(optimizer_->momentum()));
+  master_out_ = false;
+  momentum_out_ = false;
+}
+
+Status Trainer::SyncToHost() const {
+  if (device_ == nullptr) return Status::Ok();
+  CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+  if (master_stale_) CHORUS_RETURN_IF_ERROR(device_->DownloadMaster(model_->master()));
+  if (momentum_stale_) CHORUS_RETURN_IF_ERROR(device_->DownloadMomentum(optimizer_->momentum()));
+  if (buffers_stale_) CHORUS_RETURN_IF_ERROR(device_->DownloadBuffers(model_->buffer_values()));
+  master_stale_ = momentum_stale_ = buffers_stale_ = false;
+  return Status::Ok();
+}
+
+Status Trainer::SyncToDevice() {
+  if (device_ == nullptr) return Status::Ok();
+  CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+  CHORUS_RETURN_IF_ERROR(device_->UploadMaster(model_->master()));
+  CHORUS_RETURN_IF_ERROR(device_->UploadMomentum(optimizer_->momentum()));
+  CHORUS_RETURN_IF_ERROR(device_->UploadBuffers(model_->buffer_values()));
+  master_stale_ = momentum_stale_ = buffers_stale_ = false;
+  master_out_ = momentum_out_ = false;
+  return Status::Ok();
+}
+
+std::string Trainer::DeviceDescription() const {
+  return device_ != nullptr ? device_->description() : std::string("cpu");
+}
+
 uint64_t Trainer::ParameterChecksum() const {
-  const std::span<const float> master = model_->master();
+  const std::span<const float> master = MasterWeights();
   uint64_t hash = 14695981039346656037ull;  // FNV-1a 64 offset basis
   const auto* bytes = reinterpret_cast<const unsigned char*>(master.data());
   for (size_t i = 0; i < master.size_bytes(); ++i) {

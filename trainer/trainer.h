@@ -9,6 +9,15 @@
 //                           the FP16 working copy; then StepDoneHook.
 //   (someone may gossip-mix MasterWeights() here, then call RefreshWorkingCopy())
 //
+// On a GPU (options.device "cuda:N") the pass and the update run on the device
+// (device_model.h) and the host model, optimizer momentum and gradient buffer
+// become mirrors, copied on demand: Gradients() downloads the gradients (and
+// ApplyUpdate uploads them back, as an all-reduce changed them);
+// MasterWeights() downloads the master (and RefreshWorkingCopy() uploads it,
+// as a gossip mix changed it); Momentum() likewise. SyncToHost() brings every
+// mirror up to date (checkpoints), SyncToDevice() pushes them (restore).
+// A device error is kept and returned by the next call that returns a Status.
+//
 // The trainer never knows who listens to its hooks and never includes gossip/
 // or node/. Not thread-safe: one thread drives it; hooks run on that thread.
 #pragma once
@@ -23,6 +32,7 @@
 #include "kernels/ops.h"
 #include "trainer/batch.h"
 #include "trainer/dataset.h"
+#include "trainer/device_model.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
@@ -52,6 +62,8 @@ struct TrainerOptions {
   int64_t steps_per_epoch = 0;      // this node's steps per epoch (>= 1, required)
   uint64_t seed = 1;                // parameter initialisation
   int threads = 1;                  // kernels::SetThreads() at construction
+  std::string device = "cpu";       // "cpu" | "cuda" | "cuda:N" (fp16 only)
+  bool cuda_graphs = true;          // GPU: replay each pass as a CUDA graph
 };
 
 struct ForwardBackwardResult {
@@ -97,12 +109,26 @@ class Trainer {
   // Evaluation mode over the whole data set, `batch` images at a time.
   [[nodiscard]] Result<EvalResult> Evaluate(const Dataset& dataset, int batch);
 
-  std::span<float> MasterWeights() { return model_->master(); }
-  std::span<const float> MasterWeights() const { return model_->master(); }
-  std::span<float> Gradients() { return model_->gradients(); }
+  // The FP32 master weights (on a GPU: downloaded on first use after a step).
+  std::span<float> MasterWeights();
+  std::span<const float> MasterWeights() const;
+  // The unscaled FP32 gradients of the last pass (on a GPU: downloaded, and
+  // uploaded again by ApplyUpdate since the caller may change them).
+  std::span<float> Gradients();
+  // The optimizer's momentum (on a GPU: downloaded; uploaded by RefreshWorkingCopy).
+  std::span<float> Momentum();
   std::span<const ParameterInfo> Parameters() const { return model_->parameters(); }
-  // Re-derives the FP16 working copy after the master was changed from outside.
-  void RefreshWorkingCopy() { model_->RefreshWorkingCopy(); }
+  // Re-derives the FP16 working copy after the master was changed from outside
+  // (on a GPU: uploads the master, and the momentum if Momentum() was taken).
+  void RefreshWorkingCopy();
+  // GPU: copies master, momentum and BatchNorm buffers to the host mirrors /
+  // to the device. No-ops on the CPU.
+  [[nodiscard]] Status SyncToHost() const;
+  [[nodiscard]] Status SyncToDevice();
+  // "cpu" or the GPU's description.
+  std::string DeviceDescription() const;
+  bool on_gpu() const { return device_ != nullptr; }
+  const DeviceModel* device_model() const { return device_.get(); }
   // FNV-1a 64 over the master's bytes: equal on every node for equal weights.
   uint64_t ParameterChecksum() const;
 
@@ -131,6 +157,18 @@ class Trainer {
   LrScheduleOptions schedule_;
   GradientReadyHook gradient_ready_;
   StepDoneHook step_done_;
+
+  // GPU only. The host mirrors' state: *_stale_ when the device has newer
+  // values; *_out_ when a host span was handed out and may have been changed.
+  std::unique_ptr<DeviceModel> device_;
+  mutable bool master_stale_ = false, momentum_stale_ = false, buffers_stale_ = false;
+  bool grads_stale_ = true;
+  bool grads_out_ = false, master_out_ = false, momentum_out_ = false;
+  bool device_grads_finite_ = true;
+  mutable Status device_error_;
+  void KeepError(const Status& s) const {
+    if (!s.ok() && device_error_.ok()) device_error_ = s;
+  }
 };
 
 }  // namespace chorus::trainer

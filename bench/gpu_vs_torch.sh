@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Issue 7's GPU table: Chorus's GPU trainer beside PyTorch eager AMP, back to
+# back on the same GPU, mlp / cnn / cnn-bn at batch 64, 256 and 1024 (medians
+# of 7 windows), then the kernel bandwidths. Run on a machine with a GPU, from
+# the repository root, after building (./scripts/build.sh):
+#   bench/gpu_vs_torch.sh [build-dir]
+set -euo pipefail
+build=${1:-build}
+models=mlp,cnn,cnn-bn
+batches=64,256,1024
+echo "== Chorus (fp16 + LARS, CUDA graphs)"
+"$build/bench/bench_train" --device cuda:0 --models "$models" --batches "$batches" --precisions fp16
+echo "== Chorus without CUDA graphs"
+"$build/bench/bench_train" --device cuda:0 --models "$models" --batches "$batches" --precisions fp16 --no-cuda-graphs
+echo "== PyTorch eager AMP (SGD foreach: cheaper than LARS)"
+python3 bench/torch_amp_gpu.py --models "$models" --batches "$batches"
+echo "== PyTorch eager AMP, LARS with foreach ops"
+python3 bench/torch_amp_gpu.py --models "$models" --batches "$batches" --optimizer lars
+echo "== Kernel bandwidth"
+"$build/bench/chorus_bench_kernels_gpu"
