@@ -170,6 +170,43 @@ TEST_F(CudaTrainerTest, CheckpointRoundTripsThroughTheHost) {
   std::filesystem::remove(path);
 }
 
+// A CPU node and a GPU node under all-reduce, in one process: each computes
+// gradients on its half of the batch, the host averages them (as the fusion
+// engine does through Gradients()), both apply them. The replicas stay close
+// (different update arithmetic only) and rank 0's model broadcast at the end
+// (AllreduceExchange::Finish) makes them identical.
+TEST_F(CudaTrainerTest, CpuAndGpuReplicasTrainTogether) {
+  const Dataset data = MakeSyntheticDataset(512, 15);
+  auto cpu = Make(Options("cnn-bn", "cpu"));
+  auto gpu = Make(Options("cnn-bn", "cuda:0"));
+  ASSERT_TRUE(cpu && gpu);
+  BatchSampler sampler_cpu(data.count, 32, 5, 0, 2), sampler_gpu(data.count, 32, 5, 1, 2);
+  sampler_cpu.StartEpoch(0);
+  sampler_gpu.StartEpoch(0);
+  Batch a, b;
+  for (int step = 0; step < 8 && sampler_cpu.Next(data, &a) && sampler_gpu.Next(data, &b); ++step) {
+    ASSERT_TRUE(cpu->ForwardBackward(a));
+    ASSERT_TRUE(gpu->ForwardBackward(b));
+    std::span<float> gc = cpu->Gradients();
+    std::span<float> gg = gpu->Gradients();
+    for (size_t i = 0; i < gc.size(); ++i) gc[i] = gg[i] = 0.5f * (gc[i] + gg[i]);
+    auto uc = cpu->ApplyUpdate(step);
+    auto ug = gpu->ApplyUpdate(step);
+    ASSERT_TRUE(uc && ug);
+    EXPECT_EQ(uc->applied, ug->applied) << "step " << step;
+  }
+  std::string where;
+  const std::vector<float> cw(cpu->MasterWeights().begin(), cpu->MasterWeights().end());
+  std::span<float> gw = gpu->MasterWeights();
+  EXPECT_LT(WorstRelativeError(cpu->Parameters(), std::vector<float>(gw.begin(), gw.end()), cw,
+                               &where),
+            1e-3)
+      << where;
+  std::copy(cw.begin(), cw.end(), gw.begin());
+  gpu->RefreshWorkingCopy();
+  EXPECT_EQ(cpu->ParameterChecksum(), gpu->ParameterChecksum());
+}
+
 // The foundation issue's accuracy target, on the GPU: mlp 5 epochs >= 0.88 and
 // cnn-bn >= 0.91 with the default recipe (fp16 + LARS, batch 64, seed 1).
 TEST_F(CudaTrainerTest, ReachesTheAccuracyTargetsOnFashionMnist) {
