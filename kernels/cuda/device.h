@@ -93,23 +93,26 @@ class Device {
   std::unique_ptr<Impl> impl_;
 };
 
-// A typed device allocation, freed on destruction. Default-constructed: empty.
-template <typename T>
-class DeviceArray {
+// A typed allocation, freed on destruction: device memory (DeviceArray) or
+// pinned, page-locked host memory (PinnedArray: the staging buffers between
+// the device and the transport or the data loader). Default-constructed: empty.
+template <typename T, bool kPinned>
+class CudaArray {
  public:
-  DeviceArray() = default;
-  [[nodiscard]] static Result<DeviceArray> Create(Device& device, size_t count) {
-    DeviceArray array;
+  CudaArray() = default;
+  [[nodiscard]] static Result<CudaArray> Create(Device& device, size_t count) {
+    CudaArray array;
     array.device_ = &device;
     array.count_ = count;
     if (count == 0) return array;
-    CHORUS_ASSIGN_OR_RETURN(void* p, device.Allocate(count * sizeof(T)));
+    CHORUS_ASSIGN_OR_RETURN(void* p, kPinned ? device.AllocatePinned(count * sizeof(T))
+                                             : device.Allocate(count * sizeof(T)));
     array.data_ = static_cast<T*>(p);
     return array;
   }
-  ~DeviceArray() { Reset(); }
-  DeviceArray(DeviceArray&& o) noexcept { *this = std::move(o); }
-  DeviceArray& operator=(DeviceArray&& o) noexcept {
+  ~CudaArray() { Reset(); }
+  CudaArray(CudaArray&& o) noexcept { *this = std::move(o); }
+  CudaArray& operator=(CudaArray&& o) noexcept {
     if (this != &o) {
       Reset();
       device_ = std::exchange(o.device_, nullptr);
@@ -123,54 +126,19 @@ class DeviceArray {
   size_t size() const { return count_; }
   size_t bytes() const { return count_ * sizeof(T); }
   bool empty() const { return count_ == 0; }
+  // Host memory only.
+  T& operator[](size_t i) requires kPinned { return data_[i]; }
+  const T& operator[](size_t i) const requires kPinned { return data_[i]; }
 
  private:
   void Reset() {
-    if (data_ != nullptr) device_->Free(data_);
-    data_ = nullptr;
-    count_ = 0;
-  }
-  Device* device_ = nullptr;
-  T* data_ = nullptr;
-  size_t count_ = 0;
-};
-
-// A typed pinned (page-locked) host allocation: the staging buffers between
-// the device and the transport or the data loader.
-template <typename T>
-class PinnedArray {
- public:
-  PinnedArray() = default;
-  [[nodiscard]] static Result<PinnedArray> Create(Device& device, size_t count) {
-    PinnedArray array;
-    array.device_ = &device;
-    array.count_ = count;
-    if (count == 0) return array;
-    CHORUS_ASSIGN_OR_RETURN(void* p, device.AllocatePinned(count * sizeof(T)));
-    array.data_ = static_cast<T*>(p);
-    return array;
-  }
-  ~PinnedArray() { Reset(); }
-  PinnedArray(PinnedArray&& o) noexcept { *this = std::move(o); }
-  PinnedArray& operator=(PinnedArray&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      device_ = std::exchange(o.device_, nullptr);
-      data_ = std::exchange(o.data_, nullptr);
-      count_ = std::exchange(o.count_, 0);
+    if (data_ != nullptr) {
+      if constexpr (kPinned) {
+        device_->FreePinned(data_);
+      } else {
+        device_->Free(data_);
+      }
     }
-    return *this;
-  }
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  size_t size() const { return count_; }
-  size_t bytes() const { return count_ * sizeof(T); }
-  T& operator[](size_t i) { return data_[i]; }
-  const T& operator[](size_t i) const { return data_[i]; }
-
- private:
-  void Reset() {
-    if (data_ != nullptr) device_->FreePinned(data_);
     data_ = nullptr;
     count_ = 0;
   }
@@ -178,5 +146,10 @@ class PinnedArray {
   T* data_ = nullptr;
   size_t count_ = 0;
 };
+
+template <typename T>
+using DeviceArray = CudaArray<T, false>;
+template <typename T>
+using PinnedArray = CudaArray<T, true>;
 
 }  // namespace chorus::kernels::cuda

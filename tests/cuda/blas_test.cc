@@ -45,16 +45,11 @@ using testing::RandomHalfValues;
 using testing::ToFloat;
 using testing::ToHalf;
 
-constexpr double kHalfRel = 1.0 / 1024.0;  // 2^-10
 
-double MaxAbs(const std::vector<float>& v) {
-  double m = 0.0;
-  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
-  return m;
-}
-
-std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<float> ToFloatVec(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+using testing::kHalfRel;
+using testing::MaxAbs;
+using testing::ToDouble;
+using testing::ToFloatVec;
 
 double HalfAbsTol(int terms, double max_a, double max_b) {
   return 1e-3 * std::sqrt(static_cast<double>(std::max(terms, 1))) * max_a * max_b;

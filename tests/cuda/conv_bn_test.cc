@@ -46,17 +46,12 @@ using testing::RandomHalfValues;
 using testing::ToFloat;
 using testing::ToHalf;
 
-constexpr double kHalfRel = 1.0 / 1024.0;  // 2^-10
 constexpr Half kNanBits = 0x7e00;          // outputs start as NaN: each must be written
 
-double MaxAbs(const std::vector<float>& v) {
-  double m = 0.0;
-  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
-  return m;
-}
-
-std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<float> ToFloatVec(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+using testing::kHalfRel;
+using testing::MaxAbs;
+using testing::ToDouble;
+using testing::ToFloatVec;
 
 double ConvAbsTol(size_t terms, double max_a, double max_b) {
   return 2e-3 * std::sqrt(static_cast<double>(std::max<size_t>(terms, 1))) * max_a * max_b;

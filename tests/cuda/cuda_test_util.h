@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -78,6 +79,19 @@ inline std::vector<float> ToFloat(const std::vector<uint16_t>& h) {
   ::chorus::kernels::HalfToFloat(h.data(), v.data(), h.size());
   return v;
 }
+
+// One FP16 rounding step relative to the value: 2^-10 (the gap between FP16
+// neighbours is 2^-10 of the value at worst).
+inline constexpr double kHalfRel = 1.0 / 1024.0;
+
+inline double MaxAbs(const std::vector<float>& v) {
+  double m = 0.0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+inline std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+inline std::vector<float> ToFloatVec(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
 // Every |got - want| <= abs_tol + rel_tol * |want|; reports the first few misses.
 inline ::testing::AssertionResult AllClose(const std::vector<float>& got,
