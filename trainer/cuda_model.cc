@@ -87,16 +87,16 @@ class CudaModel final : public DeviceModel {
     return Upload(gradients, grads32_.data(), grads32_.size());
   }
   Status DownloadMaster(std::span<float> master) override {
-    return Download(master_.data(), master);
+    return Download(master_.data(), master_.size(), master);
   }
   Status DownloadMomentum(std::span<float> momentum) override {
-    return Download(momentum_.data(), momentum);
+    return Download(momentum_.data(), momentum_.size(), momentum);
   }
   Status DownloadBuffers(std::span<float> buffers) override {
-    return Download(buffers_.data(), buffers);
+    return Download(buffers_.data(), buffers_.size(), buffers);
   }
   Status DownloadGradients(std::span<float> gradients) override {
-    return Download(grads32_.data(), gradients);
+    return Download(grads32_.data(), grads32_.size(), gradients);
   }
 
   Result<TrainPass> ForwardBackward(const float* images, const int32_t* labels, int n,
@@ -109,7 +109,7 @@ class CudaModel final : public DeviceModel {
 
  private:
   Status Upload(std::span<const float> host, float* device, size_t count);
-  Status Download(const float* device, std::span<float> host);
+  Status Download(const float* device, size_t count, std::span<float> host);
   Result<Pass*> GetPass(int n, bool training);
   // Copies the batch into the pass's pinned staging and runs the pass (from its
   // graph when there is one), then waits for it.
@@ -258,7 +258,13 @@ Status CudaModel::Upload(std::span<const float> host, float* device, size_t coun
   return device_->Synchronize("upload");
 }
 
-Status CudaModel::Download(const float* device, std::span<float> host) {
+Status CudaModel::Download(const float* device, size_t count, std::span<float> host) {
+  // As Upload: a size mismatch would read past the device array and write past
+  // the pinned staging buffer.
+  if (host.size() != count) {
+    return InvalidArgument("device download of " + std::to_string(count) + " floats into " +
+                           std::to_string(host.size()));
+  }
   CHORUS_RETURN_IF_ERROR(device_->CopyToHost(staging_.data(), device, host.size_bytes()));
   CHORUS_RETURN_IF_ERROR(device_->Synchronize("download"));
   std::memcpy(host.data(), staging_.data(), host.size_bytes());
@@ -464,9 +470,9 @@ Status CudaModel::Run(Pass& pass, const float* images, const int32_t* labels) {
   // capture forbids); the second is captured into a graph and replayed after.
   if (options_.cuda_graphs && pass.graph == nullptr && !pass.graph_failed &&
       pass.eager_runs >= 1) {
-    CHORUS_RETURN_IF_ERROR(d.BeginCapture());
-    const Status enqueued = Enqueue(pass);
-    auto graph = d.EndCapture();
+    const Status begun = d.BeginCapture();
+    const Status enqueued = begun.ok() ? Enqueue(pass) : begun;
+    auto graph = begun.ok() ? d.EndCapture() : Result<std::unique_ptr<cu::Device::Graph>>(Err(begun));
     if (enqueued.ok() && graph.has_value()) {
       pass.graph = std::move(*graph);
       CHORUS_LOG_DEBUG(Subsys::kTrainer, description(), ": ",

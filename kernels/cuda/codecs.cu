@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/half_bits.cuh"
 #include "kernels/cuda/internal.h"
 #include "kernels/cuda/ops.h"
 
@@ -91,17 +92,8 @@ __device__ __forceinline__ uint32_t MagnitudeKey(float x) {
   return abs > 0x7f800000u ? 0x7f800000u : abs;
 }
 
-// common/fp16.h FloatToHalfBits: the hardware conversion rounds to nearest even
-// exactly as it does for every non-NaN input; NaN needs the CPU's mapping.
-__device__ __forceinline__ uint16_t FloatToHalfBits(float f) {
-  const uint32_t x = __float_as_uint(f);
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) {
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    return static_cast<uint16_t>(sign | 0x7c00u | 0x200u | ((abs >> 13) & 0x3ffu));
-  }
-  return __half_as_ushort(__float2half_rn(f));
-}
+// common/fp16.h FloatToHalfBits (half_bits.cuh).
+__device__ __forceinline__ uint16_t FloatToHalfBits(float f) { return half_bits::F2H(f); }
 
 __device__ __forceinline__ bool HalfIsFinite(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda/half_bits.cuh"
 #include "kernels/cuda/internal.h"
 #include "kernels/cuda/ops.h"
 
@@ -32,23 +33,8 @@ constexpr int kVec = 4;
 
 // ---- Exact conversions (as common/fp16.h) ----------------------------------------
 
-__device__ __forceinline__ uint16_t F2H(float f) {
-  const uint32_t x = __float_as_uint(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) {
-    // NaN: quiet, sign and the top 10 payload bits kept (FloatToHalfBits).
-    return static_cast<uint16_t>(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
-  }
-  return __half_as_ushort(__float2half_rn(f));
-}
-
-__device__ __forceinline__ float H2F(uint16_t h) {
-  if ((h & 0x7fffu) > 0x7c00u) {
-    // NaN: sign and payload kept (HalfBitsToFloat).
-    return __uint_as_float((static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u |
-                           (static_cast<uint32_t>(h & 0x3ffu) << 13));
-  }
-  return __half2float(__ushort_as_half(h));
-}
+using half_bits::F2H;
+using half_bits::H2F;
 
 __device__ __forceinline__ bool HalfNonFinite(uint16_t h) { return (h & 0x7c00u) == 0x7c00u; }
 __device__ __forceinline__ bool FloatNonFinite(float f) {

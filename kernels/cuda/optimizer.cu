@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/half_bits.cuh"
 #include "kernels/cuda/internal.h"
 #include "kernels/cuda/ops.h"
 
@@ -59,23 +60,9 @@ struct UpdateOptions {
   float eta;
 };
 
-// The same conversions as kernels/cuda/elementwise.cu (common/fp16.h bits for
-// NaN); repeated here so that each file's device helpers stay private to it.
-__device__ __forceinline__ uint16_t F2H(float f) {
-  const uint32_t x = __float_as_uint(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) {
-    return static_cast<uint16_t>(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
-  }
-  return __half_as_ushort(__float2half_rn(f));
-}
-
-__device__ __forceinline__ float H2F(uint16_t h) {
-  if ((h & 0x7fffu) > 0x7c00u) {
-    return __uint_as_float((static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u |
-                           (static_cast<uint32_t>(h & 0x3ffu) << 13));
-  }
-  return __half2float(__ushort_as_half(h));
-}
+// common/fp16.h bits (half_bits.cuh).
+using half_bits::F2H;
+using half_bits::H2F;
 
 // Launch 1: partial[b] = (sum w^2, sum g^2) over chunk b, for decayed tensors.
 __global__ void __launch_bounds__(kThreads)
@@ -141,7 +128,9 @@ __global__ void __launch_bounds__(kThreads)
       if (threadIdx.x == 0) {
         const double w_norm = sqrt(sw);
         const double g_norm = sqrt(sg);
-        // eta * ||w|| / (||g|| + wd * ||w||), each operation rounded as on the CPU.
+        // eta * ||w|| / (||g|| + wd * ||w||), each operation rounded to nearest (no
+        // FMA). eta and wd arrive as floats (the CPU uses the doubles), so local_lr
+        // may differ from the CPU's in the last bits.
         s_local_lr = (w_norm > 0.0 && g_norm > 0.0)
                          ? __ddiv_rn(__dmul_rn(static_cast<double>(options.eta), w_norm),
                                      __dadd_rn(g_norm, __dmul_rn(wd, w_norm)))
