@@ -121,18 +121,14 @@ Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
                                      batch.width, batch.images.size(), batch.labels.size(),
                                      batch.labels.data(), "training batch"));
   if (device_ != nullptr) {
-    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
-    // The pass reads the device master: push what the host changed first.
-    if (master_out_ || momentum_out_) RefreshWorkingCopy();
-    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+    CHORUS_RETURN_IF_ERROR(PushHostChanges());
     CHORUS_ASSIGN_OR_RETURN(
         const DeviceModel::TrainPass pass,
         device_->ForwardBackward(batch.images.data(), batch.labels.data(), batch.size,
                                  loss_scaler_.scale()));
     model_->set_num_batches_tracked(model_->num_batches_tracked() + 1);
-    buffers_stale_ = true;
-    grads_stale_ = true;
-    grads_out_ = false;
+    buffers_.stale = true;
+    grads_ = HostMirror{.stale = true};
     device_grads_finite_ = pass.gradients_finite;
     if (gradient_ready_) {
       // Someone reduces gradients as they become final: on a GPU they all are
@@ -156,17 +152,17 @@ Result<UpdateResult> Trainer::ApplyUpdate(int64_t step) {
   if (device_ != nullptr) {
     CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
     bool finite = device_grads_finite_;
-    if (grads_out_) {
+    if (grads_.out) {
       // The host gradients may have been changed (all-reduced): they are the truth.
       CHORUS_RETURN_IF_ERROR(device_->UploadGradients(model_->gradients()));
       CHORUS_ASSIGN_OR_RETURN(finite, device_->GradientsFinite());
-      grads_out_ = false;
+      grads_.out = false;
     }
     update.applied = loss_scaler_.Update(finite);
     if (update.applied) {
       CHORUS_RETURN_IF_ERROR(device_->Step(update.lr));
-      master_stale_ = true;
-      momentum_stale_ = true;
+      master_.stale = true;
+      momentum_.stale = true;
     } else {
       CHORUS_LOG_DEBUG(Subsys::kTrainer, "step ", step, ": Inf/NaN gradients, update skipped, ",
                        "loss scale now ", loss_scaler_.scale());
@@ -208,11 +204,7 @@ Result<EvalResult> Trainer::Evaluate(const Dataset& dataset, int batch) {
   const size_t image = model_->input_shape().Elements();
   double loss_sum = 0.0;
   int64_t correct = 0;
-  if (device_ != nullptr) {
-    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
-    if (master_out_ || momentum_out_) RefreshWorkingCopy();
-    CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
-  }
+  if (device_ != nullptr) CHORUS_RETURN_IF_ERROR(PushHostChanges());
   for (int start = 0; start < dataset.count; start += batch) {
     const int n = std::min(batch, dataset.count - start);
     const float* images = dataset.images.data() + static_cast<size_t>(start) * image;
@@ -233,40 +225,40 @@ Result<EvalResult> Trainer::Evaluate(const Dataset& dataset, int batch) {
   return result;
 }
 
+void Trainer::Pull(HostMirror& mirror, Status (DeviceModel::*download)(std::span<float>),
+                   std::span<float> host) const {
+  if (device_ == nullptr || !mirror.stale) return;
+  KeepError(((*device_).*download)(host));
+  mirror.stale = false;
+}
+
+Status Trainer::PushHostChanges() {
+  CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+  // The pass reads the device master: push what the host changed first.
+  if (master_.out || momentum_.out) RefreshWorkingCopy();
+  return std::exchange(device_error_, Status::Ok());
+}
+
 std::span<float> Trainer::MasterWeights() {
-  const std::span<const float> synced = std::as_const(*this).MasterWeights();
-  (void)synced;
-  if (device_ != nullptr) master_out_ = true;
+  Pull(master_, &DeviceModel::DownloadMaster, model_->master());
+  master_.out = device_ != nullptr;
   return model_->master();
 }
 
 std::span<const float> Trainer::MasterWeights() const {
-  if (device_ != nullptr && master_stale_) {
-    KeepError(device_->DownloadMaster(model_->master()));
-    master_stale_ = false;
-  }
+  Pull(master_, &DeviceModel::DownloadMaster, model_->master());
   return model_->master();
 }
 
 std::span<float> Trainer::Gradients() {
-  if (device_ != nullptr) {
-    if (grads_stale_) {
-      KeepError(device_->DownloadGradients(model_->gradients()));
-      grads_stale_ = false;
-    }
-    grads_out_ = true;
-  }
+  Pull(grads_, &DeviceModel::DownloadGradients, model_->gradients());
+  grads_.out = device_ != nullptr;
   return model_->gradients();
 }
 
 std::span<float> Trainer::Momentum() {
-  if (device_ != nullptr) {
-    if (momentum_stale_) {
-      KeepError(device_->DownloadMomentum(optimizer_->momentum()));
-      momentum_stale_ = false;
-    }
-    momentum_out_ = true;
-  }
+  Pull(momentum_, &DeviceModel::DownloadMomentum, optimizer_->momentum());
+  momentum_.out = device_ != nullptr;
   return optimizer_->momentum();
 }
 
@@ -277,20 +269,17 @@ void Trainer::RefreshWorkingCopy() {
   }
   // A master span may have been taken before the last step and changed since;
   // the host copy is what the caller means either way once it refreshes.
-  if (!master_stale_) KeepError(device_->UploadMaster(model_->master()));
-  if (momentum_out_ && !momentum_stale_) KeepError(device_->UploadMomentum(optimizer_->momentum()));
-  master_out_ = false;
-  momentum_out_ = false;
+  if (!master_.stale) KeepError(device_->UploadMaster(model_->master()));
+  if (momentum_.out && !momentum_.stale) KeepError(device_->UploadMomentum(optimizer_->momentum()));
+  master_.out = false;
+  momentum_.out = false;
 }
 
 Status Trainer::SyncToHost() const {
-  if (device_ == nullptr) return Status::Ok();
-  CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
-  if (master_stale_) CHORUS_RETURN_IF_ERROR(device_->DownloadMaster(model_->master()));
-  if (momentum_stale_) CHORUS_RETURN_IF_ERROR(device_->DownloadMomentum(optimizer_->momentum()));
-  if (buffers_stale_) CHORUS_RETURN_IF_ERROR(device_->DownloadBuffers(model_->buffer_values()));
-  master_stale_ = momentum_stale_ = buffers_stale_ = false;
-  return Status::Ok();
+  Pull(master_, &DeviceModel::DownloadMaster, model_->master());
+  Pull(momentum_, &DeviceModel::DownloadMomentum, optimizer_->momentum());
+  Pull(buffers_, &DeviceModel::DownloadBuffers, model_->buffer_values());
+  return std::exchange(device_error_, Status::Ok());
 }
 
 Status Trainer::SyncToDevice() {
@@ -299,8 +288,7 @@ Status Trainer::SyncToDevice() {
   CHORUS_RETURN_IF_ERROR(device_->UploadMaster(model_->master()));
   CHORUS_RETURN_IF_ERROR(device_->UploadMomentum(optimizer_->momentum()));
   CHORUS_RETURN_IF_ERROR(device_->UploadBuffers(model_->buffer_values()));
-  master_stale_ = momentum_stale_ = buffers_stale_ = false;
-  master_out_ = momentum_out_ = false;
+  master_ = momentum_ = buffers_ = HostMirror{};
   return Status::Ok();
 }
 

@@ -158,12 +158,21 @@ class Trainer {
   GradientReadyHook gradient_ready_;
   StepDoneHook step_done_;
 
-  // GPU only. The host mirrors' state: *_stale_ when the device has newer
-  // values; *_out_ when a host span was handed out and may have been changed.
+  // GPU only. One host copy of device state: `stale` when the device has newer
+  // values, `out` when a mutable span was handed out (the caller may have
+  // changed it, so the device must get it back).
+  struct HostMirror {
+    bool stale = false;
+    bool out = false;
+  };
+  // Downloads `host` from the device when the mirror is stale.
+  void Pull(HostMirror& mirror, Status (DeviceModel::*download)(std::span<float>),
+            std::span<float> host) const;
+  // Before a device pass: uploads what the host changed (master, momentum).
+  [[nodiscard]] Status PushHostChanges();
   std::unique_ptr<DeviceModel> device_;
-  mutable bool master_stale_ = false, momentum_stale_ = false, buffers_stale_ = false;
-  bool grads_stale_ = true;
-  bool grads_out_ = false, master_out_ = false, momentum_out_ = false;
+  mutable HostMirror master_, momentum_, buffers_;
+  HostMirror grads_{.stale = true};
   bool device_grads_finite_ = true;
   mutable Status device_error_;
   void KeepError(const Status& s) const {

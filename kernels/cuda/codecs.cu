@@ -48,6 +48,7 @@
 #include <bit>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/half_bits.cuh"
 #include "kernels/cuda/internal.h"
@@ -121,6 +122,18 @@ __device__ __forceinline__ void Flag(int32_t* flag) { *flag = 1; }
 // Launch geometry of a per-chunk kernel: kLanes (1 or 32) threads per chunk.
 unsigned ChunkGrid(const Device::Impl& impl, size_t chunks, unsigned lanes) {
   return GridFor(impl, chunks * lanes, kThreads);
+}
+
+// Runs launch(lanes, grid) with the per-chunk kernels' lane count as a
+// compile-time constant: one thread per chunk for chunks under a warp, one
+// warp per chunk otherwise.
+template <typename Launch>
+void LaunchPerChunk(const Device::Impl& impl, size_t chunks, int chunk, const Launch& launch) {
+  if (chunk < static_cast<int>(kWarp)) {
+    launch(std::integral_constant<unsigned, 1>{}, ChunkGrid(impl, chunks, 1));
+  } else {
+    launch(std::integral_constant<unsigned, kWarp>{}, ChunkGrid(impl, chunks, kWarp));
+  }
 }
 
 // ---- fp16 ---------------------------------------------------------------------------------
@@ -469,13 +482,9 @@ Status EncodeInt8(Device& d, const float* x, size_t n, int chunk, std::byte* pay
   auto* scales = reinterpret_cast<float*>(payload);
   auto* q = reinterpret_cast<int8_t*>(payload + 4 * chunks);
   const auto c = static_cast<size_t>(chunk);
-  if (chunk < static_cast<int>(kWarp)) {
-    EncodeInt8Kernel<1><<<ChunkGrid(impl, chunks, 1), kThreads, 0, impl.stream>>>(x, n, c, chunks,
-                                                                                  scales, q);
-  } else {
-    EncodeInt8Kernel<kWarp><<<ChunkGrid(impl, chunks, kWarp), kThreads, 0, impl.stream>>>(
-        x, n, c, chunks, scales, q);
-  }
+  LaunchPerChunk(impl, chunks, chunk, [&](auto lanes, unsigned grid) {
+    EncodeInt8Kernel<decltype(lanes)::value><<<grid, kThreads, 0, impl.stream>>>(x, n, c, chunks, scales, q);
+  });
   return LaunchStatus("int8 encode");
 }
 
@@ -488,13 +497,9 @@ Status EncodeSign(Device& d, const float* x, size_t n, int chunk, std::byte* pay
   auto* scales = reinterpret_cast<float*>(payload);
   auto* words = reinterpret_cast<uint32_t*>(payload + 4 * chunks);
   const auto c = static_cast<size_t>(chunk);
-  if (chunk < static_cast<int>(kWarp)) {
-    SignScalesKernel<1><<<ChunkGrid(impl, chunks, 1), kThreads, 0, impl.stream>>>(x, n, c, chunks,
-                                                                                  scales);
-  } else {
-    SignScalesKernel<kWarp><<<ChunkGrid(impl, chunks, kWarp), kThreads, 0, impl.stream>>>(
-        x, n, c, chunks, scales);
-  }
+  LaunchPerChunk(impl, chunks, chunk, [&](auto lanes, unsigned grid) {
+    SignScalesKernel<decltype(lanes)::value><<<grid, kThreads, 0, impl.stream>>>(x, n, c, chunks, scales);
+  });
   CHORUS_RETURN_IF_ERROR(LaunchStatus("sign encode scales"));
   SignBitsKernel<<<GridFor(impl, n, kThreads), kThreads, 0, impl.stream>>>(x, n, words);
   return LaunchStatus("sign encode bits");
@@ -521,13 +526,10 @@ Status DecodeInt8(Device& d, const std::byte* payload, size_t n, int chunk, floa
   const auto* scales = reinterpret_cast<const float*>(payload);
   const auto* q = reinterpret_cast<const int8_t*>(payload + 4 * chunks);
   const auto c = static_cast<size_t>(chunk);
-  if (chunk < static_cast<int>(kWarp)) {
-    DecodeInt8Kernel<1><<<ChunkGrid(impl, chunks, 1), kThreads, 0, impl.stream>>>(
-        scales, q, n, c, chunks, out, nonfinite);
-  } else {
-    DecodeInt8Kernel<kWarp><<<ChunkGrid(impl, chunks, kWarp), kThreads, 0, impl.stream>>>(
-        scales, q, n, c, chunks, out, nonfinite);
-  }
+  LaunchPerChunk(impl, chunks, chunk, [&](auto lanes, unsigned grid) {
+    DecodeInt8Kernel<decltype(lanes)::value><<<grid, kThreads, 0, impl.stream>>>(scales, q, n, c, chunks, out,
+                                                                   nonfinite);
+  });
   return LaunchStatus("int8 decode");
 }
 
@@ -541,13 +543,10 @@ Status DecodeSign(Device& d, const std::byte* payload, size_t n, int chunk, floa
   const auto* scales = reinterpret_cast<const float*>(payload);
   const auto* bits = reinterpret_cast<const uint8_t*>(payload + 4 * chunks);
   const auto c = static_cast<size_t>(chunk);
-  if (chunk < static_cast<int>(kWarp)) {
-    DecodeSignKernel<1><<<ChunkGrid(impl, chunks, 1), kThreads, 0, impl.stream>>>(
-        scales, bits, n, c, chunks, out, nonfinite);
-  } else {
-    DecodeSignKernel<kWarp><<<ChunkGrid(impl, chunks, kWarp), kThreads, 0, impl.stream>>>(
-        scales, bits, n, c, chunks, out, nonfinite);
-  }
+  LaunchPerChunk(impl, chunks, chunk, [&](auto lanes, unsigned grid) {
+    DecodeSignKernel<decltype(lanes)::value><<<grid, kThreads, 0, impl.stream>>>(scales, bits, n, c, chunks, out,
+                                                                   nonfinite);
+  });
   return LaunchStatus("sign decode");
 }
 
