@@ -367,9 +367,11 @@ Status CudaModel::EnqueueForward(Pass& pass) {
         break;
       case Kind::kMaxPool: {
         const SampleShape& in = l.layer->input_shape();
-        CHORUS_RETURN_IF_ERROR(cu::MaxPoolForward(d, n, in.c, in.h, in.w,
-                                                  static_cast<const MaxPool2d*>(l.layer)->size(),
-                                                  x, y, pass.argmax[i].data()));
+        const auto* pool = static_cast<const MaxPool2d*>(l.layer);
+        CHORUS_RETURN_IF_ERROR(cu::MaxPoolForward(d, n, in.c, in.h, in.w, pool->size(), x, y,
+                                                  pass.argmax[i].data()));
+        // A fused ReLU runs after the pooling, in place (the two commute).
+        if (pool->relu()) CHORUS_RETURN_IF_ERROR(cu::ReluForward(d, batch * l.out_elems, y, y));
         break;
       }
     }
@@ -421,9 +423,13 @@ Status CudaModel::EnqueueBackward(Pass& pass) {
       case Kind::kMaxPool:
         if (dx_or_null != nullptr) {
           const SampleShape& in = l.layer->input_shape();
-          CHORUS_RETURN_IF_ERROR(cu::MaxPoolBackward(
-              d, n, in.c, in.h, in.w, static_cast<const MaxPool2d*>(l.layer)->size(), dy,
-              pass.argmax[i].data(), dx_or_null));
+          const auto* pool = static_cast<const MaxPool2d*>(l.layer);
+          if (pool->relu()) {
+            // The fused ReLU's backward on the pooled output, in place on dy.
+            CHORUS_RETURN_IF_ERROR(cu::ReluBackward(d, batch * l.out_elems, y, dy, dy));
+          }
+          CHORUS_RETURN_IF_ERROR(cu::MaxPoolBackward(d, n, in.c, in.h, in.w, pool->size(), dy,
+                                                     pass.argmax[i].data(), dx_or_null));
         }
         break;
     }

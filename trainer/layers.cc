@@ -180,17 +180,20 @@ void Relu::Backward(const LayerRun& run, int n, const float* x, const float* y, 
 
 // ---- MaxPool2d -----------------------------------------------------------------
 
-MaxPool2d::MaxPool2d(SampleShape input, int size)
-    : Layer("", input, SampleShape{input.c, input.h / size, input.w / size}), size_(size) {}
+MaxPool2d::MaxPool2d(SampleShape input, int size, bool relu)
+    : Layer("", input, SampleShape{input.c, input.h / size, input.w / size}),
+      size_(size),
+      relu_(relu) {}
 
 std::string MaxPool2d::Describe() const {
-  return "MaxPool2d(" + std::to_string(size_) + ")";
+  return std::string(relu_ ? "ReLU + " : "") + "MaxPool2d(" + std::to_string(size_) + ")";
 }
 
 void MaxPool2d::Forward(const LayerRun& run, int n, const float* x, float* y) {
   argmax_.resize(static_cast<size_t>(n) * output_shape().Elements());
   const SampleShape& in = input_shape();
-  kernels::MaxPoolForward<float>(*run.ctx, n, in.c, in.h, in.w, size_, x, y, argmax_.data());
+  kernels::MaxPoolForward<float>(*run.ctx, n, in.c, in.h, in.w, size_, x, y, argmax_.data(),
+                                 relu_);
 }
 
 void MaxPool2d::Backward(const LayerRun& run, int n, const float* x, const float* y,

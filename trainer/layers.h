@@ -99,10 +99,13 @@ class Relu final : public Layer {
                 float* dx) override;
 };
 
-// size x size windows, stride size; H and W divisible by size.
+// size x size windows, stride size; H and W divisible by size. With relu, a
+// ReLU in front is fused in: ReLU then max-pool (what the CNNs do) equals
+// max-pool then ReLU, bit for bit in values and gradients, and pooling first
+// reads and writes a quarter of the memory (and stores no ReLU output).
 class MaxPool2d final : public Layer {
  public:
-  MaxPool2d(SampleShape input, int size);
+  MaxPool2d(SampleShape input, int size, bool relu = false);
   std::string Describe() const override;
   // Windows do not overlap (stride == size), so each dx gets at most one dy.
   bool PreservesHalf() const override { return true; }
@@ -110,9 +113,11 @@ class MaxPool2d final : public Layer {
   void Backward(const LayerRun& run, int n, const float* x, const float* y, const float* dy,
                 float* dx) override;
   int size() const { return size_; }
+  bool relu() const { return relu_; }
 
  private:
   int size_;
+  bool relu_;
   std::vector<int32_t> argmax_;  // [n, output], from the last forward
 };
 

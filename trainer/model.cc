@@ -47,6 +47,7 @@ std::vector<std::unique_ptr<Layer>> MakeMlp() {
 
 // conv5x5(1->32, pad 2) [BN] ReLU maxpool2, conv5x5(32->64, pad 2) [BN] ReLU maxpool2,
 // fc 3136->256 ReLU, fc 256->10. The flatten before fc1 is implicit (NCHW rows).
+// Each ReLU + maxpool pair is one fused MaxPool2d layer (see layers.h).
 std::vector<std::unique_ptr<Layer>> MakeCnn(bool batch_norm) {
   std::vector<std::unique_ptr<Layer>> layers;
   SampleShape shape = kImageShape;
@@ -57,8 +58,7 @@ std::vector<std::unique_ptr<Layer>> MakeCnn(bool batch_norm) {
     shape = conv->output_shape();
     layers.push_back(std::move(conv));
     if (batch_norm) layers.push_back(std::make_unique<BatchNorm2d>("bn" + index, shape));
-    layers.push_back(std::make_unique<Relu>(shape));
-    auto pool = std::make_unique<MaxPool2d>(shape, 2);
+    auto pool = std::make_unique<MaxPool2d>(shape, 2, /*relu=*/true);
     shape = pool->output_shape();
     layers.push_back(std::move(pool));
   }

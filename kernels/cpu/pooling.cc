@@ -1,8 +1,8 @@
 // CPU max-pooling (square window, stride = window, no padding).
 //
 // MaxPoolForward records, for each output, the flat index into x of the first
-// maximum of its window (strict > keeps the first on ties); MaxPoolBackward
-// routes dy through those indices. Windows do not overlap, so backward writes
+// maximum of its window (strict > keeps the first on ties), or -1 when a fused
+// ReLU zeroed it; MaxPoolBackward routes dy through those indices. Windows do not overlap, so backward writes
 // each dx element at most once per plane and planes run in parallel.
 // Plain loops; nothing here allocates.
 #include <algorithm>
@@ -20,7 +20,7 @@ constexpr size_t kParallelElems = size_t{1} << 15;
 
 template <typename T>
 void MaxPoolForward(const Context& ctx, int n, int c, int h, int w, int size, const T* x, T* y,
-                    int32_t* argmax) {
+                    int32_t* argmax, bool relu) {
   if (n <= 0 || c <= 0 || size <= 0) return;
   const int out_h = h / size, out_w = w / size;
   const size_t plane_in = static_cast<size_t>(h) * w;
@@ -47,8 +47,14 @@ void MaxPoolForward(const Context& ctx, int n, int c, int h, int w, int size, co
             }
           }
         }
+        int32_t index = static_cast<int32_t>(base_in + best);
+        if (relu) {
+          // As ReluForward (NaN passes) and ReluBackward (gradient only where y > 0).
+          if (!(best_value > T(0))) index = -1;
+          if (best_value < T(0)) best_value = T(0);
+        }
         dst[static_cast<size_t>(p) * out_w + q] = best_value;
-        arg[static_cast<size_t>(p) * out_w + q] = static_cast<int32_t>(base_in + best);
+        arg[static_cast<size_t>(p) * out_w + q] = index;
       }
     }
   }
@@ -68,13 +74,15 @@ void MaxPoolBackward(const Context& ctx, int n, int c, int h, int w, int size, c
     std::fill(dx + plane * plane_in, dx + (plane + 1) * plane_in, T(0));
     const T* src = dy + plane * plane_out;
     const int32_t* arg = argmax + plane * plane_out;
-    for (size_t j = 0; j < plane_out; ++j) dx[arg[j]] += src[j];
+    for (size_t j = 0; j < plane_out; ++j) {
+      if (arg[j] >= 0) dx[arg[j]] += src[j];
+    }
   }
 }
 
 #define CHORUS_INSTANTIATE_POOL(T)                                                       \
   template void MaxPoolForward<T>(const Context&, int, int, int, int, int, const T*, T*, \
-                                  int32_t*);                                             \
+                                  int32_t*, bool);                                       \
   template void MaxPoolBackward<T>(const Context&, int, int, int, int, int, const T*,    \
                                    const int32_t*, T*);
 CHORUS_INSTANTIATE_POOL(float)

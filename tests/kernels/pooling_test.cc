@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -37,6 +38,40 @@ TEST(MaxPool, ForwardPicksFirstMaximumAndFlatIndex) {
   want[8] = 30;
   want[10] = 40;
   EXPECT_EQ(dx, want);
+}
+
+// The fused ReLU gives bit for bit what ReLU then max-pool give: outputs,
+// and input gradients routed through argmax (ties, all-negative windows,
+// zeros, -0 and NaN included).
+TEST(MaxPool, FusedReluEqualsReluThenPool) {
+  const Context ctx;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int n = 3, c = 2, h = 4, w = 6, size = 2;
+  std::vector<float> x(static_cast<size_t>(n) * c * h * w);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::round(4.0f * std::sin(1.7f * i)) * 0.5f;
+  x[0] = -1.0f, x[1] = -2.0f, x[6] = -0.5f, x[7] = -3.0f;  // a window with no positive value
+  x[2] = 0.0f, x[3] = -0.0f, x[8] = -1.0f, x[9] = 0.0f;     // one of zeros and -0
+  x[14] = nan;                                             // NaN first in its window
+  const size_t out = x.size() / 4;
+  std::vector<float> dy(out);
+  for (size_t i = 0; i < out; ++i) dy[i] = 1.0f + static_cast<float>(i);
+
+  // Reference: ReLU, then max-pool; backward through the pool, then the ReLU.
+  std::vector<float> r(x.size()), y_ref(out), dr(x.size()), dx_ref(x.size());
+  std::vector<int32_t> arg_ref(out);
+  ReluForward<float>(ctx, x.size(), x.data(), r.data());
+  MaxPoolForward<float>(ctx, n, c, h, w, size, r.data(), y_ref.data(), arg_ref.data());
+  MaxPoolBackward<float>(ctx, n, c, h, w, size, dy.data(), arg_ref.data(), dr.data());
+  ReluBackward<float>(ctx, x.size(), r.data(), dr.data(), dx_ref.data());
+
+  std::vector<float> y(out), dx(x.size(), -7.0f);
+  std::vector<int32_t> arg(out);
+  MaxPoolForward<float>(ctx, n, c, h, w, size, x.data(), y.data(), arg.data(), /*relu=*/true);
+  MaxPoolBackward<float>(ctx, n, c, h, w, size, dy.data(), arg.data(), dx.data());
+  ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), out * sizeof(float)), 0);
+  ASSERT_EQ(std::memcmp(dx.data(), dx_ref.data(), x.size() * sizeof(float)), 0);
+  EXPECT_EQ(arg[0], -1);  // the all-negative window routes nothing
+  EXPECT_TRUE(std::isnan(y[4]));  // window (1, 1) of image 0, channel 0
 }
 
 TEST(MaxPool, LargeBatchMatchesPerWindowMaximum) {
