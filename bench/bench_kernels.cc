@@ -1,8 +1,9 @@
 // Times the CPU kernels on the shapes of the Fashion-MNIST models: the CNN's
 // conv1 (1->32, 5x5, pad 2, 28x28) and conv2 (32->64, 5x5, pad 2, 14x14)
 // forward + backward, and MLP/CNN-sized Linear layers. Prints milliseconds per
-// call (median of a few repetitions), wall and CPU. A benchmark, not a test:
-// asserts nothing.
+// call (median of a few repetitions), wall and CPU. Convolutions run with each
+// backend in turn (oneDNN when the build has it, then im2col + GEMM), side by
+// side. A benchmark, not a test: asserts nothing.
 //
 // Usage: bench_kernels [threads=2] [batch=64] [repetitions=20]
 #include <algorithm>
@@ -56,6 +57,7 @@ Timing Median(int repetitions, const std::function<void()>& fn) {
 
 void BenchConv(const char* name, const Conv2dShape& s, bool with_dx, int repetitions) {
   const Context ctx;
+  const char* backend = chorus::kernels::ConvUsesOnednn() ? "onednn" : "im2col";
   std::vector<float> x(static_cast<size_t>(s.n) * s.c * s.h * s.w, 0.5f);
   std::vector<float> w(static_cast<size_t>(s.k) * s.c * s.r * s.s, 0.01f), b(s.k, 0.1f);
   std::vector<float> y(static_cast<size_t>(s.n) * s.k * s.OutH() * s.OutW());
@@ -73,9 +75,9 @@ void BenchConv(const char* name, const Conv2dShape& s, bool with_dx, int repetit
   const double gflop = 2.0 * s.n * s.k * s.c * s.r * s.s * s.OutH() * s.OutW() * 1e-9;
   const double total_gflop = gflop * (with_dx ? 3 : 2);
   std::printf(
-      "%-6s n=%d wall (median): fwd %.2f + bwd%s %.2f = %.2f ms; cpu/thread (min): "
+      "%-6s %-6s n=%d wall (median): fwd %.2f + bwd%s %.2f = %.2f ms; cpu/thread (min): "
       "fwd %.2f + bwd %.2f = %.2f ms (%.0f GFLOP/s)\n",
-      name, s.n, fwd.wall_ms, with_dx ? "" : " (no dx)", bwd.wall_ms, fwd.wall_ms + bwd.wall_ms,
+      name, backend, s.n, fwd.wall_ms, with_dx ? "" : " (no dx)", bwd.wall_ms, fwd.wall_ms + bwd.wall_ms,
       fwd.cpu_ms, bwd.cpu_ms, fwd.cpu_ms + bwd.cpu_ms,
       total_gflop / ((fwd.cpu_ms + bwd.cpu_ms) * 1e-3));
 }
@@ -113,7 +115,6 @@ int main(int argc, char** argv) {
   conv1.r = 5;
   conv1.s = 5;
   conv1.pad = 2;
-  BenchConv("conv1", conv1, /*with_dx=*/false, repetitions);
 
   Conv2dShape conv2;
   conv2.n = batch;
@@ -124,7 +125,12 @@ int main(int argc, char** argv) {
   conv2.r = 5;
   conv2.s = 5;
   conv2.pad = 2;
-  BenchConv("conv2", conv2, /*with_dx=*/true, repetitions);
+  for (auto backend : {chorus::kernels::ConvBackend::kAuto, chorus::kernels::ConvBackend::kIm2col}) {
+    chorus::kernels::SetConvBackend(backend);
+    if (backend == chorus::kernels::ConvBackend::kAuto && !chorus::kernels::ConvUsesOnednn()) continue;
+    BenchConv("conv1", conv1, /*with_dx=*/false, repetitions);
+    BenchConv("conv2", conv2, /*with_dx=*/true, repetitions);
+  }
 
   BenchLinear(batch, 784, 256, repetitions);
   BenchLinear(batch, 3136, 512, repetitions);

@@ -6,7 +6,7 @@
 //
 //   bench_train [--models mlp,cnn] [--batches 64,256] [--precisions fp32,fp16]
 //               [--threads 2] [--windows 7] [--window-s 2] [--warmup 30] [--optimizer lars]
-//               [--device cpu|cuda:N] [--no-cuda-graphs]
+//               [--device cpu|cuda:N] [--no-cuda-graphs] [--conv auto|im2col]
 //
 // On a GPU (--device cuda:0) only fp16 runs (GPU nodes train in fp16); the
 // issue's table is `bench_train --device cuda:0 --models mlp,cnn,cnn-bn
@@ -69,7 +69,12 @@ int main(int argc, char** argv) {
   bool no_graphs = false;
   app.add_option("--device", device, "cpu, cuda or cuda:N");
   app.add_flag("--no-cuda-graphs", no_graphs, "GPU: launch every kernel instead of graph replays");
+  std::string conv = "auto";
+  app.add_option("--conv", conv, "CPU convolutions: auto (oneDNN when built with it) or im2col")
+      ->check(CLI::IsMember({"auto", "im2col"}));
   CLI11_PARSE(app, argc, argv);
+  chorus::kernels::SetConvBackend(conv == "im2col" ? chorus::kernels::ConvBackend::kIm2col
+                                                   : chorus::kernels::ConvBackend::kAuto);
 
   auto train = chorus::trainer::LoadFashionMnist(data_dir, chorus::trainer::Split::kTrain, 0);
   if (!train) {

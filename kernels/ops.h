@@ -55,6 +55,15 @@ struct Conv2dShape {
   size_t WorkspaceElems() const;
 };
 
+// Which implementation float convolutions use. kAuto: oneDNN's JIT kernels
+// when this build has oneDNN (CMake option CHORUS_ONEDNN), else im2col.
+// kIm2col: im2col + OpenBLAS GEMM, the reference (and the only one for double).
+// Both write the same outputs up to rounding; process-wide.
+enum class ConvBackend { kAuto, kIm2col };
+void SetConvBackend(ConvBackend backend);
+// Whether float convolutions go to oneDNN now.
+bool ConvUsesOnednn();
+
 // x [N,C,H,W], w [K,C,R,S], b [K] -> y [N,K,P,Q]. workspace: shape.WorkspaceElems().
 template <typename T>
 void Conv2dForward(const Context& ctx, const Conv2dShape& shape, const T* x, const T* w,
@@ -69,10 +78,13 @@ void Conv2dBackward(const Context& ctx, const Conv2dShape& shape, const T* x, co
 // Max-pool with a square window `size` and stride `size` (no padding); H and W
 // must be divisible by size. x [N,C,H,W] -> y [N,C,H/size,W/size]; argmax holds
 // the flat input index of each output's maximum (first one on ties).
+// relu: ReLU fused in front, y = ReLU(max) = max(ReLU(x)) (the two commute,
+// and pooling first touches a quarter of the values); argmax is -1 where y is
+// not positive, so backward routes no gradient there, exactly as ReLU's would.
 template <typename T>
 void MaxPoolForward(const Context& ctx, int n, int c, int h, int w, int size, const T* x, T* y,
-                    int32_t* argmax);
-// dy [N,C,H/size,W/size] -> dx [N,C,H,W] (fully written).
+                    int32_t* argmax, bool relu = false);
+// dy [N,C,H/size,W/size] -> dx [N,C,H,W] (fully written; argmax -1: no gradient).
 template <typename T>
 void MaxPoolBackward(const Context& ctx, int n, int c, int h, int w, int size, const T* dy,
                      const int32_t* argmax, T* dx);

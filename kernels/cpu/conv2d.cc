@@ -18,11 +18,15 @@
 // workspace stays bounded (kMaxColumnElems elements of columns) and does not
 // depend on the thread count.
 // Nothing here allocates: the caller passes Conv2dShape::WorkspaceElems() scratch.
+// Float convolutions first go to oneDNN (onednn_conv.cc) when the build has it
+// and the backend is kAuto; this file is the fallback and the reference.
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 
+#include "kernels/cpu/onednn_conv.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ops.h"
 
@@ -257,6 +261,9 @@ template <typename T>
 void Conv2dForward(const Context& ctx, const Conv2dShape& shape, const T* x, const T* w, const T* b,
                    T* y, T* workspace) {
   if (!ValidShape(shape)) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::OnednnConvForward(shape, x, w, b, y)) return;
+  }
   const int crs = static_cast<int>(ColumnRows(shape));
   const int plane_out = static_cast<int>(OutPlane(shape));
   const size_t image_in = static_cast<size_t>(shape.c) * shape.h * shape.w;
@@ -285,6 +292,9 @@ template <typename T>
 void Conv2dBackward(const Context& ctx, const Conv2dShape& shape, const T* x, const T* w,
                     const T* dy, T* dx, T* dw, T* db, T* workspace) {
   if (!ValidShape(shape)) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::OnednnConvBackward(shape, x, w, dy, dx, dw, db)) return;
+  }
   const int crs = static_cast<int>(ColumnRows(shape));
   const int plane_out = static_cast<int>(OutPlane(shape));
   const size_t image_in = static_cast<size_t>(shape.c) * shape.h * shape.w;

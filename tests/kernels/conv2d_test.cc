@@ -186,6 +186,20 @@ TEST(Conv2d, SingleInputChannelMatchesNaive) {
   CheckConv<float>(s);
 }
 
+// Float convolutions go to oneDNN when the build has it: both backends meet
+// the same error bounds, on the CNN's shapes too (conv2 with a short batch).
+TEST(Conv2d, EveryBackendMatchesNaive) {
+  for (ConvBackend backend : {ConvBackend::kAuto, ConvBackend::kIm2col}) {
+    SetConvBackend(backend);
+    SCOPED_TRACE(ConvUsesOnednn() ? "onednn" : "im2col");
+    CheckConv<float>(Shape(3, 2, 7, 5, 3, 3, 5, 2, 1));
+    CheckConv<float>(Shape(2, 3, 9, 8, 2, 3, 3, 1, 2));
+    CheckConv<float>(Shape(3, 32, 14, 14, 64, 5, 5, 2, 1));
+    CheckConv<float>(Shape(5, 1, 28, 28, 32, 5, 5, 2, 1));
+  }
+  SetConvBackend(ConvBackend::kAuto);
+}
+
 // Runs a test body with SetThreads(threads), restoring the previous count.
 class Conv2dThreads : public ::testing::Test {
  protected:
