@@ -23,6 +23,9 @@ struct Context {
 
 // Sets the process-wide thread count for OpenBLAS and the OpenMP loops.
 void SetThreads(int threads);
+// The count SetThreads set (OpenMP's default before any call), for callers
+// that run their own OpenMP loops on the same pool (the optimizer).
+int Threads();
 
 // ---- BLAS ------------------------------------------------------------------
 

@@ -227,16 +227,16 @@ void Model::RefreshWorkingCopy(size_t offset, size_t count) {
     kernels::FloatToHalf(master_.data() + begin, bits, chunk);
     kernels::HalfToFloat(bits, working_float_.data() + begin, chunk);
   }
-  working_half_stale_ = true;
+  working_half_stale_.store(true, std::memory_order_relaxed);
 }
 
 std::span<const uint16_t> Model::working_half() const {
   if (precision_ != Precision::kFp16) return {};
-  if (working_half_stale_) {
+  if (working_half_stale_.load(std::memory_order_relaxed)) {
     // working_float_ holds FP16 values exactly, so this reproduces the bits.
     working_half_.resize(working_float_.size());
     kernels::FloatToHalf(working_float_.data(), working_half_.data(), working_float_.size());
-    working_half_stale_ = false;
+    working_half_stale_.store(false, std::memory_order_relaxed);
   }
   return working_half_;
 }

@@ -31,6 +31,7 @@
 // updates weights and never knows who listens to the callback.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -155,7 +156,8 @@ class Model {
   std::vector<float> master_, grads_, buffer_values_;
   std::vector<float> working_float_;       // kFp16: the FP16 working copy expanded to FP32
   mutable std::vector<uint16_t> working_half_;  // kFp16: its FP16 bits, made on request
-  mutable bool working_half_stale_ = true;
+  // Atomic: the optimizer refreshes ranges of the working copy from several threads.
+  mutable std::atomic<bool> working_half_stale_{true};
   int64_t num_batches_tracked_ = 0;
 
   // Activations: act i is the input of layer i (act 0: the images), act L the logits.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ops.h"
+
 namespace chorus::trainer {
 namespace {
 
@@ -34,6 +36,9 @@ void SquaredNorms(const float* w, const float* g, size_t count, double* w_sq, do
   *w_sq = sw;
   *g_sq = sg;
 }
+
+// Below this many parameters the optimizer runs on one thread.
+constexpr size_t kParallelElems = size_t{1} << 15;
 
 // v = momentum * v + coeff * (g + wd * w);  w -= v
 void MomentumUpdateLars(size_t count, float momentum, float coeff, float wd, const float* g,
@@ -101,39 +106,73 @@ Optimizer::Optimizer(const OptimizerOptions& options, std::vector<ParameterInfo>
     : options_(options),
       table_(std::move(table)),
       momentum_(total, 0.0f),
-      last_local_lr_(table_.size(), 1.0) {}
+      last_local_lr_(table_.size(), 1.0),
+      coeff_(table_.size(), 0.0f),
+      decay_(table_.size(), 0.0f) {
+  for (size_t i = 0; i < table_.size(); ++i) {
+    for (size_t begin = 0; begin < table_[i].count; begin += kUpdateChunk) {
+      chunks_.push_back({i, table_[i].offset + begin, std::min(kUpdateChunk, table_[i].count - begin)});
+    }
+  }
+  chunk_w_sq_.assign(chunks_.size(), 0.0);
+  chunk_g_sq_.assign(chunks_.size(), 0.0);
+}
 
+// Two parallel passes over the chunks of every tensor, on the kernels' OpenMP
+// threads: LARS's squared norms per chunk (then summed per tensor in chunk
+// order, so the result does not depend on the thread count), then the
+// momentum update of each chunk followed by on_updated. Small models stay on
+// one thread (a parallel region costs microseconds).
 void Optimizer::Step(std::span<float> master, std::span<const float> gradients, double lr,
                      const UpdatedFn& on_updated) {
   const float momentum = static_cast<float>(options_.momentum);
   const double wd = options_.weight_decay;
-  for (size_t i = 0; i < table_.size(); ++i) {
-    const ParameterInfo& p = table_[i];
-    float* w = master.data() + p.offset;
-    const float* g = gradients.data() + p.offset;
-    float* v = momentum_.data() + p.offset;
-    const bool decayed = IsDecayedWeight(p.kind);
-    const float tensor_wd = decayed ? static_cast<float>(wd) : 0.0f;
+  const bool lars = options_.kind == OptimizerKind::kLars;
+  const int chunks = static_cast<int>(chunks_.size());
+  const int threads = master.size() >= kParallelElems ? kernels::Threads() : 1;
+  float* w = master.data();
+  const float* g = gradients.data();
+  float* v = momentum_.data();
+
+  if (lars) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int c = 0; c < chunks; ++c) {
+      const Chunk& chunk = chunks_[c];
+      if (!IsDecayedWeight(table_[chunk.param].kind)) continue;
+      SquaredNorms(w + chunk.offset, g + chunk.offset, chunk.count, &chunk_w_sq_[c],
+                   &chunk_g_sq_[c]);
+    }
+  }
+  for (size_t i = 0, c = 0; i < table_.size(); ++i) {
+    const bool decayed = IsDecayedWeight(table_[i].kind);
+    double w_sq = 0.0, g_sq = 0.0;
+    for (; c < chunks_.size() && chunks_[c].param == i; ++c) {
+      w_sq += chunk_w_sq_[c];
+      g_sq += chunk_g_sq_[c];
+    }
     double local_lr = 1.0;
-    if (options_.kind == OptimizerKind::kLars && decayed) {
-      double w_sq = 0.0, g_sq = 0.0;
-      SquaredNorms(w, g, p.count, &w_sq, &g_sq);
+    if (lars && decayed) {
       const double w_norm = std::sqrt(w_sq);
       const double g_norm = std::sqrt(g_sq);
       if (w_norm > 0.0 && g_norm > 0.0) local_lr = options_.eta * w_norm / (g_norm + wd * w_norm);
     }
     last_local_lr_[i] = local_lr;
-    for (size_t begin = 0; begin < p.count; begin += kUpdateChunk) {
-      const size_t count = std::min(kUpdateChunk, p.count - begin);
-      if (options_.kind == OptimizerKind::kSgd) {
-        MomentumUpdateSgd(count, momentum, static_cast<float>(lr), tensor_wd, g + begin,
-                          v + begin, w + begin);
-      } else {
-        MomentumUpdateLars(count, momentum, static_cast<float>(lr * local_lr), tensor_wd,
-                           g + begin, v + begin, w + begin);
-      }
-      if (on_updated) on_updated(p.offset + begin, count);
+    decay_[i] = decayed ? static_cast<float>(wd) : 0.0f;
+    coeff_[i] = static_cast<float>(lars ? lr * local_lr : lr);
+  }
+
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int c = 0; c < chunks; ++c) {
+    const Chunk& chunk = chunks_[c];
+    const size_t o = chunk.offset;
+    if (lars) {
+      MomentumUpdateLars(chunk.count, momentum, coeff_[chunk.param], decay_[chunk.param], g + o,
+                         v + o, w + o);
+    } else {
+      MomentumUpdateSgd(chunk.count, momentum, coeff_[chunk.param], decay_[chunk.param], g + o,
+                        v + o, w + o);
     }
+    if (on_updated) on_updated(o, chunk.count);
   }
 }
 

@@ -52,8 +52,10 @@ class Optimizer {
                                                    std::vector<ParameterInfo> table);
 
   // Called with (offset, count) of each updated range of the master, right after
-  // it was written (ranges of at most kUpdateChunk floats, in order), so the
-  // caller can derive the FP16 working copy while the range is in cache.
+  // it was written (ranges of at most kUpdateChunk floats), so the caller can
+  // derive the FP16 working copy while the range is in cache. Ranges are
+  // updated in parallel on the kernels' threads: the callback runs
+  // concurrently for disjoint ranges, in no fixed order.
   using UpdatedFn = std::function<void(size_t offset, size_t count)>;
   static constexpr size_t kUpdateChunk = 4096;
 
@@ -74,10 +76,20 @@ class Optimizer {
  private:
   Optimizer(const OptimizerOptions& options, std::vector<ParameterInfo> table, size_t total);
 
+  // One kUpdateChunk range of one tensor: the unit of parallel work.
+  struct Chunk {
+    size_t param;   // index into table_
+    size_t offset;  // into the flat buffers
+    size_t count;
+  };
+
   OptimizerOptions options_;
   std::vector<ParameterInfo> table_;
   std::vector<float> momentum_;
   std::vector<double> last_local_lr_;
+  std::vector<Chunk> chunks_;              // every tensor's ranges, in table order
+  std::vector<double> chunk_w_sq_, chunk_g_sq_;  // LARS partial norms per chunk
+  std::vector<float> coeff_, decay_;       // per tensor, for the current Step
 };
 
 }  // namespace chorus::trainer

@@ -28,6 +28,8 @@ void SetThreads(int threads) {
   omp_set_num_threads(threads);
 }
 
+int Threads() { return cpu::KernelThreads(); }
+
 namespace cpu {
 
 int KernelThreads() {
