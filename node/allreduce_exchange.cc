@@ -121,8 +121,12 @@ Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next));
   CHORUS_RETURN_IF_ERROR(Build());
   ++reforms_;
-  // Survivors may disagree on whether the failed step's sum completed: take the
-  // new rank 0's parameters and skip this step everywhere (zero gradients).
+  // Survivors may disagree on whether the failed step's sum completed (one
+  // finished step s and failed at s + 1, another failed at s): take the new
+  // rank 0's parameters and apply no update for the failed step anywhere.
+  // After the re-form every survivor holds the same master, momentum and loss
+  // scaler (broadcast here), the same step counter and data position (the
+  // agreed resume step; the loop drops the batches in between).
   std::span<float> master = trainer_->MasterWeights();
   gossip::CollectiveOptions bo;
   bo.tag_base = ((next.epoch % 1024) << 40) + (uint64_t{1} << 39);
@@ -138,8 +142,9 @@ Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
   CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(std::span(&scaler, 1)), 0, bo));
   CHORUS_RETURN_IF_ERROR(trainer_->loss_scaler().Restore(scaler));
   trainer_->RefreshWorkingCopy();
-  std::span<float> grads = trainer_->Gradients();
-  std::fill(grads.begin(), grads.end(), 0.0f);
+  // Not even a zero-gradient update: it would move the weights by lr(step)
+  // (momentum, weight decay), and `step` differs between survivors.
+  step_abandoned_ = true;
   CHORUS_ASSIGN_OR_RETURN(int64_t resume,
                           AgreeOnResumeStep(*collective_, next.size(), next.self_rank, step + 1, next.epoch,
                                             ReformDeadline(config_)));

@@ -7,8 +7,9 @@
 //
 // A failed collective (dead peer) either stops the node cleanly
 // (exchange.on_failure = "stop") or waits for the next membership epoch,
-// re-forms the collective over the survivors, re-synchronises the parameters
-// from the new rank 0, and skips that step on every survivor.
+// re-forms the collective over the survivors, re-synchronises the parameters,
+// momentum and loss scaler from the new rank 0, and abandons that step on every
+// survivor (TakeStepAbandoned: no update is applied for it).
 //
 // Must not: change the model other than through the trainer's buffers.
 #pragma once
@@ -38,6 +39,7 @@ class AllreduceExchange final : public Exchange {
   [[nodiscard]] Status Finish() override;
   nlohmann::json Metrics() const override;
   int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  bool TakeStepAbandoned() override { return std::exchange(step_abandoned_, false); }
 
  private:
   AllreduceExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
@@ -58,6 +60,7 @@ class AllreduceExchange final : public Exchange {
   Status hook_error_;
   uint64_t reforms_ = 0;
   int64_t steps_to_skip_ = 0;
+  bool step_abandoned_ = false;
   uint64_t failed_steps_ = 0;
 };
 

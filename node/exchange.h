@@ -35,6 +35,13 @@ class Exchange {
   // and then 0 again: after a re-form the survivors resume from the largest
   // step any of them reached (step_agreement.h), so a node behind catches up.
   virtual int64_t TakeStepsToSkip() { return 0; }
+  // True (once) when AfterBackward abandoned this step in a re-form: every
+  // survivor then already holds the new rank 0's weights, momentum and loss
+  // scale, and the loop must not apply this step's update. (Survivors may
+  // abandon different steps, one finishing the step the other failed; even a
+  // zero-gradient update moves the weights by lr(step) through momentum and
+  // weight decay, so applying it would make the replicas differ.)
+  virtual bool TakeStepAbandoned() { return false; }
   // Fields merged into each metrics record (bytes sent/received, consensus distance...).
   virtual nlohmann::json Metrics() const { return nlohmann::json::object(); }
 };

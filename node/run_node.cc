@@ -162,6 +162,13 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
         std::this_thread::sleep_for(std::chrono::duration<double>(tc.slowdown * t_compute));
       }
       CHORUS_RETURN_IF_ERROR(run.exchange->AfterBackward(step, pass.samples));
+      if (run.exchange->TakeStepAbandoned()) {
+        // Re-formed: the replicas were re-synchronised instead of this update.
+        steps_to_skip += run.exchange->TakeStepsToSkip();
+        compute_seconds += t_compute;
+        ++step;
+        continue;
+      }
       CHORUS_ASSIGN_OR_RETURN(trainer::UpdateResult update, trainer.ApplyUpdate(step));
       CHORUS_RETURN_IF_ERROR(run.exchange->AfterUpdate(step));
       steps_to_skip += run.exchange->TakeStepsToSkip();
