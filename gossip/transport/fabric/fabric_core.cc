@@ -14,6 +14,22 @@ namespace chorus::gossip::fabric {
 
 // Longest a wait polls the CQ itself before sleeping (see FabricOptions::wait_spin_per_mib).
 constexpr int64_t kMaxWaitSpinUs = 64000;
+// A spinning wait pauses kPausesPerPoll times after an empty poll, and yields
+// instead every kPausePollsPerYield-th time.
+constexpr int kPausesPerPoll = 16;
+constexpr int kPausePollsPerYield = 16;
+
+namespace {
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+}  // namespace
 
 
 // ---- Setup ----
@@ -508,9 +524,24 @@ Result<Completion> FabricCore::Wait(FabricOp& op, Deadline deadline) {
         options_.wait_spin + options_.wait_spin_per_mib * static_cast<int64_t>(op.length) / (int64_t{1} << 20),
         std::chrono::microseconds(kMaxWaitSpinUs));
     const auto spin_until = std::min(Clock::now() + spin, deadline.when());
+    spinning_waiters_.fetch_add(1);
+    int empty_polls = 0;
     while (!op.finished.load() && Clock::now() < spin_until) {
-      if (Poll(/*block=*/false) == 0 && !op.finished.load()) std::this_thread::yield();
+      if (Poll(/*block=*/false) > 0 || op.finished.load()) {
+        empty_polls = 0;
+        continue;
+      }
+      // Mostly pause-spin (about a microsecond per round, and the core's
+      // other hardware thread keeps its resources: it may be the peer
+      // process doing the copy we wait for); give the core away every 16th
+      // empty poll so oversubscribed processes still run.
+      if (++empty_polls % kPausePollsPerYield != 0) {
+        for (int i = 0; i < kPausesPerPoll; ++i) CpuRelax();
+      } else {
+        std::this_thread::yield();
+      }
     }
+    spinning_waiters_.fetch_sub(1);
   }
   if (!op.finished.load() && !deadline.Expired()) {
     // Phase 2: sleep; the progress thread polls and notifies.
@@ -596,6 +627,18 @@ void FabricCore::ProgressLoop() {
   int idle = 0;
   std::unique_lock<std::mutex> lock(progress_mu_);
   while (!progress_stop_) {
+    if (spinning_waiters_.load() > 0) {
+      // A waiter is driving the CQ itself: stand aside rather than take turns
+      // with it for the lock and the cores (on 2 cores, two processes' waiters
+      // and progress threads would be four threads polling). It wakes us when
+      // it stops spinning to sleep; a waiter that got its completion does not,
+      // so look again after a short while.
+      progress_cv_.wait_for(lock, options_.progress_max_sleep,
+                            [this] { return progress_stop_ || progress_wake_; });
+      if (progress_wake_) progress_wake_ = false;
+      idle = 0;
+      continue;
+    }
     lock.unlock();
     const int handled = Poll(/*block=*/false);
     lock.lock();

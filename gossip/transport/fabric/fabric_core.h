@@ -13,12 +13,14 @@
 // change or a deadline.
 //
 // Progress. Reading the CQ drives the tcp and shm providers. Two callers do it
-// through Poll(): a waiting Request (first `wait_spin` of every Wait, yielding
-// between polls: no thread hand-off on short waits) and the progress thread,
+// through Poll(): a waiting Request (first `wait_spin` of every Wait, with
+// CPU pauses between polls and a yield every 16th: no thread hand-off on
+// short waits) and the progress thread,
 // which polls with exponential back-off (a few yields, then sleeps of 1 us
 // doubling up to `progress_max_sleep`, 100 us while a request is blocked or
 // backlogged) so that idle endpoints cost almost nothing and 8 processes on 2
-// cores stay live. Blocked waiters sleep on their op's condition variable with
+// cores stay live. While a waiter is polling, the progress thread stands aside
+// (naps of 200 us): two pollers only take turns for the lock and the cores. Blocked waiters sleep on their op's condition variable with
 // the deadline. `cq_mu_` serialises every provider data-path call (CQ reads,
 // posts, cancels): see its comment for the shm race this avoids.
 //
@@ -224,6 +226,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   std::atomic<size_t> backlog_size_{0};
 
   std::atomic<int> blocked_waiters_{0};
+  std::atomic<int> spinning_waiters_{0};  // Waits polling the CQ themselves
   std::mutex progress_mu_;
   std::condition_variable progress_cv_;
   bool progress_wake_ = false;  // under progress_mu_
