@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "kernels/vector_clones.h"
 
 namespace chorus::trainer {
 namespace {
@@ -13,7 +14,8 @@ namespace {
 // ||w||^2 and ||g||^2 in one pass, accumulated in double. Eight independent
 // partial sums per norm (combined in a fixed order) let the compiler vectorise
 // without reassociating: the result is the same on every run and thread count.
-void SquaredNorms(const float* w, const float* g, size_t count, double* w_sq, double* g_sq) {
+CHORUS_VECTOR_CLONES void SquaredNorms(const float* w, const float* g, size_t count,
+                                       double* w_sq, double* g_sq) {
   constexpr size_t kLanes = 8;
   double aw[kLanes] = {}, ag[kLanes] = {};
   size_t i = 0;
@@ -41,8 +43,9 @@ void SquaredNorms(const float* w, const float* g, size_t count, double* w_sq, do
 constexpr size_t kParallelElems = size_t{1} << 15;
 
 // v = momentum * v + coeff * (g + wd * w);  w -= v
-void MomentumUpdateLars(size_t count, float momentum, float coeff, float wd, const float* g,
-                        float* v, float* w) {
+CHORUS_VECTOR_CLONES void MomentumUpdateLars(size_t count, float momentum, float coeff, float wd,
+                                             const float* __restrict g, float* __restrict v,
+                                             float* __restrict w) {
   for (size_t i = 0; i < count; ++i) {
     v[i] = momentum * v[i] + coeff * (g[i] + wd * w[i]);
     w[i] -= v[i];
@@ -50,8 +53,9 @@ void MomentumUpdateLars(size_t count, float momentum, float coeff, float wd, con
 }
 
 // v = momentum * v + (g + wd * w);  w -= lr * v
-void MomentumUpdateSgd(size_t count, float momentum, float lr, float wd, const float* g, float* v,
-                       float* w) {
+CHORUS_VECTOR_CLONES void MomentumUpdateSgd(size_t count, float momentum, float lr, float wd,
+                                            const float* __restrict g, float* __restrict v,
+                                            float* __restrict w) {
   for (size_t i = 0; i < count; ++i) {
     v[i] = momentum * v[i] + (g[i] + wd * w[i]);
     w[i] -= lr * v[i];

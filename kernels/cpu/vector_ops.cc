@@ -2,11 +2,14 @@
 // accumulation), AllFinite, Axpy, Scale. OpenMP loops, static schedule, above a
 // size threshold; results of the reductions depend only on the thread count.
 // Nothing here allocates.
+#include <atomic>
 #include <bit>
 #include <cmath>
 
+#include "kernels/cpu/for_each_block.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ops.h"
+#include "kernels/vector_clones.h"
 
 namespace chorus::kernels {
 namespace {
@@ -19,6 +22,28 @@ constexpr size_t kParallelElems = size_t{1} << 15;
 inline bool NotFinite(float v) { return (std::bit_cast<uint32_t>(v) & 0x7f800000u) == 0x7f800000u; }
 inline bool NotFinite(double v) {
   return (std::bit_cast<uint64_t>(v) & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+}
+
+template <typename T>
+size_t CountNotFinite(size_t count, const T* x) {
+  size_t bad = 0;
+  for (size_t i = 0; i < count; ++i) bad += NotFinite(x[i]) ? 1 : 0;
+  return bad;
+}
+CHORUS_VECTOR_CLONES size_t CountNotFinite(size_t count, const float* x) {
+  uint32_t bad = 0;  // 1 when any is not finite (an OR vectorises where a count may not)
+  for (size_t i = 0; i < count; ++i) {
+    bad |= (std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
+}
+
+template <typename T>
+void ScaleBlock(size_t count, T a, T* x) {
+  for (size_t i = 0; i < count; ++i) x[i] *= a;
+}
+CHORUS_VECTOR_CLONES void ScaleBlock(size_t count, float a, float* x) {
+  for (size_t i = 0; i < count; ++i) x[i] *= a;
 }
 
 }  // namespace
@@ -37,11 +62,11 @@ double SumSquares(const Context& ctx, size_t count, const T* x) {
 
 template <typename T>
 bool AllFinite(const Context& ctx, size_t count, const T* x) {
-  size_t bad = 0;
-#pragma omp parallel for num_threads(cpu::KernelThreads()) schedule(static) \
-    reduction(+ : bad) if (count >= kParallelElems)
-  for (size_t i = 0; i < count; ++i) bad += NotFinite(x[i]) ? 1 : 0;
-  return bad == 0;
+  std::atomic<size_t> bad{0};
+  cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
+    bad.fetch_add(CountNotFinite(end - begin, x + begin), std::memory_order_relaxed);
+  });
+  return bad.load() == 0;
 }
 
 template <typename T>
@@ -53,9 +78,8 @@ void Axpy(const Context& ctx, size_t count, T a, const T* x, T* y) {
 
 template <typename T>
 void Scale(const Context& ctx, size_t count, T a, T* x) {
-#pragma omp parallel for num_threads(cpu::KernelThreads()) \
-    schedule(static) if (count >= kParallelElems)
-  for (size_t i = 0; i < count; ++i) x[i] *= a;
+  cpu::ForEachBlock(count, kParallelElems,
+                    [&](size_t begin, size_t end) { ScaleBlock(end - begin, a, x + begin); });
 }
 
 #define CHORUS_INSTANTIATE_VECTOR(T)                               \
