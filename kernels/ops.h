@@ -149,16 +149,21 @@ template <typename T>
 void Scale(const Context& ctx, size_t count, T a, T* x);
 
 // ---- FP16 <-> FP32 ---------------------------------------------------------------
-// Round to nearest even; Inf/NaN/subnormals exact. A F16C/AVX2 path is chosen at
-// run time when the CPU has it; otherwise the portable scalar code in common/fp16.h.
+// Round to nearest even; Inf/NaN/subnormals exact. An AVX-512 or F16C/AVX2 path
+// is chosen at run time when the CPU has it; otherwise the portable scalar code
+// in common/fp16.h. All give the same bits.
 
 void HalfToFloat(const uint16_t* in, float* out, size_t count);
 void FloatToHalf(const float* in, uint16_t* out, size_t count);
 // Rounds each float to the nearest FP16 value, in place (x = float(half(x))).
 void RoundToHalf(float* x, size_t count);
-// Name of the conversion path in use: "f16c" or "portable".
+// out = float(half(in)); out may equal in.
+void RoundToHalf(const float* in, float* out, size_t count);
+// Name of the conversion path in use: "avx512", "f16c" or "portable".
 const char* HalfConversionPath();
-// Forces the portable path (for tests and benchmarks of both paths).
-void ForcePortableHalfConversion(bool force);
+// Caps the conversion path (for tests and benchmarks of every path): kBest
+// takes the best the CPU has, kF16c at most F16C/AVX2, kPortable the scalar code.
+enum class HalfConversion { kBest, kF16c, kPortable };
+void LimitHalfConversion(HalfConversion limit);
 
 }  // namespace chorus::kernels

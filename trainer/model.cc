@@ -218,14 +218,11 @@ void Model::RefreshWorkingCopy() { RefreshWorkingCopy(0, master_.size()); }
 
 void Model::RefreshWorkingCopy(size_t offset, size_t count) {
   if (precision_ != Precision::kFp16) return;
-  // FloatToHalf into an L1-sized scratch, expanded straight back: the FP16 bits
-  // of the whole model are only written out when someone asks (working_half()).
-  uint16_t bits[kChunk];
+  // One rounding pass: the FP16 bits of the whole model are only written out
+  // when someone asks (working_half()).
   const size_t end = std::min(offset + count, master_.size());
-  for (size_t begin = offset; begin < end; begin += kChunk) {
-    const size_t chunk = std::min(kChunk, end - begin);
-    kernels::FloatToHalf(master_.data() + begin, bits, chunk);
-    kernels::HalfToFloat(bits, working_float_.data() + begin, chunk);
+  if (offset < end) {
+    kernels::RoundToHalf(master_.data() + offset, working_float_.data() + offset, end - offset);
   }
   working_half_stale_.store(true, std::memory_order_relaxed);
 }

@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kParallelElems = size_t{1} << 18;
 constexpr size_t kBlockElems = size_t{1} << 14;
 
-std::atomic<bool> force_portable{false};
+std::atomic<HalfConversion> limit{HalfConversion::kBest};
 
 bool CpuHasF16c() {
   static const bool has = [] {
@@ -31,7 +31,21 @@ bool CpuHasF16c() {
   return has;
 }
 
-bool UseF16c() { return !force_portable.load(std::memory_order_relaxed) && CpuHasF16c(); }
+bool CpuHasAvx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+}
+
+bool UseF16c() {
+  return limit.load(std::memory_order_relaxed) != HalfConversion::kPortable && CpuHasF16c();
+}
+bool UseAvx512() {
+  return limit.load(std::memory_order_relaxed) == HalfConversion::kBest && UseF16c() &&
+         CpuHasAvx512();
+}
 
 // Calls fn(begin, length) over [0, count), in parallel blocks when count is large.
 template <typename Fn>
@@ -52,9 +66,8 @@ void ForBlocks(size_t count, Fn fn) {
 
 void HalfToFloat(const uint16_t* in, float* out, size_t count) {
   if (UseF16c()) {
-    ForBlocks(count, [&](size_t begin, size_t len) {
-      cpu::F16cHalfToFloat(in + begin, out + begin, len);
-    });
+    const auto convert = UseAvx512() ? cpu::Avx512HalfToFloat : cpu::F16cHalfToFloat;
+    ForBlocks(count, [&](size_t begin, size_t len) { convert(in + begin, out + begin, len); });
     return;
   }
   ForBlocks(count, [&](size_t begin, size_t len) {
@@ -64,9 +77,8 @@ void HalfToFloat(const uint16_t* in, float* out, size_t count) {
 
 void FloatToHalf(const float* in, uint16_t* out, size_t count) {
   if (UseF16c()) {
-    ForBlocks(count, [&](size_t begin, size_t len) {
-      cpu::F16cFloatToHalf(in + begin, out + begin, len);
-    });
+    const auto convert = UseAvx512() ? cpu::Avx512FloatToHalf : cpu::F16cFloatToHalf;
+    ForBlocks(count, [&](size_t begin, size_t len) { convert(in + begin, out + begin, len); });
     return;
   }
   ForBlocks(count, [&](size_t begin, size_t len) {
@@ -74,20 +86,23 @@ void FloatToHalf(const float* in, uint16_t* out, size_t count) {
   });
 }
 
-void RoundToHalf(float* x, size_t count) {
+void RoundToHalf(const float* in, float* out, size_t count) {
   if (UseF16c()) {
-    ForBlocks(count, [&](size_t begin, size_t len) { cpu::F16cRoundToHalf(x + begin, len); });
+    const auto convert = UseAvx512() ? cpu::Avx512RoundToHalf : cpu::F16cRoundToHalf;
+    ForBlocks(count, [&](size_t begin, size_t len) { convert(in + begin, out + begin, len); });
     return;
   }
   ForBlocks(count, [&](size_t begin, size_t len) {
-    for (size_t i = begin; i < begin + len; ++i) x[i] = HalfBitsToFloat(FloatToHalfBits(x[i]));
+    for (size_t i = begin; i < begin + len; ++i) out[i] = HalfBitsToFloat(FloatToHalfBits(in[i]));
   });
 }
 
-const char* HalfConversionPath() { return UseF16c() ? "f16c" : "portable"; }
+void RoundToHalf(float* x, size_t count) { RoundToHalf(x, x, count); }
 
-void ForcePortableHalfConversion(bool force) {
-  force_portable.store(force, std::memory_order_relaxed);
+const char* HalfConversionPath() {
+  return UseAvx512() ? "avx512" : UseF16c() ? "f16c" : "portable";
 }
+
+void LimitHalfConversion(HalfConversion path) { limit.store(path, std::memory_order_relaxed); }
 
 }  // namespace chorus::kernels

@@ -10,6 +10,10 @@ namespace chorus::kernels::cpu {
 
 void F16cHalfToFloat(const uint16_t* in, float* out, size_t count);
 void F16cFloatToHalf(const float* in, uint16_t* out, size_t count);
-void F16cRoundToHalf(float* x, size_t count);
+void F16cRoundToHalf(const float* in, float* out, size_t count);  // in == out allowed
+// The same with 16-lane AVX-512 main loops; only on CPUs with AVX-512F.
+void Avx512HalfToFloat(const uint16_t* in, float* out, size_t count);
+void Avx512FloatToHalf(const float* in, uint16_t* out, size_t count);
+void Avx512RoundToHalf(const float* in, float* out, size_t count);
 
 }  // namespace chorus::kernels::cpu

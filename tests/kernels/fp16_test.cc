@@ -22,35 +22,44 @@ namespace {
 
 bool IsHalfNan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
 
-class Fp16Conversion : public ::testing::Test {
+class Fp16Conversion : public ::testing::TestWithParam<HalfConversion> {
  protected:
-  void TearDown() override { ForcePortableHalfConversion(false); }
+  // The parameter is the vector path under test: kBest (AVX-512 where the CPU
+  // has it) or kF16c (F16C/AVX2); each is compared with the portable code.
+  void SetUp() override { fast_ = GetParam(); }
+  void TearDown() override { LimitHalfConversion(HalfConversion::kBest); }
 
-  // Skips the test unless the fast path is available.
-  static bool HaveF16c() {
-    ForcePortableHalfConversion(false);
-    return std::string(HalfConversionPath()) == "f16c";
+  // Skips the test unless this parameter's fast path exists on this CPU.
+  bool HaveF16c() const {
+    LimitHalfConversion(fast_);
+    const std::string name = HalfConversionPath();
+    const bool have = fast_ == HalfConversion::kF16c ? name == "f16c" : name == "avx512";
+    // (kBest on a CPU with F16C but not AVX-512 is the kF16c case, tested there.)
+    LimitHalfConversion(HalfConversion::kBest);
+    return have;
   }
 
-  static std::vector<float> ToFloat(const std::vector<uint16_t>& in, bool portable) {
-    ForcePortableHalfConversion(portable);
+  std::vector<float> ToFloat(const std::vector<uint16_t>& in, bool portable) const {
+    LimitHalfConversion(portable ? HalfConversion::kPortable : fast_);
     std::vector<float> out(in.size());
     HalfToFloat(in.data(), out.data(), in.size());
-    ForcePortableHalfConversion(false);
+    LimitHalfConversion(HalfConversion::kBest);
     return out;
   }
 
-  static std::vector<uint16_t> ToHalf(const std::vector<float>& in, bool portable) {
-    ForcePortableHalfConversion(portable);
+  std::vector<uint16_t> ToHalf(const std::vector<float>& in, bool portable) const {
+    LimitHalfConversion(portable ? HalfConversion::kPortable : fast_);
     std::vector<uint16_t> out(in.size());
     FloatToHalf(in.data(), out.data(), in.size());
-    ForcePortableHalfConversion(false);
+    LimitHalfConversion(HalfConversion::kBest);
     return out;
   }
+
+  HalfConversion fast_ = HalfConversion::kBest;
 
   // Both paths agree bit for bit on non-NaN inputs and give NaN for NaN.
   // Plain loop, first mismatch reported: this runs over tens of millions.
-  static void ExpectPathsAgree(const std::vector<float>& in) {
+  void ExpectPathsAgree(const std::vector<float>& in) const {
     const auto fast = ToHalf(in, false);
     const auto portable = ToHalf(in, true);
     for (size_t i = 0; i < in.size(); ++i) {
@@ -64,16 +73,19 @@ class Fp16Conversion : public ::testing::Test {
   }
 };
 
-TEST_F(Fp16Conversion, ForcePortableSwitchesPath) {
-  ForcePortableHalfConversion(true);
+TEST_P(Fp16Conversion, LimitSwitchesPath) {
+  LimitHalfConversion(HalfConversion::kPortable);
   EXPECT_STREQ(HalfConversionPath(), "portable");
-  ForcePortableHalfConversion(false);
-  const std::string path = HalfConversionPath();
-  EXPECT_TRUE(path == "f16c" || path == "portable") << path;
+  LimitHalfConversion(HalfConversion::kF16c);
+  const std::string capped = HalfConversionPath();
+  EXPECT_TRUE(capped == "f16c" || capped == "portable") << capped;
+  LimitHalfConversion(HalfConversion::kBest);
+  const std::string best = HalfConversionPath();
+  EXPECT_TRUE(best == "avx512" || best == "f16c" || best == "portable") << best;
 }
 
-TEST_F(Fp16Conversion, EveryHalfToFloatMatchesPortable) {
-  if (!HaveF16c()) GTEST_SKIP() << "CPU lacks F16C/AVX2";
+TEST_P(Fp16Conversion, EveryHalfToFloatMatchesPortable) {
+  if (!HaveF16c()) GTEST_SKIP() << "CPU lacks this path";
   std::vector<uint16_t> all(0x10000);
   for (uint32_t h = 0; h < 0x10000; ++h) all[h] = static_cast<uint16_t>(h);
   const auto fast = ToFloat(all, false);
@@ -90,8 +102,8 @@ TEST_F(Fp16Conversion, EveryHalfToFloatMatchesPortable) {
   }
 }
 
-TEST_F(Fp16Conversion, StridedFloatSweepMatchesPortable) {
-  if (!HaveF16c()) GTEST_SKIP() << "CPU lacks F16C/AVX2";
+TEST_P(Fp16Conversion, StridedFloatSweepMatchesPortable) {
+  if (!HaveF16c()) GTEST_SKIP() << "CPU lacks this path";
   // Every 97th bit pattern over all 2^32, in blocks whose length is not a
   // multiple of the vector width (tails) and is above the parallel threshold.
   constexpr uint64_t kStride = 97;
@@ -109,8 +121,8 @@ TEST_F(Fp16Conversion, StridedFloatSweepMatchesPortable) {
   ExpectPathsAgree(block);
 }
 
-TEST_F(Fp16Conversion, BoundaryFloatsMatchPortable) {
-  if (!HaveF16c()) GTEST_SKIP() << "CPU lacks F16C/AVX2";
+TEST_P(Fp16Conversion, BoundaryFloatsMatchPortable) {
+  if (!HaveF16c()) GTEST_SKIP() << "CPU lacks this path";
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> cases = {0.0f,
                               -0.0f,
@@ -149,30 +161,33 @@ TEST_F(Fp16Conversion, BoundaryFloatsMatchPortable) {
   ExpectPathsAgree(cases);
 }
 
-TEST_F(Fp16Conversion, ShortArraysUseTailsCorrectly) {
-  // Lengths 0..19 cover the 16- and 8-lane loops and every tail length; the
+TEST_P(Fp16Conversion, ShortArraysUseTailsCorrectly) {
+  // Lengths 0..35 cover the 16- and 8-lane loops and every tail length; the
   // reference is the scalar code on each path.
   for (bool portable : {false, true}) {
-    for (size_t count = 0; count < 20; ++count) {
+    for (size_t count = 0; count < 36; ++count) {
       std::vector<float> in(count);
       for (size_t i = 0; i < count; ++i) in[i] = 0.1f * static_cast<float>(i) - 0.77f;
       const auto half = ToHalf(in, portable);
       const auto back = ToFloat(half, portable);
-      std::vector<float> rounded = in;
-      ForcePortableHalfConversion(portable);
+      std::vector<float> rounded = in, copied(count);
+      LimitHalfConversion(portable ? HalfConversion::kPortable : fast_);
       RoundToHalf(rounded.data(), rounded.size());
-      ForcePortableHalfConversion(false);
+      RoundToHalf(in.data(), copied.data(), count);
+      LimitHalfConversion(HalfConversion::kBest);
       for (size_t i = 0; i < count; ++i) {
         ASSERT_EQ(half[i], FloatToHalfBits(in[i])) << count << " " << i;
         ASSERT_EQ(back[i], HalfBitsToFloat(half[i])) << count << " " << i;
         ASSERT_EQ(rounded[i], back[i]) << count << " " << i;
+        ASSERT_EQ(copied[i], back[i]) << count << " " << i;
       }
     }
   }
 }
 
-TEST_F(Fp16Conversion, RoundToHalfOnLargeArray) {
-  // Above the parallel threshold, on whichever path is in use.
+TEST_P(Fp16Conversion, RoundToHalfOnLargeArray) {
+  // Above the parallel threshold, on this parameter's path.
+  LimitHalfConversion(fast_);
   const size_t count = (size_t{1} << 19) + 3;
   std::vector<float> x(count);
   for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(i) * 0.37f - 7000.0f;
@@ -182,6 +197,12 @@ TEST_F(Fp16Conversion, RoundToHalfOnLargeArray) {
     ASSERT_EQ(x[i], HalfBitsToFloat(FloatToHalfBits(original[i]))) << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, Fp16Conversion,
+                         ::testing::Values(HalfConversion::kBest, HalfConversion::kF16c),
+                         [](const auto& info) {
+                           return info.param == HalfConversion::kBest ? "Best" : "F16c";
+                         });
 
 }  // namespace
 }  // namespace chorus::kernels
