@@ -14,22 +14,6 @@ namespace chorus::gossip::fabric {
 
 // Longest a wait polls the CQ itself before sleeping (see FabricOptions::wait_spin_per_mib).
 constexpr int64_t kMaxWaitSpinUs = 64000;
-// A spinning wait pauses kPausesPerPoll times after an empty poll, and yields
-// instead every kPausePollsPerYield-th time.
-constexpr int kPausesPerPoll = 16;
-constexpr int kPausePollsPerYield = 16;
-
-namespace {
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
-
-}  // namespace
 
 
 // ---- Setup ----
@@ -525,21 +509,8 @@ Result<Completion> FabricCore::Wait(FabricOp& op, Deadline deadline) {
         std::chrono::microseconds(kMaxWaitSpinUs));
     const auto spin_until = std::min(Clock::now() + spin, deadline.when());
     spinning_waiters_.fetch_add(1);
-    int empty_polls = 0;
     while (!op.finished.load() && Clock::now() < spin_until) {
-      if (Poll(/*block=*/false) > 0 || op.finished.load()) {
-        empty_polls = 0;
-        continue;
-      }
-      // Mostly pause-spin (about a microsecond per round, and the core's
-      // other hardware thread keeps its resources: it may be the peer
-      // process doing the copy we wait for); give the core away every 16th
-      // empty poll so oversubscribed processes still run.
-      if (++empty_polls % kPausePollsPerYield != 0) {
-        for (int i = 0; i < kPausesPerPoll; ++i) CpuRelax();
-      } else {
-        std::this_thread::yield();
-      }
+      if (Poll(/*block=*/false) == 0 && !op.finished.load()) std::this_thread::yield();
     }
     spinning_waiters_.fetch_sub(1);
   }

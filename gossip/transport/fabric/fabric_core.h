@@ -13,9 +13,8 @@
 // change or a deadline.
 //
 // Progress. Reading the CQ drives the tcp and shm providers. Two callers do it
-// through Poll(): a waiting Request (first `wait_spin` of every Wait, with
-// CPU pauses between polls and a yield every 16th: no thread hand-off on
-// short waits) and the progress thread,
+// through Poll(): a waiting Request (first `wait_spin` of every Wait, yielding
+// between polls: no thread hand-off on short waits) and the progress thread,
 // which polls with exponential back-off (a few yields, then sleeps of 1 us
 // doubling up to `progress_max_sleep`, 100 us while a request is blocked or
 // backlogged) so that idle endpoints cost almost nothing and 8 processes on 2
