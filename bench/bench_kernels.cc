@@ -77,7 +77,8 @@ void BenchConv(const char* name, const Conv2dShape& s, bool with_dx, int repetit
   std::printf(
       "%-6s %-6s n=%d wall (median): fwd %.2f + bwd%s %.2f = %.2f ms; cpu/thread (min): "
       "fwd %.2f + bwd %.2f = %.2f ms (%.0f GFLOP/s)\n",
-      name, backend, s.n, fwd.wall_ms, with_dx ? "" : " (no dx)", bwd.wall_ms, fwd.wall_ms + bwd.wall_ms,
+      name, backend, s.n, fwd.wall_ms, with_dx ? "" : " (no dx)", bwd.wall_ms,
+      fwd.wall_ms + bwd.wall_ms,
       fwd.cpu_ms, bwd.cpu_ms, fwd.cpu_ms + bwd.cpu_ms,
       total_gflop / ((fwd.cpu_ms + bwd.cpu_ms) * 1e-3));
 }
@@ -125,9 +126,10 @@ int main(int argc, char** argv) {
   conv2.r = 5;
   conv2.s = 5;
   conv2.pad = 2;
-  for (auto backend : {chorus::kernels::ConvBackend::kAuto, chorus::kernels::ConvBackend::kIm2col}) {
+  using chorus::kernels::ConvBackend;
+  for (ConvBackend backend : {ConvBackend::kAuto, ConvBackend::kIm2col}) {
     chorus::kernels::SetConvBackend(backend);
-    if (backend == chorus::kernels::ConvBackend::kAuto && !chorus::kernels::ConvUsesOnednn()) continue;
+    if (backend == ConvBackend::kAuto && !chorus::kernels::ConvUsesOnednn()) continue;
     BenchConv("conv1", conv1, /*with_dx=*/false, repetitions);
     BenchConv("conv2", conv2, /*with_dx=*/true, repetitions);
   }

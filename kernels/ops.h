@@ -56,6 +56,7 @@ struct Conv2dShape {
   int OutW() const { return (w + 2 * pad - s) / stride + 1; }
   // Scratch floats (of T) the forward and backward passes need.
   size_t WorkspaceElems() const;
+  bool operator==(const Conv2dShape&) const = default;
 };
 
 // Which implementation float convolutions use. kAuto: oneDNN's JIT kernels

@@ -85,12 +85,14 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, con
 class PageAlignedBuffer {
  public:
   explicit PageAlignedBuffer(size_t size)
-      : data_(static_cast<std::byte*>(std::aligned_alloc(4096, (std::max<size_t>(size, 1) + 4095) / 4096 * 4096))) {
+      : data_(static_cast<std::byte*>(
+            std::aligned_alloc(kPage, (std::max<size_t>(size, 1) + kPage - 1) / kPage * kPage))) {
     std::fill(data_.get(), data_.get() + size, std::byte{0});
   }
   std::byte* data() { return data_.get(); }
 
  private:
+  static constexpr size_t kPage = 4096;
   struct Free {
     void operator()(std::byte* p) const { std::free(p); }
   };

@@ -74,10 +74,10 @@ class BatchNorm2d final : public Layer {
   void Forward(const LayerRun& run, int n, const float* x, float* y) override;
   void Backward(const LayerRun& run, int n, const float* x, const float* y, const float* dy,
                 float* dx) override;
+  // The op shape of a batch of n (the GPU model builds its cuDNN plans from it).
   kernels::BatchNormShape ShapeFor(int n) const;
 
  private:
-
   const float* gamma_ = nullptr;
   const float* beta_ = nullptr;
   float* dgamma_ = nullptr;

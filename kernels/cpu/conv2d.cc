@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/onednn_conv.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ops.h"
@@ -83,16 +84,8 @@ __attribute__((target("avx512f"))) void AddWindowAvx512(const float* src, int ro
   }
 }
 
-bool HaveAvx512() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return has;
-}
-
 void CopyWindow(const float* src, size_t src_stride, int rows, int cols, float* dst) {
-  if (HaveAvx512()) {
+  if (cpu::CpuHasAvx512()) {
     CopyWindowAvx512(src, src_stride, rows, cols, dst);
   } else {
     CopyWindowPlain(src, src_stride, rows, cols, dst);
@@ -102,7 +95,7 @@ void CopyWindow(const double* src, size_t src_stride, int rows, int cols, double
   CopyWindowPlain(src, src_stride, rows, cols, dst);
 }
 void AddWindow(const float* src, int rows, int cols, float* dst, size_t dst_stride) {
-  if (HaveAvx512()) {
+  if (cpu::CpuHasAvx512()) {
     AddWindowAvx512(src, rows, cols, dst, dst_stride);
   } else {
     AddWindowPlain(src, rows, cols, dst, dst_stride);

@@ -168,11 +168,6 @@ const dnnl_memory_desc_t* Query(const dnnl_primitive_desc_t pd, dnnl_query_t wha
   return dnnl_primitive_desc_query_md(pd, what, 0);
 }
 
-bool SameShape(const Conv2dShape& a, const Conv2dShape& b) {
-  return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w && a.k == b.k && a.r == b.r &&
-         a.s == b.s && a.pad == b.pad && a.stride == b.stride;
-}
-
 // Forward, backward-weights and backward-data primitives of one shape, with
 // their operands.
 struct Plan {
@@ -298,7 +293,7 @@ Plan* PlanFor(const Conv2dShape& shape) {
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
   thread_local std::vector<std::unique_ptr<Plan>> plans;
   for (const auto& plan : plans) {
-    if (plan->threads == threads && SameShape(plan->shape, shape)) return plan.get();
+    if (plan->threads == threads && plan->shape == shape) return plan.get();
   }
   auto plan = std::make_unique<Plan>();
   if (!plan->Init(shape, threads)) return nullptr;

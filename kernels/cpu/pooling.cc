@@ -2,8 +2,9 @@
 //
 // MaxPoolForward records, for each output, the flat index into x of the first
 // maximum of its window (strict > keeps the first on ties), or -1 when a fused
-// ReLU zeroed it; MaxPoolBackward routes dy through those indices. Windows do not overlap, so backward writes
-// each dx element at most once per plane and planes run in parallel.
+// ReLU zeroed it; MaxPoolBackward routes dy through those indices. Windows do
+// not overlap, so backward writes each dx element at most once per plane and
+// planes run in parallel.
 // Plain loops; nothing here allocates.
 #include <algorithm>
 

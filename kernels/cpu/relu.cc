@@ -13,21 +13,24 @@ namespace {
 // Below this many elements an OpenMP region costs more than it saves.
 constexpr size_t kParallelElems = size_t{1} << 15;
 
+// The loops, written once: the float overloads below are CHORUS_VECTOR_CLONES
+// entry points, and each clone inlines the loop with its own instruction set.
 template <typename T>
-void ReluForwardBlock(size_t count, const T* x, T* y) {
+[[gnu::always_inline]] inline void ReluForwardBlock(size_t count, const T* x, T* y) {
   for (size_t i = 0; i < count; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
 }
 CHORUS_VECTOR_CLONES void ReluForwardBlock(size_t count, const float* x, float* y) {
-  for (size_t i = 0; i < count; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+  ReluForwardBlock<float>(count, x, y);
 }
 
 template <typename T>
-void ReluBackwardBlock(size_t count, const T* y, const T* dy, T* dx) {
+[[gnu::always_inline]] inline void ReluBackwardBlock(size_t count, const T* y, const T* dy,
+                                                     T* dx) {
   for (size_t i = 0; i < count; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
 }
 CHORUS_VECTOR_CLONES void ReluBackwardBlock(size_t count, const float* y, const float* dy,
                                             float* dx) {
-  for (size_t i = 0; i < count; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  ReluBackwardBlock<float>(count, y, dy, dx);
 }
 
 }  // namespace

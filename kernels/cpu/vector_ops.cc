@@ -19,31 +19,30 @@ constexpr size_t kParallelElems = size_t{1} << 15;
 
 // Non-finite means the exponent field is all ones (Inf or NaN); a bit test
 // vectorises where std::isfinite may not.
-inline bool NotFinite(float v) { return (std::bit_cast<uint32_t>(v) & 0x7f800000u) == 0x7f800000u; }
-inline bool NotFinite(double v) {
+[[gnu::always_inline]] inline bool NotFinite(float v) { return (std::bit_cast<uint32_t>(v) & 0x7f800000u) == 0x7f800000u; }
+[[gnu::always_inline]] inline bool NotFinite(double v) {
   return (std::bit_cast<uint64_t>(v) & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
 }
 
+// The loops, written once: the float overloads are CHORUS_VECTOR_CLONES entry
+// points, and each clone inlines the loop with its own instruction set.
+// 1 when any element is not finite (an OR vectorises where a count may not).
 template <typename T>
-size_t CountNotFinite(size_t count, const T* x) {
-  size_t bad = 0;
-  for (size_t i = 0; i < count; ++i) bad += NotFinite(x[i]) ? 1 : 0;
+[[gnu::always_inline]] inline size_t AnyNotFinite(size_t count, const T* x) {
+  unsigned bad = 0;
+  for (size_t i = 0; i < count; ++i) bad |= NotFinite(x[i]) ? 1u : 0u;
   return bad;
 }
-CHORUS_VECTOR_CLONES size_t CountNotFinite(size_t count, const float* x) {
-  uint32_t bad = 0;  // 1 when any is not finite (an OR vectorises where a count may not)
-  for (size_t i = 0; i < count; ++i) {
-    bad |= (std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u;
-  }
-  return bad;
+CHORUS_VECTOR_CLONES size_t AnyNotFinite(size_t count, const float* x) {
+  return AnyNotFinite<float>(count, x);
 }
 
 template <typename T>
-void ScaleBlock(size_t count, T a, T* x) {
+[[gnu::always_inline]] inline void ScaleBlock(size_t count, T a, T* x) {
   for (size_t i = 0; i < count; ++i) x[i] *= a;
 }
 CHORUS_VECTOR_CLONES void ScaleBlock(size_t count, float a, float* x) {
-  for (size_t i = 0; i < count; ++i) x[i] *= a;
+  ScaleBlock<float>(count, a, x);
 }
 
 }  // namespace
@@ -64,7 +63,7 @@ template <typename T>
 bool AllFinite(const Context& ctx, size_t count, const T* x) {
   std::atomic<size_t> bad{0};
   cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
-    bad.fetch_add(CountNotFinite(end - begin, x + begin), std::memory_order_relaxed);
+    bad.fetch_add(AnyNotFinite(end - begin, x + begin), std::memory_order_relaxed);
   });
   return bad.load() == 0;
 }

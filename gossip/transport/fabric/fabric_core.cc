@@ -15,7 +15,6 @@ namespace chorus::gossip::fabric {
 // Longest a wait polls the CQ itself before sleeping (see FabricOptions::wait_spin_per_mib).
 constexpr int64_t kMaxWaitSpinUs = 64000;
 
-
 // ---- Setup ----
 
 namespace {

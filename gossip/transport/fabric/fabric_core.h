@@ -19,8 +19,9 @@
 // doubling up to `progress_max_sleep`, 100 us while a request is blocked or
 // backlogged) so that idle endpoints cost almost nothing and 8 processes on 2
 // cores stay live. While a waiter is polling, the progress thread stands aside
-// (naps of 200 us): two pollers only take turns for the lock and the cores. Blocked waiters sleep on their op's condition variable with
-// the deadline. `cq_mu_` serialises every provider data-path call (CQ reads,
+// (naps of up to `progress_max_sleep`): two pollers would only take turns for
+// the lock and the cores. Blocked waiters sleep on their op's condition
+// variable with the deadline. `cq_mu_` serialises every provider data-path call (CQ reads,
 // posts, cancels): see its comment for the shm race this avoids.
 //
 // Back-pressure. A post refused with -FI_EAGAIN (queue full) is not an error:
