@@ -11,36 +11,29 @@
 namespace chorus::trainer {
 namespace {
 
-// ||w||^2 and ||g||^2 in one pass, accumulated in double. Eight independent
-// partial sums per norm (combined in a fixed order) let the compiler vectorise
-// without reassociating: the result is the same on every run and thread count.
-CHORUS_VECTOR_CLONES void SquaredNorms(const float* w, const float* g, size_t count,
-                                       double* w_sq, double* g_sq) {
+// ||x||^2 accumulated in double. Eight independent partial sums (combined in a
+// fixed order) let the compiler vectorise without reassociating: the result is
+// the same on every run, clone and thread count.
+CHORUS_VECTOR_CLONES double SquaredNorm(const float* g, size_t count) {
   constexpr size_t kLanes = 8;
-  double aw[kLanes] = {}, ag[kLanes] = {};
+  double ag[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= count; i += kLanes) {
     for (size_t j = 0; j < kLanes; ++j) {
-      const double a = w[i + j], b = g[i + j];
-      aw[j] += a * a;
+      const double b = g[i + j];
       ag[j] += b * b;
     }
   }
-  double sw = 0.0, sg = 0.0;
-  for (size_t j = 0; j < kLanes; ++j) {
-    sw += aw[j];
-    sg += ag[j];
-  }
-  for (; i < count; ++i) {
-    sw += static_cast<double>(w[i]) * w[i];
-    sg += static_cast<double>(g[i]) * g[i];
-  }
-  *w_sq = sw;
-  *g_sq = sg;
+  double sg = 0.0;
+  for (size_t j = 0; j < kLanes; ++j) sg += ag[j];
+  for (; i < count; ++i) sg += static_cast<double>(g[i]) * g[i];
+  return sg;
 }
 
 // Below this many parameters the optimizer runs on one thread.
 constexpr size_t kParallelElems = size_t{1} << 15;
+
+int ThreadsFor(size_t parameters) { return parameters >= kParallelElems ? kernels::Threads() : 1; }
 
 // v = momentum * v + coeff * (g + wd * w);  w -= v
 CHORUS_VECTOR_CLONES void MomentumUpdateLars(size_t count, float momentum, float coeff, float wd,
@@ -115,38 +108,52 @@ Optimizer::Optimizer(const OptimizerOptions& options, std::vector<ParameterInfo>
       decay_(table_.size(), 0.0f) {
   for (size_t i = 0; i < table_.size(); ++i) {
     for (size_t begin = 0; begin < table_[i].count; begin += kUpdateChunk) {
-      chunks_.push_back({i, table_[i].offset + begin, std::min(kUpdateChunk, table_[i].count - begin)});
+      chunks_.push_back(
+          {i, table_[i].offset + begin, std::min(kUpdateChunk, table_[i].count - begin)});
     }
   }
   chunk_w_sq_.assign(chunks_.size(), 0.0);
   chunk_g_sq_.assign(chunks_.size(), 0.0);
 }
 
-// Two parallel passes over the chunks of every tensor, on the kernels' OpenMP
-// threads: LARS's squared norms per chunk (then summed per tensor in chunk
-// order, so the result does not depend on the thread count), then the
-// momentum update of each chunk followed by on_updated. Small models stay on
-// one thread (a parallel region costs microseconds).
+// Parallel over the chunks of every tensor, on the kernels' OpenMP threads.
+// Norms are summed per tensor in chunk order (Step), so no result depends on
+// the thread count. Small models stay on one thread (a parallel region costs
+// microseconds).
+bool Optimizer::Prepare(std::span<const float> master, std::span<const float> gradients) {
+  const bool lars = options_.kind == OptimizerKind::kLars;
+  const int chunks = static_cast<int>(chunks_.size());
+  const int threads = ThreadsFor(master.size());
+  const float* w = master.data();
+  const float* g = gradients.data();
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int c = 0; c < chunks; ++c) {
+    const Chunk& chunk = chunks_[c];
+    chunk_g_sq_[c] = SquaredNorm(g + chunk.offset, chunk.count);
+    if (lars && IsDecayedWeight(table_[chunk.param].kind)) {
+      chunk_w_sq_[c] = SquaredNorm(w + chunk.offset, chunk.count);
+    }
+  }
+  prepared_ = true;
+  double total = 0.0;
+  for (double g_sq : chunk_g_sq_) total += g_sq;
+  return std::isfinite(total);
+}
+
+// The momentum update of each chunk, in parallel, each followed by on_updated.
 void Optimizer::Step(std::span<float> master, std::span<const float> gradients, double lr,
                      const UpdatedFn& on_updated) {
+  if (!prepared_) Prepare(master, gradients);
+  prepared_ = false;
   const float momentum = static_cast<float>(options_.momentum);
   const double wd = options_.weight_decay;
   const bool lars = options_.kind == OptimizerKind::kLars;
   const int chunks = static_cast<int>(chunks_.size());
-  const int threads = master.size() >= kParallelElems ? kernels::Threads() : 1;
+  const int threads = ThreadsFor(master.size());
   float* w = master.data();
   const float* g = gradients.data();
   float* v = momentum_.data();
 
-  if (lars) {
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int c = 0; c < chunks; ++c) {
-      const Chunk& chunk = chunks_[c];
-      if (!IsDecayedWeight(table_[chunk.param].kind)) continue;
-      SquaredNorms(w + chunk.offset, g + chunk.offset, chunk.count, &chunk_w_sq_[c],
-                   &chunk_g_sq_[c]);
-    }
-  }
   for (size_t i = 0, c = 0; i < table_.size(); ++i) {
     const bool decayed = IsDecayedWeight(table_[i].kind);
     double w_sq = 0.0, g_sq = 0.0;

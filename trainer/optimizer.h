@@ -59,8 +59,15 @@ class Optimizer {
   using UpdatedFn = std::function<void(size_t offset, size_t count)>;
   static constexpr size_t kUpdateChunk = 4096;
 
+  // One pass over the gradients (and, for LARS, the weights) of the next Step:
+  // the squared norms it needs, per chunk in double. Returns whether every
+  // gradient is finite (a sum of float squares in double is finite exactly
+  // when every term is), so the caller needs no separate Inf/NaN scan.
+  bool Prepare(std::span<const float> master, std::span<const float> gradients);
+
   // One update of `master` from `gradients` (both laid out as the table) at
-  // learning rate `lr`. Sizes must equal the table's total.
+  // learning rate `lr`. Sizes must equal the table's total. Uses the norms of
+  // the last Prepare (the buffers must be unchanged since), or runs it first.
   void Step(std::span<float> master, std::span<const float> gradients, double lr,
             const UpdatedFn& on_updated = {});
 
@@ -88,7 +95,8 @@ class Optimizer {
   std::vector<float> momentum_;
   std::vector<double> last_local_lr_;
   std::vector<Chunk> chunks_;              // every tensor's ranges, in table order
-  std::vector<double> chunk_w_sq_, chunk_g_sq_;  // LARS partial norms per chunk
+  std::vector<double> chunk_w_sq_, chunk_g_sq_;  // squared norms per chunk (Prepare)
+  bool prepared_ = false;                        // Prepare ran since the last Step
   std::vector<float> coeff_, decay_;       // per tensor, for the current Step
 };
 

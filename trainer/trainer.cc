@@ -149,36 +149,31 @@ Result<UpdateResult> Trainer::ApplyUpdate(int64_t step) {
   if (step < 0) return Err(InvalidArgument("trainer: negative step " + std::to_string(step)));
   UpdateResult update;
   update.lr = LearningRate(step);
+  bool finite = true;
   if (device_ != nullptr) {
     CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
-    bool finite = device_grads_finite_;
+    finite = device_grads_finite_;
     if (grads_.out) {
       // The host gradients may have been changed (all-reduced): they are the truth.
       CHORUS_RETURN_IF_ERROR(device_->UploadGradients(model_->gradients()));
       CHORUS_ASSIGN_OR_RETURN(finite, device_->GradientsFinite());
       grads_.out = false;
     }
-    update.applied = loss_scaler_.Update(finite);
-    if (update.applied) {
-      CHORUS_RETURN_IF_ERROR(device_->Step(update.lr));
-      master_.stale = true;
-      momentum_.stale = true;
-    } else {
-      CHORUS_LOG_DEBUG(Subsys::kTrainer, "step ", step, ": Inf/NaN gradients, update skipped, ",
-                       "loss scale now ", loss_scaler_.scale());
-    }
-    update.loss_scale = loss_scaler_.scale();
-    if (step_done_) step_done_(step, update);
-    return update;
+  } else {
+    // The optimizer's norm pass is also the Inf/NaN check.
+    finite = optimizer_->Prepare(model_->master(), model_->gradients());
   }
-  const std::span<const float> grads = model_->gradients();
-  const bool finite = kernels::AllFinite<float>(ctx_, grads.size(), grads.data());
   update.applied = loss_scaler_.Update(finite);
-  if (update.applied) {
+  if (update.applied && device_ != nullptr) {
+    CHORUS_RETURN_IF_ERROR(device_->Step(update.lr));
+    master_.stale = true;
+    momentum_.stale = true;
+  } else if (update.applied) {
     // The FP16 working copy is refreshed range by range as the optimizer writes.
-    optimizer_->Step(model_->master(), grads, update.lr, [this](size_t offset, size_t count) {
-      model_->RefreshWorkingCopy(offset, count);
-    });
+    optimizer_->Step(model_->master(), model_->gradients(), update.lr,
+                     [this](size_t offset, size_t count) {
+                       model_->RefreshWorkingCopy(offset, count);
+                     });
   } else {
     CHORUS_LOG_DEBUG(Subsys::kTrainer, "step ", step, ": Inf/NaN gradients, update skipped, ",
                      "loss scale now ", loss_scaler_.scale());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace chorus::trainer {
@@ -160,6 +161,30 @@ TEST(Optimizer, RejectsBadOptionsAndUnpackedTables) {
   EXPECT_NE(unpacked.error().message().find("p1"), std::string::npos);
   EXPECT_FALSE(ParseOptimizerKind("adam"));
   EXPECT_EQ(*ParseOptimizerKind("sgd"), OptimizerKind::kSgd);
+}
+
+// Prepare's norm pass is the trainer's Inf/NaN check: any non-finite gradient,
+// in a LARS-scaled weight or in an excluded bias, in either optimizer, and the
+// largest finite floats (whose squares overflow float but not double) are fine.
+TEST(Optimizer, PrepareReportsWhetherEveryGradientIsFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  for (OptimizerKind kind : {OptimizerKind::kLars, OptimizerKind::kSgd}) {
+    // 5000 weights span two update chunks; then one bias.
+    auto opt = Make(kind, 0.9, 0.0, 0.001,
+                    Table({{5000, ParamKind::kWeight}, {1, ParamKind::kBias}}));
+    const std::vector<float> w(5001, 1.0f);
+    std::vector<float> g(5001, big);
+    EXPECT_TRUE(opt->Prepare(w, g));
+    for (size_t at : {size_t{0}, size_t{4500}, size_t{5000}}) {
+      for (float bad : {inf, -inf, nan}) {
+        std::vector<float> h(5001, 0.5f);
+        h[at] = bad;
+        EXPECT_FALSE(opt->Prepare(w, h)) << at << " " << bad;
+      }
+    }
+  }
 }
 
 }  // namespace
