@@ -160,6 +160,13 @@ void FloatToHalf(const float* in, uint16_t* out, size_t count);
 void RoundToHalf(float* x, size_t count);
 // out = float(half(in)); out may equal in.
 void RoundToHalf(const float* in, float* out, size_t count);
+// x = float(half(x)) * scale in one pass (FP16 gradients: round the scaled
+// value, then unscale; an overflow stays Inf).
+void RoundToHalfScaled(float* x, size_t count, float scale);
+// bits = half(in) and out = float(bits) in one pass (an activation kept as
+// FP16 for backward while its rounded FP32 copy feeds the next layer); out may
+// equal in.
+void RoundToHalfKeepBits(const float* in, float* out, uint16_t* bits, size_t count);
 // Name of the conversion path in use: "avx512", "f16c" or "portable".
 const char* HalfConversionPath();
 // Caps the conversion path (for tests and benchmarks of every path): kBest

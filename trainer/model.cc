@@ -17,10 +17,6 @@ namespace {
 constexpr std::array<std::string_view, 3> kModelNames = {"mlp", "cnn", "cnn-bn"};
 constexpr SampleShape kImageShape{1, 28, 28};
 constexpr int kClasses = 10;
-// Passes that go over a buffer twice (convert, then convert back or scale) do so
-// per chunk of this many floats, so the second pass reads from L1 cache.
-constexpr size_t kChunk = 4096;
-
 // Uniform double in [0, 1) from the top 53 bits of one mt19937_64 draw: the same
 // on every platform (std::uniform_real_distribution is implementation-defined).
 double UniformUnit(std::mt19937_64& rng) {
@@ -293,11 +289,7 @@ const float* Model::Forward(const float* images, int n, bool training) {
   float* out = fwd_b_.data();
   const size_t input_count = batch * input_.Elements();
   if (training && store_act_[0]) {
-    for (size_t begin = 0; begin < input_count; begin += kChunk) {
-      const size_t count = std::min(kChunk, input_count - begin);
-      kernels::FloatToHalf(images + begin, act_h_[0].data() + begin, count);
-      kernels::HalfToFloat(act_h_[0].data() + begin, in + begin, count);
-    }
+    kernels::RoundToHalfKeepBits(images, in, act_h_[0].data(), input_count);
   } else {
     std::memcpy(in, images, input_count * sizeof(float));
     kernels::RoundToHalf(in, input_count);
@@ -305,8 +297,14 @@ const float* Model::Forward(const float* images, int n, bool training) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->Forward(run, n, in, out);
     const size_t count = batch * layers_[i]->output_shape().Elements();
-    if (!layers_[i]->PreservesHalf()) kernels::RoundToHalf(out, count);
-    if (training && store_act_[i + 1]) kernels::FloatToHalf(out, act_h_[i + 1].data(), count);
+    const bool store = training && store_act_[i + 1];
+    if (layers_[i]->PreservesHalf()) {
+      if (store) kernels::FloatToHalf(out, act_h_[i + 1].data(), count);
+    } else if (store) {
+      kernels::RoundToHalfKeepBits(out, out, act_h_[i + 1].data(), count);
+    } else {
+      kernels::RoundToHalf(out, count);
+    }
     std::swap(in, out);
   }
   return in;
@@ -318,10 +316,10 @@ void Model::FinishParameterGradients(size_t layer, double loss_scale,
   for (size_t p = layer_first_param_[layer + 1]; p-- > layer_first_param_[layer];) {
     float* g = grads_.data() + params_[p].offset;
     // FP16 gradients: round the scaled value (overflow becomes Inf), then unscale.
-    for (size_t begin = 0; begin < params_[p].count; begin += kChunk) {
-      const size_t count = std::min(kChunk, params_[p].count - begin);
-      if (precision_ == Precision::kFp16) kernels::RoundToHalf(g + begin, count);
-      if (loss_scale != 1.0) kernels::Scale<float>(ctx_, count, inverse, g + begin);
+    if (precision_ == Precision::kFp16) {
+      kernels::RoundToHalfScaled(g, params_[p].count, inverse);
+    } else if (loss_scale != 1.0) {
+      kernels::Scale<float>(ctx_, params_[p].count, inverse, g);
     }
     if (on_ready) on_ready(static_cast<int>(p));
   }

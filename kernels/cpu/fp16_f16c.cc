@@ -72,6 +72,43 @@ void F16cRoundToHalf(const float* in, float* out, size_t count) {
   }
 }
 
+void F16cRoundToHalfScaled(float* x, size_t count, float scale) {
+  const __m256 s = _mm256_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_cvtph_ps(h), s));
+  }
+  if (i < count) {
+    const size_t rest = count - i;
+    alignas(32) float fbuf[8] = {};
+    __builtin_memcpy(fbuf, x + i, rest * sizeof(float));
+    const __m128i h = _mm256_cvtps_ph(_mm256_load_ps(fbuf), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_store_ps(fbuf, _mm256_mul_ps(_mm256_cvtph_ps(h), s));
+    __builtin_memcpy(x + i, fbuf, rest * sizeof(float));
+  }
+}
+
+void F16cRoundToHalfKeepBits(const float* in, float* out, uint16_t* bits, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(bits + i), h);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  if (i < count) {
+    const size_t rest = count - i;
+    alignas(32) float fbuf[8] = {};
+    alignas(32) uint16_t hbuf[8];
+    __builtin_memcpy(fbuf, in + i, rest * sizeof(float));
+    const __m128i h = _mm256_cvtps_ph(_mm256_load_ps(fbuf), _MM_FROUND_TO_NEAREST_INT);
+    _mm_store_si128(reinterpret_cast<__m128i*>(hbuf), h);
+    _mm256_store_ps(fbuf, _mm256_cvtph_ps(h));
+    __builtin_memcpy(bits + i, hbuf, rest * sizeof(uint16_t));
+    __builtin_memcpy(out + i, fbuf, rest * sizeof(float));
+  }
+}
+
 // AVX-512 (16 lanes): the same instructions' wider forms, which round the same
 // way; the last count % 16 elements go through the AVX2 functions above.
 
@@ -103,6 +140,28 @@ __attribute__((target("avx512f"))) void Avx512RoundToHalf(const float* in, float
     _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
   }
   if (i < count) F16cRoundToHalf(in + i, out + i, count - i);
+}
+
+__attribute__((target("avx512f"))) void Avx512RoundToHalfScaled(float* x, size_t count,
+                                                                float scale) {
+  const __m512 s = _mm512_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_cvtph_ps(h), s));
+  }
+  if (i < count) F16cRoundToHalfScaled(x + i, count - i, scale);
+}
+
+__attribute__((target("avx512f"))) void Avx512RoundToHalfKeepBits(const float* in, float* out,
+                                                                  uint16_t* bits, size_t count) {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + i), h);
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
+  }
+  if (i < count) F16cRoundToHalfKeepBits(in + i, out + i, bits + i, count - i);
 }
 
 }  // namespace chorus::kernels::cpu

@@ -170,16 +170,22 @@ TEST_P(Fp16Conversion, ShortArraysUseTailsCorrectly) {
       for (size_t i = 0; i < count; ++i) in[i] = 0.1f * static_cast<float>(i) - 0.77f;
       const auto half = ToHalf(in, portable);
       const auto back = ToFloat(half, portable);
-      std::vector<float> rounded = in, copied(count);
+      std::vector<float> rounded = in, copied(count), scaled = in, kept(count);
+      std::vector<uint16_t> kept_bits(count);
       LimitHalfConversion(portable ? HalfConversion::kPortable : fast_);
       RoundToHalf(rounded.data(), rounded.size());
       RoundToHalf(in.data(), copied.data(), count);
+      RoundToHalfScaled(scaled.data(), count, 0.3f);
+      RoundToHalfKeepBits(in.data(), kept.data(), kept_bits.data(), count);
       LimitHalfConversion(HalfConversion::kBest);
       for (size_t i = 0; i < count; ++i) {
         ASSERT_EQ(half[i], FloatToHalfBits(in[i])) << count << " " << i;
         ASSERT_EQ(back[i], HalfBitsToFloat(half[i])) << count << " " << i;
         ASSERT_EQ(rounded[i], back[i]) << count << " " << i;
         ASSERT_EQ(copied[i], back[i]) << count << " " << i;
+        ASSERT_EQ(scaled[i], back[i] * 0.3f) << count << " " << i;
+        ASSERT_EQ(kept[i], back[i]) << count << " " << i;
+        ASSERT_EQ(kept_bits[i], half[i]) << count << " " << i;
       }
     }
   }
@@ -196,6 +202,37 @@ TEST_P(Fp16Conversion, RoundToHalfOnLargeArray) {
   for (size_t i = 0; i < count; ++i) {
     ASSERT_EQ(x[i], HalfBitsToFloat(FloatToHalfBits(original[i]))) << i;
   }
+}
+
+TEST_P(Fp16Conversion, FusedRoundingsMatchTheirSteps) {
+  // RoundToHalfScaled and RoundToHalfKeepBits above the parallel threshold, on
+  // this parameter's path, over values that overflow, go subnormal and are
+  // not finite: each equals rounding, then scaling or keeping the bits.
+  LimitHalfConversion(fast_);
+  const size_t count = (size_t{1} << 17) + 5;
+  std::vector<float> x(count);
+  for (size_t i = 0; i < count; ++i) {
+    x[i] = std::ldexp(static_cast<float>(i % 1999) - 999.5f, static_cast<int>(i % 47) - 30);
+  }
+  x[1] = std::numeric_limits<float>::infinity();
+  x[2] = -std::numeric_limits<float>::infinity();
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> original = x;
+  std::vector<float> kept(count);
+  std::vector<uint16_t> bits(count);
+  RoundToHalfKeepBits(original.data(), kept.data(), bits.data(), count);
+  RoundToHalfScaled(x.data(), count, 1.0f / 1024.0f);
+  for (size_t i = 0; i < count; ++i) {
+    const uint16_t h = FloatToHalfBits(original[i]);
+    if (std::isnan(original[i])) {
+      ASSERT_TRUE(std::isnan(x[i]) && std::isnan(kept[i])) << i;
+      continue;
+    }
+    ASSERT_EQ(bits[i], h) << i;
+    ASSERT_EQ(kept[i], HalfBitsToFloat(h)) << i;
+    ASSERT_EQ(x[i], HalfBitsToFloat(h) / 1024.0f) << i;
+  }
+  LimitHalfConversion(HalfConversion::kBest);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Fp16Conversion,
