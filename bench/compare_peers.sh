@@ -4,6 +4,7 @@
 #   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train
 #   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
 #   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p
+#   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce vs chorus bench allreduce, 4 ranks
 # Needs ./build (scripts/build.sh) and the peers' packages (../shared/peers/run_all.sh setup).
 set -u
 cd "$(dirname "$0")/.."
@@ -52,5 +53,19 @@ if [ "$step" = p2p ]; then
     done
   done
   ./build/chorus bench p2p
+fi
+if [ "$step" = allreduce ]; then
+  # The same sizes as `chorus bench allreduce --quick`, shm then tcp, auto and
+  # every algorithm by name (RANKS=2 for the two-rank table).
+  n=${RANKS:-4}
+  mpicc -O2 -o "$work/mpi_allreduce" "$work/mpi_allreduce.c" || exit 1
+  for tr in shm tcp; do
+    if [ $tr = shm ]; then mca="--mca btl self,vader"; else mca="--mca btl self,tcp --mca btl_tcp_if_include lo"; fi
+    echo "Open MPI $tr, $n ranks:"
+    timeout 300 mpirun --allow-run-as-root --oversubscribe --mca pml ob1 $mca -np $n \
+      "$work/mpi_allreduce" 4096 1048576 16777216 2>&1 | grep -v '^#'
+  done
+  ./build/chorus bench allreduce --ranks $n --provider 'shm,tcp;ofi_rxm' --quick \
+    --algorithms "${ALGORITHMS:-auto,ring,tree,halving_doubling}"
 fi
 rm -rf "$work"

@@ -5,10 +5,13 @@ namespace chorus::gossip {
 
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
                                             const AllreduceCrossovers& crossovers) {
-  if (world_size <= 2) return AllreduceAlgorithm::kRing;
   if (num_hosts > 1 && num_hosts < world_size && bytes >= crossovers.hierarchical_min_bytes) {
     return AllreduceAlgorithm::kHierarchical;
   }
+  if (bytes <= crossovers.recursive_doubling_max_bytes) {
+    return AllreduceAlgorithm::kRecursiveDoubling;
+  }
+  if (world_size <= 2) return AllreduceAlgorithm::kRing;
   if (bytes <= crossovers.tree_max_bytes) return AllreduceAlgorithm::kTree;
   if (bytes >= crossovers.halving_doubling_min_bytes && bytes <= crossovers.halving_doubling_max_bytes) {
     return AllreduceAlgorithm::kHalvingDoubling;

@@ -6,6 +6,7 @@
 #include "gossip/allreduce_auto.h"
 #include "gossip/allreduce_halving_doubling.h"
 #include "gossip/allreduce_hierarchical.h"
+#include "gossip/allreduce_recursive_doubling.h"
 #include "gossip/allreduce_ring.h"
 #include "gossip/allreduce_tree.h"
 #include "gossip/collective_internal.h"
@@ -39,6 +40,8 @@ Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& opti
       return AllreduceHalvingDoubling(world_, data, options);
     case AllreduceAlgorithm::kHierarchical:
       return AllreduceHierarchical(world_, hosts_, data, options);
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return AllreduceRecursiveDoubling(world_, data, options);
     case AllreduceAlgorithm::kAuto: break;
   }
   return Internal("collective: no algorithm resolved");

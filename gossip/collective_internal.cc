@@ -55,6 +55,45 @@ std::string RankList(const std::vector<Rank>& ranks) {
   return out;
 }
 
+// ---- ScratchBuffer ----
+
+namespace {
+// Buffers a thread keeps for its next collectives (a tree holds one stream per
+// child and one for the parent).
+constexpr size_t kPooledScratch = 4;
+
+struct PooledScratch {
+  std::unique_ptr<std::byte[]> data;
+  size_t bytes = 0;
+};
+thread_local std::vector<PooledScratch> scratch_pool;
+}  // namespace
+
+ScratchBuffer::~ScratchBuffer() {
+  if (data_ == nullptr) return;
+  if (scratch_pool.size() < kPooledScratch) {
+    scratch_pool.push_back(PooledScratch{std::move(data_), bytes_});
+  }
+}
+
+std::byte* ScratchBuffer::Get(size_t bytes) {
+  if (bytes_ >= bytes && data_ != nullptr) return data_.get();
+  // The smallest pooled buffer that fits, else a new one (replacing ours).
+  auto best = scratch_pool.end();
+  for (auto it = scratch_pool.begin(); it != scratch_pool.end(); ++it) {
+    if (it->bytes >= bytes && (best == scratch_pool.end() || it->bytes < best->bytes)) best = it;
+  }
+  if (best != scratch_pool.end()) {
+    data_ = std::move(best->data);
+    bytes_ = best->bytes;
+    scratch_pool.erase(best);
+  } else {
+    data_.reset(new std::byte[bytes]);  // default-initialised: not zeroed
+    bytes_ = bytes;
+  }
+  return data_.get();
+}
+
 // ---- RecvStream ----
 
 template <typename T>
@@ -73,9 +112,10 @@ Status RecvStream<T>::Post(Tag tag, std::span<T> direct, size_t elems) {
       return Internal("receive stream: segment of " + std::to_string(elems) +
                       " elements exceeds the " + std::to_string(max_elems_) + "-element slot");
     }
-    if (scratch_.empty()) scratch_.resize(max_elems_ * static_cast<size_t>(window_));
+    T* slots = reinterpret_cast<T*>(
+        scratch_.Get(max_elems_ * static_cast<size_t>(window_) * sizeof(T)));
     const size_t slot = posts_ % static_cast<size_t>(window_);
-    into = std::span<T>(scratch_).subspan(slot * max_elems_, elems);
+    into = std::span<T>(slots + slot * max_elems_, elems);
   }
   CHORUS_ASSIGN_OR_RETURN(RequestPtr request,
                           group_.transport().Irecv(group_.RankAt(peer_index_), tag,
@@ -123,7 +163,10 @@ template <typename T>
 Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, std::span<T> data,
                        bool reduce, size_t segment, int window, Deadline deadline,
                        std::string_view what) {
-  segment = std::max<size_t>(segment, 1);
+  // Scratch slots no larger than the data, and no more of them than segments.
+  segment = std::clamp<size_t>(segment, 1, std::max<size_t>(data.size(), 1));
+  const size_t segments = (data.size() + segment - 1) / segment;
+  window = static_cast<int>(std::clamp<size_t>(segments, 1, static_cast<size_t>(std::max(window, 1))));
   RecvStream<T> stream(group, peer_index, segment, window);
   size_t posted = 0;  // elements covered by posted receives
   for (size_t off = 0; off < data.size(); off += segment) {

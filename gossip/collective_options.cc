@@ -12,17 +12,20 @@ std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm) {
     case AllreduceAlgorithm::kTree: return "tree";
     case AllreduceAlgorithm::kHalvingDoubling: return "halving_doubling";
     case AllreduceAlgorithm::kHierarchical: return "hierarchical";
+    case AllreduceAlgorithm::kRecursiveDoubling: return "recursive_doubling";
   }
   return "unknown";
 }
 
 Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text) {
   for (auto a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
+                 AllreduceAlgorithm::kRecursiveDoubling}) {
     if (text == AllreduceAlgorithmName(a)) return a;
   }
   return Err(InvalidArgument("unknown all-reduce algorithm '" + std::string(text) +
-                             "' (expected auto, ring, tree, halving_doubling or hierarchical)"));
+                             "' (expected auto, ring, tree, halving_doubling, hierarchical or "
+                             "recursive_doubling)"));
 }
 
 }  // namespace chorus::gossip

@@ -34,11 +34,12 @@ enum class CollectivePhase : uint32_t {
   kRingAllGather = 2,       // step = ring step
   kTreeReduce = 3,          // step = tree index (0 or 1 of a double tree)
   kTreeBroadcast = 4,       // step = tree index
-  kFoldIn = 5,              // halving-doubling: extra rank -> partner
+  kFoldIn = 5,              // halving-doubling, recursive doubling: extra rank -> partner
   kHalving = 6,             // step = halving round
   kDoubling = 7,            // step = doubling round
-  kFoldOut = 8,             // halving-doubling: partner -> extra rank
+  kFoldOut = 8,             // halving-doubling, recursive doubling: partner -> extra rank
   kBarrier = 9,             // step = dissemination round
+  kRecursiveDoubling = 10,  // step = recursive doubling round
 };
 
 inline Tag CollectiveTag(Tag base, CollectivePhase phase, uint32_t step = 0) {
@@ -51,25 +52,38 @@ enum class AllreduceAlgorithm {
   kTree,                // reduce up a (double) binary tree, broadcast down: log latency
   kHalvingDoubling,     // recursive halving + doubling with the non-power-of-two fold
   kHierarchical,        // reduce inside each host, ring among host leaders, broadcast
+  kRecursiveDoubling,   // log2 n whole-buffer exchanges with the fold: small buffers
 };
 
 std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
-// Parses "auto", "ring", "tree", "halving_doubling", "hierarchical".
+// Parses "auto", "ring", "tree", "halving_doubling", "hierarchical",
+// "recursive_doubling".
 Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text);
 
 // Crossovers used by kAuto, from `chorus bench allreduce --ranks 4` on this
-// 2-core machine (tcp;ofi_rxm and shm, float32, 2026-11-22; noisy, so the
-// boundaries are rounded to where the winner changed in both providers):
-// tree wins to 16 KiB, ring at 64-256 KiB, halving-doubling at 1-16 MiB (shm
-// 1.86 vs ring 0.95 busbw at 1 MiB), ring and halving-doubling tie at 64 MiB.
+// 2-core machine (tcp;ofi_rxm and shm, float32, 2026-11-22, after receive
+// scratch was pooled and rxm's SAR protocol turned off; noisy, so rounded to
+// where the winner changed in both providers). Microseconds, tcp / shm:
+//   4 KiB:  recursive doubling 93 / 25, halving-doubling 153 / 32, tree 123 / 40
+//   16 KiB: recursive doubling 102 / 70, halving-doubling 176 / 51, tree 165 / 82
+//   64 KiB: halving-doubling 366 / 105, recursive doubling 339 / 147, ring 465 / 128
+//   1 MiB:  halving-doubling 1921 / 957, ring 2003 / 1113, tree 3916 / 2623
+//   4 MiB:  ring 9243 / 4616, halving-doubling 11342 / 4953
+// At 2 ranks recursive doubling beat the ring at 4-16 KiB (tcp 16-22 vs 53-63,
+// shm 5 vs 16-17) and tied it above. The tree lost everywhere at 4 ranks, so
+// kAuto does not pick it (its log-depth latency may pay at larger worlds).
 // Sizes are bytes of the whole buffer.
 struct AllreduceCrossovers {
-  // Up to this size latency dominates: the double binary tree (2 log2 n hops).
-  size_t tree_max_bytes = 32 * 1024;
+  // Up to this size the fewest message rounds win: recursive doubling (log2 n
+  // whole-buffer exchanges), for any world size.
+  size_t recursive_doubling_max_bytes = 16 * 1024;
+  // Up to this size (above recursive_doubling_max_bytes) the double binary
+  // tree (2 log2 n hops); 0: never.
+  size_t tree_max_bytes = 0;
   // From this size up to halving_doubling_max_bytes recursive halving-doubling
   // (2 log2 n rounds, 2 (n-1)/n of the data per rank); the ring elsewhere.
-  size_t halving_doubling_min_bytes = 512 * 1024;
-  size_t halving_doubling_max_bytes = 16 * 1024 * 1024;
+  size_t halving_doubling_min_bytes = 16 * 1024;
+  size_t halving_doubling_max_bytes = 2 * 1024 * 1024;
   // When ranks share hosts (some host key repeats) and there is more than one
   // host, buffers of at least this size go hierarchical.
   size_t hierarchical_min_bytes = 64 * 1024;

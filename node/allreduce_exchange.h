@@ -64,7 +64,8 @@ class AllreduceExchange final : public Exchange {
   uint64_t failed_steps_ = 0;
 };
 
-// "ring" | "tree" | "halving-doubling" | "hierarchical" | "auto" (config spelling).
+// "ring" | "tree" | "halving-doubling" | "recursive-doubling" | "hierarchical" | "auto"
+// (config spelling).
 [[nodiscard]] Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name);
 // Each rank's host key for hierarchical all-reduce (host_group, else its name).
 std::vector<std::string> HostKeys(const MembershipView& view);

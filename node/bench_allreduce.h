@@ -31,7 +31,7 @@ struct BenchAllreduceOptions {
   std::vector<int> ranks = {2, 4};
   std::vector<gossip::AllreduceAlgorithm> algorithms = {
       gossip::AllreduceAlgorithm::kRing, gossip::AllreduceAlgorithm::kTree,
-      gossip::AllreduceAlgorithm::kHalvingDoubling};
+      gossip::AllreduceAlgorithm::kHalvingDoubling, gossip::AllreduceAlgorithm::kRecursiveDoubling};
   // Buffer sizes in bytes, measured for float32 and float16.
   std::vector<size_t> sizes;
   // Timed time per (algorithm, type, size) that the iteration count aims at.

@@ -44,7 +44,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   struct Args {
     std::vector<std::string> providers = {"shm", "tcp;ofi_rxm"};
     std::string ranks = "2,4";
-    std::string algorithms = "ring,tree,halving_doubling";
+    std::string algorithms = "ring,tree,halving_doubling,recursive_doubling";
     size_t min_size = size_t{4} << 10;
     size_t max_size = size_t{64} << 20;
     bool quick = false;
@@ -57,7 +57,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   cmd->add_option("--ranks", args->ranks, "World sizes, comma-separated (each a set of processes)")
       ->capture_default_str();
   cmd->add_option("--algorithms", args->algorithms,
-                  "Comma-separated: auto, ring, tree, halving_doubling, hierarchical")
+                  "Comma-separated: auto, ring, tree, halving_doubling, recursive_doubling, hierarchical")
       ->capture_default_str();
   cmd->add_option("--min-size", args->min_size, "Smallest buffer (bytes; 4KiB, 1MiB... accepted)")
       ->transform(CLI::AsSizeValue(false))

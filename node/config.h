@@ -104,7 +104,8 @@ struct CompressionConfig {
 struct ExchangeConfig {
   std::string kind = "none";         // none | allreduce | gossip
   // allreduce
-  std::string algorithm = "auto";    // ring | tree | halving-doubling | hierarchical | auto
+  // ring | tree | halving-doubling | recursive-doubling | hierarchical | auto
+  std::string algorithm = "auto";
   int bucket_kib = 1024;             // tensor-fusion bucket threshold
   bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
   std::string on_failure = "continue";  // continue (re-form over survivors) | stop

@@ -132,7 +132,8 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(fabric, progress_max_sleep_us, "longest idle sleep of the progress thread (us)"),
 
     CHORUS_CONFIG_FIELD(exchange, kind, "none | allreduce | gossip"),
-    CHORUS_CONFIG_FIELD(exchange, algorithm, "allreduce: ring | tree | halving-doubling | hierarchical | auto"),
+    CHORUS_CONFIG_FIELD(exchange, algorithm,
+                        "allreduce: ring | tree | halving-doubling | recursive-doubling | hierarchical | auto"),
     CHORUS_CONFIG_FIELD(exchange, bucket_kib, "allreduce: tensor-fusion bucket threshold, >= 1"),
     CHORUS_CONFIG_FIELD(exchange, fp16_wire, "allreduce: FP16 gradients on the wire (pre-divided by N)"),
     CHORUS_CONFIG_FIELD(exchange, on_failure, "allreduce: continue (re-form over survivors) | stop"),
@@ -861,7 +862,8 @@ Status ValidateConfig(const Config& config) {
   // the kind not chosen today does not wait until the kind is switched.
   const ExchangeConfig& exchange = config.exchange;
   check.OneOf("exchange.kind", exchange.kind, {"none", "allreduce", "gossip"});
-  check.OneOf("exchange.algorithm", exchange.algorithm, {"ring", "tree", "halving-doubling", "hierarchical", "auto"});
+  check.OneOf("exchange.algorithm", exchange.algorithm,
+              {"ring", "tree", "halving-doubling", "recursive-doubling", "hierarchical", "auto"});
   check.IntAtLeast("exchange.bucket_kib", exchange.bucket_kib, 1);
   check.OneOf("exchange.on_failure", exchange.on_failure, {"continue", "stop"});
   check.OneOf("exchange.protocol", exchange.protocol, {"dpsgd", "pairwise-async", "push-sum", "choco"});

@@ -67,12 +67,18 @@ void CheckFloatAllreduce(int n, size_t len, const AllreduceOptions& options,
 
 TEST(AllreduceAutoTest, FollowsTheCrossoverTable) {
   AllreduceCrossovers x;
+  x.recursive_doubling_max_bytes = 20;
   x.tree_max_bytes = 100;
   x.halving_doubling_min_bytes = 101;
   x.halving_doubling_max_bytes = 1000;
   x.hierarchical_min_bytes = 500;
-  EXPECT_EQ(ChooseAllreduceAlgorithm(10, 2, 2, x), AllreduceAlgorithm::kRing);
+  // Small buffers: recursive doubling whatever the world size, two ranks included.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(0, 8, 8, x), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(20, 8, 8, x), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(10, 2, 2, x), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(21, 2, 2, x), AllreduceAlgorithm::kRing);
   EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 2, 1, x), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(21, 8, 8, x), AllreduceAlgorithm::kTree);
   EXPECT_EQ(ChooseAllreduceAlgorithm(100, 8, 8, x), AllreduceAlgorithm::kTree);
   EXPECT_EQ(ChooseAllreduceAlgorithm(101, 8, 8, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(1000, 8, 8, x), AllreduceAlgorithm::kHalvingDoubling);
@@ -87,14 +93,28 @@ TEST(AllreduceAutoTest, FollowsTheCrossoverTable) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 8, 2, x), AllreduceAlgorithm::kHierarchical);
   EXPECT_EQ(ChooseAllreduceAlgorithm(499, 8, 2, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(50, 8, 2, x), AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(10, 8, 2, x), AllreduceAlgorithm::kRecursiveDoubling);
   // One host for all, or one rank per host: nothing to gain from the hierarchy.
   EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 8, 1, x), AllreduceAlgorithm::kRing);
   EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 8, 8, x), AllreduceAlgorithm::kRing);
 }
 
+// The measured defaults: recursive doubling to 16 KiB, then the tree to 32 KiB.
+TEST(AllreduceAutoTest, DefaultCrossovers) {
+  const AllreduceCrossovers x;
+  EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 4, x), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(16 * 1024, 4, 4, x), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 2, 2, x), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(16 * 1024 + 4, 4, 4, x), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 20, 4, 4, x), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(4 << 20, 4, 4, x), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(16 * 1024 + 4, 2, 2, x), AllreduceAlgorithm::kRing);
+}
+
 TEST(AllreduceAutoTest, NamesRoundTrip) {
   for (auto a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
+                 AllreduceAlgorithm::kRecursiveDoubling}) {
     auto parsed = ParseAllreduceAlgorithm(AllreduceAlgorithmName(a));
     ASSERT_TRUE(parsed.has_value());
     EXPECT_EQ(*parsed, a);
@@ -133,7 +153,7 @@ std::vector<Case> SweepCases() {
   std::vector<Case> cases;
   for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
                  AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
-                 AllreduceAlgorithm::kAuto}) {
+                 AllreduceAlgorithm::kRecursiveDoubling, AllreduceAlgorithm::kAuto}) {
     for (int n : {1, 2, 3, 5, 8}) {
       for (int len = 0; len < 4; ++len) cases.push_back(Case{a, n, len});
     }
@@ -154,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(All, AllreduceSweepTest, ::testing::ValuesIn(SweepCases
 // receives posted one at a time or a few ahead.
 TEST(AllreduceTest, SmallSegmentsHitPipelineEdges) {
   for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
+                 AllreduceAlgorithm::kRecursiveDoubling}) {
     for (int n : {2, 3, 5, 8}) {
       for (size_t segment : {1u, 2u, 3u}) {
         for (int inflight : {1, 3}) {
@@ -182,7 +203,8 @@ TEST(AllreduceTest, SlowLinksTakeTheStagedPath) {
   link.latency = std::chrono::microseconds(300);
   link.bytes_per_second = 50e6;
   for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
+                 AllreduceAlgorithm::kRecursiveDoubling}) {
     for (int n : {3, 5}) {
       SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)) + " n=" + std::to_string(n));
       AllreduceOptions options;
@@ -264,7 +286,8 @@ uint16_t HalfInput(int rank, size_t i) {
 
 TEST(AllreduceTest, HalfWithPreDivisionAvoidsOverflow) {
   for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
+                 AllreduceAlgorithm::kRecursiveDoubling}) {
     for (int n : {2, 3, 5, 8}) {
       SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)) + " n=" + std::to_string(n));
       const size_t len = 7 * n + 3;
@@ -304,13 +327,59 @@ TEST(AllreduceTest, HalfWithPreDivisionAvoidsOverflow) {
   }
 }
 
+// Recursive doubling: partners add each other's buffers (a + b on one side,
+// b + a on the other, the same bits), so inexact inputs still give one result
+// bit for bit on every rank, in FP32 and in FP16.
+TEST(AllreduceTest, RecursiveDoublingGivesTheSameBitsEverywhere) {
+  auto value = [](int r, size_t i) {
+    return 0.1f * static_cast<float>(r + 1) + 1e-3f * static_cast<float>(i % 101) +
+           (r % 2 ? 3.0f : 1e-4f);
+  };
+  for (int n : {3, 5, 8}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const size_t len = 7 * n + 3;
+    AllreduceOptions options;
+    options.algorithm = AllreduceAlgorithm::kRecursiveDoubling;
+    options.segment_elems = 4;
+    options.deadline = Deadline::AfterSeconds(30);
+    std::vector<std::vector<float>> full(n);
+    std::vector<std::vector<uint16_t>> half(n);
+    auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+      CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+      full[r].resize(len);
+      half[r].resize(len);
+      for (size_t i = 0; i < len; ++i) {
+        full[r][i] = value(r, i);
+        half[r][i] = FloatToHalfBits(value(r, i));
+      }
+      CHORUS_RETURN_IF_ERROR(c.Allreduce(std::span<float>(full[r]), options));
+      return c.Allreduce(std::span<uint16_t>(half[r]), options);
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+      EXPECT_EQ(full[r], full[0]) << "rank " << r << " (fp32) differs from rank 0";
+      EXPECT_EQ(half[r], half[0]) << "rank " << r << " (fp16) differs from rank 0";
+      for (size_t i = 0; i < len; ++i) {
+        double sum = 0;
+        for (int q = 0; q < n; ++q) sum += value(q, i);
+        // FP32: n - 1 roundings of partial sums no larger than the total (all
+        // inputs positive), each within 2^-24 relative.
+        ASSERT_NEAR(full[r][i], sum, n * std::ldexp(1.0, -24) * sum) << i;
+        // FP16: the inputs and n - 1 partial sums each rounded within 2^-11.
+        ASSERT_NEAR(HalfBitsToFloat(half[r][i]), sum, 2 * n * std::ldexp(1.0, -11) * sum) << i;
+      }
+    }
+  }
+}
+
 // ---- Failures ----
 
 // Rank n-1 never calls the collective: everyone else fails by the deadline
 // with an error that names it.
 TEST(AllreduceTest, MissingPeerFailsEveryoneByTheDeadline) {
   for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
+                 AllreduceAlgorithm::kRecursiveDoubling}) {
     for (int n : {2, 5}) {
       SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)) + " n=" + std::to_string(n));
       const auto timeout = std::chrono::milliseconds(200);
@@ -436,7 +505,8 @@ TEST(AllreduceTest, RunsOverLibfabricTcp) {
     }
     uint32_t call = 0;
     for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                   AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical}) {
+                   AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
+                   AllreduceAlgorithm::kRecursiveDoubling}) {
       for (size_t len : {size_t{7 * n + 3}, size_t{1} << 18}) {
         SCOPED_TRACE(testing::KindName(kind) + " " + std::string(AllreduceAlgorithmName(a)) +
                      " len=" + std::to_string(len));

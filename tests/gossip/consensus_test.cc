@@ -80,7 +80,8 @@ void CheckAllreduceAverage(int n, AllreduceAlgorithm algorithm) {
 
 TEST(ConsensusTest, AllreduceAverageGivesBitwiseIdenticalReplicas) {
   for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                         AllreduceAlgorithm::kHalvingDoubling}) {
+                         AllreduceAlgorithm::kHalvingDoubling,
+                         AllreduceAlgorithm::kRecursiveDoubling}) {
     for (int n : {1, 3, 5}) CheckAllreduceAverage(n, algorithm);
   }
 }

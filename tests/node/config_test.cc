@@ -218,7 +218,8 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[fabric]\nop_timeout_s = 0", "fabric.op_timeout_s: expected a number > 0.0"},
       {"[exchange]\nkind = \"ps\"", "exchange.kind: expected one of \"none\", \"allreduce\", \"gossip\", got \"ps\""},
       {"[exchange]\nalgorithm = \"rings\"", "exchange.algorithm: expected one of \"ring\", \"tree\", "
-                                            "\"halving-doubling\", \"hierarchical\", \"auto\", got \"rings\" "
+                                            "\"halving-doubling\", \"recursive-doubling\", \"hierarchical\", "
+                                            "\"auto\", got \"rings\" "
                                             "(did you mean \"ring\"?)"},
       {"[exchange]\nbucket_kib = 0", "exchange.bucket_kib: expected an integer >= 1, got 0"},
       {"[exchange]\nfp16_wire = 1", "exchange.fp16_wire: expected a boolean (true or false), got an integer (1)"},
