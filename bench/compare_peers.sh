@@ -28,9 +28,9 @@ if [ "$step" = ddp ]; then
    timeout 300 $PY ddp_torch.py --nprocs 4 --epochs ${EPOCHS:-3} --batch 64 --lr 0.1 --threads 1 \
      --seed 0 --port 29761 --out "$work/ddp.jsonl" | cut -c1-400)
   out=$(mktemp -d)
-  # Chorus twice: ring all-reduce over tcp (gloo's transport class), then the
-  # one-host choice: shm with the measured auto algorithm (halving-doubling).
-  for variant in "tcp-ring tcp;ofi_rxm ring" "shm-auto shm auto"; do
+  # Chorus over tcp (gloo's transport class) with the default auto algorithm
+  # and with the ring (gloo's), then the one-host choice: shm with auto.
+  for variant in "tcp-auto tcp;ofi_rxm auto" "tcp-ring tcp;ofi_rxm ring" "shm-auto shm auto"; do
     set -- $variant
     ./build/chorus launch -n 4 configs/allreduce-ring.toml --set train.epochs=${EPOCHS:-3} \
       --set train.threads=1 --set run.progress=\"off\" --set run.output_dir=\"$out\" \
