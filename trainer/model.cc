@@ -251,12 +251,20 @@ void Model::EnsureCapacity(int n, bool training) {
   if (!training || n <= train_capacity_) return;
   train_capacity_ = n;
   size_t widest = input_.Elements();
+  size_t all_acts = input_.Elements();  // per sample, every act 0..L
   for (size_t i = 0; i < layers_.size(); ++i) {
     const size_t out = layers_[i]->output_shape().Elements();
     widest = std::max(widest, out);
-    if (precision_ == Precision::kFp32) act_f_[i + 1].resize(batch * out);
+    all_acts += out;
   }
-  if (precision_ == Precision::kFp16) {
+  float_acts_ = precision_ == Precision::kFp16 &&
+                batch * all_acts * sizeof(float) <= float_activation_budget_;
+  if (precision_ == Precision::kFp32 || float_acts_) {
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      act_f_[i + 1].resize(batch * layers_[i]->output_shape().Elements());
+    }
+    if (float_acts_) act_f_[0].resize(batch * input_.Elements());
+  } else {
     for (size_t i = 0; i <= layers_.size(); ++i) {
       if (!store_act_[i]) continue;
       const size_t per_sample =
@@ -272,13 +280,22 @@ const float* Model::Forward(const float* images, int n, bool training) {
   EnsureCapacity(n, training);
   LayerRun run{&ctx_, training, workspace_.data()};
   const size_t batch = static_cast<size_t>(n);
-  if (precision_ == Precision::kFp32) {
+  if (precision_ == Precision::kFp32 || (training && float_acts_)) {
     // Training keeps every activation for backward; evaluation ping-pongs.
-    input_images_ = images;
+    // kFp16 rounds the images and each output that is not FP16 already.
+    const bool half = precision_ == Precision::kFp16;
     const float* in = images;
+    if (half) {
+      kernels::RoundToHalf(images, act_f_[0].data(), batch * input_.Elements());
+      in = act_f_[0].data();
+    }
+    input_images_ = in;
     for (size_t i = 0; i < layers_.size(); ++i) {
       float* out = training ? act_f_[i + 1].data() : (i % 2 == 0 ? fwd_a_.data() : fwd_b_.data());
       layers_[i]->Forward(run, n, in, out);
+      if (half && !layers_[i]->PreservesHalf()) {
+        kernels::RoundToHalf(out, batch * layers_[i]->output_shape().Elements());
+      }
       in = out;
     }
     return in;
@@ -370,7 +387,7 @@ Model::PassResult Model::ForwardBackward(const float* images, const int32_t* lab
     const bool need_y = layer.BackwardNeedsOutput();
     const float* x = nullptr;
     const float* y = nullptr;
-    if (!half) {
+    if (!half || float_acts_) {
       if (need_x) x = i == 0 ? input_images_ : act_f_[i].data();
       if (need_y) y = act_f_[i + 1].data();
     } else {

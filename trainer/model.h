@@ -125,6 +125,15 @@ class Model {
   // One line per layer, for the log.
   std::string Summary() const;
 
+  // kFp16 training keeps the activations backward reads as FP16 bits, which
+  // halves their memory but costs a conversion each way. When all of them
+  // together take at most this many bytes as FP32 (the mlp), they are kept as
+  // FP32 holding the same FP16-rounded values instead: the same numbers, so the
+  // same results bit for bit, without the conversions. Decided when a larger
+  // batch first arrives.
+  static constexpr size_t kDefaultFloatActivationBudget = size_t{8} << 20;
+  void set_float_activation_budget(size_t bytes) { float_activation_budget_ = bytes; }
+
   // The layer chain and, for layer i, the index of its first parameter in
   // parameters() (its parameters are [first_parameter(i), first_parameter(i + 1))).
   // The GPU model (trainer/cuda_model.cc) mirrors the chain from these.
@@ -163,9 +172,13 @@ class Model {
   // Activations: act i is the input of layer i (act 0: the images), act L the logits.
   // store_act_[i]: backward reads act i (kept in kFp16 as FP16, in kFp32 always kept).
   std::vector<bool> store_act_;
-  std::vector<std::vector<float>> act_f_;      // kFp32 training: acts 1..L (act 0: the images)
-  std::vector<std::vector<uint16_t>> act_h_;   // kFp16 training: stored acts
-  const float* input_images_ = nullptr;        // kFp32 act 0, valid during one pass
+  // kFp32 training, and kFp16 with float_acts_: acts 1..L, and in kFp16 act 0
+  // (the rounded images).
+  std::vector<std::vector<float>> act_f_;
+  std::vector<std::vector<uint16_t>> act_h_;   // kFp16 training without float_acts_: stored acts
+  const float* input_images_ = nullptr;        // act 0 in act_f_ mode, valid during one pass
+  size_t float_activation_budget_ = kDefaultFloatActivationBudget;
+  bool float_acts_ = false;                    // kFp16: activations kept in act_f_
   std::vector<float> fwd_a_, fwd_b_;           // forward ping-pong (kFp16: also backward x, y)
   std::vector<float> grad_a_, grad_b_;         // activation-gradient ping-pong
   std::vector<float> workspace_;

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -173,6 +175,35 @@ TEST(Model, Fp16GradientsAgreeWithFp32) {
     std::vector<float> diff(fp32->gradients().size());
     for (size_t i = 0; i < diff.size(); ++i) diff[i] = fp16->gradients()[i] - fp32->gradients()[i];
     EXPECT_LT(Norm(diff), tolerance * Norm(fp32->gradients())) << name;
+  }
+}
+
+TEST(Model, Fp16ActivationsKeptAsFloatOrHalfGiveTheSameBits) {
+  // The storage of FP16 activations (FP32 holding the rounded values, or FP16
+  // bits) must not change a single result.
+  const Dataset data = MakeSyntheticDataset(8, 3);
+  for (std::string_view name : {"mlp", "cnn-bn"}) {
+    auto as_float = MakeModel(name, Precision::kFp16);
+    auto as_half = MakeModel(name, Precision::kFp16);
+    as_float->set_float_activation_budget(std::numeric_limits<size_t>::max());
+    as_half->set_float_activation_budget(0);
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto rf = as_float->ForwardBackward(data.images.data(), data.labels.data(), 8, 512.0,
+                                                nullptr);
+      const auto rh = as_half->ForwardBackward(data.images.data(), data.labels.data(), 8, 512.0,
+                                               nullptr);
+      EXPECT_EQ(rf.loss, rh.loss) << name;
+      EXPECT_EQ(rf.correct, rh.correct) << name;
+      ASSERT_EQ(as_float->gradients().size(), as_half->gradients().size());
+      for (size_t i = 0; i < as_float->gradients().size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(as_float->gradients()[i]),
+                  std::bit_cast<uint32_t>(as_half->gradients()[i]))
+            << name << " pass " << pass << " gradient " << i;
+      }
+      for (size_t i = 0; i < as_float->buffer_values().size(); ++i) {
+        ASSERT_EQ(as_float->buffer_values()[i], as_half->buffer_values()[i]) << name << " " << i;
+      }
+    }
   }
 }
 
