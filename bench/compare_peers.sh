@@ -18,7 +18,8 @@ if [ "$step" = train ]; then
   (cd "$work" && source ./blas_env.sh &&
    for m in mlp cnn; do for b in 64 256; do
      timeout 300 $PY train_torch.py bench --model $m --batch $b --threads 2 --windows ${WINDOWS:-5} \
-       --window-s 2 --warmup 30 --out "$work/torch.jsonl" | cut -c1-200
+       --window-s 2 --warmup 30 --out "$work/torch.jsonl" > /dev/null
+     $PY -c "import json; d=json.loads(open('$work/torch.jsonl').readlines()[-1]); print('torch %-4s batch %3d  median/s %7.0f  min/s %7.0f  max/s %7.0f' % (d['model'], d['batch'], d['samples_per_s_median'], d['samples_per_s_min'], d['samples_per_s_max']))"
    done; done)
   ./build/bench/bench_train --threads 2 --windows "${WINDOWS:-5}" --window-s 2 --warmup 30
 fi
