@@ -82,9 +82,8 @@ Status RecursiveDoublingSum(const CollectiveGroup& group, std::span<T> data,
                             const AllreduceOptions& options) {
   const int n = group.size();
   if (n == 1 || data.empty()) return Status::Ok();
-  // Segments and windows no larger than the buffer: scratch slots are allocated
-  // (and zeroed) at their full size, which for a small buffer and the default
-  // segment_elems would cost more than the exchange.
+  // Segments and windows no larger than the buffer: a receive stream's scratch
+  // is segment x window elements.
   const size_t segment = std::clamp<size_t>(options.segment_elems, 1, data.size());
   const size_t segments = (data.size() + segment - 1) / segment;
   const int window = static_cast<int>(

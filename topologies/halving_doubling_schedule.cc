@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "topologies/power_of_two_fold.h"
+
 namespace chorus::topologies {
 
 Result<std::vector<HalvingDoublingStep>> HalvingDoublingSchedule(int rank, int n, int64_t length) {
@@ -16,24 +18,21 @@ Result<std::vector<HalvingDoublingStep>> HalvingDoublingSchedule(int rank, int n
     return Err(InvalidArgument("halving-doubling schedule: length " + std::to_string(length) +
                                " is negative"));
   }
-  int p2 = 1;
-  while (p2 <= n / 2) p2 *= 2;
-  const int rem = n - p2;
+  const PowerOfTwoFold fold(n);
+  const int p2 = fold.p2;
   const Range whole{0, length};
   using Phase = HalvingDoublingPhase;
   std::vector<HalvingDoublingStep> steps;
 
-  if (rank < 2 * rem && rank % 2 == 0) {  // folded away: hand over, wait for the result
+  if (fold.SitsOut(rank)) {  // hand over, wait for the result
     steps.push_back({Phase::kFold, rank + 1, whole, Range{}, true});
     steps.push_back({Phase::kUnfold, rank + 1, Range{}, whole, false});
     return steps;
   }
-  if (rank < 2 * rem) steps.push_back({Phase::kFold, rank - 1, Range{}, whole, true});
+  if (fold.HostsFolded(rank)) steps.push_back({Phase::kFold, rank - 1, Range{}, whole, true});
 
-  const int v = rank < 2 * rem ? rank / 2 : rank - rem;
-  auto real_rank = [rem](int virtual_rank) {
-    return virtual_rank < rem ? 2 * virtual_rank + 1 : virtual_rank + rem;
-  };
+  const int v = fold.VirtualRank(rank);
+  auto real_rank = [&fold](int virtual_rank) { return fold.RealRank(virtual_rank); };
   CHORUS_ASSIGN_OR_RETURN(std::vector<Range> blocks, PartitionChunks(length, p2));
   // Element range of blocks [first, last).
   auto span = [&blocks](int first, int last) {
@@ -63,7 +62,7 @@ Result<std::vector<HalvingDoublingStep>> HalvingDoublingSchedule(int rank, int n
       lo -= size;
     }
   }
-  if (rank < 2 * rem) steps.push_back({Phase::kUnfold, rank - 1, whole, Range{}, false});
+  if (fold.HostsFolded(rank)) steps.push_back({Phase::kUnfold, rank - 1, whole, Range{}, false});
   return steps;
 }
 
