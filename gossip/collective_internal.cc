@@ -6,17 +6,21 @@
 #include <type_traits>
 
 #include "kernels/ops.h"
+#include "kernels/vector_clones.h"
 
 namespace chorus::gossip::detail {
 
 namespace {
 // FP16 arithmetic converts blocks of this many elements on the stack.
 constexpr size_t kHalfBlock = 512;
-}  // namespace
 
-void AddInto(float* acc, const float* in, size_t count) {
+CHORUS_VECTOR_CLONES void AddFloats(float* __restrict acc, const float* __restrict in,
+                                    size_t count) {
   for (size_t i = 0; i < count; ++i) acc[i] += in[i];
 }
+}  // namespace
+
+void AddInto(float* acc, const float* in, size_t count) { AddFloats(acc, in, count); }
 
 void AddInto(uint16_t* acc, const uint16_t* in, size_t count) {
   float a[kHalfBlock];
@@ -25,7 +29,7 @@ void AddInto(uint16_t* acc, const uint16_t* in, size_t count) {
     const size_t m = std::min(kHalfBlock, count - off);
     kernels::HalfToFloat(acc + off, a, m);
     kernels::HalfToFloat(in + off, b, m);
-    for (size_t i = 0; i < m; ++i) a[i] += b[i];
+    AddFloats(a, b, m);
     kernels::FloatToHalf(a, acc + off, m);
   }
 }
