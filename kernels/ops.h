@@ -136,7 +136,9 @@ double SoftmaxCrossEntropy(const Context& ctx, int n, int classes, const T* logi
 
 // ---- Vector ops (optimizer and mixed precision) ---------------------------------
 
-// Sum of squares, accumulated in double.
+// Sum of squares, accumulated in double, in an order fixed by the thread
+// count (below 32k elements: one thread, so the same bits on every run; the
+// optimizer's LARS norms call it per chunk).
 template <typename T>
 double SumSquares(const Context& ctx, size_t count, const T* x);
 // True when every element is finite.

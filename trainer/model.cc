@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <random>
 #include <utility>
 
@@ -308,8 +307,7 @@ const float* Model::Forward(const float* images, int n, bool training) {
   if (training && store_act_[0]) {
     kernels::RoundToHalfKeepBits(images, in, act_h_[0].data(), input_count);
   } else {
-    std::memcpy(in, images, input_count * sizeof(float));
-    kernels::RoundToHalf(in, input_count);
+    kernels::RoundToHalf(images, in, input_count);
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->Forward(run, n, in, out);

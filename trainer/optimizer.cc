@@ -11,25 +11,10 @@
 namespace chorus::trainer {
 namespace {
 
-// ||x||^2 accumulated in double. 32 independent partial sums (combined in a
-// fixed order) let the compiler vectorise without reassociating, with four
-// 8-lane accumulators in flight so the adds' latency is hidden: the result is
-// the same on every run, clone and thread count.
-CHORUS_VECTOR_CLONES double SquaredNorm(const float* g, size_t count) {
-  constexpr size_t kLanes = 32;
-  double ag[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= count; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
-      const double b = g[i + j];
-      ag[j] += b * b;
-    }
-  }
-  double sg = 0.0;
-  for (size_t j = 0; j < kLanes; ++j) sg += ag[j];
-  for (; i < count; ++i) sg += static_cast<double>(g[i]) * g[i];
-  return sg;
-}
+// For kernels::SumSquares over one chunk: kUpdateChunk is below the kernels'
+// parallel threshold, so each chunk's norm runs on the calling thread in a
+// fixed order (the same bits for any thread count).
+constexpr kernels::Context kNormContext{};
 
 // Below this many parameters the optimizer runs on one thread.
 constexpr size_t kParallelElems = size_t{1} << 15;
@@ -130,9 +115,9 @@ bool Optimizer::Prepare(std::span<const float> master, std::span<const float> gr
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int c = 0; c < chunks; ++c) {
     const Chunk& chunk = chunks_[c];
-    chunk_g_sq_[c] = SquaredNorm(g + chunk.offset, chunk.count);
+    chunk_g_sq_[c] = kernels::SumSquares(kNormContext, chunk.count, g + chunk.offset);
     if (lars && IsDecayedWeight(table_[chunk.param].kind)) {
-      chunk_w_sq_[c] = SquaredNorm(w + chunk.offset, chunk.count);
+      chunk_w_sq_[c] = kernels::SumSquares(kNormContext, chunk.count, w + chunk.offset);
     }
   }
   prepared_ = true;

@@ -33,19 +33,22 @@ bool UseAvx512() {
          cpu::CpuHasAvx512();
 }
 
-// out[i] = scalar(in[i]) over [0, count), on the best vector path in use
-// (avx512 or f16c: same bits) or with the portable scalar code.
+// Runs block(fast, begin, end) over [0, count), split over the kernels'
+// threads for long arrays, where `fast` is the vector loop in use (avx512 or
+// f16c: the same bits) or nullptr for the portable scalar code.
+template <typename Fn, typename Block>
+void Dispatch(size_t count, Fn* avx512, Fn* f16c, const Block& block) {
+  Fn* const fast = UseF16c() ? (UseAvx512() ? avx512 : f16c) : nullptr;
+  cpu::ForEachBlock(count, kParallelElems,
+                    [&](size_t begin, size_t end) { block(fast, begin, end); });
+}
+
+// out[i] = scalar(in[i]) on the path Dispatch picks.
 template <typename In, typename Out, typename Scalar>
 void Convert(const In* in, Out* out, size_t count, void (*avx512)(const In*, Out*, size_t),
              void (*f16c)(const In*, Out*, size_t), Scalar scalar) {
-  if (UseF16c()) {
-    const auto convert = UseAvx512() ? avx512 : f16c;
-    cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
-      convert(in + begin, out + begin, end - begin);
-    });
-    return;
-  }
-  cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
+  Dispatch(count, avx512, f16c, [&](auto* fast, size_t begin, size_t end) {
+    if (fast != nullptr) return fast(in + begin, out + begin, end - begin);
     for (size_t i = begin; i < end; ++i) out[i] = scalar(in[i]);
   });
 }
@@ -70,32 +73,24 @@ void RoundToHalf(const float* in, float* out, size_t count) {
 void RoundToHalf(float* x, size_t count) { RoundToHalf(x, x, count); }
 
 void RoundToHalfScaled(float* x, size_t count, float scale) {
-  if (UseF16c()) {
-    const auto convert = UseAvx512() ? cpu::Avx512RoundToHalfScaled : cpu::F16cRoundToHalfScaled;
-    cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
-      convert(x + begin, end - begin, scale);
-    });
-    return;
-  }
-  cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) x[i] = HalfBitsToFloat(FloatToHalfBits(x[i])) * scale;
-  });
+  Dispatch(count, cpu::Avx512RoundToHalfScaled, cpu::F16cRoundToHalfScaled,
+           [&](auto* fast, size_t begin, size_t end) {
+             if (fast != nullptr) return fast(x + begin, end - begin, scale);
+             for (size_t i = begin; i < end; ++i) {
+               x[i] = HalfBitsToFloat(FloatToHalfBits(x[i])) * scale;
+             }
+           });
 }
 
 void RoundToHalfKeepBits(const float* in, float* out, uint16_t* bits, size_t count) {
-  if (UseF16c()) {
-    const auto convert = UseAvx512() ? cpu::Avx512RoundToHalfKeepBits : cpu::F16cRoundToHalfKeepBits;
-    cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
-      convert(in + begin, out + begin, bits + begin, end - begin);
-    });
-    return;
-  }
-  cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      bits[i] = FloatToHalfBits(in[i]);
-      out[i] = HalfBitsToFloat(bits[i]);
-    }
-  });
+  Dispatch(count, cpu::Avx512RoundToHalfKeepBits, cpu::F16cRoundToHalfKeepBits,
+           [&](auto* fast, size_t begin, size_t end) {
+             if (fast != nullptr) return fast(in + begin, out + begin, bits + begin, end - begin);
+             for (size_t i = begin; i < end; ++i) {
+               bits[i] = FloatToHalfBits(in[i]);
+               out[i] = HalfBitsToFloat(bits[i]);
+             }
+           });
 }
 
 const char* HalfConversionPath() {

@@ -1,10 +1,14 @@
 // CPU vector ops for the optimizer and mixed precision: SumSquares (double
 // accumulation), AllFinite, Axpy, Scale. OpenMP loops, static schedule, above a
-// size threshold; results of the reductions depend only on the thread count.
-// Nothing here allocates.
+// size threshold; results of the reductions depend only on the thread count
+// (below the threshold: one thread, whatever the count). Only a parallel
+// SumSquares allocates (one partial sum per thread).
+#include <omp.h>
+
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/for_each_block.h"
 #include "kernels/cpu/parallel.h"
@@ -37,6 +41,30 @@ CHORUS_VECTOR_CLONES size_t AnyNotFinite(size_t count, const float* x) {
   return AnyNotFinite<float>(count, x);
 }
 
+// ||x||^2 in double: 32 independent partial sums (combined in a fixed order)
+// let the compiler vectorise without reassociating, with four 8-lane
+// accumulators in flight so the adds' latency is hidden; the same bits on
+// every clone.
+template <typename T>
+[[gnu::always_inline]] inline double SumSquaresBlock(size_t count, const T* x) {
+  constexpr size_t kLanes = 32;
+  double lane[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const double v = static_cast<double>(x[i + j]);
+      lane[j] += v * v;
+    }
+  }
+  double sum = 0.0;
+  for (size_t j = 0; j < kLanes; ++j) sum += lane[j];
+  for (; i < count; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return sum;
+}
+CHORUS_VECTOR_CLONES double SumSquaresBlock(size_t count, const float* x) {
+  return SumSquaresBlock<float>(count, x);
+}
+
 template <typename T>
 [[gnu::always_inline]] inline void ScaleBlock(size_t count, T a, T* x) {
   for (size_t i = 0; i < count; ++i) x[i] *= a;
@@ -49,13 +77,15 @@ CHORUS_VECTOR_CLONES void ScaleBlock(size_t count, float a, float* x) {
 
 template <typename T>
 double SumSquares(const Context& ctx, size_t count, const T* x) {
+  // One block per thread, the blocks' sums added in block order.
+  const int threads = count >= kParallelElems ? cpu::KernelThreads() : 1;
+  if (threads <= 1) return SumSquaresBlock(count, x);
+  std::vector<double> partial(static_cast<size_t>(threads), 0.0);
+  cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
+    partial[static_cast<size_t>(omp_get_thread_num())] = SumSquaresBlock(end - begin, x + begin);
+  });
   double sum = 0.0;
-#pragma omp parallel for simd num_threads(cpu::KernelThreads()) schedule(static) \
-    reduction(+ : sum) if (count >= kParallelElems)
-  for (size_t i = 0; i < count; ++i) {
-    const double v = static_cast<double>(x[i]);
-    sum += v * v;
-  }
+  for (double p : partial) sum += p;
   return sum;
 }
 
