@@ -82,12 +82,9 @@ Status RecursiveDoublingSum(const CollectiveGroup& group, std::span<T> data,
                             const AllreduceOptions& options) {
   const int n = group.size();
   if (n == 1 || data.empty()) return Status::Ok();
-  // Segments and windows no larger than the buffer: a receive stream's scratch
-  // is segment x window elements.
-  const size_t segment = std::clamp<size_t>(options.segment_elems, 1, data.size());
-  const size_t segments = (data.size() + segment - 1) / segment;
-  const int window = static_cast<int>(
-      std::min<size_t>(static_cast<size_t>(std::max(options.inflight_segments, 1)), segments));
+  size_t segment = options.segment_elems;
+  int window = options.inflight_segments;
+  CapSegments(data.size(), &segment, &window);
   CHORUS_ASSIGN_OR_RETURN(const std::vector<topologies::RecursiveDoublingStep> steps,
                           topologies::RecursiveDoublingSchedule(group.self(), n));
 

@@ -94,18 +94,18 @@ class TreeRunner {
         root_(job_.tree.root == self_),
         segment_(std::max<size_t>(params.segment_elems, 1)),
         segments_((job_.data.size() + segment_ - 1) / segment_) {
-    const size_t slot = std::min(segment_, std::max<size_t>(job_.data.size(), 1));
+    size_t slot = segment_;
+    int window = params_.inflight_segments;
+    CapSegments(job_.data.size(), &slot, &window);
     if (job_.reduce) {
       for (int child : children_ranks_) {
-        children_.push_back(
-            std::make_unique<RecvStream<T>>(group_, child, slot, params_.inflight_segments));
+        children_.push_back(std::make_unique<RecvStream<T>>(group_, child, slot, window));
       }
       child_posted_.assign(children_ranks_.size(), 0);
       up_sends_.resize(segments_);
     }
     if (job_.broadcast && !root_) {
-      parent_ = std::make_unique<RecvStream<T>>(group_, parent_rank_, slot,
-                                                params_.inflight_segments);
+      parent_ = std::make_unique<RecvStream<T>>(group_, parent_rank_, slot, window);
     }
   }
 

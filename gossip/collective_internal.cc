@@ -149,6 +149,13 @@ Result<std::span<T>> RecvStream<T>::Next(Deadline deadline) {
 
 // ---- Segment helpers ----
 
+void CapSegments(size_t elems, size_t* segment, int* window) {
+  *segment = std::clamp<size_t>(*segment, 1, std::max<size_t>(elems, 1));
+  const size_t segments = (elems + *segment - 1) / *segment;
+  *window = static_cast<int>(
+      std::clamp<size_t>(segments, 1, static_cast<size_t>(std::max(*window, 1))));
+}
+
 template <typename T>
 Status SendSegments(const CollectiveGroup& group, int peer_index, Tag tag, std::span<const T> data,
                     size_t segment, std::vector<RequestPtr>* out) {
@@ -167,10 +174,7 @@ template <typename T>
 Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, std::span<T> data,
                        bool reduce, size_t segment, int window, Deadline deadline,
                        std::string_view what) {
-  // Scratch slots no larger than the data, and no more of them than segments.
-  segment = std::clamp<size_t>(segment, 1, std::max<size_t>(data.size(), 1));
-  const size_t segments = (data.size() + segment - 1) / segment;
-  window = static_cast<int>(std::clamp<size_t>(segments, 1, static_cast<size_t>(std::max(window, 1))));
+  CapSegments(data.size(), &segment, &window);
   RecvStream<T> stream(group, peer_index, segment, window);
   size_t posted = 0;  // elements covered by posted receives
   for (size_t off = 0; off < data.size(); off += segment) {

@@ -97,6 +97,11 @@ class RecvStream {
   std::deque<Pending> pending_;
 };
 
+// Caps a segment size and receive window for a buffer of `elems` elements:
+// segments no larger than the buffer, no more receives in flight than it has
+// segments (a receive stream's scratch is segment x window elements).
+void CapSegments(size_t elems, size_t* segment, int* window);
+
 // Posts sends of `data` to group member `peer_index`, cut into segments of
 // `segment` elements, all with `tag`; appends the requests to `out`.
 template <typename T>
