@@ -162,18 +162,18 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
         std::this_thread::sleep_for(std::chrono::duration<double>(tc.slowdown * t_compute));
       }
       CHORUS_RETURN_IF_ERROR(run.exchange->AfterBackward(step, pass.samples));
-      if (run.exchange->TakeStepAbandoned()) {
-        // Re-formed: the replicas were re-synchronised instead of this update.
-        steps_to_skip += run.exchange->TakeStepsToSkip();
-        compute_seconds += t_compute;
-        ++step;
-        continue;
+      // Abandoned in a re-form: the replicas were re-synchronised instead of
+      // this update, which is not applied (and the step is not counted as done).
+      const bool abandoned = run.exchange->TakeStepAbandoned();
+      trainer::UpdateResult update;
+      if (!abandoned) {
+        CHORUS_ASSIGN_OR_RETURN(update, trainer.ApplyUpdate(step));
+        CHORUS_RETURN_IF_ERROR(run.exchange->AfterUpdate(step));
       }
-      CHORUS_ASSIGN_OR_RETURN(trainer::UpdateResult update, trainer.ApplyUpdate(step));
-      CHORUS_RETURN_IF_ERROR(run.exchange->AfterUpdate(step));
       steps_to_skip += run.exchange->TakeStepsToSkip();
       compute_seconds += t_compute;
       ++step;
+      if (abandoned) continue;
       ++steps_done;
       samples_done += pass.samples;
       window_samples += pass.samples;
