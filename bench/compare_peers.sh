@@ -3,7 +3,7 @@
 # time, so the figures of the closing notes are ratios measured side by side.
 #   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train
 #   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
-#   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p
+#   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p, medians of ROUNDS
 #   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce vs chorus bench allreduce, 4 ranks
 # Needs ./build (scripts/build.sh) and the peers' packages (../shared/peers/run_all.sh setup).
 set -u
@@ -43,17 +43,47 @@ if [ "$step" = ddp ]; then
 fi
 
 if [ "$step" = p2p ]; then
-  for prov in shm tcp; do
-    if [ $prov = shm ]; then args="-p shm -e rdm"; else args="-p tcp -e msg"; fi
-    for size in 4096 1048576 67108864; do
-      iters=$([ $size -gt 1048576 ] && echo 20 || echo 1000)
-      timeout 120 fi_pingpong $args -I $iters -S $size -B 29777 >/dev/null 2>&1 &
-      sleep 1
-      echo "fi_pingpong $prov: $(timeout 120 fi_pingpong $args -I $iters -S $size -P 29777 127.0.0.1 2>&1 | grep -E '^[0-9]+[kmg]? ' | tail -1)"
-      wait
+  # ROUNDS rounds (default 3), each fi_pingpong then chorus bench p2p at the
+  # same sizes, then per provider and size the medians and their ratios. tcp
+  # has two fi_pingpong rows: its msg endpoint (the peers README's figures) and
+  # the rdm endpoint over ofi_rxm, the provider stack Chorus runs on.
+  rows="$work/p2p.txt"
+  : > "$rows"
+  for round in $(seq "${ROUNDS:-3}"); do
+    for fi in "shm shm rdm" "tcp;ofi_rxm tcp msg" "tcp;ofi_rxm tcp;ofi_rxm rdm"; do
+      set -- $fi
+      for size in 4096 1048576 4194304 16777216 67108864; do
+        iters=$([ $size -gt 1048576 ] && echo $((1073741824 / size < 64 ? 16 : 64)) || echo 1000)
+        timeout 120 fi_pingpong -p "$2" -e $3 -I $iters -S $size -B 29777 >/dev/null 2>&1 &
+        sleep 0.5
+        # fi_pingpong columns: bytes iters total size time MB/sec usec/xfer Mxfers/sec
+        timeout 120 fi_pingpong -p "$2" -e $3 -I $iters -S $size -P 29777 127.0.0.1 2>&1 |
+          grep -E '^[0-9]+[kmg]? ' | tail -1 |
+          awk -v p="$1" -v n="fi_pingpong-$2-$3" -v s=$size '{print p, n, s, $7, $6 / 1000}' >> "$rows"
+        wait
+      done
     done
+    ./build/chorus bench p2p --min-size 4KiB --max-size 64MiB | awk '
+      $1 == "shm" || $1 == "tcp;ofi_rxm" {
+        u = $4; s = $3 * (u == "MiB" ? 1048576 : u == "KiB" ? 1024 : 1)
+        print $1, "chorus", s, $7, $8 }' >> "$rows"
   done
-  ./build/chorus bench p2p
+  $PY - "$rows" <<'PY'
+import statistics, sys, collections
+cells = collections.defaultdict(lambda: ([], []))
+for line in open(sys.argv[1]):
+    prov, who, size, lat, bw = line.split()
+    lat_list, bw_list = cells[(prov, who, int(size))]
+    lat_list.append(float(lat)); bw_list.append(float(bw))
+med = {k: (statistics.median(v[0]), statistics.median(v[1]), len(v[0])) for k, v in cells.items()}
+print("medians; latency = usec/xfer (half round trip, mean), bandwidth GB/s; ratio = chorus / peer")
+print("%-12s %-30s %9s %10s %9s %10s %9s" % ("provider", "peer", "size", "peer_us", "peer_GB/s", "chorus_us", "chorus_GB/s"))
+for (prov, who, size), (lat, bw, n) in sorted(med.items()):
+    if who == "chorus" or (prov, "chorus", size) not in med: continue
+    clat, cbw, _ = med[(prov, "chorus", size)]
+    print("%-12s %-30s %9d %10.2f %9.2f %10.2f %9.2f   lat x%.2f  bw x%.2f  (%d rounds)" %
+          (prov, who, size, lat, bw, clat, cbw, clat / lat, cbw / bw, n))
+PY
 fi
 if [ "$step" = allreduce ]; then
   # The same sizes as `chorus bench allreduce --quick`, shm then tcp, auto and

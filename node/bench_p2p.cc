@@ -101,28 +101,26 @@ class PageAlignedBuffer {
 
 // Rank 1: answer every message with one of the same size, `rounds` times per size.
 Status Echo(gossip::Transport& t, const BenchP2pOptions& o) {
-  // Two receive buffers: the receive of the next ping is posted into the other
-  // one before the pong goes out (as fi_pingpong pre-posts its receives), so a
-  // ping never arrives unexpected. The pong goes out of a buffer of its own, as
-  // fi_pingpong's server sends its tx buffer: sending the bytes just received
-  // makes the peer's copy read lines still dirty in this core's L2, which cost
-  // shm about a quarter of its 1 MiB bandwidth (6.9 against 8.8 GB/s, medians
-  // of 5) -- a cache effect, not the transport's.
-  PageAlignedBuffer bufs[2] = {PageAlignedBuffer(o.max_size), PageAlignedBuffer(o.max_size)};
-  PageAlignedBuffer pong(o.max_size);
+  // As fi_pingpong's server: the receive of the next ping is posted (into the
+  // one receive buffer) before the pong goes out, so a ping never arrives
+  // unexpected, and the pong goes out of a buffer of its own. Sending the bytes
+  // just received instead makes the peer's copy read lines still dirty in this
+  // core's L2, which cost shm about a quarter of its 1 MiB bandwidth (6.9
+  // against 8.8 GB/s, medians of 5) -- a cache effect, not the transport's.
+  PageAlignedBuffer ping(o.max_size), pong(o.max_size);
   const auto sizes = Sizes(o);
   for (size_t k = 0; k < sizes.size(); ++k) {
     const size_t size = sizes[k];
     const int iters = IterationsFor(o, size);
     const int rounds = iters + WarmupFor(o, iters);
-    auto msg = [&](int i) { return std::span<std::byte>(bufs[i % 2].data(), size); };
+    const std::span<std::byte> request(ping.data(), size);
     const std::span<const std::byte> answer(pong.data(), size);
-    CHORUS_ASSIGN_OR_RETURN(RequestPtr recv, t.Irecv(0, k, msg(0)));
+    CHORUS_ASSIGN_OR_RETURN(RequestPtr recv, t.Irecv(0, k, request));
     for (int i = 0; i < rounds; ++i) {
       auto got = recv->Wait(Deadline::AfterSeconds(kWaitSeconds));
       if (!got) return got.error();
       if (i + 1 < rounds) {
-        CHORUS_ASSIGN_OR_RETURN(recv, t.Irecv(0, k, msg(i + 1)));
+        CHORUS_ASSIGN_OR_RETURN(recv, t.Irecv(0, k, request));
       }
       CHORUS_RETURN_IF_ERROR(t.Send(0, k, answer, Deadline::AfterSeconds(kWaitSeconds)));
     }
