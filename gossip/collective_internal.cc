@@ -67,7 +67,7 @@ namespace {
 constexpr size_t kPooledScratch = 4;
 
 struct PooledScratch {
-  std::unique_ptr<std::byte[]> data;
+  PageBytes data;
   size_t bytes = 0;
 };
 thread_local std::vector<PooledScratch> scratch_pool;
@@ -92,7 +92,7 @@ std::byte* ScratchBuffer::Get(size_t bytes) {
     bytes_ = best->bytes;
     scratch_pool.erase(best);
   } else {
-    data_.reset(new std::byte[bytes]);  // default-initialised: not zeroed
+    data_ = AllocatePageBytes(bytes);
     bytes_ = bytes;
   }
   return data_.get();

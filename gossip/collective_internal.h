@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/page_bytes.h"
 #include "common/status.h"
 #include "gossip/collective_group.h"
 #include "gossip/collective_options.h"
@@ -54,12 +55,13 @@ class ScratchBuffer {
   ScratchBuffer(const ScratchBuffer&) = delete;
   ScratchBuffer& operator=(const ScratchBuffer&) = delete;
 
-  // At least `bytes` bytes (contents unspecified), suitably aligned for any
-  // element type; taken from the pool on the first call.
+  // At least `bytes` bytes (contents unspecified) starting on a page (the
+  // transport may copy into them across processes: common/page_bytes.h);
+  // taken from the pool on the first call.
   std::byte* Get(size_t bytes);
 
  private:
-  std::unique_ptr<std::byte[]> data_;
+  PageBytes data_;
   size_t bytes_ = 0;
 };
 

@@ -14,10 +14,13 @@
 // unlinks its /dev/shm region on close); the parent reaps them, and only a child
 // still alive 10 s after the end is killed (its /dev/shm regions then removed).
 //
-// Per row, on every rank: one all-reduce of rank+1 checked against n(n+1)/2,
-// one (small sizes: two) untimed warm-up whose time on rank 0 sets the iteration
-// count (broadcast from rank 0 so every rank agrees), a barrier, then the timed
-// calls, the input refilled between calls outside the timed region.
+// Before the first row, every rank runs the first row's all-reduce untimed for
+// `warmup_seconds` (rank 0 decides when to stop). Per row, on every rank: one
+// all-reduce of rank+1 checked against n(n+1)/2, five untimed warm-up calls
+// whose mean time on rank 0 sets the iteration count (broadcast from rank 0 so
+// every rank agrees), a barrier, then the timed calls, the input refilled
+// between calls outside the timed region. Each rank sends its per-call times;
+// the parent takes the slowest rank per call, then the median over calls.
 #include "node/bench_allreduce.h"
 
 #include <poll.h>
@@ -42,6 +45,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/page_bytes.h"
 #include "common/fp16.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -60,7 +64,7 @@ constexpr double kCallSeconds = 30;        // deadline of one collective: only a
 constexpr int kRowTimeoutMs = 180 * 1000;  // parent: no frame for this long = hung run
 constexpr double kReapSeconds = 10;        // parent: children still alive after this are killed
 constexpr uint64_t kTagWindow = uint64_t{1} << 16;  // tag bases cycle through this many ranges
-constexpr size_t kSmallBytes = size_t{1} << 20;     // up to here, two warm-up calls
+constexpr int kWarmupCalls = 5;  // per row, before the iteration count is set
 
 constexpr std::string_view kWho = "bench allreduce";  // names this bench in errors
 
@@ -82,11 +86,11 @@ struct RowSpec {
 };
 
 // One rank's result for one row (sent as raw bytes over the socketpair: same
-// binary on both ends).
+// binary on both ends), followed by `iterations` doubles: its per-call times.
 struct RowResult {
-  double median_us = 0;
   int32_t iterations = 0;
   int32_t check_ok = 0;
+  std::vector<double> times_us;  // not part of the fixed frame
 };
 
 std::vector<RowSpec> Rows(const BenchAllreduceOptions& o) {
@@ -104,20 +108,46 @@ std::vector<RowSpec> Rows(const BenchAllreduceOptions& o) {
 // ---- child (one rank) ----
 
 class RankRunner {
+ private:
+  // Calls f with the row's slice of the buffer as floats or as half bits
+  // (defined first: Run and WarmUp use its deduced return type).
+  template <typename F>
+  auto WithData(const RowSpec& row, F&& f) {
+    if (row.dtype == DType::kFloat32) {
+      return f(std::span<float>(reinterpret_cast<float*>(buf_.data()), row.bytes / 4));
+    }
+    return f(std::span<uint16_t>(reinterpret_cast<uint16_t*>(buf_.data()), row.bytes / 2));
+  }
+
  public:
-  RankRunner(const gossip::Collective& c, const BenchAllreduceOptions& o, std::vector<std::byte>& buf)
+  RankRunner(const gossip::Collective& c, const BenchAllreduceOptions& o, std::span<std::byte> buf)
       : c_(c), o_(o), buf_(buf) {}
 
   Result<RowResult> Run(const RowSpec& row) {
-    if (row.dtype == DType::kFloat32) {
-      return RunTyped(std::span<float>(reinterpret_cast<float*>(buf_.data()), row.bytes / 4),
-                      row.algorithm);
+    return WithData(row, [&](auto data) { return RunTyped(data, row.algorithm); });
+  }
+
+  // Untimed calls of `row` until rank 0 has spent `seconds` on them (it tells
+  // the others to go on or stop after every call).
+  Status WarmUp(const RowSpec& row, double seconds) {
+    const Deadline until = Deadline::AfterSeconds(seconds);
+    for (int32_t more = 1; more != 0;) {
+      const Status called = WithData(row, [&](auto data) -> Status {
+        auto us = TimedCall(data, row.algorithm);
+        return us ? Status::Ok() : us.error();
+      });
+      CHORUS_RETURN_IF_ERROR(called);
+      more = c_.rank() != 0 || !until.Expired() ? 1 : 0;
+      CHORUS_RETURN_IF_ERROR(BroadcastFromRankZero(&more));
     }
-    return RunTyped(std::span<uint16_t>(reinterpret_cast<uint16_t*>(buf_.data()), row.bytes / 2),
-                    row.algorithm);
+    return Status::Ok();
   }
 
  private:
+  Status BroadcastFromRankZero(int32_t* value) {
+    return c_.Broadcast(std::as_writable_bytes(std::span<int32_t>(value, 1)), 0, CollectiveOpts());
+  }
+
   Tag NextTagBase() { return (calls_++ % kTagWindow) * gossip::kTagsPerCollective; }
 
   gossip::AllreduceOptions AllreduceOpts(AllreduceAlgorithm a) {
@@ -166,36 +196,32 @@ class RankRunner {
     const T expected = Value<T>(static_cast<float>(n * (n + 1) / 2));
     r.check_ok = std::all_of(data.begin(), data.end(), [&](T v) { return v == expected; }) ? 1 : 0;
 
-    // Warm-up; rank 0's time of the last one sets the iteration count.
+    // Warm-up; rank 0's mean time sets the iteration count.
     double warm_us = 0;
-    const int warmups = data.size_bytes() <= kSmallBytes ? 2 : 1;
-    for (int i = 0; i < warmups; ++i) {
-      CHORUS_ASSIGN_OR_RETURN(warm_us, TimedCall(data, a));
+    for (int i = 0; i < kWarmupCalls; ++i) {
+      CHORUS_ASSIGN_OR_RETURN(double us, TimedCall(data, a));
+      warm_us += us / kWarmupCalls;
     }
     int32_t iterations = 0;
     if (c_.rank() == 0) {
       const double want = o_.seconds_per_size / std::max(warm_us * 1e-6, 1e-9);
       iterations = static_cast<int32_t>(std::clamp<double>(want, o_.min_iterations, o_.max_iterations));
     }
-    CHORUS_RETURN_IF_ERROR(
-        c_.Broadcast(std::as_writable_bytes(std::span<int32_t>(&iterations, 1)), 0, CollectiveOpts()));
+    CHORUS_RETURN_IF_ERROR(BroadcastFromRankZero(&iterations));
     CHORUS_RETURN_IF_ERROR(c_.Barrier(CollectiveOpts()));
 
-    std::vector<double> times_us;
-    times_us.reserve(iterations);
+    r.times_us.reserve(iterations);
     for (int i = 0; i < iterations; ++i) {
       CHORUS_ASSIGN_OR_RETURN(double us, TimedCall(data, a));
-      times_us.push_back(us);
+      r.times_us.push_back(us);
     }
-    std::nth_element(times_us.begin(), times_us.begin() + iterations / 2, times_us.end());
-    r.median_us = times_us[iterations / 2];
     r.iterations = iterations;
     return r;
   }
 
   const gossip::Collective& c_;
   const BenchAllreduceOptions& o_;
-  std::vector<std::byte>& buf_;
+  std::span<std::byte> buf_;
   uint64_t calls_ = 0;
 };
 
@@ -241,13 +267,20 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
 
   size_t max_bytes = 0;
   for (size_t s : o.sizes) max_bytes = std::max(max_bytes, s);
-  std::vector<std::byte> buf(max_bytes);
+  // On a page, as a training run's fusion buckets are (common/page_bytes.h).
+  PageBytes page_buf = AllocatePageBytes(max_bytes);
+  std::span<std::byte> buf(page_buf.get(), max_bytes);
   RankRunner runner(collective, o, buf);
   Status status = Status::Ok();
   {
     Watcher watcher(*transport, fd);  // joined (after the parent's last frame) before the endpoint closes
-    for (const RowSpec& row : Rows(o)) {
-      Result<RowResult> r = runner.Run(row);
+    const std::vector<RowSpec> rows = Rows(o);
+    auto run_row = [&](size_t i) -> Result<RowResult> {
+      if (i == 0 && o.warmup_seconds > 0) CHORUS_RETURN_IF_ERROR(runner.WarmUp(rows[0], o.warmup_seconds));
+      return runner.Run(rows[i]);
+    };
+    for (size_t i = 0; i < rows.size(); ++i) {
+      Result<RowResult> r = run_row(i);
       if (!r) {
         status = watcher.aborted() ? Aborted("bench allreduce: aborted by the parent") : r.error();
         const char failed = kFrameFailed;
@@ -256,8 +289,11 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
       }
       const char ok = kFrameRow;
       status = WriteAll(fd, &ok, 1, kWho);
-      if (status.ok()) status = WriteAll(fd, &*r, sizeof(RowResult), kWho);
-      if (!status.ok()) break;
+      if (status.ok()) status = WriteAll(fd, &r->iterations, sizeof(int32_t), kWho);
+      if (status.ok()) status = WriteAll(fd, &r->check_ok, sizeof(int32_t), kWho);
+      if (status.ok()) {
+        status = WriteAll(fd, r->times_us.data(), r->times_us.size() * sizeof(double), kWho);
+      }
     }
     if (!status.ok()) shutdown(fd, SHUT_WR);  // the parent sees EOF if it missed the frame
   }
@@ -278,6 +314,17 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
 
 // ---- parent ----
 
+// For every call the slowest rank's time, then the median over calls.
+double MedianOfSlowest(const std::vector<RowResult>& results) {
+  std::vector<double> slowest(results.front().times_us.size(), 0.0);
+  for (const RowResult& r : results) {
+    for (size_t i = 0; i < slowest.size(); ++i) slowest[i] = std::max(slowest[i], r.times_us[i]);
+  }
+  if (slowest.empty()) return 0;
+  std::nth_element(slowest.begin(), slowest.begin() + slowest.size() / 2, slowest.end());
+  return slowest[slowest.size() / 2];
+}
+
 std::string AlgorithmText(AllreduceAlgorithm a) { return std::string(gossip::AllreduceAlgorithmName(a)); }
 
 // Gathers and distributes addresses, then prints rows as every rank's frame
@@ -295,7 +342,7 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
     for (const auto& a : addresses) CHORUS_RETURN_IF_ERROR(WriteBlob(fds[r], a, kWho));
   }
 
-  std::printf("# provider %s (version %s), %d ranks; time = max over ranks of the per-rank median\n",
+  std::printf("# provider %s (version %s), %d ranks; time = median over calls of the slowest rank's time\n",
               provider.c_str(), gossip::FabricProviderVersion(provider).value_or("?").c_str(), n);
   std::printf("#%11s %13s %6s %17s %6s %12s %12s %12s\n", "size(B)", "count(elems)", "type",
               "algorithm", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
@@ -327,7 +374,15 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
         char frame = 0;
         Status s = ReadAll(fds[r], &frame, 1, kWho);
         if (s.ok() && frame != kFrameRow) s = Internal("rank failed (its log line says why)");
-        if (s.ok()) s = ReadAll(fds[r], &results[r], sizeof(RowResult), kWho);
+        if (s.ok()) s = ReadAll(fds[r], &results[r].iterations, sizeof(int32_t), kWho);
+        if (s.ok()) s = ReadAll(fds[r], &results[r].check_ok, sizeof(int32_t), kWho);
+        if (s.ok() && (results[r].iterations < 0 || results[r].iterations > o.max_iterations)) {
+          s = Internal("bad iteration count " + std::to_string(results[r].iterations));
+        }
+        if (s.ok()) {
+          results[r].times_us.resize(results[r].iterations);
+          s = ReadAll(fds[r], results[r].times_us.data(), results[r].times_us.size() * sizeof(double), kWho);
+        }
         if (!s.ok()) {
           return Internal("bench allreduce: rank " + std::to_string(r) + " at " +
                           AlgorithmText(row.algorithm) + " " + DTypeName(row.dtype) + " " +
@@ -337,12 +392,15 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
         --missing;
       }
     }
-    double time_us = 0;
     bool ok = true;
     for (const RowResult& r : results) {
-      time_us = std::max(time_us, r.median_us);
       ok = ok && r.check_ok != 0;
+      if (r.iterations != results[0].iterations) {
+        return Internal("bench allreduce: ranks disagree on the iteration count of " +
+                        AlgorithmText(row.algorithm) + " " + std::to_string(row.bytes) + " B");
+      }
     }
+    const double time_us = MedianOfSlowest(results);
     const double algbw = static_cast<double>(row.bytes) / (time_us * 1e-6) / 1e9;
     const double busbw = algbw * 2.0 * (n - 1) / n;
     std::printf("%12zu %13zu %6s %17s %6d %12.1f %12.3f %12.3f\n", row.bytes,

@@ -2,10 +2,10 @@
 // algorithms (gossip::Collective) over the real libfabric transport, between
 // N fork()ed processes on this host.
 //
-// Definitions (as nccl-tests):
-//   time  = per-call wall time in microseconds; each rank takes the median over
-//           its timed iterations, and the table shows the MAX over ranks of
-//           those medians (the slowest rank bounds a synchronous step),
+// Definitions (as nccl-tests, and as ../shared/peers/mpi_allreduce.c):
+//   time  = per-call wall time in microseconds: for every timed call the
+//           slowest rank's time (a synchronous step waits for it), and the
+//           table shows the median over calls of those maxima,
 //   algbw = size / time (GB/s, 1 GB = 1e9 bytes),
 //   busbw = algbw * 2 (n - 1) / n.
 // Calls run with identify_missing_peers = false: the numbers are the algorithm
@@ -35,10 +35,14 @@ struct BenchAllreduceOptions {
   // Buffer sizes in bytes, measured for float32 and float16.
   std::vector<size_t> sizes;
   // Timed time per (algorithm, type, size) that the iteration count aims at.
-  double seconds_per_size = 0.2;
+  double seconds_per_size = 1.0;
   // Bounds on the timed iterations per size.
-  int min_iterations = 3;
-  int max_iterations = 500;
+  int min_iterations = 5;
+  int max_iterations = 2000;
+  // Untimed all-reduces (of the first row) before the first row: freshly
+  // started processes on an oversubscribed host ran their first row's calls
+  // up to twice as slow for about half a second.
+  double warmup_seconds = 1.0;
 };
 
 // Sizes from `min_size` to `max_size` growing x4 (max_size always included).

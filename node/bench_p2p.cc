@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/page_bytes.h"
 #include "common/status.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "node/bench_process.h"
@@ -79,24 +80,16 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, con
   return transport;
 }
 
-// Message buffers start on a page, as fi_pingpong's do: the kernel's
-// cross-process copy (shm's CMA) is about a third slower into and out of
-// buffers 16 bytes past a page, which is where malloc puts large vectors.
+// Message buffers start on a page, as fi_pingpong's do (see common/page_bytes.h).
 class PageAlignedBuffer {
  public:
-  explicit PageAlignedBuffer(size_t size)
-      : data_(static_cast<std::byte*>(
-            std::aligned_alloc(kPage, (std::max<size_t>(size, 1) + kPage - 1) / kPage * kPage))) {
+  explicit PageAlignedBuffer(size_t size) : data_(AllocatePageBytes(size)) {
     std::fill(data_.get(), data_.get() + size, std::byte{0});
   }
   std::byte* data() { return data_.get(); }
 
  private:
-  static constexpr size_t kPage = 4096;
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  std::unique_ptr<std::byte, Free> data_;
+  PageBytes data_;
 };
 
 // Rank 1: answer every message with one of the same size, `rounds` times per size.

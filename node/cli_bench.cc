@@ -48,6 +48,8 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
     size_t min_size = size_t{4} << 10;
     size_t max_size = size_t{64} << 20;
     bool quick = false;
+    double seconds = BenchAllreduceOptions{}.seconds_per_size;
+    double warmup = BenchAllreduceOptions{}.warmup_seconds;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--provider", args->providers,
@@ -66,9 +68,17 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_flag("--quick", args->quick, "Only 4 KiB, 1 MiB and 16 MiB");
+  cmd->add_option("--seconds", args->seconds, "Timed seconds per row that the call count aims at")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "Untimed seconds of all-reduces before the first row")
+      ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
   cmd->callback([args, &context] {
     BenchAllreduceOptions options;
     options.providers = args->providers;
+    options.seconds_per_size = args->seconds;
+    options.warmup_seconds = args->warmup;
     options.ranks.clear();
     for (const std::string& item : SplitCommas(args->ranks)) {
       try {
