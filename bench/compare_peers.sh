@@ -4,7 +4,7 @@
 #   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train
 #   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
 #   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p, medians of ROUNDS
-#   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce vs chorus bench allreduce, 4 ranks
+#   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce vs chorus bench allreduce, 4 ranks, medians of ROUNDS
 # Needs ./build (scripts/build.sh) and the peers' packages (../shared/peers/run_all.sh setup).
 set -u
 cd "$(dirname "$0")/.."
@@ -86,17 +86,44 @@ for (prov, who, size), (lat, bw, n) in sorted(med.items()):
 PY
 fi
 if [ "$step" = allreduce ]; then
-  # The same sizes as `chorus bench allreduce --quick`, shm then tcp, auto and
-  # every algorithm by name (RANKS=2 for the two-rank table).
+  # ROUNDS rounds (default 3), each Open MPI shm, Open MPI tcp, then chorus
+  # bench allreduce at the same sizes (auto and ALGORITHMS), shm then tcp; then
+  # per transport, size and algorithm the medians and the ratios against Open
+  # MPI of the same class (RANKS=2 for two ranks). Both time a call as the
+  # slowest rank's and take the median over calls.
   n=${RANKS:-4}
+  rows="$work/allreduce.txt"
+  : > "$rows"
   mpicc -O2 -o "$work/mpi_allreduce" "$work/mpi_allreduce.c" || exit 1
-  for tr in shm tcp; do
-    if [ $tr = shm ]; then mca="--mca btl self,vader"; else mca="--mca btl self,tcp --mca btl_tcp_if_include lo"; fi
-    echo "Open MPI $tr, $n ranks:"
-    timeout 300 mpirun --allow-run-as-root --oversubscribe --mca pml ob1 $mca -np $n \
-      "$work/mpi_allreduce" 4096 1048576 16777216 2>&1 | grep -v '^#'
+  for round in $(seq "${ROUNDS:-3}"); do
+    for tr in shm tcp; do
+      if [ $tr = shm ]; then mca="--mca btl self,vader"; else mca="--mca btl self,tcp --mca btl_tcp_if_include lo"; fi
+      # mpi_allreduce columns: bytes iters median_us mean_us min_us algbw busbw
+      timeout 300 mpirun --allow-run-as-root --oversubscribe --mca pml ob1 $mca -np $n \
+        "$work/mpi_allreduce" 4096 1048576 16777216 2>&1 | grep -v '^#' |
+        awk -v t=$tr '{print t, "openmpi", $1, $3}' >> "$rows"
+    done
+    ./build/chorus bench allreduce --ranks $n --provider 'shm,tcp;ofi_rxm' --quick \
+      --algorithms "${ALGORITHMS:-auto,ring,halving_doubling}" | tee -a "$work/chorus.txt" | awk '
+      /^# provider/ { t = ($3 == "shm") ? "shm" : "tcp" }
+      $3 == "float" { print t, "chorus-" $4, $1, $6 }' >> "$rows"
   done
-  ./build/chorus bench allreduce --ranks $n --provider 'shm,tcp;ofi_rxm' --quick \
-    --algorithms "${ALGORITHMS:-auto,ring,tree,halving_doubling}"
+  $PY - "$rows" "$n" <<'PY'
+import statistics, sys, collections
+n = int(sys.argv[2])
+cells = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    tr, who, size, us = line.split()
+    cells[(tr, int(size), who)].append(float(us))
+print("float32, %d ranks, medians over rounds; busbw = size / time * 2(n-1)/n; ratio = Open MPI time / Chorus time (> 1: Chorus faster)" % n)
+print("%-4s %9s %-28s %10s %8s %7s  %s" % ("tr", "size", "who", "time_us", "busbw", "ratio", "rounds"))
+for (tr, size, who) in sorted(cells):
+    us = statistics.median(cells[(tr, size, who)])
+    busbw = size / (us * 1e-6) / 1e9 * 2 * (n - 1) / n
+    peer = cells.get((tr, size, "openmpi"))
+    ratio = statistics.median(peer) / us if peer else float("nan")
+    print("%-4s %9d %-28s %10.1f %8.3f %7.2f  %s" % (tr, size, who, us, busbw, ratio,
+          " ".join("%.0f" % v for v in cells[(tr, size, who)])))
+PY
 fi
 rm -rf "$work"
