@@ -30,4 +30,23 @@ inline PageBytes AllocatePageBytes(size_t bytes) {
   return PageBytes(p);
 }
 
+// std::allocator that starts every allocation on a page (for vectors a
+// transport sends from or receives into: a model's parameters and gradients).
+template <typename T>
+struct PageAllocator {
+  using value_type = T;
+  PageAllocator() = default;
+  template <typename U>
+  PageAllocator(const PageAllocator<U>&) noexcept {}  // NOLINT: implicit, as std::allocator
+  T* allocate(size_t n) {
+    if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    return reinterpret_cast<T*>(AllocatePageBytes(n * sizeof(T)).release());
+  }
+  void deallocate(T* p, size_t) noexcept { std::free(p); }
+  template <typename U>
+  bool operator==(const PageAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
 }  // namespace chorus

@@ -22,17 +22,7 @@ CHORUS_VECTOR_CLONES void AddFloats(float* __restrict acc, const float* __restri
 
 void AddInto(float* acc, const float* in, size_t count) { AddFloats(acc, in, count); }
 
-void AddInto(uint16_t* acc, const uint16_t* in, size_t count) {
-  float a[kHalfBlock];
-  float b[kHalfBlock];
-  for (size_t off = 0; off < count; off += kHalfBlock) {
-    const size_t m = std::min(kHalfBlock, count - off);
-    kernels::HalfToFloat(acc + off, a, m);
-    kernels::HalfToFloat(in + off, b, m);
-    AddFloats(a, b, m);
-    kernels::FloatToHalf(a, acc + off, m);
-  }
-}
+void AddInto(uint16_t* acc, const uint16_t* in, size_t count) { kernels::AddHalves(acc, in, count); }
 
 void ScaleInPlace(float* x, size_t count, float scale) {
   if (scale == 1.0f) return;

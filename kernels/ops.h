@@ -169,6 +169,9 @@ void RoundToHalfScaled(float* x, size_t count, float scale);
 // FP16 for backward while its rounded FP32 copy feeds the next layer); out may
 // equal in.
 void RoundToHalfKeepBits(const float* in, float* out, uint16_t* bits, size_t count);
+// acc = half(float(acc) + float(in)) in one pass (the FP16 all-reduce's sum),
+// always on the calling thread.
+void AddHalves(uint16_t* acc, const uint16_t* in, size_t count);
 // Name of the conversion path in use: "avx512", "f16c" or "portable".
 const char* HalfConversionPath();
 // Caps the conversion path (for tests and benchmarks of every path): kBest

@@ -272,7 +272,7 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
 
   size_t max_bytes = 0;
   for (size_t s : o.sizes) max_bytes = std::max(max_bytes, s);
-  // On a page, as a training run's fusion buckets are (common/page_bytes.h).
+  // On a page, as a model's parameters and gradients are (common/page_bytes.h).
   PageBytes page_buf = AllocatePageBytes(max_bytes);
   std::memset(page_buf.get(), 0, max_bytes);  // the warm-up reduces zeros
   std::span<std::byte> buf(page_buf.get(), max_bytes);

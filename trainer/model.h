@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/page_bytes.h"
 #include "common/status.h"
 #include "kernels/ops.h"
 #include "trainer/layer.h"
@@ -162,7 +163,10 @@ class Model {
   std::vector<BufferInfo> buffers_;
   // [layers + 1]: the parameters of layer i are [first[i], first[i + 1]).
   std::vector<size_t> layer_first_param_;
-  std::vector<float> master_, grads_, buffer_values_;
+  // On pages: the exchanges send and receive parameters and gradients in
+  // place (common/page_bytes.h).
+  std::vector<float, PageAllocator<float>> master_, grads_;
+  std::vector<float> buffer_values_;
   std::vector<float> working_float_;       // kFp16: the FP16 working copy expanded to FP32
   mutable std::vector<uint16_t> working_half_;  // kFp16: its FP16 bits, made on request
   // Atomic: the optimizer refreshes ranges of the working copy from several threads.

@@ -72,6 +72,16 @@ void RoundToHalf(const float* in, float* out, size_t count) {
 
 void RoundToHalf(float* x, size_t count) { RoundToHalf(x, x, count); }
 
+void AddHalves(uint16_t* acc, const uint16_t* in, size_t count) {
+  // On the calling thread whatever the length (no Dispatch): collectives call
+  // it while training may be using the kernels' threads.
+  if (UseAvx512()) return cpu::Avx512AddHalves(acc, in, count);
+  if (UseF16c()) return cpu::F16cAddHalves(acc, in, count);
+  for (size_t i = 0; i < count; ++i) {
+    acc[i] = FloatToHalfBits(HalfBitsToFloat(acc[i]) + HalfBitsToFloat(in[i]));
+  }
+}
+
 void RoundToHalfScaled(float* x, size_t count, float scale) {
   Dispatch(count, cpu::Avx512RoundToHalfScaled, cpu::F16cRoundToHalfScaled,
            [&](auto* fast, size_t begin, size_t end) {

@@ -109,6 +109,28 @@ void F16cRoundToHalfKeepBits(const float* in, float* out, uint16_t* bits, size_t
   }
 }
 
+void F16cAddHalves(uint16_t* acc, const uint16_t* in, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + i)));
+    const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(acc + i),
+                     _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+  }
+  if (i < count) {
+    const size_t rest = count - i;
+    alignas(32) uint16_t abuf[8] = {};
+    alignas(32) uint16_t bbuf[8] = {};
+    __builtin_memcpy(abuf, acc + i, rest * sizeof(uint16_t));
+    __builtin_memcpy(bbuf, in + i, rest * sizeof(uint16_t));
+    const __m256 a = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(abuf)));
+    const __m256 b = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(bbuf)));
+    _mm_store_si128(reinterpret_cast<__m128i*>(abuf),
+                    _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+    __builtin_memcpy(acc + i, abuf, rest * sizeof(uint16_t));
+  }
+}
+
 // AVX-512 (16 lanes): the same instructions' wider forms, which round the same
 // way; the last count % 16 elements go through the AVX2 functions above.
 
@@ -162,6 +184,18 @@ __attribute__((target("avx512f"))) void Avx512RoundToHalfKeepBits(const float* i
     _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
   }
   if (i < count) F16cRoundToHalfKeepBits(in + i, out + i, bits + i, count - i);
+}
+
+__attribute__((target("avx512f"))) void Avx512AddHalves(uint16_t* acc, const uint16_t* in,
+                                                        size_t count) {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)));
+    const __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i),
+                        _mm512_cvtps_ph(_mm512_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+  }
+  if (i < count) F16cAddHalves(acc + i, in + i, count - i);
 }
 
 }  // namespace chorus::kernels::cpu

@@ -15,11 +15,14 @@ void F16cRoundToHalf(const float* in, float* out, size_t count);  // in == out a
 void F16cRoundToHalfScaled(float* x, size_t count, float scale);
 // bits = half(in); out = float(bits) (out may equal in).
 void F16cRoundToHalfKeepBits(const float* in, float* out, uint16_t* bits, size_t count);
+// acc = half(float(acc) + float(in)).
+void F16cAddHalves(uint16_t* acc, const uint16_t* in, size_t count);
 // The same with 16-lane AVX-512 main loops; only on CPUs with AVX-512F.
 void Avx512HalfToFloat(const uint16_t* in, float* out, size_t count);
 void Avx512FloatToHalf(const float* in, uint16_t* out, size_t count);
 void Avx512RoundToHalf(const float* in, float* out, size_t count);
 void Avx512RoundToHalfScaled(float* x, size_t count, float scale);
 void Avx512RoundToHalfKeepBits(const float* in, float* out, uint16_t* bits, size_t count);
+void Avx512AddHalves(uint16_t* acc, const uint16_t* in, size_t count);
 
 }  // namespace chorus::kernels::cpu

@@ -235,6 +235,40 @@ TEST_P(Fp16Conversion, FusedRoundingsMatchTheirSteps) {
   LimitHalfConversion(HalfConversion::kBest);
 }
 
+TEST_P(Fp16Conversion, AddHalvesMatchesConvertAddRound) {
+  // Every pair of a spread of FP16 values (both signs, subnormals, values that
+  // overflow when added, +-Inf, NaN), at lengths that leave every tail.
+  std::vector<uint16_t> values;
+  for (uint32_t h = 0; h < 0x10000; h += 97) values.push_back(static_cast<uint16_t>(h));
+  for (uint16_t h : {0x0000, 0x8000, 0x0001, 0x03ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00}) {
+    values.push_back(h);
+  }
+  std::vector<uint16_t> acc, in;
+  for (uint16_t a : values) {
+    for (size_t k = 0; k < values.size(); k += 7) {
+      acc.push_back(a);
+      in.push_back(values[(k + a) % values.size()]);
+    }
+  }
+  for (const HalfConversion path : {fast_, HalfConversion::kPortable}) {
+    LimitHalfConversion(path);
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{15}, size_t{17}, acc.size()}) {
+      std::vector<uint16_t> got(acc.begin(), acc.begin() + count);
+      AddHalves(got.data(), in.data(), count);
+      for (size_t i = 0; i < count; ++i) {
+        const float sum = HalfBitsToFloat(acc[i]) + HalfBitsToFloat(in[i]);
+        if (std::isnan(sum)) {
+          ASSERT_TRUE(std::isnan(HalfBitsToFloat(got[i]))) << i;
+        } else {
+          ASSERT_EQ(got[i], FloatToHalfBits(sum)) << HalfConversionPath() << " " << i << ": "
+                                                  << acc[i] << " + " << in[i];
+        }
+      }
+    }
+  }
+  LimitHalfConversion(HalfConversion::kBest);
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, Fp16Conversion,
                          ::testing::Values(HalfConversion::kBest, HalfConversion::kF16c),
                          [](const auto& info) {
