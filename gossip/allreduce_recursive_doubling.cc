@@ -89,13 +89,17 @@ Status RecursiveDoublingSum(const CollectiveGroup& group, std::span<T> data,
                           topologies::RecursiveDoublingSchedule(group.self(), n));
 
   std::vector<RequestPtr> sends;  // fold-in / fold-out sends, waited for below
+  // A fold step's whole-buffer send (the fold's other side receives it).
+  auto send_all = [&](int peer, Tag tag, const char* what) -> Status {
+    Status s = SendSegments(group, peer, tag, std::span<const T>(data), segment, &sends);
+    return s.ok() ? s : s.WithContext(what);
+  };
   for (const topologies::RecursiveDoublingStep& step : steps) {
     switch (step.phase) {
       case topologies::RecursiveDoublingPhase::kFoldIn: {
         const Tag tag = CollectiveTag(options.tag_base, CollectivePhase::kFoldIn);
         if (step.send) {
-          Status s = SendSegments(group, step.peer, tag, std::span<const T>(data), segment, &sends);
-          if (!s.ok()) return s.WithContext("fold-in send");
+          CHORUS_RETURN_IF_ERROR(send_all(step.peer, tag, "fold-in send"));
         } else {
           CHORUS_RETURN_IF_ERROR(ReceiveSegments(group, step.peer, tag, data, /*reduce=*/true,
                                                  segment, window, options.deadline,
@@ -114,8 +118,7 @@ Status RecursiveDoublingSum(const CollectiveGroup& group, std::span<T> data,
       case topologies::RecursiveDoublingPhase::kFoldOut: {
         const Tag tag = CollectiveTag(options.tag_base, CollectivePhase::kFoldOut);
         if (step.send) {
-          Status s = SendSegments(group, step.peer, tag, std::span<const T>(data), segment, &sends);
-          if (!s.ok()) return s.WithContext("fold-out send");
+          CHORUS_RETURN_IF_ERROR(send_all(step.peer, tag, "fold-out send"));
         } else {
           // The fold-in send still reads `data`, which the result overwrites.
           Status s = WaitAll(sends, options.deadline);
