@@ -257,6 +257,7 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   fo.provider = provider;
   fo.node_name = "bench" + std::to_string(rank);
   fo.bind_address = "127.0.0.1";
+  fo.busy_poll = o.busy_poll_us >= 0 ? std::chrono::microseconds(o.busy_poll_us) : gossip::BusyPollFor(provider, n);
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(fo));
   CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress(), kWho));
   char frame = 0;

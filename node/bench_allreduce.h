@@ -43,6 +43,8 @@ struct BenchAllreduceOptions {
   // started processes on an oversubscribed host ran their first row's calls
   // up to twice as slow for about half a second.
   double warmup_seconds = 1.0;
+  // FabricOptions::busy_poll in microseconds; < 0 picks gossip::BusyPollFor(provider, ranks).
+  int busy_poll_us = -1;
 };
 
 // Sizes from `min_size` to `max_size` growing x4 (max_size always included).

@@ -65,6 +65,8 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, con
                                                    int rank, int fd) {
   gossip::FabricOptions options;
   options.provider = provider;
+  options.busy_poll = o.busy_poll_us >= 0 ? std::chrono::microseconds(o.busy_poll_us)
+                                          : gossip::BusyPollFor(provider, 2);
   if (o.wait_spin_us >= 0) options.wait_spin = std::chrono::microseconds(o.wait_spin_us);
   if (o.wait_spin_per_mib_us >= 0) options.wait_spin_per_mib = std::chrono::microseconds(o.wait_spin_per_mib_us);
   if (o.progress_max_sleep_us >= 0) options.progress_max_sleep = std::chrono::microseconds(o.progress_max_sleep_us);

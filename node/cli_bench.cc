@@ -50,6 +50,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
     bool quick = false;
     double seconds = BenchAllreduceOptions{}.seconds_per_size;
     double warmup = BenchAllreduceOptions{}.warmup_seconds;
+    int busy_poll_us = -1;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--provider", args->providers,
@@ -74,8 +75,13 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   cmd->add_option("--warmup", args->warmup, "Untimed seconds of all-reduces before the first row")
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
+  cmd->add_option("--busy-poll-us", args->busy_poll_us,
+                  "How long a wait polls the CQ without yielding (-1: 200 over shm if the host has a "
+                  "core per rank, else 0)")
+      ->capture_default_str();
   cmd->callback([args, &context] {
     BenchAllreduceOptions options;
+    options.busy_poll_us = args->busy_poll_us;
     options.providers = args->providers;
     options.seconds_per_size = args->seconds;
     options.warmup_seconds = args->warmup;
@@ -126,11 +132,15 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
     size_t min_size = size_t{4} << 10;
     size_t max_size = size_t{64} << 20;
     int iterations = 0;
+    int busy_poll_us = -1;
     int wait_spin_us = -1;
     int wait_spin_per_mib_us = -1;
     int progress_max_sleep_us = -1;
   };
   auto args = std::make_shared<Args>();
+  p2p->add_option("--busy-poll-us", args->busy_poll_us,
+                  "Transport knob: how long a wait polls the CQ without yielding (-1: 200 over shm "
+                  "if the host has a core per process, else 0)");
   p2p->add_option("--wait-spin-us", args->wait_spin_us,
                   "Transport knob: how long a wait polls the CQ itself before sleeping (-1: default)");
   p2p->add_option("--wait-spin-per-mib-us", args->wait_spin_per_mib_us,
@@ -156,6 +166,7 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
     options.min_size = args->min_size;
     options.max_size = args->max_size;
     options.iterations = args->iterations;
+    options.busy_poll_us = args->busy_poll_us;
     options.wait_spin_us = args->wait_spin_us;
     options.wait_spin_per_mib_us = args->wait_spin_per_mib_us;
     options.progress_max_sleep_us = args->progress_max_sleep_us;

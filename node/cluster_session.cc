@@ -38,6 +38,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
     gossip::FabricOptions fabric;
     fabric.provider = config.fabric.provider;
     fabric.node_name = config.run.node_name;
+    fabric.busy_poll = std::chrono::microseconds(config.fabric.busy_poll_us);
     fabric.wait_spin = std::chrono::microseconds(config.fabric.wait_spin_us);
     fabric.progress_max_sleep = std::chrono::microseconds(config.fabric.progress_max_sleep_us);
     const std::string& bind = config.cluster.advertise.empty() ? config.cluster.listen

@@ -87,6 +87,7 @@ struct ClusterConfig {
 struct FabricConfig {
   std::string provider = "tcp;ofi_rxm";  // "tcp;ofi_rxm" | "shm"
   double op_timeout_s = 30.0;            // deadline of one data-plane wait
+  int busy_poll_us = 0;                  // a wait first polls the CQ without yielding this long
   int wait_spin_us = 200;                // a wait polls the CQ itself this long, then sleeps
   int progress_max_sleep_us = 1000;      // longest idle sleep of the progress thread
 

@@ -128,6 +128,8 @@ const FieldSpec kFields[] = {
 
     CHORUS_CONFIG_FIELD(fabric, provider, "\"tcp;ofi_rxm\" | \"shm\""),
     CHORUS_CONFIG_FIELD(fabric, op_timeout_s, "deadline of one data-plane wait"),
+    CHORUS_CONFIG_FIELD(fabric, busy_poll_us,
+                        "a wait first polls the CQ without yielding this long (us); only with a core per node"),
     CHORUS_CONFIG_FIELD(fabric, wait_spin_us, "a wait polls the CQ itself this long (us), then sleeps"),
     CHORUS_CONFIG_FIELD(fabric, progress_max_sleep_us, "longest idle sleep of the progress thread (us)"),
 
@@ -855,6 +857,7 @@ Status ValidateConfig(const Config& config) {
 
   check.OneOf("fabric.provider", config.fabric.provider, {"tcp;ofi_rxm", "shm"});
   check.NumberAbove("fabric.op_timeout_s", config.fabric.op_timeout_s, 0.0);
+  check.IntAtLeast("fabric.busy_poll_us", config.fabric.busy_poll_us, 0);
   check.IntAtLeast("fabric.wait_spin_us", config.fabric.wait_spin_us, 0);
   check.IntAtLeast("fabric.progress_max_sleep_us", config.fabric.progress_max_sleep_us, 1);
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "gossip/transport/fabric/mr_cache.h"
 #include "tests/gossip/transport_test_util.h"
@@ -144,6 +145,59 @@ TEST(FabricTransport, UnknownProviderIsNotFound) {
   auto t = MakeFabricTransport(options);
   ASSERT_FALSE(t);
   EXPECT_EQ(t.error().code(), StatusCode::kNotFound) << t.error().ToString();
+}
+
+// Waits that first poll without yielding (FabricOptions::busy_poll) deliver
+// every message of a two-thread ping-pong intact and still end at their deadline.
+TEST(FabricTransport, BusyPollingWaitsDeliverAndKeepDeadlines) {
+  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  FabricOptions options;
+  options.busy_poll = std::chrono::microseconds(200);
+  auto world = MakeWorld(TransportKind::kShm, 2, options);
+  ASSERT_TRUE(world) << world.error().ToString();
+  constexpr int kRounds = 200;
+  std::thread echo([&] {
+    std::vector<std::byte> in(64 << 10);
+    for (int i = 0; i < kRounds; ++i) {
+      auto got = (*world)[1].Recv(0, 7, in, Deadline::AfterSeconds(30));
+      ASSERT_TRUE(got) << got.error().ToString();
+      const Status sent = (*world)[1].Send(0, 8, std::span<const std::byte>(in).first(got->bytes),
+                                           Deadline::AfterSeconds(30));
+      ASSERT_TRUE(sent.ok()) << sent.ToString();
+    }
+  });
+  for (int i = 0; i < kRounds; ++i) {
+    const size_t bytes = size_t{1} << (i % 17);  // 1 B to 64 KiB: inject, inline and CMA
+    const auto out = Pattern(i, bytes);
+    std::vector<std::byte> back(bytes);
+    const Status sent = (*world)[0].Send(1, 7, out, Deadline::AfterSeconds(30));
+    ASSERT_TRUE(sent.ok()) << sent.ToString();
+    auto got = (*world)[0].Recv(1, 8, back, Deadline::AfterSeconds(30));
+    ASSERT_TRUE(got) << got.error().ToString();
+    ASSERT_EQ(got->bytes, bytes);
+    ASSERT_EQ(FirstMismatch(back, i, bytes), bytes) << "round " << i;
+  }
+  echo.join();
+
+  // A busy phase longer than the deadline stops at the deadline.
+  FabricOptions long_busy;
+  long_busy.busy_poll = std::chrono::seconds(5);
+  auto pair = MakeWorld(TransportKind::kShm, 2, long_busy);
+  ASSERT_TRUE(pair) << pair.error().ToString();
+  std::vector<std::byte> in(16);
+  const auto start = Clock::now();
+  auto got = (*pair)[0].Recv(1, 1, in, Deadline::After(std::chrono::milliseconds(100)));
+  const double waited_s = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().code(), StatusCode::kDeadlineExceeded) << got.error().ToString();
+  EXPECT_LT(waited_s, 2.5) << "the busy phase ignored the deadline";
+}
+
+TEST(FabricTransport, BusyPollingIsChosenOnlyForShmWithACorePerProcess) {
+  EXPECT_EQ(BusyPollFor("tcp;ofi_rxm", 1).count(), 0);
+  EXPECT_GT(BusyPollFor("shm", 1).count(), 0);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_EQ(BusyPollFor("shm", cores + 1).count(), 0);
 }
 
 TEST(FabricTransport, RegistrationCacheIsReused) {

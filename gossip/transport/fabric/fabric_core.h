@@ -13,8 +13,9 @@
 // change or a deadline.
 //
 // Progress. Reading the CQ drives the tcp and shm providers. Two callers do it
-// through Poll(): a waiting Request (first `wait_spin` of every Wait, yielding
-// between polls: no thread hand-off on short waits) and the progress thread,
+// through Poll(): a waiting Request (first `busy_poll` of every Wait without
+// yielding, when the host has a core per busy process, then `wait_spin`
+// yielding between polls: no thread hand-off on short waits) and the progress thread,
 // which polls with exponential back-off (a few yields, then sleeps of 1 us
 // doubling up to `progress_max_sleep`, 100 us while a request is blocked or
 // backlogged) so that idle endpoints cost almost nothing and 8 processes on 2
@@ -33,7 +34,7 @@
 // kDeadlineExceeded naming the peer.
 //
 // Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>);
-// spin without yielding; free an op whose context the provider may still hold.
+// spin without yielding beyond `busy_poll`; free an op whose context the provider may still hold.
 #pragma once
 
 #include <atomic>

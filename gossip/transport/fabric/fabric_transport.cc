@@ -5,6 +5,10 @@
 // outlive the transport and keep the core alive).
 #include "gossip/transport/fabric/fabric_transport.h"
 
+#include <sched.h>
+
+#include <thread>
+
 #include "gossip/transport/fabric/fabric_core.h"
 
 namespace chorus::gossip {
@@ -75,6 +79,16 @@ Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,
 }
 
 }  // namespace fabric
+
+std::chrono::microseconds BusyPollFor(const std::string& provider, int busy_processes) {
+  if (provider != "shm") return std::chrono::microseconds(0);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                        ? CPU_COUNT(&cpus)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  return busy_processes <= cores ? std::chrono::microseconds(200) : std::chrono::microseconds(0);
+}
 
 Result<std::unique_ptr<Transport>> MakeFabricTransport(const FabricOptions& options) {
   auto core = std::make_shared<FabricCore>(options);
