@@ -112,6 +112,21 @@ std::string ControlPlaneImpl::ExpectedCoordinator() const {
   return std::string();
 }
 
+bool ControlPlaneImpl::OutboxDelivered() const {
+  for (const auto& [name, messages] : outbox_) {
+    if (!messages.empty() && !dead_.count(name)) return false;
+  }
+  return true;
+}
+
+void ControlPlaneImpl::DialForOutbox() {
+  for (const Member& m : view_.members) {
+    if (m.name != self_.name && outbox_.count(m.name) && !peers_.count(m.name) && !dead_.count(m.name)) {
+      DialMember(m);
+    }
+  }
+}
+
 bool ControlPlaneImpl::OthersAllGone() const {
   for (const Member& m : view_.members) {
     if (m.name != self_.name && !Gone(m.name)) return false;
@@ -434,7 +449,17 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
 }
 
 void ControlPlaneImpl::HandleLeave(const msg::Leave& leave) {
-  if (!formed_ || leave.name == self_.name || !view_.Find(leave.name)) return;
+  if (leave.name == self_.name) return;
+  if (!formed_) {
+    // A member that formed epoch 0 before us may leave before our copy of the
+    // view arrives; InstallView keeps the mark if it is a member. Dropping it
+    // left this node waiting for that member until the dead timeout.
+    CHORUS_LOG_INFO(Subsys::kControl, leave.name, " leaves the cluster before this node installed epoch ",
+                    leave.epoch);
+    left_.insert(leave.name);
+    return;
+  }
+  if (!view_.Find(leave.name)) return;
   if (left_.insert(leave.name).second) {
     CHORUS_LOG_INFO(Subsys::kControl, "member ", leave.name, " (rank ", view_.Find(leave.name)->rank,
                     ") leaves the cluster");

@@ -163,6 +163,12 @@ class ControlPlaneImpl : public Connection::Listener {
   std::string ExpectedCoordinator() const;
   bool Gone(const std::string& name) const { return dead_.count(name) || left_.count(name); }
   bool OthersAllGone() const;
+  // No message waits in the outbox of a member that is not dead: a leaving
+  // node's Leave has gone out to every member that may still wait for it.
+  bool OutboxDelivered() const;
+  // While leaving: dial every member whose outbox holds messages, whatever the
+  // ranks (one that left is still listening until all others confirm).
+  void DialForOutbox();
   void MaybeFormEpoch0();
   void MaybePropose();
   void SendProposal();

@@ -151,6 +151,43 @@ TEST(ControlPlaneTest, LeaveMovesTheOthersToTheNextEpochAtOnce) {
   EXPECT_EQ(seen_by_b[0].self_rank, 0);
 }
 
+// Every node leaves the moment it has epoch 0, as `chorus launch --command
+// cluster -- --hold 0` does: a Leave may reach a node before its own copy of
+// epoch 0, or wait in an outbox for a connection still being set up. Each
+// node's leave must still be confirmed by all the others, long before anyone
+// is found dead (before the fix, 1 launch of 8 processes in 4-10 waited for the
+// dead timeout).
+TEST(ControlPlaneTest, NodesLeavingAtOnceConfirmEachOtherBeforeTheDeadTimeout) {
+  constexpr int kNodes = 6;
+  auto config = [](std::vector<std::string> bootstrap) {
+    ClusterConfig c = TestConfig(kNodes, std::move(bootstrap));
+    c.suspect_timeout_s = 4.0;
+    c.dead_timeout_s = 8.0;
+    return c;
+  };
+  std::vector<std::unique_ptr<ControlPlane>> nodes;
+  nodes.push_back(StartOrDie(config({}), Local("n0")));
+  ASSERT_TRUE(nodes[0]);
+  for (int i = 1; i < kNodes; ++i) {
+    nodes.push_back(StartOrDie(config({nodes[0]->advertise_address()}), Local("n" + std::to_string(i))));
+    ASSERT_TRUE(nodes.back());
+  }
+  std::vector<Status> left(kNodes);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kNodes; ++i) {
+    threads.emplace_back([&, i] {
+      Result<MembershipView> v = nodes[i]->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+      if (!v) {
+        left[i] = v.error();
+        return;
+      }
+      left[i] = nodes[i]->Leave(Deadline::AfterSeconds(4.0));  // half the dead timeout
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kNodes; ++i) EXPECT_TRUE(left[i].ok()) << "n" << i << ": " << left[i].ToString();
+}
+
 TEST(ControlPlaneTest, LateJoinerIsRedirectedAndAdmittedAtTheBoundary) {
   auto a = StartOrDie(TestConfig(2, {}), Local("first"));
   ASSERT_TRUE(a);
