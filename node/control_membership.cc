@@ -121,7 +121,7 @@ bool ControlPlaneImpl::OutboxDelivered() const {
 
 void ControlPlaneImpl::DialForOutbox() {
   for (const Member& m : view_.members) {
-    if (m.name != self_.name && outbox_.count(m.name) && !peers_.count(m.name) && !dead_.count(m.name)) {
+    if (m.name != self_.name && LeaveOwedTo(m.name) && !peers_.count(m.name)) {
       DialMember(m);
     }
   }

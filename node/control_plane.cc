@@ -331,8 +331,7 @@ void ControlPlaneImpl::OnEstablished(const std::shared_ptr<Connection>& conn) {
     }
     // Accepted: a member reconnecting to us, or a stranger (joiner, probe).
     const std::string& name = conn->peer_name();
-    const bool deliver = phase_ == Phase::kLeaving && outbox_.count(name) && !dead_.count(name);
-    if (formed_ && name != self_.name && view_.Find(name) && (!Gone(name) || deliver)) {
+    if (formed_ && name != self_.name && view_.Find(name) && (!Gone(name) || LeaveOwedTo(name))) {
       RegisterPeer(name, conn);
     }
   });
@@ -415,7 +414,7 @@ void ControlPlaneImpl::DialMember(const Member& member) {
   AsyncDial(io_, member.control_address, timeout, [this, name = member.name](Result<asio::ip::tcp::socket> s) {
     Locked([&] {
       dialing_.erase(name);
-      const bool deliver = phase_ == Phase::kLeaving && outbox_.count(name) && !dead_.count(name);
+      const bool deliver = LeaveOwedTo(name);
       if (Terminal() || !formed_ || !view_.Find(name) || (Gone(name) && !deliver) || peers_.count(name)) {
         return;
       }

@@ -169,6 +169,10 @@ class ControlPlaneImpl : public Connection::Listener {
   // While leaving: dial every member whose outbox holds messages, whatever the
   // ranks (one that left is still listening until all others confirm).
   void DialForOutbox();
+  // Leaving, with messages (our Leave) still queued for `name`, not dead.
+  bool LeaveOwedTo(const std::string& name) const {
+    return phase_ == Phase::kLeaving && outbox_.count(name) && !dead_.count(name);
+  }
   void MaybeFormEpoch0();
   void MaybePropose();
   void SendProposal();

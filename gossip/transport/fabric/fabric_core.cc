@@ -508,25 +508,26 @@ void FabricCore::Finish(FabricOp& op, Status status, Completion completion, bool
 // ---- Waiting ----
 
 Result<Completion> FabricCore::Wait(FabricOp& op, Deadline deadline) {
-  if (!op.finished.load() && options_.busy_poll.count() > 0) {
-    // Phase 0: poll without yielding; the clock is read every 16 polls.
-    const auto busy_until = std::min(Clock::now() + options_.busy_poll, deadline.when());
-    spinning_waiters_.fetch_add(1);
-    for (int polls = 1; !op.finished.load(); ++polls) {
-      Poll(/*block=*/false);
-      if (polls % 16 == 0 && Clock::now() >= busy_until) break;
-    }
-    spinning_waiters_.fetch_sub(1);
-  }
   if (!op.finished.load()) {
-    // Phase 1: drive the CQ ourselves for a short while, yielding between polls.
+    // Phase 1: drive the CQ ourselves, first for `busy_poll` without yielding
+    // (the clock read every 16 polls), then for the spin budget yielding
+    // between polls.
     const auto spin = std::min<std::chrono::microseconds>(
         options_.wait_spin + options_.wait_spin_per_mib * static_cast<int64_t>(op.length) / (int64_t{1} << 20),
         std::chrono::microseconds(kMaxWaitSpinUs));
-    const auto spin_until = std::min(Clock::now() + spin, deadline.when());
+    const auto start = Clock::now();
+    const auto busy_until = std::min(start + options_.busy_poll, deadline.when());
+    const auto spin_until = std::min(start + options_.busy_poll + spin, deadline.when());
+    bool busy = options_.busy_poll.count() > 0;
     spinning_waiters_.fetch_add(1);
-    while (!op.finished.load() && Clock::now() < spin_until) {
-      if (Poll(/*block=*/false) == 0 && !op.finished.load()) std::this_thread::yield();
+    for (int polls = 1; !op.finished.load(); ++polls) {
+      const int handled = Poll(/*block=*/false);
+      if (busy) {
+        busy = polls % 16 != 0 || Clock::now() < busy_until;
+        continue;
+      }
+      if (Clock::now() >= spin_until) break;
+      if (handled == 0 && !op.finished.load()) std::this_thread::yield();
     }
     spinning_waiters_.fetch_sub(1);
   }
