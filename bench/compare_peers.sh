@@ -4,7 +4,7 @@
 #   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train
 #   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
 #   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p, medians of ROUNDS
-#   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce vs chorus bench allreduce, 4 ranks, medians of ROUNDS
+#   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce and torch.distributed gloo vs chorus bench allreduce, 4 ranks, medians of ROUNDS
 # Needs ./build (scripts/build.sh) and the peers' packages (../shared/peers/run_all.sh setup).
 set -u
 cd "$(dirname "$0")/.."
@@ -86,11 +86,12 @@ for (prov, who, size), (lat, bw, n) in sorted(med.items()):
 PY
 fi
 if [ "$step" = allreduce ]; then
-  # ROUNDS rounds (default 3), each Open MPI shm, Open MPI tcp, then chorus
-  # bench allreduce at the same sizes (auto and ALGORITHMS), shm then tcp; then
-  # per transport, size and algorithm the medians and the ratios against Open
-  # MPI of the same class (RANKS=2 for two ranks). Both time a call as the
-  # slowest rank's and take the median over calls.
+  # ROUNDS rounds (default 3), each Open MPI shm, Open MPI tcp, torch.distributed
+  # with gloo (tcp class; GLOO=0 skips it), then chorus bench allreduce at the
+  # same sizes (auto and ALGORITHMS), shm then tcp; then per transport, size and
+  # algorithm the medians and the ratios against the best peer of the same class
+  # (RANKS=2 for two ranks). All time a call as the slowest rank's and take the
+  # median over calls.
   n=${RANKS:-4}
   rows="$work/allreduce.txt"
   : > "$rows"
@@ -103,6 +104,16 @@ if [ "$step" = allreduce ]; then
         "$work/mpi_allreduce" 4096 1048576 16777216 2>&1 | grep -v '^#' |
         awk -v t=$tr '{print t, "openmpi", $1, $3}' >> "$rows"
     done
+    if [ "${GLOO:-1}" = 1 ]; then
+      (cd "$work" && timeout 300 $PY allreduce_torch.py --nprocs $n --sizes 4096 1048576 16777216 \
+         --budget 1 --port $((29811 + round)) --out "$work/gloo.jsonl" > /dev/null 2>&1)
+      $PY -c "
+import json
+for l in open('$work/gloo.jsonl'):
+    r = json.loads(l)
+    if r['correct']: print('tcp gloo', r['bytes'], r['median_us'])" >> "$rows"
+      rm -f "$work/gloo.jsonl"
+    fi
     ./build/chorus bench allreduce --ranks $n --provider 'shm,tcp;ofi_rxm' --quick \
       --algorithms "${ALGORITHMS:-auto,ring,halving_doubling}" | tee -a "$work/chorus.txt" | awk '
       /^# provider/ { t = ($3 == "shm") ? "shm" : "tcp" }
@@ -115,14 +126,15 @@ cells = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     tr, who, size, us = line.split()
     cells[(tr, int(size), who)].append(float(us))
-print("float32, %d ranks, medians over rounds; busbw = size / time * 2(n-1)/n; ratio = Open MPI time / Chorus time (> 1: Chorus faster)" % n)
-print("%-4s %9s %-28s %10s %8s %7s  %s" % ("tr", "size", "who", "time_us", "busbw", "ratio", "rounds"))
+print("float32, %d ranks, medians over rounds; busbw = size / time * 2(n-1)/n; ratio = best peer's time / this time (> 1: faster than the best peer of the class)" % n)
+print("%-4s %9s %-28s %10s %8s %7s %-8s %s" % ("tr", "size", "who", "time_us", "busbw", "ratio", "best", "rounds"))
+peers = ("openmpi", "gloo")
 for (tr, size, who) in sorted(cells):
     us = statistics.median(cells[(tr, size, who)])
     busbw = size / (us * 1e-6) / 1e9 * 2 * (n - 1) / n
-    peer = cells.get((tr, size, "openmpi"))
-    ratio = statistics.median(peer) / us if peer else float("nan")
-    print("%-4s %9d %-28s %10.1f %8.3f %7.2f  %s" % (tr, size, who, us, busbw, ratio,
+    best = min(((statistics.median(cells[(tr, size, p)]), p) for p in peers if (tr, size, p) in cells),
+               default=(float("nan"), "-"))
+    print("%-4s %9d %-28s %10.1f %8.3f %7.2f %-8s %s" % (tr, size, who, us, busbw, best[0] / us, best[1],
           " ".join("%.0f" % v for v in cells[(tr, size, who)])))
 PY
 fi
