@@ -11,7 +11,6 @@ AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int nu
   if (bytes <= crossovers.recursive_doubling_max_bytes) {
     return AllreduceAlgorithm::kRecursiveDoubling;
   }
-  if (world_size <= 2) return AllreduceAlgorithm::kRing;
   if (bytes <= crossovers.tree_max_bytes) return AllreduceAlgorithm::kTree;
   if (bytes >= crossovers.halving_doubling_min_bytes && bytes <= crossovers.halving_doubling_max_bytes) {
     return AllreduceAlgorithm::kHalvingDoubling;

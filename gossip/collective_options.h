@@ -70,8 +70,14 @@ Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text);
 //   1 MiB:  halving-doubling 1921 / 957, ring 2003 / 1113, tree 3916 / 2623
 //   4 MiB:  ring 9243 / 4616, halving-doubling 11342 / 4953
 // At 2 ranks recursive doubling beat the ring at 4-16 KiB (tcp 16-22 vs 53-63,
-// shm 5 vs 16-17) and tied it above. The tree lost everywhere at 4 ranks, so
-// kAuto does not pick it (its log-depth latency may pay at larger worlds).
+// shm 5 vs 16-17). Above, halving-doubling and the ring (the same two exchanges
+// of halves at 2 ranks) tied from 16 KiB to 256 KiB and at 4 MiB, and
+// halving-doubling won at 1 MiB in every run (2 ranks, 2026-11-22, medians of 3
+// alternated rounds, us, shm / tcp: 392 vs 402 / 616 vs 683; compare_peers.sh
+// allreduce RANKS=2: 309 vs 369 / 606 vs 705), so 2 ranks follow the same table.
+// The tree lost everywhere at 4 ranks, so kAuto does not pick it (its log-depth
+// latency may pay at larger worlds). Re-measured at 4 ranks the same day (3
+// rounds, a host with 20-45% steal): the winners changed where the table says.
 // Sizes are bytes of the whole buffer.
 struct AllreduceCrossovers {
   // Up to this size the fewest message rounds win: recursive doubling (log2 n

@@ -76,7 +76,9 @@ TEST(AllreduceAutoTest, FollowsTheCrossoverTable) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(0, 8, 8, x), AllreduceAlgorithm::kRecursiveDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(20, 8, 8, x), AllreduceAlgorithm::kRecursiveDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(10, 2, 2, x), AllreduceAlgorithm::kRecursiveDoubling);
-  EXPECT_EQ(ChooseAllreduceAlgorithm(21, 2, 2, x), AllreduceAlgorithm::kRing);
+  // Two ranks follow the same table.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(21, 2, 2, x), AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(101, 2, 2, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 2, 1, x), AllreduceAlgorithm::kRing);
   EXPECT_EQ(ChooseAllreduceAlgorithm(21, 8, 8, x), AllreduceAlgorithm::kTree);
   EXPECT_EQ(ChooseAllreduceAlgorithm(100, 8, 8, x), AllreduceAlgorithm::kTree);
@@ -108,7 +110,8 @@ TEST(AllreduceAutoTest, DefaultCrossovers) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(16 * 1024 + 4, 4, 4, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 20, 4, 4, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(4 << 20, 4, 4, x), AllreduceAlgorithm::kRing);
-  EXPECT_EQ(ChooseAllreduceAlgorithm(16 * 1024 + 4, 2, 2, x), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 20, 2, 2, x), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(4 << 20, 2, 2, x), AllreduceAlgorithm::kRing);
 }
 
 TEST(AllreduceAutoTest, NamesRoundTrip) {
