@@ -30,6 +30,14 @@ inline PageBytes AllocatePageBytes(size_t bytes) {
   return PageBytes(p);
 }
 
+// The same, zero-filled (for benchmark buffers that must not start with
+// whatever the pages held).
+inline PageBytes AllocateZeroedPageBytes(size_t bytes) {
+  PageBytes p = AllocatePageBytes(bytes);
+  std::fill(p.get(), p.get() + bytes, std::byte{0});
+  return p;
+}
+
 // std::allocator that starts every allocation on a page (for vectors a
 // transport sends from or receives into: a model's parameters and gradients).
 template <typename T>

@@ -36,7 +36,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <memory>
@@ -257,7 +256,7 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   fo.provider = provider;
   fo.node_name = "bench" + std::to_string(rank);
   fo.bind_address = "127.0.0.1";
-  fo.busy_poll = o.busy_poll_us >= 0 ? std::chrono::microseconds(o.busy_poll_us) : gossip::BusyPollFor(provider, n);
+  fo.busy_poll = gossip::BusyPollFor(provider, n, o.busy_poll_us);
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(fo));
   CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress(), kWho));
   char frame = 0;
@@ -274,8 +273,7 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   size_t max_bytes = 0;
   for (size_t s : o.sizes) max_bytes = std::max(max_bytes, s);
   // On a page, as a model's parameters and gradients are (common/page_bytes.h).
-  PageBytes page_buf = AllocatePageBytes(max_bytes);
-  std::memset(page_buf.get(), 0, max_bytes);  // the warm-up reduces zeros
+  const PageBytes page_buf = AllocateZeroedPageBytes(max_bytes);  // the warm-up reduces zeros
   std::span<std::byte> buf(page_buf.get(), max_bytes);
   RankRunner runner(collective, o, buf);
   Status status = Status::Ok();

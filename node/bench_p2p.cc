@@ -65,8 +65,7 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, con
                                                    int rank, int fd) {
   gossip::FabricOptions options;
   options.provider = provider;
-  options.busy_poll = o.busy_poll_us >= 0 ? std::chrono::microseconds(o.busy_poll_us)
-                                          : gossip::BusyPollFor(provider, 2);
+  options.busy_poll = gossip::BusyPollFor(provider, 2, o.busy_poll_us);
   if (o.wait_spin_us >= 0) options.wait_spin = std::chrono::microseconds(o.wait_spin_us);
   if (o.wait_spin_per_mib_us >= 0) options.wait_spin_per_mib = std::chrono::microseconds(o.wait_spin_per_mib_us);
   if (o.progress_max_sleep_us >= 0) options.progress_max_sleep = std::chrono::microseconds(o.progress_max_sleep_us);
@@ -82,17 +81,6 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, con
   return transport;
 }
 
-// Message buffers start on a page, as fi_pingpong's do (see common/page_bytes.h).
-class PageAlignedBuffer {
- public:
-  explicit PageAlignedBuffer(size_t size) : data_(AllocatePageBytes(size)) {
-    std::fill(data_.get(), data_.get() + size, std::byte{0});
-  }
-  std::byte* data() { return data_.get(); }
-
- private:
-  PageBytes data_;
-};
 
 // Rank 1: answer every message with one of the same size, `rounds` times per size.
 Status Echo(gossip::Transport& t, const BenchP2pOptions& o) {
@@ -102,14 +90,16 @@ Status Echo(gossip::Transport& t, const BenchP2pOptions& o) {
   // just received instead makes the peer's copy read lines still dirty in this
   // core's L2, which cost shm about a quarter of its 1 MiB bandwidth (6.9
   // against 8.8 GB/s, medians of 5) -- a cache effect, not the transport's.
-  PageAlignedBuffer ping(o.max_size), pong(o.max_size);
+  // Message buffers start on a page, as fi_pingpong's do (common/page_bytes.h).
+  const PageBytes ping = AllocateZeroedPageBytes(o.max_size);
+  const PageBytes pong = AllocateZeroedPageBytes(o.max_size);
   const auto sizes = Sizes(o);
   for (size_t k = 0; k < sizes.size(); ++k) {
     const size_t size = sizes[k];
     const int iters = IterationsFor(o, size);
     const int rounds = iters + WarmupFor(o, iters);
-    const std::span<std::byte> request(ping.data(), size);
-    const std::span<const std::byte> answer(pong.data(), size);
+    const std::span<std::byte> request(ping.get(), size);
+    const std::span<const std::byte> answer(pong.get(), size);
     CHORUS_ASSIGN_OR_RETURN(RequestPtr recv, t.Irecv(0, k, request));
     for (int i = 0; i < rounds; ++i) {
       auto got = recv->Wait(Deadline::AfterSeconds(kWaitSeconds));
@@ -125,8 +115,9 @@ Status Echo(gossip::Transport& t, const BenchP2pOptions& o) {
 
 // Rank 0: time the round trips.
 Result<std::vector<SizeResult>> Ping(gossip::Transport& t, const BenchP2pOptions& o) {
-  PageAlignedBuffer out(o.max_size), in(o.max_size);
-  std::fill(out.data(), out.data() + o.max_size, std::byte{0x5a});
+  const PageBytes out = AllocatePageBytes(o.max_size);
+  const PageBytes in = AllocateZeroedPageBytes(o.max_size);
+  std::fill(out.get(), out.get() + o.max_size, std::byte{0x5a});
   std::vector<SizeResult> results;
   const auto sizes = Sizes(o);
   for (size_t k = 0; k < sizes.size(); ++k) {
@@ -139,9 +130,9 @@ Result<std::vector<SizeResult>> Ping(gossip::Transport& t, const BenchP2pOptions
     for (int i = 0; i < warmup + iters; ++i) {
       if (i == warmup) timed_start = Clock::now();
       const auto start = Clock::now();
-      CHORUS_ASSIGN_OR_RETURN(RequestPtr recv, t.Irecv(1, k, std::span<std::byte>(in.data(), size)));
+      CHORUS_ASSIGN_OR_RETURN(RequestPtr recv, t.Irecv(1, k, std::span<std::byte>(in.get(), size)));
       CHORUS_ASSIGN_OR_RETURN(RequestPtr send,
-                              t.Isend(1, k, std::span<const std::byte>(out.data(), size)));
+                              t.Isend(1, k, std::span<const std::byte>(out.get(), size)));
       auto sent = send->Wait(Deadline::AfterSeconds(kWaitSeconds));
       if (!sent) return Err(sent.error());
       auto got = recv->Wait(Deadline::AfterSeconds(kWaitSeconds));

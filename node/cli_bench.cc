@@ -38,6 +38,11 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   return items;
 }
 
+// --busy-poll-us of both benches (gossip::BusyPollFor).
+constexpr const char* kBusyPollHelp =
+    "Transport knob: how long a wait polls the CQ without yielding (-1: 200 over shm if the host "
+    "has a core per process, else 0)";
+
 void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   CLI::App* cmd = bench.add_subcommand(
       "allreduce", "All-reduce algorithms between local processes over libfabric (nccl-tests' table)");
@@ -75,10 +80,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   cmd->add_option("--warmup", args->warmup, "Untimed seconds of all-reduces before the first row")
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
-  cmd->add_option("--busy-poll-us", args->busy_poll_us,
-                  "How long a wait polls the CQ without yielding (-1: 200 over shm if the host has a "
-                  "core per rank, else 0)")
-      ->capture_default_str();
+  cmd->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp)->capture_default_str();
   cmd->callback([args, &context] {
     BenchAllreduceOptions options;
     options.busy_poll_us = args->busy_poll_us;
@@ -138,9 +140,7 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
     int progress_max_sleep_us = -1;
   };
   auto args = std::make_shared<Args>();
-  p2p->add_option("--busy-poll-us", args->busy_poll_us,
-                  "Transport knob: how long a wait polls the CQ without yielding (-1: 200 over shm "
-                  "if the host has a core per process, else 0)");
+  p2p->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp);
   p2p->add_option("--wait-spin-us", args->wait_spin_us,
                   "Transport knob: how long a wait polls the CQ itself before sleeping (-1: default)");
   p2p->add_option("--wait-spin-per-mib-us", args->wait_spin_per_mib_us,

@@ -198,6 +198,9 @@ TEST(FabricTransport, BusyPollingIsChosenOnlyForShmWithACorePerProcess) {
   EXPECT_GT(BusyPollFor("shm", 1).count(), 0);
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   EXPECT_EQ(BusyPollFor("shm", cores + 1).count(), 0);
+  // An explicit value (a bench's --busy-poll-us) wins, 0 included.
+  EXPECT_EQ(BusyPollFor("tcp;ofi_rxm", 1, 50).count(), 50);
+  EXPECT_EQ(BusyPollFor("shm", 1, 0).count(), 0);
 }
 
 TEST(FabricTransport, RegistrationCacheIsReused) {

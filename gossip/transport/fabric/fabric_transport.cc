@@ -80,7 +80,9 @@ Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,
 
 }  // namespace fabric
 
-std::chrono::microseconds BusyPollFor(const std::string& provider, int busy_processes) {
+std::chrono::microseconds BusyPollFor(const std::string& provider, int busy_processes,
+                                      int override_us) {
+  if (override_us >= 0) return std::chrono::microseconds(override_us);
   if (provider != "shm") return std::chrono::microseconds(0);
   cpu_set_t cpus;
   CPU_ZERO(&cpus);

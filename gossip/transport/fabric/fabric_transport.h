@@ -74,7 +74,9 @@ struct FabricOptions {
 // each has a core of this process's CPU set, else 0. Always 0 over tcp, where
 // loopback packets are processed in softirq context that a poller which never
 // yields starves: 1 MiB ping-pong took 310 us with it against 290 us without.
-std::chrono::microseconds BusyPollFor(const std::string& provider, int busy_processes);
+// An `override_us` >= 0 (a bench's --busy-poll-us) is returned as it is.
+std::chrono::microseconds BusyPollFor(const std::string& provider, int busy_processes,
+                                      int override_us = -1);
 
 // Opens an endpoint (getinfo, fabric, domain, cq, av, ep, enable). The returned
 // transport is ready for LocalAddress(); call SetPeers() before sending.
