@@ -88,7 +88,7 @@ fi
 if [ "$step" = allreduce ]; then
   # ROUNDS rounds (default 3), each Open MPI shm, Open MPI tcp, torch.distributed
   # with gloo (tcp class; GLOO=0 skips it), then chorus bench allreduce at the
-  # same sizes (auto and ALGORITHMS), shm then tcp; then per transport, size and
+  # same sizes (ALGORITHMS; shared_memory runs with shm only), shm then tcp; then per transport, size and
   # algorithm the medians and the ratios against the best peer of the same class
   # (RANKS=2 for two ranks). All time a call as the slowest rank's and take the
   # median over calls.
@@ -115,7 +115,7 @@ for l in open('$work/gloo.jsonl'):
       rm -f "$work/gloo.jsonl"
     fi
     ./build/chorus bench allreduce --ranks $n --provider 'shm,tcp;ofi_rxm' --quick \
-      --algorithms "${ALGORITHMS:-auto,ring,halving_doubling}" | tee -a "$work/chorus.txt" | awk '
+      --algorithms "${ALGORITHMS:-auto,shared_memory,ring,halving_doubling}" | tee -a "$work/chorus.txt" | awk '
       /^# provider/ { t = ($3 == "shm") ? "shm" : "tcp" }
       $3 == "float" { print t, "chorus-" $4, $1, $6 }' >> "$rows"
   done

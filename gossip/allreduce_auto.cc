@@ -4,7 +4,8 @@
 namespace chorus::gossip {
 
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
-                                            const AllreduceCrossovers& crossovers) {
+                                            const AllreduceCrossovers& crossovers, bool host_memory) {
+  if (host_memory && num_hosts == 1 && world_size > 1) return AllreduceAlgorithm::kSharedMemory;
   if (num_hosts > 1 && num_hosts < world_size && bytes >= crossovers.hierarchical_min_bytes) {
     return AllreduceAlgorithm::kHierarchical;
   }

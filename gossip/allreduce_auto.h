@@ -12,7 +12,9 @@
 
 namespace chorus::gossip {
 
-// Never returns kAuto. The rules, in order:
+// Never returns kAuto. `host_memory`: the ranks of each host share a
+// HostSegment (Collective::Create with shared memory). The rules, in order:
+//  0. host_memory, world_size > 1 and one host: kSharedMemory.
 //  1. several hosts, some shared (1 < num_hosts < world_size), and
 //     bytes >= hierarchical_min_bytes: kHierarchical.
 //  2. bytes <= recursive_doubling_max_bytes: kRecursiveDoubling (latency-bound:
@@ -23,6 +25,7 @@ namespace chorus::gossip {
 // The world size does not enter beyond rule 1: at 2 ranks halving-doubling and
 // the ring move the same halves, and halving-doubling was the faster at 1 MiB.
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
-                                            const AllreduceCrossovers& crossovers);
+                                            const AllreduceCrossovers& crossovers,
+                                            bool host_memory = false);
 
 }  // namespace chorus::gossip

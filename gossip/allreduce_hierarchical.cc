@@ -6,12 +6,15 @@
 // `leaders`. Step 3: TreeBroadcastFrom(local, root 0) hands the result to every
 // rank of the host. Steps use distinct tag phases (tree reduce, ring, tree
 // broadcast) of options.tag_base, and the local groups are disjoint, so the
-// messages of different steps and hosts never match each other.
+// messages of different steps and hosts never match each other. With the
+// host's segment, steps 1 and 3 are SharedMemorySum (the sum copied out at the
+// leader only) and SharedMemoryBroadcast from the leader.
 #include "gossip/allreduce_hierarchical.h"
 
 #include <string>
 
 #include "gossip/allreduce_ring.h"
+#include "gossip/allreduce_shared_memory.h"
 #include "gossip/allreduce_tree.h"
 #include "gossip/collective_internal.h"
 
@@ -21,7 +24,7 @@ namespace {
 
 template <typename T>
 Status HierarchicalSum(const CollectiveGroup& group, const topologies::HostGroups& hosts, std::span<T> data,
-                       const AllreduceOptions& options) {
+                       const AllreduceOptions& options, HostSegment* segment) {
   if (static_cast<int>(hosts.group_of_rank.size()) != group.size()) {
     return InvalidArgument("hierarchical all-reduce: " + std::to_string(hosts.group_of_rank.size()) +
                            " host keys for a group of " + std::to_string(group.size()));
@@ -32,14 +35,23 @@ Status HierarchicalSum(const CollectiveGroup& group, const topologies::HostGroup
   const detail::TreeParams params{options.segment_elems, options.inflight_segments,
                                   options.tag_base, options.deadline};
 
-  Status s = detail::TreeReduceTo(local, data, /*root=*/0, params);
+  if (segment != nullptr && segment->size() != local.size()) {
+    return FailedPrecondition("hierarchical all-reduce: the host segment has " + std::to_string(segment->size()) +
+                              " members, the host group " + std::to_string(local.size()));
+  }
+  const Tag reduce_tag = CollectiveTag(options.tag_base, CollectivePhase::kTreeReduce);
+  const Tag broadcast_tag = CollectiveTag(options.tag_base, CollectivePhase::kTreeBroadcast);
+  Status s = segment != nullptr
+                 ? detail::SharedMemorySum(*segment, data, reduce_tag, options.deadline, /*leader_only=*/true)
+                 : detail::TreeReduceTo(local, data, /*root=*/0, params);
   if (!s.ok()) return s.WithContext("reduce inside the host");
   if (local.self() == 0 && hosts.NumGroups() > 1) {
     CHORUS_ASSIGN_OR_RETURN(CollectiveGroup leaders, group.Sub(hosts.leaders));
     s = detail::RingSum(leaders, data, options);
     if (!s.ok()) return s.WithContext("ring among host leaders");
   }
-  s = detail::TreeBroadcastFrom(local, data, /*root=*/0, params);
+  s = segment != nullptr ? detail::SharedMemoryBroadcast(*segment, data, /*root=*/0, broadcast_tag, options.deadline)
+                        : detail::TreeBroadcastFrom(local, data, /*root=*/0, params);
   if (!s.ok()) return s.WithContext("broadcast inside the host");
   return Status::Ok();
 }
@@ -47,15 +59,16 @@ Status HierarchicalSum(const CollectiveGroup& group, const topologies::HostGroup
 }  // namespace
 
 Status AllreduceHierarchical(const CollectiveGroup& group, const topologies::HostGroups& hosts,
-                             std::span<float> data, const AllreduceOptions& options) {
+                             std::span<float> data, const AllreduceOptions& options, HostSegment* segment) {
   return detail::RunAllreduce(group, data, options, "hierarchical all-reduce",
-                              [&] { return HierarchicalSum(group, hosts, data, options); });
+                              [&] { return HierarchicalSum(group, hosts, data, options, segment); });
 }
 
 Status AllreduceHierarchical(const CollectiveGroup& group, const topologies::HostGroups& hosts,
-                             std::span<uint16_t> half, const AllreduceOptions& options) {
+                             std::span<uint16_t> half, const AllreduceOptions& options,
+                             HostSegment* segment) {
   return detail::RunAllreduce(group, half, options, "hierarchical all-reduce (fp16)",
-                              [&] { return HierarchicalSum(group, hosts, half, options); });
+                              [&] { return HierarchicalSum(group, hosts, half, options, segment); });
 }
 
 }  // namespace chorus::gossip

@@ -7,13 +7,15 @@
 #include "gossip/allreduce_halving_doubling.h"
 #include "gossip/allreduce_hierarchical.h"
 #include "gossip/allreduce_recursive_doubling.h"
+#include "gossip/allreduce_shared_memory.h"
 #include "gossip/allreduce_ring.h"
 #include "gossip/allreduce_tree.h"
 #include "gossip/collective_internal.h"
 
 namespace chorus::gossip {
 
-Result<Collective> Collective::Create(Transport& transport, std::vector<std::string> host_keys) {
+Result<Collective> Collective::Create(Transport& transport, std::vector<std::string> host_keys,
+                                      std::optional<HostSegmentOptions> shared_memory) {
   CHORUS_ASSIGN_OR_RETURN(CollectiveGroup world, CollectiveGroup::World(transport));
   if (host_keys.empty()) {
     for (int r = 0; r < world.size(); ++r) host_keys.push_back("rank" + std::to_string(r));
@@ -23,12 +25,21 @@ Result<Collective> Collective::Create(Transport& transport, std::vector<std::str
                                " host keys for " + std::to_string(world.size()) + " ranks"));
   }
   CHORUS_ASSIGN_OR_RETURN(topologies::HostGroups hosts, topologies::GroupByHost(host_keys));
-  return Collective(std::move(world), std::move(hosts));
+  std::shared_ptr<HostSegment> segment;
+  const auto& members = hosts.members[hosts.group_of_rank[world.self()]];
+  if (shared_memory && members.size() > 1) {
+    CHORUS_ASSIGN_OR_RETURN(CollectiveGroup local, world.Sub(members));
+    HostSegmentOptions o = *shared_memory;
+    o.tag_base = CollectiveTag(o.tag_base, CollectivePhase::kSegmentAttach);
+    CHORUS_ASSIGN_OR_RETURN(segment, HostSegment::Attach(local, o));
+  }
+  return Collective(std::move(world), std::move(hosts), std::move(segment));
 }
 
 AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t bytes) const {
   if (options.algorithm != AllreduceAlgorithm::kAuto) return options.algorithm;
-  return ChooseAllreduceAlgorithm(bytes, size(), hosts_.NumGroups(), options.crossovers);
+  return ChooseAllreduceAlgorithm(bytes, size(), hosts_.NumGroups(), options.crossovers,
+                                  segment_ != nullptr);
 }
 
 template <typename T>
@@ -39,9 +50,19 @@ Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& opti
     case AllreduceAlgorithm::kHalvingDoubling:
       return AllreduceHalvingDoubling(world_, data, options);
     case AllreduceAlgorithm::kHierarchical:
-      return AllreduceHierarchical(world_, hosts_, data, options);
+      return AllreduceHierarchical(world_, hosts_, data, options, segment_.get());
     case AllreduceAlgorithm::kRecursiveDoubling:
       return AllreduceRecursiveDoubling(world_, data, options);
+    case AllreduceAlgorithm::kSharedMemory:
+      // Alone: nothing to share (no segment is attached); the ring only scales.
+      if (size() == 1) return AllreduceRing(world_, data, options);
+      if (segment_ == nullptr || hosts_.NumGroups() != 1) {
+        return FailedPrecondition(
+            "shared-memory all-reduce needs every rank on one host and a collective created with "
+            "shared memory (" + std::to_string(hosts_.NumGroups()) + " hosts, segment " +
+            (segment_ != nullptr ? "attached" : "not attached") + ")");
+      }
+      return AllreduceSharedMemory(*segment_, data, options);
     case AllreduceAlgorithm::kAuto: break;
   }
   return Internal("collective: no algorithm resolved");

@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "common/status.h"
 #include "gossip/collective_group.h"
 #include "gossip/collective_options.h"
+#include "gossip/host_segment.h"
 #include "gossip/transport.h"
 #include "topologies/host_groups.h"
 
@@ -29,7 +32,11 @@ class Collective {
  public:
   // `host_keys`: one per transport rank (e.g. host names), used by hierarchical
   // all-reduce and kAuto; empty means every rank on its own host.
-  static Result<Collective> Create(Transport& transport, std::vector<std::string> host_keys = {});
+  // `shared_memory`: the ranks of each host (two or more) attach one
+  // HostSegment (a collective call: every rank passes it or none does), used by
+  // kSharedMemory, by hierarchical inside hosts, and so by kAuto.
+  static Result<Collective> Create(Transport& transport, std::vector<std::string> host_keys = {},
+                                   std::optional<HostSegmentOptions> shared_memory = std::nullopt);
 
   // Sums `data` in place over all ranks (same length and options everywhere),
   // with options.pre_scale / post_scale. `half` holds IEEE binary16 bits, summed
@@ -52,16 +59,19 @@ class Collective {
   int rank() const { return world_.self(); }
   int size() const { return world_.size(); }
   const topologies::HostGroups& hosts() const { return hosts_; }
+  // This rank's host segment; null without shared memory or alone on its host.
+  HostSegment* segment() const { return segment_.get(); }
 
  private:
-  Collective(CollectiveGroup world, topologies::HostGroups hosts)
-      : world_(std::move(world)), hosts_(std::move(hosts)) {}
+  Collective(CollectiveGroup world, topologies::HostGroups hosts, std::shared_ptr<HostSegment> segment)
+      : world_(std::move(world)), hosts_(std::move(hosts)), segment_(std::move(segment)) {}
 
   template <typename T>
   Status AllreduceImpl(std::span<T> data, const AllreduceOptions& options) const;
 
   CollectiveGroup world_;
   topologies::HostGroups hosts_;
+  std::shared_ptr<HostSegment> segment_;  // shared: Collective is copied by value
 };
 
 }  // namespace chorus::gossip

@@ -13,6 +13,7 @@ std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm) {
     case AllreduceAlgorithm::kHalvingDoubling: return "halving_doubling";
     case AllreduceAlgorithm::kHierarchical: return "hierarchical";
     case AllreduceAlgorithm::kRecursiveDoubling: return "recursive_doubling";
+    case AllreduceAlgorithm::kSharedMemory: return "shared_memory";
   }
   return "unknown";
 }
@@ -20,12 +21,12 @@ std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm) {
 Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text) {
   for (auto a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
                  AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
-                 AllreduceAlgorithm::kRecursiveDoubling}) {
+                 AllreduceAlgorithm::kRecursiveDoubling, AllreduceAlgorithm::kSharedMemory}) {
     if (text == AllreduceAlgorithmName(a)) return a;
   }
   return Err(InvalidArgument("unknown all-reduce algorithm '" + std::string(text) +
-                             "' (expected auto, ring, tree, halving_doubling, hierarchical or "
-                             "recursive_doubling)"));
+                             "' (expected auto, ring, tree, halving_doubling, hierarchical, "
+                             "recursive_doubling or shared_memory)"));
 }
 
 }  // namespace chorus::gossip

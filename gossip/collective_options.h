@@ -40,6 +40,7 @@ enum class CollectivePhase : uint32_t {
   kFoldOut = 8,             // halving-doubling, recursive doubling: partner -> extra rank
   kBarrier = 9,             // step = dissemination round
   kRecursiveDoubling = 10,  // step = recursive doubling round
+  kSegmentAttach = 11,      // step 0: segment name, leader -> member; step 1: the answer
 };
 
 inline Tag CollectiveTag(Tag base, CollectivePhase phase, uint32_t step = 0) {
@@ -53,11 +54,12 @@ enum class AllreduceAlgorithm {
   kHalvingDoubling,     // recursive halving + doubling with the non-power-of-two fold
   kHierarchical,        // reduce inside each host, ring among host leaders, broadcast
   kRecursiveDoubling,   // log2 n whole-buffer exchanges with the fold: small buffers
+  kSharedMemory,        // every rank on one host: through a shared segment, no messages
 };
 
 std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
 // Parses "auto", "ring", "tree", "halving_doubling", "hierarchical",
-// "recursive_doubling".
+// "recursive_doubling", "shared_memory".
 Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text);
 
 // Crossovers used by kAuto, from `chorus bench allreduce --ranks 4` on this

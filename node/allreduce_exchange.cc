@@ -2,6 +2,7 @@
 #include "node/allreduce_exchange.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/log.h"
 #include "node/step_agreement.h"
@@ -42,9 +43,22 @@ AllreduceExchange::~AllreduceExchange() { trainer_->SetGradientReadyHook(nullptr
 Status AllreduceExchange::Build() {
   engine_.reset();
   const MembershipView& view = session_->view;
+  const gossip::Tag tag_base = (view.epoch % 1024) << 40;  // a fresh range per membership epoch
+  const Duration op_timeout = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double>(config_.fabric.op_timeout_s));
+  std::optional<gossip::HostSegmentOptions> segment;
+  if (config_.exchange.shared_memory) {
+    segment = gossip::HostSegmentOptions{};
+    segment->tag_base = tag_base;  // the attach uses a phase no bucket's all-reduce uses
+    segment->deadline = Deadline::After(op_timeout);
+  }
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective c,
-                          gossip::Collective::Create(*session_->transport, HostKeys(view)));
+                          gossip::Collective::Create(*session_->transport, HostKeys(view), segment));
   collective_ = std::make_unique<gossip::Collective>(std::move(c));
+  if (collective_->segment() != nullptr) {
+    CHORUS_LOG_INFO(Subsys::kGossip, "all-reduce inside the host through shared memory ",
+                    collective_->segment()->Describe());
+  }
 
   // Backward order is the reverse of the parameter table.
   std::span<const trainer::ParameterInfo> params = trainer_->Parameters();
@@ -62,9 +76,8 @@ Status AllreduceExchange::Build() {
   gossip::FusionOptions options;
   options.allreduce.algorithm = algorithm_;
   options.allreduce.pre_scale = static_cast<float>(local_batch) / static_cast<float>(global_batch);
-  options.allreduce.tag_base = (view.epoch % 1024) << 40;  // a fresh range per membership epoch
-  options.bucket_timeout = std::chrono::duration_cast<Duration>(
-      std::chrono::duration<double>(config_.fabric.op_timeout_s));
+  options.allreduce.tag_base = tag_base;
+  options.bucket_timeout = op_timeout;
   options.trace = trace_;
   options.fp16_wire = config_.exchange.fp16_wire;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),

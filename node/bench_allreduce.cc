@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <system_error>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -93,9 +94,15 @@ struct RowResult {
   std::vector<double> times_us;  // not part of the fixed frame
 };
 
-std::vector<RowSpec> Rows(const BenchAllreduceOptions& o) {
+// With the shm provider the ranks also attach a host segment, as nodes on one
+// host do: `auto` may then pick shared_memory. Over tcp they do not (the tcp
+// rows measure the network path), and shared_memory rows are left out.
+bool AttachesHostSegment(const std::string& provider) { return provider == "shm"; }
+
+std::vector<RowSpec> Rows(const BenchAllreduceOptions& o, const std::string& provider) {
   std::vector<RowSpec> rows;
   for (AllreduceAlgorithm a : o.algorithms) {
+    if (a == AllreduceAlgorithm::kSharedMemory && !AttachesHostSegment(provider)) continue;
     for (DType t : {DType::kFloat32, DType::kFloat16}) {
       for (size_t s : o.sizes) {
         if (s >= DTypeBytes(t)) rows.push_back({a, t, s - s % DTypeBytes(t)});
@@ -268,7 +275,10 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
     peers[r] = PeerInfo{r, std::move(blob), "bench" + std::to_string(r)};
   }
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(rank, peers));
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective collective, gossip::Collective::Create(*transport));
+  std::optional<gossip::HostSegmentOptions> segment;
+  if (AttachesHostSegment(provider)) segment = gossip::HostSegmentOptions{};
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective collective,
+                          gossip::Collective::Create(*transport, std::vector<std::string>(n, "localhost"), segment));
 
   size_t max_bytes = 0;
   for (size_t s : o.sizes) max_bytes = std::max(max_bytes, s);
@@ -279,7 +289,7 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   Status status = Status::Ok();
   {
     Watcher watcher(*transport, fd);  // joined (after the parent's last frame) before the endpoint closes
-    const std::vector<RowSpec> rows = Rows(o);
+    const std::vector<RowSpec> rows = Rows(o, provider);
     auto run_row = [&](size_t i) -> Result<RowResult> {
       if (i == 0 && o.warmup_seconds > 0) CHORUS_RETURN_IF_ERROR(runner.WarmUp(rows[0], o.warmup_seconds));
       return runner.Run(rows[i]);
@@ -352,7 +362,7 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
   std::printf("#%11s %13s %6s %17s %6s %12s %12s %12s\n", "size(B)", "count(elems)", "type",
               "algorithm", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
   std::fflush(stdout);
-  for (const RowSpec& row : Rows(o)) {
+  for (const RowSpec& row : Rows(o, provider)) {
     std::vector<RowResult> results(n);
     std::vector<bool> have(n, false);
     int missing = n;

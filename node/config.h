@@ -109,6 +109,7 @@ struct ExchangeConfig {
   std::string algorithm = "auto";
   int bucket_kib = 1024;             // tensor-fusion bucket threshold
   bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
+  bool shared_memory = true;         // nodes of one host_group sum through a shared segment
   std::string on_failure = "continue";  // continue (re-form over survivors) | stop
   // gossip
   std::string protocol = "dpsgd";    // dpsgd | pairwise-async | push-sum | choco

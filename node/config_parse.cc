@@ -138,6 +138,9 @@ const FieldSpec kFields[] = {
                         "allreduce: ring | tree | halving-doubling | recursive-doubling | hierarchical | auto"),
     CHORUS_CONFIG_FIELD(exchange, bucket_kib, "allreduce: tensor-fusion bucket threshold, >= 1"),
     CHORUS_CONFIG_FIELD(exchange, fp16_wire, "allreduce: FP16 gradients on the wire (pre-divided by N)"),
+    CHORUS_CONFIG_FIELD(exchange, shared_memory,
+                        "allreduce: nodes of one host_group sum through a shared-memory segment "
+                        "(false: through the fabric only)"),
     CHORUS_CONFIG_FIELD(exchange, on_failure, "allreduce: continue (re-form over survivors) | stop"),
     CHORUS_CONFIG_FIELD(exchange, protocol, "gossip: dpsgd | pairwise-async | push-sum | choco"),
     CHORUS_CONFIG_FIELD(exchange, period, "gossip: local steps between mixing rounds, >= 1"),

@@ -87,9 +87,18 @@ class TrainingProcessTest : public ::testing::TestWithParam<std::string> {
 TEST_P(TrainingProcessTest, AllreduceKeepsReplicasIdenticalAfterEveryStep) {
   const std::string provider = GetParam();
   const std::string name = "ar-" + std::string(provider == "shm" ? "shm" : "tcp");
+  // Over tcp the ring through the fabric alone; over shm `auto`, which on one
+  // host sums through the nodes' shared-memory segment.
+  const bool shm = provider == "shm";
   LaunchedRun run = LaunchTraining(name, 4,
-                           {"exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\"",
+                           {"exchange.kind=\"allreduce\"",
+                            std::string("exchange.algorithm=\"") + (shm ? "auto" : "ring") + "\"",
+                            std::string("exchange.shared_memory=") + (shm ? "true" : "false"),
                             "fabric.provider=\"" + provider + "\"", "exchange.bucket_kib=64"});
+  if (shm) {
+    EXPECT_NE(run.output.find("all-reduce inside the host through shared memory"), std::string::npos)
+        << run.output;
+  }
   ASSERT_EQ(run.exit_status, 0) << run.output;
   auto reference = StepChecksums(run.dir / "node0" / "metrics.jsonl");
   ASSERT_GE(reference.size(), 3u) << "too few logged steps";
@@ -152,10 +161,17 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
 // gossip (consensus among the survivors).
 TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
   if (GetParam() == "shm") GTEST_SKIP() << "run once, over tcp";
-  for (const std::string kind : {"allreduce", "gossip"}) {
-    SCOPED_TRACE(kind);
+  // All-reduce through the fabric (ring), through the host's shared memory
+  // (auto: a waiter notices the dead process), and D-PSGD gossip.
+  struct Variant {
+    std::string kind, algorithm, shared_memory;
+  };
+  for (const Variant& v : {Variant{"allreduce", "ring", "false"}, Variant{"allreduce", "auto", "true"},
+                           Variant{"gossip", "ring", "false"}}) {
+    const std::string& kind = v.kind;
+    SCOPED_TRACE(kind + " " + v.algorithm);
     const fs::path out = fs::temp_directory_path() / ("chorus-kill-test-" + std::to_string(getpid()));
-    const std::string name = "kill-" + kind;
+    const std::string name = "kill-" + kind + "-" + v.algorithm;
     std::vector<std::string> args = {"launch", "-n", "4"};
     for (const std::string& s : FastClusterSets(name)) args.push_back(s);
     for (const std::string& s :
@@ -168,7 +184,8 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
           // declare a live peer dead.
           std::string("cluster.heartbeat_interval_s=0.2"), std::string("cluster.suspect_timeout_s=1.5"),
           std::string("cluster.dead_timeout_s=3"),
-          "exchange.kind=\"" + kind + "\"", std::string("exchange.algorithm=\"ring\""),
+          "exchange.kind=\"" + kind + "\"", "exchange.algorithm=\"" + v.algorithm + "\"",
+          "exchange.shared_memory=" + v.shared_memory,
           std::string("topology.kind=\"ring\"")}) {
       args.push_back("--set");
       args.push_back(s);

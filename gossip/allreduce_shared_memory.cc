@@ -1,0 +1,131 @@
+// AllreduceSharedMemory (see allreduce_shared_memory.h).
+#include "gossip/allreduce_shared_memory.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "gossip/collective_internal.h"
+
+namespace chorus::gossip {
+
+namespace detail {
+
+namespace {
+
+// Slice i of a round of `elems` elements among n members: balanced, cut on
+// 64-byte lines so that no two members write one cache line of the result.
+template <typename T>
+std::pair<size_t, size_t> SliceOf(size_t elems, int n, int i) {
+  constexpr size_t kLine = 64 / sizeof(T);
+  const size_t lines = (elems + kLine - 1) / kLine;
+  const size_t lo = std::min(elems, lines * static_cast<size_t>(i) / n * kLine);
+  const size_t hi = std::min(elems, lines * static_cast<size_t>(i + 1) / n * kLine);
+  return {lo, hi};
+}
+
+// out[k] = sum over members j (in order) of slot_j[k], k in [lo, hi), in blocks
+// that stay in L1 while every slot is added in.
+template <typename T>
+void SumSlots(const HostSegment& segment, size_t lo, size_t hi, T* out, float scale) {
+  constexpr size_t kBlock = 4096 / sizeof(T);
+  for (size_t b = lo; b < hi; b += kBlock) {
+    const size_t len = std::min(kBlock, hi - b);
+    std::memcpy(out + b, reinterpret_cast<const T*>(segment.Slot(0)) + b, len * sizeof(T));
+    for (int j = 1; j < segment.size(); ++j) {
+      AddInto(out + b, reinterpret_cast<const T*>(segment.Slot(j)) + b, len);
+    }
+    ScaleInPlace(out + b, len, scale);
+  }
+}
+
+template <typename T>
+Status SumRounds(HostSegment& segment, std::span<T> data, Tag tag, Deadline deadline, bool leader_only,
+                 float pre_scale, float post_scale) {
+  const size_t round_elems = segment.slot_bytes() / sizeof(T);
+  const int n = segment.size();
+  const int self = segment.self();
+  T* mine = reinterpret_cast<T*>(segment.Slot(self));
+  T* result = reinterpret_cast<T*>(segment.ResultSlot());
+  for (size_t off = 0; off < data.size(); off += round_elems) {
+    const size_t len = std::min(round_elems, data.size() - off);
+    const uint64_t seq = segment.NextSequence();
+    std::memcpy(mine, data.data() + off, len * sizeof(T));
+    ScaleInPlace(mine, len, pre_scale);
+    segment.Post(seq, tag);
+    CHORUS_RETURN_IF_ERROR(segment.WaitPosted(seq, tag, deadline));
+    const auto [lo, hi] = SliceOf<T>(len, n, self);
+    SumSlots(segment, lo, hi, result, post_scale);
+    segment.Finish(seq);
+    CHORUS_RETURN_IF_ERROR(segment.WaitFinished(seq, deadline));
+    if (!leader_only || self == 0) std::memcpy(data.data() + off, result, len * sizeof(T));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+template <typename T>
+Status SharedMemorySum(HostSegment& segment, std::span<T> data, Tag tag, Deadline deadline,
+                       bool leader_only) {
+  auto lock = segment.Lock();
+  return SumRounds(segment, data, tag, deadline, leader_only, 1.0f, 1.0f);
+}
+
+template <typename T>
+Status SharedMemoryBroadcast(HostSegment& segment, std::span<T> data, int root, Tag tag,
+                             Deadline deadline) {
+  auto lock = segment.Lock();
+  const size_t round_elems = segment.slot_bytes() / sizeof(T);
+  const bool is_root = segment.self() == root;
+  T* slot = reinterpret_cast<T*>(segment.Slot(root));
+  for (size_t off = 0; off < data.size(); off += round_elems) {
+    const size_t len = std::min(round_elems, data.size() - off);
+    const uint64_t seq = segment.NextSequence();
+    if (is_root) {
+      std::memcpy(slot, data.data() + off, len * sizeof(T));
+      segment.Post(seq, tag);
+      CHORUS_RETURN_IF_ERROR(segment.WaitFinished(seq, deadline, root));
+    } else {
+      CHORUS_RETURN_IF_ERROR(segment.WaitPosted(seq, tag, deadline, {root}));
+      std::memcpy(data.data() + off, slot, len * sizeof(T));
+      segment.Finish(seq);
+    }
+  }
+  return Status::Ok();
+}
+
+template Status SharedMemorySum<float>(HostSegment&, std::span<float>, Tag, Deadline, bool);
+template Status SharedMemorySum<uint16_t>(HostSegment&, std::span<uint16_t>, Tag, Deadline, bool);
+template Status SharedMemoryBroadcast<float>(HostSegment&, std::span<float>, int, Tag, Deadline);
+template Status SharedMemoryBroadcast<uint16_t>(HostSegment&, std::span<uint16_t>, int, Tag, Deadline);
+
+}  // namespace detail
+
+namespace {
+
+template <typename T>
+Status Run(HostSegment& segment, std::span<T> data, const AllreduceOptions& options, const char* what) {
+  if (segment.size() == 1 || data.empty()) {
+    detail::ScaleInPlace(data.data(), data.size(), options.pre_scale);
+    detail::ScaleInPlace(data.data(), data.size(), options.post_scale);
+    return Status::Ok();
+  }
+  auto lock = segment.Lock();
+  Status s = detail::SumRounds(segment, data, options.tag_base, options.deadline, /*leader_only=*/false,
+                               options.pre_scale, options.post_scale);
+  return s.ok() ? s : s.WithContext(what);
+}
+
+}  // namespace
+
+Status AllreduceSharedMemory(HostSegment& segment, std::span<float> data, const AllreduceOptions& options) {
+  return Run(segment, data, options, "shared-memory all-reduce");
+}
+
+Status AllreduceSharedMemory(HostSegment& segment, std::span<uint16_t> half,
+                             const AllreduceOptions& options) {
+  return Run(segment, half, options, "shared-memory all-reduce (fp16)");
+}
+
+}  // namespace chorus::gossip
