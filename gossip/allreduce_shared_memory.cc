@@ -24,41 +24,63 @@ std::pair<size_t, size_t> SliceOf(size_t elems, int n, int i) {
   return {lo, hi};
 }
 
-// out[k] = sum over members j (in order) of slot_j[k], k in [lo, hi), in blocks
-// that stay in L1 while every slot is added in.
+// mine[k] = sum over members j (in order) of their part of the round, k in
+// [lo, hi): this member's own part is `mine` itself (no copy of it went to the
+// slot), the others' parts their slots. Summed in blocks that stay in L1, the
+// block's sum written to `mine` and to the result slot.
 template <typename T>
-void SumSlots(const HostSegment& segment, size_t lo, size_t hi, T* out, float scale) {
+void SumSlice(const HostSegment& segment, size_t lo, size_t hi, T* mine, T* result, float scale) {
   constexpr size_t kBlock = 4096 / sizeof(T);
+  alignas(64) T acc[kBlock];
+  auto part = [&](int j, size_t b) -> const T* {
+    return j == segment.self() ? mine + b : reinterpret_cast<const T*>(segment.Slot(j)) + b;
+  };
   for (size_t b = lo; b < hi; b += kBlock) {
     const size_t len = std::min(kBlock, hi - b);
-    std::memcpy(out + b, reinterpret_cast<const T*>(segment.Slot(0)) + b, len * sizeof(T));
-    for (int j = 1; j < segment.size(); ++j) {
-      AddInto(out + b, reinterpret_cast<const T*>(segment.Slot(j)) + b, len);
-    }
-    ScaleInPlace(out + b, len, scale);
+    std::memcpy(acc, part(0, b), len * sizeof(T));
+    for (int j = 1; j < segment.size(); ++j) AddInto(acc, part(j, b), len);
+    ScaleInPlace(acc, len, scale);
+    std::memcpy(mine + b, acc, len * sizeof(T));
+    std::memcpy(result + b, acc, len * sizeof(T));
   }
 }
 
+// Copies [0, len) but [lo, hi) from `from` to `to`.
+template <typename T>
+void CopyAround(T* to, const T* from, size_t len, size_t lo, size_t hi) {
+  std::memcpy(to, from, lo * sizeof(T));
+  std::memcpy(to + hi, from + hi, (len - hi) * sizeof(T));
+}
+
+// Each round: the member's part of the round outside its own slice goes to its
+// slot (the others sum those); its own slice stays where it is, scaled in
+// place, and receives the slice's sum, which it also writes to the result
+// slot; after the second wait the other slices come from the result slot.
+// Every member sums slice i in the same order (members 0..n-1) from the same
+// values, so all end with the same bits.
 template <typename T>
 Status SumRounds(HostSegment& segment, std::span<T> data, Tag tag, Deadline deadline, bool leader_only,
                  float pre_scale, float post_scale) {
   const size_t round_elems = segment.slot_bytes() / sizeof(T);
   const int n = segment.size();
   const int self = segment.self();
-  T* mine = reinterpret_cast<T*>(segment.Slot(self));
+  T* slot = reinterpret_cast<T*>(segment.Slot(self));
   T* result = reinterpret_cast<T*>(segment.ResultSlot());
   for (size_t off = 0; off < data.size(); off += round_elems) {
     const size_t len = std::min(round_elems, data.size() - off);
+    T* mine = data.data() + off;
+    const auto [lo, hi] = SliceOf<T>(len, n, self);
     const uint64_t seq = segment.NextSequence();
-    std::memcpy(mine, data.data() + off, len * sizeof(T));
-    ScaleInPlace(mine, len, pre_scale);
+    CopyAround(slot, mine, len, lo, hi);
+    ScaleInPlace(slot, lo, pre_scale);
+    ScaleInPlace(slot + hi, len - hi, pre_scale);
+    ScaleInPlace(mine + lo, hi - lo, pre_scale);
     segment.Post(seq, tag);
     CHORUS_RETURN_IF_ERROR(segment.WaitPosted(seq, tag, deadline));
-    const auto [lo, hi] = SliceOf<T>(len, n, self);
-    SumSlots(segment, lo, hi, result, post_scale);
+    SumSlice(segment, lo, hi, mine, result, post_scale);
     segment.Finish(seq);
     CHORUS_RETURN_IF_ERROR(segment.WaitFinished(seq, deadline));
-    if (!leader_only || self == 0) std::memcpy(data.data() + off, result, len * sizeof(T));
+    if (!leader_only || self == 0) CopyAround(mine, result, len, lo, hi);
   }
   return Status::Ok();
 }

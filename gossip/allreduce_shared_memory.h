@@ -1,12 +1,14 @@
 // AllreduceSharedMemory: all-reduce of the ranks of one host through their
 // HostSegment, with no message on the transport.
 //
-// Round by round (a round is at most slot_bytes of the buffer): every rank
-// copies its part into its own slot (scaled by pre_scale) and posts; once all
-// have posted, rank i sums slice i of every slot, in slot order, into the result
-// slot (scaled by post_scale) and finishes; once all have finished, every rank
-// copies the result out. Two waits per round, every byte copied in once, read
-// n times in total and copied out once per rank; every rank gets the same bits.
+// Round by round (a round is at most slot_bytes of the buffer; slice i is the
+// i-th n-th of it): every rank copies its round, but its own slice, into its
+// slot (scaled by pre_scale) and posts; once all have posted, rank i sums slice
+// i of every rank (its own from its buffer, the others' from their slots, in
+// rank order) into its buffer and the result slot (scaled by post_scale) and
+// finishes; once all have finished, every rank copies the other slices out.
+// Two waits per round; each rank copies (n-1)/n of the round in and out, and
+// reads n slices; every rank gets the same bits.
 //
 // Must not: see a transport implementation, or send on it.
 #pragma once
@@ -30,7 +32,7 @@ namespace chorus::gossip {
 
 namespace detail {
 // The sum alone (no scaling) for composite algorithms; with `leader_only`, only
-// index 0 copies the sum out (the others' `data` is left as it was).
+// index 0 copies the whole sum out (the others' `data` is left partly summed).
 template <typename T>
 Status SharedMemorySum(HostSegment& segment, std::span<T> data, Tag tag, Deadline deadline,
                        bool leader_only);

@@ -160,13 +160,15 @@ Result<std::shared_ptr<HostSegment>> HostSegment::Attach(const CollectiveGroup& 
   } else if (local.self() == 0) {
     RemoveStaleNames();
     name = FreshName();
-    CHORUS_ASSIGN_OR_RETURN(base, CreateNamed(name, bytes, n, slot_bytes));
-    std::array<char, kNameBytes> wire{};
-    std::memcpy(wire.data(), name.data(), std::min(name.size(), kNameBytes - 1));
+    Result<std::byte*> created = CreateNamed(name, bytes, n, slot_bytes);
+    std::array<char, kNameBytes> wire{};  // empty: "I could not create it", so members fail at once
+    if (created) std::memcpy(wire.data(), name.data(), std::min(name.size(), kNameBytes - 1));
     Status s = Status::Ok();
     for (int i = 1; i < n && s.ok(); ++i) {
       s = t.Send(local.RankAt(i), name_tag, std::as_bytes(std::span(wire)), options.deadline);
     }
+    if (!created) return Err(created.error().WithContext("creating the host's shared memory"));
+    base = *created;
     for (int i = 1; i < n && s.ok(); ++i) {
       char ack = 0;
       Result<Completion> c = t.Recv(local.RankAt(i), ack_tag, std::as_writable_bytes(std::span(&ack, 1)),
@@ -178,6 +180,13 @@ Result<std::shared_ptr<HostSegment>> HostSegment::Attach(const CollectiveGroup& 
       }
     }
     shm_unlink(name.c_str());  // from now on the memory lives as long as a mapping does
+    // The verdict, so that every member ends with a segment or none does (a
+    // member that could not map it would otherwise leave the others resolving
+    // `auto` differently from it).
+    const char verdict = s.ok() ? 1 : 0;
+    for (int i = 1; i < n; ++i) {
+      (void)t.Send(local.RankAt(i), name_tag, std::as_bytes(std::span(&verdict, 1)), options.deadline);
+    }
     if (!s.ok()) {
       munmap(base, bytes);
       return Err(s.WithContext("attaching shared memory " + name));
@@ -189,12 +198,23 @@ Result<std::shared_ptr<HostSegment>> HostSegment::Attach(const CollectiveGroup& 
     (void)c;
     wire.back() = '\0';
     name = wire.data();
+    if (name.empty()) {
+      return Err(FailedPrecondition("rank " + std::to_string(local.RankAt(0)) +
+                                    " could not create the host's shared memory (its log says why)"));
+    }
     Result<std::byte*> mapped = OpenNamed(name, bytes, n, slot_bytes);
     const char ack = mapped ? 1 : 0;
     Status s = t.Send(local.RankAt(0), ack_tag, std::as_bytes(std::span(&ack, 1)), options.deadline);
     if (!mapped) return Err(mapped.error().WithContext("attaching the shared memory of rank " +
                                                        std::to_string(local.RankAt(0))));
     base = *mapped;
+    char verdict = 0;
+    if (s.ok()) {
+      Result<Completion> v = t.Recv(local.RankAt(0), name_tag, std::as_writable_bytes(std::span(&verdict, 1)),
+                                    options.deadline);
+      if (!v) s = v.error();
+      else if (verdict != 1) s = FailedPrecondition("another rank of the host could not map it");
+    }
     if (!s.ok()) {
       munmap(base, bytes);
       return Err(s.WithContext("attaching shared memory " + name));

@@ -8,7 +8,8 @@
 // Attach is itself a collective over the host group and goes through the
 // transport: the leader (index 0) creates the segment under a fresh name
 // (/chorus-seg-<pid>-<random>), sends the name to every member, each member maps
-// it and answers, and the leader then unlinks the name. From then on the memory
+// it and answers, the leader unlinks the name and tells every member whether
+// all of them mapped it (so that all end with a segment or none does). From then on the memory
 // lives exactly as long as some member maps it: a crash leaks nothing. A name
 // left by a leader that died between create and unlink is removed by the next
 // Attach on the host (its pid no longer runs).
