@@ -26,10 +26,8 @@ namespace {
 
 using testing::RunRanks;
 
-float Input(int rank, size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
-float ExpectedSum(int n, size_t i) {
-  return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
-}
+float Input(int rank, size_t i) { return testing::ClosedFormInput(rank, i); }
+float ExpectedSum(int n, size_t i) { return testing::ClosedFormSum(n, i); }
 
 std::vector<std::string> OneHost(int n) { return std::vector<std::string>(n, "host"); }
 
