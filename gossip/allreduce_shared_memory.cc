@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gossip/collective_internal.h"
+#include "topologies/chunking.h"
 
 namespace chorus::gossip {
 
@@ -13,15 +14,16 @@ namespace detail {
 
 namespace {
 
-// Slice i of a round of `elems` elements among n members: balanced, cut on
-// 64-byte lines so that no two members write one cache line of the result.
+// Slice i of a round of `elems` elements among n members: the schedules'
+// balanced chunks, counted in 64-byte lines so that no two members write one
+// cache line of the result.
 template <typename T>
 std::pair<size_t, size_t> SliceOf(size_t elems, int n, int i) {
   constexpr size_t kLine = 64 / sizeof(T);
-  const size_t lines = (elems + kLine - 1) / kLine;
-  const size_t lo = std::min(elems, lines * static_cast<size_t>(i) / n * kLine);
-  const size_t hi = std::min(elems, lines * static_cast<size_t>(i + 1) / n * kLine);
-  return {lo, hi};
+  const topologies::Range lines =
+      topologies::ChunkOf(static_cast<int64_t>((elems + kLine - 1) / kLine), n, i);
+  return {std::min(elems, static_cast<size_t>(lines.begin) * kLine),
+          std::min(elems, static_cast<size_t>(lines.end) * kLine)};
 }
 
 // mine[k] = sum over members j (in order) of their part of the round, k in
@@ -61,6 +63,7 @@ void CopyAround(T* to, const T* from, size_t len, size_t lo, size_t hi) {
 template <typename T>
 Status SumRounds(HostSegment& segment, std::span<T> data, Tag tag, Deadline deadline, bool leader_only,
                  float pre_scale, float post_scale) {
+  auto lock = segment.Lock();
   const size_t round_elems = segment.slot_bytes() / sizeof(T);
   const int n = segment.size();
   const int self = segment.self();
@@ -90,7 +93,6 @@ Status SumRounds(HostSegment& segment, std::span<T> data, Tag tag, Deadline dead
 template <typename T>
 Status SharedMemorySum(HostSegment& segment, std::span<T> data, Tag tag, Deadline deadline,
                        bool leader_only) {
-  auto lock = segment.Lock();
   return SumRounds(segment, data, tag, deadline, leader_only, 1.0f, 1.0f);
 }
 
@@ -109,7 +111,7 @@ Status SharedMemoryBroadcast(HostSegment& segment, std::span<T> data, int root, 
       segment.Post(seq, tag);
       CHORUS_RETURN_IF_ERROR(segment.WaitFinished(seq, deadline, root));
     } else {
-      CHORUS_RETURN_IF_ERROR(segment.WaitPosted(seq, tag, deadline, {root}));
+      CHORUS_RETURN_IF_ERROR(segment.WaitPosted(seq, tag, deadline, root));
       std::memcpy(data.data() + off, slot, len * sizeof(T));
       segment.Finish(seq);
     }
@@ -126,14 +128,10 @@ template Status SharedMemoryBroadcast<uint16_t>(HostSegment&, std::span<uint16_t
 
 namespace {
 
+// A segment of one member works as any other: its own slice is the whole
+// round, so nothing is copied in or out.
 template <typename T>
 Status Run(HostSegment& segment, std::span<T> data, const AllreduceOptions& options, const char* what) {
-  if (segment.size() == 1 || data.empty()) {
-    detail::ScaleInPlace(data.data(), data.size(), options.pre_scale);
-    detail::ScaleInPlace(data.data(), data.size(), options.post_scale);
-    return Status::Ok();
-  }
-  auto lock = segment.Lock();
   Status s = detail::SumRounds(segment, data, options.tag_base, options.deadline, /*leader_only=*/false,
                                options.pre_scale, options.post_scale);
   return s.ok() ? s : s.WithContext(what);

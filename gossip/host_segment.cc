@@ -245,28 +245,27 @@ void HostSegment::Post(uint64_t seq, Tag tag) {
 
 void HostSegment::Finish(uint64_t seq) { FlagsOf(self_)->finished.store(seq, std::memory_order_release); }
 
-Status HostSegment::WaitPosted(uint64_t seq, Tag tag, Deadline deadline, const std::vector<int>& indices) const {
-  return Wait(seq, deadline, -1, indices.empty() ? nullptr : &indices, /*posted=*/true, tag);
+Status HostSegment::WaitPosted(uint64_t seq, Tag tag, Deadline deadline, int only) const {
+  return only < 0 ? Wait(seq, deadline, 0, size(), -1, /*posted=*/true, tag)
+                  : Wait(seq, deadline, only, only + 1, -1, /*posted=*/true, tag);
 }
 
 Status HostSegment::WaitFinished(uint64_t seq, Deadline deadline, int except) const {
-  return Wait(seq, deadline, except, nullptr, /*posted=*/false, 0);
+  return Wait(seq, deadline, 0, size(), except, /*posted=*/false, 0);
 }
 
 // Polls with back-off: a few spins, then sched_yield (the member we wait for
 // may need this core) for about 200 us, then sleeps growing to 50 us. The pids
 // are checked every few milliseconds of waiting so that a member that died
 // fails the call at once instead of at the deadline.
-Status HostSegment::Wait(uint64_t seq, Deadline deadline, int except, const std::vector<int>* indices,
-                         bool posted, Tag tag) const {
-  const int count = indices != nullptr ? static_cast<int>(indices->size()) : size();
-  int next = 0;  // members before `next` (in the order waited for) are done
+Status HostSegment::Wait(uint64_t seq, Deadline deadline, int first, int last, int except, bool posted,
+                         Tag tag) const {
+  int i = first;  // members before i are done
   uint32_t iter = 0;
   Clock::time_point started{};
   Clock::time_point next_pid_check{};
   while (true) {
-    for (; next < count; ++next) {
-      const int i = indices != nullptr ? (*indices)[next] : next;
+    for (; i < last; ++i) {
       if (i == except || i == self_) continue;
       const Flags* f = FlagsOf(i);
       if ((posted ? f->posted : f->finished).load(std::memory_order_acquire) < seq) break;
@@ -277,7 +276,7 @@ Status HostSegment::Wait(uint64_t seq, Deadline deadline, int except, const std:
                                   " (ranks must run their collectives in the same order)");
       }
     }
-    if (next == count) return Status::Ok();
+    if (i == last) return Status::Ok();
     ++iter;
     if (iter <= 64) {
 #if defined(__x86_64__)
@@ -290,7 +289,6 @@ Status HostSegment::Wait(uint64_t seq, Deadline deadline, int except, const std:
       started = now;
       next_pid_check = now + std::chrono::milliseconds(5);
     }
-    const int i = indices != nullptr ? (*indices)[next] : next;
     if (now >= deadline.when()) {
       return DeadlineExceeded("shared-memory collective: rank " + std::to_string(ranks_[i]) + " did not " +
                               (posted ? "post" : "finish") + " round " + std::to_string(seq) +

@@ -81,9 +81,9 @@ class HostSegment {
   // This member finished its part of round `seq` (reading others' slots, writing
   // its share of the result).
   void Finish(uint64_t seq);
-  // Waits until every member in `indices` (all when empty) has posted `seq`;
+  // Waits until member `only` (every member when -1) has posted `seq`;
   // FailedPrecondition if one posted it with another tag.
-  Status WaitPosted(uint64_t seq, Tag tag, Deadline deadline, const std::vector<int>& indices = {}) const;
+  Status WaitPosted(uint64_t seq, Tag tag, Deadline deadline, int only = -1) const;
   // Waits until every member (but `except`) has finished `seq`.
   Status WaitFinished(uint64_t seq, Deadline deadline, int except = -1) const;
 
@@ -94,8 +94,8 @@ class HostSegment {
   struct Flags;
   HostSegment(std::vector<Rank> ranks, int self, size_t slot_bytes, std::string name);
   Flags* FlagsOf(int index) const;
-  Status Wait(uint64_t seq, Deadline deadline, int except, const std::vector<int>* indices,
-              bool posted, Tag tag) const;
+  // Members [first, last) but `except` and self.
+  Status Wait(uint64_t seq, Deadline deadline, int first, int last, int except, bool posted, Tag tag) const;
 
   std::vector<Rank> ranks_;
   int self_;

@@ -13,15 +13,8 @@ Result<std::vector<Range>> PartitionChunks(int64_t length, int n) {
   if (n < 1) {
     return Err(InvalidArgument("chunk partition: " + std::to_string(n) + " chunks; need >= 1"));
   }
-  const int64_t base = length / n;
-  const int64_t extra = length % n;  // the first `extra` chunks hold base + 1
   std::vector<Range> chunks(n);
-  int64_t begin = 0;
-  for (int c = 0; c < n; ++c) {
-    const int64_t size = base + (c < extra ? 1 : 0);
-    chunks[c] = Range{begin, begin + size};
-    begin += size;
-  }
+  for (int c = 0; c < n; ++c) chunks[c] = ChunkOf(length, n, c);
   return chunks;
 }
 
