@@ -31,7 +31,7 @@ if [ "$step" = ddp ]; then
   out=$(mktemp -d)
   # Chorus over tcp (gloo's transport class) with the default auto algorithm
   # and with the ring (gloo's), then the one-host choice: shm with auto.
-  for variant in "tcp-auto tcp;ofi_rxm auto" "tcp-ring tcp;ofi_rxm ring" "shm-auto shm auto"; do
+  for variant in "tcp-auto tcp;ofi_rxm auto" "tcp-ring tcp;ofi_rxm ring" "net-auto net auto" "shm-auto shm auto"; do
     set -- $variant
     ./build/chorus launch -n 4 configs/allreduce-ring.toml --set train.epochs=${EPOCHS:-3} \
       --set train.threads=1 --set run.progress=\"off\" --set run.output_dir=\"$out\" \
@@ -46,11 +46,12 @@ if [ "$step" = p2p ]; then
   # ROUNDS rounds (default 3), each fi_pingpong then chorus bench p2p at the
   # same sizes, then per provider and size the medians and their ratios. tcp
   # has two fi_pingpong rows: its msg endpoint (the peers README's figures) and
-  # the rdm endpoint over ofi_rxm, the provider stack Chorus runs on.
+  # the rdm endpoint over ofi_rxm, the provider stack Chorus runs on; net (tcp's
+  # native RDM endpoint) is compared with both its rdm and tcp's msg endpoint.
   rows="$work/p2p.txt"
   : > "$rows"
   for round in $(seq "${ROUNDS:-3}"); do
-    for fi in "shm shm rdm" "tcp;ofi_rxm tcp msg" "tcp;ofi_rxm tcp;ofi_rxm rdm"; do
+    for fi in "shm shm rdm" "tcp;ofi_rxm tcp msg" "tcp;ofi_rxm tcp;ofi_rxm rdm" "net net rdm" "net tcp msg"; do
       set -- $fi
       for size in 4096 1048576 4194304 16777216 67108864; do
         iters=$([ $size -gt 1048576 ] && echo $((1073741824 / size < 64 ? 16 : 64)) || echo 1000)
@@ -64,7 +65,7 @@ if [ "$step" = p2p ]; then
       done
     done
     ./build/chorus bench p2p --min-size 4KiB --max-size 64MiB | awk '
-      $1 == "shm" || $1 == "tcp;ofi_rxm" {
+      $1 == "shm" || $1 == "tcp;ofi_rxm" || $1 == "net" {
         u = $4; s = $3 * (u == "MiB" ? 1048576 : u == "KiB" ? 1024 : 1)
         print $1, "chorus", s, $7, $8 }' >> "$rows"
   done
@@ -114,10 +115,11 @@ for l in open('$work/gloo.jsonl'):
     if r['correct']: print('tcp gloo', r['bytes'], r['median_us'])" >> "$rows"
       rm -f "$work/gloo.jsonl"
     fi
-    ./build/chorus bench allreduce --ranks $n --provider 'shm,tcp;ofi_rxm' --quick \
+    # net (tcp's native RDM endpoint) is in the tcp class: its rows are chorus-net-*.
+    ./build/chorus bench allreduce --ranks $n --provider 'shm,net,tcp;ofi_rxm' --quick \
       --algorithms "${ALGORITHMS:-auto,shared_memory,ring,halving_doubling}" | tee -a "$work/chorus.txt" | awk '
-      /^# provider/ { t = ($3 == "shm") ? "shm" : "tcp" }
-      $3 == "float" { print t, "chorus-" $4, $1, $6 }' >> "$rows"
+      /^# provider/ { t = ($3 == "shm") ? "shm" : "tcp"; w = ($3 == "net") ? "chorus-net-" : "chorus-" }
+      $3 == "float" { print t, w $4, $1, $6 }' >> "$rows"
   done
   $PY - "$rows" "$n" <<'PY'
 import statistics, sys, collections

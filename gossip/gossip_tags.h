@@ -1,12 +1,13 @@
 // Tag layout of the gossip protocols and the consensus phase.
 //
-// Gossip owns every tag with the top bit set (kGossipTagBit); the collectives'
-// tags (collective_options.h: tag_base + (phase << 16) + step, ranges of 2^20)
-// must stay below 2^63, which every caller of Collective outside gossip/ does by
-// using small tag_base values. A gossip tag is
+// Tags have 63 bits (transport.h: kMaxTag). Gossip owns every tag with bit 62
+// set (kGossipTagBit); the collectives' tags (collective_options.h: tag_base +
+// (phase << 16) + step, ranges of 2^20) must stay below 2^62, which every caller
+// of Collective outside gossip/ does by using small tag_base values. A gossip tag is
 //
-//   bit 63       1 (gossip)
-//   bits 56..62  GossipMessageKind (7 bits)
+//   bit 63       0 (not a tag bit: libfabric's net provider keeps it)
+//   bit 62       1 (gossip)
+//   bits 56..61  GossipMessageKind (6 bits)
 //   bits 48..55  stream (8 bits): lets two protocol instances share a transport
 //   bits 40..47  membership epoch mod 256: messages left over from a round that a
 //                failure interrupted never match after SetTopology
@@ -25,7 +26,7 @@
 
 namespace chorus::gossip {
 
-inline constexpr Tag kGossipTagBit = Tag{1} << 63;
+inline constexpr Tag kGossipTagBit = Tag{1} << 62;
 inline constexpr int kGossipKindShift = 56;
 inline constexpr int kGossipStreamShift = 48;
 inline constexpr int kGossipEpochShift = 40;
@@ -38,6 +39,7 @@ enum class GossipMessageKind : uint8_t {
   kPairwise = 4,    // pairwise (gossip_pairwise.h): round field 0 requests, 1 answers
   kCollective = 5,  // tag bases of collective calls made by gossip (consensus, barriers)
 };
+static_assert((Tag{0x3f} << kGossipKindShift) < kGossipTagBit, "kinds fit in bits 56..61");
 
 inline Tag GossipPrefix(GossipMessageKind kind, uint8_t stream, uint32_t epoch) {
   return kGossipTagBit | (Tag{static_cast<uint8_t>(kind)} << kGossipKindShift) |

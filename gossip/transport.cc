@@ -3,6 +3,12 @@
 
 namespace chorus::gossip {
 
+Status CheckTag(Tag tag) {
+  if (tag <= kMaxTag) return Status::Ok();
+  return InvalidArgument("tag " + std::to_string(tag) + " is above the transport's 63 bits (" +
+                         std::to_string(kMaxTag) + ")");
+}
+
 Status Transport::Send(Rank dest, Tag tag, std::span<const std::byte> data, Deadline deadline) {
   CHORUS_ASSIGN_OR_RETURN(RequestPtr req, Isend(dest, tag, data));
   auto done = req->Wait(deadline);

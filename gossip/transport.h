@@ -7,6 +7,8 @@
 // Semantics (the conformance suite in tests/gossip/transport_conformance_test.cc
 // checks them for every implementation):
 //  - Messages between one (source, destination, tag) are received in send order.
+//  - Tags have 63 bits (0..kMaxTag); a larger tag is kInvalidArgument. libfabric's
+//    net provider (tcp's native RDM endpoint) keeps the top bit for itself.
 //  - A receive matches a message with the same tag from `source`, or from any
 //    rank when source == kAnySource; the completion names the actual source.
 //  - A received message longer than the receive buffer is an error (kDataLoss).
@@ -32,6 +34,10 @@ namespace chorus::gossip {
 using Rank = int32_t;
 using Tag = uint64_t;
 inline constexpr Rank kAnySource = -1;
+inline constexpr Tag kMaxTag = (Tag{1} << 63) - 1;
+
+// kInvalidArgument naming the tag when it is above kMaxTag (every Isend / Irecv checks).
+[[nodiscard]] Status CheckTag(Tag tag);
 
 struct Completion {
   Rank source = -1;

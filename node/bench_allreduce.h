@@ -26,7 +26,7 @@ namespace chorus::node {
 
 struct BenchAllreduceOptions {
   // Providers to measure, each with its own set of processes.
-  std::vector<std::string> providers = {"shm", "tcp;ofi_rxm"};
+  std::vector<std::string> providers = {"shm", "net", "tcp;ofi_rxm"};
   // World sizes (number of processes), each >= 2.
   std::vector<int> ranks = {2, 4};
   std::vector<gossip::AllreduceAlgorithm> algorithms = {

@@ -18,7 +18,7 @@ namespace chorus::node {
 
 struct BenchP2pOptions {
   // Providers to measure, each in its own pair of processes.
-  std::vector<std::string> providers = {"tcp;ofi_rxm", "shm"};
+  std::vector<std::string> providers = {"tcp;ofi_rxm", "net", "shm"};
   size_t min_size = size_t{4} << 10;   // bytes, first size
   size_t max_size = size_t{64} << 20;  // bytes, last size (sizes grow x4)
   // Timed round trips per size; 0 picks min(1000, max(10, 1 GiB / size)).

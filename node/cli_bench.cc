@@ -47,7 +47,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   CLI::App* cmd = bench.add_subcommand(
       "allreduce", "All-reduce algorithms between local processes over libfabric (nccl-tests' table)");
   struct Args {
-    std::vector<std::string> providers = {"shm", "tcp;ofi_rxm"};
+    std::vector<std::string> providers = {"shm", "net", "tcp;ofi_rxm"};
     std::string ranks = "2,4";
     std::string algorithms = "ring,tree,halving_doubling,recursive_doubling";
     size_t min_size = size_t{4} << 10;
@@ -59,7 +59,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--provider", args->providers,
-                  "Provider(s), repeatable or comma-separated: \"shm\", \"tcp;ofi_rxm\"")
+                  "Provider(s), repeatable or comma-separated: \"shm\", \"net\", \"tcp;ofi_rxm\"")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--ranks", args->ranks, "World sizes, comma-separated (each a set of processes)")
@@ -148,7 +148,7 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
   p2p->add_option("--progress-max-sleep-us", args->progress_max_sleep_us,
                   "Transport knob: longest idle sleep of the progress thread (-1: default)");
   p2p->add_option("--provider", args->provider,
-                  "Provider: \"tcp;ofi_rxm\", \"shm\" or \"all\" (both)")
+                  "Provider: \"tcp;ofi_rxm\", \"net\", \"shm\" or \"all\" (the three)")
       ->capture_default_str();
   p2p->add_option("--min-size", args->min_size, "Smallest message (bytes; 4KiB, 1MiB... accepted)")
       ->transform(CLI::AsSizeValue(false))

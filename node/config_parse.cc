@@ -126,7 +126,7 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(cluster, host_group, "empty: hostname"),
     CHORUS_CONFIG_FIELD(cluster, rank_hint, "-1: from SLURM_PROCID / OMPI_COMM_WORLD_RANK"),
 
-    CHORUS_CONFIG_FIELD(fabric, provider, "\"tcp;ofi_rxm\" | \"shm\""),
+    CHORUS_CONFIG_FIELD(fabric, provider, "\"tcp;ofi_rxm\" | \"net\" | \"shm\""),
     CHORUS_CONFIG_FIELD(fabric, op_timeout_s, "deadline of one data-plane wait"),
     CHORUS_CONFIG_FIELD(fabric, busy_poll_us,
                         "a wait first polls the CQ without yielding this long (us); only with a core per node"),
@@ -858,7 +858,7 @@ Status ValidateConfig(const Config& config) {
   }
   check.IntAtLeast("cluster.rank_hint", cluster.rank_hint, -1);
 
-  check.OneOf("fabric.provider", config.fabric.provider, {"tcp;ofi_rxm", "shm"});
+  check.OneOf("fabric.provider", config.fabric.provider, {"tcp;ofi_rxm", "net", "shm"});
   check.NumberAbove("fabric.op_timeout_s", config.fabric.op_timeout_s, 0.0);
   check.IntAtLeast("fabric.busy_poll_us", config.fabric.busy_poll_us, 0);
   check.IntAtLeast("fabric.wait_spin_us", config.fabric.wait_spin_us, 0);

@@ -493,12 +493,12 @@ TEST(AllreduceTest, ConcurrentCallsWithDisjointTagsDoNotMix) {
   }
 }
 
-// Over libfabric (tcp;ofi_rxm) sends may complete only when the peer has posted
+// Over libfabric (tcp;ofi_rxm, and net) sends may complete only when the peer has posted
 // its receive (rendezvous), which the local hub never does: the algorithms must
 // still make progress and leave no region reused early. (shm is left out while
 // it can deliver two messages of one tag out of order under pre-posted receives.)
 TEST(AllreduceTest, RunsOverLibfabricTcp) {
-  for (auto kind : {testing::TransportKind::kTcp}) {
+  for (auto kind : {testing::TransportKind::kTcp, testing::TransportKind::kNet}) {
     const int n = 3;
     auto world = testing::MakeWorld(kind, n);
     if (!world) {

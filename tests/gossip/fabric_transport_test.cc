@@ -125,7 +125,7 @@ TEST_P(FabricTwoProcesses, ExchangeOneMebibyteBothWays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, FabricTwoProcesses,
-                         ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
+                         ::testing::Values(TransportKind::kTcp, TransportKind::kNet, TransportKind::kShm),
                          [](const auto& info) { return testing::KindName(info.param); });
 
 TEST(FabricTransport, ReportsVersions) {

@@ -112,8 +112,8 @@ TEST_P(TransportConformance, DifferentTagsAreMatchedIndependently) {
     EXPECT_EQ(got[t], 1000 + static_cast<uint64_t>(t));
   }
   ASSERT_TRUE(WaitAll(reqs, Soon()).ok());
-  // Full 64-bit tags are usable (no reserved bits).
-  const Tag big = ~Tag{0} - 3;
+  // All 63 tag bits are usable (transport.h: kMaxTag).
+  const Tag big = kMaxTag - 3;
   uint64_t v = 77, r = 0;
   auto send = w[1].Isend(0, big, AsBytes(v));
   ASSERT_TRUE(send);
@@ -122,6 +122,15 @@ TEST_P(TransportConformance, DifferentTagsAreMatchedIndependently) {
   EXPECT_EQ(done->tag, big);
   EXPECT_EQ(r, 77u);
   ASSERT_TRUE((*send)->Wait(Soon()));
+  // The 64th bit is refused up front, on both sides, naming the tag.
+  auto too_big = w[1].Isend(0, kMaxTag + 1, AsBytes(v));
+  ASSERT_FALSE(too_big);
+  EXPECT_EQ(too_big.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_big.error().message().find(std::to_string(kMaxTag + 1)), std::string::npos)
+      << too_big.error().ToString();
+  auto too_big_recv = w[0].Irecv(1, kMaxTag + 1, AsWritableBytes(r));
+  ASSERT_FALSE(too_big_recv);
+  EXPECT_EQ(too_big_recv.error().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_P(TransportConformance, AnySourceReceiveNamesTheSource) {
@@ -420,7 +429,7 @@ TEST_P(TransportConformance, RanksOnThreadsExchangeAllToAll) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransports, TransportConformance,
-                         ::testing::Values(TransportKind::kLocal, TransportKind::kTcp,
+                         ::testing::Values(TransportKind::kLocal, TransportKind::kTcp, TransportKind::kNet,
                                            TransportKind::kShm),
                          [](const auto& info) { return testing::KindName(info.param); });
 

@@ -1,5 +1,5 @@
 // Test helpers shared by the transport tests: build a connected world of N
-// transports of one kind (local hub, libfabric tcp;ofi_rxm, libfabric shm) and
+// transports of one kind (local hub, libfabric tcp;ofi_rxm, net, shm) and
 // fill / check byte patterns.
 //
 // Must not: hide failures (every helper returns Result or asserts).
@@ -18,19 +18,24 @@
 
 namespace chorus::gossip::testing {
 
-enum class TransportKind { kLocal, kTcp, kShm };
+enum class TransportKind { kLocal, kTcp, kNet, kShm };
 
 inline std::string KindName(TransportKind kind) {
   switch (kind) {
     case TransportKind::kLocal: return "Local";
     case TransportKind::kTcp: return "FabricTcpRxm";
+    case TransportKind::kNet: return "FabricNet";
     case TransportKind::kShm: return "FabricShm";
   }
   return "?";
 }
 
 inline std::string ProviderOf(TransportKind kind) {
-  return kind == TransportKind::kShm ? "shm" : "tcp;ofi_rxm";
+  switch (kind) {
+    case TransportKind::kShm: return "shm";
+    case TransportKind::kNet: return "net";
+    default: return "tcp;ofi_rxm";
+  }
 }
 
 inline std::string PeerName(int rank) { return "node" + std::to_string(rank); }

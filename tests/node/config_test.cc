@@ -214,7 +214,7 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[cluster]\nlisten = \"host:70000\"", "port 70000 is out of range"},
       {"[cluster]\nadvertise = \"host:0\"", "cluster.advertise: expected host:port with a port in [1, 65535]"},
       {"[cluster]\nbootstrap = [\"a:1\", \"bad_host:2\"]", "cluster.bootstrap[1]: expected host:port, got \"bad_host:2\""},
-      {"[fabric]\nprovider = \"verbs\"", "fabric.provider: expected one of \"tcp;ofi_rxm\", \"shm\", got \"verbs\""},
+      {"[fabric]\nprovider = \"verbs\"", "fabric.provider: expected one of \"tcp;ofi_rxm\", \"net\", \"shm\", got \"verbs\""},
       {"[fabric]\nop_timeout_s = 0", "fabric.op_timeout_s: expected a number > 0.0"},
       {"[exchange]\nkind = \"ps\"", "exchange.kind: expected one of \"none\", \"allreduce\", \"gossip\", got \"ps\""},
       {"[exchange]\nalgorithm = \"rings\"", "exchange.algorithm: expected one of \"ring\", \"tree\", "

@@ -1,5 +1,5 @@
 // End-to-end multi-process training: `chorus launch -n N` of real `chorus node`
-// processes over the libfabric transport (tcp;ofi_rxm and shm on loopback), on a
+// processes over the libfabric transport (tcp;ofi_rxm, net and shm on loopback), on a
 // slice of Fashion-MNIST. Checks what users rely on: under all-reduce the
 // replicas are identical after every logged step (equal checksums in every
 // node's metrics.jsonl), and after gossip the consensus phase leaves every node
@@ -57,6 +57,11 @@ LaunchedRun LaunchTraining(const std::string& name, int n, const std::vector<std
   return run;
 }
 
+// "tcp", "net", "shm": run names and test names.
+std::string ShortName(const std::string& provider) {
+  return provider == "tcp;ofi_rxm" ? "tcp" : provider;
+}
+
 nlohmann::json ReadJson(const fs::path& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -86,7 +91,7 @@ class TrainingProcessTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(TrainingProcessTest, AllreduceKeepsReplicasIdenticalAfterEveryStep) {
   const std::string provider = GetParam();
-  const std::string name = "ar-" + std::string(provider == "shm" ? "shm" : "tcp");
+  const std::string name = "ar-" + ShortName(provider);
   // Over tcp the ring through the fabric alone; over shm `auto`, which on one
   // host sums through the nodes' shared-memory segment.
   const bool shm = provider == "shm";
@@ -115,7 +120,7 @@ TEST_P(TrainingProcessTest, AllreduceKeepsReplicasIdenticalAfterEveryStep) {
   // The same global batch on one node (256) and the same epochs reach the same
   // accuracy: the weighted gradient average is the big batch's gradient; only
   // the order of the samples differs (each node shuffles its own shard).
-  if (provider != "shm") {
+  if (provider == "tcp;ofi_rxm") {
     LaunchedRun single = LaunchTraining(name + "-single", 1, {"exchange.kind=\"none\"", "train.batch_size=256"});
     ASSERT_EQ(single.exit_status, 0) << single.output;
     auto one = ReadJson(single.dir / "node0" / "summary.json");
@@ -136,7 +141,7 @@ TEST_P(TrainingProcessTest, AllreduceKeepsReplicasIdenticalAfterEveryStep) {
 
 TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
   const std::string provider = GetParam();
-  const std::string name = "gossip-" + std::string(provider == "shm" ? "shm" : "tcp");
+  const std::string name = "gossip-" + ShortName(provider);
   LaunchedRun run = LaunchTraining(name, 4,
                            {"exchange.kind=\"gossip\"", "exchange.protocol=\"dpsgd\"",
                             "topology.kind=\"ring\"", "fabric.provider=\"" + provider + "\""});
@@ -160,7 +165,7 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
 // all-reduce (parameters identical, so training just goes on) and D-PSGD
 // gossip (consensus among the survivors).
 TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
-  if (GetParam() == "shm") GTEST_SKIP() << "run once, over tcp";
+  if (GetParam() == "shm") GTEST_SKIP() << "run over the tcp providers";
   // All-reduce through the fabric (ring), through the host's shared memory
   // (auto: a waiter notices the dead process), and D-PSGD gossip.
   struct Variant {
@@ -171,7 +176,7 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
     const std::string& kind = v.kind;
     SCOPED_TRACE(kind + " " + v.algorithm);
     const fs::path out = fs::temp_directory_path() / ("chorus-kill-test-" + std::to_string(getpid()));
-    const std::string name = "kill-" + kind + "-" + v.algorithm;
+    const std::string name = "kill-" + ShortName(GetParam()) + "-" + kind + "-" + v.algorithm;
     std::vector<std::string> args = {"launch", "-n", "4"};
     for (const std::string& s : FastClusterSets(name)) args.push_back(s);
     for (const std::string& s :
@@ -185,7 +190,7 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
           std::string("cluster.heartbeat_interval_s=0.2"), std::string("cluster.suspect_timeout_s=1.5"),
           std::string("cluster.dead_timeout_s=3"),
           "exchange.kind=\"" + kind + "\"", "exchange.algorithm=\"" + v.algorithm + "\"",
-          "exchange.shared_memory=" + v.shared_memory,
+          "exchange.shared_memory=" + v.shared_memory, "fabric.provider=\"" + GetParam() + "\"",
           std::string("topology.kind=\"ring\"")}) {
       args.push_back("--set");
       args.push_back(s);
@@ -224,8 +229,11 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, TrainingProcessTest, ::testing::Values("tcp;ofi_rxm", "shm"),
-                         [](const auto& info) { return info.param == "shm" ? "Shm" : "Tcp"; });
+INSTANTIATE_TEST_SUITE_P(Providers, TrainingProcessTest, ::testing::Values("tcp;ofi_rxm", "net", "shm"),
+                         [](const auto& info) {
+                           const std::string s = ShortName(info.param);
+                           return std::string(1, static_cast<char>(std::toupper(s[0]))) + s.substr(1);
+                         });
 
 }  // namespace
 }  // namespace chorus::node

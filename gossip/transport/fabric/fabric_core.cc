@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -46,9 +47,17 @@ InfoOwner MakeHints(const std::string& provider) {
 //    milliseconds: `chorus bench allreduce --ranks 4` over tcp at 256 KiB took
 //    2.3-4.7 ms with SAR and 0.74-1.1 ms without (ring, tree, halving-doubling);
 //    point-to-point figures did not change.
+//  - FI_NET_MAX_SAVED=1024: the net provider (tcp's native RDM endpoint) keeps
+//    at most this many unexpected messages (no receive posted yet) and stops
+//    reading that peer's socket beyond it, so a receive waiting for a later
+//    message would hang. Its default, 4, hangs the conformance suite's
+//    DifferentTagsAreMatchedIndependently (8 messages received in reverse
+//    order); Chorus's exchanges keep far fewer than 1024 messages ahead of
+//    their receives. Saved messages cost their own size, only while saved.
 void ApplyProviderEnvironment() {
   static const bool applied = [] {
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/0);
+    setenv("FI_NET_MAX_SAVED", "1024", /*overwrite=*/0);
     setenv("FI_OFI_RXM_SAR_LIMIT", "16384", /*overwrite=*/0);
     return true;
   }();
@@ -81,6 +90,12 @@ Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_a
 
 Status FabricCore::Open() {
   CHORUS_ASSIGN_OR_RETURN(info_, GetInfo(options_.provider, options_.bind_address));
+  const uint64_t tag_format = info_->ep_attr->mem_tag_format;
+  if (tag_format != 0 && std::bit_width(tag_format) < std::bit_width(kMaxTag)) {
+    return FailedPrecondition("libfabric provider \"" + options_.provider + "\" matches " +
+                              std::to_string(std::bit_width(tag_format)) +
+                              " tag bits; Chorus needs " + std::to_string(std::bit_width(kMaxTag)));
+  }
   registering_ = options_.force_memory_registration ||
                  (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   describe_ = "fabric(" + options_.provider + " " +
@@ -268,6 +283,7 @@ void FabricCore::MarkPeerDead(Rank peer) {
 
 Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data,
                                     size_t length) {
+  CHORUS_RETURN_IF_ERROR(CheckTag(tag));
   auto op = std::make_shared<FabricOp>();
   op->ctx.op = op.get();
   op->kind = kind;

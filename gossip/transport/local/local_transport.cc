@@ -538,10 +538,12 @@ int LocalTransport::size() const {
 }
 
 Result<RequestPtr> LocalTransport::Isend(Rank dest, Tag tag, std::span<const std::byte> data) {
+  CHORUS_RETURN_IF_ERROR(CheckTag(tag));
   return hub_->Send(slot_, dest, tag, data);
 }
 
 Result<RequestPtr> LocalTransport::Irecv(Rank source, Tag tag, std::span<std::byte> data) {
+  CHORUS_RETURN_IF_ERROR(CheckTag(tag));
   return hub_->Recv(slot_, source, tag, data);
 }
 
