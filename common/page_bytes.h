@@ -16,6 +16,11 @@ namespace chorus {
 
 inline constexpr size_t kPageBytes = 4096;
 
+// `bytes` rounded up to a whole number of pages.
+inline constexpr size_t RoundUpToPage(size_t bytes) {
+  return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
+
 struct PageBytesFree {
   void operator()(std::byte* p) const { std::free(p); }
 };
@@ -24,7 +29,7 @@ using PageBytes = std::unique_ptr<std::byte[], PageBytesFree>;
 // At least `bytes` (>= 1 allocated) uninitialised bytes starting on a page;
 // throws std::bad_alloc like operator new.
 inline PageBytes AllocatePageBytes(size_t bytes) {
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const size_t rounded = RoundUpToPage(std::max<size_t>(bytes, 1));
   auto* p = static_cast<std::byte*>(std::aligned_alloc(kPageBytes, rounded));
   if (p == nullptr) throw std::bad_alloc();
   return PageBytes(p);

@@ -33,8 +33,6 @@ struct Header {
   uint64_t slot_bytes;
 };
 
-size_t RoundToPage(size_t bytes) { return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes; }
-
 }  // namespace
 
 struct alignas(64) HostSegment::Flags {
@@ -49,7 +47,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>
 namespace {
 
 size_t ControlBytes(int members) {
-  return RoundToPage(sizeof(Header) + 64 + static_cast<size_t>(members) * 64);
+  return RoundUpToPage(sizeof(Header) + 64 + static_cast<size_t>(members) * 64);
 }
 
 size_t SegmentBytes(int members, size_t slot_bytes) {
@@ -144,7 +142,7 @@ HostSegment::~HostSegment() {
 Result<std::shared_ptr<HostSegment>> HostSegment::Attach(const CollectiveGroup& local,
                                                          const HostSegmentOptions& options) {
   const int n = local.size();
-  const size_t slot_bytes = RoundToPage(std::max<size_t>(options.slot_bytes, 1));
+  const size_t slot_bytes = RoundUpToPage(std::max<size_t>(options.slot_bytes, 1));
   const size_t bytes = SegmentBytes(n, slot_bytes);
   std::vector<Rank> ranks;
   for (int i = 0; i < n; ++i) ranks.push_back(local.RankAt(i));

@@ -57,8 +57,8 @@ InfoOwner MakeHints(const std::string& provider) {
 void ApplyProviderEnvironment() {
   static const bool applied = [] {
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/0);
-    setenv("FI_NET_MAX_SAVED", "1024", /*overwrite=*/0);
     setenv("FI_OFI_RXM_SAR_LIMIT", "16384", /*overwrite=*/0);
+    setenv("FI_NET_MAX_SAVED", "1024", /*overwrite=*/0);
     return true;
   }();
   (void)applied;
