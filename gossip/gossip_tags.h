@@ -46,6 +46,14 @@ inline Tag GossipPrefix(GossipMessageKind kind, uint8_t stream, uint32_t epoch) 
          (Tag{stream} << kGossipStreamShift) | (Tag{epoch & 0xffu} << kGossipEpochShift);
 }
 
+// Every gossip message of membership epoch `epoch` (mod 256), of any kind and
+// stream: what Transport::Discard drops once the epoch has ended.
+inline TagFilter GossipEpochFilter(uint32_t epoch) {
+  constexpr Tag kEpochBits = Tag{0xff} << kGossipEpochShift;
+  return {kGossipTagBit | (Tag{epoch & 0xffu} << kGossipEpochShift),
+          kMaxTag & ~(kGossipTagBit | kEpochBits)};
+}
+
 // The tag of a point-to-point gossip message of `round`.
 inline Tag GossipTag(GossipMessageKind kind, uint8_t stream, uint32_t epoch, int64_t round) {
   return GossipPrefix(kind, stream, epoch) | (static_cast<Tag>(round) & kGossipRoundMask);

@@ -17,6 +17,8 @@
 //  - Every wait takes a Deadline. A peer that does not answer in time gives
 //    kDeadlineExceeded; a peer known dead gives kUnavailable; both messages
 //    name the peer's rank and address.
+//  - Discard(tag, ignore) drops the matching messages that no receive will
+//    ever take (a failed membership epoch's), waiting or arriving later.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,17 @@ using Rank = int32_t;
 using Tag = uint64_t;
 inline constexpr Rank kAnySource = -1;
 inline constexpr Tag kMaxTag = (Tag{1} << 63) - 1;
+inline constexpr size_t kMaxDiscardFilters = 16;
+
+// True when `tag` equals `filter` on the bits that `ignore` leaves clear
+// (libfabric's tag matching).
+inline bool TagMatches(Tag filter, Tag ignore, Tag tag) { return ((filter ^ tag) & ~ignore) == 0; }
+
+// A set of tags for Transport::Discard: those equal to `tag` where `ignore` is clear.
+struct TagFilter {
+  Tag tag = 0;
+  Tag ignore = 0;
+};
 
 // kInvalidArgument naming the tag when it is above kMaxTag (every Isend / Irecv checks).
 [[nodiscard]] Status CheckTag(Tag tag);
@@ -69,6 +82,7 @@ struct TransportStats {
   uint64_t bytes_received = 0;
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
+  uint64_t messages_discarded = 0;  // dropped unreceived by Discard
 };
 
 class Transport {
@@ -94,6 +108,18 @@ class Transport {
   // Marks a peer dead (from the membership layer): its pending and future
   // requests fail at once with kUnavailable naming it.
   virtual void MarkPeerDead(Rank peer) = 0;
+
+  // Drops, unreceived, every message from any peer whose tag equals `tag` on
+  // the bits that `ignore` leaves clear: those waiting for a receive now and
+  // those that arrive later (a posted receive still takes a message first).
+  // For messages no receive will ever be posted for: those of a membership
+  // epoch that a failure ended. On a byte-stream provider (libfabric's net) a
+  // large message nobody receives holds back everything its sender sends to
+  // this endpoint after it. The latest kMaxDiscardFilters filters stay active.
+  // A transport that never holds a message back behind an unreceived one may
+  // keep such messages instead (libfabric's tcp;ofi_rxm and shm: a large one
+  // waits at its sender, in rendezvous, and its send does not complete).
+  virtual void Discard(Tag tag, Tag ignore) = 0;
 
   virtual TransportStats Stats() const = 0;
   // "local", "fabric(tcp;ofi_rxm 117.0)"...

@@ -43,7 +43,7 @@ AllreduceExchange::~AllreduceExchange() { trainer_->SetGradientReadyHook(nullptr
 Status AllreduceExchange::Build() {
   engine_.reset();
   const MembershipView& view = session_->view;
-  const gossip::Tag tag_base = (view.epoch % 1024) << 40;  // a fresh range per membership epoch
+  const gossip::Tag tag_base = EpochTagBase(view.epoch);  // a fresh range per membership epoch
   const Duration op_timeout = std::chrono::duration_cast<Duration>(
       std::chrono::duration<double>(config_.fabric.op_timeout_s));
   std::optional<gossip::HostSegmentOptions> segment;
@@ -114,7 +114,7 @@ Status AllreduceExchange::Finish() {
                                    [](const Member& m) { return m.device != "cpu"; });
   if (!any_gpu || view.size() < 2) return Status::Ok();
   gossip::CollectiveOptions bo;
-  bo.tag_base = ((view.epoch % 1024) << 40) + (uint64_t{1} << 38);
+  bo.tag_base = EpochTagBase(view.epoch) + (uint64_t{1} << 38);
   bo.deadline = ReformDeadline(config_);
   CHORUS_RETURN_IF_ERROR(
       collective_->Broadcast(std::as_writable_bytes(trainer_->MasterWeights()), 0, bo));
@@ -142,7 +142,7 @@ Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
   // agreed resume step; the loop drops the batches in between).
   std::span<float> master = trainer_->MasterWeights();
   gossip::CollectiveOptions bo;
-  bo.tag_base = ((next.epoch % 1024) << 40) + (uint64_t{1} << 39);
+  bo.tag_base = EpochTagBase(next.epoch) + (uint64_t{1} << 39);
   bo.deadline = ReformDeadline(config_);
   CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(master), 0, bo));
   // The optimizer and loss-scaler state too: a survivor that applied the failed

@@ -1,6 +1,8 @@
 // Opening a node's cluster session (see cluster_session.h).
 #include "node/cluster_session.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "node/host_port.h"
@@ -8,6 +10,8 @@
 namespace chorus::node {
 
 Status ClusterSession::InstallPeers(const MembershipView& next) {
+  const bool had_epoch = !view.members.empty();
+  const uint64_t left_epoch = view.epoch;
   view = next;
   {
     std::lock_guard<std::mutex> lock(installed->mu);
@@ -19,7 +23,23 @@ Status ClusterSession::InstallPeers(const MembershipView& next) {
   for (const Member& m : next.members) {
     peers.push_back({m.rank, m.data_address, m.name + "@" + m.control_address});
   }
-  return transport->SetPeers(next.self_rank, peers);
+  CHORUS_RETURN_IF_ERROR(transport->SetPeers(next.self_rank, peers));
+  // A failure leaves messages that no receive will take: a round a neighbour
+  // abandoned, the next round a survivor sent before it noticed. Over net (a
+  // byte stream per peer) the first large one would hold back everything its
+  // sender sends here after it, the new epoch's messages included. Both tag
+  // layouts carry the epoch, so drop those of the epochs this node leaves (the
+  // last few: older ones have long been drained).
+  if (had_epoch && next.epoch > left_epoch) {
+    constexpr uint64_t kEpochsBack = 4;
+    const uint64_t oldest = next.epoch > kEpochsBack ? next.epoch - kEpochsBack : 0;
+    for (uint64_t e = std::max(left_epoch, oldest); e < next.epoch; ++e) {
+      for (gossip::TagFilter f : {EpochTagFilter(e), gossip::GossipEpochFilter(static_cast<uint32_t>(e))}) {
+        transport->Discard(f.tag, f.ignore);
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {

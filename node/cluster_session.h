@@ -10,12 +10,25 @@
 #include <string>
 
 #include "common/status.h"
+#include "gossip/gossip_tags.h"
 #include "gossip/transport.h"
 #include "node/config.h"
 #include "node/control_plane.h"
 #include "node/membership.h"
 
 namespace chorus::node {
+
+// Tags of the collectives a node runs in membership epoch `epoch` outside the
+// gossip protocols (the all-reduce exchange's buckets and re-form broadcasts,
+// the resume-step agreement): [EpochTagBase(epoch), + 2^40), bit 62 clear.
+inline gossip::Tag EpochTagBase(uint64_t epoch) { return (epoch % 1024) << 40; }
+
+// Every tag of EpochTagBase(epoch)'s range: what Transport::Discard drops
+// once the epoch has ended.
+inline gossip::TagFilter EpochTagFilter(uint64_t epoch) {
+  constexpr gossip::Tag kEpochBits = gossip::Tag{0x3ff} << 40;
+  return {EpochTagBase(epoch), gossip::kMaxTag & ~(kEpochBits | gossip::kGossipTagBit)};
+}
 
 // The view whose members are the transport's peers right now, shared with the
 // control thread (which may already hold a newer view).
@@ -30,7 +43,9 @@ struct ClusterSession {
   MembershipView view;
   std::shared_ptr<InstalledView> installed = std::make_shared<InstalledView>();
 
-  // Installs `view`'s members as the transport's peers.
+  // Installs `view`'s members as the transport's peers. Moving to a later
+  // epoch also discards what the epochs left behind (messages of a failed
+  // round or collective that no receive will take): see InstallPeers.
   [[nodiscard]] Status InstallPeers(const MembershipView& view);
 };
 

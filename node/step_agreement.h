@@ -13,15 +13,16 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "gossip/collective.h"
+#include "node/cluster_session.h"
 #include "node/config.h"
 
 namespace chorus::node {
 
 // The tags AgreeOnResumeStep uses in membership epoch `epoch`: disjoint from
-// the fusion buckets ((epoch % 1024) << 40 + b << 20), from the re-form
+// the fusion buckets (EpochTagBase(epoch) + b << 20), from the re-form
 // broadcast (+ 1 << 39) and from the gossip streams (top bits).
 inline gossip::Tag ResumeStepTagBase(uint64_t epoch) {
-  return ((epoch % 1024) << 40) + (gossip::Tag{3} << 38);
+  return EpochTagBase(epoch) + (gossip::Tag{3} << 38);
 }
 
 // Deadline of the collectives that re-form an exchange: a survivor may still

@@ -393,6 +393,56 @@ TEST_P(TransportConformance, CancelledReceiveDoesNotMatch) {
   ASSERT_TRUE((*send)->Wait(Soon()));
 }
 
+// Messages of a finished "epoch" (tags 0x100..0x1ff here) that no receive
+// will take do not hold back what the same sender sends next, and are
+// dropped (local, net) whether they arrived before Discard or after it. Over libfabric's net (a
+// byte stream per peer) a 1 MiB message nobody receives would otherwise block
+// the connection for good.
+TEST_P(TransportConformance, DiscardedMessagesDoNotHoldBackLaterOnes) {
+  constexpr size_t kBig = 1 << 20;
+  constexpr Tag kStaleEpoch = 0x100, kIgnore = 0xff, kFresh = 0x201;
+  for (bool discard_first : {false, true}) {
+    SCOPED_TRACE(discard_first ? "filter before the messages" : "messages before the filter");
+    World w = Make(2);
+    ASSERT_EQ(w.size(), 2);
+    if (discard_first) w[1].Discard(kStaleEpoch, kIgnore);
+    const std::vector<std::byte> stale_big = Pattern(1, kBig), fresh = Pattern(2, kBig);
+    const uint64_t stale_small = 7;
+    std::vector<RequestPtr> sends;
+    for (auto [tag, data] : {std::pair{kStaleEpoch | 1, std::span<const std::byte>(stale_big)},
+                             std::pair{kStaleEpoch | 2, AsBytes(stale_small)},
+                             std::pair{kFresh, std::span<const std::byte>(fresh)}}) {
+      auto req = w[0].Isend(1, tag, data);
+      ASSERT_TRUE(req) << req.error().ToString();
+      sends.push_back(std::move(*req));
+    }
+    if (!discard_first) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let them arrive first
+      w[1].Discard(kStaleEpoch, kIgnore);
+    }
+    std::vector<std::byte> got(kBig);
+    auto done = w[1].Recv(0, kFresh, got, Deadline::AfterSeconds(10));
+    ASSERT_TRUE(done) << done.error().ToString();
+    EXPECT_EQ(FirstMismatch(got, 2, kBig), kBig);
+    // tcp;ofi_rxm and shm keep the big stale message at its sender instead
+    // (rendezvous; transport.h): its send stays pending until the world
+    // closes. shm (1.17) also completes the fresh send only after it: the
+    // data is not held back, the sender's completion is.
+    if (GetParam() == TransportKind::kShm) continue;
+    ASSERT_TRUE(sends[2]->Wait(Soon()));
+    if (GetParam() == TransportKind::kTcp) continue;
+    ASSERT_TRUE(WaitAll(sends, Soon()).ok());
+    // Both stale messages are counted as dropped (a provider that does not
+    // stream them ahead of the fresh one may drop them a little later).
+    const Deadline counted = Deadline::AfterSeconds(10);
+    while (w[1].Stats().messages_discarded < 2 && !counted.Expired()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(w[1].Stats().messages_discarded, 2u);
+    EXPECT_EQ(w[1].Stats().messages_received, 1u);
+  }
+}
+
 TEST_P(TransportConformance, RanksOnThreadsExchangeAllToAll) {
   constexpr int kN = 4;
   World w = Make(kN);

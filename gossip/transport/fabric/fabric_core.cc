@@ -424,14 +424,12 @@ int FabricCore::Poll(bool block) {
   while (true) {
     const ssize_t n = fi_cq_readfrom(cq_.get(), entries, kCqBatch, sources);
     if (n > 0) {
-      for (ssize_t i = 0; i < n; ++i) HandleCompletion(entries[i], sources[i]);
-      handled += static_cast<int>(n);
+      for (ssize_t i = 0; i < n; ++i) handled += HandleCompletion(entries[i], sources[i]);
       if (n < static_cast<ssize_t>(kCqBatch)) break;
       continue;
     }
     if (n == -FI_EAVAIL) {
-      HandleCqError();
-      ++handled;
+      handled += HandleCqError();
       continue;
     }
     if (n != -FI_EAGAIN) {
@@ -441,16 +439,92 @@ int FabricCore::Poll(bool block) {
     break;
   }
   if (backlog_size_.load() > 0) DrainBacklog();  // completions freed queue space
+  if (discarding_.load(std::memory_order_relaxed)) {
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    if (now >= next_sweep_ns_.load(std::memory_order_relaxed)) {
+      next_sweep_ns_.store(now + std::chrono::nanoseconds(kDiscardSweep).count());
+      SweepDiscards();
+    }
+  }
   return handled;
 }
 
-void FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source) {
+void FabricCore::Discard(Tag tag, Tag ignore) {
+  // tcp;ofi_rxm and shm keep a large message that no receive matches at its
+  // sender (rendezvous) and only its small header here, so it holds nothing
+  // back; their peek-and-discard of such a message never releases the sender
+  // either (1.17). Only net streams every message whole.
+  if (options_.provider != "net") return;
+  std::lock_guard<std::mutex> lock(discard_mu_);
+  if (discard_unsupported_) {
+    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": cannot discard messages of tag ", tag, " (ignore ",
+                    ignore, "): the provider refused FI_PEEK | FI_DISCARD");
+    return;
+  }
+  discard_filters_.push_back(DiscardFilter{tag, ignore, nullptr});
+  // A dropped filter's peek in flight stays owned by inflight_ until reaped.
+  if (discard_filters_.size() > kMaxDiscardFilters) discard_filters_.pop_front();
+  next_sweep_ns_.store(0);
+  discarding_.store(true);
+  WakeProgress();
+}
+
+void FabricCore::SweepDiscards() {
+  std::lock_guard<std::mutex> lock(discard_mu_);
+  for (DiscardFilter& filter : discard_filters_) {
+    if (filter.peek && !filter.peek->finished.load()) continue;
+    auto op = std::make_shared<FabricOp>();
+    op->ctx.op = op.get();
+    op->kind = FabricOp::Kind::kDiscard;
+    op->peer_name = "any source";
+    op->tag = filter.tag;
+    op->ignore = filter.ignore;
+    {
+      std::lock_guard<std::mutex> inflight_lock(inflight_mu_);
+      inflight_.emplace(op.get(), op);
+    }
+    fi_msg_tagged msg{};
+    msg.addr = FI_ADDR_UNSPEC;
+    msg.tag = filter.tag;
+    msg.ignore = filter.ignore;
+    msg.context = &op->ctx.context;
+    const ssize_t ret = fi_trecvmsg(ep_.get(), &msg, FI_PEEK | FI_DISCARD | FI_COMPLETION);
+    if (ret == 0) {
+      filter.peek = std::move(op);
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> inflight_lock(inflight_mu_);
+      inflight_.erase(op.get());
+    }
+    if (ret == -FI_EAGAIN) return;  // queue full: next sweep
+    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ",
+                    FabricStatus(static_cast<int>(ret), "fi_trecvmsg(FI_PEEK | FI_DISCARD)")
+                        .WithContext(op->Describe())
+                        .ToString(),
+                    "; unreceived messages stay queued");
+    discard_unsupported_ = true;
+    discard_filters_.clear();
+    discarding_.store(false);
+    return;
+  }
+}
+
+int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source) {
   FabricOp& op = *OpOf(entry.op_context);
+  if (op.kind == FabricOp::Kind::kDiscard) {
+    messages_discarded_ += 1;
+    CHORUS_LOG_DEBUG(Subsys::kFabric, describe_, ": dropped an unreceived message of tag ", entry.tag, " (",
+                     entry.len, " bytes)");
+    next_sweep_ns_.store(0);  // more may wait behind it
+    Finish(op, Status::Ok(), {}, /*reaped=*/true);
+    return 0;
+  }
   if (op.kind == FabricOp::Kind::kSend) {
     bytes_sent_ += op.length;
     messages_sent_ += 1;
     Finish(op, Status::Ok(), Completion{op.peer, op.tag, op.length}, /*reaped=*/true);
-    return;
+    return 1;
   }
   Rank from = op.peer;
   if (op.addr == FI_ADDR_UNSPEC) {
@@ -463,18 +537,28 @@ void FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sou
            Internal(op.Describe() + ": message from fi_addr " + std::to_string(source) +
                     ", which is not a member"),
            {}, /*reaped=*/true);
-    return;
+    return 1;
   }
   bytes_received_ += entry.len;
   messages_received_ += 1;
   Finish(op, Status::Ok(), Completion{from, entry.tag, entry.len}, /*reaped=*/true);
+  return 1;
 }
 
-void FabricCore::HandleCqError() {
+int FabricCore::HandleCqError() {
   fi_cq_err_entry err{};
   const ssize_t ret = fi_cq_readerr(cq_.get(), &err, 0);
-  if (ret < 0) return;  // -FI_EAGAIN: another reader took it
+  if (ret < 0) return 0;  // -FI_EAGAIN: another reader took it
   FabricOp& op = *OpOf(err.op_context);
+  if (op.kind == FabricOp::Kind::kDiscard) {
+    // FI_ENOMSG: nothing to drop now. Anything else is worth a line.
+    if (err.err != FI_ENOMSG && err.err != FI_ECANCELED) {
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ",
+                      FabricStatus(-err.err, op.Describe()).ToString());
+    }
+    Finish(op, Status::Ok(), {}, /*reaped=*/true);
+    return 0;
+  }
   Status status;
   if (err.err == FI_ECANCELED) {
     std::lock_guard<std::mutex> lock(op.mu);
@@ -490,6 +574,7 @@ void FabricCore::HandleCqError() {
                                        (detail != nullptr ? detail : "?") + "]");
   }
   Finish(op, std::move(status), {}, /*reaped=*/true);
+  return 1;
 }
 
 void FabricCore::FailLocked(FabricOp& op, Status status) {

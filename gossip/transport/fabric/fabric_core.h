@@ -33,6 +33,12 @@
 // until the FI_ECANCELED (or racing real) completion is reaped, and returns
 // kDeadlineExceeded naming the peer.
 //
+// Discard filters (net only: the one provider that streams an unreceived large
+// message whole and holds back what follows it). While any is set, Poll posts
+// every kDiscardSweep one fi_trecvmsg(FI_PEEK | FI_DISCARD) per filter that has
+// none in flight; its completion (a dropped message) or FI_ENOMSG error is
+// reaped like any op but not counted as progress.
+//
 // Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>);
 // spin without yielding beyond `busy_poll`; free an op whose context the provider may still hold.
 #pragma once
@@ -59,6 +65,8 @@ namespace chorus::gossip::fabric {
 
 inline constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 inline constexpr size_t kCqBatch = 32;
+// How often Poll applies the discard filters while there are any.
+inline constexpr std::chrono::milliseconds kDiscardSweep{5};
 
 struct FabricOp;
 
@@ -72,7 +80,9 @@ struct OpContext {
 static_assert(std::is_standard_layout_v<OpContext>);
 
 struct FabricOp {
-  enum class Kind { kSend, kRecv };
+  // kDiscard: a fi_trecvmsg(FI_PEEK | FI_DISCARD) of a discard filter
+  // (Transport::Discard); no Request refers to it.
+  enum class Kind { kSend, kRecv, kDiscard };
 
   OpContext ctx{};
   Kind kind = Kind::kSend;
@@ -94,7 +104,13 @@ struct FabricOp {
   Status status;                      // under mu
   Completion completion;              // under mu
 
+  Tag ignore = 0;                  // kDiscard: the filter's ignore bits
+
   std::string Describe() const {
+    if (kind == Kind::kDiscard) {
+      return "discard of unreceived messages (tag " + std::to_string(tag) + ", ignore " +
+             std::to_string(ignore) + ")";
+    }
     return std::string(kind == Kind::kSend ? "send to " : "receive from ") + peer_name +
            " (tag " + std::to_string(tag) + ", " + std::to_string(length) + " bytes)";
   }
@@ -131,6 +147,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   Result<RequestPtr> Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data, size_t length);
   Status SetPeers(Rank self, std::span<const PeerInfo> peers);
   void MarkPeerDead(Rank peer);
+  // Transport::Discard: adds a filter that Poll applies every kDiscardSweep.
+  void Discard(Tag tag, Tag ignore);
 
   // Reads the CQ until empty; returns the number of completions handled.
   // `block` waits for the CQ lock instead of giving up when another thread polls.
@@ -155,6 +173,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
     s.bytes_received = bytes_received_.load();
     s.messages_sent = messages_sent_.load();
     s.messages_received = messages_received_.load();
+    s.messages_discarded = messages_discarded_.load();
     return s;
   }
   std::string Describe() const { return describe_; }
@@ -180,8 +199,15 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   void DrainBacklog();
   // Removes `op` from its backlog; true if it was there (never given to the provider).
   bool RemoveFromBacklog(FabricOp& op);
-  void HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source);
-  void HandleCqError();
+  // Both return the number of completions of user operations handled (0 for
+  // a discard filter's peek, so that sweeps do not keep the progress thread awake).
+  int HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source);
+  int HandleCqError();
+  // One fi_trecvmsg(FI_PEEK | FI_DISCARD) from any source per discard filter
+  // that has none in flight; cq_mu_ held. The provider drops a matching
+  // message that waits for a receive (net reads it into a buffer of its own
+  // and frees it); a miss completes with FI_ENOMSG.
+  void SweepDiscards();
   // Fixes the op's result (first writer wins) and, when `reaped`, releases it.
   void Finish(FabricOp& op, Status status, Completion completion, bool reaped);
   void FailLocked(FabricOp& op, Status status);  // op.mu held
@@ -225,6 +251,20 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   std::mutex backlog_mu_;
   std::deque<std::shared_ptr<FabricOp>> backlog_[2];  // [kSend], [kRecv]
   std::atomic<size_t> backlog_size_{0};
+
+  // Discard filters (Transport::Discard), the latest kMaxDiscardFilters.
+  // Lock order: discard_mu_, then inflight_mu_.
+  struct DiscardFilter {
+    Tag tag = 0;
+    Tag ignore = 0;
+    std::shared_ptr<FabricOp> peek;  // in flight until finished
+  };
+  std::mutex discard_mu_;
+  std::deque<DiscardFilter> discard_filters_;        // under discard_mu_
+  std::atomic<bool> discarding_{false};              // any filter, and the provider can peek
+  std::atomic<int64_t> next_sweep_ns_{0};            // steady clock
+  bool discard_unsupported_ = false;                 // under discard_mu_
+  std::atomic<uint64_t> messages_discarded_{0};
 
   std::atomic<int> blocked_waiters_{0};
   std::atomic<int> spinning_waiters_{0};  // Waits polling the CQ themselves

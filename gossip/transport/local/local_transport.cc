@@ -5,7 +5,8 @@
 // slot (arrival order), else it is appended to the posted list; a send first
 // searches the destination's posted list (post order), else it is queued as
 // unexpected. Both searches take the first match, which gives FIFO per
-// (source, destination, tag).
+// (source, destination, tag). A message that finds no posted receive and
+// matches one of the slot's discard filters is dropped instead of queued.
 //
 // Virtual time lives in the slots too (virtual_now, virtual_nic_free, under the
 // hub mutex): a send stamps its op with the NIC done time and its message with
@@ -53,6 +54,7 @@ struct LocalHub::Slot {
   std::vector<bool> peer_dead;         // by rank, from MarkPeerDead
   std::deque<Message> unexpected;
   std::list<std::shared_ptr<Op>> posted;
+  std::deque<std::pair<Tag, Tag>> discard;  // (tag, ignore), the latest kMaxDiscardFilters
   std::vector<Clock::time_point> link_free_at;  // by destination slot
   double virtual_now = 0.0;       // virtual time: this slot's clock
   double virtual_nic_free = 0.0;  // virtual time: when its NIC is free again
@@ -348,6 +350,9 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
     }
     recv.cv.notify_all();
     dst.posted.erase(match);
+  } else if (std::any_of(dst.discard.begin(), dst.discard.end(),
+                         [&](const auto& f) { return TagMatches(f.first, f.second, tag); })) {
+    dst.stats.messages_discarded += 1;
   } else {
     Message msg;
     msg.from = from;
@@ -550,6 +555,16 @@ Result<RequestPtr> LocalTransport::Irecv(Rank source, Tag tag, std::span<std::by
 void LocalTransport::MarkPeerDead(Rank peer) {
   std::lock_guard<std::mutex> lock(hub_->mu_);
   hub_->MarkPeerDeadLocked(slot_, peer);
+}
+
+void LocalTransport::Discard(Tag tag, Tag ignore) {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  LocalHub::Slot& self = *hub_->slots_[slot_];
+  self.discard.emplace_back(tag, ignore);
+  if (self.discard.size() > kMaxDiscardFilters) self.discard.pop_front();
+  const size_t before = self.unexpected.size();
+  std::erase_if(self.unexpected, [&](const LocalHub::Message& m) { return TagMatches(tag, ignore, m.tag); });
+  self.stats.messages_discarded += before - self.unexpected.size();
 }
 
 TransportStats LocalTransport::Stats() const {
