@@ -115,10 +115,10 @@ class Transport {
   // For messages no receive will ever be posted for: those of a membership
   // epoch that a failure ended. On a byte-stream provider (libfabric's net) a
   // large message nobody receives holds back everything its sender sends to
-  // this endpoint after it. The latest kMaxDiscardFilters filters stay active.
-  // A transport that never holds a message back behind an unreceived one may
-  // keep such messages instead (libfabric's tcp;ofi_rxm and shm: a large one
-  // waits at its sender, in rendezvous, and its send does not complete).
+  // this endpoint after it; on a rendezvous provider (tcp;ofi_rxm, shm) its
+  // send never completes, and on shm neither do the sender's later sends to
+  // this endpoint. The latest kMaxDiscardFilters filters stay active.
+  // Not possible over libfabric 1.17's shm (no FI_PEEK): it logs why, once.
   virtual void Discard(Tag tag, Tag ignore) = 0;
 
   virtual TransportStats Stats() const = 0;

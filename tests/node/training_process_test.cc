@@ -165,12 +165,14 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
 // all-reduce (parameters identical, so training just goes on) and D-PSGD
 // gossip (consensus among the survivors).
 TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
-  // Over tcp;ofi_rxm and net (shm: the shared-memory variant below covers the
-  // host path). net streams every message whole: the round a survivor sent
-  // before it noticed the death (940 KB, no receive ever posted) held back
-  // everything after it on that connection until ClusterSession::InstallPeers
-  // discarded the left epoch's messages.
-  if (GetParam() == "shm") GTEST_SKIP() << "run over tcp;ofi_rxm and net";
+  // Over tcp;ofi_rxm and net. The round a survivor sent before it noticed the
+  // death (940 KB, for which no receive is ever posted) held back everything
+  // after it on that net connection, and over rxm its send never completed,
+  // until ClusterSession::InstallPeers drained the left epoch's messages.
+  // libfabric 1.17's shm cannot drain them (no FI_PEEK; transport.h): over it
+  // the gossip variant stalls in 2 of 3 runs, so it is not run; the
+  // shared-memory variant below covers the one-host path.
+  if (GetParam() == "shm") GTEST_SKIP() << "shm cannot drain a failed epoch's messages (no FI_PEEK)";
   // All-reduce through the fabric (ring), through the host's shared memory
   // (auto: a waiter notices the dead process), and D-PSGD gossip.
   struct Variant {

@@ -33,11 +33,15 @@
 // until the FI_ECANCELED (or racing real) completion is reaped, and returns
 // kDeadlineExceeded naming the peer.
 //
-// Discard filters (net only: the one provider that streams an unreceived large
-// message whole and holds back what follows it). While any is set, Poll posts
-// every kDiscardSweep one fi_trecvmsg(FI_PEEK | FI_DISCARD) per filter that has
-// none in flight; its completion (a dropped message) or FI_ENOMSG error is
-// reaped like any op but not counted as progress.
+// Discard filters. While any is set, Poll posts every kDiscardSweep one
+// fi_trecvmsg(FI_PEEK) from any source per filter with nothing in flight. A
+// hit (its source, tag and length) starts a drain: an exact receive of that
+// message into a buffer of its own, freed on completion. A real receive, not
+// FI_DISCARD: net streams every message whole, so an unreceived large one
+// holds back what its sender sends next; tcp;ofi_rxm and shm keep it at the
+// sender (rendezvous), and only a receive releases that send and, on shm, the
+// completions of the sender's later sends. Peeks, drains and FI_ENOMSG misses
+// are reaped like any op but not counted as progress.
 //
 // Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>);
 // spin without yielding beyond `busy_poll`; free an op whose context the provider may still hold.
@@ -80,9 +84,10 @@ struct OpContext {
 static_assert(std::is_standard_layout_v<OpContext>);
 
 struct FabricOp {
-  // kDiscard: a fi_trecvmsg(FI_PEEK | FI_DISCARD) of a discard filter
-  // (Transport::Discard); no Request refers to it.
-  enum class Kind { kSend, kRecv, kDiscard };
+  // kPeek: a discard filter's fi_trecvmsg(FI_PEEK) (Transport::Discard);
+  // kDrain: the receive that takes the message a peek found into `owned`.
+  // No Request refers to either.
+  enum class Kind { kSend, kRecv, kPeek, kDrain };
 
   OpContext ctx{};
   Kind kind = Kind::kSend;
@@ -104,12 +109,18 @@ struct FabricOp {
   Status status;                      // under mu
   Completion completion;              // under mu
 
-  Tag ignore = 0;                  // kDiscard: the filter's ignore bits
+  Tag ignore = 0;                    // kPeek: the filter's ignore bits
+  std::vector<std::byte> owned;      // kDrain: the buffer it receives into
+  std::shared_ptr<FabricOp> drain;   // kPeek: the drain it started; under cq_mu_
 
   std::string Describe() const {
-    if (kind == Kind::kDiscard) {
-      return "discard of unreceived messages (tag " + std::to_string(tag) + ", ignore " +
+    if (kind == Kind::kPeek) {
+      return "peek for unreceived messages (tag " + std::to_string(tag) + ", ignore " +
              std::to_string(ignore) + ")";
+    }
+    if (kind == Kind::kDrain) {
+      return "drain of an unreceived message from " + peer_name + " (tag " + std::to_string(tag) +
+             ", " + std::to_string(length) + " bytes)";
     }
     return std::string(kind == Kind::kSend ? "send to " : "receive from ") + peer_name +
            " (tag " + std::to_string(tag) + ", " + std::to_string(length) + " bytes)";
@@ -203,11 +214,11 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // a discard filter's peek, so that sweeps do not keep the progress thread awake).
   int HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source);
   int HandleCqError();
-  // One fi_trecvmsg(FI_PEEK | FI_DISCARD) from any source per discard filter
-  // that has none in flight; cq_mu_ held. The provider drops a matching
-  // message that waits for a receive (net reads it into a buffer of its own
-  // and frees it); a miss completes with FI_ENOMSG.
+  // One fi_trecvmsg(FI_PEEK) from any source per discard filter with no peek
+  // or drain in flight; cq_mu_ held. A miss completes with FI_ENOMSG.
   void SweepDiscards();
+  // A peek found a message: receive it into a buffer of its own; cq_mu_ held.
+  void StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry, fi_addr_t source);
   // Fixes the op's result (first writer wins) and, when `reaped`, releases it.
   void Finish(FabricOp& op, Status status, Completion completion, bool reaped);
   void FailLocked(FabricOp& op, Status status);  // op.mu held
