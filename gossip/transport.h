@@ -17,7 +17,7 @@
 //  - Every wait takes a Deadline. A peer that does not answer in time gives
 //    kDeadlineExceeded; a peer known dead gives kUnavailable; both messages
 //    name the peer's rank and address.
-//  - Discard(tag, ignore) drops the matching messages that no receive will
+//  - Discard(filter) drops the matching messages that no receive will
 //    ever take (a failed membership epoch's), waiting or arriving later.
 #pragma once
 
@@ -39,14 +39,13 @@ inline constexpr Rank kAnySource = -1;
 inline constexpr Tag kMaxTag = (Tag{1} << 63) - 1;
 inline constexpr size_t kMaxDiscardFilters = 16;
 
-// True when `tag` equals `filter` on the bits that `ignore` leaves clear
-// (libfabric's tag matching).
-inline bool TagMatches(Tag filter, Tag ignore, Tag tag) { return ((filter ^ tag) & ~ignore) == 0; }
-
-// A set of tags for Transport::Discard: those equal to `tag` where `ignore` is clear.
+// A set of tags for Transport::Discard: those equal to `tag` on the bits that
+// `ignore` leaves clear (libfabric's tag matching).
 struct TagFilter {
   Tag tag = 0;
   Tag ignore = 0;
+
+  bool Matches(Tag t) const { return ((tag ^ t) & ~ignore) == 0; }
 };
 
 // kInvalidArgument naming the tag when it is above kMaxTag (every Isend / Irecv checks).
@@ -109,8 +108,8 @@ class Transport {
   // requests fail at once with kUnavailable naming it.
   virtual void MarkPeerDead(Rank peer) = 0;
 
-  // Drops, unreceived, every message from any peer whose tag equals `tag` on
-  // the bits that `ignore` leaves clear: those waiting for a receive now and
+  // Drops, unreceived, every message from any peer whose tag `filter`
+  // matches: those waiting for a receive now and
   // those that arrive later (a posted receive still takes a message first).
   // For messages no receive will ever be posted for: those of a membership
   // epoch that a failure ended. On a byte-stream provider (libfabric's net) a
@@ -119,7 +118,7 @@ class Transport {
   // send never completes, and on shm neither do the sender's later sends to
   // this endpoint. The latest kMaxDiscardFilters filters stay active.
   // Not possible over libfabric 1.17's shm (no FI_PEEK): it logs why, once.
-  virtual void Discard(Tag tag, Tag ignore) = 0;
+  virtual void Discard(TagFilter filter) = 0;
 
   virtual TransportStats Stats() const = 0;
   // "local", "fabric(tcp;ofi_rxm 117.0)"...

@@ -34,9 +34,8 @@ Status ClusterSession::InstallPeers(const MembershipView& next) {
     constexpr uint64_t kEpochsBack = 4;
     const uint64_t oldest = next.epoch > kEpochsBack ? next.epoch - kEpochsBack : 0;
     for (uint64_t e = std::max(left_epoch, oldest); e < next.epoch; ++e) {
-      for (gossip::TagFilter f : {EpochTagFilter(e), gossip::GossipEpochFilter(static_cast<uint32_t>(e))}) {
-        transport->Discard(f.tag, f.ignore);
-      }
+      transport->Discard(EpochTagFilter(e));
+      transport->Discard(gossip::GossipEpochFilter(static_cast<uint32_t>(e)));
     }
   }
   return Status::Ok();

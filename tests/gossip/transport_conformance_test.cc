@@ -406,7 +406,7 @@ TEST_P(TransportConformance, DiscardedMessagesDoNotHoldBackLaterOnes) {
     SCOPED_TRACE(discard_first ? "filter before the messages" : "messages before the filter");
     World w = Make(2);
     ASSERT_EQ(w.size(), 2);
-    if (discard_first) w[1].Discard(kStaleEpoch, kIgnore);
+    if (discard_first) w[1].Discard({kStaleEpoch, kIgnore});
     const std::vector<std::byte> stale_big = Pattern(1, kBig), fresh = Pattern(2, kBig);
     const uint64_t stale_small = 7;
     std::vector<RequestPtr> sends;
@@ -419,7 +419,7 @@ TEST_P(TransportConformance, DiscardedMessagesDoNotHoldBackLaterOnes) {
     }
     if (!discard_first) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let them arrive first
-      w[1].Discard(kStaleEpoch, kIgnore);
+      w[1].Discard({kStaleEpoch, kIgnore});
     }
     std::vector<std::byte> got(kBig);
     auto done = w[1].Recv(0, kFresh, got, Deadline::AfterSeconds(10));

@@ -96,6 +96,13 @@ Status FabricCore::Open() {
                               std::to_string(std::bit_width(tag_format)) +
                               " tag bits; Chorus needs " + std::to_string(std::bit_width(kMaxTag)));
   }
+  if (options_.provider == "shm") {
+    // shm 1.17 accepts FI_PEEK but never completes it, and a receive shorter
+    // than a large message wedges it (see the conformance suite), so there is
+    // no safe way to take a message of unknown size.
+    discard_unsupported_ =
+        "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing";
+  }
   registering_ = options_.force_memory_registration ||
                  (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   describe_ = "fabric(" + options_.provider + " " +
@@ -281,14 +288,42 @@ void FabricCore::MarkPeerDead(Rank peer) {
 
 // ---- Posting ----
 
-Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data,
-                                    size_t length) {
-  CHORUS_RETURN_IF_ERROR(CheckTag(tag));
+std::shared_ptr<FabricOp> FabricCore::NewOp(FabricOp::Kind kind, Tag tag) {
   auto op = std::make_shared<FabricOp>();
   op->ctx.op = op.get();
   op->kind = kind;
-  op->peer = peer;
   op->tag = tag;
+  return op;
+}
+
+Status FabricCore::AttachBuffer(FabricOp& op, void* data, size_t length) {
+  op.data = data;
+  op.length = length;
+  if (registering_ && length > 0) {
+    auto reg = mr_cache_->Get(data, length);
+    if (!reg) return reg.error().WithContext(op.Describe());
+    op.desc = reg->desc;
+    op.mr = std::move(reg->owner);
+  }
+  return Status::Ok();
+}
+
+void FabricCore::Track(std::shared_ptr<FabricOp> op) {
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  FabricOp* key = op.get();
+  inflight_.emplace(key, std::move(op));
+}
+
+void FabricCore::Untrack(const FabricOp& op) {
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  inflight_.erase(const_cast<FabricOp*>(&op));
+}
+
+Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data,
+                                    size_t length) {
+  CHORUS_RETURN_IF_ERROR(CheckTag(tag));
+  auto op = NewOp(kind, tag);
+  op->peer = peer;
   op->length = length;
   {
     std::shared_lock lock(peers_mu_);
@@ -312,19 +347,8 @@ Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, voi
       }
     }
   }
-  void* desc = nullptr;
-  if (registering_ && length > 0) {
-    auto reg = mr_cache_->Get(data, length);
-    if (!reg) return Err(reg.error().WithContext(op->Describe()));
-    desc = reg->desc;
-    op->mr = std::move(reg->owner);
-  }
-  op->data = data;
-  op->desc = desc;
-  {
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    inflight_.emplace(op.get(), op);
-  }
+  CHORUS_RETURN_IF_ERROR(AttachBuffer(*op, data, length));
+  Track(op);
   bool backlogged = false;
   {
     std::lock_guard<std::mutex> lock(backlog_mu_);
@@ -340,8 +364,7 @@ Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, voi
       backlog_size_.fetch_add(1);
       backlogged = true;
     } else if (ret < 0) {
-      std::lock_guard<std::mutex> inflight_lock(inflight_mu_);
-      inflight_.erase(op.get());
+      Untrack(*op);
       return Err(FabricStatus(static_cast<int>(ret),
                               kind == FabricOp::Kind::kSend ? "fi_tsend" : "fi_trecv")
                      .WithContext(op->Describe()));
@@ -442,33 +465,36 @@ int FabricCore::Poll(bool block) {
   if (discarding_.load(std::memory_order_relaxed)) {
     const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
     if (now >= next_sweep_ns_.load(std::memory_order_relaxed)) {
-      next_sweep_ns_.store(now + std::chrono::nanoseconds(kDiscardSweep).count());
+      // Sweeps that find nothing back off (x2 up to kDiscardSweepMax): the
+      // filters stay on for late arrivals at a cost of a few peeks a second.
+      const int64_t interval = sweep_interval_ns_.load(std::memory_order_relaxed);
+      next_sweep_ns_.store(now + interval);
+      sweep_interval_ns_.store(std::min<int64_t>(2 * interval, Nanos(kDiscardSweepMax)));
       SweepDiscards();
     }
   }
   return handled;
 }
 
-void FabricCore::Discard(Tag tag, Tag ignore) {
+void FabricCore::SweepSoon() {
+  sweep_interval_ns_.store(Nanos(kDiscardSweep));
+  next_sweep_ns_.store(0);
+}
+
+void FabricCore::Discard(TagFilter filter) {
   std::lock_guard<std::mutex> lock(discard_mu_);
-  if (options_.provider == "shm" && !discard_unsupported_) {
-    // shm 1.17 accepts FI_PEEK but never completes it, and a receive shorter
-    // than a large message wedges it (see the conformance suite), so there is
-    // no safe way to take a message of unknown size.
-    discard_unsupported_ = true;
-    CHORUS_LOG_WARN(Subsys::kFabric, describe_,
-                    ": shm cannot drop the messages a failed epoch left behind (no FI_PEEK); a "
-                    "large one keeps its sender's later sends to this node from completing");
-  }
-  if (discard_unsupported_) {
-    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": cannot discard messages of tag ", tag, " (ignore ",
-                    ignore, "): the provider refused FI_PEEK");
+  if (!discard_unsupported_.empty()) {
+    if (!discard_warned_) {
+      discard_warned_ = true;
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": cannot drop the messages a failed epoch left behind: ",
+                      discard_unsupported_);
+    }
     return;
   }
-  discard_filters_.push_back(DiscardFilter{tag, ignore, nullptr});
+  discard_filters_.push_back(DiscardFilter{filter, nullptr});
   // A dropped filter's peek in flight stays owned by inflight_ until reaped.
   if (discard_filters_.size() > kMaxDiscardFilters) discard_filters_.pop_front();
-  next_sweep_ns_.store(0);
+  SweepSoon();
   discarding_.store(true);
   WakeProgress();
 }
@@ -478,37 +504,27 @@ void FabricCore::SweepDiscards() {
   for (DiscardFilter& filter : discard_filters_) {
     const auto& peek = filter.peek;
     if (peek && (!peek->finished.load() || (peek->drain && !peek->drain->finished.load()))) continue;
-    auto op = std::make_shared<FabricOp>();
-    op->ctx.op = op.get();
-    op->kind = FabricOp::Kind::kPeek;
+    auto op = NewOp(FabricOp::Kind::kPeek, filter.filter.tag);
     op->peer_name = "any source";
-    op->tag = filter.tag;
-    op->ignore = filter.ignore;
-    {
-      std::lock_guard<std::mutex> inflight_lock(inflight_mu_);
-      inflight_.emplace(op.get(), op);
-    }
+    op->ignore = filter.filter.ignore;
+    Track(op);
     fi_msg_tagged msg{};
     msg.addr = FI_ADDR_UNSPEC;
-    msg.tag = filter.tag;
-    msg.ignore = filter.ignore;
+    msg.tag = filter.filter.tag;
+    msg.ignore = filter.filter.ignore;
     msg.context = &op->ctx.context;
     const ssize_t ret = fi_trecvmsg(ep_.get(), &msg, FI_PEEK | FI_COMPLETION);
     if (ret == 0) {
       filter.peek = std::move(op);
       continue;
     }
-    {
-      std::lock_guard<std::mutex> inflight_lock(inflight_mu_);
-      inflight_.erase(op.get());
-    }
+    Untrack(*op);
     if (ret == -FI_EAGAIN) return;  // queue full: next sweep
-    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ",
-                    FabricStatus(static_cast<int>(ret), "fi_trecvmsg(FI_PEEK)")
-                        .WithContext(op->Describe())
-                        .ToString(),
-                    "; unreceived messages stay queued");
-    discard_unsupported_ = true;
+    discard_unsupported_ = FabricStatus(static_cast<int>(ret), "fi_trecvmsg(FI_PEEK)")
+                               .WithContext(op->Describe())
+                               .ToString();
+    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", discard_unsupported_, "; unreceived messages stay queued");
+    discard_warned_ = true;
     discard_filters_.clear();
     discarding_.store(false);
     return;
@@ -516,32 +532,18 @@ void FabricCore::SweepDiscards() {
 }
 
 void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry, fi_addr_t source) {
-  auto op = std::make_shared<FabricOp>();
-  op->ctx.op = op.get();
-  op->kind = FabricOp::Kind::kDrain;
+  auto op = NewOp(FabricOp::Kind::kDrain, entry.tag);
   op->addr = source;
   op->peer_name = "fi_addr " + std::to_string(source);
-  op->tag = entry.tag;
-  op->length = entry.len;
   op->owned.resize(std::max<size_t>(entry.len, 1));
-  if (registering_) {
-    auto reg = mr_cache_->Get(op->owned.data(), op->owned.size());
-    if (!reg) {
-      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", reg.error().WithContext(op->Describe()).ToString());
-      return;
-    }
-    op->desc = reg->desc;
-    op->mr = std::move(reg->owner);
+  const Status attached = AttachBuffer(*op, op->owned.data(), op->owned.size());
+  if (!attached.ok()) {
+    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", attached.ToString());
+    return;
   }
-  {
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    inflight_.emplace(op.get(), op);
-  }
-  const ssize_t ret = fi_trecv(ep_.get(), op->owned.data(), op->owned.size(), op->desc, source, entry.tag,
-                               /*ignore=*/0, &op->ctx.context);
-  if (ret != 0) {  // the next sweep peeks again
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    inflight_.erase(op.get());
+  Track(op);
+  if (TryPost(*op) != 0) {  // the next sweep peeks again
+    Untrack(*op);
     return;
   }
   peek.drain = std::move(op);
@@ -558,7 +560,7 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
     messages_discarded_ += 1;
     CHORUS_LOG_DEBUG(Subsys::kFabric, describe_, ": dropped an unreceived message of tag ", entry.tag, " (",
                      entry.len, " bytes)");
-    next_sweep_ns_.store(0);  // more may wait behind it
+    SweepSoon();  // more may wait behind it
     Finish(op, Status::Ok(), {}, /*reaped=*/true);
     return 0;
   }

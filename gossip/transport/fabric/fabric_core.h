@@ -33,8 +33,8 @@
 // until the FI_ECANCELED (or racing real) completion is reaped, and returns
 // kDeadlineExceeded naming the peer.
 //
-// Discard filters. While any is set, Poll posts every kDiscardSweep one
-// fi_trecvmsg(FI_PEEK) from any source per filter with nothing in flight. A
+// Discard filters. While any is set, Poll posts each sweep (kDiscardSweep,
+// backing off) one fi_trecvmsg(FI_PEEK) from any source per filter with nothing in flight. A
 // hit (its source, tag and length) starts a drain: an exact receive of that
 // message into a buffer of its own, freed on completion. A real receive, not
 // FI_DISCARD: net streams every message whole, so an unreceived large one
@@ -69,8 +69,14 @@ namespace chorus::gossip::fabric {
 
 inline constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 inline constexpr size_t kCqBatch = 32;
-// How often Poll applies the discard filters while there are any.
+// How often Poll applies the discard filters while there are any: every
+// kDiscardSweep after a filter is added or a message dropped, backing off x2
+// per sweep to kDiscardSweepMax.
 inline constexpr std::chrono::milliseconds kDiscardSweep{5};
+inline constexpr std::chrono::milliseconds kDiscardSweepMax{1000};
+inline constexpr int64_t Nanos(std::chrono::milliseconds d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
 
 struct FabricOp;
 
@@ -158,8 +164,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   Result<RequestPtr> Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data, size_t length);
   Status SetPeers(Rank self, std::span<const PeerInfo> peers);
   void MarkPeerDead(Rank peer);
-  // Transport::Discard: adds a filter that Poll applies every kDiscardSweep.
-  void Discard(Tag tag, Tag ignore);
+  // Transport::Discard: adds a filter that Poll's sweeps apply.
+  void Discard(TagFilter filter);
 
   // Reads the CQ until empty; returns the number of completions handled.
   // `block` waits for the CQ lock instead of giving up when another thread polls.
@@ -202,8 +208,15 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   }
 
  private:
-  // One fi_tsend / fi_trecv attempt; cq_mu_ held.
+  // One fi_tsend / fi_trecv attempt (a kDrain is a receive); cq_mu_ held.
   ssize_t TryPost(FabricOp& op);
+  // A new op of `kind` whose context maps back to it.
+  static std::shared_ptr<FabricOp> NewOp(FabricOp::Kind kind, Tag tag);
+  // Sets the op's buffer, registered through the cache when the provider needs it.
+  Status AttachBuffer(FabricOp& op, void* data, size_t length);
+  // inflight_ owns an op from its post until its completion is reaped.
+  void Track(std::shared_ptr<FabricOp> op);
+  void Untrack(const FabricOp& op);
   // fi_cancel of each op, under cq_mu_.
   void CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops);
   // Posts backlogged ops in order while the provider accepts them; cq_mu_ held.
@@ -219,6 +232,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   void SweepDiscards();
   // A peek found a message: receive it into a buffer of its own; cq_mu_ held.
   void StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry, fi_addr_t source);
+  // The next Poll sweeps, and the back-off starts again at kDiscardSweep.
+  void SweepSoon();
   // Fixes the op's result (first writer wins) and, when `reaped`, releases it.
   void Finish(FabricOp& op, Status status, Completion completion, bool reaped);
   void FailLocked(FabricOp& op, Status status);  // op.mu held
@@ -266,15 +281,16 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // Discard filters (Transport::Discard), the latest kMaxDiscardFilters.
   // Lock order: discard_mu_, then inflight_mu_.
   struct DiscardFilter {
-    Tag tag = 0;
-    Tag ignore = 0;
-    std::shared_ptr<FabricOp> peek;  // in flight until finished
+    TagFilter filter;
+    std::shared_ptr<FabricOp> peek;  // the latest peek (and its drain), until finished
   };
   std::mutex discard_mu_;
   std::deque<DiscardFilter> discard_filters_;        // under discard_mu_
+  std::string discard_unsupported_;                  // why not, when not; under discard_mu_
+  bool discard_warned_ = false;                      // said so once; under discard_mu_
   std::atomic<bool> discarding_{false};              // any filter, and the provider can peek
   std::atomic<int64_t> next_sweep_ns_{0};            // steady clock
-  bool discard_unsupported_ = false;                 // under discard_mu_
+  std::atomic<int64_t> sweep_interval_ns_{Nanos(kDiscardSweep)};
   std::atomic<uint64_t> messages_discarded_{0};
 
   std::atomic<int> blocked_waiters_{0};

@@ -60,7 +60,7 @@ class FabricTransport final : public Transport {
     return core_->Post(FabricOp::Kind::kRecv, source, tag, data.data(), data.size());
   }
   void MarkPeerDead(Rank peer) override { core_->MarkPeerDead(peer); }
-  void Discard(Tag tag, Tag ignore) override { core_->Discard(tag, ignore); }
+  void Discard(TagFilter filter) override { core_->Discard(filter); }
   TransportStats Stats() const override { return core_->Stats(); }
   std::string Describe() const override { return core_->Describe(); }
 

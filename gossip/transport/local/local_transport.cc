@@ -54,7 +54,7 @@ struct LocalHub::Slot {
   std::vector<bool> peer_dead;         // by rank, from MarkPeerDead
   std::deque<Message> unexpected;
   std::list<std::shared_ptr<Op>> posted;
-  std::deque<std::pair<Tag, Tag>> discard;  // (tag, ignore), the latest kMaxDiscardFilters
+  std::deque<TagFilter> discard;  // the latest kMaxDiscardFilters
   std::vector<Clock::time_point> link_free_at;  // by destination slot
   double virtual_now = 0.0;       // virtual time: this slot's clock
   double virtual_nic_free = 0.0;  // virtual time: when its NIC is free again
@@ -351,7 +351,7 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
     recv.cv.notify_all();
     dst.posted.erase(match);
   } else if (std::any_of(dst.discard.begin(), dst.discard.end(),
-                         [&](const auto& f) { return TagMatches(f.first, f.second, tag); })) {
+                         [&](const TagFilter& f) { return f.Matches(tag); })) {
     dst.stats.messages_discarded += 1;
   } else {
     Message msg;
@@ -557,13 +557,13 @@ void LocalTransport::MarkPeerDead(Rank peer) {
   hub_->MarkPeerDeadLocked(slot_, peer);
 }
 
-void LocalTransport::Discard(Tag tag, Tag ignore) {
+void LocalTransport::Discard(TagFilter filter) {
   std::lock_guard<std::mutex> lock(hub_->mu_);
   LocalHub::Slot& self = *hub_->slots_[slot_];
-  self.discard.emplace_back(tag, ignore);
+  self.discard.push_back(filter);
   if (self.discard.size() > kMaxDiscardFilters) self.discard.pop_front();
   const size_t before = self.unexpected.size();
-  std::erase_if(self.unexpected, [&](const LocalHub::Message& m) { return TagMatches(tag, ignore, m.tag); });
+  std::erase_if(self.unexpected, [&](const LocalHub::Message& m) { return filter.Matches(m.tag); });
   self.stats.messages_discarded += before - self.unexpected.size();
 }
 
