@@ -58,7 +58,7 @@ for c in order:
     print("  %-46s %5.1f%%" % (c, cats.get(c, 0.0)))
 for line in open(sys.argv[1]):
     f = line.split()
-    if len(f) == 8 and f[2] == "float":
+    if len(f) >= 8 and f[2] == "float":
         # busbw is what one rank sends per second; all of them together move n x that.
         print("all %s ranks together moved %.2f GB/s of payload (n x busbw): compare with one "
               "fi_pingpong stream" % (sys.argv[2], int(sys.argv[2]) * float(f[7])))

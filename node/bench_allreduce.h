@@ -6,6 +6,8 @@
 //   time  = per-call wall time in microseconds: for every timed call the
 //           slowest rank's time (a synchronous step waits for it), and the
 //           table shows the median over calls of those maxima,
+//   p99   = the 99th percentile of the same maxima (one call in a hundred is
+//           slower: on an oversubscribed host, scheduling stalls show here),
 //   algbw = size / time (GB/s, 1 GB = 1e9 bytes),
 //   busbw = algbw * 2 (n - 1) / n.
 // Calls run with identify_missing_peers = false: the numbers are the algorithm

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "node/config_parse.h"
 
@@ -118,6 +120,31 @@ TEST(CliTest, NodeRejectsBadOverridesBeforeStarting) {
   Outcome bad_key = RunChorus("node --set train.batchsize=3");
   EXPECT_EQ(bad_key.exit_code, 2);
   EXPECT_THAT(bad_key.output, HasSubstr("did you mean train.batch_size?"));
+}
+
+// `chorus bench allreduce`, shortest run: two processes over tcp, one size,
+// two algorithms. Every row is checked by the ranks (CHECK FAILED otherwise)
+// and carries the nccl-tests columns plus p99, with p99 >= the median.
+TEST(CliTest, BenchAllreduceRunsAndPrintsItsTable) {
+  Outcome bench = RunChorus(
+      "bench allreduce --ranks 2 --provider 'tcp;ofi_rxm' --min-size 4KiB --max-size 4KiB "
+      "--algorithms ring,recursive_doubling --seconds 0.05 --warmup 0");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_THAT(bench.output, HasSubstr("busbw(GB/s)      p99(us)"));
+  EXPECT_THAT(bench.output, ::testing::Not(HasSubstr("CHECK FAILED")));
+  int rows = 0;
+  std::istringstream lines(bench.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string x; fields >> x;) f.push_back(x);
+    if (f.size() != 9 || f[0] != "4096") continue;
+    ++rows;
+    EXPECT_TRUE(f[3] == "ring" || f[3] == "recursive_doubling") << line;
+    EXPECT_GT(std::stod(f[5]), 0.0) << line;
+    EXPECT_GE(std::stod(f[8]), std::stod(f[5])) << line;
+  }
+  EXPECT_EQ(rows, 4) << bench.output;  // 2 algorithms x float32, float16
 }
 
 }  // namespace
