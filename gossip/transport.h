@@ -11,7 +11,13 @@
 //    net provider (tcp's native RDM endpoint) keeps the top bit for itself.
 //  - A receive matches a message with the same tag from `source`, or from any
 //    rank when source == kAnySource; the completion names the actual source.
-//  - A received message longer than the receive buffer is an error (kDataLoss).
+//  - A received message longer than the receive buffer is an error (kDataLoss)
+//    naming the peer, and the transport stays usable with that peer. Over
+//    libfabric 1.17's net a truncation also closes the connection (xnet_start_recv
+//    fails, xnet_progress_rx disables the endpoint): what the peer had already
+//    written to it is lost, and its later sends reconnect. Lengths in Chorus's
+//    protocols are fixed by both sides, so a truncation means a bug or a bad
+//    peer, never normal operation.
 //  - Buffers must stay alive and untouched until the request completes or is
 //    cancelled; a request destroyed while pending is cancelled.
 //  - Every wait takes a Deadline. A peer that does not answer in time gives

@@ -285,14 +285,25 @@ TEST_P(TransportConformance, MessageLargerThanReceiveBufferIsAnError) {
     EXPECT_NE(done.error().message().find("rank 0"), std::string::npos)
         << done.error().ToString();
     (void)(*send)->Wait(Soon());  // may succeed or fail: the receiver dropped it
-    // The transport stays usable on the same tag.
-    uint64_t v = 5, r = 0;
-    auto send2 = w[0].Isend(1, 21, AsBytes(v));
-    ASSERT_TRUE(send2);
-    auto again = w[1].Recv(0, 21, AsWritableBytes(r), Soon());
-    ASSERT_TRUE(again) << again.error().ToString();
-    EXPECT_EQ(r, 5u);
-    ASSERT_TRUE((*send2)->Wait(Soon()));
+    // The transport stays usable on the same tag. Over net the truncation
+    // closed the connection, and a message the sender wrote before it noticed
+    // is lost (transport.h; about 1 run in 100 here): there, a later message
+    // must arrive within three tries of 3 s.
+    const bool may_lose = GetParam() == TransportKind::kNet;
+    bool arrived = false;
+    for (uint64_t v = 5; v < 8 && !arrived; ++v) {
+      uint64_t r = 0;
+      auto send2 = w[0].Isend(1, 21, AsBytes(v));
+      ASSERT_TRUE(send2);
+      auto again = w[1].Recv(0, 21, AsWritableBytes(r),
+                             may_lose ? Deadline::AfterSeconds(3) : Soon());
+      if (!again && may_lose && again.error().code() == StatusCode::kDeadlineExceeded) continue;
+      ASSERT_TRUE(again) << again.error().ToString();
+      EXPECT_EQ(r, v);
+      ASSERT_TRUE((*send2)->Wait(Soon()));
+      arrived = true;
+    }
+    EXPECT_TRUE(arrived) << "no message arrived after the truncation";
   }
 }
 
