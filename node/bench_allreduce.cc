@@ -49,6 +49,7 @@
 #include "common/page_bytes.h"
 #include "common/fp16.h"
 #include "common/log.h"
+#include "common/quantile.h"
 #include "common/status.h"
 #include "gossip/collective.h"
 #include "gossip/transport/fabric/fabric_transport.h"
@@ -336,14 +337,6 @@ std::vector<double> SlowestPerCall(const std::vector<RowResult>& results) {
     for (size_t i = 0; i < slowest.size(); ++i) slowest[i] = std::max(slowest[i], r.times_us[i]);
   }
   return slowest;
-}
-
-// The q-quantile (0 <= q <= 1, nearest rank) of `v`; reorders it; 0 if empty.
-double Quantile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
 }
 
 std::string AlgorithmText(AllreduceAlgorithm a) { return std::string(gossip::AllreduceAlgorithmName(a)); }

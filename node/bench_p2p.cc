@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/quantile.h"
 #include "common/page_bytes.h"
 #include "common/status.h"
 #include "gossip/transport/fabric/fabric_transport.h"
@@ -152,8 +153,7 @@ Result<std::vector<SizeResult>> Ping(gossip::Transport& t, const BenchP2pOptions
     double sum = 0;
     for (double v : half_rtt_us) sum += v;
     r.mean_us = sum / iters;
-    std::nth_element(half_rtt_us.begin(), half_rtt_us.begin() + iters / 2, half_rtt_us.end());
-    r.median_us = half_rtt_us[iters / 2];
+    r.median_us = Quantile(half_rtt_us, 0.5);
     r.gbps = 2.0 * static_cast<double>(size) * iters / elapsed_s / 1e9;
     results.push_back(r);
   }

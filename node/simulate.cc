@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/quantile.h"
 #include "gossip/transport/local/local_transport.h"
 #include "node/config_parse.h"
 #include "node/gossip_exchange.h"
@@ -321,11 +322,7 @@ Result<StepCompute> MeasureStepCompute(const Config& config, int steps) {
       up.push_back(t2 - t1);
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
-  return StepCompute{median(fb), median(up)};
+  return StepCompute{Quantile(fb, 0.5), Quantile(up, 0.5)};
 }
 
 Result<SimulationResult> RunSimulation(const SimulateOptions& options) {
