@@ -4,6 +4,9 @@
 namespace chorus::gossip {
 
 Status CheckTag(Tag tag) {
+  if (tag == kReservedTag) {
+    return InvalidArgument("tag " + std::to_string(tag) + " is reserved for the transport itself");
+  }
   if (tag <= kMaxTag) return Status::Ok();
   return InvalidArgument("tag " + std::to_string(tag) + " is above the transport's 63 bits (" +
                          std::to_string(kMaxTag) + ")");

@@ -8,7 +8,9 @@
 // checks them for every implementation):
 //  - Messages between one (source, destination, tag) are received in send order.
 //  - Tags have 63 bits (0..kMaxTag); a larger tag is kInvalidArgument. libfabric's
-//    net provider (tcp's native RDM endpoint) keeps the top bit for itself.
+//    net provider (tcp's native RDM endpoint) keeps the top bit for itself (a
+//    message with it set that arrives before its receive is never matched).
+//    kReservedTag, all 63 bits set, is the transports' own (kInvalidArgument too).
 //  - A receive matches a message with the same tag from `source`, or from any
 //    rank when source == kAnySource; the completion names the actual source.
 //  - A received message longer than the receive buffer is an error (kDataLoss)
@@ -43,6 +45,9 @@ using Rank = int32_t;
 using Tag = uint64_t;
 inline constexpr Rank kAnySource = -1;
 inline constexpr Tag kMaxTag = (Tag{1} << 63) - 1;
+// The tag a transport keeps for its own messages (the fabric transport's first
+// contact over net). Gossip and collective tags never set all 63 bits.
+inline constexpr Tag kReservedTag = kMaxTag;
 inline constexpr size_t kMaxDiscardFilters = 16;
 
 // A set of tags for Transport::Discard: those equal to `tag` on the bits that
@@ -54,7 +59,8 @@ struct TagFilter {
   bool Matches(Tag t) const { return ((tag ^ t) & ~ignore) == 0; }
 };
 
-// kInvalidArgument naming the tag when it is above kMaxTag (every Isend / Irecv checks).
+// kInvalidArgument naming the tag when it is above kMaxTag or is kReservedTag
+// (every Isend / Irecv checks).
 [[nodiscard]] Status CheckTag(Tag tag);
 
 struct Completion {

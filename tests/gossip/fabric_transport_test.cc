@@ -128,6 +128,87 @@ INSTANTIATE_TEST_SUITE_P(Providers, FabricTwoProcesses,
                          ::testing::Values(TransportKind::kTcp, TransportKind::kNet, TransportKind::kShm),
                          [](const auto& info) { return testing::KindName(info.param); });
 
+// Two net endpoints in this process, named by the order of their addresses
+// (rank 0 "small", rank 1 "large"), peers not yet set.
+struct NetPairByAddress {
+  std::unique_ptr<Transport> small, large;
+  std::vector<PeerInfo> peers;
+
+  static Result<NetPairByAddress> Make() {
+    FabricOptions options;
+    options.provider = "net";
+    NetPairByAddress pair;
+    CHORUS_ASSIGN_OR_RETURN(pair.small, MakeFabricTransport(options));
+    CHORUS_ASSIGN_OR_RETURN(pair.large, MakeFabricTransport(options));
+    if (pair.large->LocalAddress() < pair.small->LocalAddress()) std::swap(pair.small, pair.large);
+    pair.peers = {{0, pair.small->LocalAddress(), "small"}, {1, pair.large->LocalAddress(), "large"}};
+    return pair;
+  }
+};
+
+// net's first contact goes one way (fabric_core.h): the endpoint with the
+// larger address holds its first send to a new peer until that peer, on its
+// own SetPeers, sends its first-contact message; receives are never held, the
+// peer's sends are not held, and the first-contact messages are not counted.
+TEST(FabricTransport, NetFirstContactComesFromTheSmallerAddress) {
+  if (!FabricProviderVersion("net")) GTEST_SKIP() << "net unavailable";
+  auto pair = NetPairByAddress::Make();
+  ASSERT_TRUE(pair) << pair.error().ToString();
+  Transport& small = *pair->small;
+  Transport& large = *pair->large;
+  const std::vector<PeerInfo>& peers = pair->peers;
+  ASSERT_TRUE(large.SetPeers(1, peers).ok());
+  uint64_t to_small = 0x5eed;
+  auto held = large.Isend(0, 7, testing::AsBytes(to_small));
+  ASSERT_TRUE(held) << held.error().ToString();
+  uint64_t from_small = 0;
+  auto early = large.Irecv(0, 8, testing::AsWritableBytes(from_small));  // receives are not held
+  ASSERT_TRUE(early) << early.error().ToString();
+  // Nothing can complete the send before `small` makes contact.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE((*held)->Done()) << "a send from the larger address went out before first contact";
+
+  ASSERT_TRUE(small.SetPeers(0, peers).ok());  // sends the first-contact message
+  uint64_t got = 0;
+  auto received = small.Recv(1, 7, testing::AsWritableBytes(got), Deadline::AfterSeconds(30));
+  ASSERT_TRUE(received) << received.error().ToString();
+  EXPECT_EQ(got, to_small);
+  auto sent = (*held)->Wait(Deadline::AfterSeconds(30));
+  ASSERT_TRUE(sent) << sent.error().ToString();
+  uint64_t reply = 0xbeef;
+  ASSERT_TRUE(small.Send(1, 8, testing::AsBytes(reply), Deadline::AfterSeconds(30)).ok());
+  auto replied = (*early)->Wait(Deadline::AfterSeconds(30));
+  ASSERT_TRUE(replied) << replied.error().ToString();
+  EXPECT_EQ(from_small, reply);
+  EXPECT_EQ(small.Stats().messages_sent, 1u);
+  EXPECT_EQ(small.Stats().messages_received, 1u);
+  EXPECT_EQ(large.Stats().messages_sent, 1u);
+  EXPECT_EQ(large.Stats().messages_received, 1u);
+}
+
+// A send held for first contact fails when its peer is marked dead (not at
+// its deadline), and one whose deadline comes first says so.
+TEST(FabricTransport, NetSendHeldForFirstContactEndsWithItsPeer) {
+  if (!FabricProviderVersion("net")) GTEST_SKIP() << "net unavailable";
+  auto pair = NetPairByAddress::Make();
+  ASSERT_TRUE(pair) << pair.error().ToString();
+  Transport& small = *pair->small;
+  Transport& large = *pair->large;
+  const std::vector<PeerInfo>& peers = pair->peers;
+  ASSERT_TRUE(large.SetPeers(1, peers).ok());
+  uint64_t v = 1;
+  auto timed = large.Send(0, 7, testing::AsBytes(v), Deadline::After(std::chrono::milliseconds(200)));
+  ASSERT_FALSE(timed.ok());
+  EXPECT_EQ(timed.code(), StatusCode::kDeadlineExceeded) << timed.ToString();
+  EXPECT_NE(timed.message().find("small"), std::string::npos) << timed.ToString();
+  auto held = large.Isend(0, 7, testing::AsBytes(v));
+  ASSERT_TRUE(held) << held.error().ToString();
+  large.MarkPeerDead(0);
+  auto failed = (*held)->Wait(Deadline::AfterSeconds(5));
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code(), StatusCode::kUnavailable) << failed.error().ToString();
+}
+
 TEST(FabricTransport, ReportsVersions) {
   EXPECT_EQ(LibfabricVersion().find('.') != std::string::npos, true) << LibfabricVersion();
   auto tcp = FabricProviderVersion("tcp;ofi_rxm");

@@ -131,6 +131,14 @@ TEST_P(TransportConformance, DifferentTagsAreMatchedIndependently) {
   auto too_big_recv = w[0].Irecv(1, kMaxTag + 1, AsWritableBytes(r));
   ASSERT_FALSE(too_big_recv);
   EXPECT_EQ(too_big_recv.error().code(), StatusCode::kInvalidArgument);
+  // So is the transports' own tag.
+  auto reserved_send = w[1].Isend(0, kReservedTag, AsBytes(v));
+  auto reserved_recv = w[0].Irecv(1, kReservedTag, AsWritableBytes(r));
+  for (const Status& refused : {reserved_send ? Status::Ok() : reserved_send.error(),
+                                reserved_recv ? Status::Ok() : reserved_recv.error()}) {
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+    EXPECT_NE(refused.message().find("reserved"), std::string::npos) << refused.ToString();
+  }
 }
 
 TEST_P(TransportConformance, AnySourceReceiveNamesTheSource) {

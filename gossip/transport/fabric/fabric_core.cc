@@ -103,6 +103,7 @@ Status FabricCore::Open() {
     discard_unsupported_ =
         "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing";
   }
+  order_first_contact_ = options_.provider == "net";
   registering_ = options_.force_memory_registration ||
                  (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   describe_ = "fabric(" + options_.provider + " " +
@@ -183,6 +184,11 @@ void FabricCore::Shutdown() {
     FailLocked(*op, Cancelled(op->Describe() + ": transport closed"));
   }
   {
+    std::lock_guard<std::mutex> lock(contact_mu_);
+    gates_.clear();
+    gates_count_.store(0);
+  }
+  {
     std::lock_guard<std::mutex> lock(backlog_mu_);
     for (auto& queue : backlog_) queue.clear();
     backlog_size_.store(0);
@@ -236,6 +242,28 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
                              p.name + ") has another endpoint's address");
     }
   }
+  // First contact with peers never named before, decided by address order
+  // so both ends agree whatever their ranks; gates of peers that left go.
+  std::vector<std::pair<fi_addr_t, std::string>> send_to, await_from;
+  std::vector<fi_addr_t> left_gates;
+  if (order_first_contact_) {
+    std::lock_guard<std::mutex> contact_lock(contact_mu_);
+    for (const PeerInfo& p : peers) {
+      const std::string key(p.address.begin(), p.address.end());
+      if (p.rank == self || !contacted_.insert(key).second) continue;
+      const fi_addr_t addr = table.addr[p.rank];
+      if (std::string(local_address_.begin(), local_address_.end()) < key) {
+        send_to.emplace_back(addr, table.Name(p.rank));
+      } else {
+        gates_[addr] = Gate{{}, Clock::now() + kFirstContactWait, table.Name(p.rank)};
+        await_from.emplace_back(addr, table.Name(p.rank));
+      }
+    }
+    for (const auto& [addr, gate] : gates_) {
+      if (!table.rank_of.contains(addr)) left_gates.push_back(addr);
+    }
+    gates_count_.store(static_cast<int>(gates_.size()));
+  }
   peers_ = std::move(table);
   // Pending operations follow their peer to its new rank, or fail if it left.
   std::vector<std::shared_ptr<FabricOp>> gone;
@@ -255,6 +283,8 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
   }
   lock.unlock();  // Poll takes cq_mu_ before peers_mu_: never hold both the other way
   CancelInProvider(gone);
+  for (fi_addr_t addr : left_gates) DropGate(addr, "peer left the membership");
+  PostFirstContacts(send_to, await_from);
   return Status::Ok();
 }
 
@@ -282,6 +312,7 @@ void FabricCore::MarkPeerDead(Rank peer) {
   // progress thread); a send the provider already started completes or fails
   // on its own, and its context stays owned by inflight_ until then.
   CancelInProvider(failed);
+  DropGate(addr, "peer marked dead");
   CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": ", name, " marked dead, ", failed.size(),
                   " pending operations failed");
 }
@@ -349,10 +380,26 @@ Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, voi
   }
   CHORUS_RETURN_IF_ERROR(AttachBuffer(*op, data, length));
   Track(op);
+  if (kind == FabricOp::Kind::kSend && gates_count_.load() > 0) {
+    // A gate opens under contact_mu_ and posts what it held before it goes,
+    // so a send that finds none here is posted after those.
+    std::lock_guard<std::mutex> lock(contact_mu_);
+    auto gate = gates_.find(op->addr);
+    if (gate != gates_.end()) {
+      op->gated = true;
+      gate->second.held.push_back(op);
+      return MakeFabricRequest(shared_from_this(), std::move(op));
+    }
+  }
+  CHORUS_RETURN_IF_ERROR(Submit(op));
+  return MakeFabricRequest(shared_from_this(), std::move(op));
+}
+
+Status FabricCore::Submit(const std::shared_ptr<FabricOp>& op) {
   bool backlogged = false;
   {
     std::lock_guard<std::mutex> lock(backlog_mu_);
-    auto& queue = backlog_[static_cast<int>(kind)];
+    auto& queue = backlog_[FabricOp::IsSend(op->kind) ? 0 : 1];
     ssize_t ret = -FI_EAGAIN;
     if (queue.empty()) {
       std::lock_guard<std::mutex> provider_lock(cq_mu_);
@@ -365,13 +412,89 @@ Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, voi
       backlogged = true;
     } else if (ret < 0) {
       Untrack(*op);
-      return Err(FabricStatus(static_cast<int>(ret),
-                              kind == FabricOp::Kind::kSend ? "fi_tsend" : "fi_trecv")
-                     .WithContext(op->Describe()));
+      return FabricStatus(static_cast<int>(ret), FabricOp::IsSend(op->kind) ? "fi_tsend" : "fi_trecv")
+          .WithContext(op->Describe());
     }
   }
   if (backlogged) WakeProgress();
-  return MakeFabricRequest(shared_from_this(), std::move(op));
+  return Status::Ok();
+}
+
+void FabricCore::PostFirstContacts(const std::vector<std::pair<fi_addr_t, std::string>>& send_to,
+                                   const std::vector<std::pair<fi_addr_t, std::string>>& await_from) {
+  auto post = [this](FabricOp::Kind kind, fi_addr_t addr, const std::string& name) {
+    auto op = NewOp(kind, kReservedTag);
+    op->addr = addr;
+    op->peer_name = name;
+    op->owned.resize(sizeof(uint64_t));
+    Status status = AttachBuffer(*op, op->owned.data(), op->owned.size());
+    if (status.ok()) {
+      Track(op);
+      status = Submit(op);
+    }
+    if (!status.ok()) {
+      // Its gate then opens when its wait runs out: sends go unordered.
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", status.ToString());
+    }
+  };
+  for (const auto& [addr, name] : send_to) post(FabricOp::Kind::kContactSend, addr, name);
+  for (const auto& [addr, name] : await_from) post(FabricOp::Kind::kContactRecv, addr, name);
+}
+
+void FabricCore::DropGate(fi_addr_t addr, const std::string& why) {
+  if (gates_count_.load() == 0) return;
+  std::deque<std::shared_ptr<FabricOp>> held;
+  {
+    std::lock_guard<std::mutex> lock(contact_mu_);
+    auto gate = gates_.find(addr);
+    if (gate == gates_.end()) return;
+    held.swap(gate->second.held);
+    gates_.erase(gate);
+    gates_count_.store(static_cast<int>(gates_.size()));
+    for (auto& op : held) op->gated = false;
+  }
+  for (auto& op : held) Finish(*op, Unavailable(op->Describe() + ": " + why), {}, /*reaped=*/true);
+}
+
+void FabricCore::OpenGates() {
+  std::vector<fi_addr_t> arrived;
+  {
+    std::lock_guard<std::mutex> lock(opened_mu_);
+    arrived.swap(opened_);
+  }
+  std::unique_lock<std::mutex> lock(contact_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {  // the next Poll looks again
+    std::lock_guard<std::mutex> opened_lock(opened_mu_);
+    opened_.insert(opened_.end(), arrived.begin(), arrived.end());
+    return;
+  }
+  const auto now = Clock::now();
+  std::vector<std::pair<std::shared_ptr<FabricOp>, Status>> failed;
+  for (auto gate = gates_.begin(); gate != gates_.end();) {
+    const bool came = std::find(arrived.begin(), arrived.end(), gate->first) != arrived.end();
+    if (!came && now < gate->second.expires) {
+      ++gate;
+      continue;
+    }
+    if (!came) {
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": no first-contact message from ",
+                      gate->second.peer_name, " in ", kFirstContactWait.count(),
+                      " s; sending to it anyway");
+    }
+    for (auto& op : gate->second.held) {
+      op->gated = false;
+      if (op->finished.load()) {
+        failed.emplace_back(op, Cancelled(op->Describe() + ": finished before it was posted"));
+        continue;
+      }
+      Status status = Submit(op);
+      if (!status.ok()) failed.emplace_back(op, std::move(status));
+    }
+    gate = gates_.erase(gate);
+  }
+  gates_count_.store(static_cast<int>(gates_.size()));
+  lock.unlock();
+  for (auto& [op, status] : failed) Finish(*op, std::move(status), {}, /*reaped=*/true);
 }
 
 void FabricCore::CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops) {
@@ -381,7 +504,7 @@ void FabricCore::CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& 
 }
 
 ssize_t FabricCore::TryPost(FabricOp& op) {
-  if (op.kind == FabricOp::Kind::kSend) {
+  if (FabricOp::IsSend(op.kind)) {
     return fi_tsend(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, &op.ctx.context);
   }
   return fi_trecv(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, /*ignore=*/0,
@@ -404,7 +527,7 @@ void FabricCore::DrainBacklog() {
           if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) break;  // still full
           if (ret < 0) {
             error = FabricStatus(static_cast<int>(ret),
-                                 op->kind == FabricOp::Kind::kSend ? "fi_tsend" : "fi_trecv")
+                                 FabricOp::IsSend(op->kind) ? "fi_tsend" : "fi_trecv")
                         .WithContext(op->Describe());
           }
         }
@@ -419,9 +542,23 @@ void FabricCore::DrainBacklog() {
 }
 
 bool FabricCore::RemoveFromBacklog(FabricOp& op) {
+  if (gates_count_.load() > 0) {
+    std::lock_guard<std::mutex> lock(contact_mu_);
+    auto gate = op.gated ? gates_.find(op.addr) : gates_.end();
+    if (gate != gates_.end()) {
+      auto& held = gate->second.held;
+      auto it = std::find_if(held.begin(), held.end(),
+                             [&](const std::shared_ptr<FabricOp>& p) { return p.get() == &op; });
+      if (it != held.end()) {
+        held.erase(it);
+        op.gated = false;
+        return true;
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(backlog_mu_);
   if (!op.in_backlog) return false;
-  auto& queue = backlog_[static_cast<int>(op.kind)];
+  auto& queue = backlog_[FabricOp::IsSend(op.kind) ? 0 : 1];
   auto it = std::find_if(queue.begin(), queue.end(),
                          [&](const std::shared_ptr<FabricOp>& p) { return p.get() == &op; });
   if (it == queue.end()) return false;
@@ -473,6 +610,8 @@ int FabricCore::Poll(bool block) {
       SweepDiscards();
     }
   }
+  lock.unlock();
+  if (gates_count_.load() > 0) OpenGates();
   return handled;
 }
 
@@ -552,7 +691,8 @@ void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry, fi_
 int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source) {
   FabricOp& op = *OpOf(entry.op_context);
   if (op.kind == FabricOp::Kind::kPeek) {
-    StartDrain(op, entry, source);
+    // A first-contact message waits for its receive (posted by SetPeers).
+    if (entry.tag != kReservedTag) StartDrain(op, entry, source);
     Finish(op, Status::Ok(), {}, /*reaped=*/true);
     return 0;
   }
@@ -563,6 +703,18 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
     SweepSoon();  // more may wait behind it
     Finish(op, Status::Ok(), {}, /*reaped=*/true);
     return 0;
+  }
+  if (op.kind == FabricOp::Kind::kContactSend) {
+    Finish(op, Status::Ok(), {}, /*reaped=*/true);
+    return 0;
+  }
+  if (op.kind == FabricOp::Kind::kContactRecv) {
+    {
+      std::lock_guard<std::mutex> lock(opened_mu_);
+      opened_.push_back(op.addr);
+    }
+    Finish(op, Status::Ok(), {}, /*reaped=*/true);
+    return 1;  // held sends go out in this Poll
   }
   if (op.kind == FabricOp::Kind::kSend) {
     bytes_sent_ += op.length;
@@ -599,6 +751,20 @@ int FabricCore::HandleCqError() {
     if (err.err != FI_ENOMSG && err.err != FI_ECANCELED) {
       CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ",
                       FabricStatus(-err.err, op.Describe()).ToString());
+    }
+    Finish(op, Status::Ok(), {}, /*reaped=*/true);
+    return 0;
+  }
+  if (op.kind == FabricOp::Kind::kContactSend || op.kind == FabricOp::Kind::kContactRecv) {
+    // Cancelled: the peer died or left, or the transport closed. Otherwise
+    // the pair goes on unordered (a failed receive opens the gate now).
+    if (err.err != FI_ECANCELED) {
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", FabricStatus(-err.err, op.Describe()).ToString(),
+                      "; later messages go unordered");
+      if (op.kind == FabricOp::Kind::kContactRecv) {
+        std::lock_guard<std::mutex> lock(opened_mu_);
+        opened_.push_back(op.addr);
+      }
     }
     Finish(op, Status::Ok(), {}, /*reaped=*/true);
     return 0;

@@ -43,6 +43,21 @@
 // completions of the sender's later sends. Peeks, drains and FI_ENOMSG misses
 // are reaped like any op but not counted as progress.
 //
+// First contact (net only). libfabric 1.17's net opens one connection per peer
+// pair on the first send in either direction, and when both ends send first at
+// once it can lose what one of them already wrote: a connect request that
+// crosses the accepted one is taken for a stale connection ("old connection
+// exists, replacing" in xnet_process_connreq, the peer's pid not yet known),
+// and the good connection closes with the peer's first messages unread, their
+// sends reported complete. Seen as the kill test's survivors that had never
+// talked (a node's first all-reduce message to another lost; 2 runs in 32).
+// So each pair's first contact goes one way: on the first SetPeers that names
+// a peer, the endpoint with the smaller address blob sends it a first-contact
+// message (tag kReservedTag, which no user message has; not counted in Stats);
+// the other holds its sends to that peer behind a gate until that message
+// arrives (or kFirstContactWait passes, or the peer dies or leaves). Receives
+// are never held, and a pair costs one connection whether or not it talks.
+//
 // Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>);
 // spin without yielding beyond `busy_poll`; free an op whose context the provider may still hold.
 #pragma once
@@ -53,6 +68,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -74,6 +90,8 @@ inline constexpr size_t kCqBatch = 32;
 // per sweep to kDiscardSweepMax.
 inline constexpr std::chrono::milliseconds kDiscardSweep{5};
 inline constexpr std::chrono::milliseconds kDiscardSweepMax{1000};
+// How long a first-contact gate waits for the peer's message.
+inline constexpr std::chrono::seconds kFirstContactWait{10};
 inline constexpr int64_t Nanos(std::chrono::milliseconds d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
@@ -93,7 +111,9 @@ struct FabricOp {
   // kPeek: a discard filter's fi_trecvmsg(FI_PEEK) (Transport::Discard);
   // kDrain: the receive that takes the message a peek found into `owned`.
   // No Request refers to either.
-  enum class Kind { kSend, kRecv, kPeek, kDrain };
+  // kContactSend / kContactRecv: the first-contact message of a peer pair.
+  enum class Kind { kSend, kRecv, kPeek, kDrain, kContactSend, kContactRecv };
+  static bool IsSend(Kind k) { return k == Kind::kSend || k == Kind::kContactSend; }
 
   OpContext ctx{};
   Kind kind = Kind::kSend;
@@ -106,6 +126,7 @@ struct FabricOp {
   void* desc = nullptr;            // fi_mr_desc of `mr`, or null
   std::shared_ptr<void> mr;        // registration in use, if any
   bool in_backlog = false;         // waiting for provider queue space; under backlog_mu_
+  bool gated = false;              // held until its peer's first contact; under contact_mu_
 
   std::mutex mu;
   std::condition_variable cv;
@@ -127,6 +148,10 @@ struct FabricOp {
     if (kind == Kind::kDrain) {
       return "drain of an unreceived message from " + peer_name + " (tag " + std::to_string(tag) +
              ", " + std::to_string(length) + " bytes)";
+    }
+    if (kind == Kind::kContactSend || kind == Kind::kContactRecv) {
+      return std::string("first-contact message ") + (kind == Kind::kContactSend ? "to " : "from ") +
+             peer_name;
     }
     return std::string(kind == Kind::kSend ? "send to " : "receive from ") + peer_name +
            " (tag " + std::to_string(tag) + ", " + std::to_string(length) + " bytes)";
@@ -219,10 +244,22 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   void Untrack(const FabricOp& op);
   // fi_cancel of each op, under cq_mu_.
   void CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops);
+  // Posts a tracked op, or queues it behind the backlog of its direction;
+  // an error means the provider refused it (the op is untracked).
+  Status Submit(const std::shared_ptr<FabricOp>& op);
   // Posts backlogged ops in order while the provider accepts them; cq_mu_ held.
   void DrainBacklog();
-  // Removes `op` from its backlog; true if it was there (never given to the provider).
+  // Removes `op` from its backlog or gate; true if it was there (never given to the provider).
   bool RemoveFromBacklog(FabricOp& op);
+  // First contact with the peers of a SetPeers (contact_mu_ not held): posts
+  // the messages this endpoint owes and the receives of those it awaits.
+  void PostFirstContacts(const std::vector<std::pair<fi_addr_t, std::string>>& send_to,
+                         const std::vector<std::pair<fi_addr_t, std::string>>& await_from);
+  // Removes the gate of `addr` (dead or gone peer) and fails what it held with `why`.
+  void DropGate(fi_addr_t addr, const std::string& why);
+  // Posts, in order, the sends held by gates whose message arrived or whose
+  // wait ran out; no lock held.
+  void OpenGates();
   // Both return the number of completions of user operations handled (0 for
   // a discard filter's peek, so that sweeps do not keep the progress thread awake).
   int HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source);
@@ -277,6 +314,21 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   std::mutex backlog_mu_;
   std::deque<std::shared_ptr<FabricOp>> backlog_[2];  // [kSend], [kRecv]
   std::atomic<size_t> backlog_size_{0};
+
+  // First contact (see the header comment); net only. Lock order: peers_mu_,
+  // contact_mu_, backlog_mu_, cq_mu_; opened_mu_ is a leaf.
+  struct Gate {
+    std::deque<std::shared_ptr<FabricOp>> held;  // sends in post order
+    Clock::time_point expires;
+    std::string peer_name;
+  };
+  bool order_first_contact_ = false;
+  std::mutex contact_mu_;
+  std::set<std::string> contacted_;    // peers whose first contact is settled; under contact_mu_
+  std::unordered_map<fi_addr_t, Gate> gates_;      // under contact_mu_
+  std::atomic<int> gates_count_{0};                // gates_.size(), read without the lock
+  std::mutex opened_mu_;
+  std::vector<fi_addr_t> opened_;                  // gates whose message arrived; under opened_mu_
 
   // Discard filters (Transport::Discard), the latest kMaxDiscardFilters.
   // Lock order: discard_mu_, then inflight_mu_.
