@@ -129,35 +129,36 @@ INSTANTIATE_TEST_SUITE_P(Providers, FabricTwoProcesses,
                          [](const auto& info) { return testing::KindName(info.param); });
 
 // Two net endpoints in this process, named by the order of their addresses
-// (rank 0 "small", rank 1 "large"), peers not yet set.
-struct NetPairByAddress {
-  std::unique_ptr<Transport> small, large;
-  std::vector<PeerInfo> peers;
-
-  static Result<NetPairByAddress> Make() {
+// (rank 0 "small", rank 1 "large"); only `large` has its peers set.
+class NetFirstContact : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FabricProviderVersion("net")) GTEST_SKIP() << "net unavailable";
     FabricOptions options;
     options.provider = "net";
-    NetPairByAddress pair;
-    CHORUS_ASSIGN_OR_RETURN(pair.small, MakeFabricTransport(options));
-    CHORUS_ASSIGN_OR_RETURN(pair.large, MakeFabricTransport(options));
-    if (pair.large->LocalAddress() < pair.small->LocalAddress()) std::swap(pair.small, pair.large);
-    pair.peers = {{0, pair.small->LocalAddress(), "small"}, {1, pair.large->LocalAddress(), "large"}};
-    return pair;
+    auto a = MakeFabricTransport(options);
+    auto b = MakeFabricTransport(options);
+    ASSERT_TRUE(a && b);
+    small_ = std::move(*a);
+    large_ = std::move(*b);
+    if (large_->LocalAddress() < small_->LocalAddress()) std::swap(small_, large_);
+    peers_ = {{0, small_->LocalAddress(), "small"}, {1, large_->LocalAddress(), "large"}};
+    ASSERT_TRUE(large_->SetPeers(1, peers_).ok());
   }
+  Transport& small() { return *small_; }
+  Transport& large() { return *large_; }
+
+  std::unique_ptr<Transport> small_, large_;
+  std::vector<PeerInfo> peers_;
 };
 
 // net's first contact goes one way (fabric_core.h): the endpoint with the
 // larger address holds its first send to a new peer until that peer, on its
 // own SetPeers, sends its first-contact message; receives are never held, the
 // peer's sends are not held, and the first-contact messages are not counted.
-TEST(FabricTransport, NetFirstContactComesFromTheSmallerAddress) {
-  if (!FabricProviderVersion("net")) GTEST_SKIP() << "net unavailable";
-  auto pair = NetPairByAddress::Make();
-  ASSERT_TRUE(pair) << pair.error().ToString();
-  Transport& small = *pair->small;
-  Transport& large = *pair->large;
-  const std::vector<PeerInfo>& peers = pair->peers;
-  ASSERT_TRUE(large.SetPeers(1, peers).ok());
+TEST_F(NetFirstContact, ComesFromTheSmallerAddress) {
+  Transport& small = this->small();
+  Transport& large = this->large();
   uint64_t to_small = 0x5eed;
   auto held = large.Isend(0, 7, testing::AsBytes(to_small));
   ASSERT_TRUE(held) << held.error().ToString();
@@ -168,7 +169,7 @@ TEST(FabricTransport, NetFirstContactComesFromTheSmallerAddress) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE((*held)->Done()) << "a send from the larger address went out before first contact";
 
-  ASSERT_TRUE(small.SetPeers(0, peers).ok());  // sends the first-contact message
+  ASSERT_TRUE(small.SetPeers(0, peers_).ok());  // sends the first-contact message
   uint64_t got = 0;
   auto received = small.Recv(1, 7, testing::AsWritableBytes(got), Deadline::AfterSeconds(30));
   ASSERT_TRUE(received) << received.error().ToString();
@@ -188,14 +189,8 @@ TEST(FabricTransport, NetFirstContactComesFromTheSmallerAddress) {
 
 // A send held for first contact fails when its peer is marked dead (not at
 // its deadline), and one whose deadline comes first says so.
-TEST(FabricTransport, NetSendHeldForFirstContactEndsWithItsPeer) {
-  if (!FabricProviderVersion("net")) GTEST_SKIP() << "net unavailable";
-  auto pair = NetPairByAddress::Make();
-  ASSERT_TRUE(pair) << pair.error().ToString();
-  Transport& small = *pair->small;
-  Transport& large = *pair->large;
-  const std::vector<PeerInfo>& peers = pair->peers;
-  ASSERT_TRUE(large.SetPeers(1, peers).ok());
+TEST_F(NetFirstContact, HeldSendEndsWithItsPeer) {
+  Transport& large = this->large();
   uint64_t v = 1;
   auto timed = large.Send(0, 7, testing::AsBytes(v), Deadline::After(std::chrono::milliseconds(200)));
   ASSERT_FALSE(timed.ok());
