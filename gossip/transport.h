@@ -105,7 +105,9 @@ class Transport {
 
   // Installs the members of a membership epoch: `self` is this endpoint's rank,
   // `peers` lists every rank (including self). Pending requests to ranks that
-  // are gone complete with kUnavailable.
+  // are gone complete with kUnavailable. A send to a peer may not complete
+  // before that peer has installed a view naming this endpoint (over net the
+  // fabric transport orders each pair's first contact: fabric_core.h).
   [[nodiscard]] virtual Status SetPeers(Rank self, std::span<const PeerInfo> peers) = 0;
 
   virtual Rank rank() const = 0;
