@@ -399,7 +399,7 @@ Status FabricCore::Submit(const std::shared_ptr<FabricOp>& op) {
   bool backlogged = false;
   {
     std::lock_guard<std::mutex> lock(backlog_mu_);
-    auto& queue = backlog_[FabricOp::IsSend(op->kind) ? 0 : 1];
+    auto& queue = BacklogOf(*op);
     ssize_t ret = -FI_EAGAIN;
     if (queue.empty()) {
       std::lock_guard<std::mutex> provider_lock(cq_mu_);
@@ -412,8 +412,7 @@ Status FabricCore::Submit(const std::shared_ptr<FabricOp>& op) {
       backlogged = true;
     } else if (ret < 0) {
       Untrack(*op);
-      return FabricStatus(static_cast<int>(ret), FabricOp::IsSend(op->kind) ? "fi_tsend" : "fi_trecv")
-          .WithContext(op->Describe());
+      return FabricStatus(static_cast<int>(ret), op->PostCall()).WithContext(op->Describe());
     }
   }
   if (backlogged) WakeProgress();
@@ -526,9 +525,7 @@ void FabricCore::DrainBacklog() {
           const ssize_t ret = TryPost(*op);
           if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) break;  // still full
           if (ret < 0) {
-            error = FabricStatus(static_cast<int>(ret),
-                                 FabricOp::IsSend(op->kind) ? "fi_tsend" : "fi_trecv")
-                        .WithContext(op->Describe());
+            error = FabricStatus(static_cast<int>(ret), op->PostCall()).WithContext(op->Describe());
           }
         }
         op->in_backlog = false;
@@ -541,31 +538,36 @@ void FabricCore::DrainBacklog() {
   for (auto& [op, error] : failed) Finish(*op, std::move(error), {}, /*reaped=*/true);
 }
 
-bool FabricCore::RemoveFromBacklog(FabricOp& op) {
-  if (gates_count_.load() > 0) {
-    std::lock_guard<std::mutex> lock(contact_mu_);
-    auto gate = op.gated ? gates_.find(op.addr) : gates_.end();
-    if (gate != gates_.end()) {
-      auto& held = gate->second.held;
-      auto it = std::find_if(held.begin(), held.end(),
-                             [&](const std::shared_ptr<FabricOp>& p) { return p.get() == &op; });
-      if (it != held.end()) {
-        held.erase(it);
-        op.gated = false;
-        return true;
-      }
-    }
-  }
-  std::lock_guard<std::mutex> lock(backlog_mu_);
-  if (!op.in_backlog) return false;
-  auto& queue = backlog_[FabricOp::IsSend(op.kind) ? 0 : 1];
+namespace {
+// Erases `op` from a queue of ops; true if it was there.
+bool EraseOp(std::deque<std::shared_ptr<FabricOp>>& queue, const FabricOp& op) {
   auto it = std::find_if(queue.begin(), queue.end(),
                          [&](const std::shared_ptr<FabricOp>& p) { return p.get() == &op; });
   if (it == queue.end()) return false;
   queue.erase(it);
+  return true;
+}
+}  // namespace
+
+bool FabricCore::RemoveFromBacklog(FabricOp& op) {
+  if (gates_count_.load() > 0) {
+    std::lock_guard<std::mutex> lock(contact_mu_);
+    auto gate = op.gated ? gates_.find(op.addr) : gates_.end();
+    if (gate != gates_.end() && EraseOp(gate->second.held, op)) {
+      op.gated = false;
+      return true;
+    }
+  }
+  std::lock_guard<std::mutex> lock(backlog_mu_);
+  if (!op.in_backlog || !EraseOp(BacklogOf(op), op)) return false;
   op.in_backlog = false;
   backlog_size_.fetch_sub(1);
   return true;
+}
+
+void FabricCore::NoteContactArrived(fi_addr_t addr) {
+  std::lock_guard<std::mutex> lock(opened_mu_);
+  opened_.push_back(addr);
 }
 
 // ---- Completions ----
@@ -709,10 +711,7 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
     return 0;
   }
   if (op.kind == FabricOp::Kind::kContactRecv) {
-    {
-      std::lock_guard<std::mutex> lock(opened_mu_);
-      opened_.push_back(op.addr);
-    }
+    NoteContactArrived(op.addr);
     Finish(op, Status::Ok(), {}, /*reaped=*/true);
     return 1;  // held sends go out in this Poll
   }
@@ -746,25 +745,15 @@ int FabricCore::HandleCqError() {
   const ssize_t ret = fi_cq_readerr(cq_.get(), &err, 0);
   if (ret < 0) return 0;  // -FI_EAGAIN: another reader took it
   FabricOp& op = *OpOf(err.op_context);
-  if (op.kind == FabricOp::Kind::kPeek || op.kind == FabricOp::Kind::kDrain) {
-    // FI_ENOMSG: nothing to drop now. Anything else is worth a line.
+  if (op.Internal()) {
+    // FI_ENOMSG: a peek found nothing to drop. FI_ECANCELED: the peer died
+    // or left, or the transport closed. Anything else is worth a line; a
+    // failed first contact leaves the pair unordered (its gate opens now).
     if (err.err != FI_ENOMSG && err.err != FI_ECANCELED) {
-      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ",
-                      FabricStatus(-err.err, op.Describe()).ToString());
-    }
-    Finish(op, Status::Ok(), {}, /*reaped=*/true);
-    return 0;
-  }
-  if (op.kind == FabricOp::Kind::kContactSend || op.kind == FabricOp::Kind::kContactRecv) {
-    // Cancelled: the peer died or left, or the transport closed. Otherwise
-    // the pair goes on unordered (a failed receive opens the gate now).
-    if (err.err != FI_ECANCELED) {
+      const bool contact = op.kind == FabricOp::Kind::kContactSend || op.kind == FabricOp::Kind::kContactRecv;
       CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", FabricStatus(-err.err, op.Describe()).ToString(),
-                      "; later messages go unordered");
-      if (op.kind == FabricOp::Kind::kContactRecv) {
-        std::lock_guard<std::mutex> lock(opened_mu_);
-        opened_.push_back(op.addr);
-      }
+                      contact ? "; later messages go unordered" : "");
+      if (op.kind == FabricOp::Kind::kContactRecv) NoteContactArrived(op.addr);
     }
     Finish(op, Status::Ok(), {}, /*reaped=*/true);
     return 0;

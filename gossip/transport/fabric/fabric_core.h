@@ -50,7 +50,7 @@
 // exists, replacing" in xnet_process_connreq, the peer's pid not yet known),
 // and the good connection closes with the peer's first messages unread, their
 // sends reported complete. Seen as the kill test's survivors that had never
-// talked (a node's first all-reduce message to another lost; 2 runs in 32).
+// talked (a node's first all-reduce message to another lost; 3 runs in 26).
 // So each pair's first contact goes one way: on the first SetPeers that names
 // a peer, the endpoint with the smaller address blob sends it a first-contact
 // message (tag kReservedTag, which no user message has; not counted in Stats);
@@ -114,6 +114,10 @@ struct FabricOp {
   // kContactSend / kContactRecv: the first-contact message of a peer pair.
   enum class Kind { kSend, kRecv, kPeek, kDrain, kContactSend, kContactRecv };
   static bool IsSend(Kind k) { return k == Kind::kSend || k == Kind::kContactSend; }
+  // Made by the transport itself (no Request refers to it, Stats skip it).
+  bool Internal() const { return kind != Kind::kSend && kind != Kind::kRecv; }
+  // The libfabric call that posts it, for errors.
+  const char* PostCall() const { return IsSend(kind) ? "fi_tsend" : "fi_trecv"; }
 
   OpContext ctx{};
   Kind kind = Kind::kSend;
@@ -251,6 +255,13 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   void DrainBacklog();
   // Removes `op` from its backlog or gate; true if it was there (never given to the provider).
   bool RemoveFromBacklog(FabricOp& op);
+  // The backlog of the op's direction; backlog_mu_ held.
+  std::deque<std::shared_ptr<FabricOp>>& BacklogOf(const FabricOp& op) {
+    return backlog_[FabricOp::IsSend(op.kind) ? 0 : 1];
+  }
+  // The first-contact message from `addr` came (or its receive failed): the
+  // next Poll opens its gate.
+  void NoteContactArrived(fi_addr_t addr);
   // First contact with the peers of a SetPeers (contact_mu_ not held): posts
   // the messages this endpoint owes and the receives of those it awaits.
   void PostFirstContacts(const std::vector<std::pair<fi_addr_t, std::string>>& send_to,
