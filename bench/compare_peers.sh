@@ -89,7 +89,8 @@ fi
 if [ "$step" = allreduce ]; then
   # ROUNDS rounds (default 3), each Open MPI shm, Open MPI tcp, torch.distributed
   # with gloo (tcp class; GLOO=0 skips it), then chorus bench allreduce at the
-  # same sizes (ALGORITHMS; shared_memory runs with shm only), shm then tcp; then per transport, size and
+  # same sizes (ALGORITHMS; shared_memory runs with shm only), shm then tcp, then
+  # bench_loopback_ring (plain sockets, the tcp class's reference); then per transport, size and
   # algorithm the medians and the ratios against the best peer of the same class
   # (RANKS=2 for two ranks). All time a call as the slowest rank's and take the
   # median over calls.
@@ -120,6 +121,9 @@ for l in open('$work/gloo.jsonl'):
       --algorithms "${ALGORITHMS:-auto,shared_memory,ring,halving_doubling}" | tee -a "$work/chorus.txt" | awk '
       /^# provider/ { t = ($3 == "shm") ? "shm" : "tcp"; w = ($3 == "net") ? "chorus-net-" : "chorus-" }
       $3 == "float" { print t, w $4, $1, $6 }' >> "$rows"
+    # The tcp class's reference, not a peer: a ring of plain TCP sockets moving a
+    # ring all-reduce's bytes and adding them, with no step waiting for another.
+    ./build/bench/bench_loopback_ring $n 3 | awk '$2 == "add" && $1 <= 16777216 { print "tcp", "socket-ring", $1, $3 }' >> "$rows"
   done
   $PY - "$rows" "$n" <<'PY'
 import statistics, sys, collections
