@@ -247,12 +247,13 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
   std::vector<std::pair<fi_addr_t, std::string>> send_to, await_from;
   std::vector<fi_addr_t> left_gates;
   if (order_first_contact_) {
+    const std::string own(local_address_.begin(), local_address_.end());
     std::lock_guard<std::mutex> contact_lock(contact_mu_);
     for (const PeerInfo& p : peers) {
       const std::string key(p.address.begin(), p.address.end());
       if (p.rank == self || !contacted_.insert(key).second) continue;
       const fi_addr_t addr = table.addr[p.rank];
-      if (std::string(local_address_.begin(), local_address_.end()) < key) {
+      if (own < key) {
         send_to.emplace_back(addr, table.Name(p.rank));
       } else {
         gates_[addr] = Gate{{}, Clock::now() + kFirstContactWait, table.Name(p.rank)};
@@ -324,6 +325,17 @@ std::shared_ptr<FabricOp> FabricCore::NewOp(FabricOp::Kind kind, Tag tag) {
   op->ctx.op = op.get();
   op->kind = kind;
   op->tag = tag;
+  return op;
+}
+
+Result<std::shared_ptr<FabricOp>> FabricCore::NewOwnedOp(FabricOp::Kind kind, Tag tag, fi_addr_t addr,
+                                                         std::string peer_name, size_t bytes) {
+  auto op = NewOp(kind, tag);
+  op->addr = addr;
+  op->peer_name = std::move(peer_name);
+  op->owned.resize(bytes);
+  CHORUS_RETURN_IF_ERROR(AttachBuffer(*op, op->owned.data(), op->owned.size()));
+  Track(op);
   return op;
 }
 
@@ -422,15 +434,8 @@ Status FabricCore::Submit(const std::shared_ptr<FabricOp>& op) {
 void FabricCore::PostFirstContacts(const std::vector<std::pair<fi_addr_t, std::string>>& send_to,
                                    const std::vector<std::pair<fi_addr_t, std::string>>& await_from) {
   auto post = [this](FabricOp::Kind kind, fi_addr_t addr, const std::string& name) {
-    auto op = NewOp(kind, kReservedTag);
-    op->addr = addr;
-    op->peer_name = name;
-    op->owned.resize(sizeof(uint64_t));
-    Status status = AttachBuffer(*op, op->owned.data(), op->owned.size());
-    if (status.ok()) {
-      Track(op);
-      status = Submit(op);
-    }
+    auto op = NewOwnedOp(kind, kReservedTag, addr, name, sizeof(uint64_t));
+    const Status status = op ? Submit(*op) : op.error();
     if (!status.ok()) {
       // Its gate then opens when its wait runs out: sends go unordered.
       CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", status.ToString());
@@ -673,21 +678,17 @@ void FabricCore::SweepDiscards() {
 }
 
 void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry, fi_addr_t source) {
-  auto op = NewOp(FabricOp::Kind::kDrain, entry.tag);
-  op->addr = source;
-  op->peer_name = "fi_addr " + std::to_string(source);
-  op->owned.resize(std::max<size_t>(entry.len, 1));
-  const Status attached = AttachBuffer(*op, op->owned.data(), op->owned.size());
-  if (!attached.ok()) {
-    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", attached.ToString());
+  auto op = NewOwnedOp(FabricOp::Kind::kDrain, entry.tag, source, "fi_addr " + std::to_string(source),
+                       std::max<size_t>(entry.len, 1));
+  if (!op) {
+    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", op.error().ToString());
     return;
   }
-  Track(op);
-  if (TryPost(*op) != 0) {  // the next sweep peeks again
-    Untrack(*op);
+  if (TryPost(**op) != 0) {  // the next sweep peeks again
+    Untrack(**op);
     return;
   }
-  peek.drain = std::move(op);
+  peek.drain = std::move(*op);
 }
 
 int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source) {
@@ -750,9 +751,8 @@ int FabricCore::HandleCqError() {
     // or left, or the transport closed. Anything else is worth a line; a
     // failed first contact leaves the pair unordered (its gate opens now).
     if (err.err != FI_ENOMSG && err.err != FI_ECANCELED) {
-      const bool contact = op.kind == FabricOp::Kind::kContactSend || op.kind == FabricOp::Kind::kContactRecv;
       CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", FabricStatus(-err.err, op.Describe()).ToString(),
-                      contact ? "; later messages go unordered" : "");
+                      op.IsContact() ? "; later messages go unordered" : "");
       if (op.kind == FabricOp::Kind::kContactRecv) NoteContactArrived(op.addr);
     }
     Finish(op, Status::Ok(), {}, /*reaped=*/true);

@@ -116,6 +116,7 @@ struct FabricOp {
   static bool IsSend(Kind k) { return k == Kind::kSend || k == Kind::kContactSend; }
   // Made by the transport itself (no Request refers to it, Stats skip it).
   bool Internal() const { return kind != Kind::kSend && kind != Kind::kRecv; }
+  bool IsContact() const { return kind == Kind::kContactSend || kind == Kind::kContactRecv; }
   // The libfabric call that posts it, for errors.
   const char* PostCall() const { return IsSend(kind) ? "fi_tsend" : "fi_trecv"; }
 
@@ -153,7 +154,7 @@ struct FabricOp {
       return "drain of an unreceived message from " + peer_name + " (tag " + std::to_string(tag) +
              ", " + std::to_string(length) + " bytes)";
     }
-    if (kind == Kind::kContactSend || kind == Kind::kContactRecv) {
+    if (IsContact()) {
       return std::string("first-contact message ") + (kind == Kind::kContactSend ? "to " : "from ") +
              peer_name;
     }
@@ -243,6 +244,10 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   static std::shared_ptr<FabricOp> NewOp(FabricOp::Kind kind, Tag tag);
   // Sets the op's buffer, registered through the cache when the provider needs it.
   Status AttachBuffer(FabricOp& op, void* data, size_t length);
+  // A tracked op of the transport's own (first contact, drain) to or from
+  // `addr`, with a buffer of `bytes` it owns; not yet posted.
+  Result<std::shared_ptr<FabricOp>> NewOwnedOp(FabricOp::Kind kind, Tag tag, fi_addr_t addr,
+                                               std::string peer_name, size_t bytes);
   // inflight_ owns an op from its post until its completion is reaped.
   void Track(std::shared_ptr<FabricOp> op);
   void Untrack(const FabricOp& op);
