@@ -2,10 +2,14 @@
 #include "node/cluster_session.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/log.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "node/host_port.h"
+#include "node/launcher.h"
 
 namespace chorus::node {
 
@@ -41,9 +45,27 @@ Status ClusterSession::InstallPeers(const MembershipView& next) {
   return Status::Ok();
 }
 
+namespace {
+
+// The control-plane socket `chorus launch` handed over, or -1.
+Result<int> InheritedListenFd() {
+  const char* text = std::getenv(kListenFdEnv);
+  if (text == nullptr || *text == '\0') return -1;
+  int fd = -1;
+  const char* end = text + std::strlen(text);
+  const auto [ptr, ec] = std::from_chars(text, end, fd);
+  if (ec != std::errc() || ptr != end || fd < 0) {
+    return Err(InvalidArgument(std::string(kListenFdEnv) + "='" + text + "' is not a file descriptor number"));
+  }
+  return fd;
+}
+
+}  // namespace
+
 Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
   ClusterSession session;
   LocalNodeInfo local;
+  CHORUS_ASSIGN_OR_RETURN(local.listen_fd, InheritedListenFd());
   local.name = config.run.node_name;
   local.device = config.train.device;
   local.batch_size = config.train.batch_size;

@@ -10,6 +10,8 @@
 // joining at once; anything else is retried until cluster.join_timeout_s.
 #include "node/control_plane.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -85,7 +87,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
                        local.provider_version};
 
   auto impl = std::make_unique<ControlPlaneImpl>(config, std::move(self), std::move(versions));
-  CHORUS_RETURN_IF_ERROR(impl->Listen());
+  CHORUS_RETURN_IF_ERROR(impl->Listen(local.listen_fd));
   impl->StartThread();
   Status check = impl->SelfCheck();
   if (!check.ok()) return Err(check);  // ~ControlPlaneImpl stops the thread
@@ -144,27 +146,68 @@ ControlPlaneImpl::~ControlPlaneImpl() {
   }
 }
 
-Status ControlPlaneImpl::Listen() {
-  Result<HostPort> listen = ParseHostPort(config_.listen);
-  if (!listen) return listen.error().WithContext("cluster.listen");
-  asio::error_code ec;
-  asio::ip::address address = asio::ip::make_address(listen->host, ec);
-  if (ec) {
-    asio::ip::tcp::resolver resolver(io_);
-    auto results = resolver.resolve(listen->host, std::to_string(listen->port), ec);
-    if (ec || results.empty()) {
-      return InvalidArgument("cluster.listen=" + config_.listen + ": cannot resolve '" + listen->host +
-                             "': " + ec.message());
-    }
-    address = results.begin()->endpoint().address();
+// Serves a socket someone else bound and set listening (chorus launch).
+Status ControlPlaneImpl::AdoptListener(int fd, uint16_t expected_port) {
+  const std::string what = "the listening socket handed over (fd " + std::to_string(fd) + ")";
+  int listening = 0;
+  socklen_t len = sizeof(listening);
+  sockaddr_storage addr{};
+  socklen_t addr_len = sizeof(addr);
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, what);
   }
-  asio::ip::tcp::endpoint endpoint(address, listen->port);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Unavailable("cluster.listen=" + config_.listen + ": cannot listen: " + ec.message());
+  asio::error_code ec;
+  if (listening && (addr.ss_family == AF_INET || addr.ss_family == AF_INET6)) {
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    acceptor_.assign(addr.ss_family == AF_INET ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), fd, ec);
+  }
+  if (!acceptor_.is_open()) {  // from here on the acceptor owns it
+    close(fd);
+    return ec ? Unavailable(what + ": " + ec.message())
+              : InvalidArgument(what + " is not a listening TCP/IP socket");
+  }
+  const uint16_t port = acceptor_.local_endpoint(ec).port();
+  if (!ec && expected_port != 0 && port != expected_port) {
+    return InvalidArgument("cluster.listen=" + config_.listen + " but " + what + " listens on port " +
+                           std::to_string(port));
+  }
+  if (ec) return Unavailable(what + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status ControlPlaneImpl::Listen(int listen_fd) {
+  Result<HostPort> listen = ParseHostPort(config_.listen);
+  if (!listen) {
+    if (listen_fd >= 0) close(listen_fd);
+    return listen.error().WithContext("cluster.listen");
+  }
+  asio::error_code ec;
+  asio::ip::address address;
+  if (listen_fd >= 0) {
+    CHORUS_RETURN_IF_ERROR(AdoptListener(listen_fd, listen->port));
+    address = acceptor_.local_endpoint(ec).address();
+  } else {
+    address = asio::ip::make_address(listen->host, ec);
+    if (ec) {
+      asio::ip::tcp::resolver resolver(io_);
+      auto results = resolver.resolve(listen->host, std::to_string(listen->port), ec);
+      if (ec || results.empty()) {
+        return InvalidArgument("cluster.listen=" + config_.listen + ": cannot resolve '" + listen->host +
+                               "': " + ec.message());
+      }
+      address = results.begin()->endpoint().address();
+    }
+    asio::ip::tcp::endpoint endpoint(address, listen->port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Unavailable("cluster.listen=" + config_.listen + ": cannot listen: " + ec.message());
+    }
   }
   port_ = acceptor_.local_endpoint(ec).port();
   listen_display_ = JoinHostPort(address.to_string(), port_);
@@ -179,7 +222,8 @@ Status ControlPlaneImpl::Listen() {
   }
   self_.control_address = advertise_;
   CHORUS_LOG_INFO(Subsys::kControl, "node ", self_.name, " listening on ", listen_display_,
-                  " (advertised as ", advertise_, "); ", versions_.Describe());
+                  listen_fd >= 0 ? ", a socket handed over by the launcher" : "", " (advertised as ",
+                  advertise_, "); ", versions_.Describe());
   if (config_.token.empty()) {
     CHORUS_LOG_WARN(Subsys::kControl,
                     "cluster.token is empty: any process that can reach ", advertise_, " can join");

@@ -50,6 +50,11 @@ struct LocalNodeInfo {
   std::string libfabric_version;
   std::string provider;               // "tcp;ofi_rxm" | "shm"
   std::string provider_version;
+  // A bound, listening TCP socket to serve instead of binding cluster.listen
+  // (-1: none). `chorus launch` hands node0 the bootstrap port's socket this way
+  // (CHORUS_LISTEN_FD), so no other process can take the port first. The
+  // control plane owns it from Start on.
+  int listen_fd = -1;
 };
 
 class ControlPlaneImpl;

@@ -40,7 +40,11 @@ class ControlPlaneImpl : public Connection::Listener {
   ~ControlPlaneImpl() override;
 
   // ---- start-up (caller's thread, before the public object exists) ----
-  [[nodiscard]] Status Listen();
+  // Binds cluster.listen, or serves `listen_fd` when it is >= 0 (its port
+  // must agree with cluster.listen's unless that says 0).
+  [[nodiscard]] Status Listen(int listen_fd);
+  // Takes `fd` over (closing it on failure); checks it listens on TCP/IP.
+  [[nodiscard]] Status AdoptListener(int fd, uint16_t expected_port);
   void StartThread();
   [[nodiscard]] Status SelfCheck();
   void Begin();

@@ -20,6 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -78,26 +80,59 @@ class SignalForwarding {
   struct sigaction old_pipe_ {};
 };
 
-// A port that was free a moment ago (bind to port 0, read it back, close).
-Result<uint16_t> PickFreePort(const std::string& host) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Err(ErrnoStatus(errno, "launch: socket"));
+// A descriptor closed when it goes out of scope (or on Reset).
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd() { Reset(); }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// node0's control-plane socket: bound to a free port of `host` and listening,
+// close-on-exec (only node0's child clears that), never fd 0-2 (the children's
+// stdio). Returns the fd and its port.
+Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = 0;
   if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    close(fd);
     return Err(InvalidArgument("launch: '" + host + "' is not an IPv4 address"));
   }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && fd <= STDERR_FILENO) {
+    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    close(fd);
+    fd = moved;
+  }
+  if (fd < 0) return Err(ErrnoStatus(errno, "launch: socket"));
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, SOMAXCONN) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     const int err = errno;
     close(fd);
-    return Err(ErrnoStatus(err, "launch: binding a probe socket on " + host));
+    return Err(ErrnoStatus(err, "launch: listening on a free port of " + host));
   }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return static_cast<uint16_t>(ntohs(addr.sin_port));
+  return std::make_pair(fd, static_cast<uint16_t>(ntohs(addr.sin_port)));
+}
+
+// Our environment without kListenFdEnv, then `extra` ("NAME=value") if given.
+std::vector<std::string> ChildEnvironment(const std::string& extra) {
+  const std::string drop = std::string(kListenFdEnv) + "=";
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::string_view(*e).substr(0, drop.size()) != drop) env.emplace_back(*e);
+  }
+  if (!extra.empty()) env.push_back(extra);
+  return env;
 }
 
 void WriteAll(int fd, const std::string& text) {
@@ -195,10 +230,12 @@ std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t p
   return args;
 }
 
-// Starts one child running `args`: args[0] looked up on PATH when `wrapped`,
-// else `o.executable`. Its lines go to out_fd / err_fd.
+// Starts one child running `args` in environment `env`: args[0] looked up on
+// PATH when `wrapped`, else `o.executable`. Its lines go to out_fd / err_fd;
+// `inherit_fd` (when >= 0) stays open in it across exec.
 Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, bool wrapped,
-                  int out_fd, int err_fd, Child& child) {
+                  const std::vector<std::string>& env, int inherit_fd, int out_fd, int err_fd,
+                  Child& child) {
   const std::string program = wrapped ? args[0] : o.executable;
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "launch: pipe for " + child.name);
@@ -211,6 +248,9 @@ Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, 
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -233,10 +273,11 @@ Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, 
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (inherit_fd >= 0) fcntl(inherit_fd, F_SETFD, 0);
     if (wrapped) {
-      execvp(program.c_str(), argv.data());
+      execvpe(program.c_str(), argv.data(), envp.data());
     } else {
-      execv(program.c_str(), argv.data());
+      execve(program.c_str(), argv.data(), envp.data());
     }
     const char msg[] = "launch: exec failed\n";
     [[maybe_unused]] ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
@@ -301,10 +342,17 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
       (!options.node_wrappers.empty() && options.node_wrappers.size() != n)) {
     return InvalidArgument("launch: node_hosts / node_wrappers must name all " + std::to_string(n) + " nodes");
   }
-  // Nodes in their own network namespaces have their own port space: any port
-  // free here is free there.
-  CHORUS_ASSIGN_OR_RETURN(uint16_t port0,
-                          PickFreePort(options.node_hosts.empty() ? options.host : "127.0.0.1"));
+  // node0's socket, handed over when node0 runs here. A node0 in a network
+  // namespace of its own must bind there: it only gets the port (that
+  // namespace's port space holds nothing else of the host's).
+  CHORUS_ASSIGN_OR_RETURN(auto listener, ListenOnFreePort(options.node_hosts.empty() ? options.host : "127.0.0.1"));
+  OwnedFd listen_fd(listener.first);
+  const uint16_t port0 = listener.second;
+  if (IsWrapped(options, 0)) listen_fd.Reset();
+  const std::vector<std::string> env = ChildEnvironment("");
+  const std::vector<std::string> env0 =
+      listen_fd.get() >= 0 ? ChildEnvironment(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd.get()))
+                           : env;
   OutputSink sink;
   CHORUS_RETURN_IF_ERROR(sink.Open(options.output_file));
   FILE* messages = sink.messages();
@@ -318,8 +366,9 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
   for (int i = 0; i < options.num_nodes; ++i) {
     Child& c = children[static_cast<size_t>(i)];
     c.name = "node" + std::to_string(i);
-    spawn_error = SpawnChild(options, ChildArgs(options, i, port0), IsWrapped(options, i),
-                             sink.out_fd(), sink.err_fd(), c);
+    spawn_error = SpawnChild(options, ChildArgs(options, i, port0), IsWrapped(options, i), i == 0 ? env0 : env,
+                             i == 0 ? listen_fd.get() : -1, sink.out_fd(), sink.err_fd(), c);
+    if (i == 0) listen_fd.Reset();  // node0 has its own copy now (or failed to start)
     if (!spawn_error.ok()) {
       c.reaped = true;
       break;

@@ -1,8 +1,8 @@
 // `chorus launch -n N CONFIG`: N local node processes as one cluster.
 //
 // Forks and execs N copies of this binary (`chorus <command> CONFIG --set ...`)
-// with per-node settings: node0 listens on a free port of 127.0.0.1 and every
-// node bootstraps from it, node i is named "node<i>" with rank hint i, and
+// with per-node settings: node0 listens on a free port of 127.0.0.1 (a socket
+// launch binds and hands over, kListenFdEnv) and every node bootstraps from it, node i is named "node<i>" with rank hint i, and
 // cluster.min_nodes is N. Each child's stdout and stderr lines are copied to
 // ours with a "[node<i>] " prefix. SIGINT and SIGTERM are forwarded to the
 // children (a second one sends SIGKILL). Launch waits for every child and fails
@@ -18,6 +18,12 @@
 #include "common/status.h"
 
 namespace chorus::node {
+
+// The environment variable through which launch hands node0 its control-plane
+// socket, bound and listening (as systemd's socket activation hands a daemon
+// its own): picking a free port and leaving node0 to bind it later would give
+// any other process on the host a moment to take it first.
+inline constexpr const char* kListenFdEnv = "CHORUS_LISTEN_FD";
 
 struct LaunchOptions {
   int num_nodes = 1;

@@ -107,6 +107,19 @@ TEST(ClusterProcessTest, WrongTokenIsRefusedAndBothSidesSayWhy) {
   EXPECT_EQ(ExitStatus(*keeper, 10), 0);
 }
 
+// CHORUS_LISTEN_FD is chorus launch's; a bad one stops the node naming it.
+TEST(ClusterProcessTest, ABadInheritedListenFdIsNamed) {
+  std::vector<std::string> args = {"cluster", "--hold", "1"};
+  for (const std::string& s : FastClusterSets("fd")) args.push_back(s);
+  ChorusProcess word(args, {"CHORUS_LISTEN_FD=three"});
+  EXPECT_EQ(ExitStatus(word, 10), 1) << word.Output();
+  EXPECT_NE(word.Output().find("CHORUS_LISTEN_FD='three' is not a file descriptor number"), std::string::npos)
+      << word.Output();
+  ChorusProcess closed(args, {"CHORUS_LISTEN_FD=999"});
+  EXPECT_EQ(ExitStatus(closed, 10), 1) << closed.Output();
+  EXPECT_NE(closed.Output().find("the listening socket handed over (fd 999)"), std::string::npos) << closed.Output();
+}
+
 TEST(ClusterProcessTest, KillNineOfTheCoordinatorMovesSurvivorsToANewEpoch) {
   auto n0 = StartNode("n0", 4, "");
   const std::string boot = AddressOf(*n0);

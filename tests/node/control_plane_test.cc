@@ -10,6 +10,12 @@
 #include <future>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 namespace chorus::node {
 namespace {
 
@@ -302,6 +308,62 @@ TEST(ControlPlaneTest, SelfCheckFailsForAnUnreachableAdvertisedAddress) {
   ASSERT_FALSE(cp.has_value());
   EXPECT_NE(cp.error().message().find("self-check failed"), std::string::npos) << cp.error().message();
   EXPECT_NE(cp.error().message().find("127.0.0.1:1"), std::string::npos) << cp.error().message();
+}
+
+// A TCP socket bound to a free port of 127.0.0.1; listening when `listen_too`.
+// Returns the fd and the port.
+std::pair<int, uint16_t> BoundSocket(bool listen_too) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  if (listen_too) {
+    EXPECT_EQ(listen(fd, 16), 0);
+  }
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  return {fd, ntohs(addr.sin_port)};
+}
+
+// chorus launch hands node0 its bound, listening socket: the control plane
+// serves it (others join through its port) instead of binding cluster.listen.
+TEST(ControlPlaneTest, ServesAListeningSocketHandedOver) {
+  auto [fd, port] = BoundSocket(/*listen_too=*/true);
+  ClusterConfig cfg = TestConfig(2, {});
+  cfg.listen = "127.0.0.1:" + std::to_string(port);
+  LocalNodeInfo local = Local("zero");
+  local.listen_fd = fd;
+  auto a = StartOrDie(cfg, local);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->port(), port);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("one"));
+  ASSERT_TRUE(b);
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(v.has_value()) << v.error().ToString();
+  EXPECT_EQ(Names(*v), (std::vector<std::string>{"one", "zero"}));  // by name: no rank hints
+}
+
+TEST(ControlPlaneTest, RefusesAHandedOverSocketThatDoesNotListenOrDisagreesWithListen) {
+  auto [idle, idle_port] = BoundSocket(/*listen_too=*/false);
+  LocalNodeInfo local = Local("zero");
+  local.listen_fd = idle;
+  Result<std::unique_ptr<ControlPlane>> cp = ControlPlane::Start(TestConfig(1, {}), local);
+  ASSERT_FALSE(cp.has_value());
+  EXPECT_NE(cp.error().message().find("fd " + std::to_string(idle) + ") is not a listening TCP/IP socket"),
+            std::string::npos)
+      << cp.error().message();
+  EXPECT_EQ(fcntl(idle, F_GETFD), -1) << "the refused socket stays open";
+
+  auto [fd, port] = BoundSocket(/*listen_too=*/true);
+  ClusterConfig cfg = TestConfig(1, {});
+  cfg.listen = "127.0.0.1:" + std::to_string(port == 65535 ? 1 : port + 1);
+  local.listen_fd = fd;
+  cp = ControlPlane::Start(cfg, local);
+  ASSERT_FALSE(cp.has_value());
+  EXPECT_NE(cp.error().message().find("listens on port " + std::to_string(port)), std::string::npos)
+      << cp.error().message();
+  EXPECT_NE(cp.error().message().find("cluster.listen=" + cfg.listen), std::string::npos) << cp.error().message();
 }
 
 }  // namespace

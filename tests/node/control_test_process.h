@@ -24,7 +24,14 @@ namespace chorus::node::testing {
 
 class ChorusProcess {
  public:
-  explicit ChorusProcess(const std::vector<std::string>& args) {
+  // Runs the chorus binary with `args`; `extra_env` ("NAME=value") is added to
+  // our environment.
+  explicit ChorusProcess(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
+    std::vector<std::string> env_text(extra_env);
+    for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
+    std::vector<char*> envp;
+    for (std::string& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
     char path[] = "/tmp/chorus_test_outXXXXXX";
     const int fd = mkstemp(path);
     output_path_ = path;
@@ -37,7 +44,7 @@ class ChorusProcess {
     if (pid_ == 0) {
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
-      execv(argv[0], argv.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
     close(fd);

@@ -37,6 +37,14 @@ TEST(LaunchTest, ThreeNodesStartFormAClusterAndStopCleanly) {
   const std::string out = launch.Output();
   EXPECT_NE(out.find("launch: all 3 nodes are in epoch 0"), std::string::npos) << out;
   EXPECT_NE(out.find("launch: all 3 nodes exited with status 0"), std::string::npos) << out;
+  // node0, and only node0, serves the socket launch bound for it: no other
+  // process can take the bootstrap port between launch picking it and node0
+  // listening.
+  const std::string handed = ", a socket handed over by the launcher";
+  const size_t at = out.find(handed);
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(out.rfind("[node", at), out.rfind("[node0]", at)) << out;
+  EXPECT_EQ(out.find(handed, at + 1), std::string::npos) << out;
   for (const char* node : {"node0", "node1", "node2"}) {
     EXPECT_NE(out.find(std::string("[") + node + "] cluster: epoch 0, 3 members"), std::string::npos) << out;
   }
