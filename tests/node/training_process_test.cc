@@ -40,7 +40,12 @@ LaunchedRun LaunchTraining(const std::string& name, int n, const std::vector<std
        {std::string("run.output_dir=\"") + out.string() + "\"", "run.name=\"" + name + "\"",
         std::string("run.progress=\"off\""), std::string("train.epochs=1"),
         std::string("data.train_limit=5120"), std::string("data.test_limit=1000"),
-        std::string("train.log_every_steps=5"), std::string("train.threads=1")}) {
+        std::string("train.log_every_steps=5"), std::string("train.threads=1"),
+        // Looser than FastClusterSets, as in the kill test: nothing dies here,
+        // and 4 busy nodes (8 with a parallel test) on 2 shared cores must not
+        // declare a live peer dead.
+        std::string("cluster.heartbeat_interval_s=0.2"), std::string("cluster.suspect_timeout_s=1.5"),
+        std::string("cluster.dead_timeout_s=3")}) {
     args.push_back("--set");
     args.push_back(s);
   }
