@@ -342,13 +342,14 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
       (!options.node_wrappers.empty() && options.node_wrappers.size() != n)) {
     return InvalidArgument("launch: node_hosts / node_wrappers must name all " + std::to_string(n) + " nodes");
   }
-  // node0's socket, handed over when node0 runs here. A node0 in a network
-  // namespace of its own must bind there: it only gets the port (that
-  // namespace's port space holds nothing else of the host's).
-  CHORUS_ASSIGN_OR_RETURN(auto listener, ListenOnFreePort(options.node_hosts.empty() ? options.host : "127.0.0.1"));
+  // node0's socket, handed over when node0 runs in our network namespace. A
+  // node0 in a namespace of its own must bind there: it only gets the port
+  // (that namespace's port space holds nothing else of the host's).
+  const bool node0_here = !IsWrapped(options, 0);
+  CHORUS_ASSIGN_OR_RETURN(auto listener, ListenOnFreePort(node0_here ? NodeHost(options, 0) : "127.0.0.1"));
   OwnedFd listen_fd(listener.first);
   const uint16_t port0 = listener.second;
-  if (IsWrapped(options, 0)) listen_fd.Reset();
+  if (!node0_here) listen_fd.Reset();
   const std::vector<std::string> env = ChildEnvironment("");
   const std::vector<std::string> env0 =
       listen_fd.get() >= 0 ? ChildEnvironment(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd.get()))
