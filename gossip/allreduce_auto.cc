@@ -16,6 +16,7 @@ AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int nu
   if (bytes >= crossovers.halving_doubling_min_bytes && bytes <= crossovers.halving_doubling_max_bytes) {
     return AllreduceAlgorithm::kHalvingDoubling;
   }
+  if (bytes >= crossovers.large_tree_min_bytes) return AllreduceAlgorithm::kTree;
   return AllreduceAlgorithm::kRing;
 }
 

@@ -21,7 +21,8 @@ namespace chorus::gossip {
 //     the fewest message rounds).
 //  3. bytes <= tree_max_bytes: kTree (still latency-bound; 0 by default).
 //  4. halving_doubling_min_bytes <= bytes <= halving_doubling_max_bytes: kHalvingDoubling.
-//  5. otherwise kRing (bandwidth-bound).
+//  5. bytes >= large_tree_min_bytes: kTree (never by default; net's large buffers).
+//  6. otherwise kRing (bandwidth-bound).
 // The world size does not enter beyond rule 1: at 2 ranks halving-doubling and
 // the ring move the same halves, and halving-doubling was the faster at 1 MiB.
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,

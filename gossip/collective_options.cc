@@ -29,4 +29,10 @@ Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text) {
                              "recursive_doubling or shared_memory)"));
 }
 
+AllreduceCrossovers CrossoversForProvider(std::string_view provider) {
+  AllreduceCrossovers x;
+  if (provider == "net") x.large_tree_min_bytes = x.halving_doubling_max_bytes + 1;
+  return x;
+}
+
 }  // namespace chorus::gossip

@@ -77,9 +77,10 @@ Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text);
 // halving-doubling won at 1 MiB in every run (2 ranks, 2026-11-22, medians of 3
 // alternated rounds, us, shm / tcp: 392 vs 402 / 616 vs 683; compare_peers.sh
 // allreduce RANKS=2: 309 vs 369 / 606 vs 705), so 2 ranks follow the same table.
-// The tree lost everywhere at 4 ranks, so kAuto does not pick it (its log-depth
-// latency may pay at larger worlds). Re-measured at 4 ranks the same day (3
-// rounds, a host with 20-45% steal): the winners changed where the table says.
+// The tree lost everywhere at 4 ranks, so kAuto does not pick it by default
+// (over net it does for large buffers: CrossoversForProvider). Re-measured at 4
+// ranks the same day (3 rounds, a host with 20-45% steal): the winners changed
+// where the table says.
 // Sizes are bytes of the whole buffer.
 struct AllreduceCrossovers {
   // Up to this size the fewest message rounds win: recursive doubling (log2 n
@@ -92,10 +93,26 @@ struct AllreduceCrossovers {
   // (2 log2 n rounds, 2 (n-1)/n of the data per rank); the ring elsewhere.
   size_t halving_doubling_min_bytes = 16 * 1024;
   size_t halving_doubling_max_bytes = 2 * 1024 * 1024;
+  // Above halving_doubling_max_bytes, from this size on the double binary tree
+  // instead of the ring; SIZE_MAX: never (see CrossoversForProvider).
+  size_t large_tree_min_bytes = SIZE_MAX;
   // When ranks share hosts (some host key repeats) and there is more than one
   // host, buffers of at least this size go hierarchical.
   size_t hierarchical_min_bytes = 64 * 1024;
 };
+
+// The crossovers for a data-plane provider: the defaults above, and over net
+// (tcp's native RDM endpoint) the double binary tree above 2 MiB. Measured on a
+// 2-core EPYC host (2026-11-23, `chorus bench allreduce --provider net`, float32,
+// us, 3 alternated runs at 4 ranks, 2 at 2 ranks):
+//   4 ranks  4 MiB: tree 4166-5391, halving-doubling 5763-7537, ring 8047-8144
+//           16 MiB: tree 17107-21283, halving-doubling 24267-31067, ring 25423-31530
+//           64 MiB: tree 57498-81245, halving-doubling 89358-119073, ring 92507-124996
+//            1 MiB: halving-doubling 764-900, tree 809-1094 (halving-doubling stays)
+//   2 ranks 16 MiB: tree 3987-5842, halving-doubling 6312-6870, ring 7033-8157
+// Over tcp;ofi_rxm the tree did not win (16 MiB, 4 ranks: 19281-29669 against
+// the ring's 19651-26737), so rxm and shm keep the defaults.
+AllreduceCrossovers CrossoversForProvider(std::string_view provider);
 
 // Broadcast and barrier.
 struct CollectiveOptions {

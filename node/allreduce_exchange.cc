@@ -75,6 +75,7 @@ Status AllreduceExchange::Build() {
   for (const Member& m : view.members) global_batch += m.batch_size;
   gossip::FusionOptions options;
   options.allreduce.algorithm = algorithm_;
+  options.allreduce.crossovers = gossip::CrossoversForProvider(config_.fabric.provider);
   options.allreduce.pre_scale = static_cast<float>(local_batch) / static_cast<float>(global_batch);
   options.allreduce.tag_base = tag_base;
   options.bucket_timeout = op_timeout;

@@ -128,8 +128,9 @@ class RankRunner {
   }
 
  public:
-  RankRunner(const gossip::Collective& c, const BenchAllreduceOptions& o, std::span<std::byte> buf)
-      : c_(c), o_(o), buf_(buf) {}
+  RankRunner(const gossip::Collective& c, const BenchAllreduceOptions& o, std::span<std::byte> buf,
+             const std::string& provider)
+      : c_(c), o_(o), buf_(buf), crossovers_(gossip::CrossoversForProvider(provider)) {}
 
   Result<RowResult> Run(const RowSpec& row) {
     return WithData(row, [&](auto data) { return RunTyped(data, row.algorithm); });
@@ -161,6 +162,7 @@ class RankRunner {
   gossip::AllreduceOptions AllreduceOpts(AllreduceAlgorithm a) {
     gossip::AllreduceOptions opts;
     opts.algorithm = a;
+    opts.crossovers = crossovers_;  // auto picks as a node on this provider would
     opts.tag_base = NextTagBase();
     opts.deadline = Deadline::AfterSeconds(kCallSeconds);
     opts.identify_missing_peers = false;
@@ -234,6 +236,7 @@ class RankRunner {
   const gossip::Collective& c_;
   const BenchAllreduceOptions& o_;
   std::span<std::byte> buf_;
+  const gossip::AllreduceCrossovers crossovers_;
   uint64_t calls_ = 0;
 };
 
@@ -286,7 +289,7 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   // On a page, as a model's parameters and gradients are (common/page_bytes.h).
   const PageBytes page_buf = AllocateZeroedPageBytes(max_bytes);  // the warm-up reduces zeros
   std::span<std::byte> buf(page_buf.get(), max_bytes);
-  RankRunner runner(collective, o, buf);
+  RankRunner runner(collective, o, buf, provider);
   Status status = Status::Ok();
   {
     Watcher watcher(*transport, fd);  // joined (after the parent's last frame) before the endpoint closes

@@ -112,6 +112,23 @@ TEST(AllreduceAutoTest, DefaultCrossovers) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(4 << 20, 2, 2, x), AllreduceAlgorithm::kRing);
 }
 
+// Over net the double binary tree takes the large buffers from the ring (it
+// won from 4 MiB to 64 MiB at 2 and 4 ranks); elsewhere the defaults.
+TEST(AllreduceAutoTest, NetTakesTheTreeAboveHalvingDoubling) {
+  const AllreduceCrossovers net = CrossoversForProvider("net");
+  EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 4, net), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(2 << 20, 4, 4, net), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm((2 << 20) + 4, 4, 4, net), AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 2, 2, net), AllreduceAlgorithm::kTree);
+  // Shared hosts still go hierarchical, and host memory still wins.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 8, 2, net), AllreduceAlgorithm::kHierarchical);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 4, 1, net, /*host_memory=*/true), AllreduceAlgorithm::kSharedMemory);
+  for (const char* provider : {"tcp;ofi_rxm", "shm", ""}) {
+    EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 4, 4, CrossoversForProvider(provider)), AllreduceAlgorithm::kRing)
+        << provider;
+  }
+}
+
 TEST(AllreduceAutoTest, NamesRoundTrip) {
   for (auto a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
                  AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
