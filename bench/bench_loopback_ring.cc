@@ -37,6 +37,7 @@
 #include "common/quantile.h"
 #include "gossip/collective_internal.h"
 #include "node/bench_process.h"
+#include "node/launcher.h"
 
 namespace {
 
@@ -47,17 +48,13 @@ namespace {
 
 // A listening socket on 127.0.0.1 and an ephemeral port.
 int Listen(uint16_t* port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) Die("socket");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) Die("bind");
-  if (listen(fd, 4) != 0) Die("listen");
-  socklen_t len = sizeof(a);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) Die("getsockname");
-  *port = ntohs(a.sin_port);
-  return fd;
+  auto listener = chorus::node::ListenOnFreePort("127.0.0.1");
+  if (!listener) {
+    std::fprintf(stderr, "bench_loopback_ring: %s\n", listener.error().ToString().c_str());
+    std::exit(1);
+  }
+  *port = listener->second;
+  return listener->first;
 }
 
 int Connect(uint16_t port) {

@@ -2,12 +2,11 @@
 #include "node/cluster_session.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
-#include <cstring>
 
 #include "common/log.h"
 #include "gossip/transport/fabric/fabric_transport.h"
+#include "node/config_parse.h"
 #include "node/host_port.h"
 #include "node/launcher.h"
 
@@ -51,13 +50,8 @@ namespace {
 Result<int> InheritedListenFd() {
   const char* text = std::getenv(kListenFdEnv);
   if (text == nullptr || *text == '\0') return -1;
-  int fd = -1;
-  const char* end = text + std::strlen(text);
-  const auto [ptr, ec] = std::from_chars(text, end, fd);
-  if (ec != std::errc() || ptr != end || fd < 0) {
-    return Err(InvalidArgument(std::string(kListenFdEnv) + "='" + text + "' is not a file descriptor number"));
-  }
-  return fd;
+  CHORUS_ASSIGN_OR_RETURN(int64_t fd, ParseEnvInteger(kListenFdEnv, text, 0));
+  return static_cast<int>(fd);
 }
 
 }  // namespace

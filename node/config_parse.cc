@@ -604,17 +604,6 @@ class Checker {
   std::vector<std::string> errors_;
 };
 
-Result<int64_t> ParseEnvInteger(const char* name, const char* text, int64_t min) {
-  std::string_view s(text);
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || value < min || value > INT_MAX) {
-    return Err(InvalidArgument("environment variable " + std::string(name) + "=" + std::string(s) +
-                               ": expected an integer >= " + std::to_string(min)));
-  }
-  return value;
-}
-
 // The first of `names` that is set and non-empty.
 std::optional<std::pair<const char*, const char*>> FirstSet(const EnvLookup& getenv_fn,
                                                             std::initializer_list<const char*> names) {
@@ -748,6 +737,17 @@ Status ApplyOverride(Config* config, std::string_view assignment, std::string_vi
   TableApplier(config, where, where, &errors).ApplyRoot(*root);
   if (!errors.empty()) return InvalidArgument(JoinLines(errors));
   return Status::Ok();
+}
+
+Result<int64_t> ParseEnvInteger(const char* name, const char* text, int64_t min) {
+  std::string_view s(text);
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || value < min || value > INT_MAX) {
+    return Err(InvalidArgument("environment variable " + std::string(name) + "=" + std::string(s) +
+                               ": expected an integer >= " + std::to_string(min)));
+  }
+  return value;
 }
 
 Status ApplyEnvironmentHints(Config* config) {

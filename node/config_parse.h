@@ -52,6 +52,10 @@ using EnvLookup = std::function<const char*(const char*)>;
 [[nodiscard]] Status ApplyEnvironmentHints(Config* config);
 [[nodiscard]] Status ApplyEnvironmentHints(Config* config, const EnvLookup& getenv_fn);
 
+// The integer in environment variable `name` (its value `text`), at least `min`
+// and at most INT_MAX; the error names the variable and the value.
+[[nodiscard]] Result<int64_t> ParseEnvInteger(const char* name, const char* text, int64_t min);
+
 // Range and cross-field checks (all of them, one error per line in the message).
 [[nodiscard]] Status ValidateConfig(const Config& config);
 

@@ -97,41 +97,13 @@ class OwnedFd {
   int fd_;
 };
 
-// node0's control-plane socket: bound to a free port of `host` and listening,
-// close-on-exec (only node0's child clears that), never fd 0-2 (the children's
-// stdio). Returns the fd and its port.
-Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return Err(InvalidArgument("launch: '" + host + "' is not an IPv4 address"));
-  }
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && fd <= STDERR_FILENO) {
-    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-    close(fd);
-    fd = moved;
-  }
-  if (fd < 0) return Err(ErrnoStatus(errno, "launch: socket"));
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, SOMAXCONN) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    close(fd);
-    return Err(ErrnoStatus(err, "launch: listening on a free port of " + host));
-  }
-  return std::make_pair(fd, static_cast<uint16_t>(ntohs(addr.sin_port)));
-}
-
-// Our environment without kListenFdEnv, then `extra` ("NAME=value") if given.
-std::vector<std::string> ChildEnvironment(const std::string& extra) {
+// Our environment without kListenFdEnv (only node0 gets one, its own).
+std::vector<std::string> ChildEnvironment() {
   const std::string drop = std::string(kListenFdEnv) + "=";
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     if (std::string_view(*e).substr(0, drop.size()) != drop) env.emplace_back(*e);
   }
-  if (!extra.empty()) env.push_back(extra);
   return env;
 }
 
@@ -335,6 +307,30 @@ class OutputSink {
 
 }  // namespace
 
+Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return Err(InvalidArgument("'" + host + "' is not an IPv4 address"));
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && fd <= STDERR_FILENO) {
+    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    close(fd);
+    fd = moved;
+  }
+  if (fd < 0) return Err(ErrnoStatus(errno, "socket"));
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, SOMAXCONN) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    return Err(ErrnoStatus(err, "listening on a free port of " + host));
+  }
+  return std::make_pair(fd, static_cast<uint16_t>(ntohs(addr.sin_port)));
+}
+
 Status Launch(const LaunchOptions& options, LaunchResult* result) {
   if (options.num_nodes < 1) return InvalidArgument("launch: -n must be >= 1, got " + std::to_string(options.num_nodes));
   const size_t n = static_cast<size_t>(options.num_nodes);
@@ -346,14 +342,14 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
   // node0 in a namespace of its own must bind there: it only gets the port
   // (that namespace's port space holds nothing else of the host's).
   const bool node0_here = !IsWrapped(options, 0);
-  CHORUS_ASSIGN_OR_RETURN(auto listener, ListenOnFreePort(node0_here ? NodeHost(options, 0) : "127.0.0.1"));
-  OwnedFd listen_fd(listener.first);
-  const uint16_t port0 = listener.second;
+  Result<std::pair<int, uint16_t>> listener = ListenOnFreePort(node0_here ? NodeHost(options, 0) : "127.0.0.1");
+  if (!listener) return listener.error().WithContext("launch");
+  OwnedFd listen_fd(listener->first);
+  const uint16_t port0 = listener->second;
   if (!node0_here) listen_fd.Reset();
-  const std::vector<std::string> env = ChildEnvironment("");
-  const std::vector<std::string> env0 =
-      listen_fd.get() >= 0 ? ChildEnvironment(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd.get()))
-                           : env;
+  const std::vector<std::string> env = ChildEnvironment();
+  std::vector<std::string> env0 = env;
+  if (listen_fd.get() >= 0) env0.push_back(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd.get()));
   OutputSink sink;
   CHORUS_RETURN_IF_ERROR(sink.Open(options.output_file));
   FILE* messages = sink.messages();

@@ -12,7 +12,9 @@
 // because one failed (the cluster is meant to survive that).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -24,6 +26,11 @@ namespace chorus::node {
 // its own): picking a free port and leaving node0 to bind it later would give
 // any other process on the host a moment to take it first.
 inline constexpr const char* kListenFdEnv = "CHORUS_LISTEN_FD";
+
+// A TCP socket bound to a free port of `host` (an IPv4 address) and listening:
+// close-on-exec, never fd 0-2. Returns the fd (the caller closes it) and its
+// port. Launch binds node0's this way; benchmarks and tests use it too.
+[[nodiscard]] Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host);
 
 struct LaunchOptions {
   int num_nodes = 1;

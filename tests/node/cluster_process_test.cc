@@ -113,7 +113,7 @@ TEST(ClusterProcessTest, ABadInheritedListenFdIsNamed) {
   for (const std::string& s : FastClusterSets("fd")) args.push_back(s);
   ChorusProcess word(args, {"CHORUS_LISTEN_FD=three"});
   EXPECT_EQ(ExitStatus(word, 10), 1) << word.Output();
-  EXPECT_NE(word.Output().find("CHORUS_LISTEN_FD='three' is not a file descriptor number"), std::string::npos)
+  EXPECT_NE(word.Output().find("environment variable CHORUS_LISTEN_FD=three: expected an integer >= 0"), std::string::npos)
       << word.Output();
   ChorusProcess closed(args, {"CHORUS_LISTEN_FD=999"});
   EXPECT_EQ(ExitStatus(closed, 10), 1) << closed.Output();

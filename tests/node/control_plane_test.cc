@@ -4,6 +4,7 @@
 // multi-process behaviour (kill -9, garbage on the port) is in
 // cluster_process_test.cc.
 #include "node/control_plane.h"
+#include "node/launcher.h"
 
 #include <gtest/gtest.h>
 
@@ -175,7 +176,9 @@ TEST(ControlPlaneTest, NodesLeavingAtOnceConfirmEachOtherBeforeTheDeadTimeout) {
   nodes.push_back(StartOrDie(config({}), Local("n0")));
   ASSERT_TRUE(nodes[0]);
   for (int i = 1; i < kNodes; ++i) {
-    nodes.push_back(StartOrDie(config({nodes[0]->advertise_address()}), Local("n" + std::to_string(i))));
+    std::string name = "n";
+    name += std::to_string(i);  // not "n" + ...: GCC 12 warns falsely (-Wrestrict) there
+    nodes.push_back(StartOrDie(config({nodes[0]->advertise_address()}), Local(name)));
     ASSERT_TRUE(nodes.back());
   }
   std::vector<Status> left(kNodes);
@@ -310,18 +313,20 @@ TEST(ControlPlaneTest, SelfCheckFailsForAnUnreachableAdvertisedAddress) {
   EXPECT_NE(cp.error().message().find("127.0.0.1:1"), std::string::npos) << cp.error().message();
 }
 
-// A TCP socket bound to a free port of 127.0.0.1; listening when `listen_too`.
-// Returns the fd and the port.
+// A TCP socket bound to a free port of 127.0.0.1; listening when `listen_too`
+// (as chorus launch binds node0's). Returns the fd and the port.
 std::pair<int, uint16_t> BoundSocket(bool listen_too) {
+  if (listen_too) {
+    auto listener = ListenOnFreePort("127.0.0.1");
+    EXPECT_TRUE(listener.has_value()) << listener.error().ToString();
+    return listener ? *listener : std::pair<int, uint16_t>{-1, 0};
+  }
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
   EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  if (listen_too) {
-    EXPECT_EQ(listen(fd, 16), 0);
-  }
   EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   return {fd, ntohs(addr.sin_port)};
 }
