@@ -205,6 +205,7 @@ class ControlPlaneImpl : public Connection::Listener {
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer tick_timer_;
   asio::steady_timer join_timer_;
+  asio::steady_timer shutdown_timer_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::thread thread_;
 
@@ -212,6 +213,7 @@ class ControlPlaneImpl : public Connection::Listener {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Phase phase_ = Phase::kStarting;
+  bool shutting_down_ = false;  // the destructor waits for conns_ to flush and close
   Status failure_;
   bool founder_ = false;
   bool formed_ = false;  // view_ holds an installed epoch
