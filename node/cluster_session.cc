@@ -102,6 +102,15 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
       MembershipView formed,
       session.control->WaitForEpoch0(Deadline::AfterSeconds(config.cluster.join_timeout_s)));
   CHORUS_RETURN_IF_ERROR(session.InstallPeers(formed));
+  if (session.transport && session.transport->NeedsPeersInstalledBeforeFirstSend()) {
+    Status ready = session.control->Barrier(
+        "data-plane peers installed", Deadline::AfterSeconds(config.cluster.join_timeout_s));
+    if (!ready.ok()) {
+      return Err(Status(ready.code(), "waiting for every member to install epoch 0's data-plane peers (" +
+                                          config.fabric.provider + " needs them before a first message): " +
+                                          ready.message()));
+    }
+  }
   if (session.transport) {
     // A member whose control connection closed has (almost always) died: fail
     // our pending data-plane operations with it now rather than at their

@@ -224,6 +224,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
     return s;
   }
   std::string Describe() const { return describe_; }
+  // shm: see Transport::NeedsPeersInstalledBeforeFirstSend.
+  bool needs_peers_installed_before_first_send() const { return options_.provider == "shm"; }
   FabricMrStats MrStats() const {
     FabricMrStats out;
     out.registering = registering_;

@@ -61,6 +61,9 @@ class FabricTransport final : public Transport {
   }
   void MarkPeerDead(Rank peer) override { core_->MarkPeerDead(peer); }
   void Discard(TagFilter filter) override { core_->Discard(filter); }
+  bool NeedsPeersInstalledBeforeFirstSend() const override {
+    return core_->needs_peers_installed_before_first_send();
+  }
   TransportStats Stats() const override { return core_->Stats(); }
   std::string Describe() const override { return core_->Describe(); }
 
