@@ -176,9 +176,7 @@ TEST(ControlPlaneTest, NodesLeavingAtOnceConfirmEachOtherBeforeTheDeadTimeout) {
   nodes.push_back(StartOrDie(config({}), Local("n0")));
   ASSERT_TRUE(nodes[0]);
   for (int i = 1; i < kNodes; ++i) {
-    std::string name = "n";
-    name += std::to_string(i);  // not "n" + ...: GCC 12 warns falsely (-Wrestrict) there
-    nodes.push_back(StartOrDie(config({nodes[0]->advertise_address()}), Local(name)));
+    nodes.push_back(StartOrDie(config({nodes[0]->advertise_address()}), Local("n" + std::to_string(i))));
     ASSERT_TRUE(nodes.back());
   }
   std::vector<Status> left(kNodes);
