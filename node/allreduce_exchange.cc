@@ -15,6 +15,21 @@ Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::strin
   return gossip::ParseAllreduceAlgorithm(spelled);
 }
 
+gossip::AllreduceCrossovers CrossoversFromConfig(const Config& config) {
+  gossip::AllreduceCrossovers out = gossip::CrossoversForProvider(config.fabric.provider);
+  const CrossoversConfig& x = config.exchange.crossovers;
+  auto set = [](int kib, size_t* bytes) {
+    if (kib >= 0) *bytes = static_cast<size_t>(kib) * 1024;
+  };
+  set(x.recursive_doubling_max_kib, &out.recursive_doubling_max_bytes);
+  set(x.tree_max_kib, &out.tree_max_bytes);
+  set(x.halving_doubling_min_kib, &out.halving_doubling_min_bytes);
+  set(x.halving_doubling_max_kib, &out.halving_doubling_max_bytes);
+  set(x.large_tree_min_kib, &out.large_tree_min_bytes);
+  set(x.hierarchical_min_kib, &out.hierarchical_min_bytes);
+  return out;
+}
+
 std::vector<std::string> HostKeys(const MembershipView& view) {
   std::vector<std::string> keys;
   for (const Member& m : view.members) keys.push_back(m.host_group.empty() ? m.name : m.host_group);
@@ -75,7 +90,7 @@ Status AllreduceExchange::Build() {
   for (const Member& m : view.members) global_batch += m.batch_size;
   gossip::FusionOptions options;
   options.allreduce.algorithm = algorithm_;
-  options.allreduce.crossovers = gossip::CrossoversForProvider(config_.fabric.provider);
+  options.allreduce.crossovers = CrossoversFromConfig(config_);
   options.allreduce.pre_scale = static_cast<float>(local_batch) / static_cast<float>(global_batch);
   options.allreduce.tag_base = tag_base;
   options.bucket_timeout = op_timeout;

@@ -101,6 +101,20 @@ struct CompressionConfig {
   bool operator==(const CompressionConfig&) const = default;
 };
 
+// Where `algorithm = "auto"` switches algorithm ([exchange.crossovers]): sizes
+// in KiB of the whole bucket, -1 keeping the default measured for the provider
+// (gossip::CrossoversForProvider; the rules are gossip/allreduce_auto.h's).
+// For a host whose `chorus bench allreduce` table disagrees with the defaults.
+struct CrossoversConfig {
+  int recursive_doubling_max_kib = -1;  // up to here: recursive doubling
+  int tree_max_kib = -1;                // then up to here the tree (0: never)
+  int halving_doubling_min_kib = -1;    // halving-doubling from here...
+  int halving_doubling_max_kib = -1;    // ...to here
+  int large_tree_min_kib = -1;          // above that, the tree from here on (else the ring)
+  int hierarchical_min_kib = -1;        // several hosts, some shared: hierarchical from here
+  bool operator==(const CrossoversConfig&) const = default;
+};
+
 // How replicas are kept together ([exchange]).
 struct ExchangeConfig {
   std::string kind = "none";         // none | allreduce | gossip
@@ -122,6 +136,7 @@ struct ExchangeConfig {
   int consensus_max_rounds = 200;
   int consensus_every_steps = 50;    // cheap distance estimate in the metrics
   CompressionConfig compression;     // [exchange.compression]
+  CrossoversConfig crossovers;       // [exchange.crossovers]
   bool operator==(const ExchangeConfig&) const = default;
 };
 

@@ -155,6 +155,18 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange.compression, ratio, "top-k / random-k: fraction kept, in (0, 1]"),
     CHORUS_CONFIG_FIELD(exchange.compression, chunk, "int8 / sign: elements per scale, >= 1"),
 
+    CHORUS_CONFIG_FIELD(exchange.crossovers, recursive_doubling_max_kib,
+                        "auto: recursive doubling up to this bucket size (KiB; -1: the provider's default)"),
+    CHORUS_CONFIG_FIELD(exchange.crossovers, tree_max_kib, "auto: then the tree up to this size (KiB; 0: never; -1: default)"),
+    CHORUS_CONFIG_FIELD(exchange.crossovers, halving_doubling_min_kib,
+                        "auto: halving-doubling from this size (KiB; -1: default)"),
+    CHORUS_CONFIG_FIELD(exchange.crossovers, halving_doubling_max_kib,
+                        "auto: ... up to this size, the ring above (KiB; -1: default)"),
+    CHORUS_CONFIG_FIELD(exchange.crossovers, large_tree_min_kib,
+                        "auto: above halving-doubling, the tree from this size instead of the ring (KiB; -1: default)"),
+    CHORUS_CONFIG_FIELD(exchange.crossovers, hierarchical_min_kib,
+                        "auto, several hosts some shared: hierarchical from this size (KiB; -1: default)"),
+
     CHORUS_CONFIG_FIELD(topology, kind,
                         "ring | bidirectional-ring | torus | hypercube | exponential | "
                         "one-peer-exponential | random-regular | complete"),
@@ -167,7 +179,7 @@ const FieldSpec kFields[] = {
 
 // Every table, parents before the tables nested in them (the order DescribeConfig prints).
 constexpr std::string_view kSections[] = {"run",     "train",    "loss_scale",           "data",    "cluster",
-                                          "fabric",  "exchange", "exchange.compression", "topology"};
+                                          "fabric",  "exchange", "exchange.compression", "exchange.crossovers", "topology"};
 
 const FieldSpec* FindField(std::string_view section, std::string_view key) {
   for (const FieldSpec& f : kFields) {
@@ -885,6 +897,13 @@ Status ValidateConfig(const Config& config) {
   check.OneOf("exchange.compression.codec", compression.codec, {"none", "fp16", "int8", "sign", "top-k", "random-k"});
   check.NumberInHalfOpenUnit("exchange.compression.ratio", compression.ratio);
   check.IntAtLeast("exchange.compression.chunk", compression.chunk, 1);
+  const CrossoversConfig& x = exchange.crossovers;
+  check.IntAtLeast("exchange.crossovers.recursive_doubling_max_kib", x.recursive_doubling_max_kib, -1);
+  check.IntAtLeast("exchange.crossovers.tree_max_kib", x.tree_max_kib, -1);
+  check.IntAtLeast("exchange.crossovers.halving_doubling_min_kib", x.halving_doubling_min_kib, -1);
+  check.IntAtLeast("exchange.crossovers.halving_doubling_max_kib", x.halving_doubling_max_kib, -1);
+  check.IntAtLeast("exchange.crossovers.large_tree_min_kib", x.large_tree_min_kib, -1);
+  check.IntAtLeast("exchange.crossovers.hierarchical_min_kib", x.hierarchical_min_kib, -1);
 
   const TopologyConfig& topology = config.topology;
   check.OneOf("topology.kind", topology.kind,

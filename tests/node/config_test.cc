@@ -14,6 +14,8 @@
 #include <map>
 #include <string>
 
+#include "gossip/allreduce_auto.h"
+#include "node/allreduce_exchange.h"
 #include "node/host_port.h"
 
 namespace chorus::node {
@@ -241,6 +243,8 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[exchange.compression]\nratio = 1.01", "exchange.compression.ratio: expected a number in (0, 1], got 1.01"},
       {"[exchange.compression]\nchunk = 0", "exchange.compression.chunk: expected an integer >= 1, got 0"},
       {"[exchange.compression]\nlevel = 3", "exchange.compression.level: unknown key"},
+      {"[exchange.crossovers]\ntree_max_kib = -2", "exchange.crossovers.tree_max_kib: expected an integer >= -1, got -2"},
+      {"[exchange.crossovers]\nring_min_kib = 64", "exchange.crossovers.ring_min_kib: unknown key"},
       {"[exchange]\ncompression = \"sign\"",
        "exchange.compression: expected a table [exchange.compression], got a string (\"sign\")"},
       {"[exchange]\ncompresion = { codec = \"sign\" }", "exchange.compresion: unknown key; did you mean "
@@ -310,6 +314,38 @@ TEST(ConfigParseTest, CompressionMayBeAnInlineTableOrDottedKeys) {
 
   Result<Config> bad = ParseConfigString("[exchange]\ncompression = { codec = \"zip\" }\n", "x.toml");
   EXPECT_THAT(ErrorOf(bad), HasSubstr("x.toml:2:17: exchange.compression.codec: expected one of"));
+}
+
+// [exchange.crossovers] overrides the provider's measured defaults size by
+// size, in KiB; -1 (the default) keeps each.
+TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
+  Result<Config> plain = ParseConfigString("[fabric]\nprovider = \"net\"\n", "x.toml");
+  ASSERT_TRUE(plain) << ErrorOf(plain);
+  const gossip::AllreduceCrossovers net = gossip::CrossoversForProvider("net");
+  const gossip::AllreduceCrossovers kept = CrossoversFromConfig(*plain);
+  EXPECT_EQ(kept.recursive_doubling_max_bytes, net.recursive_doubling_max_bytes);
+  EXPECT_EQ(kept.halving_doubling_max_bytes, net.halving_doubling_max_bytes);
+  EXPECT_EQ(kept.large_tree_min_bytes, net.large_tree_min_bytes);
+  EXPECT_LT(kept.large_tree_min_bytes, SIZE_MAX);  // net's own: the tree for large buffers
+
+  Result<Config> set = ParseConfigString(
+      "[fabric]\nprovider = \"net\"\n[exchange.crossovers]\nrecursive_doubling_max_kib = 8\n"
+      "halving_doubling_max_kib = 4096\nlarge_tree_min_kib = 0\ntree_max_kib = 0\n",
+      "x.toml");
+  ASSERT_TRUE(set) << ErrorOf(set);
+  const gossip::AllreduceCrossovers x = CrossoversFromConfig(*set);
+  EXPECT_EQ(x.recursive_doubling_max_bytes, 8u * 1024);
+  EXPECT_EQ(x.halving_doubling_max_bytes, 4096u * 1024);
+  EXPECT_EQ(x.large_tree_min_bytes, 0u);
+  EXPECT_EQ(x.tree_max_bytes, 0u);
+  EXPECT_EQ(x.halving_doubling_min_bytes, net.halving_doubling_min_bytes);
+  EXPECT_EQ(x.hierarchical_min_bytes, net.hierarchical_min_bytes);
+  // What auto then runs at 4 ranks on one host, over the fabric: 16 KiB is
+  // past recursive doubling, 2 MiB still halving-doubling, 8 MiB the tree.
+  using gossip::AllreduceAlgorithm;
+  EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(16 * 1024, 4, 1, x), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(2 << 20, 4, 1, x), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(8 << 20, 4, 1, x), AllreduceAlgorithm::kTree);
 }
 
 TEST(ConfigParseTest, LossyCodecWithoutChocoIsAllowed) {
