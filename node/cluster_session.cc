@@ -67,6 +67,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
   local.chorus_version = CHORUS_VERSION;
   local.libfabric_version = gossip::LibfabricVersion();
   local.provider = config.fabric.provider;
+  local.shared_settings = SharedSettingsText(config);
   Result<std::string> provider_version = gossip::FabricProviderVersion(config.fabric.provider);
   if (with_fabric) {
     if (!provider_version) return Err(provider_version.error());

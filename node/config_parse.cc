@@ -938,6 +938,16 @@ std::string DescribeConfig(const Config& config) {
   return out;
 }
 
+std::string SharedSettingsText(const Config& config) {
+  std::string out;
+  for (const FieldSpec& f : kFields) {
+    if (f.section == "topology" || f.section == "exchange" || f.section.starts_with("exchange.")) {
+      out += f.Path() + " = " + FormatValue(f, config) + "\n";
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> ConfigKeyPaths() {
   std::vector<std::string> paths;
   for (const FieldSpec& f : kFields) paths.push_back(f.Path());

@@ -63,6 +63,11 @@ using EnvLookup = std::function<const char*(const char*)>;
 // short comment per key. Parsing the output gives back the same settings.
 std::string DescribeConfig(const Config& config);
 
+// The settings every member of a cluster must share, one "key = value" line
+// per key of [exchange] (its subtables included) and [topology], in file order:
+// members that disagree on them would run different collectives or graphs.
+std::string SharedSettingsText(const Config& config);
+
 // Every known key path ("run.name", ..., "exchange.compression.codec", ...,
 // "topology.seed"), in file order.
 std::vector<std::string> ConfigKeyPaths();

@@ -51,6 +51,10 @@ struct NodeInfo {
 
 struct Join {
   info @0 :NodeInfo;
+  # The settings every member must share, one "key = value" line each
+  # (LocalNodeInfo::shared_settings); the coordinator refuses a join whose
+  # text differs from its own, naming the first line that does.
+  sharedSettings @1 :Text;
 }
 
 # A membership epoch: proposed (EpochProposal) and then committed (Welcome).

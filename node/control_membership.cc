@@ -22,6 +22,7 @@
 // completed answers a re-sent arrival once, so lost frames cannot wedge it. An
 // epoch change ends a barrier with Aborted.
 #include <cstring>
+#include <sstream>
 
 #include "common/log.h"
 #include "node/control_plane_impl.h"
@@ -52,6 +53,28 @@ std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+// Names the first line where two nodes' shared settings differ (the lines come
+// in one order from one chorus version; the handshake refused other versions).
+std::string SettingsDifference(const std::string& ours_name, const std::string& ours,
+                               const std::string& theirs_name, const std::string& theirs) {
+  std::istringstream a(ours);
+  std::istringstream b(theirs);
+  std::string line_a;
+  std::string line_b;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, line_a));
+    const bool more_b = static_cast<bool>(std::getline(b, line_b));
+    if (!more_a && !more_b) break;
+    if (!more_a) line_a = "nothing";
+    if (!more_b) line_b = "nothing";
+    if (line_a != line_b) {
+      return "the settings every member must share differ: " + ours_name + " has " + line_a + ", " +
+             theirs_name + " has " + line_b;
+    }
+  }
+  return "the settings every member must share differ";
 }
 
 }  // namespace
@@ -153,6 +176,13 @@ void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const
       conn->Send(msg::Reject{RejectCode::kNotMember, self_.name + " is not a cluster member (" +
                                                          std::string(PhaseName(phase_)) + ")"});
     }
+    conn->CloseAfterFlush(Status::Ok());
+    return;
+  }
+  if (join.shared_settings != shared_settings_) {
+    const std::string reason = SettingsDifference(self_.name, shared_settings_, info.name, join.shared_settings);
+    CHORUS_LOG_WARN(Subsys::kControl, "refusing the join of ", conn->Describe(), ": ", reason);
+    conn->Send(msg::Reject{RejectCode::kVersionMismatch, reason});
     conn->CloseAfterFlush(Status::Ok());
     return;
   }

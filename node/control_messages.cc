@@ -106,7 +106,9 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
         } else if constexpr (std::is_same_v<T, msg::Proof>) {
           env.initProof().setProof(DataOf(m.proof));
         } else if constexpr (std::is_same_v<T, msg::Join>) {
-          SetNodeInfo(env.initJoin().initInfo(), m.info);
+          auto b = env.initJoin();
+          SetNodeInfo(b.initInfo(), m.info);
+          b.setSharedSettings(TextOf(m.shared_settings));
         } else if constexpr (std::is_same_v<T, msg::Welcome>) {
           SetEpochView(env.initWelcome(), m.view);
         } else if constexpr (std::is_same_v<T, msg::EpochProposal>) {
@@ -211,7 +213,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
     case wire::Envelope::PROOF:
       return msg::Proof{BytesOf(env.getProof().getProof())};
     case wire::Envelope::JOIN:
-      return msg::Join{GetNodeInfo(env.getJoin().getInfo())};
+      return msg::Join{GetNodeInfo(env.getJoin().getInfo()), StringOf(env.getJoin().getSharedSettings())};
     case wire::Envelope::WELCOME:
       return msg::Welcome{GetEpochView(env.getWelcome())};
     case wire::Envelope::EPOCH_PROPOSAL:

@@ -60,6 +60,7 @@ struct Proof {
 };
 struct Join {
   Member info;  // rank is -1
+  std::string shared_settings;  // see LocalNodeInfo::shared_settings
 };
 // An epoch as proposed and as committed.
 struct EpochView {

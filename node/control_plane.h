@@ -50,6 +50,11 @@ struct LocalNodeInfo {
   std::string libfabric_version;
   std::string provider;               // "tcp;ofi_rxm" | "shm"
   std::string provider_version;
+  // Settings every member must share, one "key = value" line each (the node
+  // sends its [exchange] and [topology]: members that disagree on them would
+  // run different collectives); a joiner whose text differs is refused,
+  // naming the first line that does. Empty for tools without such settings.
+  std::string shared_settings;
   // A bound, listening TCP socket to serve instead of binding cluster.listen
   // (-1: none). `chorus launch` hands node0 the bootstrap port's socket this way
   // (CHORUS_LISTEN_FD), so no other process can take the port first. The

@@ -348,6 +348,22 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
   EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(8 << 20, 4, 1, x), AllreduceAlgorithm::kTree);
 }
 
+// What a joiner's settings are compared by: [exchange] (subtables too) and
+// [topology], a line per key; nothing else.
+TEST(ConfigParseTest, SharedSettingsAreExchangeAndTopologyOnly) {
+  Result<Config> a = ParseConfigString("[exchange]\nkind = \"gossip\"\n[train]\nbatch_size = 32\n", "a.toml");
+  Result<Config> b = ParseConfigString("[exchange]\nkind = \"gossip\"\n[train]\nbatch_size = 128\n", "b.toml");
+  Result<Config> c = ParseConfigString("[exchange.crossovers]\ntree_max_kib = 64\n", "c.toml");
+  ASSERT_TRUE(a && b && c);
+  const std::string text = SharedSettingsText(*a);
+  EXPECT_EQ(text, SharedSettingsText(*b));  // batch sizes may differ between nodes
+  EXPECT_NE(text.find("exchange.kind = \"gossip\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("exchange.compression.codec = "), std::string::npos) << text;
+  EXPECT_NE(text.find("topology.kind = \"ring\"\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("train."), std::string::npos) << text;
+  EXPECT_NE(SharedSettingsText(*c).find("exchange.crossovers.tree_max_kib = 64\n"), std::string::npos);
+}
+
 TEST(ConfigParseTest, LossyCodecWithoutChocoIsAllowed) {
   Result<Config> config = ParseConfigString(
       "[exchange]\nkind = \"gossip\"\nprotocol = \"dpsgd\"\n[exchange.compression]\ncodec = \"top-k\"\n", "x.toml");

@@ -66,7 +66,9 @@ TEST(ControlMessagesTest, HelloAndProofRoundTrip) {
 
 TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   const Member joiner = SampleMember(-1, "node9");
-  EXPECT_EQ(std::get<msg::Join>(RoundTrip(msg::Join{joiner})).info, joiner);
+  const auto join = std::get<msg::Join>(RoundTrip(msg::Join{joiner, "exchange.kind = \"gossip\"\n"}));
+  EXPECT_EQ(join.info, joiner);
+  EXPECT_EQ(join.shared_settings, "exchange.kind = \"gossip\"\n");
   ExpectSameView(std::get<msg::Welcome>(RoundTrip(msg::Welcome{SampleView()})).view, SampleView());
   ExpectSameView(std::get<msg::EpochProposal>(RoundTrip(msg::EpochProposal{SampleView()})).view, SampleView());
 

@@ -272,6 +272,35 @@ TEST(ControlPlaneTest, VersionMismatchIsRefusedNamingBothVersions) {
   EXPECT_NE(v.error().message().find("chorus 0.2.0"), std::string::npos) << v.error().message();
 }
 
+// Members that disagree on [exchange] or [topology] would run different
+// collectives and time out; the coordinator refuses the join instead, naming
+// the first setting that differs on both sides.
+TEST(ControlPlaneTest, DifferentSharedSettingsAreRefusedNamingTheSetting) {
+  LocalNodeInfo ring = Local("ring");
+  ring.shared_settings = "exchange.kind = \"allreduce\"\nexchange.algorithm = \"ring\"\ntopology.kind = \"ring\"\n";
+  LocalNodeInfo tree = Local("tree");
+  tree.shared_settings = "exchange.kind = \"allreduce\"\nexchange.algorithm = \"tree\"\ntopology.kind = \"ring\"\n";
+  auto a = StartOrDie(TestConfig(2, {}), ring);
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), tree);
+  ASSERT_TRUE(b);
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kFailedPrecondition) << v.error().ToString();
+  EXPECT_NE(v.error().message().find("ring has exchange.algorithm = \"ring\", tree has exchange.algorithm = \"tree\""),
+            std::string::npos)
+      << v.error().message();
+
+  // The same text joins.
+  LocalNodeInfo same = Local("same");
+  same.shared_settings = ring.shared_settings;
+  auto c = StartOrDie(TestConfig(2, {a->advertise_address()}), same);
+  ASSERT_TRUE(c);
+  Result<MembershipView> joined = c->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(joined.has_value()) << joined.error().ToString();
+  EXPECT_EQ(joined->size(), 2);
+}
+
 TEST(ControlPlaneTest, DuplicateNameIsRefused) {
   auto a = StartOrDie(TestConfig(1, {}), Local("twin"));
   ASSERT_TRUE(a);
