@@ -15,9 +15,8 @@ Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::strin
   return gossip::ParseAllreduceAlgorithm(spelled);
 }
 
-gossip::AllreduceCrossovers CrossoversFromConfig(const Config& config) {
-  gossip::AllreduceCrossovers out = gossip::CrossoversForProvider(config.fabric.provider);
-  const CrossoversConfig& x = config.exchange.crossovers;
+gossip::AllreduceCrossovers CrossoversFromConfig(std::string_view provider, const CrossoversConfig& x) {
+  gossip::AllreduceCrossovers out = gossip::CrossoversForProvider(provider);
   auto set = [](int kib, size_t* bytes) {
     if (kib >= 0) *bytes = static_cast<size_t>(kib) * 1024;
   };
@@ -90,7 +89,7 @@ Status AllreduceExchange::Build() {
   for (const Member& m : view.members) global_batch += m.batch_size;
   gossip::FusionOptions options;
   options.allreduce.algorithm = algorithm_;
-  options.allreduce.crossovers = CrossoversFromConfig(config_);
+  options.allreduce.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
   options.allreduce.pre_scale = static_cast<float>(local_batch) / static_cast<float>(global_batch);
   options.allreduce.tag_base = tag_base;
   options.bucket_timeout = op_timeout;

@@ -67,9 +67,9 @@ class AllreduceExchange final : public Exchange {
 // "ring" | "tree" | "halving-doubling" | "recursive-doubling" | "hierarchical" | "auto"
 // (config spelling).
 [[nodiscard]] Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name);
-// What `auto` picks by: the provider's defaults (gossip::CrossoversForProvider)
+// What `auto` picks by over `provider`: its defaults (gossip::CrossoversForProvider)
 // with the sizes [exchange.crossovers] sets.
-gossip::AllreduceCrossovers CrossoversFromConfig(const Config& config);
+gossip::AllreduceCrossovers CrossoversFromConfig(std::string_view provider, const CrossoversConfig& x);
 // Each rank's host key for hierarchical all-reduce (host_group, else its name).
 std::vector<std::string> HostKeys(const MembershipView& view);
 

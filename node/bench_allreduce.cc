@@ -51,8 +51,10 @@
 #include "common/log.h"
 #include "common/quantile.h"
 #include "common/status.h"
+#include "gossip/allreduce_auto.h"
 #include "gossip/collective.h"
 #include "gossip/transport/fabric/fabric_transport.h"
+#include "node/allreduce_exchange.h"
 #include "node/bench_process.h"
 
 namespace chorus::node {
@@ -130,7 +132,7 @@ class RankRunner {
  public:
   RankRunner(const gossip::Collective& c, const BenchAllreduceOptions& o, std::span<std::byte> buf,
              const std::string& provider)
-      : c_(c), o_(o), buf_(buf), crossovers_(gossip::CrossoversForProvider(provider)) {}
+      : c_(c), o_(o), buf_(buf), crossovers_(CrossoversFromConfig(provider, o.crossovers)) {}
 
   Result<RowResult> Run(const RowSpec& row) {
     return WithData(row, [&](auto data) { return RunTyped(data, row.algorithm); });
@@ -362,6 +364,18 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
   std::printf("# provider %s (version %s), %d ranks; time = median over calls of the slowest rank's time, "
               "p99 = its 99th percentile (stalls show there)\n",
               provider.c_str(), gossip::FabricProviderVersion(provider).value_or("?").c_str(), n);
+  if (std::find(o.algorithms.begin(), o.algorithms.end(), AllreduceAlgorithm::kAuto) != o.algorithms.end()) {
+    // What the auto rows run (one host; the shared segment with shm only).
+    const gossip::AllreduceCrossovers crossovers = CrossoversFromConfig(provider, o.crossovers);
+    std::string picks;
+    for (size_t bytes : o.sizes) {
+      const AllreduceAlgorithm a =
+          gossip::ChooseAllreduceAlgorithm(bytes, n, 1, crossovers, AttachesHostSegment(provider));
+      picks += (picks.empty() ? " " : "; ") + std::to_string(bytes) + " B " +
+               std::string(gossip::AllreduceAlgorithmName(a));
+    }
+    std::printf("# auto picks:%s\n", picks.c_str());
+  }
   std::printf("#%11s %13s %6s %17s %6s %12s %12s %12s %12s\n", "size(B)", "count(elems)", "type",
               "algorithm", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p99(us)");
   std::fflush(stdout);
@@ -470,7 +484,7 @@ void Reap(const std::vector<pid_t>& pids, bool& child_failed) {
   }
 }
 
-Status RunConfig(const std::string& provider, int n, const BenchAllreduceOptions& o, bool& check_failed) {
+Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAllreduceOptions& o, bool& check_failed) {
   std::vector<int> fds;
   std::vector<pid_t> pids;
   Status status = Status::Ok();
@@ -537,7 +551,7 @@ int RunBenchAllreduce(const BenchAllreduceOptions& options) {
   for (const std::string& provider : options.providers) {
     for (int n : options.ranks) {
       bool check_failed = false;
-      const Status s = RunConfig(provider, n, options, check_failed);
+      const Status s = RunProviderAndWorldSize(provider, n, options, check_failed);
       if (!s.ok()) {
         CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce (", provider, ", ", n, " ranks): ", s.ToString());
         rc = 1;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gossip/collective_options.h"
+#include "node/config.h"
 
 namespace chorus::node {
 
@@ -47,6 +48,9 @@ struct BenchAllreduceOptions {
   double warmup_seconds = 1.0;
   // FabricOptions::busy_poll in microseconds; < 0 picks gossip::BusyPollFor(provider, ranks).
   int busy_poll_us = -1;
+  // What `auto` picks by, as a node with these [exchange.crossovers] would on
+  // each provider (-1 sizes: the provider's default).
+  CrossoversConfig crossovers;
 };
 
 // Sizes from `min_size` to `max_size` growing x4 (max_size always included).

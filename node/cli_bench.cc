@@ -13,6 +13,7 @@
 #include "gossip/collective_options.h"
 #include "node/bench_allreduce.h"
 #include "node/bench_p2p.h"
+#include "node/config_parse.h"
 #include "node/cli_commands.h"
 
 namespace chorus::node {
@@ -56,6 +57,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
     double seconds = BenchAllreduceOptions{}.seconds_per_size;
     double warmup = BenchAllreduceOptions{}.warmup_seconds;
     int busy_poll_us = -1;
+    std::string config;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--provider", args->providers,
@@ -81,8 +83,19 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
   cmd->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp)->capture_default_str();
+  cmd->add_option("--config", args->config,
+                  "A node's TOML: `auto` picks by its [exchange.crossovers] (default: the provider's)");
   cmd->callback([args, &context] {
     BenchAllreduceOptions options;
+    if (!args->config.empty()) {
+      Result<Config> config = ParseConfigFile(args->config);
+      if (!config) {
+        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --config: ", config.error().ToString());
+        context.exit_code = kExitUsage;
+        return;
+      }
+      options.crossovers = config->exchange.crossovers;
+    }
     options.busy_poll_us = args->busy_poll_us;
     options.providers = args->providers;
     options.seconds_per_size = args->seconds;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -145,6 +146,35 @@ TEST(CliTest, BenchAllreduceRunsAndPrintsItsTable) {
     EXPECT_GE(std::stod(f[8]), std::stod(f[5])) << line;
   }
   EXPECT_EQ(rows, 4) << bench.output;  // 2 algorithms x float32, float16
+}
+
+// --config: `auto` picks by a node's [exchange.crossovers] (the header says
+// what it picks per size); a file that does not parse is a usage error naming
+// it and the key.
+TEST(CliTest, BenchAllreduceTakesCrossoversFromANodesConfig) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("chorus-cli-bench-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "good.toml") << "[exchange.crossovers]\nrecursive_doubling_max_kib = 0\n";
+  std::ofstream(dir / "bad.toml") << "[exchange.crossovers]\ntree_max_kib = -7\n";
+  const std::string common =
+      " --ranks 2 --provider 'tcp;ofi_rxm' --min-size 4KiB --max-size 4KiB --algorithms auto --seconds 0.05 "
+      "--warmup 0";
+  Outcome plain = RunChorus("bench allreduce" + common);
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_THAT(plain.output, HasSubstr("# auto picks: 4096 B recursive_doubling\n"));
+  // No recursive doubling, and 4 KiB is below halving-doubling: the ring.
+  Outcome good = RunChorus("bench allreduce --config " + (dir / "good.toml").string() + common);
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+  EXPECT_THAT(good.output, HasSubstr("# auto picks: 4096 B ring\n"));
+  EXPECT_THAT(good.output, ::testing::Not(HasSubstr("CHECK FAILED")));
+  Outcome bad = RunChorus("bench allreduce --config " + (dir / "bad.toml").string() + common);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("bad.toml:2:1: exchange.crossovers.tree_max_kib: expected an integer >= -1, got -7"));
+  Outcome missing = RunChorus("bench allreduce --config " + (dir / "missing.toml").string() + common);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("missing.toml"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

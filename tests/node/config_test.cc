@@ -322,7 +322,7 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
   Result<Config> plain = ParseConfigString("[fabric]\nprovider = \"net\"\n", "x.toml");
   ASSERT_TRUE(plain) << ErrorOf(plain);
   const gossip::AllreduceCrossovers net = gossip::CrossoversForProvider("net");
-  const gossip::AllreduceCrossovers kept = CrossoversFromConfig(*plain);
+  const gossip::AllreduceCrossovers kept = CrossoversFromConfig("net", plain->exchange.crossovers);
   EXPECT_EQ(kept.recursive_doubling_max_bytes, net.recursive_doubling_max_bytes);
   EXPECT_EQ(kept.halving_doubling_max_bytes, net.halving_doubling_max_bytes);
   EXPECT_EQ(kept.large_tree_min_bytes, net.large_tree_min_bytes);
@@ -333,7 +333,7 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
       "halving_doubling_max_kib = 4096\nlarge_tree_min_kib = 0\ntree_max_kib = 0\n",
       "x.toml");
   ASSERT_TRUE(set) << ErrorOf(set);
-  const gossip::AllreduceCrossovers x = CrossoversFromConfig(*set);
+  const gossip::AllreduceCrossovers x = CrossoversFromConfig(set->fabric.provider, set->exchange.crossovers);
   EXPECT_EQ(x.recursive_doubling_max_bytes, 8u * 1024);
   EXPECT_EQ(x.halving_doubling_max_bytes, 4096u * 1024);
   EXPECT_EQ(x.large_tree_min_bytes, 0u);
