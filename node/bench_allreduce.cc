@@ -73,6 +73,8 @@ constexpr int kWarmupCalls = 5;  // per row, before the iteration count is set
 constexpr std::string_view kWho = "bench allreduce";  // names this bench in errors
 
 constexpr char kFramePeers = 'p';
+constexpr char kFrameInstalled = 'i';  // a rank's SetPeers is done
+constexpr char kFrameGo = 'g';         // every rank's is: messages may flow
 constexpr char kFrameRelease = 'r';
 constexpr char kFrameAbort = 'a';
 constexpr char kFrameRow = 'k';
@@ -281,6 +283,12 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
     peers[r] = PeerInfo{r, std::move(blob), "bench" + std::to_string(r)};
   }
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(rank, peers));
+  // No rank sends before every rank has installed its peers
+  // (Transport::NeedsPeersInstalledBeforeFirstSend: shm needs it; one frame
+  // each way costs nothing next to a run, so every provider does it).
+  CHORUS_RETURN_IF_ERROR(WriteAll(fd, &kFrameInstalled, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &frame, 1, kWho));
+  if (frame != kFrameGo) return Aborted("bench allreduce: the parent aborted the run");
   std::optional<gossip::HostSegmentOptions> segment;
   if (AttachesHostSegment(provider)) segment = gossip::HostSegmentOptions{};
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective collective,
@@ -360,6 +368,15 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
     CHORUS_RETURN_IF_ERROR(WriteAll(fds[r], &kFramePeers, 1, kWho));
     for (const auto& a : addresses) CHORUS_RETURN_IF_ERROR(WriteBlob(fds[r], a, kWho));
   }
+  for (int r = 0; r < n; ++r) {
+    char frame = 0;
+    Status read = ReadAll(fds[r], &frame, 1, kWho);
+    if (!read.ok() || frame != kFrameInstalled) {
+      return Unavailable("rank " + std::to_string(r) + " did not install its peers" +
+                         (read.ok() ? std::string() : ": " + read.ToString()));
+    }
+  }
+  for (int r = 0; r < n; ++r) CHORUS_RETURN_IF_ERROR(WriteAll(fds[r], &kFrameGo, 1, kWho));
 
   std::printf("# provider %s (version %s), %d ranks; time = median over calls of the slowest rank's time, "
               "p99 = its 99th percentile (stalls show there)\n",
@@ -484,7 +501,8 @@ void Reap(const std::vector<pid_t>& pids, bool& child_failed) {
   }
 }
 
-Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAllreduceOptions& o, bool& check_failed) {
+Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAllreduceOptions& o,
+                               bool& check_failed) {
   std::vector<int> fds;
   std::vector<pid_t> pids;
   Status status = Status::Ok();

@@ -79,6 +79,12 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, con
   peers[rank] = PeerInfo{rank, mine, options.node_name};
   peers[1 - rank] = PeerInfo{1 - rank, theirs, rank == 0 ? "bench1" : "bench0"};
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(rank, peers));
+  // Neither sends before both have installed their peers
+  // (Transport::NeedsPeersInstalledBeforeFirstSend: shm needs it).
+  const char installed = 'i';
+  char theirs_installed = 0;
+  CHORUS_RETURN_IF_ERROR(WriteAll(fd, &installed, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &theirs_installed, 1, kWho));
   return transport;
 }
 

@@ -157,7 +157,8 @@ const FieldSpec kFields[] = {
 
     CHORUS_CONFIG_FIELD(exchange.crossovers, recursive_doubling_max_kib,
                         "auto: recursive doubling up to this bucket size (KiB; -1: the provider's default)"),
-    CHORUS_CONFIG_FIELD(exchange.crossovers, tree_max_kib, "auto: then the tree up to this size (KiB; 0: never; -1: default)"),
+    CHORUS_CONFIG_FIELD(exchange.crossovers, tree_max_kib,
+                        "auto: then the tree up to this size (KiB; 0: never; -1: default)"),
     CHORUS_CONFIG_FIELD(exchange.crossovers, halving_doubling_min_kib,
                         "auto: halving-doubling from this size (KiB; -1: default)"),
     CHORUS_CONFIG_FIELD(exchange.crossovers, halving_doubling_max_kib,
@@ -178,8 +179,9 @@ const FieldSpec kFields[] = {
 #undef CHORUS_CONFIG_FIELD
 
 // Every table, parents before the tables nested in them (the order DescribeConfig prints).
-constexpr std::string_view kSections[] = {"run",     "train",    "loss_scale",           "data",    "cluster",
-                                          "fabric",  "exchange", "exchange.compression", "exchange.crossovers", "topology"};
+constexpr std::string_view kSections[] = {"run",      "train",    "loss_scale",           "data",
+                                          "cluster",  "fabric",   "exchange",             "exchange.compression",
+                                          "exchange.crossovers", "topology"};
 
 const FieldSpec* FindField(std::string_view section, std::string_view key) {
   for (const FieldSpec& f : kFields) {

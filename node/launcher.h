@@ -2,9 +2,10 @@
 //
 // Forks and execs N copies of this binary (`chorus <command> CONFIG --set ...`)
 // with per-node settings: node0 listens on a free port of 127.0.0.1 (a socket
-// launch binds and hands over, kListenFdEnv) and every node bootstraps from it, node i is named "node<i>" with rank hint i, and
-// cluster.min_nodes is N. Each child's stdout and stderr lines are copied to
-// ours with a "[node<i>] " prefix. SIGINT and SIGTERM are forwarded to the
+// launch binds and hands over, kListenFdEnv) and every node bootstraps from
+// it, node i is named "node<i>" with rank hint i, and cluster.min_nodes is N.
+// Each child's stdout and stderr lines are copied to ours with a "[node<i>] "
+// prefix. SIGINT and SIGTERM are forwarded to the
 // children (a second one sends SIGKILL). Launch waits for every child and fails
 // naming each node that exited non-zero or died by a signal.
 //

@@ -170,7 +170,8 @@ TEST(CliTest, BenchAllreduceTakesCrossoversFromANodesConfig) {
   EXPECT_THAT(good.output, ::testing::Not(HasSubstr("CHECK FAILED")));
   Outcome bad = RunChorus("bench allreduce --config " + (dir / "bad.toml").string() + common);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_THAT(bad.output, HasSubstr("bad.toml:2:1: exchange.crossovers.tree_max_kib: expected an integer >= -1, got -7"));
+  EXPECT_THAT(bad.output,
+              HasSubstr("bad.toml:2:1: exchange.crossovers.tree_max_kib: expected an integer >= -1, got -7"));
   Outcome missing = RunChorus("bench allreduce --config " + (dir / "missing.toml").string() + common);
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_THAT(missing.output, HasSubstr("missing.toml"));
