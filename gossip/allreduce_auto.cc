@@ -1,6 +1,15 @@
 // ChooseAllreduceAlgorithm (see allreduce_auto.h).
 #include "gossip/allreduce_auto.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace chorus::gossip {
 
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
@@ -18,6 +27,103 @@ AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int nu
   }
   if (bytes >= crossovers.large_tree_min_bytes) return AllreduceAlgorithm::kTree;
   return AllreduceAlgorithm::kRing;
+}
+
+namespace {
+
+// The measured times of one (bytes, world size), by algorithm.
+struct Cell {
+  size_t bytes = 0;
+  int world_size = 0;
+  std::map<AllreduceAlgorithm, double> time_us;
+  double best_us = 0;
+};
+
+constexpr AllreduceAlgorithm kRuleChoices[] = {AllreduceAlgorithm::kRecursiveDoubling, AllreduceAlgorithm::kTree,
+                                                AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kRing};
+
+// Mean log slowdown of what `c` picks over the fastest, per cell.
+double MeanLogSlowdown(const std::vector<Cell>& cells, const AllreduceCrossovers& c) {
+  double sum = 0;
+  for (const Cell& cell : cells) {
+    const AllreduceAlgorithm pick = ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, c);
+    sum += std::log(cell.time_us.at(pick) / cell.best_us);
+  }
+  return sum / static_cast<double>(cells.size());
+}
+
+}  // namespace
+
+Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> timings,
+                                            const AllreduceCrossovers& base) {
+  std::map<std::pair<size_t, int>, Cell> by_key;
+  for (const AllreduceTiming& t : timings) {
+    if (!(t.time_us > 0) || !std::isfinite(t.time_us)) {
+      return Err(InvalidArgument("crossover fit: " + std::string(AllreduceAlgorithmName(t.algorithm)) + " at " +
+                                 std::to_string(t.bytes) + " B over " + std::to_string(t.world_size) +
+                                 " ranks has time " + std::to_string(t.time_us) + " us"));
+    }
+    Cell& cell = by_key[{t.bytes, t.world_size}];
+    cell.bytes = t.bytes;
+    cell.world_size = t.world_size;
+    cell.time_us[t.algorithm] = t.time_us;
+  }
+  std::vector<Cell> cells;
+  std::vector<size_t> sizes;
+  for (auto& [key, cell] : by_key) {
+    if (!std::all_of(std::begin(kRuleChoices), std::end(kRuleChoices),
+                     [&](AllreduceAlgorithm a) { return cell.time_us.count(a) > 0; })) {
+      continue;
+    }
+    cell.best_us = std::numeric_limits<double>::infinity();
+    for (AllreduceAlgorithm a : kRuleChoices) cell.best_us = std::min(cell.best_us, cell.time_us[a]);
+    cells.push_back(cell);
+    sizes.push_back(cell.bytes);
+  }
+  if (cells.empty()) {
+    return Err(InvalidArgument(
+        "crossover fit: no size has times for all of recursive_doubling, tree, halving_doubling and ring"));
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  // Inclusive upper bounds: never (0) or a measured size; lower bounds: a
+  // measured size or never (SIZE_MAX). Thresholds between two measured sizes
+  // pick the same everywhere measured, so these are all the distinct fits.
+  std::vector<size_t> maxima = {0}, minima = sizes;
+  maxima.insert(maxima.end(), sizes.begin(), sizes.end());
+  minima.push_back(SIZE_MAX);
+
+  CrossoverFit fit;
+  fit.crossovers = base;
+  double best = MeanLogSlowdown(cells, base);
+  fit.base_slowdown = std::exp(best);
+  AllreduceCrossovers c = base;
+  for (size_t rd_max : maxima) {
+    c.recursive_doubling_max_bytes = rd_max;
+    for (size_t tree_max : maxima) {
+      if (tree_max != 0 && tree_max <= rd_max) continue;  // the tree would never be picked: same as 0
+      c.tree_max_bytes = tree_max;
+      for (size_t hd_min : minima) {
+        for (size_t hd_max : maxima) {
+          if (hd_min == SIZE_MAX ? hd_max != 0 : hd_max < hd_min) continue;
+          c.halving_doubling_min_bytes = hd_min;
+          c.halving_doubling_max_bytes = hd_max;
+          for (size_t tree_min : minima) {
+            c.large_tree_min_bytes = tree_min;
+            // Strictly better only (by more than rounding), so that ties keep
+            // `base` and then the first (smallest) thresholds found.
+            const double cost = MeanLogSlowdown(cells, c);
+            if (cost < best - 1e-12) {
+              best = cost;
+              fit.crossovers = c;
+            }
+          }
+        }
+      }
+    }
+  }
+  fit.slowdown = std::exp(best);
+  return fit;
 }
 
 }  // namespace chorus::gossip

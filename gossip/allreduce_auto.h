@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
+#include "common/status.h"
 #include "gossip/collective_options.h"
 
 namespace chorus::gossip {
@@ -28,5 +30,34 @@ namespace chorus::gossip {
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
                                             const AllreduceCrossovers& crossovers,
                                             bool host_memory = false);
+
+// One measured call: `chorus bench allreduce`'s median time of `algorithm` at
+// `bytes` over `world_size` ranks of one host.
+struct AllreduceTiming {
+  size_t bytes = 0;
+  int world_size = 0;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing;
+  double time_us = 0;
+};
+
+struct CrossoverFit {
+  AllreduceCrossovers crossovers;
+  // Over the measured (bytes, world size) cells: the mean of log(time of what
+  // auto picks / the fastest measured time), as a factor (1.0: auto picks the
+  // fastest everywhere), for the fit and for `base`.
+  double slowdown = 1.0;
+  double base_slowdown = 1.0;
+};
+
+// The thresholds of rules 2-6 that make ChooseAllreduceAlgorithm (one host, no
+// shared memory) pick the fastest measured algorithm, or as close as its rule
+// order allows: an exhaustive search over thresholds at the measured sizes
+// ("max" bounds inclusive, 0 or SIZE_MAX for never), keeping `base` where it
+// does as well (and its hierarchical_min_bytes, which one host cannot measure).
+// Errors: no cell with a time for recursive doubling, the tree,
+// halving-doubling and the ring (every rule's choice must be measured);
+// a time that is not positive and finite.
+[[nodiscard]] Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> timings,
+                                                          const AllreduceCrossovers& base);
 
 }  // namespace chorus::gossip

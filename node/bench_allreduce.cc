@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <filesystem>
 #include <system_error>
 #include <memory>
@@ -357,7 +358,8 @@ std::string AlgorithmText(AllreduceAlgorithm a) { return std::string(gossip::All
 // Gathers and distributes addresses, then prints rows as every rank's frame
 // arrives. Returns the failure, if any (the caller aborts the children).
 Status Coordinate(const std::string& provider, int n, const std::vector<int>& fds,
-                  const BenchAllreduceOptions& o, bool& check_failed) {
+                  const BenchAllreduceOptions& o, bool& check_failed,
+                  std::vector<gossip::AllreduceTiming>& timings) {
   std::vector<std::vector<uint8_t>> addresses(n);
   for (int r = 0; r < n; ++r) {
     auto blob = ReadBlob(fds[r], kWho);
@@ -451,6 +453,7 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
     }
     std::vector<double> slowest = SlowestPerCall(results);
     const double time_us = Quantile(slowest, 0.5);
+    if (row.dtype == DType::kFloat32 && ok) timings.push_back({row.bytes, n, row.algorithm, time_us});
     const double p99_us = Quantile(slowest, 0.99);
     const double algbw = static_cast<double>(row.bytes) / (time_us * 1e-6) / 1e9;
     const double busbw = algbw * 2.0 * (n - 1) / n;
@@ -502,7 +505,7 @@ void Reap(const std::vector<pid_t>& pids, bool& child_failed) {
 }
 
 Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAllreduceOptions& o,
-                               bool& check_failed) {
+                               bool& check_failed, std::vector<gossip::AllreduceTiming>& timings) {
   std::vector<int> fds;
   std::vector<pid_t> pids;
   Status status = Status::Ok();
@@ -530,7 +533,7 @@ Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAl
     fds.push_back(pair[0]);
     pids.push_back(pid);
   }
-  if (status.ok()) status = Coordinate(provider, n, fds, o, check_failed);
+  if (status.ok()) status = Coordinate(provider, n, fds, o, check_failed, timings);
   const char end = status.ok() ? kFrameRelease : kFrameAbort;
   for (int fd : fds) {
     (void)WriteAll(fd, &end, 1, kWho);
@@ -542,7 +545,50 @@ Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAl
   return status;
 }
 
+// Prints the crossovers fitted to one provider's float32 rows, as TOML.
+void PrintFittedCrossovers(const std::string& provider, const BenchAllreduceOptions& o,
+                           const std::vector<gossip::AllreduceTiming>& timings) {
+  const gossip::AllreduceCrossovers base = CrossoversFromConfig(provider, o.crossovers);
+  auto fit = gossip::FitAllreduceCrossovers(timings, base);
+  if (!fit) {
+    std::printf("# no crossovers fitted for %s: %s\n\n", provider.c_str(), fit.error().ToString().c_str());
+    return;
+  }
+  std::string ranks;
+  for (int n : o.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(n);
+  std::printf("# [exchange.crossovers] fitted to the float32 rows of %s (%s ranks): auto would run %.3fx the "
+              "fastest measured time (geometric mean over sizes), %.3fx with the current crossovers\n",
+              provider.c_str(), ranks.c_str(), fit->slowdown, fit->base_slowdown);
+  std::string picks;
+  for (size_t bytes : o.sizes) {
+    picks += (picks.empty() ? " " : "; ") + std::to_string(bytes) + " B " +
+             std::string(gossip::AllreduceAlgorithmName(
+                 gossip::ChooseAllreduceAlgorithm(bytes, o.ranks.front(), 1, fit->crossovers)));
+  }
+  std::printf("# it picks:%s\n", picks.c_str());
+  if (AttachesHostSegment(provider)) {
+    std::printf("# (a node with [exchange] shared_memory = true sums through host memory on one host instead)\n");
+  }
+  std::printf("%s\n", CrossoversToml(fit->crossovers).c_str());
+}
+
 }  // namespace
+
+std::string CrossoversToml(const gossip::AllreduceCrossovers& c) {
+  constexpr size_t kKiB = 1024;
+  auto upper = [](size_t bytes) { return std::to_string(std::min<size_t>((bytes + kKiB - 1) / kKiB, INT32_MAX)); };
+  auto lower = [](size_t bytes) {
+    return bytes / kKiB >= static_cast<size_t>(INT32_MAX) ? std::to_string(INT32_MAX) + "  # never"
+                                                           : std::to_string(bytes / kKiB);
+  };
+  std::string out = "[exchange.crossovers]\n";
+  out += "recursive_doubling_max_kib = " + upper(c.recursive_doubling_max_bytes) + "\n";
+  out += "tree_max_kib = " + upper(c.tree_max_bytes) + "\n";
+  out += "halving_doubling_min_kib = " + lower(c.halving_doubling_min_bytes) + "\n";
+  out += "halving_doubling_max_kib = " + upper(c.halving_doubling_max_bytes) + "\n";
+  out += "large_tree_min_kib = " + lower(c.large_tree_min_bytes) + "\n";
+  return out;
+}
 
 std::vector<size_t> BenchAllreduceSizes(size_t min_size, size_t max_size) {
   std::vector<size_t> sizes;
@@ -567,9 +613,10 @@ int RunBenchAllreduce(const BenchAllreduceOptions& options) {
               gossip::LibfabricVersion().c_str());
   int rc = 0;
   for (const std::string& provider : options.providers) {
+    std::vector<gossip::AllreduceTiming> timings;
     for (int n : options.ranks) {
       bool check_failed = false;
-      const Status s = RunProviderAndWorldSize(provider, n, options, check_failed);
+      const Status s = RunProviderAndWorldSize(provider, n, options, check_failed, timings);
       if (!s.ok()) {
         CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce (", provider, ", ", n, " ranks): ", s.ToString());
         rc = 1;
@@ -577,6 +624,7 @@ int RunBenchAllreduce(const BenchAllreduceOptions& options) {
       if (check_failed) rc = 1;
       std::printf("\n");
     }
+    if (options.fit_crossovers) PrintFittedCrossovers(provider, options, timings);
   }
   std::fflush(stdout);
   return rc;

@@ -51,7 +51,16 @@ struct BenchAllreduceOptions {
   // What `auto` picks by, as a node with these [exchange.crossovers] would on
   // each provider (-1 sizes: the provider's default).
   CrossoversConfig crossovers;
+  // After each provider's tables, fit [exchange.crossovers] to its float32
+  // rows (gossip::FitAllreduceCrossovers) and print them as TOML. Needs the
+  // ring, the tree, halving-doubling and recursive doubling among `algorithms`.
+  bool fit_crossovers = false;
 };
+
+// The [exchange.crossovers] table of a fit, in a node's KiB (upper bounds
+// rounded up, lower bounds down; "never" as 0 for upper bounds and INT32_MAX
+// KiB for lower ones), hierarchical_min_kib left out (one host cannot measure it).
+std::string CrossoversToml(const gossip::AllreduceCrossovers& crossovers);
 
 // Sizes from `min_size` to `max_size` growing x4 (max_size always included).
 std::vector<size_t> BenchAllreduceSizes(size_t min_size, size_t max_size);

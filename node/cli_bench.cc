@@ -2,6 +2,7 @@
 // and `bench allreduce` (bench_allreduce.h); other benchmarks add their subcommand under the same `bench` command.
 //
 // Must not: do work at registration time (only in the callback).
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -58,6 +59,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
     double warmup = BenchAllreduceOptions{}.warmup_seconds;
     int busy_poll_us = -1;
     std::string config;
+    bool fit_crossovers = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--provider", args->providers,
@@ -85,8 +87,12 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   cmd->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp)->capture_default_str();
   cmd->add_option("--config", args->config,
                   "A node's TOML: `auto` picks by its [exchange.crossovers] (default: the provider's)");
+  cmd->add_flag("--fit-crossovers", args->fit_crossovers,
+                "After each provider: the [exchange.crossovers] that make `auto` pick the fastest measured "
+                "(needs ring, tree, halving_doubling and recursive_doubling in --algorithms)");
   cmd->callback([args, &context] {
     BenchAllreduceOptions options;
+    options.fit_crossovers = args->fit_crossovers;
     if (!args->config.empty()) {
       Result<Config> config = ParseConfigFile(args->config);
       if (!config) {
@@ -121,6 +127,17 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
         return;
       }
       options.algorithms.push_back(*algorithm);
+    }
+    if (options.fit_crossovers) {
+      for (auto needed : {gossip::AllreduceAlgorithm::kRing, gossip::AllreduceAlgorithm::kTree,
+                          gossip::AllreduceAlgorithm::kHalvingDoubling, gossip::AllreduceAlgorithm::kRecursiveDoubling}) {
+        if (std::find(options.algorithms.begin(), options.algorithms.end(), needed) == options.algorithms.end()) {
+          CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --fit-crossovers needs ",
+                           gossip::AllreduceAlgorithmName(needed), " in --algorithms");
+          context.exit_code = kExitUsage;
+          return;
+        }
+      }
     }
     if (args->quick) {
       options.sizes = {size_t{4} << 10, size_t{1} << 20, size_t{16} << 20};

@@ -112,6 +112,91 @@ TEST(AllreduceAutoTest, DefaultCrossovers) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(4 << 20, 2, 2, x), AllreduceAlgorithm::kRing);
 }
 
+// Timings where `truth` picks the fastest algorithm at every size (it takes
+// 100 us; the others 150 to 300 us, differing per algorithm).
+std::vector<AllreduceTiming> TimingsWhoseFastestIs(const AllreduceCrossovers& truth) {
+  std::vector<AllreduceTiming> out;
+  for (int n : {2, 4}) {
+    for (size_t bytes = 4096; bytes <= (size_t{64} << 20); bytes *= 4) {
+      const AllreduceAlgorithm fastest = ChooseAllreduceAlgorithm(bytes, n, 1, truth);
+      double other = 150;
+      for (AllreduceAlgorithm a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                                   AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kRecursiveDoubling}) {
+        out.push_back({bytes, n, a, a == fastest ? 100.0 : other});
+        other += 50;
+      }
+    }
+  }
+  return out;
+}
+
+// The fit recovers crossovers that the measurements came from, and keeps the
+// base where it already picks the fastest everywhere.
+TEST(AllreduceAutoTest, FittedCrossoversPickTheFastestMeasured) {
+  AllreduceCrossovers truth;
+  truth.recursive_doubling_max_bytes = 64 << 10;
+  truth.tree_max_bytes = 256 << 10;
+  truth.halving_doubling_min_bytes = 1 << 20;
+  truth.halving_doubling_max_bytes = 4 << 20;
+  truth.large_tree_min_bytes = 64 << 20;  // the ring at 16 MiB only
+  const std::vector<AllreduceTiming> timings = TimingsWhoseFastestIs(truth);
+  const AllreduceCrossovers base;  // picks otherwise at 64 KiB, 256 KiB, 4 MiB, 64 MiB
+  auto fit = FitAllreduceCrossovers(timings, base);
+  ASSERT_TRUE(fit) << fit.error().ToString();
+  EXPECT_DOUBLE_EQ(fit->slowdown, 1.0);
+  EXPECT_GT(fit->base_slowdown, 1.2);
+  for (const AllreduceTiming& t : timings) {
+    EXPECT_EQ(ChooseAllreduceAlgorithm(t.bytes, t.world_size, 1, fit->crossovers),
+              ChooseAllreduceAlgorithm(t.bytes, t.world_size, 1, truth))
+        << t.bytes << " B, " << t.world_size << " ranks";
+  }
+  EXPECT_EQ(fit->crossovers.hierarchical_min_bytes, base.hierarchical_min_bytes);  // not measurable here
+
+  auto kept = FitAllreduceCrossovers(TimingsWhoseFastestIs(base), base);
+  ASSERT_TRUE(kept) << kept.error().ToString();
+  EXPECT_DOUBLE_EQ(kept->slowdown, 1.0);
+  EXPECT_DOUBLE_EQ(kept->base_slowdown, 1.0);
+  EXPECT_EQ(kept->crossovers.recursive_doubling_max_bytes, base.recursive_doubling_max_bytes);
+  EXPECT_EQ(kept->crossovers.halving_doubling_max_bytes, base.halving_doubling_max_bytes);
+  EXPECT_EQ(kept->crossovers.large_tree_min_bytes, base.large_tree_min_bytes);
+}
+
+// When the rules cannot express the winners (the ring between two
+// halving-doubling sizes), the fit is the closest they allow, never worse
+// than the base.
+TEST(AllreduceAutoTest, FitIsTheClosestTheRulesAllow) {
+  std::vector<AllreduceTiming> timings;
+  const size_t sizes[] = {4096, 65536, 1 << 20, 16 << 20};
+  const AllreduceAlgorithm winners[] = {AllreduceAlgorithm::kRecursiveDoubling, AllreduceAlgorithm::kHalvingDoubling,
+                                        AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling};
+  for (int i = 0; i < 4; ++i) {
+    for (AllreduceAlgorithm a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kRecursiveDoubling}) {
+      timings.push_back({sizes[i], 4, a, a == winners[i] ? 100.0 : (i == 2 ? 101.0 : 400.0)});
+    }
+  }
+  auto fit = FitAllreduceCrossovers(timings, AllreduceCrossovers{});
+  ASSERT_TRUE(fit) << fit.error().ToString();
+  // Halving-doubling from 64 KiB to 16 MiB costs 1% at 1 MiB only.
+  EXPECT_NEAR(fit->slowdown, std::exp(std::log(1.01) / 4), 1e-9);
+  EXPECT_LE(fit->slowdown, fit->base_slowdown);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(16 << 20, 4, 1, fit->crossovers), AllreduceAlgorithm::kHalvingDoubling);
+}
+
+TEST(AllreduceAutoTest, FitRefusesIncompleteOrBadTimings) {
+  std::vector<AllreduceTiming> timings = {{4096, 4, AllreduceAlgorithm::kRing, 10},
+                                          {4096, 4, AllreduceAlgorithm::kTree, 10},
+                                          {4096, 4, AllreduceAlgorithm::kHalvingDoubling, 10}};
+  auto missing = FitAllreduceCrossovers(timings, AllreduceCrossovers{});
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message().find("recursive_doubling"), std::string::npos) << missing.error().ToString();
+  timings.push_back({4096, 4, AllreduceAlgorithm::kRecursiveDoubling, std::nan("")});
+  auto bad = FitAllreduceCrossovers(timings, AllreduceCrossovers{});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("recursive_doubling at 4096 B over 4 ranks"), std::string::npos)
+      << bad.error().ToString();
+}
+
 // Over net the double binary tree takes the large buffers from the ring (it
 // won from 4 MiB to 64 MiB at 2 and 4 ranks); elsewhere the defaults.
 TEST(AllreduceAutoTest, NetTakesTheTreeAboveHalvingDoubling) {

@@ -178,5 +178,30 @@ TEST(CliTest, BenchAllreduceTakesCrossoversFromANodesConfig) {
   std::filesystem::remove_all(dir);
 }
 
+// --fit-crossovers prints an [exchange.crossovers] table that a node's TOML
+// takes as it is, and `auto` then picks what the fit said it would.
+TEST(CliTest, BenchAllreduceFitsCrossoversANodeTakes) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("chorus-cli-fit-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string common = " --ranks 2 --provider 'tcp;ofi_rxm' --min-size 4KiB --max-size 64KiB --seconds 0.05 --warmup 0";
+  Outcome fit = RunChorus("bench allreduce --fit-crossovers" + common);
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  const size_t table = fit.output.find("[exchange.crossovers]\n");
+  ASSERT_NE(table, std::string::npos) << fit.output;
+  const size_t picks_at = fit.output.find("# it picks:");
+  ASSERT_NE(picks_at, std::string::npos) << fit.output;
+  const std::string picks = fit.output.substr(picks_at + 11, fit.output.find('\n', picks_at) - picks_at - 11);
+  std::ofstream(dir / "fitted.toml") << fit.output.substr(table);
+  Outcome fitted = RunChorus("bench allreduce --algorithms auto --config " + (dir / "fitted.toml").string() + common);
+  EXPECT_EQ(fitted.exit_code, 0) << fitted.output;
+  EXPECT_THAT(fitted.output, HasSubstr("# auto picks:" + picks + "\n")) << fit.output;
+
+  Outcome short_of_one = RunChorus("bench allreduce --fit-crossovers --algorithms ring,tree,halving_doubling" + common);
+  EXPECT_EQ(short_of_one.exit_code, 2) << short_of_one.output;
+  EXPECT_THAT(short_of_one.output, HasSubstr("--fit-crossovers needs recursive_doubling in --algorithms"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace chorus::node

@@ -16,6 +16,7 @@
 
 #include "gossip/allreduce_auto.h"
 #include "node/allreduce_exchange.h"
+#include "node/bench_allreduce.h"
 #include "node/host_port.h"
 
 namespace chorus::node {
@@ -347,6 +348,32 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
   EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(16 * 1024, 4, 1, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(2 << 20, 4, 1, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(8 << 20, 4, 1, x), AllreduceAlgorithm::kTree);
+}
+
+// The TOML that bench allreduce --fit-crossovers prints reads back as the
+// same crossovers: never as 0 (upper bounds) or INT32_MAX KiB (lower ones),
+// byte sizes rounded to whole KiB on the side that keeps every measured pick.
+TEST(ConfigParseTest, FittedCrossoversTomlReadsBack) {
+  gossip::AllreduceCrossovers c;
+  c.recursive_doubling_max_bytes = 4096;
+  c.tree_max_bytes = 0;
+  c.halving_doubling_min_bytes = 16 * 1024;
+  c.halving_doubling_max_bytes = 1000;  // below a KiB: rounds up, still includes 1000 B
+  c.large_tree_min_bytes = SIZE_MAX;
+  const std::string toml = CrossoversToml(c);
+  EXPECT_NE(toml.find("large_tree_min_kib = 2147483647  # never"), std::string::npos) << toml;
+  Result<Config> parsed = ParseConfigString(toml, "fitted.toml");
+  ASSERT_TRUE(parsed) << ErrorOf(parsed) << "\n" << toml;
+  const gossip::AllreduceCrossovers back = CrossoversFromConfig("net", parsed->exchange.crossovers);
+  EXPECT_EQ(back.recursive_doubling_max_bytes, 4096u);
+  EXPECT_EQ(back.tree_max_bytes, 0u);
+  EXPECT_EQ(back.halving_doubling_min_bytes, 16u * 1024);
+  EXPECT_EQ(back.halving_doubling_max_bytes, 1024u);
+  for (size_t bytes : {size_t{1} << 20, size_t{64} << 20, size_t{1} << 40}) {
+    EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(bytes, 4, 1, back), gossip::AllreduceAlgorithm::kRing) << bytes;
+  }
+  // hierarchical_min_kib is not the fit's to say: the provider's stays.
+  EXPECT_EQ(back.hierarchical_min_bytes, gossip::CrossoversForProvider("net").hierarchical_min_bytes);
 }
 
 // What a joiner's settings are compared by: [exchange] (subtables too) and
