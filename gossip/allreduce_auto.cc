@@ -123,6 +123,18 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
     }
   }
   fit.slowdown = std::exp(best);
+  // Lower bounds that an earlier rule shadows start where it ends instead
+  // (the same picks at every size, and a table that reads in order).
+  AllreduceCrossovers& f = fit.crossovers;
+  auto after = [](size_t end) { return end == SIZE_MAX ? end : end + 1; };
+  const size_t small_end = std::max(f.recursive_doubling_max_bytes, f.tree_max_bytes);
+  if (f.halving_doubling_min_bytes <= small_end) f.halving_doubling_min_bytes = after(small_end);
+  if (f.halving_doubling_min_bytes > f.halving_doubling_max_bytes) {
+    f.halving_doubling_min_bytes = SIZE_MAX;
+    f.halving_doubling_max_bytes = 0;
+  }
+  const size_t hd_end = std::max(small_end, f.halving_doubling_max_bytes);
+  if (f.large_tree_min_bytes <= hd_end) f.large_tree_min_bytes = after(hd_end);
   return fit;
 }
 

@@ -54,6 +54,7 @@ struct CrossoverFit {
 // order allows: an exhaustive search over thresholds at the measured sizes
 // ("max" bounds inclusive, 0 or SIZE_MAX for never), keeping `base` where it
 // does as well (and its hierarchical_min_bytes, which one host cannot measure).
+// A lower bound that an earlier rule shadows is raised to where that rule ends.
 // Errors: no cell with a time for recursive doubling, the tree,
 // halving-doubling and the ring (every rule's choice must be measured);
 // a time that is not positive and finite.

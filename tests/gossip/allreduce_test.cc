@@ -151,6 +151,9 @@ TEST(AllreduceAutoTest, FittedCrossoversPickTheFastestMeasured) {
         << t.bytes << " B, " << t.world_size << " ranks";
   }
   EXPECT_EQ(fit->crossovers.hierarchical_min_bytes, base.hierarchical_min_bytes);  // not measurable here
+  // The table reads in rule order: no lower bound inside an earlier rule's range.
+  EXPECT_GT(fit->crossovers.halving_doubling_min_bytes, fit->crossovers.tree_max_bytes);
+  EXPECT_GT(fit->crossovers.large_tree_min_bytes, fit->crossovers.halving_doubling_max_bytes);
 
   auto kept = FitAllreduceCrossovers(TimingsWhoseFastestIs(base), base);
   ASSERT_TRUE(kept) << kept.error().ToString();
@@ -181,6 +184,8 @@ TEST(AllreduceAutoTest, FitIsTheClosestTheRulesAllow) {
   EXPECT_NEAR(fit->slowdown, std::exp(std::log(1.01) / 4), 1e-9);
   EXPECT_LE(fit->slowdown, fit->base_slowdown);
   EXPECT_EQ(ChooseAllreduceAlgorithm(16 << 20, 4, 1, fit->crossovers), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_GT(fit->crossovers.halving_doubling_min_bytes, fit->crossovers.recursive_doubling_max_bytes);
+  EXPECT_GT(fit->crossovers.large_tree_min_bytes, fit->crossovers.halving_doubling_max_bytes);
 }
 
 TEST(AllreduceAutoTest, FitRefusesIncompleteOrBadTimings) {
