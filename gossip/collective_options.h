@@ -111,7 +111,12 @@ struct AllreduceCrossovers {
 //            1 MiB: halving-doubling 764-900, tree 809-1094 (halving-doubling stays)
 //   2 ranks 16 MiB: tree 3987-5842, halving-doubling 6312-6870, ring 7033-8157
 // Over tcp;ofi_rxm the tree did not win (16 MiB, 4 ranks: 19281-29669 against
-// the ring's 19651-26737), so rxm and shm keep the defaults.
+// the ring's 19651-26737), but recursive doubling did up to 256 KiB (fitted by
+// `chorus bench allreduce --fit-crossovers --provider 'tcp;ofi_rxm'` in 3 runs,
+// 2026-11-23; float32 us, recursive doubling against halving-doubling):
+//   2 ranks  64 KiB: 44-46 against 76-96;   256 KiB: 68-71 against 101-138
+//   4 ranks  64 KiB: 257-268 against 273-304; 256 KiB: 374-463 against 465-513
+// shm keeps the defaults.
 AllreduceCrossovers CrossoversForProvider(std::string_view provider);
 
 // Broadcast and barrier.

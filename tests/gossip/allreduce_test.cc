@@ -213,6 +213,12 @@ TEST(AllreduceAutoTest, NetTakesTheTreeAboveHalvingDoubling) {
   // Shared hosts still go hierarchical, and host memory still wins.
   EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 8, 2, net), AllreduceAlgorithm::kHierarchical);
   EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 4, 1, net, /*host_memory=*/true), AllreduceAlgorithm::kSharedMemory);
+  // rxm: recursive doubling up to 256 KiB, halving-doubling above it.
+  const AllreduceCrossovers rxm = CrossoversForProvider("tcp;ofi_rxm");
+  EXPECT_EQ(ChooseAllreduceAlgorithm(256 << 10, 4, 4, rxm), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm((256 << 10) + 4, 4, 4, rxm), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 10, 4, 4, CrossoversForProvider("shm")),
+            AllreduceAlgorithm::kHalvingDoubling);
   for (const char* provider : {"tcp;ofi_rxm", "shm", ""}) {
     EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 4, 4, CrossoversForProvider(provider)), AllreduceAlgorithm::kRing)
         << provider;
