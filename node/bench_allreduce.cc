@@ -36,12 +36,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <string>
 #include <filesystem>
 #include <system_error>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>

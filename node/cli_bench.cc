@@ -129,8 +129,9 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
       options.algorithms.push_back(*algorithm);
     }
     if (options.fit_crossovers) {
-      for (auto needed : {gossip::AllreduceAlgorithm::kRing, gossip::AllreduceAlgorithm::kTree,
-                          gossip::AllreduceAlgorithm::kHalvingDoubling, gossip::AllreduceAlgorithm::kRecursiveDoubling}) {
+      using gossip::AllreduceAlgorithm;
+      for (auto needed : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree, AllreduceAlgorithm::kHalvingDoubling,
+                          AllreduceAlgorithm::kRecursiveDoubling}) {
         if (std::find(options.algorithms.begin(), options.algorithms.end(), needed) == options.algorithms.end()) {
           CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --fit-crossovers needs ",
                            gossip::AllreduceAlgorithmName(needed), " in --algorithms");

@@ -184,7 +184,8 @@ TEST(CliTest, BenchAllreduceFitsCrossoversANodeTakes) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("chorus-cli-fit-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string common = " --ranks 2 --provider 'tcp;ofi_rxm' --min-size 4KiB --max-size 64KiB --seconds 0.05 --warmup 0";
+  const std::string common =
+      " --ranks 2 --provider 'tcp;ofi_rxm' --min-size 4KiB --max-size 64KiB --seconds 0.05 --warmup 0";
   Outcome fit = RunChorus("bench allreduce --fit-crossovers" + common);
   ASSERT_EQ(fit.exit_code, 0) << fit.output;
   const size_t table = fit.output.find("[exchange.crossovers]\n");
