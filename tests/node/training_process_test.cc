@@ -183,10 +183,13 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
   // lost their first messages to each other in 3 of 26 runs: net 1.17 closed
   // the good connection of a simultaneous connect with them unread; the
   // fabric transport's one-way first contact (fabric_core.h) avoids that.
-  // shm cannot drain (no FI_PEEK in 1.17; transport.h) and its gossip variant
-  // stalled in 2 of 3 runs; the shared-memory variant below covers the
-  // one-host path.
-  if (GetParam() == "shm") GTEST_SKIP() << "run over tcp;ofi_rxm and net (shm: see the comment)";
+  // shm cannot drain (no FI_PEEK in 1.17; transport.h), and the survivors'
+  // sends to each other at the next epoch did not complete either (a receive
+  // from any source posted as a drain did not take the stale messages: sends
+  // to the dead node and behind them stay pending), so over shm only the
+  // variant whose all-reduce goes through the host's shared memory runs (13 of
+  // 13 runs passed, two at a time); the fabric variants stop at the deadline.
+  const bool shm = GetParam() == "shm";
   // All-reduce through the fabric (ring), through the host's shared memory
   // (auto: a waiter notices the dead process), and D-PSGD gossip.
   struct Variant {
@@ -194,6 +197,7 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
   };
   for (const Variant& v : {Variant{"allreduce", "ring", "false"}, Variant{"allreduce", "auto", "true"},
                            Variant{"gossip", "ring", "false"}}) {
+    if (shm && v.shared_memory != "true") continue;
     const std::string& kind = v.kind;
     SCOPED_TRACE(kind + " " + v.algorithm);
     const fs::path out = fs::temp_directory_path() / ("chorus-kill-test-" + std::to_string(getpid()));

@@ -101,7 +101,9 @@ Status FabricCore::Open() {
     // than a large message wedges it (see the conformance suite), so there is
     // no safe way to take a message of unknown size.
     discard_unsupported_ =
-        "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing";
+        "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing, "
+        "so exchanges through the fabric may not survive this re-form (for runs that must outlive a node, "
+        "use net or tcp;ofi_rxm, or all-reduce through the host's shared memory)";
   }
   order_first_contact_ = options_.provider == "net";
   registering_ = options_.force_memory_registration ||
