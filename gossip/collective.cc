@@ -1,6 +1,7 @@
 // Collective (see collective.h): algorithm choice, broadcast and barrier.
 #include "gossip/collective.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gossip/allreduce_auto.h"
@@ -43,7 +44,11 @@ AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t b
 }
 
 template <typename T>
-Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& options) const {
+Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& given) const {
+  AllreduceOptions options = given;
+  if (options.segment_elems == 0 && options.segment_bytes > 0) {
+    options.segment_elems = std::max<size_t>(options.segment_bytes / sizeof(T), 1);
+  }
   switch (Resolve(options, data.size_bytes())) {
     case AllreduceAlgorithm::kRing: return AllreduceRing(world_, data, options);
     case AllreduceAlgorithm::kTree: return AllreduceTree(world_, data, options);

@@ -556,11 +556,46 @@ TEST(AllreduceTest, KilledPeerGivesUnavailableNamingIt) {
   EXPECT_EQ(out[1].code(), StatusCode::kUnavailable) << out[1].ToString();
 }
 
+// Segments are bytes by default: a float16 buffer moves in as many messages
+// as a float32 buffer of the same size (before, twice as many), for every
+// algorithm that segments.
+TEST(AllreduceTest, HalfAndFloatBuffersOfOneSizeSendAsManyMessages) {
+  constexpr int kN = 4;
+  constexpr size_t kBytes = size_t{1} << 20;
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling,
+                               AllreduceAlgorithm::kTree, AllreduceAlgorithm::kRecursiveDoubling}) {
+    SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)));
+    std::vector<uint64_t> float_msgs(kN), half_msgs(kN);
+    auto statuses = RunRanks(kN, kN, [&](int r, Transport& t) -> Status {
+      CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+      AllreduceOptions options;
+      options.algorithm = a;
+      options.identify_missing_peers = false;
+      std::vector<float> f(kBytes / sizeof(float), 1.0f);
+      const uint64_t before = t.Stats().messages_sent;
+      CHORUS_RETURN_IF_ERROR(c.Allreduce(std::span<float>(f), options));
+      float_msgs[r] = t.Stats().messages_sent - before;
+      std::vector<uint16_t> h(kBytes / sizeof(uint16_t), FloatToHalfBits(1.0f));
+      const uint64_t middle = t.Stats().messages_sent;
+      options.tag_base += kTagsPerCollective;
+      CHORUS_RETURN_IF_ERROR(c.Allreduce(std::span<uint16_t>(h), options));
+      half_msgs[r] = t.Stats().messages_sent - middle;
+      return Status::Ok();
+    });
+    for (int r = 0; r < kN; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      EXPECT_GT(float_msgs[r], 0u) << "rank " << r;
+      EXPECT_EQ(half_msgs[r], float_msgs[r]) << "rank " << r;
+    }
+  }
+}
+
 TEST(AllreduceTest, RejectsZeroSegment) {
   auto statuses = RunRanks(1, 1, [](int, Transport& t) -> Status {
     CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
     AllreduceOptions options;
     options.segment_elems = 0;
+    options.segment_bytes = 0;
     std::vector<float> data(3, 1.0f);
     return c.Allreduce(std::span<float>(data), options);
   });
