@@ -17,15 +17,9 @@ Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::strin
 
 gossip::AllreduceCrossovers CrossoversFromConfig(std::string_view provider, const CrossoversConfig& x) {
   gossip::AllreduceCrossovers out = gossip::CrossoversForProvider(provider);
-  auto set = [](int kib, size_t* bytes) {
-    if (kib >= 0) *bytes = static_cast<size_t>(kib) * 1024;
-  };
-  set(x.recursive_doubling_max_kib, &out.recursive_doubling_max_bytes);
-  set(x.tree_max_kib, &out.tree_max_bytes);
-  set(x.halving_doubling_min_kib, &out.halving_doubling_min_bytes);
-  set(x.halving_doubling_max_kib, &out.halving_doubling_max_bytes);
-  set(x.large_tree_min_kib, &out.large_tree_min_bytes);
-  set(x.hierarchical_min_kib, &out.hierarchical_min_bytes);
+  for (const CrossoverKey& k : kCrossoverKeys) {
+    if (x.*k.kib >= 0) out.*k.bytes = static_cast<size_t>(x.*k.kib) * 1024;
+  }
   return out;
 }
 

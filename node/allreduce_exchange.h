@@ -67,6 +67,29 @@ class AllreduceExchange final : public Exchange {
 // "ring" | "tree" | "halving-doubling" | "recursive-doubling" | "hierarchical" | "auto"
 // (config spelling).
 [[nodiscard]] Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name);
+// Each [exchange.crossovers] key: its KiB field, the byte size it sets, and
+// whether that size is an upper (inclusive) or a lower bound. The one table
+// behind CrossoversFromConfig and the fitted TOML (bench_allreduce.h).
+struct CrossoverKey {
+  std::string_view key;
+  int CrossoversConfig::*kib;
+  size_t gossip::AllreduceCrossovers::*bytes;
+  bool upper_bound;
+};
+inline constexpr CrossoverKey kCrossoverKeys[] = {
+    {"recursive_doubling_max_kib", &CrossoversConfig::recursive_doubling_max_kib,
+     &gossip::AllreduceCrossovers::recursive_doubling_max_bytes, true},
+    {"tree_max_kib", &CrossoversConfig::tree_max_kib, &gossip::AllreduceCrossovers::tree_max_bytes, true},
+    {"halving_doubling_min_kib", &CrossoversConfig::halving_doubling_min_kib,
+     &gossip::AllreduceCrossovers::halving_doubling_min_bytes, false},
+    {"halving_doubling_max_kib", &CrossoversConfig::halving_doubling_max_kib,
+     &gossip::AllreduceCrossovers::halving_doubling_max_bytes, true},
+    {"large_tree_min_kib", &CrossoversConfig::large_tree_min_kib,
+     &gossip::AllreduceCrossovers::large_tree_min_bytes, false},
+    {"hierarchical_min_kib", &CrossoversConfig::hierarchical_min_kib,
+     &gossip::AllreduceCrossovers::hierarchical_min_bytes, false},
+};
+
 // What `auto` picks by over `provider`: its defaults (gossip::CrossoversForProvider)
 // with the sizes [exchange.crossovers] sets.
 gossip::AllreduceCrossovers CrossoversFromConfig(std::string_view provider, const CrossoversConfig& x);

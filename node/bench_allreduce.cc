@@ -582,11 +582,10 @@ std::string CrossoversToml(const gossip::AllreduceCrossovers& c) {
                                                            : std::to_string(bytes / kKiB);
   };
   std::string out = "[exchange.crossovers]\n";
-  out += "recursive_doubling_max_kib = " + upper(c.recursive_doubling_max_bytes) + "\n";
-  out += "tree_max_kib = " + upper(c.tree_max_bytes) + "\n";
-  out += "halving_doubling_min_kib = " + lower(c.halving_doubling_min_bytes) + "\n";
-  out += "halving_doubling_max_kib = " + upper(c.halving_doubling_max_bytes) + "\n";
-  out += "large_tree_min_kib = " + lower(c.large_tree_min_bytes) + "\n";
+  for (const CrossoverKey& k : kCrossoverKeys) {
+    if (k.bytes == &gossip::AllreduceCrossovers::hierarchical_min_bytes) continue;  // not the fit's
+    out += std::string(k.key) + " = " + (k.upper_bound ? upper(c.*k.bytes) : lower(c.*k.bytes)) + "\n";
+  }
   return out;
 }
 
