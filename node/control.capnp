@@ -122,6 +122,7 @@ enum RejectCode {
   duplicateName @3;
   notMember @4;              # the contacted node is not in a cluster yet
   protocol @5;               # unexpected message for the connection's state
+  settingsMismatch @6;       # [exchange] / [topology] differ from the coordinator's
 }
 
 struct Reject {

@@ -60,6 +60,7 @@ Status StatusForReject(RejectCode code, std::string message) {
   switch (code) {
     case RejectCode::kVersionMismatch:
     case RejectCode::kDuplicateName:
+    case RejectCode::kSettingsMismatch:
       return FailedPrecondition(std::move(message));
     case RejectCode::kAuthenticationFailed:
       return PermissionDenied(std::move(message));

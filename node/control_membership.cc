@@ -182,7 +182,7 @@ void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const
   if (join.shared_settings != shared_settings_) {
     const std::string reason = SettingsDifference(self_.name, shared_settings_, info.name, join.shared_settings);
     CHORUS_LOG_WARN(Subsys::kControl, "refusing the join of ", conn->Describe(), ": ", reason);
-    conn->Send(msg::Reject{RejectCode::kVersionMismatch, reason});
+    conn->Send(msg::Reject{RejectCode::kSettingsMismatch, reason});
     conn->CloseAfterFlush(Status::Ok());
     return;
   }

@@ -77,6 +77,7 @@ wire::RejectCode ToWire(RejectCode code) {
     case RejectCode::kDuplicateName: return wire::RejectCode::DUPLICATE_NAME;
     case RejectCode::kNotMember: return wire::RejectCode::NOT_MEMBER;
     case RejectCode::kProtocol: return wire::RejectCode::PROTOCOL;
+    case RejectCode::kSettingsMismatch: return wire::RejectCode::SETTINGS_MISMATCH;
   }
   return wire::RejectCode::OTHER;
 }
@@ -89,6 +90,7 @@ RejectCode FromWire(wire::RejectCode code) {
     case wire::RejectCode::DUPLICATE_NAME: return RejectCode::kDuplicateName;
     case wire::RejectCode::NOT_MEMBER: return RejectCode::kNotMember;
     case wire::RejectCode::PROTOCOL: return RejectCode::kProtocol;
+    case wire::RejectCode::SETTINGS_MISMATCH: return RejectCode::kSettingsMismatch;
   }
   return RejectCode::kOther;  // a code from a newer schema
 }
@@ -278,6 +280,7 @@ std::string_view RejectCodeName(RejectCode code) {
     case RejectCode::kDuplicateName: return "duplicate name";
     case RejectCode::kNotMember: return "not a member";
     case RejectCode::kProtocol: return "protocol error";
+    case RejectCode::kSettingsMismatch: return "settings mismatch";
   }
   return "?";
 }

@@ -44,6 +44,7 @@ enum class RejectCode {
   kDuplicateName,
   kNotMember,
   kProtocol,
+  kSettingsMismatch,  // a joiner's shared settings differ from the coordinator's
 };
 std::string_view RejectCodeName(RejectCode code);
 

@@ -104,7 +104,8 @@ TEST(ControlMessagesTest, StateRedirectAndRejectRoundTrip) {
   EXPECT_EQ(r.coordinator_name, "node0");
   EXPECT_EQ(r.coordinator_address, "10.0.0.1:4000");
   for (RejectCode code : {RejectCode::kOther, RejectCode::kVersionMismatch, RejectCode::kAuthenticationFailed,
-                          RejectCode::kDuplicateName, RejectCode::kNotMember, RejectCode::kProtocol}) {
+                          RejectCode::kDuplicateName, RejectCode::kNotMember, RejectCode::kProtocol,
+                          RejectCode::kSettingsMismatch}) {
     auto rej = std::get<msg::Reject>(RoundTrip(msg::Reject{code, "because"}));
     EXPECT_EQ(rej.code, code);
     EXPECT_EQ(rej.reason, "because");
