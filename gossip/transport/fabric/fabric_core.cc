@@ -106,6 +106,7 @@ Status FabricCore::Open() {
         "use net or tcp;ofi_rxm, or all-reduce through the host's shared memory)";
   }
   order_first_contact_ = options_.provider == "net";
+  peers_installed_before_first_send_ = options_.provider == "shm";
   registering_ = options_.force_memory_registration ||
                  (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   describe_ = "fabric(" + options_.provider + " " +

@@ -225,7 +225,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   }
   std::string Describe() const { return describe_; }
   // shm: see Transport::NeedsPeersInstalledBeforeFirstSend.
-  bool needs_peers_installed_before_first_send() const { return options_.provider == "shm"; }
+  bool needs_peers_installed_before_first_send() const { return peers_installed_before_first_send_; }
   FabricMrStats MrStats() const {
     FabricMrStats out;
     out.registering = registering_;
@@ -341,6 +341,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
     std::string peer_name;
   };
   bool order_first_contact_ = false;
+  bool peers_installed_before_first_send_ = false;  // shm (Transport::NeedsPeersInstalledBeforeFirstSend)
   std::mutex contact_mu_;
   std::set<std::string> contacted_;    // peers whose first contact is settled; under contact_mu_
   std::unordered_map<fi_addr_t, Gate> gates_;      // under contact_mu_
