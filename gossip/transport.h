@@ -94,14 +94,36 @@ struct TransportStats {
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
   uint64_t messages_discarded = 0;  // dropped unreceived by Discard
+
+  TransportStats& operator+=(const TransportStats& o) {
+    bytes_sent += o.bytes_sent;
+    bytes_received += o.bytes_received;
+    messages_sent += o.messages_sent;
+    messages_received += o.messages_received;
+    messages_discarded += o.messages_discarded;
+    return *this;
+  }
 };
 
 class Transport {
  public:
   virtual ~Transport() = default;
 
-  // This endpoint's data-plane address, to be published over the control plane.
+  // This endpoint's data-plane address, to be published over the control plane
+  // once: it stays the same across BeginEpoch.
   virtual std::vector<uint8_t> LocalAddress() const = 0;
+  // Membership epoch `epoch` begins: call it before that epoch's SetPeers. A
+  // transport that cannot drop what an ended epoch left behind (see Discard)
+  // opens a fresh endpoint for the epoch here, named after its published
+  // address and the epoch so that its peers find it without an exchange, and
+  // every request of the old endpoint fails with kUnavailable. libfabric
+  // 1.17's shm does (fabric_core.h); the others keep their endpoint, and this
+  // is a no-op. The addresses in SetPeers stay the published ones. Where
+  // NeedsPeersInstalledBeforeFirstSend, every member must have begun the
+  // epoch before any calls SetPeers (shm gives peers whose endpoint does not
+  // exist yet one shared slot, and their messages reach the wrong one), and
+  // must have installed it before the first message (two barriers).
+  [[nodiscard]] virtual Status BeginEpoch(uint64_t /*epoch*/) { return Status::Ok(); }
 
   // Installs the members of a membership epoch: `self` is this endpoint's rank,
   // `peers` lists every rank (including self). Pending requests to ranks that
@@ -131,7 +153,9 @@ class Transport {
   // this endpoint after it; on a rendezvous provider (tcp;ofi_rxm, shm) its
   // send never completes, and on shm neither do the sender's later sends to
   // this endpoint. The latest kMaxDiscardFilters filters stay active.
-  // Not possible over libfabric 1.17's shm (no FI_PEEK): it logs why, once.
+  // Not possible over libfabric 1.17's shm (no FI_PEEK): there BeginEpoch
+  // leaves the ended epoch's messages behind with its endpoint, and Discard
+  // logs once, on an endpoint that no BeginEpoch opened, that it cannot.
   virtual void Discard(TagFilter filter) = 0;
 
   // True when a message to a peer may never complete if it arrives before

@@ -53,8 +53,10 @@ bool ReceiveBlob(int fd, std::vector<uint8_t>* blob) {
   return ReadAll(fd, blob->data(), n);
 }
 
-// One side of the two-process exchange: returns an empty string on success,
-// else what went wrong.
+// One side of the two-process exchange, in membership epochs 0, 1 and 2
+// (BeginEpoch, SetPeers with the published addresses, each followed by a
+// handshake over the pipe as the node's control-plane barriers): returns an
+// empty string on success, else what went wrong.
 std::string ExchangeAsRank(const std::string& provider, int rank, int read_fd, int write_fd) {
   constexpr size_t kBytes = size_t{1} << 20;
   FabricOptions options;
@@ -70,31 +72,43 @@ std::string ExchangeAsRank(const std::string& provider, int rank, int read_fd, i
   std::vector<PeerInfo> peers(2);
   peers[rank] = PeerInfo{rank, (*transport)->LocalAddress(), testing::PeerName(rank)};
   peers[peer] = PeerInfo{peer, peer_address, testing::PeerName(peer)};
-  Status set = (*transport)->SetPeers(rank, peers);
-  if (!set.ok()) return set.ToString();
-  const auto out = Pattern(static_cast<uint64_t>(rank), kBytes);
-  std::vector<std::byte> in(kBytes);
-  std::vector<RequestPtr> reqs;
-  auto recv = (*transport)->Irecv(peer, 77, in);
-  if (!recv) return recv.error().ToString();
-  reqs.push_back(std::move(*recv));
-  auto send = (*transport)->Isend(peer, 77, out);
-  if (!send) return send.error().ToString();
-  reqs.push_back(std::move(*send));
-  Status done = WaitAll(reqs, Deadline::AfterSeconds(30));
-  if (!done.ok()) return done.ToString();
-  const size_t bad = FirstMismatch(in, static_cast<uint64_t>(peer), kBytes);
-  if (bad != kBytes) return "byte " + std::to_string(bad) + " differs";
-  // Both sides hold their endpoint until the other is done too: a send may
-  // complete locally before the peer has read it.
-  char token = 'x';
-  if (!WriteAll(write_fd, &token, 1) || !ReadAll(read_fd, &token, 1)) return "final handshake";
+  auto handshake = [&] {
+    char token = 'x';
+    return WriteAll(write_fd, &token, 1) && ReadAll(read_fd, &token, 1);
+  };
+  for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+    const std::string in_epoch = " (epoch " + std::to_string(epoch) + ")";
+    Status begun = (*transport)->BeginEpoch(epoch);
+    if (!begun.ok()) return begun.ToString() + in_epoch;
+    if (!handshake()) return "opened handshake" + in_epoch;
+    Status set = (*transport)->SetPeers(rank, peers);
+    if (!set.ok()) return set.ToString() + in_epoch;
+    if (!handshake()) return "installed handshake" + in_epoch;
+    const uint64_t seed = 10 * epoch;
+    const auto out = Pattern(seed + static_cast<uint64_t>(rank), kBytes);
+    std::vector<std::byte> in(kBytes);
+    std::vector<RequestPtr> reqs;
+    auto recv = (*transport)->Irecv(peer, 77, in);
+    if (!recv) return recv.error().ToString() + in_epoch;
+    reqs.push_back(std::move(*recv));
+    auto send = (*transport)->Isend(peer, 77, out);
+    if (!send) return send.error().ToString() + in_epoch;
+    reqs.push_back(std::move(*send));
+    Status done = WaitAll(reqs, Deadline::AfterSeconds(30));
+    if (!done.ok()) return done.ToString() + in_epoch;
+    const size_t bad = FirstMismatch(in, seed + static_cast<uint64_t>(peer), kBytes);
+    if (bad != kBytes) return "byte " + std::to_string(bad) + " differs" + in_epoch;
+    // Both sides hold their endpoint until the other is done too: a send may
+    // complete locally before the peer has read it.
+    if (!handshake()) return "final handshake" + in_epoch;
+  }
+  if ((*transport)->LocalAddress() != peers[rank].address) return "the published address changed";
   return "";
 }
 
 class FabricTwoProcesses : public ::testing::TestWithParam<TransportKind> {};
 
-TEST_P(FabricTwoProcesses, ExchangeOneMebibyteBothWays) {
+TEST_P(FabricTwoProcesses, ExchangeOneMebibyteBothWaysInThreeEpochs) {
   const std::string provider = testing::ProviderOf(GetParam());
   auto version = FabricProviderVersion(provider);
   if (!version) GTEST_SKIP() << "provider unavailable here: " << version.error().ToString();

@@ -96,17 +96,20 @@ Status FabricCore::Open() {
                               std::to_string(std::bit_width(tag_format)) +
                               " tag bits; Chorus needs " + std::to_string(std::bit_width(kMaxTag)));
   }
+  if (!options_.endpoint_name.empty() && options_.provider != "shm") {
+    return InvalidArgument("fabric endpoint name \"" + options_.endpoint_name + "\": only shm endpoints are named");
+  }
   if (options_.provider == "shm") {
     // shm 1.17 accepts FI_PEEK but never completes it, and a receive shorter
     // than a large message wedges it (see the conformance suite), so there is
     // no safe way to take a message of unknown size.
     discard_unsupported_ =
-        "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing, "
-        "so exchanges through the fabric may not survive this re-form (for runs that must outlive a node, "
-        "use net or tcp;ofi_rxm, or all-reduce through the host's shared memory)";
+        "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing "
+        "(Transport::BeginEpoch leaves them behind with the endpoint instead)";
   }
   order_first_contact_ = options_.provider == "net";
   peers_installed_before_first_send_ = options_.provider == "shm";
+  renews_endpoint_per_epoch_ = options_.provider == "shm";
   registering_ = options_.force_memory_registration ||
                  (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   describe_ = "fabric(" + options_.provider + " " +
@@ -134,6 +137,11 @@ Status FabricCore::Open() {
   CHORUS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_.get(), &av_.get()->fid, 0), "fi_ep_bind(av)");
   CHORUS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_.get(), &cq_.get()->fid, FI_TRANSMIT | FI_RECV),
                             "fi_ep_bind(cq)");
+  if (!options_.endpoint_name.empty()) {
+    std::string name = options_.endpoint_name;
+    CHORUS_FI_RETURN_IF_ERROR(fi_setname(&ep_.get()->fid, name.data(), name.size() + 1),
+                              "fi_setname(" + name + ")");
+  }
   CHORUS_FI_RETURN_IF_ERROR(fi_enable(ep_.get()), "fi_enable");
 
   size_t len = 64;
@@ -152,6 +160,17 @@ Status FabricCore::Open() {
   return Status::Ok();
 }
 
+std::vector<uint8_t> EpochAddress(std::span<const uint8_t> published, uint64_t epoch) {
+  std::vector<uint8_t> out(published.begin(), published.end());
+  if (epoch == 0) return out;
+  const bool terminated = !out.empty() && out.back() == 0;
+  while (!out.empty() && out.back() == 0) out.pop_back();
+  const std::string suffix = ".e" + std::to_string(epoch);
+  out.insert(out.end(), suffix.begin(), suffix.end());
+  if (terminated) out.push_back(0);
+  return out;
+}
+
 Result<MrRegistration> FabricCore::Register(const void* address, size_t length) {
   auto owner = std::make_shared<MrOwner>();
   CHORUS_FI_RETURN_IF_ERROR(fi_mr_reg(domain_.get(), address, length, FI_SEND | FI_RECV, 0,
@@ -163,7 +182,7 @@ Result<MrRegistration> FabricCore::Register(const void* address, size_t length) 
   return reg;
 }
 
-void FabricCore::Shutdown() {
+void FabricCore::Shutdown(StatusCode code, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(progress_mu_);
     progress_stop_ = true;
@@ -184,7 +203,7 @@ void FabricCore::Shutdown() {
   for (auto& [ptr, op] : ops) {
     std::lock_guard<std::mutex> lock(op->mu);
     op->reaped = true;
-    FailLocked(*op, Cancelled(op->Describe() + ": transport closed"));
+    FailLocked(*op, Status(code, op->Describe() + ": " + why));
   }
   {
     std::lock_guard<std::mutex> lock(contact_mu_);
@@ -631,6 +650,7 @@ void FabricCore::SweepSoon() {
 }
 
 void FabricCore::Discard(TagFilter filter) {
+  if (!options_.endpoint_name.empty()) return;  // opened for an epoch: nothing of earlier ones reaches it
   std::lock_guard<std::mutex> lock(discard_mu_);
   if (!discard_unsupported_.empty()) {
     if (!discard_warned_) {
@@ -680,8 +700,13 @@ void FabricCore::SweepDiscards() {
   }
 }
 
-void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry, fi_addr_t source) {
-  auto op = NewOwnedOp(FabricOp::Kind::kDrain, entry.tag, source, "fi_addr " + std::to_string(source),
+void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry) {
+  // From any source, with the peeked message's exact tag: no message before it
+  // in the provider's unexpected queue matched the filter, so this receive
+  // takes the one the peek found. Not from the peek's source: tcp;ofi_rxm 1.17
+  // reports fi_addr 0 for every FI_PEEK completion, and a drain directed there
+  // waited for good (and could take a later message of rank 0's).
+  auto op = NewOwnedOp(FabricOp::Kind::kDrain, entry.tag, FI_ADDR_UNSPEC, "any source",
                        std::max<size_t>(entry.len, 1));
   if (!op) {
     CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", op.error().ToString());
@@ -698,7 +723,7 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
   FabricOp& op = *OpOf(entry.op_context);
   if (op.kind == FabricOp::Kind::kPeek) {
     // A first-contact message waits for its receive (posted by SetPeers).
-    if (entry.tag != kReservedTag) StartDrain(op, entry, source);
+    if (entry.tag != kReservedTag) StartDrain(op, entry);
     Finish(op, Status::Ok(), {}, /*reaped=*/true);
     return 0;
   }

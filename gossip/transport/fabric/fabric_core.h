@@ -35,8 +35,8 @@
 //
 // Discard filters. While any is set, Poll posts each sweep (kDiscardSweep,
 // backing off) one fi_trecvmsg(FI_PEEK) from any source per filter with nothing in flight. A
-// hit (its source, tag and length) starts a drain: an exact receive of that
-// message into a buffer of its own, freed on completion. A real receive, not
+// hit (its tag and length) starts a drain: a receive of that tag from any
+// source into a buffer of its own, freed on completion (StartDrain). A real receive, not
 // FI_DISCARD: net streams every message whole, so an unreceived large one
 // holds back what its sender sends next; tcp;ofi_rxm and shm keep it at the
 // sender (rendezvous), and only a receive releases that send and, on shm, the
@@ -57,6 +57,15 @@
 // the other holds its sends to that peer behind a gate until that message
 // arrives (or kFirstContactWait passes, or the peer dies or leaves). Receives
 // are never held, and a pair costs one connection whether or not it talks.
+//
+// Epochs (shm only). shm 1.17 can neither drop a message no receive will take
+// (no FI_PEEK) nor release a send to a dead peer, and after a kill the
+// survivors' sends to each other stopped completing as well. So FabricTransport
+// gives shm a fresh FabricCore per membership epoch (Transport::BeginEpoch),
+// its endpoint named with fi_setname after the published address and the
+// epoch (EpochAddress): peers derive each other's name, and the old endpoint
+// closes with everything a failed epoch left in it. Other providers keep one
+// endpoint for the whole run.
 //
 // Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>);
 // spin without yielding beyond `busy_poll`; free an op whose context the provider may still hold.
@@ -189,7 +198,9 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   ~FabricCore() { Shutdown(); }
 
   Status Open();
-  void Shutdown();
+  // Closes the endpoint; every pending operation fails with `code`, its
+  // message ending in `why`.
+  void Shutdown(StatusCode code = StatusCode::kCancelled, const std::string& why = "transport closed");
 
   Result<RequestPtr> Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data, size_t length);
   Status SetPeers(Rank self, std::span<const PeerInfo> peers);
@@ -226,6 +237,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   std::string Describe() const { return describe_; }
   // shm: see Transport::NeedsPeersInstalledBeforeFirstSend.
   bool needs_peers_installed_before_first_send() const { return peers_installed_before_first_send_; }
+  // shm: a fresh endpoint per membership epoch (see Epochs above).
+  bool renews_endpoint_per_epoch() const { return renews_endpoint_per_epoch_; }
   FabricMrStats MrStats() const {
     FabricMrStats out;
     out.registering = registering_;
@@ -286,7 +299,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // or drain in flight; cq_mu_ held. A miss completes with FI_ENOMSG.
   void SweepDiscards();
   // A peek found a message: receive it into a buffer of its own; cq_mu_ held.
-  void StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry, fi_addr_t source);
+  void StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry);
   // The next Poll sweeps, and the back-off starts again at kDiscardSweep.
   void SweepSoon();
   // Fixes the op's result (first writer wins) and, when `reaped`, releases it.
@@ -342,6 +355,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   };
   bool order_first_contact_ = false;
   bool peers_installed_before_first_send_ = false;  // shm (Transport::NeedsPeersInstalledBeforeFirstSend)
+  bool renews_endpoint_per_epoch_ = false;          // shm (Epochs above)
   std::mutex contact_mu_;
   std::set<std::string> contacted_;    // peers whose first contact is settled; under contact_mu_
   std::unordered_map<fi_addr_t, Gate> gates_;      // under contact_mu_
@@ -380,6 +394,11 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
 // "tcp;ofi_rxm"), bound to `bind_address` when it is set and the provider is
 // not shm.
 [[nodiscard]] Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address);
+
+// The address of the endpoint that the endpoint published as `published`
+// opens for membership epoch `epoch` (the same at epoch 0): the name with
+// ".e<epoch>" appended, its trailing NUL kept where it had one.
+[[nodiscard]] std::vector<uint8_t> EpochAddress(std::span<const uint8_t> published, uint64_t epoch);
 
 // The Request handle of an op (fabric_transport.cc).
 [[nodiscard]] Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,

@@ -1,12 +1,15 @@
 // FabricTransport: the Transport interface over a FabricCore (fabric_core.h has
 // the design), the factory and the version queries of fabric_transport.h.
 //
-// Must not: hold state of its own beyond the shared FabricCore (requests may
-// outlive the transport and keep the core alive).
+// Must not: give a request anything but its own FabricCore (requests may
+// outlive the transport, or its endpoint of an ended epoch, and keep their
+// core alive).
 #include "gossip/transport/fabric/fabric_transport.h"
 
 #include <sched.h>
 
+#include <algorithm>
+#include <mutex>
 #include <thread>
 
 #include "gossip/transport/fabric/fabric_core.h"
@@ -43,34 +46,88 @@ class FabricRequest final : public Request {
 
 class FabricTransport final : public Transport {
  public:
-  explicit FabricTransport(std::shared_ptr<FabricCore> core) : core_(std::move(core)) {}
-  ~FabricTransport() override { core_->Shutdown(); }
+  FabricTransport(FabricOptions options, std::shared_ptr<FabricCore> core)
+      : options_(std::move(options)), published_(core->local_address()), core_(std::move(core)) {}
+  ~FabricTransport() override { Core()->Shutdown(); }
 
-  std::vector<uint8_t> LocalAddress() const override { return core_->local_address(); }
-  Status SetPeers(Rank self, std::span<const PeerInfo> peers) override {
-    return core_->SetPeers(self, peers);
+  std::vector<uint8_t> LocalAddress() const override { return published_; }
+
+  // shm: a fresh core whose endpoint is named EpochAddress(published_, epoch);
+  // the old one closes, failing what it still holds (fabric_core.h, Epochs).
+  Status BeginEpoch(uint64_t epoch) override {
+    std::lock_guard<std::mutex> renewing(renew_mu_);
+    std::shared_ptr<FabricCore> old = Core();
+    if (!old->renews_endpoint_per_epoch() || epoch == epoch_) return Status::Ok();
+    FabricOptions options = options_;
+    const std::vector<uint8_t> name = fabric::EpochAddress(published_, epoch);
+    options.endpoint_name.assign(name.begin(), std::find(name.begin(), name.end(), uint8_t{0}));
+    auto fresh = std::make_shared<FabricCore>(options);
+    Status opened = fresh->Open();
+    if (!opened.ok()) {
+      return opened.WithContext("opening the " + options.provider + " endpoint of membership epoch " +
+                                std::to_string(epoch));
+    }
+    const uint64_t left = epoch_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      core_ = fresh;
+      epoch_ = epoch;
+    }
+    old->Shutdown(StatusCode::kUnavailable, "the endpoint of membership epoch " + std::to_string(left) +
+                                                " closed as epoch " + std::to_string(epoch) + " began");
+    std::lock_guard<std::mutex> lock(mu_);
+    retired_ += old->Stats();
+    return Status::Ok();
   }
-  Rank rank() const override { return core_->rank(); }
-  int size() const override { return core_->size(); }
+
+  Status SetPeers(Rank self, std::span<const PeerInfo> peers) override {
+    uint64_t epoch;
+    std::shared_ptr<FabricCore> core;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      epoch = epoch_;
+      core = core_;
+    }
+    if (epoch == 0) return core->SetPeers(self, peers);
+    std::vector<PeerInfo> renamed(peers.begin(), peers.end());
+    for (PeerInfo& p : renamed) p.address = fabric::EpochAddress(p.address, epoch);
+    return core->SetPeers(self, renamed);
+  }
+  Rank rank() const override { return Core()->rank(); }
+  int size() const override { return Core()->size(); }
   Result<RequestPtr> Isend(Rank dest, Tag tag, std::span<const std::byte> data) override {
-    return core_->Post(FabricOp::Kind::kSend, dest, tag,
-                       const_cast<std::byte*>(data.data()), data.size());
+    return Core()->Post(FabricOp::Kind::kSend, dest, tag, const_cast<std::byte*>(data.data()), data.size());
   }
   Result<RequestPtr> Irecv(Rank source, Tag tag, std::span<std::byte> data) override {
-    return core_->Post(FabricOp::Kind::kRecv, source, tag, data.data(), data.size());
+    return Core()->Post(FabricOp::Kind::kRecv, source, tag, data.data(), data.size());
   }
-  void MarkPeerDead(Rank peer) override { core_->MarkPeerDead(peer); }
-  void Discard(TagFilter filter) override { core_->Discard(filter); }
+  void MarkPeerDead(Rank peer) override { Core()->MarkPeerDead(peer); }
+  void Discard(TagFilter filter) override { Core()->Discard(filter); }
   bool NeedsPeersInstalledBeforeFirstSend() const override {
-    return core_->needs_peers_installed_before_first_send();
+    return Core()->needs_peers_installed_before_first_send();
   }
-  TransportStats Stats() const override { return core_->Stats(); }
-  std::string Describe() const override { return core_->Describe(); }
+  TransportStats Stats() const override {
+    TransportStats s = Core()->Stats();
+    std::lock_guard<std::mutex> lock(mu_);
+    return s += retired_;
+  }
+  std::string Describe() const override { return Core()->Describe(); }
 
-  FabricMrStats MrStats() const { return core_->MrStats(); }
+  FabricMrStats MrStats() const { return Core()->MrStats(); }
 
  private:
-  std::shared_ptr<FabricCore> core_;
+  std::shared_ptr<FabricCore> Core() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return core_;
+  }
+
+  const FabricOptions options_;
+  const std::vector<uint8_t> published_;  // the first endpoint's address (LocalAddress)
+  std::mutex renew_mu_;                   // one BeginEpoch at a time
+  mutable std::mutex mu_;
+  std::shared_ptr<FabricCore> core_;      // this epoch's endpoint; under mu_
+  uint64_t epoch_ = 0;                    // the epoch core_ was opened for; under mu_
+  TransportStats retired_;                // what the closed endpoints moved; under mu_
 };
 
 }  // namespace
@@ -103,7 +160,7 @@ Result<std::unique_ptr<Transport>> MakeFabricTransport(const FabricOptions& opti
     return Err(opened.WithContext("opening libfabric endpoint (provider \"" + options.provider +
                                   "\")"));
   }
-  return std::unique_ptr<Transport>(std::make_unique<FabricTransport>(std::move(core)));
+  return std::unique_ptr<Transport>(std::make_unique<FabricTransport>(options, std::move(core)));
 }
 
 Result<std::string> FabricProviderVersion(const std::string& provider) {

@@ -1,7 +1,8 @@
 // FabricTransport factory: the real data plane (libfabric RDM endpoints).
 //
 // One transport = one RDM endpoint with tagged messages, one address vector,
-// one completion queue and a progress thread (tcp and shm need the CQ polled).
+// one completion queue and a progress thread (tcp and shm need the CQ polled);
+// over shm, one such endpoint per membership epoch (Transport::BeginEpoch).
 // Our 64-bit Tag is the libfabric tag as is (ignore mask 0; no bits reserved);
 // a receive for one source uses FI_DIRECTED_RECV, kAnySource is FI_ADDR_UNSPEC
 // and its completion's source comes from fi_cq_readfrom (FI_SOURCE).
@@ -38,6 +39,10 @@ struct FabricOptions {
   // Address the tcp provider binds to ("" = provider default, every interface).
   // Ignored by shm.
   std::string bind_address = "127.0.0.1";
+  // shm only: the endpoint's name, set with fi_setname before it is enabled
+  // ("" = the provider's own, "fi_shm://<pid>:<domain>:<endpoint>"). The
+  // transport sets it for the endpoints it opens at BeginEpoch.
+  std::string endpoint_name;
   // Register buffers even when the provider does not require FI_MR_LOCAL
   // (tests use it to exercise the registration cache).
   bool force_memory_registration = false;
