@@ -140,7 +140,7 @@ Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
   CHORUS_ASSIGN_OR_RETURN(MembershipView next,
                           session_->control->WaitForEpochAbove(epoch, deadline));
   if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
-  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next));
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(Build());
   ++reforms_;
   // Survivors may disagree on whether the failed step's sum completed (one

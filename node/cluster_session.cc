@@ -12,7 +12,7 @@
 
 namespace chorus::node {
 
-Status ClusterSession::InstallPeers(const MembershipView& next) {
+Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadline) {
   const bool had_epoch = !view.members.empty();
   const uint64_t left_epoch = view.epoch;
   view = next;
@@ -25,6 +25,14 @@ Status ClusterSession::InstallPeers(const MembershipView& next) {
   peers.reserve(next.members.size());
   for (const Member& m : next.members) {
     peers.push_back({m.rank, m.data_address, m.name + "@" + m.control_address});
+  }
+  // Over shm: a fresh endpoint per epoch, which every member must have
+  // opened before any inserts it (Transport::BeginEpoch), and installed
+  // before the first message to it.
+  const bool barriers = transport->NeedsPeersInstalledBeforeFirstSend();
+  CHORUS_RETURN_IF_ERROR(transport->BeginEpoch(next.epoch));
+  if (barriers && next.epoch > 0) {
+    CHORUS_RETURN_IF_ERROR(DataPlaneBarrier("data-plane endpoints opened", next.epoch, deadline));
   }
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(next.self_rank, peers));
   // A failure leaves messages that no receive will take: a round a neighbour
@@ -41,7 +49,15 @@ Status ClusterSession::InstallPeers(const MembershipView& next) {
       transport->Discard(gossip::GossipEpochFilter(static_cast<uint32_t>(e)));
     }
   }
+  if (barriers) return DataPlaneBarrier("data-plane peers installed", next.epoch, deadline);
   return Status::Ok();
+}
+
+Status ClusterSession::DataPlaneBarrier(const std::string& name, uint64_t epoch, Deadline deadline) {
+  Status ready = control->Barrier(name, deadline);
+  if (ready.ok()) return ready;
+  return Status(ready.code(), "waiting at epoch " + std::to_string(epoch) + "'s barrier '" + name + "' (" +
+                                  transport->Describe() + " needs every member there): " + ready.message());
 }
 
 namespace {
@@ -102,16 +118,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
   CHORUS_ASSIGN_OR_RETURN(
       MembershipView formed,
       session.control->WaitForEpoch0(Deadline::AfterSeconds(config.cluster.join_timeout_s)));
-  CHORUS_RETURN_IF_ERROR(session.InstallPeers(formed));
-  if (session.transport && session.transport->NeedsPeersInstalledBeforeFirstSend()) {
-    Status ready = session.control->Barrier(
-        "data-plane peers installed", Deadline::AfterSeconds(config.cluster.join_timeout_s));
-    if (!ready.ok()) {
-      return Err(Status(ready.code(), "waiting for every member to install epoch 0's data-plane peers (" +
-                                          config.fabric.provider + " needs them before a first message): " +
-                                          ready.message()));
-    }
-  }
+  CHORUS_RETURN_IF_ERROR(session.InstallPeers(formed, Deadline::AfterSeconds(config.cluster.join_timeout_s)));
   if (session.transport) {
     // A member whose control connection closed has (almost always) died: fail
     // our pending data-plane operations with it now rather than at their

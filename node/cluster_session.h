@@ -43,10 +43,16 @@ struct ClusterSession {
   MembershipView view;
   std::shared_ptr<InstalledView> installed = std::make_shared<InstalledView>();
 
-  // Installs `view`'s members as the transport's peers. Moving to a later
-  // epoch also discards what the epochs left behind (messages of a failed
-  // round or collective that no receive will take): see InstallPeers.
-  [[nodiscard]] Status InstallPeers(const MembershipView& view);
+  // Installs `view`'s members as the transport's peers (Transport::BeginEpoch,
+  // then SetPeers). Moving to a later epoch also discards what the epochs left
+  // behind (messages of a failed round or collective that no receive will
+  // take). Where the transport needs it (shm), waits for every member after
+  // BeginEpoch and again after SetPeers (control-plane barriers, by `deadline`).
+  [[nodiscard]] Status InstallPeers(const MembershipView& view, Deadline deadline);
+
+ private:
+  // A control-plane barrier of the current epoch, its error naming `name`.
+  [[nodiscard]] Status DataPlaneBarrier(const std::string& name, uint64_t epoch, Deadline deadline);
 };
 
 // Opens the fabric endpoint (when `with_fabric`), starts the control plane,

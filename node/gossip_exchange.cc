@@ -158,7 +158,7 @@ Status GossipExchange::Reform(const Status& failure, int64_t step) {
           epoch, Deadline::AfterSeconds(2 * config_.cluster.dead_timeout_s + 10)));
   if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
   protocol_.reset();  // stops a pairwise responder before the peers change
-  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next));
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(BuildProtocol());
   ++reforms_;
   // Rounds are matched by step: resume together (the failed round is dropped).
