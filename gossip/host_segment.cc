@@ -1,7 +1,6 @@
 // HostSegment (see host_segment.h).
 #include "gossip/host_segment.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,6 +15,7 @@
 #include <thread>
 
 #include "common/page_bytes.h"
+#include "common/shm_names.h"
 
 namespace chorus::gossip {
 
@@ -52,21 +52,6 @@ size_t ControlBytes(int members) {
 
 size_t SegmentBytes(int members, size_t slot_bytes) {
   return ControlBytes(members) + (static_cast<size_t>(members) + 1) * slot_bytes;
-}
-
-// Removes /dev/shm/chorus-seg-<pid>-* names whose creator no longer runs: a
-// leader that died between creating and unlinking its segment.
-void RemoveStaleNames() {
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return;
-  while (dirent* e = readdir(dir)) {
-    if (std::strncmp(e->d_name, kNamePrefix, sizeof(kNamePrefix) - 1) != 0) continue;
-    const long pid = std::strtol(e->d_name + sizeof(kNamePrefix) - 1, nullptr, 10);
-    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      shm_unlink((std::string("/") + e->d_name).c_str());
-    }
-  }
-  closedir(dir);
 }
 
 std::string FreshName() {
@@ -156,7 +141,7 @@ Result<std::shared_ptr<HostSegment>> HostSegment::Attach(const CollectiveGroup& 
     CHORUS_ASSIGN_OR_RETURN(base, MapShared(-1, bytes, "private segment"));
     name = "private";
   } else if (local.self() == 0) {
-    RemoveStaleNames();
+    UnlinkShmNamesOfDeadProcesses(kNamePrefix, '-');  // a leader that died between creating and unlinking
     name = FreshName();
     Result<std::byte*> created = CreateNamed(name, bytes, n, slot_bytes);
     std::array<char, kNameBytes> wire{};  // empty: "I could not create it", so members fail at once

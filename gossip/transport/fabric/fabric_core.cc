@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/shm_names.h"
 
 namespace chorus::gossip::fabric {
 
@@ -106,6 +107,15 @@ Status FabricCore::Open() {
     discard_unsupported_ =
         "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing "
         "(Transport::BeginEpoch leaves them behind with the endpoint instead)";
+  }
+  if (options_.provider == "shm") {
+    // The regions of endpoints whose process was killed (SIGKILL leaves them,
+    // 16 MiB of RAM each once touched): survivors opening their next epoch's
+    // endpoint, or the next run, remove them.
+    const int removed = UnlinkShmNamesOfDeadProcesses("", ':');
+    if (removed > 0) {
+      CHORUS_LOG_INFO(Subsys::kFabric, "removed ", removed, " shm region(s) of processes that no longer run");
+    }
   }
   order_first_contact_ = options_.provider == "net";
   peers_installed_before_first_send_ = options_.provider == "shm";
