@@ -107,8 +107,6 @@ Status FabricCore::Open() {
     discard_unsupported_ =
         "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing "
         "(Transport::BeginEpoch leaves them behind with the endpoint instead)";
-  }
-  if (options_.provider == "shm") {
     // The regions of endpoints whose process was killed (SIGKILL leaves them,
     // 16 MiB of RAM each once touched): survivors opening their next epoch's
     // endpoint, or the next run, remove them.
@@ -714,8 +712,9 @@ void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry) {
   // From any source, with the peeked message's exact tag: no message before it
   // in the provider's unexpected queue matched the filter, so this receive
   // takes the one the peek found. Not from the peek's source: tcp;ofi_rxm 1.17
-  // reports fi_addr 0 for every FI_PEEK completion, and a drain directed there
-  // waited for good (and could take a later message of rank 0's).
+  // reports fi_addr 0 as the source of a peeked message whoever sent it (seen
+  // for senders at fi_addr 1 and 2), and a drain directed there waited for
+  // good (or could take a later message of fi_addr 0's).
   auto op = NewOwnedOp(FabricOp::Kind::kDrain, entry.tag, FI_ADDR_UNSPEC, "any source",
                        std::max<size_t>(entry.len, 1));
   if (!op) {
