@@ -14,6 +14,8 @@
 
 namespace chorus {
 
+bool ProcessIsGone(pid_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
 int UnlinkShmNamesOfDeadProcesses(std::string_view prefix, char separator) {
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return 0;
@@ -25,7 +27,7 @@ int UnlinkShmNamesOfDeadProcesses(std::string_view prefix, char separator) {
     long pid = 0;
     const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
     if (ec != std::errc() || pid <= 0 || end == rest.data() + rest.size() || *end != separator) continue;
-    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (!ProcessIsGone(static_cast<pid_t>(pid))) continue;
     const std::string path = "/" + std::string(name);
     struct stat st{};
     if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid()) continue;

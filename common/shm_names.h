@@ -5,9 +5,14 @@
 // ESRCH), or one that another user owns.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string_view>
 
 namespace chorus {
+
+// True when no process `pid` runs (kill(pid, 0) says ESRCH); a zombie still runs.
+bool ProcessIsGone(pid_t pid);
 
 // Unlinks every /dev/shm name "<prefix><pid><separator>..." that this user
 // owns and whose <pid> no longer runs; returns how many it removed.

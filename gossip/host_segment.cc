@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -280,7 +279,7 @@ Status HostSegment::Wait(uint64_t seq, Deadline deadline, int first, int last, i
     if (now >= next_pid_check) {
       next_pid_check = now + std::chrono::milliseconds(5);
       const int32_t pid = FlagsOf(i)->pid.load(std::memory_order_acquire);
-      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+      if (ProcessIsGone(pid)) {
         return Unavailable("shared-memory collective: rank " + std::to_string(ranks_[i]) + " (pid " +
                            std::to_string(pid) + ") is gone");
       }

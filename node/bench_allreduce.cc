@@ -355,6 +355,19 @@ std::vector<double> SlowestPerCall(const std::vector<RowResult>& results) {
 
 std::string AlgorithmText(AllreduceAlgorithm a) { return std::string(gossip::AllreduceAlgorithmName(a)); }
 
+// " 4096 B recursive_doubling; 1048576 B halving_doubling; ...": what `auto`
+// runs at each size over `n` ranks of one host.
+std::string PicksText(const std::vector<size_t>& sizes, int n, const gossip::AllreduceCrossovers& crossovers,
+                      bool host_memory) {
+  std::string picks;
+  for (size_t bytes : sizes) {
+    const AllreduceAlgorithm a = gossip::ChooseAllreduceAlgorithm(bytes, n, 1, crossovers, host_memory);
+    picks += (picks.empty() ? " " : "; ") + std::to_string(bytes) + " B " +
+             std::string(gossip::AllreduceAlgorithmName(a));
+  }
+  return picks;
+}
+
 // Gathers and distributes addresses, then prints rows as every rank's frame
 // arrives. Returns the failure, if any (the caller aborts the children).
 Status Coordinate(const std::string& provider, int n, const std::vector<int>& fds,
@@ -385,15 +398,9 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
               provider.c_str(), gossip::FabricProviderVersion(provider).value_or("?").c_str(), n);
   if (std::find(o.algorithms.begin(), o.algorithms.end(), AllreduceAlgorithm::kAuto) != o.algorithms.end()) {
     // What the auto rows run (one host; the shared segment with shm only).
-    const gossip::AllreduceCrossovers crossovers = CrossoversFromConfig(provider, o.crossovers);
-    std::string picks;
-    for (size_t bytes : o.sizes) {
-      const AllreduceAlgorithm a =
-          gossip::ChooseAllreduceAlgorithm(bytes, n, 1, crossovers, AttachesHostSegment(provider));
-      picks += (picks.empty() ? " " : "; ") + std::to_string(bytes) + " B " +
-               std::string(gossip::AllreduceAlgorithmName(a));
-    }
-    std::printf("# auto picks:%s\n", picks.c_str());
+    std::printf("# auto picks:%s\n",
+                PicksText(o.sizes, n, CrossoversFromConfig(provider, o.crossovers), AttachesHostSegment(provider))
+                    .c_str());
   }
   std::printf("#%11s %13s %6s %17s %6s %12s %12s %12s %12s\n", "size(B)", "count(elems)", "type",
               "algorithm", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p99(us)");
@@ -559,13 +566,7 @@ void PrintFittedCrossovers(const std::string& provider, const BenchAllreduceOpti
   std::printf("# [exchange.crossovers] fitted to the float32 rows of %s (%s ranks): auto would run %.3fx the "
               "fastest measured time (geometric mean over sizes), %.3fx with the current crossovers\n",
               provider.c_str(), ranks.c_str(), fit->slowdown, fit->base_slowdown);
-  std::string picks;
-  for (size_t bytes : o.sizes) {
-    picks += (picks.empty() ? " " : "; ") + std::to_string(bytes) + " B " +
-             std::string(gossip::AllreduceAlgorithmName(
-                 gossip::ChooseAllreduceAlgorithm(bytes, o.ranks.front(), 1, fit->crossovers)));
-  }
-  std::printf("# it picks:%s\n", picks.c_str());
+  std::printf("# it picks:%s\n", PicksText(o.sizes, o.ranks.front(), fit->crossovers, false).c_str());
   if (AttachesHostSegment(provider)) {
     std::printf("# (a node with [exchange] shared_memory = true sums through host memory on one host instead)\n");
   }

@@ -168,17 +168,6 @@ Status FabricCore::Open() {
   return Status::Ok();
 }
 
-std::vector<uint8_t> EpochAddress(std::span<const uint8_t> published, uint64_t epoch) {
-  std::vector<uint8_t> out(published.begin(), published.end());
-  if (epoch == 0) return out;
-  const bool terminated = !out.empty() && out.back() == 0;
-  while (!out.empty() && out.back() == 0) out.pop_back();
-  const std::string suffix = ".e" + std::to_string(epoch);
-  out.insert(out.end(), suffix.begin(), suffix.end());
-  if (terminated) out.push_back(0);
-  return out;
-}
-
 Result<MrRegistration> FabricCore::Register(const void* address, size_t length) {
   auto owner = std::make_shared<MrOwner>();
   CHORUS_FI_RETURN_IF_ERROR(fi_mr_reg(domain_.get(), address, length, FI_SEND | FI_RECV, 0,

@@ -63,7 +63,7 @@
 // survivors' sends to each other stopped completing as well. So FabricTransport
 // gives shm a fresh FabricCore per membership epoch (Transport::BeginEpoch),
 // its endpoint named with fi_setname after the published address and the
-// epoch (EpochAddress): peers derive each other's name, and the old endpoint
+// epoch (EpochAddress in fabric_transport.cc): peers derive each other's name, and the old endpoint
 // closes with everything a failed epoch left in it. Other providers keep one
 // endpoint for the whole run.
 //
@@ -394,11 +394,6 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
 // "tcp;ofi_rxm"), bound to `bind_address` when it is set and the provider is
 // not shm.
 [[nodiscard]] Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address);
-
-// The address of the endpoint that the endpoint published as `published`
-// opens for membership epoch `epoch` (the same at epoch 0): the name with
-// ".e<epoch>" appended, its trailing NUL kept where it had one.
-[[nodiscard]] std::vector<uint8_t> EpochAddress(std::span<const uint8_t> published, uint64_t epoch);
 
 // The Request handle of an op (fabric_transport.cc).
 [[nodiscard]] Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,

@@ -21,6 +21,20 @@ using fabric::FabricCore;
 using fabric::FabricOp;
 using fabric::InfoOwner;
 
+// The address of the endpoint that the endpoint published as `published`
+// opens for membership epoch `epoch` (the same at epoch 0): the name with
+// ".e<epoch>" appended, its trailing NUL kept where it had one.
+std::vector<uint8_t> EpochAddress(std::span<const uint8_t> published, uint64_t epoch) {
+  std::vector<uint8_t> out(published.begin(), published.end());
+  if (epoch == 0) return out;
+  const bool terminated = !out.empty() && out.back() == 0;
+  while (!out.empty() && out.back() == 0) out.pop_back();
+  const std::string suffix = ".e" + std::to_string(epoch);
+  out.insert(out.end(), suffix.begin(), suffix.end());
+  if (terminated) out.push_back(0);
+  return out;
+}
+
 // ---- Request and Transport ----
 
 class FabricRequest final : public Request {
@@ -59,7 +73,7 @@ class FabricTransport final : public Transport {
     std::shared_ptr<FabricCore> old = Core();
     if (!old->renews_endpoint_per_epoch() || epoch == epoch_) return Status::Ok();
     FabricOptions options = options_;
-    const std::vector<uint8_t> name = fabric::EpochAddress(published_, epoch);
+    const std::vector<uint8_t> name = EpochAddress(published_, epoch);
     options.endpoint_name.assign(name.begin(), std::find(name.begin(), name.end(), uint8_t{0}));
     auto fresh = std::make_shared<FabricCore>(options);
     Status opened = fresh->Open();
@@ -90,7 +104,7 @@ class FabricTransport final : public Transport {
     }
     if (epoch == 0) return core->SetPeers(self, peers);
     std::vector<PeerInfo> renamed(peers.begin(), peers.end());
-    for (PeerInfo& p : renamed) p.address = fabric::EpochAddress(p.address, epoch);
+    for (PeerInfo& p : renamed) p.address = EpochAddress(p.address, epoch);
     return core->SetPeers(self, renamed);
   }
   Rank rank() const override { return Core()->rank(); }
