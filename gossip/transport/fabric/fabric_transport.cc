@@ -9,6 +9,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -61,17 +62,19 @@ class FabricRequest final : public Request {
 class FabricTransport final : public Transport {
  public:
   FabricTransport(FabricOptions options, std::shared_ptr<FabricCore> core)
-      : options_(std::move(options)), published_(core->local_address()), core_(std::move(core)) {}
-  ~FabricTransport() override { Core()->Shutdown(); }
+      : options_(std::move(options)), published_(core->local_address()), core_(core.get()) {
+    cores_.push_back(std::move(core));
+  }
+  ~FabricTransport() override { Core().Shutdown(); }
 
   std::vector<uint8_t> LocalAddress() const override { return published_; }
 
   // shm: a fresh core whose endpoint is named EpochAddress(published_, epoch);
   // the old one closes, failing what it still holds (fabric_core.h, Epochs).
   Status BeginEpoch(uint64_t epoch) override {
-    std::lock_guard<std::mutex> renewing(renew_mu_);
-    std::shared_ptr<FabricCore> old = Core();
-    if (!old->renews_endpoint_per_epoch() || epoch == epoch_) return Status::Ok();
+    std::lock_guard<std::mutex> lock(mu_);
+    FabricCore& old = Core();
+    if (!old.renews_endpoint_per_epoch() || epoch == epoch_) return Status::Ok();
     FabricOptions options = options_;
     const std::vector<uint8_t> name = EpochAddress(published_, epoch);
     options.endpoint_name.assign(name.begin(), std::find(name.begin(), name.end(), uint8_t{0}));
@@ -81,67 +84,57 @@ class FabricTransport final : public Transport {
       return opened.WithContext("opening the " + options.provider + " endpoint of membership epoch " +
                                 std::to_string(epoch));
     }
-    const uint64_t left = epoch_;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      core_ = fresh;
-      epoch_ = epoch;
-    }
-    old->Shutdown(StatusCode::kUnavailable, "the endpoint of membership epoch " + std::to_string(left) +
-                                                " closed as epoch " + std::to_string(epoch) + " began");
-    std::lock_guard<std::mutex> lock(mu_);
-    retired_ += old->Stats();
+    core_.store(fresh.get(), std::memory_order_release);
+    cores_.push_back(std::move(fresh));
+    old.Shutdown(StatusCode::kUnavailable, "the endpoint of membership epoch " + std::to_string(epoch_) +
+                                               " closed as epoch " + std::to_string(epoch) + " began");
+    epoch_ = epoch;
     return Status::Ok();
   }
 
   Status SetPeers(Rank self, std::span<const PeerInfo> peers) override {
-    uint64_t epoch;
-    std::shared_ptr<FabricCore> core;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      epoch = epoch_;
-      core = core_;
-    }
-    if (epoch == 0) return core->SetPeers(self, peers);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (epoch_ == 0) return Core().SetPeers(self, peers);
     std::vector<PeerInfo> renamed(peers.begin(), peers.end());
-    for (PeerInfo& p : renamed) p.address = EpochAddress(p.address, epoch);
-    return core->SetPeers(self, renamed);
+    for (PeerInfo& p : renamed) p.address = EpochAddress(p.address, epoch_);
+    return Core().SetPeers(self, renamed);
   }
-  Rank rank() const override { return Core()->rank(); }
-  int size() const override { return Core()->size(); }
+  Rank rank() const override { return Core().rank(); }
+  int size() const override { return Core().size(); }
   Result<RequestPtr> Isend(Rank dest, Tag tag, std::span<const std::byte> data) override {
-    return Core()->Post(FabricOp::Kind::kSend, dest, tag, const_cast<std::byte*>(data.data()), data.size());
+    return Core().Post(FabricOp::Kind::kSend, dest, tag, const_cast<std::byte*>(data.data()), data.size());
   }
   Result<RequestPtr> Irecv(Rank source, Tag tag, std::span<std::byte> data) override {
-    return Core()->Post(FabricOp::Kind::kRecv, source, tag, data.data(), data.size());
+    return Core().Post(FabricOp::Kind::kRecv, source, tag, data.data(), data.size());
   }
-  void MarkPeerDead(Rank peer) override { Core()->MarkPeerDead(peer); }
-  void Discard(TagFilter filter) override { Core()->Discard(filter); }
+  void MarkPeerDead(Rank peer) override { Core().MarkPeerDead(peer); }
+  void Discard(TagFilter filter) override { Core().Discard(filter); }
   bool NeedsPeersInstalledBeforeFirstSend() const override {
-    return Core()->needs_peers_installed_before_first_send();
+    return Core().needs_peers_installed_before_first_send();
   }
   TransportStats Stats() const override {
-    TransportStats s = Core()->Stats();
     std::lock_guard<std::mutex> lock(mu_);
-    return s += retired_;
+    TransportStats s;
+    for (const auto& core : cores_) s += core->Stats();
+    return s;
   }
-  std::string Describe() const override { return Core()->Describe(); }
+  std::string Describe() const override { return Core().Describe(); }
 
-  FabricMrStats MrStats() const { return Core()->MrStats(); }
+  FabricMrStats MrStats() const { return Core().MrStats(); }
 
  private:
-  std::shared_ptr<FabricCore> Core() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return core_;
-  }
+  // The endpoint of this epoch. A plain load: posts need no lock or
+  // reference count, and every core lives as long as the transport (cores_).
+  FabricCore& Core() const { return *core_.load(std::memory_order_acquire); }
 
   const FabricOptions options_;
   const std::vector<uint8_t> published_;  // the first endpoint's address (LocalAddress)
-  std::mutex renew_mu_;                   // one BeginEpoch at a time
-  mutable std::mutex mu_;
-  std::shared_ptr<FabricCore> core_;      // this epoch's endpoint; under mu_
-  uint64_t epoch_ = 0;                    // the epoch core_ was opened for; under mu_
-  TransportStats retired_;                // what the closed endpoints moved; under mu_
+  mutable std::mutex mu_;                 // BeginEpoch, SetPeers and Stats one at a time
+  std::atomic<FabricCore*> core_;         // cores_.back()
+  // Every endpoint opened, the closed ones kept (for their Stats, and so that
+  // a post racing BeginEpoch still finds its core; one per re-form).
+  std::vector<std::shared_ptr<FabricCore>> cores_;  // under mu_
+  uint64_t epoch_ = 0;                              // the epoch core_ was opened for; under mu_
 };
 
 }  // namespace
