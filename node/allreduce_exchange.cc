@@ -133,16 +133,15 @@ Status AllreduceExchange::Finish() {
 }
 
 Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
-  const uint64_t epoch = session_->view.epoch;
-  CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch,
-                  " to re-form the all-reduce");
-  const Deadline deadline = Deadline::AfterSeconds(2 * config_.cluster.dead_timeout_s + 10);
-  CHORUS_ASSIGN_OR_RETURN(MembershipView next,
-                          session_->control->WaitForEpochAbove(epoch, deadline));
-  if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
+  Status s = ReformOverSurvivors(*session_, config_, failure, "all-reduce",
+                                 [&](const MembershipView& next) { return ReformAt(next, step); });
+  if (s.ok()) ++reforms_;
+  return s;
+}
+
+Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t step) {
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(Build());
-  ++reforms_;
   // Survivors may disagree on whether the failed step's sum completed (one
   // finished step s and failed at s + 1, another failed at s): take the new
   // rank 0's parameters and apply no update for the failed step anywhere.
@@ -175,8 +174,6 @@ Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
     CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", steps_to_skip_, " step(s) to resume with the survivors at step ",
                     resume);
   }
-  CHORUS_LOG_WARN(Subsys::kGossip, "re-formed the all-reduce over ", next.size(),
-                  " survivors at epoch ", next.epoch, " (after: ", failure.message(), ")");
   return Status::Ok();
 }
 

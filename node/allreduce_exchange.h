@@ -46,9 +46,12 @@ class AllreduceExchange final : public Exchange {
                     TraceWriter* trace)
       : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
   [[nodiscard]] Status Build();
-  // Waits for the next membership epoch, rebuilds over it, and agrees with the
-  // survivors on the step after `step` to resume from (steps_to_skip_).
+  // Waits for the next membership epoch and re-forms over it (ReformAt),
+  // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
   [[nodiscard]] Status Reform(const Status& failure, int64_t step);
+  // Installs `next`, rebuilds over it, and agrees with the survivors on the
+  // step after `step` to resume from (steps_to_skip_).
+  [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t step);
 
   const Config& config_;
   ClusterSession* session_;

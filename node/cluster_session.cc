@@ -16,10 +16,7 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
   const bool had_epoch = !view.members.empty();
   const uint64_t left_epoch = view.epoch;
   view = next;
-  {
-    std::lock_guard<std::mutex> lock(installed->mu);
-    installed->view = next;
-  }
+  installed->BeginInstall(next);
   if (!transport) return Status::Ok();
   std::vector<gossip::PeerInfo> peers;
   peers.reserve(next.members.size());
@@ -35,6 +32,7 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
     CHORUS_RETURN_IF_ERROR(DataPlaneBarrier("data-plane endpoints opened", next.epoch, deadline));
   }
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(next.self_rank, peers));
+  installed->Installed(*transport);
   // A failure leaves messages that no receive will take: a round a neighbour
   // abandoned, the next round a survivor sent before it noticed. Over net (a
   // byte stream per peer) the first large one would hold back everything its
@@ -124,22 +122,12 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
     // our pending data-plane operations with it now rather than at their
     // deadline, and post no new ones to it. libfabric 1.17's rxm crashes when a
     // receive is posted to a peer whose connection it is tearing down.
-    // The rank is looked up in the view the transport has installed, which
-    // may be older than the control plane's.
     gossip::Transport* transport = session.transport.get();
-    std::shared_ptr<InstalledView> installed = session.installed;
-    session.control->OnMemberConnectionLost([transport, installed](const std::string& name, int) {
-      int rank = -1;
-      {
-        std::lock_guard<std::mutex> lock(installed->mu);
-        if (const Member* m = installed->view.Find(name)) rank = m->rank;
-        if (rank == installed->view.self_rank) rank = -1;
-      }
-      if (rank < 0) return;
-      CHORUS_LOG_WARN(Subsys::kFabric, "marking ", name, " (rank ", rank,
-                      ") dead on the data plane: its control connection closed");
-      transport->MarkPeerDead(rank);
-    });
+    std::shared_ptr<InstalledPeers> installed = session.installed;
+    session.control->OnMemberConnectionLost(
+        [transport, installed](const std::string& name, int) { installed->ConnectionLost(name, *transport); });
+    session.control->OnViewChange(
+        [transport, installed](const MembershipView& latest) { installed->ViewChanged(latest, *transport); });
   }
   return session;
 }

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/status.h"
@@ -14,6 +13,7 @@
 #include "gossip/transport.h"
 #include "node/config.h"
 #include "node/control_plane.h"
+#include "node/installed_peers.h"
 #include "node/membership.h"
 
 namespace chorus::node {
@@ -30,18 +30,14 @@ inline gossip::TagFilter EpochTagFilter(uint64_t epoch) {
   return {EpochTagBase(epoch), gossip::kMaxTag & ~(kEpochBits | gossip::kGossipTagBit)};
 }
 
-// The view whose members are the transport's peers right now, shared with the
-// control thread (which may already hold a newer view).
-struct InstalledView {
-  std::mutex mu;
-  MembershipView view;
-};
-
 struct ClusterSession {
   std::unique_ptr<gossip::Transport> transport;  // null when opened without a data plane
   std::unique_ptr<ControlPlane> control;
   MembershipView view;
-  std::shared_ptr<InstalledView> installed = std::make_shared<InstalledView>();
+  // The view the transport's peers come from, shared with the control thread
+  // (which may already hold a newer view) to mark members dead whose control
+  // connection closed.
+  std::shared_ptr<InstalledPeers> installed = std::make_shared<InstalledPeers>();
 
   // Installs `view`'s members as the transport's peers (Transport::BeginEpoch,
   // then SetPeers). Moving to a later epoch also discards what the epochs left

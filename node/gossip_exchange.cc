@@ -149,18 +149,16 @@ Status GossipExchange::AfterUpdate(int64_t step) {
 }
 
 Status GossipExchange::Reform(const Status& failure, int64_t step) {
-  const uint64_t epoch = session_->view.epoch;
-  CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch,
-                  " to drop the dead neighbour");
-  CHORUS_ASSIGN_OR_RETURN(
-      MembershipView next,
-      session_->control->WaitForEpochAbove(
-          epoch, Deadline::AfterSeconds(2 * config_.cluster.dead_timeout_s + 10)));
-  if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
+  Status s = ReformOverSurvivors(*session_, config_, failure, "gossip",
+                                 [&](const MembershipView& next) { return ReformAt(next, step); });
+  if (s.ok()) ++reforms_;
+  return s;
+}
+
+Status GossipExchange::ReformAt(const MembershipView& next, int64_t step) {
   protocol_.reset();  // stops a pairwise responder before the peers change
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(BuildProtocol());
-  ++reforms_;
   // Rounds are matched by step: resume together (the failed round is dropped).
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
                           gossip::Collective::Create(*session_->transport, HostKeys(next)));
@@ -172,8 +170,6 @@ Status GossipExchange::Reform(const Status& failure, int64_t step) {
     CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", steps_to_skip_, " step(s) to resume with the survivors at step ",
                     resume);
   }
-  CHORUS_LOG_WARN(Subsys::kGossip, "gossip re-formed over ", next.size(), " survivors at epoch ",
-                  next.epoch, " (after: ", failure.message(), ")");
   return Status::Ok();
 }
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/log.h"
+
 namespace chorus::node {
 
 Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int world_size, int self_rank,
@@ -19,6 +21,35 @@ Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int worl
   o.deadline = deadline;
   CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(steps), o));
   return static_cast<int64_t>(*std::max_element(steps.begin(), steps.end()));
+}
+
+Status ReformOverSurvivors(ClusterSession& session, const Config& config, const Status& failure,
+                           const std::string& what, const std::function<Status(const MembershipView&)>& attempt) {
+  const int attempts = std::max(1, session.view.size());
+  uint64_t epoch = session.view.epoch;
+  for (int i = 1;; ++i) {
+    CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch, " to re-form the ", what);
+    const Deadline deadline = Deadline::AfterSeconds(2 * config.cluster.dead_timeout_s + 10);
+    CHORUS_ASSIGN_OR_RETURN(MembershipView next, session.control->WaitForEpochAbove(epoch, deadline));
+    if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
+    session.installed->SetReforming(true);  // a newer epoch now ends the attempt
+    Status s = attempt(next);
+    session.installed->SetReforming(false);
+    if (s.ok()) {
+      CHORUS_LOG_WARN(Subsys::kGossip, "re-formed the ", what, " over ", next.size(), " survivors at epoch ",
+                      next.epoch, " (after: ", failure.message(), ")");
+      return s;
+    }
+    const bool member_lost = s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded ||
+                             s.code() == StatusCode::kAborted;
+    if (!member_lost || i >= attempts) {
+      return s.WithContext("re-forming the " + what + " at epoch " + std::to_string(next.epoch) + " (attempt " +
+                           std::to_string(i) + " of at most " + std::to_string(attempts) + ")");
+    }
+    CHORUS_LOG_WARN(Subsys::kGossip, "re-forming the ", what, " at epoch ", next.epoch,
+                    " failed (another member lost?): ", s.ToString());
+    epoch = next.epoch;
+  }
 }
 
 }  // namespace chorus::node

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -31,6 +33,19 @@ inline gossip::Tag ResumeStepTagBase(uint64_t epoch) {
 inline Deadline ReformDeadline(const Config& config) {
   return Deadline::AfterSeconds(2 * config.fabric.op_timeout_s + 2 * config.cluster.dead_timeout_s + 10);
 }
+
+// Re-forms an exchange after `failure` (a member died): waits for the
+// membership epoch after the session's (by 2 * cluster.dead_timeout_s + 10 s),
+// then runs `attempt` at it, which installs the new view and resynchronises.
+// An attempt fails when another member dies during it (a collective or a
+// barrier meets the dead one, or the epoch moves on): then this waits for the
+// epoch that drops that member and tries again, as long as errors are those of
+// lost members (Unavailable, DeadlineExceeded, Aborted) and at most once per
+// member of the failed epoch. `what` names the exchange in the log. Aborted
+// when this node was removed from the cluster.
+[[nodiscard]] Status ReformOverSurvivors(ClusterSession& session, const Config& config, const Status& failure,
+                                         const std::string& what,
+                                         const std::function<Status(const MembershipView&)>& attempt);
 
 // The largest `next_step` over the ranks of `collective` (an all-reduce of a
 // one-hot vector: exact for steps below 2^24).

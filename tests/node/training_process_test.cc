@@ -169,6 +169,67 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
   }
 }
 
+// A launch of `n` nodes for the kill tests: 4 epochs of 5120 samples, slowed
+// down so that the kills land mid-training, with an op deadline of 5 s.
+std::vector<std::string> KillTestArgs(const std::string& name, const fs::path& out, int n,
+                                      const std::string& provider, const std::string& kind,
+                                      const std::string& algorithm, const std::string& shared_memory) {
+  std::vector<std::string> args = {"launch", "-n", std::to_string(n)};
+  for (const std::string& s : FastClusterSets(name)) args.push_back(s);
+  for (const std::string& s :
+       {std::string("run.output_dir=\"") + out.string() + "\"", "run.name=\"" + name + "\"",
+        std::string("run.progress=\"off\""), std::string("train.epochs=4"),
+        std::string("data.train_limit=5120"), std::string("data.test_limit=500"),
+        std::string("train.log_every_steps=2"), std::string("train.threads=1"),
+        std::string("train.slowdown=3.0"), std::string("fabric.op_timeout_s=5"),
+        // Looser than FastClusterSets: 4 busy nodes on 2 shared cores must not
+        // declare a live peer dead.
+        std::string("cluster.heartbeat_interval_s=0.2"), std::string("cluster.suspect_timeout_s=1.5"),
+        std::string("cluster.dead_timeout_s=3"), "exchange.kind=\"" + kind + "\"",
+        "exchange.algorithm=\"" + algorithm + "\"", "exchange.shared_memory=" + shared_memory,
+        "fabric.provider=\"" + provider + "\"", std::string("topology.kind=\"ring\"")}) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  return args;
+}
+
+// The pid launch reports for `node`, once it has started.
+std::optional<pid_t> StartedPid(ChorusProcess& launch, const std::string& node) {
+  auto started = launch.WaitFor("launch: started " + node + " \\(pid ([0-9]+)\\)", 30);
+  if (!started) return std::nullopt;
+  return static_cast<pid_t>(std::stoi((*started)[1].str()));
+}
+
+// True once `metrics` (a node's metrics.jsonl) has 3 lines: it is training.
+bool WaitUntilTraining(const fs::path& metrics) {
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream in(metrics);
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    if (lines >= 3) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// Nodes 0..survivors-1 of the run in `dir` wrote summaries with one
+// parameter checksum, each after at least one re-form; the others wrote none.
+void ExpectSurvivorsWithOneModel(const fs::path& dir, int survivors, int n, const std::string& output) {
+  std::string checksum;
+  for (int i = 0; i < survivors; ++i) {
+    auto summary = ReadJson(dir / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << "node" << i << "\n" << output;
+    EXPECT_GE(summary["reforms"].get<int>(), 1) << "node" << i;
+    const std::string c = std::to_string(summary["parameter_checksum"].get<uint64_t>());
+    if (i == 0) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i;
+  }
+  for (int i = survivors; i < n; ++i) {
+    EXPECT_FALSE(fs::exists(dir / ("node" + std::to_string(i)) / "summary.json")) << "node" << i;
+  }
+}
+
 // kill -9 of one node mid-training: the three survivors re-form at the next
 // membership epoch and finish with one model (identical checksums), under both
 // all-reduce (parameters identical, so training just goes on) and D-PSGD
@@ -195,60 +256,49 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
   };
   for (const Variant& v : {Variant{"allreduce", "ring", "false"}, Variant{"allreduce", "auto", "true"},
                            Variant{"gossip", "ring", "false"}}) {
-    const std::string& kind = v.kind;
-    SCOPED_TRACE(kind + " " + v.algorithm);
+    SCOPED_TRACE(v.kind + " " + v.algorithm);
     const fs::path out = fs::temp_directory_path() / ("chorus-kill-test-" + std::to_string(getpid()));
-    const std::string name = "kill-" + ShortName(GetParam()) + "-" + kind + "-" + v.algorithm;
-    std::vector<std::string> args = {"launch", "-n", "4"};
-    for (const std::string& s : FastClusterSets(name)) args.push_back(s);
-    for (const std::string& s :
-         {std::string("run.output_dir=\"") + out.string() + "\"", "run.name=\"" + name + "\"",
-          std::string("run.progress=\"off\""), std::string("train.epochs=4"),
-          std::string("data.train_limit=5120"), std::string("data.test_limit=500"),
-          std::string("train.log_every_steps=2"), std::string("train.threads=1"),
-          std::string("train.slowdown=3.0"), std::string("fabric.op_timeout_s=5"),
-          // Looser than FastClusterSets: 4 busy nodes on 2 shared cores must not
-          // declare a live peer dead.
-          std::string("cluster.heartbeat_interval_s=0.2"), std::string("cluster.suspect_timeout_s=1.5"),
-          std::string("cluster.dead_timeout_s=3"),
-          "exchange.kind=\"" + kind + "\"", "exchange.algorithm=\"" + v.algorithm + "\"",
-          "exchange.shared_memory=" + v.shared_memory, "fabric.provider=\"" + GetParam() + "\"",
-          std::string("topology.kind=\"ring\"")}) {
-      args.push_back("--set");
-      args.push_back(s);
-    }
-    ChorusProcess launch(args);
-    auto started = launch.WaitFor("launch: started node3 \\(pid ([0-9]+)\\)", 30);
-    ASSERT_TRUE(started) << launch.Output();
-    const pid_t victim = static_cast<pid_t>(std::stoi((*started)[1].str()));
+    const std::string name = "kill-" + ShortName(GetParam()) + "-" + v.kind + "-" + v.algorithm;
+    ChorusProcess launch(KillTestArgs(name, out, 4, GetParam(), v.kind, v.algorithm, v.shared_memory));
+    const std::optional<pid_t> victim = StartedPid(launch, "node3");
+    ASSERT_TRUE(victim) << launch.Output();
     // Kill once node3 has logged a few steps (it is training, mid-exchange).
-    const fs::path victim_metrics = out / name / "node3" / "metrics.jsonl";
-    bool training = false;
-    for (int i = 0; i < 600 && !training; ++i) {
-      std::ifstream in(victim_metrics);
-      int lines = 0;
-      for (std::string line; std::getline(in, line);) ++lines;
-      training = lines >= 3;
-      if (!training) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ASSERT_TRUE(training) << launch.Output();
-    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    ASSERT_TRUE(WaitUntilTraining(out / name / "node3" / "metrics.jsonl")) << launch.Output();
+    ASSERT_EQ(kill(*victim, SIGKILL), 0);
     std::optional<int> status = launch.Wait(180);
     ASSERT_TRUE(status) << launch.Output();
     // launch reports node3's death; the survivors exit 0.
     EXPECT_NE(launch.Output().find("node3 was killed by signal 9"), std::string::npos) << launch.Output();
-    std::string checksum;
-    for (int i = 0; i < 3; ++i) {
-      auto summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
-      ASSERT_TRUE(summary.is_object()) << "node" << i << "\n" << launch.Output();
-      EXPECT_GE(summary["reforms"].get<int>(), 1) << "node" << i;
-      const std::string c = std::to_string(summary["parameter_checksum"].get<uint64_t>());
-      if (i == 0) checksum = c;
-      EXPECT_EQ(c, checksum) << "node" << i;
-    }
-    EXPECT_FALSE(fs::exists(out / name / "node3" / "summary.json"));
+    ExpectSurvivorsWithOneModel(out / name, 3, 4, launch.Output());
     fs::remove_all(out);
   }
+}
+
+// Two kills in a row, the second while the survivors re-form over the epoch
+// that dropped the first: the re-form at that epoch fails (node3 is dead
+// there), and the survivors try again at the epoch that drops node3 too.
+// Before, they stopped with the broadcast's error; node3's closed control
+// connection, seen before they installed the epoch that still named it, was
+// not marked on the data plane, so that broadcast waited out its deadline; and
+// one that went on waiting at the superseded epoch for a survivor that had
+// moved on stopped at that deadline (InstalledPeers).
+TEST_P(TrainingProcessTest, SurvivorsOfTwoKillsInARowFinishWithOneModel) {
+  const fs::path out = fs::temp_directory_path() / ("chorus-kill2-test-" + std::to_string(getpid()));
+  const std::string name = "kill2-" + ShortName(GetParam());
+  ChorusProcess launch(KillTestArgs(name, out, 5, GetParam(), "allreduce", "ring", "false"));
+  const std::optional<pid_t> first = StartedPid(launch, "node4");
+  const std::optional<pid_t> second = StartedPid(launch, "node3");
+  ASSERT_TRUE(first && second) << launch.Output();
+  ASSERT_TRUE(WaitUntilTraining(out / name / "node4" / "metrics.jsonl")) << launch.Output();
+  ASSERT_EQ(kill(*first, SIGKILL), 0);
+  ASSERT_TRUE(launch.WaitFor("\\[control\\] epoch 1: members node0 node1 node2 node3 \\(", 60)) << launch.Output();
+  ASSERT_EQ(kill(*second, SIGKILL), 0);
+  std::optional<int> status = launch.Wait(180);
+  ASSERT_TRUE(status) << launch.Output();
+  EXPECT_NE(launch.Output().find("node4 was killed by signal 9"), std::string::npos) << launch.Output();
+  EXPECT_NE(launch.Output().find("node3 was killed by signal 9"), std::string::npos) << launch.Output();
+  ExpectSurvivorsWithOneModel(out / name, 3, 5, launch.Output());
+  fs::remove_all(out);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, TrainingProcessTest, ::testing::Values("tcp;ofi_rxm", "net", "shm"),

@@ -1,0 +1,72 @@
+// InstalledPeers (see installed_peers.h).
+#include "node/installed_peers.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace chorus::node {
+namespace {
+
+std::string Key(const Member& m) { return {m.data_address.begin(), m.data_address.end()}; }
+
+}  // namespace
+
+void InstalledPeers::BeginInstall(const MembershipView& next) {
+  std::lock_guard<std::mutex> lock(mu_);
+  view_ = next;
+  installed_ = false;
+}
+
+void InstalledPeers::Installed(gossip::Transport& transport) {
+  std::lock_guard<std::mutex> lock(mu_);
+  installed_ = true;
+  std::set<std::string> still_named;
+  for (const Member& m : view_.members) {
+    if (!dead_.contains(Key(m))) continue;
+    still_named.insert(Key(m));
+    if (m.rank != view_.self_rank) MarkDeadLocked(m, transport, "before this epoch was installed");
+  }
+  dead_ = std::move(still_named);
+  if (reforming_ && latest_epoch_ > view_.epoch) EndSupersededLocked(transport);
+}
+
+void InstalledPeers::SetReforming(bool reforming) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reforming_ = reforming;
+}
+
+void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport& transport) {
+  std::lock_guard<std::mutex> lock(mu_);
+  latest_epoch_ = std::max(latest_epoch_, latest.epoch);
+  if (reforming_ && installed_ && latest.epoch > view_.epoch) EndSupersededLocked(transport);
+}
+
+void InstalledPeers::EndSupersededLocked(gossip::Transport& transport) {
+  CHORUS_LOG_WARN(Subsys::kFabric, "epoch ", latest_epoch_, " supersedes epoch ", view_.epoch,
+                  " during the re-form: ending the re-form's data-plane operations there");
+  for (const Member& m : view_.members) {
+    if (m.rank != view_.self_rank) transport.MarkPeerDead(m.rank);
+  }
+}
+
+void InstalledPeers::ConnectionLost(const std::string& name, gossip::Transport& transport) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Member* m = view_.Find(name);
+  if (m == nullptr || m->rank == view_.self_rank) return;
+  dead_.insert(Key(*m));
+  if (installed_) {
+    MarkDeadLocked(*m, transport, "");
+  } else {
+    CHORUS_LOG_WARN(Subsys::kFabric, name, "'s control connection closed while epoch ", view_.epoch,
+                    " is being installed: it is marked dead on the data plane once it is");
+  }
+}
+
+void InstalledPeers::MarkDeadLocked(const Member& member, gossip::Transport& transport, const char* when) {
+  CHORUS_LOG_WARN(Subsys::kFabric, "marking ", member.name, " (rank ", member.rank, " of epoch ", view_.epoch,
+                  ") dead on the data plane: its control connection closed", *when ? " " : "", when);
+  transport.MarkPeerDead(member.rank);
+}
+
+}  // namespace chorus::node
