@@ -32,27 +32,30 @@ struct LaunchedRun {
   fs::path dir;
 };
 
-LaunchedRun LaunchTraining(const std::string& name, int n, const std::vector<std::string>& sets) {
-  const fs::path out = fs::temp_directory_path() / ("chorus-train-test-" + std::to_string(getpid()));
+// `chorus launch -n n` of a run `name` written under `out`: FastClusterSets,
+// with the cluster's timeouts loosened (4 busy nodes, 8 with a parallel test,
+// on 2 shared cores must not declare a live peer dead), then `sets`.
+std::vector<std::string> LaunchArgs(const std::string& name, int n, const fs::path& out,
+                                    const std::vector<std::string>& sets) {
   std::vector<std::string> args = {"launch", "-n", std::to_string(n)};
   for (const std::string& s : FastClusterSets(name)) args.push_back(s);
-  for (const std::string& s :
-       {std::string("run.output_dir=\"") + out.string() + "\"", "run.name=\"" + name + "\"",
-        std::string("run.progress=\"off\""), std::string("train.epochs=1"),
-        std::string("data.train_limit=5120"), std::string("data.test_limit=1000"),
-        std::string("train.log_every_steps=5"), std::string("train.threads=1"),
-        // Looser than FastClusterSets, as in the kill test: nothing dies here,
-        // and 4 busy nodes (8 with a parallel test) on 2 shared cores must not
-        // declare a live peer dead.
-        std::string("cluster.heartbeat_interval_s=0.2"), std::string("cluster.suspect_timeout_s=1.5"),
-        std::string("cluster.dead_timeout_s=3")}) {
+  std::vector<std::string> all = {"run.output_dir=\"" + out.string() + "\"", "run.name=\"" + name + "\"",
+                                  "run.progress=\"off\"", "train.threads=1", "cluster.heartbeat_interval_s=0.2",
+                                  "cluster.suspect_timeout_s=1.5", "cluster.dead_timeout_s=3"};
+  all.insert(all.end(), sets.begin(), sets.end());
+  for (const std::string& s : all) {
     args.push_back("--set");
     args.push_back(s);
   }
-  for (const std::string& s : sets) {
-    args.push_back("--set");
-    args.push_back(s);
-  }
+  return args;
+}
+
+LaunchedRun LaunchTraining(const std::string& name, int n, const std::vector<std::string>& sets) {
+  const fs::path out = fs::temp_directory_path() / ("chorus-train-test-" + std::to_string(getpid()));
+  std::vector<std::string> all = {"train.epochs=1", "data.train_limit=5120", "data.test_limit=1000",
+                                  "train.log_every_steps=5"};
+  all.insert(all.end(), sets.begin(), sets.end());
+  const std::vector<std::string> args = LaunchArgs(name, n, out, all);
   ChorusProcess launch(args);
   LaunchedRun run;
   std::optional<int> status = launch.Wait(240);
@@ -174,24 +177,11 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
 std::vector<std::string> KillTestArgs(const std::string& name, const fs::path& out, int n,
                                       const std::string& provider, const std::string& kind,
                                       const std::string& algorithm, const std::string& shared_memory) {
-  std::vector<std::string> args = {"launch", "-n", std::to_string(n)};
-  for (const std::string& s : FastClusterSets(name)) args.push_back(s);
-  for (const std::string& s :
-       {std::string("run.output_dir=\"") + out.string() + "\"", "run.name=\"" + name + "\"",
-        std::string("run.progress=\"off\""), std::string("train.epochs=4"),
-        std::string("data.train_limit=5120"), std::string("data.test_limit=500"),
-        std::string("train.log_every_steps=2"), std::string("train.threads=1"),
-        std::string("train.slowdown=3.0"), std::string("fabric.op_timeout_s=5"),
-        // Looser than FastClusterSets: 4 busy nodes on 2 shared cores must not
-        // declare a live peer dead.
-        std::string("cluster.heartbeat_interval_s=0.2"), std::string("cluster.suspect_timeout_s=1.5"),
-        std::string("cluster.dead_timeout_s=3"), "exchange.kind=\"" + kind + "\"",
-        "exchange.algorithm=\"" + algorithm + "\"", "exchange.shared_memory=" + shared_memory,
-        "fabric.provider=\"" + provider + "\"", std::string("topology.kind=\"ring\"")}) {
-    args.push_back("--set");
-    args.push_back(s);
-  }
-  return args;
+  return LaunchArgs(name, n, out,
+                    {"train.epochs=4", "data.train_limit=5120", "data.test_limit=500", "train.log_every_steps=2",
+                     "train.slowdown=3.0", "fabric.op_timeout_s=5", "exchange.kind=\"" + kind + "\"",
+                     "exchange.algorithm=\"" + algorithm + "\"", "exchange.shared_memory=" + shared_memory,
+                     "fabric.provider=\"" + provider + "\"", "topology.kind=\"ring\""});
 }
 
 // The pid launch reports for `node`, once it has started.
