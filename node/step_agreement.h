@@ -3,6 +3,8 @@
 // neighbour did not). Every exchange protocol matches messages by round, so
 // they must resume from one step: the largest any survivor reached. A node
 // behind it skips the missing steps (the training loop drops their batches).
+// ReformOverSurvivors drives a whole re-form, again at a later epoch when
+// another member dies during it.
 //
 // Must not: be called by only some survivors (it is a collective over the new
 // membership), or reuse the tags of an exchange of the same epoch.
