@@ -120,12 +120,17 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
   if (session.transport) {
     // A member whose control connection closed has (almost always) died: fail
     // our pending data-plane operations with it now rather than at their
-    // deadline, and post no new ones to it. libfabric 1.17's rxm crashes when a
-    // receive is posted to a peer whose connection it is tearing down.
+    // deadline, and post no new ones to it. Once it is declared dead, end the
+    // epoch's operations with every member (InstalledPeers).
     gossip::Transport* transport = session.transport.get();
     std::shared_ptr<InstalledPeers> installed = session.installed;
-    session.control->OnMemberConnectionLost(
-        [transport, installed](const std::string& name, int) { installed->ConnectionLost(name, *transport); });
+    session.control->OnMemberFailure([transport, installed](const MemberFailure& f) {
+      if (f.kind == MemberFailure::Kind::kConnectionLost) {
+        installed->ConnectionLost(f.name, *transport);
+      } else {
+        installed->MemberDead(f.name, *transport);
+      }
+    });
     session.control->OnViewChange(
         [transport, installed](const MembershipView& latest) { installed->ViewChanged(latest, *transport); });
   }

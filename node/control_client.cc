@@ -61,7 +61,7 @@ Result<ProbeResult> ProbeNode(const std::string& address, const std::string& tok
   std::optional<Status> dial_error;
   ConnectionOptions options;
   options.handshake_timeout = std::max<Duration>(Capped(deadline.Remaining()), std::chrono::milliseconds(1));
-  AsyncDial(io, address, Capped(deadline.Remaining()), [&](Result<asio::ip::tcp::socket> socket) {
+  AsyncDial(io, address, Capped(deadline.Remaining()), [&](Result<asio::ip::tcp::socket> socket, bool /*refused*/) {
     if (!socket) {
       dial_error = socket.error();
       return;

@@ -441,11 +441,11 @@ void Connection::Close(const Status& reason) {
 }
 
 void AsyncDial(asio::io_context& io, const std::string& address, Duration timeout,
-               std::function<void(Result<asio::ip::tcp::socket>)> done) {
+               std::function<void(Result<asio::ip::tcp::socket>, bool refused)> done) {
   Result<HostPort> hp = ParseHostPort(address);
   if (!hp) {
     auto error = hp.error().WithContext("dialing '" + address + "'");
-    asio::post(io, [done = std::move(done), error] { done(Err(error)); });
+    asio::post(io, [done = std::move(done), error] { done(Err(error), false); });
     return;
   }
   struct DialState {
@@ -455,7 +455,7 @@ void AsyncDial(asio::io_context& io, const std::string& address, Duration timeou
     asio::steady_timer timer;
     bool finished = false;
     bool timed_out = false;
-    std::function<void(Result<asio::ip::tcp::socket>)> done;
+    std::function<void(Result<asio::ip::tcp::socket>, bool)> done;
     std::string address;
     double timeout_s = 0;
   };
@@ -463,11 +463,11 @@ void AsyncDial(asio::io_context& io, const std::string& address, Duration timeou
   state->done = std::move(done);
   state->address = address;
   state->timeout_s = std::chrono::duration<double>(timeout).count();
-  auto finish = [state](Result<asio::ip::tcp::socket> result) {
+  auto finish = [state](Result<asio::ip::tcp::socket> result, bool refused = false) {
     if (state->finished) return;
     state->finished = true;
     state->timer.cancel();
-    state->done(std::move(result));
+    state->done(std::move(result), refused);
   };
   state->timer.expires_after(timeout);
   state->timer.async_wait([state, finish](const asio::error_code& ec) {
@@ -492,7 +492,8 @@ void AsyncDial(asio::io_context& io, const std::string& address, Duration timeou
                               if (state->finished) return;
                               if (ec) {
                                 finish(Err(Unavailable("connecting to " + state->address + ": " +
-                                                       ec.message())));
+                                                       ec.message())),
+                                       ec == asio::error::connection_refused);
                                 return;
                               }
                               finish(std::move(state->socket));

@@ -141,8 +141,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 };
 
 // Resolves "host:port" and connects, giving up at `timeout`. `done` runs on the
-// io_context's thread with the connected socket or the error (naming the address).
+// io_context's thread with the connected socket or the error (naming the
+// address), and `refused`: true only when the host answered that nothing
+// listens at that port (ECONNREFUSED), which a running node never causes.
 void AsyncDial(asio::io_context& io, const std::string& address, Duration timeout,
-               std::function<void(Result<asio::ip::tcp::socket>)> done);
+               std::function<void(Result<asio::ip::tcp::socket>, bool refused)> done);
 
 }  // namespace chorus::node

@@ -6,7 +6,8 @@
 // member computes that on its own from its view and liveness table.
 //
 // Epoch change e -> e+1. The coordinator proposes (epochProposal) when a member
-// is dead (silent for dead_timeout_s) or has sent leave, or at an epoch
+// is dead (silent for dead_timeout_s, or sooner: its connection closed and
+// dials to it are refused; see LivenessTable) or has sent leave, or at an epoch
 // boundary with joiners waiting (AdvanceEpochIfPending). Survivors keep their
 // order, joiners follow. Members ack a proposal for an epoch above theirs that
 // includes them, if the proposer ranks no higher than the coordinator they
@@ -21,6 +22,7 @@
 // are re-sent each tick to members still missing, and a node that already
 // completed answers a re-sent arrival once, so lost frames cannot wedge it. An
 // epoch change ends a barrier with Aborted.
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -400,6 +402,14 @@ void ControlPlaneImpl::HandleWelcome(const std::shared_ptr<Connection>& conn, co
 }
 
 void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
+  // A member the view drops that did not leave has died, whether or not this
+  // node declared it dead itself before the others' commit arrived.
+  for (const Member& m : formed_ ? view_.members : std::vector<Member>{}) {
+    const bool kept = std::any_of(v.members.begin(), v.members.end(), [&](const Member& n) { return n.name == m.name; });
+    if (!kept && m.name != self_.name && !left_.count(m.name) && !dead_.count(m.name)) {
+      to_report_failures_.push_back({m.name, m.rank, MemberFailure::Kind::kDeclaredDead});
+    }
+  }
   MembershipView next;
   next.epoch = v.epoch;
   next.members = v.members;
@@ -584,9 +594,16 @@ void ControlPlaneImpl::CheckLiveness(Clock::time_point now) {
         CHORUS_LOG_INFO(Subsys::kControl, "member ", e.name, " (rank ", rank, ") answers again");
         break;
       case LivenessTable::Change::kDead: {
-        CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is dead: silent for ", silent,
-                        " s");
+        if (e.refused_dials > 0) {
+          CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank,
+                          ") is dead: its control connection closed and ", e.refused_dials,
+                          " dials in a row were refused (silent for ", silent, " s)");
+        } else {
+          CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is dead: silent for ", silent,
+                          " s");
+        }
         dead_.insert(e.name);
+        if (!left_.count(e.name)) to_report_failures_.push_back({e.name, rank, MemberFailure::Kind::kDeclaredDead});
         auto peer = peers_.find(e.name);
         if (peer != peers_.end()) {
           peer->second->Close(Unavailable("member " + e.name + " declared dead"));
@@ -604,10 +621,11 @@ void ControlPlaneImpl::DialMissing() {
   if (!formed_ || view_.self_rank < 0) return;
   // One connection per pair: the higher rank dials the lower. A member that
   // has gone quiet is dialed from both sides: if it thinks we are dead (it
-  // removed us), its answer to our heartbeat tells us so.
+  // removed us), its answer to our heartbeat tells us so. So is one whose
+  // connection closed: refused dials tell that its process is gone.
   for (const Member& m : view_.members) {
     if (m.name == self_.name || peers_.count(m.name) || Gone(m.name)) continue;
-    if (m.rank < view_.self_rank || liveness_.IsSuspect(m.name)) DialMember(m);
+    if (m.rank < view_.self_rank || liveness_.IsSuspect(m.name) || liveness_.IsLost(m.name)) DialMember(m);
   }
 }
 

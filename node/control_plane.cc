@@ -435,7 +435,8 @@ void ControlPlaneImpl::OnClosed(const std::shared_ptr<Connection>& conn, const S
       if ((phase_ == Phase::kMember || phase_ == Phase::kLeaving) && view_.Find(name) && !Gone(name)) {
         CHORUS_LOG_INFO(Subsys::kControl, "lost the connection to member ", conn->Describe(),
                         reason.ok() ? std::string() : ": " + reason.message());
-        to_report_lost_.push_back({name, view_.Find(name)->rank});
+        to_report_failures_.push_back({name, view_.Find(name)->rank, MemberFailure::Kind::kConnectionLost});
+        liveness_.ConnectionLost(name);
       }
     }
     for (auto it = applicants_.begin(); it != applicants_.end();) {
@@ -476,7 +477,8 @@ void ControlPlaneImpl::DialMember(const Member& member) {
   if (dialing_.count(member.name)) return;
   dialing_.insert(member.name);
   const Duration timeout = std::min<Duration>(kMaxDialTime, dead_after_);
-  AsyncDial(io_, member.control_address, timeout, [this, name = member.name](Result<asio::ip::tcp::socket> s) {
+  AsyncDial(io_, member.control_address, timeout,
+            [this, name = member.name](Result<asio::ip::tcp::socket> s, bool refused) {
     Locked([&] {
       dialing_.erase(name);
       const bool deliver = LeaveOwedTo(name);
@@ -485,6 +487,7 @@ void ControlPlaneImpl::DialMember(const Member& member) {
       }
       if (!s) {
         CHORUS_LOG_DEBUG(Subsys::kControl, "dialing member ", name, ": ", s.error().ToString());
+        if (refused) liveness_.DialRefused(name);
         if (deliver && outbox_.erase(name)) cv_.notify_all();  // it is gone: nothing waits for us
         return;
       }
@@ -547,7 +550,7 @@ void ControlPlaneImpl::DialJoin(const std::string& address) {
   join_address_ = address;
   const Duration left = join_timeout_ - (Clock::now() - join_started_);
   const Duration timeout = std::clamp<Duration>(left, std::chrono::milliseconds(100), kMaxDialTime);
-  AsyncDial(io_, address, timeout, [this, address](Result<asio::ip::tcp::socket> s) {
+  AsyncDial(io_, address, timeout, [this, address](Result<asio::ip::tcp::socket> s, bool /*refused*/) {
     Locked([&] {
       if (phase_ != Phase::kJoining) return;
       if (!s) {
@@ -619,13 +622,13 @@ MembershipView ControlPlaneImpl::View() const {
   return view_;
 }
 
-void ControlPlane::OnMemberConnectionLost(std::function<void(const std::string&, int)> callback) {
-  impl_->OnMemberConnectionLost(std::move(callback));
+void ControlPlane::OnMemberFailure(std::function<void(const MemberFailure&)> callback) {
+  impl_->OnMemberFailure(std::move(callback));
 }
 
-void ControlPlaneImpl::OnMemberConnectionLost(std::function<void(const std::string&, int)> callback) {
+void ControlPlaneImpl::OnMemberFailure(std::function<void(const MemberFailure&)> callback) {
   std::lock_guard<std::mutex> lock(mu_);
-  lost_callbacks_.push_back(std::move(callback));
+  failure_callbacks_.push_back(std::move(callback));
 }
 
 void ControlPlaneImpl::OnViewChange(std::function<void(const MembershipView&)> callback) {

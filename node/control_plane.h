@@ -13,7 +13,8 @@
 //    (ranks: RanksBefore in membership.h) and sends it to everyone.
 //  - Members keep one connection per pair (the higher rank dials) and send
 //    heartbeats every heartbeat_interval_s. Silent for suspect_timeout_s is
-//    suspect, for dead_timeout_s dead; a member that leaves says so. The
+//    suspect, for dead_timeout_s dead (sooner when its connection closed and
+//    dials to it are refused); a member that leaves says so. The
 //    coordinator then proposes epoch e+1 with the survivors, every member acks,
 //    the coordinator commits, and every member logs "epoch N: members ...".
 //  - A node that joins after epoch 0 waits; the coordinator admits it at the
@@ -94,10 +95,12 @@ class ControlPlane {
   // Called on the control thread after each new view is installed (also the
   // one with self_rank -1 that removes this node). Keep it short.
   void OnViewChange(std::function<void(const MembershipView&)> callback);
-  // Called on the control thread when the connection to a member of the current
-  // view closes (a killed process closes it at once, long before the dead
-  // timeout): (name, its rank in the current view). Keep it short.
-  void OnMemberConnectionLost(std::function<void(const std::string&, int)> callback);
+  // Called on the control thread when a member of the current view fails, in
+  // two steps: its connection closes (a killed process closes it at once:
+  // kConnectionLost, a hint, also seen for a live member whose connection
+  // broke), then this node declares it dead (refused dials or silence:
+  // kDeclaredDead; never for a member that left). Keep it short.
+  void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
 

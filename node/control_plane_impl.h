@@ -58,7 +58,7 @@ class ControlPlaneImpl : public Connection::Listener {
   Result<MembershipView> WaitForEpoch0(Deadline deadline);
   MembershipView View() const;
   void OnViewChange(std::function<void(const MembershipView&)> callback);
-  void OnMemberConnectionLost(std::function<void(const std::string&, int)> callback);
+  void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
   Status Barrier(const std::string& name, Deadline deadline);
   Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
@@ -116,15 +116,15 @@ class ControlPlaneImpl : public Connection::Listener {
     std::vector<MembershipView> views = std::move(to_announce_);
     to_announce_.clear();
     auto callbacks = callbacks_;
-    std::vector<std::pair<std::string, int>> lost = std::move(to_report_lost_);
-    to_report_lost_.clear();
-    auto lost_callbacks = lost_callbacks_;
+    std::vector<MemberFailure> failures = std::move(to_report_failures_);
+    to_report_failures_.clear();
+    auto failure_callbacks = failure_callbacks_;
     lock.unlock();
     for (const MembershipView& v : views) {
       for (const auto& cb : callbacks) cb(v);
     }
-    for (const auto& [name, rank] : lost) {
-      for (const auto& cb : lost_callbacks) cb(name, rank);
+    for (const MemberFailure& f : failures) {
+      for (const auto& cb : failure_callbacks) cb(f);
     }
   }
   // Waits on cv_ until `done()` or the deadline (never overflowing the clock).
@@ -222,8 +222,8 @@ class ControlPlaneImpl : public Connection::Listener {
   bool formed_ = false;  // view_ holds an installed epoch
   MembershipView view_;
   std::vector<std::function<void(const MembershipView&)>> callbacks_;
-  std::vector<std::function<void(const std::string&, int)>> lost_callbacks_;
-  std::vector<std::pair<std::string, int>> to_report_lost_;  // reported after mu_ is released
+  std::vector<std::function<void(const MemberFailure&)>> failure_callbacks_;
+  std::vector<MemberFailure> to_report_failures_;  // reported after mu_ is released
   std::vector<MembershipView> to_announce_;
 
   std::set<std::shared_ptr<Connection>> conns_;            // every open connection

@@ -1,6 +1,6 @@
 // InstalledPeers: which membership view the transport's peers come from, and
-// which members' control connections have closed, so that the data plane
-// fails operations with a dead member at once rather than at their deadline.
+// which members have failed, so that the data plane fails operations with a
+// dead member at once rather than at their deadline.
 //
 // A member whose control connection closes has (almost always) died. The
 // control thread reports it at any time, also while ClusterSession moves the
@@ -9,6 +9,12 @@
 // would take the mark has no peers yet. So a death is kept by the member's
 // data address and marked under its rank of every view installed afterwards
 // that still names it.
+//
+// A member declared dead ends the installed epoch for every survivor: its
+// collectives cannot complete any more, and a survivor that waits only for
+// live members (in a ring, for the neighbour that itself stopped at the
+// failure) would otherwise wait to its deadline (fabric.op_timeout_s, 30 s)
+// before it re-formed, while the others' re-form waited for it.
 //
 // Must not: decide membership (the control plane does); it only relays what
 // the control plane saw to the transport.
@@ -31,8 +37,14 @@ class InstalledPeers {
   // `transport`'s peers are `next`'s members now: marks the deaths seen so
   // far among them, and forgets those of processes no longer in the view.
   void Installed(gossip::Transport& transport);
-  // From the control thread: `name`'s control connection closed.
+  // From the control thread: `name`'s control connection closed. Its rank is
+  // marked dead (no new operations with it; rxm 1.17 crashed on a receive
+  // posted to a peer whose connection it was tearing down).
   void ConnectionLost(const std::string& name, gossip::Transport& transport);
+  // From the control thread: `name` was declared dead (ControlPlane's
+  // kDeclaredDead). Every other member of the installed view is marked dead,
+  // or, while a view is being installed, once it is if it still names `name`.
+  void MemberDead(const std::string& name, gossip::Transport& transport);
 
   // While a re-form attempt runs (ReformOverSurvivors), a view newer than the
   // one it installs ends the attempt: the members of the installed view are marked
@@ -46,15 +58,16 @@ class InstalledPeers {
 
  private:
   void MarkDeadLocked(const Member& member, gossip::Transport& transport, const char* when);
-  // A re-form at view_ is superseded: marks every other member dead.
-  void EndSupersededLocked(gossip::Transport& transport);
+  // Ends view_'s data-plane operations (`why`): marks every other member dead.
+  void EndEpochLocked(gossip::Transport& transport, const std::string& why);
 
   std::mutex mu_;  // held while marking, so a mark never meets a renumbering
   MembershipView view_;
   bool installed_ = false;
   bool reforming_ = false;
   uint64_t latest_epoch_ = 0;  // the newest view the control plane has installed
-  std::set<std::string> dead_;  // data addresses (unique per process), as bytes
+  std::set<std::string> dead_;      // data addresses (unique per process), as bytes
+  std::set<std::string> declared_;  // those of dead_ declared dead (MemberDead)
 };
 
 }  // namespace chorus::node

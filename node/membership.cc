@@ -58,14 +58,25 @@ std::vector<Member> AssignNextRanks(std::vector<Member> survivors, std::vector<M
 }
 
 void LivenessTable::Reset(const std::vector<std::string>& names, Clock::time_point now) {
-  entries_.clear();
-  for (const std::string& name : names) entries_[name] = Entry{now, false, false};
+  std::map<std::string, Entry> next;
+  for (const std::string& name : names) {
+    Entry entry{now};
+    auto old = entries_.find(name);
+    if (old != entries_.end() && !old->second.dead) {
+      entry.lost = old->second.lost;
+      entry.refused_dials = old->second.refused_dials;
+    }
+    next[name] = entry;
+  }
+  entries_ = std::move(next);
 }
 
 void LivenessTable::Heard(const std::string& name, Clock::time_point now) {
   auto it = entries_.find(name);
   if (it == entries_.end() || it->second.dead) return;
   it->second.last_heard = std::max(it->second.last_heard, now);
+  it->second.lost = false;
+  it->second.refused_dials = 0;
 }
 
 void LivenessTable::HeardAll(Clock::time_point now) {
@@ -74,15 +85,28 @@ void LivenessTable::HeardAll(Clock::time_point now) {
   }
 }
 
+void LivenessTable::ConnectionLost(const std::string& name) {
+  auto it = entries_.find(name);
+  if (it == entries_.end() || it->second.dead || it->second.lost) return;
+  it->second.lost = true;
+  it->second.refused_dials = 0;
+}
+
+void LivenessTable::DialRefused(const std::string& name) {
+  auto it = entries_.find(name);
+  if (it != entries_.end() && it->second.lost) ++it->second.refused_dials;
+}
+
 std::vector<LivenessTable::Event> LivenessTable::Check(Clock::time_point now) {
   std::vector<Event> events;
   for (auto& [name, entry] : entries_) {
     if (entry.dead) continue;
     const Duration silent = now > entry.last_heard ? now - entry.last_heard : Duration::zero();
     const double silent_s = std::chrono::duration<double>(silent).count();
-    if (silent >= dead_after_) {
+    const bool refused = entry.lost && entry.refused_dials >= kRefusedDialsForDead;
+    if (refused || silent >= dead_after_) {
       entry.dead = true;
-      events.push_back({name, Change::kDead, silent_s});
+      events.push_back({name, Change::kDead, silent_s, refused ? entry.refused_dials : 0});
     } else if (silent >= suspect_after_) {
       if (!entry.suspect) {
         entry.suspect = true;
@@ -104,6 +128,11 @@ bool LivenessTable::IsDead(const std::string& name) const {
 bool LivenessTable::IsSuspect(const std::string& name) const {
   auto it = entries_.find(name);
   return it != entries_.end() && it->second.suspect && !it->second.dead;
+}
+
+bool LivenessTable::IsLost(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it != entries_.end() && it->second.lost && !it->second.dead;
 }
 
 }  // namespace chorus::node

@@ -46,6 +46,15 @@ struct MembershipView {
   std::string Describe() const;
 };
 
+// What ControlPlane::OnMemberFailure reports: the member, its rank in the current view, and
+// how far its failure has gone.
+struct MemberFailure {
+  enum class Kind { kConnectionLost, kDeclaredDead };
+  std::string name;
+  int rank = -1;
+  Kind kind = Kind::kConnectionLost;
+};
+
 // The order of epoch 0: members with a rank hint first (by hint), then the rest;
 // ties broken by node name, then by control address.
 bool RanksBefore(const Member& a, const Member& b);
@@ -58,37 +67,54 @@ std::vector<Member> AssignInitialRanks(std::vector<Member> candidates);
 std::vector<Member> AssignNextRanks(std::vector<Member> survivors, std::vector<Member> joiners);
 
 // Tracks when each member was last heard from and classifies silence:
-// silent for `suspect_after` is suspect, for `dead_after` is dead. Dead is final
-// until Reset(). Not thread-safe (the control thread owns it).
+// silent for `suspect_after` is suspect, for `dead_after` is dead. A member is
+// also dead sooner, once its connection closed and kRefusedDialsForDead dials
+// in a row were refused with no frame from it between: nothing listens at its
+// control address, so its process is gone (a stopped or starved one still
+// completes TCP connects and is judged by silence). Dead is final until
+// Reset(). Not thread-safe (the control thread owns it).
 class LivenessTable {
  public:
   enum class Change { kSuspect, kRecovered, kDead };
   struct Event {
     std::string name;
     Change change;
-    double silent_s;  // how long the member had been silent
+    double silent_s;       // how long the member had been silent
+    int refused_dials = 0;  // kDead: the refusals that decided it (0: silence did)
   };
+  static constexpr int kRefusedDialsForDead = 2;
 
   LivenessTable(Duration suspect_after, Duration dead_after)
       : suspect_after_(suspect_after), dead_after_(dead_after) {}
 
-  // Starts tracking exactly `names`, all heard at `now`.
+  // Starts tracking exactly `names`, all heard at `now`. A member still tracked
+  // keeps a lost connection and its refusals (it did not answer since).
   void Reset(const std::vector<std::string>& names, Clock::time_point now);
-  // Records a frame from `name` (ignored when untracked or already dead).
+  // Records a frame from `name` (ignored when untracked or already dead); the
+  // member is no longer lost.
   void Heard(const std::string& name, Clock::time_point now);
   // Counts every live member as heard at `now`: after this node itself stalled
   // (suspended, starved of CPU) their silence says nothing about them.
   void HeardAll(Clock::time_point now);
+  // The connection to `name` closed: refused dials count from now on.
+  void ConnectionLost(const std::string& name);
+  // A dial to `name` was refused (counted only while its connection is lost).
+  void DialRefused(const std::string& name);
   // Classifies every tracked member; returns the transitions since the last call.
   std::vector<Event> Check(Clock::time_point now);
   bool IsDead(const std::string& name) const;
   bool IsSuspect(const std::string& name) const;
+  // Its connection closed and no frame came since: worth dialing from this
+  // side too, whatever the ranks.
+  bool IsLost(const std::string& name) const;
 
  private:
   struct Entry {
     Clock::time_point last_heard;
     bool suspect = false;
     bool dead = false;
+    bool lost = false;
+    int refused_dials = 0;
   };
   Duration suspect_after_;
   Duration dead_after_;

@@ -23,12 +23,18 @@ namespace {
 using testing::ChorusProcess;
 using testing::FastClusterSets;
 
+// `sets` ("section.key=value") follow the fast cluster settings, so they win.
 std::unique_ptr<ChorusProcess> StartNode(const std::string& name, int min_nodes, const std::string& bootstrap,
-                                         const std::string& token = "process-test") {
+                                         const std::string& token = "process-test",
+                                         const std::vector<std::string>& sets = {}) {
   std::vector<std::string> args = {"cluster", "--hold", "60", "--set", "run.node_name=\"" + name + "\"",
                                    "--set", "cluster.min_nodes=" + std::to_string(min_nodes),
                                    "--set", "cluster.listen=\"127.0.0.1:0\""};
   for (const std::string& s : FastClusterSets(token)) args.push_back(s);
+  for (const std::string& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
   if (!bootstrap.empty()) {
     args.push_back("--set");
     args.push_back("cluster.bootstrap=[\"" + bootstrap + "\"]");
@@ -120,28 +126,79 @@ TEST(ClusterProcessTest, ABadInheritedListenFdIsNamed) {
   EXPECT_NE(closed.Output().find("the listening socket handed over (fd 999)"), std::string::npos) << closed.Output();
 }
 
-TEST(ClusterProcessTest, KillNineOfTheCoordinatorMovesSurvivorsToANewEpoch) {
-  auto n0 = StartNode("n0", 4, "");
-  const std::string boot = AddressOf(*n0);
-  ASSERT_FALSE(boot.empty());
-  std::vector<std::unique_ptr<ChorusProcess>> survivors;
-  for (const char* name : {"n1", "n2", "n3"}) survivors.push_back(StartNode(name, 4, boot));
-  ASSERT_TRUE(n0->WaitFor("epoch 0: members n0 n1 n2 n3", 15).has_value()) << n0->Output();
-  for (auto& p : survivors) ASSERT_TRUE(p->WaitFor("epoch 0: members", 15).has_value()) << p->Output();
+// Four nodes; the first (n0, the coordinator) is the one the tests stop or
+// kill. `sets` go to every node.
+struct FourNodes {
+  std::unique_ptr<ChorusProcess> n0;
+  std::vector<std::unique_ptr<ChorusProcess>> survivors;  // n1 n2 n3
+};
 
-  const auto killed_at = std::chrono::steady_clock::now();
-  n0->Signal(SIGKILL);
-  for (auto& p : survivors) {
-    // dead_timeout_s is 1 s; 2.5 s more covers one heartbeat of detection
-    // skew, the ack round and a loaded 2-core machine.
-    auto m = p->WaitFor(R"(epoch 1: members n1 n2 n3 \(departed ranks 0\))", 3.5);
-    ASSERT_TRUE(m.has_value()) << p->Output();
+FourNodes StartFourNodes(const std::vector<std::string>& sets) {
+  FourNodes nodes;
+  nodes.n0 = StartNode("n0", 4, "", "process-test", sets);
+  const std::string boot = AddressOf(*nodes.n0);
+  if (boot.empty()) return nodes;
+  for (const char* name : {"n1", "n2", "n3"}) nodes.survivors.push_back(StartNode(name, 4, boot, "process-test", sets));
+  EXPECT_TRUE(nodes.n0->WaitFor("epoch 0: members n0 n1 n2 n3", 15).has_value()) << nodes.n0->Output();
+  for (auto& p : nodes.survivors) EXPECT_TRUE(p->WaitFor("epoch 0: members", 15).has_value()) << p->Output();
+  return nodes;
+}
+
+// Waits up to `timeout_s` for every survivor to install epoch 1 without n0;
+// returns the seconds since `since`, or -1.
+double SurvivorsMoveOn(FourNodes& nodes, std::chrono::steady_clock::time_point since, double timeout_s) {
+  for (auto& p : nodes.survivors) {
+    const double left = timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    auto m = p->WaitFor(R"(epoch 1: members n1 n2 n3 \(departed ranks 0\))", std::max(left, 0.0));
+    EXPECT_TRUE(m.has_value()) << p->Output();
+    if (!m) return -1;
   }
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  std::printf("survivors agreed on epoch 1 %.2f s after kill -9 (dead_timeout_s = 1)\n", took);
-  EXPECT_TRUE(survivors[0]->WaitFor(R"(member n0 \(rank 0\) is dead: silent for)", 0).has_value());
-  for (auto& p : survivors) p->Signal(SIGTERM);
-  for (auto& p : survivors) EXPECT_EQ(ExitStatus(*p, 10), 0) << p->Output();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+void StopSurvivors(FourNodes& nodes) {
+  for (auto& p : nodes.survivors) p->Signal(SIGTERM);
+  for (auto& p : nodes.survivors) EXPECT_EQ(ExitStatus(*p, 10), 0) << p->Output();
+}
+
+// kill -9 closes the coordinator's connections and its listening port: the
+// survivors' dials are refused, which declares it dead long before the
+// 30 s of silence configured here.
+TEST(ClusterProcessTest, KillNineOfTheCoordinatorMovesSurvivorsToANewEpoch) {
+  FourNodes nodes = StartFourNodes({"cluster.suspect_timeout_s=20", "cluster.dead_timeout_s=30"});
+  ASSERT_EQ(nodes.survivors.size(), 3u);
+  const auto killed_at = std::chrono::steady_clock::now();
+  nodes.n0->Signal(SIGKILL);
+  // Two refused dials a heartbeat (0.1 s) apart, the ack round and a loaded
+  // 2-core machine: well under 5 s.
+  const double took = SurvivorsMoveOn(nodes, killed_at, 5);
+  ASSERT_GE(took, 0);
+  std::printf("survivors agreed on epoch 1 %.2f s after kill -9 (dead_timeout_s = 30)\n", took);
+  EXPECT_TRUE(nodes.survivors[0]
+                  ->WaitFor(R"(member n0 \(rank 0\) is dead: its control connection closed and 2 dials in a row)"
+                            R"( were refused)",
+                            0)
+                  .has_value())
+      << nodes.survivors[0]->Output();
+  StopSurvivors(nodes);
+}
+
+// SIGSTOP keeps the coordinator's port listening (the kernel still accepts
+// connections): only silence for dead_timeout_s declares it dead.
+TEST(ClusterProcessTest, StoppedCoordinatorIsDeclaredDeadBySilence) {
+  FourNodes nodes = StartFourNodes({});
+  ASSERT_EQ(nodes.survivors.size(), 3u);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  nodes.n0->Signal(SIGSTOP);
+  // dead_timeout_s is 1 s; 2.5 s more covers one heartbeat of detection
+  // skew, the ack round and a loaded 2-core machine.
+  const double took = SurvivorsMoveOn(nodes, stopped_at, 3.5);
+  ASSERT_GE(took, 0);
+  std::printf("survivors agreed on epoch 1 %.2f s after SIGSTOP (dead_timeout_s = 1)\n", took);
+  EXPECT_GE(took, 1.0);
+  EXPECT_TRUE(nodes.survivors[0]->WaitFor(R"(member n0 \(rank 0\) is dead: silent for)", 0).has_value())
+      << nodes.survivors[0]->Output();
+  StopSurvivors(nodes);
 }
 
 // A raw TCP connection to the node: sends `bytes`, then waits until the node

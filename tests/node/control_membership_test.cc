@@ -101,5 +101,63 @@ TEST(ControlMembershipTest, HeardAllForgivesAStallOfThisNode) {
   EXPECT_FALSE(table.IsSuspect("a"));
 }
 
+TEST(ControlMembershipTest, RefusedDialsAfterALostConnectionDeclareDeathBeforeTheTimeout) {
+  using std::chrono::milliseconds;
+  LivenessTable table(milliseconds(2000), milliseconds(5000));
+  const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+  table.Reset({"a", "b", "c"}, t0);
+
+  // A refusal counts only once the connection closed.
+  table.DialRefused("a");
+  table.DialRefused("a");
+  EXPECT_FALSE(table.IsLost("a"));
+  EXPECT_TRUE(table.Check(t0 + milliseconds(100)).empty());
+
+  // a: lost, then refused twice in a row: dead long before 5 s of silence.
+  table.ConnectionLost("a");
+  EXPECT_TRUE(table.IsLost("a"));
+  table.DialRefused("a");
+  EXPECT_TRUE(table.Check(t0 + milliseconds(600)).empty()) << "one refusal is not enough";
+  table.DialRefused("a");
+  auto events = table.Check(t0 + milliseconds(1100));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "a");
+  EXPECT_EQ(events[0].change, LivenessTable::Change::kDead);
+  EXPECT_EQ(events[0].refused_dials, LivenessTable::kRefusedDialsForDead);
+  EXPECT_TRUE(table.IsDead("a"));
+  EXPECT_FALSE(table.IsLost("a"));
+
+  // b: a frame between the refusals (it answered on a new connection) starts
+  // the count again; losing the connection again is needed to count anew.
+  table.ConnectionLost("b");
+  table.DialRefused("b");
+  table.Heard("b", t0 + milliseconds(1200));
+  EXPECT_FALSE(table.IsLost("b"));
+  table.DialRefused("b");
+  table.DialRefused("b");
+  EXPECT_TRUE(table.Check(t0 + milliseconds(1300)).empty());
+  table.ConnectionLost("b");
+  table.DialRefused("b");
+  EXPECT_TRUE(table.Check(t0 + milliseconds(1400)).empty());
+
+  // A view installed meanwhile keeps b's lost connection and its refusal.
+  table.Reset({"b", "c"}, t0 + milliseconds(1500));
+  EXPECT_TRUE(table.IsLost("b"));
+  table.DialRefused("b");
+  events = table.Check(t0 + milliseconds(1600));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "b");
+  EXPECT_EQ(events[0].refused_dials, 2);
+
+  // c was never lost: silence alone decides, 5 s after the view's reset.
+  table.Check(t0 + milliseconds(6400));
+  EXPECT_TRUE(table.IsSuspect("c"));
+  events = table.Check(t0 + milliseconds(6500));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "c");
+  EXPECT_EQ(events[0].change, LivenessTable::Change::kDead);
+  EXPECT_EQ(events[0].refused_dials, 0);
+}
+
 }  // namespace
 }  // namespace chorus::node

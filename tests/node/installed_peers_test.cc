@@ -136,5 +136,37 @@ TEST_F(InstalledPeersTest, ANewerEpochEndsAReformAtAnOlderOne) {
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
 }
 
+// node2 is declared dead: node1 is alive, but its part of the epoch's
+// collectives stops with the failure, so operations with it end too.
+TEST_F(InstalledPeersTest, ADeclaredDeathEndsTheInstalledEpochWithEveryMember) {
+  installed_.MemberDead("node0", *transport_);  // this node: ignored
+  installed_.MemberDead("node9", *transport_);  // not a member: ignored
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
+  installed_.MemberDead("node2", *transport_);
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
+  EXPECT_EQ(ReceiveFrom(*transport_, 2), StatusCode::kUnavailable);
+  // The next view without node2 is a fresh start.
+  ASSERT_TRUE(Install(installed_, *transport_, View(1, {{"node0", 0}, {"node1", 1}})).ok());
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
+}
+
+// Declared dead while a view that still names it is being installed: the
+// epoch ends once it is; a view without it is not ended.
+TEST_F(InstalledPeersTest, ADeathDeclaredDuringAnInstallEndsThatEpochIfItNamesTheMember) {
+  installed_.BeginInstall(View(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}}));
+  installed_.MemberDead("node2", *transport_);
+  std::vector<gossip::PeerInfo> peers;
+  for (int r = 0; r < 3; ++r) peers.push_back({r, gossip::LocalHub::EncodeAddress(r), "node" + std::to_string(r)});
+  ASSERT_TRUE(transport_->SetPeers(0, peers).ok());
+  installed_.Installed(*transport_);
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
+
+  installed_.BeginInstall(View(2, {{"node0", 0}, {"node1", 1}}));
+  installed_.MemberDead("node2", *transport_);  // not in the view being installed
+  ASSERT_TRUE(transport_->SetPeers(0, std::span(peers).first(2)).ok());
+  installed_.Installed(*transport_);
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
+}
+
 }  // namespace
 }  // namespace chorus::node

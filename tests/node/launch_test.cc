@@ -90,6 +90,10 @@ TEST(LaunchTest, FailsNamingTheNodesThatDidNotExitCleanly) {
   kill(node1, SIGCONT);
   EXPECT_TRUE(launch.WaitFor(R"(\[node1\] .*node1 was removed from the cluster at epoch 1)", 5).has_value())
       << launch.Output();
+  // It exits at its next epoch boundary (every 1 s): before node2's death,
+  // which node0 now sees within a few heartbeats, ends the run.
+  EXPECT_TRUE(launch.WaitFor(R"(\[node1\] .*this node is no longer a cluster member)", 5).has_value())
+      << launch.Output();
 
   // node2 dies outright.
   kill(node2, SIGKILL);

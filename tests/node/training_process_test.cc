@@ -173,13 +173,15 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
 }
 
 // A launch of `n` nodes for the kill tests: 4 epochs of 5120 samples, slowed
-// down so that the kills land mid-training, with an op deadline of 5 s.
+// down so that the kills land mid-training. The op deadline (60 s) is far
+// above the time a re-form may take (ExpectEverySurvivorReforms), so that no
+// survivor gets there by waiting out an operation.
 std::vector<std::string> KillTestArgs(const std::string& name, const fs::path& out, int n,
                                       const std::string& provider, const std::string& kind,
                                       const std::string& algorithm, const std::string& shared_memory) {
   return LaunchArgs(name, n, out,
                     {"train.epochs=4", "data.train_limit=5120", "data.test_limit=500", "train.log_every_steps=2",
-                     "train.slowdown=3.0", "fabric.op_timeout_s=5", "exchange.kind=\"" + kind + "\"",
+                     "train.slowdown=3.0", "fabric.op_timeout_s=60", "exchange.kind=\"" + kind + "\"",
                      "exchange.algorithm=\"" + algorithm + "\"", "exchange.shared_memory=" + shared_memory,
                      "fabric.provider=\"" + provider + "\"", "topology.kind=\"ring\""});
 }
@@ -189,6 +191,23 @@ std::optional<pid_t> StartedPid(ChorusProcess& launch, const std::string& node) 
   auto started = launch.WaitFor("launch: started " + node + " \\(pid ([0-9]+)\\)", 30);
   if (!started) return std::nullopt;
   return static_cast<pid_t>(std::stoi((*started)[1].str()));
+}
+
+// Every survivor (node0 .. node<survivors-1>) logs that it re-formed over
+// them all within kReformSeconds of `since`. Before a declared death ended the epoch's
+// operations on every survivor, one waiting on a live neighbour (which had
+// itself stopped at the failure) re-formed only at its op deadline.
+constexpr double kReformSeconds = 20;
+void ExpectEverySurvivorReforms(ChorusProcess& launch, int survivors, std::chrono::steady_clock::time_point since) {
+  for (int i = 0; i < survivors; ++i) {
+    const double left =
+        kReformSeconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    const std::string pattern = "\\[node" + std::to_string(i) + "\\] .*re-formed the .* over " +
+                                std::to_string(survivors) + " survivors";
+    EXPECT_TRUE(launch.WaitFor(pattern, std::max(left, 0.0)))
+        << "node" << i << " did not re-form within " << kReformSeconds << " s\n"
+        << launch.Output();
+  }
 }
 
 // True once `metrics` (a node's metrics.jsonl) has 3 lines: it is training.
@@ -254,7 +273,9 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
     ASSERT_TRUE(victim) << launch.Output();
     // Kill once node3 has logged a few steps (it is training, mid-exchange).
     ASSERT_TRUE(WaitUntilTraining(out / name / "node3" / "metrics.jsonl")) << launch.Output();
+    const auto killed_at = std::chrono::steady_clock::now();
     ASSERT_EQ(kill(*victim, SIGKILL), 0);
+    ExpectEverySurvivorReforms(launch, 3, killed_at);
     std::optional<int> status = launch.Wait(180);
     ASSERT_TRUE(status) << launch.Output();
     // launch reports node3's death; the survivors exit 0.
@@ -282,7 +303,9 @@ TEST_P(TrainingProcessTest, SurvivorsOfTwoKillsInARowFinishWithOneModel) {
   ASSERT_TRUE(WaitUntilTraining(out / name / "node4" / "metrics.jsonl")) << launch.Output();
   ASSERT_EQ(kill(*first, SIGKILL), 0);
   ASSERT_TRUE(launch.WaitFor("\\[control\\] epoch 1: members node0 node1 node2 node3 \\(", 60)) << launch.Output();
+  const auto second_killed_at = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(*second, SIGKILL), 0);
+  ExpectEverySurvivorReforms(launch, 3, second_killed_at);
   std::optional<int> status = launch.Wait(180);
   ASSERT_TRUE(status) << launch.Output();
   EXPECT_NE(launch.Output().find("node4 was killed by signal 9"), std::string::npos) << launch.Output();
