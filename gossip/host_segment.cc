@@ -205,6 +205,7 @@ Result<std::shared_ptr<HostSegment>> HostSegment::Attach(const CollectiveGroup& 
   auto segment = std::shared_ptr<HostSegment>(new HostSegment(std::move(ranks), local.self(), slot_bytes, name));
   segment->base_ = base;
   segment->mapped_bytes_ = bytes;
+  segment->transport_ = &t;
   segment->FlagsOf(local.self())->pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
   return segment;
 }
@@ -282,6 +283,10 @@ Status HostSegment::Wait(uint64_t seq, Deadline deadline, int first, int last, i
       if (ProcessIsGone(pid)) {
         return Unavailable("shared-memory collective: rank " + std::to_string(ranks_[i]) + " (pid " +
                            std::to_string(pid) + ") is gone");
+      }
+      if (transport_ != nullptr && transport_->PeerMarkedDead(ranks_[i])) {
+        return Unavailable("shared-memory collective: rank " + std::to_string(ranks_[i]) +
+                           " is marked dead (its membership epoch ended)");
       }
     }
     const auto waited = now - started;

@@ -19,7 +19,9 @@
 // tag, so that ranks that entered different calls get an error instead of
 // wrong sums) in its flags; waits poll the others' flags with back-off (spin,
 // then yield, then short sleeps: 8 ranks on 2 cores stay live) until the
-// deadline, and fail early, naming the rank, when a member's process is gone.
+// deadline, and fail early, naming the rank, when a member's process is gone
+// or the transport has marked it dead (the membership layer ended the epoch:
+// a member that stopped at a failure elsewhere never posts again).
 //
 // Must not: see a transport implementation, or be used by two calls at once
 // (callers hold Lock()).
@@ -98,6 +100,7 @@ class HostSegment {
   Status Wait(uint64_t seq, Deadline deadline, int first, int last, int except, bool posted, Tag tag) const;
 
   std::vector<Rank> ranks_;
+  const Transport* transport_ = nullptr;  // the attach's; outlives the segment (Collective holds both)
   int self_;
   size_t slot_bytes_;
   std::string name_;

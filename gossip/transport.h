@@ -143,6 +143,9 @@ class Transport {
   // Marks a peer dead (from the membership layer): its pending and future
   // requests fail at once with kUnavailable naming it.
   virtual void MarkPeerDead(Rank peer) = 0;
+  // Whether MarkPeerDead(peer) was called since the last SetPeers: for waits
+  // that do not go through the transport (HostSegment's) to end with it too.
+  virtual bool PeerMarkedDead(Rank peer) const = 0;
 
   // Drops, unreceived, every message from any peer whose tag `filter`
   // matches: those waiting for a receive now and

@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/fp16.h"
@@ -159,21 +161,50 @@ TEST(SharedMemoryAllreduceTest, RanksInDifferentCallsGetAnErrorNotWrongSums) {
   }
 }
 
-TEST(SharedMemoryAllreduceTest, SilentRankFailsTheCallAtTheDeadlineNamingIt) {
+// Ranks 0 and 1 of 3 on one host run a shared-memory all-reduce with
+// `deadline`; rank 2 attaches, then runs `instead` and never calls. Returns
+// ranks 0 and 1's results, checking they came within 10 s.
+std::vector<Status> AllreduceWithoutRankTwo(Deadline deadline,
+                                            const std::function<void(std::vector<Transport*>&)>& instead) {
+  std::vector<Transport*> transports(3, nullptr);
   const auto started = Clock::now();
   auto statuses = RunRanks(3, 3, [&](int r, Transport& t) -> Status {
+    transports[r] = &t;
     CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t, OneHost(3), SmallSlots()));
-    if (r == 2) return Status::Ok();  // attached, never calls
+    if (r == 2) {
+      instead(transports);
+      return Status::Ok();
+    }
     AllreduceOptions o;
     o.algorithm = AllreduceAlgorithm::kSharedMemory;
-    o.deadline = Deadline::After(std::chrono::milliseconds(300));
+    o.deadline = deadline;
     std::vector<float> data(100, 1.0f);
     return c.Allreduce(std::span<float>(data), o);
   });
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(10));
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(statuses[r].code(), StatusCode::kDeadlineExceeded) << statuses[r].ToString();
-    EXPECT_NE(statuses[r].ToString().find("rank 2 did not post"), std::string::npos) << statuses[r].ToString();
+  statuses.resize(2);
+  return statuses;
+}
+
+TEST(SharedMemoryAllreduceTest, SilentRankFailsTheCallAtTheDeadlineNamingIt) {
+  for (const Status& s :
+       AllreduceWithoutRankTwo(Deadline::After(std::chrono::milliseconds(300)), [](std::vector<Transport*>&) {})) {
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+    EXPECT_NE(s.ToString().find("rank 2 did not post"), std::string::npos) << s.ToString();
+  }
+}
+
+// Rank 2 lives on but never calls (it stopped at a failure elsewhere); the
+// membership layer ends the epoch by marking it dead on the others'
+// transports: their waits end then, not at the 30 s deadline.
+TEST(SharedMemoryAllreduceTest, RankMarkedDeadOnTheTransportFailsTheCallAtOnce) {
+  for (const Status& s : AllreduceWithoutRankTwo(Deadline::AfterSeconds(30), [](std::vector<Transport*>& t) {
+         std::this_thread::sleep_for(std::chrono::milliseconds(200));
+         t[0]->MarkPeerDead(2);
+         t[1]->MarkPeerDead(2);
+       })) {
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    EXPECT_NE(s.ToString().find("rank 2 is marked dead"), std::string::npos) << s.ToString();
   }
 }
 

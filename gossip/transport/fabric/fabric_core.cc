@@ -308,6 +308,11 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
   return Status::Ok();
 }
 
+bool FabricCore::PeerMarkedDead(Rank peer) const {
+  std::shared_lock lock(peers_mu_);
+  return peer >= 0 && peer < static_cast<Rank>(peers_.dead.size()) && peers_.dead[peer];
+}
+
 void FabricCore::MarkPeerDead(Rank peer) {
   fi_addr_t addr = FI_ADDR_NOTAVAIL;
   std::string name;

@@ -205,6 +205,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   Result<RequestPtr> Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data, size_t length);
   Status SetPeers(Rank self, std::span<const PeerInfo> peers);
   void MarkPeerDead(Rank peer);
+  bool PeerMarkedDead(Rank peer) const;
   // Transport::Discard: adds a filter that Poll's sweeps apply.
   void Discard(TagFilter filter);
 

@@ -108,6 +108,7 @@ class FabricTransport final : public Transport {
     return Core().Post(FabricOp::Kind::kRecv, source, tag, data.data(), data.size());
   }
   void MarkPeerDead(Rank peer) override { Core().MarkPeerDead(peer); }
+  bool PeerMarkedDead(Rank peer) const override { return Core().PeerMarkedDead(peer); }
   void Discard(TagFilter filter) override { Core().Discard(filter); }
   bool NeedsPeersInstalledBeforeFirstSend() const override {
     return Core().needs_peers_installed_before_first_send();

@@ -557,6 +557,12 @@ void LocalTransport::MarkPeerDead(Rank peer) {
   hub_->MarkPeerDeadLocked(slot_, peer);
 }
 
+bool LocalTransport::PeerMarkedDead(Rank peer) const {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  const LocalHub::Slot& s = *hub_->slots_[slot_];
+  return peer >= 0 && peer < static_cast<Rank>(s.peer_dead.size()) && s.peer_dead[peer];
+}
+
 void LocalTransport::Discard(TagFilter filter) {
   std::lock_guard<std::mutex> lock(hub_->mu_);
   LocalHub::Slot& self = *hub_->slots_[slot_];

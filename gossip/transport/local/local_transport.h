@@ -82,6 +82,7 @@ class LocalTransport final : public Transport {
   [[nodiscard]] Result<RequestPtr> Irecv(Rank source, Tag tag,
                                          std::span<std::byte> data) override;
   void MarkPeerDead(Rank peer) override;
+  bool PeerMarkedDead(Rank peer) const override;
   void Discard(TagFilter filter) override;
   TransportStats Stats() const override;
   std::string Describe() const override;
