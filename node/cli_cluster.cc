@@ -9,12 +9,15 @@
 // `launch` runs N local node processes (launcher.h).
 // Must not: hold membership logic (control_plane.h does) or parse TOML itself
 // (LoadConfig does).
-#include <pthread.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,14 +56,45 @@ void PrintView(const MembershipView& view) {
   std::fflush(stdout);
 }
 
-// Waits up to `seconds` for SIGINT/SIGTERM (blocked in every thread); returns it or 0.
-int WaitForSignal(const sigset_t& set, double seconds) {
+// SIGINT/SIGTERM may reach any thread, library threads included: OpenBLAS
+// starts its pool before main() with nothing blocked, so blocking them for
+// sigtimedwait left that thread to take them whenever the main thread was not
+// waiting (1 in about 20 stops in ClusterProcessTest). There libinfinipath's
+// handler (loaded with libfabric's psm2 provider, installed at load) called
+// exit(), whose static destructors ran under our control thread, which then
+// crashed in the log sink. So a handler of ours takes them, in whatever
+// thread, and writes the signal's number to a pipe that WaitForSignal polls.
+int g_stop_pipe[2] = {-1, -1};
+
+extern "C" void OnStopSignal(int sig) {
+  const int saved = errno;
+  const char c = static_cast<char>(sig);
+  [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &c, 1);
+  errno = saved;
+}
+
+Status InstallStopSignalHandler() {
+  if (g_stop_pipe[0] < 0 && pipe2(g_stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return ErrnoStatus(errno, "creating the pipe for SIGINT/SIGTERM");
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGINT, &sa, nullptr) != 0 || sigaction(SIGTERM, &sa, nullptr) != 0) {
+    return ErrnoStatus(errno, "installing the SIGINT/SIGTERM handler");
+  }
+  return Status::Ok();
+}
+
+// Waits up to `seconds` for SIGINT/SIGTERM; returns it or 0.
+int WaitForSignal(double seconds) {
   if (seconds <= 0) return 0;
-  timespec ts;
-  ts.tv_sec = static_cast<time_t>(std::floor(seconds));
-  ts.tv_nsec = static_cast<long>((seconds - std::floor(seconds)) * 1e9);
-  const int sig = sigtimedwait(&set, nullptr, &ts);
-  return sig > 0 ? sig : 0;
+  pollfd p{g_stop_pipe[0], POLLIN, 0};
+  const int ms = static_cast<int>(std::min(std::ceil(seconds * 1000), 3600e3));
+  if (poll(&p, 1, ms) <= 0) return 0;  // timeout, or EINTR (the byte is read next time)
+  char c = 0;
+  return read(g_stop_pipe[0], &c, 1) == 1 ? c : 0;
 }
 
 int RunCluster(const ClusterArgs& args) {
@@ -77,13 +111,10 @@ int RunCluster(const ClusterArgs& args) {
     return kExitFailure;
   }
 
-  // SIGINT/SIGTERM are taken with sigtimedwait on this thread: block them before
-  // any thread starts so that every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (Status s = InstallStopSignalHandler(); !s.ok()) {
+    CHORUS_LOG_ERROR(Subsys::kNode, s.ToString());
+    return kExitFailure;
+  }
 
   Result<ClusterSession> session = JoinCluster(*config, args.fabric);
   if (!session) {
@@ -102,7 +133,7 @@ int RunCluster(const ClusterArgs& args) {
     const double until_boundary = std::chrono::duration<double>(next_boundary.Remaining()).count();
     const double until_hold = hold.IsNever() ? until_boundary
                                              : std::chrono::duration<double>(hold.Remaining()).count();
-    const int sig = WaitForSignal(stop_signals, std::min(until_boundary, until_hold));
+    const int sig = WaitForSignal(std::min(until_boundary, until_hold));
     if (sig != 0) {
       CHORUS_LOG_INFO(Subsys::kNode, "received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": leaving");
       break;
@@ -155,6 +186,7 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
     int num_nodes = 0;
     std::string command = "node";
     std::vector<std::string> sets;
+    std::vector<std::string> node_sets;
     std::string config_file;
     std::vector<std::string> extra;
   };
@@ -168,6 +200,11 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
   cmd->add_option("--set", args->sets, "Override one setting on every node (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
+  cmd->add_option("--node-set", args->node_sets,
+                  "Override one setting on one node, after --set (repeatable): two hosts' worth of nodes, "
+                  "a straggler, another batch size")
+      ->type_name("NODE:KEY=VALUE")
+      ->allow_extra_args(false);
   cmd->add_option("config", args->config_file, "TOML config file given to every node");
   cmd->add_option("args", args->extra, "After --: extra arguments given to every node");
   cmd->footer("Example: chorus launch -n 4 --command cluster configs/x.toml -- --hold 5");
@@ -176,6 +213,15 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
     options.num_nodes = args->num_nodes;
     options.command = args->command;
     options.overrides = args->sets;
+    for (const std::string& text : args->node_sets) {
+      Result<std::pair<int, std::string>> node_set = ParseNodeSet(text, args->num_nodes);
+      if (!node_set) {
+        std::fprintf(stderr, "chorus launch: %s\n", node_set.error().message().c_str());
+        context.exit_code = kExitUsage;
+        return;
+      }
+      options.node_overrides.push_back(std::move(*node_set));
+    }
     options.config_path = args->config_file;
     options.extra_args = args->extra;
     // Without CONFIG, the first argument after "--" lands in the config slot.

@@ -331,6 +331,22 @@ Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host) {
   return std::make_pair(fd, static_cast<uint16_t>(ntohs(addr.sin_port)));
 }
 
+Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_nodes) {
+  const std::string what = "--node-set '" + std::string(text) + "': expected NODE:KEY=VALUE with NODE in 0.." +
+                           std::to_string(num_nodes - 1);
+  const size_t colon = text.find(':');
+  if (colon == 0 || colon == std::string_view::npos || text.find('=', colon) == std::string_view::npos) {
+    return Err(InvalidArgument(what));
+  }
+  int node = 0;
+  for (char c : text.substr(0, colon)) {
+    if (c < '0' || c > '9' || node > num_nodes) return Err(InvalidArgument(what));
+    node = node * 10 + (c - '0');
+  }
+  if (node >= num_nodes) return Err(InvalidArgument(what));
+  return std::pair<int, std::string>{node, std::string(text.substr(colon + 1))};
+}
+
 Status Launch(const LaunchOptions& options, LaunchResult* result) {
   if (options.num_nodes < 1) return InvalidArgument("launch: -n must be >= 1, got " + std::to_string(options.num_nodes));
   const size_t n = static_cast<size_t>(options.num_nodes);

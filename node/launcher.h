@@ -66,4 +66,9 @@ struct LaunchResult {
 // failed nodes ("node2 exited with status 3; node4 was killed by signal 9 (Killed)").
 [[nodiscard]] Status Launch(const LaunchOptions& options, LaunchResult* result);
 
+// One node's setting from `chorus launch --node-set`: "NODE:KEY=VALUE" (e.g.
+// "2:cluster.host_group=b") for node index NODE in [0, num_nodes). The key and
+// value are checked by the node, like --set's.
+[[nodiscard]] Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_nodes);
+
 }  // namespace chorus::node

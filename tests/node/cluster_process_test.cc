@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <random>
 
@@ -161,43 +162,38 @@ void StopSurvivors(FourNodes& nodes) {
   for (auto& p : nodes.survivors) EXPECT_EQ(ExitStatus(*p, 10), 0) << p->Output();
 }
 
+// Sends `sig` to n0; expects every survivor in epoch 1 within `timeout_s`, and
+// n1 to log why n0 is dead (`why`, a regex). Returns the seconds it took, or -1.
+double CoordinatorDiesOf(FourNodes& nodes, int sig, double timeout_s, const std::string& why) {
+  const auto at = std::chrono::steady_clock::now();
+  nodes.n0->Signal(sig);
+  const double took = SurvivorsMoveOn(nodes, at, timeout_s);
+  if (took < 0) return took;
+  std::printf("survivors agreed on epoch 1 %.2f s after %s\n", took, strsignal(sig));
+  EXPECT_TRUE(nodes.survivors[0]->WaitFor(R"(member n0 \(rank 0\) is dead: )" + why, 0).has_value())
+      << nodes.survivors[0]->Output();
+  return took;
+}
+
 // kill -9 closes the coordinator's connections and its listening port: the
 // survivors' dials are refused, which declares it dead long before the
-// 30 s of silence configured here.
+// 30 s of silence configured here. Two refused dials a heartbeat (0.1 s)
+// apart, the ack round and a loaded 2-core machine: well under 5 s.
 TEST(ClusterProcessTest, KillNineOfTheCoordinatorMovesSurvivorsToANewEpoch) {
   FourNodes nodes = StartFourNodes({"cluster.suspect_timeout_s=20", "cluster.dead_timeout_s=30"});
   ASSERT_EQ(nodes.survivors.size(), 3u);
-  const auto killed_at = std::chrono::steady_clock::now();
-  nodes.n0->Signal(SIGKILL);
-  // Two refused dials a heartbeat (0.1 s) apart, the ack round and a loaded
-  // 2-core machine: well under 5 s.
-  const double took = SurvivorsMoveOn(nodes, killed_at, 5);
-  ASSERT_GE(took, 0);
-  std::printf("survivors agreed on epoch 1 %.2f s after kill -9 (dead_timeout_s = 30)\n", took);
-  EXPECT_TRUE(nodes.survivors[0]
-                  ->WaitFor(R"(member n0 \(rank 0\) is dead: its control connection closed and 2 dials in a row)"
-                            R"( were refused)",
-                            0)
-                  .has_value())
-      << nodes.survivors[0]->Output();
+  EXPECT_GE(CoordinatorDiesOf(nodes, SIGKILL, 5, "its control connection closed and 2 dials in a row were refused"),
+            0);
   StopSurvivors(nodes);
 }
 
 // SIGSTOP keeps the coordinator's port listening (the kernel still accepts
-// connections): only silence for dead_timeout_s declares it dead.
+// connections): only silence for dead_timeout_s (1 s) declares it dead; 2.5 s
+// more covers a heartbeat of detection skew, the ack round and a loaded host.
 TEST(ClusterProcessTest, StoppedCoordinatorIsDeclaredDeadBySilence) {
   FourNodes nodes = StartFourNodes({});
   ASSERT_EQ(nodes.survivors.size(), 3u);
-  const auto stopped_at = std::chrono::steady_clock::now();
-  nodes.n0->Signal(SIGSTOP);
-  // dead_timeout_s is 1 s; 2.5 s more covers one heartbeat of detection
-  // skew, the ack round and a loaded 2-core machine.
-  const double took = SurvivorsMoveOn(nodes, stopped_at, 3.5);
-  ASSERT_GE(took, 0);
-  std::printf("survivors agreed on epoch 1 %.2f s after SIGSTOP (dead_timeout_s = 1)\n", took);
-  EXPECT_GE(took, 1.0);
-  EXPECT_TRUE(nodes.survivors[0]->WaitFor(R"(member n0 \(rank 0\) is dead: silent for)", 0).has_value())
-      << nodes.survivors[0]->Output();
+  EXPECT_GE(CoordinatorDiesOf(nodes, SIGSTOP, 3.5, "silent for"), 1.0);
   StopSurvivors(nodes);
 }
 

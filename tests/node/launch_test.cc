@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tests/node/control_test_process.h"
+#include "node/launcher.h"
 
 namespace chorus::node {
 namespace {
@@ -29,6 +30,21 @@ pid_t PidOf(ChorusProcess& launch, const std::string& node) {
   auto m = launch.WaitFor("launch: started " + node + " \\(pid (\\d+)\\)", 5);
   EXPECT_TRUE(m.has_value()) << launch.Output();
   return m ? static_cast<pid_t>(std::stoi((*m)[1].str())) : -1;
+}
+
+TEST(LaunchTest, NodeSetNamesTheNodeAndTheSetting) {
+  auto ok = ParseNodeSet("3:cluster.host_group=\"b\"", 4);
+  ASSERT_TRUE(ok) << ok.error().ToString();
+  EXPECT_EQ(ok->first, 3);
+  EXPECT_EQ(ok->second, "cluster.host_group=\"b\"");
+  for (const char* bad : {"4:train.slowdown=2", "x:train.slowdown=2", ":train.slowdown=2", "1train.slowdown=2",
+                          "1:train.slowdown", "-1:train.slowdown=2"}) {
+    auto r = ParseNodeSet(bad, 4);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message().find(std::string("--node-set '") + bad + "'"), std::string::npos)
+        << r.error().message();
+    EXPECT_NE(r.error().message().find("NODE in 0..3"), std::string::npos) << r.error().message();
+  }
 }
 
 TEST(LaunchTest, ThreeNodesStartFormAClusterAndStopCleanly) {

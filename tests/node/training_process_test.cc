@@ -176,14 +176,23 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
 // down so that the kills land mid-training. The op deadline (60 s) is far
 // above the time a re-form may take (ExpectEverySurvivorReforms), so that no
 // survivor gets there by waiting out an operation.
+// `host_groups` > 1: the nodes form that many hosts' worth of host groups
+// (node i in group i * host_groups / n), given with launch's --node-set.
 std::vector<std::string> KillTestArgs(const std::string& name, const fs::path& out, int n,
                                       const std::string& provider, const std::string& kind,
-                                      const std::string& algorithm, const std::string& shared_memory) {
-  return LaunchArgs(name, n, out,
-                    {"train.epochs=4", "data.train_limit=5120", "data.test_limit=500", "train.log_every_steps=2",
-                     "train.slowdown=3.0", "fabric.op_timeout_s=60", "exchange.kind=\"" + kind + "\"",
-                     "exchange.algorithm=\"" + algorithm + "\"", "exchange.shared_memory=" + shared_memory,
-                     "fabric.provider=\"" + provider + "\"", "topology.kind=\"ring\""});
+                                      const std::string& algorithm, const std::string& shared_memory,
+                                      int host_groups = 1) {
+  std::vector<std::string> args =
+      LaunchArgs(name, n, out,
+                 {"train.epochs=4", "data.train_limit=5120", "data.test_limit=500", "train.log_every_steps=2",
+                  "train.slowdown=3.0", "fabric.op_timeout_s=60", "exchange.kind=\"" + kind + "\"",
+                  "exchange.algorithm=\"" + algorithm + "\"", "exchange.shared_memory=" + shared_memory,
+                  "fabric.provider=\"" + provider + "\"", "topology.kind=\"ring\""});
+  for (int i = 0; host_groups > 1 && i < n; ++i) {
+    args.push_back("--node-set");
+    args.push_back(std::to_string(i) + ":cluster.host_group=\"host" + std::to_string(i * host_groups / n) + "\"");
+  }
+  return args;
 }
 
 // The pid launch reports for `node`, once it has started.
@@ -259,16 +268,19 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
   // epoch fresh shm endpoints, opened by every survivor before any installs
   // them (else shm 1.17 sent rank 2's messages to rank 1).
   // All-reduce through the fabric (ring), through the host's shared memory
-  // (auto: a waiter notices the dead process), and D-PSGD gossip.
+  // (auto: a waiter notices the dead process), hierarchical over two host
+  // groups (node1 waits in its group's segment for node0, which stopped at
+  // node3's death: only the ended epoch frees it), and D-PSGD gossip.
   struct Variant {
     std::string kind, algorithm, shared_memory;
+    int host_groups = 1;
   };
   for (const Variant& v : {Variant{"allreduce", "ring", "false"}, Variant{"allreduce", "auto", "true"},
-                           Variant{"gossip", "ring", "false"}}) {
+                           Variant{"allreduce", "hierarchical", "true", 2}, Variant{"gossip", "ring", "false"}}) {
     SCOPED_TRACE(v.kind + " " + v.algorithm);
     const fs::path out = fs::temp_directory_path() / ("chorus-kill-test-" + std::to_string(getpid()));
     const std::string name = "kill-" + ShortName(GetParam()) + "-" + v.kind + "-" + v.algorithm;
-    ChorusProcess launch(KillTestArgs(name, out, 4, GetParam(), v.kind, v.algorithm, v.shared_memory));
+    ChorusProcess launch(KillTestArgs(name, out, 4, GetParam(), v.kind, v.algorithm, v.shared_memory, v.host_groups));
     const std::optional<pid_t> victim = StartedPid(launch, "node3");
     ASSERT_TRUE(victim) << launch.Output();
     // Kill once node3 has logged a few steps (it is training, mid-exchange).
