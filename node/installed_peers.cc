@@ -38,6 +38,11 @@ void InstalledPeers::Installed(gossip::Transport& transport) {
   }
 }
 
+void InstalledPeers::SetRecovering(bool recovering) {
+  std::lock_guard<std::mutex> lock(mu_);
+  recovering_ = recovering;
+}
+
 void InstalledPeers::SetReforming(bool reforming) {
   std::lock_guard<std::mutex> lock(mu_);
   reforming_ = reforming;
@@ -57,7 +62,7 @@ void InstalledPeers::MemberDead(const std::string& name, gossip::Transport& tran
   if (m == nullptr || m->rank == view_.self_rank) return;
   dead_.insert(Key(*m));
   declared_.insert(Key(*m));
-  if (installed_) EndEpochLocked(transport, name + " (rank " + std::to_string(m->rank) + ") was declared dead");
+  if (installed_ && !recovering_) EndEpochLocked(transport, name + " (rank " + std::to_string(m->rank) + ") was declared dead");
 }
 
 void InstalledPeers::EndEpochLocked(gossip::Transport& transport, const std::string& why) {

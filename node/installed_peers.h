@@ -44,7 +44,14 @@ class InstalledPeers {
   // From the control thread: `name` was declared dead (ControlPlane's
   // kDeclaredDead). Every other member of the installed view is marked dead,
   // or, while a view is being installed, once it is if it still names `name`.
+  // Not while this node recovers (SetRecovering): its operations of that
+  // epoch have ended already, and marking live peers from the control thread
+  // while the main thread tears its protocol down crashed rxm 1.17 (a call
+  // through a null pointer in 1 of about 10 D-PSGD kill runs).
   void MemberDead(const std::string& name, gossip::Transport& transport);
+  // From ReformOverSurvivors: this node has failed an operation and is
+  // re-forming (true) or training again (false).
+  void SetRecovering(bool recovering);
 
   // While a re-form attempt runs (ReformOverSurvivors), a view newer than the
   // one it installs ends the attempt: the members of the installed view are marked
@@ -65,6 +72,7 @@ class InstalledPeers {
   MembershipView view_;
   bool installed_ = false;
   bool reforming_ = false;
+  bool recovering_ = false;
   uint64_t latest_epoch_ = 0;  // the newest view the control plane has installed
   std::set<std::string> dead_;      // data addresses (unique per process), as bytes
   std::set<std::string> declared_;  // those of dead_ declared dead (MemberDead)

@@ -27,6 +27,11 @@ Status ReformOverSurvivors(ClusterSession& session, const Config& config, const 
                            const std::string& what, const std::function<Status(const MembershipView&)>& attempt) {
   const int attempts = std::max(1, session.view.size());
   uint64_t epoch = session.view.epoch;
+  session.installed->SetRecovering(true);  // cleared however this returns
+  struct Recovered {
+    InstalledPeers& installed;
+    ~Recovered() { installed.SetRecovering(false); }
+  } recovered{*session.installed};
   for (int i = 1;; ++i) {
     CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch, " to re-form the ", what);
     const Deadline deadline = Deadline::AfterSeconds(2 * config.cluster.dead_timeout_s + 10);

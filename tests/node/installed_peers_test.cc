@@ -168,5 +168,17 @@ TEST_F(InstalledPeersTest, ADeathDeclaredDuringAnInstallEndsThatEpochIfItNamesTh
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
 }
 
+// A node that has failed already and waits to re-form is left alone (its
+// operations ended with the failure); the death still ends a view it then
+// installs that names the member.
+TEST_F(InstalledPeersTest, ADeathDeclaredWhileRecoveringMarksNothingUntilAnInstall) {
+  installed_.SetRecovering(true);
+  installed_.MemberDead("node2", *transport_);
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(Install(installed_, *transport_, View(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}})).ok());
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
+  installed_.SetRecovering(false);
+}
+
 }  // namespace
 }  // namespace chorus::node
