@@ -330,6 +330,7 @@ void FabricCore::MarkPeerDead(Rank peer) {
       if (op->addr != addr) continue;
       std::lock_guard<std::mutex> op_lock(op->mu);
       FailLocked(*op, Unavailable(op->Describe() + ": peer marked dead"));
+      op->cancelled_at = Clock::now();
       failed.push_back(op);
     }
   }
@@ -889,6 +890,7 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
     Finish(op, std::move(reason), {}, /*reaped=*/true);
     return;
   }
+  Clock::time_point cancelled_at;
   {
     std::lock_guard<std::mutex> lock(op.mu);
     if (op.reaped) {
@@ -896,12 +898,15 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
       return;
     }
     if (op.cancel_reason.ok()) op.cancel_reason = reason;
+    cancelled_at = op.cancelled_at;
   }
   {
     std::lock_guard<std::mutex> lock(cq_mu_);
     if (!closed_) fi_cancel(&ep_.get()->fid, &op.ctx.context);
   }
-  const Deadline give_up = Deadline::After(options_.cancel_timeout);
+  const Deadline give_up = cancelled_at == Clock::time_point{}
+                               ? Deadline::After(options_.cancel_timeout)
+                               : Deadline::After(options_.cancel_timeout - (Clock::now() - cancelled_at));
   Backoff backoff(std::chrono::microseconds(200));
   while (true) {
     {

@@ -147,6 +147,11 @@ struct FabricOp {
   std::atomic<bool> finished{false};  // result fixed; written under mu
   bool reaped = false;                // provider released ctx; under mu
   Status cancel_reason;               // replaces FI_ECANCELED when set; under mu
+  // When MarkPeerDead cancelled it in the provider (epoch: never): a later
+  // CancelAndReap waits for the release only until cancel_timeout after
+  // that, so N sends that rxm never releases to a dead peer cost one
+  // cancel_timeout, not N of them one after the other. Under mu.
+  Clock::time_point cancelled_at{};
   Status status;                      // under mu
   Completion completion;              // under mu
 
