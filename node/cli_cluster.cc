@@ -9,13 +9,8 @@
 // `launch` runs N local node processes (launcher.h).
 // Must not: hold membership logic (control_plane.h does) or parse TOML itself
 // (LoadConfig does).
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -33,6 +28,7 @@
 #include "node/control_plane.h"
 #include "node/launcher.h"
 #include "node/logging.h"
+#include "node/stop_signals.h"
 
 namespace chorus::node {
 namespace {
@@ -56,47 +52,6 @@ void PrintView(const MembershipView& view) {
   std::fflush(stdout);
 }
 
-// SIGINT/SIGTERM may reach any thread, library threads included: OpenBLAS
-// starts its pool before main() with nothing blocked, so blocking them for
-// sigtimedwait left that thread to take them whenever the main thread was not
-// waiting (1 in about 20 stops in ClusterProcessTest). There libinfinipath's
-// handler (loaded with libfabric's psm2 provider, installed at load) called
-// exit(), whose static destructors ran under our control thread, which then
-// crashed in the log sink. So a handler of ours takes them, in whatever
-// thread, and writes the signal's number to a pipe that WaitForSignal polls.
-int g_stop_pipe[2] = {-1, -1};
-
-extern "C" void OnStopSignal(int sig) {
-  const int saved = errno;
-  const char c = static_cast<char>(sig);
-  [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &c, 1);
-  errno = saved;
-}
-
-Status InstallStopSignalHandler() {
-  if (g_stop_pipe[0] < 0 && pipe2(g_stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return ErrnoStatus(errno, "creating the pipe for SIGINT/SIGTERM");
-  }
-  struct sigaction sa {};
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  if (sigaction(SIGINT, &sa, nullptr) != 0 || sigaction(SIGTERM, &sa, nullptr) != 0) {
-    return ErrnoStatus(errno, "installing the SIGINT/SIGTERM handler");
-  }
-  return Status::Ok();
-}
-
-// Waits up to `seconds` for SIGINT/SIGTERM; returns it or 0.
-int WaitForSignal(double seconds) {
-  if (seconds <= 0) return 0;
-  pollfd p{g_stop_pipe[0], POLLIN, 0};
-  const int ms = static_cast<int>(std::min(std::ceil(seconds * 1000), 3600e3));
-  if (poll(&p, 1, ms) <= 0) return 0;  // timeout, or EINTR (the byte is read next time)
-  char c = 0;
-  return read(g_stop_pipe[0], &c, 1) == 1 ? c : 0;
-}
-
 int RunCluster(const ClusterArgs& args) {
   std::vector<ConfigOverride> overrides;
   for (const std::string& s : args.sets) overrides.push_back({s, "--set " + s});
@@ -111,7 +66,8 @@ int RunCluster(const ClusterArgs& args) {
     return kExitFailure;
   }
 
-  if (Status s = InstallStopSignalHandler(); !s.ok()) {
+  StopSignals stop_signals;  // SIGINT/SIGTERM: leave
+  if (Status s = stop_signals.Install(); !s.ok()) {
     CHORUS_LOG_ERROR(Subsys::kNode, s.ToString());
     return kExitFailure;
   }
@@ -133,7 +89,7 @@ int RunCluster(const ClusterArgs& args) {
     const double until_boundary = std::chrono::duration<double>(next_boundary.Remaining()).count();
     const double until_hold = hold.IsNever() ? until_boundary
                                              : std::chrono::duration<double>(hold.Remaining()).count();
-    const int sig = WaitForSignal(std::min(until_boundary, until_hold));
+    const int sig = stop_signals.Wait(std::min(until_boundary, until_hold));
     if (sig != 0) {
       CHORUS_LOG_INFO(Subsys::kNode, "received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": leaving");
       break;

@@ -594,14 +594,12 @@ void ControlPlaneImpl::CheckLiveness(Clock::time_point now) {
         CHORUS_LOG_INFO(Subsys::kControl, "member ", e.name, " (rank ", rank, ") answers again");
         break;
       case LivenessTable::Change::kDead: {
-        if (e.refused_dials > 0) {
-          CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank,
-                          ") is dead: its control connection closed and ", e.refused_dials,
-                          " dials in a row were refused (silent for ", silent, " s)");
-        } else {
-          CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is dead: silent for ", silent,
-                          " s");
-        }
+        const std::string why = e.refused_dials > 0 ? "its control connection closed and " +
+                                                             std::to_string(e.refused_dials) +
+                                                             " dials in a row were refused (silent for " + silent +
+                                                             " s)"
+                                                       : "silent for " + std::string(silent) + " s";
+        CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is dead: ", why);
         dead_.insert(e.name);
         if (!left_.count(e.name)) to_report_failures_.push_back({e.name, rank, MemberFailure::Kind::kDeclaredDead});
         auto peer = peers_.find(e.name);

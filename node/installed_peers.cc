@@ -10,6 +10,10 @@ namespace {
 
 std::string Key(const Member& m) { return {m.data_address.begin(), m.data_address.end()}; }
 
+std::string SupersededBy(uint64_t epoch) {
+  return "epoch " + std::to_string(epoch) + " superseded it during the re-form";
+}
+
 }  // namespace
 
 void InstalledPeers::BeginInstall(const MembershipView& next) {
@@ -21,48 +25,49 @@ void InstalledPeers::BeginInstall(const MembershipView& next) {
 void InstalledPeers::Installed(gossip::Transport& transport) {
   std::lock_guard<std::mutex> lock(mu_);
   installed_ = true;
-  std::set<std::string> still_named;
+  std::map<std::string, bool> still_named;
   std::string declared;  // a member of this view declared dead meanwhile
   for (const Member& m : view_.members) {
-    if (!dead_.contains(Key(m))) continue;
-    still_named.insert(Key(m));
+    auto death = dead_.find(Key(m));
+    if (death == dead_.end()) continue;
+    still_named.insert(*death);
     if (m.rank != view_.self_rank) MarkDeadLocked(m, transport, "before this epoch was installed");
-    if (declared_.contains(Key(m))) declared = m.name;
+    if (death->second) declared = m.name;
   }
-  std::erase_if(declared_, [&](const std::string& key) { return !still_named.contains(key); });
   dead_ = std::move(still_named);
   if (!declared.empty()) {
     EndEpochLocked(transport, declared + " was declared dead while it was installed");
-  } else if (reforming_ && latest_epoch_ > view_.epoch) {
-    EndEpochLocked(transport, "epoch " + std::to_string(latest_epoch_) + " superseded it during the re-form");
+  } else if (recovery_ == Recovery::kReforming && latest_epoch_ > view_.epoch) {
+    EndEpochLocked(transport, SupersededBy(latest_epoch_));
   }
 }
 
-void InstalledPeers::SetRecovering(bool recovering) {
+void InstalledPeers::SetRecovery(Recovery recovery) {
   std::lock_guard<std::mutex> lock(mu_);
-  recovering_ = recovering;
-}
-
-void InstalledPeers::SetReforming(bool reforming) {
-  std::lock_guard<std::mutex> lock(mu_);
-  reforming_ = reforming;
+  recovery_ = recovery;
 }
 
 void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport& transport) {
   std::lock_guard<std::mutex> lock(mu_);
   latest_epoch_ = std::max(latest_epoch_, latest.epoch);
-  if (reforming_ && installed_ && latest.epoch > view_.epoch) {
-    EndEpochLocked(transport, "epoch " + std::to_string(latest.epoch) + " superseded it during the re-form");
+  if (recovery_ == Recovery::kReforming && installed_ && latest.epoch > view_.epoch) {
+    EndEpochLocked(transport, SupersededBy(latest.epoch));
   }
+}
+
+const Member* InstalledPeers::RecordDeathLocked(const std::string& name, bool declared) {
+  const Member* m = view_.Find(name);
+  if (m == nullptr || m->rank == view_.self_rank) return nullptr;
+  dead_[Key(*m)] |= declared;
+  return m;
 }
 
 void InstalledPeers::MemberDead(const std::string& name, gossip::Transport& transport) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Member* m = view_.Find(name);
-  if (m == nullptr || m->rank == view_.self_rank) return;
-  dead_.insert(Key(*m));
-  declared_.insert(Key(*m));
-  if (installed_ && !recovering_) EndEpochLocked(transport, name + " (rank " + std::to_string(m->rank) + ") was declared dead");
+  const Member* m = RecordDeathLocked(name, /*declared=*/true);
+  if (m != nullptr && installed_ && recovery_ == Recovery::kTraining) {
+    EndEpochLocked(transport, name + " (rank " + std::to_string(m->rank) + ") was declared dead");
+  }
 }
 
 void InstalledPeers::EndEpochLocked(gossip::Transport& transport, const std::string& why) {
@@ -74,9 +79,8 @@ void InstalledPeers::EndEpochLocked(gossip::Transport& transport, const std::str
 
 void InstalledPeers::ConnectionLost(const std::string& name, gossip::Transport& transport) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Member* m = view_.Find(name);
-  if (m == nullptr || m->rank == view_.self_rank) return;
-  dead_.insert(Key(*m));
+  const Member* m = RecordDeathLocked(name, /*declared=*/false);
+  if (m == nullptr) return;
   if (installed_) {
     MarkDeadLocked(*m, transport, "");
   } else {

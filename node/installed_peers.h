@@ -20,8 +20,8 @@
 // the control plane saw to the transport.
 #pragma once
 
+#include <map>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "gossip/transport.h"
@@ -44,26 +44,32 @@ class InstalledPeers {
   // From the control thread: `name` was declared dead (ControlPlane's
   // kDeclaredDead). Every other member of the installed view is marked dead,
   // or, while a view is being installed, once it is if it still names `name`.
-  // Not while this node recovers (SetRecovering): its operations of that
+  // Not while this node recovers (Recovery below): its operations of that
   // epoch have ended already, and marking live peers from the control thread
   // while the main thread tears its protocol down crashed rxm 1.17 (a call
   // through a null pointer in 1 of about 10 D-PSGD kill runs).
   void MemberDead(const std::string& name, gossip::Transport& transport);
-  // From ReformOverSurvivors: this node has failed an operation and is
-  // re-forming (true) or training again (false).
-  void SetRecovering(bool recovering);
 
-  // While a re-form attempt runs (ReformOverSurvivors), a view newer than the
-  // one it installs ends the attempt: the members of the installed view are marked
-  // dead, so that the attempt's collectives fail at once rather than wait to
-  // their deadline for members that have moved on to the newer epoch. Outside
-  // a re-form a newer view changes nothing here (a join's view arrives at the
-  // epoch boundary, and the training loop installs it).
-  void SetReforming(bool reforming);
+  // Where this node is, set by ReformOverSurvivors. While a re-form attempt
+  // runs (kReforming), a view newer than the one it installs ends the
+  // attempt: the members of the installed view are marked dead, so that the
+  // attempt's collectives fail at once rather than wait to their deadline for
+  // members that have moved on to the newer epoch. While training a newer
+  // view changes nothing here (a join's view arrives at the epoch boundary,
+  // and the training loop installs it).
+  enum class Recovery {
+    kTraining,  // no failure being handled
+    kWaiting,   // an operation failed; waiting for the next epoch
+    kReforming  // installing an epoch's peers and agreeing on the step
+  };
+  void SetRecovery(Recovery recovery);
   // From the control thread: the control plane installed `latest`.
   void ViewChanged(const MembershipView& latest, gossip::Transport& transport);
 
  private:
+  // Keeps `name`'s death (by data address); its member in view_, or nullptr
+  // when view_ does not name it or it is this node.
+  const Member* RecordDeathLocked(const std::string& name, bool declared);
   void MarkDeadLocked(const Member& member, gossip::Transport& transport, const char* when);
   // Ends view_'s data-plane operations (`why`): marks every other member dead.
   void EndEpochLocked(gossip::Transport& transport, const std::string& why);
@@ -71,11 +77,11 @@ class InstalledPeers {
   std::mutex mu_;  // held while marking, so a mark never meets a renumbering
   MembershipView view_;
   bool installed_ = false;
-  bool reforming_ = false;
-  bool recovering_ = false;
+  Recovery recovery_ = Recovery::kTraining;
   uint64_t latest_epoch_ = 0;  // the newest view the control plane has installed
-  std::set<std::string> dead_;      // data addresses (unique per process), as bytes
-  std::set<std::string> declared_;  // those of dead_ declared dead (MemberDead)
+  // Deaths by data address (unique per process, as bytes): true once declared
+  // dead (MemberDead), false while only the connection was lost.
+  std::map<std::string, bool> dead_;
 };
 
 }  // namespace chorus::node

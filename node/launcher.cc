@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -26,33 +27,17 @@
 
 #include "common/clock.h"
 #include "node/config_parse.h"
+#include "node/stop_signals.h"
 
 namespace chorus::node {
 namespace {
 
-int g_signal_pipe_write = -1;
-
-void OnSignal(int sig) {
-  const int saved_errno = errno;
-  const unsigned char byte = static_cast<unsigned char>(sig);
-  if (g_signal_pipe_write >= 0) {
-    [[maybe_unused]] ssize_t n = write(g_signal_pipe_write, &byte, 1);
-  }
-  errno = saved_errno;
-}
-
-// Installs the forwarding handlers for the lifetime of one launch.
+// SIGINT/SIGTERM to forward (StopSignals), and SIGPIPE ignored, for the
+// lifetime of one launch.
 class SignalForwarding {
  public:
   Status Install() {
-    if (pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoStatus(errno, "launch: creating the signal pipe");
-    g_signal_pipe_write = fds_[1];
-    struct sigaction sa {};
-    sa.sa_handler = OnSignal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
+    CHORUS_RETURN_IF_ERROR(stop_.Install().WithContext("launch"));
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
@@ -61,22 +46,13 @@ class SignalForwarding {
     return Status::Ok();
   }
   ~SignalForwarding() {
-    if (installed_) {
-      sigaction(SIGINT, &old_int_, nullptr);
-      sigaction(SIGTERM, &old_term_, nullptr);
-      sigaction(SIGPIPE, &old_pipe_, nullptr);
-      g_signal_pipe_write = -1;
-    }
-    if (fds_[0] >= 0) close(fds_[0]);
-    if (fds_[1] >= 0) close(fds_[1]);
+    if (installed_) sigaction(SIGPIPE, &old_pipe_, nullptr);
   }
-  int read_fd() const { return fds_[0]; }
+  int read_fd() const { return stop_.read_fd(); }
 
  private:
-  int fds_[2] = {-1, -1};
+  StopSignals stop_;
   bool installed_ = false;
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
   struct sigaction old_pipe_ {};
 };
 
@@ -338,12 +314,12 @@ Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_
   if (colon == 0 || colon == std::string_view::npos || text.find('=', colon) == std::string_view::npos) {
     return Err(InvalidArgument(what));
   }
-  int node = 0;
-  for (char c : text.substr(0, colon)) {
-    if (c < '0' || c > '9' || node > num_nodes) return Err(InvalidArgument(what));
-    node = node * 10 + (c - '0');
+  int node = -1;
+  const std::string_view digits = text.substr(0, colon);
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), node);
+  if (error != std::errc() || end != digits.data() + digits.size() || node < 0 || node >= num_nodes) {
+    return Err(InvalidArgument(what));
   }
-  if (node >= num_nodes) return Err(InvalidArgument(what));
   return std::pair<int, std::string>{node, std::string(text.substr(colon + 1))};
 }
 

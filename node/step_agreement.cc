@@ -27,19 +27,20 @@ Status ReformOverSurvivors(ClusterSession& session, const Config& config, const 
                            const std::string& what, const std::function<Status(const MembershipView&)>& attempt) {
   const int attempts = std::max(1, session.view.size());
   uint64_t epoch = session.view.epoch;
-  session.installed->SetRecovering(true);  // cleared however this returns
+  using Recovery = InstalledPeers::Recovery;
+  session.installed->SetRecovery(Recovery::kWaiting);  // kTraining again however this returns
   struct Recovered {
     InstalledPeers& installed;
-    ~Recovered() { installed.SetRecovering(false); }
+    ~Recovered() { installed.SetRecovery(Recovery::kTraining); }
   } recovered{*session.installed};
   for (int i = 1;; ++i) {
     CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch, " to re-form the ", what);
     const Deadline deadline = Deadline::AfterSeconds(2 * config.cluster.dead_timeout_s + 10);
     CHORUS_ASSIGN_OR_RETURN(MembershipView next, session.control->WaitForEpochAbove(epoch, deadline));
     if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
-    session.installed->SetReforming(true);  // a newer epoch now ends the attempt
+    session.installed->SetRecovery(Recovery::kReforming);  // a newer epoch now ends the attempt
     Status s = attempt(next);
-    session.installed->SetReforming(false);
+    session.installed->SetRecovery(Recovery::kWaiting);
     if (s.ok()) {
       CHORUS_LOG_WARN(Subsys::kGossip, "re-formed the ", what, " over ", next.size(), " survivors at epoch ",
                       next.epoch, " (after: ", failure.message(), ")");

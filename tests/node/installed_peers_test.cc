@@ -115,7 +115,7 @@ TEST_F(InstalledPeersTest, ANewerEpochEndsAReformAtAnOlderOne) {
   installed_.ViewChanged(epoch1, *transport_);
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
 
-  installed_.SetReforming(true);
+  installed_.SetRecovery(InstalledPeers::Recovery::kReforming);
   ASSERT_TRUE(Install(installed_, *transport_, epoch1).ok());
   std::vector<std::byte> in(8);
   auto pending = transport_->Irecv(1, 7, in);
@@ -131,7 +131,7 @@ TEST_F(InstalledPeersTest, ANewerEpochEndsAReformAtAnOlderOne) {
   installed_.ViewChanged(View(3, {{"node0", 0}, {"node1", 1}}), *transport_);
   ASSERT_TRUE(Install(installed_, *transport_, View(2, {{"node0", 0}, {"node1", 1}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
-  installed_.SetReforming(false);
+  installed_.SetRecovery(InstalledPeers::Recovery::kTraining);
   ASSERT_TRUE(Install(installed_, *transport_, View(3, {{"node0", 0}, {"node1", 1}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
 }
@@ -172,12 +172,12 @@ TEST_F(InstalledPeersTest, ADeathDeclaredDuringAnInstallEndsThatEpochIfItNamesTh
 // operations ended with the failure); the death still ends a view it then
 // installs that names the member.
 TEST_F(InstalledPeersTest, ADeathDeclaredWhileRecoveringMarksNothingUntilAnInstall) {
-  installed_.SetRecovering(true);
+  installed_.SetRecovery(InstalledPeers::Recovery::kWaiting);
   installed_.MemberDead("node2", *transport_);
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
   ASSERT_TRUE(Install(installed_, *transport_, View(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
-  installed_.SetRecovering(false);
+  installed_.SetRecovery(InstalledPeers::Recovery::kTraining);
 }
 
 }  // namespace
