@@ -120,15 +120,22 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
   if (session.transport) {
     // A member whose control connection closed has (almost always) died: fail
     // our pending data-plane operations with it now rather than at their
-    // deadline, and post no new ones to it. Once it is declared dead, end the
-    // epoch's operations with every member (InstalledPeers).
+    // deadline, and post no new ones to it. Once it is declared dead, or has
+    // stopped before the end of its run, end the epoch's operations with every
+    // member (InstalledPeers).
     gossip::Transport* transport = session.transport.get();
     std::shared_ptr<InstalledPeers> installed = session.installed;
     session.control->OnMemberFailure([transport, installed](const MemberFailure& f) {
-      if (f.kind == MemberFailure::Kind::kConnectionLost) {
-        installed->ConnectionLost(f.name, *transport);
-      } else {
-        installed->MemberDead(f.name, *transport);
+      switch (f.kind) {
+        case MemberFailure::Kind::kConnectionLost:
+          installed->ConnectionLost(f.name, *transport);
+          break;
+        case MemberFailure::Kind::kDeclaredDead:
+          installed->MemberDead(f.name, *transport);
+          break;
+        case MemberFailure::Kind::kStopped:
+          installed->MemberDead(f.name, *transport, "stopped before the end of its run");
+          break;
       }
     });
     session.control->OnViewChange(

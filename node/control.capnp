@@ -65,6 +65,10 @@ struct EpochView {
   members @3 :List(NodeInfo);
   departed @4 :List(Int32);  # ranks, in the previous epoch, of members that are gone
   joined @5 :List(Text);     # names of members new in this epoch
+  finished @6 :List(Text);   # departed members that left at the end of their run
+                             # (a Leave without `stopping`): gone, not failed,
+                             # though a member may get this view before their Leave
+  stopped @7 :List(Text);    # departed members that left before the end of their run
 }
 
 struct EpochAck {
@@ -78,9 +82,14 @@ struct Heartbeat {
   sender @1 :Text;
 }
 
+# `stopping`: the leaver stops before its run's end (SIGINT/SIGTERM), so the
+# others' operations of this epoch that include it cannot complete: they end
+# them as for a declared death. Unset at the end of a run, when the others may
+# still complete operations it took part in.
 struct Leave {
   epoch @0 :UInt64;
   name @1 :Text;
+  stopping @2 :Bool;
 }
 
 # One node's arrival at a barrier. `seq` counts barriers of the same name within

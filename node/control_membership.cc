@@ -287,11 +287,14 @@ void ControlPlaneImpl::MaybePropose() {
   if (phase_ != Phase::kMember || !formed_ || ExpectedCoordinator() != self_.name) return;
   std::vector<Member> survivors;
   std::vector<int> departed;
+  std::vector<std::string> finished, stopped;
   for (const Member& m : view_.members) {
     if (m.name == self_.name || !Gone(m.name)) {
       survivors.push_back(m);
     } else {
       departed.push_back(m.rank);
+      auto left = left_.find(m.name);
+      if (left != left_.end() && !dead_.count(m.name)) (left->second ? stopped : finished).push_back(m.name);
     }
   }
   if (departed.empty() && !advance_requested_) return;
@@ -310,6 +313,8 @@ void ControlPlaneImpl::MaybePropose() {
   v.proposal_id = RandomId();
   v.proposer = self_.name;
   v.departed = departed;
+  v.finished = finished;
+  v.stopped = stopped;
   for (size_t i = num_survivors; i < members.size(); ++i) v.joined.push_back(members[i].name);
   v.members = std::move(members);
   proposal_ = Proposal{v, {}};
@@ -377,7 +382,7 @@ void ControlPlaneImpl::Commit() {
     if (m.name != self_.name) SendTo(m.name, welcome, true);
   }
   // Leavers still connected learn that the cluster moved on without them.
-  for (const std::string& name : left_) {
+  for (const auto& [name, stopping] : left_) {
     bool member = false;
     for (const Member& m : v.members) member |= m.name == name;
     auto peer = peers_.find(name);
@@ -403,12 +408,20 @@ void ControlPlaneImpl::HandleWelcome(const std::shared_ptr<Connection>& conn, co
 
 void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
   // A member the view drops that did not leave has died, whether or not this
-  // node declared it dead itself before the others' commit arrived.
+  // node declared it dead itself before the others' commit arrived. The view
+  // says which left (its Leave may come after it): one that finished its run
+  // is no failure (taking it for dead would end operations still completing),
+  // one that stopped is.
+  auto names = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
   for (const Member& m : formed_ ? view_.members : std::vector<Member>{}) {
     const bool kept = std::any_of(v.members.begin(), v.members.end(), [&](const Member& n) { return n.name == m.name; });
-    if (!kept && m.name != self_.name && !left_.count(m.name) && !dead_.count(m.name)) {
-      to_report_failures_.push_back({m.name, m.rank, MemberFailure::Kind::kDeclaredDead});
+    if (kept || names(v.finished, m.name) || m.name == self_.name || left_.count(m.name) || dead_.count(m.name)) {
+      continue;
     }
+    const bool stopped = names(v.stopped, m.name);
+    to_report_failures_.push_back({m.name, m.rank, stopped ? MemberFailure::Kind::kStopped : MemberFailure::Kind::kDeclaredDead});
   }
   MembershipView next;
   next.epoch = v.epoch;
@@ -443,7 +456,7 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
 
   dead_.clear();
   for (auto it = left_.begin(); it != left_.end();) {
-    it = view_.Find(*it) ? std::next(it) : left_.erase(it);
+    it = view_.Find(it->first) ? std::next(it) : left_.erase(it);
   }
   std::vector<std::string> others;
   for (const Member& m : view_.members) {
@@ -496,13 +509,17 @@ void ControlPlaneImpl::HandleLeave(const msg::Leave& leave) {
     // left this node waiting for that member until the dead timeout.
     CHORUS_LOG_INFO(Subsys::kControl, leave.name, " leaves the cluster before this node installed epoch ",
                     leave.epoch);
-    left_.insert(leave.name);
+    left_.emplace(leave.name, leave.stopping);
     return;
   }
-  if (!view_.Find(leave.name)) return;
-  if (left_.insert(leave.name).second) {
-    CHORUS_LOG_INFO(Subsys::kControl, "member ", leave.name, " (rank ", view_.Find(leave.name)->rank,
-                    ") leaves the cluster");
+  const Member* member = view_.Find(leave.name);
+  if (member == nullptr) return;
+  if (left_.emplace(leave.name, leave.stopping).second) {
+    CHORUS_LOG_INFO(Subsys::kControl, "member ", leave.name, " (rank ", member->rank, ") leaves the cluster",
+                    leave.stopping ? " before the end of its run" : "");
+    if (leave.stopping && !dead_.count(leave.name)) {
+      to_report_failures_.push_back({leave.name, member->rank, MemberFailure::Kind::kStopped});
+    }
     cv_.notify_all();
     MaybePropose();
   }

@@ -67,6 +67,8 @@ void SetEpochView(wire::EpochView::Builder b, const msg::EpochView& v) {
   auto departed = b.initDeparted(v.departed.size());
   for (size_t i = 0; i < v.departed.size(); ++i) departed.set(i, v.departed[i]);
   SetTextList(b.initJoined(v.joined.size()), v.joined);
+  SetTextList(b.initFinished(v.finished.size()), v.finished);
+  SetTextList(b.initStopped(v.stopped.size()), v.stopped);
 }
 
 wire::RejectCode ToWire(RejectCode code) {
@@ -128,6 +130,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           auto b = env.initLeave();
           b.setEpoch(m.epoch);
           b.setName(TextOf(m.name));
+          b.setStopping(m.stopping);
         } else if constexpr (std::is_same_v<T, msg::Barrier>) {
           auto b = env.initBarrier();
           b.setName(TextOf(m.name));
@@ -202,6 +205,8 @@ msg::EpochView GetEpochView(wire::EpochView::Reader r) {
   v.members = GetMembers(r.getMembers());
   for (int32_t d : r.getDeparted()) v.departed.push_back(d);
   v.joined = GetTextList(r.getJoined());
+  v.finished = GetTextList(r.getFinished());
+  v.stopped = GetTextList(r.getStopped());
   return v;
 }
 
@@ -230,7 +235,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
     }
     case wire::Envelope::LEAVE: {
       auto r = env.getLeave();
-      return msg::Leave{r.getEpoch(), StringOf(r.getName())};
+      return msg::Leave{r.getEpoch(), StringOf(r.getName()), r.getStopping()};
     }
     case wire::Envelope::BARRIER: {
       auto r = env.getBarrier();

@@ -71,6 +71,8 @@ struct EpochView {
   std::vector<Member> members;  // members[i].rank == i
   std::vector<int> departed;
   std::vector<std::string> joined;
+  std::vector<std::string> finished;  // departed members that left at their run's end
+  std::vector<std::string> stopped;   // departed members that left before it
 };
 struct Welcome {
   EpochView view;
@@ -90,6 +92,7 @@ struct Heartbeat {
 struct Leave {
   uint64_t epoch = 0;
   std::string name;
+  bool stopping = false;  // before the run's end: ends the others' epoch (control.capnp)
 };
 struct Barrier {
   std::string name;

@@ -117,7 +117,7 @@ Result<MembershipView> ControlPlane::AdvanceEpochIfPending(Deadline deadline) {
   return impl_->AdvanceEpochIfPending(deadline);
 }
 std::vector<std::string> ControlPlane::PendingJoiners() const { return impl_->PendingJoiners(); }
-Status ControlPlane::Leave(Deadline deadline) { return impl_->Leave(deadline); }
+Status ControlPlane::Leave(Deadline deadline, LeaveKind kind) { return impl_->Leave(deadline, kind); }
 
 // ---------------------------------------------------------------------------
 // Start-up and shutdown
@@ -693,7 +693,7 @@ Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline
   return WaitForEpochAbove(epoch, deadline);
 }
 
-Status ControlPlaneImpl::Leave(Deadline deadline) {
+Status ControlPlaneImpl::Leave(Deadline deadline, LeaveKind kind) {
   std::unique_lock<std::mutex> lock(mu_);
   if (phase_ == Phase::kStarting || phase_ == Phase::kJoining || phase_ == Phase::kWaiting) {
     CHORUS_LOG_INFO(Subsys::kControl, self_.name, " leaves before becoming a member");
@@ -705,17 +705,21 @@ Status ControlPlaneImpl::Leave(Deadline deadline) {
   if (phase_ != Phase::kMember) return Status::Ok();  // already gone (left, removed, failed)
   phase_ = Phase::kLeaving;
   const uint64_t epoch = view_.epoch;
-  CHORUS_LOG_INFO(Subsys::kControl, self_.name, " leaves the cluster at epoch ", epoch);
+  const bool stopping = kind == LeaveKind::kStopping;
+  CHORUS_LOG_INFO(Subsys::kControl, self_.name, " leaves the cluster at epoch ", epoch,
+                  stopping ? " before the end of its run" : "");
   // The Leave goes to members that left too: one that left before us may still
   // wait for it. When all leave at once, a coordinator that left can install
   // the epoch it proposed and keep waiting for the members in it (8 nodes
   // leaving at once: one launch in about 36 ran into the dead timeout when
   // only members not gone were told). One that has gone no longer listens:
   // the failed dial or the closed connection clears its outbox.
-  asio::post(io_, [this, epoch] {
+  asio::post(io_, [this, epoch, stopping] {
     Locked([&] {
       for (const Member& m : view_.members) {
-        if (m.name != self_.name && !dead_.count(m.name)) SendTo(m.name, msg::Leave{epoch, self_.name}, true);
+        if (m.name != self_.name && !dead_.count(m.name)) {
+          SendTo(m.name, msg::Leave{epoch, self_.name, stopping}, true);
+        }
       }
       DialForOutbox();
     });

@@ -99,7 +99,9 @@ class ControlPlane {
   // two steps: its connection closes (a killed process closes it at once:
   // kConnectionLost, a hint, also seen for a live member whose connection
   // broke), then this node declares it dead (refused dials or silence:
-  // kDeclaredDead; never for a member that left). Keep it short.
+  // kDeclaredDead; never for a member that left). A member that leaves before
+  // its run's end (Leave with LeaveKind::kStopping) is reported once, as
+  // kStopped. Keep it short.
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
@@ -118,7 +120,8 @@ class ControlPlane {
 
   // Tells the others this node leaves, waits until they have moved to an epoch
   // without it (or nobody is left to confirm), then closes every connection.
-  [[nodiscard]] Status Leave(Deadline deadline);
+  // `kind`: see LeaveKind (membership.h).
+  [[nodiscard]] Status Leave(Deadline deadline, LeaveKind kind = LeaveKind::kDone);
 
  private:
   explicit ControlPlane(std::unique_ptr<ControlPlaneImpl> impl);

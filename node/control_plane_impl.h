@@ -63,7 +63,7 @@ class ControlPlaneImpl : public Connection::Listener {
   Status Barrier(const std::string& name, Deadline deadline);
   Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
   std::vector<std::string> PendingJoiners() const;
-  Status Leave(Deadline deadline);
+  Status Leave(Deadline deadline, LeaveKind kind);
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;
@@ -251,7 +251,7 @@ class ControlPlaneImpl : public Connection::Listener {
   LivenessTable liveness_;
   Clock::time_point last_tick_{};
   std::set<std::string> dead_;
-  std::set<std::string> left_;
+  std::map<std::string, bool> left_;  // members that sent Leave -> whether `stopping`
 
   std::map<BarrierKey, BarrierState> barriers_;
   std::map<std::pair<uint64_t, std::string>, uint64_t> barrier_counters_;

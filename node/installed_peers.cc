@@ -62,11 +62,11 @@ const Member* InstalledPeers::RecordDeathLocked(const std::string& name, bool de
   return m;
 }
 
-void InstalledPeers::MemberDead(const std::string& name, gossip::Transport& transport) {
+void InstalledPeers::MemberDead(const std::string& name, gossip::Transport& transport, const std::string& how) {
   std::lock_guard<std::mutex> lock(mu_);
   const Member* m = RecordDeathLocked(name, /*declared=*/true);
   if (m != nullptr && installed_ && recovery_ == Recovery::kTraining) {
-    EndEpochLocked(transport, name + " (rank " + std::to_string(m->rank) + ") was declared dead");
+    EndEpochLocked(transport, name + " (rank " + std::to_string(m->rank) + ") " + how);
   }
 }
 

@@ -42,13 +42,15 @@ class InstalledPeers {
   // posted to a peer whose connection it was tearing down).
   void ConnectionLost(const std::string& name, gossip::Transport& transport);
   // From the control thread: `name` was declared dead (ControlPlane's
-  // kDeclaredDead). Every other member of the installed view is marked dead,
+  // kDeclaredDead) or stopped before its run's end (kStopped; `how` says which,
+  // for the log). Every other member of the installed view is marked dead,
   // or, while a view is being installed, once it is if it still names `name`.
   // Not while this node recovers (Recovery below): its operations of that
   // epoch have ended already, and marking live peers from the control thread
   // while the main thread tears its protocol down crashed rxm 1.17 (a call
   // through a null pointer in 1 of about 10 D-PSGD kill runs).
-  void MemberDead(const std::string& name, gossip::Transport& transport);
+  void MemberDead(const std::string& name, gossip::Transport& transport,
+                  const std::string& how = "was declared dead");
 
   // Where this node is, set by ReformOverSurvivors. While a re-form attempt
   // runs (kReforming), a view newer than the one it installs ends the

@@ -46,10 +46,18 @@ struct MembershipView {
   std::string Describe() const;
 };
 
+// Why a node leaves (ControlPlane::Leave). kDone: at the end of its run; the
+// others may still be completing operations it took part in, and nothing of
+// theirs ends. kStopping: before the end (a stop signal); their operations of
+// this epoch end at once (MemberFailure::kStopped), as for a death, and they
+// re-form without it.
+enum class LeaveKind { kDone, kStopping };
+
 // What ControlPlane::OnMemberFailure reports: the member, its rank in the current view, and
-// how far its failure has gone.
+// how far its failure has gone. kStopped: it left before its run's end (a Leave
+// with `stopping`), which ends the epoch's operations as a declared death does.
 struct MemberFailure {
-  enum class Kind { kConnectionLost, kDeclaredDead };
+  enum class Kind { kConnectionLost, kDeclaredDead, kStopped };
   std::string name;
   int rank = -1;
   Kind kind = Kind::kConnectionLost;

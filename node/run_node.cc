@@ -28,6 +28,7 @@
 #include "node/logging.h"
 #include "node/metrics.h"
 #include "node/progress_display.h"
+#include "node/stop_signals.h"
 #include "node/trainer_options.h"
 #include "trainer/batch_sampler.h"
 #include "trainer/checkpoint.h"
@@ -65,10 +66,19 @@ struct NodeRun {
   std::unique_ptr<Exchange> exchange;
   std::unique_ptr<MetricsWriter> metrics;
   LogSession* log_session = nullptr;
+  const StopRequest* stop = nullptr;  // SIGINT/SIGTERM; none in tests that call RunNode directly
+  int stopped_by = 0;                 // the signal the loop stopped for (TrainLoop), else 0
 };
 
-// The loop: epochs of steps, evaluation, checkpoints. Returns the summary.
-Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// The loop: epochs of steps, evaluation, checkpoints. Returns the summary, or
+// nothing when a stop signal ended it early (run.stopped_by): then it has
+// written a checkpoint of where it stood, for --resume.
+Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) {
   const TrainConfig& tc = run.config.train;
   trainer::Trainer& trainer = *run.trainer;
   const std::string checkpoint_path = run.run_dir + "/checkpoint.safetensors";
@@ -81,14 +91,20 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
 
   int64_t step = 0;
   int start_epoch = 0;
+  int64_t steps_to_skip = 0;  // batches to pass over, one step each (a re-form's catch-up, a resume)
   if (options.resume) {
     if (fs::exists(checkpoint_path)) {
       CHORUS_ASSIGN_OR_RETURN(trainer::CheckpointInfo info,
                               trainer::LoadCheckpoint(checkpoint_path, &trainer));
-      step = info.step;
       start_epoch = static_cast<int>(info.epoch);
+      // A checkpoint of a stop, mid-epoch: the epoch's batches already trained
+      // are skipped, one step each, as after a re-form.
+      step = info.step - info.epoch_batches;
+      steps_to_skip = info.epoch_batches;
       CHORUS_LOG_INFO(Subsys::kNode, "resumed from ", checkpoint_path, " at epoch ", start_epoch,
-                      ", step ", step);
+                      ", step ", info.step,
+                      info.epoch_batches > 0 ? ", " + std::to_string(info.epoch_batches) + " batches into the epoch"
+                                             : std::string());
     } else {
       CHORUS_LOG_WARN(Subsys::kNode, "--resume: no checkpoint at ", checkpoint_path,
                       "; starting from scratch");
@@ -121,7 +137,6 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
     eval_set = &eval_subset;
   }
   double eval_seconds = 0.0;
-  int64_t steps_to_skip = 0;
 
   auto base_record = [&](int epoch) {
     json r = run.exchange->Metrics();
@@ -144,7 +159,12 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
     int64_t window_samples = 0;
     double window_loss = 0.0;
     int64_t window_steps = 0;
-    for (int64_t i = 0; i < steps_per_epoch; ++i) {
+    int64_t i = 0;
+    for (; i < steps_per_epoch; ++i) {
+      if (run.stop != nullptr && run.stop->requested() != 0) {
+        run.stopped_by = run.stop->requested();
+        break;
+      }
       if (!sampler.Next(run.train, &batch)) break;
       if (steps_to_skip > 0) {  // catching up with the survivors after a re-form
         --steps_to_skip;
@@ -218,6 +238,20 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
       }
     }
     progress.Finish();
+    if (run.stopped_by != 0) {
+      // Where this node stands, for --resume: the trainer's state after `step`
+      // steps, `i` batches into `epoch`.
+      trainer::CheckpointInfo info{step, epoch, i};
+      CHORUS_RETURN_IF_ERROR(trainer::SaveCheckpoint(trainer, info, checkpoint_path));
+      json r = base_record(epoch);
+      r["stopped"] = SignalName(run.stopped_by);
+      r["parameter_checksum"] = std::to_string(trainer.ParameterChecksum());
+      CHORUS_RETURN_IF_ERROR(run.metrics->Append(r));
+      CHORUS_LOG_WARN(Subsys::kNode, "stopped by ", SignalName(run.stopped_by), " at step ", step, " (epoch ",
+                      epoch + 1, ", batch ", i, " of ", steps_per_epoch, "); checkpoint ", checkpoint_path,
+                      ": --resume continues from it");
+      return std::optional<json>();
+    }
 
     const bool last_epoch = epoch + 1 == tc.epochs;
     if (last_epoch || (tc.eval_every_epochs > 0 && (epoch + 1) % tc.eval_every_epochs == 0)) {
@@ -268,7 +302,23 @@ Result<json> TrainLoop(NodeRun& run, const NodeOptions& options) {
                         {"model", model_path},
                         {"summary", run.run_dir + "/summary.json"},
                         {"log", run.run_dir + "/log.txt"}};
-  return summary;
+  return std::optional<json>(std::move(summary));
+}
+
+// After a stop signal ended TrainLoop (it checkpointed): tells the cluster
+// this node stops, so that the others end the epoch and re-form without it,
+// rather than wait for it until their op deadline. No summary.json: the run
+// did not finish (reports say so); the exit status is the shell's for the signal.
+int StopEarly(NodeRun& run) {
+  Status traced = run.trace->Write(run.run_dir + "/trace.json");
+  if (!traced.ok()) CHORUS_LOG_WARN(Subsys::kNode, "trace: ", traced.ToString());
+  run.exchange.reset();
+  if (run.session && run.session->control) {
+    Status left = run.session->control->Leave(Deadline::AfterSeconds(run.config.cluster.dead_timeout_s + 2),
+                                              LeaveKind::kStopping);
+    if (!left.ok()) CHORUS_LOG_WARN(Subsys::kNode, "leave: ", left.ToString());
+  }
+  return 128 + run.stopped_by;
 }
 
 }  // namespace
@@ -295,6 +345,13 @@ int RunNode(const Config& config, const NodeOptions& options) {
     CHORUS_LOG_ERROR(Subsys::kNode, s.ToString());
     return 1;
   };
+  StopRequest stop;
+  Status watching = stop.Start([log = options.log_session] {
+    if (log != nullptr) log->Flush();
+    std::fflush(stdout);
+  });
+  if (!watching.ok()) return fail(watching);
+  run.stop = &stop;
 
   kernels::SetThreads(config.train.threads);
   auto train = trainer::LoadFashionMnist(config.data.dir, trainer::Split::kTrain,
@@ -352,8 +409,11 @@ int RunNode(const Config& config, const NodeOptions& options) {
                   " threads, kernels fp16 path ", kernels::HalfConversionPath(),
                   "; exchange: ", run.exchange->Describe());
 
-  Result<json> summary = TrainLoop(run, options);
-  if (!summary) return fail(summary.error());
+  stop.TrainingBegins();
+  Result<std::optional<json>> finished = TrainLoop(run, options);
+  if (!finished) return fail(finished.error());
+  if (!finished->has_value()) return StopEarly(run);
+  const json* summary = &**finished;
   const std::string summary_path = run.run_dir + "/summary.json";
   Status written = WriteSummary(summary_path, *summary);
   if (!written.ok()) return fail(written);

@@ -3,11 +3,15 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+
+#include "common/log.h"
 
 namespace chorus::node {
 namespace {
@@ -56,6 +60,49 @@ int StopSignals::Wait(double seconds) const {
   if (poll(&p, 1, ms) <= 0) return 0;  // timeout, or EINTR (the byte is read next time)
   unsigned char byte = 0;
   return read(fds_[0], &byte, 1) == 1 ? byte : 0;
+}
+
+Status StopRequest::Start(std::function<void()> before_exit) {
+  before_exit_ = std::move(before_exit);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) return ErrnoStatus(errno, "creating the stop watcher's eventfd");
+  CHORUS_RETURN_IF_ERROR(signals_.Install());
+  watcher_ = std::thread([this] { Watch(); });
+  return Status::Ok();
+}
+
+StopRequest::~StopRequest() {
+  if (watcher_.joinable()) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = write(wake_fd_, &one, sizeof(one));
+    watcher_.join();
+  }
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void StopRequest::Watch() {
+  while (true) {
+    pollfd fds[2] = {{signals_.read_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    unsigned char sig = 0;
+    if (read(signals_.read_fd(), &sig, 1) != 1) continue;
+    const char* name = sigabbrev_np(sig);
+    if (training_.load() && requested_.load() == 0) {
+      requested_.store(sig);
+      CHORUS_LOG_WARN(Subsys::kNode, "received SIG", name ? name : "?",
+                      ": stopping after this step (checkpoint; leave the cluster if in one); another signal exits at once");
+      continue;
+    }
+    CHORUS_LOG_WARN(Subsys::kNode, "received SIG", name ? name : "?",
+                    training_.load() ? " again: exiting now, without a checkpoint"
+                                     : " before training began: exiting now");
+    if (before_exit_) before_exit_();
+    _exit(128 + sig);
+  }
 }
 
 }  // namespace chorus::node

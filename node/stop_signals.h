@@ -13,6 +13,10 @@
 
 #include <signal.h>
 
+#include <atomic>
+#include <functional>
+#include <thread>
+
 #include "common/status.h"
 
 namespace chorus::node {
@@ -35,6 +39,38 @@ class StopSignals {
   bool installed_ = false;
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+};
+
+// What a training node (`chorus node`) does with SIGINT/SIGTERM. Once
+// training runs, the first asks the training loop to stop after its current
+// step (requested()): it checkpoints, leaves the cluster telling the others
+// it stops (their epoch ends and they re-form without it) and exits with 128
+// + the signal's number. Before training runs (joining can wait for other
+// nodes for minutes) there is nothing to save, and a second signal is an
+// impatient user: then the process exits at once with that status, after
+// `before_exit` (flush the logs). A watcher thread reads StopSignals.
+class StopRequest {
+ public:
+  StopRequest() = default;
+  StopRequest(const StopRequest&) = delete;
+  StopRequest& operator=(const StopRequest&) = delete;
+  ~StopRequest();
+
+  [[nodiscard]] Status Start(std::function<void()> before_exit);
+  // From now on the first signal asks the loop to stop.
+  void TrainingBegins() { training_.store(true); }
+  // The number of the signal that asked to stop, else 0.
+  int requested() const { return requested_.load(std::memory_order_relaxed); }
+
+ private:
+  void Watch();
+
+  StopSignals signals_;
+  std::function<void()> before_exit_;
+  std::atomic<bool> training_{false};
+  std::atomic<int> requested_{0};
+  int wake_fd_ = -1;  // eventfd: the destructor ends the watcher
+  std::thread watcher_;
 };
 
 }  // namespace chorus::node

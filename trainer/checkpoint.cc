@@ -192,6 +192,7 @@ Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,
       {"optimizer", std::string(OptimizerKindName(trainer.optimizer().options().kind))},
       {"step", std::to_string(info.step)},
       {"epoch", std::to_string(info.epoch)},
+      {"epoch_batches", std::to_string(info.epoch_batches)},
       {"loss_scale", DoubleToString(scaler.scale)},
       {"clean_steps", std::to_string(scaler.clean_steps)},
       {"skipped_steps", std::to_string(scaler.skipped_steps)},
@@ -229,13 +230,18 @@ Result<CheckpointInfo> LoadCheckpoint(const std::string& path, Trainer* trainer)
   CheckpointInfo info;
   CHORUS_ASSIGN_OR_RETURN(info.step, GetMetaNumber<int64_t>(file, path, "step"));
   CHORUS_ASSIGN_OR_RETURN(info.epoch, GetMetaNumber<int64_t>(file, path, "epoch"));
+  if (file.metadata.count("epoch_batches")) {  // absent in checkpoints of older builds
+    CHORUS_ASSIGN_OR_RETURN(info.epoch_batches, GetMetaNumber<int64_t>(file, path, "epoch_batches"));
+  }
   LossScalerState scaler;
   CHORUS_ASSIGN_OR_RETURN(scaler.scale, GetMetaNumber<double>(file, path, "loss_scale"));
   CHORUS_ASSIGN_OR_RETURN(scaler.clean_steps, GetMetaNumber<int64_t>(file, path, "clean_steps"));
   CHORUS_ASSIGN_OR_RETURN(scaler.skipped_steps,
                           GetMetaNumber<int64_t>(file, path, "skipped_steps"));
-  if (info.step < 0 || info.epoch < 0) {
-    return Err(DataLoss(path + ": negative step or epoch in checkpoint metadata"));
+  if (info.step < 0 || info.epoch < 0 || info.epoch_batches < 0 || info.epoch_batches > info.step) {
+    return Err(DataLoss(path + ": step " + std::to_string(info.step) + ", epoch " + std::to_string(info.epoch) +
+                        ", epoch_batches " + std::to_string(info.epoch_batches) +
+                        " in checkpoint metadata (none may be negative; epoch_batches at most step)"));
   }
   if (precision != PrecisionName(model.precision())) {
     CHORUS_LOG_WARN(Subsys::kTrainer, path, ": checkpoint trained in ", precision,

@@ -4,7 +4,8 @@
 // master weights by parameter name ("fc1.weight"), the BatchNorm buffers
 // ("bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked" as I64),
 // the optimizer momentum ("momentum.fc1.weight"), and metadata: step, epoch,
-// loss scale, clean-step count, skipped steps, model, precision, optimizer.
+// batches into that epoch, loss scale, clean-step count, skipped steps,
+// model, precision, optimizer.
 // The exported model holds only the parameters and buffers, named as PyTorch's
 // state_dict, so `model.load_state_dict(safetensors.torch.load_file(path))`
 // works on the equivalent nn.Module.
@@ -27,6 +28,9 @@ namespace chorus::trainer {
 struct CheckpointInfo {
   int64_t step = 0;   // steps completed = the index of the next step to run
   int64_t epoch = 0;  // epochs completed
+  // Batches of epoch `epoch` already trained: a checkpoint taken mid-epoch (a
+  // node stopped by a signal). 0 at an epoch's end, and in older checkpoints.
+  int64_t epoch_batches = 0;
 };
 
 [[nodiscard]] Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,

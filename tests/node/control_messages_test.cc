@@ -30,6 +30,8 @@ msg::EpochView SampleView() {
   v.members = {SampleMember(0, "node0"), SampleMember(1, "node1"), SampleMember(2, "node5")};
   v.departed = {2, 4};
   v.joined = {"node5"};
+  v.finished = {"node4"};
+  v.stopped = {"node2"};
   return v;
 }
 
@@ -50,6 +52,8 @@ void ExpectSameView(const msg::EpochView& a, const msg::EpochView& b) {
   EXPECT_EQ(a.members, b.members);
   EXPECT_EQ(a.departed, b.departed);
   EXPECT_EQ(a.joined, b.joined);
+  EXPECT_EQ(a.finished, b.finished);
+  EXPECT_EQ(a.stopped, b.stopped);
 }
 
 TEST(ControlMessagesTest, HelloAndProofRoundTrip) {
@@ -82,6 +86,8 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   auto leave = std::get<msg::Leave>(RoundTrip(msg::Leave{4, "node4"}));
   EXPECT_EQ(leave.epoch, 4u);
   EXPECT_EQ(leave.name, "node4");
+  EXPECT_FALSE(leave.stopping);
+  EXPECT_TRUE(std::get<msg::Leave>(RoundTrip(msg::Leave{4, "node4", true})).stopping);
   auto barrier = std::get<msg::Barrier>(RoundTrip(msg::Barrier{"step", 5, 11, "node0", true, true}));
   EXPECT_EQ(barrier.name, "step");
   EXPECT_EQ(barrier.epoch, 5u);

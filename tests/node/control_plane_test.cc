@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <thread>
 
@@ -113,6 +114,44 @@ TEST(ControlPlaneTest, BarrierDeadlineNamesTheMissingMember) {
   ASSERT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
   EXPECT_NE(s.message().find("b1"), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find("a1"), std::string::npos) << s.message();
+}
+
+// A leave at the end of a run reports no failure (the others may still be
+// completing operations the leaver took part in); one before the end
+// (LeaveKind::kStopping) is reported once, as kStopped, to every other member.
+TEST(ControlPlaneTest, OnlyALeaveBeforeTheEndOfTheRunIsReportedAsAFailure) {
+  auto a = StartOrDie(TestConfig(4, {}), Local("n0"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(4, {a->advertise_address()}), Local("n1"));
+  auto c = StartOrDie(TestConfig(4, {a->advertise_address()}), Local("n2"));
+  auto d = StartOrDie(TestConfig(4, {a->advertise_address()}), Local("n3"));
+  ASSERT_TRUE(b && c && d);
+  for (ControlPlane* cp : {a.get(), b.get(), c.get(), d.get()}) {
+    ASSERT_TRUE(cp->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  }
+  // Shared with the callbacks, which may run until the control planes are gone.
+  struct Seen {
+    std::mutex mu;
+    std::vector<std::string> failures;  // "observer: name kind"
+  };
+  auto seen = std::make_shared<Seen>();
+  for (auto [cp, observer] : {std::pair{a.get(), "n0"}, std::pair{b.get(), "n1"}}) {
+    cp->OnMemberFailure([seen, observer = std::string(observer)](const MemberFailure& f) {
+      std::lock_guard<std::mutex> lock(seen->mu);
+      seen->failures.push_back(observer + ": " + f.name + " " + std::to_string(static_cast<int>(f.kind)));
+    });
+  }
+  ASSERT_TRUE(d->Leave(Deadline::AfterSeconds(kWait)).ok());
+  ASSERT_TRUE(b->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait)).has_value());
+  ASSERT_TRUE(c->Leave(Deadline::AfterSeconds(kWait), LeaveKind::kStopping).ok());
+  ASSERT_TRUE(b->WaitForEpochAbove(1, Deadline::AfterSeconds(kWait)).has_value());
+  // Well past the heartbeats that could report anything more.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::lock_guard<std::mutex> lock(seen->mu);
+  std::vector<std::string> failures = seen->failures;
+  std::sort(failures.begin(), failures.end());
+  const std::string stopped = std::to_string(static_cast<int>(MemberFailure::Kind::kStopped));
+  EXPECT_EQ(failures, (std::vector<std::string>{"n0: n2 " + stopped, "n1: n2 " + stopped}));
 }
 
 TEST(ControlPlaneTest, LeaveMovesTheOthersToTheNextEpochAtOnce) {

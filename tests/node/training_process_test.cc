@@ -297,6 +297,33 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
   }
 }
 
+// SIGTERM to one node mid-training: it stops after its step, checkpoints and
+// leaves saying it stops, which ends the epoch's operations on the others as a
+// death does (a leave at the end of a run ends nothing). They re-form at once
+// and finish with one model; it exits with the shell's status for SIGTERM.
+TEST_P(TrainingProcessTest, SurvivorsOfAStoppedNodeFinishWithOneModel) {
+  const fs::path out = fs::temp_directory_path() / ("chorus-stop-test-" + std::to_string(getpid()));
+  const std::string name = "stop-" + ShortName(GetParam());
+  ChorusProcess launch(KillTestArgs(name, out, 4, GetParam(), "allreduce", "ring", "false"));
+  const std::optional<pid_t> stopped = StartedPid(launch, "node3");
+  ASSERT_TRUE(stopped) << launch.Output();
+  ASSERT_TRUE(WaitUntilTraining(out / name / "node3" / "metrics.jsonl")) << launch.Output();
+  const auto stopped_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(*stopped, SIGTERM), 0);
+  ExpectEverySurvivorReforms(launch, 3, stopped_at);
+  std::optional<int> status = launch.Wait(180);
+  ASSERT_TRUE(status) << launch.Output();
+  const std::string output = launch.Output();
+  EXPECT_NE(output.find("node3 exited with status 143"), std::string::npos) << output;
+  EXPECT_NE(output.find("[node0] [fabric] ending epoch 0's data-plane operations: node3 (rank 3) stopped before "
+                        "the end of its run"),
+            std::string::npos)
+      << output;
+  EXPECT_TRUE(fs::exists(out / name / "node3" / "checkpoint.safetensors"));
+  ExpectSurvivorsWithOneModel(out / name, 3, 4, output);
+  fs::remove_all(out);
+}
+
 // Two kills in a row, the second while the survivors re-form over the epoch
 // that dropped the first: the re-form at that epoch fails (node3 is dead
 // there), and the survivors try again at the epoch that drops node3 too.

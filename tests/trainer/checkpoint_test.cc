@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -117,6 +118,35 @@ void Rewrite(const std::string& from, const std::string& to,
   std::vector<NamedTensor> tensors = file->tensors;
   edit(&tensors);
   ASSERT_TRUE(WriteSafetensors(to, tensors, file->metadata).ok());
+}
+
+// A checkpoint taken mid-epoch (a stopped node) says how far into the epoch;
+// one of an older build, without that key, reads as taken at the epoch's end;
+// a position past the steps taken is refused, naming the file.
+TEST_F(CheckpointTest, KeepsTheBatchesIntoTheEpoch) {
+  auto t = Make(Options("mlp"));
+  ASSERT_TRUE(SaveCheckpoint(*t, CheckpointInfo{17, 1, 5}, Path("mid.safetensors")).ok());
+  auto mid = LoadCheckpoint(Path("mid.safetensors"), t.get());
+  ASSERT_TRUE(mid) << mid.error().ToString();
+  EXPECT_EQ(mid->step, 17);
+  EXPECT_EQ(mid->epoch, 1);
+  EXPECT_EQ(mid->epoch_batches, 5);
+
+  auto file = ReadSafetensors(Path("mid.safetensors"));
+  ASSERT_TRUE(file);
+  std::map<std::string, std::string> metadata = file->metadata;
+  metadata.erase("epoch_batches");
+  ASSERT_TRUE(WriteSafetensors(Path("old.safetensors"), file->tensors, metadata).ok());
+  auto old = LoadCheckpoint(Path("old.safetensors"), t.get());
+  ASSERT_TRUE(old) << old.error().ToString();
+  EXPECT_EQ(old->epoch_batches, 0);
+
+  metadata["epoch_batches"] = "18";
+  ASSERT_TRUE(WriteSafetensors(Path("past.safetensors"), file->tensors, metadata).ok());
+  auto past = LoadCheckpoint(Path("past.safetensors"), t.get());
+  ASSERT_FALSE(past);
+  EXPECT_NE(past.error().message().find(Path("past.safetensors")), std::string::npos) << past.error().message();
+  EXPECT_NE(past.error().message().find("epoch_batches 18"), std::string::npos) << past.error().message();
 }
 
 TEST_F(CheckpointTest, RejectsWrongShapeMissingAndUnexpectedTensors) {
