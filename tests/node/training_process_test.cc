@@ -248,6 +248,19 @@ void ExpectSurvivorsWithOneModel(const fs::path& dir, int survivors, int n, cons
   }
 }
 
+// Sends `sig` to node3 of a 4-node `launch` of run `run_dir` once it trains
+// (it has logged a few steps: mid-exchange); the other three must each re-form
+// within kReformSeconds; then waits for the launch to end.
+void SignalNode3MidTraining(ChorusProcess& launch, const fs::path& run_dir, int sig) {
+  const std::optional<pid_t> node3 = StartedPid(launch, "node3");
+  ASSERT_TRUE(node3) << launch.Output();
+  ASSERT_TRUE(WaitUntilTraining(run_dir / "node3" / "metrics.jsonl")) << launch.Output();
+  const auto signalled_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(*node3, sig), 0);
+  ExpectEverySurvivorReforms(launch, 3, signalled_at);
+  ASSERT_TRUE(launch.Wait(180)) << launch.Output();
+}
+
 // kill -9 of one node mid-training: the three survivors re-form at the next
 // membership epoch and finish with one model (identical checksums), under both
 // all-reduce (parameters identical, so training just goes on) and D-PSGD
@@ -281,15 +294,7 @@ TEST_P(TrainingProcessTest, SurvivorsOfAKilledNodeFinishWithOneModel) {
     const fs::path out = fs::temp_directory_path() / ("chorus-kill-test-" + std::to_string(getpid()));
     const std::string name = "kill-" + ShortName(GetParam()) + "-" + v.kind + "-" + v.algorithm;
     ChorusProcess launch(KillTestArgs(name, out, 4, GetParam(), v.kind, v.algorithm, v.shared_memory, v.host_groups));
-    const std::optional<pid_t> victim = StartedPid(launch, "node3");
-    ASSERT_TRUE(victim) << launch.Output();
-    // Kill once node3 has logged a few steps (it is training, mid-exchange).
-    ASSERT_TRUE(WaitUntilTraining(out / name / "node3" / "metrics.jsonl")) << launch.Output();
-    const auto killed_at = std::chrono::steady_clock::now();
-    ASSERT_EQ(kill(*victim, SIGKILL), 0);
-    ExpectEverySurvivorReforms(launch, 3, killed_at);
-    std::optional<int> status = launch.Wait(180);
-    ASSERT_TRUE(status) << launch.Output();
+    ASSERT_NO_FATAL_FAILURE(SignalNode3MidTraining(launch, out / name, SIGKILL));
     // launch reports node3's death; the survivors exit 0.
     EXPECT_NE(launch.Output().find("node3 was killed by signal 9"), std::string::npos) << launch.Output();
     ExpectSurvivorsWithOneModel(out / name, 3, 4, launch.Output());
@@ -305,14 +310,7 @@ TEST_P(TrainingProcessTest, SurvivorsOfAStoppedNodeFinishWithOneModel) {
   const fs::path out = fs::temp_directory_path() / ("chorus-stop-test-" + std::to_string(getpid()));
   const std::string name = "stop-" + ShortName(GetParam());
   ChorusProcess launch(KillTestArgs(name, out, 4, GetParam(), "allreduce", "ring", "false"));
-  const std::optional<pid_t> stopped = StartedPid(launch, "node3");
-  ASSERT_TRUE(stopped) << launch.Output();
-  ASSERT_TRUE(WaitUntilTraining(out / name / "node3" / "metrics.jsonl")) << launch.Output();
-  const auto stopped_at = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(*stopped, SIGTERM), 0);
-  ExpectEverySurvivorReforms(launch, 3, stopped_at);
-  std::optional<int> status = launch.Wait(180);
-  ASSERT_TRUE(status) << launch.Output();
+  ASSERT_NO_FATAL_FAILURE(SignalNode3MidTraining(launch, out / name, SIGTERM));
   const std::string output = launch.Output();
   EXPECT_NE(output.find("node3 exited with status 143"), std::string::npos) << output;
   EXPECT_NE(output.find("[node0] [fabric] ending epoch 0's data-plane operations: node3 (rank 3) stopped before "
