@@ -5,6 +5,8 @@
 # epoch without it and until node0 logs training progress again. ROUNDS runs.
 #   bench/kill_recovery.sh [CONFIG]        # default configs/allreduce-ring.toml
 #   CHORUS=/path/to/other/chorus bench/kill_recovery.sh   # another build, side by side
+#   SIGNAL=TERM bench/kill_recovery.sh     # a stop instead: node3 checkpoints and
+#                                          # leaves saying it stops (default KILL)
 # Needs ./build (scripts/build.sh). Runs 30 epochs per round and stops them
 # once the figures are in (or after 60 s).
 set -u
@@ -12,6 +14,7 @@ cd "$(dirname "$0")/.."
 config=${1:-configs/allreduce-ring.toml}
 chorus=${CHORUS:-./build/chorus}
 rounds=${ROUNDS:-3}
+signal=${SIGNAL:-KILL}
 now() { date +%s.%N; }
 for round in $(seq 1 "$rounds"); do
   out=$(mktemp -d)
@@ -26,7 +29,7 @@ for round in $(seq 1 "$rounds"); do
   done
   if [ -z "$victim" ]; then echo "round $round: node3 not found (see $log)"; kill -TERM "$launch"; continue; fi
   killed=$(now)
-  kill -9 "$victim"
+  kill -"$signal" "$victim"
   epoch="" resumed=""
   for _ in $(seq 1 3000); do
     if [ -z "$epoch" ] && grep -q '\[node0\].*epoch 1: members' "$log"; then epoch=$(now); fi
@@ -37,7 +40,7 @@ for round in $(seq 1 "$rounds"); do
     sleep 0.02
   done
   since() { if [ -n "$1" ]; then echo "$1 $killed" | awk '{ printf "%.2f s", $1 - $2 }'; else echo "(none in 60 s)"; fi; }
-  echo "round $round: epoch without node3 after $(since "$epoch"), training again after $(since "$resumed")"
+  echo "round $round (SIG$signal): epoch without node3 after $(since "$epoch"), training again after $(since "$resumed")"
   kill -TERM "$launch" 2>/dev/null
   wait "$launch" 2>/dev/null
   rm -rf "$out"
