@@ -146,6 +146,14 @@ class Transport {
   // Whether MarkPeerDead(peer) was called since the last SetPeers: for waits
   // that do not go through the transport (HostSegment's) to end with it too.
   virtual bool PeerMarkedDead(Rank peer) const = 0;
+  // After MarkPeerDead(peer): the peer's process can no longer touch this
+  // process's buffers (it is gone, or it ended its operations before it said
+  // it stops), so a request with it that the provider has not released after
+  // the cancel is given up at once, not after the transport's cancel timeout
+  // (rxm 1.17 never releases a send to a dead peer). Bookkeeping only: no
+  // provider call, so it may come at any time. Nothing to do for transports
+  // that hold no provider contexts.
+  virtual void PeerGone(Rank /*peer*/) {}
 
   // Drops, unreceived, every message from any peer whose tag `filter`
   // matches: those waiting for a receive now and

@@ -131,10 +131,10 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
           installed->ConnectionLost(f.name, *transport);
           break;
         case MemberFailure::Kind::kDeclaredDead:
-          installed->MemberDead(f.name, *transport);
+          installed->MemberDead(f.name, *transport, "was declared dead", f.gone);
           break;
         case MemberFailure::Kind::kStopped:
-          installed->MemberDead(f.name, *transport, "stopped before the end of its run");
+          installed->MemberDead(f.name, *transport, "stopped before the end of its run", f.gone);
           break;
       }
     });

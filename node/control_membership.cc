@@ -421,7 +421,8 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
       continue;
     }
     const bool stopped = names(v.stopped, m.name);
-    to_report_failures_.push_back({m.name, m.rank, stopped ? MemberFailure::Kind::kStopped : MemberFailure::Kind::kDeclaredDead});
+    to_report_failures_.push_back(
+        {m.name, m.rank, stopped ? MemberFailure::Kind::kStopped : MemberFailure::Kind::kDeclaredDead, stopped});
   }
   MembershipView next;
   next.epoch = v.epoch;
@@ -518,7 +519,7 @@ void ControlPlaneImpl::HandleLeave(const msg::Leave& leave) {
     CHORUS_LOG_INFO(Subsys::kControl, "member ", leave.name, " (rank ", member->rank, ") leaves the cluster",
                     leave.stopping ? " before the end of its run" : "");
     if (leave.stopping && !dead_.count(leave.name)) {
-      to_report_failures_.push_back({leave.name, member->rank, MemberFailure::Kind::kStopped});
+      to_report_failures_.push_back({leave.name, member->rank, MemberFailure::Kind::kStopped, /*gone=*/true});
     }
     cv_.notify_all();
     MaybePropose();
@@ -618,7 +619,9 @@ void ControlPlaneImpl::CheckLiveness(Clock::time_point now) {
                                                        : "silent for " + std::string(silent) + " s";
         CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is dead: ", why);
         dead_.insert(e.name);
-        if (!left_.count(e.name)) to_report_failures_.push_back({e.name, rank, MemberFailure::Kind::kDeclaredDead});
+        if (!left_.count(e.name)) {
+          to_report_failures_.push_back({e.name, rank, MemberFailure::Kind::kDeclaredDead, e.refused_dials > 0});
+        }
         auto peer = peers_.find(e.name);
         if (peer != peers_.end()) {
           peer->second->Close(Unavailable("member " + e.name + " declared dead"));

@@ -62,12 +62,14 @@ const Member* InstalledPeers::RecordDeathLocked(const std::string& name, bool de
   return m;
 }
 
-void InstalledPeers::MemberDead(const std::string& name, gossip::Transport& transport, const std::string& how) {
+void InstalledPeers::MemberDead(const std::string& name, gossip::Transport& transport, const std::string& how,
+                                bool gone) {
   std::lock_guard<std::mutex> lock(mu_);
   const Member* m = RecordDeathLocked(name, /*declared=*/true);
   if (m != nullptr && installed_ && recovery_ == Recovery::kTraining) {
     EndEpochLocked(transport, name + " (rank " + std::to_string(m->rank) + ") " + how);
   }
+  if (m != nullptr && installed_ && gone) transport.PeerGone(m->rank);
 }
 
 void InstalledPeers::EndEpochLocked(gossip::Transport& transport, const std::string& why) {

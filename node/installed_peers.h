@@ -49,8 +49,11 @@ class InstalledPeers {
   // epoch have ended already, and marking live peers from the control thread
   // while the main thread tears its protocol down crashed rxm 1.17 (a call
   // through a null pointer in 1 of about 10 D-PSGD kill runs).
+  // `gone` (MemberFailure::gone): its requests not released by the provider
+  // are given up at once (Transport::PeerGone), in any recovery state, once
+  // its rank is marked dead.
   void MemberDead(const std::string& name, gossip::Transport& transport,
-                  const std::string& how = "was declared dead");
+                  const std::string& how = "was declared dead", bool gone = false);
 
   // Where this node is, set by ReformOverSurvivors. While a re-form attempt
   // runs (kReforming), a view newer than the one it installs ends the

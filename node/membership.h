@@ -61,6 +61,11 @@ struct MemberFailure {
   std::string name;
   int rank = -1;
   Kind kind = Kind::kConnectionLost;
+  // Its process can no longer touch this node's memory: declared dead because
+  // dials to it were refused (nothing listens: the process is gone), or it
+  // stopped (it ended its data-plane operations before it said so). Not for
+  // silence: a stopped process may run again. Transport::PeerGone.
+  bool gone = false;
 };
 
 // The order of epoch 0: members with a rank hint first (by hint), then the rest;

@@ -330,7 +330,7 @@ void FabricCore::MarkPeerDead(Rank peer) {
       if (op->addr != addr) continue;
       std::lock_guard<std::mutex> op_lock(op->mu);
       FailLocked(*op, Unavailable(op->Describe() + ": peer marked dead"));
-      op->cancelled_at = Clock::now();
+      if (op->cancelled_at == Clock::time_point{}) op->cancelled_at = Clock::now();
       failed.push_back(op);
     }
   }
@@ -341,6 +341,22 @@ void FabricCore::MarkPeerDead(Rank peer) {
   DropGate(addr, "peer marked dead");
   CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": ", name, " marked dead, ", failed.size(),
                   " pending operations failed");
+}
+
+void FabricCore::PeerGone(Rank peer) {
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  {
+    std::shared_lock lock(peers_mu_);
+    if (peer < 0 || peer >= static_cast<Rank>(peers_.addr.size()) || !peers_.dead[peer]) return;
+    addr = peers_.addr[peer];
+  }
+  const Clock::time_point released = Clock::now() - options_.cancel_timeout;
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  for (auto& [ptr, op] : inflight_) {
+    if (op->addr != addr) continue;
+    std::lock_guard<std::mutex> op_lock(op->mu);
+    if (op->cancelled_at == Clock::time_point{} || op->cancelled_at > released) op->cancelled_at = released;
+  }
 }
 
 // ---- Posting ----
@@ -890,7 +906,7 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
     Finish(op, std::move(reason), {}, /*reaped=*/true);
     return;
   }
-  Clock::time_point cancelled_at;
+  const Clock::time_point started = Clock::now();
   {
     std::lock_guard<std::mutex> lock(op.mu);
     if (op.reaped) {
@@ -898,22 +914,23 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
       return;
     }
     if (op.cancel_reason.ok()) op.cancel_reason = reason;
-    cancelled_at = op.cancelled_at;
   }
   {
     std::lock_guard<std::mutex> lock(cq_mu_);
     if (!closed_) fi_cancel(&ep_.get()->fid, &op.ctx.context);
   }
-  const Deadline give_up = cancelled_at == Clock::time_point{}
-                               ? Deadline::After(options_.cancel_timeout)
-                               : Deadline::After(options_.cancel_timeout - (Clock::now() - cancelled_at));
   Backoff backoff(std::chrono::microseconds(200));
   while (true) {
+    bool expired;
     {
       std::lock_guard<std::mutex> lock(op.mu);
       if (op.reaped) break;
+      // From the peer's death when it was marked (PeerGone may move that back
+      // while we wait), else from this cancel.
+      const Clock::time_point from = op.cancelled_at == Clock::time_point{} ? started : op.cancelled_at;
+      expired = Clock::now() - from >= options_.cancel_timeout;
     }
-    if (give_up.Expired()) {
+    if (expired) {
       CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", op.Describe(),
                       " not released by the provider after cancel; its context stays owned "
                       "by the transport until it completes");

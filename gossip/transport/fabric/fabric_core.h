@@ -150,7 +150,8 @@ struct FabricOp {
   // When MarkPeerDead cancelled it in the provider (epoch: never): a later
   // CancelAndReap waits for the release only until cancel_timeout after
   // that, so N sends that rxm never releases to a dead peer cost one
-  // cancel_timeout, not N of them one after the other. Under mu.
+  // cancel_timeout, not N of them one after the other. PeerGone moves it back
+  // by cancel_timeout: no wait. The earliest is kept. Under mu.
   Clock::time_point cancelled_at{};
   Status status;                      // under mu
   Completion completion;              // under mu
@@ -211,6 +212,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   Status SetPeers(Rank self, std::span<const PeerInfo> peers);
   void MarkPeerDead(Rank peer);
   bool PeerMarkedDead(Rank peer) const;
+  void PeerGone(Rank peer);  // Transport::PeerGone
   // Transport::Discard: adds a filter that Poll's sweeps apply.
   void Discard(TagFilter filter);
 

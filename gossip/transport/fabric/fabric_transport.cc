@@ -109,6 +109,7 @@ class FabricTransport final : public Transport {
   }
   void MarkPeerDead(Rank peer) override { Core().MarkPeerDead(peer); }
   bool PeerMarkedDead(Rank peer) const override { return Core().PeerMarkedDead(peer); }
+  void PeerGone(Rank peer) override { Core().PeerGone(peer); }
   void Discard(TagFilter filter) override { Core().Discard(filter); }
   bool NeedsPeersInstalledBeforeFirstSend() const override {
     return Core().needs_peers_installed_before_first_send();
