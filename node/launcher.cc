@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -372,6 +373,7 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
 
   bool announced_formed = false;
   int signals_seen = 0;
+  int first_signal = 0;  // the first one forwarded
   Clock::time_point all_reaped_at{};
   while (true) {
     std::vector<pollfd> fds;
@@ -409,6 +411,7 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
         const ssize_t n = read(signals.read_fd(), sigs, sizeof(sigs));
         for (ssize_t k = 0; k < n; ++k) {
           ++signals_seen;
+          if (first_signal == 0) first_signal = sigs[k];
           if (result) result->interrupted = true;
           const int sig = signals_seen > 1 ? SIGKILL : sigs[k];
           std::fprintf(messages, "launch: forwarding %s to the nodes\n", strsignal(sig));
@@ -457,8 +460,18 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
     if (result) result->exit_codes.push_back(ExitCode(c));
     if (ExitCode(c) != 0) failures += (failures.empty() ? "" : "; ") + DescribeExit(c);
   }
-  if (!failures.empty()) return Aborted("launch: " + failures);
-  return Status::Ok();
+  if (failures.empty()) return Status::Ok();
+  // Every node stopped for the signal we forwarded (`chorus node`: after its
+  // step, with a checkpoint): say so, and how to go on, not "node0 exited...".
+  const bool all_stopped = first_signal != 0 && std::all_of(children.begin(), children.end(), [&](const Child& c) {
+    return ExitCode(c) == 128 + first_signal;
+  });
+  if (all_stopped) {
+    return Aborted("launch: stopped by " + SignalName(first_signal) + ": all " + std::to_string(children.size()) +
+                   " nodes exited with status " + std::to_string(128 + first_signal) +
+                   "; the same launch with `-- --resume` continues the run from their checkpoints");
+  }
+  return Aborted("launch: " + failures);
 }
 
 }  // namespace chorus::node

@@ -70,10 +70,6 @@ struct NodeRun {
   int stopped_by = 0;                 // the signal the loop stopped for (TrainLoop), else 0
 };
 
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
 
 // The loop: epochs of steps, evaluation, checkpoints. Returns the summary, or
 // nothing when a stop signal ended it early (run.stopped_by): then it has

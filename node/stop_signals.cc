@@ -29,6 +29,11 @@ extern "C" void OnStopSignal(int sig) {
 
 }  // namespace
 
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
 Status StopSignals::Install() {
   if (pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoStatus(errno, "creating the pipe for SIGINT/SIGTERM");
   g_stop_pipe_write = fds_[1];
@@ -90,14 +95,13 @@ void StopRequest::Watch() {
     if (fds[1].revents != 0) return;
     unsigned char sig = 0;
     if (read(signals_.read_fd(), &sig, 1) != 1) continue;
-    const char* name = sigabbrev_np(sig);
     if (training_.load() && requested_.load() == 0) {
       requested_.store(sig);
-      CHORUS_LOG_WARN(Subsys::kNode, "received SIG", name ? name : "?",
+      CHORUS_LOG_WARN(Subsys::kNode, "received ", SignalName(sig),
                       ": stopping after this step (checkpoint; leave the cluster if in one); another signal exits at once");
       continue;
     }
-    CHORUS_LOG_WARN(Subsys::kNode, "received SIG", name ? name : "?",
+    CHORUS_LOG_WARN(Subsys::kNode, "received ", SignalName(sig),
                     training_.load() ? " again: exiting now, without a checkpoint"
                                      : " before training began: exiting now");
     if (before_exit_) before_exit_();

@@ -15,11 +15,15 @@
 
 #include <atomic>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "common/status.h"
 
 namespace chorus::node {
+
+// "SIGTERM" (or "signal 64" for one without a name).
+std::string SignalName(int sig);
 
 class StopSignals {
  public:

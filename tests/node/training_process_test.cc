@@ -322,6 +322,48 @@ TEST_P(TrainingProcessTest, SurvivorsOfAStoppedNodeFinishWithOneModel) {
   fs::remove_all(out);
 }
 
+// Ctrl-C on a launch: every node stops at one step with a checkpoint, launch
+// says so, and the same launch with `-- --resume` ends with the model of the
+// run that was never stopped (all-reduce is deterministic for one world).
+TEST(LaunchStopTest, CtrlCStopsEveryNodeAndResumeEndsWithTheUninterruptedModel) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  const fs::path out = fs::temp_directory_path() / ("chorus-launch-stop-test-" + std::to_string(getpid()));
+  const std::vector<std::string> sets = {"train.epochs=2", "data.train_limit=5120", "data.test_limit=500",
+                                         "train.log_every_steps=2", "exchange.kind=\"allreduce\"",
+                                         "exchange.algorithm=\"ring\"", "exchange.shared_memory=false"};
+  ChorusProcess whole(LaunchArgs("whole", 2, out, sets));
+  ASSERT_TRUE(whole.Wait(240)) << whole.Output();
+  std::vector<std::string> slowed = sets;
+  slowed.push_back("train.slowdown=5.0");
+  std::vector<std::string> args = LaunchArgs("stopped", 2, out, slowed);
+  {
+    ChorusProcess launch(args);
+    ASSERT_TRUE(WaitUntilTraining(out / "stopped" / "node1" / "metrics.jsonl")) << launch.Output();
+    launch.Signal(SIGINT);
+    std::optional<int> status = launch.Wait(60);
+    ASSERT_TRUE(status) << launch.Output();
+    EXPECT_NE(launch.Output().find("launch: stopped by SIGINT: all 2 nodes exited with status 130"),
+              std::string::npos)
+        << launch.Output();
+  }
+  args.insert(args.end(), {"--", "--resume"});
+  ChorusProcess resumed(args);
+  std::optional<int> status = resumed.Wait(240);
+  ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << resumed.Output();
+  for (const char* node : {"node0", "node1"}) {
+    EXPECT_TRUE(resumed.WaitFor(std::string("\\[") + node + "\\] .*resumed from .*checkpoint.safetensors", 0))
+        << resumed.Output();
+  }
+  for (const char* node : {"node0", "node1"}) {
+    auto expected = ReadJson(out / "whole" / node / "summary.json");
+    auto got = ReadJson(out / "stopped" / node / "summary.json");
+    ASSERT_TRUE(expected.is_object() && got.is_object()) << node << "\n" << resumed.Output();
+    EXPECT_EQ(got["steps"], expected["steps"]) << node;
+    EXPECT_EQ(got["parameter_checksum"], expected["parameter_checksum"]) << node;
+  }
+  fs::remove_all(out);
+}
+
 // Two kills in a row, the second while the survivors re-form over the epoch
 // that dropped the first: the re-form at that epoch fails (node3 is dead
 // there), and the survivors try again at the epoch that drops node3 too.
