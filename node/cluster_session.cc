@@ -126,16 +126,10 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
     gossip::Transport* transport = session.transport.get();
     std::shared_ptr<InstalledPeers> installed = session.installed;
     session.control->OnMemberFailure([transport, installed](const MemberFailure& f) {
-      switch (f.kind) {
-        case MemberFailure::Kind::kConnectionLost:
-          installed->ConnectionLost(f.name, *transport);
-          break;
-        case MemberFailure::Kind::kDeclaredDead:
-          installed->MemberDead(f.name, *transport, "was declared dead", f.gone);
-          break;
-        case MemberFailure::Kind::kStopped:
-          installed->MemberDead(f.name, *transport, "stopped before the end of its run", f.gone);
-          break;
+      if (f.kind == MemberFailure::Kind::kConnectionLost) {
+        installed->ConnectionLost(f.name, *transport);
+      } else {
+        installed->MemberDead(f, *transport);
       }
     });
     session.control->OnViewChange(

@@ -62,14 +62,15 @@ const Member* InstalledPeers::RecordDeathLocked(const std::string& name, bool de
   return m;
 }
 
-void InstalledPeers::MemberDead(const std::string& name, gossip::Transport& transport, const std::string& how,
-                                bool gone) {
+void InstalledPeers::MemberDead(const MemberFailure& failure, gossip::Transport& transport) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Member* m = RecordDeathLocked(name, /*declared=*/true);
+  const Member* m = RecordDeathLocked(failure.name, /*declared=*/true);
   if (m != nullptr && installed_ && recovery_ == Recovery::kTraining) {
-    EndEpochLocked(transport, name + " (rank " + std::to_string(m->rank) + ") " + how);
+    const char* how = failure.kind == MemberFailure::Kind::kStopped ? "stopped before the end of its run"
+                                                                     : "was declared dead";
+    EndEpochLocked(transport, failure.name + " (rank " + std::to_string(m->rank) + ") " + how);
   }
-  if (m != nullptr && installed_ && gone) transport.PeerGone(m->rank);
+  if (m != nullptr && installed_ && failure.gone) transport.PeerGone(m->rank);
 }
 
 void InstalledPeers::EndEpochLocked(gossip::Transport& transport, const std::string& why) {

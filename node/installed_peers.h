@@ -41,19 +41,17 @@ class InstalledPeers {
   // marked dead (no new operations with it; rxm 1.17 crashed on a receive
   // posted to a peer whose connection it was tearing down).
   void ConnectionLost(const std::string& name, gossip::Transport& transport);
-  // From the control thread: `name` was declared dead (ControlPlane's
-  // kDeclaredDead) or stopped before its run's end (kStopped; `how` says which,
-  // for the log). Every other member of the installed view is marked dead,
+  // From the control thread: `failure.name` was declared dead (kDeclaredDead)
+  // or stopped before its run's end (kStopped). Every other member of the installed view is marked dead,
   // or, while a view is being installed, once it is if it still names `name`.
   // Not while this node recovers (Recovery below): its operations of that
   // epoch have ended already, and marking live peers from the control thread
   // while the main thread tears its protocol down crashed rxm 1.17 (a call
   // through a null pointer in 1 of about 10 D-PSGD kill runs).
-  // `gone` (MemberFailure::gone): its requests not released by the provider
-  // are given up at once (Transport::PeerGone), in any recovery state, once
-  // its rank is marked dead.
-  void MemberDead(const std::string& name, gossip::Transport& transport,
-                  const std::string& how = "was declared dead", bool gone = false);
+  // `failure.gone`: its requests not released by the provider are given up at
+  // once (Transport::PeerGone), in any recovery state, once its rank is
+  // marked dead.
+  void MemberDead(const MemberFailure& failure, gossip::Transport& transport);
 
   // Where this node is, set by ReformOverSurvivors. While a re-form attempt
   // runs (kReforming), a view newer than the one it installs ends the

@@ -41,6 +41,9 @@ Status Install(InstalledPeers& installed, gossip::Transport& transport, const Me
   return Status::Ok();
 }
 
+// What the control plane reports when it declares `name` dead by silence.
+MemberFailure Declared(const std::string& name) { return {name, -1, MemberFailure::Kind::kDeclaredDead}; }
+
 // kUnavailable at once for a peer marked dead; kDeadlineExceeded for a live one.
 StatusCode ReceiveFrom(gossip::Transport& transport, gossip::Rank rank) {
   std::vector<std::byte> in(8);
@@ -139,10 +142,10 @@ TEST_F(InstalledPeersTest, ANewerEpochEndsAReformAtAnOlderOne) {
 // node2 is declared dead: node1 is alive, but its part of the epoch's
 // collectives stops with the failure, so operations with it end too.
 TEST_F(InstalledPeersTest, ADeclaredDeathEndsTheInstalledEpochWithEveryMember) {
-  installed_.MemberDead("node0", *transport_);  // this node: ignored
-  installed_.MemberDead("node9", *transport_);  // not a member: ignored
+  installed_.MemberDead(Declared("node0"), *transport_);  // this node: ignored
+  installed_.MemberDead(Declared("node9"), *transport_);  // not a member: ignored
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
-  installed_.MemberDead("node2", *transport_);
+  installed_.MemberDead(Declared("node2"), *transport_);
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
   EXPECT_EQ(ReceiveFrom(*transport_, 2), StatusCode::kUnavailable);
   // The next view without node2 is a fresh start.
@@ -154,7 +157,7 @@ TEST_F(InstalledPeersTest, ADeclaredDeathEndsTheInstalledEpochWithEveryMember) {
 // epoch ends once it is; a view without it is not ended.
 TEST_F(InstalledPeersTest, ADeathDeclaredDuringAnInstallEndsThatEpochIfItNamesTheMember) {
   installed_.BeginInstall(View(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}}));
-  installed_.MemberDead("node2", *transport_);
+  installed_.MemberDead(Declared("node2"), *transport_);
   std::vector<gossip::PeerInfo> peers;
   for (int r = 0; r < 3; ++r) peers.push_back({r, gossip::LocalHub::EncodeAddress(r), "node" + std::to_string(r)});
   ASSERT_TRUE(transport_->SetPeers(0, peers).ok());
@@ -162,7 +165,7 @@ TEST_F(InstalledPeersTest, ADeathDeclaredDuringAnInstallEndsThatEpochIfItNamesTh
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
 
   installed_.BeginInstall(View(2, {{"node0", 0}, {"node1", 1}}));
-  installed_.MemberDead("node2", *transport_);  // not in the view being installed
+  installed_.MemberDead(Declared("node2"), *transport_);  // not in the view being installed
   ASSERT_TRUE(transport_->SetPeers(0, std::span(peers).first(2)).ok());
   installed_.Installed(*transport_);
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
@@ -173,7 +176,7 @@ TEST_F(InstalledPeersTest, ADeathDeclaredDuringAnInstallEndsThatEpochIfItNamesTh
 // installs that names the member.
 TEST_F(InstalledPeersTest, ADeathDeclaredWhileRecoveringMarksNothingUntilAnInstall) {
   installed_.SetRecovery(InstalledPeers::Recovery::kWaiting);
-  installed_.MemberDead("node2", *transport_);
+  installed_.MemberDead(Declared("node2"), *transport_);
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
   ASSERT_TRUE(Install(installed_, *transport_, View(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);

@@ -323,17 +323,7 @@ void FabricCore::MarkPeerDead(Rank peer) {
     addr = peers_.addr[peer];
     name = peers_.Name(peer);
   }
-  std::vector<std::shared_ptr<FabricOp>> failed;
-  {
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    for (auto& [ptr, op] : inflight_) {
-      if (op->addr != addr) continue;
-      std::lock_guard<std::mutex> op_lock(op->mu);
-      FailLocked(*op, Unavailable(op->Describe() + ": peer marked dead"));
-      if (op->cancelled_at == Clock::time_point{}) op->cancelled_at = Clock::now();
-      failed.push_back(op);
-    }
-  }
+  std::vector<std::shared_ptr<FabricOp>> failed = CancelledWith(addr, Clock::now(), /*fail=*/true);
   // Receives are cancelled (their FI_ECANCELED completions are reaped by the
   // progress thread); a send the provider already started completes or fails
   // on its own, and its context stays owned by inflight_ until then.
@@ -350,13 +340,20 @@ void FabricCore::PeerGone(Rank peer) {
     if (peer < 0 || peer >= static_cast<Rank>(peers_.addr.size()) || !peers_.dead[peer]) return;
     addr = peers_.addr[peer];
   }
-  const Clock::time_point released = Clock::now() - options_.cancel_timeout;
+  CancelledWith(addr, Clock::now() - options_.cancel_timeout, /*fail=*/false);
+}
+
+std::vector<std::shared_ptr<FabricOp>> FabricCore::CancelledWith(fi_addr_t addr, Clock::time_point at, bool fail) {
+  std::vector<std::shared_ptr<FabricOp>> ops;
   std::lock_guard<std::mutex> lock(inflight_mu_);
   for (auto& [ptr, op] : inflight_) {
     if (op->addr != addr) continue;
     std::lock_guard<std::mutex> op_lock(op->mu);
-    if (op->cancelled_at == Clock::time_point{} || op->cancelled_at > released) op->cancelled_at = released;
+    if (fail) FailLocked(*op, Unavailable(op->Describe() + ": peer marked dead"));
+    if (op->cancelled_at == Clock::time_point{} || op->cancelled_at > at) op->cancelled_at = at;
+    ops.push_back(op);
   }
+  return ops;
 }
 
 // ---- Posting ----

@@ -276,6 +276,10 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   void Untrack(const FabricOp& op);
   // fi_cancel of each op, under cq_mu_.
   void CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops);
+  // The in-flight ops with `addr` (MarkPeerDead, PeerGone): each one's
+  // cancelled_at becomes `at` unless it is earlier already; with `fail`, each
+  // is failed as its peer's death. Returns them.
+  std::vector<std::shared_ptr<FabricOp>> CancelledWith(fi_addr_t addr, Clock::time_point at, bool fail);
   // Posts a tracked op, or queues it behind the backlog of its direction;
   // an error means the provider refused it (the op is untracked).
   Status Submit(const std::shared_ptr<FabricOp>& op);
