@@ -146,11 +146,24 @@ Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t step) {
   // finished step s and failed at s + 1, another failed at s): take the new
   // rank 0's parameters and apply no update for the failed step anywhere.
   // After the re-form every survivor holds the same master, momentum and loss
-  // scaler (broadcast here), the same step counter and data position (the
-  // agreed resume step; the loop drops the batches in between).
+  // scaler, the same step counter and data position (the agreed resume step;
+  // the loop drops the batches in between).
+  CHORUS_RETURN_IF_ERROR(Resynchronize(next, step + 1));
+  // Not even a zero-gradient update: it would move the weights by lr(step)
+  // (momentum, weight decay), and `step` differs between survivors.
+  step_abandoned_ = true;
+  return Status::Ok();
+}
+
+Status AllreduceExchange::Resumed(int64_t next_step) {
+  if (session_->view.epoch != 0 || session_->view.size() < 2) return Status::Ok();
+  return Resynchronize(session_->view, next_step);
+}
+
+Status AllreduceExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
   std::span<float> master = trainer_->MasterWeights();
   gossip::CollectiveOptions bo;
-  bo.tag_base = EpochTagBase(next.epoch) + (uint64_t{1} << 39);
+  bo.tag_base = EpochTagBase(view.epoch) + (uint64_t{1} << 39);
   bo.deadline = ReformDeadline(config_);
   CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(master), 0, bo));
   // The optimizer and loss-scaler state too: a survivor that applied the failed
@@ -163,17 +176,7 @@ Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t step) {
   CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(std::span(&scaler, 1)), 0, bo));
   CHORUS_RETURN_IF_ERROR(trainer_->loss_scaler().Restore(scaler));
   trainer_->RefreshWorkingCopy();
-  // Not even a zero-gradient update: it would move the weights by lr(step)
-  // (momentum, weight decay), and `step` differs between survivors.
-  step_abandoned_ = true;
-  CHORUS_ASSIGN_OR_RETURN(int64_t resume,
-                          AgreeOnResumeStep(*collective_, next.size(), next.self_rank, step + 1, next.epoch,
-                                            ReformDeadline(config_)));
-  steps_to_skip_ = resume - (step + 1);
-  if (steps_to_skip_ > 0) {
-    CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", steps_to_skip_, " step(s) to resume with the survivors at step ",
-                    resume);
-  }
+  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(*collective_, view, next_step, config_));
   return Status::Ok();
 }
 

@@ -39,6 +39,7 @@ class AllreduceExchange final : public Exchange {
   [[nodiscard]] Status Finish() override;
   nlohmann::json Metrics() const override;
   int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  [[nodiscard]] Status Resumed(int64_t next_step) override;
   bool TakeStepAbandoned() override { return std::exchange(step_abandoned_, false); }
 
  private:
@@ -52,6 +53,9 @@ class AllreduceExchange final : public Exchange {
   // Installs `next`, rebuilds over it, and agrees with the survivors on the
   // step after `step` to resume from (steps_to_skip_).
   [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t step);
+  // Every member of `view` takes rank 0's master, momentum and loss scale, and
+  // the largest `next_step` of them (steps_to_skip_).
+  [[nodiscard]] Status Resynchronize(const MembershipView& view, int64_t next_step);
 
   const Config& config_;
   ClusterSession* session_;

@@ -35,6 +35,14 @@ class Exchange {
   // and then 0 again: after a re-form the survivors resume from the largest
   // step any of them reached (step_agreement.h), so a node behind catches up.
   virtual int64_t TakeStepsToSkip() { return 0; }
+  // The loop resumed from a checkpoint (--resume) and runs `next_step` next.
+  // The nodes of a cluster that stopped together may have stopped one step
+  // apart (each stops after the step it is in when the signal comes): they
+  // agree on one step as after a re-form (TakeStepsToSkip), and under
+  // all-reduce take rank 0's state. Collective over the epoch-0 members, so
+  // every founding node passes --resume; a node that joins later is
+  // synchronised by its admission instead.
+  [[nodiscard]] virtual Status Resumed(int64_t /*next_step*/) { return Status::Ok(); }
   // True (once) when AfterBackward abandoned this step in a re-form: every
   // survivor then already holds the new rank 0's weights, momentum and loss
   // scale, and the loop must not apply this step's update. (Survivors may

@@ -159,17 +159,17 @@ Status GossipExchange::ReformAt(const MembershipView& next, int64_t step) {
   protocol_.reset();  // stops a pairwise responder before the peers change
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(BuildProtocol());
-  // Rounds are matched by step: resume together (the failed round is dropped).
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
-                          gossip::Collective::Create(*session_->transport, HostKeys(next)));
-  CHORUS_ASSIGN_OR_RETURN(int64_t resume,
-                          AgreeOnResumeStep(world, next.size(), next.self_rank, step + 1, next.epoch,
-                                            ReformDeadline(config_)));
-  steps_to_skip_ = resume - (step + 1);
-  if (steps_to_skip_ > 0) {
-    CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", steps_to_skip_, " step(s) to resume with the survivors at step ",
-                    resume);
-  }
+  return AgreeOnStep(next, step + 1);  // the failed round is dropped
+}
+
+Status GossipExchange::Resumed(int64_t next_step) {
+  if (session_->view.epoch != 0 || session_->view.size() < 2) return Status::Ok();
+  return AgreeOnStep(session_->view, next_step);
+}
+
+Status GossipExchange::AgreeOnStep(const MembershipView& view, int64_t next_step) {
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));
+  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(world, view, next_step, config_));
   return Status::Ok();
 }
 

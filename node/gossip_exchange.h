@@ -37,6 +37,7 @@ class GossipExchange final : public Exchange {
   [[nodiscard]] Status Finish() override;
   nlohmann::json Metrics() const override;
   int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  [[nodiscard]] Status Resumed(int64_t next_step) override;
 
  private:
   GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
@@ -50,6 +51,9 @@ class GossipExchange final : public Exchange {
   // Installs `next`, rebuilds over it, and agrees with the survivors on the
   // step after `step` to resume from (steps_to_skip_).
   [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t step);
+  // Rounds are matched by step: the members of `view` resume together from
+  // the largest `next_step` of them (steps_to_skip_).
+  [[nodiscard]] Status AgreeOnStep(const MembershipView& view, int64_t next_step);
 
   const Config& config_;
   ClusterSession* session_;

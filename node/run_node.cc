@@ -107,6 +107,12 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
     }
   }
 
+  if (options.resume) {
+    // The cluster's nodes may have stopped a step apart: run from one step.
+    CHORUS_RETURN_IF_ERROR(run.exchange->Resumed(step + steps_to_skip));
+    steps_to_skip += run.exchange->TakeStepsToSkip();
+  }
+
   Result<ProgressMode> mode = ResolveProgressMode(run.config.run.progress, StderrIsTerminal());
   ProgressOptions progress_options;
   progress_options.mode = mode ? *mode : ProgressMode::kLines;
@@ -157,10 +163,8 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
     int64_t window_steps = 0;
     int64_t i = 0;
     for (; i < steps_per_epoch; ++i) {
-      if (run.stop != nullptr && run.stop->requested() != 0) {
-        run.stopped_by = run.stop->requested();
-        break;
-      }
+      run.stopped_by = run.stop != nullptr ? run.stop->requested() : 0;
+      if (run.stopped_by != 0) break;
       if (!sampler.Next(run.train, &batch)) break;
       if (steps_to_skip > 0) {  // catching up with the survivors after a re-form
         --steps_to_skip;
@@ -301,20 +305,19 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
   return std::optional<json>(std::move(summary));
 }
 
-// After a stop signal ended TrainLoop (it checkpointed): tells the cluster
-// this node stops, so that the others end the epoch and re-form without it,
-// rather than wait for it until their op deadline. No summary.json: the run
-// did not finish (reports say so); the exit status is the shell's for the signal.
-int StopEarly(NodeRun& run) {
+// The end of a run, finished or stopped: writes the trace, ends the
+// exchange's operations, and leaves the cluster. A stopped node says so
+// (kStopping), so that the others end the epoch and re-form without it rather
+// than wait for it until their op deadline; it writes no summary.json (the run
+// did not finish; reports say so).
+void EndRun(NodeRun& run, LeaveKind kind) {
   Status traced = run.trace->Write(run.run_dir + "/trace.json");
   if (!traced.ok()) CHORUS_LOG_WARN(Subsys::kNode, "trace: ", traced.ToString());
   run.exchange.reset();
   if (run.session && run.session->control) {
-    Status left = run.session->control->Leave(Deadline::AfterSeconds(run.config.cluster.dead_timeout_s + 2),
-                                              LeaveKind::kStopping);
+    Status left = run.session->control->Leave(Deadline::AfterSeconds(run.config.cluster.dead_timeout_s + 2), kind);
     if (!left.ok()) CHORUS_LOG_WARN(Subsys::kNode, "leave: ", left.ToString());
   }
-  return 128 + run.stopped_by;
 }
 
 }  // namespace
@@ -408,19 +411,15 @@ int RunNode(const Config& config, const NodeOptions& options) {
   stop.TrainingBegins();
   Result<std::optional<json>> finished = TrainLoop(run, options);
   if (!finished) return fail(finished.error());
-  if (!finished->has_value()) return StopEarly(run);
+  if (!finished->has_value()) {
+    EndRun(run, LeaveKind::kStopping);
+    return 128 + run.stopped_by;  // the shell's status for the signal
+  }
   const json* summary = &**finished;
   const std::string summary_path = run.run_dir + "/summary.json";
   Status written = WriteSummary(summary_path, *summary);
   if (!written.ok()) return fail(written);
-
-  Status traced = run.trace->Write(run.run_dir + "/trace.json");
-  if (!traced.ok()) CHORUS_LOG_WARN(Subsys::kNode, "trace: ", traced.ToString());
-  run.exchange.reset();
-  if (session && session->control) {
-    Status left = session->control->Leave(Deadline::AfterSeconds(config.cluster.dead_timeout_s + 2));
-    if (!left.ok()) CHORUS_LOG_WARN(Subsys::kNode, "leave: ", left.ToString());
-  }
+  EndRun(run, LeaveKind::kDone);
 
   std::printf("\n== %s summary ==\n", run.node_name.c_str());
   std::printf("  test accuracy   %.4f (loss %.4f)\n", (*summary)["test_accuracy"].get<double>(),

@@ -23,6 +23,17 @@ Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int worl
   return static_cast<int64_t>(*std::max_element(steps.begin(), steps.end()));
 }
 
+Result<int64_t> StepsBehind(const gossip::Collective& collective, const MembershipView& view, int64_t next_step,
+                            const Config& config) {
+  CHORUS_ASSIGN_OR_RETURN(int64_t resume, AgreeOnResumeStep(collective, view.size(), view.self_rank, next_step,
+                                                            view.epoch, ReformDeadline(config)));
+  const int64_t behind = resume - next_step;
+  if (behind > 0) {
+    CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", behind, " step(s) to resume with the others at step ", resume);
+  }
+  return behind;
+}
+
 Status ReformOverSurvivors(ClusterSession& session, const Config& config, const Status& failure,
                            const std::string& what, const std::function<Status(const MembershipView&)>& attempt) {
   const int attempts = std::max(1, session.view.size());

@@ -55,4 +55,10 @@ inline Deadline ReformDeadline(const Config& config) {
                                                 int self_rank, int64_t next_step, uint64_t epoch,
                                                 Deadline deadline);
 
+// How many steps this node is behind the others of `view` (AgreeOnResumeStep
+// over its members, each at its `next_step`), logged when it is: the steps it
+// skips to resume with them.
+[[nodiscard]] Result<int64_t> StepsBehind(const gossip::Collective& collective, const MembershipView& view,
+                                          int64_t next_step, const Config& config);
+
 }  // namespace chorus::node
