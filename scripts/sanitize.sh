@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# A checking build: builds Chorus with AddressSanitizer and UndefinedBehaviorSanitizer
+# in ./build-asan (CUDA off, no benchmarks) and runs the whole test suite there.
+# Slower than the Release suite and not part of CI (twice its time on 2 cores);
+# run it after a change to the transport, the control plane or the collectives.
+# Arguments go to ctest (e.g. -L gossip, -R Fabric).
+# SANITIZE=thread builds ./build-tsan with ThreadSanitizer instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+sanitize=${SANITIZE:-address,undefined}
+dir=build-asan
+[ "$sanitize" = thread ] && dir=build-tsan
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_SANITIZE="$sanitize" \
+  -DCHORUS_CUDA=OFF -DCHORUS_BUILD_BENCH=OFF >/dev/null
+cmake --build "$dir" -j"$jobs"
+# detect_leaks=0: libfabric's providers and OpenBLAS keep process-lifetime
+# allocations that LeakSanitizer reports at exit; the checks wanted here are
+# the memory errors and undefined behaviour.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+cd "$dir"
+ctest --output-on-failure -j"$jobs" --timeout 900 "$@"
