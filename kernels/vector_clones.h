@@ -10,7 +10,10 @@
 // compiler vectorises on its own (no intrinsics).
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+// Not under ThreadSanitizer: GCC instruments the ifunc resolver, which the
+// dynamic loader runs before the sanitizer's runtime is up (a crash at load).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && \
+    !defined(__SANITIZE_THREAD__)
 #define CHORUS_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CHORUS_VECTOR_CLONES

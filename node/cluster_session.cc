@@ -52,7 +52,7 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
 }
 
 Status ClusterSession::DataPlaneBarrier(const std::string& name, uint64_t epoch, Deadline deadline) {
-  Status ready = control->Barrier(name, deadline);
+  Status ready = control->Barrier(name, epoch, deadline);
   if (ready.ok()) return ready;
   return Status(ready.code(), "waiting at epoch " + std::to_string(epoch) + "'s barrier '" + name + "' (" +
                                   transport->Describe() + " needs every member there): " + ready.message());

@@ -673,14 +673,24 @@ void ControlPlaneImpl::ResendBarriers() {
   }
 }
 
-Status ControlPlaneImpl::BarrierInternal(const std::string& name, bool advance, Deadline deadline,
-                                         bool* advance_seen) {
+Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch, bool advance,
+                                         Deadline deadline, bool* advance_seen) {
   std::unique_lock<std::mutex> lock(mu_);
   if (phase_ != Phase::kMember) {
     return FailedPrecondition("barrier '" + name + "': " + self_.name + " is not a cluster member (" +
                               std::string(PhaseName(phase_)) + ")");
   }
-  const uint64_t epoch = view_.epoch;
+  // Not the current epoch's: a caller still installing an older epoch (its
+  // arrival would count in the newer epoch's barrier of the same name, and the
+  // members there would go on without it), or one this node has not seen.
+  if (epoch != view_.epoch) {
+    if (epoch < view_.epoch) {
+      return Aborted("barrier '" + name + "' of epoch " + std::to_string(epoch) +
+                     ": the membership changed to epoch " + std::to_string(view_.epoch) + " already");
+    }
+    return FailedPrecondition("barrier '" + name + "' of epoch " + std::to_string(epoch) + ": " +
+                              self_.name + " is at epoch " + std::to_string(view_.epoch));
+  }
   const BarrierKey key{epoch, name, barrier_counters_[{epoch, name}]++};
   {
     BarrierState& st = barriers_[key];

@@ -110,8 +110,8 @@ void ControlPlane::OnViewChange(std::function<void(const MembershipView&)> callb
 Result<MembershipView> ControlPlane::WaitForEpochAbove(uint64_t epoch, Deadline deadline) {
   return impl_->WaitForEpochAbove(epoch, deadline);
 }
-Status ControlPlane::Barrier(const std::string& name, Deadline deadline) {
-  return impl_->Barrier(name, deadline);
+Status ControlPlane::Barrier(const std::string& name, uint64_t epoch, Deadline deadline) {
+  return impl_->Barrier(name, epoch, deadline);
 }
 Result<MembershipView> ControlPlane::AdvanceEpochIfPending(Deadline deadline) {
   return impl_->AdvanceEpochIfPending(deadline);
@@ -655,9 +655,9 @@ std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {
   return names;
 }
 
-Status ControlPlaneImpl::Barrier(const std::string& name, Deadline deadline) {
+Status ControlPlaneImpl::Barrier(const std::string& name, uint64_t epoch, Deadline deadline) {
   bool advance_seen = false;
-  return BarrierInternal(name, false, deadline, &advance_seen);
+  return BarrierInternal(name, epoch, false, deadline, &advance_seen);
 }
 
 Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline) {
@@ -673,7 +673,7 @@ Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline
     announce = IsCoordinator() && !applicants_.empty();
   }
   bool advance = false;
-  Status arrived = BarrierInternal("chorus.epoch-boundary", announce, deadline, &advance);
+  Status arrived = BarrierInternal("chorus.epoch-boundary", epoch, announce, deadline, &advance);
   if (!arrived.ok()) {
     // The coordinator may commit the next epoch (with the joiners) before this
     // member has seen the barrier complete: that epoch is the boundary's result.

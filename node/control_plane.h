@@ -106,10 +106,12 @@ class ControlPlane {
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
 
-  // Returns when every member of the current epoch has called Barrier(name).
-  // Aborted when the epoch changes first (retry in the new epoch);
-  // DeadlineExceeded names the members that did not arrive.
-  [[nodiscard]] Status Barrier(const std::string& name, Deadline deadline);
+  // Returns when every member of membership epoch `epoch` has called
+  // Barrier(name, epoch). Aborted when this node's view is past `epoch`
+  // already, or moves past it first (retry in the new epoch): a node still
+  // installing an older epoch must not take part in the newer epoch's barrier
+  // of the same name. DeadlineExceeded names the members that did not arrive.
+  [[nodiscard]] Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline);
 
   // The epoch boundary of the training loop: every member calls it at the same
   // point. When nodes wait to join, the coordinator proposes the next epoch with

@@ -60,7 +60,7 @@ class ControlPlaneImpl : public Connection::Listener {
   void OnViewChange(std::function<void(const MembershipView&)> callback);
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
-  Status Barrier(const std::string& name, Deadline deadline);
+  Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline);
   Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
   std::vector<std::string> PendingJoiners() const;
   Status Leave(Deadline deadline, LeaveKind kind);
@@ -187,7 +187,9 @@ class ControlPlaneImpl : public Connection::Listener {
   void CheckLiveness(Clock::time_point now);
   void DialMissing();
   void ResendBarriers();
-  Status BarrierInternal(const std::string& name, bool advance, Deadline deadline, bool* advance_seen);
+  // The barrier `name` of membership epoch `epoch` (see ControlPlane::Barrier).
+  Status BarrierInternal(const std::string& name, uint64_t epoch, bool advance, Deadline deadline,
+                         bool* advance_seen);
 
   // ---- immutable after construction / Listen() ----
   ClusterConfig config_;
