@@ -155,10 +155,7 @@ Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t step) {
   return Status::Ok();
 }
 
-Status AllreduceExchange::Resumed(int64_t next_step) {
-  if (session_->view.epoch != 0 || session_->view.size() < 2) return Status::Ok();
-  return Resynchronize(session_->view, next_step);
-}
+Status AllreduceExchange::Resumed(int64_t next_step) { return Resynchronize(session_->view, next_step); }
 
 Status AllreduceExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
   std::span<float> master = trainer_->MasterWeights();

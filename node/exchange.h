@@ -40,8 +40,9 @@ class Exchange {
   // apart (each stops after the step it is in when the signal comes): they
   // agree on one step as after a re-form (TakeStepsToSkip), and under
   // all-reduce take rank 0's state. Collective over the epoch-0 members, so
-  // every founding node passes --resume; a node that joins later is
-  // synchronised by its admission instead.
+  // every founding node passes --resume; called only in a cluster of two or
+  // more at epoch 0 (a node that joins later is synchronised by its admission
+  // instead).
   [[nodiscard]] virtual Status Resumed(int64_t /*next_step*/) { return Status::Ok(); }
   // True (once) when AfterBackward abandoned this step in a re-form: every
   // survivor then already holds the new rank 0's weights, momentum and loss

@@ -162,10 +162,7 @@ Status GossipExchange::ReformAt(const MembershipView& next, int64_t step) {
   return AgreeOnStep(next, step + 1);  // the failed round is dropped
 }
 
-Status GossipExchange::Resumed(int64_t next_step) {
-  if (session_->view.epoch != 0 || session_->view.size() < 2) return Status::Ok();
-  return AgreeOnStep(session_->view, next_step);
-}
+Status GossipExchange::Resumed(int64_t next_step) { return AgreeOnStep(session_->view, next_step); }
 
 Status GossipExchange::AgreeOnStep(const MembershipView& view, int64_t next_step) {
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));

@@ -414,7 +414,7 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
           if (first_signal == 0) first_signal = sigs[k];
           if (result) result->interrupted = true;
           const int sig = signals_seen > 1 ? SIGKILL : sigs[k];
-          std::fprintf(messages, "launch: forwarding %s to the nodes\n", strsignal(sig));
+          std::fprintf(messages, "launch: forwarding %s to the nodes\n", SignalName(sig).c_str());
           for (Child& c : children) {
             if (c.pid > 0 && !c.reaped) kill(c.pid, sig);
           }

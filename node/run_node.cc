@@ -70,7 +70,6 @@ struct NodeRun {
   int stopped_by = 0;                 // the signal the loop stopped for (TrainLoop), else 0
 };
 
-
 // The loop: epochs of steps, evaluation, checkpoints. Returns the summary, or
 // nothing when a stop signal ended it early (run.stopped_by): then it has
 // written a checkpoint of where it stood, for --resume.
@@ -107,8 +106,9 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
     }
   }
 
-  if (options.resume) {
-    // The cluster's nodes may have stopped a step apart: run from one step.
+  const MembershipView* view = run.session ? &run.session->view : nullptr;
+  if (options.resume && view != nullptr && view->epoch == 0 && view->size() >= 2) {
+    // The founding nodes may have stopped a step apart: run from one step.
     CHORUS_RETURN_IF_ERROR(run.exchange->Resumed(step + steps_to_skip));
     steps_to_skip += run.exchange->TakeStepsToSkip();
   }

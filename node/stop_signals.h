@@ -53,11 +53,9 @@ class StopSignals {
 // nodes for minutes) there is nothing to save, and a second signal is an
 // impatient user: then the process exits at once with that status, after
 // `before_exit` (flush the logs). A watcher thread reads StopSignals.
+// Not copyable (its StopSignals, atomics and thread are not).
 class StopRequest {
  public:
-  StopRequest() = default;
-  StopRequest(const StopRequest&) = delete;
-  StopRequest& operator=(const StopRequest&) = delete;
   ~StopRequest();
 
   [[nodiscard]] Status Start(std::function<void()> before_exit);
