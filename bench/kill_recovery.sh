@@ -6,7 +6,9 @@
 #   bench/kill_recovery.sh [CONFIG]        # default configs/allreduce-ring.toml
 #   CHORUS=/path/to/other/chorus bench/kill_recovery.sh   # another build, side by side
 #   SIGNAL=TERM bench/kill_recovery.sh     # a stop instead: node3 checkpoints and
-#                                          # leaves saying it stops (default KILL)
+#                                          # leaves saying it stops (default KILL);
+#                                          # under all-reduce it first waits about
+#                                          # 1 s at the stop barrier (run_node.cc)
 # Needs ./build (scripts/build.sh). Runs 30 epochs per round and stops them
 # once the figures are in (or after 60 s).
 set -u

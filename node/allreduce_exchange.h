@@ -41,6 +41,7 @@ class AllreduceExchange final : public Exchange {
   int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   bool TakeStepAbandoned() override { return std::exchange(step_abandoned_, false); }
+  bool StepsInLockstep() const override { return true; }
 
  private:
   AllreduceExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,

@@ -36,8 +36,9 @@ class Exchange {
   // step any of them reached (step_agreement.h), so a node behind catches up.
   virtual int64_t TakeStepsToSkip() { return 0; }
   // The loop resumed from a checkpoint (--resume) and runs `next_step` next.
-  // The nodes of a cluster that stopped together may have stopped one step
-  // apart (each stops after the step it is in when the signal comes): they
+  // The nodes of a cluster that stopped together may have stopped steps
+  // apart (gossip nodes stop after the step each is in when the signal comes;
+  // all-reduce nodes agree on a step unless one stopped alone): they
   // agree on one step as after a re-form (TakeStepsToSkip), and under
   // all-reduce take rank 0's state. Collective over the epoch-0 members, so
   // every founding node passes --resume; called only in a cluster of two or
@@ -51,6 +52,10 @@ class Exchange {
   // zero-gradient update moves the weights by lr(step) through momentum and
   // weight decay, so applying it would make the replicas differ.)
   virtual bool TakeStepAbandoned() { return false; }
+  // True when no node's step completes without every member taking part in
+  // it (all-reduce): the nodes then stop before one agreed step on a signal
+  // (TrainLoop), so their checkpoints agree. Gossip nodes run steps apart.
+  virtual bool StepsInLockstep() const { return false; }
   // Fields merged into each metrics record (bytes sent/received, consensus distance...).
   virtual nlohmann::json Metrics() const { return nlohmann::json::object(); }
 };

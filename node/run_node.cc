@@ -70,6 +70,41 @@ struct NodeRun {
   int stopped_by = 0;                 // the signal the loop stopped for (TrainLoop), else 0
 };
 
+// How long a signalled node waits for the others at a step's stop barrier.
+// Under all-reduce the nodes reach a step's start within one update of each
+// other (the previous step's sums end together), far less than this; a node
+// signalled alone waits twice this before it stops.
+constexpr double kStopAgreementSeconds = 0.5;
+
+// Whether a node that got a stop signal stops before `step` (true) or trains
+// it first (false). Under an exchange in lockstep the members of a cluster
+// stop before the same step, so that their checkpoints agree and --resume
+// trains every batch: they meet at the control-plane barrier
+// "chorus.stop.<step>", which completes when every member got a signal too
+// (Ctrl-C on a launch) and reached `step`. It times out when a member began
+// `step` before its signal came (it waits in that step's all-reduce for this
+// node): train the step with it and meet at the next one. A second timeout
+// means the others got no signal (a SIGTERM to this node alone): it stops
+// alone, leaving, and they re-form without it.
+bool StopsBefore(NodeRun& run, int64_t step, int* timeouts) {
+  ClusterSession* session = run.session ? &*run.session : nullptr;
+  if (session == nullptr || session->control == nullptr || session->view.size() < 2 ||
+      !run.exchange->StepsInLockstep()) {
+    return true;
+  }
+  const Status met = session->control->Barrier("chorus.stop." + std::to_string(step), session->view.epoch,
+                                               Deadline::AfterSeconds(kStopAgreementSeconds));
+  if (met.ok()) return true;
+  if (met.code() == StatusCode::kDeadlineExceeded && ++*timeouts < 2) {
+    CHORUS_LOG_INFO(Subsys::kNode, "stop before step ", step, " not agreed (", met.message(),
+                    "): training it, then stopping with the others");
+    return false;
+  }
+  CHORUS_LOG_WARN(Subsys::kNode, "stopping before step ", step, " without the others (", met.message(),
+                  "): they go on without this node");
+  return true;
+}
+
 // The loop: epochs of steps, evaluation, checkpoints. Returns the summary, or
 // nothing when a stop signal ended it early (run.stopped_by): then it has
 // written a checkpoint of where it stood, for --resume.
@@ -108,7 +143,8 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
 
   const MembershipView* view = run.session ? &run.session->view : nullptr;
   if (options.resume && view != nullptr && view->epoch == 0 && view->size() >= 2) {
-    // The founding nodes may have stopped a step apart: run from one step.
+    // The founding nodes may have stopped steps apart (gossip, or a node
+    // stopped alone): run from one step.
     CHORUS_RETURN_IF_ERROR(run.exchange->Resumed(step + steps_to_skip));
     steps_to_skip += run.exchange->TakeStepsToSkip();
   }
@@ -155,6 +191,7 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
     return r;
   };
 
+  int stop_timeouts = 0;  // StopsBefore's
   for (int epoch = start_epoch; epoch < tc.epochs; ++epoch) {
     sampler.StartEpoch(epoch);
     double window_start = NowSeconds();
@@ -163,8 +200,13 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
     int64_t window_steps = 0;
     int64_t i = 0;
     for (; i < steps_per_epoch; ++i) {
-      run.stopped_by = run.stop != nullptr ? run.stop->requested() : 0;
-      if (run.stopped_by != 0) break;
+      const int signal = run.stop != nullptr ? run.stop->requested() : 0;
+      // Not while catching up: skipped steps take no time, and the others
+      // wait at the first step this node trains.
+      if (signal != 0 && steps_to_skip == 0 && StopsBefore(run, step, &stop_timeouts)) {
+        run.stopped_by = signal;
+        break;
+      }
       if (!sampler.Next(run.train, &batch)) break;
       if (steps_to_skip > 0) {  // catching up with the survivors after a re-form
         --steps_to_skip;
