@@ -42,8 +42,9 @@ class InstalledPeers {
   // posted to a peer whose connection it was tearing down).
   void ConnectionLost(const std::string& name, gossip::Transport& transport);
   // From the control thread: `failure.name` was declared dead (kDeclaredDead)
-  // or stopped before its run's end (kStopped). Every other member of the installed view is marked dead,
-  // or, while a view is being installed, once it is if it still names `name`.
+  // or stopped before its run's end (kStopped). Every other member of the
+  // installed view is marked dead, or, while a view is being installed, once
+  // it is if it still names `failure.name`.
   // Not while this node recovers (Recovery below): its operations of that
   // epoch have ended already, and marking live peers from the control thread
   // while the main thread tears its protocol down crashed rxm 1.17 (a call

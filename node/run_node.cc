@@ -70,6 +70,12 @@ struct NodeRun {
   int stopped_by = 0;                 // the signal the loop stopped for (TrainLoop), else 0
 };
 
+// The membership of a node that trains with others (two or more members),
+// else null: what the loop's collective steps (resume, stop) run over.
+const MembershipView* ClusterView(const NodeRun& run) {
+  return run.session && run.session->view.size() >= 2 ? &run.session->view : nullptr;
+}
+
 // How long a signalled node waits for the others at a step's stop barrier.
 // Under all-reduce the nodes reach a step's start within one update of each
 // other (the previous step's sums end together), far less than this; a node
@@ -87,13 +93,10 @@ constexpr double kStopAgreementSeconds = 0.5;
 // means the others got no signal (a SIGTERM to this node alone): it stops
 // alone, leaving, and they re-form without it.
 bool StopsBefore(NodeRun& run, int64_t step, int* timeouts) {
-  ClusterSession* session = run.session ? &*run.session : nullptr;
-  if (session == nullptr || session->control == nullptr || session->view.size() < 2 ||
-      !run.exchange->StepsInLockstep()) {
-    return true;
-  }
-  const Status met = session->control->Barrier("chorus.stop." + std::to_string(step), session->view.epoch,
-                                               Deadline::AfterSeconds(kStopAgreementSeconds));
+  const MembershipView* view = ClusterView(run);
+  if (view == nullptr || run.session->control == nullptr || !run.exchange->StepsInLockstep()) return true;
+  const Status met = run.session->control->Barrier("chorus.stop." + std::to_string(step), view->epoch,
+                                                   Deadline::AfterSeconds(kStopAgreementSeconds));
   if (met.ok()) return true;
   if (met.code() == StatusCode::kDeadlineExceeded && ++*timeouts < 2) {
     CHORUS_LOG_INFO(Subsys::kNode, "stop before step ", step, " not agreed (", met.message(),
@@ -141,8 +144,8 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
     }
   }
 
-  const MembershipView* view = run.session ? &run.session->view : nullptr;
-  if (options.resume && view != nullptr && view->epoch == 0 && view->size() >= 2) {
+  const MembershipView* view = ClusterView(run);
+  if (options.resume && view != nullptr && view->epoch == 0) {
     // The founding nodes may have stopped steps apart (gossip, or a node
     // stopped alone): run from one step.
     CHORUS_RETURN_IF_ERROR(run.exchange->Resumed(step + steps_to_skip));
