@@ -70,7 +70,7 @@ Result<int> InheritedListenFd() {
 
 }  // namespace
 
-Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
+Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume) {
   ClusterSession session;
   LocalNodeInfo local;
   CHORUS_ASSIGN_OR_RETURN(local.listen_fd, InheritedListenFd());
@@ -82,6 +82,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric) {
   local.libfabric_version = gossip::LibfabricVersion();
   local.provider = config.fabric.provider;
   local.shared_settings = SharedSettingsText(config);
+  local.resume = resume;
   Result<std::string> provider_version = gossip::FabricProviderVersion(config.fabric.provider);
   if (with_fabric) {
     if (!provider_version) return Err(provider_version.error());

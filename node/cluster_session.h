@@ -53,6 +53,7 @@ struct ClusterSession {
 
 // Opens the fabric endpoint (when `with_fabric`), starts the control plane,
 // waits for epoch 0 (cluster.join_timeout_s) and installs the transport peers.
-[[nodiscard]] Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric);
+// `resume`: the node resumes from its checkpoint (LocalNodeInfo::resume).
+[[nodiscard]] Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume = false);
 
 }  // namespace chorus::node

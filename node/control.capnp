@@ -55,6 +55,10 @@ struct Join {
   # (LocalNodeInfo::shared_settings); the coordinator refuses a join whose
   # text differs from its own, naming the first line that does.
   sharedSettings @1 :Text;
+  # The node resumes from its checkpoint (--resume). The founding members must
+  # agree on it (they synchronise the resumed state collectively at epoch 0);
+  # the coordinator refuses a join that differs before the cluster forms.
+  resume @2 :Bool;
 }
 
 # A membership epoch: proposed (EpochProposal) and then committed (Welcome).

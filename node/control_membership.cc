@@ -188,6 +188,21 @@ void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const
     conn->CloseAfterFlush(Status::Ok());
     return;
   }
+  // The founding members synchronise a resumed state collectively at epoch 0
+  // (Exchange::Resumed): one that skipped it would wait in its first step for
+  // members waiting in that synchronisation, and both would time out. A node
+  // that joins later is synchronised by its admission.
+  if (!formed_ && join.resume != resume_) {
+    const std::string& resuming = resume_ ? self_.name : info.name;
+    const std::string& fresh = resume_ ? info.name : self_.name;
+    const std::string reason = resuming + " resumes from its checkpoint (--resume) and " + fresh +
+                               " does not: the founding nodes of a cluster resume together (pass "
+                               "--resume to every node, or to none)";
+    CHORUS_LOG_WARN(Subsys::kControl, "refusing the join of ", conn->Describe(), ": ", reason);
+    conn->Send(msg::Reject{RejectCode::kSettingsMismatch, reason});
+    conn->CloseAfterFlush(Status::Ok());
+    return;
+  }
   std::string taken_by;
   if (info.name == self_.name) {
     taken_by = advertise_;

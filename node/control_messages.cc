@@ -113,6 +113,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           auto b = env.initJoin();
           SetNodeInfo(b.initInfo(), m.info);
           b.setSharedSettings(TextOf(m.shared_settings));
+          b.setResume(m.resume);
         } else if constexpr (std::is_same_v<T, msg::Welcome>) {
           SetEpochView(env.initWelcome(), m.view);
         } else if constexpr (std::is_same_v<T, msg::EpochProposal>) {
@@ -220,7 +221,8 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
     case wire::Envelope::PROOF:
       return msg::Proof{BytesOf(env.getProof().getProof())};
     case wire::Envelope::JOIN:
-      return msg::Join{GetNodeInfo(env.getJoin().getInfo()), StringOf(env.getJoin().getSharedSettings())};
+      return msg::Join{GetNodeInfo(env.getJoin().getInfo()), StringOf(env.getJoin().getSharedSettings()),
+                       env.getJoin().getResume()};
     case wire::Envelope::WELCOME:
       return msg::Welcome{GetEpochView(env.getWelcome())};
     case wire::Envelope::EPOCH_PROPOSAL:

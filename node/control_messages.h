@@ -62,6 +62,7 @@ struct Proof {
 struct Join {
   Member info;  // rank is -1
   std::string shared_settings;  // see LocalNodeInfo::shared_settings
+  bool resume = false;          // see LocalNodeInfo::resume
 };
 // An epoch as proposed and as committed.
 struct EpochView {

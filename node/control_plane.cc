@@ -90,7 +90,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
                        local.provider_version};
 
   auto impl = std::make_unique<ControlPlaneImpl>(config, std::move(self), std::move(versions));
-  impl->set_shared_settings(std::move(local.shared_settings));
+  impl->set_shared_settings(std::move(local.shared_settings), local.resume);
   CHORUS_RETURN_IF_ERROR(impl->Listen(local.listen_fd));
   impl->StartThread();
   Status check = impl->SelfCheck();
@@ -377,7 +377,7 @@ void ControlPlaneImpl::CloseAll() {
 void ControlPlaneImpl::OnEstablished(const std::shared_ptr<Connection>& conn) {
   Locked([&] {
     if (conn == join_conn_) {
-      conn->Send(msg::Join{self_, shared_settings_});
+      conn->Send(msg::Join{self_, shared_settings_, resume_});
       return;
     }
     auto dialed = dialed_member_.find(conn->id());

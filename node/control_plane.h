@@ -56,6 +56,12 @@ struct LocalNodeInfo {
   // run different collectives); a joiner whose text differs is refused,
   // naming the first line that does. Empty for tools without such settings.
   std::string shared_settings;
+  // The node resumes from its checkpoint (--resume). The founding members
+  // (epoch 0) must agree: they synchronise the resumed state collectively, so
+  // a founding node that differs from the coordinator is refused, naming both.
+  // A node that joins a formed cluster is synchronised by its admission, so
+  // its flag is not compared.
+  bool resume = false;
   // A bound, listening TCP socket to serve instead of binding cluster.listen
   // (-1: none). `chorus launch` hands node0 the bootstrap port's socket this way
   // (CHORUS_LISTEN_FD), so no other process can take the port first. The

@@ -43,8 +43,11 @@ class ControlPlaneImpl : public Connection::Listener {
   // Binds cluster.listen, or serves `listen_fd` when it is >= 0 (its port
   // must agree with cluster.listen's unless that says 0).
   [[nodiscard]] Status Listen(int listen_fd);
-  // Before StartThread: see LocalNodeInfo::shared_settings.
-  void set_shared_settings(std::string settings) { shared_settings_ = std::move(settings); }
+  // Before StartThread: see LocalNodeInfo::shared_settings and ::resume.
+  void set_shared_settings(std::string settings, bool resume) {
+    shared_settings_ = std::move(settings);
+    resume_ = resume;
+  }
   // Takes `fd` over (closing it on failure); checks it listens on TCP/IP.
   [[nodiscard]] Status AdoptListener(int fd, uint16_t expected_port);
   void StartThread();
@@ -196,6 +199,7 @@ class ControlPlaneImpl : public Connection::Listener {
   Member self_;
   VersionInfo versions_;
   std::string shared_settings_;
+  bool resume_ = false;
   std::shared_ptr<const ClusterKey> key_;
   ConnectionOptions conn_options_;
   Duration heartbeat_interval_;

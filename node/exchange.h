@@ -41,7 +41,8 @@ class Exchange {
   // all-reduce nodes agree on a step unless one stopped alone): they
   // agree on one step as after a re-form (TakeStepsToSkip), and under
   // all-reduce take rank 0's state. Collective over the epoch-0 members, so
-  // every founding node passes --resume; called only in a cluster of two or
+  // every founding node passes --resume (the coordinator refuses a founding
+  // join that differs: LocalNodeInfo::resume); called only in a cluster of two or
   // more at epoch 0 (a node that joins later is synchronised by its admission
   // instead).
   [[nodiscard]] virtual Status Resumed(int64_t /*next_step*/) { return Status::Ok(); }

@@ -413,7 +413,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
                          !config.cluster.bootstrap.empty();
   run.global_batch = config.train.batch_size;
   if (clustered) {
-    auto joined = JoinCluster(config, /*with_fabric=*/true);
+    auto joined = JoinCluster(config, /*with_fabric=*/true, options.resume);
     if (!joined) return fail(joined.error());
     session = std::move(*joined);
     run.rank = session->view.self_rank;

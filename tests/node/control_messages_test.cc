@@ -70,9 +70,11 @@ TEST(ControlMessagesTest, HelloAndProofRoundTrip) {
 
 TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   const Member joiner = SampleMember(-1, "node9");
-  const auto join = std::get<msg::Join>(RoundTrip(msg::Join{joiner, "exchange.kind = \"gossip\"\n"}));
+  const auto join = std::get<msg::Join>(RoundTrip(msg::Join{joiner, "exchange.kind = \"gossip\"\n", true}));
   EXPECT_EQ(join.info, joiner);
   EXPECT_EQ(join.shared_settings, "exchange.kind = \"gossip\"\n");
+  EXPECT_TRUE(join.resume);
+  EXPECT_FALSE(std::get<msg::Join>(RoundTrip(msg::Join{joiner, ""})).resume);
   ExpectSameView(std::get<msg::Welcome>(RoundTrip(msg::Welcome{SampleView()})).view, SampleView());
   ExpectSameView(std::get<msg::EpochProposal>(RoundTrip(msg::EpochProposal{SampleView()})).view, SampleView());
 

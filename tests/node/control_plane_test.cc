@@ -352,6 +352,51 @@ TEST(ControlPlaneTest, DifferentSharedSettingsAreRefusedNamingTheSetting) {
   EXPECT_EQ(joined->size(), 2);
 }
 
+// The founding members synchronise a resumed state collectively at epoch 0: a
+// node without --resume among resuming ones would wait in its first step while
+// they wait in that synchronisation (both failed after about a minute). The
+// coordinator refuses it at once, naming both sides; a node that joins the
+// formed cluster is synchronised by its admission, so its flag is not compared.
+TEST(ControlPlaneTest, FoundingNodesThatDisagreeOnResumeAreRefusedNamingBoth) {
+  LocalNodeInfo resuming = Local("n0");
+  resuming.resume = true;
+  auto a = StartOrDie(TestConfig(2, {}), resuming);
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("n1"));
+  ASSERT_TRUE(b);
+  Result<MembershipView> refused = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), StatusCode::kFailedPrecondition) << refused.error().ToString();
+  EXPECT_NE(refused.error().message().find("n0 resumes from its checkpoint (--resume) and n1 does not"),
+            std::string::npos)
+      << refused.error().message();
+
+  LocalNodeInfo also = Local("n2");
+  also.resume = true;
+  auto c = StartOrDie(TestConfig(2, {a->advertise_address()}), also);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(a->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  Result<MembershipView> formed = c->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(formed.has_value()) << formed.error().ToString();
+  EXPECT_EQ(formed->size(), 2);
+
+  // Once formed, a node without --resume joins at the next boundary.
+  auto d = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("n3"));
+  ASSERT_TRUE(d);
+  const Deadline pending_by = Deadline::AfterSeconds(kWait);
+  while (a->PendingJoiners().empty() && !pending_by.Expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(a->PendingJoiners(), std::vector<std::string>{"n3"});
+  auto fc = std::async(std::launch::async, [&] { return c->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  Result<MembershipView> va = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(va.has_value()) << va.error().ToString();
+  EXPECT_TRUE(fc.get().has_value());
+  Result<MembershipView> vd = d->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(vd.has_value()) << vd.error().ToString();
+  EXPECT_EQ(Names(*vd), (std::vector<std::string>{"n0", "n2", "n3"}));
+}
+
 TEST(ControlPlaneTest, DuplicateNameIsRefused) {
   auto a = StartOrDie(TestConfig(1, {}), Local("twin"));
   ASSERT_TRUE(a);
