@@ -401,6 +401,47 @@ INSTANTIATE_TEST_SUITE_P(Signals, LaunchStopTest, ::testing::Bool(),
                            return info.param ? "ToEachNodeAFifthOfASecondApart" : "ToTheLaunch";
                          });
 
+// Founding nodes resume together (Exchange::Resumed is collective at epoch
+// 0). node1 started without --resume beside node0 with it: node0 refuses its
+// join naming both, node1 exits at once saying so, and node0 keeps waiting for
+// a node that agrees. Before, both trained and waited in different steps, and
+// failed after about a minute.
+TEST(ResumeProcessTest, AFoundingNodeWithoutResumeIsRefusedNamingBoth) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  const fs::path out = fs::temp_directory_path() / ("chorus-resume-test-" + std::to_string(getpid()));
+  auto node = [&](const std::string& name, const std::string& bootstrap, bool resume) {
+    std::vector<std::string> args = {"node"};
+    for (const std::string& s : FastClusterSets("resume-test")) args.push_back(s);
+    for (const std::string& s : {"run.output_dir=\"" + out.string() + "\"", std::string("run.name=\"mixed\""),
+                                 "run.node_name=\"" + name + "\"", std::string("cluster.min_nodes=2"),
+                                 std::string("cluster.listen=\"127.0.0.1:0\""),
+                                 "cluster.bootstrap=[" + bootstrap + "]", std::string("exchange.kind=\"allreduce\""),
+                                 std::string("data.train_limit=5120"), std::string("data.test_limit=500")}) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    if (resume) args.push_back("--resume");
+    return std::make_unique<ChorusProcess>(args);
+  };
+  auto node0 = node("node0", "", true);
+  auto listening = node0->WaitFor(R"(listening on (127\.0\.0\.1:\d+))", 10);
+  ASSERT_TRUE(listening) << node0->Output();
+  auto node1 = node("node1", "\"" + (*listening)[1].str() + "\"", false);
+  std::optional<int> status = node1->Wait(10);
+  ASSERT_TRUE(status) << node1->Output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << node1->Output();
+  const std::string reason = "node0 resumes from its checkpoint (--resume) and node1 does not";
+  EXPECT_NE(node1->Output().find("refused by node0"), std::string::npos) << node1->Output();
+  EXPECT_NE(node1->Output().find(reason), std::string::npos) << node1->Output();
+  EXPECT_TRUE(node0->WaitFor("refusing the join of node1 .*node0 resumes from its checkpoint \\(--resume\\) and node1",
+                             5))
+      << node0->Output();
+  EXPECT_TRUE(node0->Running());
+  node0->Signal(SIGTERM);
+  EXPECT_TRUE(node0->Wait(10)) << node0->Output();
+  fs::remove_all(out);
+}
+
 // Two kills in a row, the second while the survivors re-form over the epoch
 // that dropped the first: the re-form at that epoch fails (node3 is dead
 // there), and the survivors try again at the epoch that drops node3 too.
