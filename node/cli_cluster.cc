@@ -66,9 +66,18 @@ int RunCluster(const ClusterArgs& args) {
     return kExitFailure;
   }
 
-  StopSignals stop_signals;  // SIGINT/SIGTERM: leave
-  if (Status s = stop_signals.Install(); !s.ok()) {
-    CHORUS_LOG_ERROR(Subsys::kNode, s.ToString());
+  // SIGINT/SIGTERM while joining (which waits up to cluster.join_timeout_s
+  // for the other nodes): exit at once; once a member: leave.
+  StopRequest stop;
+  StopWording wording{"while joining the cluster", "leaving the cluster", "exiting now, without leaving"};
+  Status watching = stop.Start(
+      [log = logging->get()] {
+        if (log != nullptr) log->Flush();
+        std::fflush(stdout);
+      },
+      std::move(wording));
+  if (!watching.ok()) {
+    CHORUS_LOG_ERROR(Subsys::kNode, watching.ToString());
     return kExitFailure;
   }
 
@@ -77,6 +86,7 @@ int RunCluster(const ClusterArgs& args) {
     CHORUS_LOG_ERROR(Subsys::kNode, session.error().ToString());
     return kExitFailure;
   }
+  stop.TrainingBegins();
   ControlPlane& cp = *session->control;
   const MembershipView* formed = &session->view;
   PrintView(*formed);
@@ -89,11 +99,7 @@ int RunCluster(const ClusterArgs& args) {
     const double until_boundary = std::chrono::duration<double>(next_boundary.Remaining()).count();
     const double until_hold = hold.IsNever() ? until_boundary
                                              : std::chrono::duration<double>(hold.Remaining()).count();
-    const int sig = stop_signals.Wait(std::min(until_boundary, until_hold));
-    if (sig != 0) {
-      CHORUS_LOG_INFO(Subsys::kNode, "received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": leaving");
-      break;
-    }
+    if (stop.WaitRequested(std::min(until_boundary, until_hold)) != 0) break;
     if (hold.Expired()) break;
     if (!next_boundary.Expired()) continue;
     Result<MembershipView> boundary = cp.AdvanceEpochIfPending(Deadline::AfterSeconds(boundary_deadline_s));

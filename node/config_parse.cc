@@ -940,10 +940,22 @@ std::string DescribeConfig(const Config& config) {
   return out;
 }
 
+// Outside [exchange] and [topology], the settings that fix what a step
+// computes and in what order the data comes: the model and its buffers, the
+// optimizer and its schedule (epochs and the training set's size set the
+// number of steps), the seed (initial weights, and the shuffle that splits the
+// data between the nodes). Per node: batch size, device, threads, slowdown,
+// evaluation, logging and checkpoints.
+constexpr std::string_view kSharedTrainingSettings[] = {
+    "train.model",        "train.precision",     "train.optimizer",      "train.epochs",
+    "train.base_lr",      "train.momentum",      "train.weight_decay",   "train.lars_eta",
+    "train.warmup_epochs", "train.lr_decay_power", "train.seed",         "data.train_limit"};
+
 std::string SharedSettingsText(const Config& config) {
   std::string out;
   for (const FieldSpec& f : kFields) {
-    if (f.section == "topology" || f.section == "exchange" || f.section.starts_with("exchange.")) {
+    if (f.section == "topology" || f.section == "exchange" || f.section.starts_with("exchange.") ||
+        std::ranges::find(kSharedTrainingSettings, f.Path()) != std::end(kSharedTrainingSettings)) {
       out += f.Path() + " = " + FormatValue(f, config) + "\n";
     }
   }

@@ -64,8 +64,12 @@ using EnvLookup = std::function<const char*(const char*)>;
 std::string DescribeConfig(const Config& config);
 
 // The settings every member of a cluster must share, one "key = value" line
-// per key of [exchange] (its subtables included) and [topology], in file order:
-// members that disagree on them would run different collectives or graphs.
+// per key of [exchange] (its subtables included) and [topology], and per
+// [train] / [data] key that fixes what a step computes (model, precision,
+// optimizer and schedule, seed, data.train_limit), in file order: members that
+// disagree on them would run different collectives or graphs, or train
+// different models (under all-reduce: buffers of different lengths, or
+// replicas that drift apart). Batch size, device and the rest stay per node.
 std::string SharedSettingsText(const Config& config);
 
 // Every known key path ("run.name", ..., "exchange.compression.codec", ...,

@@ -52,9 +52,11 @@ struct LocalNodeInfo {
   std::string provider;               // "tcp;ofi_rxm" | "shm"
   std::string provider_version;
   // Settings every member must share, one "key = value" line each (the node
-  // sends its [exchange] and [topology]: members that disagree on them would
-  // run different collectives); a joiner whose text differs is refused,
-  // naming the first line that does. Empty for tools without such settings.
+  // sends SharedSettingsText: its [exchange] and [topology], and what fixes a
+  // step's computation in [train] and [data]; members that disagree would run
+  // different collectives or train different models); a joiner whose text
+  // differs is refused, naming the first line that does. Empty for tools
+  // without such settings.
   std::string shared_settings;
   // The node resumes from its checkpoint (--resume). The founding members
   // (epoch 0) must agree: they synchronise the resumed state collectively, so

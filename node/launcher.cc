@@ -372,6 +372,7 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
   }
 
   bool announced_formed = false;
+  const Child* failed_unformed = nullptr;  // failed before epoch 0: the others were told to stop
   int signals_seen = 0;
   int first_signal = 0;  // the first one forwarded
   Clock::time_point all_reaped_at{};
@@ -442,6 +443,21 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
         c.wait_status = status;
       }
     }
+    // Every node is needed for epoch 0 (cluster.min_nodes is the launch's
+    // size): once one has failed before it, the others would wait out their
+    // join timeout (a minute by default) for nothing.
+    if (!announced_formed && failed_unformed == nullptr && signals_seen == 0) {
+      for (const Child& c : children) {
+        if (!c.reaped || c.formed || ExitCode(c) == 0) continue;
+        failed_unformed = &c;
+        std::fprintf(messages, "launch: %s before the cluster formed; stopping the other nodes (epoch 0 needs all %d)\n",
+                     DescribeExit(c).c_str(), options.num_nodes);
+        for (Child& other : children) {
+          if (other.pid > 0 && !other.reaped) kill(other.pid, SIGTERM);
+        }
+        break;
+      }
+    }
     if (!announced_formed) {
       bool all_formed = true;
       for (const Child& c : children) all_formed &= c.formed;
@@ -461,6 +477,10 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
     if (ExitCode(c) != 0) failures += (failures.empty() ? "" : "; ") + DescribeExit(c);
   }
   if (failures.empty()) return Status::Ok();
+  if (failed_unformed != nullptr) {
+    return Aborted("launch: " + DescribeExit(*failed_unformed) + " before the cluster formed (its error is above); " +
+                   "the other nodes were stopped");
+  }
   // Every node stopped for the signal we forwarded (`chorus node`: after its
   // step, with a checkpoint): say so, and how to go on, not "node0 exited...".
   const bool all_stopped = first_signal != 0 && std::all_of(children.begin(), children.end(), [&](const Child& c) {

@@ -67,8 +67,16 @@ int StopSignals::Wait(double seconds) const {
   return read(fds_[0], &byte, 1) == 1 ? byte : 0;
 }
 
-Status StopRequest::Start(std::function<void()> before_exit) {
+int StopRequest::WaitRequested(double seconds) const {
+  std::unique_lock<std::mutex> lock(requested_mu_);
+  requested_cv_.wait_for(lock, std::chrono::duration<double>(std::max(seconds, 0.0)),
+                         [this] { return requested_.load() != 0; });
+  return requested_.load();
+}
+
+Status StopRequest::Start(std::function<void()> before_exit, StopWording wording) {
   before_exit_ = std::move(before_exit);
+  wording_ = std::move(wording);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return ErrnoStatus(errno, "creating the stop watcher's eventfd");
   CHORUS_RETURN_IF_ERROR(signals_.Install());
@@ -96,14 +104,18 @@ void StopRequest::Watch() {
     unsigned char sig = 0;
     if (read(signals_.read_fd(), &sig, 1) != 1) continue;
     if (training_.load() && requested_.load() == 0) {
-      requested_.store(sig);
-      CHORUS_LOG_WARN(Subsys::kNode, "received ", SignalName(sig),
-                      ": stopping after this step (checkpoint; leave the cluster if in one); another signal exits at once");
+      {
+        std::lock_guard<std::mutex> lock(requested_mu_);
+        requested_.store(sig);
+      }
+      requested_cv_.notify_all();
+      CHORUS_LOG_WARN(Subsys::kNode, "received ", SignalName(sig), ": ", wording_.stopping,
+                      "; another signal exits at once");
       continue;
     }
     CHORUS_LOG_WARN(Subsys::kNode, "received ", SignalName(sig),
-                    training_.load() ? " again: exiting now, without a checkpoint"
-                                     : " before training began: exiting now");
+                    training_.load() ? " again: " + wording_.again
+                                     : " " + wording_.before + ": exiting now");
     if (before_exit_) before_exit_();
     _exit(128 + sig);
   }

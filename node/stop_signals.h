@@ -14,7 +14,9 @@
 #include <signal.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -45,6 +47,15 @@ class StopSignals {
   struct sigaction old_term_ {};
 };
 
+// What the log says of a signal: "received SIGINT <before>: exiting now"
+// before StopRequest::TrainingBegins, "received SIGINT: <stopping>; another signal exits
+// at once" for the first one after, "received SIGINT again: <again>" then.
+struct StopWording {
+  std::string before = "before training began";
+  std::string stopping = "stopping after this step (checkpoint; leave the cluster if in one)";
+  std::string again = "exiting now, without a checkpoint";
+};
+
 // What a training node (`chorus node`) does with SIGINT/SIGTERM. Once
 // training runs, the first asks the training loop to stop after its current
 // step (requested()): it checkpoints, leaves the cluster telling the others
@@ -53,24 +64,31 @@ class StopSignals {
 // nodes for minutes) there is nothing to save, and a second signal is an
 // impatient user: then the process exits at once with that status, after
 // `before_exit` (flush the logs). A watcher thread reads StopSignals.
+// `chorus cluster` uses it the same way with its own words: a signal while
+// joining exits at once, then the first one asks its loop to leave.
 // Not copyable (its StopSignals, atomics and thread are not).
 class StopRequest {
  public:
   ~StopRequest();
 
-  [[nodiscard]] Status Start(std::function<void()> before_exit);
+  [[nodiscard]] Status Start(std::function<void()> before_exit, StopWording wording = {});
   // From now on the first signal asks the loop to stop.
   void TrainingBegins() { training_.store(true); }
   // The number of the signal that asked to stop, else 0.
   int requested() const { return requested_.load(std::memory_order_relaxed); }
+  // Waits up to `seconds` for a stop to be asked; returns requested().
+  int WaitRequested(double seconds) const;
 
  private:
   void Watch();
 
   StopSignals signals_;
   std::function<void()> before_exit_;
+  StopWording wording_;
   std::atomic<bool> training_{false};
   std::atomic<int> requested_{0};
+  mutable std::mutex requested_mu_;  // with requested_cv_: WaitRequested
+  mutable std::condition_variable requested_cv_;
   int wake_fd_ = -1;  // eventfd: the destructor ends the watcher
   std::thread watcher_;
 };

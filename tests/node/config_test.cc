@@ -376,9 +376,10 @@ TEST(ConfigParseTest, FittedCrossoversTomlReadsBack) {
   EXPECT_EQ(back.hierarchical_min_bytes, gossip::CrossoversForProvider("net").hierarchical_min_bytes);
 }
 
-// What a joiner's settings are compared by: [exchange] (subtables too) and
-// [topology], a line per key; nothing else.
-TEST(ConfigParseTest, SharedSettingsAreExchangeAndTopologyOnly) {
+// What a joiner's settings are compared by: [exchange] (subtables too),
+// [topology], and the [train] / [data] keys that fix what a step computes, a
+// line per key; not the per-node ones (batch size, device, threads, ...).
+TEST(ConfigParseTest, SharedSettingsAreExchangeTopologyAndWhatAStepComputes) {
   Result<Config> a = ParseConfigString("[exchange]\nkind = \"gossip\"\n[train]\nbatch_size = 32\n", "a.toml");
   Result<Config> b = ParseConfigString("[exchange]\nkind = \"gossip\"\n[train]\nbatch_size = 128\n", "b.toml");
   Result<Config> c = ParseConfigString("[exchange.crossovers]\ntree_max_kib = 64\n", "c.toml");
@@ -388,8 +389,23 @@ TEST(ConfigParseTest, SharedSettingsAreExchangeAndTopologyOnly) {
   EXPECT_NE(text.find("exchange.kind = \"gossip\"\n"), std::string::npos) << text;
   EXPECT_NE(text.find("exchange.compression.codec = "), std::string::npos) << text;
   EXPECT_NE(text.find("topology.kind = \"ring\"\n"), std::string::npos) << text;
-  EXPECT_EQ(text.find("train."), std::string::npos) << text;
+  EXPECT_EQ(text.find("train.batch_size"), std::string::npos) << text;
   EXPECT_NE(SharedSettingsText(*c).find("exchange.crossovers.tree_max_kib = 64\n"), std::string::npos);
+  // A different model (or lr, seed, training-set size...) would train something else.
+  Result<Config> cnn = ParseConfigString("[exchange]\nkind = \"gossip\"\n[train]\nmodel = \"cnn\"\n", "cnn.toml");
+  ASSERT_TRUE(cnn);
+  EXPECT_NE(SharedSettingsText(*cnn), text);
+  EXPECT_NE(SharedSettingsText(*cnn).find("train.model = \"cnn\"\n"), std::string::npos);
+  for (const char* shared : {"train.model", "train.precision", "train.optimizer", "train.epochs", "train.base_lr",
+                             "train.momentum", "train.weight_decay", "train.lars_eta", "train.warmup_epochs",
+                             "train.lr_decay_power", "train.seed", "data.train_limit"}) {
+    EXPECT_NE(text.find(std::string(shared) + " = "), std::string::npos) << shared;
+  }
+  for (const char* own : {"train.device", "train.threads", "train.slowdown", "train.eval_", "train.log_every_steps",
+                          "train.checkpoint_every_epochs", "data.dir", "data.test_limit", "cluster.", "run.",
+                          "fabric."}) {
+    EXPECT_EQ(text.find(own), std::string::npos) << own;
+  }
 }
 
 TEST(ConfigParseTest, LossyCodecWithoutChocoIsAllowed) {

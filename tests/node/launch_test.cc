@@ -2,6 +2,7 @@
 // lines, stops them cleanly, and fails naming each node that did not exit 0.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "tests/node/control_test_process.h"
@@ -124,6 +125,32 @@ TEST(LaunchTest, FailsNamingTheNodesThatDidNotExitCleanly) {
   EXPECT_NE(out.find("node2 was killed by signal 9"), std::string::npos) << out;
   EXPECT_EQ(out.find("node0 exited"), std::string::npos) << out;
   EXPECT_EQ(out.find("node0 was killed"), std::string::npos) << out;
+}
+
+// A node refused at join (here: another model than node0's) can never be part
+// of epoch 0, which needs every node of the launch: launch stops the others at
+// once and names the node that failed, rather than letting them wait out
+// their join timeout (a minute by default; 15 s here).
+TEST(LaunchTest, ANodeThatFailsBeforeTheClusterFormsStopsTheOthers) {
+  std::vector<std::string> args = LaunchArgs(3, "60");
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  args.insert(dashes, {"--node-set", "2:train.model=\"cnn\""});
+  ChorusProcess launch(args);
+  EXPECT_EQ(ExitStatus(launch, 10), 1) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_NE(out.find("the settings every member must share differ: node0 has train.model = \"mlp\", node2 has "
+                     "train.model = \"cnn\""),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("launch: node2 exited with status 1 before the cluster formed; stopping the other nodes"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("launch: node2 exited with status 1 before the cluster formed (its error is above); the "
+                     "other nodes were stopped"),
+            std::string::npos)
+      << out;
+  // `chorus cluster` exits at once on a signal while it joins.
+  EXPECT_NE(out.find("received SIGTERM while joining the cluster: exiting now"), std::string::npos) << out;
 }
 
 }  // namespace
