@@ -63,6 +63,23 @@ std::vector<std::string> Names(const MembershipView& v) {
 
 constexpr double kWait = 10.0;  // generous upper bound for any single wait in these tests
 
+// The coordinator's waiting joiners, once there is one (or after kWait).
+std::vector<std::string> AwaitPendingJoiners(ControlPlane& coordinator) {
+  const Deadline by = Deadline::AfterSeconds(kWait);
+  while (coordinator.PendingJoiners().empty() && !by.Expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return coordinator.PendingJoiners();
+}
+
+// `joiner`'s join is refused (kFailedPrecondition) with each of `words` in the message.
+void ExpectRefused(ControlPlane& joiner, std::initializer_list<std::string> words) {
+  Result<MembershipView> v = joiner.WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kFailedPrecondition) << v.error().ToString();
+  for (const std::string& w : words) EXPECT_NE(v.error().message().find(w), std::string::npos) << v.error().message();
+}
+
 TEST(ControlPlaneTest, ThreeNodesFormEpochZeroAndPassABarrier) {
   auto a = StartOrDie(TestConfig(3, {}), Local("alpha"));
   ASSERT_TRUE(a);
@@ -245,11 +262,7 @@ TEST(ControlPlaneTest, LateJoinerIsRedirectedAndAdmittedAtTheBoundary) {
   // The joiner only knows `second`, which is not the coordinator: it is redirected.
   auto c = StartOrDie(TestConfig(2, {b->advertise_address()}), Local("third"));
   ASSERT_TRUE(c);
-  const Deadline admitted_by = Deadline::AfterSeconds(kWait);
-  while (a->PendingJoiners().empty() && !admitted_by.Expired()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(a->PendingJoiners(), std::vector<std::string>{"third"});
+  EXPECT_EQ(AwaitPendingJoiners(*a), std::vector<std::string>{"third"});
   EXPECT_TRUE(b->PendingJoiners().empty());
   // Not admitted before the boundary.
   EXPECT_EQ(c->WaitForEpoch0(Deadline::AfterSeconds(0.3)).error().code(), StatusCode::kDeadlineExceeded);
@@ -316,11 +329,7 @@ TEST(ControlPlaneTest, VersionMismatchIsRefusedNamingBothVersions) {
   ASSERT_TRUE(a);
   auto b = StartOrDie(TestConfig(1, {a->advertise_address()}), Local("new", "0.2.0"));
   ASSERT_TRUE(b);
-  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
-  ASSERT_FALSE(v.has_value());
-  EXPECT_EQ(v.error().code(), StatusCode::kFailedPrecondition) << v.error().ToString();
-  EXPECT_NE(v.error().message().find("chorus 0.1.0"), std::string::npos) << v.error().message();
-  EXPECT_NE(v.error().message().find("chorus 0.2.0"), std::string::npos) << v.error().message();
+  ExpectRefused(*b, {"chorus 0.1.0", "chorus 0.2.0"});
 }
 
 // Members that disagree on [exchange] or [topology] would run different
@@ -335,12 +344,7 @@ TEST(ControlPlaneTest, DifferentSharedSettingsAreRefusedNamingTheSetting) {
   ASSERT_TRUE(a);
   auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), tree);
   ASSERT_TRUE(b);
-  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
-  ASSERT_FALSE(v.has_value());
-  EXPECT_EQ(v.error().code(), StatusCode::kFailedPrecondition) << v.error().ToString();
-  EXPECT_NE(v.error().message().find("ring has exchange.algorithm = \"ring\", tree has exchange.algorithm = \"tree\""),
-            std::string::npos)
-      << v.error().message();
+  ExpectRefused(*b, {"ring has exchange.algorithm = \"ring\", tree has exchange.algorithm = \"tree\""});
 
   // The same text joins.
   LocalNodeInfo same = Local("same");
@@ -364,12 +368,7 @@ TEST(ControlPlaneTest, FoundingNodesThatDisagreeOnResumeAreRefusedNamingBoth) {
   ASSERT_TRUE(a);
   auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("n1"));
   ASSERT_TRUE(b);
-  Result<MembershipView> refused = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
-  ASSERT_FALSE(refused.has_value());
-  EXPECT_EQ(refused.error().code(), StatusCode::kFailedPrecondition) << refused.error().ToString();
-  EXPECT_NE(refused.error().message().find("n0 resumes from its checkpoint (--resume) and n1 does not"),
-            std::string::npos)
-      << refused.error().message();
+  ExpectRefused(*b, {"n0 resumes from its checkpoint (--resume) and n1 does not"});
 
   LocalNodeInfo also = Local("n2");
   also.resume = true;
@@ -383,11 +382,7 @@ TEST(ControlPlaneTest, FoundingNodesThatDisagreeOnResumeAreRefusedNamingBoth) {
   // Once formed, a node without --resume joins at the next boundary.
   auto d = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("n3"));
   ASSERT_TRUE(d);
-  const Deadline pending_by = Deadline::AfterSeconds(kWait);
-  while (a->PendingJoiners().empty() && !pending_by.Expired()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(a->PendingJoiners(), std::vector<std::string>{"n3"});
+  EXPECT_EQ(AwaitPendingJoiners(*a), std::vector<std::string>{"n3"});
   auto fc = std::async(std::launch::async, [&] { return c->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
   Result<MembershipView> va = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
   ASSERT_TRUE(va.has_value()) << va.error().ToString();
@@ -402,10 +397,7 @@ TEST(ControlPlaneTest, DuplicateNameIsRefused) {
   ASSERT_TRUE(a);
   auto b = StartOrDie(TestConfig(1, {a->advertise_address()}), Local("twin"));
   ASSERT_TRUE(b);
-  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
-  ASSERT_FALSE(v.has_value());
-  EXPECT_EQ(v.error().code(), StatusCode::kFailedPrecondition) << v.error().ToString();
-  EXPECT_NE(v.error().message().find("already used"), std::string::npos) << v.error().message();
+  ExpectRefused(*b, {"already used"});
 }
 
 TEST(ControlPlaneTest, UnreachableBootstrapFailsAfterTheJoinTimeout) {
