@@ -70,12 +70,7 @@ int RunCluster(const ClusterArgs& args) {
   // for the other nodes): exit at once; once a member: leave.
   StopRequest stop;
   StopWording wording{"while joining the cluster", "leaving the cluster", "exiting now, without leaving"};
-  Status watching = stop.Start(
-      [log = logging->get()] {
-        if (log != nullptr) log->Flush();
-        std::fflush(stdout);
-      },
-      std::move(wording));
+  Status watching = stop.Start([log = logging->get()] { FlushForExit(log); }, std::move(wording));
   if (!watching.ok()) {
     CHORUS_LOG_ERROR(Subsys::kNode, watching.ToString());
     return kExitFailure;
@@ -86,7 +81,7 @@ int RunCluster(const ClusterArgs& args) {
     CHORUS_LOG_ERROR(Subsys::kNode, session.error().ToString());
     return kExitFailure;
   }
-  stop.TrainingBegins();
+  stop.EnterStoppablePhase();
   ControlPlane& cp = *session->control;
   const MembershipView* formed = &session->view;
   PrintView(*formed);

@@ -181,11 +181,14 @@ void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const
     conn->CloseAfterFlush(Status::Ok());
     return;
   }
-  if (join.shared_settings != shared_settings_) {
-    const std::string reason = SettingsDifference(self_.name, shared_settings_, info.name, join.shared_settings);
+  auto refuse = [&](RejectCode code, const std::string& reason) {
     CHORUS_LOG_WARN(Subsys::kControl, "refusing the join of ", conn->Describe(), ": ", reason);
-    conn->Send(msg::Reject{RejectCode::kSettingsMismatch, reason});
+    conn->Send(msg::Reject{code, reason});
     conn->CloseAfterFlush(Status::Ok());
+  };
+  if (join.shared_settings != shared_settings_) {
+    refuse(RejectCode::kSettingsMismatch,
+           SettingsDifference(self_.name, shared_settings_, info.name, join.shared_settings));
     return;
   }
   // The founding members synchronise a resumed state collectively at epoch 0
@@ -195,12 +198,9 @@ void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const
   if (!formed_ && join.resume != resume_) {
     const std::string& resuming = resume_ ? self_.name : info.name;
     const std::string& fresh = resume_ ? info.name : self_.name;
-    const std::string reason = resuming + " resumes from its checkpoint (--resume) and " + fresh +
-                               " does not: the founding nodes of a cluster resume together (pass "
-                               "--resume to every node, or to none)";
-    CHORUS_LOG_WARN(Subsys::kControl, "refusing the join of ", conn->Describe(), ": ", reason);
-    conn->Send(msg::Reject{RejectCode::kSettingsMismatch, reason});
-    conn->CloseAfterFlush(Status::Ok());
+    refuse(RejectCode::kSettingsMismatch, resuming + " resumes from its checkpoint (--resume) and " + fresh +
+                                              " does not: the founding nodes of a cluster resume together (pass "
+                                              "--resume to every node, or to none)");
     return;
   }
   std::string taken_by;
@@ -213,11 +213,7 @@ void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const
     if (a.info.name == info.name && a.conn != conn && !a.conn->closed()) taken_by = a.info.control_address;
   }
   if (!taken_by.empty()) {
-    CHORUS_LOG_WARN(Subsys::kControl, "refusing the join of ", conn->Describe(), ": the name '", info.name,
-                    "' is already used by ", taken_by);
-    conn->Send(msg::Reject{RejectCode::kDuplicateName,
-                           "node name '" + info.name + "' is already used by " + taken_by});
-    conn->CloseAfterFlush(Status::Ok());
+    refuse(RejectCode::kDuplicateName, "node name '" + info.name + "' is already used by " + taken_by);
     return;
   }
   for (auto it = applicants_.begin(); it != applicants_.end();) {

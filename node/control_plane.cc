@@ -90,7 +90,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
                        local.provider_version};
 
   auto impl = std::make_unique<ControlPlaneImpl>(config, std::move(self), std::move(versions));
-  impl->set_shared_settings(std::move(local.shared_settings), local.resume);
+  impl->set_join_terms(std::move(local.shared_settings), local.resume);
   CHORUS_RETURN_IF_ERROR(impl->Listen(local.listen_fd));
   impl->StartThread();
   Status check = impl->SelfCheck();

@@ -44,7 +44,7 @@ class ControlPlaneImpl : public Connection::Listener {
   // must agree with cluster.listen's unless that says 0).
   [[nodiscard]] Status Listen(int listen_fd);
   // Before StartThread: see LocalNodeInfo::shared_settings and ::resume.
-  void set_shared_settings(std::string settings, bool resume) {
+  void set_join_terms(std::string settings, bool resume) {
     shared_settings_ = std::move(settings);
     resume_ = resume;
   }

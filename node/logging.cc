@@ -3,6 +3,7 @@
 // spdlog::spdlog_ex on file errors; that is caught in OpenFile.
 #include "node/logging.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 
@@ -116,6 +117,11 @@ Result<std::unique_ptr<LogSession>> InstallLogging(const RunConfig& run,
     });
   });
   return session;
+}
+
+void FlushForExit(LogSession* log) {
+  if (log != nullptr) log->Flush();
+  std::fflush(stdout);
 }
 
 }  // namespace chorus::node

@@ -42,6 +42,10 @@ class LogSession {
   std::shared_ptr<State> state_;
 };
 
+// Flushes `log` (none when null) and stdout: what a process does before it
+// _exits on a signal (StopRequest's before_exit).
+void FlushForExit(LogSession* log);
+
 // Sets the facade's level from run.log_level and its sink to a new spdlog
 // logger: console (stderr) plus `log_file` when given. One session at a time:
 // destroy the previous one first.

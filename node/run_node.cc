@@ -390,10 +390,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
     return 1;
   };
   StopRequest stop;
-  Status watching = stop.Start([log = options.log_session] {
-    if (log != nullptr) log->Flush();
-    std::fflush(stdout);
-  });
+  Status watching = stop.Start([log = options.log_session] { FlushForExit(log); });
   if (!watching.ok()) return fail(watching);
   run.stop = &stop;
 
@@ -453,7 +450,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
                   " threads, kernels fp16 path ", kernels::HalfConversionPath(),
                   "; exchange: ", run.exchange->Describe());
 
-  stop.TrainingBegins();
+  stop.EnterStoppablePhase();
   Result<std::optional<json>> finished = TrainLoop(run, options);
   if (!finished) return fail(finished.error());
   if (!finished->has_value()) {

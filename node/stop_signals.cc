@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 
 #include "common/log.h"
 
@@ -58,15 +57,6 @@ StopSignals::~StopSignals() {
   if (fds_[1] >= 0) close(fds_[1]);
 }
 
-int StopSignals::Wait(double seconds) const {
-  if (seconds <= 0) return 0;
-  pollfd p{fds_[0], POLLIN, 0};
-  const int ms = static_cast<int>(std::min(std::ceil(seconds * 1000), 3600e3));
-  if (poll(&p, 1, ms) <= 0) return 0;  // timeout, or EINTR (the byte is read next time)
-  unsigned char byte = 0;
-  return read(fds_[0], &byte, 1) == 1 ? byte : 0;
-}
-
 int StopRequest::WaitRequested(double seconds) const {
   std::unique_lock<std::mutex> lock(requested_mu_);
   requested_cv_.wait_for(lock, std::chrono::duration<double>(std::max(seconds, 0.0)),
@@ -103,7 +93,7 @@ void StopRequest::Watch() {
     if (fds[1].revents != 0) return;
     unsigned char sig = 0;
     if (read(signals_.read_fd(), &sig, 1) != 1) continue;
-    if (training_.load() && requested_.load() == 0) {
+    if (stoppable_.load() && requested_.load() == 0) {
       {
         std::lock_guard<std::mutex> lock(requested_mu_);
         requested_.store(sig);
@@ -114,7 +104,7 @@ void StopRequest::Watch() {
       continue;
     }
     CHORUS_LOG_WARN(Subsys::kNode, "received ", SignalName(sig),
-                    training_.load() ? " again: " + wording_.again
+                    stoppable_.load() ? " again: " + wording_.again
                                      : " " + wording_.before + ": exiting now");
     if (before_exit_) before_exit_();
     _exit(128 + sig);

@@ -1,6 +1,6 @@
 // StopSignals: SIGINT and SIGTERM taken by a handler that writes the signal's
 // number to a pipe, for a loop to poll (`chorus launch` forwards them to its
-// nodes, `chorus cluster` leaves). A handler, not a mask and sigwait: the
+// nodes; StopRequest's watcher serves `chorus node` and `chorus cluster`). A handler, not a mask and sigwait: the
 // kernel gives a process's signal to any thread that does not block it, and
 // library threads started before main() (OpenBLAS's pool) block nothing.
 // There libinfinipath's own handler (loaded with libfabric's psm2 provider)
@@ -37,8 +37,6 @@ class StopSignals {
   [[nodiscard]] Status Install();
   // Readable once a signal came; each byte read is one signal's number.
   int read_fd() const { return fds_[0]; }
-  // Waits up to `seconds` for a signal; returns its number, or 0.
-  int Wait(double seconds) const;
 
  private:
   int fds_[2] = {-1, -1};
@@ -48,8 +46,9 @@ class StopSignals {
 };
 
 // What the log says of a signal: "received SIGINT <before>: exiting now"
-// before StopRequest::TrainingBegins, "received SIGINT: <stopping>; another signal exits
-// at once" for the first one after, "received SIGINT again: <again>" then.
+// before StopRequest::EnterStoppablePhase, "received SIGINT: <stopping>;
+// another signal exits at once" for the first one after, "received SIGINT
+// again: <again>" then. The defaults are `chorus node`'s.
 struct StopWording {
   std::string before = "before training began";
   std::string stopping = "stopping after this step (checkpoint; leave the cluster if in one)";
@@ -72,8 +71,9 @@ class StopRequest {
   ~StopRequest();
 
   [[nodiscard]] Status Start(std::function<void()> before_exit, StopWording wording = {});
-  // From now on the first signal asks the loop to stop.
-  void TrainingBegins() { training_.store(true); }
+  // From now on the first signal asks the loop to stop (training began; for
+  // `chorus cluster`, the node became a member).
+  void EnterStoppablePhase() { stoppable_.store(true); }
   // The number of the signal that asked to stop, else 0.
   int requested() const { return requested_.load(std::memory_order_relaxed); }
   // Waits up to `seconds` for a stop to be asked; returns requested().
@@ -85,7 +85,7 @@ class StopRequest {
   StopSignals signals_;
   std::function<void()> before_exit_;
   StopWording wording_;
-  std::atomic<bool> training_{false};
+  std::atomic<bool> stoppable_{false};
   std::atomic<int> requested_{0};
   mutable std::mutex requested_mu_;  // with requested_cv_: WaitRequested
   mutable std::condition_variable requested_cv_;
