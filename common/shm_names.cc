@@ -10,11 +10,29 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <string>
 
 namespace chorus {
 
 bool ProcessIsGone(pid_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
+namespace {
+// The pid at the start of `s` when a `separator` follows it.
+std::optional<pid_t> LeadingPid(std::string_view s, char separator) {
+  long pid = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), pid);
+  if (ec != std::errc() || pid <= 0 || end == s.data() + s.size() || *end != separator) return std::nullopt;
+  return static_cast<pid_t>(pid);
+}
+}  // namespace
+
+std::optional<pid_t> ShmAddressPid(std::span<const uint8_t> address) {
+  std::string_view s(reinterpret_cast<const char*>(address.data()), address.size());
+  constexpr std::string_view kScheme = "fi_shm://";
+  if (s.starts_with(kScheme)) s.remove_prefix(kScheme.size());
+  return LeadingPid(s, ':');
+}
 
 int UnlinkShmNamesOfDeadProcesses(std::string_view prefix, char separator) {
   DIR* dir = opendir("/dev/shm");
@@ -24,10 +42,8 @@ int UnlinkShmNamesOfDeadProcesses(std::string_view prefix, char separator) {
     const std::string_view name(e->d_name);
     if (!name.starts_with(prefix)) continue;
     const std::string_view rest = name.substr(prefix.size());
-    long pid = 0;
-    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
-    if (ec != std::errc() || pid <= 0 || end == rest.data() + rest.size() || *end != separator) continue;
-    if (!ProcessIsGone(static_cast<pid_t>(pid))) continue;
+    const std::optional<pid_t> pid = LeadingPid(rest, separator);
+    if (!pid || !ProcessIsGone(*pid)) continue;
     const std::string path = "/" + std::string(name);
     struct stat st{};
     if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid()) continue;

@@ -7,6 +7,9 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <string_view>
 
 namespace chorus {
@@ -20,5 +23,9 @@ bool ProcessIsGone(pid_t pid);
 // endpoint regions are "<pid>:<uid>:<index>" (and Chorus's per-epoch
 // "<pid>:<uid>:<index>.e<epoch>").
 int UnlinkShmNamesOfDeadProcesses(std::string_view prefix, char separator);
+
+// The pid in a libfabric shm endpoint address, "[fi_shm://]<pid>:<uid>:<index>"
+// with any suffix and trailing NUL (the fi_getname blob); nullopt for another form.
+std::optional<pid_t> ShmAddressPid(std::span<const uint8_t> address);
 
 }  // namespace chorus

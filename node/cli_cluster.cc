@@ -76,7 +76,8 @@ int RunCluster(const ClusterArgs& args) {
     return kExitFailure;
   }
 
-  Result<ClusterSession> session = JoinCluster(*config, args.fabric);
+  Result<ClusterSession> session =
+      JoinCluster(*config, args.fabric, /*resume=*/false, [log = logging->get()] { FlushForExit(log); });
   if (!session) {
     CHORUS_LOG_ERROR(Subsys::kNode, session.error().ToString());
     return kExitFailure;

@@ -1,6 +1,8 @@
 // Opening a node's cluster session (see cluster_session.h).
 #include "node/cluster_session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -70,7 +72,8 @@ Result<int> InheritedListenFd() {
 
 }  // namespace
 
-Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume) {
+Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume,
+                                   std::function<void()> before_exit) {
   ClusterSession session;
   LocalNodeInfo local;
   CHORUS_ASSIGN_OR_RETURN(local.listen_fd, InheritedListenFd());
@@ -92,6 +95,12 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
     fabric.busy_poll = std::chrono::microseconds(config.fabric.busy_poll_us);
     fabric.wait_spin = std::chrono::microseconds(config.fabric.wait_spin_us);
     fabric.progress_max_sleep = std::chrono::microseconds(config.fabric.progress_max_sleep_us);
+    fabric.on_wedged = [before_exit](const Status& why) {
+      CHORUS_LOG_ERROR(Subsys::kFabric, "data plane wedged: ", why.message(),
+                       "; exiting with status 1 so that the other members go on without this node");
+      if (before_exit) before_exit();
+      _exit(1);
+    };
     const std::string& bind = config.cluster.advertise.empty() ? config.cluster.listen
                                                                : config.cluster.advertise;
     Result<HostPort> host = ParseHostPort(bind);

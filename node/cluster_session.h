@@ -5,6 +5,7 @@
 // Must not: train or mix; it only forms the cluster and follows its epochs.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,11 @@ struct ClusterSession {
 // Opens the fabric endpoint (when `with_fabric`), starts the control plane,
 // waits for epoch 0 (cluster.join_timeout_s) and installs the transport peers.
 // `resume`: the node resumes from its checkpoint (LocalNodeInfo::resume).
-[[nodiscard]] Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume = false);
+// A data plane that wedges (FabricOptions::on_wedged: a thread stuck for ever
+// inside the provider) makes the process log why and exit with status 1 after
+// `before_exit` (flush the logs): its control connections close, and the
+// other members go on without it at once.
+[[nodiscard]] Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume = false,
+                                                 std::function<void()> before_exit = {});
 
 }  // namespace chorus::node

@@ -410,7 +410,8 @@ int RunNode(const Config& config, const NodeOptions& options) {
                          !config.cluster.bootstrap.empty();
   run.global_batch = config.train.batch_size;
   if (clustered) {
-    auto joined = JoinCluster(config, /*with_fabric=*/true, options.resume);
+    auto joined = JoinCluster(config, /*with_fabric=*/true, options.resume,
+                              [log = options.log_session] { FlushForExit(log); });
     if (!joined) return fail(joined.error());
     session = std::move(*joined);
     run.rank = session->view.self_rank;

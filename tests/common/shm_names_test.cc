@@ -8,7 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace chorus {
 namespace {
@@ -42,6 +45,23 @@ TEST(ShmNamesTest, RemovesOnlyTheNamesOfDeadProcesses) {
   EXPECT_TRUE(Exists(alive));
   EXPECT_TRUE(Exists(other_form));
   for (const std::string& n : {alive, other_form}) shm_unlink(n.c_str());
+}
+
+std::vector<uint8_t> Blob(std::string_view s, bool nul) {
+  std::vector<uint8_t> b(s.begin(), s.end());
+  if (nul) b.push_back(0);
+  return b;
+}
+
+TEST(ShmNamesTest, AddressPidIsReadFromShmAddressesOnly) {
+  EXPECT_EQ(ShmAddressPid(Blob("fi_shm://4321:0:0", true)), 4321);
+  EXPECT_EQ(ShmAddressPid(Blob("4321:1000:2.e3", true)), 4321);
+  EXPECT_EQ(ShmAddressPid(Blob("4321:0:0", false)), 4321);
+  EXPECT_EQ(ShmAddressPid(Blob("fi_shm://node0", true)), std::nullopt);
+  EXPECT_EQ(ShmAddressPid(Blob("127.0.0.1:4000", true)), std::nullopt);
+  EXPECT_EQ(ShmAddressPid(Blob("4321", false)), std::nullopt);
+  EXPECT_EQ(ShmAddressPid(Blob("0:0:0", false)), std::nullopt);
+  EXPECT_EQ(ShmAddressPid(std::vector<uint8_t>{2, 0, 0x1f, 0x90, 127, 0, 0, 1}), std::nullopt);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // addresses exchanged through pipes), the memory-registration cache, provider
 // and library versions, and the MrCache LRU on its own.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,6 +142,55 @@ TEST_P(FabricTwoProcesses, ExchangeOneMebibyteBothWaysInThreeEpochs) {
 INSTANTIATE_TEST_SUITE_P(Providers, FabricTwoProcesses,
                          ::testing::Values(TransportKind::kTcp, TransportKind::kNet, TransportKind::kShm),
                          [](const auto& info) { return testing::KindName(info.param); });
+
+// shm 1.17 sends by taking a spin lock inside the receiver's region: a send
+// to a process killed while it held its own lock would spin for ever. So a
+// send to an shm peer whose process has exited (here a zombie: its parent has
+// not reaped it, and kill(pid, 0) would still say it runs) fails at once,
+// naming the peer and its pid, and is never given to the provider.
+TEST(FabricTransport, ASendToAnShmPeerWhoseProcessExitedIsNotPosted) {
+  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) {
+    close(to_parent[0]);
+    FabricOptions options;
+    options.provider = "shm";
+    options.node_name = testing::PeerName(1);
+    auto transport = MakeFabricTransport(options);
+    if (!transport || !SendBlob(to_parent[1], (*transport)->LocalAddress())) _exit(1);
+    pause();  // until killed, its endpoint open and its progress thread polling
+    _exit(0);
+  }
+  close(to_parent[1]);
+  std::vector<uint8_t> child_address;
+  const bool received = ReceiveBlob(to_parent[0], &child_address);
+  close(to_parent[0]);
+  FabricOptions options;
+  options.provider = "shm";
+  options.node_name = testing::PeerName(0);
+  auto transport = MakeFabricTransport(options);
+  Status set = transport ? Status::Ok() : transport.error();
+  if (transport) {
+    const std::vector<PeerInfo> peers = {{0, (*transport)->LocalAddress(), "node0"}, {1, child_address, "node1"}};
+    set = (*transport)->SetPeers(0, peers);
+  }
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // a zombie now
+  ASSERT_TRUE(received) << "no address from the child";
+  ASSERT_TRUE(set.ok()) << set.ToString();
+  std::vector<std::byte> data(4096);
+  auto send = (*transport)->Isend(1, 3, data);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  ASSERT_FALSE(send) << "posted a send to a process that exited";
+  EXPECT_EQ(send.error().code(), StatusCode::kUnavailable) << send.error().ToString();
+  EXPECT_NE(send.error().message().find("node1"), std::string::npos) << send.error().ToString();
+  EXPECT_NE(send.error().message().find("(pid " + std::to_string(child) + ") has exited"), std::string::npos)
+      << send.error().ToString();
+}
 
 // Two net endpoints in this process, named by the order of their addresses
 // (rank 0 "small", rank 1 "large"); only `large` has its peers set.

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <thread>
@@ -203,8 +204,25 @@ std::optional<pid_t> StartedPid(ChorusProcess& launch, const std::string& node) 
   return static_cast<pid_t>(std::stoi((*started)[1].str()));
 }
 
+// What a node logs when its data plane wedged (FabricOptions::on_wedged): a
+// thread of it spins for ever in libfabric 1.17's shm on the lock of a
+// killed neighbour that died holding it (about one kill in 40 with
+// communication in flight), and it exits. Nothing outside the provider can
+// end that spin, so the kill tests excuse such a node, by this message only,
+// and expect the others to finish as if it had been killed too.
+constexpr char kWedged[] = "data plane wedged";
+
+bool LoggedWedge(const fs::path& run_dir, int node) {
+  std::ifstream in(run_dir / ("node" + std::to_string(node)) / "log.txt");
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(kWedged) != std::string::npos) return true;
+  }
+  return false;
+}
+
 // Every survivor (node0 .. node<survivors-1>) logs that it re-formed over
-// them all within kReformSeconds of `since`. Before a declared death ended the epoch's
+// them all within kReformSeconds of `since` (or that its data plane wedged).
+// Before a declared death ended the epoch's
 // operations on every survivor, one waiting on a live neighbour (which had
 // itself stopped at the failure) re-formed only at its op deadline.
 constexpr double kReformSeconds = 20;
@@ -212,8 +230,8 @@ void ExpectEverySurvivorReforms(ChorusProcess& launch, int survivors, std::chron
   for (int i = 0; i < survivors; ++i) {
     const double left =
         kReformSeconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-    const std::string pattern = "\\[node" + std::to_string(i) + "\\] .*re-formed the .* over " +
-                                std::to_string(survivors) + " survivors";
+    const std::string pattern = "\\[node" + std::to_string(i) + "\\] .*(re-formed the .* over " +
+                                std::to_string(survivors) + " survivors|" + kWedged + ")";
     EXPECT_TRUE(launch.WaitFor(pattern, std::max(left, 0.0)))
         << "node" << i << " did not re-form within " << kReformSeconds << " s\n"
         << launch.Output();
@@ -233,17 +251,26 @@ bool WaitUntilTraining(const fs::path& metrics) {
 }
 
 // Nodes 0..survivors-1 of the run in `dir` wrote summaries with one
-// parameter checksum, each after at least one re-form; the others wrote none.
+// parameter checksum, each after at least one re-form, but for a survivor
+// whose data plane wedged (kWedged; at most one, never all); the others wrote none.
 void ExpectSurvivorsWithOneModel(const fs::path& dir, int survivors, int n, const std::string& output) {
   std::string checksum;
+  int wedged = 0;
   for (int i = 0; i < survivors; ++i) {
     auto summary = ReadJson(dir / ("node" + std::to_string(i)) / "summary.json");
+    if (!summary.is_object() && LoggedWedge(dir, i)) {
+      std::cout << "note: node" << i << "'s data plane wedged on a killed neighbour's lock; it exited\n";
+      ++wedged;
+      continue;
+    }
     ASSERT_TRUE(summary.is_object()) << "node" << i << "\n" << output;
     EXPECT_GE(summary["reforms"].get<int>(), 1) << "node" << i;
     const std::string c = std::to_string(summary["parameter_checksum"].get<uint64_t>());
-    if (i == 0) checksum = c;
+    if (checksum.empty()) checksum = c;
     EXPECT_EQ(c, checksum) << "node" << i;
   }
+  EXPECT_LE(wedged, 1) << output;
+  EXPECT_LT(wedged, survivors) << output;
   for (int i = survivors; i < n; ++i) {
     EXPECT_FALSE(fs::exists(dir / ("node" + std::to_string(i)) / "summary.json")) << "node" << i;
   }

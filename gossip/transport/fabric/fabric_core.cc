@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 #include "common/log.h"
 #include "common/shm_names.h"
@@ -116,6 +119,7 @@ Status FabricCore::Open() {
     }
   }
   order_first_contact_ = options_.provider == "net";
+  watches_peer_processes_ = options_.provider == "shm";
   peers_installed_before_first_send_ = options_.provider == "shm";
   renews_endpoint_per_epoch_ = options_.provider == "shm";
   registering_ = options_.force_memory_registration ||
@@ -163,6 +167,7 @@ Status FabricCore::Open() {
   local_address_.resize(len);
 
   progress_thread_ = std::thread([this] { ProgressLoop(); });
+  if (watches_peer_processes_) watchdog_thread_ = std::thread([this] { WatchdogLoop(); });
   CHORUS_LOG_DEBUG(Subsys::kFabric, "opened ", describe_, " mr_mode=0x", std::hex,
                    info_->domain_attr->mr_mode, std::dec, " registering=", registering_);
   return Status::Ok();
@@ -185,7 +190,9 @@ void FabricCore::Shutdown(StatusCode code, const std::string& why) {
     progress_stop_ = true;
   }
   progress_cv_.notify_all();
+  watchdog_cv_.notify_all();
   if (progress_thread_.joinable()) progress_thread_.join();
+  if (watchdog_thread_.joinable()) watchdog_thread_.join();
   {
     std::lock_guard<std::mutex> lock(cq_mu_);
     if (closed_) return;
@@ -224,6 +231,7 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
   table.addr.assign(n, FI_ADDR_NOTAVAIL);
   table.names.resize(n);
   table.dead.assign(n, false);
+  std::vector<std::pair<fi_addr_t, PeerProcess>> watches;
   std::unique_lock lock(peers_mu_);
   for (const PeerInfo& p : peers) {
     if (p.rank < 0 || p.rank >= n || table.addr[p.rank] != FI_ADDR_NOTAVAIL) {
@@ -246,6 +254,20 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
                             "fi_av_insert for rank " + std::to_string(p.rank) + " (" + p.name + ")");
       }
       it = av_entries_.emplace(key, fi_addr).first;
+      if (watches_peer_processes_ && p.address != local_address_) {
+        if (const std::optional<pid_t> pid = ShmAddressPid(p.address)) {
+          Result<ProcessWatch> watch = ProcessWatch::Open(*pid);
+          if (watch) {
+            watches.emplace_back(fi_addr, PeerProcess{std::move(*watch), p.name});
+          } else {
+            std::lock_guard<std::mutex> watch_lock(watch_mu_);
+            if (!std::exchange(watch_unsupported_warned_, true)) {
+              CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": cannot watch the process of ", p.name, ": ",
+                              watch.error().ToString(), "; a send to a peer killed mid-operation may hang");
+            }
+          }
+        }
+      }
     }
     table.addr[p.rank] = it->second;
     table.names[p.rank] = p.name;
@@ -302,6 +324,10 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
     }
   }
   lock.unlock();  // Poll takes cq_mu_ before peers_mu_: never hold both the other way
+  if (!watches.empty()) {
+    std::lock_guard<std::mutex> watch_lock(watch_mu_);
+    for (auto& [addr, process] : watches) peer_processes_.insert_or_assign(addr, std::move(process));
+  }
   CancelInProvider(gone);
   for (fi_addr_t addr : left_gates) DropGate(addr, "peer left the membership");
   PostFirstContacts(send_to, await_from);
@@ -462,7 +488,7 @@ Status FabricCore::Submit(const std::shared_ptr<FabricOp>& op) {
       backlogged = true;
     } else if (ret < 0) {
       Untrack(*op);
-      return FabricStatus(static_cast<int>(ret), op->PostCall()).WithContext(op->Describe());
+      return PostFailure(*op, ret);
     }
   }
   if (backlogged) WakeProgress();
@@ -540,17 +566,108 @@ void FabricCore::OpenGates() {
 }
 
 void FabricCore::CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops) {
-  std::lock_guard<std::mutex> lock(cq_mu_);
+  if (ops.empty()) return;
+  std::unique_lock<std::mutex> lock(cq_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    {
+      std::lock_guard<std::mutex> deferred_lock(deferred_mu_);
+      deferred_cancels_.insert(deferred_cancels_.end(), ops.begin(), ops.end());
+      has_deferred_cancels_.store(true);
+    }
+    WakeProgress();
+    return;
+  }
   if (closed_) return;
+  ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
   for (const auto& op : ops) fi_cancel(&ep_.get()->fid, &op->ctx.context);
 }
 
+void FabricCore::RunDeferredCancels() {
+  std::vector<std::shared_ptr<FabricOp>> ops;
+  {
+    std::lock_guard<std::mutex> lock(deferred_mu_);
+    ops.swap(deferred_cancels_);
+    has_deferred_cancels_.store(false);
+  }
+  ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
+  for (const auto& op : ops) fi_cancel(&ep_.get()->fid, &op->ctx.context);
+}
+
+namespace {
+// TryPost's answer for a send to a peer whose process has exited: no provider returns it.
+constexpr ssize_t kPeerProcessExited = std::numeric_limits<ssize_t>::min();
+}  // namespace
+
 ssize_t FabricCore::TryPost(FabricOp& op) {
   if (FabricOp::IsSend(op.kind)) {
+    if (watches_peer_processes_ && PeerProcessExited(op.addr)) return kPeerProcessExited;
+    ProviderCallScope call(call_clock_, op.addr);
     return fi_tsend(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, &op.ctx.context);
   }
+  // Receives from an exited process stay posted: its last messages may wait
+  // here, whole (shm copies small ones into the receiver's region).
+  ProviderCallScope call(call_clock_, op.addr);
   return fi_trecv(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, /*ignore=*/0,
                   &op.ctx.context);
+}
+
+Status FabricCore::PostFailure(const FabricOp& op, ssize_t ret) const {
+  if (ret == kPeerProcessExited) {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    auto it = peer_processes_.find(op.addr);
+    const std::string pid = it == peer_processes_.end() ? "" : " (pid " + std::to_string(it->second.watch.pid()) + ")";
+    return Unavailable(op.Describe() + ": its process" + pid + " has exited; not posted");
+  }
+  return FabricStatus(static_cast<int>(ret), op.PostCall()).WithContext(op.Describe());
+}
+
+bool FabricCore::PeerProcessExited(fi_addr_t addr) const {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  auto it = peer_processes_.find(addr);
+  return it != peer_processes_.end() && it->second.watch.Exited();
+}
+
+std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& running) const {
+  std::string exited;
+  std::string peer_name;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    for (const auto& [addr, process] : peer_processes_) {
+      if (running.peer != ProviderCallClock::kNoPeer && addr != running.peer) continue;
+      if (running.peer == addr) peer_name = process.name;
+      if (!process.watch.Exited()) continue;
+      exited += (exited.empty() ? "" : ", ") + process.name + " (pid " + std::to_string(process.watch.pid()) + ")";
+    }
+  }
+  if (exited.empty()) return std::nullopt;
+  const std::string call = running.peer == ProviderCallClock::kNoPeer ? "a completion-queue read or cancel"
+                                                                       : "a post to or from " + peer_name;
+  const double seconds = std::chrono::duration<double>(running.elapsed).count();
+  char elapsed[32];
+  std::snprintf(elapsed, sizeof elapsed, "%.1f", seconds);
+  return Unavailable(describe_ + ": " + call + " has been inside the provider for " + elapsed +
+                     " s and the process of " + exited +
+                     " has exited: libfabric 1.17's shm spins for ever on a lock that a killed process held, so "
+                     "neither this endpoint nor the thread in that call can go on");
+}
+
+void FabricCore::WatchdogLoop() {
+  std::unique_lock<std::mutex> lock(progress_mu_);
+  while (!progress_stop_) {
+    watchdog_cv_.wait_for(lock, kWatchdogInterval, [this] { return progress_stop_; });
+    if (progress_stop_) return;
+    const std::optional<ProviderCallClock::Running> running = call_clock_.Check(Clock::now());
+    if (!running || running->elapsed < options_.wedged_after) continue;
+    std::optional<Status> wedged = WedgedBy(*running);
+    if (!wedged) continue;
+    lock.unlock();
+    if (options_.on_wedged) {
+      options_.on_wedged(*wedged);
+    } else {
+      CHORUS_LOG_ERROR(Subsys::kFabric, wedged->ToString());
+    }
+    return;  // once
+  }
 }
 
 void FabricCore::DrainBacklog() {
@@ -567,9 +684,7 @@ void FabricCore::DrainBacklog() {
         } else {
           const ssize_t ret = TryPost(*op);
           if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) break;  // still full
-          if (ret < 0) {
-            error = FabricStatus(static_cast<int>(ret), op->PostCall()).WithContext(op->Describe());
-          }
+          if (ret < 0) error = PostFailure(*op, ret);
         }
         op->in_backlog = false;
         if (!error.ok()) failed.emplace_back(op, std::move(error));
@@ -623,11 +738,16 @@ int FabricCore::Poll(bool block) {
     return 0;
   }
   if (closed_) return 0;
+  if (has_deferred_cancels_.load(std::memory_order_relaxed)) RunDeferredCancels();
   int handled = 0;
   fi_cq_tagged_entry entries[kCqBatch];
   fi_addr_t sources[kCqBatch];
   while (true) {
-    const ssize_t n = fi_cq_readfrom(cq_.get(), entries, kCqBatch, sources);
+    ssize_t n;
+    {
+      ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
+      n = fi_cq_readfrom(cq_.get(), entries, kCqBatch, sources);
+    }
     if (n > 0) {
       for (ssize_t i = 0; i < n; ++i) handled += HandleCompletion(entries[i], sources[i]);
       if (n < static_cast<ssize_t>(kCqBatch)) break;
@@ -698,7 +818,11 @@ void FabricCore::SweepDiscards() {
     msg.tag = filter.filter.tag;
     msg.ignore = filter.filter.ignore;
     msg.context = &op->ctx.context;
-    const ssize_t ret = fi_trecvmsg(ep_.get(), &msg, FI_PEEK | FI_COMPLETION);
+    ssize_t ret;
+    {
+      ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
+      ret = fi_trecvmsg(ep_.get(), &msg, FI_PEEK | FI_COMPLETION);
+    }
     if (ret == 0) {
       filter.peek = std::move(op);
       continue;
@@ -788,7 +912,11 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
 
 int FabricCore::HandleCqError() {
   fi_cq_err_entry err{};
-  const ssize_t ret = fi_cq_readerr(cq_.get(), &err, 0);
+  ssize_t ret;
+  {
+    ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
+    ret = fi_cq_readerr(cq_.get(), &err, 0);
+  }
   if (ret < 0) return 0;  // -FI_EAGAIN: another reader took it
   FabricOp& op = *OpOf(err.op_context);
   if (op.Internal()) {
@@ -914,6 +1042,7 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
   }
   {
     std::lock_guard<std::mutex> lock(cq_mu_);
+    ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
     if (!closed_) fi_cancel(&ep_.get()->fid, &op.ctx.context);
   }
   Backoff backoff(std::chrono::microseconds(200));

@@ -67,6 +67,21 @@
 // closes with everything a failed epoch left in it. Other providers keep one
 // endpoint for the whole run.
 //
+// Dead peers' locks (shm only). shm 1.17 sends by taking a spin lock inside
+// the receiver's region, and a process killed while holding its own lock
+// (it takes it to read its queue) leaves every later send to it spinning in
+// fi_tsend for ever, holding cq_mu_; a receive that matches a message the
+// dead peer had queued can touch its region too (after a kill -9, one run in
+// 40 wedged a neighbour, in fi_trecv). So the core watches each peer's
+// process (a pidfd, SetPeers) and fails a send to one that has exited
+// instead of giving it to the provider (a receive stays posted: its message
+// may be here already). The control thread never waits for cq_mu_
+// (MarkPeerDead's and SetPeers' cancels are left to the next Poll when
+// another thread holds it), and a watchdog thread times each provider call
+// (ProviderCallClock): one that has run FabricOptions::wedged_after while its
+// peer's process has exited can never return, and FabricOptions::on_wedged
+// is told.
+//
 // Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>);
 // spin without yielding beyond `busy_poll`; free an op whose context the provider may still hold.
 #pragma once
@@ -77,6 +92,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <span>
@@ -85,10 +101,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/process_watch.h"
 #include "gossip/transport.h"
 #include "gossip/transport/fabric/fabric_objects.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "gossip/transport/fabric/mr_cache.h"
+#include "gossip/transport/fabric/provider_call_clock.h"
 
 namespace chorus::gossip::fabric {
 
@@ -101,6 +119,8 @@ inline constexpr std::chrono::milliseconds kDiscardSweep{5};
 inline constexpr std::chrono::milliseconds kDiscardSweepMax{1000};
 // How long a first-contact gate waits for the peer's message.
 inline constexpr std::chrono::seconds kFirstContactWait{10};
+// How often the wedge watchdog (shm) looks at the provider call running.
+inline constexpr std::chrono::milliseconds kWatchdogInterval{250};
 inline constexpr int64_t Nanos(std::chrono::milliseconds d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
@@ -274,8 +294,19 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // inflight_ owns an op from its post until its completion is reaped.
   void Track(std::shared_ptr<FabricOp> op);
   void Untrack(const FabricOp& op);
-  // fi_cancel of each op, under cq_mu_.
+  // fi_cancel of each op, under cq_mu_; left to the next Poll when another
+  // thread holds it (the caller may be the control thread: Dead peers' locks).
   void CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops);
+  // The cancels CancelInProvider left; cq_mu_ held.
+  void RunDeferredCancels();
+  // What a post that TryPost refused or failed (`ret` < 0) says, naming the op.
+  Status PostFailure(const FabricOp& op, ssize_t ret) const;
+  // shm: true when the process behind `addr` has exited (false when not watched).
+  bool PeerProcessExited(fi_addr_t addr) const;
+  // The error on_wedged gets when `running` is wedged (Dead peers' locks): its
+  // peer's process, or for a call with no peer any peer's, has exited.
+  std::optional<Status> WedgedBy(const ProviderCallClock::Running& running) const;
+  void WatchdogLoop();
   // The in-flight ops with `addr` (MarkPeerDead, PeerGone): each one's
   // cancelled_at becomes `at` unless it is earlier already; with `fail`, each
   // is failed as its peer's death. Returns them.
@@ -346,6 +377,21 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // endpoint is driven by one thread at a time even though it is FI_THREAD_SAFE.
   std::mutex cq_mu_;
   bool closed_ = false;  // under cq_mu_
+  // Times the provider calls made under cq_mu_ (the watchdog's view).
+  ProviderCallClock call_clock_;
+  std::mutex deferred_mu_;  // a leaf
+  std::vector<std::shared_ptr<FabricOp>> deferred_cancels_;  // under deferred_mu_
+  std::atomic<bool> has_deferred_cancels_{false};
+
+  // shm (Dead peers' locks): the process behind each peer address. watch_mu_ is a leaf.
+  struct PeerProcess {
+    ProcessWatch watch;
+    std::string name;  // the peer's, as SetPeers named it
+  };
+  bool watches_peer_processes_ = false;
+  mutable std::mutex watch_mu_;
+  std::unordered_map<fi_addr_t, PeerProcess> peer_processes_;  // under watch_mu_
+  bool watch_unsupported_warned_ = false;                      // under watch_mu_
 
   std::mutex inflight_mu_;
   std::unordered_map<FabricOp*, std::shared_ptr<FabricOp>> inflight_;
@@ -397,6 +443,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   bool progress_wake_ = false;  // under progress_mu_
   bool progress_stop_ = false;  // under progress_mu_
   std::thread progress_thread_;
+  std::condition_variable watchdog_cv_;  // with progress_mu_ and progress_stop_
+  std::thread watchdog_thread_;          // shm only
 
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
   std::atomic<uint64_t> messages_sent_{0}, messages_received_{0};

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -72,6 +73,19 @@ struct FabricOptions {
   // How long a cancelled or abandoned operation's completion is awaited before
   // the request gives up (its context stays owned by the transport).
   std::chrono::milliseconds cancel_timeout{2000};
+  // shm only. libfabric 1.17's shm takes a spin lock inside the receiver's
+  // region to send to it, so a process killed while holding its own lock
+  // leaves every later send to it spinning for ever, inside fi_tsend, with
+  // the calling thread and the endpoint. The transport never posts a send to
+  // a peer whose process has exited (it watches each peer's process), but a
+  // call already spinning when the peer dies cannot be taken back. When a
+  // provider call has run `wedged_after` while the process of its peer (of
+  // any peer, for a CQ read) has exited, `on_wedged` is called once, from the
+  // transport's watchdog thread, with an error that names the call and the
+  // peer: nothing on this endpoint can go on, so a node exits (cluster_session.cc).
+  // Unset, the error is logged.
+  std::chrono::milliseconds wedged_after{5000};
+  std::function<void(const Status&)> on_wedged;
 };
 
 // FabricOptions::busy_poll for `busy_processes` processes waiting on this host
