@@ -621,10 +621,17 @@ Status FabricCore::PostFailure(const FabricOp& op, ssize_t ret) const {
   return FabricStatus(static_cast<int>(ret), op.PostCall()).WithContext(op.Describe());
 }
 
-bool FabricCore::PeerProcessExited(fi_addr_t addr) const {
+bool FabricCore::PeerProcessExited(fi_addr_t addr) {
   std::lock_guard<std::mutex> lock(watch_mu_);
   auto it = peer_processes_.find(addr);
-  return it != peer_processes_.end() && it->second.watch.Exited();
+  if (it == peer_processes_.end()) return false;
+  PeerProcess& process = it->second;
+  if (process.exited) return true;
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (now < process.next_check_ns) return false;
+  process.exited = process.watch.Exited();
+  process.next_check_ns = now + std::chrono::nanoseconds(kProcessCheckInterval).count();
+  return process.exited;
 }
 
 std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& running) const {
