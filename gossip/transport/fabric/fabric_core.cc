@@ -255,18 +255,7 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
       }
       it = av_entries_.emplace(key, fi_addr).first;
       if (watches_peer_processes_ && p.address != local_address_) {
-        if (const std::optional<pid_t> pid = ShmAddressPid(p.address)) {
-          Result<ProcessWatch> watch = ProcessWatch::Open(*pid);
-          if (watch) {
-            watches.emplace_back(fi_addr, PeerProcess{std::move(*watch), p.name});
-          } else {
-            std::lock_guard<std::mutex> watch_lock(watch_mu_);
-            if (!std::exchange(watch_unsupported_warned_, true)) {
-              CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": cannot watch the process of ", p.name, ": ",
-                              watch.error().ToString(), "; a send to a peer killed mid-operation may hang");
-            }
-          }
-        }
+        if (std::optional<PeerProcess> process = WatchProcessOf(p)) watches.emplace_back(fi_addr, std::move(*process));
       }
     }
     table.addr[p.rank] = it->second;
@@ -332,6 +321,19 @@ Status FabricCore::SetPeers(Rank self, std::span<const PeerInfo> peers) {
   for (fi_addr_t addr : left_gates) DropGate(addr, "peer left the membership");
   PostFirstContacts(send_to, await_from);
   return Status::Ok();
+}
+
+std::optional<FabricCore::PeerProcess> FabricCore::WatchProcessOf(const PeerInfo& peer) {
+  const std::optional<pid_t> pid = ShmAddressPid(peer.address);
+  if (!pid) return std::nullopt;
+  Result<ProcessWatch> watch = ProcessWatch::Open(*pid);
+  if (watch) return PeerProcess{std::move(*watch), peer.name};
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  if (!std::exchange(watch_unsupported_warned_, true)) {
+    CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": cannot watch the process of ", peer.name, ": ",
+                    watch.error().ToString(), "; a send to a peer killed mid-operation may hang");
+  }
+  return std::nullopt;
 }
 
 bool FabricCore::PeerMarkedDead(Rank peer) const {
@@ -577,9 +579,7 @@ void FabricCore::CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& 
     WakeProgress();
     return;
   }
-  if (closed_) return;
-  ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
-  for (const auto& op : ops) fi_cancel(&ep_.get()->fid, &op->ctx.context);
+  if (!closed_) CancelLocked(ops);
 }
 
 void FabricCore::RunDeferredCancels() {
@@ -589,8 +589,14 @@ void FabricCore::RunDeferredCancels() {
     ops.swap(deferred_cancels_);
     has_deferred_cancels_.store(false);
   }
-  ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
-  for (const auto& op : ops) fi_cancel(&ep_.get()->fid, &op->ctx.context);
+  CancelLocked(ops);
+}
+
+void FabricCore::CancelLocked(std::span<const std::shared_ptr<FabricOp>> ops) {
+  InProvider(ProviderCallClock::kNoPeer, [&] {
+    for (const auto& op : ops) fi_cancel(&ep_.get()->fid, &op->ctx.context);
+    return 0;
+  });
 }
 
 namespace {
@@ -601,14 +607,15 @@ constexpr ssize_t kPeerProcessExited = std::numeric_limits<ssize_t>::min();
 ssize_t FabricCore::TryPost(FabricOp& op) {
   if (FabricOp::IsSend(op.kind)) {
     if (watches_peer_processes_ && PeerProcessExited(op.addr)) return kPeerProcessExited;
-    ProviderCallScope call(call_clock_, op.addr);
-    return fi_tsend(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, &op.ctx.context);
+    return InProvider(op.addr, [&] {
+      return fi_tsend(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, &op.ctx.context);
+    });
   }
   // Receives from an exited process stay posted: its last messages may wait
   // here, whole (shm copies small ones into the receiver's region).
-  ProviderCallScope call(call_clock_, op.addr);
-  return fi_trecv(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, /*ignore=*/0,
-                  &op.ctx.context);
+  return InProvider(op.addr, [&] {
+    return fi_trecv(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, /*ignore=*/0, &op.ctx.context);
+  });
 }
 
 Status FabricCore::PostFailure(const FabricOp& op, ssize_t ret) const {
@@ -750,11 +757,8 @@ int FabricCore::Poll(bool block) {
   fi_cq_tagged_entry entries[kCqBatch];
   fi_addr_t sources[kCqBatch];
   while (true) {
-    ssize_t n;
-    {
-      ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
-      n = fi_cq_readfrom(cq_.get(), entries, kCqBatch, sources);
-    }
+    const ssize_t n = InProvider(ProviderCallClock::kNoPeer,
+                                 [&] { return fi_cq_readfrom(cq_.get(), entries, kCqBatch, sources); });
     if (n > 0) {
       for (ssize_t i = 0; i < n; ++i) handled += HandleCompletion(entries[i], sources[i]);
       if (n < static_cast<ssize_t>(kCqBatch)) break;
@@ -825,11 +829,8 @@ void FabricCore::SweepDiscards() {
     msg.tag = filter.filter.tag;
     msg.ignore = filter.filter.ignore;
     msg.context = &op->ctx.context;
-    ssize_t ret;
-    {
-      ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
-      ret = fi_trecvmsg(ep_.get(), &msg, FI_PEEK | FI_COMPLETION);
-    }
+    const ssize_t ret =
+        InProvider(ProviderCallClock::kNoPeer, [&] { return fi_trecvmsg(ep_.get(), &msg, FI_PEEK | FI_COMPLETION); });
     if (ret == 0) {
       filter.peek = std::move(op);
       continue;
@@ -919,11 +920,7 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
 
 int FabricCore::HandleCqError() {
   fi_cq_err_entry err{};
-  ssize_t ret;
-  {
-    ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
-    ret = fi_cq_readerr(cq_.get(), &err, 0);
-  }
+  const ssize_t ret = InProvider(ProviderCallClock::kNoPeer, [&] { return fi_cq_readerr(cq_.get(), &err, 0); });
   if (ret < 0) return 0;  // -FI_EAGAIN: another reader took it
   FabricOp& op = *OpOf(err.op_context);
   if (op.Internal()) {
@@ -1049,8 +1046,7 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
   }
   {
     std::lock_guard<std::mutex> lock(cq_mu_);
-    ProviderCallScope call(call_clock_, ProviderCallClock::kNoPeer);
-    if (!closed_) fi_cancel(&ep_.get()->fid, &op.ctx.context);
+    if (!closed_) InProvider(ProviderCallClock::kNoPeer, [&] { return fi_cancel(&ep_.get()->fid, &op.ctx.context); });
   }
   Backoff backoff(std::chrono::microseconds(200));
   while (true) {

@@ -286,6 +286,14 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   }
 
  private:
+  // An shm peer's process (Dead peers' locks).
+  struct PeerProcess {
+    ProcessWatch watch;
+    std::string name;           // the peer's, as SetPeers named it
+    bool exited = false;        // once seen
+    int64_t next_check_ns = 0;  // steady clock: sends before it trust the last check
+  };
+
   // One fi_tsend / fi_trecv attempt (a kDrain is a receive); cq_mu_ held.
   ssize_t TryPost(FabricOp& op);
   // A new op of `kind` whose context maps back to it.
@@ -304,8 +312,22 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   void CancelInProvider(const std::vector<std::shared_ptr<FabricOp>>& ops);
   // The cancels CancelInProvider left; cq_mu_ held.
   void RunDeferredCancels();
+  // fi_cancel of each op; cq_mu_ held, the endpoint open.
+  void CancelLocked(std::span<const std::shared_ptr<FabricOp>> ops);
+  // Runs `call` (a provider data-path call; cq_mu_ held), timed for the
+  // watchdog with `peer` (ProviderCallClock::kNoPeer for none) where there is
+  // one (shm): other providers' hot paths skip the clock.
+  template <typename Call>
+  auto InProvider(uint64_t peer, Call&& call) {
+    if (!watches_peer_processes_) return call();
+    ProviderCallScope scope(call_clock_, peer);
+    return call();
+  }
   // What a post that TryPost refused or failed (`ret` < 0) says, naming the op.
   Status PostFailure(const FabricOp& op, ssize_t ret) const;
+  // A watch of the process behind shm peer `peer`'s address; none (warned
+  // once) when the address names no pid or the kernel cannot watch it.
+  std::optional<PeerProcess> WatchProcessOf(const PeerInfo& peer);
   // shm: true when the process behind `addr` has exited (false when not
   // watched), as a check at most kProcessCheckInterval old saw it.
   bool PeerProcessExited(fi_addr_t addr);
@@ -383,19 +405,13 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // endpoint is driven by one thread at a time even though it is FI_THREAD_SAFE.
   std::mutex cq_mu_;
   bool closed_ = false;  // under cq_mu_
-  // Times the provider calls made under cq_mu_ (the watchdog's view).
+  // Times the provider calls made under cq_mu_ (the watchdog's view; shm only, InProvider).
   ProviderCallClock call_clock_;
   std::mutex deferred_mu_;  // a leaf
   std::vector<std::shared_ptr<FabricOp>> deferred_cancels_;  // under deferred_mu_
   std::atomic<bool> has_deferred_cancels_{false};
 
   // shm (Dead peers' locks): the process behind each peer address. watch_mu_ is a leaf.
-  struct PeerProcess {
-    ProcessWatch watch;
-    std::string name;          // the peer's, as SetPeers named it
-    bool exited = false;       // once seen
-    int64_t next_check_ns = 0;  // steady clock: sends before it trust the last check
-  };
   bool watches_peer_processes_ = false;
   mutable std::mutex watch_mu_;
   std::unordered_map<fi_addr_t, PeerProcess> peer_processes_;  // under watch_mu_
