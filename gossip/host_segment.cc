@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -123,10 +124,17 @@ HostSegment::~HostSegment() {
   if (base_ != nullptr) munmap(base_, mapped_bytes_);
 }
 
+size_t DefaultSlotBytes(int members) {
+  constexpr size_t kRoundBytes = size_t{2} << 20;
+  return std::clamp<size_t>(kRoundBytes / static_cast<size_t>(std::max(members, 1)), size_t{256} << 10,
+                            size_t{1} << 20);
+}
+
 Result<std::shared_ptr<HostSegment>> HostSegment::Attach(const CollectiveGroup& local,
                                                          const HostSegmentOptions& options) {
   const int n = local.size();
-  const size_t slot_bytes = RoundUpToPage(std::max<size_t>(options.slot_bytes, 1));
+  const size_t slot_bytes =
+      RoundUpToPage(options.slot_bytes > 0 ? options.slot_bytes : DefaultSlotBytes(n));
   const size_t bytes = SegmentBytes(n, slot_bytes);
   std::vector<Rank> ranks;
   for (int i = 0; i < n; ++i) ranks.push_back(local.RankAt(i));

@@ -44,16 +44,26 @@ namespace chorus::gossip {
 
 struct HostSegmentOptions {
   // Bytes of each member's slot (and of the result slot): the most a call moves
-  // per round; larger buffers go in rounds. Rounded up to a page. 64 KiB to
-  // 1 MiB measured within noise of each other (`chorus bench allreduce --ranks
-  // 4 --provider shm --algorithms shared_memory`, 2026-11-22: 1 MiB in
-  // 604-761 us, 16 MiB in 12.0-14.3 ms); 256 KiB keeps a round of 4 ranks
-  // (5 slots) inside a core's L2 share.
-  size_t slot_bytes = 256 << 10;
+  // per round; larger buffers go in rounds. Rounded up to a page. 0: by the
+  // member count, DefaultSlotBytes.
+  size_t slot_bytes = 0;
   // The attach handshake's tags: tag_base .. tag_base + 1 (collective_options.h).
   Tag tag_base = 0;
   Deadline deadline = Deadline::AfterSeconds(60);
 };
+
+// The slot size for `members` members when the options leave it at 0: a
+// round's slots and result slot together about 2 MiB, each between 256 KiB and
+// 1 MiB (2 members: 1 MiB; 4: 512 KiB; 8: 256 KiB). Fewer, larger rounds pay
+// at small world sizes, where a round's fixed costs (two waits, and each
+// member's copies restarting on another member's freshly written lines) are
+// a larger share: on the 2-core EPYC host (2026-11-24, `chorus bench allreduce
+// --provider shm --algorithms shared_memory --quick`, medians of 6 alternated
+// runs), 2 ranks took 356 us at 1 MiB with 256 KiB slots (bimodal: 150-720),
+// 109 with 512 KiB and 61 with 1 MiB (and 2 MiB slots no faster: 61), 16 MiB in
+// 6.1 ms against 1.6 ms; 4 ranks 321 us at 1 MiB with 256 KiB, 239 with 512 KiB
+// and 257 with 1 MiB, 16 MiB within noise (5.8-6.4 ms).
+size_t DefaultSlotBytes(int members);
 
 class HostSegment {
  public:

@@ -255,5 +255,22 @@ TEST(HostSegmentTest, SlotSizeIsRoundedToAPage) {
   for (const Status& s : statuses) EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+TEST(HostSegmentTest, DefaultSlotSizeShrinksWithTheMemberCount) {
+  EXPECT_EQ(DefaultSlotBytes(1), size_t{1} << 20);
+  EXPECT_EQ(DefaultSlotBytes(2), size_t{1} << 20);
+  EXPECT_EQ(DefaultSlotBytes(3), (size_t{2} << 20) / 3);
+  EXPECT_EQ(DefaultSlotBytes(4), size_t{512} << 10);
+  EXPECT_EQ(DefaultSlotBytes(8), size_t{256} << 10);
+  EXPECT_EQ(DefaultSlotBytes(64), size_t{256} << 10);
+  // Options that leave the size at 0 get it, rounded to a page.
+  auto statuses = RunRanks(3, 3, [&](int, Transport& t) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(CollectiveGroup world, CollectiveGroup::World(t));
+    CHORUS_ASSIGN_OR_RETURN(std::shared_ptr<HostSegment> segment, HostSegment::Attach(world, {}));
+    EXPECT_EQ(segment->slot_bytes(), 700416u);  // 2 MiB / 3 = 699050.67, up to a page
+    return Status::Ok();
+  });
+  for (const Status& s : statuses) EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 }  // namespace
 }  // namespace chorus::gossip
