@@ -2,9 +2,18 @@
 #include "common/clock.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 namespace chorus {
+
+std::string SecondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", seconds);
+  return text;
+}
+
+std::string SecondsText(Duration d) { return SecondsText(std::chrono::duration<double>(d).count()); }
 
 void Backoff::Pause() {
   ++iter_;

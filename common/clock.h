@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace chorus {
 
@@ -31,6 +32,10 @@ class Deadline {
  private:
   Clock::time_point when_;
 };
+
+// Seconds for a message, with three significant digits ("0.5", "5.12", "60").
+std::string SecondsText(double seconds);
+std::string SecondsText(Duration d);
 
 // Seconds since an arbitrary epoch (steady): for metrics and traces.
 inline double NowSeconds() {

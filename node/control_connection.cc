@@ -12,7 +12,6 @@
 #include "node/control_connection.h"
 
 #include <atomic>
-#include <cstdio>
 #include <sstream>
 
 #include "common/log.h"
@@ -32,13 +31,6 @@ std::string EndpointString(const asio::ip::tcp::endpoint& ep) {
   }
   return out.str();
 }
-
-std::string SecondsText(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g", s);
-  return buf;
-}
-std::string SecondsText(Duration d) { return SecondsText(std::chrono::duration<double>(d).count()); }
 
 // Peer faults are warnings; ordinary ends (peer closed, local close) are debug
 // lines: the control plane logs what a lost member means.

@@ -612,8 +612,7 @@ void ControlPlaneImpl::CheckLiveness(Clock::time_point now) {
   for (const LivenessTable::Event& e : liveness_.Check(now)) {
     const Member* m = view_.Find(e.name);
     const int rank = m ? m->rank : -1;
-    char silent[32];
-    std::snprintf(silent, sizeof(silent), "%.2f", e.silent_s);
+    const std::string silent = SecondsText(e.silent_s);
     switch (e.change) {
       case LivenessTable::Change::kSuspect:
         CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is suspect: silent for ",

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "common/log.h"
 #include "node/host_port.h"
@@ -29,11 +28,6 @@ Duration SecondsToDuration(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
 
-std::string SecondsText(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g", s);
-  return buf;
-}
 
 std::string HostName() {
   char buf[256] = {};

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -656,10 +655,7 @@ std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& run
   if (exited.empty()) return std::nullopt;
   const std::string call = running.peer == ProviderCallClock::kNoPeer ? "a completion-queue read or cancel"
                                                                        : "a post to or from " + peer_name;
-  const double seconds = std::chrono::duration<double>(running.elapsed).count();
-  char elapsed[32];
-  std::snprintf(elapsed, sizeof elapsed, "%.1f", seconds);
-  return Unavailable(describe_ + ": " + call + " has been inside the provider for " + elapsed +
+  return Unavailable(describe_ + ": " + call + " has been inside the provider for " + SecondsText(running.elapsed) +
                      " s and the process of " + exited +
                      " has exited: libfabric 1.17's shm spins for ever on a lock that a killed process held, so "
                      "neither this endpoint nor the thread in that call can go on");
