@@ -27,11 +27,21 @@ std::optional<pid_t> LeadingPid(std::string_view s, char separator) {
 }
 }  // namespace
 
+namespace {
+constexpr std::string_view kShmScheme = "fi_shm://";
+}  // namespace
+
 std::optional<pid_t> ShmAddressPid(std::span<const uint8_t> address) {
   std::string_view s(reinterpret_cast<const char*>(address.data()), address.size());
-  constexpr std::string_view kScheme = "fi_shm://";
-  if (s.starts_with(kScheme)) s.remove_prefix(kScheme.size());
+  if (s.starts_with(kShmScheme)) s.remove_prefix(kShmScheme.size());
   return LeadingPid(s, ':');
+}
+
+std::string ShmRegionName(std::span<const uint8_t> address) {
+  std::string_view s(reinterpret_cast<const char*>(address.data()), address.size());
+  s = s.substr(0, s.find('\0'));
+  if (s.starts_with(kShmScheme)) s.remove_prefix(kShmScheme.size());
+  return std::string(s);
 }
 
 int UnlinkShmNamesOfDeadProcesses(std::string_view prefix, char separator) {

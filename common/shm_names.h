@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace chorus {
@@ -27,5 +28,9 @@ int UnlinkShmNamesOfDeadProcesses(std::string_view prefix, char separator);
 // The pid in a libfabric shm endpoint address, "[fi_shm://]<pid>:<uid>:<index>"
 // with any suffix and trailing NUL (the fi_getname blob); nullopt for another form.
 std::optional<pid_t> ShmAddressPid(std::span<const uint8_t> address);
+
+// The /dev/shm name of a libfabric shm endpoint's region: its address without
+// "fi_shm://" and the trailing NUL ("fi_shm://4321:0:0" -> "4321:0:0").
+std::string ShmRegionName(std::span<const uint8_t> address);
 
 }  // namespace chorus

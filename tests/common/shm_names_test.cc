@@ -64,5 +64,11 @@ TEST(ShmNamesTest, AddressPidIsReadFromShmAddressesOnly) {
   EXPECT_EQ(ShmAddressPid(std::vector<uint8_t>{2, 0, 0x1f, 0x90, 127, 0, 0, 1}), std::nullopt);
 }
 
+TEST(ShmNamesTest, RegionNameIsTheAddressWithoutSchemeOrNul) {
+  EXPECT_EQ(ShmRegionName(Blob("fi_shm://4321:0:0", true)), "4321:0:0");
+  EXPECT_EQ(ShmRegionName(Blob("4321:1000:2.e3", true)), "4321:1000:2.e3");
+  EXPECT_EQ(ShmRegionName(Blob("4321:0:0", false)), "4321:0:0");
+}
+
 }  // namespace
 }  // namespace chorus

@@ -3,13 +3,22 @@
 // and library versions, and the MrCache LRU on its own.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 
+#include "common/shm_names.h"
 #include "gossip/transport/fabric/mr_cache.h"
+#include "gossip/transport/fabric/shm_region_lock.h"
 #include "tests/gossip/transport_test_util.h"
 
 namespace chorus::gossip {
@@ -190,6 +199,187 @@ TEST(FabricTransport, ASendToAnShmPeerWhoseProcessExitedIsNotPosted) {
   EXPECT_NE(send.error().message().find("node1"), std::string::npos) << send.error().ToString();
   EXPECT_NE(send.error().message().find("(pid " + std::to_string(child) + ") has exited"), std::string::npos)
       << send.error().ToString();
+}
+
+// A child process with an shm endpoint that holds the spin lock inside the
+// region /dev/shm/<region> as a process killed inside one of shm's critical
+// sections would (shm_region_lock.h), until the parent kills it. It publishes
+// its address, then reads the parent's; `region_of_parent` picks the parent's
+// region, else its own. It writes one byte once it holds the lock.
+class LockHolder {
+ public:
+  Status Start(const std::vector<uint8_t>& parent_address, bool region_of_parent) {
+    int to_child[2], to_parent[2];
+    if (pipe(to_child) != 0 || pipe(to_parent) != 0) return Internal("pipe failed");
+    pid_ = fork();
+    if (pid_ < 0) return Internal("fork failed");
+    if (pid_ == 0) {
+      close(to_child[1]);
+      close(to_parent[0]);
+      FabricOptions options;
+      options.provider = "shm";
+      options.node_name = "holder";
+      auto transport = MakeFabricTransport(options);
+      std::vector<uint8_t> parent;
+      if (!transport || !SendBlob(to_parent[1], (*transport)->LocalAddress()) || !ReceiveBlob(to_child[0], &parent)) {
+        _exit(1);
+      }
+      if (!TakeRegionLock(ShmRegionName(region_of_parent ? parent : (*transport)->LocalAddress()))) _exit(2);
+      const char held = 'h';
+      if (!WriteAll(to_parent[1], &held, 1)) _exit(3);
+      pause();  // killed holding it
+      _exit(0);
+    }
+    close(to_child[0]);
+    close(to_parent[1]);
+    char held = 0;
+    const bool ok = ReceiveBlob(to_parent[0], &address_) && SendBlob(to_child[1], parent_address) &&
+                    ReadAll(to_parent[0], &held, 1);
+    close(to_child[1]);
+    close(to_parent[0]);
+    return ok ? Status::Ok() : Internal("the lock holder did not start");
+  }
+  // SIGKILL, leaving a zombie (kill(pid, 0) still succeeds; the pidfd says exited).
+  void Kill() {
+    kill(pid_, SIGKILL);
+    siginfo_t info{};
+    waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT);
+  }
+  ~LockHolder() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  const std::vector<uint8_t>& address() const { return address_; }
+
+ private:
+  static bool TakeRegionLock(const std::string& region) {
+    const int fd = shm_open(("/" + region).c_str(), O_RDWR, 0);
+    if (fd < 0) return false;
+    void* mapped = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (mapped == MAP_FAILED) return false;
+    auto* lock = reinterpret_cast<pthread_spinlock_t*>(static_cast<uint8_t*>(mapped) + fabric::kShmRegionLockOffset);
+    return pthread_spin_lock(lock) == 0;
+  }
+
+  pid_t pid_ = -1;
+  std::vector<uint8_t> address_;
+};
+
+// shm options for a transport whose wedge reports are collected.
+struct WedgeWatch {
+  std::mutex mu;
+  std::vector<std::string> reports;
+  FabricOptions Options(const std::string& name) {
+    FabricOptions options;
+    options.provider = "shm";
+    options.node_name = name;
+    options.wedged_after = std::chrono::milliseconds(1000);
+    options.on_wedged = [this](const Status& why) {
+      std::lock_guard<std::mutex> lock(mu);
+      reports.push_back(why.ToString());
+    };
+    return options;
+  }
+  std::string Reports() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string out;
+    for (const auto& r : reports) out += r + "\n";
+    return out;
+  }
+};
+
+// Runs `body` on a thread of its own and waits `limit` for it. A body still
+// inside the provider then never returns: it is left running, detached, and
+// `transports` are leaked (their destructors would wait for it), so the test
+// fails rather than hangs.
+bool ReturnsWithin(std::chrono::seconds limit, std::vector<std::unique_ptr<Transport>*> transports,
+                   const std::function<void()>& body) {
+  auto returned = std::make_shared<std::atomic<bool>>(false);
+  std::thread thread([body, returned] {
+    body();
+    *returned = true;
+  });
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!*returned && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!*returned) {
+    thread.detach();
+    for (auto* t : transports) (void)t->release();
+    return false;
+  }
+  thread.join();
+  return true;
+}
+
+// A process killed while it sent to node0 leaves the lock inside node0's own
+// region held: node0's progress (which takes it to read its queue) and every
+// send to node0 would spin in shm for ever. node0's watchdog gives it back and
+// node2's message arrives, with no wedge reported.
+TEST(FabricTransport, ALockAKilledPeerHeldInThisEndpointsRegionIsReleased) {
+  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  WedgeWatch wedges;
+  auto node0 = MakeFabricTransport(wedges.Options("node0"));
+  auto node2 = MakeFabricTransport(wedges.Options("node2"));
+  ASSERT_TRUE(node0 && node2);
+  LockHolder holder;
+  ASSERT_TRUE(holder.Start((*node0)->LocalAddress(), /*region_of_parent=*/true).ok());
+  const std::vector<PeerInfo> peers = {
+      {0, (*node0)->LocalAddress(), "node0"}, {1, holder.address(), "node1"}, {2, (*node2)->LocalAddress(), "node2"}};
+  ASSERT_TRUE((*node0)->SetPeers(0, peers).ok());
+  ASSERT_TRUE((*node2)->SetPeers(2, peers).ok());
+  holder.Kill();
+  const auto out = Pattern(7, 4096);
+  std::vector<std::byte> in(out.size());
+  Status done;
+  const bool returned = ReturnsWithin(std::chrono::seconds(20), {&*node0, &*node2}, [&] {
+    std::vector<RequestPtr> requests;
+    auto recv = (*node0)->Irecv(2, 9, in);
+    auto send = (*node2)->Isend(0, 9, out);  // spins on node0's lock until it is released
+    if (!recv || !send) {
+      done = recv ? send.error() : recv.error();
+      return;
+    }
+    requests.push_back(std::move(*recv));
+    requests.push_back(std::move(*send));
+    done = WaitAll(requests, Deadline::AfterSeconds(15));
+  });
+  ASSERT_TRUE(returned) << "the exchange still spins on node0's lock; wedge reports: " << wedges.Reports();
+  ASSERT_TRUE(done.ok()) << done.ToString();
+  EXPECT_EQ(FirstMismatch(in, 7, in.size()), in.size());
+  EXPECT_EQ(wedges.Reports(), "");
+}
+
+// A peer killed while it read its own queue leaves the lock inside its region
+// held, and a send to it that had already started spins on it (a later one is
+// never posted). The watchdog gives the dead region's lock back: the send
+// returns, with no wedge reported.
+TEST(FabricTransport, ASendSpinningOnAKilledPeersRegionLockReturns) {
+  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  WedgeWatch wedges;
+  auto node0 = MakeFabricTransport(wedges.Options("node0"));
+  ASSERT_TRUE(node0);
+  LockHolder holder;
+  ASSERT_TRUE(holder.Start((*node0)->LocalAddress(), /*region_of_parent=*/false).ok());
+  const std::vector<PeerInfo> peers = {{0, (*node0)->LocalAddress(), "node0"}, {1, holder.address(), "node1"}};
+  ASSERT_TRUE((*node0)->SetPeers(0, peers).ok());
+  const auto out = Pattern(3, 4096);
+  std::atomic<bool> posted{false};
+  const bool returned = ReturnsWithin(std::chrono::seconds(20), {&*node0}, [&] {
+    std::thread killer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      EXPECT_FALSE(posted.load()) << "the send did not wait for the held lock: the test no longer holds it";
+      holder.Kill();
+    });
+    auto send = (*node0)->Isend(1, 4, out);
+    posted = true;
+    killer.join();
+    if (send) (void)(*send)->Wait(Deadline::AfterSeconds(5));  // done, or failed with its peer
+  });
+  ASSERT_TRUE(returned) << "the send still spins on the killed peer's lock; wedge reports: " << wedges.Reports();
+  EXPECT_EQ(wedges.Reports(), "");
 }
 
 // Two net endpoints in this process, named by the order of their addresses

@@ -3,6 +3,7 @@
 #include "gossip/transport/fabric/fabric_core.h"
 
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -13,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/shm_names.h"
+#include "gossip/transport/fabric/shm_region_lock.h"
 
 namespace chorus::gossip::fabric {
 
@@ -326,7 +328,7 @@ std::optional<FabricCore::PeerProcess> FabricCore::WatchProcessOf(const PeerInfo
   const std::optional<pid_t> pid = ShmAddressPid(peer.address);
   if (!pid) return std::nullopt;
   Result<ProcessWatch> watch = ProcessWatch::Open(*pid);
-  if (watch) return PeerProcess{std::move(*watch), peer.name};
+  if (watch) return PeerProcess{std::move(*watch), peer.name, ShmRegionName(peer.address)};
   std::lock_guard<std::mutex> lock(watch_mu_);
   if (!std::exchange(watch_unsupported_warned_, true)) {
     CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": cannot watch the process of ", peer.name, ": ",
@@ -642,11 +644,10 @@ bool FabricCore::PeerProcessExited(fi_addr_t addr) {
 
 std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& running) const {
   std::string exited;
-  std::string peer_name;
+  std::string peer_name = "a peer";
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     for (const auto& [addr, process] : peer_processes_) {
-      if (running.peer != ProviderCallClock::kNoPeer && addr != running.peer) continue;
       if (running.peer == addr) peer_name = process.name;
       if (!process.watch.Exited()) continue;
       exited += (exited.empty() ? "" : ", ") + process.name + " (pid " + std::to_string(process.watch.pid()) + ")";
@@ -657,8 +658,38 @@ std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& run
                                                                        : "a post to or from " + peer_name;
   return Unavailable(describe_ + ": " + call + " has been inside the provider for " + SecondsText(running.elapsed) +
                      " s and the process of " + exited +
-                     " has exited: libfabric 1.17's shm spins for ever on a lock that a killed process held, so "
-                     "neither this endpoint nor the thread in that call can go on");
+                     " has exited: libfabric 1.17's shm spins for ever on a lock that a killed process held (one "
+                     "this process cannot release, or not for good), so neither this endpoint nor the thread in "
+                     "that call can go on");
+}
+
+int FabricCore::ReleaseLocksOfKilledHolders() {
+  std::vector<std::pair<std::string, pid_t>> regions;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    for (const auto& [addr, process] : peer_processes_) {
+      if (process.watch.Exited()) regions.emplace_back(process.region, process.watch.pid());
+    }
+  }
+  if (regions.empty()) return 0;
+  regions.emplace_back(ShmRegionName(local_address_), getpid());
+  int released = 0;
+  for (const auto& [region, creator] : regions) {
+    const ShmLockRelease result = ReleaseIfHeldThroughout(region, creator, kLockHeldProof);
+    if (result != ShmLockRelease::kReleased && result != ShmLockRelease::kUnknownLayout) continue;
+    const std::string whose = creator == getpid() ? "this endpoint's region" : "the region of exited process " +
+                                                                                   std::to_string(creator);
+    if (result == ShmLockRelease::kReleased) {
+      ++released;
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": released the shm lock of ", whose, " (/dev/shm/", region,
+                      "): a peer's process has exited and the lock stayed held at every try for ",
+                      SecondsText(kLockHeldProof), " s, so the killed process held it");
+    } else if (!std::exchange(layout_unknown_warned_, true)) {
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": cannot release the shm lock of ", whose, " (/dev/shm/", region,
+                      ") that a killed process may hold: ", ToString(result));
+    }
+  }
+  return released;
 }
 
 void FabricCore::WatchdogLoop() {
@@ -666,6 +697,10 @@ void FabricCore::WatchdogLoop() {
   while (!progress_stop_) {
     watchdog_cv_.wait_for(lock, kWatchdogInterval, [this] { return progress_stop_; });
     if (progress_stop_) return;
+    lock.unlock();
+    const int released = ReleaseLocksOfKilledHolders();
+    lock.lock();
+    if (progress_stop_ || released > 0) continue;  // a stuck call may go on now
     const std::optional<ProviderCallClock::Running> running = call_clock_.Check(Clock::now());
     if (!running || running->elapsed < options_.wedged_after) continue;
     std::optional<Status> wedged = WedgedBy(*running);

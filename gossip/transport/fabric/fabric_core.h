@@ -78,9 +78,15 @@
 // may be here already). The control thread never waits for cq_mu_
 // (MarkPeerDead's and SetPeers' cancels are left to the next Poll when
 // another thread holds it), and a watchdog thread times each provider call
-// (ProviderCallClock): one that has run FabricOptions::wedged_after while its
-// peer's process has exited can never return, and FabricOptions::on_wedged
-// is told.
+// (ProviderCallClock). Once a peer's process has exited, the watchdog also
+// releases the region locks that a killed process can have left held, when
+// they stay held at every try for kLockHeldProof (shm_region_lock.h): this
+// endpoint's own (a peer killed while sending to it; its progress only tries
+// that lock, so nothing here would notice, while every send to it spins) and
+// exited peers' (one killed while reading its queue). A live peer's lock is
+// left to that peer's watchdog. A call that has still run
+// FabricOptions::wedged_after while some peer's process has exited can never
+// return, and FabricOptions::on_wedged is told.
 //
 // Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>);
 // spin without yielding beyond `busy_poll`; free an op whose context the provider may still hold.
@@ -126,6 +132,9 @@ inline constexpr std::chrono::seconds kFirstContactWait{10};
 inline constexpr std::chrono::microseconds kProcessCheckInterval{100};
 // How often the wedge watchdog (shm) looks at the provider call running.
 inline constexpr std::chrono::milliseconds kWatchdogInterval{250};
+// How long a region lock must be seen held, at every try, before the watchdog
+// releases it (Dead peers' locks): a running holder keeps it microseconds.
+inline constexpr std::chrono::milliseconds kLockHeldProof{200};
 inline constexpr int64_t Nanos(std::chrono::milliseconds d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
@@ -290,6 +299,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   struct PeerProcess {
     ProcessWatch watch;
     std::string name;           // the peer's, as SetPeers named it
+    std::string region;         // its endpoint's /dev/shm name
     bool exited = false;        // once seen
     int64_t next_check_ns = 0;  // steady clock: sends before it trust the last check
   };
@@ -334,6 +344,10 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // The error on_wedged gets when `running` is wedged (Dead peers' locks): its
   // peer's process, or for a call with no peer any peer's, has exited.
   std::optional<Status> WedgedBy(const ProviderCallClock::Running& running) const;
+  // Once a peer's process has exited, releases this endpoint's region lock and
+  // exited peers' ones that a killed process left held (Dead peers' locks);
+  // returns how many it released.
+  int ReleaseLocksOfKilledHolders();
   void WatchdogLoop();
   // The in-flight ops with `addr` (MarkPeerDead, PeerGone): each one's
   // cancelled_at becomes `at` unless it is earlier already; with `fail`, each
@@ -416,6 +430,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   mutable std::mutex watch_mu_;
   std::unordered_map<fi_addr_t, PeerProcess> peer_processes_;  // under watch_mu_
   bool watch_unsupported_warned_ = false;                      // under watch_mu_
+  bool layout_unknown_warned_ = false;                         // watchdog thread only
 
   std::mutex inflight_mu_;
   std::unordered_map<FabricOp*, std::shared_ptr<FabricOp>> inflight_;

@@ -78,12 +78,15 @@ struct FabricOptions {
   // leaves every later send to it spinning for ever, inside fi_tsend, with
   // the calling thread and the endpoint. The transport never posts a send to
   // a peer whose process has exited (it watches each peer's process), but a
-  // call already spinning when the peer dies cannot be taken back. When a
-  // provider call has run `wedged_after` while the process of its peer (of
-  // any peer, for a CQ read) has exited, `on_wedged` is called once, from the
-  // transport's watchdog thread, with an error that names the call and the
-  // peer: nothing on this endpoint can go on, so a node exits (cluster_session.cc).
-  // Unset, the error is logged.
+  // call already spinning when the peer dies cannot be taken back, and a
+  // process killed while sending to this one leaves this endpoint's own lock
+  // held. Once a peer's process has exited, the transport's watchdog thread
+  // releases the locks a killed process left held in this endpoint's region
+  // and in exited peers' ones (shm_region_lock.h), and such calls go on. A
+  // provider call that has still run `wedged_after` while some peer's process
+  // has exited never will: `on_wedged` is called once, from the watchdog
+  // thread, with an error that names the call and the exited peers, and a
+  // node exits (cluster_session.cc). Unset, the error is logged.
   std::chrono::milliseconds wedged_after{5000};
   std::function<void(const Status&)> on_wedged;
 };
