@@ -46,8 +46,9 @@ AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t b
 template <typename T>
 Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& given) const {
   AllreduceOptions options = given;
-  if (options.segment_elems == 0 && options.segment_bytes > 0) {
-    options.segment_elems = std::max<size_t>(options.segment_bytes / sizeof(T), 1);
+  if (options.segment_elems == 0) {
+    const size_t bytes = options.segment_bytes > 0 ? options.segment_bytes : DefaultSegmentBytes(size());
+    options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
   }
   switch (Resolve(options, data.size_bytes())) {
     case AllreduceAlgorithm::kRing: return AllreduceRing(world_, data, options);

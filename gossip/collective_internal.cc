@@ -238,10 +238,9 @@ Status RunAllreduce(const CollectiveGroup& group, std::span<T> data,
                     const AllreduceOptions& options, std::string_view what,
                     const std::function<Status()>& sum) {
   if (options.segment_elems == 0 || options.inflight_segments < 1) {
-    return InvalidArgument(std::string(what) + ": segment_elems (" +
-                           std::to_string(options.segment_elems) + ", or segment_bytes " +
-                           std::to_string(options.segment_bytes) + " when 0) and inflight_segments (" +
-                           std::to_string(options.inflight_segments) + ") must be >= 1");
+    return InvalidArgument(std::string(what) + ": segment_elems (" + std::to_string(options.segment_elems) +
+                           ") and inflight_segments (" + std::to_string(options.inflight_segments) +
+                           ") must be >= 1");
   }
   ScaleInPlace(data.data(), data.size(), options.pre_scale);
   CHORUS_RETURN_IF_ERROR(RunCollective(group, options.tag_base, options.deadline,

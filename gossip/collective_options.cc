@@ -39,4 +39,6 @@ AllreduceCrossovers CrossoversForProvider(std::string_view provider) {
   return x;
 }
 
+size_t DefaultSegmentBytes(int world_size) { return world_size == 2 ? 512 * 1024 : 256 * 1024; }
+
 }  // namespace chorus::gossip

@@ -119,6 +119,17 @@ struct AllreduceCrossovers {
 // shm keeps the defaults.
 AllreduceCrossovers CrossoversForProvider(std::string_view provider);
 
+// AllreduceOptions::segment_bytes when it is 0: 512 KiB for 2 ranks, 256 KiB
+// for more. At 2 ranks every step is one pairwise exchange, so each segment
+// pays its own message overhead (over tcp;ofi_rxm a rendezvous) with nothing
+// else in flight to hide it; with more ranks the 256 KiB segments overlap.
+// Measured on the 2-core EPYC host, `chorus bench allreduce --ranks 2
+// --algorithms halving_doubling --quick`, 5 alternations, medians: at 1 MiB
+// rxm 361 -> 296 us, net 224 -> 222; at 16 MiB rxm 7.6 -> 7.0 ms, net 8.0 ->
+// 7.1. At 4 ranks (auto) 512 KiB was mixed: 1 MiB 4-11% faster, 16 MiB net 24%
+// slower, rxm 12% faster.
+size_t DefaultSegmentBytes(int world_size);
+
 // Broadcast and barrier.
 struct CollectiveOptions {
   // First tag of this call's range (see the file comment).
@@ -142,8 +153,9 @@ struct AllreduceOptions {
   // type (float16 buffers took 1.2-1.7x float32's time at 1 MiB over net with
   // segments of a fixed element count: twice the messages), or of
   // `segment_elems` elements when that is set (> 0: small values let tests hit
-  // the edge cases). Large segments cut per-message overhead.
-  size_t segment_bytes = 256 * 1024;
+  // the edge cases). Large segments cut per-message overhead. 0:
+  // DefaultSegmentBytes(world size).
+  size_t segment_bytes = 0;
   size_t segment_elems = 0;
   // Receives posted ahead per peer (>= 1), each into its own segment of scratch.
   int inflight_segments = 4;

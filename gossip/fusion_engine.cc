@@ -21,9 +21,8 @@ Result<std::unique_ptr<FusionEngine>> FusionEngine::Create(const Collective& col
                                std::to_string(grads.size()) + " elements, the parameter table needs " +
                                std::to_string(bucketer.RequiredElems())));
   }
-  if ((options.allreduce.segment_elems == 0 && options.allreduce.segment_bytes == 0) ||
-      options.allreduce.inflight_segments < 1) {
-    return Err(InvalidArgument("fusion engine: segment_elems or segment_bytes, and inflight_segments, must be >= 1"));
+  if (options.allreduce.inflight_segments < 1) {
+    return Err(InvalidArgument("fusion engine: inflight_segments must be >= 1"));
   }
   return std::unique_ptr<FusionEngine>(
       new FusionEngine(collective, std::move(bucketer), grads, std::move(options)));

@@ -590,16 +590,21 @@ TEST(AllreduceTest, HalfAndFloatBuffersOfOneSizeSendAsManyMessages) {
   }
 }
 
-TEST(AllreduceTest, RejectsZeroSegment) {
+TEST(AllreduceTest, RejectsNoInflightSegment) {
   auto statuses = RunRanks(1, 1, [](int, Transport& t) -> Status {
     CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
     AllreduceOptions options;
-    options.segment_elems = 0;
-    options.segment_bytes = 0;
+    options.inflight_segments = 0;
     std::vector<float> data(3, 1.0f);
     return c.Allreduce(std::span<float>(data), options);
   });
   EXPECT_EQ(statuses[0].code(), StatusCode::kInvalidArgument);
+}
+
+TEST(AllreduceTest, DefaultSegmentIsLargerForAPair) {
+  EXPECT_EQ(DefaultSegmentBytes(2), size_t{512} * 1024);
+  EXPECT_EQ(DefaultSegmentBytes(3), size_t{256} * 1024);
+  EXPECT_EQ(DefaultSegmentBytes(8), size_t{256} * 1024);
 }
 
 // Two all-reduces at once on every rank, with tag ranges kTagsPerCollective apart.
