@@ -25,24 +25,22 @@ std::optional<pid_t> LeadingPid(std::string_view s, char separator) {
   if (ec != std::errc() || pid <= 0 || end == s.data() + s.size() || *end != separator) return std::nullopt;
   return static_cast<pid_t>(pid);
 }
-}  // namespace
 
-namespace {
-constexpr std::string_view kShmScheme = "fi_shm://";
+// An shm endpoint address without "fi_shm://" and from its first NUL on.
+std::string_view RegionNameView(std::span<const uint8_t> address) {
+  constexpr std::string_view kScheme = "fi_shm://";
+  std::string_view s(reinterpret_cast<const char*>(address.data()), address.size());
+  s = s.substr(0, s.find('\0'));
+  if (s.starts_with(kScheme)) s.remove_prefix(kScheme.size());
+  return s;
+}
 }  // namespace
 
 std::optional<pid_t> ShmAddressPid(std::span<const uint8_t> address) {
-  std::string_view s(reinterpret_cast<const char*>(address.data()), address.size());
-  if (s.starts_with(kShmScheme)) s.remove_prefix(kShmScheme.size());
-  return LeadingPid(s, ':');
+  return LeadingPid(RegionNameView(address), ':');
 }
 
-std::string ShmRegionName(std::span<const uint8_t> address) {
-  std::string_view s(reinterpret_cast<const char*>(address.data()), address.size());
-  s = s.substr(0, s.find('\0'));
-  if (s.starts_with(kShmScheme)) s.remove_prefix(kShmScheme.size());
-  return std::string(s);
-}
+std::string ShmRegionName(std::span<const uint8_t> address) { return std::string(RegionNameView(address)); }
 
 int UnlinkShmNamesOfDeadProcesses(std::string_view prefix, char separator) {
   DIR* dir = opendir("/dev/shm");

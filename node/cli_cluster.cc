@@ -77,7 +77,7 @@ int RunCluster(const ClusterArgs& args) {
   }
 
   Result<ClusterSession> session =
-      JoinCluster(*config, args.fabric, /*resume=*/false, [log = logging->get()] { FlushForExit(log); });
+      JoinCluster(*config, args.fabric, /*resume=*/false, stop.before_exit());
   if (!session) {
     CHORUS_LOG_ERROR(Subsys::kNode, session.error().ToString());
     return kExitFailure;

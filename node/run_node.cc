@@ -410,8 +410,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
                          !config.cluster.bootstrap.empty();
   run.global_batch = config.train.batch_size;
   if (clustered) {
-    auto joined = JoinCluster(config, /*with_fabric=*/true, options.resume,
-                              [log = options.log_session] { FlushForExit(log); });
+    auto joined = JoinCluster(config, /*with_fabric=*/true, options.resume, stop.before_exit());
     if (!joined) return fail(joined.error());
     session = std::move(*joined);
     run.rank = session->view.self_rank;

@@ -1,8 +1,9 @@
 // StopSignals: SIGINT and SIGTERM taken by a handler that writes the signal's
 // number to a pipe, for a loop to poll (`chorus launch` forwards them to its
-// nodes; StopRequest's watcher serves `chorus node` and `chorus cluster`). A handler, not a mask and sigwait: the
-// kernel gives a process's signal to any thread that does not block it, and
-// library threads started before main() (OpenBLAS's pool) block nothing.
+// nodes; StopRequest's watcher serves `chorus node` and `chorus cluster`). A
+// handler, not a mask and sigwait: the kernel gives a process's signal to any
+// thread that does not block it, and library threads started before main()
+// (OpenBLAS's pool) block nothing.
 // There libinfinipath's own handler (loaded with libfabric's psm2 provider)
 // called exit() under our running threads: `chorus cluster` then crashed in
 // the log sink the static destructors had freed (1 in about 20 stops).
@@ -71,6 +72,8 @@ class StopRequest {
   ~StopRequest();
 
   [[nodiscard]] Status Start(std::function<void()> before_exit, StopWording wording = {});
+  // What Start was given, for another path that exits at once (JoinCluster's wedge).
+  const std::function<void()>& before_exit() const { return before_exit_; }
   // From now on the first signal asks the loop to stop (training began; for
   // `chorus cluster`, the node became a member).
   void EnterStoppablePhase() { stoppable_.store(true); }

@@ -152,63 +152,16 @@ INSTANTIATE_TEST_SUITE_P(Providers, FabricTwoProcesses,
                          ::testing::Values(TransportKind::kTcp, TransportKind::kNet, TransportKind::kShm),
                          [](const auto& info) { return testing::KindName(info.param); });
 
-// shm 1.17 sends by taking a spin lock inside the receiver's region: a send
-// to a process killed while it held its own lock would spin for ever. So a
-// send to an shm peer whose process has exited (here a zombie: its parent has
-// not reaped it, and kill(pid, 0) would still say it runs) fails at once,
-// naming the peer and its pid, and is never given to the provider.
-TEST(FabricTransport, ASendToAnShmPeerWhoseProcessExitedIsNotPosted) {
-  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
-  int to_parent[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0) << std::strerror(errno);
-  if (child == 0) {
-    close(to_parent[0]);
-    FabricOptions options;
-    options.provider = "shm";
-    options.node_name = testing::PeerName(1);
-    auto transport = MakeFabricTransport(options);
-    if (!transport || !SendBlob(to_parent[1], (*transport)->LocalAddress())) _exit(1);
-    pause();  // until killed, its endpoint open and its progress thread polling
-    _exit(0);
-  }
-  close(to_parent[1]);
-  std::vector<uint8_t> child_address;
-  const bool received = ReceiveBlob(to_parent[0], &child_address);
-  close(to_parent[0]);
-  FabricOptions options;
-  options.provider = "shm";
-  options.node_name = testing::PeerName(0);
-  auto transport = MakeFabricTransport(options);
-  Status set = transport ? Status::Ok() : transport.error();
-  if (transport) {
-    const std::vector<PeerInfo> peers = {{0, (*transport)->LocalAddress(), "node0"}, {1, child_address, "node1"}};
-    set = (*transport)->SetPeers(0, peers);
-  }
-  ASSERT_EQ(kill(child, SIGKILL), 0);
-  siginfo_t info{};
-  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // a zombie now
-  ASSERT_TRUE(received) << "no address from the child";
-  ASSERT_TRUE(set.ok()) << set.ToString();
-  std::vector<std::byte> data(4096);
-  auto send = (*transport)->Isend(1, 3, data);
-  ASSERT_EQ(waitpid(child, nullptr, 0), child);
-  ASSERT_FALSE(send) << "posted a send to a process that exited";
-  EXPECT_EQ(send.error().code(), StatusCode::kUnavailable) << send.error().ToString();
-  EXPECT_NE(send.error().message().find("node1"), std::string::npos) << send.error().ToString();
-  EXPECT_NE(send.error().message().find("(pid " + std::to_string(child) + ") has exited"), std::string::npos)
-      << send.error().ToString();
-}
-
-// A child process with an shm endpoint that holds the spin lock inside the
-// region /dev/shm/<region> as a process killed inside one of shm's critical
-// sections would (shm_region_lock.h), until the parent kills it. It publishes
-// its address, then reads the parent's; `region_of_parent` picks the parent's
-// region, else its own. It writes one byte once it holds the lock.
-class LockHolder {
+// A child process with an shm endpoint ("node1"), killed by the test. It
+// publishes its address, then reads the parent's. With `hold` it then takes
+// the spin lock inside a region, the parent's or its own, as a process killed
+// inside one of shm's critical sections would (shm_region_lock.h), and keeps
+// it until it is killed. Start returns once the child is ready (holding it).
+class ShmPeerProcess {
  public:
-  Status Start(const std::vector<uint8_t>& parent_address, bool region_of_parent) {
+  enum class Hold { kNothing, kParentsLock, kOwnLock };
+
+  Status Start(const std::vector<uint8_t>& parent_address, Hold hold) {
     int to_child[2], to_parent[2];
     if (pipe(to_child) != 0 || pipe(to_parent) != 0) return Internal("pipe failed");
     pid_ = fork();
@@ -218,38 +171,41 @@ class LockHolder {
       close(to_parent[0]);
       FabricOptions options;
       options.provider = "shm";
-      options.node_name = "holder";
+      options.node_name = testing::PeerName(1);
       auto transport = MakeFabricTransport(options);
       std::vector<uint8_t> parent;
       if (!transport || !SendBlob(to_parent[1], (*transport)->LocalAddress()) || !ReceiveBlob(to_child[0], &parent)) {
         _exit(1);
       }
-      if (!TakeRegionLock(ShmRegionName(region_of_parent ? parent : (*transport)->LocalAddress()))) _exit(2);
-      const char held = 'h';
-      if (!WriteAll(to_parent[1], &held, 1)) _exit(3);
-      pause();  // killed holding it
+      if (hold != Hold::kNothing &&
+          !TakeRegionLock(ShmRegionName(hold == Hold::kParentsLock ? parent : (*transport)->LocalAddress()))) {
+        _exit(2);
+      }
+      const char ready = 'r';
+      if (!WriteAll(to_parent[1], &ready, 1)) _exit(3);
+      pause();  // until killed, its endpoint open and its progress thread polling
       _exit(0);
     }
     close(to_child[0]);
     close(to_parent[1]);
-    char held = 0;
+    char ready = 0;
     const bool ok = ReceiveBlob(to_parent[0], &address_) && SendBlob(to_child[1], parent_address) &&
-                    ReadAll(to_parent[0], &held, 1);
+                    ReadAll(to_parent[0], &ready, 1);
     close(to_child[1]);
     close(to_parent[0]);
-    return ok ? Status::Ok() : Internal("the lock holder did not start");
+    return ok ? Status::Ok() : Internal("the shm peer process did not start");
   }
   // SIGKILL, leaving a zombie (kill(pid, 0) still succeeds; the pidfd says exited).
-  void Kill() {
-    kill(pid_, SIGKILL);
+  bool Kill() {
     siginfo_t info{};
-    waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT);
+    return kill(pid_, SIGKILL) == 0 && waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) == 0;
   }
-  ~LockHolder() {
+  ~ShmPeerProcess() {
     if (pid_ <= 0) return;
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
+  pid_t pid() const { return pid_; }
   const std::vector<uint8_t>& address() const { return address_; }
 
  private:
@@ -290,6 +246,34 @@ struct WedgeWatch {
   }
 };
 
+// shm 1.17 sends by taking a spin lock inside the receiver's region: a send
+// to a process killed while it held its own lock would spin for ever. So a
+// send to an shm peer whose process has exited (here a zombie: its parent has
+// not reaped it, and kill(pid, 0) would still say it runs) fails at once,
+// naming the peer and its pid, and is never given to the provider.
+TEST(FabricTransport, ASendToAnShmPeerWhoseProcessExitedIsNotPosted) {
+  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  FabricOptions options;
+  options.provider = "shm";
+  options.node_name = testing::PeerName(0);
+  auto transport = MakeFabricTransport(options);
+  ASSERT_TRUE(transport) << transport.error().ToString();
+  ShmPeerProcess child;
+  const bool received = child.Start((*transport)->LocalAddress(), ShmPeerProcess::Hold::kNothing).ok();
+  const std::vector<PeerInfo> peers = {{0, (*transport)->LocalAddress(), "node0"}, {1, child.address(), "node1"}};
+  const Status set = received ? (*transport)->SetPeers(0, peers) : Status::Ok();
+  ASSERT_TRUE(child.Kill());  // a zombie now
+  ASSERT_TRUE(received) << "no address from the child";
+  ASSERT_TRUE(set.ok()) << set.ToString();
+  std::vector<std::byte> data(4096);
+  auto send = (*transport)->Isend(1, 3, data);
+  ASSERT_FALSE(send) << "posted a send to a process that exited";
+  EXPECT_EQ(send.error().code(), StatusCode::kUnavailable) << send.error().ToString();
+  EXPECT_NE(send.error().message().find("node1"), std::string::npos) << send.error().ToString();
+  EXPECT_NE(send.error().message().find("(pid " + std::to_string(child.pid()) + ") has exited"), std::string::npos)
+      << send.error().ToString();
+}
+
 // Runs `body` on a thread of its own and waits `limit` for it. A body still
 // inside the provider then never returns: it is left running, detached, and
 // `transports` are leaked (their destructors would wait for it), so the test
@@ -324,13 +308,13 @@ TEST(FabricTransport, ALockAKilledPeerHeldInThisEndpointsRegionIsReleased) {
   auto node0 = MakeFabricTransport(wedges.Options("node0"));
   auto node2 = MakeFabricTransport(wedges.Options("node2"));
   ASSERT_TRUE(node0 && node2);
-  LockHolder holder;
-  ASSERT_TRUE(holder.Start((*node0)->LocalAddress(), /*region_of_parent=*/true).ok());
+  ShmPeerProcess holder;
+  ASSERT_TRUE(holder.Start((*node0)->LocalAddress(), ShmPeerProcess::Hold::kParentsLock).ok());
   const std::vector<PeerInfo> peers = {
       {0, (*node0)->LocalAddress(), "node0"}, {1, holder.address(), "node1"}, {2, (*node2)->LocalAddress(), "node2"}};
   ASSERT_TRUE((*node0)->SetPeers(0, peers).ok());
   ASSERT_TRUE((*node2)->SetPeers(2, peers).ok());
-  holder.Kill();
+  ASSERT_TRUE(holder.Kill());
   const auto out = Pattern(7, 4096);
   std::vector<std::byte> in(out.size());
   Status done;
@@ -361,8 +345,8 @@ TEST(FabricTransport, ASendSpinningOnAKilledPeersRegionLockReturns) {
   WedgeWatch wedges;
   auto node0 = MakeFabricTransport(wedges.Options("node0"));
   ASSERT_TRUE(node0);
-  LockHolder holder;
-  ASSERT_TRUE(holder.Start((*node0)->LocalAddress(), /*region_of_parent=*/false).ok());
+  ShmPeerProcess holder;
+  ASSERT_TRUE(holder.Start((*node0)->LocalAddress(), ShmPeerProcess::Hold::kOwnLock).ok());
   const std::vector<PeerInfo> peers = {{0, (*node0)->LocalAddress(), "node0"}, {1, holder.address(), "node1"}};
   ASSERT_TRUE((*node0)->SetPeers(0, peers).ok());
   const auto out = Pattern(3, 4096);
@@ -371,7 +355,7 @@ TEST(FabricTransport, ASendSpinningOnAKilledPeersRegionLockReturns) {
     std::thread killer([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       EXPECT_FALSE(posted.load()) << "the send did not wait for the held lock: the test no longer holds it";
-      holder.Kill();
+      EXPECT_TRUE(holder.Kill());
     });
     auto send = (*node0)->Isend(1, 4, out);
     posted = true;

@@ -205,11 +205,11 @@ std::optional<pid_t> StartedPid(ChorusProcess& launch, const std::string& node) 
 }
 
 // What a node logs when its data plane wedged (FabricOptions::on_wedged): a
-// thread of it spins for ever in libfabric 1.17's shm on the lock of a
-// killed neighbour that died holding it (about one kill in 40 with
-// communication in flight), and it exits. Nothing outside the provider can
-// end that spin, so the kill tests excuse such a node, by this message only,
-// and expect the others to finish as if it had been killed too.
+// thread of it spins in libfabric 1.17's shm on a lock that a killed neighbour
+// died holding (about one kill in 40 with communication in flight, before the
+// watchdog released such locks), the lock was not one it could release, and
+// it exits. The kill tests excuse such a node, by this message only, and
+// expect the others to finish as if it had been killed too.
 constexpr char kWedged[] = "data plane wedged";
 
 bool LoggedWedge(const fs::path& run_dir, int node) {
@@ -223,10 +223,10 @@ bool LoggedWedge(const fs::path& run_dir, int node) {
 // Every survivor (node0 .. node<survivors-1>) logs that it re-formed over
 // them all within kReformSeconds of `since`, or that its data plane wedged, or
 // that it re-formed over one fewer (the others, once a wedged one has exited;
-// ExpectSurvivorsWithOneModel lets at most one wedge).
-// Before a declared death ended the epoch's
-// operations on every survivor, one waiting on a live neighbour (which had
-// itself stopped at the failure) re-formed only at its op deadline.
+// ExpectSurvivorsWithOneModel lets at most one wedge). Before a declared
+// death ended the epoch's operations on every survivor, one waiting on a live
+// neighbour (which had itself stopped at the failure) re-formed only at its op
+// deadline.
 constexpr double kReformSeconds = 20;
 void ExpectEverySurvivorReforms(ChorusProcess& launch, int survivors, std::chrono::steady_clock::time_point since) {
   for (int i = 0; i < survivors; ++i) {

@@ -637,19 +637,18 @@ bool FabricCore::PeerProcessExited(fi_addr_t addr) {
   if (process.exited) return true;
   const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   if (now < process.next_check_ns) return false;
-  process.exited = process.watch.Exited();
   process.next_check_ns = now + std::chrono::nanoseconds(kProcessCheckInterval).count();
-  return process.exited;
+  return process.Exited();
 }
 
-std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& running) const {
+std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& running) {
   std::string exited;
   std::string peer_name = "a peer";
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
-    for (const auto& [addr, process] : peer_processes_) {
+    for (auto& [addr, process] : peer_processes_) {
       if (running.peer == addr) peer_name = process.name;
-      if (!process.watch.Exited()) continue;
+      if (!process.Exited()) continue;
       exited += (exited.empty() ? "" : ", ") + process.name + " (pid " + std::to_string(process.watch.pid()) + ")";
     }
   }
@@ -667,8 +666,8 @@ int FabricCore::ReleaseLocksOfKilledHolders() {
   std::vector<std::pair<std::string, pid_t>> regions;
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
-    for (const auto& [addr, process] : peer_processes_) {
-      if (process.watch.Exited()) regions.emplace_back(process.region, process.watch.pid());
+    for (auto& [addr, process] : peer_processes_) {
+      if (process.Exited()) regions.emplace_back(process.region, process.watch.pid());
     }
   }
   if (regions.empty()) return 0;

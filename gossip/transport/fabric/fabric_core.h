@@ -300,8 +300,13 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
     ProcessWatch watch;
     std::string name;           // the peer's, as SetPeers named it
     std::string region;         // its endpoint's /dev/shm name
-    bool exited = false;        // once seen
+    bool exited = false;        // once seen (an exit is for good: no poll after)
     int64_t next_check_ns = 0;  // steady clock: sends before it trust the last check
+    // Polls the watch until it has seen the exit; watch_mu_ held.
+    bool Exited() {
+      if (!exited) exited = watch.Exited();
+      return exited;
+    }
   };
 
   // One fi_tsend / fi_trecv attempt (a kDrain is a receive); cq_mu_ held.
@@ -343,7 +348,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   bool PeerProcessExited(fi_addr_t addr);
   // The error on_wedged gets when `running` is wedged (Dead peers' locks): its
   // peer's process, or for a call with no peer any peer's, has exited.
-  std::optional<Status> WedgedBy(const ProviderCallClock::Running& running) const;
+  std::optional<Status> WedgedBy(const ProviderCallClock::Running& running);
   // Once a peer's process has exited, releases this endpoint's region lock and
   // exited peers' ones that a killed process left held (Dead peers' locks);
   // returns how many it released.
