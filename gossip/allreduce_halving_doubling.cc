@@ -6,9 +6,10 @@
 // ranks run recursive halving (reduce-scatter: keep half of the block range,
 // send the other half to the partner, add in the partner's copy of the kept half)
 // and recursive doubling (all-gather: exchange the ranges held, doubling them),
-// and the folded ranks get the result back. Each step sends its `send` range
-// and receives its `recv` range (added in, or copied over), both in segments of
-// options.segment_elems with options.inflight_segments receives posted ahead.
+// and the folded ranks get the result back. Each step posts the first receives
+// of its `recv` range, then sends its `send` range, then receives (adding in,
+// or copying over), both in segments of options.segment_elems with
+// options.inflight_segments receives posted ahead.
 // Tags: phase kFoldIn / kHalving / kDoubling / kFoldOut, step = the step's index
 // within its phase, which is the same on both sides of every exchange.
 //
@@ -82,15 +83,19 @@ Status HalvingDoublingSum(const CollectiveGroup& group, std::span<T> data,
       if (!sent.ok()) return sent.WithContext(what + ": earlier sends");
       sends.clear();
     }
-    if (!step.send.empty()) {
+    auto send = [&]() -> Status {
+      if (step.send.empty()) return Status::Ok();
       Status s = SendSegments(group, step.peer, tag, std::span<const T>(range(step.send)), segment,
                               &sends);
-      if (!s.ok()) return s.WithContext(what + " send");
-    }
-    if (!step.recv.empty()) {
+      return s.ok() ? s : s.WithContext(what + " send");
+    };
+    if (step.recv.empty()) {
+      CHORUS_RETURN_IF_ERROR(send());
+    } else {
+      // The receives go first, so that the partner's data finds them posted.
       CHORUS_RETURN_IF_ERROR(ReceiveSegments(group, step.peer, tag, range(step.recv), step.reduce,
                                              segment, window, options.deadline,
-                                             what + " receive"));
+                                             what + " receive", send));
     }
   }
   Status sent = WaitAll(sends, options.deadline);

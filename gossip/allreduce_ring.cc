@@ -14,9 +14,10 @@
 // scratch slots, all-gather ones straight into the buffer unless that region is
 // still being sent from (then via scratch and a copy after the send completed).
 //
-// Progress: sends never block. All step-0 sends are posted first, every other
-// send follows a completed receive, and a rank only ever waits for its oldest
-// receive, whose sender needs nothing later than that unit: no cycle of waits.
+// Progress: sends never block. The first window of reduce-scatter receives and
+// then all step-0 sends are posted first, every other send follows a completed
+// receive, and a rank only ever waits for its oldest receive, whose sender
+// needs nothing later than that unit: no cycle of waits.
 #include "gossip/allreduce_ring.h"
 
 #include <algorithm>
@@ -101,13 +102,9 @@ Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
   settle(next_post);
   Unit cur = next_post;
 
-  for (size_t k = 0; k < segments_of(chunk_sent(0)); ++k) {
-    CHORUS_RETURN_IF_ERROR(send(0, chunk_sent(0), k));
-  }
-
   RecvStream<T> in(group, schedule.reduce_scatter[0].recv_from, std::min<size_t>(segment, static_cast<size_t>(chunks[0].size())), window);
-  while (cur.step < steps) {
-    while (!in.Full() && next_post.step < steps) {
+  auto post_ahead = [&](int below_step) -> Status {
+    while (!in.Full() && next_post.step < below_step) {
       const int chunk = chunk_received(next_post.step);
       auto dest = region(chunk, next_post.k);
       std::span<T> direct;
@@ -121,6 +118,18 @@ Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
       ++next_post.k;
       settle(next_post);
     }
+    return Status::Ok();
+  };
+  // The first window of reduce-scatter receives goes before the step-0 sends,
+  // so that the predecessor's data finds them posted. (All-gather receives wait
+  // for the main loop: they land straight in regions the reduce-scatter sends.)
+  CHORUS_RETURN_IF_ERROR(post_ahead(n - 1));
+  for (size_t k = 0; k < segments_of(chunk_sent(0)); ++k) {
+    CHORUS_RETURN_IF_ERROR(send(0, chunk_sent(0), k));
+  }
+
+  while (cur.step < steps) {
+    CHORUS_RETURN_IF_ERROR(post_ahead(steps));
 
     const int chunk = chunk_received(cur.step);
     auto dest = region(chunk, cur.k);

@@ -163,7 +163,8 @@ Status SendSegments(const CollectiveGroup& group, int peer_index, Tag tag, std::
 template <typename T>
 Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, std::span<T> data,
                        bool reduce, size_t segment, int window, Deadline deadline,
-                       std::string_view what) {
+                       std::string_view what, const std::function<Status()>& once_posted) {
+  if (data.empty()) return once_posted ? once_posted() : Status::Ok();
   CapSegments(data.size(), &segment, &window);
   RecvStream<T> stream(group, peer_index, segment, window);
   size_t posted = 0;  // elements covered by posted receives
@@ -174,6 +175,7 @@ Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, st
           stream.Post(tag, reduce ? std::span<T>() : data.subspan(posted, elems), elems));
       posted += elems;
     }
+    if (off == 0 && once_posted) CHORUS_RETURN_IF_ERROR(once_posted());
     auto got_or = stream.Next(deadline);
     if (!got_or) return got_or.error().WithContext(what);
     const std::span<T> got = *got_or;
@@ -259,7 +261,8 @@ template class RecvStream<std::byte>;
   template Status SendSegments<T>(const CollectiveGroup&, int, Tag, std::span<const T>, size_t, \
                                   std::vector<RequestPtr>*);                                 \
   template Status ReceiveSegments<T>(const CollectiveGroup&, int, Tag, std::span<T>, bool,     \
-                                     size_t, int, Deadline, std::string_view);
+                                     size_t, int, Deadline, std::string_view,                 \
+                                     const std::function<Status()>&);
 CHORUS_INSTANTIATE_SEGMENTS(float)
 CHORUS_INSTANTIATE_SEGMENTS(uint16_t)
 CHORUS_INSTANTIATE_SEGMENTS(std::byte)

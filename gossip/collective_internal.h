@@ -111,11 +111,15 @@ Status SendSegments(const CollectiveGroup& group, int peer_index, Tag tag, std::
                     size_t segment, std::vector<RequestPtr>* out);
 
 // Receives `data.size()` elements from `peer_index` in segments straight into
-// `data` (reduce == false) or adds them into it (reduce == true).
+// `data` (reduce == false) or adds them into it (reduce == true). `once_posted`
+// (the step's sends, say) runs once the first window of receives is posted:
+// data that arrives before its receive is posted costs the provider a detour
+// (net parks it in the socket, rxm in a bounce buffer or a rendezvous).
 template <typename T>
 Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, std::span<T> data,
                        bool reduce, size_t segment, int window, Deadline deadline,
-                       std::string_view what);
+                       std::string_view what,
+                       const std::function<Status()>& once_posted = nullptr);
 
 // "rank 3" or "ranks 1, 4".
 std::string RankList(const std::vector<Rank>& ranks);

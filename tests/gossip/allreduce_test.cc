@@ -590,6 +590,93 @@ TEST(AllreduceTest, HalfAndFloatBuffersOfOneSizeSendAsManyMessages) {
   }
 }
 
+// A transport that logs the order of its posts ('r' receive, 's' send, and the
+// tag) and passes them on.
+class PostOrderTransport final : public Transport {
+ public:
+  struct Post {
+    char kind;
+    Tag tag;
+  };
+  explicit PostOrderTransport(Transport& inner) : inner_(inner) {}
+  std::vector<uint8_t> LocalAddress() const override { return inner_.LocalAddress(); }
+  Status SetPeers(Rank self, std::span<const PeerInfo> peers) override {
+    return inner_.SetPeers(self, peers);
+  }
+  Rank rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Result<RequestPtr> Isend(Rank dest, Tag tag, std::span<const std::byte> data) override {
+    posts.push_back({'s', tag});
+    return inner_.Isend(dest, tag, data);
+  }
+  Result<RequestPtr> Irecv(Rank source, Tag tag, std::span<std::byte> data) override {
+    posts.push_back({'r', tag});
+    return inner_.Irecv(source, tag, data);
+  }
+  void MarkPeerDead(Rank peer) override { inner_.MarkPeerDead(peer); }
+  bool PeerMarkedDead(Rank peer) const override { return inner_.PeerMarkedDead(peer); }
+  void Discard(TagFilter filter) override { inner_.Discard(filter); }
+  TransportStats Stats() const override { return inner_.Stats(); }
+  std::string Describe() const override { return "post order over " + inner_.Describe(); }
+
+  std::vector<Post> posts;
+
+ private:
+  Transport& inner_;
+};
+
+// Whether the first receive with `tag` was posted before the first send with it
+// (true when the tag has no send or no receive: a fold step's one direction).
+bool ReceivePostedBeforeSend(const std::vector<PostOrderTransport::Post>& posts, Tag tag) {
+  int first_send = -1, first_recv = -1;
+  for (int i = 0; i < static_cast<int>(posts.size()); ++i) {
+    if (posts[i].tag != tag) continue;
+    int& first = posts[i].kind == 's' ? first_send : first_recv;
+    if (first < 0) first = i;
+  }
+  return first_send < 0 || first_recv < 0 || first_recv < first_send;
+}
+
+// Data that arrives before its receive is posted takes the provider's slow path
+// (net leaves it in the socket, rxm bounces or rendezvouses it), so every
+// halving-doubling step, and the ring's first, posts receives before sending.
+TEST(AllreduceTest, ReceivesArePostedBeforeTheSendsOfTheirStep) {
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kRing}) {
+    for (int n : {2, 4, 5}) {
+      SCOPED_TRACE(std::string(AllreduceAlgorithmName(a)) + " on " + std::to_string(n));
+      std::vector<std::vector<PostOrderTransport::Post>> posts(n);
+      auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+        PostOrderTransport logged(t);
+        CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(logged));
+        AllreduceOptions options;
+        options.algorithm = a;
+        options.identify_missing_peers = false;
+        options.segment_bytes = 4096;
+        std::vector<float> data(10000);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = Input(r, i);
+        Status s = c.Allreduce(std::span<float>(data), options);
+        posts[r] = logged.posts;
+        return s;
+      });
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+        std::set<Tag> tags;
+        for (const auto& p : posts[r]) tags.insert(p.tag);
+        if (a == AllreduceAlgorithm::kRing) {
+          const Tag step0 = CollectiveTag(AllreduceOptions{}.tag_base,
+                                          CollectivePhase::kRingReduceScatter, 0);
+          ASSERT_EQ(tags.count(step0), 1u);
+          EXPECT_TRUE(ReceivePostedBeforeSend(posts[r], step0)) << "rank " << r;
+          continue;
+        }
+        for (Tag tag : tags) {
+          EXPECT_TRUE(ReceivePostedBeforeSend(posts[r], tag)) << "rank " << r << " tag " << tag;
+        }
+      }
+    }
+  }
+}
+
 TEST(AllreduceTest, RejectsNoInflightSegment) {
   auto statuses = RunRanks(1, 1, [](int, Transport& t) -> Status {
     CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
