@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # A checking build: builds Chorus with AddressSanitizer and UndefinedBehaviorSanitizer
 # in ./build-asan (CUDA off, no benchmarks) and runs the whole test suite there.
-# Slower than the Release suite and not part of CI (twice its time on 2 cores);
-# run it after a change to the transport, the control plane or the collectives.
-# Arguments go to ctest (e.g. -L gossip, -R Fabric).
+# The whole suite this way takes twice the Release suite's time on 2 cores, so
+# CI (scripts/test.sh) runs only the unit tests' targets here; run it whole
+# after a change to the transport, the control plane or the collectives.
+# Arguments go to ctest (e.g. -L gossip, -R Fabric). TARGETS (space-separated
+# test targets, e.g. "chorus_gossip_tests chorus_common_tests") builds only
+# those: scripts/test.sh runs this for the unit tests' targets.
 # SANITIZE=thread builds ./build-tsan with ThreadSanitizer instead (see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +17,9 @@ dir=build-asan
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_SANITIZE="$sanitize" \
   -DCHORUS_CUDA=OFF -DCHORUS_BUILD_BENCH=OFF >/dev/null
-cmake --build "$dir" -j"$jobs"
+targets=()
+for t in ${TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$dir" -j"$jobs" "${targets[@]}"
 # detect_leaks=0: libfabric's providers and OpenBLAS keep process-lifetime
 # allocations that LeakSanitizer reports at exit; the checks wanted here are
 # the memory errors and undefined behaviour.
