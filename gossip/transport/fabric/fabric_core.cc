@@ -641,18 +641,26 @@ bool FabricCore::PeerProcessExited(fi_addr_t addr) {
   return process.Exited();
 }
 
+std::vector<FabricCore::ExitedPeer> FabricCore::ExitedPeers() {
+  std::vector<ExitedPeer> out;
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  for (auto& [addr, process] : peer_processes_) {
+    if (process.Exited()) out.push_back({process.name, process.watch.pid(), process.region});
+  }
+  return out;
+}
+
 std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& running) {
   std::string exited;
+  for (const ExitedPeer& peer : ExitedPeers()) {
+    exited += (exited.empty() ? "" : ", ") + peer.name + " (pid " + std::to_string(peer.pid) + ")";
+  }
+  if (exited.empty()) return std::nullopt;
   std::string peer_name = "a peer";
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
-    for (auto& [addr, process] : peer_processes_) {
-      if (running.peer == addr) peer_name = process.name;
-      if (!process.Exited()) continue;
-      exited += (exited.empty() ? "" : ", ") + process.name + " (pid " + std::to_string(process.watch.pid()) + ")";
-    }
+    if (auto it = peer_processes_.find(running.peer); it != peer_processes_.end()) peer_name = it->second.name;
   }
-  if (exited.empty()) return std::nullopt;
   const std::string call = running.peer == ProviderCallClock::kNoPeer ? "a completion-queue read or cancel"
                                                                        : "a post to or from " + peer_name;
   return Unavailable(describe_ + ": " + call + " has been inside the provider for " + SecondsText(running.elapsed) +
@@ -664,12 +672,7 @@ std::optional<Status> FabricCore::WedgedBy(const ProviderCallClock::Running& run
 
 int FabricCore::ReleaseLocksOfKilledHolders() {
   std::vector<std::pair<std::string, pid_t>> regions;
-  {
-    std::lock_guard<std::mutex> lock(watch_mu_);
-    for (auto& [addr, process] : peer_processes_) {
-      if (process.Exited()) regions.emplace_back(process.region, process.watch.pid());
-    }
-  }
+  for (ExitedPeer& peer : ExitedPeers()) regions.emplace_back(std::move(peer.region), peer.pid);
   if (regions.empty()) return 0;
   regions.emplace_back(ShmRegionName(local_address_), getpid());
   int released = 0;

@@ -308,6 +308,14 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
       return exited;
     }
   };
+  // What the watchdog needs of a peer whose process has exited.
+  struct ExitedPeer {
+    std::string name;
+    pid_t pid;
+    std::string region;
+  };
+  // The watched peers whose process has exited (each polled until it has).
+  std::vector<ExitedPeer> ExitedPeers();
 
   // One fi_tsend / fi_trecv attempt (a kDrain is a receive); cq_mu_ held.
   ssize_t TryPost(FabricOp& op);
@@ -346,8 +354,9 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // shm: true when the process behind `addr` has exited (false when not
   // watched), as a check at most kProcessCheckInterval old saw it.
   bool PeerProcessExited(fi_addr_t addr);
-  // The error on_wedged gets when `running` is wedged (Dead peers' locks): its
-  // peer's process, or for a call with no peer any peer's, has exited.
+  // The error on_wedged gets when `running` is wedged (Dead peers' locks): some
+  // peer's process has exited (a call to a live peer can spin on a lock that a
+  // dead third process held).
   std::optional<Status> WedgedBy(const ProviderCallClock::Running& running);
   // Once a peer's process has exited, releases this endpoint's region lock and
   // exited peers' ones that a killed process left held (Dead peers' locks);
