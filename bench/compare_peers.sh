@@ -5,6 +5,7 @@
 #   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
 #   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p, medians of ROUNDS
 #   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce and torch.distributed gloo vs chorus bench allreduce, 4 ranks, medians of ROUNDS
+#   bench/compare_peers.sh pairs      # the same, one size and provider at a time right after its Open MPI run: median of the pairs' ratios
 # Needs ./build (scripts/build.sh) and the peers' packages (../shared/peers/run_all.sh setup).
 set -u
 cd "$(dirname "$0")/.."
@@ -142,6 +143,63 @@ for (tr, size, who) in sorted(cells):
                default=(float("nan"), "-"))
     print("%-4s %9d %-28s %10.1f %8.3f %7.2f %-8s %s" % (tr, size, who, us, busbw, best[0] / us, best[1],
           " ".join("%.0f" % v for v in cells[(tr, size, who)])))
+PY
+fi
+if [ "$step" = pairs ]; then
+  # The host's speed drifts between runs a few seconds apart (on the 2-core EPYC
+  # host, 2 ranks over tcp at 1 MiB ran at about 200 or about 770 us for
+  # seconds at a time, Open MPI as Chorus), and `allreduce` measures a round's
+  # Open MPI sizes some 20 s before its Chorus ones. Here each pair is one size
+  # and one Chorus provider: Open MPI of the same class (shared memory for shm,
+  # tcp for net and tcp;ofi_rxm) and `chorus bench allreduce` (ALGORITHMS,
+  # default auto) back to back, about a second each, the order alternating
+  # between rounds; each pair gives a ratio (Open MPI's time / Chorus's) and the
+  # table prints the median ratio over ROUNDS pairs (default 7) beside the
+  # medians of the times. gloo, slower than Open MPI tcp at every size on these
+  # hosts, is left to `allreduce`.
+  n=${RANKS:-4}
+  rows="$work/pairs.txt"
+  : > "$rows"
+  mpicc -O2 -o "$work/mpi_allreduce" "$work/mpi_allreduce.c" || exit 1
+  ompi() {  # $1 class (shm|tcp) $2 bytes -> median us
+    if [ "$1" = shm ]; then mca="--mca btl self,vader"; else mca="--mca btl self,tcp --mca btl_tcp_if_include lo"; fi
+    AR_BUDGET=0.8 timeout 120 mpirun --allow-run-as-root --oversubscribe --mca pml ob1 $mca -np $n \
+      "$work/mpi_allreduce" "$2" 2>&1 | grep -v '^#' | awk '{print $3}'
+  }
+  chorus() {  # $1 provider $2 bytes -> median us of the float32 row
+    ./build/chorus bench allreduce --ranks $n --provider "$1" --algorithms "${ALGORITHMS:-auto}" \
+      --min-size "$2" --max-size "$2" --seconds 0.8 --warmup 0.3 2>/dev/null | awk '$3 == "float" {print $6; exit}'
+  }
+  for round in $(seq "${ROUNDS:-7}"); do
+    for size in ${SIZES:-4096 1048576 16777216}; do
+      for provider in shm net 'tcp;ofi_rxm'; do
+        class=$([ "$provider" = shm ] && echo shm || echo tcp)
+        if [ $((round % 2)) = 1 ]; then peer=$(ompi $class $size); mine=$(chorus "$provider" $size)
+        else mine=$(chorus "$provider" $size); peer=$(ompi $class $size); fi
+        echo "$provider $size ${peer:-nan} ${mine:-nan}" >> "$rows"
+      done
+    done
+  done
+  $PY - "$rows" "$n" <<'PY'
+import collections, math, statistics, sys
+n = int(sys.argv[2])
+cells = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    provider, size, peer, mine = line.split()
+    cells[(provider, int(size))].append((float(peer), float(mine)))
+print("float32, %d ranks; each pair = Open MPI of the class then Chorus (or the reverse), back to back;"
+      " ratio = Open MPI time / Chorus time (> 1: Chorus faster); busbw = size / time * 2(n-1)/n" % n)
+print("%-12s %9s %10s %10s %8s %8s  %s" % ("provider", "size", "ompi_us", "chorus_us", "busbw", "ratio", "pair ratios"))
+for (provider, size), pairs in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    ok = [(p, m) for p, m in pairs if not (math.isnan(p) or math.isnan(m)) and m > 0]
+    if not ok:
+        print("%-12s %9d  no complete pair" % (provider, size)); continue
+    ratios = [p / m for p, m in ok]
+    mine = statistics.median(m for _, m in ok)
+    print("%-12s %9d %10.1f %10.1f %8.3f %8.2f  %s" % (
+        provider, size, statistics.median(p for p, _ in ok), mine,
+        size / (mine * 1e-6) / 1e9 * 2 * (n - 1) / n, statistics.median(ratios),
+        " ".join("%.2f" % r for r in ratios)))
 PY
 fi
 rm -rf "$work"
