@@ -15,6 +15,16 @@ cp -r "$peers"/. "$work"/ && chmod -R u+w "$work"
 PY=/usr/bin/python3
 step=${1:-train}
 
+# Open MPI's MPI_Allreduce over one class of transport, $n ranks:
+#   mpi_allreduce shm|tcp BYTES... -> rows: bytes iters median_us mean_us min_us algbw busbw
+mpi_allreduce() {
+  local mca="--mca btl self,vader"
+  [ "$1" = tcp ] && mca="--mca btl self,tcp --mca btl_tcp_if_include lo"
+  [ -x "$work/mpi_allreduce" ] || mpicc -O2 -o "$work/mpi_allreduce" "$work/mpi_allreduce.c" || return 1
+  timeout 300 mpirun --allow-run-as-root --oversubscribe --mca pml ob1 $mca -np $n \
+    "$work/mpi_allreduce" "${@:2}" 2>&1 | grep -v '^#'
+}
+
 if [ "$step" = train ]; then
   (cd "$work" && source ./blas_env.sh &&
    for m in mlp cnn; do for b in 64 256; do
@@ -98,14 +108,9 @@ if [ "$step" = allreduce ]; then
   n=${RANKS:-4}
   rows="$work/allreduce.txt"
   : > "$rows"
-  mpicc -O2 -o "$work/mpi_allreduce" "$work/mpi_allreduce.c" || exit 1
   for round in $(seq "${ROUNDS:-3}"); do
     for tr in shm tcp; do
-      if [ $tr = shm ]; then mca="--mca btl self,vader"; else mca="--mca btl self,tcp --mca btl_tcp_if_include lo"; fi
-      # mpi_allreduce columns: bytes iters median_us mean_us min_us algbw busbw
-      timeout 300 mpirun --allow-run-as-root --oversubscribe --mca pml ob1 $mca -np $n \
-        "$work/mpi_allreduce" 4096 1048576 16777216 2>&1 | grep -v '^#' |
-        awk -v t=$tr '{print t, "openmpi", $1, $3}' >> "$rows"
+      mpi_allreduce $tr 4096 1048576 16777216 | awk -v t=$tr '{print t, "openmpi", $1, $3}' >> "$rows"
     done
     if [ "${GLOO:-1}" = 1 ]; then
       (cd "$work" && timeout 300 $PY allreduce_torch.py --nprocs $n --sizes 4096 1048576 16777216 \
@@ -160,11 +165,8 @@ if [ "$step" = pairs ]; then
   n=${RANKS:-4}
   rows="$work/pairs.txt"
   : > "$rows"
-  mpicc -O2 -o "$work/mpi_allreduce" "$work/mpi_allreduce.c" || exit 1
   ompi() {  # $1 class (shm|tcp) $2 bytes -> median us
-    if [ "$1" = shm ]; then mca="--mca btl self,vader"; else mca="--mca btl self,tcp --mca btl_tcp_if_include lo"; fi
-    AR_BUDGET=0.8 timeout 120 mpirun --allow-run-as-root --oversubscribe --mca pml ob1 $mca -np $n \
-      "$work/mpi_allreduce" "$2" 2>&1 | grep -v '^#' | awk '{print $3}'
+    AR_BUDGET=0.8 mpi_allreduce "$1" "$2" | awk '{print $3}'
   }
   chorus() {  # $1 provider $2 bytes -> median us of the float32 row
     ./build/chorus bench allreduce --ranks $n --provider "$1" --algorithms "${ALGORITHMS:-auto}" \
