@@ -208,6 +208,18 @@ void Connection::OnHandshakeFrame(std::span<const uint8_t> payload, std::span<co
   }
 }
 
+bool Connection::TakePeerHello(const msg::Hello& hello) {
+  peer_name_ = hello.node_name;
+  peer_versions_ = hello.versions;
+  const Status versions = CheckVersions(identity_.versions, hello.versions, Describe());
+  if (versions.ok()) return true;
+  RejectAndClose(RejectCode::kVersionMismatch,
+                 "version mismatch: " + identity_.node_name + " runs " + identity_.versions.Describe() +
+                     "; you run " + hello.versions.Describe(),
+                 versions);
+  return false;
+}
+
 void Connection::AcceptorOnHello(std::span<const uint8_t> payload, std::span<const uint8_t> mac) {
   const Status auth = handshake_opener_.Open(payload, mac);
   Result<ControlMessage> decoded = DecodeMessage(payload);
@@ -233,20 +245,11 @@ void Connection::AcceptorOnHello(std::span<const uint8_t> payload, std::span<con
                                    " before its hello"));
     return;
   }
-  peer_name_ = hello->node_name;
-  peer_versions_ = hello->versions;
+  if (!TakePeerHello(*hello)) return;
   if (hello->nonce.size() != kNonceBytes) {
     RejectAndClose(RejectCode::kProtocol, "hello nonce must be 32 bytes",
                    InvalidArgument("hello from " + Describe() + " has a nonce of " +
                                    std::to_string(hello->nonce.size()) + " bytes"));
-    return;
-  }
-  const Status versions = CheckVersions(identity_.versions, hello->versions, Describe());
-  if (!versions.ok()) {
-    RejectAndClose(RejectCode::kVersionMismatch,
-                   "version mismatch: " + identity_.node_name + " runs " + identity_.versions.Describe() +
-                       "; you run " + hello->versions.Describe(),
-                   versions);
     return;
   }
   std::copy(hello->nonce.begin(), hello->nonce.end(), peer_nonce_.begin());
@@ -289,16 +292,7 @@ void Connection::DialerOnHello(std::span<const uint8_t> payload, std::span<const
     Close(InvalidArgument(remote_ + " answered our hello with " + std::string(MessageName(*decoded))));
     return;
   }
-  peer_name_ = hello->node_name;
-  peer_versions_ = hello->versions;
-  const Status versions = CheckVersions(identity_.versions, hello->versions, Describe());
-  if (!versions.ok()) {
-    RejectAndClose(RejectCode::kVersionMismatch,
-                   "version mismatch: " + identity_.node_name + " runs " + identity_.versions.Describe() +
-                       "; you run " + hello->versions.Describe(),
-                   versions);
-    return;
-  }
+  if (!TakePeerHello(*hello)) return;
   if (hello->nonce.size() != kNonceBytes ||
       !key_->CheckNonceProof(Direction::kAcceptorToDialer, own_nonce_, hello->proof)) {
     Close(PermissionDenied(Describe() + " did not prove that it holds the cluster key"));

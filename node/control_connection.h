@@ -106,6 +106,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void AcceptorOnHello(std::span<const uint8_t> payload, std::span<const uint8_t> mac);
   void DialerOnHello(std::span<const uint8_t> payload, std::span<const uint8_t> mac);
   void AcceptorOnProof(std::span<const uint8_t> payload, std::span<const uint8_t> mac);
+  // Records the peer's name and versions from its hello; false when they cannot
+  // talk to ours (then a Reject is on its way and the connection closes).
+  [[nodiscard]] bool TakePeerHello(const msg::Hello& hello);
   void Established();
   // Sends a Reject under the handshake key and closes once it is out.
   void RejectAndClose(RejectCode code, const std::string& reason, const Status& log_reason);
