@@ -15,15 +15,19 @@ cp -r "$peers"/. "$work"/ && chmod -R u+w "$work"
 PY=/usr/bin/python3
 step=${1:-train}
 
-# Open MPI's MPI_Allreduce over one class of transport, $n ranks:
+# Open MPI's MPI_Allreduce over one class of transport, $n ranks (built once
+# below for the steps that run it):
 #   mpi_allreduce shm|tcp BYTES... -> rows: bytes iters median_us mean_us min_us algbw busbw
 mpi_allreduce() {
   local mca="--mca btl self,vader"
   [ "$1" = tcp ] && mca="--mca btl self,tcp --mca btl_tcp_if_include lo"
-  [ -x "$work/mpi_allreduce" ] || mpicc -O2 -o "$work/mpi_allreduce" "$work/mpi_allreduce.c" || return 1
   timeout 300 mpirun --allow-run-as-root --oversubscribe --mca pml ob1 $mca -np $n \
     "$work/mpi_allreduce" "${@:2}" 2>&1 | grep -v '^#'
 }
+
+if [ "$step" = allreduce ] || [ "$step" = pairs ]; then
+  mpicc -O2 -o "$work/mpi_allreduce" "$work/mpi_allreduce.c" || exit 1
+fi
 
 if [ "$step" = train ]; then
   (cd "$work" && source ./blas_env.sh &&
