@@ -12,11 +12,28 @@
 
 namespace chorus::gossip {
 
+int TreeAllreduceMessages(int world_size) { return 2 * (world_size - 1); }
+
+int RecursiveDoublingMessages(int world_size) {
+  int p2 = 1, rounds = 0;
+  while (p2 * 2 <= world_size) {
+    p2 *= 2;
+    ++rounds;
+  }
+  return p2 * rounds + 2 * (world_size - p2);
+}
+
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
-                                            const AllreduceCrossovers& crossovers, bool host_memory) {
+                                            const AllreduceCrossovers& crossovers, bool host_memory,
+                                            int host_cores) {
   if (host_memory && num_hosts == 1 && world_size > 1) return AllreduceAlgorithm::kSharedMemory;
   if (num_hosts > 1 && num_hosts < world_size && bytes >= crossovers.hierarchical_min_bytes) {
     return AllreduceAlgorithm::kHierarchical;
+  }
+  const bool oversubscribed = num_hosts == 1 && host_cores > 0 && world_size > host_cores;
+  if (oversubscribed && bytes <= crossovers.small_tree_max_bytes &&
+      TreeAllreduceMessages(world_size) < RecursiveDoublingMessages(world_size)) {
+    return AllreduceAlgorithm::kTree;
   }
   if (bytes <= crossovers.recursive_doubling_max_bytes) {
     return AllreduceAlgorithm::kRecursiveDoubling;
@@ -43,10 +60,10 @@ constexpr AllreduceAlgorithm kRuleChoices[] = {AllreduceAlgorithm::kRecursiveDou
                                                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kRing};
 
 // Mean log slowdown of what `c` picks over the fastest, per cell.
-double MeanLogSlowdown(const std::vector<Cell>& cells, const AllreduceCrossovers& c) {
+double MeanLogSlowdown(const std::vector<Cell>& cells, const AllreduceCrossovers& c, int host_cores) {
   double sum = 0;
   for (const Cell& cell : cells) {
-    const AllreduceAlgorithm pick = ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, c);
+    const AllreduceAlgorithm pick = ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, c, false, host_cores);
     sum += std::log(cell.time_us.at(pick) / cell.best_us);
   }
   return sum / static_cast<double>(cells.size());
@@ -55,7 +72,7 @@ double MeanLogSlowdown(const std::vector<Cell>& cells, const AllreduceCrossovers
 }  // namespace
 
 Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> timings,
-                                            const AllreduceCrossovers& base) {
+                                            const AllreduceCrossovers& base, int host_cores) {
   std::map<std::pair<size_t, int>, Cell> by_key;
   for (const AllreduceTiming& t : timings) {
     if (!(t.time_us > 0) || !std::isfinite(t.time_us)) {
@@ -95,27 +112,37 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
 
   CrossoverFit fit;
   fit.crossovers = base;
-  double best = MeanLogSlowdown(cells, base);
+  double best = MeanLogSlowdown(cells, base, host_cores);
   fit.base_slowdown = std::exp(best);
   AllreduceCrossovers c = base;
-  for (size_t rd_max : maxima) {
-    c.recursive_doubling_max_bytes = rd_max;
-    for (size_t tree_max : maxima) {
-      if (tree_max != 0 && tree_max <= rd_max) continue;  // the tree would never be picked: same as 0
-      c.tree_max_bytes = tree_max;
-      for (size_t hd_min : minima) {
-        for (size_t hd_max : maxima) {
-          if (hd_min == SIZE_MAX ? hd_max != 0 : hd_max < hd_min) continue;
-          c.halving_doubling_min_bytes = hd_min;
-          c.halving_doubling_max_bytes = hd_max;
-          for (size_t tree_min : minima) {
-            c.large_tree_min_bytes = tree_min;
-            // Strictly better only (by more than rounding), so that ties keep
-            // `base` and then the first (smallest) thresholds found.
-            const double cost = MeanLogSlowdown(cells, c);
-            if (cost < best - 1e-12) {
-              best = cost;
-              fit.crossovers = c;
+  // The small-tree rule can pick only where some measured world size exceeds
+  // the cores (and has 4 ranks or more); elsewhere keep base's threshold.
+  const bool small_tree_applies = std::any_of(cells.begin(), cells.end(), [&](const Cell& cell) {
+    return host_cores > 0 && cell.world_size > host_cores &&
+           TreeAllreduceMessages(cell.world_size) < RecursiveDoublingMessages(cell.world_size);
+  });
+  const std::vector<size_t> small_tree_maxima = small_tree_applies ? maxima : std::vector<size_t>{base.small_tree_max_bytes};
+  for (size_t small_tree_max : small_tree_maxima) {
+    c.small_tree_max_bytes = small_tree_max;
+    for (size_t rd_max : maxima) {
+      c.recursive_doubling_max_bytes = rd_max;
+      for (size_t tree_max : maxima) {
+        if (tree_max != 0 && tree_max <= rd_max) continue;  // the tree would never be picked: same as 0
+        c.tree_max_bytes = tree_max;
+        for (size_t hd_min : minima) {
+          for (size_t hd_max : maxima) {
+            if (hd_min == SIZE_MAX ? hd_max != 0 : hd_max < hd_min) continue;
+            c.halving_doubling_min_bytes = hd_min;
+            c.halving_doubling_max_bytes = hd_max;
+            for (size_t tree_min : minima) {
+              c.large_tree_min_bytes = tree_min;
+              // Strictly better only (by more than rounding), so that ties keep
+              // `base` and then the first (smallest) thresholds found.
+              const double cost = MeanLogSlowdown(cells, c, host_cores);
+              if (cost < best - 1e-12) {
+                best = cost;
+                fit.crossovers = c;
+              }
             }
           }
         }
@@ -123,9 +150,12 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
     }
   }
   fit.slowdown = std::exp(best);
-  // Lower bounds that an earlier rule shadows start where it ends instead
-  // (the same picks at every size, and a table that reads in order).
-  AllreduceCrossovers& f = fit.crossovers;
+  // Lower bounds that an earlier rule shadows start where it ends instead (a
+  // table that reads in order), unless that changes a pick: with the rules
+  // before it off, the large-tree rule from 4 KiB is not shadowed below
+  // halving-doubling's range.
+  AllreduceCrossovers tidy = fit.crossovers;
+  AllreduceCrossovers& f = tidy;
   auto after = [](size_t end) { return end == SIZE_MAX ? end : end + 1; };
   const size_t small_end = std::max(f.recursive_doubling_max_bytes, f.tree_max_bytes);
   if (f.halving_doubling_min_bytes <= small_end) f.halving_doubling_min_bytes = after(small_end);
@@ -135,6 +165,11 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
   }
   const size_t hd_end = std::max(small_end, f.halving_doubling_max_bytes);
   if (f.large_tree_min_bytes <= hd_end) f.large_tree_min_bytes = after(hd_end);
+  const bool same_picks = std::all_of(cells.begin(), cells.end(), [&](const Cell& cell) {
+    return ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, tidy, false, host_cores) ==
+           ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, fit.crossovers, false, host_cores);
+  });
+  if (same_picks) fit.crossovers = tidy;
   return fit;
 }
 

@@ -15,21 +15,34 @@
 namespace chorus::gossip {
 
 // Never returns kAuto. `host_memory`: the ranks of each host share a
-// HostSegment (Collective::Create with shared memory). The rules, in order:
+// HostSegment (Collective::Create with shared memory). `host_cores`: the cores
+// of the host when all ranks are on one (num_hosts == 1); 0: unknown. The
+// rules, in order:
 //  0. host_memory, world_size > 1 and one host: kSharedMemory.
 //  1. several hosts, some shared (1 < num_hosts < world_size), and
 //     bytes >= hierarchical_min_bytes: kHierarchical.
-//  2. bytes <= recursive_doubling_max_bytes: kRecursiveDoubling (latency-bound:
+//  2. one host with more ranks than cores, bytes <= small_tree_max_bytes, and
+//     the tree sends fewer messages in all than recursive doubling (4 ranks or
+//     more): kTree (one binary tree at such sizes; see small_tree_max_bytes).
+//  3. bytes <= recursive_doubling_max_bytes: kRecursiveDoubling (latency-bound:
 //     the fewest message rounds).
-//  3. bytes <= tree_max_bytes: kTree (still latency-bound; 0 by default).
-//  4. halving_doubling_min_bytes <= bytes <= halving_doubling_max_bytes: kHalvingDoubling.
-//  5. bytes >= large_tree_min_bytes: kTree (never by default; net's large buffers).
-//  6. otherwise kRing (bandwidth-bound).
-// The world size does not enter beyond rule 1: at 2 ranks halving-doubling and
-// the ring move the same halves, and halving-doubling was the faster at 1 MiB.
+//  4. bytes <= tree_max_bytes: kTree (still latency-bound; 0 by default).
+//  5. halving_doubling_min_bytes <= bytes <= halving_doubling_max_bytes: kHalvingDoubling.
+//  6. bytes >= large_tree_min_bytes: kTree (never by default; net's large buffers).
+//  7. otherwise kRing (bandwidth-bound).
+// The world size does not enter beyond rules 1 and 2: at 2 ranks
+// halving-doubling and the ring move the same halves, and halving-doubling was
+// the faster at 1 MiB.
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
                                             const AllreduceCrossovers& crossovers,
-                                            bool host_memory = false);
+                                            bool host_memory = false, int host_cores = 0);
+
+// Messages that all ranks send in all, per all-reduce of one segment: the tree
+// (up and down one binary tree, 2 (n-1)), and recursive doubling (p log2 p
+// among the largest power of two p <= n, plus 2 (n - p) to fold the rest in
+// and out): 6 against 8 at 4 ranks, equal at 2 and 3.
+int TreeAllreduceMessages(int world_size);
+int RecursiveDoublingMessages(int world_size);
 
 // One measured call: `chorus bench allreduce`'s median time of `algorithm` at
 // `bytes` over `world_size` ranks of one host.
@@ -49,16 +62,19 @@ struct CrossoverFit {
   double base_slowdown = 1.0;
 };
 
-// The thresholds of rules 2-6 that make ChooseAllreduceAlgorithm (one host, no
-// shared memory) pick the fastest measured algorithm, or as close as its rule
-// order allows: an exhaustive search over thresholds at the measured sizes
-// ("max" bounds inclusive, 0 or SIZE_MAX for never), keeping `base` where it
+// The thresholds of rules 2-7 that make ChooseAllreduceAlgorithm (one host of
+// `host_cores` cores, no shared memory) pick the fastest measured algorithm, or
+// as close as its rule order allows (small_tree_max_bytes only where a measured
+// world size makes rule 2 apply, else base's): an exhaustive search over
+// thresholds at the measured sizes ("max" bounds inclusive, 0 or SIZE_MAX for never), keeping `base` where it
 // does as well (and its hierarchical_min_bytes, which one host cannot measure).
-// A lower bound that an earlier rule shadows is raised to where that rule ends.
+// A lower bound that an earlier rule shadows is raised to where that rule ends
+// where that changes no pick at a measured size.
 // Errors: no cell with a time for recursive doubling, the tree,
 // halving-doubling and the ring (every rule's choice must be measured);
 // a time that is not positive and finite.
 [[nodiscard]] Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> timings,
-                                                          const AllreduceCrossovers& base);
+                                                          const AllreduceCrossovers& base,
+                                                          int host_cores = 0);
 
 }  // namespace chorus::gossip

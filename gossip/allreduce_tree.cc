@@ -272,7 +272,7 @@ Status TreeSum(const CollectiveGroup& group, std::span<T> data, const AllreduceO
     return CollectiveTag(options.tag_base, phase, tree);
   };
   std::vector<TreeJob<T>> jobs;
-  if (options.double_tree) {
+  if (data.size_bytes() > options.single_tree_max_bytes) {
     CHORUS_ASSIGN_OR_RETURN(const topologies::DoubleBinaryTree trees,
                             topologies::MakeDoubleBinaryTree(n));
     CHORUS_ASSIGN_OR_RETURN(const std::vector<topologies::Range> halves,

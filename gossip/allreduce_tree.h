@@ -1,6 +1,6 @@
 // AllreduceTree: reduce up a binary tree to its root, broadcast back down, both
-// pipelined by segment; by default over two trees (a double binary tree), each
-// carrying half of the buffer. Also the tree reduce and tree broadcast steps that
+// pipelined by segment; above AllreduceOptions::single_tree_max_bytes over two
+// trees (a double binary tree), each carrying half of the buffer. Also the tree reduce and tree broadcast steps that
 // hierarchical all-reduce and Collective::Broadcast use.
 //
 // Must not: see a transport implementation.

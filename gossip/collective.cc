@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include "gossip/allreduce_auto.h"
 #include "gossip/allreduce_halving_doubling.h"
@@ -14,6 +15,8 @@
 #include "gossip/collective_internal.h"
 
 namespace chorus::gossip {
+
+int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
 
 Result<Collective> Collective::Create(Transport& transport, std::vector<std::string> host_keys,
                                       std::optional<HostSegmentOptions> shared_memory) {
@@ -34,13 +37,14 @@ Result<Collective> Collective::Create(Transport& transport, std::vector<std::str
     o.tag_base = CollectiveTag(o.tag_base, CollectivePhase::kSegmentAttach);
     CHORUS_ASSIGN_OR_RETURN(segment, HostSegment::Attach(local, o));
   }
-  return Collective(std::move(world), std::move(hosts), std::move(segment));
+  return Collective(std::move(world), std::move(hosts), std::move(segment),
+                    HostCores());
 }
 
 AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t bytes) const {
   if (options.algorithm != AllreduceAlgorithm::kAuto) return options.algorithm;
   return ChooseAllreduceAlgorithm(bytes, size(), hosts_.NumGroups(), options.crossovers,
-                                  segment_ != nullptr);
+                                  segment_ != nullptr, host_cores_);
 }
 
 template <typename T>

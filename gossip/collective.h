@@ -28,10 +28,15 @@
 
 namespace chorus::gossip {
 
+// This host's online cores (not the process's affinity): the same in every
+// process on the host, so ranks sharing one pick alike.
+int HostCores();
+
 class Collective {
  public:
   // `host_keys`: one per transport rank (e.g. host names), used by hierarchical
-  // all-reduce and kAuto; empty means every rank on its own host.
+  // all-reduce and kAuto (with this host's core count when every rank is on
+  // it); empty means every rank on its own host.
   // `shared_memory`: the ranks of each host (two or more) attach one
   // HostSegment (a collective call: every rank passes it or none does), used by
   // kSharedMemory, by hierarchical inside hosts, and so by kAuto.
@@ -63,8 +68,10 @@ class Collective {
   HostSegment* segment() const { return segment_.get(); }
 
  private:
-  Collective(CollectiveGroup world, topologies::HostGroups hosts, std::shared_ptr<HostSegment> segment)
-      : world_(std::move(world)), hosts_(std::move(hosts)), segment_(std::move(segment)) {}
+  Collective(CollectiveGroup world, topologies::HostGroups hosts, std::shared_ptr<HostSegment> segment,
+             int host_cores)
+      : world_(std::move(world)), hosts_(std::move(hosts)), segment_(std::move(segment)),
+        host_cores_(host_cores) {}
 
   template <typename T>
   Status AllreduceImpl(std::span<T> data, const AllreduceOptions& options) const;
@@ -72,6 +79,7 @@ class Collective {
   CollectiveGroup world_;
   topologies::HostGroups hosts_;
   std::shared_ptr<HostSegment> segment_;  // shared: Collective is copied by value
+  int host_cores_ = 0;  // HostCores(), for kAuto when every rank is on this host
 };
 
 }  // namespace chorus::gossip

@@ -31,8 +31,12 @@ Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text) {
 
 AllreduceCrossovers CrossoversForProvider(std::string_view provider) {
   AllreduceCrossovers x;
-  if (provider == "net") x.large_tree_min_bytes = x.halving_doubling_max_bytes + 1;
+  if (provider == "net") {
+    x.small_tree_max_bytes = 64 * 1024;
+    x.large_tree_min_bytes = x.halving_doubling_max_bytes + 1;
+  }
   if (provider == "tcp;ofi_rxm") {
+    x.small_tree_max_bytes = 16 * 1024;
     x.recursive_doubling_max_bytes = 256 * 1024;
     x.halving_doubling_min_bytes = x.recursive_doubling_max_bytes + 1;
   }

@@ -83,6 +83,13 @@ Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text);
 // where the table says.
 // Sizes are bytes of the whole buffer.
 struct AllreduceCrossovers {
+  // With more ranks than cores on one host, up to this size the tree (one
+  // binary tree: 2 (n-1) messages) when it sends fewer messages than recursive
+  // doubling (4 ranks or more). There every message's kernel work competes for
+  // the same cores, so the time follows the number of messages, not of rounds.
+  // 0 (never) by default: over shm recursive doubling stayed faster (4 ranks,
+  // 4 KiB: 17.7 us against the tree's 24.2); see CrossoversForProvider for tcp.
+  size_t small_tree_max_bytes = 0;
   // Up to this size the fewest message rounds win: recursive doubling (log2 n
   // whole-buffer exchanges), for any world size.
   size_t recursive_doubling_max_bytes = 16 * 1024;
@@ -116,6 +123,14 @@ struct AllreduceCrossovers {
 // 2026-11-23; float32 us, recursive doubling against halving-doubling):
 //   2 ranks  64 KiB: 44-46 against 76-96;   256 KiB: 68-71 against 101-138
 //   4 ranks  64 KiB: 257-268 against 273-304; 256 KiB: 374-463 against 465-513
+// With more ranks than cores (4 ranks on the 2 cores, 2026-11-24, `chorus bench
+// allreduce --ranks 4 --max-size 1MiB --fit-crossovers`, float32 us, one
+// binary tree against recursive doubling / halving-doubling), the tree up to
+// 64 KiB over net and 16 KiB over tcp;ofi_rxm (small_tree_max_bytes):
+//   net          4 KiB: 54 against 103 / 148;  16 KiB: 77 against 170 / 175;
+//               64 KiB: 165 against 383 / 237; 256 KiB (two trees): 659 against 1103 / 650
+//   tcp;ofi_rxm  4 KiB: 64 against 111 / 154;  16 KiB: 92 against 141 / 160;
+//               64 KiB: 464 against 382 / 402
 // shm keeps the defaults.
 AllreduceCrossovers CrossoversForProvider(std::string_view provider);
 
@@ -169,9 +184,15 @@ struct AllreduceOptions {
   // so that partial sums stay in range), and the result by post_scale after it.
   float pre_scale = 1.0f;
   float post_scale = 1.0f;
-  // kTree: two binary trees each carrying half of the buffer, so that every
-  // rank's links carry data both ways (NCCL's double binary tree); false: one tree.
-  bool double_tree = true;
+  // kTree: buffers up to this size go up and down one binary tree (2 (n-1)
+  // messages); larger ones over two trees each carrying half of the buffer, so
+  // that every rank's links carry data both ways (NCCL's double binary tree,
+  // twice the messages). 0: always two trees; SIZE_MAX: always one. Measured at
+  // 4 ranks on the 2-core EPYC host (float32, us, one tree against two): net
+  // 4 KiB 50 / 90, 64 KiB 124 / 156, 256 KiB 281 / 367; tcp;ofi_rxm 4 KiB
+  // 77 / 122, 64 KiB 406 / 415, 256 KiB 687 / 638. Above 64 KiB the second
+  // tree's halved link load starts to pay on a real network.
+  size_t single_tree_max_bytes = 64 * 1024;
   // See CollectiveOptions::identify_missing_peers.
   bool identify_missing_peers = true;
   // Used by kAuto.

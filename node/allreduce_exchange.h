@@ -85,6 +85,8 @@ struct CrossoverKey {
   bool upper_bound;
 };
 inline constexpr CrossoverKey kCrossoverKeys[] = {
+    {"small_tree_max_kib", &CrossoversConfig::small_tree_max_kib,
+     &gossip::AllreduceCrossovers::small_tree_max_bytes, true},
     {"recursive_doubling_max_kib", &CrossoversConfig::recursive_doubling_max_kib,
      &gossip::AllreduceCrossovers::recursive_doubling_max_bytes, true},
     {"tree_max_kib", &CrossoversConfig::tree_max_kib, &gossip::AllreduceCrossovers::tree_max_bytes, true},

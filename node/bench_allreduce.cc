@@ -356,12 +356,13 @@ std::vector<double> SlowestPerCall(const std::vector<RowResult>& results) {
 std::string AlgorithmText(AllreduceAlgorithm a) { return std::string(gossip::AllreduceAlgorithmName(a)); }
 
 // " 4096 B recursive_doubling; 1048576 B halving_doubling; ...": what `auto`
-// runs at each size over `n` ranks of one host.
+// runs at each size over `n` ranks of this host.
 std::string PicksText(const std::vector<size_t>& sizes, int n, const gossip::AllreduceCrossovers& crossovers,
                       bool host_memory) {
   std::string picks;
   for (size_t bytes : sizes) {
-    const AllreduceAlgorithm a = gossip::ChooseAllreduceAlgorithm(bytes, n, 1, crossovers, host_memory);
+    const AllreduceAlgorithm a =
+        gossip::ChooseAllreduceAlgorithm(bytes, n, 1, crossovers, host_memory, gossip::HostCores());
     picks += (picks.empty() ? " " : "; ") + std::to_string(bytes) + " B " +
              std::string(gossip::AllreduceAlgorithmName(a));
   }
@@ -556,7 +557,7 @@ Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAl
 void PrintFittedCrossovers(const std::string& provider, const BenchAllreduceOptions& o,
                            const std::vector<gossip::AllreduceTiming>& timings) {
   const gossip::AllreduceCrossovers base = CrossoversFromConfig(provider, o.crossovers);
-  auto fit = gossip::FitAllreduceCrossovers(timings, base);
+  auto fit = gossip::FitAllreduceCrossovers(timings, base, gossip::HostCores());
   if (!fit) {
     std::printf("# no crossovers fitted for %s: %s\n\n", provider.c_str(), fit.error().ToString().c_str());
     return;

@@ -106,6 +106,7 @@ struct CompressionConfig {
 // (gossip::CrossoversForProvider; the rules are gossip/allreduce_auto.h's).
 // For a host whose `chorus bench allreduce` table disagrees with the defaults.
 struct CrossoversConfig {
+  int small_tree_max_kib = -1;          // more ranks than cores on one host: the tree up to here (0: never)
   int recursive_doubling_max_kib = -1;  // up to here: recursive doubling
   int tree_max_kib = -1;                // then up to here the tree (0: never)
   int halving_doubling_min_kib = -1;    // halving-doubling from here...

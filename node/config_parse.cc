@@ -155,6 +155,9 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange.compression, ratio, "top-k / random-k: fraction kept, in (0, 1]"),
     CHORUS_CONFIG_FIELD(exchange.compression, chunk, "int8 / sign: elements per scale, >= 1"),
 
+    CHORUS_CONFIG_FIELD(exchange.crossovers, small_tree_max_kib,
+                        "auto, 4+ ranks on one host with fewer cores: the tree up to this size (KiB; 0: never; "
+                        "-1: default)"),
     CHORUS_CONFIG_FIELD(exchange.crossovers, recursive_doubling_max_kib,
                         "auto: recursive doubling up to this bucket size (KiB; -1: the provider's default)"),
     CHORUS_CONFIG_FIELD(exchange.crossovers, tree_max_kib,
@@ -900,6 +903,7 @@ Status ValidateConfig(const Config& config) {
   check.NumberInHalfOpenUnit("exchange.compression.ratio", compression.ratio);
   check.IntAtLeast("exchange.compression.chunk", compression.chunk, 1);
   const CrossoversConfig& x = exchange.crossovers;
+  check.IntAtLeast("exchange.crossovers.small_tree_max_kib", x.small_tree_max_kib, -1);
   check.IntAtLeast("exchange.crossovers.recursive_doubling_max_kib", x.recursive_doubling_max_kib, -1);
   check.IntAtLeast("exchange.crossovers.tree_max_kib", x.tree_max_kib, -1);
   check.IntAtLeast("exchange.crossovers.halving_doubling_min_kib", x.halving_doubling_min_kib, -1);

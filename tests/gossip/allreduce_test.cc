@@ -99,6 +99,42 @@ TEST(AllreduceAutoTest, FollowsTheCrossoverTable) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(1 << 30, 8, 8, x), AllreduceAlgorithm::kRing);
 }
 
+// More ranks than cores on one host: the tree up to small_tree_max_bytes when
+// it sends fewer messages than recursive doubling (4 ranks and more).
+TEST(AllreduceAutoTest, SmallTreeWhenRanksOutnumberCores) {
+  EXPECT_EQ(TreeAllreduceMessages(4), 6);
+  EXPECT_EQ(RecursiveDoublingMessages(4), 8);
+  EXPECT_EQ(RecursiveDoublingMessages(2), TreeAllreduceMessages(2));
+  EXPECT_EQ(RecursiveDoublingMessages(3), TreeAllreduceMessages(3));  // 2 + fold in and out
+  EXPECT_EQ(RecursiveDoublingMessages(6), 12);                        // 4 * 2 + 2 * 2
+  EXPECT_EQ(RecursiveDoublingMessages(8), 24);
+  AllreduceCrossovers x;
+  x.small_tree_max_bytes = 64;
+  x.recursive_doubling_max_bytes = 128;
+  constexpr bool kNoHostMemory = false;
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64, 4, 1, x, kNoHostMemory, 2), AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64, 8, 1, x, kNoHostMemory, 4), AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(65, 4, 1, x, kNoHostMemory, 2), AllreduceAlgorithm::kRecursiveDoubling);
+  // Not when the cores suffice, are unknown, or the ranks span hosts.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64, 4, 1, x, kNoHostMemory, 4), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64, 4, 1, x, kNoHostMemory, 0), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64, 4, 4, x, kNoHostMemory, 2), AllreduceAlgorithm::kRecursiveDoubling);
+  // Not at 2 or 3 ranks, where the tree sends as many messages.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64, 3, 1, x, kNoHostMemory, 1), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64, 2, 1, x, kNoHostMemory, 1), AllreduceAlgorithm::kRecursiveDoubling);
+  // Host memory still wins.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64, 4, 1, x, true, 2), AllreduceAlgorithm::kSharedMemory);
+  // The providers' defaults: net to 64 KiB, tcp;ofi_rxm to 16 KiB, never over shm.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 10, 4, 1, CrossoversForProvider("net"), kNoHostMemory, 2),
+            AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(16 << 10, 4, 1, CrossoversForProvider("tcp;ofi_rxm"), kNoHostMemory, 2),
+            AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm((16 << 10) + 4, 4, 1, CrossoversForProvider("tcp;ofi_rxm"), kNoHostMemory, 2),
+            AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 1, CrossoversForProvider("shm"), kNoHostMemory, 2),
+            AllreduceAlgorithm::kRecursiveDoubling);
+}
+
 // The measured defaults: recursive doubling to 16 KiB, then the tree to 32 KiB.
 TEST(AllreduceAutoTest, DefaultCrossovers) {
   const AllreduceCrossovers x;
@@ -186,6 +222,71 @@ TEST(AllreduceAutoTest, FitIsTheClosestTheRulesAllow) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(16 << 20, 4, 1, fit->crossovers), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_GT(fit->crossovers.halving_doubling_min_bytes, fit->crossovers.recursive_doubling_max_bytes);
   EXPECT_GT(fit->crossovers.large_tree_min_bytes, fit->crossovers.halving_doubling_max_bytes);
+}
+
+// Measured on a 2-core host (net, float32, us, 2026-11-24): at 2 ranks
+// recursive doubling wins to 256 KiB, at 4 the tree wins to 64 KiB. Only the
+// small-tree rule (more ranks than cores) expresses both; with a core per
+// rank it cannot apply and the fit keeps the base's threshold.
+TEST(AllreduceAutoTest, FitsTheSmallTreeOnAnOversubscribedHost) {
+  struct Row {
+    size_t bytes;
+    int ranks;
+    double ring, tree, hd, rd;
+  };
+  const Row rows[] = {
+      {4096, 2, 18.7, 14.7, 22.2, 10.1},         {16384, 2, 22.0, 21.2, 24.2, 13.5},
+      {65536, 2, 32.9, 50.6, 33.5, 29.0},        {262144, 2, 85.8, 92.7, 86.9, 71.6},
+      {1048576, 2, 469.7, 198.1, 209.3, 205.2},  {4096, 4, 210.7, 54.2, 147.6, 103.4},
+      {16384, 4, 240.1, 76.9, 175.3, 170.0},     {65536, 4, 376.5, 164.5, 236.5, 383.0},
+      {262144, 4, 718.3, 658.6, 650.1, 1102.6},  {1048576, 4, 3985.2, 2582.9, 2492.3, 6126.4},
+  };
+  std::vector<AllreduceTiming> timings;
+  for (const Row& r : rows) {
+    timings.push_back({r.bytes, r.ranks, AllreduceAlgorithm::kRing, r.ring});
+    timings.push_back({r.bytes, r.ranks, AllreduceAlgorithm::kTree, r.tree});
+    timings.push_back({r.bytes, r.ranks, AllreduceAlgorithm::kHalvingDoubling, r.hd});
+    timings.push_back({r.bytes, r.ranks, AllreduceAlgorithm::kRecursiveDoubling, r.rd});
+  }
+  auto fit = FitAllreduceCrossovers(timings, AllreduceCrossovers{}, /*host_cores=*/2);
+  ASSERT_TRUE(fit) << fit.error().ToString();
+  EXPECT_GE(fit->crossovers.small_tree_max_bytes, 65536u);  // 256 KiB at 4 ranks: a tie with halving-doubling
+  EXPECT_LT(fit->crossovers.small_tree_max_bytes, size_t{1} << 20);
+  for (const Row& r : rows) {
+    if (r.bytes > 65536) continue;
+    EXPECT_EQ(ChooseAllreduceAlgorithm(r.bytes, r.ranks, 1, fit->crossovers, false, 2),
+              r.ranks == 4 ? AllreduceAlgorithm::kTree : AllreduceAlgorithm::kRecursiveDoubling)
+        << r.bytes << " B, " << r.ranks << " ranks";
+  }
+  EXPECT_LT(fit->slowdown, 1.02);
+  EXPECT_GT(fit->base_slowdown, 1.05);
+
+  auto roomy = FitAllreduceCrossovers(timings, AllreduceCrossovers{}, /*host_cores=*/8);
+  ASSERT_TRUE(roomy) << roomy.error().ToString();
+  EXPECT_EQ(roomy->crossovers.small_tree_max_bytes, AllreduceCrossovers{}.small_tree_max_bytes);
+  EXPECT_GT(roomy->slowdown, fit->slowdown);
+}
+
+// A large-tree rule from the smallest size on, with the rules before it off,
+// is not shadowed below halving-doubling: the fit keeps it as found.
+TEST(AllreduceAutoTest, FitKeepsALargeTreeRuleThatNothingShadows) {
+  std::vector<AllreduceTiming> timings;
+  for (size_t bytes : {size_t{4096}, size_t{1} << 20, size_t{16} << 20}) {
+    const bool middle = bytes == (size_t{1} << 20);
+    timings.push_back({bytes, 4, AllreduceAlgorithm::kRing, 300});
+    timings.push_back({bytes, 4, AllreduceAlgorithm::kTree, middle ? 200.0 : 100.0});
+    timings.push_back({bytes, 4, AllreduceAlgorithm::kHalvingDoubling, middle ? 100.0 : 200.0});
+    timings.push_back({bytes, 4, AllreduceAlgorithm::kRecursiveDoubling, 300});
+  }
+  AllreduceCrossovers base;
+  base.recursive_doubling_max_bytes = 0;
+  auto fit = FitAllreduceCrossovers(timings, base);
+  ASSERT_TRUE(fit) << fit.error().ToString();
+  EXPECT_DOUBLE_EQ(fit->slowdown, 1.0);
+  for (const AllreduceTiming& t : timings) {
+    if (t.time_us != 100) continue;
+    EXPECT_EQ(ChooseAllreduceAlgorithm(t.bytes, 4, 1, fit->crossovers), t.algorithm) << t.bytes << " B";
+  }
 }
 
 TEST(AllreduceAutoTest, FitRefusesIncompleteOrBadTimings) {
@@ -332,10 +433,10 @@ TEST(AllreduceTest, SlowLinksTakeTheStagedPath) {
 }
 
 TEST(AllreduceTest, SingleTreeAndDoubleTreeAgree) {
-  for (bool double_tree : {false, true}) {
+  for (size_t single_tree_max_bytes : {SIZE_MAX, size_t{0}}) {
     AllreduceOptions options;
     options.algorithm = AllreduceAlgorithm::kTree;
-    options.double_tree = double_tree;
+    options.single_tree_max_bytes = single_tree_max_bytes;
     options.segment_elems = 4;
     options.deadline = Deadline::AfterSeconds(30);
     CheckFloatAllreduce(5, 7 * 5 + 3, options);

@@ -325,6 +325,7 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
   ASSERT_TRUE(plain) << ErrorOf(plain);
   const gossip::AllreduceCrossovers net = gossip::CrossoversForProvider("net");
   const gossip::AllreduceCrossovers kept = CrossoversFromConfig("net", plain->exchange.crossovers);
+  EXPECT_EQ(kept.small_tree_max_bytes, net.small_tree_max_bytes);
   EXPECT_EQ(kept.recursive_doubling_max_bytes, net.recursive_doubling_max_bytes);
   EXPECT_EQ(kept.halving_doubling_max_bytes, net.halving_doubling_max_bytes);
   EXPECT_EQ(kept.large_tree_min_bytes, net.large_tree_min_bytes);
@@ -332,7 +333,7 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
 
   Result<Config> set = ParseConfigString(
       "[fabric]\nprovider = \"net\"\n[exchange.crossovers]\nrecursive_doubling_max_kib = 8\n"
-      "halving_doubling_max_kib = 4096\nlarge_tree_min_kib = 0\ntree_max_kib = 0\n",
+      "halving_doubling_max_kib = 4096\nlarge_tree_min_kib = 0\ntree_max_kib = 0\nsmall_tree_max_kib = 0\n",
       "x.toml");
   ASSERT_TRUE(set) << ErrorOf(set);
   const gossip::AllreduceCrossovers x = CrossoversFromConfig(set->fabric.provider, set->exchange.crossovers);
@@ -340,6 +341,7 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
   EXPECT_EQ(x.halving_doubling_max_bytes, 4096u * 1024);
   EXPECT_EQ(x.large_tree_min_bytes, 0u);
   EXPECT_EQ(x.tree_max_bytes, 0u);
+  EXPECT_EQ(x.small_tree_max_bytes, 0u);
   EXPECT_EQ(x.halving_doubling_min_bytes, net.halving_doubling_min_bytes);
   EXPECT_EQ(x.hierarchical_min_bytes, net.hierarchical_min_bytes);
   // What auto then runs at 4 ranks on one host, over the fabric: 16 KiB is
@@ -348,6 +350,10 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
   EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(16 * 1024, 4, 1, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(2 << 20, 4, 1, x), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(8 << 20, 4, 1, x), AllreduceAlgorithm::kTree);
+  // With the small tree off, 4 ranks on 2 cores run recursive doubling at 4 KiB
+  // as net's default would not.
+  EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(4096, 4, 1, x, false, 2), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(4096, 4, 1, net, false, 2), AllreduceAlgorithm::kTree);
 }
 
 // The TOML that bench allreduce --fit-crossovers prints reads back as the
@@ -355,6 +361,7 @@ TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
 // byte sizes rounded to whole KiB on the side that keeps every measured pick.
 TEST(ConfigParseTest, FittedCrossoversTomlReadsBack) {
   gossip::AllreduceCrossovers c;
+  c.small_tree_max_bytes = 3000;  // rounds up to 3 KiB
   c.recursive_doubling_max_bytes = 4096;
   c.tree_max_bytes = 0;
   c.halving_doubling_min_bytes = 16 * 1024;
@@ -365,6 +372,7 @@ TEST(ConfigParseTest, FittedCrossoversTomlReadsBack) {
   Result<Config> parsed = ParseConfigString(toml, "fitted.toml");
   ASSERT_TRUE(parsed) << ErrorOf(parsed) << "\n" << toml;
   const gossip::AllreduceCrossovers back = CrossoversFromConfig("net", parsed->exchange.crossovers);
+  EXPECT_EQ(back.small_tree_max_bytes, 3072u);
   EXPECT_EQ(back.recursive_doubling_max_bytes, 4096u);
   EXPECT_EQ(back.tree_max_bytes, 0u);
   EXPECT_EQ(back.halving_doubling_min_bytes, 16u * 1024);
