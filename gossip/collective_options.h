@@ -131,6 +131,9 @@ struct AllreduceCrossovers {
 //               64 KiB: 165 against 383 / 237; 256 KiB (two trees): 659 against 1103 / 650
 //   tcp;ofi_rxm  4 KiB: 64 against 111 / 154;  16 KiB: 92 against 141 / 160;
 //               64 KiB: 464 against 382 / 402
+// The message count held at other world sizes (net, 2 runs each): 8 ranks (14
+// messages against 24) 4 KiB 162-181 against 269-300, 64 KiB 556-591 against
+// 819-1083 / 637-669; 3 ranks (4 against 4) a tie, 4 KiB 32-34 against 31-33.
 // shm keeps the defaults.
 AllreduceCrossovers CrossoversForProvider(std::string_view provider);
 
