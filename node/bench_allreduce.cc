@@ -567,7 +567,9 @@ void PrintFittedCrossovers(const std::string& provider, const BenchAllreduceOpti
   std::printf("# [exchange.crossovers] fitted to the float32 rows of %s (%s ranks): auto would run %.3fx the "
               "fastest measured time (geometric mean over sizes), %.3fx with the current crossovers\n",
               provider.c_str(), ranks.c_str(), fit->slowdown, fit->base_slowdown);
-  std::printf("# it picks:%s\n", PicksText(o.sizes, o.ranks.front(), fit->crossovers, false).c_str());
+  for (int n : o.ranks) {  // they differ by world size where ranks outnumber cores (the small tree)
+    std::printf("# at %d ranks it picks:%s\n", n, PicksText(o.sizes, n, fit->crossovers, false).c_str());
+  }
   if (AttachesHostSegment(provider)) {
     std::printf("# (a node with [exchange] shared_memory = true sums through host memory on one host instead)\n");
   }

@@ -190,9 +190,11 @@ TEST(CliTest, BenchAllreduceFitsCrossoversANodeTakes) {
   ASSERT_EQ(fit.exit_code, 0) << fit.output;
   const size_t table = fit.output.find("[exchange.crossovers]\n");
   ASSERT_NE(table, std::string::npos) << fit.output;
-  const size_t picks_at = fit.output.find("# it picks:");
+  const std::string picks_label = "# at 2 ranks it picks:";
+  const size_t picks_at = fit.output.find(picks_label);
   ASSERT_NE(picks_at, std::string::npos) << fit.output;
-  const std::string picks = fit.output.substr(picks_at + 11, fit.output.find('\n', picks_at) - picks_at - 11);
+  const size_t picks_begin = picks_at + picks_label.size();
+  const std::string picks = fit.output.substr(picks_begin, fit.output.find('\n', picks_at) - picks_begin);
   std::ofstream(dir / "fitted.toml") << fit.output.substr(table);
   Outcome fitted = RunChorus("bench allreduce --algorithms auto --config " + (dir / "fitted.toml").string() + common);
   EXPECT_EQ(fitted.exit_code, 0) << fitted.output;
