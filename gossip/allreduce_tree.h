@@ -1,6 +1,7 @@
-// AllreduceTree: reduce up a binary tree to its root, broadcast back down, both
-// pipelined by segment; above AllreduceOptions::single_tree_max_bytes over two
-// trees (a double binary tree), each carrying half of the buffer. Also the tree reduce and tree broadcast steps that
+// AllreduceTree: reduce up a tree to its root, broadcast back down, both
+// pipelined by segment: up to AllreduceOptions::single_tree_max_bytes one tree
+// (every rank a child of the root up to 4 ranks, else a binary tree), above it
+// two binary trees (a double binary tree), each carrying half of the buffer. Also the tree reduce and tree broadcast steps that
 // hierarchical all-reduce and Collective::Broadcast use.
 //
 // Must not: see a transport implementation.

@@ -58,6 +58,18 @@ Result<Tree> MakeBinaryTree(int n) {
   return tree;
 }
 
+Result<Tree> MakeFlatTree(int n) {
+  CHORUS_RETURN_IF_ERROR(CheckCount(n));
+  Tree tree;
+  tree.root = 0;
+  tree.nodes.resize(n);
+  for (int r = 1; r < n; ++r) {
+    tree.nodes[r].parent = 0;
+    tree.nodes[0].children.push_back(r);
+  }
+  return tree;
+}
+
 Result<DoubleBinaryTree> MakeDoubleBinaryTree(int n) {
   CHORUS_RETURN_IF_ERROR(CheckCount(n));
   DoubleBinaryTree trees;

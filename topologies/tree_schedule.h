@@ -22,7 +22,7 @@ namespace chorus::topologies {
 
 struct TreeLinks {
   int parent = -1;            // -1 at the root
-  std::vector<int> children;  // at most two, ascending
+  std::vector<int> children;  // ascending; at most two but in the flat tree
 };
 
 struct Tree {
@@ -33,6 +33,11 @@ struct Tree {
 
 // Heap-ordered binary tree: root 0, parent (r - 1) / 2, children 2r + 1 and 2r + 2.
 Result<Tree> MakeBinaryTree(int n);
+
+// Flat tree: root 0, every other rank its child (2 hops for a reduce and
+// broadcast, the root handling n - 1 messages each way). The binary tree from
+// 3 ranks down.
+Result<Tree> MakeFlatTree(int n);
 
 struct DoubleBinaryTree {
   Tree first;   // reduces and broadcasts the first half of the buffer

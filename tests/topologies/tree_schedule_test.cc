@@ -17,12 +17,12 @@ namespace {
 
 // Checks links both ways, a single root, every rank reached; returns the depth (edges
 // on the longest root-to-leaf path).
-int CheckTree(const Tree& tree, int n) {
+int CheckTree(const Tree& tree, int n, size_t max_children = 2) {
   EXPECT_EQ(static_cast<int>(tree.nodes.size()), n);
   EXPECT_EQ(tree.nodes[tree.root].parent, -1);
   for (int r = 0; r < n; ++r) {
     const TreeLinks& links = tree.nodes[r];
-    EXPECT_LE(links.children.size(), 2u);
+    EXPECT_LE(links.children.size(), max_children);
     if (r != tree.root) {
       EXPECT_GE(links.parent, 0) << "rank " << r << " has no parent";
       if (links.parent < 0) continue;
@@ -100,6 +100,21 @@ TEST(TreeSchedule, BinaryTreeIsAHeap) {
   }
 }
 
+TEST(TreeSchedule, FlatTreeHangsEveryRankOffTheRoot) {
+  for (int n = 1; n <= 6; ++n) {
+    auto tree = MakeFlatTree(n);
+    ASSERT_TRUE(tree);
+    EXPECT_EQ(tree->root, 0);
+    EXPECT_EQ(CheckTree(*tree, n, /*max_children=*/n), n > 1 ? 1 : 0) << "n = " << n;
+    EXPECT_EQ(tree->nodes[0].children.size(), static_cast<size_t>(n - 1));
+    if (n <= 3) {
+      auto binary = MakeBinaryTree(n);
+      for (int r = 0; r < n; ++r) EXPECT_EQ(tree->nodes[r].children, binary->nodes[r].children) << n;
+    }
+  }
+  EXPECT_FALSE(MakeFlatTree(0));
+}
+
 TEST(TreeSchedule, DoubleBinaryTreeInteriorsAreLeavesOfTheOther) {
   for (int n = 1; n <= 40; ++n) {
     auto trees = MakeDoubleBinaryTree(n);
@@ -123,6 +138,9 @@ TEST(TreeSchedule, AllreduceOverTreesGivesTheSum) {
     for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{n - 1}, int64_t{7} * n + 3, int64_t{1000}}) {
       auto data = Inputs(n, length);
       TreeAllreduce(*MakeBinaryTree(n), data, Range{0, length});
+      ASSERT_NO_FATAL_FAILURE(ExpectSums(data, length));
+      data = Inputs(n, length);
+      TreeAllreduce(*MakeFlatTree(n), data, Range{0, length});
       ASSERT_NO_FATAL_FAILURE(ExpectSums(data, length));
       // Double tree: first half on tree one, second half on tree two.
       auto halves = *PartitionChunks(length, 2);
