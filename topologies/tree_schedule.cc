@@ -42,32 +42,28 @@ Tree InOrderTree(int n, const std::function<int(int)>& rank_of) {
   return tree;
 }
 
-}  // namespace
-
-Result<Tree> MakeBinaryTree(int n) {
-  CHORUS_RETURN_IF_ERROR(CheckCount(n));
-  Tree tree;
-  tree.root = 0;
-  tree.nodes.resize(n);
-  for (int r = 0; r < n; ++r) {
-    tree.nodes[r].parent = r == 0 ? -1 : (r - 1) / 2;
-    for (int child : {2 * r + 1, 2 * r + 2}) {
-      if (child < n) tree.nodes[r].children.push_back(child);
-    }
-  }
-  return tree;
-}
-
-Result<Tree> MakeFlatTree(int n) {
+// Root 0, rank r > 0 hung off parent_of(r) < r; children in ascending order.
+template <typename ParentOf>
+Result<Tree> TreeRootedAtZero(int n, ParentOf parent_of) {
   CHORUS_RETURN_IF_ERROR(CheckCount(n));
   Tree tree;
   tree.root = 0;
   tree.nodes.resize(n);
   for (int r = 1; r < n; ++r) {
-    tree.nodes[r].parent = 0;
-    tree.nodes[0].children.push_back(r);
+    tree.nodes[r].parent = parent_of(r);
+    tree.nodes[tree.nodes[r].parent].children.push_back(r);
   }
   return tree;
+}
+
+}  // namespace
+
+Result<Tree> MakeBinaryTree(int n) {
+  return TreeRootedAtZero(n, [](int r) { return (r - 1) / 2; });
+}
+
+Result<Tree> MakeFlatTree(int n) {
+  return TreeRootedAtZero(n, [](int) { return 0; });
 }
 
 Result<DoubleBinaryTree> MakeDoubleBinaryTree(int n) {
