@@ -23,6 +23,10 @@ int RecursiveDoublingMessages(int world_size) {
   return p2 * rounds + 2 * (world_size - p2);
 }
 
+bool Oversubscribed(int world_size, int num_hosts, int host_cores) {
+  return num_hosts == 1 && host_cores > 0 && world_size > host_cores;
+}
+
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
                                             const AllreduceCrossovers& crossovers, bool host_memory,
                                             int host_cores) {
@@ -30,8 +34,7 @@ AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int nu
   if (num_hosts > 1 && num_hosts < world_size && bytes >= crossovers.hierarchical_min_bytes) {
     return AllreduceAlgorithm::kHierarchical;
   }
-  const bool oversubscribed = num_hosts == 1 && host_cores > 0 && world_size > host_cores;
-  if (oversubscribed && bytes <= crossovers.small_tree_max_bytes &&
+  if (Oversubscribed(world_size, num_hosts, host_cores) && bytes <= crossovers.small_tree_max_bytes &&
       TreeAllreduceMessages(world_size) < RecursiveDoublingMessages(world_size)) {
     return AllreduceAlgorithm::kTree;
   }
@@ -118,7 +121,7 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
   // The small-tree rule can pick only where some measured world size exceeds
   // the cores (and has 4 ranks or more); elsewhere keep base's threshold.
   const bool small_tree_applies = std::any_of(cells.begin(), cells.end(), [&](const Cell& cell) {
-    return host_cores > 0 && cell.world_size > host_cores &&
+    return Oversubscribed(cell.world_size, 1, host_cores) &&
            TreeAllreduceMessages(cell.world_size) < RecursiveDoublingMessages(cell.world_size);
   });
   const std::vector<size_t> small_tree_maxima = small_tree_applies ? maxima : std::vector<size_t>{base.small_tree_max_bytes};

@@ -37,6 +37,12 @@ AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int nu
                                             const AllreduceCrossovers& crossovers,
                                             bool host_memory = false, int host_cores = 0);
 
+// Every rank on one host, and more ranks than the host's cores (0: unknown,
+// never oversubscribed). There every message's kernel work competes for the
+// same cores, so the number of messages, more than of rounds, sets the time of
+// a call: rule 2 below and DefaultSegmentBytes act on it.
+bool Oversubscribed(int world_size, int num_hosts, int host_cores);
+
 // Messages that all ranks send in all, per all-reduce of one segment: the tree
 // (up and down one binary tree, 2 (n-1)), and recursive doubling (p log2 p
 // among the largest power of two p <= n, plus 2 (n - p) to fold the rest in

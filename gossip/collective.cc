@@ -50,11 +50,15 @@ AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t b
 template <typename T>
 Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& given) const {
   AllreduceOptions options = given;
+  const AllreduceAlgorithm algorithm = Resolve(options, data.size_bytes());
   if (options.segment_elems == 0) {
-    const size_t bytes = options.segment_bytes > 0 ? options.segment_bytes : DefaultSegmentBytes(size());
+    const size_t bytes =
+        options.segment_bytes > 0
+            ? options.segment_bytes
+            : DefaultSegmentBytes(size(), Oversubscribed(size(), hosts_.NumGroups(), host_cores_), algorithm);
     options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
   }
-  switch (Resolve(options, data.size_bytes())) {
+  switch (algorithm) {
     case AllreduceAlgorithm::kRing: return AllreduceRing(world_, data, options);
     case AllreduceAlgorithm::kTree: return AllreduceTree(world_, data, options);
     case AllreduceAlgorithm::kHalvingDoubling:

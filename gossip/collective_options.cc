@@ -43,6 +43,9 @@ AllreduceCrossovers CrossoversForProvider(std::string_view provider) {
   return x;
 }
 
-size_t DefaultSegmentBytes(int world_size) { return world_size == 2 ? 512 * 1024 : 256 * 1024; }
+size_t DefaultSegmentBytes(int world_size, bool oversubscribed, AllreduceAlgorithm algorithm) {
+  const bool large = world_size == 2 || (oversubscribed && algorithm != AllreduceAlgorithm::kTree);
+  return large ? 512 * 1024 : 256 * 1024;
+}
 
 }  // namespace chorus::gossip

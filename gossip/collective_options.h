@@ -137,16 +137,28 @@ struct AllreduceCrossovers {
 // shm keeps the defaults.
 AllreduceCrossovers CrossoversForProvider(std::string_view provider);
 
-// AllreduceOptions::segment_bytes when it is 0: 512 KiB for 2 ranks, 256 KiB
-// for more. At 2 ranks every step is one pairwise exchange, so each segment
-// pays its own message overhead (over tcp;ofi_rxm a rendezvous) with nothing
-// else in flight to hide it; with more ranks the 256 KiB segments overlap.
-// Measured on the 2-core EPYC host, `chorus bench allreduce --ranks 2
-// --algorithms halving_doubling --quick`, 5 alternations, medians: at 1 MiB
-// rxm 361 -> 296 us, net 224 -> 222; at 16 MiB rxm 7.6 -> 7.0 ms, net 8.0 ->
-// 7.1. At 4 ranks (auto) 512 KiB was mixed: 1 MiB 4-11% faster, 16 MiB net 24%
-// slower, rxm 12% faster.
-size_t DefaultSegmentBytes(int world_size);
+// AllreduceOptions::segment_bytes when it is 0: 512 KiB for 2 ranks, and for
+// more when `oversubscribed` (Oversubscribed in allreduce_auto.h: one host,
+// more ranks than cores) unless `algorithm` is the tree; else 256 KiB.
+// - 2 ranks: every step is one pairwise exchange, so each segment pays its own
+//   message overhead (over tcp;ofi_rxm a rendezvous) with nothing else in
+//   flight to hide it. Measured on the 2-core EPYC host, `chorus bench
+//   allreduce --ranks 2 --algorithms halving_doubling --quick`, 5 alternations,
+//   medians: at 1 MiB rxm 361 -> 296 us, net 224 -> 222; at 16 MiB rxm 7.6 ->
+//   7.0 ms, net 8.0 -> 7.1.
+// - More ranks than cores: every message's kernel work competes for the same
+//   cores, so half the messages beat deeper overlap. 4 ranks on the 2 cores,
+//   2026-11-24, median of the per-round ratios 256 KiB time / 512 KiB time over
+//   alternated rounds (`auto` unless named): 1 MiB rxm 1.17 (16 rounds), net
+//   1.14 (12); 16 MiB rxm 1.12 (6), net 0.97 (6); 8 ranks 1 MiB rxm 1.15 (8).
+//   shm was even (halving-doubling 1 MiB 0.94, ring 16 MiB 1.04: its messages
+//   cost no system calls). The tree pipelines its segments down 2 log2 n hops
+//   and keeps 256 KiB: over net at 16 MiB 512 KiB made it slower (0.91, 8
+//   rounds; 0.76 in an earlier session).
+// - Otherwise (a core per rank, or several hosts) the 256 KiB segments overlap
+//   and nothing above was measured.
+size_t DefaultSegmentBytes(int world_size, bool oversubscribed = false,
+                           AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing);
 
 // Broadcast and barrier.
 struct CollectiveOptions {
