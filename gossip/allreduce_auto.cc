@@ -27,6 +27,16 @@ bool Oversubscribed(int world_size, int num_hosts, int host_cores) {
   return num_hosts == 1 && host_cores > 0 && world_size > host_cores;
 }
 
+namespace {
+
+// Where rule 2 can pick the tree at all (whatever the size).
+bool SmallTreeRuleApplies(int world_size, int num_hosts, int host_cores) {
+  return Oversubscribed(world_size, num_hosts, host_cores) &&
+         TreeAllreduceMessages(world_size) < RecursiveDoublingMessages(world_size);
+}
+
+}  // namespace
+
 AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int num_hosts,
                                             const AllreduceCrossovers& crossovers, bool host_memory,
                                             int host_cores) {
@@ -34,8 +44,7 @@ AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int nu
   if (num_hosts > 1 && num_hosts < world_size && bytes >= crossovers.hierarchical_min_bytes) {
     return AllreduceAlgorithm::kHierarchical;
   }
-  if (Oversubscribed(world_size, num_hosts, host_cores) && bytes <= crossovers.small_tree_max_bytes &&
-      TreeAllreduceMessages(world_size) < RecursiveDoublingMessages(world_size)) {
+  if (bytes <= crossovers.small_tree_max_bytes && SmallTreeRuleApplies(world_size, num_hosts, host_cores)) {
     return AllreduceAlgorithm::kTree;
   }
   if (bytes <= crossovers.recursive_doubling_max_bytes) {
@@ -62,12 +71,16 @@ struct Cell {
 constexpr AllreduceAlgorithm kRuleChoices[] = {AllreduceAlgorithm::kRecursiveDoubling, AllreduceAlgorithm::kTree,
                                                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kRing};
 
+// What `c` picks for a measured cell: its ranks on one host of `host_cores`, no shared memory.
+AllreduceAlgorithm PickFor(const Cell& cell, const AllreduceCrossovers& c, int host_cores) {
+  return ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, c, /*host_memory=*/false, host_cores);
+}
+
 // Mean log slowdown of what `c` picks over the fastest, per cell.
 double MeanLogSlowdown(const std::vector<Cell>& cells, const AllreduceCrossovers& c, int host_cores) {
   double sum = 0;
   for (const Cell& cell : cells) {
-    const AllreduceAlgorithm pick = ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, c, false, host_cores);
-    sum += std::log(cell.time_us.at(pick) / cell.best_us);
+    sum += std::log(cell.time_us.at(PickFor(cell, c, host_cores)) / cell.best_us);
   }
   return sum / static_cast<double>(cells.size());
 }
@@ -121,8 +134,7 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
   // The small-tree rule can pick only where some measured world size exceeds
   // the cores (and has 4 ranks or more); elsewhere keep base's threshold.
   const bool small_tree_applies = std::any_of(cells.begin(), cells.end(), [&](const Cell& cell) {
-    return Oversubscribed(cell.world_size, 1, host_cores) &&
-           TreeAllreduceMessages(cell.world_size) < RecursiveDoublingMessages(cell.world_size);
+    return SmallTreeRuleApplies(cell.world_size, 1, host_cores);
   });
   const std::vector<size_t> small_tree_maxima = small_tree_applies ? maxima : std::vector<size_t>{base.small_tree_max_bytes};
   for (size_t small_tree_max : small_tree_maxima) {
@@ -157,8 +169,7 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
   // table that reads in order), unless that changes a pick: with the rules
   // before it off, the large-tree rule from 4 KiB is not shadowed below
   // halving-doubling's range.
-  AllreduceCrossovers tidy = fit.crossovers;
-  AllreduceCrossovers& f = tidy;
+  AllreduceCrossovers f = fit.crossovers;
   auto after = [](size_t end) { return end == SIZE_MAX ? end : end + 1; };
   const size_t small_end = std::max(f.recursive_doubling_max_bytes, f.tree_max_bytes);
   if (f.halving_doubling_min_bytes <= small_end) f.halving_doubling_min_bytes = after(small_end);
@@ -169,10 +180,9 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
   const size_t hd_end = std::max(small_end, f.halving_doubling_max_bytes);
   if (f.large_tree_min_bytes <= hd_end) f.large_tree_min_bytes = after(hd_end);
   const bool same_picks = std::all_of(cells.begin(), cells.end(), [&](const Cell& cell) {
-    return ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, tidy, false, host_cores) ==
-           ChooseAllreduceAlgorithm(cell.bytes, cell.world_size, 1, fit.crossovers, false, host_cores);
+    return PickFor(cell, f, host_cores) == PickFor(cell, fit.crossovers, host_cores);
   });
-  if (same_picks) fit.crossovers = tidy;
+  if (same_picks) fit.crossovers = f;
   return fit;
 }
 

@@ -262,9 +262,10 @@ Status RunJobs(const CollectiveGroup& group, std::vector<TreeJob<T>> jobs,
   return Status::Ok();
 }
 
-}  // namespace
-
+// One tree for a small all-reduce is flat up to this many ranks, else binary.
 constexpr int kFlatTreeMaxRanks = 4;
+
+}  // namespace
 
 template <typename T>
 Status TreeSum(const CollectiveGroup& group, std::span<T> data, const AllreduceOptions& options) {

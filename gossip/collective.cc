@@ -37,8 +37,7 @@ Result<Collective> Collective::Create(Transport& transport, std::vector<std::str
     o.tag_base = CollectiveTag(o.tag_base, CollectivePhase::kSegmentAttach);
     CHORUS_ASSIGN_OR_RETURN(segment, HostSegment::Attach(local, o));
   }
-  return Collective(std::move(world), std::move(hosts), std::move(segment),
-                    HostCores());
+  return Collective(std::move(world), std::move(hosts), std::move(segment), HostCores());
 }
 
 AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t bytes) const {
