@@ -165,9 +165,7 @@ void Rank(int self, int n, int listen_fd, uint16_t right_port, int control,
     const int calls = Calls(row.bytes, n);
     Stream(left, right, per_call, 1, send_buf, scratch, acc, row.reduce);  // warm-up
     for (int rep = 0; rep < repetitions; ++rep) {
-      char go;
-      Control(chorus::node::WriteAll(control, "r", 1, kWho));
-      Control(chorus::node::ReadAll(control, &go, 1, kWho));
+      Control(chorus::node::AwaitGo(control, kWho));
       const auto start = std::chrono::steady_clock::now();
       Stream(left, right, per_call, calls, send_buf, scratch, acc, row.reduce);
       const double us =
@@ -224,16 +222,9 @@ int main(int argc, char** argv) {
   for (const Row& row : rows) {
     std::vector<double> slowest;
     for (int rep = 0; rep < repetitions; ++rep) {
-      char ready;
-      for (int i = 0; i < n; ++i) Control(chorus::node::ReadAll(child[i], &ready, 1, kWho));
-      for (int i = 0; i < n; ++i) Control(chorus::node::WriteAll(child[i], "g", 1, kWho));
-      double worst = 0;
-      for (int i = 0; i < n; ++i) {
-        double us;
-        Control(chorus::node::ReadAll(child[i], &us, sizeof(us), kWho));
-        worst = std::max(worst, us);
-      }
-      slowest.push_back(worst);
+      auto worst = chorus::node::RunTimedRound(child, kWho);
+      if (!worst) Control(worst.error());
+      slowest.push_back(*worst);
     }
     const double us = chorus::Quantile(slowest, 0.5);
     const double busbw = static_cast<double>(row.bytes) / (us * 1e-6) / 1e9 * 2.0 * (n - 1) / n;

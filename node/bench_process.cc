@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -51,6 +52,25 @@ Result<std::vector<uint8_t>> ReadBlob(int fd, std::string_view who) {
   std::vector<uint8_t> blob(n);
   CHORUS_RETURN_IF_ERROR(ReadAll(fd, blob.data(), blob.size(), who));
   return blob;
+}
+
+Status AwaitGo(int fd, std::string_view who) {
+  CHORUS_RETURN_IF_ERROR(WriteAll(fd, "r", 1, who));
+  char go = 0;
+  return ReadAll(fd, &go, 1, who);
+}
+
+Result<double> RunTimedRound(std::span<const int> fds, std::string_view who) {
+  char ready = 0;
+  for (int fd : fds) CHORUS_RETURN_IF_ERROR(ReadAll(fd, &ready, 1, who));
+  for (int fd : fds) CHORUS_RETURN_IF_ERROR(WriteAll(fd, "g", 1, who));
+  double slowest = 0;
+  for (int fd : fds) {
+    double t = 0;
+    CHORUS_RETURN_IF_ERROR(ReadAll(fd, &t, sizeof(t), who));
+    slowest = std::max(slowest, t);
+  }
+  return slowest;
 }
 
 }  // namespace chorus::node
