@@ -25,16 +25,16 @@ constexpr int64_t kMaxWaitSpinUs = 64000;
 
 namespace {
 
-InfoOwner MakeHints(const std::string& provider) {
+InfoOwner MakeHints(const std::string& provider, uint64_t extra_caps, uint64_t extra_order) {
   InfoOwner hints(fi_allocinfo());
   if (!hints) return hints;
-  hints->caps = FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE;
+  hints->caps = FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE | extra_caps;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   hints->domain_attr->threading = FI_THREAD_SAFE;
-  hints->tx_attr->msg_order = FI_ORDER_SAS;
-  hints->rx_attr->msg_order = FI_ORDER_SAS;
+  hints->tx_attr->msg_order = FI_ORDER_SAS | extra_order;
+  hints->rx_attr->msg_order = FI_ORDER_SAS | extra_order;
   hints->fabric_attr->prov_name = strdup(provider.c_str());
   return hints;
 }
@@ -71,9 +71,10 @@ void ApplyProviderEnvironment() {
 
 }  // namespace
 
-Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address) {
+Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address, uint64_t extra_caps,
+                          uint64_t extra_order) {
   ApplyProviderEnvironment();
-  InfoOwner hints = MakeHints(provider);
+  InfoOwner hints = MakeHints(provider, extra_caps, extra_order);
   if (!hints) return Err(ResourceExhausted("fi_allocinfo failed"));
   const bool bind = !bind_address.empty() && provider != "shm";
   fi_info* list = nullptr;

@@ -505,8 +505,10 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
 
 // fi_getinfo for exactly `provider` (a "tcp" request must not yield
 // "tcp;ofi_rxm"), bound to `bind_address` when it is set and the provider is
-// not shm.
-[[nodiscard]] Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address);
+// not shm. `extra_caps` and `extra_order` add to the transport's hints
+// (PairExchange asks for FI_RMA and FI_ORDER_SAW).
+[[nodiscard]] Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address,
+                                        uint64_t extra_caps = 0, uint64_t extra_order = 0);
 
 // The Request handle of an op (fabric_transport.cc).
 [[nodiscard]] Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,

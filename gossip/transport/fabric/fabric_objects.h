@@ -7,8 +7,7 @@
 // follow fabtests' setup order (fabric, domain, cq, av, ep) so the endpoint is
 // closed first.
 //
-// Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>),
-// except by a bench/ program that drives libfabric itself.
+// Must not: be included outside gossip/transport/fabric/ (it pulls <rdma/...>).
 #pragma once
 
 #include <rdma/fabric.h>
