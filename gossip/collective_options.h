@@ -184,7 +184,8 @@ struct AllreduceOptions {
   // segments of a fixed element count: twice the messages), or of
   // `segment_elems` elements when that is set (> 0: small values let tests hit
   // the edge cases). Large segments cut per-message overhead. 0:
-  // DefaultSegmentBytes(world size).
+  // DefaultSegmentBytes(world size, whether the ranks oversubscribe their
+  // host, the algorithm `auto` or the caller picked).
   size_t segment_bytes = 0;
   size_t segment_elems = 0;
   // Receives posted ahead per peer (>= 1), each into its own segment of scratch.
