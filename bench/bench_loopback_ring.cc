@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "common/quantile.h"
-#include "gossip/collective_internal.h"
+#include "gossip/collectives/collective_internal.h"
 #include "node/bench_process.h"
 #include "node/launcher.h"
 

@@ -17,8 +17,8 @@
 #include <memory>
 #include <utility>
 
-#include "gossip/collective.h"
-#include "gossip/fusion_engine.h"
+#include "gossip/collectives/collective.h"
+#include "gossip/fusion/fusion_engine.h"
 #include "node/cluster_session.h"
 #include "node/config.h"
 #include "node/exchange.h"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "gossip/collective_options.h"
+#include "gossip/collectives/collective_options.h"
 #include "node/config.h"
 
 namespace chorus::node {

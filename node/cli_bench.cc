@@ -11,7 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/log.h"
-#include "gossip/collective_options.h"
+#include "gossip/collectives/collective_options.h"
 #include "node/bench_allreduce.h"
 #include "node/bench_p2p.h"
 #include "node/config_parse.h"

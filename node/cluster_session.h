@@ -10,8 +10,8 @@
 #include <string>
 
 #include "common/status.h"
-#include "gossip/gossip_tags.h"
-#include "gossip/transport.h"
+#include "gossip/protocols/gossip_tags.h"
+#include "gossip/transport/transport.h"
 #include "node/config.h"
 #include "node/control_plane.h"
 #include "node/installed_peers.h"

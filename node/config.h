@@ -103,7 +103,7 @@ struct CompressionConfig {
 
 // Where `algorithm = "auto"` switches algorithm ([exchange.crossovers]): sizes
 // in KiB of the whole bucket, -1 keeping the default measured for the provider
-// (gossip::CrossoversForProvider; the rules are gossip/allreduce_auto.h's).
+// (gossip::CrossoversForProvider; the rules are gossip/collectives/allreduce_auto.h's).
 // For a host whose `chorus bench allreduce` table disagrees with the defaults.
 struct CrossoversConfig {
   int small_tree_max_kib = -1;          // more ranks than cores on one host: the tree up to here (0: never)

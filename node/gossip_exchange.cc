@@ -4,12 +4,12 @@
 #include <sstream>
 
 #include "common/log.h"
-#include "gossip/choco_gossip.h"
-#include "gossip/codec.h"
-#include "gossip/consensus.h"
-#include "gossip/gossip_dpsgd.h"
-#include "gossip/gossip_pairwise.h"
-#include "gossip/gossip_push_sum.h"
+#include "gossip/protocols/choco_gossip.h"
+#include "gossip/codecs/codec.h"
+#include "gossip/protocols/consensus.h"
+#include "gossip/protocols/dpsgd_gossip.h"
+#include "gossip/protocols/pairwise_gossip.h"
+#include "gossip/protocols/push_sum_gossip.h"
 #include "node/allreduce_exchange.h"
 #include "node/step_agreement.h"
 #include "topologies/spectral_gap.h"

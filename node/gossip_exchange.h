@@ -11,8 +11,8 @@
 #include <memory>
 #include <utility>
 
-#include "gossip/collective.h"
-#include "gossip/gossip_protocol.h"
+#include "gossip/collectives/collective.h"
+#include "gossip/protocols/gossip_protocol.h"
 #include "node/cluster_session.h"
 #include "node/config.h"
 #include "node/exchange.h"

@@ -24,7 +24,7 @@
 #include <mutex>
 #include <string>
 
-#include "gossip/transport.h"
+#include "gossip/transport/transport.h"
 #include "node/membership.h"
 
 namespace chorus::node {

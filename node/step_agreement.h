@@ -16,7 +16,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
-#include "gossip/collective.h"
+#include "gossip/collectives/collective.h"
 #include "node/cluster_session.h"
 #include "node/config.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "gossip/fusion_trace.h"
+#include "gossip/fusion/fusion_trace.h"
 
 namespace chorus::node {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "topologies/split_mix64.h"
+#include "common/split_mix64.h"
 
 namespace chorus::topologies {
 namespace {

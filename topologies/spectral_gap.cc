@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "topologies/mixing_weights.h"
-#include "topologies/split_mix64.h"
+#include "common/split_mix64.h"
 
 namespace chorus::topologies {
 namespace {

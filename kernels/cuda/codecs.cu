@@ -1,6 +1,6 @@
 // The gossip codecs on the device (kernels/cuda/ops.h): fp16, int8 (nearest),
 // sign and top-k encoders and decoders whose payloads are byte-identical to
-// gossip/codec_dense.cc, codec_sign.cc and codec_sparse.cc after the 16-byte
+// gossip/codecs/codec_dense.cc, codec_sign.cc and codec_sparse.cc after the 16-byte
 // header, so that a GPU node and a CPU node read each other's messages.
 //
 // Bit-exactness is the point of this file, so each kernel repeats the CPU

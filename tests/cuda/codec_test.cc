@@ -22,7 +22,7 @@
 // unqualified, which kernels/cuda/ops.h (same names, device overloads) hides.
 #include "tests/cuda/cuda_test_util.h"
 // (separate block: keep after the helper header)
-#include "gossip/codec.h"
+#include "gossip/codecs/codec.h"
 #include "kernels/cuda/ops.h"
 
 namespace chorus::kernels::cuda {

@@ -14,7 +14,7 @@
 
 #include "common/status.h"
 #include "gossip/transport/local/local_transport.h"
-#include "topologies/split_mix64.h"
+#include "common/split_mix64.h"
 
 namespace chorus::gossip::testing {
 
@@ -65,7 +65,7 @@ inline std::vector<Status> RunRanks(int n, int participants,
 // len values uniform in [lo, hi) from (seed, rank).
 inline std::vector<float> RandomVector(uint64_t seed, int rank, size_t len, double lo = -1.0,
                                        double hi = 1.0) {
-  topologies::SplitMix64 rng(seed * 1000003u + static_cast<uint64_t>(rank));
+  SplitMix64 rng(seed * 1000003u + static_cast<uint64_t>(rank));
   std::vector<float> v(len);
   for (auto& x : v) x = static_cast<float>(lo + (hi - lo) * 0.5 * (rng.Symmetric() + 1.0));
   return v;

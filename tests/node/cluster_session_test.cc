@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "gossip/gossip_tags.h"
+#include "gossip/protocols/gossip_tags.h"
 #include "gossip/transport/local/local_transport.h"
 #include "node/cluster_session.h"
 

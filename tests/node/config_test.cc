@@ -14,7 +14,7 @@
 #include <map>
 #include <string>
 
-#include "gossip/allreduce_auto.h"
+#include "gossip/collectives/allreduce_auto.h"
 #include "node/allreduce_exchange.h"
 #include "node/bench_allreduce.h"
 #include "node/host_port.h"

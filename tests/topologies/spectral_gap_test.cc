@@ -12,7 +12,7 @@
 
 #include "topologies/graph_builders.h"
 #include "topologies/mixing_weights.h"
-#include "topologies/split_mix64.h"
+#include "common/split_mix64.h"
 
 namespace chorus::topologies {
 namespace {

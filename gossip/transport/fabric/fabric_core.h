@@ -108,7 +108,7 @@
 #include <vector>
 
 #include "common/process_watch.h"
-#include "gossip/transport.h"
+#include "gossip/transport/transport.h"
 #include "gossip/transport/fabric/fabric_objects.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "gossip/transport/fabric/mr_cache.h"

@@ -27,7 +27,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "gossip/transport.h"
+#include "gossip/transport/transport.h"
 
 namespace chorus::gossip {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "common/page_bytes.h"
-#include "gossip/collective_internal.h"
+#include "gossip/collectives/collective_internal.h"
 #include "gossip/transport/fabric/fabric_core.h"
 
 namespace chorus::gossip {

@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "gossip/transport.h"
+#include "gossip/transport/transport.h"
 
 namespace chorus::gossip {
 

@@ -1,0 +1,144 @@
+// Codec names, option checks, the factory, and the header checks shared by the
+// codec kinds (codec_wire.h). The kinds themselves are in codec_dense.cc,
+// codec_sign.cc and codec_sparse.cc.
+#include "gossip/codecs/codec.h"
+
+#include <cmath>
+#include <string>
+
+#include "gossip/codecs/codec_wire.h"
+
+namespace chorus::gossip {
+
+std::string_view CodecKindName(CodecKind kind) {
+  switch (kind) {
+    case CodecKind::kNone:
+      return "none";
+    case CodecKind::kFp16:
+      return "fp16";
+    case CodecKind::kInt8:
+      return "int8";
+    case CodecKind::kSign:
+      return "sign";
+    case CodecKind::kTopK:
+      return "top-k";
+    case CodecKind::kRandomK:
+      return "random-k";
+  }
+  return "unknown";
+}
+
+Result<CodecKind> ParseCodecKind(std::string_view text) {
+  if (text == "none") return CodecKind::kNone;
+  if (text == "fp16") return CodecKind::kFp16;
+  if (text == "int8") return CodecKind::kInt8;
+  if (text == "sign") return CodecKind::kSign;
+  if (text == "top-k" || text == "topk") return CodecKind::kTopK;
+  if (text == "random-k" || text == "randomk") return CodecKind::kRandomK;
+  return Err(InvalidArgument("unknown codec \"" + std::string(text) +
+                             "\" (expected none, fp16, int8, sign, top-k or random-k)"));
+}
+
+Status ValidateCodecOptions(const CodecOptions& options) {
+  switch (options.kind) {
+    case CodecKind::kNone:
+    case CodecKind::kFp16:
+      return Status::Ok();
+    case CodecKind::kInt8:
+    case CodecKind::kSign:
+      if (options.chunk < 1 || options.chunk > 65536) {
+        return InvalidArgument("codec " + std::string(CodecKindName(options.kind)) +
+                               ": chunk must be in [1, 65536], got " +
+                               std::to_string(options.chunk));
+      }
+      return Status::Ok();
+    case CodecKind::kTopK:
+    case CodecKind::kRandomK:
+      if (!(options.ratio > 0.0 && options.ratio <= 1.0)) {
+        return InvalidArgument("codec " + std::string(CodecKindName(options.kind)) +
+                               ": ratio must be in (0, 1], got " + std::to_string(options.ratio));
+      }
+      return Status::Ok();
+  }
+  return InvalidArgument("codec: unknown kind " + std::to_string(static_cast<int>(options.kind)));
+}
+
+Result<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
+  CHORUS_RETURN_IF_ERROR(ValidateCodecOptions(options));
+  switch (options.kind) {
+    case CodecKind::kNone:
+      return codec_wire::MakeNoneCodec();
+    case CodecKind::kFp16:
+      return codec_wire::MakeFp16Codec();
+    case CodecKind::kInt8:
+      return codec_wire::MakeInt8Codec(options.chunk, options.stochastic_rounding);
+    case CodecKind::kSign:
+      return codec_wire::MakeSignCodec(options.chunk);
+    case CodecKind::kTopK:
+      return codec_wire::MakeTopKCodec(options.ratio);
+    case CodecKind::kRandomK:
+      return codec_wire::MakeRandomKCodec(options.ratio);
+  }
+  return Err(InvalidArgument("codec: unknown kind"));
+}
+
+size_t SparseCount(double ratio, size_t n) {
+  if (n == 0) return 0;
+  const double k = std::ceil(ratio * static_cast<double>(n));
+  if (!(k >= 1.0)) return 1;
+  if (k >= static_cast<double>(n)) return n;
+  return static_cast<size_t>(k);
+}
+
+namespace codec_wire {
+
+Result<Header> ReadHeader(std::span<const std::byte> bytes, CodecKind expected, size_t expected_n) {
+  const std::string name(CodecKindName(expected));
+  if (bytes.size() < kHeaderBytes) {
+    return Err(DataLoss("codec " + name + ": message of " + std::to_string(bytes.size()) +
+                        " bytes is shorter than the " + std::to_string(kHeaderBytes) +
+                        "-byte header"));
+  }
+  if (static_cast<uint8_t>(bytes[0]) != kCodecMagic) {
+    return Err(DataLoss("codec " + name + ": bad magic byte " +
+                        std::to_string(static_cast<int>(bytes[0])) + " (not a codec message)"));
+  }
+  Header h;
+  const auto kind = static_cast<uint8_t>(bytes[1]);
+  if (kind != static_cast<uint8_t>(expected)) {
+    return Err(DataLoss("codec " + name + ": message was encoded by codec id " +
+                        std::to_string(kind) + " (" +
+                        std::string(CodecKindName(static_cast<CodecKind>(kind))) + ")"));
+  }
+  h.kind = expected;
+  h.param = Get<uint16_t>(bytes.data() + 2);
+  if (Get<uint32_t>(bytes.data() + 4) != 0) {
+    return Err(DataLoss("codec " + name + ": reserved header bytes are not zero"));
+  }
+  h.n = Get<uint64_t>(bytes.data() + 8);
+  if (h.n != expected_n) {
+    return Err(DataLoss("codec " + name + ": message holds " + std::to_string(h.n) +
+                        " elements but the receiver expects " + std::to_string(expected_n)));
+  }
+  return h;
+}
+
+Status CheckSize(std::span<const std::byte> bytes, size_t expected, CodecKind kind) {
+  if (bytes.size() == expected) return Status::Ok();
+  return DataLoss("codec " + std::string(CodecKindName(kind)) + ": message is " +
+                  std::to_string(bytes.size()) + " bytes, expected " + std::to_string(expected) +
+                  (bytes.size() < expected ? " (truncated)" : " (trailing bytes)"));
+}
+
+Status CheckFinite(std::span<const float> out, CodecKind kind) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) {
+      return OutOfRange("codec " + std::string(CodecKindName(kind)) +
+                        ": non-finite value at element " + std::to_string(i));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace codec_wire
+}  // namespace chorus::gossip

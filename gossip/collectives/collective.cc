@@ -1,0 +1,131 @@
+// Collective (see collective.h): algorithm choice, broadcast and barrier.
+#include "gossip/collectives/collective.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "gossip/collectives/allreduce_auto.h"
+#include "gossip/collectives/allreduce_halving_doubling.h"
+#include "gossip/collectives/allreduce_hierarchical.h"
+#include "gossip/collectives/allreduce_recursive_doubling.h"
+#include "gossip/collectives/allreduce_shared_memory.h"
+#include "gossip/collectives/allreduce_ring.h"
+#include "gossip/collectives/allreduce_tree.h"
+#include "gossip/collectives/collective_internal.h"
+
+namespace chorus::gossip {
+
+int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
+
+Result<Collective> Collective::Create(Transport& transport, std::vector<std::string> host_keys,
+                                      std::optional<HostSegmentOptions> shared_memory) {
+  CHORUS_ASSIGN_OR_RETURN(CollectiveGroup world, CollectiveGroup::World(transport));
+  if (host_keys.empty()) {
+    for (int r = 0; r < world.size(); ++r) host_keys.push_back("rank" + std::to_string(r));
+  }
+  if (static_cast<int>(host_keys.size()) != world.size()) {
+    return Err(InvalidArgument("collective: " + std::to_string(host_keys.size()) +
+                               " host keys for " + std::to_string(world.size()) + " ranks"));
+  }
+  CHORUS_ASSIGN_OR_RETURN(topologies::HostGroups hosts, topologies::GroupByHost(host_keys));
+  std::shared_ptr<HostSegment> segment;
+  const auto& members = hosts.members[hosts.group_of_rank[world.self()]];
+  if (shared_memory && members.size() > 1) {
+    CHORUS_ASSIGN_OR_RETURN(CollectiveGroup local, world.Sub(members));
+    HostSegmentOptions o = *shared_memory;
+    o.tag_base = CollectiveTag(o.tag_base, CollectivePhase::kSegmentAttach);
+    CHORUS_ASSIGN_OR_RETURN(segment, HostSegment::Attach(local, o));
+  }
+  return Collective(std::move(world), std::move(hosts), std::move(segment), HostCores());
+}
+
+AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t bytes) const {
+  if (options.algorithm != AllreduceAlgorithm::kAuto) return options.algorithm;
+  return ChooseAllreduceAlgorithm(bytes, size(), hosts_.NumGroups(), options.crossovers,
+                                  segment_ != nullptr, host_cores_);
+}
+
+template <typename T>
+Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& given) const {
+  AllreduceOptions options = given;
+  const AllreduceAlgorithm algorithm = Resolve(options, data.size_bytes());
+  if (options.segment_elems == 0) {
+    const size_t bytes =
+        options.segment_bytes > 0
+            ? options.segment_bytes
+            : DefaultSegmentBytes(size(), Oversubscribed(size(), hosts_.NumGroups(), host_cores_), algorithm);
+    options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
+  }
+  switch (algorithm) {
+    case AllreduceAlgorithm::kRing: return AllreduceRing(world_, data, options);
+    case AllreduceAlgorithm::kTree: return AllreduceTree(world_, data, options);
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return AllreduceHalvingDoubling(world_, data, options);
+    case AllreduceAlgorithm::kHierarchical:
+      return AllreduceHierarchical(world_, hosts_, data, options, segment_.get());
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return AllreduceRecursiveDoubling(world_, data, options);
+    case AllreduceAlgorithm::kSharedMemory:
+      // Alone: nothing to share (no segment is attached); the ring only scales.
+      if (size() == 1) return AllreduceRing(world_, data, options);
+      if (segment_ == nullptr || hosts_.NumGroups() != 1) {
+        return FailedPrecondition(
+            "shared-memory all-reduce needs every rank on one host and a collective created with "
+            "shared memory (" + std::to_string(hosts_.NumGroups()) + " hosts, segment " +
+            (segment_ != nullptr ? "attached" : "not attached") + ")");
+      }
+      return AllreduceSharedMemory(*segment_, data, options);
+    case AllreduceAlgorithm::kAuto: break;
+  }
+  return Internal("collective: no algorithm resolved");
+}
+
+Status Collective::Allreduce(std::span<float> data, const AllreduceOptions& options) const {
+  return AllreduceImpl(data, options);
+}
+
+Status Collective::Allreduce(std::span<uint16_t> half, const AllreduceOptions& options) const {
+  return AllreduceImpl(half, options);
+}
+
+Status Collective::Broadcast(std::span<std::byte> data, Rank root,
+                             const CollectiveOptions& options) const {
+  if (root < 0 || root >= size()) {
+    return InvalidArgument("broadcast: root rank " + std::to_string(root) + " out of range [0, " +
+                           std::to_string(size()) + ")");
+  }
+  if (options.segment_bytes == 0 || options.inflight_segments < 1) {
+    return InvalidArgument("broadcast: segment_bytes and inflight_segments must be >= 1");
+  }
+  const detail::TreeParams params{options.segment_bytes, options.inflight_segments,
+                                  options.tag_base, options.deadline};
+  return detail::RunCollective(
+      world_, options.tag_base, options.deadline, options.identify_missing_peers,
+      "broadcast from rank " + std::to_string(root),
+      [&] { return detail::TreeBroadcastFrom(world_, data, world_.IndexOf(root), params); });
+}
+
+// Dissemination barrier: in round k rank i signals i + 2^k and waits for i - 2^k;
+// after ceil(log2 n) rounds every rank has heard, through some chain, from all.
+Status Collective::Barrier(const CollectiveOptions& options) const {
+  const int n = size();
+  const int i = rank();
+  auto rounds = [&]() -> Status {
+    std::vector<RequestPtr> sends;
+    uint32_t round = 0;
+    for (int dist = 1; dist < n; dist *= 2, ++round) {
+      const Tag tag = CollectiveTag(options.tag_base, CollectivePhase::kBarrier, round);
+      auto send = transport().Isend(world_.RankAt((i + dist) % n), tag, {});
+      if (!send) return send.error().WithContext("barrier round " + std::to_string(round));
+      sends.push_back(std::move(*send));
+      auto got = transport().Recv(world_.RankAt((i - dist + n) % n), tag, {}, options.deadline);
+      if (!got) return got.error().WithContext("barrier round " + std::to_string(round));
+    }
+    return WaitAll(sends, options.deadline);
+  };
+  return detail::RunCollective(world_, options.tag_base, options.deadline,
+                               options.identify_missing_peers, "barrier", rounds);
+}
+
+}  // namespace chorus::gossip

@@ -1,0 +1,85 @@
+// Collective: the communicator that node/ and the fusion engine call for
+// all-reduce, broadcast and barrier over every rank of a Transport.
+//
+// One Collective per membership epoch: it copies the transport's ranks at Create
+// time (make a new one after SetPeers). Methods are const and may run at the same
+// time from several threads when their calls use disjoint tag ranges
+// (collective_options.h). The algorithms live in allreduce_*.h; this class only
+// picks one and holds the host groups.
+//
+// Must not: see a transport implementation, own the transport, or keep per-call
+// state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "gossip/collectives/collective_group.h"
+#include "gossip/collectives/collective_options.h"
+#include "gossip/collectives/host_segment.h"
+#include "gossip/transport/transport.h"
+#include "topologies/host_groups.h"
+
+namespace chorus::gossip {
+
+// This host's online cores (not the process's affinity): the same in every
+// process on the host, so ranks sharing one pick alike.
+int HostCores();
+
+class Collective {
+ public:
+  // `host_keys`: one per transport rank (e.g. host names), used by hierarchical
+  // all-reduce and kAuto (with this host's core count when every rank is on
+  // it); empty means every rank on its own host.
+  // `shared_memory`: the ranks of each host (two or more) attach one
+  // HostSegment (a collective call: every rank passes it or none does), used by
+  // kSharedMemory, by hierarchical inside hosts, and so by kAuto.
+  static Result<Collective> Create(Transport& transport, std::vector<std::string> host_keys = {},
+                                   std::optional<HostSegmentOptions> shared_memory = std::nullopt);
+
+  // Sums `data` in place over all ranks (same length and options everywhere),
+  // with options.pre_scale / post_scale. `half` holds IEEE binary16 bits, summed
+  // in FP32 and rounded to FP16 after each addition.
+  [[nodiscard]] Status Allreduce(std::span<float> data, const AllreduceOptions& options) const;
+  [[nodiscard]] Status Allreduce(std::span<uint16_t> half, const AllreduceOptions& options) const;
+  // Copies `root`'s `data` to every rank (same length everywhere); binary tree,
+  // pipelined by options.segment_bytes. With identify_missing_peers the root too
+  // returns only once every rank has joined.
+  [[nodiscard]] Status Broadcast(std::span<std::byte> data, Rank root,
+                                 const CollectiveOptions& options) const;
+  // Returns once every rank has entered it (dissemination barrier, ceil(log2 n) rounds).
+  [[nodiscard]] Status Barrier(const CollectiveOptions& options) const;
+
+  // The algorithm an Allreduce with `options` runs for a buffer of `bytes`
+  // (options.algorithm unless it is kAuto).
+  AllreduceAlgorithm Resolve(const AllreduceOptions& options, size_t bytes) const;
+
+  Transport& transport() const { return world_.transport(); }
+  int rank() const { return world_.self(); }
+  int size() const { return world_.size(); }
+  const topologies::HostGroups& hosts() const { return hosts_; }
+  // This rank's host segment; null without shared memory or alone on its host.
+  HostSegment* segment() const { return segment_.get(); }
+
+ private:
+  Collective(CollectiveGroup world, topologies::HostGroups hosts, std::shared_ptr<HostSegment> segment,
+             int host_cores)
+      : world_(std::move(world)), hosts_(std::move(hosts)), segment_(std::move(segment)),
+        host_cores_(host_cores) {}
+
+  template <typename T>
+  Status AllreduceImpl(std::span<T> data, const AllreduceOptions& options) const;
+
+  CollectiveGroup world_;
+  topologies::HostGroups hosts_;
+  std::shared_ptr<HostSegment> segment_;  // shared: Collective is copied by value
+  int host_cores_ = 0;  // HostCores(), for kAuto when every rank is on this host
+};
+
+}  // namespace chorus::gossip

@@ -1,0 +1,171 @@
+// FusionEngine (see fusion_engine.h).
+//
+// One mutex guards the marks, the cursor `next_` and the failure; the worker
+// thread sleeps on `cv_` until bucket next_ is complete, runs it without the lock
+// (the trainer no longer writes those gradients), and advances. WaitAll sleeps on
+// the same condition variable until next_ reaches the bucket count.
+#include "gossip/fusion/fusion_engine.h"
+
+#include "common/fp16.h"
+
+#include <string>
+
+namespace chorus::gossip {
+
+Result<std::unique_ptr<FusionEngine>> FusionEngine::Create(const Collective& collective,
+                                                           GradientBucketer bucketer,
+                                                           std::span<float> grads,
+                                                           FusionOptions options) {
+  if (grads.size() < bucketer.RequiredElems()) {
+    return Err(InvalidArgument("fusion engine: gradient buffer of " +
+                               std::to_string(grads.size()) + " elements, the parameter table needs " +
+                               std::to_string(bucketer.RequiredElems())));
+  }
+  if (options.allreduce.inflight_segments < 1) {
+    return Err(InvalidArgument("fusion engine: inflight_segments must be >= 1"));
+  }
+  return std::unique_ptr<FusionEngine>(
+      new FusionEngine(collective, std::move(bucketer), grads, std::move(options)));
+}
+
+FusionEngine::FusionEngine(const Collective& collective, GradientBucketer bucketer,
+                           std::span<float> grads, FusionOptions options)
+    : collective_(collective),
+      grads_(grads),
+      options_(std::move(options)),
+      bucketer_(std::move(bucketer)) {
+  staging_.resize(bucketer_.buckets().size());
+  for (size_t b = 0; b < staging_.size(); ++b) {
+    const GradientBucket& bucket = bucketer_.buckets()[b];
+    if (!bucket.contiguous) staging_[b].resize(bucket.elems);
+  }
+  if (options_.fp16_wire) {
+    half_staging_.resize(bucketer_.buckets().size());
+    for (size_t b = 0; b < half_staging_.size(); ++b) half_staging_[b].resize(bucketer_.buckets()[b].elems);
+  }
+  worker_ = std::thread([this] { Worker(); });
+}
+
+FusionEngine::~FusionEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+Status FusionEngine::MarkReady(size_t param) {
+  std::optional<size_t> completed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.ok()) return failed_;
+    auto marked = bucketer_.MarkReady(param);
+    if (!marked) return marked.error().WithContext("fusion engine step " + std::to_string(step_));
+    completed = *marked;
+  }
+  if (completed) cv_.notify_all();
+  return Status::Ok();
+}
+
+Status FusionEngine::WaitAll(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const size_t buckets = bucketer_.buckets().size();
+  auto finished = [&] { return !failed_.ok() || (next_ == buckets && !running_); };
+  if (deadline.IsNever()) {
+    cv_.wait(lock, finished);
+  } else {
+    cv_.wait_until(lock, deadline.when(), finished);
+  }
+  if (!failed_.ok()) return failed_;
+  if (next_ < buckets || running_) {
+    std::string what = "fusion engine step " + std::to_string(step_) + ": bucket " +
+                       std::to_string(next_) + " of " + std::to_string(buckets);
+    if (running_) {
+      what += " still being all-reduced";
+    } else {
+      what += " still waiting for parameter " +
+              std::to_string(bucketer_.FirstUnready(next_).value_or(0)) + " (never marked ready?)";
+    }
+    failed_ = DeadlineExceeded(what + " at the WaitAll deadline");
+    cv_.notify_all();
+    return failed_;
+  }
+  bucketer_.Reset();
+  next_ = 0;
+  ++step_;
+  return Status::Ok();
+}
+
+int64_t FusionEngine::step() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return step_;
+}
+
+void FusionEngine::Worker() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] {
+      return stop_ || (failed_.ok() && next_ < bucketer_.buckets().size() &&
+                       bucketer_.BucketReady(next_));
+    });
+    if (stop_) return;
+    const size_t bucket = next_;
+    const int64_t step = step_;
+    running_ = true;
+    lock.unlock();
+    Status s = RunBucket(bucket, step);
+    lock.lock();
+    running_ = false;
+    if (!s.ok() && failed_.ok()) failed_ = s;
+    ++next_;
+    cv_.notify_all();
+  }
+}
+
+Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
+  const GradientBucket& b = bucketer_.buckets()[bucket];
+  CommSpan span;
+  span.begin_us = NowMicros();
+  AllreduceOptions options = options_.allreduce;
+  options.tag_base = options_.allreduce.tag_base + static_cast<Tag>(bucket) * kTagsPerCollective;
+  options.deadline = Deadline::After(options_.bucket_timeout);
+
+  std::span<float> data =
+      b.contiguous ? bucketer_.InPlace(bucket, grads_) : std::span<float>(staging_[bucket]);
+  if (!b.contiguous) bucketer_.Pack(bucket, grads_, data);
+  Status s;
+  size_t wire_bytes = data.size_bytes();
+  if (options_.fp16_wire) {
+    std::vector<uint16_t>& half = half_staging_[bucket];
+    const float pre = options.pre_scale;
+    for (size_t i = 0; i < data.size(); ++i) half[i] = FloatToHalfBits(data[i] * pre);
+    options.pre_scale = 1.0f;
+    s = collective_.Allreduce(std::span<uint16_t>(half), options);
+    if (s.ok()) {
+      for (size_t i = 0; i < data.size(); ++i) data[i] = HalfBitsToFloat(half[i]);
+    }
+    wire_bytes = half.size() * sizeof(uint16_t);
+  } else {
+    s = collective_.Allreduce(data, options);
+  }
+  if (s.ok() && !b.contiguous) bucketer_.Unpack(bucket, data, grads_);
+
+  if (options_.trace != nullptr) {
+    span.end_us = NowMicros();
+    span.name = "allreduce bucket " + std::to_string(bucket);
+    span.step = step;
+    span.bucket = bucket;
+    span.bytes = wire_bytes;
+    span.algorithm = collective_.Resolve(options, wire_bytes);
+    span.ok = s.ok();
+    options_.trace->Record(span);
+  }
+  if (!s.ok()) {
+    return s.WithContext("fusion engine step " + std::to_string(step) + " bucket " +
+                         std::to_string(bucket));
+  }
+  return Status::Ok();
+}
+
+}  // namespace chorus::gossip

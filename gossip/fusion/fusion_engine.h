@@ -1,0 +1,100 @@
+// FusionEngine: overlaps gradient all-reduce with backward. The trainer's
+// gradient-ready hook calls MarkReady(param); when that completes a bucket
+// (fusion.h), the engine's communication thread all-reduces the bucket while
+// backward goes on; WaitAll(deadline) before the optimizer waits for the rest.
+//
+// Buckets are all-reduced strictly in bucket order (0, 1, ..) on every rank, so
+// ranks that mark parameters in different orders still meet in the same
+// collective. Bucket b uses tags options.allreduce.tag_base + b * kTagsPerCollective.
+// Contiguous buckets are reduced in place; others are packed into a staging
+// buffer owned by the engine and unpacked after.
+//
+// Must not: touch a bucket's gradients before every parameter of it is marked
+// ready, or after WaitAll returned; log (the caller of WaitAll does).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gossip/collectives/collective.h"
+#include "gossip/collectives/collective_options.h"
+#include "gossip/fusion/fusion.h"
+#include "gossip/fusion/fusion_trace.h"
+
+namespace chorus::gossip {
+
+struct FusionOptions {
+  // Template of every bucket's all-reduce: algorithm, segments, pre/post scale
+  // (e.g. post_scale = 1/n to average), tag_base of bucket 0. Its deadline is
+  // ignored: each bucket gets now + bucket_timeout when it starts.
+  AllreduceOptions allreduce;
+  Duration bucket_timeout = std::chrono::seconds(30);
+  // Where the begin/end of each bucket's all-reduce goes; may be null. Not owned:
+  // must outlive the engine. Called from the communication thread.
+  CommTraceSink* trace = nullptr;
+  // FP16 on the wire: each bucket is scaled by allreduce.pre_scale in FP32 (so
+  // the sum of N contributions stays in range), rounded to binary16, summed as
+  // FP16 (FP32 accumulation per addition), and widened back. A sum that
+  // overflows arrives as Inf; the optimizer's finite check then skips the step.
+  bool fp16_wire = false;
+};
+
+class FusionEngine {
+ public:
+  // `collective` and `grads` (at least bucketer.RequiredElems() elements) must
+  // outlive the engine. Starts the communication thread.
+  static Result<std::unique_ptr<FusionEngine>> Create(const Collective& collective,
+                                                      GradientBucketer bucketer,
+                                                      std::span<float> grads,
+                                                      FusionOptions options);
+  // Stops the communication thread; a bucket in flight finishes or reaches its deadline first.
+  ~FusionEngine();
+  FusionEngine(const FusionEngine&) = delete;
+  FusionEngine& operator=(const FusionEngine&) = delete;
+
+  // Marks a parameter's gradient final for this step (any thread, any order).
+  // Fails on a bad or repeated index, or once the engine has failed.
+  [[nodiscard]] Status MarkReady(size_t param);
+  // Waits until every bucket of this step is all-reduced and unpacked, then
+  // starts the next step. Returns the step's first error, or DeadlineExceeded
+  // naming the bucket still pending. After an error the engine stays failed:
+  // build a new one (e.g. over the re-formed membership).
+  [[nodiscard]] Status WaitAll(Deadline deadline);
+
+  const GradientBucketer& bucketer() const { return bucketer_; }
+  // Steps completed by WaitAll so far.
+  int64_t step() const;
+
+ private:
+  FusionEngine(const Collective& collective, GradientBucketer bucketer, std::span<float> grads,
+               FusionOptions options);
+  void Worker();
+  Status RunBucket(size_t bucket, int64_t step);
+
+  const Collective& collective_;
+  const std::span<float> grads_;
+  const FusionOptions options_;
+  std::vector<std::vector<float>> staging_;  // by bucket; empty for contiguous ones
+  std::vector<std::vector<uint16_t>> half_staging_;  // by bucket, when fp16_wire
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  GradientBucketer bucketer_;  // guarded by mu_ (marks); layout is immutable
+  size_t next_ = 0;            // next bucket the worker runs this step
+  bool running_ = false;       // the worker is inside RunBucket
+  int64_t step_ = 0;
+  Status failed_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace chorus::gossip

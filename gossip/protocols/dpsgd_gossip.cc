@@ -1,0 +1,158 @@
+// DpsgdGossip (gossip_dpsgd.h): one exchange with every neighbour per
+// communicating round, then x_i <- sum_j W_ij x_j.
+#include "gossip/protocols/dpsgd_gossip.h"
+
+#include <string>
+
+namespace chorus::gossip {
+
+Status CheckGraph(const topologies::Graph& graph, const Transport& transport, bool need_undirected,
+                  std::string_view who) {
+  if (graph.NumNodes() != transport.size()) {
+    return InvalidArgument(std::string(who) + ": graph " + graph.Name() + " has " +
+                           std::to_string(graph.NumNodes()) + " nodes but the transport has " +
+                           std::to_string(transport.size()) + " ranks");
+  }
+  if (need_undirected && !graph.IsUndirected()) {
+    return InvalidArgument(std::string(who) + ": graph " + graph.Name() +
+                           " is directed or time-varying; use push-sum");
+  }
+  if (transport.rank() < 0 || transport.rank() >= graph.NumNodes()) {
+    return FailedPrecondition(std::string(who) + ": transport rank " +
+                              std::to_string(transport.rank()) + " is not a graph node");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<DpsgdGossip>> DpsgdGossip::Create(Transport& transport,
+                                                         topologies::Graph graph,
+                                                         const DpsgdOptions& options) {
+  CHORUS_RETURN_IF_ERROR(CheckPeriod(options.period, "d-psgd"));
+  CHORUS_ASSIGN_OR_RETURN(auto codec, MakeCodec(options.codec));
+  std::unique_ptr<DpsgdGossip> p(new DpsgdGossip(transport, graph, options, std::move(codec)));
+  CHORUS_RETURN_IF_ERROR(p->Install(std::move(graph), options.epoch));
+  return p;
+}
+
+// True when at every round every node has one common in- and out-degree.
+bool IsRegular(const topologies::Graph& graph) {
+  for (int t = 0; t < graph.Period(); ++t) {
+    const int d = graph.OutDegree(0, t);
+    for (int i = 0; i < graph.NumNodes(); ++i) {
+      if (graph.OutDegree(i, t) != d || graph.InDegree(i, t) != d) return false;
+    }
+  }
+  return true;
+}
+
+Status DpsgdGossip::Install(topologies::Graph graph, uint32_t epoch) {
+  directed_ = !graph.IsUndirected();
+  if (directed_ && !IsRegular(graph)) {
+    return InvalidArgument(std::string(Name()) + ": graph " + graph.Name() +
+                           " is directed and not regular (in- and out-degrees differ); use push-sum");
+  }
+  CHORUS_RETURN_IF_ERROR(CheckGraph(graph, transport_, /*need_undirected=*/false, Name()));
+  std::vector<topologies::PeerWeight> weights;
+  if (!directed_) {
+    CHORUS_ASSIGN_OR_RETURN(weights, topologies::MetropolisHastingsWeights(graph, transport_.rank()));
+  }
+  graph_ = std::move(graph);
+  options_.epoch = epoch;
+  weights_ = std::move(weights);
+  neighbors_.clear();
+  for (const auto& pw : weights_) {
+    if (pw.peer != transport_.rank()) neighbors_.push_back(pw.peer);
+  }
+  return Status::Ok();
+}
+
+Status DpsgdGossip::SetTopology(topologies::Graph graph, uint32_t epoch, std::span<float> params) {
+  CHORUS_RETURN_IF_ERROR(Install(std::move(graph), epoch));
+  ResetState(params.size());
+  return Status::Ok();
+}
+
+Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadline) {
+  CHORUS_RETURN_IF_ERROR(CheckMixable(params));
+  if (SkipRound(round, options_.period)) return Status::Ok();
+  const Rank self = transport_.rank();
+  const size_t n = params.size();
+  CHORUS_RETURN_IF_ERROR(codec_->Encode(params, MessageSeed(options_.seed, self, round), &send_));
+  const Tag tag = GossipTag(GossipMessageKind::kDpsgd, options_.tag_stream, options_.epoch, round);
+  // Undirected: the same neighbours both ways, Metropolis-Hastings weights.
+  // Regular directed: this round's out- and in-neighbours, uniform weights.
+  const std::vector<int>& to = directed_ ? graph_.OutNeighbors(self, round) : neighbors_;
+  const std::vector<int>& from = directed_ ? graph_.InNeighbors(self, round) : neighbors_;
+  if (directed_) {
+    const std::vector<std::span<const std::byte>> payloads(to.size(), send_);
+    Status exchanged = Exchange(to, payloads, from, codec_->WireBytes(n), tag, deadline, &inboxes_);
+    if (!exchanged.ok()) return Fail(exchanged, round);
+  } else {
+    CHORUS_RETURN_IF_ERROR(ExchangeWithNeighbors(neighbors_, send_, codec_->WireBytes(n), tag,
+                                                 deadline, round, &inboxes_));
+  }
+
+  // Decode every neighbour; a non-finite one keeps an empty slot.
+  decoded_.resize(from.size());
+  uint64_t rejected = 0;
+  std::vector<bool> accepted(from.size(), false);
+  for (size_t k = 0; k < from.size(); ++k) {
+    decoded_[k].resize(n);
+    Status s = codec_->Decode(inboxes_[k], decoded_[k]);
+    if (IsNonFiniteRejection(s)) {
+      ++rejected;
+      continue;
+    }
+    if (!s.ok()) {
+      return Fail(s.WithContext("message from rank " + std::to_string(from[k])), round);
+    }
+    accepted[k] = true;
+  }
+
+  // Weights: the self weight absorbs the weights of rejected neighbours.
+  double self_weight = 0.0;
+  std::vector<double> w(from.size(), 0.0);
+  if (directed_) {
+    const double uniform = 1.0 / static_cast<double>(from.size() + 1);
+    self_weight = uniform;
+    for (size_t k = 0; k < from.size(); ++k) (accepted[k] ? w[k] : self_weight) += uniform;
+  }
+  for (size_t k = 0, pw = 0; pw < weights_.size(); ++pw) {
+    if (weights_[pw].peer == self) {
+      self_weight += weights_[pw].weight;
+      continue;
+    }
+    if (accepted[k]) {
+      w[k] = weights_[pw].weight;
+    } else {
+      self_weight += weights_[pw].weight;
+    }
+    ++k;
+  }
+
+  // Neighbour-mean distance estimate, then the mix, one element at a time in double.
+  size_t num_accepted = 0;
+  for (bool a : accepted) num_accepted += a ? 1 : 0;
+  double diff2 = 0.0;
+  double norm2 = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double xi = params[i];
+    double acc = self_weight * xi;
+    double mean = 0.0;
+    for (size_t k = 0; k < from.size(); ++k) {
+      if (!accepted[k]) continue;
+      acc += w[k] * static_cast<double>(decoded_[k][i]);
+      mean += decoded_[k][i];
+    }
+    if (num_accepted > 0) {
+      const double d = xi - mean / static_cast<double>(num_accepted);
+      diff2 += d * d;
+    }
+    norm2 += xi * xi;
+    params[i] = static_cast<float>(acc);
+  }
+  RecordMixRound(diff2, norm2, rejected);
+  return Status::Ok();
+}
+
+}  // namespace chorus::gossip

@@ -1,0 +1,194 @@
+// GossipProtocol's shared helpers: the interruptible wait, the entry checks and
+// the small numeric helpers (gossip_protocol.h).
+#include "gossip/protocols/gossip_protocol.h"
+
+#include <cmath>
+#include <string>
+
+#include "common/split_mix64.h"
+
+namespace chorus::gossip {
+
+Status GossipProtocol::WaitAll(std::span<RequestPtr> requests, Deadline deadline,
+                               std::vector<Completion>* completions) {
+  if (completions) completions->assign(requests.size(), Completion{});
+  std::vector<bool> finished(requests.size(), false);
+  size_t remaining = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i]) {
+      ++remaining;
+    } else {
+      finished[i] = true;
+    }
+  }
+  auto cancel_rest = [&] {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!finished[i]) requests[i]->Cancel();
+    }
+  };
+  // Sleeps are capped at 200 us: a round trip on the local transport is a few
+  // microseconds, and 8 nodes on 2 cores must not burn CPU while they wait.
+  Backoff backoff(std::chrono::microseconds(200));
+  while (remaining > 0) {
+    bool progressed = false;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (finished[i] || !requests[i]->Done()) continue;
+      auto done = requests[i]->Wait(deadline);
+      finished[i] = true;
+      --remaining;
+      progressed = true;
+      if (!done) {
+        cancel_rest();
+        return done.error();
+      }
+      if (completions) (*completions)[i] = *done;
+    }
+    if (remaining == 0) break;
+    if (interrupted()) {
+      cancel_rest();
+      return Aborted("interrupted (membership change) while waiting for neighbours");
+    }
+    if (deadline.Expired()) {
+      for (size_t i = 0; i < requests.size(); ++i) {
+        if (finished[i]) continue;
+        // The transport names the peer in its own deadline error.
+        auto done = requests[i]->Wait(Deadline::Now());
+        finished[i] = true;
+        cancel_rest();
+        if (!done) return done.error();
+        return DeadlineExceeded("gossip wait ran past its deadline");
+      }
+    }
+    if (progressed) {
+      backoff.Reset();
+    } else {
+      backoff.Pause();
+    }
+  }
+  return Status::Ok();
+}
+
+Status GossipProtocol::Exchange(std::span<const int> to,
+                                std::span<const std::span<const std::byte>> payloads,
+                                std::span<const int> from, size_t capacity, Tag tag,
+                                Deadline deadline, std::vector<std::vector<std::byte>>* inboxes) {
+  inboxes->resize(from.size());
+  std::vector<RequestPtr> requests;
+  requests.reserve(from.size() + to.size());
+  for (size_t k = 0; k < from.size(); ++k) {
+    (*inboxes)[k].resize(capacity);
+    auto req = transport_.Irecv(from[k], tag, (*inboxes)[k]);
+    if (!req) {
+      for (auto& r : requests) r->Cancel();
+      return req.error();
+    }
+    requests.push_back(std::move(*req));
+  }
+  uint64_t sent = 0;
+  for (size_t k = 0; k < to.size(); ++k) {
+    auto req = transport_.Isend(to[k], tag, payloads[k]);
+    if (!req) {
+      for (auto& r : requests) r->Cancel();
+      return req.error();
+    }
+    requests.push_back(std::move(*req));
+    sent += payloads[k].size();
+  }
+  std::vector<Completion> completions;
+  CHORUS_RETURN_IF_ERROR(WaitAll(requests, deadline, &completions));
+  uint64_t received = 0;
+  for (size_t k = 0; k < from.size(); ++k) {
+    (*inboxes)[k].resize(completions[k].bytes);
+    received += completions[k].bytes;
+  }
+  UpdateStats([&](GossipStats& s) {
+    s.bytes_sent += sent;
+    s.messages_sent += to.size();
+    s.bytes_received += received;
+    s.messages_received += from.size();
+  });
+  return Status::Ok();
+}
+
+Status GossipProtocol::ExchangeWithNeighbors(std::span<const int> neighbors,
+                                             std::span<const std::byte> payload, size_t capacity,
+                                             Tag tag, Deadline deadline, int64_t round,
+                                             std::vector<std::vector<std::byte>>* inboxes) {
+  const std::vector<std::span<const std::byte>> payloads(neighbors.size(), payload);
+  Status exchanged = Exchange(neighbors, payloads, neighbors, capacity, tag, deadline, inboxes);
+  if (!exchanged.ok()) return Fail(exchanged, round);
+  return Status::Ok();
+}
+
+Status GossipProtocol::CheckMixable(std::span<const float> params) {
+  if (interrupted()) {
+    return Aborted(std::string(Name()) + ": interrupted; call SetTopology with the new membership");
+  }
+  if (failed_) {
+    return FailedPrecondition(std::string(Name()) +
+                              ": state is stale after a failed round; call SetTopology first");
+  }
+  if (!length_fixed_) {
+    length_ = params.size();
+    length_fixed_ = true;
+  } else if (params.size() != length_) {
+    return InvalidArgument(std::string(Name()) + ": params has " + std::to_string(params.size()) +
+                           " elements, expected " + std::to_string(length_));
+  }
+  return Status::Ok();
+}
+
+bool GossipProtocol::SkipRound(int64_t round, int period) {
+  if (IsMixingRound(round, period)) return false;
+  UpdateStats([](GossipStats& s) { ++s.skipped_rounds; });
+  return true;
+}
+
+void GossipProtocol::RecordMixRound(double diff2, double norm2, uint64_t rejected) {
+  const double distance = norm2 > 0.0 ? std::sqrt(diff2 / norm2) : 0.0;
+  UpdateStats([&](GossipStats& s) {
+    ++s.mix_rounds;
+    s.rejected_nonfinite += rejected;
+    s.neighbor_distance = distance;
+  });
+}
+
+Status GossipProtocol::Fail(Status status, int64_t round) {
+  failed_ = true;
+  return status.WithContext(std::string(Name()) + " round " + std::to_string(round) + " (rank " +
+                            std::to_string(transport_.rank()) + ")");
+}
+
+void GossipProtocol::ResetState(size_t n) {
+  interrupted_.store(false);
+  failed_ = false;
+  length_ = n;
+  length_fixed_ = true;
+}
+
+Status CheckPeriod(int period, std::string_view who) {
+  if (period < 1) {
+    return InvalidArgument(std::string(who) + ": period must be >= 1, got " +
+                           std::to_string(period));
+  }
+  return Status::Ok();
+}
+
+double RelativeDistance(std::span<const float> a, std::span<const float> b) {
+  double diff = 0.0;
+  double norm = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    diff += d * d;
+    norm += static_cast<double>(a[i]) * static_cast<double>(a[i]);
+  }
+  return norm > 0.0 ? std::sqrt(diff / norm) : 0.0;
+}
+
+uint64_t MessageSeed(uint64_t base, Rank rank, int64_t round) {
+  SplitMix64 mix(base ^ (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 40) ^
+                             static_cast<uint64_t>(round) * 0x9e3779b97f4a7c15ULL);
+  return mix.Next();
+}
+
+}  // namespace chorus::gossip

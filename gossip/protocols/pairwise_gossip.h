@@ -1,0 +1,173 @@
+// PairwiseGossip: asynchronous pairwise averaging (AD-PSGD, Lian et al. 2018).
+//
+// Whenever a node finishes a local step (Mix), it averages with ONE neighbour j
+// picked uniformly at random: x_i, x_j <- (x_i + x_j) / 2, atomically for the
+// pair and with no global barrier, so fast nodes take more steps.
+//
+// Responder. A background thread per node (started by Create) serves the
+// neighbours' requests while the training loop computes. It never touches the
+// trainer's params: the node's gossip state is
+//   public  = the value x_i that averaging sees (params at the last Mix plus
+//             the averaging deltas since), and
+//   pending = the sum of averaging deltas not yet applied to params.
+// Serving request (x_j) sets delta = (x_j - public) / 2, public += delta, pending
+// += delta and answers with the old public. Mix first applies pending to params
+// (params += pending; public = params), so a gradient step computed on a stale x
+// lands on the averaged x, as in AD-PSGD. Both sides add opposite deltas
+// (computed from the decoded values on both sides), so sum_i x_i is conserved.
+//
+// Exchange. The initiator i marks itself busy, sends REQUEST(seq, step, x_i) to j
+// and waits for j's answer (its own tag, received from j, so a dead j is noticed
+// at once). j answers ACCEPT(step_j, x_j) and both apply their delta. While busy,
+// i's responder keeps i's value fixed (atomicity): requests from lower ranks are
+// deferred until i's exchange ends and served then; requests from higher ranks
+// are declined (DECLINE_BUSY). A wait chain therefore only runs to higher ranks
+// and always ends: no deadlock, also when two nodes pick each other at once (the
+// higher rank defers, the lower declines, then the higher serves the lower).
+// A busy-declined initiator retries with another random neighbour up to
+// max_attempts times, then skips the round (counted). The rule is not symmetric:
+// higher ranks meet more busy declines than lower ones (declined_busy shows it).
+// The responder and the training thread use the transport at the same time (as
+// concurrent collectives do), so the transport must accept calls from several
+// threads.
+//
+// Bounded staleness. Every message carries the sender's step (the last round
+// passed to Mix). If |step_i - step_j| > max_staleness, j answers DECLINE_STALE
+// with its step. The initiator, if it is the one ahead and policy is kWait,
+// waits (serving requests meanwhile), retrying the same j every retry_interval
+// until j is within the bound or the deadline passes (kDeadlineExceeded naming
+// j); if it is behind, j has finished (Finish), or policy is kSkip, it skips the
+// round. Stats: max_staleness_seen and staleness_sum over completed exchanges.
+//
+// End of training: every node calls Finish(deadline) after its last Mix; the
+// responder keeps serving until all nodes are there (a barrier over the
+// transport), then stops. The destructor stops the responder without a barrier.
+//
+// Non-finite requests are answered DECLINE_REJECTED and counted; non-finite
+// answers are counted and not mixed in (the responder has already applied its
+// delta: the sum then moves by that half difference).
+// Stats().neighbor_distance: ||x_i - x_j|| / ||x_i|| of the last exchange the
+// initiator completed.
+//
+// Must not: touch params outside Mix / SetTopology, or block the responder on
+// anything but its receive (sends are non-blocking and reaped later).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "gossip/codecs/codec.h"
+#include "gossip/protocols/gossip_protocol.h"
+#include "gossip/protocols/gossip_tags.h"
+#include "common/split_mix64.h"
+
+namespace chorus::gossip {
+
+enum class StalenessPolicy {
+  kWait,  // the node ahead waits (with the Mix deadline) for the peer to catch up
+  kSkip,  // the round's averaging is skipped
+};
+
+// The common settings (gossip_protocol.h; `period`: initiate an averaging
+// only every period-th round, the responder serves requests at any time; `seed`
+// also draws the neighbours), plus:
+struct PairwiseOptions : GossipOptions {
+  // Bound s on |step_i - step_j| for an averaging; < 0: unbounded.
+  int64_t max_staleness = -1;
+  StalenessPolicy staleness_policy = StalenessPolicy::kWait;
+  // Busy declines: tries per round (each with a fresh random neighbour), >= 1.
+  int max_attempts = 3;
+  // Pause before a retry after a decline.
+  std::chrono::microseconds retry_interval{200};
+  // How often the responder wakes from its receive to check for a stop (> 0).
+  std::chrono::milliseconds responder_wake{20};
+};
+
+class PairwiseGossip final : public GossipProtocol {
+ public:
+  // Needs an undirected graph with transport.size() nodes. `initial` (n floats)
+  // is the node's starting value (what the responder answers before the first
+  // Mix); params passed to Mix must have the same length.
+  static Result<std::unique_ptr<PairwiseGossip>> Create(Transport& transport,
+                                                        topologies::Graph graph,
+                                                        const PairwiseOptions& options,
+                                                        std::span<const float> initial);
+  ~PairwiseGossip() override;
+
+  std::string_view Name() const override { return "pairwise"; }
+  // Applies pending averaging to params, then (on mixing rounds) averages with one
+  // random neighbour.
+  [[nodiscard]] Status Mix(std::span<float> params, int64_t round, Deadline deadline) override;
+  // Stops the responder, installs the graph, restarts from params (public =
+  // params, nothing pending or deferred) and starts the responder again.
+  [[nodiscard]] Status SetTopology(topologies::Graph graph, uint32_t epoch,
+                                   std::span<float> params) override;
+
+  // Serves requests until every rank has called Finish (barrier), applies what
+  // was averaged meanwhile to params, then stops the responder. Call once, after
+  // the last Mix.
+  [[nodiscard]] Status Finish(std::span<float> params, Deadline deadline);
+
+ private:
+  struct Message;
+  struct Outgoing {
+    std::vector<std::byte> bytes;
+    RequestPtr request;
+  };
+
+  PairwiseGossip(Transport& transport, topologies::Graph graph, const PairwiseOptions& options,
+                 std::unique_ptr<Codec> codec)
+      : GossipProtocol(transport),
+        graph_(std::move(graph)),
+        options_(options),
+        codec_(std::move(codec)),
+        rng_(0) {}
+
+  Status Install(topologies::Graph graph, uint32_t epoch, std::span<const float> initial);
+  void StartResponder();
+  void StopResponder();
+  void ResponderLoop();
+  // Handles one request (under mu_): serve, defer or decline.
+  void HandleRequestLocked(Rank from, std::span<const std::byte> bytes);
+  void ServeLocked(Rank from, const Message& request, std::span<const std::byte> payload);
+  void ServeDeferredLocked();
+  void SendLocked(Rank to, Tag tag, std::vector<std::byte> bytes);
+  void ReapLocked();
+  // params += pending; pending = 0; public = params.
+  void SyncLocked(std::span<float> params);
+  // One attempt: request to `peer`, wait for the answer. Sets *answer_type.
+  Status Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type,
+                 int64_t* peer_step, bool* peer_finished);
+
+  topologies::Graph graph_;
+  PairwiseOptions options_;
+  std::unique_ptr<Codec> codec_;
+  std::vector<int> neighbors_;
+  SplitMix64 rng_;  // training thread only
+
+  std::mutex mu_;  // guards everything below
+  std::vector<float> public_;
+  std::vector<float> pending_;
+  std::vector<float> scratch_;   // decoded peer values
+  std::vector<float> own_sent_;  // decoded own value of the current exchange
+  int64_t step_ = 0;
+  bool busy_ = false;
+  bool finished_ = false;
+  uint64_t next_seq_ = 1;
+  std::deque<std::pair<Rank, std::vector<std::byte>>> deferred_;
+  std::list<Outgoing> outgoing_;
+  Status responder_status_;
+
+  std::atomic<bool> stop_{false};
+  std::thread responder_;
+};
+
+}  // namespace chorus::gossip

@@ -1,0 +1,148 @@
+// PushSumGossip (gossip_push_sum.h): fold the local step into x, push shares of
+// (x, w) along the round's out-edges, sum what arrives, write z = x / w.
+#include "gossip/protocols/push_sum_gossip.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "gossip/protocols/dpsgd_gossip.h"
+#include "topologies/mixing_weights.h"
+
+namespace chorus::gossip {
+namespace {
+
+constexpr size_t kShareHeaderBytes = 16;  // f64 share p, f64 sender weight w
+
+}  // namespace
+
+Result<std::unique_ptr<PushSumGossip>> PushSumGossip::Create(Transport& transport,
+                                                             topologies::Graph graph,
+                                                             const PushSumOptions& options) {
+  CHORUS_RETURN_IF_ERROR(CheckPeriod(options.period, "push-sum"));
+  CHORUS_RETURN_IF_ERROR(CheckGraph(graph, transport, false, "push-sum"));
+  CHORUS_ASSIGN_OR_RETURN(auto codec, MakeCodec(options.codec));
+  return std::unique_ptr<PushSumGossip>(
+      new PushSumGossip(transport, std::move(graph), options, std::move(codec)));
+}
+
+Status PushSumGossip::SetTopology(topologies::Graph graph, uint32_t epoch,
+                                  std::span<float> params) {
+  CHORUS_RETURN_IF_ERROR(CheckGraph(graph, transport_, false, Name()));
+  graph_ = std::move(graph);
+  options_.epoch = epoch;
+  x_.assign(params.begin(), params.end());
+  w_ = 1.0;
+  ResetState(params.size());
+  return Status::Ok();
+}
+
+Status PushSumGossip::Mix(std::span<float> params, int64_t round, Deadline deadline) {
+  CHORUS_RETURN_IF_ERROR(CheckMixable(params));
+  const size_t n = params.size();
+  if (x_.size() != n) {  // first call: x = params, w = 1
+    x_.assign(params.begin(), params.end());
+    w_ = 1.0;
+  }
+  if (SkipRound(round, options_.period)) return Status::Ok();
+  const Rank self = transport_.rank();
+  const int64_t graph_round = round / options_.period;
+
+  // 1. Fold the local step (taken on z = params) into the numerator. z_written is
+  // bit for bit what step 4 wrote, so without a local step x stays unchanged.
+  for (size_t i = 0; i < n; ++i) {
+    const float z_written = static_cast<float>(static_cast<double>(x_[i]) / w_);
+    if (params[i] == z_written) continue;
+    x_[i] = static_cast<float>(static_cast<double>(x_[i]) +
+                               (static_cast<double>(params[i]) - static_cast<double>(z_written)));
+  }
+
+  // 2. Shares: one message per out-neighbour, [p][w][codec(x)].
+  CHORUS_ASSIGN_OR_RETURN(auto shares, topologies::PushSumWeights(graph_, self, graph_round));
+  CHORUS_RETURN_IF_ERROR(codec_->Encode(x_, MessageSeed(options_.seed, self, round), &send_));
+  double self_share = 0.0;
+  std::vector<int> to;
+  std::vector<std::vector<std::byte>> messages;
+  for (const auto& pw : shares) {
+    if (pw.peer == self) {
+      self_share = pw.weight;
+      continue;
+    }
+    to.push_back(pw.peer);
+    std::vector<std::byte> m(kShareHeaderBytes + send_.size());
+    std::memcpy(m.data(), &pw.weight, 8);
+    std::memcpy(m.data() + 8, &w_, 8);
+    std::memcpy(m.data() + kShareHeaderBytes, send_.data(), send_.size());
+    messages.push_back(std::move(m));
+  }
+  std::vector<std::span<const std::byte>> payloads(messages.begin(), messages.end());
+  const std::vector<int>& from = graph_.InNeighbors(self, graph_round);
+  const Tag tag =
+      GossipTag(GossipMessageKind::kPushSum, options_.tag_stream, options_.epoch, round);
+  Status exchanged = Exchange(to, payloads, from, kShareHeaderBytes + codec_->WireBytes(n), tag,
+                              deadline, &inboxes_);
+  if (!exchanged.ok()) return Fail(exchanged, round);
+
+  // 3. Sum own share and the accepted in-neighbours' shares, in double.
+  acc_.resize(2 * n);
+  double* acc = acc_.data();
+  double* zmean = acc_.data() + n;  // sum of the neighbours' z_k, for the estimate
+  for (size_t i = 0; i < n; ++i) {
+    acc[i] = self_share * static_cast<double>(x_[i]);
+    zmean[i] = 0.0;
+  }
+  double w_new = self_share * w_;
+  uint64_t rejected = 0;
+  size_t accepted = 0;
+  decoded_.resize(n);
+  for (size_t k = 0; k < from.size(); ++k) {
+    const auto& m = inboxes_[k];
+    if (m.size() < kShareHeaderBytes) {
+      return Fail(DataLoss("push-sum: message from rank " + std::to_string(from[k]) + " of " +
+                           std::to_string(m.size()) + " bytes has no share header"),
+                  round);
+    }
+    double p = 0.0;
+    double w = 0.0;
+    std::memcpy(&p, m.data(), 8);
+    std::memcpy(&w, m.data() + 8, 8);
+    if (!(std::isfinite(p) && p > 0.0 && p <= 1.0)) {
+      return Fail(DataLoss("push-sum: message from rank " + std::to_string(from[k]) +
+                           " has share " + std::to_string(p) + " outside (0, 1]"),
+                  round);
+    }
+    Status s = codec_->Decode(std::span<const std::byte>(m).subspan(kShareHeaderBytes), decoded_);
+    if (IsNonFiniteRejection(s) || !(std::isfinite(w) && w > 0.0)) {
+      ++rejected;
+      continue;
+    }
+    if (!s.ok()) {
+      return Fail(s.WithContext("message from rank " + std::to_string(from[k])), round);
+    }
+    ++accepted;
+    w_new += p * w;
+    for (size_t i = 0; i < n; ++i) {
+      acc[i] += p * static_cast<double>(decoded_[i]);
+      zmean[i] += static_cast<double>(decoded_[i]) / w;
+    }
+  }
+
+  // 4. New (x, w) and z = x / w into params; the estimate compares the old z.
+  double diff2 = 0.0;
+  double norm2 = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double z_old = static_cast<double>(x_[i]) / w_;
+    if (accepted > 0) {
+      const double d = z_old - zmean[i] / static_cast<double>(accepted);
+      diff2 += d * d;
+    }
+    norm2 += z_old * z_old;
+    x_[i] = static_cast<float>(acc[i]);
+    params[i] = static_cast<float>(static_cast<double>(x_[i]) / w_new);
+  }
+  w_ = w_new;
+  RecordMixRound(diff2, norm2, rejected);
+  return Status::Ok();
+}
+
+}  // namespace chorus::gossip

@@ -1,0 +1,195 @@
+// Transport: tagged byte messages between the ranks of one membership epoch.
+//
+// Every all-reduce and gossip algorithm talks to this interface and never to
+// libfabric. Implementations: transport/fabric (libfabric RDM endpoints: the
+// real one) and transport/local (in process, for tests and simulation).
+//
+// Semantics (the conformance suite in tests/gossip/transport/transport_conformance_test.cc
+// checks them for every implementation):
+//  - Messages between one (source, destination, tag) are received in send order.
+//  - Tags have 63 bits (0..kMaxTag); a larger tag is kInvalidArgument. libfabric's
+//    net provider (tcp's native RDM endpoint) keeps the top bit for itself (a
+//    message with it set that arrives before its receive is never matched).
+//    kReservedTag, all 63 bits set, is the transports' own (kInvalidArgument too).
+//  - A receive matches a message with the same tag from `source`, or from any
+//    rank when source == kAnySource; the completion names the actual source.
+//  - A received message longer than the receive buffer is an error (kDataLoss)
+//    naming the peer, and the transport stays usable with that peer. Over
+//    libfabric 1.17's net a truncation also closes the connection (xnet_start_recv
+//    fails, xnet_progress_rx disables the endpoint): what the peer had already
+//    written to it is lost, and its later sends reconnect. Lengths in Chorus's
+//    protocols are fixed by both sides, so a truncation means a bug or a bad
+//    peer, never normal operation.
+//  - Buffers must stay alive and untouched until the request completes or is
+//    cancelled; a request destroyed while pending is cancelled.
+//  - Every wait takes a Deadline. A peer that does not answer in time gives
+//    kDeadlineExceeded; a peer known dead gives kUnavailable; both messages
+//    name the peer's rank and address.
+//  - Discard(filter) drops the matching messages that no receive will
+//    ever take (a failed membership epoch's), waiting or arriving later.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace chorus::gossip {
+
+using Rank = int32_t;
+using Tag = uint64_t;
+inline constexpr Rank kAnySource = -1;
+inline constexpr Tag kMaxTag = (Tag{1} << 63) - 1;
+// The tag a transport keeps for its own messages (the fabric transport's first
+// contact over net). Gossip and collective tags never set all 63 bits.
+inline constexpr Tag kReservedTag = kMaxTag;
+inline constexpr size_t kMaxDiscardFilters = 16;
+
+// A set of tags for Transport::Discard: those equal to `tag` on the bits that
+// `ignore` leaves clear (libfabric's tag matching).
+struct TagFilter {
+  Tag tag = 0;
+  Tag ignore = 0;
+
+  bool Matches(Tag t) const { return ((tag ^ t) & ~ignore) == 0; }
+};
+
+// kInvalidArgument naming the tag when it is above kMaxTag or is kReservedTag
+// (every Isend / Irecv checks).
+[[nodiscard]] Status CheckTag(Tag tag);
+
+struct Completion {
+  Rank source = -1;
+  Tag tag = 0;
+  size_t bytes = 0;
+};
+
+// A pending send or receive.
+class Request {
+ public:
+  virtual ~Request() = default;
+  // Non-blocking: true once complete (successfully or not).
+  virtual bool Done() = 0;
+  // Blocks (with back-off, never a pure spin) until complete or the deadline.
+  [[nodiscard]] virtual Result<Completion> Wait(Deadline deadline) = 0;
+  // Cancels a pending request; a no-op once complete.
+  virtual void Cancel() = 0;
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+struct PeerInfo {
+  Rank rank = -1;
+  std::vector<uint8_t> address;  // opaque data-plane address (fi_getname blob)
+  std::string name;              // human-readable, used in errors ("node2@127.0.0.1:4002")
+};
+
+struct TransportStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t messages_discarded = 0;  // dropped unreceived by Discard
+
+  TransportStats& operator+=(const TransportStats& o) {
+    bytes_sent += o.bytes_sent;
+    bytes_received += o.bytes_received;
+    messages_sent += o.messages_sent;
+    messages_received += o.messages_received;
+    messages_discarded += o.messages_discarded;
+    return *this;
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // This endpoint's data-plane address, to be published over the control plane
+  // once: it stays the same across BeginEpoch.
+  virtual std::vector<uint8_t> LocalAddress() const = 0;
+  // Membership epoch `epoch` begins: call it before that epoch's SetPeers. A
+  // transport that cannot drop what an ended epoch left behind (see Discard)
+  // opens a fresh endpoint for the epoch here, named after its published
+  // address and the epoch so that its peers find it without an exchange, and
+  // every request of the old endpoint fails with kUnavailable. libfabric
+  // 1.17's shm does (fabric_core.h); the others keep their endpoint, and this
+  // is a no-op. The addresses in SetPeers stay the published ones. Where
+  // NeedsPeersInstalledBeforeFirstSend, every member must have begun the
+  // epoch before any calls SetPeers (shm gives peers whose endpoint does not
+  // exist yet one shared slot, and their messages reach the wrong one), and
+  // must have installed it before the first message (two barriers).
+  [[nodiscard]] virtual Status BeginEpoch(uint64_t /*epoch*/) { return Status::Ok(); }
+
+  // Installs the members of a membership epoch: `self` is this endpoint's rank,
+  // `peers` lists every rank (including self). Pending requests to ranks that
+  // are gone complete with kUnavailable. A send to a peer may not complete
+  // before that peer has installed a view naming this endpoint (over net the
+  // fabric transport orders each pair's first contact: fabric_core.h).
+  [[nodiscard]] virtual Status SetPeers(Rank self, std::span<const PeerInfo> peers) = 0;
+
+  virtual Rank rank() const = 0;
+  virtual int size() const = 0;
+
+  [[nodiscard]] virtual Result<RequestPtr> Isend(Rank dest, Tag tag,
+                                                 std::span<const std::byte> data) = 0;
+  [[nodiscard]] virtual Result<RequestPtr> Irecv(Rank source, Tag tag,
+                                                 std::span<std::byte> data) = 0;
+
+  // Marks a peer dead (from the membership layer): its pending and future
+  // requests fail at once with kUnavailable naming it.
+  virtual void MarkPeerDead(Rank peer) = 0;
+  // Whether MarkPeerDead(peer) was called since the last SetPeers: for waits
+  // that do not go through the transport (HostSegment's) to end with it too.
+  virtual bool PeerMarkedDead(Rank peer) const = 0;
+  // After MarkPeerDead(peer): the peer's process can no longer touch this
+  // process's buffers (it is gone, or it ended its operations before it said
+  // it stops), so a request with it that the provider has not released after
+  // the cancel is given up at once, not after the transport's cancel timeout
+  // (rxm 1.17 never releases a send to a dead peer). Bookkeeping only: no
+  // provider call, so it may come at any time. Nothing to do for transports
+  // that hold no provider contexts.
+  virtual void PeerGone(Rank /*peer*/) {}
+
+  // Drops, unreceived, every message from any peer whose tag `filter`
+  // matches: those waiting for a receive now and
+  // those that arrive later (a posted receive still takes a message first).
+  // For messages no receive will ever be posted for: those of a membership
+  // epoch that a failure ended. On a byte-stream provider (libfabric's net) a
+  // large message nobody receives holds back everything its sender sends to
+  // this endpoint after it; on a rendezvous provider (tcp;ofi_rxm, shm) its
+  // send never completes, and on shm neither do the sender's later sends to
+  // this endpoint. The latest kMaxDiscardFilters filters stay active.
+  // Not possible over libfabric 1.17's shm (no FI_PEEK): there BeginEpoch
+  // leaves the ended epoch's messages behind with its endpoint, and Discard
+  // logs once, on an endpoint that no BeginEpoch opened, that it cannot.
+  virtual void Discard(TagFilter filter) = 0;
+
+  // True when a message to a peer may never complete if it arrives before
+  // that peer's SetPeers has installed this endpoint: the callers then hold
+  // their first sends until every member has installed the epoch (a control
+  // plane barrier). libfabric 1.17's shm: without that, D-PSGD's first round
+  // over 4 nodes stalled in 5 of 32 launches on a 2-core EPYC host (a message
+  // of any size, 1 byte too, from one sender to one receiver never arrived),
+  // in none of 40 with it.
+  virtual bool NeedsPeersInstalledBeforeFirstSend() const { return false; }
+
+  virtual TransportStats Stats() const = 0;
+  // "local", "fabric(tcp;ofi_rxm 117.0)"...
+  virtual std::string Describe() const = 0;
+
+  // Blocking helpers built on the above.
+  [[nodiscard]] Status Send(Rank dest, Tag tag, std::span<const std::byte> data,
+                            Deadline deadline);
+  [[nodiscard]] Result<Completion> Recv(Rank source, Tag tag, std::span<std::byte> data,
+                                        Deadline deadline);
+};
+
+// Waits for all requests; returns the first error (and cancels the rest).
+[[nodiscard]] Status WaitAll(std::span<RequestPtr> requests, Deadline deadline);
+
+}  // namespace chorus::gossip
