@@ -36,8 +36,8 @@
 
 #include "common/quantile.h"
 #include "gossip/collectives/collective_internal.h"
-#include "node/bench_process.h"
-#include "node/launcher.h"
+#include "node/bench/bench_process.h"
+#include "node/control/listen_socket.h"
 
 namespace {
 
@@ -73,7 +73,7 @@ void Prepare(int fd) {
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) Die("TCP_NODELAY");
 }
 
-// Whole-buffer I/O on a process's control socket (node/bench_process.h);
+// Whole-buffer I/O on a process's control socket (node/bench/bench_process.h);
 // exits on failure.
 void Control(const chorus::Status& status) {
   if (status.ok()) return;

@@ -3,7 +3,7 @@
 // gossip::PairExchange (exchange halves, add, exchange the sums) with its two
 // protocols, alternated round by round: tagged messages (over tcp;ofi_rxm a
 // rendezvous per message) and fi_write into the peer's scratch with an
-// ordered notice (no handshake; gossip/transport/fabric/pair_exchange.h).
+// ordered notice (no handshake; gossip/transport/fabric/bench/pair_exchange.h).
 // A call's time is the slower rank's mean over `calls` calls; each protocol's
 // figure is the median over rounds, and `tagged/write` the median of the
 // per-round ratios (above 1: the writes are faster). The first call of each
@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "common/quantile.h"
-#include "gossip/transport/fabric/pair_exchange.h"
-#include "node/bench_process.h"
+#include "gossip/transport/fabric/bench/pair_exchange.h"
+#include "node/bench/bench_process.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "node/cli.h"
+#include "node/cli/cli.h"
 
 int main(int argc, char** argv) {
   // OpenMP threads that spin between parallel regions starve the other

@@ -11,7 +11,7 @@
 // copies state between the two only when someone outside asks for host spans
 // (an exchange, a checkpoint), through pinned staging buffers.
 //
-// Implemented by trainer/cuda_model.cc in builds with the CUDA backend; in
+// Implemented by trainer/cuda/cuda_model.cc in builds with the CUDA backend; in
 // other builds CreateCudaModel says why there is none. Plain C++ (no CUDA
 // headers). Not thread-safe: the trainer's thread drives it.
 #pragma once

@@ -137,7 +137,7 @@ class Model {
 
   // The layer chain and, for layer i, the index of its first parameter in
   // parameters() (its parameters are [first_parameter(i), first_parameter(i + 1))).
-  // The GPU model (trainer/cuda_model.cc) mirrors the chain from these.
+  // The GPU model (trainer/cuda/cuda_model.cc) mirrors the chain from these.
   std::span<const std::unique_ptr<Layer>> layers() const { return layers_; }
   size_t first_parameter(size_t layer) const { return layer_first_param_[layer]; }
 

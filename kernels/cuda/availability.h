@@ -1,5 +1,5 @@
 // Whether this build has the CUDA backend and how many GPUs the driver sees.
-// Always built (kernels/cuda_availability.cc when CMake found no CUDA), so
+// Always built (kernels/cuda/availability_unavailable.cc when CMake found no CUDA), so
 // callers can say clearly why "cuda:0" cannot be used. Plain C++.
 #pragma once
 

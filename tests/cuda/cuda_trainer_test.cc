@@ -1,4 +1,4 @@
-// The GPU trainer (trainer/cuda_model.cc) against the CPU trainer, which is the
+// The GPU trainer (trainer/cuda/cuda_model.cc) against the CPU trainer, which is the
 // reference: same seed, same batches, FP16 on both. Skips without a GPU.
 //
 // Tolerances: both sides store FP16 activations and accumulate in FP32, but

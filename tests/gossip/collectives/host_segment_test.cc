@@ -1,7 +1,7 @@
 // Tests of the shared-memory collectives: HostSegment's attach, and the
 // all-reduce (alone, through Collective, inside hierarchical) with N threads as
 // the ranks of one host over a LocalHub (the hub carries only the attach).
-// A member process that dies is covered by tests/node/training_process_test.cc.
+// A member process that dies is covered by tests/integration/training_process_test.cc.
 //
 // Inputs as in allreduce_test.cc: x_r[i] = r + 1 + i % 7, whose sum over n
 // ranks is n(n+1)/2 + n (i % 7), exact in FP32 and FP16 for these sizes.

@@ -1,0 +1,209 @@
+// `chorus bench ...`: benchmark subcommands. Registers `bench p2p` (bench_p2p.h)
+// and `bench allreduce` (bench_allreduce.h); other benchmarks add their subcommand under the same `bench` command.
+//
+// Must not: do work at registration time (only in the callback).
+#include <algorithm>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "common/log.h"
+#include "gossip/collectives/collective_options.h"
+#include "node/bench/bench_allreduce.h"
+#include "node/bench/bench_p2p.h"
+#include "node/config/config_parse.h"
+#include "node/cli/cli_commands.h"
+
+namespace chorus::node {
+
+namespace {
+
+// The `bench` subcommand, created by the first caller.
+CLI::App* BenchCommand(CLI::App& app) {
+  auto existing = app.get_subcommands([](CLI::App* sub) { return sub->get_name() == "bench"; });
+  if (!existing.empty()) return existing.front();
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (numbers, not tests)");
+  bench->require_subcommand(1);
+  return bench;
+}
+
+// Splits "a,b,c" (empty items dropped).
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+// --busy-poll-us of both benches (gossip::BusyPollFor).
+constexpr const char* kBusyPollHelp =
+    "Transport knob: how long a wait polls the CQ without yielding (-1: 200 over shm if the host "
+    "has a core per process, else 0)";
+
+void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
+  CLI::App* cmd = bench.add_subcommand(
+      "allreduce", "All-reduce algorithms between local processes over libfabric (nccl-tests' table)");
+  struct Args {
+    std::vector<std::string> providers = {"shm", "net", "tcp;ofi_rxm"};
+    std::string ranks = "2,4";
+    std::string algorithms = "ring,tree,halving_doubling,recursive_doubling";
+    size_t min_size = size_t{4} << 10;
+    size_t max_size = size_t{64} << 20;
+    bool quick = false;
+    double seconds = BenchAllreduceOptions{}.seconds_per_size;
+    double warmup = BenchAllreduceOptions{}.warmup_seconds;
+    int busy_poll_us = -1;
+    std::string config;
+    bool fit_crossovers = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--provider", args->providers,
+                  "Provider(s), repeatable or comma-separated: \"shm\", \"net\", \"tcp;ofi_rxm\"")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--ranks", args->ranks, "World sizes, comma-separated (each a set of processes)")
+      ->capture_default_str();
+  cmd->add_option("--algorithms", args->algorithms,
+                  "Comma-separated: auto, ring, tree, halving_doubling, recursive_doubling, hierarchical")
+      ->capture_default_str();
+  cmd->add_option("--min-size", args->min_size, "Smallest buffer (bytes; 4KiB, 1MiB... accepted)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--max-size", args->max_size, "Largest buffer; sizes grow x4 from the smallest")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_flag("--quick", args->quick, "Only 4 KiB, 1 MiB and 16 MiB");
+  cmd->add_option("--seconds", args->seconds, "Timed seconds per row that the call count aims at")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "Untimed seconds of all-reduces before the first row")
+      ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp)->capture_default_str();
+  cmd->add_option("--config", args->config,
+                  "A node's TOML: `auto` picks by its [exchange.crossovers] (default: the provider's)");
+  cmd->add_flag("--fit-crossovers", args->fit_crossovers,
+                "After each provider: the [exchange.crossovers] that make `auto` pick the fastest measured "
+                "(needs ring, tree, halving_doubling and recursive_doubling in --algorithms)");
+  cmd->callback([args, &context] {
+    BenchAllreduceOptions options;
+    options.fit_crossovers = args->fit_crossovers;
+    if (!args->config.empty()) {
+      Result<Config> config = ParseConfigFile(args->config);
+      if (!config) {
+        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --config: ", config.error().ToString());
+        context.exit_code = kExitUsage;
+        return;
+      }
+      options.crossovers = config->exchange.crossovers;
+    }
+    options.busy_poll_us = args->busy_poll_us;
+    options.providers = args->providers;
+    options.seconds_per_size = args->seconds;
+    options.warmup_seconds = args->warmup;
+    options.ranks.clear();
+    for (const std::string& item : SplitCommas(args->ranks)) {
+      try {
+        size_t used = 0;
+        options.ranks.push_back(std::stoi(item, &used));
+        if (used != item.size()) throw std::invalid_argument(item);
+      } catch (const std::exception&) {
+        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --ranks: \"", item, "\" is not a number");
+        context.exit_code = kExitUsage;
+        return;
+      }
+    }
+    options.algorithms.clear();
+    for (const std::string& item : SplitCommas(args->algorithms)) {
+      auto algorithm = gossip::ParseAllreduceAlgorithm(item);
+      if (!algorithm) {
+        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --algorithms: ", algorithm.error().ToString());
+        context.exit_code = kExitUsage;
+        return;
+      }
+      options.algorithms.push_back(*algorithm);
+    }
+    if (options.fit_crossovers) {
+      using gossip::AllreduceAlgorithm;
+      for (auto needed : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree, AllreduceAlgorithm::kHalvingDoubling,
+                          AllreduceAlgorithm::kRecursiveDoubling}) {
+        if (std::find(options.algorithms.begin(), options.algorithms.end(), needed) == options.algorithms.end()) {
+          CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --fit-crossovers needs ",
+                           gossip::AllreduceAlgorithmName(needed), " in --algorithms");
+          context.exit_code = kExitUsage;
+          return;
+        }
+      }
+    }
+    if (args->quick) {
+      options.sizes = {size_t{4} << 10, size_t{1} << 20, size_t{16} << 20};
+    } else if (args->min_size == 0 || args->max_size < args->min_size) {
+      CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: need 0 < min-size <= max-size, got ",
+                       args->min_size, " and ", args->max_size);
+      context.exit_code = kExitUsage;
+      return;
+    } else {
+      options.sizes = BenchAllreduceSizes(args->min_size, args->max_size);
+    }
+    context.exit_code = RunBenchAllreduce(options);
+  });
+}
+
+}  // namespace
+
+void RegisterBenchCommands(CLI::App& app, CliContext& context) {
+  CLI::App* bench = BenchCommand(app);
+  CLI::App* p2p = bench->add_subcommand(
+      "p2p", "Ping-pong between two local processes over libfabric (fi_pingpong's definitions)");
+  struct Args {
+    std::string provider = "all";
+    size_t min_size = size_t{4} << 10;
+    size_t max_size = size_t{64} << 20;
+    int iterations = 0;
+    int busy_poll_us = -1;
+    int wait_spin_us = -1;
+    int wait_spin_per_mib_us = -1;
+    int progress_max_sleep_us = -1;
+  };
+  auto args = std::make_shared<Args>();
+  p2p->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp);
+  p2p->add_option("--wait-spin-us", args->wait_spin_us,
+                  "Transport knob: how long a wait polls the CQ itself before sleeping (-1: default)");
+  p2p->add_option("--wait-spin-per-mib-us", args->wait_spin_per_mib_us,
+                  "Transport knob: extra wait polling per MiB of the message (-1: default)");
+  p2p->add_option("--progress-max-sleep-us", args->progress_max_sleep_us,
+                  "Transport knob: longest idle sleep of the progress thread (-1: default)");
+  p2p->add_option("--provider", args->provider,
+                  "Provider: \"tcp;ofi_rxm\", \"net\", \"shm\" or \"all\" (the three)")
+      ->capture_default_str();
+  p2p->add_option("--min-size", args->min_size, "Smallest message (bytes; 4KiB, 1MiB... accepted)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  p2p->add_option("--max-size", args->max_size, "Largest message; sizes grow x4 from the smallest")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  p2p->add_option("--iterations", args->iterations,
+                  "Timed round trips per size (0: min(1000, max(10, 1 GiB / size)))")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  p2p->callback([args, &context] {
+    BenchP2pOptions options;
+    if (args->provider != "all") options.providers = {args->provider};
+    options.min_size = args->min_size;
+    options.max_size = args->max_size;
+    options.iterations = args->iterations;
+    options.busy_poll_us = args->busy_poll_us;
+    options.wait_spin_us = args->wait_spin_us;
+    options.wait_spin_per_mib_us = args->wait_spin_per_mib_us;
+    options.progress_max_sleep_us = args->progress_max_sleep_us;
+    context.exit_code = RunBenchP2p(options);
+  });
+  RegisterBenchAllreduce(*bench, context);
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,75 @@
+// `chorus node [CONFIG]`: resolve the config (file, --set and the dedicated
+// flags, environment hints), install logging, and hand over to RunNode.
+// Training itself is RunNode's (run_node.h); nothing here touches the network.
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+
+#include "node/cli/cli_commands.h"
+#include "node/config/config_parse.h"
+#include "node/run/logging.h"
+#include "node/run/run_node.h"
+
+namespace chorus::node {
+
+void RegisterNodeCommand(CLI::App& app, CliContext& context) {
+  struct NodeArgs {
+    std::string config_file;
+    bool resume = false;
+    std::vector<std::string> sets;
+    std::string run_name, output_dir, epochs, threads, log_level;
+  };
+  auto args = std::make_shared<NodeArgs>();
+  CLI::App* node = app.add_subcommand("node", "Train as one node (one model replica) of a cluster");
+  node->add_option("config", args->config_file, "TOML config file (default: the built-in single-node MLP)");
+  node->add_flag("--resume", args->resume, "Continue from the latest checkpoint of this run and node");
+  node->add_option("--run", args->run_name, "Run name: outputs go to OUTPUT/NAME/<node>/ (run.name)")
+      ->type_name("NAME");
+  node->add_option("--output", args->output_dir, "Folder holding the run folders (run.output_dir)")
+      ->type_name("DIR");
+  node->add_option("--epochs", args->epochs, "Number of training epochs (train.epochs)")->type_name("N");
+  node->add_option("--threads", args->threads, "Compute threads, 1..256 (train.threads)")->type_name("N");
+  node->add_option("--log-level", args->log_level, "trace, debug, info, warn, error or off (run.log_level)")
+      ->type_name("LEVEL");
+  node->add_option("--set", args->sets,
+                   "Override one setting, e.g. --set train.batch_size=128 (repeatable; applied before "
+                   "the flags above)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+
+  node->callback([args, &context] {
+    std::vector<ConfigOverride> overrides;
+    for (const std::string& s : args->sets) overrides.push_back({s, "--set " + s});
+    auto flag = [&](const std::string& value, const char* key, const char* origin, bool is_string) {
+      if (value.empty()) return;
+      overrides.push_back({std::string(key) + "=" + (is_string ? TomlQuote(value) : value), origin});
+    };
+    flag(args->run_name, "run.name", "--run", true);
+    flag(args->output_dir, "run.output_dir", "--output", true);
+    flag(args->epochs, "train.epochs", "--epochs", false);
+    flag(args->threads, "train.threads", "--threads", false);
+    flag(args->log_level, "run.log_level", "--log-level", true);
+
+    Result<Config> config = LoadConfig(args->config_file, overrides);
+    if (!config) {
+      std::fprintf(stderr, "chorus node: %s\n", config.error().message().c_str());
+      context.exit_code = kExitUsage;
+      return;
+    }
+    Result<std::unique_ptr<LogSession>> logging =
+        InstallLogging(config->run, std::nullopt, config->run.node_name);
+    if (!logging) {
+      std::fprintf(stderr, "chorus node: %s\n", logging.error().message().c_str());
+      context.exit_code = kExitFailure;
+      return;
+    }
+    NodeOptions options;
+    options.resume = args->resume;
+    options.log_session = logging->get();
+    context.exit_code = RunNode(*config, options);
+  });
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,65 @@
+// ClusterSession: the data plane and control plane of one node, opened in the
+// order DESIGN.md gives (fabric endpoint -> control plane join with its address
+// -> epoch 0 -> transport peers). Used by `chorus node` and `chorus cluster`.
+//
+// Must not: train or mix; it only forms the cluster and follows its epochs.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "gossip/protocols/gossip_tags.h"
+#include "gossip/transport/transport.h"
+#include "node/config/config.h"
+#include "node/control/control_plane.h"
+#include "node/cluster/installed_peers.h"
+#include "node/control/membership.h"
+
+namespace chorus::node {
+
+// Tags of the collectives a node runs in membership epoch `epoch` outside the
+// gossip protocols (the all-reduce exchange's buckets and re-form broadcasts,
+// the resume-step agreement): [EpochTagBase(epoch), + 2^40), bit 62 clear.
+inline gossip::Tag EpochTagBase(uint64_t epoch) { return (epoch % 1024) << 40; }
+
+// Every tag of EpochTagBase(epoch)'s range: what Transport::Discard drops
+// once the epoch has ended.
+inline gossip::TagFilter EpochTagFilter(uint64_t epoch) {
+  constexpr gossip::Tag kEpochBits = gossip::Tag{0x3ff} << 40;
+  return {EpochTagBase(epoch), gossip::kMaxTag & ~(kEpochBits | gossip::kGossipTagBit)};
+}
+
+struct ClusterSession {
+  std::unique_ptr<gossip::Transport> transport;  // null when opened without a data plane
+  std::unique_ptr<ControlPlane> control;
+  MembershipView view;
+  // The view the transport's peers come from, shared with the control thread
+  // (which may already hold a newer view) to mark members dead whose control
+  // connection closed.
+  std::shared_ptr<InstalledPeers> installed = std::make_shared<InstalledPeers>();
+
+  // Installs `view`'s members as the transport's peers (Transport::BeginEpoch,
+  // then SetPeers). Moving to a later epoch also discards what the epochs left
+  // behind (messages of a failed round or collective that no receive will
+  // take). Where the transport needs it (shm), waits for every member after
+  // BeginEpoch and again after SetPeers (control-plane barriers, by `deadline`).
+  [[nodiscard]] Status InstallPeers(const MembershipView& view, Deadline deadline);
+
+ private:
+  // A control-plane barrier of the current epoch, its error naming `name`.
+  [[nodiscard]] Status DataPlaneBarrier(const std::string& name, uint64_t epoch, Deadline deadline);
+};
+
+// Opens the fabric endpoint (when `with_fabric`), starts the control plane,
+// waits for epoch 0 (cluster.join_timeout_s) and installs the transport peers.
+// `resume`: the node resumes from its checkpoint (LocalNodeInfo::resume).
+// A data plane that wedges (FabricOptions::on_wedged: a thread stuck for ever
+// inside the provider) makes the process log why and exit with status 1 after
+// `before_exit` (flush the logs): its control connections close, and the
+// other members go on without it at once.
+[[nodiscard]] Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume = false,
+                                                 std::function<void()> before_exit = {});
+
+}  // namespace chorus::node

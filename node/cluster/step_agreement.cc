@@ -1,0 +1,72 @@
+// Agreeing on the step to resume from after a re-form (see step_agreement.h).
+#include "node/cluster/step_agreement.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/log.h"
+
+namespace chorus::node {
+
+Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int world_size, int self_rank,
+                                  int64_t next_step, uint64_t epoch, Deadline deadline) {
+  if (next_step < 0 || next_step >= (int64_t{1} << 24)) {
+    return Err(OutOfRange("resume step " + std::to_string(next_step) + " is outside [0, 2^24)"));
+  }
+  std::vector<float> steps(static_cast<size_t>(world_size), 0.0f);
+  steps[static_cast<size_t>(self_rank)] = static_cast<float>(next_step);
+  gossip::AllreduceOptions o;
+  o.algorithm = gossip::AllreduceAlgorithm::kRing;
+  o.tag_base = ResumeStepTagBase(epoch);
+  o.deadline = deadline;
+  CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(steps), o));
+  return static_cast<int64_t>(*std::max_element(steps.begin(), steps.end()));
+}
+
+Result<int64_t> StepsBehind(const gossip::Collective& collective, const MembershipView& view, int64_t next_step,
+                            const Config& config) {
+  CHORUS_ASSIGN_OR_RETURN(int64_t resume, AgreeOnResumeStep(collective, view.size(), view.self_rank, next_step,
+                                                            view.epoch, ReformDeadline(config)));
+  const int64_t behind = resume - next_step;
+  if (behind > 0) {
+    CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", behind, " step(s) to resume with the others at step ", resume);
+  }
+  return behind;
+}
+
+Status ReformOverSurvivors(ClusterSession& session, const Config& config, const Status& failure,
+                           const std::string& what, const std::function<Status(const MembershipView&)>& attempt) {
+  const int attempts = std::max(1, session.view.size());
+  uint64_t epoch = session.view.epoch;
+  using Recovery = InstalledPeers::Recovery;
+  session.installed->SetRecovery(Recovery::kWaiting);  // kTraining again however this returns
+  struct Recovered {
+    InstalledPeers& installed;
+    ~Recovered() { installed.SetRecovery(Recovery::kTraining); }
+  } recovered{*session.installed};
+  for (int i = 1;; ++i) {
+    CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch, " to re-form the ", what);
+    const Deadline deadline = Deadline::AfterSeconds(2 * config.cluster.dead_timeout_s + 10);
+    CHORUS_ASSIGN_OR_RETURN(MembershipView next, session.control->WaitForEpochAbove(epoch, deadline));
+    if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
+    session.installed->SetRecovery(Recovery::kReforming);  // a newer epoch now ends the attempt
+    Status s = attempt(next);
+    session.installed->SetRecovery(Recovery::kWaiting);
+    if (s.ok()) {
+      CHORUS_LOG_WARN(Subsys::kGossip, "re-formed the ", what, " over ", next.size(), " survivors at epoch ",
+                      next.epoch, " (after: ", failure.message(), ")");
+      return s;
+    }
+    const bool member_lost = s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded ||
+                             s.code() == StatusCode::kAborted;
+    if (!member_lost || i >= attempts) {
+      return s.WithContext("re-forming the " + what + " at epoch " + std::to_string(next.epoch) + " (attempt " +
+                           std::to_string(i) + " of at most " + std::to_string(attempts) + ")");
+    }
+    CHORUS_LOG_WARN(Subsys::kGossip, "re-forming the ", what, " at epoch ", next.epoch,
+                    " failed (another member lost?): ", s.ToString());
+    epoch = next.epoch;
+  }
+}
+
+}  // namespace chorus::node

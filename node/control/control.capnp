@@ -1,0 +1,162 @@
+# Control-plane messages between Chorus nodes: one Envelope per frame.
+#
+# A frame on the TCP control connection is
+#   [u32 little-endian length L][L bytes: this Envelope, capnp flat encoding][32-byte HMAC]
+# (node/control/control_frame.h). The cluster token is never sent: frames are authenticated
+# with HMAC-SHA256 under keys derived from it (node/control/control_auth.h).
+#
+# Connection life: the dialing side sends `hello` (with a fresh nonce); the
+# accepting side answers `hello` (its own nonce, and a proof over the dialer's
+# nonce) or `reject`; the dialer answers `proof` (over the acceptor's nonce).
+# After that both sides use per-connection session keys and may send anything
+# below. Membership logic lives in node/control/control_plane.cc, not here: this file only
+# says what travels, never what a node does with it.
+@0xf89acdbddfd24fa0;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("chorus::node::wire");
+
+# Everything that must match exactly between two nodes.
+struct Versions {
+  chorus @0 :Text;
+  libfabric @1 :Text;
+  provider @2 :Text;         # "tcp;ofi_rxm", "shm"
+  providerVersion @3 :Text;
+}
+
+struct Hello {
+  versions @0 :Versions;
+  nodeName @1 :Text;
+  nonce @2 :Data;            # 32 random bytes, fresh for this connection
+  proof @3 :Data;            # acceptor only: HMAC over the dialer's nonce; empty from the dialer
+}
+
+# The dialer's answer to the acceptor's nonce; completes the handshake.
+struct Proof {
+  proof @0 :Data;
+}
+
+# What a node tells the cluster about itself (join info). `rank` is -1 in a join
+# and the assigned rank in member lists.
+struct NodeInfo {
+  rank @0 :Int32 = -1;
+  name @1 :Text;
+  controlAddress @2 :Text;   # "host:port" that peers dial (the advertised address)
+  dataAddress @3 :Data;      # opaque data-plane address (libfabric fi_getname blob)
+  device @4 :Text;           # "cpu" | "cuda"
+  batchSize @5 :UInt32;
+  hostGroup @6 :Text;
+  rankHint @7 :Int32 = -1;
+}
+
+struct Join {
+  info @0 :NodeInfo;
+  # The settings every member must share, one "key = value" line each
+  # (LocalNodeInfo::shared_settings); the coordinator refuses a join whose
+  # text differs from its own, naming the first line that does.
+  sharedSettings @1 :Text;
+  # The node resumes from its checkpoint (--resume). The founding members must
+  # agree on it (they synchronise the resumed state collectively at epoch 0);
+  # the coordinator refuses a join that differs before the cluster forms.
+  resume @2 :Bool;
+}
+
+# A membership epoch: proposed (EpochProposal) and then committed (Welcome).
+struct EpochView {
+  epoch @0 :UInt64;
+  proposalId @1 :UInt64;     # random; acks name it so a superseded proposal is not committed
+  proposer @2 :Text;         # node name of the proposer
+  members @3 :List(NodeInfo);
+  departed @4 :List(Int32);  # ranks, in the previous epoch, of members that are gone
+  joined @5 :List(Text);     # names of members new in this epoch
+  finished @6 :List(Text);   # departed members that left at the end of their run
+                             # (a Leave without `stopping`): gone, not failed,
+                             # though a member may get this view before their Leave
+  stopped @7 :List(Text);    # departed members that left before the end of their run
+}
+
+struct EpochAck {
+  epoch @0 :UInt64;
+  proposalId @1 :UInt64;
+  sender @2 :Text;
+}
+
+struct Heartbeat {
+  epoch @0 :UInt64;
+  sender @1 :Text;
+}
+
+# `stopping`: the leaver stops before its run's end (SIGINT/SIGTERM), so the
+# others' operations of this epoch that include it cannot complete: they end
+# them as for a declared death. Unset at the end of a run, when the others may
+# still complete operations it took part in.
+struct Leave {
+  epoch @0 :UInt64;
+  name @1 :Text;
+  stopping @2 :Bool;
+}
+
+# One node's arrival at a barrier. `seq` counts barriers of the same name within
+# one epoch. `advance` is set by the coordinator at the epoch-boundary barrier
+# when it will propose the next epoch (pending joiners).
+struct Barrier {
+  name @0 :Text;
+  epoch @1 :UInt64;
+  seq @2 :UInt64;
+  sender @3 :Text;
+  advance @4 :Bool;
+  reply @5 :Bool;            # an answer to a re-sent arrival; never answered again
+}
+
+struct StateRequest {
+  sender @0 :Text;
+}
+
+# The answer to a StateRequest, and to a join that must wait (for epoch 0 to
+# form, or for the next epoch boundary).
+struct State {
+  formed @0 :Bool;           # false while epoch 0 is not fixed yet
+  epoch @1 :UInt64;
+  members @2 :List(NodeInfo);
+  pending @3 :List(Text);    # joiners waiting for the next epoch boundary (or for epoch 0)
+  coordinator @4 :Text;      # name of the node that answers for membership
+}
+
+# "Send your join to the coordinator instead."
+struct Redirect {
+  coordinatorName @0 :Text;
+  coordinatorAddress @1 :Text;
+}
+
+enum RejectCode {
+  other @0;
+  versionMismatch @1;
+  authenticationFailed @2;
+  duplicateName @3;
+  notMember @4;              # the contacted node is not in a cluster yet
+  protocol @5;               # unexpected message for the connection's state
+  settingsMismatch @6;       # [exchange] / [topology] differ from the coordinator's
+}
+
+struct Reject {
+  code @0 :RejectCode;
+  reason @1 :Text;
+}
+
+struct Envelope {
+  union {
+    hello @0 :Hello;
+    proof @1 :Proof;
+    join @2 :Join;
+    welcome @3 :EpochView;
+    heartbeat @4 :Heartbeat;
+    leave @5 :Leave;
+    barrier @6 :Barrier;
+    stateRequest @7 :StateRequest;
+    state @8 :State;
+    epochProposal @9 :EpochView;
+    epochAck @10 :EpochAck;
+    reject @11 :Reject;
+    redirect @12 :Redirect;
+  }
+}

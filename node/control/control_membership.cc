@@ -1,0 +1,756 @@
+// The membership protocol of ControlPlane (state in control_plane_impl.h).
+//
+// Roles. The founder collects joins until cluster.min_nodes nodes are present
+// and fixes epoch 0 (ranks by RanksBefore). From then on the coordinator is the
+// lowest-ranked member that this node does not consider dead or leaving; every
+// member computes that on its own from its view and liveness table.
+//
+// Epoch change e -> e+1. The coordinator proposes (epochProposal) when a member
+// is dead (silent for dead_timeout_s, or sooner: its connection closed and
+// dials to it are refused; see LivenessTable) or has sent leave, or at an epoch
+// boundary with joiners waiting (AdvanceEpochIfPending). Survivors keep their
+// order, joiners follow. Members ack a proposal for an epoch above theirs that
+// includes them, if the proposer ranks no higher than the coordinator they
+// expect; otherwise they wait, and the proposer re-sends every heartbeat tick
+// until their own liveness view agrees. With every ack in, the coordinator
+// commits (welcome) to the members, the joiners and the leavers, and installs.
+// A newer proposal (a member died meanwhile) replaces an outstanding one; acks
+// name the proposal id, so a stale ack is ignored.
+//
+// Barriers. Every member sends its arrival (name, epoch, per-name sequence) to
+// every member; one completes when all members of the epoch arrived. Arrivals
+// are re-sent each tick to members still missing, and a node that already
+// completed answers a re-sent arrival once, so lost frames cannot wedge it. An
+// epoch change ends a barrier with Aborted.
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "common/log.h"
+#include "node/control/control_plane_impl.h"
+
+namespace chorus::node {
+namespace {
+
+// Redirects followed within one pass over the bootstrap list.
+constexpr int kMaxRedirects = 4;
+// Completed barriers of one name kept to answer re-sent arrivals; older ones
+// are forgotten so that a barrier per training step does not grow memory.
+constexpr uint64_t kKeptBarriersPerName = 16;
+
+uint64_t RandomId() {
+  const Nonce n = RandomNonce();
+  uint64_t id = 0;
+  std::memcpy(&id, n.data(), sizeof(id));
+  return id;
+}
+
+std::vector<std::string> Names(const std::vector<Member>& members) {
+  std::vector<std::string> names;
+  for (const Member& m : members) names.push_back(m.name);
+  return names;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Names the first line where two nodes' shared settings differ (the lines come
+// in one order from one chorus version; the handshake refused other versions).
+std::string SettingsDifference(const std::string& ours_name, const std::string& ours,
+                               const std::string& theirs_name, const std::string& theirs) {
+  std::istringstream a(ours);
+  std::istringstream b(theirs);
+  std::string line_a;
+  std::string line_b;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, line_a));
+    const bool more_b = static_cast<bool>(std::getline(b, line_b));
+    if (!more_a && !more_b) break;
+    if (!more_a) line_a = "nothing";
+    if (!more_b) line_b = "nothing";
+    if (line_a != line_b) {
+      return "the settings every member must share differ: " + ours_name + " has " + line_a + ", " +
+             theirs_name + " has " + line_b;
+    }
+  }
+  return "the settings every member must share differ";
+}
+
+}  // namespace
+
+void ControlPlaneImpl::Dispatch(const std::shared_ptr<Connection>& conn, ControlMessage message) {
+  if (conn == join_conn_ && (std::holds_alternative<msg::State>(message) ||
+                             std::holds_alternative<msg::Redirect>(message) ||
+                             std::holds_alternative<msg::Reject>(message))) {
+    HandleJoinReply(conn, message);
+    return;
+  }
+  std::visit(
+      [&](auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, msg::Join>) {
+          HandleJoin(conn, m);
+        } else if constexpr (std::is_same_v<T, msg::Welcome>) {
+          HandleWelcome(conn, m);
+        } else if constexpr (std::is_same_v<T, msg::EpochProposal>) {
+          HandleProposal(conn, m);
+        } else if constexpr (std::is_same_v<T, msg::EpochAck>) {
+          HandleAck(m);
+        } else if constexpr (std::is_same_v<T, msg::Leave>) {
+          HandleLeave(m);
+        } else if constexpr (std::is_same_v<T, msg::Barrier>) {
+          HandleBarrier(m);
+        } else if constexpr (std::is_same_v<T, msg::StateRequest>) {
+          conn->Send(BuildState());
+        } else if constexpr (std::is_same_v<T, msg::Heartbeat>) {
+          HandleHeartbeat(conn, m);
+        } else if constexpr (std::is_same_v<T, msg::State>) {
+          HandleState(conn, m);
+        } else if constexpr (std::is_same_v<T, msg::Reject>) {
+          CHORUS_LOG_WARN(Subsys::kControl, conn->Describe(), " rejected a message: ", m.reason);
+        } else {
+          // A redirect outside joining carries nothing to act on.
+        }
+      },
+      message);
+}
+
+// ---------------------------------------------------------------------------
+// Joining: the coordinator's side and the joiner's side
+
+bool ControlPlaneImpl::IsCoordinator() const {
+  if (!formed_) return founder_ && phase_ == Phase::kWaiting;
+  return phase_ == Phase::kMember && ExpectedCoordinator() == self_.name;
+}
+
+std::string ControlPlaneImpl::ExpectedCoordinator() const {
+  for (const Member& m : view_.members) {
+    if (m.name == self_.name) {
+      if (phase_ == Phase::kMember) return m.name;
+    } else if (!Gone(m.name)) {
+      return m.name;
+    }
+  }
+  return std::string();
+}
+
+bool ControlPlaneImpl::OutboxDelivered() const {
+  for (const auto& [name, messages] : outbox_) {
+    if (!messages.empty() && !dead_.count(name)) return false;
+  }
+  return true;
+}
+
+void ControlPlaneImpl::DialForOutbox() {
+  for (const Member& m : view_.members) {
+    if (m.name != self_.name && LeaveOwedTo(m.name) && !peers_.count(m.name)) {
+      DialMember(m);
+    }
+  }
+}
+
+bool ControlPlaneImpl::OthersAllGone() const {
+  for (const Member& m : view_.members) {
+    if (m.name != self_.name && !Gone(m.name)) return false;
+  }
+  return true;
+}
+
+void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const msg::Join& join) {
+  const Member& info = join.info;
+  if (info.name.empty() || info.name != conn->peer_name()) {
+    conn->Send(msg::Reject{RejectCode::kProtocol, "the join must carry the node name of the hello"});
+    conn->CloseAfterFlush(InvalidArgument(conn->Describe() + " joined as '" + info.name +
+                                          "', not as the name in its hello"));
+    return;
+  }
+  if (!IsCoordinator()) {
+    const std::string coordinator = formed_ ? ExpectedCoordinator() : std::string();
+    const Member* cm = coordinator.empty() ? nullptr : view_.Find(coordinator);
+    if (phase_ == Phase::kMember && cm) {
+      CHORUS_LOG_INFO(Subsys::kControl, "redirecting the join of ", conn->Describe(), " to coordinator ",
+                      cm->name, " (", cm->control_address, ")");
+      conn->Send(msg::Redirect{cm->name, cm->control_address});
+    } else {
+      conn->Send(msg::Reject{RejectCode::kNotMember, self_.name + " is not a cluster member (" +
+                                                         std::string(PhaseName(phase_)) + ")"});
+    }
+    conn->CloseAfterFlush(Status::Ok());
+    return;
+  }
+  auto refuse = [&](RejectCode code, const std::string& reason) {
+    CHORUS_LOG_WARN(Subsys::kControl, "refusing the join of ", conn->Describe(), ": ", reason);
+    conn->Send(msg::Reject{code, reason});
+    conn->CloseAfterFlush(Status::Ok());
+  };
+  if (join.shared_settings != shared_settings_) {
+    refuse(RejectCode::kSettingsMismatch,
+           SettingsDifference(self_.name, shared_settings_, info.name, join.shared_settings));
+    return;
+  }
+  // The founding members synchronise a resumed state collectively at epoch 0
+  // (Exchange::Resumed): one that skipped it would wait in its first step for
+  // members waiting in that synchronisation, and both would time out. A node
+  // that joins later is synchronised by its admission.
+  if (!formed_ && join.resume != resume_) {
+    const std::string& resuming = resume_ ? self_.name : info.name;
+    const std::string& fresh = resume_ ? info.name : self_.name;
+    refuse(RejectCode::kSettingsMismatch, resuming + " resumes from its checkpoint (--resume) and " + fresh +
+                                              " does not: the founding nodes of a cluster resume together (pass "
+                                              "--resume to every node, or to none)");
+    return;
+  }
+  std::string taken_by;
+  if (info.name == self_.name) {
+    taken_by = advertise_;
+  } else if (const Member* m = formed_ ? view_.Find(info.name) : nullptr; m && !Gone(info.name)) {
+    taken_by = m->control_address;
+  }
+  for (const Applicant& a : applicants_) {
+    if (a.info.name == info.name && a.conn != conn && !a.conn->closed()) taken_by = a.info.control_address;
+  }
+  if (!taken_by.empty()) {
+    refuse(RejectCode::kDuplicateName, "node name '" + info.name + "' is already used by " + taken_by);
+    return;
+  }
+  for (auto it = applicants_.begin(); it != applicants_.end();) {
+    it = it->info.name == info.name ? applicants_.erase(it) : it + 1;
+  }
+  Member applicant = info;
+  applicant.rank = -1;
+  applicants_.push_back({applicant, conn});
+  conn->Send(BuildState());
+  if (!formed_) {
+    CHORUS_LOG_INFO(Subsys::kControl, info.name, " (", info.control_address, ") joins: ",
+                    1 + applicants_.size(), " of cluster.min_nodes=", config_.min_nodes, " present");
+    MaybeFormEpoch0();
+  } else {
+    CHORUS_LOG_INFO(Subsys::kControl, info.name, " (", info.control_address, ") asks to join epoch ",
+                    view_.epoch, ": admitted at the next epoch boundary");
+  }
+}
+
+void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, ControlMessage& message) {
+  if (auto* redirect = std::get_if<msg::Redirect>(&message)) {
+    join_conn_.reset();
+    conn->CloseAfterFlush(Status::Ok());
+    if (++join_redirects_ <= kMaxRedirects && !redirect->coordinator_address.empty()) {
+      CHORUS_LOG_INFO(Subsys::kControl, conn->Describe(), " redirects the join to coordinator ",
+                      redirect->coordinator_name, " (", redirect->coordinator_address, ")");
+      DialJoin(redirect->coordinator_address);
+    } else {
+      join_errors_[join_address_] = "redirected too often";
+      ++join_index_;
+      TryNextJoinTarget();
+    }
+  } else if (auto* state = std::get_if<msg::State>(&message)) {
+    if (phase_ != Phase::kJoining) return;
+    phase_ = Phase::kWaiting;
+    coordinator_name_ = conn->peer_name();
+    if (state->formed) {
+      CHORUS_LOG_INFO(Subsys::kControl, coordinator_name_, " accepted the join: the cluster is at epoch ",
+                      state->epoch, " with ", state->members.size(),
+                      " members; waiting for the next epoch boundary");
+    } else {
+      CHORUS_LOG_INFO(Subsys::kControl, coordinator_name_, " accepted the join: ", 1 + state->pending.size(),
+                      " of cluster.min_nodes=", config_.min_nodes, " present, waiting for epoch 0");
+    }
+    cv_.notify_all();
+  } else if (auto* reject = std::get_if<msg::Reject>(&message)) {
+    join_conn_.reset();
+    conn->CloseAfterFlush(Status::Ok());
+    if (reject->code == RejectCode::kNotMember || reject->code == RejectCode::kOther) {
+      join_errors_[join_address_] = reject->reason;
+      ++join_index_;
+      TryNextJoinTarget();
+    } else {
+      Fail(FailedPrecondition("joining through " + join_address_ + ": refused by " + conn->Describe() + ": " +
+                              reject->reason));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Epochs
+
+void ControlPlaneImpl::MaybeFormEpoch0() {
+  if (!founder_ || formed_ || phase_ != Phase::kWaiting) return;
+  std::vector<Member> candidates{self_};
+  for (const Applicant& a : applicants_) {
+    if (a.conn->established()) candidates.push_back(a.info);
+  }
+  if (static_cast<int>(candidates.size()) < config_.min_nodes) return;
+  msg::EpochView v;
+  v.epoch = 0;
+  v.proposal_id = RandomId();
+  v.proposer = self_.name;
+  v.members = AssignInitialRanks(std::move(candidates));
+  for (const Applicant& a : applicants_) {
+    if (a.conn->established()) a.conn->Send(msg::Welcome{v});
+  }
+  InstallView(v);
+}
+
+void ControlPlaneImpl::MaybePropose() {
+  if (phase_ != Phase::kMember || !formed_ || ExpectedCoordinator() != self_.name) return;
+  std::vector<Member> survivors;
+  std::vector<int> departed;
+  std::vector<std::string> finished, stopped;
+  for (const Member& m : view_.members) {
+    if (m.name == self_.name || !Gone(m.name)) {
+      survivors.push_back(m);
+    } else {
+      departed.push_back(m.rank);
+      auto left = left_.find(m.name);
+      if (left != left_.end() && !dead_.count(m.name)) (left->second ? stopped : finished).push_back(m.name);
+    }
+  }
+  if (departed.empty() && !advance_requested_) return;
+  std::vector<Member> joiners;
+  if (advance_requested_) {
+    for (const Applicant& a : applicants_) {
+      if (a.conn->established()) joiners.push_back(a.info);
+    }
+  }
+  const size_t num_survivors = survivors.size();
+  std::vector<Member> members = AssignNextRanks(std::move(survivors), std::move(joiners));
+  if (proposal_ && Names(proposal_->view.members) == Names(members)) return;  // already proposed
+
+  msg::EpochView v;
+  v.epoch = view_.epoch + 1;
+  v.proposal_id = RandomId();
+  v.proposer = self_.name;
+  v.departed = departed;
+  v.finished = finished;
+  v.stopped = stopped;
+  for (size_t i = num_survivors; i < members.size(); ++i) v.joined.push_back(members[i].name);
+  v.members = std::move(members);
+  proposal_ = Proposal{v, {}};
+  for (const Member& m : v.members) {
+    if (m.name != self_.name) proposal_->waiting.insert(m.name);
+  }
+  MembershipView preview{v.epoch, -1, v.members, v.departed, v.joined};
+  CHORUS_LOG_INFO(Subsys::kControl, "proposing ", preview.Describe());
+  if (proposal_->waiting.empty()) {
+    Commit();
+  } else {
+    SendProposal();
+  }
+}
+
+void ControlPlaneImpl::SendProposal() {
+  if (!proposal_) return;
+  const msg::EpochProposal p{proposal_->view};
+  for (const std::string& name : proposal_->waiting) SendTo(name, p, false);
+}
+
+void ControlPlaneImpl::HandleProposal(const std::shared_ptr<Connection>& conn, const msg::EpochProposal& p) {
+  const msg::EpochView& v = p.view;
+  if (conn->peer_name() != v.proposer) return;
+  bool includes_self = false;
+  for (const Member& m : v.members) includes_self |= m.name == self_.name;
+  if (phase_ == Phase::kWaiting && formed_ == false) {
+    // A joiner being admitted: its coordinator asks it to confirm it is alive.
+    if (includes_self) conn->Send(msg::EpochAck{v.epoch, v.proposal_id, self_.name});
+    return;
+  }
+  // A leaving node stays silent: its leave makes the proposer propose without it.
+  if (phase_ != Phase::kMember || v.epoch <= view_.epoch) return;
+  const Member* proposer = view_.Find(v.proposer);
+  const Member* expected = view_.Find(ExpectedCoordinator());
+  if (!proposer) return;
+  if (expected && proposer->rank > expected->rank) {
+    CHORUS_LOG_DEBUG(Subsys::kControl, "not yet acking epoch ", v.epoch, " from ", v.proposer, ": ",
+                     expected->name, " is still alive here");
+    return;
+  }
+  if (proposal_ && v.proposer != self_.name) {
+    CHORUS_LOG_INFO(Subsys::kControl, "dropping our proposal of epoch ", proposal_->view.epoch, ": ",
+                    v.proposer, " ranks lower and proposes");
+    proposal_.reset();
+  }
+  if (!includes_self) {
+    CHORUS_LOG_WARN(Subsys::kControl, v.proposer, " proposes epoch ", v.epoch, " without this node");
+    return;
+  }
+  conn->Send(msg::EpochAck{v.epoch, v.proposal_id, self_.name});
+}
+
+void ControlPlaneImpl::HandleAck(const msg::EpochAck& ack) {
+  if (!proposal_ || ack.proposal_id != proposal_->view.proposal_id) return;
+  proposal_->waiting.erase(ack.sender);
+  if (proposal_->waiting.empty()) Commit();
+}
+
+void ControlPlaneImpl::Commit() {
+  const msg::EpochView v = proposal_->view;
+  proposal_.reset();
+  const msg::Welcome welcome{v};
+  for (const Member& m : v.members) {
+    if (m.name != self_.name) SendTo(m.name, welcome, true);
+  }
+  // Leavers still connected learn that the cluster moved on without them.
+  for (const auto& [name, stopping] : left_) {
+    bool member = false;
+    for (const Member& m : v.members) member |= m.name == name;
+    auto peer = peers_.find(name);
+    if (!member && peer != peers_.end()) peer->second->Send(welcome);
+  }
+  InstallView(v);
+}
+
+void ControlPlaneImpl::HandleWelcome(const std::shared_ptr<Connection>& conn, const msg::Welcome& w) {
+  const msg::EpochView& v = w.view;
+  if (Terminal() || conn->peer_name() != v.proposer) return;
+  if (formed_ && v.epoch <= view_.epoch) return;
+  if (!formed_) {
+    if (phase_ != Phase::kWaiting && phase_ != Phase::kJoining) return;
+    // Our first view: the link to the coordinator becomes a member connection.
+    if (conn == join_conn_) join_conn_.reset();
+    for (const Member& m : v.members) {
+      if (m.name == conn->peer_name()) RegisterPeer(m.name, conn);
+    }
+  }
+  InstallView(v);
+}
+
+void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
+  // A member the view drops that did not leave has died, whether or not this
+  // node declared it dead itself before the others' commit arrived. The view
+  // says which left (its Leave may come after it): one that finished its run
+  // is no failure (taking it for dead would end operations still completing),
+  // one that stopped is.
+  auto names = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  for (const Member& m : formed_ ? view_.members : std::vector<Member>{}) {
+    const bool kept = std::any_of(v.members.begin(), v.members.end(), [&](const Member& n) { return n.name == m.name; });
+    if (kept || names(v.finished, m.name) || m.name == self_.name || left_.count(m.name) || dead_.count(m.name)) {
+      continue;
+    }
+    const bool stopped = names(v.stopped, m.name);
+    to_report_failures_.push_back(
+        {m.name, m.rank, stopped ? MemberFailure::Kind::kStopped : MemberFailure::Kind::kDeclaredDead, stopped});
+  }
+  MembershipView next;
+  next.epoch = v.epoch;
+  next.members = v.members;
+  next.departed = v.departed;
+  next.joined = v.joined;
+  for (const Member& m : v.members) {
+    if (m.name == self_.name) next.self_rank = m.rank;
+  }
+  view_ = std::move(next);
+  formed_ = true;
+  proposal_.reset();
+  advance_requested_ = false;
+
+  if (view_.self_rank < 0) {
+    if (phase_ == Phase::kLeaving) {
+      phase_ = Phase::kLeft;
+      CHORUS_LOG_INFO(Subsys::kControl, self_.name, " has left; the cluster goes on with ", view_.Describe());
+    } else {
+      phase_ = Phase::kRemoved;
+      failure_ = Aborted(self_.name + " was removed from the cluster at epoch " + std::to_string(v.epoch) +
+                         " by " + v.proposer);
+      CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
+    }
+    to_announce_.push_back(view_);  // self_rank -1: this node is out
+    CloseAll();
+    cv_.notify_all();
+    return;
+  }
+  self_.rank = view_.self_rank;
+  if (phase_ != Phase::kLeaving) phase_ = Phase::kMember;
+
+  dead_.clear();
+  for (auto it = left_.begin(); it != left_.end();) {
+    it = view_.Find(it->first) ? std::next(it) : left_.erase(it);
+  }
+  std::vector<std::string> others;
+  for (const Member& m : view_.members) {
+    if (m.name != self_.name) others.push_back(m.name);
+  }
+  liveness_.Reset(others, Clock::now());
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    if (view_.Find(it->first)) {
+      ++it;
+    } else {
+      it->second->CloseAfterFlush(Status::Ok());
+      it = peers_.erase(it);
+    }
+  }
+  for (auto it = outbox_.begin(); it != outbox_.end();) {
+    it = view_.Find(it->first) ? std::next(it) : outbox_.erase(it);
+  }
+  for (auto it = applicants_.begin(); it != applicants_.end();) {
+    if (view_.Find(it->info.name)) {
+      RegisterPeer(it->info.name, it->conn);
+      it = applicants_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Members that connected to us before we knew they were members.
+  for (const auto& conn : conns_) {
+    const std::string& name = conn->peer_name();
+    if (conn->established() && name != self_.name && view_.Find(name) && !peers_.count(name)) {
+      RegisterPeer(name, conn);
+    }
+  }
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    it = it->first.epoch < view_.epoch ? barriers_.erase(it) : std::next(it);
+  }
+  for (auto it = barrier_counters_.begin(); it != barrier_counters_.end();) {
+    it = it->first.first < view_.epoch ? barrier_counters_.erase(it) : std::next(it);
+  }
+  CHORUS_LOG_INFO(Subsys::kControl, view_.Describe());
+  to_announce_.push_back(view_);
+  cv_.notify_all();
+  DialMissing();
+}
+
+void ControlPlaneImpl::HandleLeave(const msg::Leave& leave) {
+  if (leave.name == self_.name) return;
+  if (!formed_) {
+    // A member that formed epoch 0 before us may leave before our copy of the
+    // view arrives; InstallView keeps the mark if it is a member. Dropping it
+    // left this node waiting for that member until the dead timeout.
+    CHORUS_LOG_INFO(Subsys::kControl, leave.name, " leaves the cluster before this node installed epoch ",
+                    leave.epoch);
+    left_.emplace(leave.name, leave.stopping);
+    return;
+  }
+  const Member* member = view_.Find(leave.name);
+  if (member == nullptr) return;
+  if (left_.emplace(leave.name, leave.stopping).second) {
+    CHORUS_LOG_INFO(Subsys::kControl, "member ", leave.name, " (rank ", member->rank, ") leaves the cluster",
+                    leave.stopping ? " before the end of its run" : "");
+    if (leave.stopping && !dead_.count(leave.name)) {
+      to_report_failures_.push_back({leave.name, member->rank, MemberFailure::Kind::kStopped, /*gone=*/true});
+    }
+    cv_.notify_all();
+    MaybePropose();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Heartbeats and liveness
+
+void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, const msg::Heartbeat& h) {
+  // A heartbeat from a node that is not (or no longer) a member here: it may
+  // have missed the epoch that removed it. Our state tells it where it stands.
+  if (!formed_ || (phase_ != Phase::kMember && phase_ != Phase::kLeaving)) return;
+  if (h.sender != self_.name && (!view_.Find(h.sender) || Gone(h.sender)) && h.epoch <= view_.epoch) {
+    conn->Send(BuildState());
+  }
+}
+
+void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, const msg::State& s) {
+  // Only a member's committed view that is newer than ours matters here.
+  if (!formed_ || phase_ != Phase::kMember || !s.formed || s.epoch <= view_.epoch) return;
+  if (!view_.Find(conn->peer_name())) return;
+  bool includes_self = false;
+  for (const Member& m : s.members) includes_self |= m.name == self_.name;
+  if (!includes_self) {
+    phase_ = Phase::kRemoved;
+    failure_ = Aborted(self_.name + " was removed from the cluster at epoch " + std::to_string(s.epoch) +
+                       " (learned from " + conn->Describe() + ")");
+    CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
+    view_ = MembershipView{s.epoch, -1, s.members, {}, {}};
+    to_announce_.push_back(view_);
+    CloseAll();
+    cv_.notify_all();
+    return;
+  }
+  // We missed a commit: catch up with the member's view.
+  msg::EpochView v;
+  v.epoch = s.epoch;
+  v.proposer = conn->peer_name();
+  v.members = s.members;
+  for (const Member& m : view_.members) {
+    bool kept = false;
+    for (const Member& n : s.members) kept |= n.name == m.name;
+    if (!kept) v.departed.push_back(m.rank);
+  }
+  for (const Member& n : s.members) {
+    if (!view_.Find(n.name)) v.joined.push_back(n.name);
+  }
+  CHORUS_LOG_WARN(Subsys::kControl, "catching up from epoch ", view_.epoch, " to epoch ", s.epoch, " (from ",
+                  conn->Describe(), ")");
+  InstallView(v);
+}
+
+void ControlPlaneImpl::OnTick() {
+  const Clock::time_point now = Clock::now();
+  const Duration since_last_tick = now - last_tick_;
+  last_tick_ = now;
+  if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
+  const msg::Heartbeat heartbeat{view_.epoch, self_.name};
+  for (const auto& [name, conn] : peers_) {
+    if (conn->established()) conn->Send(heartbeat);
+  }
+  if (since_last_tick > suspect_after_) {
+    // This node did not run for a while (suspended, starved): the others'
+    // silence is ours. Judge them again from now on.
+    CHORUS_LOG_WARN(Subsys::kControl, "the control thread stalled for ",
+                    std::chrono::duration<double>(since_last_tick).count(),
+                    " s: not counting that time against the other members");
+    liveness_.HeardAll(now);
+  }
+  CheckLiveness(now);
+  DialMissing();
+  SendProposal();
+  MaybePropose();
+  ResendBarriers();
+}
+
+void ControlPlaneImpl::CheckLiveness(Clock::time_point now) {
+  for (const LivenessTable::Event& e : liveness_.Check(now)) {
+    const Member* m = view_.Find(e.name);
+    const int rank = m ? m->rank : -1;
+    const std::string silent = SecondsText(e.silent_s);
+    switch (e.change) {
+      case LivenessTable::Change::kSuspect:
+        CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is suspect: silent for ",
+                        silent, " s");
+        break;
+      case LivenessTable::Change::kRecovered:
+        CHORUS_LOG_INFO(Subsys::kControl, "member ", e.name, " (rank ", rank, ") answers again");
+        break;
+      case LivenessTable::Change::kDead: {
+        const std::string why = e.refused_dials > 0 ? "its control connection closed and " +
+                                                             std::to_string(e.refused_dials) +
+                                                             " dials in a row were refused (silent for " + silent +
+                                                             " s)"
+                                                       : "silent for " + std::string(silent) + " s";
+        CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is dead: ", why);
+        dead_.insert(e.name);
+        if (!left_.count(e.name)) {
+          to_report_failures_.push_back({e.name, rank, MemberFailure::Kind::kDeclaredDead, e.refused_dials > 0});
+        }
+        auto peer = peers_.find(e.name);
+        if (peer != peers_.end()) {
+          peer->second->Close(Unavailable("member " + e.name + " declared dead"));
+          peers_.erase(peer);
+        }
+        outbox_.erase(e.name);
+        cv_.notify_all();
+        break;
+      }
+    }
+  }
+}
+
+void ControlPlaneImpl::DialMissing() {
+  if (!formed_ || view_.self_rank < 0) return;
+  // One connection per pair: the higher rank dials the lower. A member that
+  // has gone quiet is dialed from both sides: if it thinks we are dead (it
+  // removed us), its answer to our heartbeat tells us so. So is one whose
+  // connection closed: refused dials tell that its process is gone.
+  for (const Member& m : view_.members) {
+    if (m.name == self_.name || peers_.count(m.name) || Gone(m.name)) continue;
+    if (m.rank < view_.self_rank || liveness_.IsSuspect(m.name) || liveness_.IsLost(m.name)) DialMember(m);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Barriers
+
+void ControlPlaneImpl::HandleBarrier(const msg::Barrier& b) {
+  if (!formed_ || b.epoch < view_.epoch) return;
+  auto counter = barrier_counters_.find({b.epoch, b.name});
+  if (counter != barrier_counters_.end() && b.seq + kKeptBarriersPerName < counter->second) return;  // long done
+  BarrierState& st = barriers_[BarrierKey{b.epoch, b.name, b.seq}];
+  st.arrived.insert(b.sender);
+  st.advance |= b.advance;
+  if (st.done && !b.reply) {
+    SendTo(b.sender, msg::Barrier{b.name, b.epoch, b.seq, self_.name, st.my_advance, true}, false);
+  }
+  cv_.notify_all();
+}
+
+void ControlPlaneImpl::ResendBarriers() {
+  for (const auto& [key, st] : barriers_) {
+    if (!st.mine || st.done || key.epoch != view_.epoch) continue;
+    const msg::Barrier arrival{key.name, key.epoch, key.seq, self_.name, st.my_advance, false};
+    for (const Member& m : view_.members) {
+      if (m.name != self_.name && !st.arrived.count(m.name)) SendTo(m.name, arrival, false);
+    }
+  }
+}
+
+Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch, bool advance,
+                                         Deadline deadline, bool* advance_seen) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (phase_ != Phase::kMember) {
+    return FailedPrecondition("barrier '" + name + "': " + self_.name + " is not a cluster member (" +
+                              std::string(PhaseName(phase_)) + ")");
+  }
+  // Not the current epoch's: a caller still installing an older epoch (its
+  // arrival would count in the newer epoch's barrier of the same name, and the
+  // members there would go on without it), or one this node has not seen.
+  if (epoch != view_.epoch) {
+    if (epoch < view_.epoch) {
+      return Aborted("barrier '" + name + "' of epoch " + std::to_string(epoch) +
+                     ": the membership changed to epoch " + std::to_string(view_.epoch) + " already");
+    }
+    return FailedPrecondition("barrier '" + name + "' of epoch " + std::to_string(epoch) + ": " +
+                              self_.name + " is at epoch " + std::to_string(view_.epoch));
+  }
+  const BarrierKey key{epoch, name, barrier_counters_[{epoch, name}]++};
+  {
+    BarrierState& st = barriers_[key];
+    st.arrived.insert(self_.name);
+    st.mine = true;
+    st.my_advance = advance;
+    st.advance |= advance;
+  }
+  const msg::Barrier arrival{name, epoch, key.seq, self_.name, advance, false};
+  asio::post(io_, [this, arrival] {
+    Locked([&] {
+      if (!formed_ || view_.epoch != arrival.epoch) return;
+      for (const Member& m : view_.members) {
+        if (m.name != self_.name) SendTo(m.name, arrival, true);
+      }
+    });
+  });
+  auto missing = [&] {
+    std::vector<std::string> names;
+    auto it = barriers_.find(key);
+    for (const Member& m : view_.members) {
+      if (it == barriers_.end() || !it->second.arrived.count(m.name)) names.push_back(m.name);
+    }
+    return names;
+  };
+  auto stop = [&] { return phase_ != Phase::kMember || view_.epoch != epoch || missing().empty(); };
+  WaitUntil(lock, deadline, stop);
+  if (phase_ == Phase::kMember && view_.epoch == epoch && missing().empty()) {
+    BarrierState& st = barriers_[key];
+    st.done = true;
+    *advance_seen = st.advance;
+    if (key.seq >= kKeptBarriersPerName) {
+      barriers_.erase(barriers_.lower_bound(BarrierKey{epoch, name, 0}),
+                      barriers_.lower_bound(BarrierKey{epoch, name, key.seq - kKeptBarriersPerName}));
+    }
+    return Status::Ok();
+  }
+  auto it = barriers_.find(key);
+  if (it != barriers_.end()) it->second.mine = false;  // stop re-sending an abandoned arrival
+  if (phase_ != Phase::kMember) {
+    return FailedPrecondition("barrier '" + name + "': " + self_.name + " is no longer a cluster member (" +
+                              std::string(PhaseName(phase_)) + ")");
+  }
+  if (view_.epoch != epoch) {
+    return Aborted("barrier '" + name + "' of epoch " + std::to_string(epoch) +
+                   ": the membership changed to epoch " + std::to_string(view_.epoch) +
+                   " before every member arrived");
+  }
+  return DeadlineExceeded("barrier '" + name + "' of epoch " + std::to_string(epoch) + ": no arrival from " +
+                          JoinNames(missing()) + " by the deadline");
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,341 @@
+// Cap'n Proto encoding of control-plane messages (see control_messages.h).
+//
+// The generated classes (build/generated/node/control.capnp.h) are used here and
+// nowhere else. kj::Exception from capnp is caught in this file and becomes a
+// Status: a peer's malformed frame must never take the node down.
+#include "node/control/control_messages.h"
+
+#include <cstring>
+#include <sstream>
+#include <type_traits>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include "node/control/control.capnp.h"
+
+namespace chorus::node {
+namespace {
+
+// Readers are asked to visit at most this many words per word of input: a frame
+// of n words can reference each of its words a few times (shared pointers) but a
+// well-formed message from our encoder visits each about once.
+constexpr uint64_t kTraversalWordsPerInputWord = 4;
+constexpr uint64_t kMinTraversalWords = 1024;
+
+capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+capnp::Data::Reader DataOf(const std::vector<uint8_t>& d) {
+  return capnp::Data::Reader(d.data(), d.size());
+}
+std::string StringOf(capnp::Text::Reader r) { return std::string(r.cStr(), r.size()); }
+std::vector<uint8_t> BytesOf(capnp::Data::Reader r) { return std::vector<uint8_t>(r.begin(), r.end()); }
+
+// ---- C++ -> capnp ----
+
+void SetVersions(wire::Versions::Builder b, const VersionInfo& v) {
+  b.setChorus(TextOf(v.chorus));
+  b.setLibfabric(TextOf(v.libfabric));
+  b.setProvider(TextOf(v.provider));
+  b.setProviderVersion(TextOf(v.provider_version));
+}
+
+void SetNodeInfo(wire::NodeInfo::Builder b, const Member& m) {
+  b.setRank(m.rank);
+  b.setName(TextOf(m.name));
+  b.setControlAddress(TextOf(m.control_address));
+  b.setDataAddress(DataOf(m.data_address));
+  b.setDevice(TextOf(m.device));
+  b.setBatchSize(static_cast<uint32_t>(m.batch_size < 0 ? 0 : m.batch_size));
+  b.setHostGroup(TextOf(m.host_group));
+  b.setRankHint(m.rank_hint);
+}
+
+void SetMembers(capnp::List<wire::NodeInfo>::Builder list, const std::vector<Member>& members) {
+  for (size_t i = 0; i < members.size(); ++i) SetNodeInfo(list[i], members[i]);
+}
+
+void SetTextList(capnp::List<capnp::Text>::Builder list, const std::vector<std::string>& items) {
+  for (size_t i = 0; i < items.size(); ++i) list.set(i, TextOf(items[i]));
+}
+
+void SetEpochView(wire::EpochView::Builder b, const msg::EpochView& v) {
+  b.setEpoch(v.epoch);
+  b.setProposalId(v.proposal_id);
+  b.setProposer(TextOf(v.proposer));
+  SetMembers(b.initMembers(v.members.size()), v.members);
+  auto departed = b.initDeparted(v.departed.size());
+  for (size_t i = 0; i < v.departed.size(); ++i) departed.set(i, v.departed[i]);
+  SetTextList(b.initJoined(v.joined.size()), v.joined);
+  SetTextList(b.initFinished(v.finished.size()), v.finished);
+  SetTextList(b.initStopped(v.stopped.size()), v.stopped);
+}
+
+wire::RejectCode ToWire(RejectCode code) {
+  switch (code) {
+    case RejectCode::kOther: return wire::RejectCode::OTHER;
+    case RejectCode::kVersionMismatch: return wire::RejectCode::VERSION_MISMATCH;
+    case RejectCode::kAuthenticationFailed: return wire::RejectCode::AUTHENTICATION_FAILED;
+    case RejectCode::kDuplicateName: return wire::RejectCode::DUPLICATE_NAME;
+    case RejectCode::kNotMember: return wire::RejectCode::NOT_MEMBER;
+    case RejectCode::kProtocol: return wire::RejectCode::PROTOCOL;
+    case RejectCode::kSettingsMismatch: return wire::RejectCode::SETTINGS_MISMATCH;
+  }
+  return wire::RejectCode::OTHER;
+}
+
+RejectCode FromWire(wire::RejectCode code) {
+  switch (code) {
+    case wire::RejectCode::OTHER: return RejectCode::kOther;
+    case wire::RejectCode::VERSION_MISMATCH: return RejectCode::kVersionMismatch;
+    case wire::RejectCode::AUTHENTICATION_FAILED: return RejectCode::kAuthenticationFailed;
+    case wire::RejectCode::DUPLICATE_NAME: return RejectCode::kDuplicateName;
+    case wire::RejectCode::NOT_MEMBER: return RejectCode::kNotMember;
+    case wire::RejectCode::PROTOCOL: return RejectCode::kProtocol;
+    case wire::RejectCode::SETTINGS_MISMATCH: return RejectCode::kSettingsMismatch;
+  }
+  return RejectCode::kOther;  // a code from a newer schema
+}
+
+void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, msg::Hello>) {
+          auto b = env.initHello();
+          SetVersions(b.initVersions(), m.versions);
+          b.setNodeName(TextOf(m.node_name));
+          b.setNonce(DataOf(m.nonce));
+          b.setProof(DataOf(m.proof));
+        } else if constexpr (std::is_same_v<T, msg::Proof>) {
+          env.initProof().setProof(DataOf(m.proof));
+        } else if constexpr (std::is_same_v<T, msg::Join>) {
+          auto b = env.initJoin();
+          SetNodeInfo(b.initInfo(), m.info);
+          b.setSharedSettings(TextOf(m.shared_settings));
+          b.setResume(m.resume);
+        } else if constexpr (std::is_same_v<T, msg::Welcome>) {
+          SetEpochView(env.initWelcome(), m.view);
+        } else if constexpr (std::is_same_v<T, msg::EpochProposal>) {
+          SetEpochView(env.initEpochProposal(), m.view);
+        } else if constexpr (std::is_same_v<T, msg::EpochAck>) {
+          auto b = env.initEpochAck();
+          b.setEpoch(m.epoch);
+          b.setProposalId(m.proposal_id);
+          b.setSender(TextOf(m.sender));
+        } else if constexpr (std::is_same_v<T, msg::Heartbeat>) {
+          auto b = env.initHeartbeat();
+          b.setEpoch(m.epoch);
+          b.setSender(TextOf(m.sender));
+        } else if constexpr (std::is_same_v<T, msg::Leave>) {
+          auto b = env.initLeave();
+          b.setEpoch(m.epoch);
+          b.setName(TextOf(m.name));
+          b.setStopping(m.stopping);
+        } else if constexpr (std::is_same_v<T, msg::Barrier>) {
+          auto b = env.initBarrier();
+          b.setName(TextOf(m.name));
+          b.setEpoch(m.epoch);
+          b.setSeq(m.seq);
+          b.setSender(TextOf(m.sender));
+          b.setAdvance(m.advance);
+          b.setReply(m.reply);
+        } else if constexpr (std::is_same_v<T, msg::StateRequest>) {
+          env.initStateRequest().setSender(TextOf(m.sender));
+        } else if constexpr (std::is_same_v<T, msg::State>) {
+          auto b = env.initState();
+          b.setFormed(m.formed);
+          b.setEpoch(m.epoch);
+          SetMembers(b.initMembers(m.members.size()), m.members);
+          SetTextList(b.initPending(m.pending.size()), m.pending);
+          b.setCoordinator(TextOf(m.coordinator));
+        } else if constexpr (std::is_same_v<T, msg::Redirect>) {
+          auto b = env.initRedirect();
+          b.setCoordinatorName(TextOf(m.coordinator_name));
+          b.setCoordinatorAddress(TextOf(m.coordinator_address));
+        } else if constexpr (std::is_same_v<T, msg::Reject>) {
+          auto b = env.initReject();
+          b.setCode(ToWire(m.code));
+          b.setReason(TextOf(m.reason));
+        } else {
+          static_assert(sizeof(T) == 0, "every ControlMessage alternative must be encoded");
+        }
+      },
+      message);
+}
+
+// ---- capnp -> C++ ----
+
+VersionInfo GetVersions(wire::Versions::Reader r) {
+  return VersionInfo{StringOf(r.getChorus()), StringOf(r.getLibfabric()), StringOf(r.getProvider()),
+                     StringOf(r.getProviderVersion())};
+}
+
+Member GetNodeInfo(wire::NodeInfo::Reader r) {
+  Member m;
+  m.rank = r.getRank();
+  m.name = StringOf(r.getName());
+  m.control_address = StringOf(r.getControlAddress());
+  m.data_address = BytesOf(r.getDataAddress());
+  m.device = StringOf(r.getDevice());
+  m.batch_size = static_cast<int>(std::min<uint32_t>(r.getBatchSize(), 1u << 30));
+  m.host_group = StringOf(r.getHostGroup());
+  m.rank_hint = r.getRankHint();
+  return m;
+}
+
+std::vector<Member> GetMembers(capnp::List<wire::NodeInfo>::Reader list) {
+  std::vector<Member> out;
+  out.reserve(list.size());
+  for (auto r : list) out.push_back(GetNodeInfo(r));
+  return out;
+}
+
+std::vector<std::string> GetTextList(capnp::List<capnp::Text>::Reader list) {
+  std::vector<std::string> out;
+  out.reserve(list.size());
+  for (auto t : list) out.push_back(StringOf(t));
+  return out;
+}
+
+msg::EpochView GetEpochView(wire::EpochView::Reader r) {
+  msg::EpochView v;
+  v.epoch = r.getEpoch();
+  v.proposal_id = r.getProposalId();
+  v.proposer = StringOf(r.getProposer());
+  v.members = GetMembers(r.getMembers());
+  for (int32_t d : r.getDeparted()) v.departed.push_back(d);
+  v.joined = GetTextList(r.getJoined());
+  v.finished = GetTextList(r.getFinished());
+  v.stopped = GetTextList(r.getStopped());
+  return v;
+}
+
+Result<ControlMessage> Extract(wire::Envelope::Reader env) {
+  switch (env.which()) {
+    case wire::Envelope::HELLO: {
+      auto r = env.getHello();
+      return msg::Hello{GetVersions(r.getVersions()), StringOf(r.getNodeName()), BytesOf(r.getNonce()),
+                        BytesOf(r.getProof())};
+    }
+    case wire::Envelope::PROOF:
+      return msg::Proof{BytesOf(env.getProof().getProof())};
+    case wire::Envelope::JOIN:
+      return msg::Join{GetNodeInfo(env.getJoin().getInfo()), StringOf(env.getJoin().getSharedSettings()),
+                       env.getJoin().getResume()};
+    case wire::Envelope::WELCOME:
+      return msg::Welcome{GetEpochView(env.getWelcome())};
+    case wire::Envelope::EPOCH_PROPOSAL:
+      return msg::EpochProposal{GetEpochView(env.getEpochProposal())};
+    case wire::Envelope::EPOCH_ACK: {
+      auto r = env.getEpochAck();
+      return msg::EpochAck{r.getEpoch(), r.getProposalId(), StringOf(r.getSender())};
+    }
+    case wire::Envelope::HEARTBEAT: {
+      auto r = env.getHeartbeat();
+      return msg::Heartbeat{r.getEpoch(), StringOf(r.getSender())};
+    }
+    case wire::Envelope::LEAVE: {
+      auto r = env.getLeave();
+      return msg::Leave{r.getEpoch(), StringOf(r.getName()), r.getStopping()};
+    }
+    case wire::Envelope::BARRIER: {
+      auto r = env.getBarrier();
+      return msg::Barrier{StringOf(r.getName()), r.getEpoch(), r.getSeq(), StringOf(r.getSender()),
+                          r.getAdvance(), r.getReply()};
+    }
+    case wire::Envelope::STATE_REQUEST:
+      return msg::StateRequest{StringOf(env.getStateRequest().getSender())};
+    case wire::Envelope::STATE: {
+      auto r = env.getState();
+      return msg::State{r.getFormed(), r.getEpoch(), GetMembers(r.getMembers()),
+                        GetTextList(r.getPending()), StringOf(r.getCoordinator())};
+    }
+    case wire::Envelope::REDIRECT: {
+      auto r = env.getRedirect();
+      return msg::Redirect{StringOf(r.getCoordinatorName()), StringOf(r.getCoordinatorAddress())};
+    }
+    case wire::Envelope::REJECT: {
+      auto r = env.getReject();
+      return msg::Reject{FromWire(r.getCode()), StringOf(r.getReason())};
+    }
+  }
+  return Err(DataLoss("unknown control message type " +
+                      std::to_string(static_cast<unsigned>(env.which()))));
+}
+
+}  // namespace
+
+std::string VersionInfo::Describe() const {
+  return "chorus " + chorus + ", libfabric " + libfabric + ", provider " + provider + " " +
+         provider_version;
+}
+
+Status CheckVersions(const VersionInfo& ours, const VersionInfo& theirs, std::string_view peer) {
+  if (ours == theirs) return Status::Ok();
+  return FailedPrecondition("version mismatch with " + std::string(peer) + ": ours " + ours.Describe() +
+                            "; theirs " + theirs.Describe() +
+                            " (versions must match exactly: libfabric builds of different versions do "
+                            "not interoperate)");
+}
+
+std::string_view RejectCodeName(RejectCode code) {
+  switch (code) {
+    case RejectCode::kOther: return "other";
+    case RejectCode::kVersionMismatch: return "version mismatch";
+    case RejectCode::kAuthenticationFailed: return "authentication failed";
+    case RejectCode::kDuplicateName: return "duplicate name";
+    case RejectCode::kNotMember: return "not a member";
+    case RejectCode::kProtocol: return "protocol error";
+    case RejectCode::kSettingsMismatch: return "settings mismatch";
+  }
+  return "?";
+}
+
+std::string_view MessageName(const ControlMessage& message) {
+  static constexpr std::string_view kNames[] = {
+      "hello", "proof",        "join",  "welcome",       "heartbeat", "leave",   "barrier",
+      "stateRequest", "state", "epochProposal", "epochAck", "reject", "redirect"};
+  static_assert(std::size(kNames) == std::variant_size_v<ControlMessage>);
+  return kNames[message.index()];
+}
+
+Result<std::vector<uint8_t>> EncodeMessage(const ControlMessage& message) {
+  try {
+    capnp::MallocMessageBuilder builder;
+    Fill(builder.initRoot<wire::Envelope>(), message);
+    kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+    kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+    return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  } catch (const kj::Exception& e) {
+    return Err(Internal("encoding control message " + std::string(MessageName(message)) + ": " +
+                        std::string(e.getDescription().cStr())));
+  }
+}
+
+Result<ControlMessage> DecodeMessage(std::span<const uint8_t> bytes) {
+  if (bytes.empty()) return Err(DataLoss("empty control message"));
+  if (bytes.size() % sizeof(capnp::word) != 0) {
+    return Err(DataLoss("control message of " + std::to_string(bytes.size()) +
+                        " bytes is not a whole number of 8-byte words"));
+  }
+  // Copy into word-aligned storage: the frame buffer has no alignment guarantee.
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords =
+        std::max<uint64_t>(kMinTraversalWords, words.size() * kTraversalWordsPerInputWord);
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    if (reader.getEnd() != words.end()) {
+      return Err(DataLoss("control message has " +
+                          std::to_string((words.end() - reader.getEnd()) * sizeof(capnp::word)) +
+                          " trailing bytes after the capnp message"));
+    }
+    return Extract(reader.getRoot<wire::Envelope>());
+  } catch (const kj::Exception& e) {
+    return Err(DataLoss("malformed capnp message: " + std::string(e.getDescription().cStr())));
+  }
+}
+
+}  // namespace chorus::node

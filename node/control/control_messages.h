@@ -1,0 +1,143 @@
+// Control-plane messages as plain C++ values, and their Cap'n Proto encoding.
+//
+// node/control/control.capnp defines the wire format; this file is the only place that
+// touches the generated classes: EncodeMessage builds a flat capnp message from
+// a ControlMessage and DecodeMessage turns bytes back into one, catching every
+// kj::Exception (malformed input) and returning a Status instead. The rest of the
+// control plane works with the structs below. Must not: do I/O, authenticate
+// (control_frame.h / control_auth.h do), or decide anything about membership.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+#include "node/control/membership.h"
+
+namespace chorus::node {
+
+// What two nodes must agree on exactly. libfabric builds of tcp;ofi_rxm with
+// different versions do not interoperate, so the provider version is included.
+struct VersionInfo {
+  std::string chorus;
+  std::string libfabric;
+  std::string provider;
+  std::string provider_version;
+
+  bool operator==(const VersionInfo&) const = default;
+  // "chorus 0.1.0, libfabric 1.17, provider tcp;ofi_rxm 117.0"
+  std::string Describe() const;
+};
+
+// Ok when equal; otherwise FailedPrecondition naming both sides' versions:
+// "version mismatch with node2 (127.0.0.1:4100): ours chorus 0.1.0, ...; theirs chorus 0.2.0, ...".
+Status CheckVersions(const VersionInfo& ours, const VersionInfo& theirs, std::string_view peer);
+
+enum class RejectCode {
+  kOther,
+  kVersionMismatch,
+  kAuthenticationFailed,
+  kDuplicateName,
+  kNotMember,
+  kProtocol,
+  kSettingsMismatch,  // a joiner's shared settings differ from the coordinator's
+};
+std::string_view RejectCodeName(RejectCode code);
+
+namespace msg {
+
+struct Hello {
+  VersionInfo versions;
+  std::string node_name;
+  std::vector<uint8_t> nonce;  // 32 random bytes
+  std::vector<uint8_t> proof;  // acceptor only: proof over the dialer's nonce
+};
+struct Proof {
+  std::vector<uint8_t> proof;
+};
+struct Join {
+  Member info;  // rank is -1
+  std::string shared_settings;  // see LocalNodeInfo::shared_settings
+  bool resume = false;          // see LocalNodeInfo::resume
+};
+// An epoch as proposed and as committed.
+struct EpochView {
+  uint64_t epoch = 0;
+  uint64_t proposal_id = 0;
+  std::string proposer;
+  std::vector<Member> members;  // members[i].rank == i
+  std::vector<int> departed;
+  std::vector<std::string> joined;
+  std::vector<std::string> finished;  // departed members that left at their run's end
+  std::vector<std::string> stopped;   // departed members that left before it
+};
+struct Welcome {
+  EpochView view;
+};
+struct EpochProposal {
+  EpochView view;
+};
+struct EpochAck {
+  uint64_t epoch = 0;
+  uint64_t proposal_id = 0;
+  std::string sender;
+};
+struct Heartbeat {
+  uint64_t epoch = 0;
+  std::string sender;
+};
+struct Leave {
+  uint64_t epoch = 0;
+  std::string name;
+  bool stopping = false;  // before the run's end: ends the others' epoch (control.capnp)
+};
+struct Barrier {
+  std::string name;
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+  std::string sender;
+  bool advance = false;
+  bool reply = false;
+};
+struct StateRequest {
+  std::string sender;
+};
+struct State {
+  bool formed = false;
+  uint64_t epoch = 0;
+  std::vector<Member> members;
+  std::vector<std::string> pending;
+  std::string coordinator;
+};
+struct Redirect {
+  std::string coordinator_name;
+  std::string coordinator_address;
+};
+struct Reject {
+  RejectCode code = RejectCode::kOther;
+  std::string reason;
+};
+
+}  // namespace msg
+
+using ControlMessage =
+    std::variant<msg::Hello, msg::Proof, msg::Join, msg::Welcome, msg::Heartbeat, msg::Leave,
+                 msg::Barrier, msg::StateRequest, msg::State, msg::EpochProposal, msg::EpochAck,
+                 msg::Reject, msg::Redirect>;
+
+// "hello", "join", "welcome", ... (the union field names of control.capnp).
+std::string_view MessageName(const ControlMessage& message);
+
+// The flat Cap'n Proto encoding of one Envelope (a multiple of 8 bytes).
+[[nodiscard]] Result<std::vector<uint8_t>> EncodeMessage(const ControlMessage& message);
+
+// Parses one Envelope. Malformed input (not whole words, bad segment table,
+// pointers out of bounds, trailing bytes, unknown union member) is kDataLoss
+// naming what was wrong; it never throws.
+[[nodiscard]] Result<ControlMessage> DecodeMessage(std::span<const uint8_t> bytes);
+
+}  // namespace chorus::node

@@ -1,0 +1,141 @@
+// The control plane of one node: listen, join, membership epochs, heartbeats,
+// barriers, leave (DESIGN.md "Runtime of one node", step 2).
+//
+// Protocol in short (details in control_plane.cc and control_membership.cc):
+//  - A node listens on cluster.listen and checks at start that its advertised
+//    address answers a hello from itself.
+//  - The founder (empty bootstrap list, or the first bootstrap entry is its own
+//    advertised address) starts the cluster. Every other node dials the
+//    bootstrap peers in turn, retrying until cluster.join_timeout_s; a member
+//    that is not the coordinator redirects the join to the coordinator.
+//  - The coordinator (the founder until epoch 0, then the lowest-ranked live
+//    member) owns membership. With cluster.min_nodes candidates it fixes epoch 0
+//    (ranks: RanksBefore in membership.h) and sends it to everyone.
+//  - Members keep one connection per pair (the higher rank dials) and send
+//    heartbeats every heartbeat_interval_s. Silent for suspect_timeout_s is
+//    suspect, for dead_timeout_s dead (sooner when its connection closed and
+//    dials to it are refused); a member that leaves says so. The
+//    coordinator then proposes epoch e+1 with the survivors, every member acks,
+//    the coordinator commits, and every member logs "epoch N: members ...".
+//  - A node that joins after epoch 0 waits; the coordinator admits it at the
+//    next epoch boundary (AdvanceEpochIfPending, called by every member).
+//
+// Threading: one Asio io_context runs on its own thread (the control thread).
+// Every public method is thread-safe and may block only until its Deadline.
+// Must not: touch the data plane or the model; it only carries the data-plane
+// address as opaque bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "node/config/config.h"
+#include "node/control/membership.h"
+
+namespace chorus::node {
+
+// What this node tells the others about itself.
+struct LocalNodeInfo {
+  std::string name;                   // unique in the cluster; default "node<rank_hint>" or "<host>-<pid>"
+  std::vector<uint8_t> data_address;  // opaque data-plane address (transport LocalAddress())
+  std::string device = "cpu";         // "cpu" | "cuda"
+  int batch_size = 0;
+  std::string host_group;             // default: cluster.host_group, then the host name
+  // Must match exactly across the cluster (a mismatch is refused, naming both).
+  std::string chorus_version;
+  std::string libfabric_version;
+  std::string provider;               // "tcp;ofi_rxm" | "shm"
+  std::string provider_version;
+  // Settings every member must share, one "key = value" line each (the node
+  // sends SharedSettingsText: its [exchange] and [topology], and what fixes a
+  // step's computation in [train] and [data]; members that disagree would run
+  // different collectives or train different models); a joiner whose text
+  // differs is refused, naming the first line that does. Empty for tools
+  // without such settings.
+  std::string shared_settings;
+  // The node resumes from its checkpoint (--resume). The founding members
+  // (epoch 0) must agree: they synchronise the resumed state collectively, so
+  // a founding node that differs from the coordinator is refused, naming both.
+  // A node that joins a formed cluster is synchronised by its admission, so
+  // its flag is not compared.
+  bool resume = false;
+  // A bound, listening TCP socket to serve instead of binding cluster.listen
+  // (-1: none). `chorus launch` hands node0 the bootstrap port's socket this way
+  // (CHORUS_LISTEN_FD), so no other process can take the port first. The
+  // control plane owns it from Start on.
+  int listen_fd = -1;
+};
+
+class ControlPlaneImpl;
+
+class ControlPlane {
+ public:
+  // Listens, runs the self-check against the advertised address, logs the
+  // versions and starts founding or joining in the background. Errors: a bad
+  // listen/advertise address, a port in use, a failed self-check.
+  [[nodiscard]] static Result<std::unique_ptr<ControlPlane>> Start(const ClusterConfig& config,
+                                                                   LocalNodeInfo local);
+  // Stops without leaving: the others will see this node die.
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+
+  // The port actually listened on (cluster.listen may say 0).
+  uint16_t port() const;
+  // The address peers dial ("host:port").
+  const std::string& advertise_address() const;
+  const std::string& name() const;
+
+  // Waits until this node is a member of some epoch (epoch 0, or a later one for
+  // a node that joined a running cluster) and returns that view. Fails when
+  // joining failed (no bootstrap peer reachable within join_timeout_s, wrong
+  // token, version mismatch, duplicate name) or at the deadline.
+  [[nodiscard]] Result<MembershipView> WaitForEpoch0(Deadline deadline);
+
+  // The latest installed view (epoch 0 with no members before joining). Its
+  // self_rank is -1 once this node has left or was removed by the others.
+  MembershipView View() const;
+  // Called on the control thread after each new view is installed (also the
+  // one with self_rank -1 that removes this node). Keep it short.
+  void OnViewChange(std::function<void(const MembershipView&)> callback);
+  // Called on the control thread when a member of the current view fails, in
+  // two steps: its connection closes (a killed process closes it at once:
+  // kConnectionLost, a hint, also seen for a live member whose connection
+  // broke), then this node declares it dead (refused dials or silence:
+  // kDeclaredDead; never for a member that left). A member that leaves before
+  // its run's end (Leave with LeaveKind::kStopping) is reported once, as
+  // kStopped. Keep it short.
+  void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
+  // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
+  [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
+
+  // Returns when every member of membership epoch `epoch` has called
+  // Barrier(name, epoch). Aborted when this node's view is past `epoch`
+  // already, or moves past it first (retry in the new epoch): a node still
+  // installing an older epoch must not take part in the newer epoch's barrier
+  // of the same name. DeadlineExceeded names the members that did not arrive.
+  [[nodiscard]] Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline);
+
+  // The epoch boundary of the training loop: every member calls it at the same
+  // point. When nodes wait to join, the coordinator proposes the next epoch with
+  // them and every member returns that view; otherwise the current view.
+  [[nodiscard]] Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
+  // Nodes waiting to be admitted (known to the coordinator only; empty elsewhere).
+  std::vector<std::string> PendingJoiners() const;
+
+  // Tells the others this node leaves, waits until they have moved to an epoch
+  // without it (or nobody is left to confirm), then closes every connection.
+  // `kind`: see LeaveKind (membership.h).
+  [[nodiscard]] Status Leave(Deadline deadline, LeaveKind kind = LeaveKind::kDone);
+
+ private:
+  explicit ControlPlane(std::unique_ptr<ControlPlaneImpl> impl);
+  std::unique_ptr<ControlPlaneImpl> impl_;
+};
+
+}  // namespace chorus::node

@@ -1,0 +1,266 @@
+// Internal state of ControlPlane, shared by control_plane.cc (start-up,
+// public API, connections, joining) and control_membership.cc (epoch 0,
+// liveness, proposals, barriers, leaving). Not for use outside those files.
+//
+// Locking: every member below the mutex is guarded by mu_. Asio handlers run on
+// the control thread and take mu_ through Locked(); public methods take it on
+// the caller's thread and only post work to the control thread. Connections are
+// only touched on the control thread. View callbacks run on the control thread
+// with mu_ released.
+#pragma once
+
+#include <compare>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "node/config/config.h"
+#include "node/control/control_auth.h"
+#include "node/control/control_connection.h"
+#include "node/control/control_messages.h"
+#include "node/control/membership.h"
+
+namespace chorus::node {
+
+class ControlPlaneImpl : public Connection::Listener {
+ public:
+  ControlPlaneImpl(const ClusterConfig& config, Member self, VersionInfo versions);
+  ~ControlPlaneImpl() override;
+
+  // ---- start-up (caller's thread, before the public object exists) ----
+  // Binds cluster.listen, or serves `listen_fd` when it is >= 0 (its port
+  // must agree with cluster.listen's unless that says 0).
+  [[nodiscard]] Status Listen(int listen_fd);
+  // Before StartThread: see LocalNodeInfo::shared_settings and ::resume.
+  void set_join_terms(std::string settings, bool resume) {
+    shared_settings_ = std::move(settings);
+    resume_ = resume;
+  }
+  // Takes `fd` over (closing it on failure); checks it listens on TCP/IP.
+  [[nodiscard]] Status AdoptListener(int fd, uint16_t expected_port);
+  void StartThread();
+  [[nodiscard]] Status SelfCheck();
+  void Begin();
+
+  // ---- public API (any thread) ----
+  uint16_t port() const { return port_; }
+  const std::string& advertise_address() const { return advertise_; }
+  const std::string& name() const { return self_.name; }
+  Result<MembershipView> WaitForEpoch0(Deadline deadline);
+  MembershipView View() const;
+  void OnViewChange(std::function<void(const MembershipView&)> callback);
+  void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
+  Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
+  Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline);
+  Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
+  std::vector<std::string> PendingJoiners() const;
+  Status Leave(Deadline deadline, LeaveKind kind);
+
+  // ---- Connection::Listener (control thread) ----
+  void OnEstablished(const std::shared_ptr<Connection>& conn) override;
+  void OnMessage(const std::shared_ptr<Connection>& conn, ControlMessage message) override;
+  void OnClosed(const std::shared_ptr<Connection>& conn, const Status& reason) override;
+
+ private:
+  enum class Phase {
+    kStarting,  // listening, self-check running
+    kJoining,   // dialing bootstrap peers
+    kWaiting,   // accepted (or founding): waiting for epoch 0 or for admission
+    kMember,
+    kLeaving,   // Leave() called, waiting for the others to move on
+    kLeft,
+    kRemoved,   // the others installed an epoch without us
+    kFailed,    // joining failed
+  };
+  static std::string_view PhaseName(Phase phase);
+  bool Terminal() const {
+    return phase_ == Phase::kLeft || phase_ == Phase::kRemoved || phase_ == Phase::kFailed;
+  }
+
+  struct Applicant {
+    Member info;
+    std::shared_ptr<Connection> conn;
+  };
+  struct Proposal {
+    msg::EpochView view;
+    std::set<std::string> waiting;  // names whose ack is missing
+  };
+  struct BarrierKey {
+    uint64_t epoch = 0;
+    std::string name;
+    uint64_t seq = 0;
+    auto operator<=>(const BarrierKey&) const = default;
+  };
+  struct BarrierState {
+    std::set<std::string> arrived;
+    bool advance = false;     // some arrival carried advance
+    bool mine = false;        // this node arrived
+    bool my_advance = false;  // the advance flag of our arrival
+    bool done = false;        // this node saw everyone arrive
+  };
+
+  // Runs `f` with mu_ held on the control thread, then the view callbacks.
+  template <typename F>
+  void Locked(F&& f) {
+    std::unique_lock<std::mutex> lock(mu_);
+    f();
+    std::vector<MembershipView> views = std::move(to_announce_);
+    to_announce_.clear();
+    auto callbacks = callbacks_;
+    std::vector<MemberFailure> failures = std::move(to_report_failures_);
+    to_report_failures_.clear();
+    auto failure_callbacks = failure_callbacks_;
+    lock.unlock();
+    for (const MembershipView& v : views) {
+      for (const auto& cb : callbacks) cb(v);
+    }
+    for (const MemberFailure& f : failures) {
+      for (const auto& cb : failure_callbacks) cb(f);
+    }
+  }
+  // Waits on cv_ until `done()` or the deadline (never overflowing the clock).
+  template <typename P>
+  bool WaitUntil(std::unique_lock<std::mutex>& lock, Deadline deadline, P done) {
+    while (!done()) {
+      if (deadline.Expired()) return false;
+      cv_.wait_for(lock, std::min<Duration>(deadline.Remaining(), std::chrono::seconds(1)));
+    }
+    return true;
+  }
+
+  // control_plane.cc: connections and joining (mu_ held).
+  void StartAccept();
+  void StartTick();
+  void OnTick();
+  void Fail(const Status& status);
+  void CloseAll();
+  void StartJoinRound();
+  void TryNextJoinTarget();
+  void DialJoin(const std::string& address);
+  void OnJoinConnectionClosed(const std::shared_ptr<Connection>& conn, const Status& reason);
+  void DialMember(const Member& member);
+  void RegisterPeer(const std::string& name, const std::shared_ptr<Connection>& conn);
+  // Sends to a member or applicant by name; when not connected, queues the
+  // message for the next connection to that name if `queue` is set.
+  void SendTo(const std::string& name, const ControlMessage& message, bool queue);
+  msg::State BuildState() const;
+
+  // control_membership.cc: membership (mu_ held).
+  void Dispatch(const std::shared_ptr<Connection>& conn, ControlMessage message);
+  void HandleJoin(const std::shared_ptr<Connection>& conn, const msg::Join& join);
+  void HandleJoinReply(const std::shared_ptr<Connection>& conn, ControlMessage& message);
+  void HandleProposal(const std::shared_ptr<Connection>& conn, const msg::EpochProposal& p);
+  void HandleAck(const msg::EpochAck& ack);
+  void HandleWelcome(const std::shared_ptr<Connection>& conn, const msg::Welcome& w);
+  void HandleLeave(const msg::Leave& leave);
+  void HandleBarrier(const msg::Barrier& b);
+  void HandleHeartbeat(const std::shared_ptr<Connection>& conn, const msg::Heartbeat& h);
+  void HandleState(const std::shared_ptr<Connection>& conn, const msg::State& s);
+  bool IsCoordinator() const;
+  std::string ExpectedCoordinator() const;
+  bool Gone(const std::string& name) const { return dead_.count(name) || left_.count(name); }
+  bool OthersAllGone() const;
+  // No message waits in the outbox of a member that is not dead: a leaving
+  // node's Leave has gone out to every member that may still wait for it.
+  bool OutboxDelivered() const;
+  // While leaving: dial every member whose outbox holds messages, whatever the
+  // ranks (one that left is still listening until all others confirm).
+  void DialForOutbox();
+  // Leaving, with messages (our Leave) still queued for `name`, not dead.
+  bool LeaveOwedTo(const std::string& name) const {
+    return phase_ == Phase::kLeaving && outbox_.count(name) && !dead_.count(name);
+  }
+  void MaybeFormEpoch0();
+  void MaybePropose();
+  void SendProposal();
+  void Commit();
+  void InstallView(const msg::EpochView& v);
+  void CheckLiveness(Clock::time_point now);
+  void DialMissing();
+  void ResendBarriers();
+  // The barrier `name` of membership epoch `epoch` (see ControlPlane::Barrier).
+  Status BarrierInternal(const std::string& name, uint64_t epoch, bool advance, Deadline deadline,
+                         bool* advance_seen);
+
+  // ---- immutable after construction / Listen() ----
+  ClusterConfig config_;
+  Member self_;
+  VersionInfo versions_;
+  std::string shared_settings_;
+  bool resume_ = false;
+  std::shared_ptr<const ClusterKey> key_;
+  ConnectionOptions conn_options_;
+  Duration heartbeat_interval_;
+  Duration join_timeout_;
+  Duration suspect_after_;
+  Duration dead_after_;
+  uint16_t port_ = 0;
+  std::string advertise_;
+  std::string listen_display_;
+
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer tick_timer_;
+  asio::steady_timer join_timer_;
+  asio::steady_timer shutdown_timer_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::thread thread_;
+
+  // ---- guarded by mu_ ----
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Phase phase_ = Phase::kStarting;
+  bool shutting_down_ = false;  // the destructor waits for conns_ to flush and close
+  Status failure_;
+  bool founder_ = false;
+  bool formed_ = false;  // view_ holds an installed epoch
+  MembershipView view_;
+  std::vector<std::function<void(const MembershipView&)>> callbacks_;
+  std::vector<std::function<void(const MemberFailure&)>> failure_callbacks_;
+  std::vector<MemberFailure> to_report_failures_;  // reported after mu_ is released
+  std::vector<MembershipView> to_announce_;
+
+  std::set<std::shared_ptr<Connection>> conns_;            // every open connection
+  std::map<std::string, std::shared_ptr<Connection>> peers_;  // established, by member name
+  std::map<uint64_t, std::string> dialed_member_;          // connection id -> member name we dialed
+  std::set<std::string> dialing_;
+  std::map<std::string, std::deque<ControlMessage>> outbox_;
+
+  // Joining (non-founders).
+  std::vector<std::string> join_targets_;
+  size_t join_index_ = 0;
+  int join_redirects_ = 0;
+  Duration join_retry_delay_{};
+  Clock::time_point join_started_{};
+  std::map<std::string, std::string> join_errors_;  // address -> last error
+  std::shared_ptr<Connection> join_conn_;
+  std::string join_address_;
+  std::string coordinator_name_;  // who accepted our join
+
+  // Coordinator: candidates for epoch 0 (founder) or joiners waiting for a boundary.
+  std::vector<Applicant> applicants_;
+  std::optional<Proposal> proposal_;
+  bool advance_requested_ = false;
+
+  LivenessTable liveness_;
+  Clock::time_point last_tick_{};
+  std::set<std::string> dead_;
+  std::map<std::string, bool> left_;  // members that sent Leave -> whether `stopping`
+
+  std::map<BarrierKey, BarrierState> barriers_;
+  std::map<std::pair<uint64_t, std::string>, uint64_t> barrier_counters_;
+};
+
+}  // namespace chorus::node

@@ -1,0 +1,48 @@
+// The control plane's listening socket (see listen_socket.h).
+#include "node/control/listen_socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "node/config/config_parse.h"
+
+namespace chorus::node {
+
+Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return Err(InvalidArgument("'" + host + "' is not an IPv4 address"));
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && fd <= STDERR_FILENO) {
+    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    close(fd);
+    fd = moved;
+  }
+  if (fd < 0) return Err(ErrnoStatus(errno, "socket"));
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, SOMAXCONN) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    return Err(ErrnoStatus(err, "listening on a free port of " + host));
+  }
+  return std::make_pair(fd, static_cast<uint16_t>(ntohs(addr.sin_port)));
+}
+
+Result<int> InheritedListenFd() {
+  const char* text = std::getenv(kListenFdEnv);
+  if (text == nullptr || *text == '\0') return -1;
+  CHORUS_ASSIGN_OR_RETURN(int64_t fd, ParseEnvInteger(kListenFdEnv, text, 0));
+  return static_cast<int>(fd);
+}
+
+}  // namespace chorus::node

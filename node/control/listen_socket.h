@@ -1,0 +1,31 @@
+// The control plane's listening socket before the control plane owns it: one
+// bound to a free port (what `chorus launch` binds for node0), and the one a
+// node inherits from `chorus launch` through an environment variable.
+//
+// Plain POSIX sockets; the control plane adopts the fd (ControlPlane::Start).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "common/status.h"
+
+namespace chorus::node {
+
+// The environment variable through which launch hands node0 its control-plane
+// socket, bound and listening (as systemd's socket activation hands a daemon
+// its own): picking a free port and leaving node0 to bind it later would give
+// any other process on the host a moment to take it first.
+inline constexpr const char* kListenFdEnv = "CHORUS_LISTEN_FD";
+
+// A TCP socket bound to a free port of `host` (an IPv4 address) and listening:
+// close-on-exec, never fd 0-2. Returns the fd (the caller closes it) and its
+// port. Launch binds node0's this way; benchmarks and tests use it too.
+[[nodiscard]] Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host);
+
+// The control-plane socket `chorus launch` handed over (kListenFdEnv), or -1
+// when none was; a malformed variable is an error naming it.
+[[nodiscard]] Result<int> InheritedListenFd();
+
+}  // namespace chorus::node

@@ -1,0 +1,189 @@
+// Synchronous all-reduce exchange with tensor fusion (see allreduce_exchange.h).
+#include "node/exchange/allreduce_exchange.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "common/log.h"
+#include "node/cluster/step_agreement.h"
+
+namespace chorus::node {
+
+Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name) {
+  std::string spelled = name;
+  std::replace(spelled.begin(), spelled.end(), '-', '_');
+  return gossip::ParseAllreduceAlgorithm(spelled);
+}
+
+gossip::AllreduceCrossovers CrossoversFromConfig(std::string_view provider, const CrossoversConfig& x) {
+  gossip::AllreduceCrossovers out = gossip::CrossoversForProvider(provider);
+  for (const CrossoverKey& k : kCrossoverKeys) {
+    if (x.*k.kib >= 0) out.*k.bytes = static_cast<size_t>(x.*k.kib) * 1024;
+  }
+  return out;
+}
+
+std::vector<std::string> HostKeys(const MembershipView& view) {
+  std::vector<std::string> keys;
+  for (const Member& m : view.members) keys.push_back(m.host_group.empty() ? m.name : m.host_group);
+  return keys;
+}
+
+Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Config& config,
+                                                                     ClusterSession* session,
+                                                                     trainer::Trainer* trainer,
+                                                                     TraceWriter* trace) {
+  std::unique_ptr<AllreduceExchange> ex(new AllreduceExchange(config, session, trainer, trace));
+  CHORUS_ASSIGN_OR_RETURN(ex->algorithm_, AllreduceAlgorithmFromConfig(config.exchange.algorithm));
+  CHORUS_RETURN_IF_ERROR(ex->Build());
+  AllreduceExchange* self = ex.get();
+  trainer->SetGradientReadyHook([self](int param) {
+    if (!self->engine_ || !self->hook_error_.ok()) return;
+    const size_t n = self->trainer_->Parameters().size();
+    Status s = self->engine_->MarkReady(n - 1 - static_cast<size_t>(param));
+    if (!s.ok()) self->hook_error_ = s;
+  });
+  return ex;
+}
+
+AllreduceExchange::~AllreduceExchange() { trainer_->SetGradientReadyHook(nullptr); }
+
+Status AllreduceExchange::Build() {
+  engine_.reset();
+  const MembershipView& view = session_->view;
+  const gossip::Tag tag_base = EpochTagBase(view.epoch);  // a fresh range per membership epoch
+  const Duration op_timeout = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double>(config_.fabric.op_timeout_s));
+  std::optional<gossip::HostSegmentOptions> segment;
+  if (config_.exchange.shared_memory) {
+    segment = gossip::HostSegmentOptions{};
+    segment->tag_base = tag_base;  // the attach uses a phase no bucket's all-reduce uses
+    segment->deadline = Deadline::After(op_timeout);
+  }
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective c,
+                          gossip::Collective::Create(*session_->transport, HostKeys(view), segment));
+  collective_ = std::make_unique<gossip::Collective>(std::move(c));
+  if (collective_->segment() != nullptr) {
+    CHORUS_LOG_INFO(Subsys::kGossip, "all-reduce inside the host through shared memory ",
+                    collective_->segment()->Describe());
+  }
+
+  // Backward order is the reverse of the parameter table.
+  std::span<const trainer::ParameterInfo> params = trainer_->Parameters();
+  // Slice b of the bucketer is parameter n-1-b of the table.
+  const size_t n = params.size();
+  std::vector<gossip::ParamSlice> slices(n);
+  for (size_t b = 0; b < n; ++b) slices[b] = {params[n - 1 - b].offset, params[n - 1 - b].count};
+  CHORUS_ASSIGN_OR_RETURN(
+      gossip::GradientBucketer bucketer,
+      gossip::GradientBucketer::Create(std::move(slices),
+                                       static_cast<size_t>(config_.exchange.bucket_kib) * 1024));
+  int global_batch = 0;
+  int local_batch = config_.train.batch_size;
+  for (const Member& m : view.members) global_batch += m.batch_size;
+  gossip::FusionOptions options;
+  options.allreduce.algorithm = algorithm_;
+  options.allreduce.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
+  options.allreduce.pre_scale = static_cast<float>(local_batch) / static_cast<float>(global_batch);
+  options.allreduce.tag_base = tag_base;
+  options.bucket_timeout = op_timeout;
+  options.trace = trace_;
+  options.fp16_wire = config_.exchange.fp16_wire;
+  CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
+                                                                trainer_->Gradients(), options));
+  hook_error_ = Status::Ok();
+  return Status::Ok();
+}
+
+std::string AllreduceExchange::Describe() const {
+  return "allreduce " + config_.exchange.algorithm + " over " + std::to_string(session_->view.size()) +
+         " nodes (" + session_->transport->Describe() + ", fusion buckets " +
+         std::to_string(config_.exchange.bucket_kib) + " KiB)";
+}
+
+Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
+  Status s = hook_error_;
+  if (s.ok()) s = engine_->WaitAll(Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+  if (s.ok()) return Status::Ok();
+  ++failed_steps_;
+  CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": all-reduce failed: ", s.ToString());
+  if (config_.exchange.on_failure == "stop") {
+    return s.WithContext("all-reduce failed and exchange.on_failure = \"stop\"");
+  }
+  return Reform(s, step);
+}
+
+Status AllreduceExchange::Finish() {
+  // CPU nodes are bitwise identical after every step (same arithmetic on the
+  // same averaged gradients). A GPU applies the update with other arithmetic
+  // (FMA, reduction order), so with one in the cluster the replicas drift
+  // apart in the last bits: end with rank 0's model everywhere.
+  const MembershipView& view = session_->view;
+  const bool any_gpu = std::any_of(view.members.begin(), view.members.end(),
+                                   [](const Member& m) { return m.device != "cpu"; });
+  if (!any_gpu || view.size() < 2) return Status::Ok();
+  gossip::CollectiveOptions bo;
+  bo.tag_base = EpochTagBase(view.epoch) + (uint64_t{1} << 38);
+  bo.deadline = ReformDeadline(config_);
+  CHORUS_RETURN_IF_ERROR(
+      collective_->Broadcast(std::as_writable_bytes(trainer_->MasterWeights()), 0, bo));
+  trainer_->RefreshWorkingCopy();
+  CHORUS_LOG_INFO(Subsys::kGossip, "GPU nodes in the cluster: every node ends with rank 0's model");
+  return Status::Ok();
+}
+
+Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
+  Status s = ReformOverSurvivors(*session_, config_, failure, "all-reduce",
+                                 [&](const MembershipView& next) { return ReformAt(next, step); });
+  if (s.ok()) ++reforms_;
+  return s;
+}
+
+Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t step) {
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
+  CHORUS_RETURN_IF_ERROR(Build());
+  // Survivors may disagree on whether the failed step's sum completed (one
+  // finished step s and failed at s + 1, another failed at s): take the new
+  // rank 0's parameters and apply no update for the failed step anywhere.
+  // After the re-form every survivor holds the same master, momentum and loss
+  // scaler, the same step counter and data position (the agreed resume step;
+  // the loop drops the batches in between).
+  CHORUS_RETURN_IF_ERROR(Resynchronize(next, step + 1));
+  // Not even a zero-gradient update: it would move the weights by lr(step)
+  // (momentum, weight decay), and `step` differs between survivors.
+  step_abandoned_ = true;
+  return Status::Ok();
+}
+
+Status AllreduceExchange::Resumed(int64_t next_step) { return Resynchronize(session_->view, next_step); }
+
+Status AllreduceExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
+  std::span<float> master = trainer_->MasterWeights();
+  gossip::CollectiveOptions bo;
+  bo.tag_base = EpochTagBase(view.epoch) + (uint64_t{1} << 39);
+  bo.deadline = ReformDeadline(config_);
+  CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(master), 0, bo));
+  // The optimizer and loss-scaler state too: a survivor that applied the failed
+  // step moved its momentum and scale, and replicas must stay bitwise equal.
+  bo.tag_base += gossip::kTagsPerCollective;
+  CHORUS_RETURN_IF_ERROR(
+      collective_->Broadcast(std::as_writable_bytes(trainer_->Momentum()), 0, bo));
+  trainer::LossScalerState scaler = trainer_->loss_scaler().state();
+  bo.tag_base += gossip::kTagsPerCollective;
+  CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(std::span(&scaler, 1)), 0, bo));
+  CHORUS_RETURN_IF_ERROR(trainer_->loss_scaler().Restore(scaler));
+  trainer_->RefreshWorkingCopy();
+  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(*collective_, view, next_step, config_));
+  return Status::Ok();
+}
+
+nlohmann::json AllreduceExchange::Metrics() const {
+  gossip::TransportStats t = session_->transport->Stats();
+  return {{"bytes_sent", t.bytes_sent},
+          {"bytes_received", t.bytes_received},
+          {"membership_epoch", session_->view.epoch},
+          {"world_size", session_->view.size()},
+          {"reforms", reforms_}};
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,109 @@
+// AllreduceExchange: synchronous data parallelism. The trainer's gradient-ready
+// hook marks parameters in the fusion engine, whose communication thread
+// all-reduces each bucket while backward goes on; AfterBackward waits for the
+// rest. Gradients are weighted by samples (pre_scale = local batch / global
+// batch), so nodes with different batch sizes train correctly and every node
+// applies the same update.
+//
+// A failed collective (dead peer) either stops the node cleanly
+// (exchange.on_failure = "stop") or waits for the next membership epoch,
+// re-forms the collective over the survivors, re-synchronises the parameters,
+// momentum and loss scaler from the new rank 0, and abandons that step on every
+// survivor (TakeStepAbandoned: no update is applied for it).
+//
+// Must not: change the model other than through the trainer's buffers.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "gossip/collectives/collective.h"
+#include "gossip/fusion/fusion_engine.h"
+#include "node/cluster/cluster_session.h"
+#include "node/config/config.h"
+#include "node/exchange/exchange.h"
+#include "node/outputs/trace.h"
+#include "trainer/trainer.h"
+
+namespace chorus::node {
+
+class AllreduceExchange final : public Exchange {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<AllreduceExchange>> Create(
+      const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace);
+  ~AllreduceExchange() override;
+
+  std::string Describe() const override;
+  [[nodiscard]] Status AfterBackward(int64_t step, int local_samples) override;
+  // With a GPU in the cluster, ends with rank 0's model on every node (see .cc).
+  [[nodiscard]] Status Finish() override;
+  nlohmann::json Metrics() const override;
+  int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  [[nodiscard]] Status Resumed(int64_t next_step) override;
+  bool TakeStepAbandoned() override { return std::exchange(step_abandoned_, false); }
+  bool StepsInLockstep() const override { return true; }
+
+ private:
+  AllreduceExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
+                    TraceWriter* trace)
+      : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
+  [[nodiscard]] Status Build();
+  // Waits for the next membership epoch and re-forms over it (ReformAt),
+  // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
+  [[nodiscard]] Status Reform(const Status& failure, int64_t step);
+  // Installs `next`, rebuilds over it, and agrees with the survivors on the
+  // step after `step` to resume from (steps_to_skip_).
+  [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t step);
+  // Every member of `view` takes rank 0's master, momentum and loss scale, and
+  // the largest `next_step` of them (steps_to_skip_).
+  [[nodiscard]] Status Resynchronize(const MembershipView& view, int64_t next_step);
+
+  const Config& config_;
+  ClusterSession* session_;
+  trainer::Trainer* trainer_;
+  TraceWriter* trace_;
+  gossip::AllreduceAlgorithm algorithm_ = gossip::AllreduceAlgorithm::kAuto;
+  std::unique_ptr<gossip::Collective> collective_;
+  std::unique_ptr<gossip::FusionEngine> engine_;
+  Status hook_error_;
+  uint64_t reforms_ = 0;
+  int64_t steps_to_skip_ = 0;
+  bool step_abandoned_ = false;
+  uint64_t failed_steps_ = 0;
+};
+
+// "ring" | "tree" | "halving-doubling" | "recursive-doubling" | "hierarchical" | "auto"
+// (config spelling).
+[[nodiscard]] Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name);
+// Each [exchange.crossovers] key: its KiB field, the byte size it sets, and
+// whether that size is an upper (inclusive) or a lower bound. The one table
+// behind CrossoversFromConfig and the fitted TOML (bench_allreduce.h).
+struct CrossoverKey {
+  std::string_view key;
+  int CrossoversConfig::*kib;
+  size_t gossip::AllreduceCrossovers::*bytes;
+  bool upper_bound;
+};
+inline constexpr CrossoverKey kCrossoverKeys[] = {
+    {"small_tree_max_kib", &CrossoversConfig::small_tree_max_kib,
+     &gossip::AllreduceCrossovers::small_tree_max_bytes, true},
+    {"recursive_doubling_max_kib", &CrossoversConfig::recursive_doubling_max_kib,
+     &gossip::AllreduceCrossovers::recursive_doubling_max_bytes, true},
+    {"tree_max_kib", &CrossoversConfig::tree_max_kib, &gossip::AllreduceCrossovers::tree_max_bytes, true},
+    {"halving_doubling_min_kib", &CrossoversConfig::halving_doubling_min_kib,
+     &gossip::AllreduceCrossovers::halving_doubling_min_bytes, false},
+    {"halving_doubling_max_kib", &CrossoversConfig::halving_doubling_max_kib,
+     &gossip::AllreduceCrossovers::halving_doubling_max_bytes, true},
+    {"large_tree_min_kib", &CrossoversConfig::large_tree_min_kib,
+     &gossip::AllreduceCrossovers::large_tree_min_bytes, false},
+    {"hierarchical_min_kib", &CrossoversConfig::hierarchical_min_kib,
+     &gossip::AllreduceCrossovers::hierarchical_min_bytes, false},
+};
+
+// What `auto` picks by over `provider`: its defaults (gossip::CrossoversForProvider)
+// with the sizes [exchange.crossovers] sets.
+gossip::AllreduceCrossovers CrossoversFromConfig(std::string_view provider, const CrossoversConfig& x);
+// Each rank's host key for hierarchical all-reduce (host_group, else its name).
+std::vector<std::string> HostKeys(const MembershipView& view);
+
+}  // namespace chorus::node

@@ -1,0 +1,227 @@
+// Gossip exchange (see gossip_exchange.h).
+#include "node/exchange/gossip_exchange.h"
+
+#include <sstream>
+
+#include "common/log.h"
+#include "gossip/protocols/choco_gossip.h"
+#include "gossip/codecs/codec.h"
+#include "gossip/protocols/consensus.h"
+#include "gossip/protocols/dpsgd_gossip.h"
+#include "gossip/protocols/pairwise_gossip.h"
+#include "gossip/protocols/push_sum_gossip.h"
+#include "node/exchange/allreduce_exchange.h"
+#include "node/cluster/step_agreement.h"
+#include "topologies/spectral_gap.h"
+#include "topologies/topology_spec.h"
+
+namespace chorus::node {
+namespace {
+
+// Pairwise and CHOCO need an undirected graph; D-PSGD also runs on regular
+// directed ones (gossip_dpsgd.h checks); push-sum on any.
+bool NeedsUndirected(const std::string& protocol) { return protocol == "pairwise-async" || protocol == "choco"; }
+// Every protocol but push-sum mixes symmetrically on "ring": the undirected ring.
+bool RingMeansBidirectional(const std::string& protocol) { return protocol != "push-sum"; }
+
+// Sets the fields every protocol's options share (gossip::GossipOptions).
+template <typename Options>
+Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t epoch, uint64_t seed) {
+  Options o;
+  gossip::GossipOptions& common = o;
+  common.codec = codec;
+  common.period = period;
+  common.epoch = epoch;
+  common.seed = seed;
+  return o;
+}
+
+}  // namespace
+
+double ChocoGamma(const ExchangeConfig& exchange) {
+  if (exchange.gamma > 0.0) return exchange.gamma;
+  // Measured with 8 nodes, MLP, 3 epochs (configs/compare/gossip-8.toml):
+  // sign reached 85.4 / 86.1 / 86.8 / 87.0 / 87.3% at gamma 0.1 / 0.2 / 0.4 /
+  // 0.6 / 0.8 (D-PSGD uncompressed: 87.2%), while top-1% diverged at 0.8.
+  const std::string& codec = exchange.compression.codec;
+  return codec == "top-k" || codec == "random-k" ? 0.2 : 0.8;
+}
+
+Result<std::unique_ptr<GossipExchange>> GossipExchange::Create(const Config& config,
+                                                               ClusterSession* session,
+                                                               trainer::Trainer* trainer,
+                                                               TraceWriter* trace,
+                                                               double known_spectral_gap) {
+  std::unique_ptr<GossipExchange> ex(new GossipExchange(config, session, trainer, trace));
+  ex->known_spectral_gap_ = known_spectral_gap;
+  CHORUS_RETURN_IF_ERROR(ex->BuildProtocol());
+  return ex;
+}
+
+GossipExchange::~GossipExchange() = default;
+
+Result<topologies::Graph> GossipExchange::BuildGraph(int n) const { return GossipGraph(config_, n); }
+
+Result<topologies::Graph> GossipGraph(const Config& config, int n) {
+  topologies::TopologySpec spec;
+  spec.kind = config.topology.kind;
+  if (RingMeansBidirectional(config.exchange.protocol) && spec.kind == "ring") spec.kind = "bidirectional-ring";
+  spec.dims = config.topology.dims;
+  spec.degree = config.topology.degree;
+  spec.seed = config.topology.seed;
+  auto graph = topologies::MakeTopology(spec, n);
+  if (!graph) return Err(graph.error().WithContext("topology." + config.topology.kind));
+  if (NeedsUndirected(config.exchange.protocol) && !graph->IsUndirected()) {
+    return Err(InvalidArgument("topology " + config.topology.kind + " is directed; protocol " +
+                               config.exchange.protocol + " needs an undirected graph (use push-sum)"));
+  }
+  return graph;
+}
+
+Status GossipExchange::BuildProtocol() {
+  const MembershipView& view = session_->view;
+  CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, BuildGraph(view.size()));
+  if (known_spectral_gap_ >= 0) {
+    spectral_gap_ = known_spectral_gap_;
+    known_spectral_gap_ = -1.0;  // a later graph (Reform) is computed
+  } else {
+    auto gap = topologies::GraphSpectralGap(graph);
+    spectral_gap_ = gap ? gap->gap_per_round : -1.0;
+  }
+  std::ostringstream neighbours;
+  for (int peer : graph.OutNeighbors(view.self_rank, 0)) neighbours << " " << peer;
+  CHORUS_LOG_INFO(Subsys::kGossip, "topology ", graph.Name(), " over ", view.size(),
+                  " nodes: my out-neighbours (round 0):", neighbours.str(), "; spectral gap ",
+                  spectral_gap_);
+
+  const ExchangeConfig& ec = config_.exchange;
+  gossip::CodecOptions codec;
+  CHORUS_ASSIGN_OR_RETURN(codec.kind, gossip::ParseCodecKind(ec.compression.codec));
+  codec.ratio = ec.compression.ratio;
+  codec.chunk = ec.compression.chunk;
+  const uint32_t epoch = static_cast<uint32_t>(view.epoch);
+  gossip::Transport& t = *session_->transport;
+  std::span<float> params = trainer_->MasterWeights();
+  pairwise_ = false;
+  const uint64_t seed = config_.train.seed;
+  if (ec.protocol == "dpsgd") {
+    auto o = CommonOptions<gossip::DpsgdOptions>(codec, ec.period, epoch, seed);
+    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::DpsgdGossip::Create(t, graph, o));
+  } else if (ec.protocol == "choco") {
+    auto o = CommonOptions<gossip::ChocoOptions>(codec, ec.period, epoch, seed);
+    o.gamma = ChocoGamma(ec);
+    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::ChocoGossip::Create(t, graph, o));
+  } else if (ec.protocol == "push-sum") {
+    auto o = CommonOptions<gossip::PushSumOptions>(codec, ec.period, epoch, seed);
+    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PushSumGossip::Create(t, graph, o));
+  } else if (ec.protocol == "pairwise-async") {
+    // Each node draws its own sequence of neighbours.
+    auto o = CommonOptions<gossip::PairwiseOptions>(codec, ec.period, epoch,
+                                                    seed + static_cast<uint64_t>(view.self_rank));
+    o.max_staleness = ec.max_staleness > 0 ? ec.max_staleness : -1;
+    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PairwiseGossip::Create(t, graph, o, params));
+    pairwise_ = true;
+  } else {
+    return InvalidArgument("exchange.protocol: unknown protocol '" + ec.protocol + "'");
+  }
+  return Status::Ok();
+}
+
+std::string GossipExchange::Describe() const {
+  return "gossip " + config_.exchange.protocol + " on " + config_.topology.kind + " over " +
+         std::to_string(session_->view.size()) + " nodes (codec " +
+         config_.exchange.compression.codec + ", period " + std::to_string(config_.exchange.period) +
+         ", " + session_->transport->Describe() + ")";
+}
+
+Status GossipExchange::AfterUpdate(int64_t step) {
+  const int64_t begin = NowMicros();
+  Status s = protocol_->Mix(trainer_->MasterWeights(), step,
+                            Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+  if (trace_) trace_->Add("gossip mix", 1, begin, NowMicros(), step);
+  if (!s.ok()) {
+    CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": ", s.ToString());
+    if (config_.exchange.on_failure == "stop") return s;
+    CHORUS_RETURN_IF_ERROR(Reform(s, step));
+  }
+  trainer_->RefreshWorkingCopy();
+  return Status::Ok();
+}
+
+Status GossipExchange::Reform(const Status& failure, int64_t step) {
+  Status s = ReformOverSurvivors(*session_, config_, failure, "gossip",
+                                 [&](const MembershipView& next) { return ReformAt(next, step); });
+  if (s.ok()) ++reforms_;
+  return s;
+}
+
+Status GossipExchange::ReformAt(const MembershipView& next, int64_t step) {
+  protocol_.reset();  // stops a pairwise responder before the peers change
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
+  CHORUS_RETURN_IF_ERROR(BuildProtocol());
+  return AgreeOnStep(next, step + 1);  // the failed round is dropped
+}
+
+Status GossipExchange::Resumed(int64_t next_step) { return AgreeOnStep(session_->view, next_step); }
+
+Status GossipExchange::AgreeOnStep(const MembershipView& view, int64_t next_step) {
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));
+  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(world, view, next_step, config_));
+  return Status::Ok();
+}
+
+Status GossipExchange::Finish() {
+  std::span<float> params = trainer_->MasterWeights();
+  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s * 4);
+  if (pairwise_) {
+    CHORUS_RETURN_IF_ERROR(static_cast<gossip::PairwiseGossip*>(protocol_.get())->Finish(params, deadline));
+  }
+  if (config_.exchange.consensus == "none") return Status::Ok();
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
+                          gossip::Collective::Create(*session_->transport, HostKeys(session_->view)));
+  gossip::ConsensusOptions o;
+  o.method = config_.exchange.consensus == "rounds" ? gossip::ConsensusMethod::kGossip
+                                                    : gossip::ConsensusMethod::kAllreduceAverage;
+  o.bound = config_.exchange.consensus_bound;
+  o.max_rounds = config_.exchange.consensus_max_rounds;
+  o.epoch = static_cast<uint32_t>(session_->view.epoch);
+  o.deadline = deadline;
+  auto graph = BuildGraph(session_->view.size());
+  const topologies::Graph* g = graph && graph->IsUndirected() ? &*graph : nullptr;
+  const int64_t begin = NowMicros();
+  CHORUS_ASSIGN_OR_RETURN(gossip::ConsensusReport report, gossip::RunConsensus(world, g, params, o));
+  if (trace_) trace_->Add("consensus", 1, begin, NowMicros(), -1);
+  trainer_->RefreshWorkingCopy();
+  consensus_before_ = report.distance_before;
+  consensus_after_ = report.distance_after;
+  CHORUS_LOG_INFO(Subsys::kGossip, "consensus (", config_.exchange.consensus,
+                  "): relative distance ", report.distance_before, " -> ", report.distance_after,
+                  report.identical ? ", replicas bitwise identical" : "", ", checksum ",
+                  report.checksum);
+  return Status::Ok();
+}
+
+nlohmann::json GossipExchange::Metrics() const {
+  gossip::TransportStats t = session_->transport->Stats();
+  nlohmann::json m = {{"bytes_sent", t.bytes_sent},
+                      {"bytes_received", t.bytes_received},
+                      {"membership_epoch", session_->view.epoch},
+                      {"world_size", session_->view.size()},
+                      {"spectral_gap", spectral_gap_},
+                      {"reforms", reforms_}};
+  if (protocol_) {
+    gossip::GossipStats s = protocol_->Stats();
+    m["consensus_distance_estimate"] = s.neighbor_distance;
+    m["rejected_nonfinite"] = s.rejected_nonfinite;
+    m["mix_rounds"] = s.mix_rounds;
+    m["exchanges"] = s.exchanges;
+    m["max_staleness_seen"] = s.max_staleness_seen;
+  }
+  if (consensus_before_ >= 0) {
+    m["consensus_distance_before"] = consensus_before_;
+    m["consensus_distance_after"] = consensus_after_;
+  }
+  return m;
+}
+
+}  // namespace chorus::node

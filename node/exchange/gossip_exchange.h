@@ -1,0 +1,80 @@
+// GossipExchange: decentralized training. After each local optimizer step the
+// FP32 master weights are mixed with the neighbours on the configured graph by
+// the configured protocol (D-PSGD, pairwise async, push-sum, CHOCO with a
+// codec; local SGD through exchange.period); at the end a consensus phase makes
+// every replica the same. A dead neighbour makes the node wait for the next
+// membership epoch, rebuild the graph over the survivors and go on.
+//
+// Must not: know a protocol's internals; it only picks and drives one.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "gossip/collectives/collective.h"
+#include "gossip/protocols/gossip_protocol.h"
+#include "node/cluster/cluster_session.h"
+#include "node/config/config.h"
+#include "node/exchange/exchange.h"
+#include "node/outputs/trace.h"
+#include "topologies/graph.h"
+#include "trainer/trainer.h"
+
+namespace chorus::node {
+
+class GossipExchange final : public Exchange {
+ public:
+  // `known_spectral_gap` >= 0: the spectral gap of the first graph, already
+  // computed by the caller (`chorus simulate` builds hundreds of exchanges over
+  // one graph; the exact gap is O(n^3) each); < 0: computed here.
+  [[nodiscard]] static Result<std::unique_ptr<GossipExchange>> Create(
+      const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace,
+      double known_spectral_gap = -1.0);
+  ~GossipExchange() override;
+
+  std::string Describe() const override;
+  [[nodiscard]] Status AfterUpdate(int64_t step) override;
+  [[nodiscard]] Status Finish() override;
+  nlohmann::json Metrics() const override;
+  int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  [[nodiscard]] Status Resumed(int64_t next_step) override;
+
+ private:
+  GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
+                 TraceWriter* trace)
+      : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
+  [[nodiscard]] Result<topologies::Graph> BuildGraph(int n) const;
+  [[nodiscard]] Status BuildProtocol();
+  // Waits for the next membership epoch and re-forms over it (ReformAt),
+  // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
+  [[nodiscard]] Status Reform(const Status& failure, int64_t step);
+  // Installs `next`, rebuilds over it, and agrees with the survivors on the
+  // step after `step` to resume from (steps_to_skip_).
+  [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t step);
+  // Rounds are matched by step: the members of `view` resume together from
+  // the largest `next_step` of them (steps_to_skip_).
+  [[nodiscard]] Status AgreeOnStep(const MembershipView& view, int64_t next_step);
+
+  const Config& config_;
+  ClusterSession* session_;
+  trainer::Trainer* trainer_;
+  TraceWriter* trace_;
+  std::unique_ptr<gossip::GossipProtocol> protocol_;
+  bool pairwise_ = false;
+  double spectral_gap_ = 0.0;
+  double known_spectral_gap_ = -1.0;  // for the first graph only (Create)
+  double consensus_before_ = -1.0, consensus_after_ = -1.0;
+  uint64_t reforms_ = 0;
+  int64_t steps_to_skip_ = 0;
+};
+
+// The gossip graph of `config` over `n` ranks (the one every GossipExchange of
+// that config builds): "ring" is the bidirectional ring for the symmetric
+// protocols; InvalidArgument for a directed graph under one of them.
+[[nodiscard]] Result<topologies::Graph> GossipGraph(const Config& config, int n);
+
+// CHOCO's consensus step size: exchange.gamma, or when it is 0 the default of
+// the codec (sparse codecs need a smaller step to stay stable).
+double ChocoGamma(const ExchangeConfig& exchange);
+
+}  // namespace chorus::node

@@ -1,0 +1,313 @@
+// Parsing the [compare] table (see compare_config.h). toml++ exceptions stop here.
+#include "node/lab/compare/compare_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "node/config/config_parse.h"
+#include "node/config/units.h"
+
+namespace chorus::node {
+namespace {
+
+std::string Where(const std::string& path, const toml::source_region& region) {
+  return path + ":" + std::to_string(region.begin.line) + ":" + std::to_string(region.begin.column);
+}
+
+bool ValidMethodName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-';
+  });
+}
+
+// Collects the errors of one file, one per line in the final message.
+class Checker {
+ public:
+  explicit Checker(std::string path) : path_(std::move(path)) {}
+
+  void Error(const toml::node& node, std::string_view key, const std::string& what) {
+    errors_.push_back(Where(path_, node.source()) + ": compare." + std::string(key) + ": " + what);
+  }
+  void Error(const std::string& what) { errors_.push_back(path_ + ": " + what); }
+
+  std::optional<std::string> String(const toml::node& node, std::string_view key) {
+    if (const auto* s = node.as_string()) return s->get();
+    Error(node, key, "expected a string");
+    return std::nullopt;
+  }
+
+  Status Finish() const {
+    if (errors_.empty()) return Status::Ok();
+    std::string message;
+    for (const std::string& e : errors_) message += (message.empty() ? "" : "\n") + e;
+    return InvalidArgument(message);
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> errors_;
+};
+
+void ParseLink(const toml::node& node, Checker& check, LinkSpec* link) {
+  const toml::table* t = node.as_table();
+  if (t == nullptr) return check.Error(node, "link", "expected a table { bandwidth = \"1gbit\", latency = \"1ms\" }");
+  link->enabled = true;
+  for (auto&& [k, v] : *t) {
+    const std::string key(k.str());
+    if (key == "bandwidth") {
+      if (auto s = check.String(v, "link.bandwidth")) {
+        link->bandwidth = *s;
+        Result<double> rate = ParseBandwidth(*s);
+        if (rate) {
+          link->bytes_per_s = *rate;
+        } else {
+          check.Error(v, "link.bandwidth", rate.error().message());
+        }
+      }
+    } else if (key == "latency") {
+      if (auto s = check.String(v, "link.latency")) {
+        link->latency = *s;
+        Result<double> seconds = ParseDuration(*s);
+        if (seconds) {
+          link->latency_s = *seconds;
+        } else {
+          check.Error(v, "link.latency", seconds.error().message());
+        }
+      }
+    } else {
+      check.Error(v, "link." + key, "unknown key; expected bandwidth or latency");
+    }
+  }
+  if (link->bandwidth.empty()) check.Error(node, "link", "needs a bandwidth, e.g. bandwidth = \"1gbit\"");
+}
+
+void ParseStraggler(const toml::node& node, Checker& check, CompareConfig* config) {
+  const toml::table* t = node.as_table();
+  if (t == nullptr) return check.Error(node, "straggler", "expected a table { node = 3, slowdown = 2.0 }");
+  config->slow_node = 0;
+  config->slowdown = 2.0;
+  for (auto&& [k, v] : *t) {
+    const std::string key(k.str());
+    if (key == "node") {
+      const auto* i = v.as_integer();
+      if (i == nullptr || i->get() < 0) {
+        check.Error(v, "straggler.node", "expected a node index >= 0");
+      } else {
+        config->slow_node = static_cast<int>(i->get());
+      }
+    } else if (key == "slowdown") {
+      std::optional<double> d = v.value<double>();
+      if (!d || *d <= 0.0) {
+        check.Error(v, "straggler.slowdown", "expected a number > 0 (2.0: sleep twice the compute, 3x slower)");
+      } else {
+        config->slowdown = *d;
+      }
+    } else {
+      check.Error(v, "straggler." + key, "unknown key; expected node or slowdown");
+    }
+  }
+}
+
+void ParseCustomMethod(const toml::node& node, Checker& check, std::vector<CompareMethod>* out) {
+  const toml::table* t = node.as_table();
+  if (t == nullptr) return check.Error(node, "method", "expected a table [[compare.method]]");
+  CompareMethod m;
+  m.family = "gossip";
+  for (auto&& [k, v] : *t) {
+    const std::string key(k.str());
+    if (key == "name" || key == "label" || key == "family") {
+      auto s = check.String(v, "method." + key);
+      if (!s) continue;
+      if (key == "name") m.name = *s;
+      if (key == "label") m.label = *s;
+      if (key == "family") {
+        m.family = *s;
+        if (m.family != "allreduce" && m.family != "gossip" && m.family != "local-sgd") {
+          check.Error(v, "method.family", "expected allreduce | gossip | local-sgd, got \"" + m.family + "\"");
+        }
+      }
+    } else if (key == "set") {
+      const toml::array* a = v.as_array();
+      if (a == nullptr) {
+        check.Error(v, "method.set", "expected a list of \"section.key=value\" strings");
+        continue;
+      }
+      for (const toml::node& item : *a) {
+        auto s = check.String(item, "method.set");
+        if (s && s->find('=') == std::string::npos) {
+          check.Error(item, "method.set", "expected \"section.key=value\", got \"" + *s + "\"");
+        } else if (s) {
+          m.overrides.push_back(*s);
+        }
+      }
+    } else {
+      check.Error(v, "method." + key, "unknown key; expected name, label, family or set");
+    }
+  }
+  if (!ValidMethodName(m.name)) {
+    return check.Error(node, "method.name",
+                       "expected a name of lower-case letters, digits and '-', got \"" + m.name + "\"");
+  }
+  if (m.label.empty()) m.label = m.name;
+  out->push_back(std::move(m));
+}
+
+}  // namespace
+
+const std::vector<CompareMethod>& BuiltinMethods() {
+  static const std::vector<CompareMethod> methods = {
+      {"ring-allreduce", "ring all-reduce", "allreduce",
+       {"exchange.kind=allreduce", "exchange.algorithm=ring"}},
+      {"tree-allreduce", "tree all-reduce", "allreduce",
+       {"exchange.kind=allreduce", "exchange.algorithm=tree"}},
+      {"dpsgd-ring", "D-PSGD ring", "gossip",
+       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring"}},
+      {"dpsgd-one-peer-exp", "D-PSGD one-peer exp.", "gossip",
+       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential"}},
+      {"pairwise-async", "async pairwise gossip", "gossip",
+       {"exchange.kind=gossip", "exchange.protocol=pairwise-async", "topology.kind=ring"}},
+      {"choco-sign", "CHOCO sign", "gossip",
+       {"exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=sign",
+        "topology.kind=ring"}},
+      {"local-sgd", "local SGD (H=8)", "local-sgd",
+       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=complete", "exchange.period=8"}},
+      {"halving-doubling-allreduce", "halving-doubling all-reduce", "allreduce",
+       {"exchange.kind=allreduce", "exchange.algorithm=halving-doubling"}},
+      {"push-sum-one-peer-exp", "push-sum one-peer exp.", "gossip",
+       {"exchange.kind=gossip", "exchange.protocol=push-sum", "topology.kind=one-peer-exponential"}},
+      {"choco-topk", "CHOCO top-1%", "gossip",
+       {"exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=top-k",
+        "exchange.compression.ratio=0.01", "topology.kind=ring"}},
+  };
+  return methods;
+}
+
+std::vector<std::string> DefaultMethodNames() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < 7; ++i) names.push_back(BuiltinMethods()[i].name);
+  return names;
+}
+
+Result<CompareConfig> ParseCompareFile(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return Err(InvalidArgument(Where(path, e.source()) + ": " + std::string(e.description())));
+  } catch (const std::exception& e) {
+    return Err(InvalidArgument(path + ": " + e.what()));
+  }
+  CompareConfig config;
+  config.source = path;
+  Checker check(path);
+  std::vector<std::string> method_names;
+  bool methods_given = false;
+  std::vector<CompareMethod> custom;
+
+  if (const toml::node* node = root.get(kCompareTable)) {
+    const toml::table* table = node->as_table();
+    if (table == nullptr) return Err(InvalidArgument(Where(path, node->source()) + ": compare: expected a table"));
+    for (auto&& [k, v] : *table) {
+      const std::string key(k.str());
+      if (key == "name") {
+        if (auto s = check.String(v, key)) {
+          config.name = *s;
+          if (!ValidMethodName(config.name)) check.Error(v, key, "expected lower-case letters, digits and '-'");
+        }
+      } else if (key == "nodes") {
+        const auto* i = v.as_integer();
+        if (i == nullptr || i->get() < 1 || i->get() > 64) {
+          check.Error(v, key, "expected an integer in 1..64");
+        } else {
+          config.nodes = static_cast<int>(i->get());
+        }
+      } else if (key == "target_accuracy") {
+        std::optional<double> d = v.value<double>();
+        if (!d || *d <= 0.0 || *d > 1.0) {
+          check.Error(v, key, "expected a number in (0, 1]");
+        } else {
+          config.target_accuracy = *d;
+        }
+      } else if (key == "single_node_baseline") {
+        const auto* b = v.as_boolean();
+        if (b == nullptr) {
+          check.Error(v, key, "expected true or false");
+        } else {
+          config.single_node_baseline = b->get();
+        }
+      } else if (key == "methods") {
+        methods_given = true;
+        const toml::array* a = v.as_array();
+        if (a == nullptr) {
+          check.Error(v, key, "expected a list of method names");
+          continue;
+        }
+        for (const toml::node& item : *a) {
+          if (auto s = check.String(item, key)) method_names.push_back(*s);
+        }
+      } else if (key == "method") {
+        const toml::array* a = v.as_array();
+        if (a == nullptr) {
+          check.Error(v, key, "expected an array of tables [[compare.method]]");
+          continue;
+        }
+        for (const toml::node& item : *a) ParseCustomMethod(item, check, &custom);
+      } else if (key == "link") {
+        ParseLink(v, check, &config.link);
+      } else if (key == "straggler") {
+        ParseStraggler(v, check, &config);
+      } else {
+        check.Error(v, key,
+                    "unknown key; expected name, nodes, target_accuracy, single_node_baseline, methods, "
+                    "method, link or straggler");
+      }
+    }
+  }
+  if (!methods_given && custom.empty()) method_names = DefaultMethodNames();
+  for (const std::string& name : method_names) {
+    auto it = std::find_if(custom.begin(), custom.end(), [&](const CompareMethod& m) { return m.name == name; });
+    if (it != custom.end()) {
+      config.methods.push_back(*it);
+      continue;
+    }
+    auto b = std::find_if(BuiltinMethods().begin(), BuiltinMethods().end(),
+                          [&](const CompareMethod& m) { return m.name == name; });
+    if (b == BuiltinMethods().end()) {
+      std::string known;
+      for (const CompareMethod& m : BuiltinMethods()) known += " " + m.name;
+      check.Error("compare.methods: unknown method \"" + name + "\"; built-in:" + known +
+                  " (or define it with [[compare.method]])");
+      continue;
+    }
+    config.methods.push_back(*b);
+  }
+  // Custom methods not named in `methods` run after the listed ones.
+  for (const CompareMethod& m : custom) {
+    if (std::find(method_names.begin(), method_names.end(), m.name) == method_names.end()) {
+      config.methods.push_back(m);
+    }
+  }
+  for (size_t i = 0; i < config.methods.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (config.methods[i].name == config.methods[j].name) {
+        check.Error("compare: method \"" + config.methods[i].name + "\" is listed twice");
+      }
+    }
+  }
+  if (config.methods.empty()) check.Error("compare: no methods to run");
+  if (config.slow_node >= config.nodes) {
+    check.Error("compare.straggler.node: " + std::to_string(config.slow_node) + " is not below compare.nodes = " +
+                std::to_string(config.nodes));
+  }
+  CHORUS_RETURN_IF_ERROR(check.Finish());
+  return config;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,211 @@
+// Network namespaces + veth + tc for emulated links (see emulated_link.h).
+#include "node/lab/compare/emulated_link.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+namespace chorus::node {
+namespace {
+
+std::string JoinArgs(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const std::string& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+std::string TcRate(double bytes_per_s) {
+  // tc takes bits per second; whole bits are plenty.
+  return std::to_string(static_cast<long long>(bytes_per_s * 8.0)) + "bit";
+}
+
+std::string TcTime(double seconds) {
+  return std::to_string(static_cast<long long>(seconds * 1e6)) + "us";
+}
+
+// A process-unique 0..255 index, so two comparisons at once do not collide.
+int NextIndex() {
+  static std::atomic<int> counter{0};
+  return (static_cast<int>(getpid()) * 7 + counter.fetch_add(1)) % 250;
+}
+
+}  // namespace
+
+Result<std::string> RunCommand(const std::vector<std::string>& argv) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return Err(ErrnoStatus(errno, "pipe for " + argv[0]));
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return Err(ErrnoStatus(err, "pipe for " + argv[0]));
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return Err(ErrnoStatus(err, "fork for " + argv[0]));
+  }
+  if (pid == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  std::string out, err;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    for (int k = 0; k < 2; ++k) {
+      if (fds[k].fd < 0 || !(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      const ssize_t n = read(fds[k].fd, buf, sizeof(buf));
+      if (n > 0) {
+        (k == 0 ? out : err).append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        close(fds[k].fd);
+        fds[k].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) close(f.fd);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return out;
+  while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && err.empty()) err = "not found on PATH";
+  return Err(Unavailable("`" + JoinArgs(argv) + "` failed" +
+                         (WIFEXITED(status) ? " (exit " + std::to_string(WEXITSTATUS(status)) + ")" : "") +
+                         (err.empty() ? "" : ": " + err)));
+}
+
+Status EmulatedLink::Available() {
+  if (geteuid() != 0) {
+    return PermissionDenied("link emulation needs root (network namespaces and tc); running as uid " +
+                            std::to_string(geteuid()));
+  }
+  for (const char* tool : {"ip", "tc"}) {
+    Result<std::string> r = RunCommand({tool, "-V"});
+    if (!r) return Unavailable(std::string("link emulation needs `") + tool + "` (Debian package iproute2): " +
+                               r.error().message());
+  }
+  const std::string probe = "chorusprobe" + std::to_string(getpid());
+  Result<std::string> add = RunCommand({"ip", "netns", "add", probe});
+  if (!add) return Unavailable("cannot create network namespaces here: " + add.error().message());
+  (void)RunCommand({"ip", "netns", "del", probe});
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<EmulatedLink>> EmulatedLink::Create(int nodes, const LinkShape& shape) {
+  if (nodes < 1 || nodes > 250) return Err(InvalidArgument("link emulation: nodes must be in 1..250"));
+  if (!(shape.bytes_per_s > 0.0)) return Err(InvalidArgument("link emulation: bandwidth must be > 0"));
+  std::unique_ptr<EmulatedLink> link(new EmulatedLink());
+  Status s = link->Build(nodes, shape);
+  if (!s.ok()) return Err(s);  // the destructor removes what was made
+  return link;
+}
+
+Status EmulatedLink::Build(int nodes, const LinkShape& shape) {
+  shape_ = shape;
+  const int k = NextIndex();
+  const std::string prefix = "chorus" + std::to_string(k);
+  switch_ns_ = prefix + "sw";
+  auto run = [](const std::vector<std::string>& argv) -> Status {
+    Result<std::string> r = RunCommand(argv);
+    return r ? Status::Ok() : r.error();
+  };
+  // A leftover from a killed run with the same index goes first.
+  (void)RunCommand({"ip", "netns", "del", switch_ns_});
+  CHORUS_RETURN_IF_ERROR(run({"ip", "netns", "add", switch_ns_}));
+  namespaces_.push_back(switch_ns_);
+  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", "br0", "type", "bridge"}));
+  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", "br0", "up"}));
+
+  // tbf needs a bucket of at least one maximal (GSO) packet; 2 ms of traffic
+  // keeps the average rate exact without large bursts.
+  const double burst = std::max(shape.bytes_per_s * 0.002, 131072.0);
+  const std::string half_latency = TcTime(shape.latency_s / 2.0);
+  latency_emulated_ = false;
+  bool netem_missing = false;
+  auto shape_dev = [&](const std::string& ns, const std::string& dev) -> Status {
+    if (shape.latency_s > 0.0 && !netem_missing) {
+      Result<std::string> r = RunCommand({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:",
+                                          "netem", "delay", half_latency, "limit", "100000"});
+      if (r) {
+        latency_emulated_ = true;
+        return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf", "rate",
+                    TcRate(shape.bytes_per_s), "burst", std::to_string(static_cast<long long>(burst)),
+                    "latency", "100ms"});
+      }
+      netem_missing = true;
+      latency_note_ = "latency not emulated: " + r.error().message() +
+                      " (this kernel has no sch_netem); bandwidth only";
+    }
+    return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(shape.bytes_per_s),
+                "burst", std::to_string(static_cast<long long>(burst)), "latency", "100ms"});
+  };
+
+  for (int i = 0; i < nodes; ++i) {
+    const std::string ns = prefix + "n" + std::to_string(i);
+    const std::string node_dev = "c" + std::to_string(k) + "n" + std::to_string(i);
+    const std::string switch_dev = "c" + std::to_string(k) + "s" + std::to_string(i);
+    const std::string host = "10.213." + std::to_string(k) + "." + std::to_string(i + 1);
+    (void)RunCommand({"ip", "netns", "del", ns});
+    CHORUS_RETURN_IF_ERROR(run({"ip", "netns", "add", ns}));
+    namespaces_.push_back(ns);
+    // Created inside the switch namespace, so the root namespace never sees it.
+    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", switch_dev, "type", "veth", "peer", "name",
+                                node_dev, "netns", ns}));
+    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", switch_dev, "master", "br0", "up"}));
+    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", node_dev, "name", "eth0"}));
+    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "addr", "add", host + "/24", "dev", "eth0"}));
+    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", "eth0", "up"}));
+    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", "lo", "up"}));
+    CHORUS_RETURN_IF_ERROR(shape_dev(ns, "eth0"));
+    CHORUS_RETURN_IF_ERROR(shape_dev(switch_ns_, switch_dev));
+    hosts_.push_back(host);
+  }
+  return Status::Ok();
+}
+
+EmulatedLink::~EmulatedLink() {
+  for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) {
+    Result<std::string> r = RunCommand({"ip", "netns", "del", *it});
+    if (!r) std::fprintf(stderr, "link emulation: %s\n", r.error().message().c_str());
+  }
+}
+
+std::vector<std::string> EmulatedLink::Wrapper(int i) const {
+  return {"ip", "netns", "exec", namespaces_[static_cast<size_t>(i) + 1]};
+}
+
+std::string EmulatedLink::Describe() const {
+  char rate[64];
+  std::snprintf(rate, sizeof(rate), "%.3g Gbit/s", shape_.bytes_per_s * 8.0 / 1e9);
+  std::string s = std::to_string(hosts_.size()) + " nodes in network namespaces, " + rate + " per node";
+  if (shape_.latency_s > 0.0) {
+    char lat[64];
+    std::snprintf(lat, sizeof(lat), "%.3g ms", shape_.latency_s * 1e3);
+    s += latency_emulated_ ? std::string(", ") + lat + " one-way (netem)" : "; " + latency_note_;
+  }
+  return s;
+}
+
+}  // namespace chorus::node

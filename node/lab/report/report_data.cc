@@ -1,0 +1,601 @@
+// Loading recorded runs and building per-method curves for `chorus report`
+// (see report_data.h). Reading is tolerant where a killed node leaves damage
+// (half a metrics line, no summary.json) and strict where a file was written
+// whole (compare.json, summary.json): those are errors naming file and line.
+//
+// Must not: draw, write files or run processes.
+#include "node/lab/report/report_data.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsNaN(double v) { return std::isnan(v); }
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Err(NotFound("cannot open " + path));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Err(DataLoss("error reading " + path));
+  return buffer.str();
+}
+
+// 1-based line of byte `offset` in `text`.
+int LineOfOffset(std::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(offset), '\n'));
+}
+
+// Parses a whole JSON file; DataLoss "path:line: ..." on a syntax error.
+Result<nlohmann::json> ParseJsonFile(std::string_view text, const std::string& path) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is 1-based and points just past the offending character.
+    const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    return Err(
+        DataLoss(path + ":" + std::to_string(LineOfOffset(text, offset)) + ": malformed JSON: " + e.what()));
+  }
+}
+
+// Reads `key` of `object` as a number: NaN when absent or null. A value of another
+// type is NaN too, and `bad` (when not null) records the key.
+double NumberOr(const nlohmann::json& object, const char* key, std::set<std::string>* bad) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return kReportNaN;
+  if (it->is_number()) return it->get<double>();
+  if (bad) bad->insert(key);
+  return kReportNaN;
+}
+
+std::string StringOr(const nlohmann::json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// "node2" < "node10": digit runs compare by value.
+bool NaturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      std::string_view da(a.data() + i, ie - i), db(b.data() + j, je - j);
+      while (da.size() > 1 && da.front() == '0') da.remove_prefix(1);
+      while (db.size() > 1 && db.front() == '0') db.remove_prefix(1);
+      if (da.size() != db.size()) return da.size() < db.size();
+      if (da != db) return da < db;
+      i = ie;
+      j = je;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+// The last component of `dir`, also for "runs/x/", "." and "..".
+std::string FolderName(const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  return p.filename().string();
+}
+
+bool IsDirectory(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+bool IsFile(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+bool IsNodeDir(const fs::path& p) {
+  return IsDirectory(p) && (IsFile(p / "metrics.jsonl") || IsFile(p / "summary.json"));
+}
+
+// Sub-folders of `dir` that satisfy `pred`, in natural order.
+template <typename Pred>
+std::vector<fs::path> SubDirs(const fs::path& dir, Pred pred) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (pred(it->path())) out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
+    return NaturalLess(a.filename().string(), b.filename().string());
+  });
+  return out;
+}
+
+std::vector<fs::path> NodeDirsIn(const fs::path& dir) { return SubDirs(dir, IsNodeDir); }
+
+bool HoldsNodeDirs(const fs::path& dir) { return IsDirectory(dir) && !NodeDirsIn(dir).empty(); }
+
+// The family from summary.json's exchange description, or from the records.
+std::string InferFamily(const MethodRun& method) {
+  for (const NodeRun& node : method.nodes) {
+    if (!node.summary || node.summary->exchange.empty()) continue;
+    const std::string& e = node.summary->exchange;
+    if (e.rfind("allreduce", 0) == 0 || e.rfind("all-reduce", 0) == 0) return "allreduce";
+    if (e.rfind("gossip", 0) == 0) return "gossip";
+    if (e.rfind("local sgd", 0) == 0 || e.rfind("local-sgd", 0) == 0 || e.rfind("local_sgd", 0) == 0) {
+      return "local-sgd";
+    }
+  }
+  for (const NodeRun& node : method.nodes) {
+    for (const MetricsRecord& r : node.records) {
+      if (!IsNaN(r.consensus_distance)) return "gossip";
+    }
+  }
+  return "";
+}
+
+Status LoadNodes(const fs::path& method_dir, MethodRun* method, std::vector<std::string>* warnings) {
+  for (const fs::path& node_dir : NodeDirsIn(method_dir)) {
+    CHORUS_ASSIGN_OR_RETURN(NodeRun node, LoadNodeRun(node_dir.string(), warnings));
+    method->nodes.push_back(std::move(node));
+  }
+  return Status::Ok();
+}
+
+// A method of a comparison whose compare.json lists it.
+Result<MethodRun> MethodFromEntry(const nlohmann::json& entry, size_t index, const fs::path& root,
+                                  const std::string& compare_path, double single_node_sps,
+                                  std::vector<std::string>* warnings) {
+  if (!entry.is_object()) {
+    return Err(DataLoss(compare_path + ": methods[" + std::to_string(index) + "] is not an object"));
+  }
+  MethodRun method;
+  method.name = StringOr(entry, "name");
+  method.dir = StringOr(entry, "dir");
+  if (method.name.empty()) method.name = method.dir;
+  if (method.name.empty()) {
+    return Err(
+        DataLoss(compare_path + ": methods[" + std::to_string(index) + "] has neither \"name\" nor \"dir\""));
+  }
+  if (method.dir.empty()) method.dir = method.name;
+  method.label = StringOr(entry, "label");
+  if (method.label.empty()) method.label = method.name;
+  method.family = StringOr(entry, "family");
+  const double exit_code = NumberOr(entry, "exit_code", nullptr);
+  if (!IsNaN(exit_code)) method.exit_code = static_cast<int>(exit_code);
+  method.wall_seconds = NumberOr(entry, "wall_seconds", nullptr);
+  method.error = StringOr(entry, "error");
+  if (auto it = entry.find("overrides"); it != entry.end() && it->is_array()) {
+    for (const nlohmann::json& o : *it) {
+      if (o.is_string()) method.overrides.push_back(o.get<std::string>());
+    }
+  }
+  method.single_node_samples_per_s = single_node_sps;
+
+  const fs::path dir = root / method.dir;
+  method.dir = dir.string();
+  if (method.exit_code && *method.exit_code != 0) {
+    warnings->push_back("method " + method.name + " exited with code " + std::to_string(*method.exit_code));
+  }
+  if (!method.error.empty()) warnings->push_back("method " + method.name + ": " + method.error);
+  if (!IsDirectory(dir)) {
+    warnings->push_back("method " + method.name + ": folder " + dir.string() + " is missing");
+    return method;
+  }
+  CHORUS_RETURN_IF_ERROR(LoadNodes(dir, &method, warnings));
+  if (method.nodes.empty()) {
+    warnings->push_back("method " + method.name + ": no node folders in " + dir.string());
+  }
+  return method;
+}
+
+// One input directory: appends its methods to `set`.
+Status LoadInput(const std::string& input, RunSet* set, bool first) {
+  const fs::path root(input);
+  if (!IsDirectory(root)) return NotFound("no such directory: " + input);
+  const std::string folder_name = FolderName(input);
+  std::vector<MethodRun> methods;
+  const fs::path compare_path = root / "compare.json";
+  bool is_comparison = false;
+  std::string title = folder_name;
+
+  if (IsFile(compare_path)) {
+    is_comparison = true;
+    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(compare_path.string()));
+    CHORUS_ASSIGN_OR_RETURN(nlohmann::json compare, ParseJsonFile(text, compare_path.string()));
+    if (!compare.is_object()) return DataLoss(compare_path.string() + ": not a JSON object");
+    if (!StringOr(compare, "name").empty()) title = StringOr(compare, "name");
+    double single_node_sps = kReportNaN;
+    if (auto it = compare.find("single_node"); it != compare.end() && it->is_object()) {
+      single_node_sps = NumberOr(*it, "samples_per_s", nullptr);
+    }
+    if (set->settings.is_null()) {
+      set->settings = compare;
+      set->settings_path = compare_path.string();
+      set->target_accuracy = NumberOr(compare, "target_accuracy", nullptr);
+    } else {
+      set->warnings.push_back("settings shown are those of " + set->settings_path + "; " +
+                              compare_path.string() + " is not shown");
+    }
+    // The methods compare.json lists, in its order; other folders (the
+    // single-node baseline) are not methods. Without the key: every folder
+    // holding node folders.
+    auto listed = compare.find("methods");
+    if (listed != compare.end() && !listed->is_array()) {
+      return DataLoss(compare_path.string() + ": \"methods\" is not an array");
+    }
+    if (listed != compare.end()) {
+      for (size_t i = 0; i < listed->size(); ++i) {
+        CHORUS_ASSIGN_OR_RETURN(MethodRun m, MethodFromEntry((*listed)[i], i, root, compare_path.string(),
+                                                             single_node_sps, &set->warnings));
+        methods.push_back(std::move(m));
+      }
+      if (methods.empty()) return InvalidArgument(compare_path.string() + ": lists no methods (none has run)");
+    } else {
+      for (const fs::path& dir : SubDirs(root, HoldsNodeDirs)) {
+        MethodRun m;
+        m.name = m.label = dir.filename().string();
+        m.dir = dir.string();
+        m.single_node_samples_per_s = single_node_sps;
+        CHORUS_RETURN_IF_ERROR(LoadNodes(dir, &m, &set->warnings));
+        methods.push_back(std::move(m));
+      }
+      if (methods.empty()) {
+        return InvalidArgument(input + ": compare.json has no \"methods\" and no sub-folder holds node folders");
+      }
+    }
+  } else if (HoldsNodeDirs(root)) {
+    MethodRun m;
+    m.name = m.label = folder_name;
+    m.dir = root.string();
+    CHORUS_RETURN_IF_ERROR(LoadNodes(root, &m, &set->warnings));
+    methods.push_back(std::move(m));
+  } else {
+    is_comparison = true;
+    for (const fs::path& dir : SubDirs(root, HoldsNodeDirs)) {
+      MethodRun m;
+      m.name = m.label = dir.filename().string();
+      m.dir = dir.string();
+      CHORUS_RETURN_IF_ERROR(LoadNodes(dir, &m, &set->warnings));
+      methods.push_back(std::move(m));
+    }
+    if (methods.empty()) {
+      return InvalidArgument(input +
+                             ": no node folders (folders holding metrics.jsonl or summary.json) and "
+                             "no method folders holding them");
+    }
+  }
+
+  if (first) set->first_input_is_comparison = is_comparison;
+  set->title = set->title.empty() ? title : set->title + " vs " + title;
+  for (MethodRun& m : methods) {
+    if (m.family.empty()) m.family = InferFamily(m);
+    // Keep names unique across inputs: prefix with the input's folder.
+    auto taken = [&](const std::string& name) {
+      return std::any_of(set->methods.begin(), set->methods.end(),
+                         [&](const MethodRun& other) { return other.name == name; });
+    };
+    if (taken(m.name)) {
+      const std::string base = folder_name + "/" + m.name;
+      std::string name = base;
+      for (int k = 2; taken(name); ++k) name = base + "#" + std::to_string(k);
+      if (m.label == m.name) m.label = name;
+      m.name = name;
+    }
+    set->methods.push_back(std::move(m));
+  }
+  return Status::Ok();
+}
+
+// --- curves ---
+
+// How the records of different nodes are matched into one point: the k-th
+// record of every node (evaluations: every node evaluates on the same schedule,
+// while asynchronous nodes are at different steps then), or equal steps.
+enum class GroupKey { kOrder, kStep };
+
+struct Selected {
+  const MetricsRecord* record;
+  double epochs;
+};
+
+// Per node, the records that make a curve's points.
+using NodeSeries = std::vector<std::vector<Selected>>;
+
+double MeanIgnoringNaN(const std::vector<double>& values) {
+  double sum = 0.0;
+  int n = 0;
+  for (double v : values) {
+    if (!IsNaN(v)) {
+      sum += v;
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : kReportNaN;
+}
+
+double MaxIgnoringNaN(const std::vector<double>& values) {
+  double best = kReportNaN;
+  for (double v : values) {
+    if (!IsNaN(v) && (IsNaN(best) || v > best)) best = v;
+  }
+  return best;
+}
+
+// Groups the selected records of every node by `key` (order of appearance per
+// node when some record lacks a step) and averages `field` over nodes per group.
+std::vector<CurvePoint> Aggregate(const NodeSeries& series, double MetricsRecord::*field, GroupKey key) {
+  bool by_step = key == GroupKey::kStep;
+  for (const auto& node : series) {
+    for (const Selected& s : node) by_step = by_step && s.record->step >= 0;
+  }
+  // key -> per node the last record with that key (a resumed node may repeat a step).
+  std::map<int64_t, std::map<size_t, Selected>> groups;
+  for (size_t n = 0; n < series.size(); ++n) {
+    for (size_t i = 0; i < series[n].size(); ++i) {
+      const MetricsRecord& r = *series[n][i].record;
+      const int64_t k = by_step ? r.step : static_cast<int64_t>(i);
+      groups[k].insert_or_assign(n, series[n][i]);
+    }
+  }
+  std::vector<CurvePoint> points;
+  for (const auto& [k, members] : groups) {
+    std::vector<double> values, times, bytes, epochs;
+    int64_t step = members.begin()->second.record->step;
+    for (const auto& [n, s] : members) {
+      values.push_back(s.record->*field);
+      times.push_back(s.record->time_s);
+      bytes.push_back(s.record->bytes_sent);
+      epochs.push_back(s.epochs);
+      if (s.record->step != step) step = -1;
+    }
+    CurvePoint p;
+    p.step = step;
+    p.value = MeanIgnoringNaN(values);
+    p.time_s = MaxIgnoringNaN(times);
+    p.bytes_per_node = MeanIgnoringNaN(bytes);
+    p.epochs = MeanIgnoringNaN(epochs);
+    p.nodes = static_cast<int>(members.size());
+    if (!IsNaN(p.value)) points.push_back(p);
+  }
+  return points;
+}
+
+// Samples one node processes per epoch, learnt from its first evaluation record
+// after a whole epoch; NaN when there is none.
+double SamplesPerEpoch(const NodeRun& node) {
+  for (const MetricsRecord& r : node.records) {
+    if (r.is_eval() && r.epoch >= 1 && r.samples > 0) return r.samples / r.epoch;
+  }
+  return kReportNaN;
+}
+
+}  // namespace
+
+std::vector<MetricsRecord> ParseMetricsLines(std::string_view text, const std::string& path,
+                                             std::vector<std::string>* warnings) {
+  std::vector<MetricsRecord> records;
+  std::set<std::string> bad_fields;
+  int line_no = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_no;
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.remove_prefix(1);
+    if (line.empty()) continue;
+    nlohmann::json object;
+    try {
+      object = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      warnings->push_back(path + ":" + std::to_string(line_no) + ": malformed JSON line skipped (" +
+                          e.what() + ")");
+      continue;
+    }
+    if (!object.is_object()) {
+      warnings->push_back(path + ":" + std::to_string(line_no) + ": not a JSON object; line skipped");
+      continue;
+    }
+    MetricsRecord r;
+    r.line = line_no;
+    const double step = NumberOr(object, "step", &bad_fields);
+    if (!IsNaN(step) && step >= 0) r.step = static_cast<int64_t>(step);
+    r.epoch = NumberOr(object, "epoch", &bad_fields);
+    r.epoch_progress = NumberOr(object, "epoch_progress", &bad_fields);
+    r.time_s = NumberOr(object, "time", &bad_fields);
+    r.loss = NumberOr(object, "loss", &bad_fields);
+    r.samples = NumberOr(object, "samples", &bad_fields);
+    r.bytes_sent = NumberOr(object, "bytes_sent", &bad_fields);
+    r.consensus_distance = NumberOr(object, "consensus_distance_estimate", &bad_fields);
+    if (IsNaN(r.consensus_distance))
+      r.consensus_distance = NumberOr(object, "consensus_distance", &bad_fields);
+    r.eval_accuracy = NumberOr(object, "eval_accuracy", &bad_fields);
+    r.eval_loss = NumberOr(object, "eval_loss", &bad_fields);
+    records.push_back(r);
+  }
+  for (const std::string& field : bad_fields) {
+    warnings->push_back(path + ": field \"" + field + "\" is not a number on some lines; ignored there");
+  }
+  return records;
+}
+
+Result<NodeSummary> ParseNodeSummary(std::string_view text, const std::string& path) {
+  CHORUS_ASSIGN_OR_RETURN(nlohmann::json object, ParseJsonFile(text, path));
+  if (!object.is_object()) return Err(DataLoss(path + ":1: summary is not a JSON object"));
+  NodeSummary s;
+  s.test_accuracy = NumberOr(object, "test_accuracy", nullptr);
+  s.test_loss = NumberOr(object, "test_loss", nullptr);
+  s.train_seconds = NumberOr(object, "train_seconds", nullptr);
+  s.samples_per_s = NumberOr(object, "samples_per_s", nullptr);
+  s.bytes_sent = NumberOr(object, "bytes_sent", nullptr);
+  s.consensus_distance_after = NumberOr(object, "consensus_distance_after", nullptr);
+  s.exchange = StringOr(object, "exchange");
+  s.model = StringOr(object, "model");
+  s.epochs = NumberOr(object, "epochs", nullptr);
+  s.global_batch = NumberOr(object, "global_batch", nullptr);
+  s.world_size = NumberOr(object, "world_size", nullptr);
+  return s;
+}
+
+Result<NodeRun> LoadNodeRun(const std::string& dir, std::vector<std::string>* warnings) {
+  NodeRun node;
+  node.dir = dir;
+  node.name = fs::path(dir).filename().string();
+  const fs::path metrics = fs::path(dir) / "metrics.jsonl";
+  const fs::path summary = fs::path(dir) / "summary.json";
+  const bool has_metrics = IsFile(metrics);
+  const bool has_summary = IsFile(summary);
+  if (!has_metrics && !has_summary) {
+    return Err(NotFound(dir + " holds neither metrics.jsonl nor summary.json"));
+  }
+  if (has_metrics) {
+    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(metrics.string()));
+    node.records = ParseMetricsLines(text, metrics.string(), warnings);
+  } else {
+    warnings->push_back(dir + ": no metrics.jsonl (no curves for this node)");
+  }
+  if (has_summary) {
+    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(summary.string()));
+    CHORUS_ASSIGN_OR_RETURN(NodeSummary s, ParseNodeSummary(text, summary.string()));
+    node.summary = std::move(s);
+  } else {
+    warnings->push_back(dir + ": no summary.json (the node did not finish); its final figures are missing");
+  }
+  return node;
+}
+
+Result<RunSet> LoadRunSet(const std::vector<std::string>& inputs) {
+  if (inputs.empty()) return Err(InvalidArgument("no input directory given"));
+  RunSet set;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CHORUS_RETURN_IF_ERROR(LoadInput(inputs[i], &set, i == 0));
+  }
+  return set;
+}
+
+double RecordEpochs(const MetricsRecord& record, double samples_per_epoch) {
+  if (!IsNaN(record.epoch_progress)) return record.epoch_progress;
+  if (record.is_eval() && !IsNaN(record.epoch)) return record.epoch;
+  if (!IsNaN(record.samples) && samples_per_epoch > 0) return record.samples / samples_per_epoch;
+  return kReportNaN;
+}
+
+// See MethodCurves::accuracy_by_time.
+std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double MetricsRecord::*field) {
+  struct Event {
+    double time;
+    size_t node;
+    size_t index;
+  };
+  std::vector<Event> events;
+  for (size_t n = 0; n < series.size(); ++n) {
+    for (size_t i = 0; i < series[n].size(); ++i) {
+      const double t = series[n][i].record->time_s;
+      if (!IsNaN(t)) events.push_back({t, n, i});
+    }
+  }
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.time < b.time; });
+  // Nodes that never evaluate (a simulation samples a few) do not count.
+  size_t evaluating = 0;
+  for (const auto& node : series) evaluating += node.empty() ? 0 : 1;
+  std::vector<const Selected*> latest(series.size(), nullptr);
+  size_t have = 0;
+  std::vector<CurvePoint> out;
+  for (const Event& e : events) {
+    if (latest[e.node] == nullptr) ++have;
+    latest[e.node] = &series[e.node][e.index];
+    if (have < evaluating) continue;
+    std::vector<double> values, bytes, epochs;
+    for (const Selected* s : latest) {
+      if (s == nullptr) continue;
+      values.push_back(s->record->*field);
+      bytes.push_back(s->record->bytes_sent);
+      epochs.push_back(s->epochs);
+    }
+    CurvePoint p;
+    p.time_s = e.time;
+    p.value = MeanIgnoringNaN(values);
+    p.bytes_per_node = MeanIgnoringNaN(bytes);
+    p.epochs = MeanIgnoringNaN(epochs);
+    p.nodes = static_cast<int>(evaluating);
+    if (!IsNaN(p.value)) out.push_back(p);
+  }
+  return out;
+}
+
+MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>* warnings) {
+  NodeSeries evals(method.nodes.size()), losses(method.nodes.size()), consensus(method.nodes.size());
+  for (size_t n = 0; n < method.nodes.size(); ++n) {
+    const NodeRun& node = method.nodes[n];
+    const double spe = SamplesPerEpoch(node);
+    std::vector<Selected> eval_losses;
+    std::set<int64_t> consensus_steps;
+    for (const MetricsRecord& r : node.records) {
+      const Selected s{&r, RecordEpochs(r, spe)};
+      if (r.is_eval()) {
+        evals[n].push_back(s);
+        if (!IsNaN(r.loss)) eval_losses.push_back(s);
+      } else if (!IsNaN(r.loss)) {
+        losses[n].push_back(s);
+      }
+      // An evaluation record repeats the estimate of the logging record at its step.
+      if (!IsNaN(r.consensus_distance) && !(r.is_eval() && r.step >= 0 && consensus_steps.count(r.step))) {
+        consensus[n].push_back(s);
+        if (r.step >= 0) consensus_steps.insert(r.step);
+      }
+    }
+    // An evaluation record's loss is the last step's, not a window mean: only used
+    // when the node logged nothing else.
+    if (losses[n].empty()) losses[n] = std::move(eval_losses);
+  }
+  MethodCurves curves;
+  curves.accuracy = Aggregate(evals, &MetricsRecord::eval_accuracy, GroupKey::kOrder);
+  curves.accuracy_by_time = AggregateByTime(evals, &MetricsRecord::eval_accuracy);
+  curves.train_loss = Aggregate(losses, &MetricsRecord::loss, GroupKey::kStep);
+  curves.consensus = Aggregate(consensus, &MetricsRecord::consensus_distance, GroupKey::kStep);
+
+  if (warnings && !method.nodes.empty()) {
+    if (curves.accuracy.empty()) {
+      warnings->push_back("no evaluation records (eval_accuracy) for method " + method.name);
+    } else {
+      std::map<size_t, std::vector<std::string>> by_count;
+      for (size_t n = 0; n < method.nodes.size(); ++n)
+        by_count[evals[n].size()].push_back(method.nodes[n].name);
+      if (by_count.size() > 1) {
+        std::string detail;
+        for (const auto& [count, names] : by_count) {
+          if (names.size() > 8) {  // a simulation's hundreds of nodes: counts only
+            detail += (detail.empty() ? "" : ", ") + std::to_string(names.size()) + " nodes: " + std::to_string(count);
+            continue;
+          }
+          for (const std::string& name : names) {
+            detail += (detail.empty() ? "" : ", ") + name + ": " + std::to_string(count);
+          }
+        }
+        warnings->push_back("method " + method.name +
+                            ": nodes have different numbers of evaluation records (" + detail +
+                            "); later points average fewer nodes");
+      }
+    }
+  }
+  return curves;
+}
+
+}  // namespace chorus::node

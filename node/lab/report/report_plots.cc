@@ -1,0 +1,393 @@
+// The plots of `chorus report` (see report_plots.h): curves.csv, one gnuplot
+// script per plot, and the gnuplot subprocess.
+//
+// Each script reads the one long-format curves.csv and picks a method's rows
+// with a filter on the method index and curve name (the rows of one method and
+// curve are contiguous, so lines are not broken by the filtered-out rows).
+//
+// Must not: compute curves, build HTML, or turn a gnuplot problem into an error
+// of the report.
+#include "node/lab/report/report_plots.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/clock.h"
+#include "node/lab/report/report_table.h"
+
+extern char** environ;
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool Finite(double v) { return std::isfinite(v); }
+
+const char* CurveName(PlotQuantity q) {
+  switch (q) {
+    case PlotQuantity::kAccuracy:
+      return "accuracy";
+    case PlotQuantity::kAccuracyByTime:
+      return "accuracy_by_time";
+    case PlotQuantity::kTrainLoss:
+      return "train_loss";
+    case PlotQuantity::kConsensus:
+      return "consensus";
+  }
+  return "";
+}
+
+const std::vector<CurvePoint>& CurveOf(const MethodCurves& c, PlotQuantity q) {
+  switch (q) {
+    case PlotQuantity::kAccuracy:
+      return c.accuracy;
+    case PlotQuantity::kAccuracyByTime:
+      return c.accuracy_by_time;
+    case PlotQuantity::kTrainLoss:
+      return c.train_loss;
+    case PlotQuantity::kConsensus:
+      break;
+  }
+  return c.consensus;
+}
+
+double XOf(const CurvePoint& p, PlotAxis axis) {
+  switch (axis) {
+    case PlotAxis::kTime:
+      return p.time_s;
+    case PlotAxis::kBytes:
+      return p.bytes_per_node / 1e6;
+    case PlotAxis::kEpochs:
+      break;
+  }
+  return p.epochs;
+}
+
+std::string CsvNumber(double v) {
+  if (!Finite(v)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.10g", v);
+  return buf;
+}
+
+Status WriteTextFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Internal("cannot write " + path.string());
+  out << text;
+  out.close();
+  if (!out) return Internal("error writing " + path.string());
+  return Status::Ok();
+}
+
+// Colour-blind-friendly line colours (Okabe-Ito, then Tol's muted ones).
+const char* const kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
+                               "#56B4E9", "#882255", "#44AA99", "#999933", "#000000"};
+
+std::string AxisLabel(PlotAxis axis) {
+  switch (axis) {
+    case PlotAxis::kTime:
+      return "wall time (s, slowest node, evaluation excluded)";
+    case PlotAxis::kBytes:
+      return "MB sent per node (mean over nodes)";
+    case PlotAxis::kEpochs:
+      break;
+  }
+  return "epochs";
+}
+
+std::string QuantityLabel(PlotQuantity q) {
+  switch (q) {
+    case PlotQuantity::kAccuracy:
+    case PlotQuantity::kAccuracyByTime:
+      return "test accuracy (mean over nodes)";
+    case PlotQuantity::kTrainLoss:
+      return "training loss (mean over nodes)";
+    case PlotQuantity::kConsensus:
+      break;
+  }
+  return "consensus distance (mean over nodes)";
+}
+
+// The gnuplot `using` expression of one column, NaN for rows of other series
+// and, on a log axis, for values that are not positive.
+std::string Column(PlotAxis axis) {
+  switch (axis) {
+    case PlotAxis::kTime:
+      return "$4";
+    case PlotAxis::kBytes:
+      return "($5/1e6)";
+    case PlotAxis::kEpochs:
+      break;
+  }
+  return "$6";
+}
+
+}  // namespace
+
+const std::vector<PlotSpec>& ReportPlotSpecs() {
+  static const std::vector<PlotSpec> specs = {
+      {"accuracy_time", "Test accuracy vs wall time",
+       "Mean over nodes of each node's latest test accuracy, at every evaluation time of any node (from "
+       "the time every node has evaluated once), against training wall time (evaluation time excluded): "
+       "a straggler's late evaluations do not hold back the fast nodes' progress. Dashed: the target.",
+       PlotQuantity::kAccuracyByTime, PlotAxis::kTime},
+      {"accuracy_bytes", "Test accuracy vs bytes sent per node",
+       "Mean test accuracy over nodes against the data-plane bytes each node had sent (mean over nodes). "
+       "Dashed: the target accuracy.",
+       PlotQuantity::kAccuracy, PlotAxis::kBytes},
+      {"accuracy_epochs", "Test accuracy vs epochs",
+       "Mean test accuracy over nodes against epochs done. Dashed: the target accuracy.",
+       PlotQuantity::kAccuracy, PlotAxis::kEpochs},
+      {"loss_time", "Training loss vs wall time",
+       "Training loss (mean over the logging window, then over nodes) against training wall time.",
+       PlotQuantity::kTrainLoss, PlotAxis::kTime},
+      {"loss_bytes", "Training loss vs bytes sent per node",
+       "Training loss against the data-plane bytes sent per node.", PlotQuantity::kTrainLoss,
+       PlotAxis::kBytes},
+      {"loss_epochs", "Training loss vs epochs", "Training loss against epochs done.",
+       PlotQuantity::kTrainLoss, PlotAxis::kEpochs},
+      {"consensus_time", "Consensus distance vs wall time (gossip)",
+       "Estimated distance between the nodes' replicas and their average (mean over nodes, log scale) "
+       "for the methods that record it; all-reduce keeps replicas equal and has none.",
+       PlotQuantity::kConsensus, PlotAxis::kTime},
+  };
+  return specs;
+}
+
+std::string GnuplotQuote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "''";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+Result<std::vector<Plot>> WritePlotFiles(const std::string& report_dir, const std::vector<MethodRun>& methods,
+                                         const std::vector<MethodCurves>& curves, double target_accuracy) {
+  if (methods.size() != curves.size()) {
+    return Err(InvalidArgument(std::to_string(methods.size()) + " methods but " +
+                               std::to_string(curves.size()) + " curve sets"));
+  }
+  const fs::path dir(report_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Err(Internal("cannot create " + report_dir + ": " + ec.message()));
+
+  // curves.csv: every curve of every method, long format.
+  std::ostringstream csv;
+  csv << "method_index,curve,step,time_s,bytes_sent_per_node,epochs,value,nodes,method\n";
+  for (size_t m = 0; m < methods.size(); ++m) {
+    for (PlotQuantity q : {PlotQuantity::kAccuracy, PlotQuantity::kAccuracyByTime, PlotQuantity::kTrainLoss,
+                           PlotQuantity::kConsensus}) {
+      for (const CurvePoint& p : CurveOf(curves[m], q)) {
+        csv << m << ',' << CurveName(q) << ',' << (p.step >= 0 ? std::to_string(p.step) : std::string())
+            << ',' << CsvNumber(p.time_s) << ',' << CsvNumber(p.bytes_per_node) << ',' << CsvNumber(p.epochs)
+            << ',' << CsvNumber(p.value) << ',' << p.nodes << ',' << CsvField(methods[m].label) << '\n';
+      }
+    }
+  }
+  CHORUS_RETURN_IF_ERROR(WriteTextFile(dir / "curves.csv", csv.str()));
+
+  std::vector<Plot> plots;
+  for (const PlotSpec& spec : ReportPlotSpecs()) {
+    Plot plot;
+    plot.spec = spec;
+    plot.svg_path = (dir / (spec.id + ".svg")).string();
+    fs::remove(plot.svg_path, ec);  // never show a drawing left by an earlier report
+    const fs::path script = dir / (spec.id + ".gp");
+    fs::remove(script, ec);
+
+    const bool log_y = spec.quantity == PlotQuantity::kConsensus;
+    // Bytes span orders of magnitude between compressed gossip and all-reduce:
+    // a log axis when the largest positive value is over 100x the smallest.
+    double x_min = INFINITY, x_max = 0.0;
+    for (const MethodCurves& c : curves) {
+      for (const CurvePoint& p : CurveOf(c, spec.quantity)) {
+        const double x = XOf(p, spec.axis);
+        if (Finite(x) && x > 0) {
+          x_min = std::min(x_min, x);
+          x_max = std::max(x_max, x);
+        }
+      }
+    }
+    const bool log_x = spec.axis == PlotAxis::kBytes && x_max > 0 && x_max / x_min > 100.0;
+
+    std::vector<std::string> series;
+    for (size_t m = 0; m < methods.size(); ++m) {
+      int usable = 0;
+      for (const CurvePoint& p : CurveOf(curves[m], spec.quantity)) {
+        const double x = XOf(p, spec.axis);
+        if (Finite(x) && Finite(p.value) && (!log_x || x > 0) && (!log_y || p.value > 0)) ++usable;
+      }
+      if (usable == 0) continue;
+      const std::string select =
+          "($1==" + std::to_string(m) + " && strcol(2) eq '" + CurveName(spec.quantity) + "')";
+      std::string x = Column(spec.axis);
+      if (log_x) x = "(" + x + ">0 ? " + x + " : NaN)";
+      const std::string y = log_y ? "($7>0 ? $7 : NaN)" : "($7)";
+      // Accuracy has a few evaluation points, all marked; the dense curves mark
+      // about a dozen points each (pointinterval) so that methods stay apart.
+      const bool dense = spec.quantity != PlotQuantity::kAccuracy && spec.quantity != PlotQuantity::kAccuracyByTime;
+      const int interval = dense ? std::max(1, usable / 12) : 1;
+      series.push_back("'curves.csv' using (" + select + " ? " + x + " : NaN):(" + select + " ? " + y +
+                       " : NaN) with linespoints lw 1.5 lc rgb '" + kColors[m % std::size(kColors)] +
+                       "' pt " + std::to_string(5 + 2 * (m % 4)) + (dense ? " ps 0.4" : " ps 0.6") + " pi " +
+                       std::to_string(interval) + " title " + GnuplotQuote(methods[m].label));
+    }
+    if (series.empty()) {
+      plot.note = spec.quantity == PlotQuantity::kConsensus
+                      ? "no method recorded a positive consensus distance"
+                      : std::string("no method has ") + CurveName(spec.quantity) + " points with " +
+                            (spec.axis == PlotAxis::kBytes  ? "bytes sent"
+                             : spec.axis == PlotAxis::kTime ? "times"
+                                                            : "epochs");
+      plots.push_back(std::move(plot));
+      continue;
+    }
+    if ((spec.quantity == PlotQuantity::kAccuracy || spec.quantity == PlotQuantity::kAccuracyByTime) &&
+        Finite(target_accuracy)) {
+      char target[128];
+      std::snprintf(target, sizeof(target),
+                    "%.6g with lines dt 2 lw 1 lc rgb '#808080' title 'target %.4g%%'", target_accuracy,
+                    target_accuracy * 100.0);
+      series.push_back(target);
+    }
+
+    std::ostringstream gp;
+    gp << "# " << spec.title << ": written by `chorus report`; data in curves.csv (see its header).\n"
+       << "# Re-run from this folder: gnuplot " << spec.id << ".gp\n"
+       << "set terminal svg size 600,440 noenhanced font 'sans,11' background rgb 'white'\n"
+       << "set output " << GnuplotQuote(spec.id + ".svg") << "\n"
+       << "set datafile separator comma\n"
+       << "set datafile columnheaders\n"
+       << "set title " << GnuplotQuote(spec.title) << "\n"
+       << "set xlabel " << GnuplotQuote(AxisLabel(spec.axis) + (log_x ? ", log scale" : "")) << "\n"
+       << "set ylabel " << GnuplotQuote(QuantityLabel(spec.quantity)) << "\n"
+       << "set grid\n"
+       << "set key below\n";
+    if (log_x) gp << "set logscale x\n";
+    if (log_y) gp << "set logscale y\nset format y '%.0e'\n";
+    gp << "plot ";
+    for (size_t i = 0; i < series.size(); ++i) gp << (i ? ", \\\n     " : "") << series[i];
+    gp << "\n";
+    CHORUS_RETURN_IF_ERROR(WriteTextFile(script, gp.str()));
+    plot.script_path = script.string();
+    plots.push_back(std::move(plot));
+  }
+  return plots;
+}
+
+Result<int> RunLoggedProcess(const std::vector<std::string>& argv, const std::string& cwd,
+                             const std::string& log_path, double timeout_s) {
+  if (argv.empty()) return Err(InvalidArgument("empty command"));
+  std::error_code ec;
+  const std::string log_abs = fs::absolute(log_path, ec).string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log_abs.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc == ENOENT || rc == EACCES) {
+    return Err(NotFound("cannot run " + argv[0] + ": " +
+                        std::string(rc == ENOENT ? "not found" : "permission denied")));
+  }
+  if (rc != 0) return Err(ErrnoStatus(rc, "starting " + argv[0]));
+
+  const Deadline deadline = Deadline::AfterSeconds(timeout_s);
+  int status = 0;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) return Err(ErrnoStatus(errno, "waiting for " + argv[0]));
+    if (deadline.Expired()) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return Err(DeadlineExceeded(argv[0] + " ran past " + std::to_string(timeout_s) + " s and was killed"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+namespace {
+
+// The last non-empty line of `path` (for notes about a failed gnuplot run).
+std::string LastLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+}  // namespace
+
+void RenderPlots(const std::string& gnuplot, const std::string& report_dir, double timeout_s,
+                 std::vector<Plot>* plots, std::vector<std::string>* warnings) {
+  const std::string log_path = (fs::path(report_dir) / "gnuplot.log").string();
+  std::error_code ec;
+  fs::remove(log_path, ec);
+  for (Plot& plot : *plots) {
+    if (plot.script_path.empty()) continue;
+    Result<int> rc = RunLoggedProcess({gnuplot, fs::path(plot.script_path).filename().string()}, report_dir,
+                                      log_path, timeout_s);
+    if (!rc && rc.error().code() == StatusCode::kNotFound) {
+      const std::string note = "plots not drawn: " + rc.error().message() +
+                               " (install gnuplot, e.g. Debian's gnuplot-nox; the scripts are in " +
+                               report_dir + ")";
+      for (Plot& p : *plots) {
+        if (!p.script_path.empty()) p.note = note;
+      }
+      warnings->push_back(note);
+      return;
+    }
+    if (!rc) {
+      plot.note = "gnuplot failed: " + rc.error().message();
+    } else if (*rc != 0) {
+      plot.note = "gnuplot exited with code " + std::to_string(*rc) + ": " + LastLine(log_path);
+    } else {
+      std::ifstream in(plot.svg_path, std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      plot.svg = text.str();
+      if (plot.svg.find("<svg") == std::string::npos) {
+        plot.svg.clear();
+        plot.note = "gnuplot wrote no SVG to " + plot.svg_path;
+      }
+    }
+    if (!plot.note.empty()) warnings->push_back(plot.spec.id + ": " + plot.note);
+  }
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,195 @@
+// The table of `chorus report` (see report_table.h): row figures from summaries
+// and the accuracy curve, and their text, CSV and JSON forms.
+//
+// Must not: read files or draw; print NaN anywhere.
+#include "node/lab/report/report_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace chorus::node {
+namespace {
+
+bool IsNaN(double v) { return std::isnan(v); }
+
+// Mean over nodes of a summary field (nodes without a summary or the field are skipped).
+double SummaryMean(const MethodRun& m, double NodeSummary::*field) {
+  double sum = 0.0;
+  int n = 0;
+  for (const NodeRun& node : m.nodes) {
+    if (node.summary && !IsNaN((*node.summary).*field)) {
+      sum += (*node.summary).*field;
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : kReportNaN;
+}
+
+double SummaryMax(const MethodRun& m, double NodeSummary::*field) {
+  double best = kReportNaN;
+  for (const NodeRun& node : m.nodes) {
+    if (node.summary && !IsNaN((*node.summary).*field) && (IsNaN(best) || (*node.summary).*field > best)) {
+      best = (*node.summary).*field;
+    }
+  }
+  return best;
+}
+
+std::string Fixed(double v, int decimals) {
+  if (IsNaN(v) || std::isinf(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+std::string General(double v) {
+  if (IsNaN(v) || std::isinf(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3g", v);
+  return buf;
+}
+
+
+std::string CsvNumber(double v) {
+  if (IsNaN(v) || std::isinf(v)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.10g", v);
+  return buf;
+}
+
+nlohmann::json JsonNumber(double v) {
+  if (IsNaN(v) || std::isinf(v)) return nullptr;
+  return v;
+}
+
+// Machine names of the columns, in TableHeadings() order after "method".
+const char* const kKeys[] = {"final_accuracy",         "time_to_target_s", "bytes_to_target_per_node",
+                             "epochs_to_target",       "train_seconds",    "bytes_sent_per_node",
+                             "samples_per_s_per_node", "efficiency",       "consensus_distance_after"};
+
+std::vector<double> RowValues(const TableRow& r) {
+  return {r.final_accuracy, r.time_to_target_s, r.bytes_to_target, r.epochs_to_target,        r.train_seconds,
+          r.bytes_sent,     r.samples_per_s,    r.efficiency,      r.consensus_distance_after};
+}
+
+}  // namespace
+
+// A CSV field, quoted when it holds a comma, quote or line break.
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, double target_accuracy) {
+  TableRow row;
+  row.method = method.name;
+  row.label = method.label.empty() ? method.name : method.label;
+  row.family = method.family;
+  row.nodes = static_cast<int>(method.nodes.size());
+  row.final_accuracy = SummaryMean(method, &NodeSummary::test_accuracy);
+  // The time-merged curve: a straggler's late evaluations must not define when
+  // the others got there (equal to the order-grouped one for synchronous methods).
+  const std::vector<CurvePoint>& accuracy =
+      curves.accuracy_by_time.empty() ? curves.accuracy : curves.accuracy_by_time;
+  for (const CurvePoint& p : accuracy) {
+    if (p.value >= target_accuracy) {
+      row.time_to_target_s = p.time_s;
+      row.bytes_to_target = p.bytes_per_node;
+      row.epochs_to_target = p.epochs;
+      break;
+    }
+  }
+  row.train_seconds = SummaryMax(method, &NodeSummary::train_seconds);
+  row.bytes_sent = SummaryMean(method, &NodeSummary::bytes_sent);
+  row.samples_per_s = SummaryMean(method, &NodeSummary::samples_per_s);
+  row.consensus_distance_after = SummaryMean(method, &NodeSummary::consensus_distance_after);
+
+  // e = T / (S x N), T = sum over nodes of samples_per_s: only when every node has it.
+  const double s = method.single_node_samples_per_s;
+  if (!IsNaN(s) && s > 0 && !method.nodes.empty()) {
+    double total = 0.0;
+    bool complete = true;
+    for (const NodeRun& node : method.nodes) {
+      if (!node.summary || IsNaN(node.summary->samples_per_s)) {
+        complete = false;
+        break;
+      }
+      total += node.summary->samples_per_s;
+    }
+    if (complete) row.efficiency = total / (s * static_cast<double>(method.nodes.size()));
+  }
+  return row;
+}
+
+std::vector<std::string> TableHeadings() {
+  return {"method",           "final acc (%)",       "time to target (s)",    "bytes to target /node (MB)",
+          "epochs to target", "train time (s)",      "bytes sent /node (MB)", "samples/s /node",
+          "efficiency e",     "consensus dist after"};
+}
+
+std::vector<std::string> TableCells(const TableRow& r) {
+  return {r.label,
+          Fixed(r.final_accuracy * 100.0, 2),
+          Fixed(r.time_to_target_s, 2),
+          Fixed(r.bytes_to_target / 1e6, 2),
+          Fixed(r.epochs_to_target, 2),
+          Fixed(r.train_seconds, 2),
+          Fixed(r.bytes_sent / 1e6, 2),
+          Fixed(r.samples_per_s, 0),
+          Fixed(r.efficiency, 3),
+          General(r.consensus_distance_after)};
+}
+
+std::string FormatTableText(const std::vector<TableRow>& rows) {
+  std::vector<std::vector<std::string>> lines = {TableHeadings()};
+  for (const TableRow& r : rows) lines.push_back(TableCells(r));
+  std::vector<size_t> widths(lines.front().size(), 0);
+  for (const auto& cells : lines) {
+    for (size_t c = 0; c < cells.size(); ++c) widths[c] = std::max(widths[c], cells[c].size());
+  }
+  std::ostringstream out;
+  for (const auto& cells : lines) {
+    std::string line;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string pad(widths[c] - cells[c].size(), ' ');
+      // The method column is left-aligned, figures right-aligned.
+      line += c == 0 ? cells[c] + pad : "  " + pad + cells[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << '\n';
+  }
+  return out.str();
+}
+
+std::string TableToCsv(const std::vector<TableRow>& rows) {
+  std::ostringstream out;
+  out << "method,label,family,nodes";
+  for (const char* key : kKeys) out << ',' << key;
+  out << '\n';
+  for (const TableRow& r : rows) {
+    out << CsvField(r.method) << ',' << CsvField(r.label) << ',' << CsvField(r.family) << ',' << r.nodes;
+    for (double v : RowValues(r)) out << ',' << CsvNumber(v);
+    out << '\n';
+  }
+  return out.str();
+}
+
+nlohmann::json TableToJson(const std::vector<TableRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TableRow& r : rows) {
+    nlohmann::json row = {{"method", r.method}, {"label", r.label}, {"family", r.family}, {"nodes", r.nodes}};
+    const std::vector<double> values = RowValues(r);
+    for (size_t i = 0; i < values.size(); ++i) row[kKeys[i]] = JsonNumber(values[i]);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,399 @@
+// `chorus simulate`: methods one after another, each as `nodes` virtual-node
+// threads over one virtual-time LocalHub (see simulate.h).
+#include "node/lab/simulate/simulate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/quantile.h"
+#include "gossip/transport/local/local_transport.h"
+#include "node/config/config_parse.h"
+#include "node/exchange/gossip_exchange.h"
+#include "node/outputs/metrics.h"
+#include "node/lab/simulate/simulate_node.h"
+#include "node/run/trainer_options.h"
+#include "trainer/batch_sampler.h"
+#include "trainer/dataset.h"
+#include "trainer/trainer.h"
+#include "topologies/spectral_gap.h"
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Complete-graph local SGD keeps n - 1 full inboxes per node; past this many
+// nodes that is too much memory for one process.
+constexpr int kMaxCompleteGraphNodes = 32;
+
+// The scalable local SGD of the simulator: H = 8 local steps, then one D-PSGD
+// round on the hypercube (log2 n neighbours; n a power of two).
+CompareMethod LocalSgdHypercube() {
+  return {"local-sgd-hypercube", "local SGD (H=8, hypercube)", "local-sgd",
+          {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=hypercube",
+           "exchange.period=8"}};
+}
+
+bool HasOverride(const CompareMethod& m, const std::string& assignment) {
+  return std::find(m.overrides.begin(), m.overrides.end(), assignment) != m.overrides.end();
+}
+
+// Why `method` cannot run under virtual time with `nodes` nodes ("" when it can).
+std::string Unsupported(const CompareMethod& m, int nodes) {
+  if (HasOverride(m, "exchange.protocol=pairwise-async")) {
+    return "asynchronous pairwise gossip has no sound virtual time: a node answers a peer's "
+           "request from its responder thread at a wall-clock moment, so the parameters it "
+           "sends belong to no defined virtual instant (run it with `chorus compare`)";
+  }
+  if (HasOverride(m, "topology.kind=complete") && nodes > kMaxCompleteGraphNodes) {
+    return "gossip on the complete graph keeps " + std::to_string(nodes - 1) +
+           " full parameter inboxes per node (n^2 vectors in one process) past " +
+           std::to_string(kMaxCompleteGraphNodes) + " nodes; use local-sgd-hypercube";
+  }
+  return "";
+}
+
+// The method's config: base + overrides + what the simulator fixes.
+Result<Config> MethodConfig(const SimulateOptions& options, const CompareMethod& method) {
+  Config config = options.base;
+  for (const std::string& o : method.overrides) {
+    CHORUS_RETURN_IF_ERROR(ApplyOverride(&config, o, "method " + method.name + ": " + o));
+  }
+  config.run.name = method.name;
+  config.run.output_dir = options.out_dir;
+  config.train.threads = 1;
+  config.exchange.on_failure = "stop";
+  config.fabric.op_timeout_s = options.timeout_s;
+  config.cluster.min_nodes = options.nodes;
+  CHORUS_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
+Status CheckOptions(const SimulateOptions& o) {
+  std::string bad;
+  if (o.nodes < 2) bad = "nodes must be >= 2, got " + std::to_string(o.nodes);
+  else if (o.methods.empty()) bad = "no methods to run";
+  else if (!(o.latency_s >= 0)) bad = "latency must be >= 0";
+  else if (!(o.bytes_per_second > 0)) bad = "bandwidth must be > 0";
+  else if (!(o.compute_scale > 0)) bad = "compute scale must be > 0";
+  else if (!(o.compute_spread >= 0)) bad = "compute spread must be >= 0";
+  else if (o.eval_nodes < 1) bad = "eval nodes must be >= 1";
+  else if (o.evals < 1) bad = "evaluations must be >= 1";
+  else if (o.eval_samples < 1) bad = "eval samples must be >= 1";
+  else if (o.log_points < 1) bad = "log points must be >= 1";
+  else if (!(o.timeout_s > 0)) bad = "timeout must be > 0";
+  else if (!(o.target_accuracy > 0 && o.target_accuracy <= 1)) bad = "target accuracy must be in (0, 1]";
+  else if (o.out_dir.empty()) bad = "output directory is empty";
+  if (!bad.empty()) return InvalidArgument("simulate: " + bad);
+  for (const CompareMethod& m : o.methods) {
+    const std::string why = Unsupported(m, o.nodes);
+    if (!why.empty()) return InvalidArgument("simulate: method " + m.name + ": " + why);
+  }
+  return Status::Ok();
+}
+
+// `count` ranks spread evenly over 0..nodes-1, always with rank 0.
+std::vector<int> SpreadRanks(int count, int nodes) {
+  count = std::min(count, nodes);
+  std::vector<int> ranks;
+  for (int k = 0; k < count; ++k) ranks.push_back(static_cast<int>(int64_t{k} * nodes / count));
+  return ranks;
+}
+
+// `count` evaluation steps evenly spaced over 1..total, ending at total.
+std::vector<int64_t> EvalSteps(int count, int64_t total) {
+  std::vector<int64_t> steps;
+  for (int k = 1; k <= count; ++k) {
+    const int64_t s = std::max<int64_t>(1, total * k / count);
+    if (steps.empty() || steps.back() != s) steps.push_back(s);
+  }
+  return steps;
+}
+
+struct SharedData {
+  trainer::Dataset train;
+  trainer::Dataset eval;
+};
+
+SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& method,
+                          const SharedData& data, const StepCompute& compute) {
+  SimulatedMethod out;
+  out.method = method;
+  const double wall_start = NowSeconds();
+  auto fail = [&](const Status& s) {
+    out.exit_code = 1;
+    out.error = s.ToString();
+    out.wall_seconds = NowSeconds() - wall_start;
+    return out;
+  };
+  Result<Config> config = MethodConfig(options, method);
+  if (!config) return fail(config.error());
+
+  const int n = options.nodes;
+  const int64_t steps_per_epoch =
+      trainer::BatchSampler(data.train.count, config->train.batch_size, config->train.seed, 0, n)
+          .BatchesPerEpoch();
+  const int64_t total_steps = steps_per_epoch * config->train.epochs;
+  const std::vector<int> eval_ranks = SpreadRanks(options.eval_nodes, n);
+  const std::vector<int64_t> eval_steps = EvalSteps(options.evals, total_steps);
+
+  // Every node's GossipExchange would compute the same O(n^3) spectral gap.
+  double spectral_gap = -1.0;
+  if (config->exchange.kind == "gossip") {
+    Result<topologies::Graph> graph = GossipGraph(*config, n);
+    if (!graph) return fail(graph.error());
+    auto gap = topologies::GraphSpectralGap(*graph);
+    if (gap) spectral_gap = gap->gap_per_round;
+  }
+
+  gossip::LocalHubOptions hub_options;
+  hub_options.world_size = n;
+  hub_options.name_prefix = "node";
+  hub_options.virtual_time.enabled = true;
+  hub_options.virtual_time.latency_s = options.latency_s;
+  hub_options.virtual_time.bytes_per_second = options.bytes_per_second;
+  std::shared_ptr<gossip::LocalHub> hub = gossip::LocalHub::Create(hub_options);
+
+  const std::string method_dir = options.out_dir + "/" + method.name;
+  std::error_code ec;
+  fs::remove_all(method_dir, ec);  // a previous simulation's nodes must not mix in
+  EvalCache final_eval;
+  std::vector<json> summaries(n);
+  std::mutex error_mu;
+  Status first_error;
+
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    VirtualNodeSpec spec;
+    spec.config = &*config;
+    spec.rank = r;
+    spec.world_size = n;
+    spec.hub = hub;
+    spec.train = &data.train;
+    spec.eval_set = &data.eval;
+    const double speed = n > 1 ? 1.0 + options.compute_spread * r / (n - 1) : 1.0;
+    spec.forward_backward_s = compute.forward_backward_s * speed;
+    spec.update_s = compute.update_s * speed;
+    if (std::find(eval_ranks.begin(), eval_ranks.end(), r) != eval_ranks.end()) {
+      spec.eval_steps = eval_steps;
+    }
+    spec.log_every = std::max<int64_t>(1, total_steps / options.log_points);
+    spec.dir = method_dir + "/node" + std::to_string(r);
+    spec.final_eval = &final_eval;
+    spec.spectral_gap = spectral_gap;
+    threads.emplace_back([spec = std::move(spec), &summaries, &error_mu, &first_error, hub, n] {
+      Result<json> summary = RunVirtualNode(spec);
+      if (summary) {
+        summaries[spec.rank] = std::move(*summary);
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (first_error.ok()) first_error = summary.error();
+      }
+      // The others would wait for this node until their deadlines: end them now.
+      for (int s = 0; s < n; ++s) hub->Kill(s);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (!first_error.ok()) return fail(first_error);
+  out.summaries = std::move(summaries);
+  out.wall_seconds = NowSeconds() - wall_start;
+  return out;
+}
+
+json MethodJson(const SimulatedMethod& m) {
+  json j = {{"name", m.method.name},       {"label", m.method.label},
+            {"dir", m.method.name},        {"family", m.method.family},
+            {"exit_code", m.exit_code},    {"wall_seconds", m.wall_seconds},
+            {"overrides", m.method.overrides}};
+  if (!m.error.empty()) j["error"] = m.error;
+  return j;
+}
+
+json CompareJson(const SimulateOptions& options, const StepCompute& compute, bool measured,
+                 const std::vector<SimulatedMethod>& methods) {
+  const Config& base = options.base;
+  const double step_s = compute.forward_backward_s + compute.update_s;
+  json j;
+  j["name"] = fs::path(options.out_dir).filename().string();
+  j["kind"] = "simulate";
+  j["nodes"] = options.nodes;
+  j["target_accuracy"] = options.target_accuracy;
+  j["model"] = base.train.model;
+  j["epochs"] = base.train.epochs;
+  j["batch_size"] = base.train.batch_size;
+  j["global_batch"] = base.train.batch_size * options.nodes;
+  j["link"] = {{"bandwidth", options.bandwidth},
+               {"latency", options.latency},
+               {"emulated", false},
+               {"simulated", true},
+               {"note", "virtual time: latency-bandwidth model, one NIC per node (sends "
+                        "serialised per sender), no receive-side contention"}};
+  j["single_node"] = {{"samples_per_s", base.train.batch_size / step_s},
+                      {"source", measured ? "measured compute of one step, one thread"
+                                          : "given compute time per step"}};
+  j["simulation"] = {{"time", "virtual seconds"},
+                     {"forward_backward_s", compute.forward_backward_s},
+                     {"update_s", compute.update_s},
+                     {"compute_measured", measured},
+                     {"compute_scale", options.compute_scale},
+                     {"compute_spread", options.compute_spread},
+                     {"latency_s", options.latency_s},
+                     {"bytes_per_second", options.bytes_per_second},
+                     {"eval_nodes", SpreadRanks(options.eval_nodes, options.nodes)},
+                     {"evals", options.evals},
+                     {"eval_samples", options.eval_samples},
+                     {"train_samples", base.data.train_limit}};
+  json list = json::array();
+  for (const SimulatedMethod& m : methods) list.push_back(MethodJson(m));
+  j["methods"] = std::move(list);
+  return j;
+}
+
+}  // namespace
+
+std::vector<std::string> DefaultSimulateMethodNames() {
+  return {"ring-allreduce", "tree-allreduce", "dpsgd-ring", "dpsgd-one-peer-exp",
+          "choco-sign", "local-sgd-hypercube"};
+}
+
+Result<std::vector<CompareMethod>> SimulateMethods(const std::vector<std::string>& names,
+                                                   int nodes) {
+  std::vector<std::string> expanded;
+  for (const std::string& name : names) {
+    if (name == "default") {
+      for (const std::string& d : DefaultSimulateMethodNames()) expanded.push_back(d);
+    } else {
+      expanded.push_back(name);
+    }
+  }
+  std::vector<CompareMethod> known = BuiltinMethods();
+  known.push_back(LocalSgdHypercube());
+  std::vector<CompareMethod> out;
+  for (const std::string& name : expanded) {
+    auto it = std::find_if(known.begin(), known.end(),
+                           [&](const CompareMethod& m) { return m.name == name; });
+    if (it == known.end()) {
+      std::string list;
+      for (const CompareMethod& m : known) list += (list.empty() ? "" : ", ") + m.name;
+      return Err(InvalidArgument("simulate: unknown method \"" + name + "\"; known: " + list));
+    }
+    const std::string why = Unsupported(*it, nodes);
+    if (!why.empty()) return Err(InvalidArgument("simulate: method " + name + ": " + why));
+    if (std::none_of(out.begin(), out.end(), [&](const CompareMethod& m) { return m.name == name; })) {
+      out.push_back(*it);
+    }
+  }
+  return out;
+}
+
+Result<StepCompute> MeasureStepCompute(const Config& config, int steps) {
+  Config c = config;
+  c.train.threads = 1;
+  const int batch_size = c.train.batch_size;
+  trainer::Dataset data = trainer::MakeSyntheticDataset(batch_size, c.train.seed);
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
+                          trainer::Trainer::Create(MakeTrainerOptions(c, batch_size, 1000)));
+  std::vector<int32_t> indices(batch_size);
+  for (int i = 0; i < batch_size; ++i) indices[i] = i;
+  trainer::Batch batch;
+  CHORUS_RETURN_IF_ERROR(trainer::MakeBatch(data, indices, &batch));
+  std::vector<double> fb, up;
+  constexpr int kWarmup = 2;
+  for (int s = 0; s < kWarmup + std::max(1, steps); ++s) {
+    const double t0 = NowSeconds();
+    CHORUS_ASSIGN_OR_RETURN(trainer::ForwardBackwardResult pass, t->ForwardBackward(batch));
+    const double t1 = NowSeconds();
+    CHORUS_ASSIGN_OR_RETURN(trainer::UpdateResult update, t->ApplyUpdate(s));
+    const double t2 = NowSeconds();
+    (void)pass;
+    (void)update;
+    if (s >= kWarmup) {
+      fb.push_back(t1 - t0);
+      up.push_back(t2 - t1);
+    }
+  }
+  return StepCompute{Quantile(fb, 0.5), Quantile(up, 0.5)};
+}
+
+Result<SimulationResult> RunSimulation(const SimulateOptions& options) {
+  CHORUS_RETURN_IF_ERROR(CheckOptions(options));
+  // Each method's config must be valid before anything runs.
+  for (const CompareMethod& m : options.methods) {
+    auto c = MethodConfig(options, m);
+    if (!c) return Err(c.error().WithContext("simulate: method " + m.name));
+  }
+  SimulationResult result;
+  result.out_dir = options.out_dir;
+
+  SharedData data;
+  {
+    const DataConfig& d = options.base.data;
+    CHORUS_ASSIGN_OR_RETURN(data.train,
+                            trainer::LoadFashionMnist(d.dir, trainer::Split::kTrain, d.train_limit));
+    CHORUS_ASSIGN_OR_RETURN(trainer::Dataset test,
+                            trainer::LoadFashionMnist(d.dir, trainer::Split::kTest, options.eval_samples));
+    data.eval = trainer::PrefixOf(test, options.eval_samples);
+  }
+
+  StepCompute compute{options.forward_backward_s, options.update_s};
+  result.compute_measured = !(compute.forward_backward_s > 0 || compute.update_s > 0);
+  if (result.compute_measured) {
+    CHORUS_ASSIGN_OR_RETURN(compute, MeasureStepCompute(options.base));
+  }
+  compute.forward_backward_s *= options.compute_scale;
+  compute.update_s *= options.compute_scale;
+  result.forward_backward_s = compute.forward_backward_s;
+  result.update_s = compute.update_s;
+  if (options.print_progress) {
+    std::printf("simulate: %d virtual nodes, link %s latency %s, compute %.3f ms + %.3f ms per step "
+                "(%s)\n",
+                options.nodes, options.bandwidth.c_str(), options.latency.c_str(),
+                compute.forward_backward_s * 1e3, compute.update_s * 1e3,
+                result.compute_measured ? "measured" : "given");
+    std::fflush(stdout);
+  }
+
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  if (ec) {
+    return Err(Unavailable("simulate: cannot create " + options.out_dir + ": " + ec.message()));
+  }
+  const std::string compare_path = options.out_dir + "/compare.json";
+  for (const CompareMethod& m : options.methods) {
+    SimulatedMethod done = RunMethod(options, m, data, compute);
+    if (options.print_progress) {
+      double acc = 0.0, train_s = 0.0;
+      for (const json& s : done.summaries) {
+        acc += s.value("test_accuracy", 0.0) / static_cast<double>(done.summaries.size());
+        train_s = std::max(train_s, s.value("train_seconds", 0.0));
+      }
+      if (done.exit_code == 0) {
+        std::printf("  %-24s accuracy %.4f, virtual train time %.3f s, wall %.1f s\n",
+                    m.name.c_str(), acc, train_s, done.wall_seconds);
+      } else {
+        std::printf("  %-24s FAILED after %.1f s: %s\n", m.name.c_str(), done.wall_seconds,
+                    done.error.c_str());
+      }
+      std::fflush(stdout);
+    }
+    if (done.exit_code != 0) {
+      CHORUS_LOG_ERROR(Subsys::kNode, "simulate: method ", m.name, " failed: ", done.error);
+    }
+    result.methods.push_back(std::move(done));
+    result.compare = CompareJson(options, compute, result.compute_measured, result.methods);
+    CHORUS_RETURN_IF_ERROR(WriteSummary(compare_path, result.compare));
+  }
+  return result;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,70 @@
+// One virtual node of `chorus simulate` (simulate.h): a trainer, its data
+// shard and the exchange a real node would run, over one slot of a LocalHub in
+// virtual time. The training loop mirrors RunNode's (run_node.cc) step order:
+//
+//   clock += forward_backward_s; BeforeStep; ForwardBackward; AfterBackward
+//   clock += update_s;           ApplyUpdate; AfterUpdate
+//
+// so an all-reduce starts when the modelled backward ends (no overlap with
+// compute is modelled) and gossip mixes after the modelled update. Records carry
+// the slot's virtual clock as `time`; evaluation costs no virtual time.
+//
+// Must not: read the wall clock for anything it writes, sleep, or touch another
+// node's state (everything shared is const, or the hub, or the EvalCache).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "gossip/transport/local/local_transport.h"
+#include "node/config/config.h"
+#include "trainer/dataset.h"
+#include "trainer/trainer.h"
+
+namespace chorus::node {
+
+// Final evaluations shared by the nodes of one method, keyed by the parameter
+// checksum: replicas that ended bitwise equal (all-reduce, or gossip after an
+// exact consensus average) are evaluated once. Thread-safe.
+class EvalCache {
+ public:
+  // The cached result for `checksum` (trainer.ParameterChecksum()), or
+  // evaluates `trainer` on `data` and caches it.
+  [[nodiscard]] Result<trainer::EvalResult> Evaluate(trainer::Trainer& trainer,
+                                                     const trainer::Dataset& data,
+                                                     uint64_t checksum);
+
+ private:
+  std::mutex mu_;
+  std::map<uint64_t, trainer::EvalResult> results_;
+};
+
+struct VirtualNodeSpec {
+  const Config* config = nullptr;  // the method's resolved config (shared, read-only)
+  int rank = 0;
+  int world_size = 1;
+  std::shared_ptr<gossip::LocalHub> hub;  // virtual time on; slot == rank
+  const trainer::Dataset* train = nullptr;  // the whole training set (the sampler shards it)
+  const trainer::Dataset* eval_set = nullptr;  // test images for every evaluation
+  double forward_backward_s = 0.0;  // this node's modelled compute per step
+  double update_s = 0.0;
+  std::vector<int64_t> eval_steps;  // evaluate after these step counts (ascending)
+  int64_t log_every = 1;            // metrics record every this many steps (>= 1)
+  std::string dir;                  // <out>/<method>/node<rank>
+  EvalCache* final_eval = nullptr;  // shared by the method's nodes (may be null)
+  double spectral_gap = -1.0;       // gossip: the graph's gap, computed once (< 0: per node)
+};
+
+// Trains one virtual node to the end (consensus phase and final evaluation
+// included), writes dir/metrics.jsonl and dir/summary.json and returns the
+// summary. Errors name the node.
+[[nodiscard]] Result<nlohmann::json> RunVirtualNode(const VirtualNodeSpec& spec);
+
+}  // namespace chorus::node

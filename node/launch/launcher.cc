@@ -1,0 +1,473 @@
+// Local multi-process launcher (see launcher.h).
+//
+// One thread: a poll() loop over the children's stdout/stderr pipes and a
+// self-pipe written by the SIGINT/SIGTERM handler, waking at least every 100 ms
+// to reap children (waitpid WNOHANG). Nothing spins. POSIX errors become Status
+// through ErrnoStatus.
+#include "node/launch/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "node/config/config_parse.h"
+#include "node/run/stop_signals.h"
+
+namespace chorus::node {
+namespace {
+
+// SIGINT/SIGTERM to forward (StopSignals), and SIGPIPE ignored, for the
+// lifetime of one launch.
+class SignalForwarding {
+ public:
+  Status Install() {
+    CHORUS_RETURN_IF_ERROR(stop_.Install().WithContext("launch"));
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &old_pipe_);
+    installed_ = true;
+    return Status::Ok();
+  }
+  ~SignalForwarding() {
+    if (installed_) sigaction(SIGPIPE, &old_pipe_, nullptr);
+  }
+  int read_fd() const { return stop_.read_fd(); }
+
+ private:
+  StopSignals stop_;
+  bool installed_ = false;
+  struct sigaction old_pipe_ {};
+};
+
+// A descriptor closed when it goes out of scope (or on Reset).
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd() { Reset(); }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// Our environment without kListenFdEnv (only node0 gets one, its own).
+std::vector<std::string> ChildEnvironment() {
+  const std::string drop = std::string(kListenFdEnv) + "=";
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::string_view(*e).substr(0, drop.size()) != drop) env.emplace_back(*e);
+  }
+  return env;
+}
+
+void WriteAll(int fd, const std::string& text) {
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our own output is gone; nothing sensible to do
+    off += static_cast<size_t>(n);
+  }
+}
+
+struct Stream {
+  int fd = -1;
+  int out_fd = 1;  // where prefixed lines go
+  std::string partial;
+};
+
+struct Child {
+  std::string name;
+  pid_t pid = -1;
+  Stream streams[2];
+  bool reaped = false;
+  int wait_status = 0;
+  bool formed = false;
+};
+
+constexpr std::string_view kFormedMarker = "epoch 0: members";
+
+// Copies complete lines of `data` with the child's prefix; keeps the rest.
+void EmitLines(Child& child, Stream& s, std::string_view data, bool flush) {
+  s.partial.append(data);
+  size_t start = 0;
+  std::string out;
+  for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string_view line(s.partial.data() + start, nl - start);
+    if (line.find(kFormedMarker) != std::string_view::npos) child.formed = true;
+    out += "[" + child.name + "] ";
+    out.append(line);
+    out += '\n';
+  }
+  s.partial.erase(0, start);
+  if (flush && !s.partial.empty()) {
+    if (s.partial.find(kFormedMarker) != std::string::npos) child.formed = true;
+    out += "[" + child.name + "] " + s.partial + "\n";
+    s.partial.clear();
+  }
+  if (!out.empty()) WriteAll(s.out_fd, out);
+}
+
+const std::string& NodeHost(const LaunchOptions& o, int index) {
+  return o.node_hosts.empty() ? o.host : o.node_hosts[static_cast<size_t>(index)];
+}
+
+// The executable children run: when wrapped (ip netns exec ...), /proc/self/exe
+// would name the wrapper, so it is resolved first.
+std::string ResolvedExecutable(const LaunchOptions& o) {
+  if (o.executable != "/proc/self/exe") return o.executable;
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return o.executable;
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+bool IsWrapped(const LaunchOptions& o, int index) {
+  return !o.node_wrappers.empty() && !o.node_wrappers[static_cast<size_t>(index)].empty();
+}
+
+std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t port0) {
+  const std::string bootstrap = NodeHost(o, 0) + ":" + std::to_string(port0);
+  std::vector<std::string> args;
+  if (IsWrapped(o, index)) {
+    const auto& wrapper = o.node_wrappers[static_cast<size_t>(index)];
+    args.insert(args.end(), wrapper.begin(), wrapper.end());
+    args.push_back(ResolvedExecutable(o));
+  } else {
+    args.push_back("chorus");
+  }
+  args.push_back(o.command);
+  if (!o.config_path.empty()) args.push_back(o.config_path);
+  auto set = [&](const std::string& assignment) {
+    args.push_back("--set");
+    args.push_back(assignment);
+  };
+  set("cluster.listen=" + TomlQuote(index == 0 ? bootstrap : NodeHost(o, index) + ":0"));
+  set("cluster.bootstrap=[" + TomlQuote(bootstrap) + "]");
+  set("run.node_name=" + TomlQuote("node" + std::to_string(index)));
+  set("cluster.min_nodes=" + std::to_string(o.num_nodes));
+  set("cluster.rank_hint=" + std::to_string(index));
+  for (const std::string& s : o.overrides) set(s);
+  for (const auto& [node, s] : o.node_overrides) {
+    if (node == index) set(s);
+  }
+  args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
+  return args;
+}
+
+// Starts one child running `args` in environment `env`: args[0] looked up on
+// PATH when `wrapped`, else `o.executable`. Its lines go to out_fd / err_fd;
+// `inherit_fd` (when >= 0) stays open in it across exec.
+Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, bool wrapped,
+                  const std::vector<std::string>& env, int inherit_fd, int out_fd, int err_fd,
+                  Child& child) {
+  const std::string program = wrapped ? args[0] : o.executable;
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "launch: pipe for " + child.name);
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return ErrnoStatus(err, "launch: pipe for " + child.name);
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return ErrnoStatus(err, "launch: fork for " + child.name);
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls from here to exec.
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    setpgid(0, 0);  // a terminal's Ctrl-C reaches the launcher only; it forwards once
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (inherit_fd >= 0) fcntl(inherit_fd, F_SETFD, 0);
+    if (wrapped) {
+      execvpe(program.c_str(), argv.data(), envp.data());
+    } else {
+      execve(program.c_str(), argv.data(), envp.data());
+    }
+    const char msg[] = "launch: exec failed\n";
+    [[maybe_unused]] ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  child.pid = pid;
+  child.streams[0] = Stream{out_pipe[0], out_fd, {}};
+  child.streams[1] = Stream{err_pipe[0], err_fd, {}};
+  return Status::Ok();
+}
+
+std::string DescribeExit(const Child& c) {
+  if (WIFEXITED(c.wait_status)) return c.name + " exited with status " + std::to_string(WEXITSTATUS(c.wait_status));
+  if (WIFSIGNALED(c.wait_status)) {
+    const int sig = WTERMSIG(c.wait_status);
+    return c.name + " was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return c.name + " ended with wait status " + std::to_string(c.wait_status);
+}
+
+int ExitCode(const Child& c) {
+  if (WIFEXITED(c.wait_status)) return WEXITSTATUS(c.wait_status);
+  if (WIFSIGNALED(c.wait_status)) return 128 + WTERMSIG(c.wait_status);
+  return 255;
+}
+
+// Where children's lines and launch's messages go: our stdout/stderr, or one file.
+class OutputSink {
+ public:
+  Status Open(const std::string& path) {
+    if (path.empty()) return Status::Ok();
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) return ErrnoStatus(errno, "launch: opening " + path);
+    file_ = fdopen(dup(fd_), "a");
+    if (file_ == nullptr) return ErrnoStatus(errno, "launch: opening " + path);
+    setvbuf(file_, nullptr, _IOLBF, 0);
+    return Status::Ok();
+  }
+  ~OutputSink() {
+    if (file_ != nullptr) fclose(file_);
+    if (fd_ >= 0) close(fd_);
+  }
+  int out_fd() const { return fd_ >= 0 ? fd_ : STDOUT_FILENO; }
+  int err_fd() const { return fd_ >= 0 ? fd_ : STDERR_FILENO; }
+  FILE* messages() const { return file_ != nullptr ? file_ : stderr; }
+
+ private:
+  int fd_ = -1;
+  FILE* file_ = nullptr;
+};
+
+}  // namespace
+
+Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_nodes) {
+  const std::string what = "--node-set '" + std::string(text) + "': expected NODE:KEY=VALUE with NODE in 0.." +
+                           std::to_string(num_nodes - 1);
+  const size_t colon = text.find(':');
+  if (colon == 0 || colon == std::string_view::npos || text.find('=', colon) == std::string_view::npos) {
+    return Err(InvalidArgument(what));
+  }
+  int node = -1;
+  const std::string_view digits = text.substr(0, colon);
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), node);
+  if (error != std::errc() || end != digits.data() + digits.size() || node < 0 || node >= num_nodes) {
+    return Err(InvalidArgument(what));
+  }
+  return std::pair<int, std::string>{node, std::string(text.substr(colon + 1))};
+}
+
+Status Launch(const LaunchOptions& options, LaunchResult* result) {
+  if (options.num_nodes < 1) return InvalidArgument("launch: -n must be >= 1, got " + std::to_string(options.num_nodes));
+  const size_t n = static_cast<size_t>(options.num_nodes);
+  if ((!options.node_hosts.empty() && options.node_hosts.size() != n) ||
+      (!options.node_wrappers.empty() && options.node_wrappers.size() != n)) {
+    return InvalidArgument("launch: node_hosts / node_wrappers must name all " + std::to_string(n) + " nodes");
+  }
+  // node0's socket, handed over when node0 runs in our network namespace. A
+  // node0 in a namespace of its own must bind there: it only gets the port
+  // (that namespace's port space holds nothing else of the host's).
+  const bool node0_here = !IsWrapped(options, 0);
+  Result<std::pair<int, uint16_t>> listener = ListenOnFreePort(node0_here ? NodeHost(options, 0) : "127.0.0.1");
+  if (!listener) return listener.error().WithContext("launch");
+  OwnedFd listen_fd(listener->first);
+  const uint16_t port0 = listener->second;
+  if (!node0_here) listen_fd.Reset();
+  const std::vector<std::string> env = ChildEnvironment();
+  std::vector<std::string> env0 = env;
+  if (listen_fd.get() >= 0) env0.push_back(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd.get()));
+  OutputSink sink;
+  CHORUS_RETURN_IF_ERROR(sink.Open(options.output_file));
+  FILE* messages = sink.messages();
+
+  SignalForwarding signals;
+  CHORUS_RETURN_IF_ERROR(signals.Install());
+
+  const Clock::time_point start = Clock::now();
+  std::vector<Child> children(static_cast<size_t>(options.num_nodes));
+  Status spawn_error;
+  for (int i = 0; i < options.num_nodes; ++i) {
+    Child& c = children[static_cast<size_t>(i)];
+    c.name = "node" + std::to_string(i);
+    spawn_error = SpawnChild(options, ChildArgs(options, i, port0), IsWrapped(options, i), i == 0 ? env0 : env,
+                             i == 0 ? listen_fd.get() : -1, sink.out_fd(), sink.err_fd(), c);
+    if (i == 0) listen_fd.Reset();  // node0 has its own copy now (or failed to start)
+    if (!spawn_error.ok()) {
+      c.reaped = true;
+      break;
+    }
+    std::fprintf(messages, "launch: started %s (pid %d)\n", c.name.c_str(), static_cast<int>(c.pid));
+  }
+  if (!spawn_error.ok()) {
+    for (Child& c : children) {
+      if (c.pid > 0) kill(c.pid, SIGTERM);
+    }
+  }
+
+  bool announced_formed = false;
+  const Child* failed_unformed = nullptr;  // failed before epoch 0: the others were told to stop
+  int signals_seen = 0;
+  int first_signal = 0;  // the first one forwarded
+  Clock::time_point all_reaped_at{};
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Child*, Stream*>> owners;
+    fds.push_back({signals.read_fd(), POLLIN, 0});
+    owners.push_back({nullptr, nullptr});
+    bool all_reaped = true;
+    for (Child& c : children) {
+      all_reaped &= c.reaped || c.pid <= 0;
+      for (Stream& s : c.streams) {
+        if (s.fd >= 0) {
+          fds.push_back({s.fd, POLLIN, 0});
+          owners.push_back({&c, &s});
+        }
+      }
+    }
+    if (all_reaped) {
+      if (fds.size() == 1) break;
+      // A grandchild may hold a pipe open; do not wait for it forever.
+      if (all_reaped_at == Clock::time_point{}) all_reaped_at = Clock::now();
+      if (Clock::now() - all_reaped_at > std::chrono::seconds(1)) {
+        for (size_t i = 1; i < fds.size(); ++i) {
+          EmitLines(*owners[i].first, *owners[i].second, {}, true);
+          close(owners[i].second->fd);
+          owners[i].second->fd = -1;
+        }
+        break;
+      }
+    }
+    const int ready = poll(fds.data(), fds.size(), 100);
+    if (ready < 0 && errno != EINTR) return ErrnoStatus(errno, "launch: poll");
+    if (ready > 0) {
+      if (fds[0].revents & POLLIN) {
+        unsigned char sigs[16];
+        const ssize_t n = read(signals.read_fd(), sigs, sizeof(sigs));
+        for (ssize_t k = 0; k < n; ++k) {
+          ++signals_seen;
+          if (first_signal == 0) first_signal = sigs[k];
+          if (result) result->interrupted = true;
+          const int sig = signals_seen > 1 ? SIGKILL : sigs[k];
+          std::fprintf(messages, "launch: forwarding %s to the nodes\n", SignalName(sig).c_str());
+          for (Child& c : children) {
+            if (c.pid > 0 && !c.reaped) kill(c.pid, sig);
+          }
+        }
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Stream& s = *owners[i].second;
+        char buf[65536];
+        const ssize_t n = read(s.fd, buf, sizeof(buf));
+        if (n > 0) {
+          EmitLines(*owners[i].first, s, std::string_view(buf, static_cast<size_t>(n)), false);
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          EmitLines(*owners[i].first, s, {}, true);
+          close(s.fd);
+          s.fd = -1;
+        }
+      }
+    }
+    for (Child& c : children) {
+      if (c.pid <= 0 || c.reaped) continue;
+      int status = 0;
+      if (waitpid(c.pid, &status, WNOHANG) == c.pid) {
+        c.reaped = true;
+        c.wait_status = status;
+      }
+    }
+    // Every node is needed for epoch 0 (cluster.min_nodes is the launch's
+    // size): once one has failed before it, the others would wait out their
+    // join timeout (a minute by default) for nothing.
+    if (!announced_formed && failed_unformed == nullptr && signals_seen == 0) {
+      for (const Child& c : children) {
+        if (!c.reaped || c.formed || ExitCode(c) == 0) continue;
+        failed_unformed = &c;
+        std::fprintf(messages, "launch: %s before the cluster formed; stopping the other nodes (epoch 0 needs all %d)\n",
+                     DescribeExit(c).c_str(), options.num_nodes);
+        for (Child& other : children) {
+          if (other.pid > 0 && !other.reaped) kill(other.pid, SIGTERM);
+        }
+        break;
+      }
+    }
+    if (!announced_formed) {
+      bool all_formed = true;
+      for (const Child& c : children) all_formed &= c.formed;
+      if (all_formed) {
+        announced_formed = true;
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        if (result) result->formed_after_s = s;
+        std::fprintf(messages, "launch: all %d nodes are in epoch 0, %.3f s after launch\n", options.num_nodes, s);
+      }
+    }
+  }
+
+  if (!spawn_error.ok()) return spawn_error;
+  std::string failures;
+  for (const Child& c : children) {
+    if (result) result->exit_codes.push_back(ExitCode(c));
+    if (ExitCode(c) != 0) failures += (failures.empty() ? "" : "; ") + DescribeExit(c);
+  }
+  if (failures.empty()) return Status::Ok();
+  if (failed_unformed != nullptr) {
+    return Aborted("launch: " + DescribeExit(*failed_unformed) + " before the cluster formed (its error is above); " +
+                   "the other nodes were stopped");
+  }
+  // Every node stopped for the signal we forwarded (`chorus node`: after its
+  // step, with a checkpoint): say so, and how to go on, not "node0 exited...".
+  const bool all_stopped = first_signal != 0 && std::all_of(children.begin(), children.end(), [&](const Child& c) {
+    return ExitCode(c) == 128 + first_signal;
+  });
+  if (all_stopped) {
+    return Aborted("launch: stopped by " + SignalName(first_signal) + ": all " + std::to_string(children.size()) +
+                   " nodes exited with status " + std::to_string(128 + first_signal) +
+                   "; the same launch with `-- --resume` continues the run from their checkpoints");
+  }
+  return Aborted("launch: " + failures);
+}
+
+}  // namespace chorus::node

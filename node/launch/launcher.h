@@ -1,0 +1,64 @@
+// `chorus launch -n N CONFIG`: N local node processes as one cluster.
+//
+// Forks and execs N copies of this binary (`chorus <command> CONFIG --set ...`)
+// with per-node settings: node0 listens on a free port of 127.0.0.1 (a socket
+// launch binds and hands over, kListenFdEnv) and every node bootstraps from
+// it, node i is named "node<i>" with rank hint i, and cluster.min_nodes is N.
+// Each child's stdout and stderr lines are copied to ours with a "[node<i>] "
+// prefix. SIGINT and SIGTERM are forwarded to the
+// children (a second one sends SIGKILL). Launch waits for every child and fails
+// naming each node that exited non-zero or died by a signal.
+//
+// Must not: parse the config (the children do), or kill children on its own
+// because one failed (the cluster is meant to survive that).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "node/control/listen_socket.h"  // ListenOnFreePort, kListenFdEnv
+
+namespace chorus::node {
+
+struct LaunchOptions {
+  int num_nodes = 1;
+  std::string config_path;              // passed to every child ("" = none)
+  std::string command = "node";         // the subcommand each child runs: "node" or "cluster"
+  std::vector<std::string> overrides;   // "key=value", given as --set to every child after ours
+  std::vector<std::string> extra_args;  // appended to every child's command line (after "--")
+  std::string executable = "/proc/self/exe";
+  std::string host = "127.0.0.1";       // every node listens here
+  // Per node (index i), when not empty: the host node i listens on (overrides
+  // `host`; node0's is the bootstrap address), and an argv prefix that node i's
+  // command runs under (e.g. {"ip", "netns", "exec", "ns0"}: link emulation).
+  std::vector<std::string> node_hosts;
+  std::vector<std::vector<std::string>> node_wrappers;
+  // Extra "key=value" settings for single nodes, after `overrides` (e.g. a
+  // straggler: {3, "train.slowdown=2"}).
+  std::vector<std::pair<int, std::string>> node_overrides;
+  // Where the children's prefixed lines go: "" = our stdout / stderr; else this
+  // file (appended), and launch's own messages too.
+  std::string output_file;
+};
+
+struct LaunchResult {
+  // Seconds from the first fork until every node logged "epoch 0: members";
+  // negative when that never happened.
+  double formed_after_s = -1;
+  std::vector<int> exit_codes;  // per node; 128+signal for a signal
+  bool interrupted = false;     // SIGINT / SIGTERM reached launch (and was forwarded)
+};
+
+// Runs the nodes to completion. Ok when all exit 0; otherwise Aborted naming the
+// failed nodes ("node2 exited with status 3; node4 was killed by signal 9 (Killed)").
+[[nodiscard]] Status Launch(const LaunchOptions& options, LaunchResult* result);
+
+// One node's setting from `chorus launch --node-set`: "NODE:KEY=VALUE" (e.g.
+// "2:cluster.host_group=b") for node index NODE in [0, num_nodes). The key and
+// value are checked by the node, like --set's.
+[[nodiscard]] Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_nodes);
+
+}  // namespace chorus::node

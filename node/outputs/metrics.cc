@@ -1,0 +1,92 @@
+// MetricsWriter and WriteSummary. nlohmann::json serialization is called with
+// the replacing error handler, so invalid UTF-8 cannot throw; nothing else here
+// throws. The atomic write itself is trainer::WriteFileAtomic (one place).
+#include "node/outputs/metrics.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "trainer/safetensors.h"
+
+namespace chorus::node {
+namespace {
+
+std::string Serialize(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+}
+
+Status CreateParent(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return Status::Ok();
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (ec) return ErrnoStatus(ec.value(), "create folder " + parent.string());
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string NodeRunDir(const RunConfig& run, const std::string& node_name) {
+  return (std::filesystem::path(run.output_dir) / run.name / node_name).string();
+}
+
+Result<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::string& path, bool append) {
+  CHORUS_RETURN_IF_ERROR(CreateParent(path));
+  // O_APPEND: each line lands at the end even if another writer appended meanwhile.
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return Err(ErrnoStatus(errno, "open metrics file " + path));
+  return std::unique_ptr<MetricsWriter>(new MetricsWriter(path, fd));
+}
+
+MetricsWriter::~MetricsWriter() { ::close(fd_); }
+
+Status MetricsWriter::Append(const nlohmann::json& record) {
+  if (!record.is_object()) {
+    return InvalidArgument(path_ + ": a metrics record must be a JSON object, got " + record.type_name());
+  }
+  const std::string line = Serialize(record, -1) + "\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "write metrics file " + path_);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status WriteSummary(const std::string& path, const nlohmann::json& summary) {
+  CHORUS_RETURN_IF_ERROR(CreateParent(path));
+  const std::string text = Serialize(summary, 2) + "\n";
+  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+  return trainer::WriteFileAtomic(path, std::span<const uint8_t>(bytes, text.size()))
+      .WithContext("write summary " + path);
+}
+
+nlohmann::json SummaryHeader(nlohmann::json exchange_metrics, const std::string& exchange,
+                             const std::string& node, int rank, int world_size, const TrainConfig& train,
+                             int global_batch, int64_t steps) {
+  nlohmann::json summary = std::move(exchange_metrics);
+  summary["node"] = node;
+  summary["rank"] = rank;
+  summary["world_size"] = world_size;
+  summary["exchange"] = exchange;
+  summary["model"] = train.model;
+  summary["precision"] = train.precision;
+  summary["device"] = train.device;
+  summary["optimizer"] = train.optimizer;
+  summary["epochs"] = train.epochs;
+  summary["batch_size"] = train.batch_size;
+  summary["global_batch"] = global_batch;
+  summary["steps"] = steps;
+  return summary;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,157 @@
+// End-to-end `chorus compare`: a tiny comparison (2 methods x 2 node processes,
+// a fraction of an epoch, configs/compare/tiny.toml) produces compare.json, each
+// method's node folders, and a report with the table; a failing method is
+// recorded and makes compare exit non-zero while the others still run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/control_test_process.h"
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChorusProcess;
+
+constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
+
+nlohmann::json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+struct CompareRun {
+  int exit_status = -1;
+  std::string output;
+  fs::path dir;
+};
+
+CompareRun RunTinyCompare(const std::string& tag, const std::vector<std::string>& extra) {
+  const fs::path out = fs::temp_directory_path() / ("chorus-compare-test-" + std::to_string(getpid()) + tag);
+  fs::remove_all(out);
+  std::vector<std::string> args = {"compare", std::string(CHORUS_SOURCE_DIR) + "/configs/compare/tiny.toml",
+                                   "--set", "run.output_dir=\"" + out.string() + "\"",
+                                   "--set", "cluster.token=\"compare-test-" + tag + "\"",
+                                   "--set", "cluster.join_timeout_s=20"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ChorusProcess compare(args);
+  CompareRun run;
+  std::optional<int> status = compare.Wait(240);
+  run.exit_status = status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  run.output = compare.Output();
+  run.dir = out / "compare-tiny";
+  return run;
+}
+
+TEST(CompareProcessTest, TinyComparisonWritesReportAndTable) {
+  if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
+  }
+  CompareRun run = RunTinyCompare("ok", {});
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  nlohmann::json compare = ReadJson(run.dir / "compare.json");
+  ASSERT_TRUE(compare.is_object()) << run.output;
+  EXPECT_EQ(compare["nodes"], 2);
+  ASSERT_EQ(compare["methods"].size(), 2u);
+  for (const auto& m : compare["methods"]) {
+    SCOPED_TRACE(m.dump());
+    EXPECT_EQ(m["exit_code"], 0);
+    for (int i = 0; i < 2; ++i) {
+      const fs::path node = run.dir / m["dir"].get<std::string>() / ("node" + std::to_string(i));
+      nlohmann::json summary = ReadJson(node / "summary.json");
+      ASSERT_TRUE(summary.is_object()) << node;
+      EXPECT_EQ(summary["world_size"], 2);
+      // Intermediate evaluations ran (eval_every_steps = 10 in tiny.toml).
+      std::ifstream metrics(node / "metrics.jsonl");
+      int evals = 0;
+      for (std::string line; std::getline(metrics, line);) {
+        nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+        if (r.contains("eval_accuracy")) ++evals;
+        if (r.contains("time") && r.contains("wall_time")) {
+          EXPECT_LE(r["time"].get<double>(), r["wall_time"].get<double>());
+        }
+      }
+      EXPECT_GE(evals, 3) << node;
+    }
+  }
+  EXPECT_GT(compare["single_node"]["samples_per_s"].get<double>(), 0.0);
+  EXPECT_TRUE(fs::exists(run.dir / "report.html"));
+  EXPECT_TRUE(fs::exists(run.dir / "report" / "table.csv"));
+  // The table is printed with both methods and the report's path.
+  EXPECT_NE(run.output.find("ring all-reduce"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("D-PSGD ring"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("report: "), std::string::npos) << run.output;
+  fs::remove_all(run.dir.parent_path());
+}
+
+TEST(CompareProcessTest, AFailingMethodIsRecordedAndTheRestStillRun) {
+  if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
+  }
+  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-fail-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "fail.toml";
+  // "broken" passes validation but its nodes cannot find their data at start.
+  std::ofstream(file) << R"([compare]
+name = "fail"
+nodes = 2
+single_node_baseline = false
+methods = ["broken", "ring-allreduce"]
+
+[[compare.method]]
+name = "broken"
+family = "allreduce"
+set = ["exchange.kind=allreduce", "data.dir=\"/nonexistent/fashion-mnist\""]
+
+[run]
+progress = "off"
+[train]
+epochs = 1
+batch_size = 32
+threads = 1
+[data]
+train_limit = 640
+test_limit = 200
+[cluster]
+token = "compare-fail"
+join_timeout_s = 20.0
+)";
+  ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\""});
+  std::optional<int> status = compare.Wait(240);
+  ASSERT_TRUE(status && WIFEXITED(*status)) << compare.Output();
+  EXPECT_EQ(WEXITSTATUS(*status), 1) << compare.Output();
+  nlohmann::json result = ReadJson(dir / "fail" / "compare.json");
+  ASSERT_TRUE(result.is_object()) << compare.Output();
+  ASSERT_EQ(result["methods"].size(), 2u);
+  EXPECT_NE(result["methods"][0]["exit_code"], 0);
+  EXPECT_EQ(result["methods"][1]["exit_code"], 0);
+  EXPECT_NE(compare.Output().find("FAILED"), std::string::npos) << compare.Output();
+  // The nodes' own error is in the method's launch.log.
+  std::ifstream log(dir / "fail" / "broken" / "launch.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("/nonexistent/fashion-mnist"), std::string::npos) << text;
+  EXPECT_TRUE(fs::exists(dir / "fail" / "report.html"));
+  fs::remove_all(dir);
+}
+
+TEST(CompareProcessTest, BadFileFailsBeforeRunningAnything) {
+  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-bad-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path file = dir / "bad.toml";
+  std::ofstream(file) << "[compare]\nmethods = [\"ring-allreduce\", \"nope\"]\n";
+  ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\""});
+  std::optional<int> status = compare.Wait(60);
+  ASSERT_TRUE(status && WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 2) << compare.Output();
+  EXPECT_NE(compare.Output().find("unknown method \"nope\""), std::string::npos) << compare.Output();
+  EXPECT_FALSE(fs::exists(dir / "compare" / "compare.json"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace chorus::node

@@ -1,0 +1,163 @@
+// The pure membership rules: deterministic ranks and the liveness table.
+#include "node/control/membership.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+namespace chorus::node {
+namespace {
+
+Member Named(const std::string& name, int hint = -1, const std::string& address = "127.0.0.1:1") {
+  Member m;
+  m.name = name;
+  m.rank_hint = hint;
+  m.control_address = address;
+  return m;
+}
+
+std::vector<std::string> NamesOf(const std::vector<Member>& members) {
+  std::vector<std::string> names;
+  for (const Member& m : members) names.push_back(m.name);
+  return names;
+}
+
+TEST(ControlMembershipTest, InitialRanksIgnoreArrivalOrder) {
+  std::vector<Member> candidates = {Named("c"), Named("a", 5), Named("b"), Named("z", 0),
+                                    Named("b", -1, "127.0.0.1:0")};
+  const std::vector<std::string> expected = {"z", "a", "b", "b", "c"};
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::shuffle(candidates.begin(), candidates.end(), rng);
+    std::vector<Member> ranked = AssignInitialRanks(candidates);
+    EXPECT_EQ(NamesOf(ranked), expected);
+    for (size_t i = 0; i < ranked.size(); ++i) EXPECT_EQ(ranked[i].rank, static_cast<int>(i));
+    // Equal names are ordered by control address.
+    EXPECT_EQ(ranked[2].control_address, "127.0.0.1:0");
+  }
+}
+
+TEST(ControlMembershipTest, NextRanksKeepSurvivorsThenJoiners) {
+  std::vector<Member> survivors = AssignInitialRanks({Named("n0"), Named("n2"), Named("n3")});
+  survivors.erase(survivors.begin() + 1);  // n2 died
+  std::vector<Member> next = AssignNextRanks(survivors, {Named("x9"), Named("a1")});
+  EXPECT_EQ(NamesOf(next), (std::vector<std::string>{"n0", "n3", "a1", "x9"}));
+  for (size_t i = 0; i < next.size(); ++i) EXPECT_EQ(next[i].rank, static_cast<int>(i));
+}
+
+TEST(ControlMembershipTest, DescribeListsMembersInRankOrder) {
+  MembershipView v;
+  v.epoch = 2;
+  v.members = AssignInitialRanks({Named("node0"), Named("node2"), Named("node5")});
+  EXPECT_EQ(v.Describe(), "epoch 2: members node0 node2 node5");
+  v.departed = {1, 3};
+  v.joined = {"node5"};
+  EXPECT_EQ(v.Describe(), "epoch 2: members node0 node2 node5 (departed ranks 1,3; joined node5)");
+  ASSERT_NE(v.Find("node2"), nullptr);
+  EXPECT_EQ(v.Find("node2")->rank, 1);
+  EXPECT_EQ(v.Find("node9"), nullptr);
+}
+
+TEST(ControlMembershipTest, LivenessGoesSuspectThenDeadAndRecovers) {
+  using std::chrono::milliseconds;
+  LivenessTable table(milliseconds(500), milliseconds(1000));
+  const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+  table.Reset({"a", "b"}, t0);
+  EXPECT_TRUE(table.Check(t0 + milliseconds(400)).empty());
+
+  auto events = table.Check(t0 + milliseconds(600));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].change, LivenessTable::Change::kSuspect);
+  EXPECT_TRUE(table.IsSuspect("a"));
+  EXPECT_TRUE(table.Check(t0 + milliseconds(700)).empty()) << "suspect is reported once";
+
+  table.Heard("a", t0 + milliseconds(750));
+  events = table.Check(t0 + milliseconds(800));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "a");
+  EXPECT_EQ(events[0].change, LivenessTable::Change::kRecovered);
+
+  events = table.Check(t0 + milliseconds(1000));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "b");
+  EXPECT_EQ(events[0].change, LivenessTable::Change::kDead);
+  EXPECT_DOUBLE_EQ(events[0].silent_s, 1.0);
+  EXPECT_TRUE(table.IsDead("b"));
+  // Dead is final: a late frame does not bring it back.
+  table.Heard("b", t0 + milliseconds(1100));
+  EXPECT_TRUE(table.IsDead("b"));
+  EXPECT_FALSE(table.IsDead("a"));
+  EXPECT_FALSE(table.IsDead("unknown"));
+}
+
+TEST(ControlMembershipTest, HeardAllForgivesAStallOfThisNode) {
+  using std::chrono::milliseconds;
+  LivenessTable table(milliseconds(500), milliseconds(1000));
+  const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+  table.Reset({"a"}, t0);
+  table.HeardAll(t0 + milliseconds(5000));  // we were suspended for 5 s
+  EXPECT_TRUE(table.Check(t0 + milliseconds(5100)).empty());
+  EXPECT_FALSE(table.IsSuspect("a"));
+}
+
+TEST(ControlMembershipTest, RefusedDialsAfterALostConnectionDeclareDeathBeforeTheTimeout) {
+  using std::chrono::milliseconds;
+  LivenessTable table(milliseconds(2000), milliseconds(5000));
+  const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+  table.Reset({"a", "b", "c"}, t0);
+
+  // A refusal counts only once the connection closed.
+  table.DialRefused("a");
+  table.DialRefused("a");
+  EXPECT_FALSE(table.IsLost("a"));
+  EXPECT_TRUE(table.Check(t0 + milliseconds(100)).empty());
+
+  // a: lost, then refused twice in a row: dead long before 5 s of silence.
+  table.ConnectionLost("a");
+  EXPECT_TRUE(table.IsLost("a"));
+  table.DialRefused("a");
+  EXPECT_TRUE(table.Check(t0 + milliseconds(600)).empty()) << "one refusal is not enough";
+  table.DialRefused("a");
+  auto events = table.Check(t0 + milliseconds(1100));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "a");
+  EXPECT_EQ(events[0].change, LivenessTable::Change::kDead);
+  EXPECT_EQ(events[0].refused_dials, LivenessTable::kRefusedDialsForDead);
+  EXPECT_TRUE(table.IsDead("a"));
+  EXPECT_FALSE(table.IsLost("a"));
+
+  // b: a frame between the refusals (it answered on a new connection) starts
+  // the count again; losing the connection again is needed to count anew.
+  table.ConnectionLost("b");
+  table.DialRefused("b");
+  table.Heard("b", t0 + milliseconds(1200));
+  EXPECT_FALSE(table.IsLost("b"));
+  table.DialRefused("b");
+  table.DialRefused("b");
+  EXPECT_TRUE(table.Check(t0 + milliseconds(1300)).empty());
+  table.ConnectionLost("b");
+  table.DialRefused("b");
+  EXPECT_TRUE(table.Check(t0 + milliseconds(1400)).empty());
+
+  // A view installed meanwhile keeps b's lost connection and its refusal.
+  table.Reset({"b", "c"}, t0 + milliseconds(1500));
+  EXPECT_TRUE(table.IsLost("b"));
+  table.DialRefused("b");
+  events = table.Check(t0 + milliseconds(1600));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "b");
+  EXPECT_EQ(events[0].refused_dials, 2);
+
+  // c was never lost: silence alone decides, 5 s after the view's reset.
+  table.Check(t0 + milliseconds(6400));
+  EXPECT_TRUE(table.IsSuspect("c"));
+  events = table.Check(t0 + milliseconds(6500));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "c");
+  EXPECT_EQ(events[0].change, LivenessTable::Change::kDead);
+  EXPECT_EQ(events[0].refused_dials, 0);
+}
+
+}  // namespace
+}  // namespace chorus::node

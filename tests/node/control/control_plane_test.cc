@@ -1,0 +1,490 @@
+// ControlPlane in one process: several nodes on 127.0.0.1, each with its own
+// control thread. Covers joining (redirects, refusals), epoch 0, barriers,
+// leaving, and admission of a late joiner at an epoch boundary. The
+// multi-process behaviour (kill -9, garbage on the port) is in
+// cluster_process_test.cc.
+#include "node/control/control_plane.h"
+#include "node/control/listen_socket.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <future>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace chorus::node {
+namespace {
+
+// Short timeouts keep the tests fast; they are still ~5 heartbeats apart so a
+// loaded 2-core CI machine does not produce false suspicions.
+ClusterConfig TestConfig(int min_nodes, std::vector<std::string> bootstrap, std::string token = "t0k3n") {
+  ClusterConfig c;
+  c.listen = "127.0.0.1:0";
+  c.bootstrap = std::move(bootstrap);
+  c.token = std::move(token);
+  c.min_nodes = min_nodes;
+  c.join_timeout_s = 10;
+  c.heartbeat_interval_s = 0.1;
+  c.suspect_timeout_s = 0.5;
+  c.dead_timeout_s = 1.0;
+  return c;
+}
+
+LocalNodeInfo Local(const std::string& name, const std::string& chorus_version = "0.1.0") {
+  LocalNodeInfo info;
+  info.name = name;
+  info.data_address = {1, 2, 3, static_cast<uint8_t>(name.size())};
+  info.batch_size = 32;
+  info.host_group = "h";
+  info.chorus_version = chorus_version;
+  info.libfabric_version = "1.17";
+  info.provider = "tcp;ofi_rxm";
+  info.provider_version = "117.0";
+  return info;
+}
+
+std::unique_ptr<ControlPlane> StartOrDie(const ClusterConfig& config, LocalNodeInfo local) {
+  Result<std::unique_ptr<ControlPlane>> cp = ControlPlane::Start(config, std::move(local));
+  EXPECT_TRUE(cp.has_value()) << cp.error().ToString();
+  return cp ? std::move(*cp) : nullptr;
+}
+
+std::vector<std::string> Names(const MembershipView& v) {
+  std::vector<std::string> names;
+  for (const Member& m : v.members) names.push_back(m.name);
+  return names;
+}
+
+constexpr double kWait = 10.0;  // generous upper bound for any single wait in these tests
+
+// The coordinator's waiting joiners, once there is one (or after kWait).
+std::vector<std::string> AwaitPendingJoiners(ControlPlane& coordinator) {
+  const Deadline by = Deadline::AfterSeconds(kWait);
+  while (coordinator.PendingJoiners().empty() && !by.Expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return coordinator.PendingJoiners();
+}
+
+// `joiner`'s join is refused (kFailedPrecondition) with each of `words` in the message.
+void ExpectRefused(ControlPlane& joiner, std::initializer_list<std::string> words) {
+  Result<MembershipView> v = joiner.WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kFailedPrecondition) << v.error().ToString();
+  for (const std::string& w : words) EXPECT_NE(v.error().message().find(w), std::string::npos) << v.error().message();
+}
+
+TEST(ControlPlaneTest, ThreeNodesFormEpochZeroAndPassABarrier) {
+  auto a = StartOrDie(TestConfig(3, {}), Local("alpha"));
+  ASSERT_TRUE(a);
+  const std::string boot = a->advertise_address();
+  // rank hints put gamma first although it joins last.
+  ClusterConfig cfg_c = TestConfig(3, {boot});
+  cfg_c.rank_hint = 0;
+  auto b = StartOrDie(TestConfig(3, {boot}), Local("beta"));
+  auto c = StartOrDie(cfg_c, Local("gamma"));
+  ASSERT_TRUE(b && c);
+  std::vector<MembershipView> views;
+  for (ControlPlane* cp : {a.get(), b.get(), c.get()}) {
+    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v.has_value()) << v.error().ToString();
+    views.push_back(*v);
+  }
+  const std::vector<std::string> expected = {"gamma", "alpha", "beta"};
+  for (size_t i = 0; i < views.size(); ++i) {
+    EXPECT_EQ(views[i].epoch, 0u);
+    EXPECT_EQ(Names(views[i]), expected);
+    EXPECT_EQ(views[i].members, views[0].members) << "every node sees the same join info";
+  }
+  EXPECT_EQ(views[0].self_rank, 1);
+  EXPECT_EQ(views[1].self_rank, 2);
+  EXPECT_EQ(views[2].self_rank, 0);
+  EXPECT_EQ(views[0].members[2].data_address, (std::vector<uint8_t>{1, 2, 3, 4}));
+  EXPECT_EQ(views[0].members[0].control_address, c->advertise_address());
+
+  // The same barrier name again and again: the per-name sequence keeps them
+  // apart, also past the 16 completed barriers a node remembers per name.
+  for (int round = 0; round < 20; ++round) {
+    auto fb = std::async(std::launch::async, [&] { return b->Barrier("sync", 0, Deadline::AfterSeconds(kWait)); });
+    auto fc = std::async(std::launch::async, [&] { return c->Barrier("sync", 0, Deadline::AfterSeconds(kWait)); });
+    Status sa = a->Barrier("sync", 0, Deadline::AfterSeconds(kWait));
+    EXPECT_TRUE(sa.ok()) << sa.ToString();
+    EXPECT_TRUE(fb.get().ok());
+    EXPECT_TRUE(fc.get().ok());
+  }
+}
+
+TEST(ControlPlaneTest, BarrierDeadlineNamesTheMissingMember) {
+  auto a = StartOrDie(TestConfig(2, {}), Local("a1"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("b1"));
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  ASSERT_TRUE(b->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  Status s = a->Barrier("lonely", 0, Deadline::AfterSeconds(0.3));
+  ASSERT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("b1"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("a1"), std::string::npos) << s.message();
+}
+
+// A leave at the end of a run reports no failure (the others may still be
+// completing operations the leaver took part in); one before the end
+// (LeaveKind::kStopping) is reported once, as kStopped, to every other member.
+TEST(ControlPlaneTest, OnlyALeaveBeforeTheEndOfTheRunIsReportedAsAFailure) {
+  auto a = StartOrDie(TestConfig(4, {}), Local("n0"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(4, {a->advertise_address()}), Local("n1"));
+  auto c = StartOrDie(TestConfig(4, {a->advertise_address()}), Local("n2"));
+  auto d = StartOrDie(TestConfig(4, {a->advertise_address()}), Local("n3"));
+  ASSERT_TRUE(b && c && d);
+  for (ControlPlane* cp : {a.get(), b.get(), c.get(), d.get()}) {
+    ASSERT_TRUE(cp->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  }
+  // Shared with the callbacks, which may run until the control planes are gone.
+  struct Seen {
+    std::mutex mu;
+    std::vector<std::string> failures;  // "observer: name kind"
+  };
+  auto seen = std::make_shared<Seen>();
+  for (auto [cp, observer] : {std::pair{a.get(), "n0"}, std::pair{b.get(), "n1"}}) {
+    cp->OnMemberFailure([seen, observer = std::string(observer)](const MemberFailure& f) {
+      std::lock_guard<std::mutex> lock(seen->mu);
+      seen->failures.push_back(observer + ": " + f.name + " " + std::to_string(static_cast<int>(f.kind)));
+    });
+  }
+  ASSERT_TRUE(d->Leave(Deadline::AfterSeconds(kWait)).ok());
+  ASSERT_TRUE(b->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait)).has_value());
+  ASSERT_TRUE(c->Leave(Deadline::AfterSeconds(kWait), LeaveKind::kStopping).ok());
+  ASSERT_TRUE(b->WaitForEpochAbove(1, Deadline::AfterSeconds(kWait)).has_value());
+  // Well past the heartbeats that could report anything more.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::lock_guard<std::mutex> lock(seen->mu);
+  std::vector<std::string> failures = seen->failures;
+  std::sort(failures.begin(), failures.end());
+  const std::string stopped = std::to_string(static_cast<int>(MemberFailure::Kind::kStopped));
+  EXPECT_EQ(failures, (std::vector<std::string>{"n0: n2 " + stopped, "n1: n2 " + stopped}));
+}
+
+TEST(ControlPlaneTest, LeaveMovesTheOthersToTheNextEpochAtOnce) {
+  auto a = StartOrDie(TestConfig(3, {}), Local("n0"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(3, {a->advertise_address()}), Local("n1"));
+  auto c = StartOrDie(TestConfig(3, {a->advertise_address()}), Local("n2"));
+  ASSERT_TRUE(b && c);
+  for (ControlPlane* cp : {a.get(), b.get(), c.get()}) {
+    ASSERT_TRUE(cp->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  }
+  std::vector<MembershipView> seen_by_b;
+  std::mutex mu;
+  b->OnViewChange([&](const MembershipView& v) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen_by_b.push_back(v);
+  });
+  // The coordinator (rank 0) leaves: the next one takes over.
+  const Clock::time_point start = Clock::now();
+  Status left = a->Leave(Deadline::AfterSeconds(kWait));
+  EXPECT_TRUE(left.ok()) << left.ToString();
+  for (ControlPlane* cp : {b.get(), c.get()}) {
+    Result<MembershipView> v = cp->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v.has_value()) << v.error().ToString();
+    EXPECT_EQ(v->epoch, 1u);
+    EXPECT_EQ(Names(*v), (std::vector<std::string>{"n1", "n2"}));
+    EXPECT_EQ(v->departed, std::vector<int>{0});
+  }
+  // Well before dead_timeout_s (1 s): the leave made it immediate.
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 0.9);
+  // The callbacks run on the control thread after the view is installed, so
+  // WaitForEpochAbove may return first: give them a moment.
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!seen_by_b.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen_by_b.size(), 1u);
+  EXPECT_EQ(seen_by_b[0].epoch, 1u);
+  EXPECT_EQ(seen_by_b[0].self_rank, 0);
+}
+
+// Every node leaves the moment it has epoch 0, as `chorus launch --command
+// cluster -- --hold 0` does: a Leave may reach a node before its own copy of
+// epoch 0, or wait in an outbox for a connection still being set up. Each
+// node's leave must still be confirmed by all the others, long before anyone
+// is found dead (before the fix, 1 launch of 8 processes in 4-10 waited for the
+// dead timeout).
+TEST(ControlPlaneTest, NodesLeavingAtOnceConfirmEachOtherBeforeTheDeadTimeout) {
+  constexpr int kNodes = 6;
+  auto config = [](std::vector<std::string> bootstrap) {
+    ClusterConfig c = TestConfig(kNodes, std::move(bootstrap));
+    c.suspect_timeout_s = 4.0;
+    c.dead_timeout_s = 8.0;
+    return c;
+  };
+  std::vector<std::unique_ptr<ControlPlane>> nodes;
+  nodes.push_back(StartOrDie(config({}), Local("n0")));
+  ASSERT_TRUE(nodes[0]);
+  for (int i = 1; i < kNodes; ++i) {
+    nodes.push_back(StartOrDie(config({nodes[0]->advertise_address()}), Local("n" + std::to_string(i))));
+    ASSERT_TRUE(nodes.back());
+  }
+  std::vector<Status> left(kNodes);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kNodes; ++i) {
+    threads.emplace_back([&, i] {
+      Result<MembershipView> v = nodes[i]->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+      if (!v) {
+        left[i] = v.error();
+        return;
+      }
+      left[i] = nodes[i]->Leave(Deadline::AfterSeconds(4.0));  // half the dead timeout
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kNodes; ++i) EXPECT_TRUE(left[i].ok()) << "n" << i << ": " << left[i].ToString();
+}
+
+TEST(ControlPlaneTest, LateJoinerIsRedirectedAndAdmittedAtTheBoundary) {
+  auto a = StartOrDie(TestConfig(2, {}), Local("first"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("second"));
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  ASSERT_TRUE(b->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+
+  // The joiner only knows `second`, which is not the coordinator: it is redirected.
+  auto c = StartOrDie(TestConfig(2, {b->advertise_address()}), Local("third"));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(AwaitPendingJoiners(*a), std::vector<std::string>{"third"});
+  EXPECT_TRUE(b->PendingJoiners().empty());
+  // Not admitted before the boundary.
+  EXPECT_EQ(c->WaitForEpoch0(Deadline::AfterSeconds(0.3)).error().code(), StatusCode::kDeadlineExceeded);
+
+  auto fb = std::async(std::launch::async, [&] { return b->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  Result<MembershipView> va = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
+  Result<MembershipView> vb = fb.get();
+  ASSERT_TRUE(va.has_value()) << va.error().ToString();
+  ASSERT_TRUE(vb.has_value()) << vb.error().ToString();
+  Result<MembershipView> vc = c->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(vc.has_value()) << vc.error().ToString();
+  for (const MembershipView* v : {&*va, &*vb, &*vc}) {
+    EXPECT_EQ(v->epoch, 1u);
+    EXPECT_EQ(Names(*v), (std::vector<std::string>{"first", "second", "third"}));
+    EXPECT_EQ(v->joined, std::vector<std::string>{"third"});
+  }
+  EXPECT_EQ(vc->self_rank, 2);
+
+  // With nobody waiting, the boundary changes nothing.
+  auto fc = std::async(std::launch::async, [&] { return c->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  auto fb2 = std::async(std::launch::async, [&] { return b->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  Result<MembershipView> same = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(same.has_value()) << same.error().ToString();
+  EXPECT_EQ(same->epoch, 1u);
+  EXPECT_TRUE(fc.get().has_value());
+  EXPECT_TRUE(fb2.get().has_value());
+  // All three now barrier together, the joiner included. `second` first calls
+  // the barrier of epoch 0, as a node still installing an older epoch would
+  // (seen in a kill test: its arrival counted in the newer epoch's barrier,
+  // the others went on without it, and it waited alone at the next one): that
+  // call ends at once, and its epoch-1 call is the one the others meet.
+  auto f1 = std::async(std::launch::async, [&] {
+    Status stale = b->Barrier("all", 0, Deadline::AfterSeconds(kWait));
+    return std::make_pair(stale, b->Barrier("all", 1, Deadline::AfterSeconds(kWait)));
+  });
+  auto f2 = std::async(std::launch::async, [&] { return c->Barrier("all", 1, Deadline::AfterSeconds(kWait)); });
+  EXPECT_TRUE(a->Barrier("all", 1, Deadline::AfterSeconds(kWait)).ok());
+  auto [stale, current] = f1.get();
+  EXPECT_EQ(stale.code(), StatusCode::kAborted) << stale.ToString();
+  EXPECT_NE(stale.message().find("changed to epoch 1"), std::string::npos) << stale.message();
+  EXPECT_TRUE(current.ok()) << current.ToString();
+  EXPECT_TRUE(f2.get().ok());
+  // An epoch this node has not seen is the caller's mistake.
+  EXPECT_EQ(a->Barrier("all", 2, Deadline::AfterSeconds(kWait)).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(ControlPlaneTest, WrongTokenEndsJoiningAtOnce) {
+  auto a = StartOrDie(TestConfig(1, {}, "right"), Local("keeper"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(1, {a->advertise_address()}, "wrong"), Local("intruder"));
+  ASSERT_TRUE(b);
+  const Clock::time_point start = Clock::now();
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kPermissionDenied) << v.error().ToString();
+  EXPECT_NE(v.error().message().find("tokens differ"), std::string::npos) << v.error().message();
+  // Refused by the first answer, not after join_timeout_s (10 s).
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0);
+  EXPECT_EQ(a->View().size(), 1);
+}
+
+TEST(ControlPlaneTest, VersionMismatchIsRefusedNamingBothVersions) {
+  auto a = StartOrDie(TestConfig(1, {}), Local("old", "0.1.0"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(1, {a->advertise_address()}), Local("new", "0.2.0"));
+  ASSERT_TRUE(b);
+  ExpectRefused(*b, {"chorus 0.1.0", "chorus 0.2.0"});
+}
+
+// Members that disagree on [exchange] or [topology] would run different
+// collectives and time out; the coordinator refuses the join instead, naming
+// the first setting that differs on both sides.
+TEST(ControlPlaneTest, DifferentSharedSettingsAreRefusedNamingTheSetting) {
+  LocalNodeInfo ring = Local("ring");
+  ring.shared_settings = "exchange.kind = \"allreduce\"\nexchange.algorithm = \"ring\"\ntopology.kind = \"ring\"\n";
+  LocalNodeInfo tree = Local("tree");
+  tree.shared_settings = "exchange.kind = \"allreduce\"\nexchange.algorithm = \"tree\"\ntopology.kind = \"ring\"\n";
+  auto a = StartOrDie(TestConfig(2, {}), ring);
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), tree);
+  ASSERT_TRUE(b);
+  ExpectRefused(*b, {"ring has exchange.algorithm = \"ring\", tree has exchange.algorithm = \"tree\""});
+
+  // The same text joins.
+  LocalNodeInfo same = Local("same");
+  same.shared_settings = ring.shared_settings;
+  auto c = StartOrDie(TestConfig(2, {a->advertise_address()}), same);
+  ASSERT_TRUE(c);
+  Result<MembershipView> joined = c->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(joined.has_value()) << joined.error().ToString();
+  EXPECT_EQ(joined->size(), 2);
+}
+
+// The founding members synchronise a resumed state collectively at epoch 0: a
+// node without --resume among resuming ones would wait in its first step while
+// they wait in that synchronisation (both failed after about a minute). The
+// coordinator refuses it at once, naming both sides; a node that joins the
+// formed cluster is synchronised by its admission, so its flag is not compared.
+TEST(ControlPlaneTest, FoundingNodesThatDisagreeOnResumeAreRefusedNamingBoth) {
+  LocalNodeInfo resuming = Local("n0");
+  resuming.resume = true;
+  auto a = StartOrDie(TestConfig(2, {}), resuming);
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("n1"));
+  ASSERT_TRUE(b);
+  ExpectRefused(*b, {"n0 resumes from its checkpoint (--resume) and n1 does not"});
+
+  LocalNodeInfo also = Local("n2");
+  also.resume = true;
+  auto c = StartOrDie(TestConfig(2, {a->advertise_address()}), also);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(a->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  Result<MembershipView> formed = c->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(formed.has_value()) << formed.error().ToString();
+  EXPECT_EQ(formed->size(), 2);
+
+  // Once formed, a node without --resume joins at the next boundary.
+  auto d = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("n3"));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(AwaitPendingJoiners(*a), std::vector<std::string>{"n3"});
+  auto fc = std::async(std::launch::async, [&] { return c->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  Result<MembershipView> va = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(va.has_value()) << va.error().ToString();
+  EXPECT_TRUE(fc.get().has_value());
+  Result<MembershipView> vd = d->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(vd.has_value()) << vd.error().ToString();
+  EXPECT_EQ(Names(*vd), (std::vector<std::string>{"n0", "n2", "n3"}));
+}
+
+TEST(ControlPlaneTest, DuplicateNameIsRefused) {
+  auto a = StartOrDie(TestConfig(1, {}), Local("twin"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(1, {a->advertise_address()}), Local("twin"));
+  ASSERT_TRUE(b);
+  ExpectRefused(*b, {"already used"});
+}
+
+TEST(ControlPlaneTest, UnreachableBootstrapFailsAfterTheJoinTimeout) {
+  // A port that nothing listens on: bind a node, note its address, stop it.
+  std::string dead_address;
+  {
+    auto gone = StartOrDie(TestConfig(1, {}), Local("gone"));
+    ASSERT_TRUE(gone);
+    dead_address = gone->advertise_address();
+  }
+  ClusterConfig cfg = TestConfig(1, {dead_address});
+  cfg.join_timeout_s = 0.5;
+  auto b = StartOrDie(cfg, Local("seeker"));
+  ASSERT_TRUE(b);
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kUnavailable) << v.error().ToString();
+  EXPECT_NE(v.error().message().find(dead_address), std::string::npos) << v.error().message();
+}
+
+TEST(ControlPlaneTest, SelfCheckFailsForAnUnreachableAdvertisedAddress) {
+  ClusterConfig cfg = TestConfig(1, {});
+  // Port 1 on loopback: nothing listens there, so the self-check cannot connect.
+  cfg.advertise = "127.0.0.1:1";
+  Result<std::unique_ptr<ControlPlane>> cp = ControlPlane::Start(cfg, Local("lost"));
+  ASSERT_FALSE(cp.has_value());
+  EXPECT_NE(cp.error().message().find("self-check failed"), std::string::npos) << cp.error().message();
+  EXPECT_NE(cp.error().message().find("127.0.0.1:1"), std::string::npos) << cp.error().message();
+}
+
+// A TCP socket bound to a free port of 127.0.0.1; listening when `listen_too`
+// (as chorus launch binds node0's). Returns the fd and the port.
+std::pair<int, uint16_t> BoundSocket(bool listen_too) {
+  if (listen_too) {
+    auto listener = ListenOnFreePort("127.0.0.1");
+    EXPECT_TRUE(listener.has_value()) << listener.error().ToString();
+    return listener ? *listener : std::pair<int, uint16_t>{-1, 0};
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  return {fd, ntohs(addr.sin_port)};
+}
+
+// chorus launch hands node0 its bound, listening socket: the control plane
+// serves it (others join through its port) instead of binding cluster.listen.
+TEST(ControlPlaneTest, ServesAListeningSocketHandedOver) {
+  auto [fd, port] = BoundSocket(/*listen_too=*/true);
+  ClusterConfig cfg = TestConfig(2, {});
+  cfg.listen = "127.0.0.1:" + std::to_string(port);
+  LocalNodeInfo local = Local("zero");
+  local.listen_fd = fd;
+  auto a = StartOrDie(cfg, local);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->port(), port);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("one"));
+  ASSERT_TRUE(b);
+  Result<MembershipView> v = b->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(v.has_value()) << v.error().ToString();
+  EXPECT_EQ(Names(*v), (std::vector<std::string>{"one", "zero"}));  // by name: no rank hints
+}
+
+TEST(ControlPlaneTest, RefusesAHandedOverSocketThatDoesNotListenOrDisagreesWithListen) {
+  auto [idle, idle_port] = BoundSocket(/*listen_too=*/false);
+  LocalNodeInfo local = Local("zero");
+  local.listen_fd = idle;
+  Result<std::unique_ptr<ControlPlane>> cp = ControlPlane::Start(TestConfig(1, {}), local);
+  ASSERT_FALSE(cp.has_value());
+  EXPECT_NE(cp.error().message().find("fd " + std::to_string(idle) + ") is not a listening TCP/IP socket"),
+            std::string::npos)
+      << cp.error().message();
+  EXPECT_EQ(fcntl(idle, F_GETFD), -1) << "the refused socket stays open";
+
+  auto [fd, port] = BoundSocket(/*listen_too=*/true);
+  ClusterConfig cfg = TestConfig(1, {});
+  cfg.listen = "127.0.0.1:" + std::to_string(port == 65535 ? 1 : port + 1);
+  local.listen_fd = fd;
+  cp = ControlPlane::Start(cfg, local);
+  ASSERT_FALSE(cp.has_value());
+  EXPECT_NE(cp.error().message().find("listens on port " + std::to_string(port)), std::string::npos)
+      << cp.error().message();
+  EXPECT_NE(cp.error().message().find("cluster.listen=" + cfg.listen), std::string::npos) << cp.error().message();
+}
+
+}  // namespace
+}  // namespace chorus::node

@@ -1,0 +1,120 @@
+// Tests of node/emulated_link: namespaces joined by shaped veth links. Needs
+// root and iproute2; skipped with the reason otherwise.
+#include "node/lab/compare/emulated_link.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace chorus::node {
+namespace {
+
+// Runs `fn` on a thread that has entered network namespace `ns`.
+template <typename Fn>
+auto InNamespace(const std::string& ns, Fn fn) {
+  return std::async(std::launch::async, [ns, fn]() {
+    const int fd = open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+      if (fd >= 0) close(fd);
+      return decltype(fn())(-1);
+    }
+    close(fd);
+    return fn();
+  });
+}
+
+TEST(EmulatedLinkTest, UnavailableWithoutRootSaysWhy) {
+  Status s = EmulatedLink::Available();
+  if (geteuid() != 0) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("root"), std::string::npos) << s.message();
+  } else if (!s.ok()) {
+    EXPECT_FALSE(s.message().empty());
+  }
+}
+
+TEST(EmulatedLinkTest, ShapesBandwidthBetweenNamespacesAndCleansUp) {
+  Status available = EmulatedLink::Available();
+  if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
+  const double rate = 100e6 / 8;  // 100 Mbit/s
+  std::string ns0, ns1;
+  {
+    Result<std::unique_ptr<EmulatedLink>> link = EmulatedLink::Create(2, LinkShape{rate, 0.0});
+    ASSERT_TRUE(link) << link.error().message();
+    ns0 = (*link)->ns(0);
+    ns1 = (*link)->ns(1);
+    const std::string host0 = (*link)->host(0);
+    EXPECT_NE(host0, (*link)->host(1));
+
+    std::promise<int> port_promise;
+    std::future<int> port_future = port_promise.get_future();
+    constexpr size_t kBytes = 3'000'000;
+    auto server = InNamespace(ns0, [&]() -> long {
+      const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      inet_pton(AF_INET, host0.c_str(), &addr.sin_addr);
+      if (bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(ls, 1) != 0) {
+        port_promise.set_value(-1);
+        return -1;
+      }
+      socklen_t len = sizeof(addr);
+      getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
+      port_promise.set_value(ntohs(addr.sin_port));
+      const int c = accept(ls, nullptr, nullptr);
+      long total = 0;
+      std::vector<char> buf(1 << 16);
+      for (ssize_t n; (n = read(c, buf.data(), buf.size())) > 0;) total += n;
+      close(c);
+      close(ls);
+      return total;
+    });
+    const int port = port_future.get();
+    ASSERT_GT(port, 0);
+    auto client = InNamespace(ns1, [&]() -> double {
+      const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port));
+      inet_pton(AF_INET, host0.c_str(), &addr.sin_addr);
+      if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1.0;
+      std::vector<char> buf(kBytes, 'x');
+      const auto t0 = std::chrono::steady_clock::now();
+      size_t sent = 0;
+      while (sent < buf.size()) {
+        const ssize_t n = write(s, buf.data() + sent, buf.size() - sent);
+        if (n <= 0) return -1.0;
+        sent += static_cast<size_t>(n);
+      }
+      shutdown(s, SHUT_WR);
+      char c;
+      (void)read(s, &c, 1);  // returns 0 once the server has read everything and closed
+      close(s);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    const double seconds = client.get();
+    EXPECT_EQ(server.get(), static_cast<long>(kBytes));
+    ASSERT_GT(seconds, 0.0);
+    // Shaping can only slow the transfer: at 100 Mbit/s 3 MB need 0.24 s, minus
+    // one tbf bucket (128 KiB) and the socket buffers the sender fills before
+    // bytes leave (up to ~1 MB), hence the 0.5 factor. Unshaped veth moves 3 MB
+    // in a few milliseconds.
+    EXPECT_GT(seconds, 0.5 * kBytes / rate) << "the link does not look shaped";
+  }
+  // The destructor removed every namespace.
+  EXPECT_NE(access(("/var/run/netns/" + ns0).c_str(), F_OK), 0);
+  EXPECT_NE(access(("/var/run/netns/" + ns1).c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace chorus::node

@@ -1,0 +1,243 @@
+// Tests of `chorus simulate` (node/lab/simulate/simulate.h): a tiny simulation (8 virtual
+// nodes, ring all-reduce and D-PSGD ring, 4 steps) writes the run-directory
+// contract's files with consistent bytes and virtual times, all-reduce replicas
+// end identical, gossip reaches consensus, virtual times are reproducible; and
+// the methods that virtual time cannot run are refused with the reason.
+#include "node/lab/simulate/simulate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "node/config/config_parse.h"
+#include "tests/util/temp_dir.h"
+
+namespace chorus::node {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
+constexpr int kNodes = 8;
+constexpr int kBatch = 16;
+constexpr int kSteps = 4;  // per node: train_limit = kNodes * kBatch * kSteps
+constexpr double kComputeS = 1e-3;
+constexpr double kLatencyS = 50e-6;
+constexpr double kBytesPerS = 1.25e9;  // 10 Gbit/s
+// Serialisation time of one float in each of the 2(n-1) ring rounds of a step.
+constexpr double kOneFloatPerRound = 2 * (kNodes - 1) * 4 / kBytesPerS;
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str());
+}
+
+std::vector<json> ReadLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+class SimulateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed (" << kDataDir << ")";
+    }
+  }
+
+  SimulateOptions TinyOptions(const std::vector<std::string>& methods) {
+    SimulateOptions o;
+    o.base = DefaultConfig();
+    o.base.data.dir = kDataDir;
+    o.base.data.train_limit = kNodes * kBatch * kSteps;
+    o.base.train.epochs = 1;
+    o.base.train.batch_size = kBatch;
+    o.base.run.log_level = "warn";
+    o.nodes = kNodes;
+    auto m = SimulateMethods(methods, kNodes);
+    EXPECT_TRUE(m) << m.error().ToString();
+    if (m) o.methods = *m;
+    o.out_dir = dir_.File("sim");
+    o.latency_s = kLatencyS;
+    o.bytes_per_second = kBytesPerS;
+    o.forward_backward_s = kComputeS;  // given: virtual times are exact
+    o.update_s = 0.0;
+    o.eval_nodes = 2;
+    o.evals = 2;
+    o.eval_samples = 200;
+    o.print_progress = false;
+    return o;
+  }
+
+  testing::TempDir dir_{"chorus_simulate_test"};
+};
+
+TEST_F(SimulateTest, TinySimulationWritesTheContractFilesWithConsistentBytesAndTimes) {
+  SimulateOptions options = TinyOptions({"ring-allreduce", "dpsgd-ring"});
+  Result<SimulationResult> result = RunSimulation(options);
+  ASSERT_TRUE(result) << result.error().ToString();
+  ASSERT_EQ(result->methods.size(), 2u);
+  for (const SimulatedMethod& m : result->methods) EXPECT_EQ(m.exit_code, 0) << m.error;
+
+  const json compare = ReadJson(options.out_dir + "/compare.json");
+  EXPECT_EQ(compare["kind"], "simulate");
+  EXPECT_EQ(compare["nodes"], kNodes);
+  EXPECT_EQ(compare["global_batch"], kNodes * kBatch);
+  EXPECT_EQ(compare["link"]["bandwidth"], options.bandwidth);
+  // S = batch / modelled step time, exactly (no measurement).
+  EXPECT_DOUBLE_EQ(compare["single_node"]["samples_per_s"].get<double>(), kBatch / kComputeS);
+  ASSERT_EQ(compare["methods"].size(), 2u);
+  EXPECT_EQ(compare["methods"][0]["name"], "ring-allreduce");
+  EXPECT_EQ(compare["methods"][0]["family"], "allreduce");
+  EXPECT_EQ(compare["methods"][1]["dir"], "dpsgd-ring");
+  EXPECT_EQ(compare["methods"][1]["exit_code"], 0);
+
+  for (const std::string method : {"ring-allreduce", "dpsgd-ring"}) {
+    SCOPED_TRACE(method);
+    uint64_t sent_total = 0, received_total = 0;
+    std::vector<std::string> checksums;
+    for (int r = 0; r < kNodes; ++r) {
+      const std::string node_dir = options.out_dir + "/" + method + "/node" + std::to_string(r);
+      const json summary = ReadJson(node_dir + "/summary.json");
+      const std::vector<json> records = ReadLines(node_dir + "/metrics.jsonl");
+      ASSERT_FALSE(records.empty());
+      EXPECT_EQ(summary["rank"], r);
+      EXPECT_EQ(summary["world_size"], kNodes);
+      EXPECT_EQ(summary["steps"], kSteps);
+      EXPECT_GE(summary["test_accuracy"].get<double>(), 0.0);
+      EXPECT_LE(summary["test_accuracy"].get<double>(), 1.0);
+      sent_total += summary["bytes_sent"].get<uint64_t>();
+      received_total += summary["bytes_received"].get<uint64_t>();
+      checksums.push_back(summary["parameter_checksum"].get<std::string>());
+
+      // Virtual time: each step costs more than the modelled compute; the
+      // summary's train time is the last step's clock.
+      const json& last = records.back();
+      EXPECT_EQ(last["step"], kSteps);
+      EXPECT_DOUBLE_EQ(summary["train_seconds"].get<double>(), last["time"].get<double>());
+      const double per_step = last["time"].get<double>() / kSteps;
+      const uint64_t last_bytes = last["bytes_sent"].get<uint64_t>();
+      int evals = 0;
+      double previous_time = 0.0;
+      for (const json& rec : records) {
+        const int64_t step = rec["step"].get<int64_t>();
+        const double time = rec["time"].get<double>();
+        EXPECT_GE(time, previous_time);
+        EXPECT_GT(time, step * kComputeS);
+        previous_time = time;
+        if (method == "ring-allreduce") {
+          // The ring is symmetric, so every step costs the same, up to one float
+          // per round: when n does not divide P, ring chunks differ by one float
+          // and which rank sends the longer one changes from step to step. (Not
+          // so D-PSGD: on the ring's wrap-around edge the send order differs, and
+          // nodes drift by up to a latency.)
+          EXPECT_NEAR(time, step * per_step, step * kOneFloatPerRound);
+        }
+        // Every step sends the same bytes.
+        EXPECT_EQ(rec["bytes_sent"].get<uint64_t>() * kSteps, step * last_bytes);
+        if (rec.contains("eval_accuracy")) ++evals;
+      }
+      // The consensus phase (gossip) sends more after the last step.
+      EXPECT_GE(summary["bytes_sent"].get<uint64_t>(), last_bytes);
+      // Nodes 0 and 4 evaluate at steps 2 and 4; the others never during training.
+      EXPECT_EQ(evals, r == 0 || r == kNodes / 2 ? 2 : 0);
+    }
+    // Every byte sent was received by someone.
+    EXPECT_EQ(sent_total, received_total);
+    // All-reduce: replicas equal after every step; gossip: after the exact
+    // consensus average. Either way the final models are bitwise the same.
+    for (const std::string& c : checksums) EXPECT_EQ(c, checksums[0]);
+  }
+
+  // Ring all-reduce of the MLP's P = 235146 floats (one fusion bucket under the
+  // 1 MiB default), n = 8: 2(n-1) rounds, each latency + (4P/n bytes)/bandwidth.
+  const json ring0 = ReadJson(options.out_dir + "/ring-allreduce/node0/summary.json");
+  const double comm = 2 * (kNodes - 1) * (kLatencyS + 4.0 * 235146 / kNodes / kBytesPerS);
+  // 1%: chunks differ by one float when n does not divide P, and segments may
+  // pipeline; both move the step time by far less.
+  EXPECT_NEAR(ring0["train_seconds"].get<double>() / kSteps, kComputeS + comm,
+              0.01 * (kComputeS + comm));
+  // Ring all-reduce: each rank sends 2(n-1)/n of the vector per step (+/- the
+  // one-float chunk imbalance).
+  EXPECT_NEAR(ring0["bytes_sent"].get<double>() / kSteps, 2.0 * (kNodes - 1) / kNodes * 4 * 235146,
+              2 * (kNodes - 1) * 4.0);
+
+  // D-PSGD: replicas differed before the consensus phase and agree after it.
+  const json d0 = ReadJson(options.out_dir + "/dpsgd-ring/node0/summary.json");
+  EXPECT_GT(d0["consensus_distance_before"].get<double>(), 0.0);
+  EXPECT_EQ(d0["consensus_distance_after"].get<double>(), 0.0);
+}
+
+TEST_F(SimulateTest, ComputeSpreadMakesTheSlowestNodePaceTheAllreduce) {
+  SimulateOptions options = TinyOptions({"tree-allreduce"});
+  options.compute_spread = 1.0;  // node 7 computes twice as long as node 0
+  Result<SimulationResult> result = RunSimulation(options);
+  ASSERT_TRUE(result) << result.error().ToString();
+  ASSERT_EQ(result->methods[0].exit_code, 0) << result->methods[0].error;
+  const auto& s = result->methods[0].summaries;
+  // Synchronous: every node waits for the slowest, so each step costs at least
+  // 2 x compute, even on the fast node 0.
+  EXPECT_GE(s[0]["train_seconds"].get<double>(), kSteps * 2 * kComputeS);
+  EXPECT_GE(s[kNodes - 1]["train_seconds"].get<double>(), kSteps * 2 * kComputeS);
+}
+
+TEST_F(SimulateTest, VirtualTimesDoNotDependOnTheWallClock) {
+  // Two runs of the same gossip method interleave their 8 threads differently
+  // on the machine; with a given compute time the virtual clocks must agree
+  // exactly, node by node.
+  std::vector<std::vector<double>> times;
+  for (int run = 0; run < 2; ++run) {
+    SimulateOptions options = TinyOptions({"push-sum-one-peer-exp"});
+    options.out_dir = dir_.File("run" + std::to_string(run));
+    options.compute_spread = 0.5;  // unequal nodes: arrivals decide the clocks
+    Result<SimulationResult> result = RunSimulation(options);
+    ASSERT_TRUE(result) << result.error().ToString();
+    ASSERT_EQ(result->methods[0].exit_code, 0) << result->methods[0].error;
+    times.emplace_back();
+    for (const json& s : result->methods[0].summaries) {
+      times.back().push_back(s["train_seconds"].get<double>());
+    }
+  }
+  EXPECT_EQ(times[0], times[1]);
+}
+
+TEST(SimulateMethodsTest, RefusesWhatVirtualTimeCannotRunAndUnknownNames) {
+  auto pairwise = SimulateMethods({"pairwise-async"}, 128);
+  ASSERT_FALSE(pairwise);
+  EXPECT_THAT(pairwise.error().message(), HasSubstr("virtual time"));
+  auto complete = SimulateMethods({"local-sgd"}, 64);
+  ASSERT_FALSE(complete);
+  EXPECT_THAT(complete.error().message(), HasSubstr("local-sgd-hypercube"));
+  EXPECT_TRUE(SimulateMethods({"local-sgd"}, 8));  // small enough for the complete graph
+  auto unknown = SimulateMethods({"ring-allreduc"}, 8);
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error().message(), HasSubstr("ring-allreduce"));
+  auto defaults = SimulateMethods({"default"}, 128);
+  ASSERT_TRUE(defaults) << defaults.error().ToString();
+  EXPECT_EQ(defaults->size(), DefaultSimulateMethodNames().size());
+}
+
+TEST(SimulateOptionsTest, BadOptionsAreInvalidArgument) {
+  SimulateOptions o;
+  o.nodes = 1;
+  o.methods = *SimulateMethods({"ring-allreduce"}, 8);
+  auto r = RunSimulation(o);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.error().message(), HasSubstr("nodes must be >= 2"));
+}
+
+}  // namespace
+}  // namespace chorus::node
