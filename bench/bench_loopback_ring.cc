@@ -34,6 +34,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/posix_io.h"
 #include "common/quantile.h"
 #include "gossip/collectives/collective_internal.h"
 #include "node/bench/bench_process.h"
@@ -99,7 +100,7 @@ void Stream(int left, int right, size_t per_call, int calls, const std::vector<f
   while (sent < total || received < total) {
     pollfd fds[2] = {{right, static_cast<short>(sent < total ? POLLOUT : 0), 0},
                      {left, static_cast<short>(received < total ? POLLIN : 0), 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) Die("poll");
+    if (chorus::RetryOnEintr([&] { return poll(fds, 2, -1); }) < 0) Die("poll");
     if (fds[0].revents & (POLLOUT | POLLERR)) {
       const size_t off = sent % buf_bytes;
       const size_t len = std::min({total - sent, buf_bytes - off, seg_bytes});
@@ -170,7 +171,7 @@ void Rank(int self, int n, int listen_fd, uint16_t right_port, int control,
       Stream(left, right, per_call, calls, send_buf, scratch, acc, row.reduce);
       const double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
-      Control(chorus::node::WriteAll(control, &us, sizeof(us), kWho));
+      Control(chorus::node::SendBytes(control, &us, sizeof(us), kWho));
     }
   }
   close(left);

@@ -88,7 +88,7 @@ void RunRank(int self, int control, const std::string& provider, size_t bytes, i
       for (int c = 0; c < calls; ++c) Control((*exchange)->Call(Nth(r, k), false));
       const double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
-      Control(chorus::node::WriteAll(control, &us, sizeof(us), kWho));
+      Control(chorus::node::SendBytes(control, &us, sizeof(us), kWho));
     }
   }
 }

@@ -6,7 +6,7 @@
 // shuffling or batching here.
 #include "trainer/dataset.h"
 
-#include "trainer/file_bytes.h"
+#include "common/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,4 @@
-// Safetensors writer and validating reader, and the atomic file write under
-// them. See safetensors.h for the format. nlohmann/json builds and parses the
+// Safetensors writer and validating reader. See safetensors.h for the format. nlohmann/json builds and parses the
 // header; its exceptions are caught here and never leave this file.
 //
 // Writer layout (as the reference Rust implementation): "__metadata__" first when
@@ -10,12 +9,6 @@
 // the tensors to tile the data area exactly: no overlap, no gap, nothing after.
 // This file must not know about models or checkpoints: it moves named byte arrays.
 #include "trainer/safetensors.h"
-
-#include "trainer/file_bytes.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -28,6 +21,8 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+
+#include "common/files.h"
 
 namespace chorus::trainer {
 namespace {
@@ -312,48 +307,6 @@ Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
     out.tensors.push_back(std::move(e.tensor));
   }
   return out;
-}
-
-Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, "create " + tmp);
-  auto fail = [&](int err, const std::string& what) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return ErrnoStatus(err, what);
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(errno, "write " + tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) return fail(errno, "fsync " + tmp);
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoStatus(err, "close " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoStatus(err, "rename " + tmp + " to " + path);
-  }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoStatus(errno, "open directory " + dir + " of " + path);
-  if (::fsync(dir_fd) != 0) {
-    const int err = errno;
-    ::close(dir_fd);
-    return ErrnoStatus(err, "fsync directory " + dir + " of " + path);
-  }
-  ::close(dir_fd);
-  return Status::Ok();
 }
 
 }  // namespace chorus::trainer

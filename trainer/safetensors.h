@@ -36,7 +36,4 @@ struct SafetensorsFile {
 // consistent with shapes); errors name the path and what is wrong.
 [[nodiscard]] Result<SafetensorsFile> ReadSafetensors(const std::string& path);
 
-// Atomic write of any file: temp file in the same directory, fsync, rename, fsync dir.
-[[nodiscard]] Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes);
-
 }  // namespace chorus::trainer

@@ -50,6 +50,7 @@
 #include "common/page_bytes.h"
 #include "common/fp16.h"
 #include "common/log.h"
+#include "common/posix_io.h"
 #include "common/quantile.h"
 #include "common/status.h"
 #include "gossip/collectives/allreduce_auto.h"
@@ -251,7 +252,7 @@ class Watcher {
  public:
   Watcher(gossip::Transport& t, int fd) : thread_([this, &t, fd] {
     char frame = 0;
-    const bool got = ReadAll(fd, &frame, 1, kWho).ok();
+    const bool got = ReadBytes(fd, &frame, 1, kWho).ok();
     if (!got || frame != kFrameRelease) {
       aborted_ = true;
       for (int r = 0; r < t.size(); ++r) {
@@ -276,7 +277,7 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(fo));
   CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress(), kWho));
   char frame = 0;
-  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &frame, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &frame, 1, kWho));
   if (frame != kFramePeers) return Aborted("bench allreduce: the parent aborted the run");
   std::vector<PeerInfo> peers(n);
   for (int r = 0; r < n; ++r) {
@@ -287,8 +288,8 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   // No rank sends before every rank has installed its peers
   // (Transport::NeedsPeersInstalledBeforeFirstSend: shm needs it; one frame
   // each way costs nothing next to a run, so every provider does it).
-  CHORUS_RETURN_IF_ERROR(WriteAll(fd, &kFrameInstalled, 1, kWho));
-  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &frame, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(SendBytes(fd, &kFrameInstalled, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &frame, 1, kWho));
   if (frame != kFrameGo) return Aborted("bench allreduce: the parent aborted the run");
   std::optional<gossip::HostSegmentOptions> segment;
   if (AttachesHostSegment(provider)) segment = gossip::HostSegmentOptions{};
@@ -314,15 +315,15 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
       if (!r) {
         status = watcher.aborted() ? Aborted("bench allreduce: aborted by the parent") : r.error();
         const char failed = kFrameFailed;
-        (void)WriteAll(fd, &failed, 1, kWho);
+        (void)SendBytes(fd, &failed, 1, kWho);
         break;
       }
       const char ok = kFrameRow;
-      status = WriteAll(fd, &ok, 1, kWho);
-      if (status.ok()) status = WriteAll(fd, &r->iterations, sizeof(int32_t), kWho);
-      if (status.ok()) status = WriteAll(fd, &r->check_ok, sizeof(int32_t), kWho);
+      status = SendBytes(fd, &ok, 1, kWho);
+      if (status.ok()) status = SendBytes(fd, &r->iterations, sizeof(int32_t), kWho);
+      if (status.ok()) status = SendBytes(fd, &r->check_ok, sizeof(int32_t), kWho);
       if (status.ok()) {
-        status = WriteAll(fd, r->times_us.data(), r->times_us.size() * sizeof(double), kWho);
+        status = SendBytes(fd, r->times_us.data(), r->times_us.size() * sizeof(double), kWho);
       }
     }
     if (!status.ok()) shutdown(fd, SHUT_WR);  // the parent sees EOF if it missed the frame
@@ -381,18 +382,18 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
     addresses[r] = std::move(*blob);
   }
   for (int r = 0; r < n; ++r) {
-    CHORUS_RETURN_IF_ERROR(WriteAll(fds[r], &kFramePeers, 1, kWho));
+    CHORUS_RETURN_IF_ERROR(SendBytes(fds[r], &kFramePeers, 1, kWho));
     for (const auto& a : addresses) CHORUS_RETURN_IF_ERROR(WriteBlob(fds[r], a, kWho));
   }
   for (int r = 0; r < n; ++r) {
     char frame = 0;
-    Status read = ReadAll(fds[r], &frame, 1, kWho);
+    Status read = ReadBytes(fds[r], &frame, 1, kWho);
     if (!read.ok() || frame != kFrameInstalled) {
       return Unavailable("rank " + std::to_string(r) + " did not install its peers" +
                          (read.ok() ? std::string() : ": " + read.ToString()));
     }
   }
-  for (int r = 0; r < n; ++r) CHORUS_RETURN_IF_ERROR(WriteAll(fds[r], &kFrameGo, 1, kWho));
+  for (int r = 0; r < n; ++r) CHORUS_RETURN_IF_ERROR(SendBytes(fds[r], &kFrameGo, 1, kWho));
 
   std::printf("# provider %s (version %s), %d ranks; time = median over calls of the slowest rank's time, "
               "p99 = its 99th percentile (stalls show there)\n",
@@ -419,8 +420,7 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
           who.push_back(r);
         }
       }
-      const int ready = poll(pfds.data(), pfds.size(), kRowTimeoutMs);
-      if (ready < 0 && errno == EINTR) continue;
+      const int ready = RetryOnEintr([&] { return poll(pfds.data(), pfds.size(), kRowTimeoutMs); });
       if (ready < 0) return ErrnoStatus(errno, "bench allreduce: poll");
       if (ready == 0) {
         return DeadlineExceeded("bench allreduce: no rank reported for " +
@@ -431,16 +431,16 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
         if (pfds[i].revents == 0) continue;
         const int r = who[i];
         char frame = 0;
-        Status s = ReadAll(fds[r], &frame, 1, kWho);
+        Status s = ReadBytes(fds[r], &frame, 1, kWho);
         if (s.ok() && frame != kFrameRow) s = Internal("rank failed (its log line says why)");
-        if (s.ok()) s = ReadAll(fds[r], &results[r].iterations, sizeof(int32_t), kWho);
-        if (s.ok()) s = ReadAll(fds[r], &results[r].check_ok, sizeof(int32_t), kWho);
+        if (s.ok()) s = ReadBytes(fds[r], &results[r].iterations, sizeof(int32_t), kWho);
+        if (s.ok()) s = ReadBytes(fds[r], &results[r].check_ok, sizeof(int32_t), kWho);
         if (s.ok() && (results[r].iterations < 0 || results[r].iterations > o.max_iterations)) {
           s = Internal("bad iteration count " + std::to_string(results[r].iterations));
         }
         if (s.ok()) {
           results[r].times_us.resize(results[r].iterations);
-          s = ReadAll(fds[r], results[r].times_us.data(), results[r].times_us.size() * sizeof(double), kWho);
+          s = ReadBytes(fds[r], results[r].times_us.data(), results[r].times_us.size() * sizeof(double), kWho);
         }
         if (!s.ok()) {
           return Internal("bench allreduce: rank " + std::to_string(r) + " at " +
@@ -504,8 +504,7 @@ void Reap(const std::vector<pid_t>& pids, bool& child_failed) {
       CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: rank process ", pid,
                        " did not exit; killing it");
       kill(pid, SIGKILL);
-      while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
-      }
+      got = RetryOnEintr([&] { return waitpid(pid, &status, 0); });
     }
     if (got != pid || !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) RemoveShmRegions(pid);
     if (got != pid || !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) child_failed = true;
@@ -544,7 +543,7 @@ Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAl
   if (status.ok()) status = Coordinate(provider, n, fds, o, check_failed, timings);
   const char end = status.ok() ? kFrameRelease : kFrameAbort;
   for (int fd : fds) {
-    (void)WriteAll(fd, &end, 1, kWho);
+    (void)SendBytes(fd, &end, 1, kWho);
     close(fd);
   }
   bool child_failed = false;

@@ -83,8 +83,8 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, con
   // (Transport::NeedsPeersInstalledBeforeFirstSend: shm needs it).
   const char installed = 'i';
   char theirs_installed = 0;
-  CHORUS_RETURN_IF_ERROR(WriteAll(fd, &installed, 1, kWho));
-  CHORUS_RETURN_IF_ERROR(ReadAll(fd, &theirs_installed, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(SendBytes(fd, &installed, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &theirs_installed, 1, kWho));
   return transport;
 }
 
@@ -204,7 +204,7 @@ Status RunProvider(const std::string& provider, const BenchP2pOptions& o) {
     CHORUS_ASSIGN_OR_RETURN(auto results, Ping(*t, o));
     // Keep our endpoint open until the peer has finished its last send.
     char done = 0;
-    CHORUS_RETURN_IF_ERROR(ReadAll(fds[0], &done, 1, kWho));
+    CHORUS_RETURN_IF_ERROR(ReadBytes(fds[0], &done, 1, kWho));
     for (const SizeResult& r : results) {
       std::printf("%-12s %-6s %9s %6d %12.2f %12.2f %10.3f\n", provider.c_str(), version.c_str(),
                   SizeText(r.size).c_str(), r.iterations, r.median_us, r.mean_us, r.gbps);

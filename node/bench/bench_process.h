@@ -22,10 +22,10 @@ namespace chorus::node {
 // Largest blob ReadBlob accepts: a fabric address is far smaller.
 inline constexpr uint32_t kMaxBlobBytes = 4096;
 
-// Writes all `n` bytes to `fd`, retrying on EINTR.
-Status WriteAll(int fd, const void* data, size_t n, std::string_view who);
+// Sends all `n` bytes to `fd` (common/posix_io.h's SendAll: no SIGPIPE).
+Status SendBytes(int fd, const void* data, size_t n, std::string_view who);
 // Reads exactly `n` bytes from `fd`; Unavailable if the other process closed it.
-Status ReadAll(int fd, void* data, size_t n, std::string_view who);
+Status ReadBytes(int fd, void* data, size_t n, std::string_view who);
 // Writes a u32 length, then the bytes.
 Status WriteBlob(int fd, std::span<const uint8_t> blob, std::string_view who);
 // Reads a blob written by WriteBlob; DataLoss if its length is 0 or over kMaxBlobBytes.

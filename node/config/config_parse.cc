@@ -24,6 +24,7 @@
 
 #include <toml++/toml.h>
 
+#include "common/files.h"
 #include "node/config/host_port.h"
 #include "trainer/device_model.h"
 
@@ -678,12 +679,9 @@ Result<Config> ParseConfigString(std::string_view text, std::string source_name)
 }
 
 Result<Config> ParseConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Err(ErrnoStatus(errno, path + ": cannot open config file"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Err(ErrnoStatus(errno, path + ": cannot read config file"));
-  return ParseConfigString(text.str(), path);
+  Result<std::string> text = ReadFileText(path);
+  if (!text) return Err(text.error().WithContext(path + ": cannot read config file"));
+  return ParseConfigString(*text, path);
 }
 
 Status ApplyOverride(Config* config, std::string_view assignment, std::string_view origin) {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/posix_io.h"
 #include "node/config/config_parse.h"
 #include "node/run/stop_signals.h"
 
@@ -84,15 +85,8 @@ std::vector<std::string> ChildEnvironment() {
   return env;
 }
 
-void WriteAll(int fd, const std::string& text) {
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our own output is gone; nothing sensible to do
-    off += static_cast<size_t>(n);
-  }
-}
+// Our own output being gone leaves nothing sensible to do: the error is dropped.
+void WriteText(int fd, const std::string& text) { (void)WriteAll(fd, AsBytes(text), "launch output"); }
 
 struct Stream {
   int fd = -1;
@@ -129,7 +123,7 @@ void EmitLines(Child& child, Stream& s, std::string_view data, bool flush) {
     out += "[" + child.name + "] " + s.partial + "\n";
     s.partial.clear();
   }
-  if (!out.empty()) WriteAll(s.out_fd, out);
+  if (!out.empty()) WriteText(s.out_fd, out);
 }
 
 const std::string& NodeHost(const LaunchOptions& o, int index) {
@@ -380,8 +374,8 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
         break;
       }
     }
-    const int ready = poll(fds.data(), fds.size(), 100);
-    if (ready < 0 && errno != EINTR) return ErrnoStatus(errno, "launch: poll");
+    const int ready = RetryOnEintr([&] { return poll(fds.data(), fds.size(), 100); });
+    if (ready < 0) return ErrnoStatus(errno, "launch: poll");
     if (ready > 0) {
       if (fds[0].revents & POLLIN) {
         unsigned char sigs[16];
@@ -401,10 +395,10 @@ Status Launch(const LaunchOptions& options, LaunchResult* result) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         Stream& s = *owners[i].second;
         char buf[65536];
-        const ssize_t n = read(s.fd, buf, sizeof(buf));
+        const ssize_t n = RetryOnEintr([&] { return read(s.fd, buf, sizeof(buf)); });
         if (n > 0) {
           EmitLines(*owners[i].first, s, std::string_view(buf, static_cast<size_t>(n)), false);
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        } else if (n == 0 || errno != EAGAIN) {
           EmitLines(*owners[i].first, s, {}, true);
           close(s.fd);
           s.fd = -1;

@@ -1,6 +1,6 @@
 // MetricsWriter and WriteSummary. nlohmann::json serialization is called with
 // the replacing error handler, so invalid UTF-8 cannot throw; nothing else here
-// throws. The atomic write itself is trainer::WriteFileAtomic (one place).
+// throws. The atomic write itself is common/files.h's WriteFileAtomic.
 #include "node/outputs/metrics.h"
 
 #include <fcntl.h>
@@ -9,7 +9,8 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "trainer/safetensors.h"
+#include "common/files.h"
+#include "common/posix_io.h"
 
 namespace chorus::node {
 namespace {
@@ -50,24 +51,12 @@ Status MetricsWriter::Append(const nlohmann::json& record) {
   }
   const std::string line = Serialize(record, -1) + "\n";
   std::lock_guard<std::mutex> lock(mu_);
-  size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "write metrics file " + path_);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
+  return WriteAll(fd_, AsBytes(line), "metrics file " + path_);
 }
 
 Status WriteSummary(const std::string& path, const nlohmann::json& summary) {
   CHORUS_RETURN_IF_ERROR(CreateParent(path));
-  const std::string text = Serialize(summary, 2) + "\n";
-  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
-  return trainer::WriteFileAtomic(path, std::span<const uint8_t>(bytes, text.size()))
-      .WithContext("write summary " + path);
+  return WriteFileAtomic(path, AsBytes(Serialize(summary, 2) + "\n")).WithContext("write summary " + path);
 }
 
 nlohmann::json SummaryHeader(nlohmann::json exchange_metrics, const std::string& exchange,

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/safetensors.h"
+#include "common/files.h"
 
 namespace chorus::node {
 
@@ -32,8 +32,7 @@ Status TraceWriter::Write(const std::string& path) const {
     }
   }
   const std::string text = nlohmann::json{{"traceEvents", events}}.dump();
-  return trainer::WriteFileAtomic(
-      path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  return WriteFileAtomic(path, AsBytes(text));
 }
 
 }  // namespace chorus::node

@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "common/log.h"
+#include "common/posix_io.h"
 
 namespace chorus::node {
 namespace {
@@ -86,10 +87,7 @@ StopRequest::~StopRequest() {
 void StopRequest::Watch() {
   while (true) {
     pollfd fds[2] = {{signals_.read_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
+    if (RetryOnEintr([&] { return poll(fds, 2, -1); }) < 0) return;
     if (fds[1].revents != 0) return;
     unsigned char sig = 0;
     if (read(signals_.read_fd(), &sig, 1) != 1) continue;

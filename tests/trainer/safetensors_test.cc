@@ -1,4 +1,4 @@
-// Tests for the safetensors writer and reader and for WriteFileAtomic: round
+// Tests for the safetensors writer and reader: round
 // trips of several dtypes, byte-exact output for known small files, rejection
 // of corrupt files with errors naming the path and tensor, and no temp files
 // left behind. Fixtures are written to a temporary directory at run time.
@@ -285,42 +285,6 @@ TEST(SafetensorsTest, MissingFileIsNotFound) {
   ASSERT_FALSE(file);
   EXPECT_EQ(file.error().code(), StatusCode::kNotFound);
   EXPECT_NE(file.error().message().find(dir.File("absent.safetensors")), std::string::npos);
-}
-
-TEST(WriteFileAtomicTest, WritesReplacesAndLeavesNoTempFile) {
-  TempDir dir;
-  const std::string path = dir.File("out.bin");
-  const std::vector<uint8_t> first = {1, 2, 3};
-  const std::vector<uint8_t> second(100000, 7);
-  ASSERT_TRUE(WriteFileAtomic(path, first).ok());
-  EXPECT_EQ(ReadBytes(path), first);
-  ASSERT_TRUE(WriteFileAtomic(path, second).ok());
-  EXPECT_EQ(ReadBytes(path), second);
-  ASSERT_TRUE(WriteFileAtomic(path, {}).ok());
-  EXPECT_TRUE(ReadBytes(path).empty());
-  EXPECT_EQ(dir.List(), std::vector<std::string>{"out.bin"});
-}
-
-TEST(WriteFileAtomicTest, MissingDirectoryIsAnErrorNamingThePath) {
-  TempDir dir;
-  const std::string path = dir.File("no/such/dir/out.bin");
-  const Status s = WriteFileAtomic(path, std::vector<uint8_t>{1});
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), StatusCode::kNotFound);
-  EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
-  EXPECT_TRUE(dir.List().empty());
-}
-
-TEST(WriteFileAtomicTest, RenameFailureRemovesTheTempFile) {
-  // The target is an existing non-empty directory: rename fails after the temp
-  // file was written, which must then be removed.
-  TempDir dir;
-  const std::string path = dir.File("target");
-  fs::create_directories(path + "/child");
-  const Status s = WriteFileAtomic(path, std::vector<uint8_t>{1, 2});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
-  EXPECT_EQ(dir.List(), std::vector<std::string>{"target"});
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "node/lab/compare/compare_config.h"
 #include "node/config/config_parse.h"
 #include "node/lab/compare/emulated_link.h"
@@ -27,9 +28,9 @@ using nlohmann::json;
 
 // What one node left in summary.json (missing file: nullopt).
 std::optional<json> ReadSummary(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  Result<std::string> text = ReadFileText(path);
+  if (!text) return std::nullopt;
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   return j;
 }

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <string>
 
+#include "common/posix_io.h"
+
 namespace chorus::node {
 namespace {
 
@@ -68,14 +70,14 @@ Result<std::string> RunCommand(const std::vector<std::string>& argv) {
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   int open_fds = 2;
   while (open_fds > 0) {
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    if (RetryOnEintr([&] { return poll(fds, 2, -1); }) < 0) break;
     for (int k = 0; k < 2; ++k) {
       if (fds[k].fd < 0 || !(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       char buf[4096];
-      const ssize_t n = read(fds[k].fd, buf, sizeof(buf));
+      const ssize_t n = RetryOnEintr([&] { return read(fds[k].fd, buf, sizeof(buf)); });
       if (n > 0) {
         (k == 0 ? out : err).append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
+      } else {
         close(fds[k].fd);
         fds[k].fd = -1;
         --open_fds;
@@ -86,8 +88,7 @@ Result<std::string> RunCommand(const std::vector<std::string>& argv) {
     if (f.fd >= 0) close(f.fd);
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  RetryOnEintr([&] { return waitpid(pid, &status, 0); });
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return out;
   while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && err.empty()) err = "not found on PATH";

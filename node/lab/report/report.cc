@@ -8,8 +8,8 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 
+#include "common/files.h"
 #include "node/outputs/metrics.h"
 #include "node/lab/report/report_html.h"
 #include "node/lab/report/report_plots.h"
@@ -26,23 +26,6 @@ std::string LocalTime(const char* format) {
   char buf[64];
   std::strftime(buf, sizeof(buf), format, &tm);
   return buf;
-}
-
-// Writes `text` to `path` through a temporary file and a rename, so that a
-// browser reloading the page never sees half of it.
-Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Internal("cannot write " + tmp);
-    out << text;
-    out.close();
-    if (!out) return Internal("error writing " + tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Internal("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  return Status::Ok();
 }
 
 std::string DefaultOutputDir(const ReportOptions& options, const RunSet& runs) {
@@ -98,7 +81,7 @@ Result<ReportResult> BuildReport(const ReportOptions& options) {
                                {"rows", result.table}};
   CHORUS_RETURN_IF_ERROR(WriteSummary((fs::path(result.report_dir) / "table.json").string(), table_file));
   CHORUS_RETURN_IF_ERROR(
-      WriteFileAtomically((fs::path(result.report_dir) / "table.csv").string(), TableToCsv(data.rows)));
+      WriteFileAtomic((fs::path(result.report_dir) / "table.csv").string(), AsBytes(TableToCsv(data.rows))));
 
   CHORUS_ASSIGN_OR_RETURN(std::vector<Plot> plots, WritePlotFiles(result.report_dir, data.runs.methods,
                                                                   data.curves, data.target_accuracy));
@@ -131,7 +114,7 @@ Result<ReportResult> BuildReport(const ReportOptions& options) {
                     ": table.csv and table.json (the table in raw units: accuracy as a fraction, bytes), "
                     "curves.csv (every point of every curve), and one gnuplot script per plot (*.gp) "
                     "with the SVG it draws.";
-  CHORUS_RETURN_IF_ERROR(WriteFileAtomically(result.html_path, RenderReportHtml(page)));
+  CHORUS_RETURN_IF_ERROR(WriteFileAtomic(result.html_path, AsBytes(RenderReportHtml(page))));
   return result;
 }
 

@@ -16,21 +16,14 @@
 #include <sstream>
 #include <utility>
 
+#include "common/files.h"
+
 namespace chorus::node {
 namespace {
 
 namespace fs = std::filesystem;
 
 bool IsNaN(double v) { return std::isnan(v); }
-
-Result<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Err(NotFound("cannot open " + path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Err(DataLoss("error reading " + path));
-  return buffer.str();
-}
 
 // 1-based line of byte `offset` in `text`.
 int LineOfOffset(std::string_view text, size_t offset) {
@@ -215,7 +208,7 @@ Status LoadInput(const std::string& input, RunSet* set, bool first) {
 
   if (IsFile(compare_path)) {
     is_comparison = true;
-    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(compare_path.string()));
+    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadFileText(compare_path.string()));
     CHORUS_ASSIGN_OR_RETURN(nlohmann::json compare, ParseJsonFile(text, compare_path.string()));
     if (!compare.is_object()) return DataLoss(compare_path.string() + ": not a JSON object");
     if (!StringOr(compare, "name").empty()) title = StringOr(compare, "name");
@@ -466,13 +459,13 @@ Result<NodeRun> LoadNodeRun(const std::string& dir, std::vector<std::string>* wa
     return Err(NotFound(dir + " holds neither metrics.jsonl nor summary.json"));
   }
   if (has_metrics) {
-    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(metrics.string()));
+    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadFileText(metrics.string()));
     node.records = ParseMetricsLines(text, metrics.string(), warnings);
   } else {
     warnings->push_back(dir + ": no metrics.jsonl (no curves for this node)");
   }
   if (has_summary) {
-    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(summary.string()));
+    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadFileText(summary.string()));
     CHORUS_ASSIGN_OR_RETURN(NodeSummary s, ParseNodeSummary(text, summary.string()));
     node.summary = std::move(s);
   } else {

@@ -26,6 +26,8 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/files.h"
+#include "common/posix_io.h"
 #include "node/lab/report/report_table.h"
 
 extern char** environ;
@@ -323,13 +325,12 @@ Result<int> RunLoggedProcess(const std::vector<std::string>& argv, const std::st
   const Deadline deadline = Deadline::AfterSeconds(timeout_s);
   int status = 0;
   for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
+    const pid_t done = RetryOnEintr([&] { return waitpid(pid, &status, WNOHANG); });
     if (done == pid) break;
-    if (done < 0 && errno != EINTR) return Err(ErrnoStatus(errno, "waiting for " + argv[0]));
+    if (done < 0) return Err(ErrnoStatus(errno, "waiting for " + argv[0]));
     if (deadline.Expired()) {
       kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      RetryOnEintr([&] { return waitpid(pid, &status, 0); });
       return Err(DeadlineExceeded(argv[0] + " ran past " + std::to_string(timeout_s) + " s and was killed"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -343,12 +344,12 @@ namespace {
 
 // The last non-empty line of `path` (for notes about a failed gnuplot run).
 std::string LastLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
+  Result<std::string> text = ReadFileText(path);
+  if (!text) return "";
+  std::string_view rest = *text;
+  while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r')) rest.remove_suffix(1);
+  const size_t newline = rest.find_last_of('\n');
+  return std::string(newline == std::string_view::npos ? rest : rest.substr(newline + 1));
 }
 
 }  // namespace
@@ -377,10 +378,8 @@ void RenderPlots(const std::string& gnuplot, const std::string& report_dir, doub
     } else if (*rc != 0) {
       plot.note = "gnuplot exited with code " + std::to_string(*rc) + ": " + LastLine(log_path);
     } else {
-      std::ifstream in(plot.svg_path, std::ios::binary);
-      std::ostringstream text;
-      text << in.rdbuf();
-      plot.svg = text.str();
+      Result<std::string> svg = ReadFileText(plot.svg_path);
+      plot.svg = svg ? std::move(*svg) : std::string();
       if (plot.svg.find("<svg") == std::string::npos) {
         plot.svg.clear();
         plot.note = "gnuplot wrote no SVG to " + plot.svg_path;

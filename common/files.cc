@@ -1,0 +1,93 @@
+// ReadFileBytes, ReadFileText, WriteFileAtomic (see files.h).
+#include "common/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+
+#include "common/posix_io.h"
+
+namespace chorus {
+namespace {
+
+// Closes the fd when it goes out of scope.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
+template <typename Container>
+Result<Container> ReadFile(const std::string& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Err(ErrnoStatus(errno, "open " + path));
+  FdCloser closer(fd);
+  Container data;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0 && static_cast<uint64_t>(st.st_size) <= max_bytes) {
+    data.reserve(static_cast<size_t>(st.st_size));
+  }
+  std::array<char, 1 << 16> chunk;
+  for (;;) {
+    const ssize_t n = RetryOnEintr([&] { return ::read(fd, chunk.data(), chunk.size()); });
+    if (n < 0) return Err(ErrnoStatus(errno, "read " + path));
+    if (n == 0) break;
+    data.insert(data.end(), chunk.begin(), chunk.begin() + n);
+    if (data.size() > max_bytes) {
+      return Err(ResourceExhausted(path + ": file is larger than " + std::to_string(max_bytes) + " bytes"));
+    }
+  }
+  return data;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path, uint64_t max_bytes) {
+  return ReadFile<std::vector<uint8_t>>(path, max_bytes);
+}
+
+Result<std::string> ReadFileText(const std::string& path, uint64_t max_bytes) {
+  return ReadFile<std::string>(path, max_bytes);
+}
+
+Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, "create " + tmp);
+  auto fail = [&](const Status& why) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return why;
+  };
+  if (Status written = WriteAll(fd, bytes, tmp); !written.ok()) return fail(written);
+  if (::fsync(fd) != 0) return fail(ErrnoStatus(errno, "fsync " + tmp));
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(err, "close " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(err, "rename " + tmp + " to " + path);
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return ErrnoStatus(errno, "open directory " + dir + " of " + path);
+  FdCloser dir_closer(dir_fd);
+  if (::fsync(dir_fd) != 0) return ErrnoStatus(errno, "fsync directory " + dir + " of " + path);
+  return Status::Ok();
+}
+
+}  // namespace chorus
