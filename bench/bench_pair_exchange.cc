@@ -70,7 +70,7 @@ PairProtocol Nth(int round, int k) { return (round + k) % 2 == 0 ? PairProtocol:
 
 // One process: the exchange, warm-up, then `rounds` timed blocks per protocol
 // in Nth's order.
-void RunRank(int self, int control, const std::string& provider, size_t bytes, int rounds, int calls) {
+void RunRank(int self, int control, chorus::gossip::FabricProvider provider, size_t bytes, int rounds, int calls) {
   auto swap = [control](std::span<const uint8_t> mine) -> chorus::Result<std::vector<uint8_t>> {
     CHORUS_RETURN_IF_ERROR(chorus::node::WriteBlob(control, mine, kWho));
     return chorus::node::ReadBlob(control, kWho);
@@ -96,10 +96,16 @@ void RunRank(int self, int control, const std::string& provider, size_t bytes, i
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string provider = argc > 1 ? argv[1] : "tcp;ofi_rxm";
+  const std::string provider_name = argc > 1 ? argv[1] : "tcp;ofi_rxm";
+  const auto provider = chorus::FromName(chorus::gossip::kFabricProviderNames, provider_name);
   const size_t bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : size_t{1} << 20;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 15;
   const int calls = argc > 4 ? std::atoi(argv[4]) : 200;
+  if (!provider) {
+    std::fprintf(stderr, "%s: unknown provider \"%s\" (expected %s)\n", kWho, provider_name.c_str(),
+                 chorus::JoinNames(chorus::NamesOf(chorus::gossip::kFabricProviderNames), ", ", true).c_str());
+    return 2;
+  }
   if (bytes < 8 || bytes % 8 != 0 || rounds < 1 || calls < 1) {
     std::fprintf(stderr, "usage: %s [provider=tcp;ofi_rxm] [bytes=1048576 (a multiple of 8)] [rounds=15] [calls=200]\n",
                  argv[0]);
@@ -114,7 +120,7 @@ int main(int argc, char** argv) {
     if (pids[i] < 0) Fail(std::string("fork: ") + strerror(errno));
     if (pids[i] == 0) {
       close(pair[0]);
-      RunRank(i, pair[1], provider, bytes, rounds, calls);
+      RunRank(i, pair[1], *provider, bytes, rounds, calls);
       std::_Exit(0);
     }
     close(pair[1]);
@@ -138,7 +144,7 @@ int main(int argc, char** argv) {
   }
   std::printf("# %s: 2 processes over %s, %zu-byte all-reduce (exchange halves, add, exchange sums); "
               "medians over %d rounds of %d calls, the slower rank's mean per call\n",
-              kWho, provider.c_str(), bytes, rounds, calls);
+              kWho, provider_name.c_str(), bytes, rounds, calls);
   std::printf("%12s %12s %12s %14s\n", "size(B)", "tagged(us)", "write(us)", "tagged/write");
   std::printf("%12zu %12.1f %12.1f %14.2f\n", bytes, chorus::Quantile(tagged, 0.5), chorus::Quantile(write, 0.5),
               chorus::Quantile(ratio, 0.5));

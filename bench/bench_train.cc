@@ -73,6 +73,14 @@ int main(int argc, char** argv) {
   app.add_option("--conv", conv, "CPU convolutions: auto (oneDNN when built with it) or im2col")
       ->check(CLI::IsMember({"auto", "im2col"}));
   CLI11_PARSE(app, argc, argv);
+  auto parsed_device = chorus::trainer::ParseDevice(device);
+  auto optimizer_kind = chorus::FromName(chorus::trainer::kOptimizerNames, optimizer);
+  if (!parsed_device || !optimizer_kind) {
+    std::fprintf(stderr, "bench_train: %s\n",
+                 parsed_device ? ("unknown optimizer " + optimizer).c_str()
+                               : parsed_device.error().ToString().c_str());
+    return 2;
+  }
   chorus::kernels::SetConvBackend(conv == "im2col" ? chorus::kernels::ConvBackend::kIm2col
                                                    : chorus::kernels::ConvBackend::kAuto);
 
@@ -87,13 +95,21 @@ int main(int argc, char** argv) {
     for (const std::string& b : Split(batches)) {
       for (const std::string& precision : Split(precisions)) {
         const int batch = std::stoi(b);
-        if (device != "cpu" && precision != "fp16") continue;  // GPU nodes train in fp16
+        const auto model_kind = chorus::FromName(chorus::trainer::kModelNames, model);
+        const auto precision_kind = chorus::FromName(chorus::trainer::kPrecisionNames, precision);
+        if (!model_kind || !precision_kind) {
+          std::fprintf(stderr, "bench_train: unknown model %s or precision %s\n", model.c_str(),
+                       precision.c_str());
+          return 2;
+        }
+        // GPU nodes train in fp16.
+        if (parsed_device->on_gpu() && *precision_kind != chorus::trainer::Precision::kFp16) continue;
         chorus::trainer::TrainerOptions o;
-        o.device = device;
+        o.device = *parsed_device;
         o.cuda_graphs = !no_graphs;
-        o.model = model;
-        o.precision = precision;
-        o.optimizer = optimizer;
+        o.model = *model_kind;
+        o.precision = *precision_kind;
+        o.optimizer = *optimizer_kind;
         o.batch_size = batch;
         o.global_batch = batch;
         o.epochs = 100;

@@ -104,7 +104,7 @@ fi
 if [ "$step" = allreduce ]; then
   # ROUNDS rounds (default 3), each Open MPI shm, Open MPI tcp, torch.distributed
   # with gloo (tcp class; GLOO=0 skips it), then chorus bench allreduce at the
-  # same sizes (ALGORITHMS; shared_memory runs with shm only), shm then tcp, then
+  # same sizes (ALGORITHMS; shared-memory runs with shm only), shm then tcp, then
   # bench_loopback_ring (plain sockets, the tcp class's reference); then per transport, size and
   # algorithm the medians and the ratios against the best peer of the same class
   # (RANKS=2 for two ranks). All time a call as the slowest rank's and take the
@@ -128,7 +128,7 @@ for l in open('$work/gloo.jsonl'):
     fi
     # net (tcp's native RDM endpoint) is in the tcp class: its rows are chorus-net-*.
     ./build/chorus bench allreduce --ranks $n --provider 'shm,net,tcp;ofi_rxm' --quick \
-      --algorithms "${ALGORITHMS:-auto,shared_memory,ring,halving_doubling}" | tee -a "$work/chorus.txt" | awk '
+      --algorithms "${ALGORITHMS:-auto,shared-memory,ring,halving-doubling}" | tee -a "$work/chorus.txt" | awk '
       /^# provider/ { t = ($3 == "shm") ? "shm" : "tcp"; w = ($3 == "net") ? "chorus-net-" : "chorus-" }
       $3 == "float" { print t, w $4, $1, $6 }' >> "$rows"
     # The tcp class's reference, not a peer: a ring of plain TCP sockets moving a

@@ -7,7 +7,7 @@
 # kernel (TCP/IP stack, scheduling, syscalls), libfabric, the rest of chorus,
 # and the share of the machine the ranks did not use (idle, other processes).
 #   bench/profile_allreduce.sh                      # net, 4 ranks, 16 MiB, ring
-#   PROVIDER='tcp;ofi_rxm' RANKS=2 SIZE=1MiB ALGORITHM=halving_doubling bench/profile_allreduce.sh
+#   PROVIDER='tcp;ofi_rxm' RANKS=2 SIZE=1MiB ALGORITHM=halving-doubling bench/profile_allreduce.sh
 # Needs ./build (scripts/build.sh) and perf (Debian: linux-perf), run as root or
 # with kernel.perf_event_paranoid <= 0. Run nothing else at the same time.
 set -eu

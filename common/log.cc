@@ -39,19 +39,6 @@ void SetLogSink(LogSink sink) {
 void SetLogLevel(LogLevel level) { g_level.store(level); }
 LogLevel GetLogLevel() { return g_level.load(std::memory_order_relaxed); }
 
-bool ParseLogLevel(std::string_view text, LogLevel* out) {
-  static constexpr std::pair<std::string_view, LogLevel> kNames[] = {
-      {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
-      {"warn", LogLevel::kWarn},   {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
-  for (const auto& [name, level] : kNames) {
-    if (text == name) {
-      *out = level;
-      return true;
-    }
-  }
-  return false;
-}
-
 void LogWrite(LogLevel level, Subsys subsys, std::string_view message) {
   if (level < GetLogLevel()) return;
   std::lock_guard<std::mutex> lock(g_sink_mu);

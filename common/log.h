@@ -10,10 +10,15 @@
 #include <string>
 #include <string_view>
 
+#include "common/enum_names.h"
+
 namespace chorus {
 
 enum class Subsys { kNode, kControl, kFabric, kGossip, kTrainer, kKernels, kData, kBench };
 enum class LogLevel { kTrace = 0, kDebug, kInfo, kWarn, kError, kOff };
+inline constexpr EnumName<LogLevel> kLogLevelNames[] = {
+    {LogLevel::kTrace, "trace"}, {LogLevel::kDebug, "debug"}, {LogLevel::kInfo, "info"},
+    {LogLevel::kWarn, "warn"},   {LogLevel::kError, "error"}, {LogLevel::kOff, "off"}};
 
 std::string_view SubsysName(Subsys s);
 
@@ -22,8 +27,6 @@ using LogSink = std::function<void(LogLevel, Subsys, std::string_view)>;
 void SetLogSink(LogSink sink);
 void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
-// Parses "trace|debug|info|warn|error|off".
-bool ParseLogLevel(std::string_view text, LogLevel* out);
 
 void LogWrite(LogLevel level, Subsys subsys, std::string_view message);
 

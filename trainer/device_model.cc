@@ -1,14 +1,14 @@
-// ParseDevice (device_model.h); the device model itself is in cuda_model.cc.
-#include "trainer/device_model.h"
+// ParseDevice (choices.h); the device model itself is in cuda/cuda_model.cc.
+#include "trainer/choices.h"
 
 #include <charconv>
 #include <string>
 
 namespace chorus::trainer {
 
-Result<int> ParseDevice(std::string_view name) {
-  if (name == "cpu") return -1;
-  if (name == "cuda") return 0;
+Result<Device> ParseDevice(std::string_view name) {
+  if (name == "cpu") return Device::Cpu();
+  if (name == "cuda") return Device::Cuda(0);
   constexpr std::string_view kPrefix = "cuda:";
   if (name.substr(0, kPrefix.size()) == kPrefix) {
     const std::string_view digits = name.substr(kPrefix.size());
@@ -16,7 +16,7 @@ Result<int> ParseDevice(std::string_view name) {
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), ordinal);
     if (ec == std::errc() && end == digits.data() + digits.size() && ordinal >= 0 &&
         !digits.empty()) {
-      return ordinal;
+      return Device::Cuda(ordinal);
     }
   }
   return Err(InvalidArgument("unknown device '" + std::string(name) +

@@ -29,10 +29,6 @@
 
 namespace chorus::trainer {
 
-// "cpu" -> -1; "cuda" and "cuda:N" -> N (0 for "cuda"). Anything else is
-// kInvalidArgument naming the value and the accepted forms.
-[[nodiscard]] Result<int> ParseDevice(std::string_view name);
-
 struct DeviceModelOptions {
   int ordinal = 0;
   OptimizerOptions optimizer;

@@ -13,7 +13,6 @@
 namespace chorus::trainer {
 namespace {
 
-constexpr std::array<std::string_view, 3> kModelNames = {"mlp", "cnn", "cnn-bn"};
 constexpr SampleShape kImageShape{1, 28, 28};
 constexpr int kClasses = 10;
 // Uniform double in [0, 1) from the top 53 bits of one mt19937_64 draw: the same
@@ -66,34 +65,15 @@ std::vector<std::unique_ptr<Layer>> MakeCnn(bool batch_norm) {
 
 }  // namespace
 
-Result<Precision> ParsePrecision(std::string_view name) {
-  if (name == "fp16") return Precision::kFp16;
-  if (name == "fp32") return Precision::kFp32;
-  return Err(InvalidArgument("unknown precision '" + std::string(name) +
-                             "' (expected fp16 or fp32)"));
-}
-
-std::string_view PrecisionName(Precision precision) {
-  return precision == Precision::kFp16 ? "fp16" : "fp32";
-}
-
-std::span<const std::string_view> Model::KnownNames() { return kModelNames; }
-
-Result<std::unique_ptr<Model>> Model::Create(std::string_view name, Precision precision,
-                                             uint64_t seed, const kernels::Context& ctx) {
+Result<std::unique_ptr<Model>> Model::Create(ModelKind kind, Precision precision, uint64_t seed,
+                                             const kernels::Context& ctx) {
   std::vector<std::unique_ptr<Layer>> layers;
-  if (name == "mlp") {
-    layers = MakeMlp();
-  } else if (name == "cnn") {
-    layers = MakeCnn(false);
-  } else if (name == "cnn-bn") {
-    layers = MakeCnn(true);
-  } else {
-    std::string known;
-    for (std::string_view k : kModelNames) known += (known.empty() ? "" : ", ") + std::string(k);
-    return Err(InvalidArgument("unknown model '" + std::string(name) + "' (known: " + known + ")"));
+  switch (kind) {
+    case ModelKind::kMlp: layers = MakeMlp(); break;
+    case ModelKind::kCnn: layers = MakeCnn(false); break;
+    case ModelKind::kCnnBn: layers = MakeCnn(true); break;
   }
-  return Build(std::string(name), kImageShape, std::move(layers), precision, seed, ctx);
+  return Build(std::string(ModelName(kind)), kImageShape, std::move(layers), precision, seed, ctx);
 }
 
 Result<std::unique_ptr<Model>> Model::Build(std::string name, SampleShape input,

@@ -43,16 +43,11 @@
 #include "common/page_bytes.h"
 #include "common/status.h"
 #include "kernels/ops.h"
+#include "trainer/choices.h"
 #include "trainer/layer.h"
 #include "trainer/parameter.h"
 
 namespace chorus::trainer {
-
-enum class Precision { kFp16, kFp32 };
-
-// "fp16" | "fp32"; an error names the unknown value.
-[[nodiscard]] Result<Precision> ParsePrecision(std::string_view name);
-std::string_view PrecisionName(Precision precision);
 
 class Model {
  public:
@@ -63,14 +58,9 @@ class Model {
     int correct = 0;    // rows whose argmax equals the label
   };
 
-  // The names Create() accepts.
-  static std::span<const std::string_view> KnownNames();
-
-  // A built-in model, initialised from `seed` like PyTorch's defaults. An unknown
-  // name is kInvalidArgument naming it and the known names.
-  [[nodiscard]] static Result<std::unique_ptr<Model>> Create(std::string_view name,
-                                                             Precision precision, uint64_t seed,
-                                                             const kernels::Context& ctx);
+  // A built-in model, initialised from `seed` like PyTorch's defaults.
+  [[nodiscard]] static Result<std::unique_ptr<Model>> Create(ModelKind kind, Precision precision,
+                                                             uint64_t seed, const kernels::Context& ctx);
 
   // Any chain of layers (tests build tiny ones). Checks that each layer's input
   // size equals the previous output size; the last layer's output size is the

@@ -43,17 +43,6 @@ CHORUS_VECTOR_CLONES void MomentumUpdateSgd(size_t count, float momentum, float 
 
 }  // namespace
 
-Result<OptimizerKind> ParseOptimizerKind(std::string_view name) {
-  if (name == "lars") return OptimizerKind::kLars;
-  if (name == "sgd") return OptimizerKind::kSgd;
-  return Err(InvalidArgument("unknown optimizer '" + std::string(name) +
-                             "' (expected lars or sgd)"));
-}
-
-std::string_view OptimizerKindName(OptimizerKind kind) {
-  return kind == OptimizerKind::kLars ? "lars" : "sgd";
-}
-
 Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   if (!(o.momentum >= 0.0 && o.momentum < 1.0)) {
     return InvalidArgument("optimizer momentum must be in [0, 1), got " +

@@ -26,15 +26,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/choices.h"
 #include "trainer/parameter.h"
 
 namespace chorus::trainer {
-
-enum class OptimizerKind { kLars, kSgd };
-
-// "lars" | "sgd"; an error names the unknown value.
-[[nodiscard]] Result<OptimizerKind> ParseOptimizerKind(std::string_view name);
-std::string_view OptimizerKindName(OptimizerKind kind);
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kLars;

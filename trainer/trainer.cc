@@ -43,8 +43,7 @@ Status CheckImages(const Model& model, int size, int channels, int height, int w
 }  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) {
-  CHORUS_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
-  CHORUS_ASSIGN_OR_RETURN(OptimizerKind kind, ParseOptimizerKind(options.optimizer));
+  const Precision precision = options.precision;
   if (options.batch_size < 1) {
     return Err(InvalidArgument("trainer: batch_size must be >= 1, got " +
                                std::to_string(options.batch_size)));
@@ -84,17 +83,16 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) 
   kernels::Context ctx{options.threads};
   CHORUS_ASSIGN_OR_RETURN(auto model, Model::Create(options.model, precision, options.seed, ctx));
   OptimizerOptions optimizer_options;
-  optimizer_options.kind = kind;
+  optimizer_options.kind = options.optimizer;
   optimizer_options.momentum = options.momentum;
   optimizer_options.weight_decay = options.weight_decay;
   optimizer_options.eta = options.lars_eta;
   std::vector<ParameterInfo> table(model->parameters().begin(), model->parameters().end());
   CHORUS_ASSIGN_OR_RETURN(auto optimizer, Optimizer::Create(optimizer_options, std::move(table)));
-  CHORUS_ASSIGN_OR_RETURN(const int ordinal, ParseDevice(options.device));
   std::unique_ptr<DeviceModel> device;
-  if (ordinal >= 0) {
+  if (options.device.on_gpu()) {
     DeviceModelOptions device_options;
-    device_options.ordinal = ordinal;
+    device_options.ordinal = options.device.cuda_ordinal;
     device_options.optimizer = optimizer_options;
     device_options.cuda_graphs = options.cuda_graphs;
     CHORUS_ASSIGN_OR_RETURN(device, CreateCudaModel(*model, device_options));

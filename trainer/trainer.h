@@ -46,9 +46,9 @@ namespace chorus::trainer {
 // test accuracy. With LARS a weight's step is about lr * eta * ||w|| / ||g||, so
 // base_lr is large; biases and BatchNorm parameters see lr itself.
 struct TrainerOptions {
-  std::string model = "mlp";        // mlp | cnn | cnn-bn
-  std::string precision = "fp16";   // fp16 | fp32 (fp32 disables loss scaling)
-  std::string optimizer = "lars";   // lars | sgd
+  ModelKind model = ModelKind::kMlp;
+  Precision precision = Precision::kFp16;  // kFp32 disables loss scaling
+  OptimizerKind optimizer = OptimizerKind::kLars;
   double base_lr = 2.0;             // lr for a global batch of 256 (linear scaling)
   double momentum = 0.9;
   double weight_decay = 5e-4;       // weights only; never biases or BatchNorm parameters
@@ -62,7 +62,7 @@ struct TrainerOptions {
   int64_t steps_per_epoch = 0;      // this node's steps per epoch (>= 1, required)
   uint64_t seed = 1;                // parameter initialisation
   int threads = 1;                  // kernels::SetThreads() at construction
-  std::string device = "cpu";       // "cpu" | "cuda" | "cuda:N" (fp16 only)
+  Device device;                    // the CPU, or a GPU (fp16 only)
   bool cuda_graphs = true;          // GPU: replay each pass as a CUDA graph
 };
 

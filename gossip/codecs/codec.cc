@@ -10,33 +10,10 @@
 
 namespace chorus::gossip {
 
-std::string_view CodecKindName(CodecKind kind) {
-  switch (kind) {
-    case CodecKind::kNone:
-      return "none";
-    case CodecKind::kFp16:
-      return "fp16";
-    case CodecKind::kInt8:
-      return "int8";
-    case CodecKind::kSign:
-      return "sign";
-    case CodecKind::kTopK:
-      return "top-k";
-    case CodecKind::kRandomK:
-      return "random-k";
-  }
-  return "unknown";
-}
-
 Result<CodecKind> ParseCodecKind(std::string_view text) {
-  if (text == "none") return CodecKind::kNone;
-  if (text == "fp16") return CodecKind::kFp16;
-  if (text == "int8") return CodecKind::kInt8;
-  if (text == "sign") return CodecKind::kSign;
-  if (text == "top-k" || text == "topk") return CodecKind::kTopK;
-  if (text == "random-k" || text == "randomk") return CodecKind::kRandomK;
-  return Err(InvalidArgument("unknown codec \"" + std::string(text) +
-                             "\" (expected none, fp16, int8, sign, top-k or random-k)"));
+  if (auto kind = FromName(kCodecKindNames, text)) return *kind;
+  return Err(InvalidArgument("unknown codec \"" + std::string(text) + "\" (expected " +
+                             JoinNames(NamesOf(kCodecKindNames), ", ") + ")"));
 }
 
 Status ValidateCodecOptions(const CodecOptions& options) {

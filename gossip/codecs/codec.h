@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 
 namespace chorus::gossip {
@@ -60,9 +61,14 @@ enum class CodecKind : uint8_t {
   kRandomK = 6,
 };
 
-// "none", "fp16", "int8", "sign", "top-k", "random-k".
-std::string_view CodecKindName(CodecKind kind);
-// Parses the names above ("topk" and "randomk" are accepted too).
+// The one spelling of each codec (configs, logs, error messages).
+inline constexpr EnumName<CodecKind> kCodecKindNames[] = {
+    {CodecKind::kNone, "none"}, {CodecKind::kFp16, "fp16"},  {CodecKind::kInt8, "int8"},
+    {CodecKind::kSign, "sign"}, {CodecKind::kTopK, "top-k"}, {CodecKind::kRandomK, "random-k"},
+};
+
+inline std::string_view CodecKindName(CodecKind kind) { return NameOf(kCodecKindNames, kind); }
+// One of kCodecKindNames; an error names the value and lists them.
 Result<CodecKind> ParseCodecKind(std::string_view text);
 
 struct CodecOptions {

@@ -115,7 +115,7 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
   }
   if (cells.empty()) {
     return Err(InvalidArgument(
-        "crossover fit: no size has times for all of recursive_doubling, tree, halving_doubling and ring"));
+        "crossover fit: no size has times for all of recursive-doubling, tree, halving-doubling and ring"));
   }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());

@@ -5,37 +5,19 @@
 
 namespace chorus::gossip {
 
-std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm) {
-  switch (algorithm) {
-    case AllreduceAlgorithm::kAuto: return "auto";
-    case AllreduceAlgorithm::kRing: return "ring";
-    case AllreduceAlgorithm::kTree: return "tree";
-    case AllreduceAlgorithm::kHalvingDoubling: return "halving_doubling";
-    case AllreduceAlgorithm::kHierarchical: return "hierarchical";
-    case AllreduceAlgorithm::kRecursiveDoubling: return "recursive_doubling";
-    case AllreduceAlgorithm::kSharedMemory: return "shared_memory";
-  }
-  return "unknown";
-}
-
 Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text) {
-  for (auto a : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-                 AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kHierarchical,
-                 AllreduceAlgorithm::kRecursiveDoubling, AllreduceAlgorithm::kSharedMemory}) {
-    if (text == AllreduceAlgorithmName(a)) return a;
-  }
-  return Err(InvalidArgument("unknown all-reduce algorithm '" + std::string(text) +
-                             "' (expected auto, ring, tree, halving_doubling, hierarchical, "
-                             "recursive_doubling or shared_memory)"));
+  if (auto algorithm = FromName(kAllreduceAlgorithmNames, text)) return *algorithm;
+  return Err(InvalidArgument("unknown all-reduce algorithm '" + std::string(text) + "' (expected " +
+                             JoinNames(NamesOf(kAllreduceAlgorithmNames), ", ") + ")"));
 }
 
-AllreduceCrossovers CrossoversForProvider(std::string_view provider) {
+AllreduceCrossovers CrossoversForProvider(FabricProvider provider) {
   AllreduceCrossovers x;
-  if (provider == "net") {
+  if (provider == FabricProvider::kNet) {
     x.small_tree_max_bytes = 64 * 1024;
     x.large_tree_min_bytes = x.halving_doubling_max_bytes + 1;
   }
-  if (provider == "tcp;ofi_rxm") {
+  if (provider == FabricProvider::kTcpRxm) {
     x.small_tree_max_bytes = 16 * 1024;
     x.recursive_doubling_max_bytes = 256 * 1024;
     x.halving_doubling_min_bytes = x.recursive_doubling_max_bytes + 1;

@@ -19,7 +19,9 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/enum_names.h"
 #include "common/status.h"
+#include "gossip/transport/provider.h"
 #include "gossip/transport/transport.h"
 
 namespace chorus::gossip {
@@ -57,9 +59,22 @@ enum class AllreduceAlgorithm {
   kSharedMemory,        // every rank on one host: through a shared segment, no messages
 };
 
-std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
-// Parses "auto", "ring", "tree", "halving_doubling", "hierarchical",
-// "recursive_doubling", "shared_memory".
+// The one spelling of each algorithm: in configs, `chorus bench allreduce`,
+// traces and logs.
+inline constexpr EnumName<AllreduceAlgorithm> kAllreduceAlgorithmNames[] = {
+    {AllreduceAlgorithm::kAuto, "auto"},
+    {AllreduceAlgorithm::kRing, "ring"},
+    {AllreduceAlgorithm::kTree, "tree"},
+    {AllreduceAlgorithm::kHalvingDoubling, "halving-doubling"},
+    {AllreduceAlgorithm::kRecursiveDoubling, "recursive-doubling"},
+    {AllreduceAlgorithm::kHierarchical, "hierarchical"},
+    {AllreduceAlgorithm::kSharedMemory, "shared-memory"},
+};
+
+inline std::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm) {
+  return NameOf(kAllreduceAlgorithmNames, algorithm);
+}
+// One of kAllreduceAlgorithmNames; an error names the value and lists them.
 Result<AllreduceAlgorithm> ParseAllreduceAlgorithm(std::string_view text);
 
 // Crossovers used by kAuto, from `chorus bench allreduce --ranks 4` on this
@@ -135,7 +150,7 @@ struct AllreduceCrossovers {
 // messages against 24) 4 KiB 162-181 against 269-300, 64 KiB 556-591 against
 // 819-1083 / 637-669; 3 ranks (4 against 4) a tie, 4 KiB 32-34 against 31-33.
 // shm keeps the defaults.
-AllreduceCrossovers CrossoversForProvider(std::string_view provider);
+AllreduceCrossovers CrossoversForProvider(FabricProvider provider);
 
 // AllreduceOptions::segment_bytes when it is 0: 512 KiB for 2 ranks, and for
 // more when `oversubscribed` (Oversubscribed in allreduce_auto.h: one host,

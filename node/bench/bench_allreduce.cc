@@ -62,6 +62,9 @@
 namespace chorus::node {
 namespace {
 
+// The provider's name for printf (the names are string literals, so NUL-terminated).
+const char* ProviderText(gossip::FabricProvider provider) { return gossip::ProviderName(provider).data(); }
+
 using gossip::AllreduceAlgorithm;
 using gossip::PeerInfo;
 using gossip::Tag;
@@ -102,11 +105,11 @@ struct RowResult {
 };
 
 // With the shm provider the ranks also attach a host segment, as nodes on one
-// host do: `auto` may then pick shared_memory. Over tcp they do not (the tcp
-// rows measure the network path), and shared_memory rows are left out.
-bool AttachesHostSegment(const std::string& provider) { return provider == "shm"; }
+// host do: `auto` may then pick shared-memory. Over tcp they do not (the tcp
+// rows measure the network path), and shared-memory rows are left out.
+bool AttachesHostSegment(gossip::FabricProvider provider) { return provider == gossip::FabricProvider::kShm; }
 
-std::vector<RowSpec> Rows(const BenchAllreduceOptions& o, const std::string& provider) {
+std::vector<RowSpec> Rows(const BenchAllreduceOptions& o, gossip::FabricProvider provider) {
   std::vector<RowSpec> rows;
   for (AllreduceAlgorithm a : o.algorithms) {
     if (a == AllreduceAlgorithm::kSharedMemory && !AttachesHostSegment(provider)) continue;
@@ -135,7 +138,7 @@ class RankRunner {
 
  public:
   RankRunner(const gossip::Collective& c, const BenchAllreduceOptions& o, std::span<std::byte> buf,
-             const std::string& provider)
+             gossip::FabricProvider provider)
       : c_(c), o_(o), buf_(buf), crossovers_(CrossoversFromConfig(provider, o.crossovers)) {}
 
   Result<RowResult> Run(const RowSpec& row) {
@@ -268,7 +271,7 @@ class Watcher {
   std::thread thread_;
 };
 
-Status RankMain(const std::string& provider, int rank, int n, int fd, const BenchAllreduceOptions& o) {
+Status RankMain(gossip::FabricProvider provider, int rank, int n, int fd, const BenchAllreduceOptions& o) {
   gossip::FabricOptions fo;
   fo.provider = provider;
   fo.node_name = "bench" + std::to_string(rank);
@@ -331,13 +334,13 @@ Status RankMain(const std::string& provider, int rank, int n, int fd, const Benc
   return status;
 }
 
-[[noreturn]] void ChildMain(const std::string& provider, int rank, int n, int fd,
+[[noreturn]] void ChildMain(gossip::FabricProvider provider, int rank, int n, int fd,
                             const BenchAllreduceOptions& o) {
   // Everything (the endpoint above all) is destroyed inside RankMain, before
   // _exit, which skips atexit handlers.
   const Status s = RankMain(provider, rank, n, fd, o);
   if (!s.ok() && s.code() != StatusCode::kAborted) {
-    CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce rank ", rank, " (", provider, "): ", s.ToString());
+    CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce rank ", rank, " (", ProviderText(provider), "): ", s.ToString());
   }
   close(fd);
   _exit(s.ok() ? 0 : 1);
@@ -356,7 +359,7 @@ std::vector<double> SlowestPerCall(const std::vector<RowResult>& results) {
 
 std::string AlgorithmText(AllreduceAlgorithm a) { return std::string(gossip::AllreduceAlgorithmName(a)); }
 
-// " 4096 B recursive_doubling; 1048576 B halving_doubling; ...": what `auto`
+// " 4096 B recursive-doubling; 1048576 B halving-doubling; ...": what `auto`
 // runs at each size over `n` ranks of this host.
 std::string PicksText(const std::vector<size_t>& sizes, int n, const gossip::AllreduceCrossovers& crossovers,
                       bool host_memory) {
@@ -372,7 +375,7 @@ std::string PicksText(const std::vector<size_t>& sizes, int n, const gossip::All
 
 // Gathers and distributes addresses, then prints rows as every rank's frame
 // arrives. Returns the failure, if any (the caller aborts the children).
-Status Coordinate(const std::string& provider, int n, const std::vector<int>& fds,
+Status Coordinate(gossip::FabricProvider provider, int n, const std::vector<int>& fds,
                   const BenchAllreduceOptions& o, bool& check_failed,
                   std::vector<gossip::AllreduceTiming>& timings) {
   std::vector<std::vector<uint8_t>> addresses(n);
@@ -397,7 +400,7 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
 
   std::printf("# provider %s (version %s), %d ranks; time = median over calls of the slowest rank's time, "
               "p99 = its 99th percentile (stalls show there)\n",
-              provider.c_str(), gossip::FabricProviderVersion(provider).value_or("?").c_str(), n);
+              ProviderText(provider), gossip::FabricProviderVersion(provider).value_or("?").c_str(), n);
   if (std::find(o.algorithms.begin(), o.algorithms.end(), AllreduceAlgorithm::kAuto) != o.algorithms.end()) {
     // What the auto rows run (one host; the shared segment with shm only).
     std::printf("# auto picks:%s\n",
@@ -473,7 +476,7 @@ Status Coordinate(const std::string& provider, int n, const std::vector<int>& fd
       check_failed = true;
       std::printf("CHECK FAILED: %s %s %zu B on %s with %d ranks: result != n(n+1)/2 = %d\n",
                   AlgorithmText(row.algorithm).c_str(), DTypeName(row.dtype), row.bytes,
-                  provider.c_str(), n, n * (n + 1) / 2);
+                  ProviderText(provider), n, n * (n + 1) / 2);
     }
     std::fflush(stdout);
   }
@@ -511,7 +514,7 @@ void Reap(const std::vector<pid_t>& pids, bool& child_failed) {
   }
 }
 
-Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAllreduceOptions& o,
+Status RunProviderAndWorldSize(gossip::FabricProvider provider, int n, const BenchAllreduceOptions& o,
                                bool& check_failed, std::vector<gossip::AllreduceTiming>& timings) {
   std::vector<int> fds;
   std::vector<pid_t> pids;
@@ -553,19 +556,19 @@ Status RunProviderAndWorldSize(const std::string& provider, int n, const BenchAl
 }
 
 // Prints the crossovers fitted to one provider's float32 rows, as TOML.
-void PrintFittedCrossovers(const std::string& provider, const BenchAllreduceOptions& o,
+void PrintFittedCrossovers(gossip::FabricProvider provider, const BenchAllreduceOptions& o,
                            const std::vector<gossip::AllreduceTiming>& timings) {
   const gossip::AllreduceCrossovers base = CrossoversFromConfig(provider, o.crossovers);
   auto fit = gossip::FitAllreduceCrossovers(timings, base, gossip::HostCores());
   if (!fit) {
-    std::printf("# no crossovers fitted for %s: %s\n\n", provider.c_str(), fit.error().ToString().c_str());
+    std::printf("# no crossovers fitted for %s: %s\n\n", ProviderText(provider), fit.error().ToString().c_str());
     return;
   }
   std::string ranks;
   for (int n : o.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(n);
   std::printf("# [exchange.crossovers] fitted to the float32 rows of %s (%s ranks): auto would run %.3fx the "
               "fastest measured time (geometric mean over sizes), %.3fx with the current crossovers\n",
-              provider.c_str(), ranks.c_str(), fit->slowdown, fit->base_slowdown);
+              ProviderText(provider), ranks.c_str(), fit->slowdown, fit->base_slowdown);
   for (int n : o.ranks) {  // they differ by world size where ranks outnumber cores (the small tree)
     std::printf("# at %d ranks it picks:%s\n", n, PicksText(o.sizes, n, fit->crossovers, false).c_str());
   }
@@ -614,13 +617,13 @@ int RunBenchAllreduce(const BenchAllreduceOptions& options) {
               "(GB = 1e9 B); inputs rank+1 checked against n(n+1)/2\n",
               gossip::LibfabricVersion().c_str());
   int rc = 0;
-  for (const std::string& provider : options.providers) {
+  for (gossip::FabricProvider provider : options.providers) {
     std::vector<gossip::AllreduceTiming> timings;
     for (int n : options.ranks) {
       bool check_failed = false;
       const Status s = RunProviderAndWorldSize(provider, n, options, check_failed, timings);
       if (!s.ok()) {
-        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce (", provider, ", ", n, " ranks): ", s.ToString());
+        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce (", ProviderText(provider), ", ", n, " ranks): ", s.ToString());
         rc = 1;
       }
       if (check_failed) rc = 1;

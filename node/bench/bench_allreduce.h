@@ -29,7 +29,8 @@ namespace chorus::node {
 
 struct BenchAllreduceOptions {
   // Providers to measure, each with its own set of processes.
-  std::vector<std::string> providers = {"shm", "net", "tcp;ofi_rxm"};
+  std::vector<gossip::FabricProvider> providers = {gossip::FabricProvider::kShm, gossip::FabricProvider::kNet,
+                                                   gossip::FabricProvider::kTcpRxm};
   // World sizes (number of processes), each >= 2.
   std::vector<int> ranks = {2, 4};
   std::vector<gossip::AllreduceAlgorithm> algorithms = {

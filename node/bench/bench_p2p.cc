@@ -30,6 +30,9 @@
 namespace chorus::node {
 namespace {
 
+// The provider's name for printf (the names are string literals, so NUL-terminated).
+const char* ProviderText(gossip::FabricProvider provider) { return gossip::ProviderName(provider).data(); }
+
 using gossip::PeerInfo;
 using gossip::RequestPtr;
 
@@ -62,7 +65,7 @@ int WarmupFor(const BenchP2pOptions& o, int iterations) {
 }
 
 // Opens the endpoint and connects it to the other process through `fd`.
-Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, const std::string& provider,
+Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, gossip::FabricProvider provider,
                                                    int rank, int fd) {
   gossip::FabricOptions options;
   options.provider = provider;
@@ -175,7 +178,7 @@ std::string SizeText(size_t bytes) {
 }
 
 // One provider: fork the echo peer, ping it, print rows.
-Status RunProvider(const std::string& provider, const BenchP2pOptions& o) {
+Status RunProvider(gossip::FabricProvider provider, const BenchP2pOptions& o) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
     return ErrnoStatus(errno, "bench p2p: socketpair");
@@ -191,7 +194,7 @@ Status RunProvider(const std::string& provider, const BenchP2pOptions& o) {
       CHORUS_ASSIGN_OR_RETURN(auto t, Connect(o, provider, 1, fds[1]));
       return Echo(*t, o);
     }();
-    if (!s.ok()) CHORUS_LOG_ERROR(Subsys::kBench, "bench p2p peer (", provider, "): ", s.ToString());
+    if (!s.ok()) CHORUS_LOG_ERROR(Subsys::kBench, "bench p2p peer (", ProviderText(provider), "): ", s.ToString());
     char done = s.ok() ? 'y' : 'n';
     (void)!write(fds[1], &done, 1);
     close(fds[1]);
@@ -206,7 +209,7 @@ Status RunProvider(const std::string& provider, const BenchP2pOptions& o) {
     char done = 0;
     CHORUS_RETURN_IF_ERROR(ReadBytes(fds[0], &done, 1, kWho));
     for (const SizeResult& r : results) {
-      std::printf("%-12s %-6s %9s %6d %12.2f %12.2f %10.3f\n", provider.c_str(), version.c_str(),
+      std::printf("%-12s %-6s %9s %6d %12.2f %12.2f %10.3f\n", ProviderText(provider), version.c_str(),
                   SizeText(r.size).c_str(), r.iterations, r.median_us, r.mean_us, r.gbps);
     }
     std::fflush(stdout);
@@ -237,10 +240,10 @@ int RunBenchP2p(const BenchP2pOptions& options) {
   std::printf("%-12s %-6s %9s %6s %12s %12s %10s\n", "provider", "prov", "size", "iters",
               "lat_med_us", "lat_mean_us", "bw_GB/s");
   int rc = 0;
-  for (const std::string& provider : options.providers) {
+  for (gossip::FabricProvider provider : options.providers) {
     Status s = RunProvider(provider, options);
     if (!s.ok()) {
-      CHORUS_LOG_ERROR(Subsys::kBench, "bench p2p (", provider, "): ", s.ToString());
+      CHORUS_LOG_ERROR(Subsys::kBench, "bench p2p (", ProviderText(provider), "): ", s.ToString());
       rc = 1;
     }
   }

@@ -14,11 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "gossip/transport/provider.h"
+
 namespace chorus::node {
 
 struct BenchP2pOptions {
   // Providers to measure, each in its own pair of processes.
-  std::vector<std::string> providers = {"tcp;ofi_rxm", "net", "shm"};
+  std::vector<gossip::FabricProvider> providers = {gossip::FabricProvider::kTcpRxm, gossip::FabricProvider::kNet,
+                                                   gossip::FabricProvider::kShm};
   size_t min_size = size_t{4} << 10;   // bytes, first size
   size_t max_size = size_t{64} << 20;  // bytes, last size (sizes grow x4)
   // Timed round trips per size; 0 picks min(1000, max(10, 1 GiB / size)).

@@ -40,6 +40,19 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   return items;
 }
 
+// The names of `providers`.
+std::vector<std::string> ProviderNames(const std::vector<gossip::FabricProvider>& providers) {
+  std::vector<std::string> names;
+  for (gossip::FabricProvider p : providers) names.emplace_back(gossip::ProviderName(p));
+  return names;
+}
+// Every provider's name: what --provider accepts.
+std::vector<std::string> ProviderNames() {
+  std::vector<std::string> names;
+  for (std::string_view name : NamesOf(gossip::kFabricProviderNames)) names.emplace_back(name);
+  return names;
+}
+
 // --busy-poll-us of both benches (gossip::BusyPollFor).
 constexpr const char* kBusyPollHelp =
     "Transport knob: how long a wait polls the CQ without yielding (-1: 200 over shm if the host "
@@ -49,9 +62,9 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   CLI::App* cmd = bench.add_subcommand(
       "allreduce", "All-reduce algorithms between local processes over libfabric (nccl-tests' table)");
   struct Args {
-    std::vector<std::string> providers = {"shm", "net", "tcp;ofi_rxm"};
+    std::vector<std::string> providers = ProviderNames(BenchAllreduceOptions{}.providers);
     std::string ranks = "2,4";
-    std::string algorithms = "ring,tree,halving_doubling,recursive_doubling";
+    std::string algorithms = "ring,tree,halving-doubling,recursive-doubling";
     size_t min_size = size_t{4} << 10;
     size_t max_size = size_t{64} << 20;
     bool quick = false;
@@ -63,13 +76,15 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--provider", args->providers,
-                  "Provider(s), repeatable or comma-separated: \"shm\", \"net\", \"tcp;ofi_rxm\"")
+                  "Provider(s), repeatable or comma-separated: " +
+                      JoinNames(NamesOf(gossip::kFabricProviderNames), ", ", /*quoted=*/true))
       ->delimiter(',')
+      ->check(CLI::IsMember(ProviderNames()))
       ->capture_default_str();
   cmd->add_option("--ranks", args->ranks, "World sizes, comma-separated (each a set of processes)")
       ->capture_default_str();
   cmd->add_option("--algorithms", args->algorithms,
-                  "Comma-separated: auto, ring, tree, halving_doubling, recursive_doubling, hierarchical")
+                  "Comma-separated: " + JoinNames(NamesOf(gossip::kAllreduceAlgorithmNames), ", "))
       ->capture_default_str();
   cmd->add_option("--min-size", args->min_size, "Smallest buffer (bytes; 4KiB, 1MiB... accepted)")
       ->transform(CLI::AsSizeValue(false))
@@ -89,7 +104,7 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
                   "A node's TOML: `auto` picks by its [exchange.crossovers] (default: the provider's)");
   cmd->add_flag("--fit-crossovers", args->fit_crossovers,
                 "After each provider: the [exchange.crossovers] that make `auto` pick the fastest measured "
-                "(needs ring, tree, halving_doubling and recursive_doubling in --algorithms)");
+                "(needs ring, tree, halving-doubling and recursive-doubling in --algorithms)");
   cmd->callback([args, &context] {
     BenchAllreduceOptions options;
     options.fit_crossovers = args->fit_crossovers;
@@ -103,7 +118,10 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
       options.crossovers = config->exchange.crossovers;
     }
     options.busy_poll_us = args->busy_poll_us;
-    options.providers = args->providers;
+    options.providers.clear();
+    for (const std::string& name : args->providers) {
+      options.providers.push_back(*FromName(gossip::kFabricProviderNames, name));  // checked by IsMember
+    }
     options.seconds_per_size = args->seconds;
     options.warmup_seconds = args->warmup;
     options.ranks.clear();
@@ -178,8 +196,12 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
                   "Transport knob: extra wait polling per MiB of the message (-1: default)");
   p2p->add_option("--progress-max-sleep-us", args->progress_max_sleep_us,
                   "Transport knob: longest idle sleep of the progress thread (-1: default)");
+  std::vector<std::string> p2p_choices = ProviderNames();
+  p2p_choices.push_back("all");
   p2p->add_option("--provider", args->provider,
-                  "Provider: \"tcp;ofi_rxm\", \"net\", \"shm\" or \"all\" (the three)")
+                  "Provider: " + JoinNames(NamesOf(gossip::kFabricProviderNames), ", ", /*quoted=*/true) +
+                      " or \"all\" (each of them)")
+      ->check(CLI::IsMember(p2p_choices))
       ->capture_default_str();
   p2p->add_option("--min-size", args->min_size, "Smallest message (bytes; 4KiB, 1MiB... accepted)")
       ->transform(CLI::AsSizeValue(false))
@@ -193,7 +215,7 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
       ->capture_default_str();
   p2p->callback([args, &context] {
     BenchP2pOptions options;
-    if (args->provider != "all") options.providers = {args->provider};
+    if (auto provider = FromName(gossip::kFabricProviderNames, args->provider)) options.providers = {*provider};
     options.min_size = args->min_size;
     options.max_size = args->max_size;
     options.iterations = args->iterations;

@@ -46,7 +46,7 @@ void PrintView(const MembershipView& view) {
               static_cast<unsigned long long>(view.epoch), view.size(), view.self_rank);
   for (const Member& m : view.members) {
     std::printf("  rank %d: %s at %s, %s, batch %d, host group %s, data address %zu bytes\n", m.rank,
-                m.name.c_str(), m.control_address.c_str(), m.device.c_str(), m.batch_size,
+                m.name.c_str(), m.control_address.c_str(), m.device.Name().c_str(), m.batch_size,
                 m.host_group.c_str(), m.data_address.size());
   }
   std::fflush(stdout);

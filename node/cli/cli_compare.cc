@@ -7,6 +7,7 @@
 
 #include "node/cli/cli_commands.h"
 #include "node/lab/compare/compare.h"
+#include "node/lab/compare/compare_config.h"
 
 namespace chorus::node {
 
@@ -36,10 +37,10 @@ void RegisterCompareCommand(CLI::App& app, CliContext& context) {
       ->allow_extra_args(false);
   cmd->add_flag("-v,--verbose", args->verbose, "Show the nodes' lines instead of writing them to <method>/launch.log");
   cmd->add_flag("--no-report", args->no_report, "Only run; `chorus report runs/<name>` renders later");
-  cmd->footer(
-      "Built-in methods: ring-allreduce tree-allreduce dpsgd-ring dpsgd-one-peer-exp pairwise-async "
-      "choco-sign local-sgd halving-doubling-allreduce push-sum-one-peer-exp choco-topk.\n"
-      "Link emulation ([compare] link = { bandwidth = \"1gbit\", latency = \"1ms\" }) needs root.");
+  std::string builtin;
+  for (const CompareMethod& m : BuiltinMethods()) builtin += (builtin.empty() ? "" : " ") + m.name;
+  cmd->footer("Built-in methods: " + builtin +
+              ".\nLink emulation ([compare] link = { bandwidth = \"1gbit\", latency = \"1ms\" }) needs root.");
   cmd->callback([args, &context] {
     CompareOptions options;
     options.config_path = args->config_file;

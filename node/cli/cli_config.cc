@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "node/cli/cli_commands.h"
+#include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 
 namespace chorus::node {

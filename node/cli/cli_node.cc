@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "node/cli/cli_commands.h"
+#include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/run/logging.h"
 #include "node/run/run_node.h"
@@ -31,7 +32,7 @@ void RegisterNodeCommand(CLI::App& app, CliContext& context) {
       ->type_name("DIR");
   node->add_option("--epochs", args->epochs, "Number of training epochs (train.epochs)")->type_name("N");
   node->add_option("--threads", args->threads, "Compute threads, 1..256 (train.threads)")->type_name("N");
-  node->add_option("--log-level", args->log_level, "trace, debug, info, warn, error or off (run.log_level)")
+  node->add_option("--log-level", args->log_level, JoinNames(NamesOf(kLogLevelNames), ", ") + " (run.log_level)")
       ->type_name("LEVEL");
   node->add_option("--set", args->sets,
                    "Override one setting, e.g. --set train.batch_size=128 (repeatable; applied before "

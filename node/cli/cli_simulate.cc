@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "node/cli/cli_commands.h"
+#include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/run/logging.h"
 #include "node/lab/report/report.h"
@@ -107,7 +108,7 @@ void RegisterSimulateCommand(CLI::App& app, CliContext& context) {
   cmd->add_option("--set", args->sets, "Override one node setting, e.g. --set train.base_lr=1.0 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  cmd->add_option("--log-level", args->log_level, "trace, debug, info, warn, error or off")
+  cmd->add_option("--log-level", args->log_level, JoinNames(NamesOf(kLogLevelNames), ", ") + " (run.log_level)")
       ->capture_default_str();
   cmd->add_flag("--no-plots", args->no_plots, "Write the report's gnuplot scripts but do not run gnuplot");
 

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "gossip/transport/fabric/fabric_transport.h"
+#include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/config/host_port.h"
 #include "node/control/listen_socket.h"
@@ -71,7 +72,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
   local.host_group = config.cluster.host_group;
   local.chorus_version = CHORUS_VERSION;
   local.libfabric_version = gossip::LibfabricVersion();
-  local.provider = config.fabric.provider;
+  local.provider = ProviderName(config.fabric.provider);
   local.shared_settings = SharedSettingsText(config);
   local.resume = resume;
   Result<std::string> provider_version = gossip::FabricProviderVersion(config.fabric.provider);
@@ -106,7 +107,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
     local.provider_version = *provider_version;
   } else {
     local.provider_version = "unavailable";
-    CHORUS_LOG_WARN(Subsys::kNode, "provider ", config.fabric.provider,
+    CHORUS_LOG_WARN(Subsys::kNode, "provider ", ProviderName(config.fabric.provider),
                     " is not available here: ", provider_version.error().message());
   }
 

@@ -1,10 +1,14 @@
-// Typed configuration of one node, parsed from TOML (toml++) with defaults.
+// node/config/: the typed configuration of one node. TOML is parsed once
+// (config_parse.h) into these structs and enums; everything outside this
+// folder reads settings as types, never as text.
 //
 // Every field has a default, so an empty file (or no file) is a valid config:
-// the built-in default trains `mlp` on one node. Parsing rejects unknown keys,
-// wrong types and out-of-range values with an error naming the file, line, key
-// and what was expected. This header holds only plain structs; parsing and
-// validation are in config_parse.{h,cc}.
+// the built-in default trains `mlp` on one node. Each enum's spellings are
+// listed once, in the EnumName table beside it (here for node settings, in the
+// layer that owns the enum otherwise); the parser, `chorus config check`,
+// DescribeConfig and the docs all read those tables. This header holds only
+// plain structs and tables: parsing, checks and printing are in the other files
+// of this folder.
 #pragma once
 
 #include <cstdint>
@@ -12,23 +16,75 @@
 #include <string>
 #include <vector>
 
+#include "common/enum_names.h"
+#include "common/log.h"
+#include "gossip/codecs/codec.h"
+#include "gossip/collectives/collective_options.h"
+#include "gossip/transport/provider.h"
+#include "topologies/topology_spec.h"
+#include "trainer/choices.h"
+
 namespace chorus::node {
+
+// run.progress: a bar on a terminal (auto, bar), lines, or nothing.
+enum class ProgressSetting { kAuto, kBar, kLines, kOff };
+inline constexpr EnumName<ProgressSetting> kProgressNames[] = {
+    {ProgressSetting::kAuto, "auto"}, {ProgressSetting::kBar, "bar"},
+    {ProgressSetting::kLines, "lines"}, {ProgressSetting::kOff, "off"}};
+
+// exchange.kind: how replicas are kept together.
+enum class ExchangeKind { kNone, kAllreduce, kGossip };
+inline constexpr EnumName<ExchangeKind> kExchangeKindNames[] = {
+    {ExchangeKind::kNone, "none"}, {ExchangeKind::kAllreduce, "allreduce"}, {ExchangeKind::kGossip, "gossip"}};
+
+// exchange.protocol: the gossip protocol (gossip/protocols/).
+enum class GossipProtocolKind { kDpsgd, kPairwiseAsync, kPushSum, kChoco };
+inline constexpr EnumName<GossipProtocolKind> kGossipProtocolNames[] = {
+    {GossipProtocolKind::kDpsgd, "dpsgd"},
+    {GossipProtocolKind::kPairwiseAsync, "pairwise-async"},
+    {GossipProtocolKind::kPushSum, "push-sum"},
+    {GossipProtocolKind::kChoco, "choco"}};
+
+// exchange.on_failure: after a member dies, re-form over the survivors or stop.
+enum class OnFailure { kContinue, kStop };
+inline constexpr EnumName<OnFailure> kOnFailureNames[] = {{OnFailure::kContinue, "continue"},
+                                                         {OnFailure::kStop, "stop"}};
+
+// exchange.consensus: how gossip replicas agree at the end: an exact average
+// (all-reduce), gossip rounds until the bound, or not at all.
+enum class ConsensusSetting { kAllreduce, kRounds, kNone };
+inline constexpr EnumName<ConsensusSetting> kConsensusNames[] = {{ConsensusSetting::kAllreduce, "allreduce"},
+                                                                {ConsensusSetting::kRounds, "rounds"},
+                                                                {ConsensusSetting::kNone, "none"}};
+
+// The name of a node setting's value, as written in TOML.
+inline std::string_view SettingName(ProgressSetting v) { return NameOf(kProgressNames, v); }
+inline std::string_view SettingName(ExchangeKind v) { return NameOf(kExchangeKindNames, v); }
+inline std::string_view SettingName(GossipProtocolKind v) { return NameOf(kGossipProtocolNames, v); }
+inline std::string_view SettingName(OnFailure v) { return NameOf(kOnFailureNames, v); }
+inline std::string_view SettingName(ConsensusSetting v) { return NameOf(kConsensusNames, v); }
+
+// exchange.algorithm takes every all-reduce algorithm but shared-memory, which
+// exchange.shared_memory chooses by itself.
+constexpr bool IsConfigurableAlgorithm(gossip::AllreduceAlgorithm a) {
+  return a != gossip::AllreduceAlgorithm::kSharedMemory;
+}
 
 struct RunConfig {
   std::string name = "default";  // runs/<name>/<node>/...
   std::string node_name;         // default: "node<rank>"
   std::string output_dir = "runs";
-  std::string log_level = "info";  // trace|debug|info|warn|error|off
-  std::string progress = "auto";   // auto|bar|lines|off
+  LogLevel log_level = LogLevel::kInfo;
+  ProgressSetting progress = ProgressSetting::kAuto;
 
   bool operator==(const RunConfig&) const = default;
 };
 
 struct TrainConfig {
-  std::string model = "mlp";        // mlp | cnn | cnn-bn
-  std::string precision = "fp16";   // fp16 | fp32
-  std::string optimizer = "lars";   // lars | sgd
-  std::string device = "cpu";       // cpu | cuda | cuda:N (GPU nodes train in fp16)
+  trainer::ModelKind model = trainer::ModelKind::kMlp;
+  trainer::Precision precision = trainer::Precision::kFp16;
+  trainer::OptimizerKind optimizer = trainer::OptimizerKind::kLars;
+  trainer::Device device;           // the CPU; GPU nodes train in fp16
   bool cuda_graphs = true;          // GPU: replay each training pass as a CUDA graph
   int epochs = 5;
   int batch_size = 64;              // per node
@@ -85,7 +141,7 @@ struct ClusterConfig {
 };
 
 struct FabricConfig {
-  std::string provider = "tcp;ofi_rxm";  // "tcp;ofi_rxm" | "shm"
+  gossip::FabricProvider provider = gossip::FabricProvider::kTcpRxm;
   double op_timeout_s = 30.0;            // deadline of one data-plane wait
   int busy_poll_us = 0;                  // a wait first polls the CQ without yielding this long
   int wait_spin_us = 200;                // a wait polls the CQ itself this long, then sleeps
@@ -95,7 +151,7 @@ struct FabricConfig {
 };
 
 struct CompressionConfig {
-  std::string codec = "none";  // none | fp16 | int8 | sign | top-k | random-k
+  gossip::CodecKind codec = gossip::CodecKind::kNone;
   double ratio = 0.01;         // top-k / random-k: fraction of elements kept, (0, 1]
   int chunk = 256;             // int8 / sign: elements per scale
   bool operator==(const CompressionConfig&) const = default;
@@ -118,21 +174,20 @@ struct CrossoversConfig {
 
 // How replicas are kept together ([exchange]).
 struct ExchangeConfig {
-  std::string kind = "none";         // none | allreduce | gossip
+  ExchangeKind kind = ExchangeKind::kNone;
   // allreduce
-  // ring | tree | halving-doubling | recursive-doubling | hierarchical | auto
-  std::string algorithm = "auto";
+  gossip::AllreduceAlgorithm algorithm = gossip::AllreduceAlgorithm::kAuto;
   int bucket_kib = 1024;             // tensor-fusion bucket threshold
   bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
   bool shared_memory = true;         // nodes of one host_group sum through a shared segment
-  std::string on_failure = "continue";  // continue (re-form over survivors) | stop
+  OnFailure on_failure = OnFailure::kContinue;
   // gossip
-  std::string protocol = "dpsgd";    // dpsgd | pairwise-async | push-sum | choco
+  GossipProtocolKind protocol = GossipProtocolKind::kDpsgd;
   int period = 1;                    // local SGD: H local steps between mixing rounds
   int max_staleness = 0;             // pairwise-async: 0 = unbounded
-  double gamma = 0.0;                // CHOCO consensus step size; 0: by codec (ChocoGamma)
+  double gamma = 0.0;                // CHOCO consensus step size; 0: by codec (ChocoGamma, exchange/)
   // end of training
-  std::string consensus = "allreduce";  // allreduce | rounds | none
+  ConsensusSetting consensus = ConsensusSetting::kAllreduce;
   double consensus_bound = 1e-6;     // relative consensus distance to reach
   int consensus_max_rounds = 200;
   int consensus_every_steps = 50;    // cheap distance estimate in the metrics
@@ -143,8 +198,7 @@ struct ExchangeConfig {
 
 // Gossip graph ([topology]).
 struct TopologyConfig {
-  std::string kind = "ring";  // ring | bidirectional-ring | torus | hypercube | exponential |
-                              // one-peer-exponential | random-regular | complete
+  topologies::GraphKind kind = topologies::GraphKind::kRing;
   std::vector<int> dims;      // torus
   int degree = 4;             // random-regular
   uint64_t seed = 1;          // random-regular

@@ -45,7 +45,7 @@ void SetNodeInfo(wire::NodeInfo::Builder b, const Member& m) {
   b.setName(TextOf(m.name));
   b.setControlAddress(TextOf(m.control_address));
   b.setDataAddress(DataOf(m.data_address));
-  b.setDevice(TextOf(m.device));
+  b.setDevice(TextOf(m.device.Name()));
   b.setBatchSize(static_cast<uint32_t>(m.batch_size < 0 ? 0 : m.batch_size));
   b.setHostGroup(TextOf(m.host_group));
   b.setRankHint(m.rank_hint);
@@ -171,23 +171,28 @@ VersionInfo GetVersions(wire::Versions::Reader r) {
                      StringOf(r.getProviderVersion())};
 }
 
-Member GetNodeInfo(wire::NodeInfo::Reader r) {
+Result<Member> GetNodeInfo(wire::NodeInfo::Reader r) {
   Member m;
   m.rank = r.getRank();
   m.name = StringOf(r.getName());
   m.control_address = StringOf(r.getControlAddress());
   m.data_address = BytesOf(r.getDataAddress());
-  m.device = StringOf(r.getDevice());
+  Result<trainer::Device> device = trainer::ParseDevice(StringOf(r.getDevice()));
+  if (!device) return Err(DataLoss("member " + m.name + ": " + device.error().message()));
+  m.device = *device;
   m.batch_size = static_cast<int>(std::min<uint32_t>(r.getBatchSize(), 1u << 30));
   m.host_group = StringOf(r.getHostGroup());
   m.rank_hint = r.getRankHint();
   return m;
 }
 
-std::vector<Member> GetMembers(capnp::List<wire::NodeInfo>::Reader list) {
+Result<std::vector<Member>> GetMembers(capnp::List<wire::NodeInfo>::Reader list) {
   std::vector<Member> out;
   out.reserve(list.size());
-  for (auto r : list) out.push_back(GetNodeInfo(r));
+  for (auto r : list) {
+    CHORUS_ASSIGN_OR_RETURN(Member m, GetNodeInfo(r));
+    out.push_back(std::move(m));
+  }
   return out;
 }
 
@@ -198,12 +203,12 @@ std::vector<std::string> GetTextList(capnp::List<capnp::Text>::Reader list) {
   return out;
 }
 
-msg::EpochView GetEpochView(wire::EpochView::Reader r) {
+Result<msg::EpochView> GetEpochView(wire::EpochView::Reader r) {
   msg::EpochView v;
   v.epoch = r.getEpoch();
   v.proposal_id = r.getProposalId();
   v.proposer = StringOf(r.getProposer());
-  v.members = GetMembers(r.getMembers());
+  CHORUS_ASSIGN_OR_RETURN(v.members, GetMembers(r.getMembers()));
   for (int32_t d : r.getDeparted()) v.departed.push_back(d);
   v.joined = GetTextList(r.getJoined());
   v.finished = GetTextList(r.getFinished());
@@ -220,13 +225,18 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
     }
     case wire::Envelope::PROOF:
       return msg::Proof{BytesOf(env.getProof().getProof())};
-    case wire::Envelope::JOIN:
-      return msg::Join{GetNodeInfo(env.getJoin().getInfo()), StringOf(env.getJoin().getSharedSettings()),
-                       env.getJoin().getResume()};
-    case wire::Envelope::WELCOME:
-      return msg::Welcome{GetEpochView(env.getWelcome())};
-    case wire::Envelope::EPOCH_PROPOSAL:
-      return msg::EpochProposal{GetEpochView(env.getEpochProposal())};
+    case wire::Envelope::JOIN: {
+      CHORUS_ASSIGN_OR_RETURN(Member info, GetNodeInfo(env.getJoin().getInfo()));
+      return msg::Join{std::move(info), StringOf(env.getJoin().getSharedSettings()), env.getJoin().getResume()};
+    }
+    case wire::Envelope::WELCOME: {
+      CHORUS_ASSIGN_OR_RETURN(msg::EpochView view, GetEpochView(env.getWelcome()));
+      return msg::Welcome{std::move(view)};
+    }
+    case wire::Envelope::EPOCH_PROPOSAL: {
+      CHORUS_ASSIGN_OR_RETURN(msg::EpochView view, GetEpochView(env.getEpochProposal()));
+      return msg::EpochProposal{std::move(view)};
+    }
     case wire::Envelope::EPOCH_ACK: {
       auto r = env.getEpochAck();
       return msg::EpochAck{r.getEpoch(), r.getProposalId(), StringOf(r.getSender())};
@@ -248,8 +258,9 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
       return msg::StateRequest{StringOf(env.getStateRequest().getSender())};
     case wire::Envelope::STATE: {
       auto r = env.getState();
-      return msg::State{r.getFormed(), r.getEpoch(), GetMembers(r.getMembers()),
-                        GetTextList(r.getPending()), StringOf(r.getCoordinator())};
+      CHORUS_ASSIGN_OR_RETURN(std::vector<Member> members, GetMembers(r.getMembers()));
+      return msg::State{r.getFormed(), r.getEpoch(), std::move(members), GetTextList(r.getPending()),
+                        StringOf(r.getCoordinator())};
     }
     case wire::Envelope::REDIRECT: {
       auto r = env.getRedirect();

@@ -43,13 +43,13 @@ namespace chorus::node {
 struct LocalNodeInfo {
   std::string name;                   // unique in the cluster; default "node<rank_hint>" or "<host>-<pid>"
   std::vector<uint8_t> data_address;  // opaque data-plane address (transport LocalAddress())
-  std::string device = "cpu";         // "cpu" | "cuda"
+  trainer::Device device;             // the CPU or a GPU
   int batch_size = 0;
   std::string host_group;             // default: cluster.host_group, then the host name
   // Must match exactly across the cluster (a mismatch is refused, naming both).
   std::string chorus_version;
   std::string libfabric_version;
-  std::string provider;               // "tcp;ofi_rxm" | "shm"
+  std::string provider;               // gossip::ProviderName of fabric.provider
   std::string provider_version;
   // Settings every member must share, one "key = value" line each (the node
   // sends SharedSettingsText: its [exchange] and [topology], and what fixes a

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "trainer/choices.h"
 
 namespace chorus::node {
 
@@ -22,7 +23,7 @@ struct Member {
   std::string name;                   // unique within the cluster ("node3")
   std::string control_address;        // "host:port" peers dial (the advertised address)
   std::vector<uint8_t> data_address;  // opaque data-plane address (fi_getname blob)
-  std::string device = "cpu";         // "cpu" | "cuda"
+  trainer::Device device;             // the CPU or a GPU
   int batch_size = 0;                 // per-node mini-batch
   std::string host_group;             // nodes sharing a host group can use shm / hierarchical steps
   int rank_hint = -1;                 // preferred position in epoch 0; -1 when not set

@@ -9,13 +9,7 @@
 
 namespace chorus::node {
 
-Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name) {
-  std::string spelled = name;
-  std::replace(spelled.begin(), spelled.end(), '-', '_');
-  return gossip::ParseAllreduceAlgorithm(spelled);
-}
-
-gossip::AllreduceCrossovers CrossoversFromConfig(std::string_view provider, const CrossoversConfig& x) {
+gossip::AllreduceCrossovers CrossoversFromConfig(gossip::FabricProvider provider, const CrossoversConfig& x) {
   gossip::AllreduceCrossovers out = gossip::CrossoversForProvider(provider);
   for (const CrossoverKey& k : kCrossoverKeys) {
     if (x.*k.kib >= 0) out.*k.bytes = static_cast<size_t>(x.*k.kib) * 1024;
@@ -34,7 +28,7 @@ Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Confi
                                                                      trainer::Trainer* trainer,
                                                                      TraceWriter* trace) {
   std::unique_ptr<AllreduceExchange> ex(new AllreduceExchange(config, session, trainer, trace));
-  CHORUS_ASSIGN_OR_RETURN(ex->algorithm_, AllreduceAlgorithmFromConfig(config.exchange.algorithm));
+  ex->algorithm_ = config.exchange.algorithm;
   CHORUS_RETURN_IF_ERROR(ex->Build());
   AllreduceExchange* self = ex.get();
   trainer->SetGradientReadyHook([self](int param) {
@@ -96,7 +90,7 @@ Status AllreduceExchange::Build() {
 }
 
 std::string AllreduceExchange::Describe() const {
-  return "allreduce " + config_.exchange.algorithm + " over " + std::to_string(session_->view.size()) +
+  return "allreduce " + std::string(gossip::AllreduceAlgorithmName(config_.exchange.algorithm)) + " over " + std::to_string(session_->view.size()) +
          " nodes (" + session_->transport->Describe() + ", fusion buckets " +
          std::to_string(config_.exchange.bucket_kib) + " KiB)";
 }
@@ -107,7 +101,7 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   if (s.ok()) return Status::Ok();
   ++failed_steps_;
   CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": all-reduce failed: ", s.ToString());
-  if (config_.exchange.on_failure == "stop") {
+  if (config_.exchange.on_failure == OnFailure::kStop) {
     return s.WithContext("all-reduce failed and exchange.on_failure = \"stop\"");
   }
   return Reform(s, step);
@@ -120,7 +114,7 @@ Status AllreduceExchange::Finish() {
   // apart in the last bits: end with rank 0's model everywhere.
   const MembershipView& view = session_->view;
   const bool any_gpu = std::any_of(view.members.begin(), view.members.end(),
-                                   [](const Member& m) { return m.device != "cpu"; });
+                                   [](const Member& m) { return m.device.on_gpu(); });
   if (!any_gpu || view.size() < 2) return Status::Ok();
   gossip::CollectiveOptions bo;
   bo.tag_base = EpochTagBase(view.epoch) + (uint64_t{1} << 38);

@@ -72,9 +72,6 @@ class AllreduceExchange final : public Exchange {
   uint64_t failed_steps_ = 0;
 };
 
-// "ring" | "tree" | "halving-doubling" | "recursive-doubling" | "hierarchical" | "auto"
-// (config spelling).
-[[nodiscard]] Result<gossip::AllreduceAlgorithm> AllreduceAlgorithmFromConfig(const std::string& name);
 // Each [exchange.crossovers] key: its KiB field, the byte size it sets, and
 // whether that size is an upper (inclusive) or a lower bound. The one table
 // behind CrossoversFromConfig and the fitted TOML (bench_allreduce.h).
@@ -102,7 +99,7 @@ inline constexpr CrossoverKey kCrossoverKeys[] = {
 
 // What `auto` picks by over `provider`: its defaults (gossip::CrossoversForProvider)
 // with the sizes [exchange.crossovers] sets.
-gossip::AllreduceCrossovers CrossoversFromConfig(std::string_view provider, const CrossoversConfig& x);
+gossip::AllreduceCrossovers CrossoversFromConfig(gossip::FabricProvider provider, const CrossoversConfig& x);
 // Each rank's host key for hierarchical all-reduce (host_group, else its name).
 std::vector<std::string> HostKeys(const MembershipView& view);
 

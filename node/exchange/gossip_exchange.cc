@@ -20,9 +20,11 @@ namespace {
 
 // Pairwise and CHOCO need an undirected graph; D-PSGD also runs on regular
 // directed ones (gossip_dpsgd.h checks); push-sum on any.
-bool NeedsUndirected(const std::string& protocol) { return protocol == "pairwise-async" || protocol == "choco"; }
+bool NeedsUndirected(GossipProtocolKind protocol) {
+  return protocol == GossipProtocolKind::kPairwiseAsync || protocol == GossipProtocolKind::kChoco;
+}
 // Every protocol but push-sum mixes symmetrically on "ring": the undirected ring.
-bool RingMeansBidirectional(const std::string& protocol) { return protocol != "push-sum"; }
+bool RingMeansBidirectional(GossipProtocolKind protocol) { return protocol != GossipProtocolKind::kPushSum; }
 
 // Sets the fields every protocol's options share (gossip::GossipOptions).
 template <typename Options>
@@ -43,8 +45,8 @@ double ChocoGamma(const ExchangeConfig& exchange) {
   // Measured with 8 nodes, MLP, 3 epochs (configs/compare/gossip-8.toml):
   // sign reached 85.4 / 86.1 / 86.8 / 87.0 / 87.3% at gamma 0.1 / 0.2 / 0.4 /
   // 0.6 / 0.8 (D-PSGD uncompressed: 87.2%), while top-1% diverged at 0.8.
-  const std::string& codec = exchange.compression.codec;
-  return codec == "top-k" || codec == "random-k" ? 0.2 : 0.8;
+  const gossip::CodecKind codec = exchange.compression.codec;
+  return codec == gossip::CodecKind::kTopK || codec == gossip::CodecKind::kRandomK ? 0.2 : 0.8;
 }
 
 Result<std::unique_ptr<GossipExchange>> GossipExchange::Create(const Config& config,
@@ -65,15 +67,19 @@ Result<topologies::Graph> GossipExchange::BuildGraph(int n) const { return Gossi
 Result<topologies::Graph> GossipGraph(const Config& config, int n) {
   topologies::TopologySpec spec;
   spec.kind = config.topology.kind;
-  if (RingMeansBidirectional(config.exchange.protocol) && spec.kind == "ring") spec.kind = "bidirectional-ring";
+  if (RingMeansBidirectional(config.exchange.protocol) && spec.kind == topologies::GraphKind::kRing) {
+    spec.kind = topologies::GraphKind::kBidirectionalRing;
+  }
   spec.dims = config.topology.dims;
   spec.degree = config.topology.degree;
   spec.seed = config.topology.seed;
   auto graph = topologies::MakeTopology(spec, n);
-  if (!graph) return Err(graph.error().WithContext("topology." + config.topology.kind));
+  const std::string kind(topologies::GraphKindName(config.topology.kind));
+  if (!graph) return Err(graph.error().WithContext("topology." + kind));
   if (NeedsUndirected(config.exchange.protocol) && !graph->IsUndirected()) {
-    return Err(InvalidArgument("topology " + config.topology.kind + " is directed; protocol " +
-                               config.exchange.protocol + " needs an undirected graph (use push-sum)"));
+    return Err(InvalidArgument("topology " + kind + " is directed; protocol " +
+                               std::string(SettingName(config.exchange.protocol)) +
+                               " needs an undirected graph (use push-sum)"));
   }
   return graph;
 }
@@ -96,7 +102,7 @@ Status GossipExchange::BuildProtocol() {
 
   const ExchangeConfig& ec = config_.exchange;
   gossip::CodecOptions codec;
-  CHORUS_ASSIGN_OR_RETURN(codec.kind, gossip::ParseCodecKind(ec.compression.codec));
+  codec.kind = ec.compression.codec;
   codec.ratio = ec.compression.ratio;
   codec.chunk = ec.compression.chunk;
   const uint32_t epoch = static_cast<uint32_t>(view.epoch);
@@ -104,33 +110,41 @@ Status GossipExchange::BuildProtocol() {
   std::span<float> params = trainer_->MasterWeights();
   pairwise_ = false;
   const uint64_t seed = config_.train.seed;
-  if (ec.protocol == "dpsgd") {
-    auto o = CommonOptions<gossip::DpsgdOptions>(codec, ec.period, epoch, seed);
-    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::DpsgdGossip::Create(t, graph, o));
-  } else if (ec.protocol == "choco") {
-    auto o = CommonOptions<gossip::ChocoOptions>(codec, ec.period, epoch, seed);
-    o.gamma = ChocoGamma(ec);
-    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::ChocoGossip::Create(t, graph, o));
-  } else if (ec.protocol == "push-sum") {
-    auto o = CommonOptions<gossip::PushSumOptions>(codec, ec.period, epoch, seed);
-    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PushSumGossip::Create(t, graph, o));
-  } else if (ec.protocol == "pairwise-async") {
-    // Each node draws its own sequence of neighbours.
-    auto o = CommonOptions<gossip::PairwiseOptions>(codec, ec.period, epoch,
-                                                    seed + static_cast<uint64_t>(view.self_rank));
-    o.max_staleness = ec.max_staleness > 0 ? ec.max_staleness : -1;
-    CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PairwiseGossip::Create(t, graph, o, params));
-    pairwise_ = true;
-  } else {
-    return InvalidArgument("exchange.protocol: unknown protocol '" + ec.protocol + "'");
+  switch (ec.protocol) {
+    case GossipProtocolKind::kDpsgd: {
+      auto o = CommonOptions<gossip::DpsgdOptions>(codec, ec.period, epoch, seed);
+      CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::DpsgdGossip::Create(t, graph, o));
+      break;
+    }
+    case GossipProtocolKind::kChoco: {
+      auto o = CommonOptions<gossip::ChocoOptions>(codec, ec.period, epoch, seed);
+      o.gamma = ChocoGamma(ec);
+      CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::ChocoGossip::Create(t, graph, o));
+      break;
+    }
+    case GossipProtocolKind::kPushSum: {
+      auto o = CommonOptions<gossip::PushSumOptions>(codec, ec.period, epoch, seed);
+      CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PushSumGossip::Create(t, graph, o));
+      break;
+    }
+    case GossipProtocolKind::kPairwiseAsync: {
+      // Each node draws its own sequence of neighbours.
+      auto o = CommonOptions<gossip::PairwiseOptions>(codec, ec.period, epoch,
+                                                      seed + static_cast<uint64_t>(view.self_rank));
+      o.max_staleness = ec.max_staleness > 0 ? ec.max_staleness : -1;
+      CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PairwiseGossip::Create(t, graph, o, params));
+      pairwise_ = true;
+      break;
+    }
   }
   return Status::Ok();
 }
 
 std::string GossipExchange::Describe() const {
-  return "gossip " + config_.exchange.protocol + " on " + config_.topology.kind + " over " +
+  return "gossip " + std::string(SettingName(config_.exchange.protocol)) + " on " +
+         std::string(topologies::GraphKindName(config_.topology.kind)) + " over " +
          std::to_string(session_->view.size()) + " nodes (codec " +
-         config_.exchange.compression.codec + ", period " + std::to_string(config_.exchange.period) +
+         std::string(gossip::CodecKindName(config_.exchange.compression.codec)) + ", period " + std::to_string(config_.exchange.period) +
          ", " + session_->transport->Describe() + ")";
 }
 
@@ -141,7 +155,7 @@ Status GossipExchange::AfterUpdate(int64_t step) {
   if (trace_) trace_->Add("gossip mix", 1, begin, NowMicros(), step);
   if (!s.ok()) {
     CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": ", s.ToString());
-    if (config_.exchange.on_failure == "stop") return s;
+    if (config_.exchange.on_failure == OnFailure::kStop) return s;
     CHORUS_RETURN_IF_ERROR(Reform(s, step));
   }
   trainer_->RefreshWorkingCopy();
@@ -176,12 +190,12 @@ Status GossipExchange::Finish() {
   if (pairwise_) {
     CHORUS_RETURN_IF_ERROR(static_cast<gossip::PairwiseGossip*>(protocol_.get())->Finish(params, deadline));
   }
-  if (config_.exchange.consensus == "none") return Status::Ok();
+  if (config_.exchange.consensus == ConsensusSetting::kNone) return Status::Ok();
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
                           gossip::Collective::Create(*session_->transport, HostKeys(session_->view)));
   gossip::ConsensusOptions o;
-  o.method = config_.exchange.consensus == "rounds" ? gossip::ConsensusMethod::kGossip
-                                                    : gossip::ConsensusMethod::kAllreduceAverage;
+  o.method = config_.exchange.consensus == ConsensusSetting::kRounds ? gossip::ConsensusMethod::kGossip
+                                                                    : gossip::ConsensusMethod::kAllreduceAverage;
   o.bound = config_.exchange.consensus_bound;
   o.max_rounds = config_.exchange.consensus_max_rounds;
   o.epoch = static_cast<uint32_t>(session_->view.epoch);
@@ -194,7 +208,7 @@ Status GossipExchange::Finish() {
   trainer_->RefreshWorkingCopy();
   consensus_before_ = report.distance_before;
   consensus_after_ = report.distance_after;
-  CHORUS_LOG_INFO(Subsys::kGossip, "consensus (", config_.exchange.consensus,
+  CHORUS_LOG_INFO(Subsys::kGossip, "consensus (", SettingName(config_.exchange.consensus),
                   "): relative distance ", report.distance_before, " -> ", report.distance_after,
                   report.identical ? ", replicas bitwise identical" : "", ", checksum ",
                   report.checksum);

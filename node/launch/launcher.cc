@@ -28,6 +28,7 @@
 
 #include "common/clock.h"
 #include "common/posix_io.h"
+#include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/run/stop_signals.h"
 

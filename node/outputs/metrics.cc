@@ -67,10 +67,10 @@ nlohmann::json SummaryHeader(nlohmann::json exchange_metrics, const std::string&
   summary["rank"] = rank;
   summary["world_size"] = world_size;
   summary["exchange"] = exchange;
-  summary["model"] = train.model;
-  summary["precision"] = train.precision;
-  summary["device"] = train.device;
-  summary["optimizer"] = train.optimizer;
+  summary["model"] = trainer::ModelName(train.model);
+  summary["precision"] = trainer::PrecisionName(train.precision);
+  summary["device"] = train.device.Name();
+  summary["optimizer"] = trainer::OptimizerKindName(train.optimizer);
   summary["epochs"] = train.epochs;
   summary["batch_size"] = train.batch_size;
   summary["global_batch"] = global_batch;

@@ -89,11 +89,7 @@ void LogSession::Flush() { state_->logger->flush(); }
 Result<std::unique_ptr<LogSession>> InstallLogging(const RunConfig& run,
                                                    const std::optional<std::string>& log_file,
                                                    const std::string& node_prefix) {
-  LogLevel level;
-  if (!ParseLogLevel(run.log_level, &level)) {
-    return Err(InvalidArgument("run.log_level: expected trace|debug|info|warn|error|off, got \"" +
-                               run.log_level + "\""));
-  }
+  const LogLevel level = run.log_level;
   auto state = std::make_shared<LogSession::State>();
   if (log_file) {
     CHORUS_ASSIGN_OR_RETURN(state->file_sink, MakeFileSink(*log_file));

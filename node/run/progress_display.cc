@@ -27,11 +27,14 @@ int64_t StepsDone(const ProgressUpdate& u) { return (u.epoch - 1) * u.steps_per_
 
 }  // namespace
 
-Result<ProgressMode> ResolveProgressMode(std::string_view setting, bool is_terminal) {
-  if (setting == "off") return ProgressMode::kOff;
-  if (setting == "lines") return ProgressMode::kLines;
-  if (setting == "auto" || setting == "bar") return is_terminal ? ProgressMode::kBar : ProgressMode::kLines;
-  return Err(InvalidArgument("run.progress: expected auto|bar|lines|off, got \"" + std::string(setting) + "\""));
+ProgressMode ResolveProgressMode(ProgressSetting setting, bool is_terminal) {
+  switch (setting) {
+    case ProgressSetting::kOff: return ProgressMode::kOff;
+    case ProgressSetting::kLines: return ProgressMode::kLines;
+    case ProgressSetting::kAuto:
+    case ProgressSetting::kBar: break;
+  }
+  return is_terminal ? ProgressMode::kBar : ProgressMode::kLines;
 }
 
 bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }

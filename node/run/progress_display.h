@@ -14,15 +14,16 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "node/config/config.h"
 #include "node/run/console_line.h"
 
 namespace chorus::node {
 
 enum class ProgressMode { kBar, kLines, kOff };
 
-// run.progress to a mode: "auto" is a bar on a terminal and lines otherwise;
-// "bar" also falls back to lines without a terminal (a bar in a file is noise).
-[[nodiscard]] Result<ProgressMode> ResolveProgressMode(std::string_view setting, bool is_terminal);
+// run.progress to a mode: auto is a bar on a terminal and lines otherwise;
+// bar also falls back to lines without a terminal (a bar in a file is noise).
+ProgressMode ResolveProgressMode(ProgressSetting setting, bool is_terminal);
 bool StderrIsTerminal();
 
 struct ProgressUpdate {

@@ -152,9 +152,8 @@ Result<std::optional<json>> TrainLoop(NodeRun& run, const NodeOptions& options) 
     steps_to_skip += run.exchange->TakeStepsToSkip();
   }
 
-  Result<ProgressMode> mode = ResolveProgressMode(run.config.run.progress, StderrIsTerminal());
   ProgressOptions progress_options;
-  progress_options.mode = mode ? *mode : ProgressMode::kLines;
+  progress_options.mode = ResolveProgressMode(run.config.run.progress, StderrIsTerminal());
   progress_options.log_every_steps = tc.log_every_steps;
   ConsoleLine fallback_console;
   ProgressDisplay progress(progress_options,
@@ -406,7 +405,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
 
   // Cluster: any exchange other than "none", or a cluster of more than one node.
   std::optional<ClusterSession>& session = run.session;
-  const bool clustered = config.exchange.kind != "none" || config.cluster.min_nodes > 1 ||
+  const bool clustered = config.exchange.kind != ExchangeKind::kNone || config.cluster.min_nodes > 1 ||
                          !config.cluster.bootstrap.empty();
   run.global_batch = config.train.batch_size;
   if (clustered) {
@@ -426,25 +425,30 @@ int RunNode(const Config& config, const NodeOptions& options) {
   if (!made) return fail(made.error());
   run.trainer = std::move(*made);
 
-  if (config.exchange.kind == "allreduce") {
-    auto ex = AllreduceExchange::Create(config, &*session, run.trainer.get(), run.trace.get());
-    if (!ex) return fail(ex.error());
-    run.exchange = std::move(*ex);
-  } else if (config.exchange.kind == "gossip") {
-    auto ex = GossipExchange::Create(config, &*session, run.trainer.get(), run.trace.get());
-    if (!ex) return fail(ex.error());
-    run.exchange = std::move(*ex);
-  } else {
-    run.exchange = std::make_unique<SoloExchange>();
+  switch (config.exchange.kind) {
+    case ExchangeKind::kAllreduce: {
+      auto ex = AllreduceExchange::Create(config, &*session, run.trainer.get(), run.trace.get());
+      if (!ex) return fail(ex.error());
+      run.exchange = std::move(*ex);
+      break;
+    }
+    case ExchangeKind::kGossip: {
+      auto ex = GossipExchange::Create(config, &*session, run.trainer.get(), run.trace.get());
+      if (!ex) return fail(ex.error());
+      run.exchange = std::move(*ex);
+      break;
+    }
+    case ExchangeKind::kNone: run.exchange = std::make_unique<SoloExchange>(); break;
   }
 
   auto metrics = MetricsWriter::Open(run.run_dir + "/metrics.jsonl", options.resume);
   if (!metrics) return fail(metrics.error());
   run.metrics = std::move(*metrics);
 
-  CHORUS_LOG_INFO(Subsys::kNode, run.node_name, ": model ", config.train.model, " (",
-                  run.trainer->model().parameter_count(),
-                  " parameters), ", config.train.precision, " + ", config.train.optimizer,
+  CHORUS_LOG_INFO(Subsys::kNode, run.node_name, ": model ", trainer::ModelName(config.train.model), " (",
+                  run.trainer->model().parameter_count(), " parameters), ",
+                  trainer::PrecisionName(config.train.precision), " + ",
+                  trainer::OptimizerKindName(config.train.optimizer),
                   ", batch ", config.train.batch_size, ", ", config.train.epochs, " epochs, on ",
                   run.trainer->DeviceDescription(), ", ", config.train.threads,
                   " threads, kernels fp16 path ", kernels::HalfConversionPath(),

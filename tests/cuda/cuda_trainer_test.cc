@@ -28,16 +28,16 @@ using kernels::cuda::testing::GpuTest;
 
 class CudaTrainerTest : public GpuTest {
  protected:
-  static TrainerOptions Options(const std::string& model, const std::string& device) {
+  static TrainerOptions Options(std::string_view model, std::string_view device) {
     TrainerOptions o;
-    o.model = model;
+    o.model = FromName(kModelNames, model).value();
     o.batch_size = 32;
     o.epochs = 2;
     o.steps_per_epoch = 20;
     o.warmup_epochs = 0.5;
     o.seed = 7;
     o.threads = 2;
-    o.device = device;
+    o.device = ParseDevice(device).value();
     return o;
   }
   static std::unique_ptr<Trainer> Make(const TrainerOptions& o) {
@@ -221,8 +221,8 @@ TEST_F(CudaTrainerTest, ReachesTheAccuracyTargetsOnFashionMnist) {
                                       std::pair<const char*, double>{"cnn-bn", 0.91}}) {
     SCOPED_TRACE(model);
     TrainerOptions o;
-    o.model = model;
-    o.device = "cuda:0";
+    o.model = FromName(kModelNames, model).value();
+    o.device = Device::Cuda(0);
     o.epochs = 5;
     BatchSampler sampler(train->count, o.batch_size, 1, 0, 1);
     o.steps_per_epoch = sampler.BatchesPerEpoch();

@@ -33,9 +33,9 @@ class CheckpointTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TrainerOptions Options(const std::string& model) {
+TrainerOptions Options(std::string_view model) {
   TrainerOptions o;
-  o.model = model;
+  o.model = FromName(kModelNames, model).value();
   o.batch_size = 8;
   o.epochs = 1;
   o.steps_per_epoch = 12;
@@ -105,7 +105,7 @@ TEST_F(CheckpointTest, RejectsAnotherModelNamingPathAndModels) {
   EXPECT_NE(m.find("'mlp'"), std::string::npos) << m;
   EXPECT_NE(m.find("'cnn'"), std::string::npos) << m;
   TrainerOptions sgd = Options("mlp");
-  sgd.optimizer = "sgd";
+  sgd.optimizer = OptimizerKind::kSgd;
   auto other = Make(sgd);
   EXPECT_FALSE(LoadCheckpoint(Path("mlp.safetensors"), other.get()));
 }

@@ -1,5 +1,5 @@
-// The device choice of the trainer: "cpu" / "cuda" / "cuda:N" parsing, and the
-// clear errors for a GPU that is not there (this test runs everywhere; the GPU
+// The device choice of the trainer: the clear errors for a GPU that is not
+// there (its "cpu" / "cuda" / "cuda:N" spelling: choices_test.cc) (this test runs everywhere; the GPU
 // trainer itself is tested in tests/cuda/cuda_trainer_test.cc).
 #include "trainer/device_model.h"
 
@@ -13,26 +13,11 @@
 namespace chorus::trainer {
 namespace {
 
-TEST(ParseDevice, AcceptsCpuCudaAndOrdinals) {
-  EXPECT_EQ(ParseDevice("cpu").value(), -1);
-  EXPECT_EQ(ParseDevice("cuda").value(), 0);
-  EXPECT_EQ(ParseDevice("cuda:0").value(), 0);
-  EXPECT_EQ(ParseDevice("cuda:7").value(), 7);
-}
-
-TEST(ParseDevice, RejectsOtherFormsNamingThem) {
-  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:1x", "CUDA:0", "cuda:0 ", ""}) {
-    auto parsed = ParseDevice(bad);
-    ASSERT_FALSE(parsed) << bad;
-    EXPECT_NE(parsed.error().message().find("cuda:N"), std::string::npos);
-  }
-}
-
 TrainerOptions GpuOptions(const std::string& device) {
   TrainerOptions o;
-  o.model = "mlp";
+  o.model = ModelKind::kMlp;
   o.steps_per_epoch = 10;
-  o.device = device;
+  o.device = ParseDevice(device).value();
   return o;
 }
 
@@ -52,7 +37,7 @@ TEST(TrainerDevice, AbsentGpuIsAClearError) {
 
 TEST(TrainerDevice, Fp32OnAGpuIsRefused) {
   TrainerOptions o = GpuOptions("cuda:0");
-  o.precision = "fp32";
+  o.precision = Precision::kFp32;
   auto trainer = Trainer::Create(o);
   ASSERT_FALSE(trainer);
   // Without a GPU the missing device may be reported first; either names cuda:0.

@@ -159,8 +159,6 @@ TEST(Optimizer, RejectsBadOptionsAndUnpackedTables) {
   auto unpacked = Optimizer::Create(OptimizerOptions{}, gap);
   ASSERT_FALSE(unpacked);
   EXPECT_NE(unpacked.error().message().find("p1"), std::string::npos);
-  EXPECT_FALSE(ParseOptimizerKind("adam"));
-  EXPECT_EQ(*ParseOptimizerKind("sgd"), OptimizerKind::kSgd);
 }
 
 // Prepare's norm pass is the trainer's Inf/NaN check: any non-finite gradient,

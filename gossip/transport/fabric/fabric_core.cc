@@ -25,7 +25,7 @@ constexpr int64_t kMaxWaitSpinUs = 64000;
 
 namespace {
 
-InfoOwner MakeHints(const std::string& provider, uint64_t extra_caps, uint64_t extra_order) {
+InfoOwner MakeHints(std::string_view provider, uint64_t extra_caps, uint64_t extra_order) {
   InfoOwner hints(fi_allocinfo());
   if (!hints) return hints;
   hints->caps = FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE | extra_caps;
@@ -35,7 +35,7 @@ InfoOwner MakeHints(const std::string& provider, uint64_t extra_caps, uint64_t e
   hints->domain_attr->threading = FI_THREAD_SAFE;
   hints->tx_attr->msg_order = FI_ORDER_SAS | extra_order;
   hints->rx_attr->msg_order = FI_ORDER_SAS | extra_order;
-  hints->fabric_attr->prov_name = strdup(provider.c_str());
+  hints->fabric_attr->prov_name = strdup(std::string(provider).c_str());
   return hints;
 }
 
@@ -71,12 +71,13 @@ void ApplyProviderEnvironment() {
 
 }  // namespace
 
-Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address, uint64_t extra_caps,
+Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bind_address, uint64_t extra_caps,
                           uint64_t extra_order) {
   ApplyProviderEnvironment();
+  const std::string provider(provider_name);
   InfoOwner hints = MakeHints(provider, extra_caps, extra_order);
   if (!hints) return Err(ResourceExhausted("fi_allocinfo failed"));
-  const bool bind = !bind_address.empty() && provider != "shm";
+  const bool bind = !bind_address.empty() && provider_name != ProviderName(FabricProvider::kShm);
   fi_info* list = nullptr;
   const int ret = fi_getinfo(kApiVersion, bind ? bind_address.c_str() : nullptr, nullptr,
                              bind ? FI_SOURCE : 0, hints.get(), &list);
@@ -98,14 +99,15 @@ Status FabricCore::Open() {
   CHORUS_ASSIGN_OR_RETURN(info_, GetInfo(options_.provider, options_.bind_address));
   const uint64_t tag_format = info_->ep_attr->mem_tag_format;
   if (tag_format != 0 && std::bit_width(tag_format) < std::bit_width(kMaxTag)) {
-    return FailedPrecondition("libfabric provider \"" + options_.provider + "\" matches " +
+    return FailedPrecondition("libfabric provider \"" + std::string(ProviderName(options_.provider)) + "\" matches " +
                               std::to_string(std::bit_width(tag_format)) +
                               " tag bits; Chorus needs " + std::to_string(std::bit_width(kMaxTag)));
   }
-  if (!options_.endpoint_name.empty() && options_.provider != "shm") {
+  const bool shm = options_.provider == FabricProvider::kShm;
+  if (!options_.endpoint_name.empty() && !shm) {
     return InvalidArgument("fabric endpoint name \"" + options_.endpoint_name + "\": only shm endpoints are named");
   }
-  if (options_.provider == "shm") {
+  if (shm) {
     // shm 1.17 accepts FI_PEEK but never completes it, and a receive shorter
     // than a large message wedges it (see the conformance suite), so there is
     // no safe way to take a message of unknown size.
@@ -120,13 +122,13 @@ Status FabricCore::Open() {
       CHORUS_LOG_INFO(Subsys::kFabric, "removed ", removed, " shm region(s) of processes that no longer run");
     }
   }
-  order_first_contact_ = options_.provider == "net";
-  watches_peer_processes_ = options_.provider == "shm";
-  peers_installed_before_first_send_ = options_.provider == "shm";
-  renews_endpoint_per_epoch_ = options_.provider == "shm";
+  order_first_contact_ = options_.provider == FabricProvider::kNet;
+  watches_peer_processes_ = shm;
+  peers_installed_before_first_send_ = shm;
+  renews_endpoint_per_epoch_ = shm;
   registering_ = options_.force_memory_registration ||
                  (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
-  describe_ = "fabric(" + options_.provider + " " +
+  describe_ = "fabric(" + std::string(ProviderName(options_.provider)) + " " +
               fabric::VersionString(info_->fabric_attr->prov_version) + ")";
   if (!options_.node_name.empty()) describe_ += "@" + options_.node_name;
 

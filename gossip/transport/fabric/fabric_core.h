@@ -507,8 +507,12 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
 // "tcp;ofi_rxm"), bound to `bind_address` when it is set and the provider is
 // not shm. `extra_caps` and `extra_order` add to the transport's hints
 // (PairExchange asks for FI_RMA and FI_ORDER_SAW).
-[[nodiscard]] Result<InfoOwner> GetInfo(const std::string& provider, const std::string& bind_address,
+[[nodiscard]] Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bind_address,
                                         uint64_t extra_caps = 0, uint64_t extra_order = 0);
+inline Result<InfoOwner> GetInfo(FabricProvider provider, const std::string& bind_address,
+                                 uint64_t extra_caps = 0, uint64_t extra_order = 0) {
+  return GetInfo(ProviderName(provider), bind_address, extra_caps, extra_order);
+}
 
 // The Request handle of an op (fabric_transport.cc).
 [[nodiscard]] Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,

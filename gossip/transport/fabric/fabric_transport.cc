@@ -81,7 +81,8 @@ class FabricTransport final : public Transport {
     auto fresh = std::make_shared<FabricCore>(options);
     Status opened = fresh->Open();
     if (!opened.ok()) {
-      return opened.WithContext("opening the " + options.provider + " endpoint of membership epoch " +
+      return opened.WithContext("opening the " + std::string(ProviderName(options.provider)) +
+                                " endpoint of membership epoch " +
                                 std::to_string(epoch));
     }
     core_.store(fresh.get(), std::memory_order_release);
@@ -150,10 +151,10 @@ Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,
 
 }  // namespace fabric
 
-std::chrono::microseconds BusyPollFor(const std::string& provider, int busy_processes,
+std::chrono::microseconds BusyPollFor(FabricProvider provider, int busy_processes,
                                       int override_us) {
   if (override_us >= 0) return std::chrono::microseconds(override_us);
-  if (provider != "shm") return std::chrono::microseconds(0);
+  if (provider != FabricProvider::kShm) return std::chrono::microseconds(0);
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
@@ -166,13 +167,13 @@ Result<std::unique_ptr<Transport>> MakeFabricTransport(const FabricOptions& opti
   auto core = std::make_shared<FabricCore>(options);
   Status opened = core->Open();
   if (!opened.ok()) {
-    return Err(opened.WithContext("opening libfabric endpoint (provider \"" + options.provider +
-                                  "\")"));
+    return Err(opened.WithContext("opening libfabric endpoint (provider \"" +
+                                  std::string(ProviderName(options.provider)) + "\")"));
   }
   return std::unique_ptr<Transport>(std::make_unique<FabricTransport>(options, std::move(core)));
 }
 
-Result<std::string> FabricProviderVersion(const std::string& provider) {
+Result<std::string> FabricProviderVersion(FabricProvider provider) {
   CHORUS_ASSIGN_OR_RETURN(InfoOwner info, fabric::GetInfo(provider, ""));
   return fabric::VersionString(info->fabric_attr->prov_version);
 }

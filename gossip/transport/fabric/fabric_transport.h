@@ -27,14 +27,14 @@
 #include <string>
 
 #include "common/status.h"
+#include "gossip/transport/provider.h"
 #include "gossip/transport/transport.h"
 
 namespace chorus::gossip {
 
 struct FabricOptions {
-  // libfabric provider, matched exactly against fi_info->fabric_attr->prov_name:
-  // "tcp;ofi_rxm" or "shm".
-  std::string provider = "tcp;ofi_rxm";
+  // libfabric provider, matched exactly against fi_info->fabric_attr->prov_name.
+  FabricProvider provider = FabricProvider::kTcpRxm;
   // Human name of this endpoint, used in Describe() and log lines ("node2").
   std::string node_name;
   // Address the tcp provider binds to ("" = provider default, every interface).
@@ -97,7 +97,7 @@ struct FabricOptions {
 // loopback packets are processed in softirq context that a poller which never
 // yields starves: 1 MiB ping-pong took 310 us with it against 290 us without.
 // An `override_us` >= 0 (a bench's --busy-poll-us) is returned as it is.
-std::chrono::microseconds BusyPollFor(const std::string& provider, int busy_processes,
+std::chrono::microseconds BusyPollFor(FabricProvider provider, int busy_processes,
                                       int override_us = -1);
 
 // Opens an endpoint (getinfo, fabric, domain, cq, av, ep, enable). The returned
@@ -106,7 +106,7 @@ std::chrono::microseconds BusyPollFor(const std::string& provider, int busy_proc
 
 // The version of `provider` as "117.0" (fi_info->fabric_attr->prov_version), for
 // the control plane's version check. NotFound when the provider is unavailable.
-[[nodiscard]] Result<std::string> FabricProviderVersion(const std::string& provider);
+[[nodiscard]] Result<std::string> FabricProviderVersion(FabricProvider provider);
 // The libfabric library version, fi_version(), as "1.17".
 std::string LibfabricVersion();
 

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "node/lab/compare/compare_config.h"
+#include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/lab/compare/emulated_link.h"
 #include "node/launch/launcher.h"
@@ -150,12 +151,12 @@ Result<CompareResult> RunCompare(const CompareOptions& options) {
               {"source", options.config_path},
               {"nodes", cc.nodes},
               {"target_accuracy", cc.target_accuracy},
-              {"model", base.train.model},
-              {"precision", base.train.precision},
+              {"model", trainer::ModelName(base.train.model)},
+              {"precision", trainer::PrecisionName(base.train.precision)},
               {"epochs", base.train.epochs},
               {"batch_size", base.train.batch_size},
               {"global_batch", base.train.batch_size * cc.nodes},
-              {"provider", link ? std::string("tcp;ofi_rxm") : base.fabric.provider},
+              {"provider", gossip::ProviderName(link ? gossip::FabricProvider::kTcpRxm : base.fabric.provider)},
               {"link", link_json},
               {"straggler", cc.slow_node >= 0 ? json{{"node", cc.slow_node}, {"slowdown", cc.slowdown}} : json(nullptr)},
               {"single_node", single_node},
@@ -178,7 +179,8 @@ Result<CompareResult> RunCompare(const CompareOptions& options) {
     lo.overrides.insert(lo.overrides.end(), sets.begin(), sets.end());
     for (const std::string& s : run_overrides(dir_name, nodes)) lo.overrides.push_back(s);
     if (link && nodes == cc.nodes) {
-      lo.overrides.push_back("fabric.provider=\"tcp;ofi_rxm\"");  // shm would bypass the links
+      // shm would bypass the links.
+      lo.overrides.push_back("fabric.provider=" + TomlQuote(gossip::ProviderName(gossip::FabricProvider::kTcpRxm)));
       for (int i = 0; i < nodes; ++i) {
         lo.node_hosts.push_back(link->host(i));
         lo.node_wrappers.push_back(link->Wrapper(i));

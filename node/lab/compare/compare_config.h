@@ -64,7 +64,7 @@ struct CompareConfig {
 // pairwise-async, choco-sign, local-sgd; also halving-doubling-allreduce,
 // push-sum-one-peer-exp, choco-topk.
 const std::vector<CompareMethod>& BuiltinMethods();
-// The default matrix (issue 6): the first seven of BuiltinMethods().
+// The default matrix: the first seven of BuiltinMethods().
 std::vector<std::string> DefaultMethodNames();
 
 // Reads the [compare] table of `path` (absent table: all defaults).

@@ -41,18 +41,20 @@ CompareMethod LocalSgdHypercube() {
            "exchange.period=8"}};
 }
 
-bool HasOverride(const CompareMethod& m, const std::string& assignment) {
-  return std::find(m.overrides.begin(), m.overrides.end(), assignment) != m.overrides.end();
-}
-
-// Why `method` cannot run under virtual time with `nodes` nodes ("" when it can).
+// Why `method` cannot run under virtual time with `nodes` nodes ("" when it
+// can), by what its overrides set (a bad override is reported where the
+// method's config is built: MethodConfig).
 std::string Unsupported(const CompareMethod& m, int nodes) {
-  if (HasOverride(m, "exchange.protocol=pairwise-async")) {
+  Config set = DefaultConfig();
+  for (const std::string& o : m.overrides) {
+    if (!ApplyOverride(&set, o, "method " + m.name).ok()) return "";
+  }
+  if (set.exchange.protocol == GossipProtocolKind::kPairwiseAsync) {
     return "asynchronous pairwise gossip has no sound virtual time: a node answers a peer's "
            "request from its responder thread at a wall-clock moment, so the parameters it "
            "sends belong to no defined virtual instant (run it with `chorus compare`)";
   }
-  if (HasOverride(m, "topology.kind=complete") && nodes > kMaxCompleteGraphNodes) {
+  if (set.topology.kind == topologies::GraphKind::kComplete && nodes > kMaxCompleteGraphNodes) {
     return "gossip on the complete graph keeps " + std::to_string(nodes - 1) +
            " full parameter inboxes per node (n^2 vectors in one process) past " +
            std::to_string(kMaxCompleteGraphNodes) + " nodes; use local-sgd-hypercube";
@@ -69,7 +71,7 @@ Result<Config> MethodConfig(const SimulateOptions& options, const CompareMethod&
   config.run.name = method.name;
   config.run.output_dir = options.out_dir;
   config.train.threads = 1;
-  config.exchange.on_failure = "stop";
+  config.exchange.on_failure = OnFailure::kStop;
   config.fabric.op_timeout_s = options.timeout_s;
   config.cluster.min_nodes = options.nodes;
   CHORUS_RETURN_IF_ERROR(ValidateConfig(config));
@@ -146,7 +148,7 @@ SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& m
 
   // Every node's GossipExchange would compute the same O(n^3) spectral gap.
   double spectral_gap = -1.0;
-  if (config->exchange.kind == "gossip") {
+  if (config->exchange.kind == ExchangeKind::kGossip) {
     Result<topologies::Graph> graph = GossipGraph(*config, n);
     if (!graph) return fail(graph.error());
     auto gap = topologies::GraphSpectralGap(*graph);

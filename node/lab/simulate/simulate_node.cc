@@ -40,11 +40,11 @@ MembershipView VirtualView(int self, int world_size, int batch_size) {
 
 Result<std::unique_ptr<Exchange>> MakeExchange(const Config& config, ClusterSession* session,
                                                trainer::Trainer* trainer, double spectral_gap) {
-  if (config.exchange.kind == "allreduce") {
+  if (config.exchange.kind == ExchangeKind::kAllreduce) {
     CHORUS_ASSIGN_OR_RETURN(auto ex, AllreduceExchange::Create(config, session, trainer, nullptr));
     return std::unique_ptr<Exchange>(std::move(ex));
   }
-  if (config.exchange.kind == "gossip") {
+  if (config.exchange.kind == ExchangeKind::kGossip) {
     CHORUS_ASSIGN_OR_RETURN(auto ex, GossipExchange::Create(config, session, trainer, nullptr,
                                                              spectral_gap));
     return std::unique_ptr<Exchange>(std::move(ex));

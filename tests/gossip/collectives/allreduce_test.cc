@@ -125,13 +125,13 @@ TEST(AllreduceAutoTest, SmallTreeWhenRanksOutnumberCores) {
   // Host memory still wins.
   EXPECT_EQ(ChooseAllreduceAlgorithm(64, 4, 1, x, true, 2), AllreduceAlgorithm::kSharedMemory);
   // The providers' defaults: net to 64 KiB, tcp;ofi_rxm to 16 KiB, never over shm.
-  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 10, 4, 1, CrossoversForProvider("net"), kNoHostMemory, 2),
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 10, 4, 1, CrossoversForProvider(FabricProvider::kNet), kNoHostMemory, 2),
             AllreduceAlgorithm::kTree);
-  EXPECT_EQ(ChooseAllreduceAlgorithm(16 << 10, 4, 1, CrossoversForProvider("tcp;ofi_rxm"), kNoHostMemory, 2),
+  EXPECT_EQ(ChooseAllreduceAlgorithm(16 << 10, 4, 1, CrossoversForProvider(FabricProvider::kTcpRxm), kNoHostMemory, 2),
             AllreduceAlgorithm::kTree);
-  EXPECT_EQ(ChooseAllreduceAlgorithm((16 << 10) + 4, 4, 1, CrossoversForProvider("tcp;ofi_rxm"), kNoHostMemory, 2),
+  EXPECT_EQ(ChooseAllreduceAlgorithm((16 << 10) + 4, 4, 1, CrossoversForProvider(FabricProvider::kTcpRxm), kNoHostMemory, 2),
             AllreduceAlgorithm::kRecursiveDoubling);
-  EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 1, CrossoversForProvider("shm"), kNoHostMemory, 2),
+  EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 1, CrossoversForProvider(FabricProvider::kShm), kNoHostMemory, 2),
             AllreduceAlgorithm::kRecursiveDoubling);
 }
 
@@ -295,18 +295,18 @@ TEST(AllreduceAutoTest, FitRefusesIncompleteOrBadTimings) {
                                           {4096, 4, AllreduceAlgorithm::kHalvingDoubling, 10}};
   auto missing = FitAllreduceCrossovers(timings, AllreduceCrossovers{});
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message().find("recursive_doubling"), std::string::npos) << missing.error().ToString();
+  EXPECT_NE(missing.error().message().find("recursive-doubling"), std::string::npos) << missing.error().ToString();
   timings.push_back({4096, 4, AllreduceAlgorithm::kRecursiveDoubling, std::nan("")});
   auto bad = FitAllreduceCrossovers(timings, AllreduceCrossovers{});
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message().find("recursive_doubling at 4096 B over 4 ranks"), std::string::npos)
+  EXPECT_NE(bad.error().message().find("recursive-doubling at 4096 B over 4 ranks"), std::string::npos)
       << bad.error().ToString();
 }
 
 // Over net the double binary tree takes the large buffers from the ring (it
 // won from 4 MiB to 64 MiB at 2 and 4 ranks); elsewhere the defaults.
 TEST(AllreduceAutoTest, NetTakesTheTreeAboveHalvingDoubling) {
-  const AllreduceCrossovers net = CrossoversForProvider("net");
+  const AllreduceCrossovers net = CrossoversForProvider(FabricProvider::kNet);
   EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 4, net), AllreduceAlgorithm::kRecursiveDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(2 << 20, 4, 4, net), AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm((2 << 20) + 4, 4, 4, net), AllreduceAlgorithm::kTree);
@@ -315,14 +315,14 @@ TEST(AllreduceAutoTest, NetTakesTheTreeAboveHalvingDoubling) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 8, 2, net), AllreduceAlgorithm::kHierarchical);
   EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 4, 1, net, /*host_memory=*/true), AllreduceAlgorithm::kSharedMemory);
   // rxm: recursive doubling up to 256 KiB, halving-doubling above it.
-  const AllreduceCrossovers rxm = CrossoversForProvider("tcp;ofi_rxm");
+  const AllreduceCrossovers rxm = CrossoversForProvider(FabricProvider::kTcpRxm);
   EXPECT_EQ(ChooseAllreduceAlgorithm(256 << 10, 4, 4, rxm), AllreduceAlgorithm::kRecursiveDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm((256 << 10) + 4, 4, 4, rxm), AllreduceAlgorithm::kHalvingDoubling);
-  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 10, 4, 4, CrossoversForProvider("shm")),
+  EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 10, 4, 4, CrossoversForProvider(FabricProvider::kShm)),
             AllreduceAlgorithm::kHalvingDoubling);
-  for (const char* provider : {"tcp;ofi_rxm", "shm", ""}) {
+  for (FabricProvider provider : {FabricProvider::kTcpRxm, FabricProvider::kShm}) {
     EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 20, 4, 4, CrossoversForProvider(provider)), AllreduceAlgorithm::kRing)
-        << provider;
+        << ProviderName(provider);
   }
 }
 
@@ -378,7 +378,7 @@ std::vector<Case> SweepCases() {
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   std::string algo(AllreduceAlgorithmName(info.param.algorithm));
-  algo.erase(std::remove(algo.begin(), algo.end(), '_'), algo.end());
+  algo.erase(std::remove(algo.begin(), algo.end(), '-'), algo.end());
   static const char* kLen[] = {"Empty", "One", "SevenNPlus3", "Large"};
   return algo + "N" + std::to_string(info.param.n) + kLen[info.param.len_kind];
 }

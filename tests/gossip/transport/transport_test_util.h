@@ -30,11 +30,11 @@ inline std::string KindName(TransportKind kind) {
   return "?";
 }
 
-inline std::string ProviderOf(TransportKind kind) {
+inline FabricProvider ProviderOf(TransportKind kind) {
   switch (kind) {
-    case TransportKind::kShm: return "shm";
-    case TransportKind::kNet: return "net";
-    default: return "tcp;ofi_rxm";
+    case TransportKind::kShm: return FabricProvider::kShm;
+    case TransportKind::kNet: return FabricProvider::kNet;
+    default: return FabricProvider::kTcpRxm;
   }
 }
 

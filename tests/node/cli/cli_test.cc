@@ -129,7 +129,7 @@ TEST(CliTest, NodeRejectsBadOverridesBeforeStarting) {
 TEST(CliTest, BenchAllreduceRunsAndPrintsItsTable) {
   Outcome bench = RunChorus(
       "bench allreduce --ranks 2 --provider 'tcp;ofi_rxm' --min-size 4KiB --max-size 4KiB "
-      "--algorithms ring,recursive_doubling --seconds 0.05 --warmup 0");
+      "--algorithms ring,recursive-doubling --seconds 0.05 --warmup 0");
   ASSERT_EQ(bench.exit_code, 0) << bench.output;
   EXPECT_THAT(bench.output, HasSubstr("busbw(GB/s)      p99(us)"));
   EXPECT_THAT(bench.output, ::testing::Not(HasSubstr("CHECK FAILED")));
@@ -141,7 +141,7 @@ TEST(CliTest, BenchAllreduceRunsAndPrintsItsTable) {
     for (std::string x; fields >> x;) f.push_back(x);
     if (f.size() != 9 || f[0] != "4096") continue;
     ++rows;
-    EXPECT_TRUE(f[3] == "ring" || f[3] == "recursive_doubling") << line;
+    EXPECT_TRUE(f[3] == "ring" || f[3] == "recursive-doubling") << line;
     EXPECT_GT(std::stod(f[5]), 0.0) << line;
     EXPECT_GE(std::stod(f[8]), std::stod(f[5])) << line;
   }
@@ -162,7 +162,7 @@ TEST(CliTest, BenchAllreduceTakesCrossoversFromANodesConfig) {
       "--warmup 0";
   Outcome plain = RunChorus("bench allreduce" + common);
   EXPECT_EQ(plain.exit_code, 0) << plain.output;
-  EXPECT_THAT(plain.output, HasSubstr("# auto picks: 4096 B recursive_doubling\n"));
+  EXPECT_THAT(plain.output, HasSubstr("# auto picks: 4096 B recursive-doubling\n"));
   // No recursive doubling, and 4 KiB is below halving-doubling: the ring.
   Outcome good = RunChorus("bench allreduce --config " + (dir / "good.toml").string() + common);
   EXPECT_EQ(good.exit_code, 0) << good.output;
@@ -200,9 +200,9 @@ TEST(CliTest, BenchAllreduceFitsCrossoversANodeTakes) {
   EXPECT_EQ(fitted.exit_code, 0) << fitted.output;
   EXPECT_THAT(fitted.output, HasSubstr("# auto picks:" + picks + "\n")) << fit.output;
 
-  Outcome short_of_one = RunChorus("bench allreduce --fit-crossovers --algorithms ring,tree,halving_doubling" + common);
+  Outcome short_of_one = RunChorus("bench allreduce --fit-crossovers --algorithms ring,tree,halving-doubling" + common);
   EXPECT_EQ(short_of_one.exit_code, 2) << short_of_one.output;
-  EXPECT_THAT(short_of_one.output, HasSubstr("--fit-crossovers needs recursive_doubling in --algorithms"));
+  EXPECT_THAT(short_of_one.output, HasSubstr("--fit-crossovers needs recursive-doubling in --algorithms"));
   std::filesystem::remove_all(dir);
 }
 

@@ -1,6 +1,7 @@
 // Tests of node/config_parse: every file in configs/, defaults, error messages
 // (file:line:col, key path, expectation, suggestion), overrides, printing back
 // as TOML, environment hints and host:port syntax.
+#include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/exchange/gossip_exchange.h"
 
@@ -51,9 +52,9 @@ TEST(ConfigParseTest, SingleMlpIsTheBuiltInDefault) {
   Result<Config> config = ParseConfigFile(std::string(CHORUS_SOURCE_DIR) + "/configs/single-mlp.toml");
   ASSERT_TRUE(config) << ErrorOf(config);
   EXPECT_TRUE(config->SameSettings(DefaultConfig())) << DescribeConfig(*config);
-  EXPECT_EQ(config->train.model, "mlp");
-  EXPECT_EQ(config->train.precision, "fp16");
-  EXPECT_EQ(config->train.optimizer, "lars");
+  EXPECT_EQ(config->train.model, trainer::ModelKind::kMlp);
+  EXPECT_EQ(config->train.precision, trainer::Precision::kFp16);
+  EXPECT_EQ(config->train.optimizer, trainer::OptimizerKind::kLars);
   EXPECT_EQ(config->train.epochs, 5);
   EXPECT_EQ(config->train.batch_size, 64);
 }
@@ -61,9 +62,9 @@ TEST(ConfigParseTest, SingleMlpIsTheBuiltInDefault) {
 TEST(ConfigParseTest, SingleCnnUsesBatchNormModel) {
   Result<Config> config = ParseConfigFile(std::string(CHORUS_SOURCE_DIR) + "/configs/single-cnn.toml");
   ASSERT_TRUE(config) << ErrorOf(config);
-  EXPECT_EQ(config->train.model, "cnn-bn");
-  EXPECT_EQ(config->train.precision, "fp16");
-  EXPECT_EQ(config->train.optimizer, "lars");
+  EXPECT_EQ(config->train.model, trainer::ModelKind::kCnnBn);
+  EXPECT_EQ(config->train.precision, trainer::Precision::kFp16);
+  EXPECT_EQ(config->train.optimizer, trainer::OptimizerKind::kLars);
   EXPECT_EQ(config->train.epochs, 5);
 }
 
@@ -178,7 +179,12 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[train]\nmodel = \"cnn_bn\"", "got \"cnn_bn\" (did you mean \"cnn-bn\"?)"},
       {"[train]\nprecision = \"bf16\"", "train.precision: expected one of \"fp16\", \"fp32\""},
       {"[train]\noptimizer = \"adam\"", "train.optimizer: expected one of \"lars\", \"sgd\""},
-      {"[train]\nepochs = -1", "train.epochs: expected an integer >= 0, got -1"},
+      {"[train]\nepochs = -1", "train.epochs: expected an integer >= 1, got -1"},
+      {"[train]\nepochs = 0", "train.epochs: expected an integer >= 1, got 0"},
+      {"[train]\nbatch_size = 100000000", "train.batch_size: expected at most 60000 (the shard of one node: "
+                                          "60000 training images over 1 node), got 100000000"},
+      {"[train]\nbatch_size = 64\n[data]\ntrain_limit = 100\n[cluster]\nmin_nodes = 2",
+       "train.batch_size: expected at most 50 (the shard of one node: 100 training images over 2 nodes), got 64"},
       {"[train]\nthreads = 0", "train.threads: expected an integer in [1, 256], got 0"},
       {"[train]\nthreads = 257", "train.threads: expected an integer in [1, 256], got 257"},
       {"[train]\nbase_lr = 0", "train.base_lr: expected a number > 0.0, got 0.0"},
@@ -220,10 +226,9 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[fabric]\nprovider = \"verbs\"", "fabric.provider: expected one of \"tcp;ofi_rxm\", \"net\", \"shm\", got \"verbs\""},
       {"[fabric]\nop_timeout_s = 0", "fabric.op_timeout_s: expected a number > 0.0"},
       {"[exchange]\nkind = \"ps\"", "exchange.kind: expected one of \"none\", \"allreduce\", \"gossip\", got \"ps\""},
-      {"[exchange]\nalgorithm = \"rings\"", "exchange.algorithm: expected one of \"ring\", \"tree\", "
+      {"[exchange]\nalgorithm = \"rings\"", "exchange.algorithm: expected one of \"auto\", \"ring\", \"tree\", "
                                             "\"halving-doubling\", \"recursive-doubling\", \"hierarchical\", "
-                                            "\"auto\", got \"rings\" "
-                                            "(did you mean \"ring\"?)"},
+                                            "got \"rings\" (did you mean \"ring\"?)"},
       {"[exchange]\nbucket_kib = 0", "exchange.bucket_kib: expected an integer >= 1, got 0"},
       {"[exchange]\nfp16_wire = 1", "exchange.fp16_wire: expected a boolean (true or false), got an integer (1)"},
       {"[exchange]\non_failure = \"retry\"", "exchange.on_failure: expected one of \"continue\", \"stop\""},
@@ -286,16 +291,16 @@ TEST(ConfigParseTest, ExchangeAndTopologyKeysAreRead) {
       "degree = 3\n";
   Result<Config> config = ParseConfigString(text, "x.toml");
   ASSERT_TRUE(config) << ErrorOf(config);
-  EXPECT_EQ(config->exchange.kind, "gossip");
-  EXPECT_EQ(config->exchange.protocol, "choco");
+  EXPECT_EQ(config->exchange.kind, ExchangeKind::kGossip);
+  EXPECT_EQ(config->exchange.protocol, GossipProtocolKind::kChoco);
   EXPECT_EQ(config->exchange.gamma, 0.5);
   EXPECT_TRUE(config->exchange.fp16_wire);
-  EXPECT_EQ(config->exchange.consensus, "rounds");
-  EXPECT_EQ(config->exchange.algorithm, "auto");  // untouched keys keep their defaults
-  EXPECT_EQ(config->exchange.compression.codec, "int8");
+  EXPECT_EQ(config->exchange.consensus, ConsensusSetting::kRounds);
+  EXPECT_EQ(config->exchange.algorithm, gossip::AllreduceAlgorithm::kAuto);  // untouched keys keep their defaults
+  EXPECT_EQ(config->exchange.compression.codec, gossip::CodecKind::kInt8);
   EXPECT_EQ(config->exchange.compression.chunk, 64);
   EXPECT_EQ(config->exchange.compression.ratio, CompressionConfig{}.ratio);
-  EXPECT_EQ(config->topology.kind, "torus");
+  EXPECT_EQ(config->topology.kind, topologies::GraphKind::kTorus);
   EXPECT_EQ(config->topology.dims, (std::vector<int>{2, 4}));
   EXPECT_EQ(config->topology.degree, 3);
   EXPECT_EQ(config->origins.at("exchange.compression.codec"), "x.toml:9:1");
@@ -307,12 +312,12 @@ TEST(ConfigParseTest, CompressionMayBeAnInlineTableOrDottedKeys) {
   Result<Config> inline_table =
       ParseConfigString("[exchange]\nkind = \"gossip\"\ncompression = { codec = \"sign\", chunk = 32 }\n", "x.toml");
   ASSERT_TRUE(inline_table) << ErrorOf(inline_table);
-  EXPECT_EQ(inline_table->exchange.compression.codec, "sign");
+  EXPECT_EQ(inline_table->exchange.compression.codec, gossip::CodecKind::kSign);
   EXPECT_EQ(inline_table->exchange.compression.chunk, 32);
 
   Result<Config> dotted = ParseConfigString("[exchange]\ncompression.codec = \"fp16\"\n", "x.toml");
   ASSERT_TRUE(dotted) << ErrorOf(dotted);
-  EXPECT_EQ(dotted->exchange.compression.codec, "fp16");
+  EXPECT_EQ(dotted->exchange.compression.codec, gossip::CodecKind::kFp16);
 
   Result<Config> bad = ParseConfigString("[exchange]\ncompression = { codec = \"zip\" }\n", "x.toml");
   EXPECT_THAT(ErrorOf(bad), HasSubstr("x.toml:2:17: exchange.compression.codec: expected one of"));
@@ -323,8 +328,8 @@ TEST(ConfigParseTest, CompressionMayBeAnInlineTableOrDottedKeys) {
 TEST(ConfigParseTest, CrossoversOverrideTheProvidersDefaults) {
   Result<Config> plain = ParseConfigString("[fabric]\nprovider = \"net\"\n", "x.toml");
   ASSERT_TRUE(plain) << ErrorOf(plain);
-  const gossip::AllreduceCrossovers net = gossip::CrossoversForProvider("net");
-  const gossip::AllreduceCrossovers kept = CrossoversFromConfig("net", plain->exchange.crossovers);
+  const gossip::AllreduceCrossovers net = gossip::CrossoversForProvider(gossip::FabricProvider::kNet);
+  const gossip::AllreduceCrossovers kept = CrossoversFromConfig(gossip::FabricProvider::kNet, plain->exchange.crossovers);
   EXPECT_EQ(kept.small_tree_max_bytes, net.small_tree_max_bytes);
   EXPECT_EQ(kept.recursive_doubling_max_bytes, net.recursive_doubling_max_bytes);
   EXPECT_EQ(kept.halving_doubling_max_bytes, net.halving_doubling_max_bytes);
@@ -371,7 +376,7 @@ TEST(ConfigParseTest, FittedCrossoversTomlReadsBack) {
   EXPECT_NE(toml.find("large_tree_min_kib = 2147483647  # never"), std::string::npos) << toml;
   Result<Config> parsed = ParseConfigString(toml, "fitted.toml");
   ASSERT_TRUE(parsed) << ErrorOf(parsed) << "\n" << toml;
-  const gossip::AllreduceCrossovers back = CrossoversFromConfig("net", parsed->exchange.crossovers);
+  const gossip::AllreduceCrossovers back = CrossoversFromConfig(gossip::FabricProvider::kNet, parsed->exchange.crossovers);
   EXPECT_EQ(back.small_tree_max_bytes, 3072u);
   EXPECT_EQ(back.recursive_doubling_max_bytes, 4096u);
   EXPECT_EQ(back.tree_max_bytes, 0u);
@@ -381,7 +386,7 @@ TEST(ConfigParseTest, FittedCrossoversTomlReadsBack) {
     EXPECT_EQ(gossip::ChooseAllreduceAlgorithm(bytes, 4, 1, back), gossip::AllreduceAlgorithm::kRing) << bytes;
   }
   // hierarchical_min_kib is not the fit's to say: the provider's stays.
-  EXPECT_EQ(back.hierarchical_min_bytes, gossip::CrossoversForProvider("net").hierarchical_min_bytes);
+  EXPECT_EQ(back.hierarchical_min_bytes, gossip::CrossoversForProvider(gossip::FabricProvider::kNet).hierarchical_min_bytes);
 }
 
 // What a joiner's settings are compared by: [exchange] (subtables too),
@@ -420,7 +425,7 @@ TEST(ConfigParseTest, LossyCodecWithoutChocoIsAllowed) {
   Result<Config> config = ParseConfigString(
       "[exchange]\nkind = \"gossip\"\nprotocol = \"dpsgd\"\n[exchange.compression]\ncodec = \"top-k\"\n", "x.toml");
   ASSERT_TRUE(config) << ErrorOf(config);
-  EXPECT_EQ(config->exchange.compression.codec, "top-k");
+  EXPECT_EQ(config->exchange.compression.codec, gossip::CodecKind::kTopK);
 }
 
 TEST(ConfigParseTest, CrossFieldErrorPointsAtTheKeyThatWasSet) {
@@ -499,9 +504,9 @@ TEST(ConfigOverrideTest, SetsNestedBooleanAndIntegerListKeys) {
   ASSERT_TRUE(ApplyOverride(&config, "exchange.compression.codec=sign", "--set a").ok());
   ASSERT_TRUE(ApplyOverride(&config, "exchange.compression.ratio=0.5", "--set").ok());
   ASSERT_TRUE(ApplyOverride(&config, "topology.dims=[2,4]", "--set b").ok());
-  EXPECT_EQ(config.exchange.kind, "allreduce");
+  EXPECT_EQ(config.exchange.kind, ExchangeKind::kAllreduce);
   EXPECT_TRUE(config.exchange.fp16_wire);
-  EXPECT_EQ(config.exchange.compression.codec, "sign");
+  EXPECT_EQ(config.exchange.compression.codec, gossip::CodecKind::kSign);
   EXPECT_EQ(config.exchange.compression.ratio, 0.5);
   EXPECT_EQ(config.topology.dims, (std::vector<int>{2, 4}));
   EXPECT_EQ(config.origins.at("exchange.compression.codec"), "--set a");
@@ -568,15 +573,15 @@ TEST(DescribeConfigTest, PrintsEveryKeyAndReparsesToTheSameSettings) {
   config.train.weight_decay = 1e-7;
   config.train.seed = 9007199254740993ull;  // above 2^53: an integer, not a double
   config.loss_scale.initial = 1e20;
-  config.train.epochs = 0;
-  config.exchange.kind = "gossip";
-  config.exchange.protocol = "choco";
+  config.train.epochs = 7;
+  config.exchange.kind = ExchangeKind::kGossip;
+  config.exchange.protocol = GossipProtocolKind::kChoco;
   config.exchange.fp16_wire = true;
   config.exchange.gamma = 0.1 + 0.2;
-  config.exchange.compression.codec = "top-k";
+  config.exchange.compression.codec = gossip::CodecKind::kTopK;
   config.exchange.compression.ratio = 0.003;
   config.exchange.compression.chunk = 17;
-  config.topology.kind = "torus";
+  config.topology.kind = topologies::GraphKind::kTorus;
   config.topology.dims = {2, 3, 4};
   config.topology.seed = 42;
   ASSERT_TRUE(ValidateConfig(config).ok()) << ErrorOf(ValidateConfig(config));
@@ -738,11 +743,11 @@ namespace {
 TEST(ChocoGammaTest, ZeroPicksTheCodecDefaultOtherwiseTheSetting) {
   ExchangeConfig e;
   ASSERT_EQ(e.gamma, 0.0);
-  e.compression.codec = "sign";
+  e.compression.codec = gossip::CodecKind::kSign;
   EXPECT_EQ(ChocoGamma(e), 0.8);
-  e.compression.codec = "top-k";
+  e.compression.codec = gossip::CodecKind::kTopK;
   EXPECT_EQ(ChocoGamma(e), 0.2);
-  e.compression.codec = "random-k";
+  e.compression.codec = gossip::CodecKind::kRandomK;
   EXPECT_EQ(ChocoGamma(e), 0.2);
   e.gamma = 0.35;
   EXPECT_EQ(ChocoGamma(e), 0.35);

@@ -15,7 +15,7 @@ Member SampleMember(int rank, const std::string& name) {
   m.name = name;
   m.control_address = "127.0.0.1:" + std::to_string(4000 + rank);
   m.data_address = {0x00, 0x01, 0xfe, 0xff, static_cast<uint8_t>(rank)};
-  m.device = rank % 2 ? "cuda" : "cpu";
+  m.device = rank % 2 ? trainer::Device::Cuda(0) : trainer::Device::Cpu();
   m.batch_size = 64 + rank;
   m.host_group = "host" + std::to_string(rank / 2);
   m.rank_hint = rank == 1 ? 7 : -1;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "node/config/config_parse.h"
 
 namespace chorus::node {
 namespace {
@@ -43,7 +44,7 @@ class LoggingTest : public ::testing::Test {
 TEST_F(LoggingTest, LinesCarryTimeLevelPrefixAndSubsystem) {
   const std::filesystem::path path = dir_ / "run" / "node3" / "node.log";
   RunConfig run;
-  run.log_level = "debug";
+  run.log_level = LogLevel::kDebug;
   {
     Result<std::unique_ptr<LogSession>> session = InstallLogging(run, path.string(), "");
     ASSERT_TRUE(session) << session.error().message();
@@ -65,7 +66,7 @@ TEST_F(LoggingTest, LinesCarryTimeLevelPrefixAndSubsystem) {
 TEST_F(LoggingTest, LevelFromTheConfigFiltersLines) {
   const std::filesystem::path path = dir_ / "node.log";
   RunConfig run;
-  run.log_level = "warn";
+  run.log_level = LogLevel::kWarn;
   {
     auto session = InstallLogging(run, path.string(), "");
     ASSERT_TRUE(session);
@@ -96,9 +97,8 @@ TEST_F(LoggingTest, FileCanBeOpenedLaterAndAppends) {
 }
 
 TEST_F(LoggingTest, BadLevelAndUnwritableFileAreErrors) {
-  RunConfig run;
-  run.log_level = "loud";
-  auto bad_level = InstallLogging(run, std::nullopt, "");
+  // A level is a name the config parser checks (the logging gets a LogLevel).
+  auto bad_level = ParseConfigString("[run]\nlog_level = \"loud\"\n", "x.toml");
   ASSERT_FALSE(bad_level);
   EXPECT_THAT(bad_level.error().message(), HasSubstr("run.log_level"));
 

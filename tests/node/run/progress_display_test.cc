@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "node/config/config_parse.h"
 #include "node/run/console_line.h"
 
 namespace chorus::node {
@@ -69,13 +70,14 @@ ProgressUpdate Step(int epoch, int64_t step, double elapsed_s) {
 }
 
 TEST(ProgressModeTest, AutoAndBarNeedATerminal) {
-  EXPECT_EQ(*ResolveProgressMode("auto", true), ProgressMode::kBar);
-  EXPECT_EQ(*ResolveProgressMode("auto", false), ProgressMode::kLines);
-  EXPECT_EQ(*ResolveProgressMode("bar", true), ProgressMode::kBar);
-  EXPECT_EQ(*ResolveProgressMode("bar", false), ProgressMode::kLines);
-  EXPECT_EQ(*ResolveProgressMode("lines", true), ProgressMode::kLines);
-  EXPECT_EQ(*ResolveProgressMode("off", true), ProgressMode::kOff);
-  Result<ProgressMode> bad = ResolveProgressMode("fancy", true);
+  EXPECT_EQ(ResolveProgressMode(ProgressSetting::kAuto, true), ProgressMode::kBar);
+  EXPECT_EQ(ResolveProgressMode(ProgressSetting::kAuto, false), ProgressMode::kLines);
+  EXPECT_EQ(ResolveProgressMode(ProgressSetting::kBar, true), ProgressMode::kBar);
+  EXPECT_EQ(ResolveProgressMode(ProgressSetting::kBar, false), ProgressMode::kLines);
+  EXPECT_EQ(ResolveProgressMode(ProgressSetting::kLines, true), ProgressMode::kLines);
+  EXPECT_EQ(ResolveProgressMode(ProgressSetting::kOff, true), ProgressMode::kOff);
+  // The setting is a name the config parser checks.
+  Result<Config> bad = ParseConfigString("[run]\nprogress = \"fancy\"\n", "x.toml");
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().message(), HasSubstr("run.progress"));
 }

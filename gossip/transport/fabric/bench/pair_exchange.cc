@@ -26,8 +26,8 @@ class FabricPairExchange final : public PairExchange {
 
   // fabtests' steps: getinfo, fabric, domain, CQ, AV, endpoint, enable, then
   // the names and regions through `swap`, then first contact.
-  Status Setup(const std::string& provider, const Swap& swap) {
-    CHORUS_ASSIGN_OR_RETURN(info_, fabric::GetInfo(provider, provider == "shm" ? "" : kBindAddress, FI_RMA,
+  Status Setup(FabricProvider provider, const Swap& swap) {
+    CHORUS_ASSIGN_OR_RETURN(info_, fabric::GetInfo(provider, provider == FabricProvider::kShm ? "" : kBindAddress, FI_RMA,
                                                    FI_ORDER_SAW));
     CHORUS_FI_RETURN_IF_ERROR(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
     CHORUS_FI_RETURN_IF_ERROR(fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr), "fi_domain");
@@ -199,7 +199,7 @@ class FabricPairExchange final : public PairExchange {
 
 }  // namespace
 
-Result<std::unique_ptr<PairExchange>> PairExchange::Open(const std::string& provider, size_t bytes, int self,
+Result<std::unique_ptr<PairExchange>> PairExchange::Open(FabricProvider provider, size_t bytes, int self,
                                                          const Swap& swap) {
   if (bytes < 8 || bytes % 8 != 0) {
     return Err(InvalidArgument("pair exchange of " + std::to_string(bytes) + " bytes: a multiple of 8 is needed"));
@@ -207,7 +207,7 @@ Result<std::unique_ptr<PairExchange>> PairExchange::Open(const std::string& prov
   if (self != 0 && self != 1) return Err(InvalidArgument("pair exchange: rank " + std::to_string(self) + " of 2"));
   auto exchange = std::make_unique<FabricPairExchange>(bytes, self);
   Status status = exchange->Setup(provider, swap);
-  if (!status.ok()) return Err(status.WithContext("pair exchange over " + provider));
+  if (!status.ok()) return Err(status.WithContext("pair exchange over " + std::string(ProviderName(provider))));
   return std::unique_ptr<PairExchange>(std::move(exchange));
 }
 

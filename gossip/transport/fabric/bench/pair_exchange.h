@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gossip/transport/provider.h"
 
 namespace chorus::gossip {
 
@@ -44,7 +45,7 @@ class PairExchange {
   // Opens an endpoint of `provider` on 127.0.0.1 (shm: none), swaps endpoint
   // names and scratch regions with the peer through `swap`, and makes first
   // contact (rank 0 sends first). `self` is 0 or 1; `bytes` a multiple of 8.
-  [[nodiscard]] static Result<std::unique_ptr<PairExchange>> Open(const std::string& provider, size_t bytes,
+  [[nodiscard]] static Result<std::unique_ptr<PairExchange>> Open(FabricProvider provider, size_t bytes,
                                                                   int self, const Swap& swap);
   virtual ~PairExchange() = default;
 

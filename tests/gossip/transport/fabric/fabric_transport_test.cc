@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/shm_names.h"
+#include "gossip/transport/fabric/fabric_core.h"
 #include "gossip/transport/fabric/mr_cache.h"
 #include "gossip/transport/fabric/shm_region_lock.h"
 #include "tests/gossip/transport/transport_test_util.h"
@@ -67,7 +68,7 @@ bool ReceiveBlob(int fd, std::vector<uint8_t>* blob) {
 // (BeginEpoch, SetPeers with the published addresses, each followed by a
 // handshake over the pipe as the node's control-plane barriers): returns an
 // empty string on success, else what went wrong.
-std::string ExchangeAsRank(const std::string& provider, int rank, int read_fd, int write_fd) {
+std::string ExchangeAsRank(FabricProvider provider, int rank, int read_fd, int write_fd) {
   constexpr size_t kBytes = size_t{1} << 20;
   FabricOptions options;
   options.provider = provider;
@@ -119,7 +120,7 @@ std::string ExchangeAsRank(const std::string& provider, int rank, int read_fd, i
 class FabricTwoProcesses : public ::testing::TestWithParam<TransportKind> {};
 
 TEST_P(FabricTwoProcesses, ExchangeOneMebibyteBothWaysInThreeEpochs) {
-  const std::string provider = testing::ProviderOf(GetParam());
+  const FabricProvider provider = testing::ProviderOf(GetParam());
   auto version = FabricProviderVersion(provider);
   if (!version) GTEST_SKIP() << "provider unavailable here: " << version.error().ToString();
   int to_child[2], to_parent[2];
@@ -170,7 +171,7 @@ class ShmPeerProcess {
       close(to_child[1]);
       close(to_parent[0]);
       FabricOptions options;
-      options.provider = "shm";
+      options.provider = FabricProvider::kShm;
       options.node_name = testing::PeerName(1);
       auto transport = MakeFabricTransport(options);
       std::vector<uint8_t> parent;
@@ -229,7 +230,7 @@ struct WedgeWatch {
   std::vector<std::string> reports;
   FabricOptions Options(const std::string& name) {
     FabricOptions options;
-    options.provider = "shm";
+    options.provider = FabricProvider::kShm;
     options.node_name = name;
     options.wedged_after = std::chrono::milliseconds(1000);
     options.on_wedged = [this](const Status& why) {
@@ -252,9 +253,9 @@ struct WedgeWatch {
 // not reaped it, and kill(pid, 0) would still say it runs) fails at once,
 // naming the peer and its pid, and is never given to the provider.
 TEST(FabricTransport, ASendToAnShmPeerWhoseProcessExitedIsNotPosted) {
-  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  if (!FabricProviderVersion(FabricProvider::kShm)) GTEST_SKIP() << "shm unavailable";
   FabricOptions options;
-  options.provider = "shm";
+  options.provider = FabricProvider::kShm;
   options.node_name = testing::PeerName(0);
   auto transport = MakeFabricTransport(options);
   ASSERT_TRUE(transport) << transport.error().ToString();
@@ -303,7 +304,7 @@ bool ReturnsWithin(std::chrono::seconds limit, std::vector<std::unique_ptr<Trans
 // send to node0 would spin in shm for ever. node0's watchdog gives it back and
 // node2's message arrives, with no wedge reported.
 TEST(FabricTransport, ALockAKilledPeerHeldInThisEndpointsRegionIsReleased) {
-  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  if (!FabricProviderVersion(FabricProvider::kShm)) GTEST_SKIP() << "shm unavailable";
   WedgeWatch wedges;
   auto node0 = MakeFabricTransport(wedges.Options("node0"));
   auto node2 = MakeFabricTransport(wedges.Options("node2"));
@@ -341,7 +342,7 @@ TEST(FabricTransport, ALockAKilledPeerHeldInThisEndpointsRegionIsReleased) {
 // never posted). The watchdog gives the dead region's lock back: the send
 // returns, with no wedge reported.
 TEST(FabricTransport, ASendSpinningOnAKilledPeersRegionLockReturns) {
-  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  if (!FabricProviderVersion(FabricProvider::kShm)) GTEST_SKIP() << "shm unavailable";
   WedgeWatch wedges;
   auto node0 = MakeFabricTransport(wedges.Options("node0"));
   ASSERT_TRUE(node0);
@@ -371,9 +372,9 @@ TEST(FabricTransport, ASendSpinningOnAKilledPeersRegionLockReturns) {
 class NetFirstContact : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!FabricProviderVersion("net")) GTEST_SKIP() << "net unavailable";
+    if (!FabricProviderVersion(FabricProvider::kNet)) GTEST_SKIP() << "net unavailable";
     FabricOptions options;
-    options.provider = "net";
+    options.provider = FabricProvider::kNet;
     auto a = MakeFabricTransport(options);
     auto b = MakeFabricTransport(options);
     ASSERT_TRUE(a && b);
@@ -444,19 +445,19 @@ TEST_F(NetFirstContact, HeldSendEndsWithItsPeer) {
 
 TEST(FabricTransport, ReportsVersions) {
   EXPECT_EQ(LibfabricVersion().find('.') != std::string::npos, true) << LibfabricVersion();
-  auto tcp = FabricProviderVersion("tcp;ofi_rxm");
+  auto tcp = FabricProviderVersion(FabricProvider::kTcpRxm);
   if (!tcp) GTEST_SKIP() << tcp.error().ToString();
   EXPECT_NE(tcp->find('.'), std::string::npos) << *tcp;
-  auto missing = FabricProviderVersion("no-such-provider");
+  // A provider this libfabric lacks (configs name only the three above: an
+  // unknown name is the config parser's error) is NotFound, naming it.
+  auto missing = fabric::GetInfo("no-such-provider", "");
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code(), StatusCode::kNotFound) << missing.error().ToString();
   EXPECT_NE(missing.error().message().find("no-such-provider"), std::string::npos);
 }
 
 TEST(FabricTransport, UnknownProviderIsNotFound) {
-  FabricOptions options;
-  options.provider = "no-such-provider";
-  auto t = MakeFabricTransport(options);
+  auto t = fabric::GetInfo("no-such-provider", "127.0.0.1");
   ASSERT_FALSE(t);
   EXPECT_EQ(t.error().code(), StatusCode::kNotFound) << t.error().ToString();
 }
@@ -464,7 +465,7 @@ TEST(FabricTransport, UnknownProviderIsNotFound) {
 // Waits that first poll without yielding (FabricOptions::busy_poll) deliver
 // every message of a two-thread ping-pong intact and still end at their deadline.
 TEST(FabricTransport, BusyPollingWaitsDeliverAndKeepDeadlines) {
-  if (!FabricProviderVersion("shm")) GTEST_SKIP() << "shm unavailable";
+  if (!FabricProviderVersion(FabricProvider::kShm)) GTEST_SKIP() << "shm unavailable";
   FabricOptions options;
   options.busy_poll = std::chrono::microseconds(200);
   auto world = MakeWorld(TransportKind::kShm, 2, options);
@@ -508,17 +509,17 @@ TEST(FabricTransport, BusyPollingWaitsDeliverAndKeepDeadlines) {
 }
 
 TEST(FabricTransport, BusyPollingIsChosenOnlyForShmWithACorePerProcess) {
-  EXPECT_EQ(BusyPollFor("tcp;ofi_rxm", 1).count(), 0);
-  EXPECT_GT(BusyPollFor("shm", 1).count(), 0);
+  EXPECT_EQ(BusyPollFor(FabricProvider::kTcpRxm, 1).count(), 0);
+  EXPECT_GT(BusyPollFor(FabricProvider::kShm, 1).count(), 0);
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  EXPECT_EQ(BusyPollFor("shm", cores + 1).count(), 0);
+  EXPECT_EQ(BusyPollFor(FabricProvider::kShm, cores + 1).count(), 0);
   // An explicit value (a bench's --busy-poll-us) wins, 0 included.
-  EXPECT_EQ(BusyPollFor("tcp;ofi_rxm", 1, 50).count(), 50);
-  EXPECT_EQ(BusyPollFor("shm", 1, 0).count(), 0);
+  EXPECT_EQ(BusyPollFor(FabricProvider::kTcpRxm, 1, 50).count(), 50);
+  EXPECT_EQ(BusyPollFor(FabricProvider::kShm, 1, 0).count(), 0);
 }
 
 TEST(FabricTransport, RegistrationCacheIsReused) {
-  if (!FabricProviderVersion("tcp;ofi_rxm")) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
+  if (!FabricProviderVersion(FabricProvider::kTcpRxm)) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
   FabricOptions options;
   options.force_memory_registration = true;
   options.mr_cache_capacity = 4;
@@ -565,7 +566,7 @@ TEST(FabricTransport, RegistrationCacheIsReused) {
 }
 
 TEST(FabricTransport, NewMembershipFailsReceivesFromPeersThatLeft) {
-  if (!FabricProviderVersion("tcp;ofi_rxm")) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
+  if (!FabricProviderVersion(FabricProvider::kTcpRxm)) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
   auto world = MakeWorld(TransportKind::kTcp, 3);
   ASSERT_TRUE(world) << world.error().ToString();
   Transport& t0 = (*world)[0];
@@ -604,7 +605,7 @@ TEST(FabricTransport, NewMembershipFailsReceivesFromPeersThatLeft) {
 // (a node learns that a peer whose connection closed is gone after its step
 // failed). The timeout here (60 s) is far above the limit.
 TEST(FabricTransport, ASendToAGonePeerIsGivenUpWithoutTheCancelTimeout) {
-  if (!FabricProviderVersion("tcp;ofi_rxm")) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
+  if (!FabricProviderVersion(FabricProvider::kTcpRxm)) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
   for (const bool gone_while_waiting : {false, true}) {
     SCOPED_TRACE(gone_while_waiting ? "gone while waiting" : "gone before");
     FabricOptions options;

@@ -64,7 +64,7 @@ class SimulateTest : public ::testing::Test {
     o.base.data.train_limit = kNodes * kBatch * kSteps;
     o.base.train.epochs = 1;
     o.base.train.batch_size = kBatch;
-    o.base.run.log_level = "warn";
+    o.base.run.log_level = LogLevel::kWarn;
     o.nodes = kNodes;
     auto m = SimulateMethods(methods, kNodes);
     EXPECT_TRUE(m) << m.error().ToString();

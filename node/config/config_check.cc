@@ -1,0 +1,244 @@
+// ValidateConfig: range and cross-field checks, every error naming where the
+// key was set (file:line:col, --set, environment) and what was expected.
+// Values written as names were checked when they were parsed (config_fields.h).
+#include "node/config/config_check.h"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "node/config/config_describe.h"  // TomlQuote
+#include "node/config/config_fields.h"
+#include "node/config/host_port.h"
+#include "trainer/dataset.h"
+
+namespace chorus::node {
+namespace {
+
+class Checker {
+ public:
+  explicit Checker(const Config& config) : config_(config) {}
+
+  // `key` is the key at fault; `related` another key the check involves, whose
+  // origin is used when `key` itself was left at its default.
+  void Fail(const std::string& key, const std::string& what, const std::string& related = "") {
+    errors_.push_back(OriginOf(key, related) + ": " + key + ": " + what);
+  }
+
+  void IntAtLeast(const std::string& key, int64_t v, int64_t min) {
+    if (v < min) Fail(key, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
+  }
+  void IntInRange(const std::string& key, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) {
+      Fail(key, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                    "], got " + std::to_string(v));
+    }
+  }
+  void NumberAbove(const std::string& key, double v, double min) {
+    if (!std::isfinite(v) || !(v > min)) Fail(key, "expected a number > " + FormatDouble(min) + ", got " + FormatDouble(v));
+  }
+  void NumberAtLeast(const std::string& key, double v, double min) {
+    if (!std::isfinite(v) || !(v >= min)) {
+      Fail(key, "expected a number >= " + FormatDouble(min) + ", got " + FormatDouble(v));
+    }
+  }
+  // lo <= v < hi, or lo < v < hi when `open_low`.
+  void NumberBelow(const std::string& key, double v, double lo, double hi, bool open_low) {
+    bool ok = std::isfinite(v) && (open_low ? v > lo : v >= lo) && v < hi;
+    if (!ok) {
+      Fail(key, std::string("expected a number in ") + (open_low ? "(" : "[") + FormatDouble(lo) + ", " +
+                    FormatDouble(hi) + "), got " + FormatDouble(v));
+    }
+  }
+  // 0 < v <= 1.
+  void NumberInHalfOpenUnit(const std::string& key, double v) {
+    if (!std::isfinite(v) || !(v > 0.0 && v <= 1.0)) Fail(key, "expected a number in (0, 1], got " + FormatDouble(v));
+  }
+  // A single folder name: used as runs/<name>/<node>.
+  void FolderName(const std::string& key, const std::string& v, bool allow_empty) {
+    if (v.empty()) {
+      if (!allow_empty) Fail(key, "expected a non-empty name, got \"\"");
+      return;
+    }
+    bool ok = v != "." && v != ".." &&
+              std::all_of(v.begin(), v.end(), [](char c) {
+                return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+              });
+    if (!ok) Fail(key, "expected a name of letters, digits, '-', '_' and '.', got " + TomlQuote(v));
+  }
+  void NonEmpty(const std::string& key, const std::string& v) {
+    if (v.empty()) Fail(key, "expected a non-empty string, got \"\"");
+  }
+  void Address(const std::string& key, const std::string& v, bool allow_port_zero) {
+    Result<HostPort> parsed = ParseHostPort(v);
+    if (!parsed) {
+      Fail(key, "expected host:port, got " + TomlQuote(v) + " (" + parsed.error().message() + ")");
+    } else if (parsed->port == 0 && !allow_port_zero) {
+      Fail(key, "expected host:port with a port in [1, 65535], got " + TomlQuote(v));
+    }
+  }
+
+  // A node trains steps of whole batches from its shard: the training set
+  // (data.train_limit of it) split between the members. With fewer images
+  // than a batch it would train no step at all. The cluster's size is known
+  // only once it forms (the node checks again then: RunNode); here the
+  // shard of cluster.min_nodes members, the smallest cluster that trains.
+  void BatchFitsShard(const Config& config) {
+    const int images = config.data.train_limit > 0
+                           ? std::min(config.data.train_limit, trainer::kFashionMnistTrainCount)
+                           : trainer::kFashionMnistTrainCount;
+    const int members = std::max(1, config.cluster.min_nodes);
+    const int64_t shard = images / members;
+    if (config.train.batch_size >= 1 && config.train.batch_size > shard) {
+      Fail("train.batch_size",
+           "expected at most " + std::to_string(shard) + " (the shard of one node: " + std::to_string(images) +
+               " training images over " + std::to_string(members) + " node" + (members == 1 ? "" : "s") +
+               "), got " + std::to_string(config.train.batch_size),
+           config.origins.contains("data.train_limit") ? "data.train_limit" : "cluster.min_nodes");
+    }
+  }
+
+  Status Finish() const {
+    if (errors_.empty()) return Status::Ok();
+    return InvalidArgument(JoinLines(errors_));
+  }
+
+ private:
+  std::string OriginOf(const std::string& key, const std::string& related) const {
+    for (const std::string& k : {key, key.substr(0, key.find('[')), related}) {
+      auto it = config_.origins.find(k);
+      if (!k.empty() && it != config_.origins.end()) return it->second;
+    }
+    return config_.source.empty() ? std::string("<config>") : config_.source;
+  }
+
+  const Config& config_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+Status ValidateConfig(const Config& config) {
+  Checker check(config);
+  const RunConfig& run = config.run;
+  check.FolderName("run.name", run.name, /*allow_empty=*/false);
+  check.FolderName("run.node_name", run.node_name, /*allow_empty=*/true);
+  check.NonEmpty("run.output_dir", run.output_dir);
+
+  const TrainConfig& train = config.train;
+  if (train.device.on_gpu() && train.precision != trainer::Precision::kFp16) {
+    check.Fail("train.device", "GPU nodes train in fp16 (FP32 master weights); precision \"" +
+                                   std::string(trainer::PrecisionName(train.precision)) + "\" is for CPU nodes",
+               "train.precision");
+  }
+  check.IntAtLeast("train.epochs", train.epochs, 1);
+  check.IntAtLeast("train.batch_size", train.batch_size, 1);
+  check.BatchFitsShard(config);
+  check.NumberAbove("train.base_lr", train.base_lr, 0.0);
+  check.NumberBelow("train.momentum", train.momentum, 0.0, 1.0, /*open_low=*/false);
+  check.NumberAtLeast("train.weight_decay", train.weight_decay, 0.0);
+  check.NumberAbove("train.lars_eta", train.lars_eta, 0.0);
+  check.NumberAtLeast("train.warmup_epochs", train.warmup_epochs, 0.0);
+  check.NumberAtLeast("train.lr_decay_power", train.lr_decay_power, 0.0);
+  check.IntInRange("train.threads", train.threads, 1, 256);
+  // TOML integers are signed 64-bit: a larger seed could not be written back.
+  if (train.seed > static_cast<uint64_t>(INT64_MAX)) {
+    check.Fail("train.seed", "expected an integer in [0, " + std::to_string(INT64_MAX) + "], got " +
+                                 std::to_string(train.seed));
+  }
+  check.IntAtLeast("train.eval_every_epochs", train.eval_every_epochs, 0);
+  check.IntAtLeast("train.eval_every_steps", train.eval_every_steps, 0);
+  check.IntAtLeast("train.eval_samples", train.eval_samples, 0);
+  check.IntAtLeast("train.log_every_steps", train.log_every_steps, 1);
+  check.IntAtLeast("train.checkpoint_every_epochs", train.checkpoint_every_epochs, 0);
+  check.NumberAtLeast("train.slowdown", train.slowdown, 0.0);
+
+  const LossScaleConfig& scale = config.loss_scale;
+  check.NumberAbove("loss_scale.initial", scale.initial, 0.0);
+  check.IntAtLeast("loss_scale.growth_interval", scale.growth_interval, 1);
+  check.NumberAbove("loss_scale.growth_factor", scale.growth_factor, 1.0);
+  check.NumberBelow("loss_scale.backoff_factor", scale.backoff_factor, 0.0, 1.0, /*open_low=*/true);
+  check.NumberAbove("loss_scale.min_scale", scale.min_scale, 0.0);
+  if (scale.min_scale > 0 && scale.initial > 0 && scale.initial < scale.min_scale) {
+    check.Fail("loss_scale.initial",
+               "expected a number >= loss_scale.min_scale (" + FormatDouble(scale.min_scale) + "), got " +
+                   FormatDouble(scale.initial),
+               "loss_scale.min_scale");
+  }
+
+  check.NonEmpty("data.dir", config.data.dir);
+  check.IntAtLeast("data.train_limit", config.data.train_limit, 0);
+  check.IntAtLeast("data.test_limit", config.data.test_limit, 0);
+
+  const ClusterConfig& cluster = config.cluster;
+  check.Address("cluster.listen", cluster.listen, /*allow_port_zero=*/true);
+  if (!cluster.advertise.empty()) check.Address("cluster.advertise", cluster.advertise, false);
+  for (size_t i = 0; i < cluster.bootstrap.size(); ++i) {
+    check.Address("cluster.bootstrap[" + std::to_string(i) + "]", cluster.bootstrap[i], false);
+  }
+  check.IntAtLeast("cluster.min_nodes", cluster.min_nodes, 1);
+  check.NumberAbove("cluster.join_timeout_s", cluster.join_timeout_s, 0.0);
+  check.NumberAbove("cluster.heartbeat_interval_s", cluster.heartbeat_interval_s, 0.0);
+  check.NumberAbove("cluster.suspect_timeout_s", cluster.suspect_timeout_s, 0.0);
+  check.NumberAbove("cluster.dead_timeout_s", cluster.dead_timeout_s, 0.0);
+  if (cluster.heartbeat_interval_s > 0 && cluster.suspect_timeout_s > 0 &&
+      !(cluster.suspect_timeout_s > cluster.heartbeat_interval_s)) {
+    check.Fail("cluster.suspect_timeout_s",
+               "expected a number > cluster.heartbeat_interval_s (" +
+                   FormatDouble(cluster.heartbeat_interval_s) + "), got " +
+                   FormatDouble(cluster.suspect_timeout_s),
+               "cluster.heartbeat_interval_s");
+  }
+  if (cluster.suspect_timeout_s > 0 && cluster.dead_timeout_s > 0 &&
+      cluster.dead_timeout_s < cluster.suspect_timeout_s) {
+    check.Fail("cluster.dead_timeout_s",
+               "expected a number >= cluster.suspect_timeout_s (" + FormatDouble(cluster.suspect_timeout_s) +
+                   "), got " + FormatDouble(cluster.dead_timeout_s),
+               "cluster.suspect_timeout_s");
+  }
+  check.IntAtLeast("cluster.rank_hint", cluster.rank_hint, -1);
+
+  check.NumberAbove("fabric.op_timeout_s", config.fabric.op_timeout_s, 0.0);
+  check.IntAtLeast("fabric.busy_poll_us", config.fabric.busy_poll_us, 0);
+  check.IntAtLeast("fabric.wait_spin_us", config.fabric.wait_spin_us, 0);
+  check.IntAtLeast("fabric.progress_max_sleep_us", config.fabric.progress_max_sleep_us, 1);
+
+  // Every [exchange] key is checked whatever the kind, so a bad value of a
+  // setting of the kind not chosen today does not wait until the kind is switched.
+  const ExchangeConfig& exchange = config.exchange;
+  check.IntAtLeast("exchange.bucket_kib", exchange.bucket_kib, 1);
+  check.IntAtLeast("exchange.period", exchange.period, 1);
+  check.IntAtLeast("exchange.max_staleness", exchange.max_staleness, 0);
+  if (exchange.gamma != 0.0) check.NumberInHalfOpenUnit("exchange.gamma", exchange.gamma);
+  check.NumberAbove("exchange.consensus_bound", exchange.consensus_bound, 0.0);
+  check.IntAtLeast("exchange.consensus_max_rounds", exchange.consensus_max_rounds, 1);
+  check.IntAtLeast("exchange.consensus_every_steps", exchange.consensus_every_steps, 1);
+  // A lossy codec without CHOCO's error feedback is allowed: that is the plain lossy exchange.
+  const CompressionConfig& compression = exchange.compression;
+  check.NumberInHalfOpenUnit("exchange.compression.ratio", compression.ratio);
+  check.IntAtLeast("exchange.compression.chunk", compression.chunk, 1);
+  const CrossoversConfig& x = exchange.crossovers;
+  check.IntAtLeast("exchange.crossovers.small_tree_max_kib", x.small_tree_max_kib, -1);
+  check.IntAtLeast("exchange.crossovers.recursive_doubling_max_kib", x.recursive_doubling_max_kib, -1);
+  check.IntAtLeast("exchange.crossovers.tree_max_kib", x.tree_max_kib, -1);
+  check.IntAtLeast("exchange.crossovers.halving_doubling_min_kib", x.halving_doubling_min_kib, -1);
+  check.IntAtLeast("exchange.crossovers.halving_doubling_max_kib", x.halving_doubling_max_kib, -1);
+  check.IntAtLeast("exchange.crossovers.large_tree_min_kib", x.large_tree_min_kib, -1);
+  check.IntAtLeast("exchange.crossovers.hierarchical_min_kib", x.hierarchical_min_kib, -1);
+
+  const TopologyConfig& topology = config.topology;
+  for (size_t i = 0; i < topology.dims.size(); ++i) {
+    check.IntAtLeast("topology.dims[" + std::to_string(i) + "]", topology.dims[i], 1);
+  }
+  check.IntAtLeast("topology.degree", topology.degree, 1);
+  if (topology.seed > static_cast<uint64_t>(INT64_MAX)) {
+    check.Fail("topology.seed", "expected an integer in [0, " + std::to_string(INT64_MAX) + "], got " +
+                                    std::to_string(topology.seed));
+  }
+  return check.Finish();
+}
+
+}  // namespace chorus::node
