@@ -25,7 +25,8 @@ class Checker {
   // `key` is the key at fault; `related` another key the check involves, whose
   // origin is used when `key` itself was left at its default.
   void Fail(const std::string& key, const std::string& what, const std::string& related = "") {
-    errors_.push_back(OriginOf(key, related) + ": " + key + ": " + what);
+    const bool set_here = config_.origins.contains(key) || config_.origins.contains(key.substr(0, key.find('[')));
+    errors_.push_back(SettingOrigin(config_, set_here || related.empty() ? key : related) + ": " + key + ": " + what);
   }
 
   void IntAtLeast(const std::string& key, int64_t v, int64_t min) {
@@ -107,19 +108,19 @@ class Checker {
   }
 
  private:
-  std::string OriginOf(const std::string& key, const std::string& related) const {
-    for (const std::string& k : {key, key.substr(0, key.find('[')), related}) {
-      auto it = config_.origins.find(k);
-      if (!k.empty() && it != config_.origins.end()) return it->second;
-    }
-    return config_.source.empty() ? std::string("<config>") : config_.source;
-  }
-
   const Config& config_;
   std::vector<std::string> errors_;
 };
 
 }  // namespace
+
+std::string SettingOrigin(const Config& config, const std::string& key) {
+  for (const std::string& k : {key, key.substr(0, key.find('['))}) {
+    auto it = config.origins.find(k);
+    if (it != config.origins.end()) return it->second;
+  }
+  return config.source.empty() ? std::string("<config>") : config.source;
+}
 
 Status ValidateConfig(const Config& config) {
   Checker check(config);

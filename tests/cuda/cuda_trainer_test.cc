@@ -207,8 +207,8 @@ TEST_F(CudaTrainerTest, CpuAndGpuReplicasTrainTogether) {
   EXPECT_EQ(cpu->ParameterChecksum(), gpu->ParameterChecksum());
 }
 
-// The foundation issue's accuracy target, on the GPU: mlp 5 epochs >= 0.88 and
-// cnn-bn >= 0.91 with the default recipe (fp16 + LARS, batch 64, seed 1).
+// The accuracy targets, on the GPU: mlp 5 epochs >= 0.88 and cnn-bn >= 0.91
+// with the default recipe (fp16 + LARS, batch 64, seed 1), as docs/gpu.md states.
 TEST_F(CudaTrainerTest, ReachesTheAccuracyTargetsOnFashionMnist) {
   const std::string dir = kFashionMnistDefaultDir;
   if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz")) {

@@ -1,6 +1,7 @@
 // One virtual node of `chorus simulate` (simulate.h): a trainer, its data
 // shard and the exchange a real node would run, over one slot of a LocalHub in
-// virtual time. The training loop mirrors RunNode's (run_node.cc) step order:
+// virtual time. It runs a real node's training loop (node/run/training_loop.h)
+// on a virtual clock:
 //
 //   clock += forward_backward_s; BeforeStep; ForwardBackward; AfterBackward
 //   clock += update_s;           ApplyUpdate; AfterUpdate

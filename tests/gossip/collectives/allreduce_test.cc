@@ -135,7 +135,8 @@ TEST(AllreduceAutoTest, SmallTreeWhenRanksOutnumberCores) {
             AllreduceAlgorithm::kRecursiveDoubling);
 }
 
-// The measured defaults: recursive doubling to 16 KiB, then the tree to 32 KiB.
+// The defaults: recursive doubling to 16 KiB, halving-doubling to 2 MiB, the
+// ring above (docs/performance.md, "2026-11-22: the default table").
 TEST(AllreduceAutoTest, DefaultCrossovers) {
   const AllreduceCrossovers x;
   EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 4, x), AllreduceAlgorithm::kRecursiveDoubling);
@@ -224,7 +225,8 @@ TEST(AllreduceAutoTest, FitIsTheClosestTheRulesAllow) {
   EXPECT_GT(fit->crossovers.large_tree_min_bytes, fit->crossovers.halving_doubling_max_bytes);
 }
 
-// Measured on a 2-core host (net, float32, us, 2026-11-24): at 2 ranks
+// Timings measured on a 2-core host over net (float32, us; docs/performance.md,
+// "2026-11-24: more ranks than cores (the small tree)"): at 2 ranks
 // recursive doubling wins to 256 KiB, at 4 the tree wins to 64 KiB. Only the
 // small-tree rule (more ranks than cores) expresses both; with a core per
 // rank it cannot apply and the fit keeps the base's threshold.

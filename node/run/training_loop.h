@@ -1,0 +1,173 @@
+// The one training loop of a node, real (`chorus node`, RunNode) or virtual
+// (`chorus simulate`), read as named steps:
+//
+//   Resume             --resume: the checkpoint, then the step the cluster agrees on
+//   for each step:     StopsBefore       a stop signal: StopWithCheckpoint, and return
+//                      TrainStep         the exchange's hooks around forward/backward and update
+//                      RecordWindow      every log_every steps: loss, lr, samples/s
+//                      EvaluateIfDue     after the steps the evaluation plan names
+//   at an epoch's end: EndEpoch          evaluation of the whole test set, checkpoint
+//   at the end:        Summarise         exchange Finish (consensus), final evaluation,
+//                                        model file, the summary's fields
+//
+// A real node and a virtual one differ only in their LoopSetup: the clock
+// (wall or virtual), the evaluation plan, and what only a real node has (stop
+// signals, progress display, checkpoints, trace, model file).
+//
+// Must not: parse configs, build exchanges or know their internals, or write
+// a file that a reader could see half-written (metrics.jsonl is appended a
+// line at a time; checkpoints and the model are written atomically).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "node/cluster/cluster_session.h"
+#include "node/config/config.h"
+#include "node/exchange/exchange.h"
+#include "node/outputs/metrics.h"
+#include "node/outputs/trace.h"
+#include "node/run/progress_display.h"
+#include "node/run/stop_signals.h"
+#include "trainer/batch_sampler.h"
+#include "trainer/dataset.h"
+#include "trainer/trainer.h"
+
+namespace chorus::node {
+
+// The time a node's records and summary carry, and what its steps' compute
+// costs on that clock.
+class StepClock {
+ public:
+  virtual ~StepClock() = default;
+  // Seconds on this clock.
+  virtual double Now() = 0;
+  // Before a step's forward/backward, after it (`measured_s`: its wall
+  // seconds), and before its update.
+  virtual void ComputeStarts() {}
+  virtual void ComputeEnded(double measured_s) = 0;
+  virtual void UpdateStarts() {}
+  // The compute of the steps so far, in this clock's seconds.
+  double compute_seconds() const { return compute_seconds_; }
+
+ protected:
+  double compute_seconds_ = 0.0;
+};
+
+// A real node's clock: the wall clock, and straggler emulation (train.slowdown:
+// sleep that fraction of each step's compute).
+class WallClock final : public StepClock {
+ public:
+  explicit WallClock(double slowdown) : slowdown_(slowdown) {}
+  double Now() override;
+  void ComputeEnded(double measured_s) override;
+
+ private:
+  double slowdown_;
+};
+
+// When the loop evaluates, besides the final evaluation.
+struct EvalPlan {
+  const trainer::Dataset* step_set = nullptr;  // the test images of evaluations after steps
+  int every_steps = 0;                         // after every N steps but an epoch's last (0: none)
+  std::vector<int64_t> at_steps;               // and after these step counts (ascending)
+  // At epoch ends, on the whole test set: after the last epoch, and after
+  // every `every_epochs` epochs (0: the last only).
+  bool at_epoch_ends = false;
+  int every_epochs = 0;
+};
+
+// Everything the loop uses; pointers marked "may be null" are what a virtual
+// node does without.
+struct LoopSetup {
+  const Config* config = nullptr;
+  trainer::Trainer* trainer = nullptr;
+  Exchange* exchange = nullptr;
+  MetricsWriter* metrics = nullptr;
+  StepClock* clock = nullptr;
+  const trainer::Dataset* train = nullptr;  // the whole training set (the sampler shards it)
+  const trainer::Dataset* test = nullptr;   // the final evaluation's images
+  std::string node_name;
+  int rank = 0;
+  int world_size = 1;
+  int global_batch = 0;
+  EvalPlan evals;
+  int64_t log_every = 1;             // a metrics record every this many steps (>= 1)
+  bool record_epoch_ends = false;    // and one at each epoch's last step
+  bool checksum_in_records = false;  // parameter_checksum in each record (a hash of every weight)
+  // The final evaluation (after Finish); null: trainer.Evaluate(*test).
+  std::function<Result<trainer::EvalResult>(trainer::Trainer&, uint64_t checksum)> final_evaluation;
+
+  // A real node's: may be null.
+  ClusterSession* session = nullptr;    // resume and stop agreement run over its control plane
+  const StopRequest* stop = nullptr;    // SIGINT / SIGTERM
+  ProgressDisplay* progress = nullptr;
+  TraceWriter* trace = nullptr;         // compute spans
+  bool resume = false;                  // --resume from checkpoint_path
+  std::string checkpoint_path;          // "": no checkpoints
+  std::string model_path;               // "": no model file
+  int checkpoint_every_epochs = 0;      // and after the last epoch
+};
+
+// This node's steps per epoch: whole batches of its shard of the training set
+// (`train_images` over `world_size` members). InvalidArgument, naming where
+// train.batch_size was set, when the shard holds no batch.
+[[nodiscard]] Result<int64_t> StepsPerEpoch(const Config& config, int train_images, int world_size);
+
+class TrainingLoop {
+ public:
+  explicit TrainingLoop(LoopSetup setup) : s_(std::move(setup)) {}
+
+  // Trains to the end and returns the summary (SummaryHeader's fields, times,
+  // throughput, the final evaluation, the checksum); or nothing when a stop
+  // signal ended it early (stopped_by()): then it wrote a checkpoint of where
+  // it stood, for --resume.
+  [[nodiscard]] Result<std::optional<nlohmann::json>> Run();
+  // The signal the loop stopped for, else 0.
+  int stopped_by() const { return stopped_by_; }
+
+ private:
+  struct Window {  // the steps since the last record
+    double start = 0.0;
+    int64_t samples = 0, steps = 0;
+    double loss = 0.0;
+  };
+
+  Status Resume();
+  bool StopsBefore();
+  // One step; `*abandoned` when a re-form replaced its update.
+  Status TrainStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
+                   trainer::UpdateResult* update, bool* abandoned);
+  void ShowProgress(int epoch, int64_t i, const trainer::ForwardBackwardResult& pass);
+  Status RecordWindow(int epoch, bool epoch_end, const trainer::UpdateResult& update);
+  Status EvaluateIfDue(int epoch, bool epoch_end);
+  Status StopWithCheckpoint(int epoch, int64_t i);
+  Status EndEpoch(int epoch);
+  Result<nlohmann::json> Summarise();
+  // A record's fields every record has; `epoch` as the record counts it.
+  nlohmann::json BaseRecord(int epoch) const;
+  Status Evaluate(const trainer::Dataset& set, int epoch, bool whole_test_set);
+
+  LoopSetup s_;
+  std::optional<trainer::BatchSampler> sampler_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t step_ = 0;            // steps run (or skipped) so far: the next step's number
+  int start_epoch_ = 0;
+  int64_t steps_to_skip_ = 0;   // batches to pass over, one step each (a re-form's catch-up, a resume)
+  double t_start_ = 0.0;
+  double eval_seconds_ = 0.0;   // evaluations, kept out of `time`
+  int64_t samples_done_ = 0;
+  double last_loss_ = 0.0;
+  size_t next_at_step_ = 0;     // EvalPlan::at_steps
+  Window window_;
+  int stop_timeouts_ = 0;       // StopsBefore's
+  int stopped_by_ = 0;
+};
+
+}  // namespace chorus::node
