@@ -9,9 +9,10 @@
 // per-round ratios (above 1: the writes are faster). The first call of each
 // protocol checks the sum.
 //
-// Made for tcp;ofi_rxm. Over net this tagged loop mostly ran slower than
-// Chorus's own halving-doubling (177-460 against about 185 us at 1 MiB,
-// 2026-11-24; cause not found), so its net figures are no reference.
+// Made for tcp;ofi_rxm; over net its figures are no reference (this tagged
+// loop ran slower than Chorus's own halving-doubling there). Measured:
+// docs/performance.md ("2026-11-24: paired, after the small tree and the
+// larger segments").
 //
 // Usage: bench_pair_exchange [provider=tcp;ofi_rxm] [bytes=1048576] [rounds=15] [calls=200]
 // A benchmark, not a test: asserts nothing beyond the sum.

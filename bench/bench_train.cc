@@ -1,16 +1,19 @@
-// bench_train: training throughput (samples/s) of one node, for the table in
-// the foundation issue: mlp and cnn, batch 64 and 256, fp32 and fp16, N threads.
-// Mirrors ../shared/peers/train_torch.py `bench` (real Fashion-MNIST batches
-// gathered per step, warm-up, then windows of ~window_s seconds; median) so the
-// two can be run back to back and compared as ratios. Also prints peak RSS.
+// bench_train: training throughput (samples/s) of one node: mlp and cnn, batch
+// 64 and 256, fp32 and fp16, N threads. Mirrors the `bench` mode of the peer
+// baseline's PyTorch CPU training script (train_torch.py: real Fashion-MNIST
+// batches gathered per step, warm-up, then windows of ~window_s seconds;
+// median) so the two can be run back to back and compared as ratios
+// (bench/compare_peers.sh train; docs/performance.md, "Single-node training
+// against PyTorch"). Also prints peak RSS.
 //
 //   bench_train [--models mlp,cnn] [--batches 64,256] [--precisions fp32,fp16]
 //               [--threads 2] [--windows 7] [--window-s 2] [--warmup 30] [--optimizer lars]
 //               [--device cpu|cuda:N] [--no-cuda-graphs] [--conv auto|im2col]
 //
-// On a GPU (--device cuda:0) only fp16 runs (GPU nodes train in fp16); the
-// issue's table is `bench_train --device cuda:0 --models mlp,cnn,cnn-bn
-// --batches 64,256,1024 --precisions fp16`, beside bench/torch_amp_gpu.py.
+// On a GPU (--device cuda:0) only fp16 runs (GPU nodes train in fp16); the GPU
+// table is `bench_train --device cuda:0 --models mlp,cnn,cnn-bn
+// --batches 64,256,1024 --precisions fp16`, beside bench/torch_amp_gpu.py
+// (docs/gpu.md, "Benchmarks").
 #include <sys/resource.h>
 #include <unistd.h>
 

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Runs Chorus and its peer baselines (../shared/peers) back to back, one at a
-# time, so the figures of the closing notes are ratios measured side by side.
+# Runs Chorus and its peer baselines back to back, one at a time, so that the
+# figures are ratios measured side by side (docs/performance.md,
+# "`bench/compare_peers.sh`").
 #   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train
 #   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
 #   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p, medians of ROUNDS
 #   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce and torch.distributed gloo vs chorus bench allreduce, 4 ranks, medians of ROUNDS
 #   bench/compare_peers.sh pairs      # the same, one size and provider at a time right after its Open MPI run: median of the pairs' ratios
-# Needs ./build (scripts/build.sh) and the peers' packages (../shared/peers/run_all.sh setup).
+# Needs ./build (scripts/build.sh); PEERS, the folder of the peer baseline
+# scripts (PyTorch CPU training, DDP with gloo, Open MPI all-reduce,
+# torch.distributed all-reduce; not part of this repository), which is copied
+# to a temporary folder; mpicc and mpirun (Open MPI), fi_pingpong
+# (libfabric-bin) and python3 with PyTorch.
 set -u
+: "${PEERS:?set PEERS to the folder of the peer baseline scripts (train_torch.py, ddp_torch.py, allreduce_torch.py, mpi_allreduce.c, blas_env.sh)}"
 cd "$(dirname "$0")/.."
-peers=${PEERS:-../shared/peers}
+peers=$PEERS
 work=$(mktemp -d)
 cp -r "$peers"/. "$work"/ && chmod -R u+w "$work"
 PY=/usr/bin/python3
@@ -60,7 +66,7 @@ fi
 if [ "$step" = p2p ]; then
   # ROUNDS rounds (default 3), each fi_pingpong then chorus bench p2p at the
   # same sizes, then per provider and size the medians and their ratios. tcp
-  # has two fi_pingpong rows: its msg endpoint (the peers README's figures) and
+  # has two fi_pingpong rows: its msg endpoint (what the peer baseline quotes) and
   # the rdm endpoint over ofi_rxm, the provider stack Chorus runs on; net (tcp's
   # native RDM endpoint) is compared with both its rdm and tcp's msg endpoint.
   rows="$work/p2p.txt"
@@ -155,17 +161,16 @@ for (tr, size, who) in sorted(cells):
 PY
 fi
 if [ "$step" = pairs ]; then
-  # The host's speed drifts between runs a few seconds apart (on the 2-core EPYC
-  # host, 2 ranks over tcp at 1 MiB ran at about 200 or about 770 us for
-  # seconds at a time, Open MPI as Chorus), and `allreduce` measures a round's
+  # The host's speed can drift between runs a few seconds apart (docs/performance.md,
+  # "The host's two speed modes (2026-11-24)"), and `allreduce` measures a round's
   # Open MPI sizes some 20 s before its Chorus ones. Here each pair is one size
   # and one Chorus provider: Open MPI of the same class (shared memory for shm,
   # tcp for net and tcp;ofi_rxm) and `chorus bench allreduce` (ALGORITHMS,
   # default auto) back to back, about a second each, the order alternating
   # between rounds; each pair gives a ratio (Open MPI's time / Chorus's) and the
   # table prints the median ratio over ROUNDS pairs (default 7) beside the
-  # medians of the times. gloo, slower than Open MPI tcp at every size on these
-  # hosts, is left to `allreduce`.
+  # medians of the times. gloo (slower than Open MPI tcp where measured) is
+  # left to `allreduce`.
   n=${RANKS:-4}
   rows="$work/pairs.txt"
   : > "$rows"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 7's GPU table: Chorus's GPU trainer beside PyTorch eager AMP, back to
-# back on the same GPU, mlp / cnn / cnn-bn at batch 64, 256 and 1024 (medians
-# of 7 windows), then the kernel bandwidths. Run on a machine with a GPU, from
-# the repository root, after building (./scripts/build.sh):
+# The GPU table: Chorus's GPU trainer beside PyTorch eager AMP, back to back
+# on the same GPU, mlp / cnn / cnn-bn at batch 64, 256 and 1024 (medians of 7
+# windows), then the kernel bandwidths (docs/gpu.md, "Benchmarks"). Run on a
+# machine with a GPU, from the repository root, after building
+# (./scripts/build.sh):
 #   bench/gpu_vs_torch.sh [build-dir]
 set -euo pipefail
 build=${1:-build}

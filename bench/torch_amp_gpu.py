@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch eager AMP training throughput on a GPU: the peer baseline for
-`bench_train --device cuda:0` (issue 7's table).
+`bench_train --device cuda:0` (the GPU table: docs/gpu.md, "Benchmarks").
 
 Same models as Chorus (mlp, cnn, cnn-bn), same batches, same measurement as
 bench/bench_train.cc: warm-up steps, then windows of ~window_s seconds, median

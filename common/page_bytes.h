@@ -2,8 +2,8 @@
 //
 // Buffers that a transport's kernel path copies between processes (shm's CMA
 // process_vm_readv) should start on a page: into and out of a buffer 16 bytes
-// past a page, where malloc puts large blocks, the copy ran about a third
-// slower (`chorus bench p2p`, shm, 1 MiB).
+// past a page, where malloc puts large blocks, the copy is markedly slower
+// (docs/performance.md, "Point-to-point against fi_pingpong").
 #pragma once
 
 #include <algorithm>

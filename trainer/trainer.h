@@ -41,10 +41,11 @@
 
 namespace chorus::trainer {
 
-// The hyper-parameter defaults were measured on Fashion-MNIST (60k train, 10k
-// test), batch 64, 5 epochs, fp16 + LARS, seed 1: mlp 0.889 and cnn-bn 0.925
-// test accuracy. With LARS a weight's step is about lr * eta * ||w|| / ||g||, so
-// base_lr is large; biases and BatchNorm parameters see lr itself.
+// The hyper-parameter defaults were tuned on Fashion-MNIST (batch 64, 5
+// epochs, fp16 + LARS); the accuracy they reach: docs/performance.md
+// ("Single-node training against PyTorch"). With LARS a weight's step is about
+// lr * eta * ||w|| / ||g||, so base_lr is large; biases and BatchNorm
+// parameters see lr itself.
 struct TrainerOptions {
   ModelKind model = ModelKind::kMlp;
   Precision precision = Precision::kFp16;  // kFp32 disables loss scaling

@@ -1,6 +1,7 @@
 // ChooseAllreduceAlgorithm: what AllreduceAlgorithm::kAuto runs, from the buffer
 // size, the world size and the number of hosts, by the crossover table in
-// AllreduceCrossovers (collective_options.h, with the measurements behind them).
+// AllreduceCrossovers (collective_options.h). The measurements behind the
+// crossovers: docs/performance.md ("Crossovers and segment sizes").
 //
 // Must not: communicate or measure anything: a pure function, so that every rank
 // picks the same algorithm from the same inputs.
@@ -40,7 +41,7 @@ AllreduceAlgorithm ChooseAllreduceAlgorithm(size_t bytes, int world_size, int nu
 // Every rank on one host, and more ranks than the host's cores (0: unknown,
 // never oversubscribed). There every message's kernel work competes for the
 // same cores, so the number of messages, more than of rounds, sets the time of
-// a call: rule 2 below and DefaultSegmentBytes act on it.
+// a call: rule 2 above and DefaultSegmentBytes act on it.
 bool Oversubscribed(int world_size, int num_hosts, int host_cores);
 
 // Messages that all ranks send in all, per all-reduce of one segment: the tree

@@ -57,12 +57,7 @@ struct HostSegmentOptions {
 // 1 MiB (2 members: 1 MiB; 4: 512 KiB; 8: 256 KiB). Fewer, larger rounds pay
 // at small world sizes, where a round's fixed costs (two waits, and each
 // member's copies restarting on another member's freshly written lines) are
-// a larger share: on the 2-core EPYC host (2026-11-24, `chorus bench allreduce
-// --provider shm --algorithms shared_memory --quick`, medians of 6 alternated
-// runs), 2 ranks took 356 us at 1 MiB with 256 KiB slots (bimodal: 150-720),
-// 109 with 512 KiB and 61 with 1 MiB (and 2 MiB slots no faster: 61), 16 MiB in
-// 6.1 ms against 1.6 ms; 4 ranks 321 us at 1 MiB with 256 KiB, 239 with 512 KiB
-// and 257 with 1 MiB, 16 MiB within noise (5.8-6.4 ms).
+// a larger share. Measured: docs/performance.md ("2026-11-24: segment sizes").
 size_t DefaultSlotBytes(int members);
 
 class HostSegment {

@@ -7,19 +7,16 @@
 // Semantics (the conformance suite in tests/gossip/transport/transport_conformance_test.cc
 // checks them for every implementation):
 //  - Messages between one (source, destination, tag) are received in send order.
-//  - Tags have 63 bits (0..kMaxTag); a larger tag is kInvalidArgument. libfabric's
-//    net provider (tcp's native RDM endpoint) keeps the top bit for itself (a
-//    message with it set that arrives before its receive is never matched).
-//    kReservedTag, all 63 bits set, is the transports' own (kInvalidArgument too).
+//  - Tags have 63 bits (0..kMaxTag) on every transport, since one provider keeps
+//    the top bit for itself; a larger tag is kInvalidArgument. kReservedTag, all
+//    63 bits set, is the transports' own (kInvalidArgument too).
 //  - A receive matches a message with the same tag from `source`, or from any
 //    rank when source == kAnySource; the completion names the actual source.
 //  - A received message longer than the receive buffer is an error (kDataLoss)
-//    naming the peer, and the transport stays usable with that peer. Over
-//    libfabric 1.17's net a truncation also closes the connection (xnet_start_recv
-//    fails, xnet_progress_rx disables the endpoint): what the peer had already
-//    written to it is lost, and its later sends reconnect. Lengths in Chorus's
-//    protocols are fixed by both sides, so a truncation means a bug or a bad
-//    peer, never normal operation.
+//    naming the peer, and the transport stays usable with that peer (later
+//    messages arrive; ones the peer had already sent may be lost). Lengths in
+//    Chorus's protocols are fixed by both sides, so a truncation means a bug or
+//    a bad peer, never normal operation.
 //  - Buffers must stay alive and untouched until the request completes or is
 //    cancelled; a request destroyed while pending is cancelled.
 //  - Every wait takes a Deadline. A peer that does not answer in time gives
@@ -27,6 +24,8 @@
 //    name the peer's rank and address.
 //  - Discard(filter) drops the matching messages that no receive will
 //    ever take (a failed membership epoch's), waiting or arriving later.
+// What each libfabric provider does behind these rules: docs/libfabric.md
+// ("libfabric 1.17 behaviours and what the transport does").
 #pragma once
 
 #include <cstddef>
@@ -116,13 +115,13 @@ class Transport {
   // transport that cannot drop what an ended epoch left behind (see Discard)
   // opens a fresh endpoint for the epoch here, named after its published
   // address and the epoch so that its peers find it without an exchange, and
-  // every request of the old endpoint fails with kUnavailable. libfabric
-  // 1.17's shm does (fabric_core.h); the others keep their endpoint, and this
-  // is a no-op. The addresses in SetPeers stay the published ones. Where
+  // every request of the old endpoint fails with kUnavailable (the fabric
+  // transport over shm: fabric_core.h); the others keep their endpoint, and
+  // this is a no-op. The addresses in SetPeers stay the published ones. Where
   // NeedsPeersInstalledBeforeFirstSend, every member must have begun the
-  // epoch before any calls SetPeers (shm gives peers whose endpoint does not
-  // exist yet one shared slot, and their messages reach the wrong one), and
-  // must have installed it before the first message (two barriers).
+  // epoch before any calls SetPeers (else a peer's messages may reach the
+  // wrong endpoint), and must have installed it before the first message (two
+  // barriers).
   [[nodiscard]] virtual Status BeginEpoch(uint64_t /*epoch*/) { return Status::Ok(); }
 
   // Installs the members of a membership epoch: `self` is this endpoint's rank,
@@ -150,7 +149,7 @@ class Transport {
   // process's buffers (it is gone, or it ended its operations before it said
   // it stops), so a request with it that the provider has not released after
   // the cancel is given up at once, not after the transport's cancel timeout
-  // (rxm 1.17 never releases a send to a dead peer). Bookkeeping only: no
+  // (a provider may never release a send to a dead peer). Bookkeeping only: no
   // provider call, so it may come at any time. Nothing to do for transports
   // that hold no provider contexts.
   virtual void PeerGone(Rank /*peer*/) {}
@@ -159,23 +158,19 @@ class Transport {
   // matches: those waiting for a receive now and
   // those that arrive later (a posted receive still takes a message first).
   // For messages no receive will ever be posted for: those of a membership
-  // epoch that a failure ended. On a byte-stream provider (libfabric's net) a
-  // large message nobody receives holds back everything its sender sends to
-  // this endpoint after it; on a rendezvous provider (tcp;ofi_rxm, shm) its
-  // send never completes, and on shm neither do the sender's later sends to
-  // this endpoint. The latest kMaxDiscardFilters filters stay active.
-  // Not possible over libfabric 1.17's shm (no FI_PEEK): there BeginEpoch
-  // leaves the ended epoch's messages behind with its endpoint, and Discard
-  // logs once, on an endpoint that no BeginEpoch opened, that it cannot.
+  // epoch that a failure ended, which would otherwise hold back the sender's
+  // later messages or never let its send complete. The latest
+  // kMaxDiscardFilters filters stay active. A transport that cannot discard
+  // leaves the ended epoch's messages behind with the endpoint BeginEpoch
+  // replaces, and Discard logs once, on an endpoint that no BeginEpoch opened,
+  // that it cannot.
   virtual void Discard(TagFilter filter) = 0;
 
   // True when a message to a peer may never complete if it arrives before
   // that peer's SetPeers has installed this endpoint: the callers then hold
   // their first sends until every member has installed the epoch (a control
-  // plane barrier). libfabric 1.17's shm: without that, D-PSGD's first round
-  // over 4 nodes stalled in 5 of 32 launches on a 2-core EPYC host (a message
-  // of any size, 1 byte too, from one sender to one receiver never arrived),
-  // in none of 40 with it.
+  // plane barrier). True for the fabric transport over shm: docs/libfabric.md
+  // ("`shm`").
   virtual bool NeedsPeersInstalledBeforeFirstSend() const { return false; }
 
   virtual TransportStats Stats() const = 0;

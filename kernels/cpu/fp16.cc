@@ -19,8 +19,9 @@
 namespace chorus::kernels {
 namespace {
 
-// Arrays at least this long are converted by several threads (a layer's
-// weight gradient of 200k elements takes ~30 us on one core, a fork-join ~2).
+// Arrays at least this long are converted by several threads: from about here
+// one core's conversion costs far more than a fork-join (docs/performance.md,
+// "Single-node training against PyTorch").
 constexpr size_t kParallelElems = size_t{1} << 16;
 
 std::atomic<HalfConversion> limit{HalfConversion::kBest};

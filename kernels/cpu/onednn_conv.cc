@@ -1,7 +1,8 @@
 // Float convolutions through oneDNN (Debian's libdnnl, the library PyTorch's
 // CPU convolutions run on). Its JIT kernels work on channel-blocked layouts
-// (nChw16c on AVX-512) and beat im2col + GEMM by about 1.6x on the CNN's conv2,
-// mostly because no column matrix goes through memory.
+// (nChw16c on AVX-512) and beat im2col + GEMM on the CNN's convolutions,
+// mostly because no column matrix goes through memory (docs/performance.md,
+// "Single-node training against PyTorch").
 //
 // The op API stays NCHW: every call reorders the plain tensors it reads into
 // the layouts the primitive chose (x, w, dy: small next to the convolution

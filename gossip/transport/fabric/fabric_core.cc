@@ -42,23 +42,17 @@ InfoOwner MakeHints(std::string_view provider, uint64_t extra_caps, uint64_t ext
 // Provider settings Chorus depends on, applied before libfabric reads its
 // environment (its first fi_getinfo in the process) and never over a value the
 // user set:
-//  - FI_OFI_RXM_ENABLE_DYN_RBUF=0: with rxm's dynamic receive buffers (tcp
-//    reading straight into the user buffer), libfabric 1.17 loses the stream
-//    position after a truncated receive and later messages on that connection
-//    never arrive; rxm's bounce buffers handle truncation correctly.
+//  - FI_OFI_RXM_ENABLE_DYN_RBUF=0: rxm's dynamic receive buffers lose the
+//    stream after a truncated receive; its bounce buffers handle truncation.
 //  - FI_OFI_RXM_SAR_LIMIT=16384 (the eager limit): no segmentation-and-
-//    reassembly protocol, so messages above 16 KiB go by rendezvous. With 4
-//    processes on 2 cores, SAR-sized messages (16-128 KiB) stalled for
-//    milliseconds: `chorus bench allreduce --ranks 4` over tcp at 256 KiB took
-//    2.3-4.7 ms with SAR and 0.74-1.1 ms without (ring, tree, halving-doubling);
-//    point-to-point figures did not change.
-//  - FI_NET_MAX_SAVED=1024: the net provider (tcp's native RDM endpoint) keeps
-//    at most this many unexpected messages (no receive posted yet) and stops
-//    reading that peer's socket beyond it, so a receive waiting for a later
-//    message would hang. Its default, 4, hangs the conformance suite's
-//    DifferentTagsAreMatchedIndependently (8 messages received in reverse
-//    order); Chorus's exchanges keep far fewer than 1024 messages ahead of
-//    their receives. Saved messages cost their own size, only while saved.
+//    reassembly protocol, so messages above 16 KiB go by rendezvous; SAR-sized
+//    messages stalled for milliseconds on oversubscribed hosts.
+//  - FI_NET_MAX_SAVED=1024: net stops reading a peer's socket beyond this many
+//    unexpected messages, so a receive waiting for a later message would hang
+//    (its default, 4, hangs DifferentTagsAreMatchedIndependently); Chorus's
+//    exchanges keep far fewer than 1024 messages ahead of their receives.
+// Why each, with the measurements: docs/libfabric.md ("Settings Chorus applies
+// to libfabric").
 void ApplyProviderEnvironment() {
   static const bool applied = [] {
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/0);
@@ -108,9 +102,9 @@ Status FabricCore::Open() {
     return InvalidArgument("fabric endpoint name \"" + options_.endpoint_name + "\": only shm endpoints are named");
   }
   if (shm) {
-    // shm 1.17 accepts FI_PEEK but never completes it, and a receive shorter
-    // than a large message wedges it (see the conformance suite), so there is
-    // no safe way to take a message of unknown size.
+    // shm accepts FI_PEEK but never completes it, and a receive shorter than a
+    // large message wedges it, so there is no safe way to take a message of
+    // unknown size (docs/libfabric.md, "`shm`").
     discard_unsupported_ =
         "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing "
         "(Transport::BeginEpoch leaves them behind with the endpoint instead)";
@@ -887,10 +881,9 @@ void FabricCore::SweepDiscards() {
 void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry) {
   // From any source, with the peeked message's exact tag: no message before it
   // in the provider's unexpected queue matched the filter, so this receive
-  // takes the one the peek found. Not from the peek's source: tcp;ofi_rxm 1.17
-  // reports fi_addr 0 as the source of a peeked message whoever sent it (seen
-  // for senders at fi_addr 1 and 2), and a drain directed there waited for
-  // good (or could take a later message of fi_addr 0's).
+  // takes the one the peek found. Not from the peek's source: tcp;ofi_rxm
+  // reports a wrong source for peeked messages (docs/libfabric.md,
+  // "`tcp;ofi_rxm`": "Peek source").
   auto op = NewOwnedOp(FabricOp::Kind::kDrain, entry.tag, FI_ADDR_UNSPEC, "any source",
                        std::max<size_t>(entry.len, 1));
   if (!op) {

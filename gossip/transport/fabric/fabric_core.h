@@ -36,21 +36,15 @@
 // Discard filters. While any is set, Poll posts each sweep (kDiscardSweep,
 // backing off) one fi_trecvmsg(FI_PEEK) from any source per filter with nothing in flight. A
 // hit (its tag and length) starts a drain: a receive of that tag from any
-// source into a buffer of its own, freed on completion (StartDrain). A real receive, not
-// FI_DISCARD: net streams every message whole, so an unreceived large one
-// holds back what its sender sends next; tcp;ofi_rxm and shm keep it at the
-// sender (rendezvous), and only a receive releases that send and, on shm, the
-// completions of the sender's later sends. Peeks, drains and FI_ENOMSG misses
-// are reaped like any op but not counted as progress.
+// source into a buffer of its own, freed on completion (StartDrain). A real
+// receive, not FI_DISCARD: on some providers only a receive releases the
+// sender (and what it sends next). Peeks, drains and FI_ENOMSG misses are
+// reaped like any op but not counted as progress. Why, per provider:
+// docs/libfabric.md ("libfabric 1.17 behaviours and what the transport does").
 //
-// First contact (net only). libfabric 1.17's net opens one connection per peer
-// pair on the first send in either direction, and when both ends send first at
-// once it can lose what one of them already wrote: a connect request that
-// crosses the accepted one is taken for a stale connection ("old connection
-// exists, replacing" in xnet_process_connreq, the peer's pid not yet known),
-// and the good connection closes with the peer's first messages unread, their
-// sends reported complete. Seen as the kill test's survivors that had never
-// talked (a node's first all-reduce message to another lost; 3 runs in 26).
+// First contact (net only). When both ends of a pair send first at once, net
+// can lose what one of them already wrote (a simultaneous connect replaces the
+// good connection; docs/libfabric.md, "`net`": "Simultaneous connect").
 // So each pair's first contact goes one way: on the first SetPeers that names
 // a peer, the endpoint with the smaller address blob sends it a first-contact
 // message (tag kReservedTag, which no user message has; not counted in Stats);
@@ -58,33 +52,30 @@
 // arrives (or kFirstContactWait passes, or the peer dies or leaves). Receives
 // are never held, and a pair costs one connection whether or not it talks.
 //
-// Epochs (shm only). shm 1.17 can neither drop a message no receive will take
-// (no FI_PEEK) nor release a send to a dead peer, and after a kill the
-// survivors' sends to each other stopped completing as well. So FabricTransport
+// Epochs (shm only). shm can neither drop a message no receive will take nor
+// release a send to a dead peer (docs/libfabric.md, "`shm`"). So FabricTransport
 // gives shm a fresh FabricCore per membership epoch (Transport::BeginEpoch),
 // its endpoint named with fi_setname after the published address and the
-// epoch (EpochAddress in fabric_transport.cc): peers derive each other's name, and the old endpoint
-// closes with everything a failed epoch left in it. Other providers keep one
-// endpoint for the whole run.
+// epoch (EpochAddress in fabric_transport.cc): peers derive each other's name,
+// and the old endpoint closes with everything a failed epoch left in it. Other
+// providers keep one endpoint for the whole run.
 //
-// Dead peers' locks (shm only). shm 1.17 sends by taking a spin lock inside
-// the receiver's region, and a process killed while holding its own lock
-// (it takes it to read its queue) leaves every later send to it spinning in
-// fi_tsend for ever, holding cq_mu_; a receive that matches a message the
-// dead peer had queued can touch its region too (after a kill -9, one run in
-// 40 wedged a neighbour, in fi_trecv). So the core watches each peer's
-// process (a pidfd, SetPeers) and fails a send to one that has exited
-// instead of giving it to the provider (a receive stays posted: its message
-// may be here already). The control thread never waits for cq_mu_
-// (MarkPeerDead's and SetPeers' cancels are left to the next Poll when
-// another thread holds it), and a watchdog thread times each provider call
-// (ProviderCallClock). Once a peer's process has exited, the watchdog also
-// releases the region locks that a killed process can have left held, when
-// they stay held at every try for kLockHeldProof (shm_region_lock.h): this
-// endpoint's own (a peer killed while sending to it; its progress only tries
-// that lock, so nothing here would notice, while every send to it spins) and
-// exited peers' (one killed while reading its queue). A live peer's lock is
-// left to that peer's watchdog. A call that has still run
+// Dead peers' locks (shm only). shm sends by taking a spin lock inside the
+// receiver's region, so a process killed while holding a lock leaves a send to
+// it (or a receive of a message it queued) spinning in the provider for ever,
+// holding cq_mu_ (docs/libfabric.md, "`shm`": "A dead peer's spin lock"). So
+// the core watches each peer's process (a pidfd, SetPeers) and fails a send to
+// one that has exited instead of giving it to the provider (a receive stays
+// posted: its message may be here already). The control thread never waits
+// for cq_mu_ (MarkPeerDead's and SetPeers' cancels are left to the next Poll
+// when another thread holds it), and a watchdog thread times each provider
+// call (ProviderCallClock). Once a peer's process has exited, the watchdog
+// also releases the region locks that a killed process can have left held,
+// when they stay held at every try for kLockHeldProof (shm_region_lock.h):
+// this endpoint's own (a peer killed while sending to it; its progress only
+// tries that lock, so nothing here would notice, while every send to it
+// spins) and exited peers' (one killed while reading its queue). A live peer's
+// lock is left to that peer's watchdog. A call that has still run
 // FabricOptions::wedged_after while some peer's process has exited can never
 // return, and FabricOptions::on_wedged is told.
 //
@@ -125,10 +116,11 @@ inline constexpr std::chrono::milliseconds kDiscardSweep{5};
 inline constexpr std::chrono::milliseconds kDiscardSweepMax{1000};
 // How long a first-contact gate waits for the peer's message.
 inline constexpr std::chrono::seconds kFirstContactWait{10};
-// How long a send trusts the last look at its shm peer's process (a poll(2)
-// costs 1-2 us on a busy 2-core host: at every send, 4 KiB all-reduces over
-// shm took 20% longer). A peer that dies is then missed by sends for at most
-// this long, well inside the milliseconds its control connection takes.
+// How long a send trusts the last look at its shm peer's process (a poll(2) at
+// every send slows small all-reduces measurably: docs/performance.md,
+// "Point-to-point against fi_pingpong"). A peer that dies is then missed by
+// sends for at most this long, well inside the milliseconds its control
+// connection takes.
 inline constexpr std::chrono::microseconds kProcessCheckInterval{100};
 // How often the wedge watchdog (shm) looks at the provider call running.
 inline constexpr std::chrono::milliseconds kWatchdogInterval{250};
@@ -428,9 +420,9 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   std::map<std::string, fi_addr_t> av_entries_;  // by address blob; under peers_mu_
 
   // Serialises every call into the provider's data path (post, CQ read,
-  // cancel). libfabric 1.17's shm loses a message now and then when a receive
-  // is posted while another thread progresses the same endpoint, so the
-  // endpoint is driven by one thread at a time even though it is FI_THREAD_SAFE.
+  // cancel): one thread at a time drives the endpoint even though it is
+  // FI_THREAD_SAFE, since shm loses messages otherwise (docs/libfabric.md,
+  // "How the fabric transport works").
   std::mutex cq_mu_;
   bool closed_ = false;  // under cq_mu_
   // Times the provider calls made under cq_mu_ (the watchdog's view; shm only, InProvider).

@@ -11,10 +11,11 @@
 // space (-FI_EAGAIN) waits in a FIFO backlog that progress retries.
 //
 // Providers are chosen by name: "tcp;ofi_rxm" (between hosts; large messages
-// use rxm's rendezvous) and "shm" (inside one host). For tcp the endpoint binds
-// to `bind_address` (default 127.0.0.1, so tests and local runs never touch
-// another interface): it is passed as the node to fi_getinfo with FI_SOURCE, no
-// environment variable is needed. A multi-host run sets it to the host's address.
+// use rxm's rendezvous), "net" (tcp's native RDM endpoint) and "shm" (inside
+// one host). For tcp;ofi_rxm and net the endpoint binds to `bind_address`
+// (default 127.0.0.1, so tests and local runs never touch another interface):
+// it is passed as the node to fi_getinfo with FI_SOURCE, no environment
+// variable is needed. A multi-host run sets it to the host's address.
 //
 // Must not: include <rdma/...> here (callers stay free of libfabric; its types
 // live in fabric_transport.cc and fabric_objects.h).
@@ -53,11 +54,11 @@ struct FabricOptions {
   size_t cq_size = 0;
   // Request::Wait first polls the CQ without yielding this long (0: never), as
   // fi_pingpong and MPI's shared-memory transports do: a message is then seen
-  // within one poll rather than one sched_yield round trip later (shm, 4 KiB
-  // ping-pong: 2.6-2.9 us against 3.2-3.4 us with yields, fi_pingpong 2.4 us).
+  // within one poll rather than one sched_yield round trip later.
   // Only for hosts with a core per busy process: a thread that polls without
   // yielding keeps a peer that shares its core waiting, and takes a core from
   // training's kernel threads while communication overlaps backward.
+  // Measured: docs/libfabric.md ("Progress and waiting").
   std::chrono::microseconds busy_poll{0};
   // Request::Wait then polls the CQ itself (yielding between polls) this long,
   // then blocks on a condition variable fed by the progress thread. Short waits
@@ -65,28 +66,22 @@ struct FabricOptions {
   std::chrono::microseconds wait_spin{200};
   // ... plus this much per MiB of the operation (capped at 64 ms in all): a large
   // transfer moves only while someone drives the CQ, and a sleeping waiter
-  // leaves that to the progress thread's back-off (1 MiB over tcp: 3.2 GB/s
-  // with 200 us of spin, 4.9 GB/s with 2 ms; see `chorus bench p2p --wait-spin-us`).
+  // leaves that to the progress thread's back-off. Measured: docs/libfabric.md
+  // ("Progress and waiting").
   std::chrono::microseconds wait_spin_per_mib{1000};
   // Longest sleep of the progress thread between empty polls while idle.
   std::chrono::microseconds progress_max_sleep{1000};
   // How long a cancelled or abandoned operation's completion is awaited before
   // the request gives up (its context stays owned by the transport).
   std::chrono::milliseconds cancel_timeout{2000};
-  // shm only. libfabric 1.17's shm takes a spin lock inside the receiver's
-  // region to send to it, so a process killed while holding its own lock
-  // leaves every later send to it spinning for ever, inside fi_tsend, with
-  // the calling thread and the endpoint. The transport never posts a send to
-  // a peer whose process has exited (it watches each peer's process), but a
-  // call already spinning when the peer dies cannot be taken back, and a
-  // process killed while sending to this one leaves this endpoint's own lock
-  // held. Once a peer's process has exited, the transport's watchdog thread
-  // releases the locks a killed process left held in this endpoint's region
-  // and in exited peers' ones (shm_region_lock.h), and such calls go on. A
-  // provider call that has still run `wedged_after` while some peer's process
-  // has exited never will: `on_wedged` is called once, from the watchdog
-  // thread, with an error that names the call and the exited peers, and a
-  // node exits (cluster_session.cc). Unset, the error is logged.
+  // shm only. A killed peer can leave a provider call spinning for ever (shm's
+  // send lock lives in the receiver's region); the transport's watchdog
+  // releases such locks once the peer's process has exited (shm_region_lock.h).
+  // A provider call that has still run `wedged_after` while some peer's process
+  // has exited can never return: `on_wedged` is called once, from the
+  // watchdog thread, with an error that names the call and the exited peers,
+  // and a node exits (node/cluster/cluster_session.cc). Unset, the error is
+  // logged. Details: docs/libfabric.md ("`shm`", "A dead peer's spin lock").
   std::chrono::milliseconds wedged_after{5000};
   std::function<void(const Status&)> on_wedged;
 };
@@ -95,7 +90,7 @@ struct FabricOptions {
 // at once: over shm, 200 us (far longer than a small message's round trip) when
 // each has a core of this process's CPU set, else 0. Always 0 over tcp, where
 // loopback packets are processed in softirq context that a poller which never
-// yields starves: 1 MiB ping-pong took 310 us with it against 290 us without.
+// yields starves. Measured: docs/libfabric.md ("Progress and waiting").
 // An `override_us` >= 0 (a bench's --busy-poll-us) is returned as it is.
 std::chrono::microseconds BusyPollFor(FabricProvider provider, int busy_processes,
                                       int override_us = -1);

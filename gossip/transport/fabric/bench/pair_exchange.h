@@ -12,7 +12,9 @@
 //            tagged notice that the provider orders after the write
 //            (FI_ORDER_SAW): the data moves with no handshake first, as a
 //            receiver-advertised protocol would move it. FabricTransport does
-//            not do this (see the README's rxm paragraph for why).
+//            not do this: it would be a second data path with its own
+//            deadlines and failure handling. Measured: docs/performance.md
+//            ("2026-11-24: paired, after the small tree and the larger segments").
 // The endpoint comes from GetInfo, as FabricTransport's does (the same hints
 // and provider settings, plus FI_RMA and FI_ORDER_SAW). Waits spin on the CQ
 // (a core per rank) with no deadline: a measurement between two processes of
