@@ -85,10 +85,9 @@ double MeanLogSlowdown(const std::vector<Cell>& cells, const AllreduceCrossovers
   return sum / static_cast<double>(cells.size());
 }
 
-}  // namespace
-
-Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> timings,
-                                            const AllreduceCrossovers& base, int host_cores) {
+// The measured cells that have a time for every rule's choice, with their best
+// time. Errors: a time that is not positive and finite; no such cell.
+Result<std::vector<Cell>> MeasuredCells(std::span<const AllreduceTiming> timings) {
   std::map<std::pair<size_t, int>, Cell> by_key;
   for (const AllreduceTiming& t : timings) {
     if (!(t.time_us > 0) || !std::isfinite(t.time_us)) {
@@ -102,7 +101,6 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
     cell.time_us[t.algorithm] = t.time_us;
   }
   std::vector<Cell> cells;
-  std::vector<size_t> sizes;
   for (auto& [key, cell] : by_key) {
     if (!std::all_of(std::begin(kRuleChoices), std::end(kRuleChoices),
                      [&](AllreduceAlgorithm a) { return cell.time_us.count(a) > 0; })) {
@@ -111,22 +109,42 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
     cell.best_us = std::numeric_limits<double>::infinity();
     for (AllreduceAlgorithm a : kRuleChoices) cell.best_us = std::min(cell.best_us, cell.time_us[a]);
     cells.push_back(cell);
-    sizes.push_back(cell.bytes);
   }
   if (cells.empty()) {
     return Err(InvalidArgument(
         "crossover fit: no size has times for all of recursive-doubling, tree, halving-doubling and ring"));
   }
+  return cells;
+}
+
+// The thresholds worth trying. Inclusive upper bounds: never (0) or a measured
+// size; lower bounds: a measured size or never (SIZE_MAX). Thresholds between
+// two measured sizes pick the same everywhere measured, so these are all the
+// distinct fits.
+struct Candidates {
+  std::vector<size_t> maxima;
+  std::vector<size_t> minima;
+};
+
+Candidates CandidateThresholds(const std::vector<Cell>& cells) {
+  std::vector<size_t> sizes;
+  for (const Cell& cell : cells) sizes.push_back(cell.bytes);
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  // Inclusive upper bounds: never (0) or a measured size; lower bounds: a
-  // measured size or never (SIZE_MAX). Thresholds between two measured sizes
-  // pick the same everywhere measured, so these are all the distinct fits.
-  std::vector<size_t> maxima = {0}, minima = sizes;
-  maxima.insert(maxima.end(), sizes.begin(), sizes.end());
-  minima.push_back(SIZE_MAX);
+  Candidates candidates;
+  candidates.maxima = {0};
+  candidates.maxima.insert(candidates.maxima.end(), sizes.begin(), sizes.end());
+  candidates.minima = sizes;
+  candidates.minima.push_back(SIZE_MAX);
+  return candidates;
+}
 
-  CrossoverFit fit;
+// Sets fit.crossovers to the candidate thresholds with the least mean log
+// slowdown, and fit.slowdown and fit.base_slowdown.
+void SearchCrossovers(const std::vector<Cell>& cells, const Candidates& candidates, const AllreduceCrossovers& base,
+                      int host_cores, CrossoverFit& fit) {
+  const std::vector<size_t>& maxima = candidates.maxima;
+  const std::vector<size_t>& minima = candidates.minima;
   fit.crossovers = base;
   double best = MeanLogSlowdown(cells, base, host_cores);
   fit.base_slowdown = std::exp(best);
@@ -165,11 +183,14 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
     }
   }
   fit.slowdown = std::exp(best);
-  // Lower bounds that an earlier rule shadows start where it ends instead (a
-  // table that reads in order), unless that changes a pick: with the rules
-  // before it off, the large-tree rule from 4 KiB is not shadowed below
-  // halving-doubling's range.
-  AllreduceCrossovers f = fit.crossovers;
+}
+
+// Lower bounds that an earlier rule shadows start where it ends instead (a
+// table that reads in order), unless that changes a pick: with the rules
+// before it off, the large-tree rule from 4 KiB is not shadowed below
+// halving-doubling's range.
+AllreduceCrossovers InRuleOrder(const std::vector<Cell>& cells, const AllreduceCrossovers& fitted, int host_cores) {
+  AllreduceCrossovers f = fitted;
   auto after = [](size_t end) { return end == SIZE_MAX ? end : end + 1; };
   const size_t small_end = std::max(f.recursive_doubling_max_bytes, f.tree_max_bytes);
   if (f.halving_doubling_min_bytes <= small_end) f.halving_doubling_min_bytes = after(small_end);
@@ -180,9 +201,20 @@ Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> tim
   const size_t hd_end = std::max(small_end, f.halving_doubling_max_bytes);
   if (f.large_tree_min_bytes <= hd_end) f.large_tree_min_bytes = after(hd_end);
   const bool same_picks = std::all_of(cells.begin(), cells.end(), [&](const Cell& cell) {
-    return PickFor(cell, f, host_cores) == PickFor(cell, fit.crossovers, host_cores);
+    return PickFor(cell, f, host_cores) == PickFor(cell, fitted, host_cores);
   });
-  if (same_picks) fit.crossovers = f;
+  return same_picks ? f : fitted;
+}
+
+}  // namespace
+
+Result<CrossoverFit> FitAllreduceCrossovers(std::span<const AllreduceTiming> timings,
+                                            const AllreduceCrossovers& base, int host_cores) {
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<Cell> cells, MeasuredCells(timings));
+  const Candidates candidates = CandidateThresholds(cells);
+  CrossoverFit fit;
+  SearchCrossovers(cells, candidates, base, host_cores, fit);
+  fit.crossovers = InRuleOrder(cells, fit.crossovers, host_cores);
   return fit;
 }
 

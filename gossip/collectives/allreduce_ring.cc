@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "gossip/collectives/collective_internal.h"
 #include "topologies/chunking.h"
@@ -31,131 +32,193 @@
 namespace chorus::gossip {
 
 namespace detail {
+namespace {
 
-template <typename T>
-Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceOptions& options) {
-  const int n = group.size();
-  if (n == 1 || data.empty()) return Status::Ok();
-  const int i = group.self();
-  const int steps = 2 * (n - 1);
-  const size_t segment = std::max<size_t>(options.segment_elems, 1);
-  const int window = std::max(options.inflight_segments, 1);
-  Transport& transport = group.transport();
-  CHORUS_ASSIGN_OR_RETURN(const topologies::RingSchedule schedule,
-                          topologies::RingAllreduceSchedule(i, n));
-  CHORUS_ASSIGN_OR_RETURN(const std::vector<topologies::Range> chunks,
-                          topologies::PartitionChunks(static_cast<int64_t>(data.size()), n));
-  std::vector<std::vector<topologies::Range>> segments(n);  // by chunk
+// The chunks of the buffer, the segments of each chunk, and this rank's
+// schedule over them.
+struct RingLayout {
+  int n = 0;
+  topologies::RingSchedule schedule;
+  std::vector<topologies::Range> chunks;
+  std::vector<std::vector<topologies::Range>> segments;  // by chunk
+};
+
+Result<RingLayout> PlanRing(int self, int n, size_t elems, size_t segment) {
+  RingLayout layout;
+  layout.n = n;
+  CHORUS_ASSIGN_OR_RETURN(layout.schedule, topologies::RingAllreduceSchedule(self, n));
+  CHORUS_ASSIGN_OR_RETURN(layout.chunks, topologies::PartitionChunks(static_cast<int64_t>(elems), n));
+  layout.segments.resize(n);
   for (int c = 0; c < n; ++c) {
-    CHORUS_ASSIGN_OR_RETURN(segments[c],
-                            topologies::SegmentRange(chunks[c], static_cast<int64_t>(segment)));
+    CHORUS_ASSIGN_OR_RETURN(layout.segments[c],
+                            topologies::SegmentRange(layout.chunks[c], static_cast<int64_t>(segment)));
   }
-  auto step_of = [&](int s) -> const topologies::RingStep& {
-    return s < n - 1 ? schedule.reduce_scatter[s] : schedule.all_gather[s - (n - 1)];
-  };
-  auto chunk_sent = [&](int s) { return step_of(s).send_chunk; };
-  auto chunk_received = [&](int s) { return step_of(s).recv_chunk; };
-  auto segments_of = [&](int chunk) { return segments[chunk].size(); };
-  auto region = [&](int chunk, size_t k) {
-    const topologies::Range& r = segments[chunk][k];
-    return data.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
-  };
-  auto tag_of = [&](int s) {
-    return s < n - 1 ? CollectiveTag(options.tag_base, CollectivePhase::kRingReduceScatter, s)
-                     : CollectiveTag(options.tag_base, CollectivePhase::kRingAllGather,
-                                     s - (n - 1));
-  };
-  auto describe = [&](int s, size_t k) {
-    return std::string("ring ") + (s < n - 1 ? "reduce-scatter" : "all-gather") + " step " +
-           std::to_string(s < n - 1 ? s : s - (n - 1)) + " segment " + std::to_string(k);
-  };
+  return layout;
+}
 
-  // Reduce-scatter sends by chunk and segment: an all-gather receive into that
-  // region must wait for them. All-gather sends are only waited for at the end.
-  std::vector<std::vector<RequestPtr>> rs_sends(n);
-  std::vector<RequestPtr> ag_sends;
-  auto send = [&](int s, int chunk, size_t k) -> Status {
-    auto part = region(chunk, k);
-    auto request = transport.Isend(group.RankAt(step_of(s).send_to), tag_of(s), AsBytes(part));
-    if (!request) return request.error().WithContext(describe(s, k) + " send");
-    if (s < n - 1) {
-      rs_sends[chunk].resize(segments_of(chunk));
-      rs_sends[chunk][k] = std::move(*request);
-    } else {
-      ag_sends.push_back(std::move(*request));
-    }
-    return Status::Ok();
-  };
+// Receive units (step, k) in order; chunks with no elements have no units.
+struct Unit {
+  int step = 0;
+  size_t k = 0;
+};
 
-  // Receive units (step, k) in order; chunks with no elements have no units.
-  struct Unit {
-    int step = 0;
-    size_t k = 0;
-  };
-  auto settle = [&](Unit& u) {
-    while (u.step < steps && u.k >= segments_of(chunk_received(u.step))) {
-      ++u.step;
-      u.k = 0;
-    }
-  };
-  Unit next_post;
-  settle(next_post);
-  Unit cur = next_post;
+// One call's ring over `data`: the sends and receives in flight, and the
+// steps RingSum runs them by.
+template <typename T>
+class RingPass {
+ public:
+  RingPass(const CollectiveGroup& group, std::span<T> data, const AllreduceOptions& options,
+           const RingLayout& layout, size_t segment, int window)
+      : group_(group),
+        data_(data),
+        options_(options),
+        layout_(layout),
+        n_(layout.n),
+        steps_(2 * (layout.n - 1)),
+        rs_sends_(layout.n),
+        in_(group, layout.schedule.reduce_scatter[0].recv_from,
+            std::min<size_t>(segment, static_cast<size_t>(layout.chunks[0].size())), window) {
+    Settle(next_post_);
+    cur_ = next_post_;
+  }
 
-  RecvStream<T> in(group, schedule.reduce_scatter[0].recv_from, std::min<size_t>(segment, static_cast<size_t>(chunks[0].size())), window);
-  auto post_ahead = [&](int below_step) -> Status {
-    while (!in.Full() && next_post.step < below_step) {
-      const int chunk = chunk_received(next_post.step);
-      auto dest = region(chunk, next_post.k);
+  int steps() const { return steps_; }
+  bool Done() const { return cur_.step >= steps_; }
+
+  // Posts receives of the units before `below_step` while the window has room.
+  Status PostAhead(int below_step) {
+    while (!in_.Full() && next_post_.step < below_step) {
+      const int chunk = ChunkReceived(next_post_.step);
+      auto dest = Region(chunk, next_post_.k);
       std::span<T> direct;
-      if (next_post.step >= n - 1) {
-        const auto& prior = rs_sends[chunk];
-        if (prior.size() <= next_post.k || !prior[next_post.k] || prior[next_post.k]->Done()) {
+      if (next_post_.step >= n_ - 1) {
+        const auto& prior = rs_sends_[chunk];
+        if (prior.size() <= next_post_.k || !prior[next_post_.k] || prior[next_post_.k]->Done()) {
           direct = dest;
         }
       }
-      CHORUS_RETURN_IF_ERROR(in.Post(tag_of(next_post.step), direct, dest.size()));
-      ++next_post.k;
-      settle(next_post);
+      CHORUS_RETURN_IF_ERROR(in_.Post(TagOf(next_post_.step), direct, dest.size()));
+      ++next_post_.k;
+      Settle(next_post_);
     }
     return Status::Ok();
-  };
-  // The first window of reduce-scatter receives goes before the step-0 sends,
-  // so that the predecessor's data finds them posted. (All-gather receives wait
-  // for the main loop: they land straight in regions the reduce-scatter sends.)
-  CHORUS_RETURN_IF_ERROR(post_ahead(n - 1));
-  for (size_t k = 0; k < segments_of(chunk_sent(0)); ++k) {
-    CHORUS_RETURN_IF_ERROR(send(0, chunk_sent(0), k));
   }
 
-  while (cur.step < steps) {
-    CHORUS_RETURN_IF_ERROR(post_ahead(steps));
+  // Sends every segment of step 0's chunk.
+  Status SendFirstStep() {
+    for (size_t k = 0; k < SegmentsOf(ChunkSent(0)); ++k) {
+      CHORUS_RETURN_IF_ERROR(Send(0, ChunkSent(0), k));
+    }
+    return Status::Ok();
+  }
 
-    const int chunk = chunk_received(cur.step);
-    auto dest = region(chunk, cur.k);
-    auto got_or = in.Next(options.deadline);
-    if (!got_or) return got_or.error().WithContext(describe(cur.step, cur.k) + " receive");
+  // Waits for the oldest receive, adds it in (reduce-scatter) or stores it
+  // (all-gather), and sends that segment on as the next step's.
+  Status ReceiveAndForward() {
+    const int chunk = ChunkReceived(cur_.step);
+    auto dest = Region(chunk, cur_.k);
+    auto got_or = in_.Next(options_.deadline);
+    if (!got_or) return got_or.error().WithContext(Describe(cur_.step, cur_.k) + " receive");
     const std::span<T> got = *got_or;
-    if (cur.step < n - 1) {
+    if (cur_.step < n_ - 1) {
       AddInto(dest.data(), got.data(), got.size());
     } else if (got.data() != dest.data()) {
       // Landed in scratch because the region was still being sent from. The
       // receiver of that send already has it (this data depends on it), so the
       // wait is short.
-      auto& prior = rs_sends[chunk][cur.k];
-      auto done = prior->Wait(options.deadline);
-      if (!done) return done.error().WithContext(describe(cur.step, cur.k) + " earlier send");
+      auto& prior = rs_sends_[chunk][cur_.k];
+      auto done = prior->Wait(options_.deadline);
+      if (!done) return done.error().WithContext(Describe(cur_.step, cur_.k) + " earlier send");
       std::memcpy(dest.data(), got.data(), got.size_bytes());
     }
-    if (cur.step + 1 < steps) CHORUS_RETURN_IF_ERROR(send(cur.step + 1, chunk, cur.k));
-    ++cur.k;
-    settle(cur);
+    if (cur_.step + 1 < steps_) CHORUS_RETURN_IF_ERROR(Send(cur_.step + 1, chunk, cur_.k));
+    ++cur_.k;
+    Settle(cur_);
+    return Status::Ok();
   }
 
-  for (auto& per_chunk : rs_sends) {
-    CHORUS_RETURN_IF_ERROR(WaitAll(per_chunk, options.deadline));
+  Status WaitSends() {
+    for (auto& per_chunk : rs_sends_) {
+      CHORUS_RETURN_IF_ERROR(WaitAll(per_chunk, options_.deadline));
+    }
+    return WaitAll(ag_sends_, options_.deadline);
   }
-  return WaitAll(ag_sends, options.deadline);
+
+ private:
+  const topologies::RingStep& StepOf(int s) const {
+    return s < n_ - 1 ? layout_.schedule.reduce_scatter[s] : layout_.schedule.all_gather[s - (n_ - 1)];
+  }
+  int ChunkSent(int s) const { return StepOf(s).send_chunk; }
+  int ChunkReceived(int s) const { return StepOf(s).recv_chunk; }
+  size_t SegmentsOf(int chunk) const { return layout_.segments[chunk].size(); }
+  std::span<T> Region(int chunk, size_t k) const {
+    const topologies::Range& r = layout_.segments[chunk][k];
+    return data_.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
+  }
+  Tag TagOf(int s) const {
+    return s < n_ - 1 ? CollectiveTag(options_.tag_base, CollectivePhase::kRingReduceScatter, s)
+                      : CollectiveTag(options_.tag_base, CollectivePhase::kRingAllGather, s - (n_ - 1));
+  }
+  std::string Describe(int s, size_t k) const {
+    return std::string("ring ") + (s < n_ - 1 ? "reduce-scatter" : "all-gather") + " step " +
+           std::to_string(s < n_ - 1 ? s : s - (n_ - 1)) + " segment " + std::to_string(k);
+  }
+  // Moves `u` past the chunks that have no segments left.
+  void Settle(Unit& u) const {
+    while (u.step < steps_ && u.k >= SegmentsOf(ChunkReceived(u.step))) {
+      ++u.step;
+      u.k = 0;
+    }
+  }
+
+  Status Send(int s, int chunk, size_t k) {
+    auto part = Region(chunk, k);
+    auto request = group_.transport().Isend(group_.RankAt(StepOf(s).send_to), TagOf(s), AsBytes(part));
+    if (!request) return request.error().WithContext(Describe(s, k) + " send");
+    if (s < n_ - 1) {
+      rs_sends_[chunk].resize(SegmentsOf(chunk));
+      rs_sends_[chunk][k] = std::move(*request);
+    } else {
+      ag_sends_.push_back(std::move(*request));
+    }
+    return Status::Ok();
+  }
+
+  const CollectiveGroup& group_;
+  const std::span<T> data_;
+  const AllreduceOptions& options_;
+  const RingLayout& layout_;
+  const int n_;
+  const int steps_;  // 2 (n - 1), numbered 0 .. 2n-3, reduce-scatter first
+  // Reduce-scatter sends by chunk and segment: an all-gather receive into that
+  // region must wait for them. All-gather sends are only waited for at the end.
+  std::vector<std::vector<RequestPtr>> rs_sends_;
+  std::vector<RequestPtr> ag_sends_;
+  Unit next_post_;  // the next unit to post a receive for
+  Unit cur_;        // the next unit to receive
+  RecvStream<T> in_;
+};
+
+}  // namespace
+
+template <typename T>
+Status RingSum(const CollectiveGroup& group, std::span<T> data, const AllreduceOptions& options) {
+  const int n = group.size();
+  if (n == 1 || data.empty()) return Status::Ok();
+  const size_t segment = std::max<size_t>(options.segment_elems, 1);
+  const int window = std::max(options.inflight_segments, 1);
+  CHORUS_ASSIGN_OR_RETURN(const RingLayout layout, PlanRing(group.self(), n, data.size(), segment));
+  RingPass<T> ring(group, data, options, layout, segment, window);
+  // The first window of reduce-scatter receives goes before the step-0 sends,
+  // so that the predecessor's data finds them posted. (All-gather receives wait
+  // for the main loop: they land straight in regions the reduce-scatter sends.)
+  CHORUS_RETURN_IF_ERROR(ring.PostAhead(/*below_step=*/n - 1));
+  CHORUS_RETURN_IF_ERROR(ring.SendFirstStep());
+  while (!ring.Done()) {
+    CHORUS_RETURN_IF_ERROR(ring.PostAhead(ring.steps()));
+    CHORUS_RETURN_IF_ERROR(ring.ReceiveAndForward());
+  }
+  return ring.WaitSends();
 }
 
 template Status RingSum<float>(const CollectiveGroup&, std::span<float>, const AllreduceOptions&);

@@ -115,6 +115,113 @@ Result<std::byte*> OpenNamed(const std::string& name, size_t bytes, int members,
   return base;
 }
 
+// A mapped segment and the name it was shared under.
+struct Mapping {
+  std::string name;
+  std::byte* base = nullptr;
+};
+
+// What Attach's handshake needs of the call.
+struct Handshake {
+  const CollectiveGroup& local;
+  Transport& transport;
+  Tag name_tag;  // the name, then the verdict, leader to members
+  Tag ack_tag;   // each member's "mapped it", members to leader
+  Deadline deadline;
+};
+
+// The leader sends `wire` (the name, or empty when it could not create the
+// segment) to every member; the first error stops it.
+Status SendName(const Handshake& h, const std::array<char, kNameBytes>& wire) {
+  Status s = Status::Ok();
+  for (int i = 1; i < h.local.size() && s.ok(); ++i) {
+    s = h.transport.Send(h.local.RankAt(i), h.name_tag, std::as_bytes(std::span(wire)), h.deadline);
+  }
+  return s;
+}
+
+// The leader waits for every member's answer: all mapped `name`, or the first failure.
+Status CollectAcks(const Handshake& h, const std::string& name) {
+  Status s = Status::Ok();
+  for (int i = 1; i < h.local.size() && s.ok(); ++i) {
+    char ack = 0;
+    Result<Completion> c = h.transport.Recv(h.local.RankAt(i), h.ack_tag,
+                                            std::as_writable_bytes(std::span(&ack, 1)), h.deadline);
+    if (!c) {
+      s = c.error();
+    } else if (ack != 1) {
+      s = FailedPrecondition("rank " + std::to_string(h.local.RankAt(i)) + " could not map " + name);
+    }
+  }
+  return s;
+}
+
+// The leader's side: creates the segment, shares its name, collects the
+// members' answers, unlinks the name and tells every member the verdict.
+Result<Mapping> LeadAttach(const Handshake& h, size_t bytes, size_t slot_bytes) {
+  const int n = h.local.size();
+  UnlinkShmNamesOfDeadProcesses(kNamePrefix, '-');  // a leader that died between creating and unlinking
+  Mapping mapping;
+  mapping.name = FreshName();
+  const std::string& name = mapping.name;
+  Result<std::byte*> created = CreateNamed(name, bytes, n, slot_bytes);
+  std::array<char, kNameBytes> wire{};  // empty: "I could not create it", so members fail at once
+  if (created) std::memcpy(wire.data(), name.data(), std::min(name.size(), kNameBytes - 1));
+  Status s = SendName(h, wire);
+  if (!created) return Err(created.error().WithContext("creating the host's shared memory"));
+  mapping.base = *created;
+  if (s.ok()) s = CollectAcks(h, name);
+  shm_unlink(name.c_str());  // from now on the memory lives as long as a mapping does
+  // The verdict, so that every member ends with a segment or none does (a
+  // member that could not map it would otherwise leave the others resolving
+  // `auto` differently from it).
+  const char verdict = s.ok() ? 1 : 0;
+  for (int i = 1; i < n; ++i) {
+    (void)h.transport.Send(h.local.RankAt(i), h.name_tag, std::as_bytes(std::span(&verdict, 1)), h.deadline);
+  }
+  if (!s.ok()) {
+    munmap(mapping.base, bytes);
+    return Err(s.WithContext("attaching shared memory " + name));
+  }
+  return mapping;
+}
+
+// A member's side: receives the name, maps the segment, answers, and waits
+// for the leader's verdict.
+Result<Mapping> JoinAttach(const Handshake& h, size_t bytes, size_t slot_bytes) {
+  const Rank leader = h.local.RankAt(0);
+  std::array<char, kNameBytes> wire{};
+  CHORUS_ASSIGN_OR_RETURN(Completion c, h.transport.Recv(leader, h.name_tag,
+                                                         std::as_writable_bytes(std::span(wire)), h.deadline));
+  (void)c;
+  wire.back() = '\0';
+  Mapping mapping;
+  mapping.name = wire.data();
+  const std::string& name = mapping.name;
+  if (name.empty()) {
+    return Err(FailedPrecondition("rank " + std::to_string(leader) +
+                                  " could not create the host's shared memory (its log says why)"));
+  }
+  Result<std::byte*> mapped = OpenNamed(name, bytes, h.local.size(), slot_bytes);
+  const char ack = mapped ? 1 : 0;
+  Status s = h.transport.Send(leader, h.ack_tag, std::as_bytes(std::span(&ack, 1)), h.deadline);
+  if (!mapped) return Err(mapped.error().WithContext("attaching the shared memory of rank " +
+                                                     std::to_string(leader)));
+  mapping.base = *mapped;
+  char verdict = 0;
+  if (s.ok()) {
+    Result<Completion> v = h.transport.Recv(leader, h.name_tag, std::as_writable_bytes(std::span(&verdict, 1)),
+                                            h.deadline);
+    if (!v) s = v.error();
+    else if (verdict != 1) s = FailedPrecondition("another rank of the host could not map it");
+  }
+  if (!s.ok()) {
+    munmap(mapping.base, bytes);
+    return Err(s.WithContext("attaching shared memory " + name));
+  }
+  return mapping;
+}
+
 }  // namespace
 
 HostSegment::HostSegment(std::vector<Rank> ranks, int self, size_t slot_bytes, std::string name)
@@ -138,82 +245,21 @@ Result<std::shared_ptr<HostSegment>> HostSegment::Attach(const CollectiveGroup& 
   const size_t bytes = SegmentBytes(n, slot_bytes);
   std::vector<Rank> ranks;
   for (int i = 0; i < n; ++i) ranks.push_back(local.RankAt(i));
-  Transport& t = local.transport();
-  const Tag name_tag = options.tag_base;
-  const Tag ack_tag = options.tag_base + 1;
-  std::string name;
-  std::byte* base = nullptr;
-
+  const Handshake handshake{local, local.transport(), options.tag_base, options.tag_base + 1, options.deadline};
+  Mapping mapping;
   if (n == 1) {
-    CHORUS_ASSIGN_OR_RETURN(base, MapShared(-1, bytes, "private segment"));
-    name = "private";
+    CHORUS_ASSIGN_OR_RETURN(mapping.base, MapShared(-1, bytes, "private segment"));
+    mapping.name = "private";
   } else if (local.self() == 0) {
-    UnlinkShmNamesOfDeadProcesses(kNamePrefix, '-');  // a leader that died between creating and unlinking
-    name = FreshName();
-    Result<std::byte*> created = CreateNamed(name, bytes, n, slot_bytes);
-    std::array<char, kNameBytes> wire{};  // empty: "I could not create it", so members fail at once
-    if (created) std::memcpy(wire.data(), name.data(), std::min(name.size(), kNameBytes - 1));
-    Status s = Status::Ok();
-    for (int i = 1; i < n && s.ok(); ++i) {
-      s = t.Send(local.RankAt(i), name_tag, std::as_bytes(std::span(wire)), options.deadline);
-    }
-    if (!created) return Err(created.error().WithContext("creating the host's shared memory"));
-    base = *created;
-    for (int i = 1; i < n && s.ok(); ++i) {
-      char ack = 0;
-      Result<Completion> c = t.Recv(local.RankAt(i), ack_tag, std::as_writable_bytes(std::span(&ack, 1)),
-                                    options.deadline);
-      if (!c) {
-        s = c.error();
-      } else if (ack != 1) {
-        s = FailedPrecondition("rank " + std::to_string(local.RankAt(i)) + " could not map " + name);
-      }
-    }
-    shm_unlink(name.c_str());  // from now on the memory lives as long as a mapping does
-    // The verdict, so that every member ends with a segment or none does (a
-    // member that could not map it would otherwise leave the others resolving
-    // `auto` differently from it).
-    const char verdict = s.ok() ? 1 : 0;
-    for (int i = 1; i < n; ++i) {
-      (void)t.Send(local.RankAt(i), name_tag, std::as_bytes(std::span(&verdict, 1)), options.deadline);
-    }
-    if (!s.ok()) {
-      munmap(base, bytes);
-      return Err(s.WithContext("attaching shared memory " + name));
-    }
+    CHORUS_ASSIGN_OR_RETURN(mapping, LeadAttach(handshake, bytes, slot_bytes));
   } else {
-    std::array<char, kNameBytes> wire{};
-    CHORUS_ASSIGN_OR_RETURN(Completion c, t.Recv(local.RankAt(0), name_tag,
-                                                 std::as_writable_bytes(std::span(wire)), options.deadline));
-    (void)c;
-    wire.back() = '\0';
-    name = wire.data();
-    if (name.empty()) {
-      return Err(FailedPrecondition("rank " + std::to_string(local.RankAt(0)) +
-                                    " could not create the host's shared memory (its log says why)"));
-    }
-    Result<std::byte*> mapped = OpenNamed(name, bytes, n, slot_bytes);
-    const char ack = mapped ? 1 : 0;
-    Status s = t.Send(local.RankAt(0), ack_tag, std::as_bytes(std::span(&ack, 1)), options.deadline);
-    if (!mapped) return Err(mapped.error().WithContext("attaching the shared memory of rank " +
-                                                       std::to_string(local.RankAt(0))));
-    base = *mapped;
-    char verdict = 0;
-    if (s.ok()) {
-      Result<Completion> v = t.Recv(local.RankAt(0), name_tag, std::as_writable_bytes(std::span(&verdict, 1)),
-                                    options.deadline);
-      if (!v) s = v.error();
-      else if (verdict != 1) s = FailedPrecondition("another rank of the host could not map it");
-    }
-    if (!s.ok()) {
-      munmap(base, bytes);
-      return Err(s.WithContext("attaching shared memory " + name));
-    }
+    CHORUS_ASSIGN_OR_RETURN(mapping, JoinAttach(handshake, bytes, slot_bytes));
   }
-  auto segment = std::shared_ptr<HostSegment>(new HostSegment(std::move(ranks), local.self(), slot_bytes, name));
-  segment->base_ = base;
+  auto segment = std::shared_ptr<HostSegment>(
+      new HostSegment(std::move(ranks), local.self(), slot_bytes, std::move(mapping.name)));
+  segment->base_ = mapping.base;
   segment->mapped_bytes_ = bytes;
-  segment->transport_ = &t;
+  segment->transport_ = &handshake.transport;
   segment->FlagsOf(local.self())->pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
   return segment;
 }

@@ -83,61 +83,86 @@ Result<double> MeasureConsensusDistance(const Collective& world, std::span<const
   return norm > 0.0 ? max_distance / norm : max_distance;
 }
 
-Result<ConsensusReport> RunConsensus(const Collective& world, const topologies::Graph* graph,
-                                     std::span<float> params, const ConsensusOptions& options) {
-  if (options.method == ConsensusMethod::kGossip) {
-    if (!(options.bound > 0.0)) {
-      return Err(
-          InvalidArgument("consensus: bound must be > 0, got " + std::to_string(options.bound)));
-    }
-    if (options.check_every < 1 || options.max_rounds < 0) {
-      return Err(InvalidArgument("consensus: check_every must be >= 1 and max_rounds >= 0"));
-    }
+namespace {
+
+Status CheckOptions(const ConsensusOptions& options) {
+  if (options.method != ConsensusMethod::kGossip) return Status::Ok();
+  if (!(options.bound > 0.0)) {
+    return InvalidArgument("consensus: bound must be > 0, got " + std::to_string(options.bound));
   }
-  uint64_t call = 0;
-  auto next_base = [&] {
-    const Tag base = GossipCollectiveTagBase(options.tag_stream, options.epoch, call);
-    call += 2;  // MeasureConsensusDistance uses two ranges
+  if (options.check_every < 1 || options.max_rounds < 0) {
+    return InvalidArgument("consensus: check_every must be >= 1 and max_rounds >= 0");
+  }
+  return Status::Ok();
+}
+
+// The tag bases of the phase's collective calls, in call order (see the
+// consensus.h file comment).
+class TagBases {
+ public:
+  explicit TagBases(const ConsensusOptions& options) : options_(options) {}
+  Tag Next() {
+    const Tag base = GossipCollectiveTagBase(options_.tag_stream, options_.epoch, call_);
+    call_ += 2;  // MeasureConsensusDistance uses two ranges
     return base;
-  };
-  AllreduceOptions allreduce = options.allreduce;
-  allreduce.deadline = options.deadline;
-  ConsensusReport report;
-
-  if (options.method == ConsensusMethod::kAllreduceAverage) {
-    std::vector<float> mean;
-    CHORUS_ASSIGN_OR_RETURN(report.distance_before,
-                            MeasureConsensusDistance(world, params, allreduce, next_base(), &mean));
-    report.measurements = 1;
-    std::copy(mean.begin(), mean.end(), params.begin());
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      report.checksum = Fnv1a64(params);
-      CHORUS_ASSIGN_OR_RETURN(auto sums,
-                              GatherChecksums(world, report.checksum,
-                                              WithTags(allreduce, next_base(), options.deadline)));
-      report.identical =
-          std::all_of(sums.begin(), sums.end(), [&](uint64_t s) { return s == sums[0]; });
-      if (report.identical) break;
-      if (attempt == 1) {
-        return Err(Internal("consensus: replicas differ even after broadcasting rank 0's bytes"));
-      }
-      CHORUS_LOG_WARN(Subsys::kGossip,
-                      "consensus: all-reduce results differ between ranks; "
-                      "broadcasting rank 0's bytes");
-      CollectiveOptions broadcast;
-      broadcast.tag_base = next_base();
-      broadcast.deadline = options.deadline;
-      CHORUS_RETURN_IF_ERROR(world.Broadcast(
-          std::span<std::byte>(reinterpret_cast<std::byte*>(params.data()), params.size_bytes()), 0,
-          broadcast));
-      report.repaired = true;
-    }
-    report.distance_after = 0.0;
-    report.reached = true;
-    return report;
   }
 
-  // kGossip.
+ private:
+  const ConsensusOptions& options_;
+  uint64_t call_ = 0;
+};
+
+// Checks that every rank holds the same bytes of `params`; on a mismatch
+// broadcasts rank 0's and checks again.
+Status MakeIdentical(const Collective& world, std::span<float> params, const ConsensusOptions& options,
+                     const AllreduceOptions& allreduce, TagBases& tags, ConsensusReport& report) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    report.checksum = Fnv1a64(params);
+    CHORUS_ASSIGN_OR_RETURN(auto sums,
+                            GatherChecksums(world, report.checksum,
+                                            WithTags(allreduce, tags.Next(), options.deadline)));
+    report.identical =
+        std::all_of(sums.begin(), sums.end(), [&](uint64_t s) { return s == sums[0]; });
+    if (report.identical) break;
+    if (attempt == 1) {
+      return Internal("consensus: replicas differ even after broadcasting rank 0's bytes");
+    }
+    CHORUS_LOG_WARN(Subsys::kGossip,
+                    "consensus: all-reduce results differ between ranks; "
+                    "broadcasting rank 0's bytes");
+    CollectiveOptions broadcast;
+    broadcast.tag_base = tags.Next();
+    broadcast.deadline = options.deadline;
+    CHORUS_RETURN_IF_ERROR(world.Broadcast(
+        std::span<std::byte>(reinterpret_cast<std::byte*>(params.data()), params.size_bytes()), 0,
+        broadcast));
+    report.repaired = true;
+  }
+  return Status::Ok();
+}
+
+// kAllreduceAverage: every replica takes the exact mean, bitwise identical.
+Result<ConsensusReport> AverageByAllreduce(const Collective& world, std::span<float> params,
+                                           const ConsensusOptions& options, const AllreduceOptions& allreduce,
+                                           TagBases& tags) {
+  ConsensusReport report;
+  std::vector<float> mean;
+  CHORUS_ASSIGN_OR_RETURN(report.distance_before,
+                          MeasureConsensusDistance(world, params, allreduce, tags.Next(), &mean));
+  report.measurements = 1;
+  std::copy(mean.begin(), mean.end(), params.begin());
+  CHORUS_RETURN_IF_ERROR(MakeIdentical(world, params, options, allreduce, tags, report));
+  report.distance_after = 0.0;
+  report.reached = true;
+  return report;
+}
+
+// kGossip: D-PSGD rounds over `graph` (complete when null) until the measured
+// distance is within the bound or max_rounds have run.
+Result<ConsensusReport> GossipUntilBound(const Collective& world, const topologies::Graph* graph,
+                                         std::span<float> params, const ConsensusOptions& options,
+                                         const AllreduceOptions& allreduce, TagBases& tags) {
+  ConsensusReport report;
   std::optional<topologies::Graph> complete;
   if (!graph) {
     CHORUS_ASSIGN_OR_RETURN(auto c, topologies::CompleteGraph(world.size()));
@@ -150,7 +175,7 @@ Result<ConsensusReport> RunConsensus(const Collective& world, const topologies::
   CHORUS_ASSIGN_OR_RETURN(auto mixer, DpsgdGossip::Create(world.transport(), g, dpsgd));
   while (true) {
     CHORUS_ASSIGN_OR_RETURN(const double d,
-                            MeasureConsensusDistance(world, params, allreduce, next_base()));
+                            MeasureConsensusDistance(world, params, allreduce, tags.Next()));
     if (report.measurements == 0) report.distance_before = d;
     ++report.measurements;
     report.distance_after = d;
@@ -169,6 +194,20 @@ Result<ConsensusReport> RunConsensus(const Collective& world, const topologies::
   }
   report.checksum = Fnv1a64(params);
   return report;
+}
+
+}  // namespace
+
+Result<ConsensusReport> RunConsensus(const Collective& world, const topologies::Graph* graph,
+                                     std::span<float> params, const ConsensusOptions& options) {
+  CHORUS_RETURN_IF_ERROR(CheckOptions(options));
+  TagBases tags(options);
+  AllreduceOptions allreduce = options.allreduce;
+  allreduce.deadline = options.deadline;
+  if (options.method == ConsensusMethod::kAllreduceAverage) {
+    return AverageByAllreduce(world, params, options, allreduce, tags);
+  }
+  return GossipUntilBound(world, graph, params, options, allreduce, tags);
 }
 
 }  // namespace chorus::gossip

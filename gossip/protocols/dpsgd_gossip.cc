@@ -76,26 +76,38 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
   CHORUS_RETURN_IF_ERROR(CheckMixable(params));
   if (SkipRound(round, options_.period)) return Status::Ok();
   const Rank self = transport_.rank();
-  const size_t n = params.size();
-  CHORUS_RETURN_IF_ERROR(codec_->Encode(params, MessageSeed(options_.seed, self, round), &send_));
-  const Tag tag = GossipTag(GossipMessageKind::kDpsgd, options_.tag_stream, options_.epoch, round);
   // Undirected: the same neighbours both ways, Metropolis-Hastings weights.
   // Regular directed: this round's out- and in-neighbours, uniform weights.
   const std::vector<int>& to = directed_ ? graph_.OutNeighbors(self, round) : neighbors_;
   const std::vector<int>& from = directed_ ? graph_.InNeighbors(self, round) : neighbors_;
+  CHORUS_RETURN_IF_ERROR(ExchangeValues(params, to, from, round, deadline));
+  std::vector<bool> accepted(from.size(), false);
+  CHORUS_ASSIGN_OR_RETURN(const uint64_t rejected, DecodeNeighbors(from, params.size(), round, accepted));
+  std::vector<double> w(from.size(), 0.0);
+  const double self_weight = MixingWeights(accepted, w);
+  MixInto(params, accepted, w, self_weight, rejected);
+  return Status::Ok();
+}
+
+Status DpsgdGossip::ExchangeValues(std::span<const float> params, const std::vector<int>& to,
+                                   const std::vector<int>& from, int64_t round, Deadline deadline) {
+  const size_t n = params.size();
+  CHORUS_RETURN_IF_ERROR(codec_->Encode(params, MessageSeed(options_.seed, transport_.rank(), round), &send_));
+  const Tag tag = GossipTag(GossipMessageKind::kDpsgd, options_.tag_stream, options_.epoch, round);
   if (directed_) {
     const std::vector<std::span<const std::byte>> payloads(to.size(), send_);
     Status exchanged = Exchange(to, payloads, from, codec_->WireBytes(n), tag, deadline, &inboxes_);
     if (!exchanged.ok()) return Fail(exchanged, round);
-  } else {
-    CHORUS_RETURN_IF_ERROR(ExchangeWithNeighbors(neighbors_, send_, codec_->WireBytes(n), tag,
-                                                 deadline, round, &inboxes_));
+    return Status::Ok();
   }
+  return ExchangeWithNeighbors(neighbors_, send_, codec_->WireBytes(n), tag, deadline, round, &inboxes_);
+}
 
+Result<uint64_t> DpsgdGossip::DecodeNeighbors(const std::vector<int>& from, size_t n, int64_t round,
+                                              std::vector<bool>& accepted) {
   // Decode every neighbour; a non-finite one keeps an empty slot.
   decoded_.resize(from.size());
   uint64_t rejected = 0;
-  std::vector<bool> accepted(from.size(), false);
   for (size_t k = 0; k < from.size(); ++k) {
     decoded_[k].resize(n);
     Status s = codec_->Decode(inboxes_[k], decoded_[k]);
@@ -104,18 +116,21 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
       continue;
     }
     if (!s.ok()) {
-      return Fail(s.WithContext("message from rank " + std::to_string(from[k])), round);
+      return Err(Fail(s.WithContext("message from rank " + std::to_string(from[k])), round));
     }
     accepted[k] = true;
   }
+  return rejected;
+}
 
+double DpsgdGossip::MixingWeights(const std::vector<bool>& accepted, std::vector<double>& w) const {
   // Weights: the self weight absorbs the weights of rejected neighbours.
+  const Rank self = transport_.rank();
   double self_weight = 0.0;
-  std::vector<double> w(from.size(), 0.0);
   if (directed_) {
-    const double uniform = 1.0 / static_cast<double>(from.size() + 1);
+    const double uniform = 1.0 / static_cast<double>(accepted.size() + 1);
     self_weight = uniform;
-    for (size_t k = 0; k < from.size(); ++k) (accepted[k] ? w[k] : self_weight) += uniform;
+    for (size_t k = 0; k < accepted.size(); ++k) (accepted[k] ? w[k] : self_weight) += uniform;
   }
   for (size_t k = 0, pw = 0; pw < weights_.size(); ++pw) {
     if (weights_[pw].peer == self) {
@@ -129,8 +144,13 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
     }
     ++k;
   }
+  return self_weight;
+}
 
+void DpsgdGossip::MixInto(std::span<float> params, const std::vector<bool>& accepted, const std::vector<double>& w,
+                          double self_weight, uint64_t rejected) {
   // Neighbour-mean distance estimate, then the mix, one element at a time in double.
+  const size_t n = params.size();
   size_t num_accepted = 0;
   for (bool a : accepted) num_accepted += a ? 1 : 0;
   double diff2 = 0.0;
@@ -139,7 +159,7 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
     const double xi = params[i];
     double acc = self_weight * xi;
     double mean = 0.0;
-    for (size_t k = 0; k < from.size(); ++k) {
+    for (size_t k = 0; k < accepted.size(); ++k) {
       if (!accepted[k]) continue;
       acc += w[k] * static_cast<double>(decoded_[k][i]);
       mean += decoded_[k][i];
@@ -152,7 +172,6 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
     params[i] = static_cast<float>(acc);
   }
   RecordMixRound(diff2, norm2, rejected);
-  return Status::Ok();
 }
 
 }  // namespace chorus::gossip

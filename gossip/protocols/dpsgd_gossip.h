@@ -65,6 +65,19 @@ class DpsgdGossip final : public GossipProtocol {
         options_(options),
         codec_(std::move(codec)) {}
   Status Install(topologies::Graph graph, uint32_t epoch);
+  // Mix's steps. Sends the encoded params to `to` and receives from `from`
+  // into inboxes_.
+  Status ExchangeValues(std::span<const float> params, const std::vector<int>& to,
+                        const std::vector<int>& from, int64_t round, Deadline deadline);
+  // Decodes inboxes_ into decoded_, marking each neighbour of `from` accepted
+  // unless its values are non-finite; returns how many were rejected.
+  Result<uint64_t> DecodeNeighbors(const std::vector<int>& from, size_t n, int64_t round,
+                                   std::vector<bool>& accepted);
+  // Sets w[k] for each accepted neighbour; returns the self weight.
+  double MixingWeights(const std::vector<bool>& accepted, std::vector<double>& w) const;
+  // params <- self_weight * params + sum_k w[k] decoded_[k], and records the round.
+  void MixInto(std::span<float> params, const std::vector<bool>& accepted, const std::vector<double>& w,
+               double self_weight, uint64_t rejected);
 
   topologies::Graph graph_;
   DpsgdOptions options_;

@@ -69,6 +69,13 @@ Tag AnswerTag(uint8_t stream, uint32_t epoch) {
   return GossipTag(GossipMessageKind::kPairwise, stream, epoch, 1);
 }
 
+// Counts an averaging this node completed, on either side.
+void CountExchange(GossipStats& s, int64_t staleness) {
+  ++s.exchanges;
+  s.staleness_sum += static_cast<uint64_t>(staleness);
+  s.max_staleness_seen = std::max(s.max_staleness_seen, staleness);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PairwiseGossip>> PairwiseGossip::Create(Transport& transport,
@@ -276,20 +283,20 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
   }
   answer.insert(answer.begin(), kHeaderBytes, std::byte{0});
   WriteMessageHeader(kAccept, flags, request.seq, step_, answer.data());
-  const std::span<const float> own =
-      codec_->Lossless() ? std::span<const float>(public_) : std::span<const float>(own_sent_);
+  MoveHalfwayLocked(codec_->Lossless() ? std::span<const float>(public_) : std::span<const float>(own_sent_));
+  SendLocked(from, answer_tag, std::move(answer));
+  UpdateStats([&](GossipStats& s) {
+    ++s.served;
+    CountExchange(s, staleness);
+  });
+}
+
+void PairwiseGossip::MoveHalfwayLocked(std::span<const float> own) {
   for (size_t i = 0; i < public_.size(); ++i) {
     const float delta = (scratch_[i] - own[i]) * 0.5f;
     public_[i] += delta;
     pending_[i] += delta;
   }
-  SendLocked(from, answer_tag, std::move(answer));
-  UpdateStats([&](GossipStats& s) {
-    ++s.served;
-    ++s.exchanges;
-    s.staleness_sum += static_cast<uint64_t>(staleness);
-    s.max_staleness_seen = std::max(s.max_staleness_seen, staleness);
-  });
 }
 
 void PairwiseGossip::ServeDeferredLocked() {
@@ -310,44 +317,51 @@ void PairwiseGossip::SyncLocked(std::span<float> params) {
 
 Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type,
                                int64_t* peer_step, bool* peer_finished) {
-  const size_t n = length();
-  std::vector<std::byte> answer(kHeaderBytes + codec_->WireBytes(n));
+  std::vector<std::byte> answer(kHeaderBytes + codec_->WireBytes(length()));
   std::vector<std::byte> request;
-  uint64_t seq = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    seq = next_seq_++;
-    CHORUS_RETURN_IF_ERROR(
-        codec_->Encode(public_, MessageSeed(options_.seed, transport_.rank(), round), &request));
-    if (codec_->Lossless()) {
-      std::copy(public_.begin(), public_.end(), own_sent_.begin());
-    } else {
-      CHORUS_RETURN_IF_ERROR(codec_->Decode(request, own_sent_).WithContext("own request"));
-    }
-    request.insert(request.begin(), kHeaderBytes, std::byte{0});
-    WriteMessageHeader(kRequest, finished_ ? kFlagFinished : 0, seq, step_, request.data());
-    busy_ = true;
-  }
-  // From here on every exit must clear busy_ and serve what was deferred.
-  auto finish = [&](Status status) {
-    std::lock_guard<std::mutex> lock(mu_);
-    busy_ = false;
-    ServeDeferredLocked();
-    return status;
-  };
+  CHORUS_ASSIGN_OR_RETURN(const uint64_t seq, BeginRequest(round, request));
+  // From here on every exit must clear busy_ and serve what was deferred (EndAttempt).
   std::vector<RequestPtr> requests;
+  Result<size_t> bytes = ExchangeRequest(peer, deadline, request, answer, requests);
+  if (!bytes) return EndAttempt(bytes.error());
+  const std::span<const std::byte> received = std::span<const std::byte>(answer).first(*bytes);
+  Status header = ReadAnswerHeader(peer, seq, received, answer_type, peer_step, peer_finished);
+  if (!header.ok() || *answer_type != kAccept) return EndAttempt(std::move(header));
+  std::lock_guard<std::mutex> lock(mu_);
+  Status mixed = MixAnswerLocked(peer, *peer_step, received.subspan(kHeaderBytes));
+  EndAttemptLocked();
+  return mixed;
+}
+
+Result<uint64_t> PairwiseGossip::BeginRequest(int64_t round, std::vector<std::byte>& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t seq = next_seq_++;
+  CHORUS_RETURN_IF_ERROR(
+      codec_->Encode(public_, MessageSeed(options_.seed, transport_.rank(), round), &request));
+  if (codec_->Lossless()) {
+    std::copy(public_.begin(), public_.end(), own_sent_.begin());
+  } else {
+    CHORUS_RETURN_IF_ERROR(codec_->Decode(request, own_sent_).WithContext("own request"));
+  }
+  request.insert(request.begin(), kHeaderBytes, std::byte{0});
+  WriteMessageHeader(kRequest, finished_ ? kFlagFinished : 0, seq, step_, request.data());
+  busy_ = true;
+  return seq;
+}
+
+Result<size_t> PairwiseGossip::ExchangeRequest(Rank peer, Deadline deadline, std::span<const std::byte> request,
+                                               std::span<std::byte> answer, std::vector<RequestPtr>& requests) {
   auto recv = transport_.Irecv(peer, AnswerTag(options_.tag_stream, options_.epoch), answer);
-  if (!recv) return finish(recv.error());
+  if (!recv) return Err(recv.error());
   requests.push_back(std::move(*recv));
   auto send = transport_.Isend(peer, RequestTag(options_.tag_stream, options_.epoch), request);
   if (!send) {
     requests[0]->Cancel();
-    return finish(send.error());
+    return Err(send.error());
   }
   requests.push_back(std::move(*send));
   std::vector<Completion> completions;
-  Status waited = WaitAll(requests, deadline, &completions);
-  if (!waited.ok()) return finish(waited);
+  CHORUS_RETURN_IF_ERROR(WaitAll(requests, deadline, &completions));
   const size_t bytes = completions[0].bytes;
   UpdateStats([&](GossipStats& s) {
     s.bytes_sent += request.size();
@@ -355,9 +369,14 @@ Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint
     s.bytes_received += bytes;
     ++s.messages_received;
   });
-  if (bytes < kHeaderBytes) {
-    return finish(DataLoss("pairwise: answer of " + std::to_string(bytes) + " bytes from rank " +
-                           std::to_string(peer) + " is shorter than its header"));
+  return bytes;
+}
+
+Status PairwiseGossip::ReadAnswerHeader(Rank peer, uint64_t seq, std::span<const std::byte> answer,
+                                        uint8_t* answer_type, int64_t* peer_step, bool* peer_finished) {
+  if (answer.size() < kHeaderBytes) {
+    return DataLoss("pairwise: answer of " + std::to_string(answer.size()) + " bytes from rank " +
+                    std::to_string(peer) + " is shorter than its header");
   }
   uint64_t answer_seq = 0;
   *answer_type = static_cast<uint8_t>(answer[0]);
@@ -365,44 +384,42 @@ Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint
   std::memcpy(&answer_seq, answer.data() + 8, 8);
   std::memcpy(peer_step, answer.data() + 16, 8);
   if (answer_seq != seq) {
-    return finish(DataLoss("pairwise: answer from rank " + std::to_string(peer) +
-                           " is for request " + std::to_string(answer_seq) + ", expected " +
-                           std::to_string(seq)));
+    return DataLoss("pairwise: answer from rank " + std::to_string(peer) + " is for request " +
+                    std::to_string(answer_seq) + ", expected " + std::to_string(seq));
   }
-  if (*answer_type != kAccept) {
-    if (*answer_type < kDeclineBusy || *answer_type > kDeclineRejected) {
-      return finish(DataLoss("pairwise: unknown answer type " + std::to_string(*answer_type) +
-                             " from rank " + std::to_string(peer)));
-    }
-    return finish(Status::Ok());
+  if (*answer_type != kAccept && (*answer_type < kDeclineBusy || *answer_type > kDeclineRejected)) {
+    return DataLoss("pairwise: unknown answer type " + std::to_string(*answer_type) + " from rank " +
+                    std::to_string(peer));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  Status decoded = codec_->Decode(
-      std::span<const std::byte>(answer).subspan(kHeaderBytes, bytes - kHeaderBytes), scratch_);
+  return Status::Ok();
+}
+
+Status PairwiseGossip::MixAnswerLocked(Rank peer, int64_t peer_step, std::span<const std::byte> payload) {
+  Status decoded = codec_->Decode(payload, scratch_);
   if (IsNonFiniteRejection(decoded)) {
     UpdateStats([](GossipStats& s) { ++s.rejected_nonfinite; });
-  } else if (!decoded.ok()) {
-    busy_ = false;
-    ServeDeferredLocked();
-    return decoded.WithContext("answer from rank " + std::to_string(peer));
-  } else {
-    const double distance = RelativeDistance(own_sent_, scratch_);
-    for (size_t i = 0; i < n; ++i) {
-      const float delta = (scratch_[i] - own_sent_[i]) * 0.5f;
-      public_[i] += delta;
-      pending_[i] += delta;
-    }
-    const int64_t staleness = std::abs(step_ - *peer_step);
-    UpdateStats([&](GossipStats& s) {
-      ++s.exchanges;
-      s.staleness_sum += static_cast<uint64_t>(staleness);
-      s.max_staleness_seen = std::max(s.max_staleness_seen, staleness);
-      s.neighbor_distance = distance;
-    });
+    return Status::Ok();
   }
+  if (!decoded.ok()) return decoded.WithContext("answer from rank " + std::to_string(peer));
+  const double distance = RelativeDistance(own_sent_, scratch_);
+  MoveHalfwayLocked(own_sent_);
+  const int64_t staleness = std::abs(step_ - peer_step);
+  UpdateStats([&](GossipStats& s) {
+    CountExchange(s, staleness);
+    s.neighbor_distance = distance;
+  });
+  return Status::Ok();
+}
+
+Status PairwiseGossip::EndAttempt(Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EndAttemptLocked();
+  return status;
+}
+
+void PairwiseGossip::EndAttemptLocked() {
   busy_ = false;
   ServeDeferredLocked();
-  return Status::Ok();
 }
 
 Status PairwiseGossip::Mix(std::span<float> params, int64_t round, Deadline deadline) {

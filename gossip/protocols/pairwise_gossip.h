@@ -146,6 +146,26 @@ class PairwiseGossip final : public GossipProtocol {
   // One attempt: request to `peer`, wait for the answer. Sets *answer_type.
   Status Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type,
                  int64_t* peer_step, bool* peer_finished);
+  // Attempt's steps. Encodes public_ into `request` (header first), fixes
+  // own_sent_ and marks this node busy; returns the request's seq.
+  Result<uint64_t> BeginRequest(int64_t round, std::vector<std::byte>& request);
+  // Posts the answer's receive and the request's send and waits for both;
+  // returns the answer's size. The requests stay in the caller's `requests`, so
+  // that one cancelled on an error is released only after the attempt ends.
+  Result<size_t> ExchangeRequest(Rank peer, Deadline deadline, std::span<const std::byte> request,
+                                 std::span<std::byte> answer, std::vector<RequestPtr>& requests);
+  // Reads the answer's header into the out-parameters; an error for a short
+  // answer, another request's answer or an unknown type.
+  Status ReadAnswerHeader(Rank peer, uint64_t seq, std::span<const std::byte> answer,
+                          uint8_t* answer_type, int64_t* peer_step, bool* peer_finished);
+  // Moves public_ halfway to the accepted answer's value (non-finite: counted, not mixed).
+  Status MixAnswerLocked(Rank peer, int64_t peer_step, std::span<const std::byte> payload);
+  // No longer busy: serves what was deferred; returns `status`.
+  Status EndAttempt(Status status);
+  void EndAttemptLocked();
+  // delta = (scratch_ - own) / 2 added to public_ and pending_: one side of an
+  // averaging, `own` the value this side sent as the other side decoded it.
+  void MoveHalfwayLocked(std::span<const float> own);
 
   topologies::Graph graph_;
   PairwiseOptions options_;

@@ -39,25 +39,35 @@ Status PushSumGossip::SetTopology(topologies::Graph graph, uint32_t epoch,
 
 Status PushSumGossip::Mix(std::span<float> params, int64_t round, Deadline deadline) {
   CHORUS_RETURN_IF_ERROR(CheckMixable(params));
-  const size_t n = params.size();
-  if (x_.size() != n) {  // first call: x = params, w = 1
+  if (x_.size() != params.size()) {  // first call: x = params, w = 1
     x_.assign(params.begin(), params.end());
     w_ = 1.0;
   }
   if (SkipRound(round, options_.period)) return Status::Ok();
-  const Rank self = transport_.rank();
   const int64_t graph_round = round / options_.period;
+  const std::vector<int>& from = graph_.InNeighbors(transport_.rank(), graph_round);
+  FoldLocalStep(params);
+  CHORUS_ASSIGN_OR_RETURN(const double self_share, ExchangeShares(from, round, graph_round, deadline));
+  CHORUS_ASSIGN_OR_RETURN(const ShareSums sums, SumShares(self_share, from, round));
+  WriteMixed(params, sums);
+  return Status::Ok();
+}
 
-  // 1. Fold the local step (taken on z = params) into the numerator. z_written is
-  // bit for bit what step 4 wrote, so without a local step x stays unchanged.
-  for (size_t i = 0; i < n; ++i) {
+// 1. Fold the local step (taken on z = params) into the numerator. z_written is
+// bit for bit what step 4 wrote, so without a local step x stays unchanged.
+void PushSumGossip::FoldLocalStep(std::span<const float> params) {
+  for (size_t i = 0; i < params.size(); ++i) {
     const float z_written = static_cast<float>(static_cast<double>(x_[i]) / w_);
     if (params[i] == z_written) continue;
     x_[i] = static_cast<float>(static_cast<double>(x_[i]) +
                                (static_cast<double>(params[i]) - static_cast<double>(z_written)));
   }
+}
 
-  // 2. Shares: one message per out-neighbour, [p][w][codec(x)].
+// 2. Shares: one message per out-neighbour, [p][w][codec(x)].
+Result<double> PushSumGossip::ExchangeShares(const std::vector<int>& from, int64_t round, int64_t graph_round,
+                                             Deadline deadline) {
+  const Rank self = transport_.rank();
   CHORUS_ASSIGN_OR_RETURN(auto shares, topologies::PushSumWeights(graph_, self, graph_round));
   CHORUS_RETURN_IF_ERROR(codec_->Encode(x_, MessageSeed(options_.seed, self, round), &send_));
   double self_share = 0.0;
@@ -76,14 +86,19 @@ Status PushSumGossip::Mix(std::span<float> params, int64_t round, Deadline deadl
     messages.push_back(std::move(m));
   }
   std::vector<std::span<const std::byte>> payloads(messages.begin(), messages.end());
-  const std::vector<int>& from = graph_.InNeighbors(self, graph_round);
   const Tag tag =
       GossipTag(GossipMessageKind::kPushSum, options_.tag_stream, options_.epoch, round);
-  Status exchanged = Exchange(to, payloads, from, kShareHeaderBytes + codec_->WireBytes(n), tag,
+  Status exchanged = Exchange(to, payloads, from, kShareHeaderBytes + codec_->WireBytes(x_.size()), tag,
                               deadline, &inboxes_);
-  if (!exchanged.ok()) return Fail(exchanged, round);
+  if (!exchanged.ok()) return Err(Fail(exchanged, round));
+  return self_share;
+}
 
-  // 3. Sum own share and the accepted in-neighbours' shares, in double.
+// 3. Sum own share and the accepted in-neighbours' shares, in double: the
+// numerator into acc_[0, n), the neighbours' z_k (for the estimate) into acc_[n, 2n).
+Result<PushSumGossip::ShareSums> PushSumGossip::SumShares(double self_share, const std::vector<int>& from,
+                                                           int64_t round) {
+  const size_t n = x_.size();
   acc_.resize(2 * n);
   double* acc = acc_.data();
   double* zmean = acc_.data() + n;  // sum of the neighbours' z_k, for the estimate
@@ -91,58 +106,62 @@ Status PushSumGossip::Mix(std::span<float> params, int64_t round, Deadline deadl
     acc[i] = self_share * static_cast<double>(x_[i]);
     zmean[i] = 0.0;
   }
-  double w_new = self_share * w_;
-  uint64_t rejected = 0;
-  size_t accepted = 0;
+  ShareSums sums;
+  sums.w = self_share * w_;
   decoded_.resize(n);
   for (size_t k = 0; k < from.size(); ++k) {
     const auto& m = inboxes_[k];
     if (m.size() < kShareHeaderBytes) {
-      return Fail(DataLoss("push-sum: message from rank " + std::to_string(from[k]) + " of " +
-                           std::to_string(m.size()) + " bytes has no share header"),
-                  round);
+      return Err(Fail(DataLoss("push-sum: message from rank " + std::to_string(from[k]) + " of " +
+                               std::to_string(m.size()) + " bytes has no share header"),
+                      round));
     }
     double p = 0.0;
     double w = 0.0;
     std::memcpy(&p, m.data(), 8);
     std::memcpy(&w, m.data() + 8, 8);
     if (!(std::isfinite(p) && p > 0.0 && p <= 1.0)) {
-      return Fail(DataLoss("push-sum: message from rank " + std::to_string(from[k]) +
-                           " has share " + std::to_string(p) + " outside (0, 1]"),
-                  round);
+      return Err(Fail(DataLoss("push-sum: message from rank " + std::to_string(from[k]) +
+                               " has share " + std::to_string(p) + " outside (0, 1]"),
+                      round));
     }
     Status s = codec_->Decode(std::span<const std::byte>(m).subspan(kShareHeaderBytes), decoded_);
     if (IsNonFiniteRejection(s) || !(std::isfinite(w) && w > 0.0)) {
-      ++rejected;
+      ++sums.rejected;
       continue;
     }
     if (!s.ok()) {
-      return Fail(s.WithContext("message from rank " + std::to_string(from[k])), round);
+      return Err(Fail(s.WithContext("message from rank " + std::to_string(from[k])), round));
     }
-    ++accepted;
-    w_new += p * w;
+    ++sums.accepted;
+    sums.w += p * w;
     for (size_t i = 0; i < n; ++i) {
       acc[i] += p * static_cast<double>(decoded_[i]);
       zmean[i] += static_cast<double>(decoded_[i]) / w;
     }
   }
+  return sums;
+}
 
-  // 4. New (x, w) and z = x / w into params; the estimate compares the old z.
+// 4. New (x, w) and z = x / w into params; the estimate compares the old z.
+void PushSumGossip::WriteMixed(std::span<float> params, const ShareSums& sums) {
+  const size_t n = params.size();
+  const double* acc = acc_.data();
+  const double* zmean = acc_.data() + n;
   double diff2 = 0.0;
   double norm2 = 0.0;
   for (size_t i = 0; i < n; ++i) {
     const double z_old = static_cast<double>(x_[i]) / w_;
-    if (accepted > 0) {
-      const double d = z_old - zmean[i] / static_cast<double>(accepted);
+    if (sums.accepted > 0) {
+      const double d = z_old - zmean[i] / static_cast<double>(sums.accepted);
       diff2 += d * d;
     }
     norm2 += z_old * z_old;
     x_[i] = static_cast<float>(acc[i]);
-    params[i] = static_cast<float>(static_cast<double>(x_[i]) / w_new);
+    params[i] = static_cast<float>(static_cast<double>(x_[i]) / sums.w);
   }
-  w_ = w_new;
-  RecordMixRound(diff2, norm2, rejected);
-  return Status::Ok();
+  w_ = sums.w;
+  RecordMixRound(diff2, norm2, sums.rejected);
 }
 
 }  // namespace chorus::gossip

@@ -68,6 +68,23 @@ class PushSumGossip final : public GossipProtocol {
         options_(options),
         codec_(std::move(codec)) {}
 
+  // What step 3 of Mix summed besides acc_: the new weight, and how many
+  // in-neighbours' shares it took and rejected.
+  struct ShareSums {
+    double w = 0.0;
+    size_t accepted = 0;
+    uint64_t rejected = 0;
+  };
+  // Mix's steps, numbered as in the file comment.
+  void FoldLocalStep(std::span<const float> params);
+  // Sends the shares to the round's out-neighbours and receives those of `from`
+  // into inboxes_; returns this node's own share.
+  Result<double> ExchangeShares(const std::vector<int>& from, int64_t round, int64_t graph_round,
+                                Deadline deadline);
+  Result<ShareSums> SumShares(double self_share, const std::vector<int>& from, int64_t round);
+  // Writes the new (x, w), z into params, and records the round.
+  void WriteMixed(std::span<float> params, const ShareSums& sums);
+
   topologies::Graph graph_;
   PushSumOptions options_;
   std::unique_ptr<Codec> codec_;

@@ -308,6 +308,39 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   };
   // The watched peers whose process has exited (each polled until it has).
   std::vector<ExitedPeer> ExitedPeers();
+  // The processes of the shm peers whose addresses a SetPeers added to the AV.
+  using PeerWatches = std::vector<std::pair<fi_addr_t, PeerProcess>>;
+  // What a SetPeers settles of first contact (net only; see the header comment).
+  struct FirstContacts {
+    std::vector<std::pair<fi_addr_t, std::string>> send_to;     // this endpoint sends the message
+    std::vector<std::pair<fi_addr_t, std::string>> await_from;  // gated until their message arrives
+    std::vector<fi_addr_t> left_gates;                          // gates of peers that left
+  };
+
+  // Open's steps, in order (fabric_setup.cc). CheckProviderFits: the provider
+  // matches enough tag bits for Chorus's tags, and only an shm endpoint is named.
+  Status CheckProviderFits() const;
+  // The per-provider choices (first contact, process watches, epochs,
+  // discards, memory registration) and describe_.
+  void ConfigureForProvider();
+  Status OpenFabricAndDomain();
+  Status OpenCqAndAv();
+  // fi_endpoint, bound to the AV and CQ, named (shm epochs), enabled.
+  Status OpenEndpoint();
+  // local_address_ = fi_getname.
+  Status ReadLocalAddress();
+
+  // SetPeers' steps (fabric_peers.cc). Fills `table` with each peer's AV
+  // address and name, checking ranks and addresses; peers_mu_ held.
+  Status AddPeersLocked(std::span<const PeerInfo> peers, PeerTable& table, PeerWatches& watches);
+  // The AV address of `peer`, inserted the first time its address is seen
+  // (when its process is watched, the watch joins `watches`); peers_mu_ held.
+  Result<fi_addr_t> AvAddressLocked(const PeerInfo& peer, PeerWatches& watches);
+  // Pending operations follow their peer to its rank in peers_, or fail if it
+  // left; returns those that failed. peers_mu_ held.
+  std::vector<std::shared_ptr<FabricOp>> FollowPeersLocked();
+  // Adds the watches of a SetPeers to peer_processes_ (peers_mu_ not held).
+  void InstallWatches(PeerWatches watches);
 
   // One fi_tsend / fi_trecv attempt (a kDrain is a receive); cq_mu_ held.
   ssize_t TryPost(FabricOp& op);
@@ -373,10 +406,13 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // The first-contact message from `addr` came (or its receive failed): the
   // next Poll opens its gate.
   void NoteContactArrived(fi_addr_t addr);
-  // First contact with the peers of a SetPeers (contact_mu_ not held): posts
-  // the messages this endpoint owes and the receives of those it awaits.
-  void PostFirstContacts(const std::vector<std::pair<fi_addr_t, std::string>>& send_to,
-                         const std::vector<std::pair<fi_addr_t, std::string>>& await_from);
+  // First contact with the peers of a SetPeers never named before, by
+  // address order: sets up a gate for each peer it awaits, and lists the gates
+  // of peers not in `table`. peers_mu_ held, contact_mu_ not.
+  FirstContacts PlanFirstContacts(std::span<const PeerInfo> peers, const PeerTable& table);
+  // Drops the gates of peers that left, then posts the first-contact messages
+  // this endpoint owes and the receives of those it awaits; no lock held.
+  void StartFirstContacts(const FirstContacts& plan);
   // Removes the gate of `addr` (dead or gone peer) and fails what it held with `why`.
   void DropGate(fi_addr_t addr, const std::string& why);
   // Posts, in order, the sends held by gates whose message arrived or whose
@@ -386,6 +422,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // a discard filter's peek, so that sweeps do not keep the progress thread awake).
   int HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source);
   int HandleCqError();
+  // SweepDiscards when the back-off allows it; cq_mu_ held.
+  void SweepDiscardsWhenDue();
   // One fi_trecvmsg(FI_PEEK) from any source per discard filter with no peek
   // or drain in flight; cq_mu_ held. A miss completes with FI_ENOMSG.
   void SweepDiscards();

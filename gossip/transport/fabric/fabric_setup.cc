@@ -1,0 +1,244 @@
+// FabricCore setup and teardown (design in fabric_core.h): the provider
+// environment, fi_getinfo with the transport's hints, Open as fabtests' named
+// steps (fabric, domain, CQ, AV, endpoint, bind, enable, getname) with the
+// per-provider choices (first-contact ordering on net, process watches and a
+// fresh endpoint per epoch on shm), memory registration for the MR cache, and
+// Shutdown. Must not: post, poll or cancel operations (fabric_posting.cc and
+// fabric_progress.cc do), or start the progress thread before the endpoint is
+// enabled and its address read.
+#include "gossip/transport/fabric/fabric_core.h"
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "common/log.h"
+#include "common/shm_names.h"
+
+namespace chorus::gossip::fabric {
+
+namespace {
+
+InfoOwner MakeHints(std::string_view provider, uint64_t extra_caps, uint64_t extra_order) {
+  InfoOwner hints(fi_allocinfo());
+  if (!hints) return hints;
+  hints->caps = FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE | extra_caps;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_SAFE;
+  hints->tx_attr->msg_order = FI_ORDER_SAS | extra_order;
+  hints->rx_attr->msg_order = FI_ORDER_SAS | extra_order;
+  hints->fabric_attr->prov_name = strdup(std::string(provider).c_str());
+  return hints;
+}
+
+// Provider settings Chorus depends on, applied before libfabric reads its
+// environment (its first fi_getinfo in the process) and never over a value the
+// user set:
+//  - FI_OFI_RXM_ENABLE_DYN_RBUF=0: rxm's dynamic receive buffers lose the
+//    stream after a truncated receive; its bounce buffers handle truncation.
+//  - FI_OFI_RXM_SAR_LIMIT=16384 (the eager limit): no segmentation-and-
+//    reassembly protocol, so messages above 16 KiB go by rendezvous; SAR-sized
+//    messages stalled for milliseconds on oversubscribed hosts.
+//  - FI_NET_MAX_SAVED=1024: net stops reading a peer's socket beyond this many
+//    unexpected messages, so a receive waiting for a later message would hang
+//    (its default, 4, hangs DifferentTagsAreMatchedIndependently); Chorus's
+//    exchanges keep far fewer than 1024 messages ahead of their receives.
+// Why each, with the measurements: docs/libfabric.md ("Settings Chorus applies
+// to libfabric").
+void ApplyProviderEnvironment() {
+  static const bool applied = [] {
+    setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/0);
+    setenv("FI_OFI_RXM_SAR_LIMIT", "16384", /*overwrite=*/0);
+    setenv("FI_NET_MAX_SAVED", "1024", /*overwrite=*/0);
+    return true;
+  }();
+  (void)applied;
+}
+
+}  // namespace
+
+Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bind_address, uint64_t extra_caps,
+                          uint64_t extra_order) {
+  ApplyProviderEnvironment();
+  const std::string provider(provider_name);
+  InfoOwner hints = MakeHints(provider, extra_caps, extra_order);
+  if (!hints) return Err(ResourceExhausted("fi_allocinfo failed"));
+  const bool bind = !bind_address.empty() && provider_name != ProviderName(FabricProvider::kShm);
+  fi_info* list = nullptr;
+  const int ret = fi_getinfo(kApiVersion, bind ? bind_address.c_str() : nullptr, nullptr,
+                             bind ? FI_SOURCE : 0, hints.get(), &list);
+  if (ret == -FI_ENODATA) {
+    return Err(NotFound("libfabric provider \"" + provider + "\" offers no RDM tagged endpoint" +
+                        (bind ? " on " + bind_address : std::string()) + " (see fi_info -l)"));
+  }
+  CHORUS_FI_RETURN_IF_ERROR(ret, "fi_getinfo(" + provider + ")");
+  InfoOwner all(list);
+  for (fi_info* i = list; i != nullptr; i = i->next) {
+    if (i->fabric_attr->prov_name != nullptr && provider == i->fabric_attr->prov_name) {
+      return InfoOwner(fi_dupinfo(i));
+    }
+  }
+  return Err(NotFound("libfabric provider \"" + provider + "\" not found (see fi_info -l)"));
+}
+
+Status FabricCore::Open() {
+  CHORUS_ASSIGN_OR_RETURN(info_, GetInfo(options_.provider, options_.bind_address));
+  CHORUS_RETURN_IF_ERROR(CheckProviderFits());
+  ConfigureForProvider();
+  CHORUS_RETURN_IF_ERROR(OpenFabricAndDomain());
+  CHORUS_RETURN_IF_ERROR(OpenCqAndAv());
+  if (registering_) {
+    mr_cache_ = std::make_unique<MrCache>(
+        options_.mr_cache_capacity,
+        [this](const void* address, size_t length) { return Register(address, length); });
+  }
+  CHORUS_RETURN_IF_ERROR(OpenEndpoint());
+  CHORUS_RETURN_IF_ERROR(ReadLocalAddress());
+  progress_thread_ = std::thread([this] { ProgressLoop(); });
+  if (watches_peer_processes_) watchdog_thread_ = std::thread([this] { WatchdogLoop(); });
+  CHORUS_LOG_DEBUG(Subsys::kFabric, "opened ", describe_, " mr_mode=0x", std::hex,
+                   info_->domain_attr->mr_mode, std::dec, " registering=", registering_);
+  return Status::Ok();
+}
+
+Status FabricCore::CheckProviderFits() const {
+  const uint64_t tag_format = info_->ep_attr->mem_tag_format;
+  if (tag_format != 0 && std::bit_width(tag_format) < std::bit_width(kMaxTag)) {
+    return FailedPrecondition("libfabric provider \"" + std::string(ProviderName(options_.provider)) + "\" matches " +
+                              std::to_string(std::bit_width(tag_format)) +
+                              " tag bits; Chorus needs " + std::to_string(std::bit_width(kMaxTag)));
+  }
+  if (!options_.endpoint_name.empty() && options_.provider != FabricProvider::kShm) {
+    return InvalidArgument("fabric endpoint name \"" + options_.endpoint_name + "\": only shm endpoints are named");
+  }
+  return Status::Ok();
+}
+
+void FabricCore::ConfigureForProvider() {
+  const bool shm = options_.provider == FabricProvider::kShm;
+  if (shm) {
+    // shm accepts FI_PEEK but never completes it, and a receive shorter than a
+    // large message wedges it, so there is no safe way to take a message of
+    // unknown size (docs/libfabric.md, "`shm`").
+    discard_unsupported_ =
+        "shm has no working FI_PEEK; a large one keeps its sender's later sends to this node from completing "
+        "(Transport::BeginEpoch leaves them behind with the endpoint instead)";
+    // The regions of endpoints whose process was killed (SIGKILL leaves them,
+    // 16 MiB of RAM each once touched): survivors opening their next epoch's
+    // endpoint, or the next run, remove them.
+    const int removed = UnlinkShmNamesOfDeadProcesses("", ':');
+    if (removed > 0) {
+      CHORUS_LOG_INFO(Subsys::kFabric, "removed ", removed, " shm region(s) of processes that no longer run");
+    }
+  }
+  order_first_contact_ = options_.provider == FabricProvider::kNet;
+  watches_peer_processes_ = shm;
+  peers_installed_before_first_send_ = shm;
+  renews_endpoint_per_epoch_ = shm;
+  registering_ = options_.force_memory_registration ||
+                 (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+  describe_ = "fabric(" + std::string(ProviderName(options_.provider)) + " " +
+              fabric::VersionString(info_->fabric_attr->prov_version) + ")";
+  if (!options_.node_name.empty()) describe_ += "@" + options_.node_name;
+}
+
+Status FabricCore::OpenFabricAndDomain() {
+  CHORUS_FI_RETURN_IF_ERROR(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
+  CHORUS_FI_RETURN_IF_ERROR(fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr),
+                            "fi_domain");
+  return Status::Ok();
+}
+
+Status FabricCore::OpenCqAndAv() {
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  cq_attr.size = options_.cq_size;
+  CHORUS_FI_RETURN_IF_ERROR(fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr), "fi_cq_open");
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  CHORUS_FI_RETURN_IF_ERROR(fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr), "fi_av_open");
+  return Status::Ok();
+}
+
+Status FabricCore::OpenEndpoint() {
+  CHORUS_FI_RETURN_IF_ERROR(fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr),
+                            "fi_endpoint");
+  CHORUS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_.get(), &av_.get()->fid, 0), "fi_ep_bind(av)");
+  CHORUS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_.get(), &cq_.get()->fid, FI_TRANSMIT | FI_RECV),
+                            "fi_ep_bind(cq)");
+  if (!options_.endpoint_name.empty()) {
+    std::string name = options_.endpoint_name;
+    CHORUS_FI_RETURN_IF_ERROR(fi_setname(&ep_.get()->fid, name.data(), name.size() + 1),
+                              "fi_setname(" + name + ")");
+  }
+  CHORUS_FI_RETURN_IF_ERROR(fi_enable(ep_.get()), "fi_enable");
+  return Status::Ok();
+}
+
+Status FabricCore::ReadLocalAddress() {
+  size_t len = 64;
+  local_address_.resize(len);
+  int ret = fi_getname(&ep_.get()->fid, local_address_.data(), &len);
+  if (ret == -FI_ETOOSMALL) {
+    local_address_.resize(len);
+    ret = fi_getname(&ep_.get()->fid, local_address_.data(), &len);
+  }
+  CHORUS_FI_RETURN_IF_ERROR(ret, "fi_getname");
+  local_address_.resize(len);
+  return Status::Ok();
+}
+
+Result<MrRegistration> FabricCore::Register(const void* address, size_t length) {
+  auto owner = std::make_shared<MrOwner>();
+  CHORUS_FI_RETURN_IF_ERROR(fi_mr_reg(domain_.get(), address, length, FI_SEND | FI_RECV, 0,
+                                      next_mr_key_.fetch_add(1), 0, owner->out(), nullptr),
+                            "fi_mr_reg(" + std::to_string(length) + " bytes)");
+  MrRegistration reg;
+  reg.desc = fi_mr_desc(owner->get());
+  reg.owner = std::move(owner);
+  return reg;
+}
+
+void FabricCore::Shutdown(StatusCode code, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    progress_stop_ = true;
+  }
+  progress_cv_.notify_all();
+  watchdog_cv_.notify_all();
+  if (progress_thread_.joinable()) progress_thread_.join();
+  if (watchdog_thread_.joinable()) watchdog_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(cq_mu_);
+    if (closed_) return;
+    closed_ = true;
+    ep_.Reset();  // no completion can arrive after this
+  }
+  std::unordered_map<FabricOp*, std::shared_ptr<FabricOp>> ops;
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    ops.swap(inflight_);
+  }
+  for (auto& [ptr, op] : ops) {
+    std::lock_guard<std::mutex> lock(op->mu);
+    op->reaped = true;
+    FailLocked(*op, Status(code, op->Describe() + ": " + why));
+  }
+  {
+    std::lock_guard<std::mutex> lock(contact_mu_);
+    gates_.clear();
+    gates_count_.store(0);
+  }
+  {
+    std::lock_guard<std::mutex> lock(backlog_mu_);
+    for (auto& queue : backlog_) queue.clear();
+    backlog_size_.store(0);
+  }
+  if (mr_cache_) mr_cache_->Clear();
+}
+
+}  // namespace chorus::gossip::fabric
