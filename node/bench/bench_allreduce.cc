@@ -373,11 +373,9 @@ std::string PicksText(const std::vector<size_t>& sizes, int n, const gossip::All
   return picks;
 }
 
-// Gathers and distributes addresses, then prints rows as every rank's frame
-// arrives. Returns the failure, if any (the caller aborts the children).
-Status Coordinate(gossip::FabricProvider provider, int n, const std::vector<int>& fds,
-                  const BenchAllreduceOptions& o, bool& check_failed,
-                  std::vector<gossip::AllreduceTiming>& timings) {
+// Gathers every rank's address and sends the list to all; once every rank has
+// installed its peers, tells them to go.
+Status ConnectRanks(int n, const std::vector<int>& fds) {
   std::vector<std::vector<uint8_t>> addresses(n);
   for (int r = 0; r < n; ++r) {
     auto blob = ReadBlob(fds[r], kWho);
@@ -397,7 +395,11 @@ Status Coordinate(gossip::FabricProvider provider, int n, const std::vector<int>
     }
   }
   for (int r = 0; r < n; ++r) CHORUS_RETURN_IF_ERROR(SendBytes(fds[r], &kFrameGo, 1, kWho));
+  return Status::Ok();
+}
 
+// The lines above one (provider, world size) table.
+void PrintTableHeader(gossip::FabricProvider provider, int n, const BenchAllreduceOptions& o) {
   std::printf("# provider %s (version %s), %d ranks; time = median over calls of the slowest rank's time, "
               "p99 = its 99th percentile (stalls show there)\n",
               ProviderText(provider), gossip::FabricProviderVersion(provider).value_or("?").c_str(), n);
@@ -410,75 +412,105 @@ Status Coordinate(gossip::FabricProvider provider, int n, const std::vector<int>
   std::printf("#%11s %13s %6s %17s %6s %12s %12s %12s %12s\n", "size(B)", "count(elems)", "type",
               "algorithm", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p99(us)");
   std::fflush(stdout);
+}
+
+// Reads one rank's frame of a row into `result`.
+Status ReadRowFrame(int fd, const BenchAllreduceOptions& o, RowResult* result) {
+  char frame = 0;
+  Status s = ReadBytes(fd, &frame, 1, kWho);
+  if (s.ok() && frame != kFrameRow) s = Internal("rank failed (its log line says why)");
+  if (s.ok()) s = ReadBytes(fd, &result->iterations, sizeof(int32_t), kWho);
+  if (s.ok()) s = ReadBytes(fd, &result->check_ok, sizeof(int32_t), kWho);
+  if (s.ok() && (result->iterations < 0 || result->iterations > o.max_iterations)) {
+    s = Internal("bad iteration count " + std::to_string(result->iterations));
+  }
+  if (s.ok()) {
+    result->times_us.resize(result->iterations);
+    s = ReadBytes(fd, result->times_us.data(), result->times_us.size() * sizeof(double), kWho);
+  }
+  return s;
+}
+
+// Every rank's frame of `row`, read as they arrive.
+Result<std::vector<RowResult>> GatherRow(const RowSpec& row, int n, const std::vector<int>& fds,
+                                         const BenchAllreduceOptions& o) {
+  std::vector<RowResult> results(n);
+  std::vector<bool> have(n, false);
+  int missing = n;
+  while (missing > 0) {
+    std::vector<pollfd> pfds;
+    std::vector<int> who;
+    for (int r = 0; r < n; ++r) {
+      if (!have[r]) {
+        pfds.push_back(pollfd{fds[r], POLLIN, 0});
+        who.push_back(r);
+      }
+    }
+    const int ready = RetryOnEintr([&] { return poll(pfds.data(), pfds.size(), kRowTimeoutMs); });
+    if (ready < 0) return Err(ErrnoStatus(errno, "bench allreduce: poll"));
+    if (ready == 0) {
+      return Err(DeadlineExceeded("bench allreduce: no rank reported for " +
+                                  std::to_string(kRowTimeoutMs / 1000) + " s (" +
+                                  AlgorithmText(row.algorithm) + ", " + std::to_string(row.bytes) + " B)"));
+    }
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      const int r = who[i];
+      Status s = ReadRowFrame(fds[r], o, &results[r]);
+      if (!s.ok()) {
+        return Err(Internal("bench allreduce: rank " + std::to_string(r) + " at " +
+                            AlgorithmText(row.algorithm) + " " + DTypeName(row.dtype) + " " +
+                            std::to_string(row.bytes) + " B: " + s.ToString()));
+      }
+      have[r] = true;
+      --missing;
+    }
+  }
+  return results;
+}
+
+// Prints the row of every rank's `results` (and CHECK FAILED if a rank's
+// result was wrong); its float32 time, when right, joins `timings`.
+Status PrintRow(gossip::FabricProvider provider, const RowSpec& row, int n, const std::vector<RowResult>& results,
+                bool& check_failed, std::vector<gossip::AllreduceTiming>& timings) {
+  bool ok = true;
+  for (const RowResult& r : results) {
+    ok = ok && r.check_ok != 0;
+    if (r.iterations != results[0].iterations) {
+      return Internal("bench allreduce: ranks disagree on the iteration count of " +
+                      AlgorithmText(row.algorithm) + " " + std::to_string(row.bytes) + " B");
+    }
+  }
+  std::vector<double> slowest = SlowestPerCall(results);
+  const double time_us = Quantile(slowest, 0.5);
+  if (row.dtype == DType::kFloat32 && ok) timings.push_back({row.bytes, n, row.algorithm, time_us});
+  const double p99_us = Quantile(slowest, 0.99);
+  const double algbw = static_cast<double>(row.bytes) / (time_us * 1e-6) / 1e9;
+  const double busbw = algbw * 2.0 * (n - 1) / n;
+  std::printf("%12zu %13zu %6s %17s %6d %12.1f %12.3f %12.3f %12.1f\n", row.bytes,
+              row.bytes / DTypeBytes(row.dtype), DTypeName(row.dtype),
+              AlgorithmText(row.algorithm).c_str(), results[0].iterations, time_us, algbw, busbw,
+              p99_us);
+  if (!ok) {
+    check_failed = true;
+    std::printf("CHECK FAILED: %s %s %zu B on %s with %d ranks: result != n(n+1)/2 = %d\n",
+                AlgorithmText(row.algorithm).c_str(), DTypeName(row.dtype), row.bytes,
+                ProviderText(provider), n, n * (n + 1) / 2);
+  }
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+// Gathers and distributes addresses, then prints rows as every rank's frame
+// arrives. Returns the failure, if any (the caller aborts the children).
+Status Coordinate(gossip::FabricProvider provider, int n, const std::vector<int>& fds,
+                  const BenchAllreduceOptions& o, bool& check_failed,
+                  std::vector<gossip::AllreduceTiming>& timings) {
+  CHORUS_RETURN_IF_ERROR(ConnectRanks(n, fds));
+  PrintTableHeader(provider, n, o);
   for (const RowSpec& row : Rows(o, provider)) {
-    std::vector<RowResult> results(n);
-    std::vector<bool> have(n, false);
-    int missing = n;
-    while (missing > 0) {
-      std::vector<pollfd> pfds;
-      std::vector<int> who;
-      for (int r = 0; r < n; ++r) {
-        if (!have[r]) {
-          pfds.push_back(pollfd{fds[r], POLLIN, 0});
-          who.push_back(r);
-        }
-      }
-      const int ready = RetryOnEintr([&] { return poll(pfds.data(), pfds.size(), kRowTimeoutMs); });
-      if (ready < 0) return ErrnoStatus(errno, "bench allreduce: poll");
-      if (ready == 0) {
-        return DeadlineExceeded("bench allreduce: no rank reported for " +
-                                std::to_string(kRowTimeoutMs / 1000) + " s (" +
-                                AlgorithmText(row.algorithm) + ", " + std::to_string(row.bytes) + " B)");
-      }
-      for (size_t i = 0; i < pfds.size(); ++i) {
-        if (pfds[i].revents == 0) continue;
-        const int r = who[i];
-        char frame = 0;
-        Status s = ReadBytes(fds[r], &frame, 1, kWho);
-        if (s.ok() && frame != kFrameRow) s = Internal("rank failed (its log line says why)");
-        if (s.ok()) s = ReadBytes(fds[r], &results[r].iterations, sizeof(int32_t), kWho);
-        if (s.ok()) s = ReadBytes(fds[r], &results[r].check_ok, sizeof(int32_t), kWho);
-        if (s.ok() && (results[r].iterations < 0 || results[r].iterations > o.max_iterations)) {
-          s = Internal("bad iteration count " + std::to_string(results[r].iterations));
-        }
-        if (s.ok()) {
-          results[r].times_us.resize(results[r].iterations);
-          s = ReadBytes(fds[r], results[r].times_us.data(), results[r].times_us.size() * sizeof(double), kWho);
-        }
-        if (!s.ok()) {
-          return Internal("bench allreduce: rank " + std::to_string(r) + " at " +
-                          AlgorithmText(row.algorithm) + " " + DTypeName(row.dtype) + " " +
-                          std::to_string(row.bytes) + " B: " + s.ToString());
-        }
-        have[r] = true;
-        --missing;
-      }
-    }
-    bool ok = true;
-    for (const RowResult& r : results) {
-      ok = ok && r.check_ok != 0;
-      if (r.iterations != results[0].iterations) {
-        return Internal("bench allreduce: ranks disagree on the iteration count of " +
-                        AlgorithmText(row.algorithm) + " " + std::to_string(row.bytes) + " B");
-      }
-    }
-    std::vector<double> slowest = SlowestPerCall(results);
-    const double time_us = Quantile(slowest, 0.5);
-    if (row.dtype == DType::kFloat32 && ok) timings.push_back({row.bytes, n, row.algorithm, time_us});
-    const double p99_us = Quantile(slowest, 0.99);
-    const double algbw = static_cast<double>(row.bytes) / (time_us * 1e-6) / 1e9;
-    const double busbw = algbw * 2.0 * (n - 1) / n;
-    std::printf("%12zu %13zu %6s %17s %6d %12.1f %12.3f %12.3f %12.1f\n", row.bytes,
-                row.bytes / DTypeBytes(row.dtype), DTypeName(row.dtype),
-                AlgorithmText(row.algorithm).c_str(), results[0].iterations, time_us, algbw, busbw,
-                p99_us);
-    if (!ok) {
-      check_failed = true;
-      std::printf("CHECK FAILED: %s %s %zu B on %s with %d ranks: result != n(n+1)/2 = %d\n",
-                  AlgorithmText(row.algorithm).c_str(), DTypeName(row.dtype), row.bytes,
-                  ProviderText(provider), n, n * (n + 1) / 2);
-    }
-    std::fflush(stdout);
+    CHORUS_ASSIGN_OR_RETURN(std::vector<RowResult> results, GatherRow(row, n, fds, o));
+    CHORUS_RETURN_IF_ERROR(PrintRow(provider, row, n, results, check_failed, timings));
   }
   return Status::Ok();
 }

@@ -4,7 +4,6 @@
 // Must not: do work at registration time (only in the callback).
 #include <algorithm>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "node/bench/bench_p2p.h"
 #include "node/config/config_parse.h"
 #include "node/cli/cli_commands.h"
+#include "node/cli/cli_common.h"
 
 namespace chorus::node {
 
@@ -28,16 +28,6 @@ CLI::App* BenchCommand(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (numbers, not tests)");
   bench->require_subcommand(1);
   return bench;
-}
-
-// Splits "a,b,c" (empty items dropped).
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
 }
 
 // The names of `providers`.
@@ -58,23 +48,21 @@ constexpr const char* kBusyPollHelp =
     "Transport knob: how long a wait polls the CQ without yielding (-1: 200 over shm if the host "
     "has a core per process, else 0)";
 
-void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
-  CLI::App* cmd = bench.add_subcommand(
-      "allreduce", "All-reduce algorithms between local processes over libfabric (nccl-tests' table)");
-  struct Args {
-    std::vector<std::string> providers = ProviderNames(BenchAllreduceOptions{}.providers);
-    std::string ranks = "2,4";
-    std::string algorithms = "ring,tree,halving-doubling,recursive-doubling";
-    size_t min_size = size_t{4} << 10;
-    size_t max_size = size_t{64} << 20;
-    bool quick = false;
-    double seconds = BenchAllreduceOptions{}.seconds_per_size;
-    double warmup = BenchAllreduceOptions{}.warmup_seconds;
-    int busy_poll_us = -1;
-    std::string config;
-    bool fit_crossovers = false;
-  };
-  auto args = std::make_shared<Args>();
+struct BenchAllreduceArgs {
+  std::vector<std::string> providers = ProviderNames(BenchAllreduceOptions{}.providers);
+  std::string ranks = "2,4";
+  std::string algorithms = "ring,tree,halving-doubling,recursive-doubling";
+  size_t min_size = size_t{4} << 10;
+  size_t max_size = size_t{64} << 20;
+  bool quick = false;
+  double seconds = BenchAllreduceOptions{}.seconds_per_size;
+  double warmup = BenchAllreduceOptions{}.warmup_seconds;
+  int busy_poll_us = -1;
+  std::string config;
+  bool fit_crossovers = false;
+};
+
+void AddBenchAllreduceOptions(CLI::App* cmd, BenchAllreduceArgs* args) {
   cmd->add_option("--provider", args->providers,
                   "Provider(s), repeatable or comma-separated: " +
                       JoinNames(NamesOf(gossip::kFabricProviderNames), ", ", /*quoted=*/true))
@@ -105,71 +93,99 @@ void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
   cmd->add_flag("--fit-crossovers", args->fit_crossovers,
                 "After each provider: the [exchange.crossovers] that make `auto` pick the fastest measured "
                 "(needs ring, tree, halving-doubling and recursive-doubling in --algorithms)");
-  cmd->callback([args, &context] {
-    BenchAllreduceOptions options;
-    options.fit_crossovers = args->fit_crossovers;
-    if (!args->config.empty()) {
-      Result<Config> config = ParseConfigFile(args->config);
-      if (!config) {
-        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --config: ", config.error().ToString());
-        context.exit_code = kExitUsage;
-        return;
-      }
-      options.crossovers = config->exchange.crossovers;
+}
+
+// --config: the [exchange.crossovers] of a node's TOML (none given: the defaults).
+Result<CrossoversConfig> ReadCrossovers(const std::string& path) {
+  if (path.empty()) return CrossoversConfig{};
+  Result<Config> config = ParseConfigFile(path);
+  if (!config) return Err(InvalidArgument("--config: " + config.error().ToString()));
+  return config->exchange.crossovers;
+}
+
+// --ranks: "2,4".
+Result<std::vector<int>> ParseRanks(const std::string& text) {
+  std::vector<int> ranks;
+  for (const std::string& item : SplitCommas(text)) {
+    try {
+      size_t used = 0;
+      ranks.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      return Err(InvalidArgument("--ranks: \"" + item + "\" is not a number"));
     }
-    options.busy_poll_us = args->busy_poll_us;
-    options.providers.clear();
-    for (const std::string& name : args->providers) {
-      options.providers.push_back(*FromName(gossip::kFabricProviderNames, name));  // checked by IsMember
+  }
+  return ranks;
+}
+
+// --algorithms: "ring,tree".
+Result<std::vector<gossip::AllreduceAlgorithm>> ParseAlgorithms(const std::string& text) {
+  std::vector<gossip::AllreduceAlgorithm> algorithms;
+  for (const std::string& item : SplitCommas(text)) {
+    auto algorithm = gossip::ParseAllreduceAlgorithm(item);
+    if (!algorithm) return Err(InvalidArgument("--algorithms: " + algorithm.error().ToString()));
+    algorithms.push_back(*algorithm);
+  }
+  return algorithms;
+}
+
+// --fit-crossovers needs every algorithm `auto` chooses between.
+Status CheckFitAlgorithms(const std::vector<gossip::AllreduceAlgorithm>& algorithms) {
+  using gossip::AllreduceAlgorithm;
+  for (auto needed : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree, AllreduceAlgorithm::kHalvingDoubling,
+                      AllreduceAlgorithm::kRecursiveDoubling}) {
+    if (std::find(algorithms.begin(), algorithms.end(), needed) == algorithms.end()) {
+      return InvalidArgument("--fit-crossovers needs " + std::string(gossip::AllreduceAlgorithmName(needed)) +
+                             " in --algorithms");
     }
-    options.seconds_per_size = args->seconds;
-    options.warmup_seconds = args->warmup;
-    options.ranks.clear();
-    for (const std::string& item : SplitCommas(args->ranks)) {
-      try {
-        size_t used = 0;
-        options.ranks.push_back(std::stoi(item, &used));
-        if (used != item.size()) throw std::invalid_argument(item);
-      } catch (const std::exception&) {
-        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --ranks: \"", item, "\" is not a number");
-        context.exit_code = kExitUsage;
-        return;
-      }
-    }
-    options.algorithms.clear();
-    for (const std::string& item : SplitCommas(args->algorithms)) {
-      auto algorithm = gossip::ParseAllreduceAlgorithm(item);
-      if (!algorithm) {
-        CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --algorithms: ", algorithm.error().ToString());
-        context.exit_code = kExitUsage;
-        return;
-      }
-      options.algorithms.push_back(*algorithm);
-    }
-    if (options.fit_crossovers) {
-      using gossip::AllreduceAlgorithm;
-      for (auto needed : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree, AllreduceAlgorithm::kHalvingDoubling,
-                          AllreduceAlgorithm::kRecursiveDoubling}) {
-        if (std::find(options.algorithms.begin(), options.algorithms.end(), needed) == options.algorithms.end()) {
-          CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: --fit-crossovers needs ",
-                           gossip::AllreduceAlgorithmName(needed), " in --algorithms");
-          context.exit_code = kExitUsage;
-          return;
-        }
-      }
-    }
-    if (args->quick) {
-      options.sizes = {size_t{4} << 10, size_t{1} << 20, size_t{16} << 20};
-    } else if (args->min_size == 0 || args->max_size < args->min_size) {
-      CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: need 0 < min-size <= max-size, got ",
-                       args->min_size, " and ", args->max_size);
-      context.exit_code = kExitUsage;
-      return;
-    } else {
-      options.sizes = BenchAllreduceSizes(args->min_size, args->max_size);
-    }
-    context.exit_code = RunBenchAllreduce(options);
-  });
+  }
+  return Status::Ok();
+}
+
+// The buffer sizes: --quick's three, else --min-size to --max-size.
+Result<std::vector<size_t>> ChooseSizes(const BenchAllreduceArgs& args) {
+  if (args.quick) return std::vector<size_t>{size_t{4} << 10, size_t{1} << 20, size_t{16} << 20};
+  if (args.min_size == 0 || args.max_size < args.min_size) {
+    return Err(InvalidArgument("need 0 < min-size <= max-size, got " + std::to_string(args.min_size) + " and " +
+                               std::to_string(args.max_size)));
+  }
+  return BenchAllreduceSizes(args.min_size, args.max_size);
+}
+
+// BenchAllreduceOptions from the flags; errors are the command line's.
+Result<BenchAllreduceOptions> BenchAllreduceOptionsFrom(const BenchAllreduceArgs& args) {
+  BenchAllreduceOptions options;
+  options.fit_crossovers = args.fit_crossovers;
+  CHORUS_ASSIGN_OR_RETURN(options.crossovers, ReadCrossovers(args.config));
+  options.busy_poll_us = args.busy_poll_us;
+  options.providers.clear();
+  for (const std::string& name : args.providers) {
+    options.providers.push_back(*FromName(gossip::kFabricProviderNames, name));  // checked by IsMember
+  }
+  options.seconds_per_size = args.seconds;
+  options.warmup_seconds = args.warmup;
+  CHORUS_ASSIGN_OR_RETURN(options.ranks, ParseRanks(args.ranks));
+  CHORUS_ASSIGN_OR_RETURN(options.algorithms, ParseAlgorithms(args.algorithms));
+  if (options.fit_crossovers) CHORUS_RETURN_IF_ERROR(CheckFitAlgorithms(options.algorithms));
+  CHORUS_ASSIGN_OR_RETURN(options.sizes, ChooseSizes(args));
+  return options;
+}
+
+int RunBenchAllreduceCommand(const BenchAllreduceArgs& args) {
+  Result<BenchAllreduceOptions> options = BenchAllreduceOptionsFrom(args);
+  if (!options) {
+    CHORUS_LOG_ERROR(Subsys::kBench, "bench allreduce: ", options.error().message());
+    return kExitUsage;
+  }
+  return RunBenchAllreduce(*options);
+}
+
+void RegisterBenchAllreduce(CLI::App& bench, CliContext& context) {
+  CLI::App* cmd = bench.add_subcommand(
+      "allreduce", "All-reduce algorithms between local processes over libfabric (nccl-tests' table)");
+  auto args = std::make_shared<BenchAllreduceArgs>();
+  AddBenchAllreduceOptions(cmd, args.get());
+  cmd->callback([args, &context] { context.exit_code = RunBenchAllreduceCommand(*args); });
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "node/cli/cli_commands.h"
+#include "node/cli/cli_common.h"
 #include "node/cluster/cluster_session.h"
 #include "node/config/config_parse.h"
 #include "node/control/control_plane.h"
@@ -53,18 +54,10 @@ void PrintView(const MembershipView& view) {
 }
 
 int RunCluster(const ClusterArgs& args) {
-  std::vector<ConfigOverride> overrides;
-  for (const std::string& s : args.sets) overrides.push_back({s, "--set " + s});
-  Result<Config> config = LoadConfig(args.config_file, overrides);
-  if (!config) {
-    std::fprintf(stderr, "chorus cluster: %s\n", config.error().message().c_str());
-    return kExitUsage;
-  }
+  Result<Config> config = LoadConfig(args.config_file, CommandLineOverrides(args.sets));
+  if (!config) return CommandError("cluster", config.error().message(), kExitUsage);
   Result<std::unique_ptr<LogSession>> logging = InstallLogging(config->run, std::nullopt, config->run.node_name);
-  if (!logging) {
-    std::fprintf(stderr, "chorus cluster: %s\n", logging.error().message().c_str());
-    return kExitFailure;
-  }
+  if (!logging) return CommandError("cluster", logging.error().message(), kExitFailure);
 
   // SIGINT/SIGTERM while joining (which waits up to cluster.join_timeout_s
   // for the other nodes): exit at once; once a member: leave.
@@ -174,8 +167,7 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
     for (const std::string& text : args->node_sets) {
       Result<std::pair<int, std::string>> node_set = ParseNodeSet(text, args->num_nodes);
       if (!node_set) {
-        std::fprintf(stderr, "chorus launch: %s\n", node_set.error().message().c_str());
-        context.exit_code = kExitUsage;
+        context.exit_code = CommandError("launch", node_set.error().message(), kExitUsage);
         return;
       }
       options.node_overrides.push_back(std::move(*node_set));
@@ -190,8 +182,7 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
     LaunchResult result;
     Status status = Launch(options, &result);
     if (!status.ok()) {
-      std::fprintf(stderr, "chorus launch: %s\n", status.message().c_str());
-      context.exit_code = kExitFailure;
+      context.exit_code = CommandError("launch", status.message(), kExitFailure);
       return;
     }
     std::fprintf(stderr, "launch: all %d nodes exited with status 0\n", options.num_nodes);

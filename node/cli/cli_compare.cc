@@ -3,9 +3,9 @@
 
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
 #include "node/cli/cli_commands.h"
+#include "node/cli/cli_common.h"
 #include "node/lab/compare/compare.h"
 #include "node/lab/compare/compare_config.h"
 
@@ -44,21 +44,16 @@ void RegisterCompareCommand(CLI::App& app, CliContext& context) {
   cmd->callback([args, &context] {
     CompareOptions options;
     options.config_path = args->config_file;
-    for (const std::string& s : args->sets) options.overrides.push_back({s, "--set " + s});
-    if (args->epochs > 0) {
-      options.overrides.push_back({"train.epochs=" + std::to_string(args->epochs), "--epochs"});
-    }
-    std::stringstream list(args->methods);
-    for (std::string name; std::getline(list, name, ',');) {
-      if (!name.empty()) options.only_methods.push_back(name);
-    }
+    const std::string epochs = args->epochs > 0 ? std::to_string(args->epochs) : "";
+    options.overrides = CommandLineOverrides(args->sets, {{epochs, "train.epochs", "--epochs", false}});
+    options.only_methods = SplitCommas(args->methods);
     options.nodes = args->nodes;
     options.verbose = args->verbose;
     options.report = !args->no_report;
     Result<CompareResult> result = RunCompare(options);
     if (!result) {
-      std::fprintf(stderr, "chorus compare: %s\n", result.error().message().c_str());
-      context.exit_code = result.error().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+      const bool bad_input = result.error().code() == StatusCode::kInvalidArgument;
+      context.exit_code = CommandError("compare", result.error().message(), bad_input ? kExitUsage : kExitFailure);
       return;
     }
     if (!result->table_text.empty()) std::printf("\n%s\n", result->table_text.c_str());

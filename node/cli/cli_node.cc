@@ -1,14 +1,13 @@
 // `chorus node [CONFIG]`: resolve the config (file, --set and the dedicated
 // flags, environment hints), install logging, and hand over to RunNode.
 // Training itself is RunNode's (run_node.h); nothing here touches the network.
-#include <cstdio>
 #include <memory>
 #include <optional>
 
 #include <CLI/CLI.hpp>
 
 #include "node/cli/cli_commands.h"
-#include "node/config/config_describe.h"
+#include "node/cli/cli_common.h"
 #include "node/config/config_parse.h"
 #include "node/run/logging.h"
 #include "node/run/run_node.h"
@@ -41,29 +40,21 @@ void RegisterNodeCommand(CLI::App& app, CliContext& context) {
       ->allow_extra_args(false);
 
   node->callback([args, &context] {
-    std::vector<ConfigOverride> overrides;
-    for (const std::string& s : args->sets) overrides.push_back({s, "--set " + s});
-    auto flag = [&](const std::string& value, const char* key, const char* origin, bool is_string) {
-      if (value.empty()) return;
-      overrides.push_back({std::string(key) + "=" + (is_string ? TomlQuote(value) : value), origin});
-    };
-    flag(args->run_name, "run.name", "--run", true);
-    flag(args->output_dir, "run.output_dir", "--output", true);
-    flag(args->epochs, "train.epochs", "--epochs", false);
-    flag(args->threads, "train.threads", "--threads", false);
-    flag(args->log_level, "run.log_level", "--log-level", true);
-
+    const std::vector<ConfigOverride> overrides =
+        CommandLineOverrides(args->sets, {{args->run_name, "run.name", "--run", true},
+                                          {args->output_dir, "run.output_dir", "--output", true},
+                                          {args->epochs, "train.epochs", "--epochs", false},
+                                          {args->threads, "train.threads", "--threads", false},
+                                          {args->log_level, "run.log_level", "--log-level", true}});
     Result<Config> config = LoadConfig(args->config_file, overrides);
     if (!config) {
-      std::fprintf(stderr, "chorus node: %s\n", config.error().message().c_str());
-      context.exit_code = kExitUsage;
+      context.exit_code = CommandError("node", config.error().message(), kExitUsage);
       return;
     }
     Result<std::unique_ptr<LogSession>> logging =
         InstallLogging(config->run, std::nullopt, config->run.node_name);
     if (!logging) {
-      std::fprintf(stderr, "chorus node: %s\n", logging.error().message().c_str());
-      context.exit_code = kExitFailure;
+      context.exit_code = CommandError("node", logging.error().message(), kExitFailure);
       return;
     }
     NodeOptions options;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "node/cli/cli_commands.h"
+#include "node/cli/cli_common.h"
 #include "node/lab/report/report.h"
 
 namespace chorus::node {
@@ -48,17 +49,13 @@ void RegisterReportCommand(CLI::App& app, CliContext& context) {
     options.gnuplot = args->gnuplot;
     Result<ReportResult> report = BuildReport(options);
     if (!report) {
-      std::fprintf(stderr, "chorus report: %s\n", report.error().message().c_str());
       const StatusCode code = report.error().code();
       const bool bad_input = code == StatusCode::kNotFound || code == StatusCode::kInvalidArgument ||
                              code == StatusCode::kDataLoss;
-      context.exit_code = bad_input ? kExitUsage : kExitFailure;
+      context.exit_code = CommandError("report", report.error().message(), bad_input ? kExitUsage : kExitFailure);
       return;
     }
-    std::fputs(report->table_text.c_str(), stdout);
-    for (const std::string& warning : report->warnings) std::fprintf(stderr, "note: %s\n", warning.c_str());
-    std::printf("report: %s\n", report->html_path.c_str());
-    std::fflush(stdout);
+    PrintReport(*report);
     context.exit_code = kExitOk;
   });
 }

@@ -5,15 +5,18 @@
 //
 // Must not: do work at registration time, or compute the table itself
 // (BuildReport does, from the files, exactly as `chorus report` would).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "node/cli/cli_commands.h"
+#include "node/cli/cli_common.h"
 #include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/run/logging.h"
@@ -31,30 +34,24 @@ namespace {
 constexpr const char* kSimulateDefaults[] = {"train.epochs=2", "train.batch_size=16",
                                              "train.base_lr=0.5", "train.warmup_epochs=0.3"};
 
-}  // namespace
+struct SimulateArgs {
+  std::string config_file;
+  int nodes = 128;
+  std::vector<std::string> methods = {"default"};
+  std::string epochs, batch, train_samples;
+  std::string latency = "50us", bandwidth = "10gbit";
+  std::string out;
+  double target = 0.8;
+  std::string compute_time;
+  double compute_scale = 1.0, compute_spread = 0.0;
+  int eval_nodes = 4, evals = 4, eval_samples = 1000;
+  double timeout_s = 600.0;
+  std::vector<std::string> sets;
+  std::string log_level = "warn";
+  bool no_plots = false;
+};
 
-void RegisterSimulateCommand(CLI::App& app, CliContext& context) {
-  CLI::App* cmd = app.add_subcommand(
-      "simulate",
-      "Many virtual nodes (64 to 256) in one process over the local transport in virtual time, "
-      "with a latency-bandwidth link model: the table of `chorus compare` past one machine");
-  struct Args {
-    std::string config_file;
-    int nodes = 128;
-    std::vector<std::string> methods = {"default"};
-    std::string epochs, batch, train_samples;
-    std::string latency = "50us", bandwidth = "10gbit";
-    std::string out;
-    double target = 0.8;
-    std::string compute_time;
-    double compute_scale = 1.0, compute_spread = 0.0;
-    int eval_nodes = 4, evals = 4, eval_samples = 1000;
-    double timeout_s = 600.0;
-    std::vector<std::string> sets;
-    std::string log_level = "warn";
-    bool no_plots = false;
-  };
-  auto args = std::make_shared<Args>();
+void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
   cmd->add_option("config", args->config_file,
                   "TOML node config every virtual node starts from (model, lr, ...); default: the "
                   "built-in MLP with 2 epochs, batch 16 per node, base_lr 0.5, warmup_epochs 0.3");
@@ -111,93 +108,105 @@ void RegisterSimulateCommand(CLI::App& app, CliContext& context) {
   cmd->add_option("--log-level", args->log_level, JoinNames(NamesOf(kLogLevelNames), ", ") + " (run.log_level)")
       ->capture_default_str();
   cmd->add_flag("--no-plots", args->no_plots, "Write the report's gnuplot scripts but do not run gnuplot");
+}
 
-  cmd->callback([args, &context] {
-    auto usage = [&](const std::string& message) {
-      std::fprintf(stderr, "chorus simulate: %s\n", message.c_str());
-      context.exit_code = kExitUsage;
-    };
-    std::vector<ConfigOverride> overrides;
-    if (args->config_file.empty()) {
-      for (const char* d : kSimulateDefaults) overrides.push_back({d, "chorus simulate default"});
-    }
-    for (const std::string& s : args->sets) overrides.push_back({s, "--set " + s});
-    auto flag = [&](const std::string& value, const char* key, const char* origin, bool is_string) {
-      if (value.empty()) return;
-      overrides.push_back({std::string(key) + "=" + (is_string ? TomlQuote(value) : value), origin});
-    };
-    flag(args->epochs, "train.epochs", "--epochs", false);
-    flag(args->batch, "train.batch_size", "--batch", false);
-    flag(args->train_samples, "data.train_limit", "--train-samples", false);
-    flag(args->log_level, "run.log_level", "--log-level", true);
-    Result<Config> config = LoadConfig(args->config_file, overrides);
-    if (!config) return usage(config.error().message());
+// The node settings: the defaults without a CONFIG, then --set, then the
+// dedicated flags.
+std::vector<ConfigOverride> SimulateOverrides(const SimulateArgs& args) {
+  std::vector<ConfigOverride> overrides;
+  if (args.config_file.empty()) {
+    for (const char* d : kSimulateDefaults) overrides.push_back({d, "chorus simulate default"});
+  }
+  const std::vector<ConfigOverride> given =
+      CommandLineOverrides(args.sets, {{args.epochs, "train.epochs", "--epochs", false},
+                                       {args.batch, "train.batch_size", "--batch", false},
+                                       {args.train_samples, "data.train_limit", "--train-samples", false},
+                                       {args.log_level, "run.log_level", "--log-level", true}});
+  overrides.insert(overrides.end(), given.begin(), given.end());
+  return overrides;
+}
 
-    SimulateOptions options;
-    options.base = *config;
-    options.nodes = args->nodes;
-    Result<std::vector<CompareMethod>> methods = SimulateMethods(args->methods, args->nodes);
-    if (!methods) return usage(methods.error().message());
-    options.methods = std::move(*methods);
-    options.out_dir = args->out.empty() ? "runs/sim-" + std::to_string(args->nodes) : args->out;
-    options.target_accuracy = args->target;
-    Result<double> latency = ParseDuration(args->latency);
-    if (!latency) return usage("--latency: " + latency.error().message());
-    Result<double> bandwidth = ParseBandwidth(args->bandwidth);
-    if (!bandwidth) return usage("--bandwidth: " + bandwidth.error().message());
-    options.latency = args->latency;
-    options.latency_s = *latency;
-    options.bandwidth = args->bandwidth;
-    options.bytes_per_second = *bandwidth;
-    if (!args->compute_time.empty()) {
-      Result<double> compute = ParseDuration(args->compute_time);
-      if (!compute) return usage("--compute-time: " + compute.error().message());
-      if (!(*compute > 0)) return usage("--compute-time must be > 0");
-      options.forward_backward_s = *compute;  // one block before the exchange
-    }
-    options.compute_scale = args->compute_scale;
-    options.compute_spread = args->compute_spread;
-    options.eval_nodes = args->eval_nodes;
-    options.evals = args->evals;
-    options.eval_samples = args->eval_samples;
-    options.timeout_s = args->timeout_s;
+// SimulateOptions from the flags and the nodes' `config`; errors are the
+// command line's, worded for it.
+Result<SimulateOptions> SimulateOptionsFrom(const SimulateArgs& args, const Config& config) {
+  SimulateOptions options;
+  options.base = config;
+  options.nodes = args.nodes;
+  Result<std::vector<CompareMethod>> methods = SimulateMethods(args.methods, args.nodes);
+  if (!methods) return Err(InvalidArgument(methods.error().message()));
+  options.methods = std::move(*methods);
+  options.out_dir = args.out.empty() ? "runs/sim-" + std::to_string(args.nodes) : args.out;
+  options.target_accuracy = args.target;
+  Result<double> latency = ParseDuration(args.latency);
+  if (!latency) return Err(InvalidArgument("--latency: " + latency.error().message()));
+  Result<double> bandwidth = ParseBandwidth(args.bandwidth);
+  if (!bandwidth) return Err(InvalidArgument("--bandwidth: " + bandwidth.error().message()));
+  options.latency = args.latency;
+  options.latency_s = *latency;
+  options.bandwidth = args.bandwidth;
+  options.bytes_per_second = *bandwidth;
+  if (!args.compute_time.empty()) {
+    Result<double> compute = ParseDuration(args.compute_time);
+    if (!compute) return Err(InvalidArgument("--compute-time: " + compute.error().message()));
+    if (!(*compute > 0)) return Err(InvalidArgument("--compute-time must be > 0"));
+    options.forward_backward_s = *compute;  // one block before the exchange
+  }
+  options.compute_scale = args.compute_scale;
+  options.compute_spread = args.compute_spread;
+  options.eval_nodes = args.eval_nodes;
+  options.evals = args.evals;
+  options.eval_samples = args.eval_samples;
+  options.timeout_s = args.timeout_s;
+  return options;
+}
 
-    Result<std::unique_ptr<LogSession>> logging = InstallLogging(config->run, std::nullopt, "");
-    if (!logging) {
-      std::fprintf(stderr, "chorus simulate: %s\n", logging.error().message().c_str());
-      context.exit_code = kExitFailure;
-      return;
-    }
-    Result<SimulationResult> sim = RunSimulation(options);
-    if (!sim) {
-      std::fprintf(stderr, "chorus simulate: %s\n", sim.error().message().c_str());
-      context.exit_code =
-          sim.error().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
-      return;
-    }
-    bool all_ok = true;
-    for (const SimulatedMethod& m : sim->methods) all_ok = all_ok && m.exit_code == 0;
+// Builds the report of the comparison directory the simulation wrote.
+Result<ReportResult> BuildSimulationReport(const SimulateArgs& args, const SimulationResult& sim) {
+  ReportOptions report_options;
+  report_options.inputs = {sim.out_dir};
+  report_options.output_dir = sim.out_dir;
+  report_options.target_accuracy = args.target;
+  report_options.render_plots = !args.no_plots;
+  return BuildReport(report_options);
+}
 
-    ReportOptions report_options;
-    report_options.inputs = {sim->out_dir};
-    report_options.output_dir = sim->out_dir;
-    report_options.target_accuracy = args->target;
-    report_options.render_plots = !args->no_plots;
-    Result<ReportResult> report = BuildReport(report_options);
-    if (!report) {
-      std::fprintf(stderr, "chorus simulate: the runs are in %s but the report failed: %s\n",
-                   sim->out_dir.c_str(), report.error().message().c_str());
-      context.exit_code = kExitFailure;
-      return;
-    }
-    std::printf("\n%d virtual nodes, %s links with %s latency; time is virtual (seconds)\n",
-                options.nodes, options.bandwidth.c_str(), options.latency.c_str());
-    std::fputs(report->table_text.c_str(), stdout);
-    for (const std::string& warning : report->warnings) std::fprintf(stderr, "note: %s\n", warning.c_str());
-    std::printf("report: %s\n", report->html_path.c_str());
-    std::fflush(stdout);
-    context.exit_code = all_ok ? kExitOk : kExitFailure;
-  });
+int RunSimulateCommand(const SimulateArgs& args) {
+  constexpr std::string_view kCommand = "simulate";
+  Result<Config> config = LoadConfig(args.config_file, SimulateOverrides(args));
+  if (!config) return CommandError(kCommand, config.error().message(), kExitUsage);
+  Result<SimulateOptions> options = SimulateOptionsFrom(args, *config);
+  if (!options) return CommandError(kCommand, options.error().message(), kExitUsage);
+  // Held to the end: the simulation and the report log through it.
+  Result<std::unique_ptr<LogSession>> logging = InstallLogging(config->run, std::nullopt, "");
+  if (!logging) return CommandError(kCommand, logging.error().message(), kExitFailure);
+  Result<SimulationResult> sim = RunSimulation(*options);
+  if (!sim) {
+    const bool bad_input = sim.error().code() == StatusCode::kInvalidArgument;
+    return CommandError(kCommand, sim.error().message(), bad_input ? kExitUsage : kExitFailure);
+  }
+  Result<ReportResult> report = BuildSimulationReport(args, *sim);
+  if (!report) {
+    const std::string message = "the runs are in " + sim->out_dir + " but the report failed: ";
+    return CommandError(kCommand, message + report.error().message(), kExitFailure);
+  }
+  std::printf("\n%d virtual nodes, %s links with %s latency; time is virtual (seconds)\n",
+              options->nodes, options->bandwidth.c_str(), options->latency.c_str());
+  PrintReport(*report);
+  const bool all_ok = std::all_of(sim->methods.begin(), sim->methods.end(),
+                                  [](const SimulatedMethod& m) { return m.exit_code == 0; });
+  return all_ok ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+void RegisterSimulateCommand(CLI::App& app, CliContext& context) {
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Many virtual nodes (64 to 256) in one process over the local transport in virtual time, "
+      "with a latency-bandwidth link model: the table of `chorus compare` past one machine");
+  auto args = std::make_shared<SimulateArgs>();
+  AddSimulateOptions(cmd, args.get());
+  cmd->callback([args, &context] { context.exit_code = RunSimulateCommand(*args); });
 }
 
 }  // namespace chorus::node

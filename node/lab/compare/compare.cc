@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -67,220 +68,275 @@ std::vector<ConfigOverride> WithOrigin(const std::vector<std::string>& sets, con
   return out;
 }
 
-}  // namespace
+// What the steps of one comparison share.
+struct CompareRun {
+  CompareRun(const CompareOptions& options, CompareConfig cc, Config base)
+      : options(options), cc(std::move(cc)), base(std::move(base)),
+        run_dir(this->base.run.output_dir + "/" + this->cc.name) {}
 
-Result<CompareResult> RunCompare(const CompareOptions& options) {
+  const CompareOptions& options;
+  CompareConfig cc;
+  Config base;
+  const std::string run_dir;           // runs/<name>
+  std::unique_ptr<EmulatedLink> link;  // null: loopback without shaping
+  json link_json = nullptr;
+  json single_node = nullptr;          // the baseline's numbers, once measured
+  json methods_json = json::array();   // one entry per method run so far
+  CompareResult result;
+};
+
+// The comparison file with the command line's choices applied: --nodes, and
+// --methods (names from the file, else built in).
+Result<CompareConfig> LoadComparison(const CompareOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(CompareConfig cc, ParseCompareFile(options.config_path));
   if (options.nodes > 0) cc.nodes = options.nodes;
   if (cc.slow_node >= cc.nodes) {
     return Err(InvalidArgument("compare: the straggler is node " + std::to_string(cc.slow_node) + " but there are only " +
                                std::to_string(cc.nodes) + " nodes"));
   }
-  if (!options.only_methods.empty()) {
-    std::vector<CompareMethod> chosen;
-    for (const std::string& name : options.only_methods) {
-      auto it = std::find_if(cc.methods.begin(), cc.methods.end(),
-                             [&](const CompareMethod& m) { return m.name == name; });
-      if (it == cc.methods.end()) {
-        auto b = std::find_if(BuiltinMethods().begin(), BuiltinMethods().end(),
-                              [&](const CompareMethod& m) { return m.name == name; });
-        if (b == BuiltinMethods().end()) {
-          return Err(InvalidArgument("compare: --methods names \"" + name + "\", which is neither in " +
-                                     options.config_path + " nor built in"));
-        }
-        chosen.push_back(*b);
-      } else {
-        chosen.push_back(*it);
-      }
+  if (options.only_methods.empty()) return cc;
+  std::vector<CompareMethod> chosen;
+  for (const std::string& name : options.only_methods) {
+    const CompareMethod* method = FindMethod(cc.methods, name);
+    if (method == nullptr) {
+      return Err(InvalidArgument("compare: --methods names \"" + name + "\", which is neither in " +
+                                 options.config_path + " nor built in"));
     }
-    cc.methods = std::move(chosen);
+    chosen.push_back(*method);
   }
-  CHORUS_ASSIGN_OR_RETURN(Config base, LoadConfig(options.config_path, options.overrides));
-  const std::string run_dir = base.run.output_dir + "/" + cc.name;
+  cc.methods = std::move(chosen);
+  return cc;
+}
 
-  // Every node of every method gets: the user's overrides, the method's, then these.
-  auto run_overrides = [&](const std::string& method_name, int nodes) {
-    return std::vector<std::string>{"run.output_dir=" + TomlQuote(run_dir), "run.name=" + TomlQuote(method_name),
-                                    "cluster.min_nodes=" + std::to_string(nodes)};
-  };
-  // Validate everything before running anything: a typo in method 6 should
-  // not surface after five methods have run.
-  for (const CompareMethod& m : cc.methods) {
-    std::vector<ConfigOverride> all = options.overrides;
+// Every node of every method gets: the user's overrides, the method's, then these.
+std::vector<std::string> RunOverrides(const std::string& run_dir, const std::string& method_name, int nodes) {
+  return std::vector<std::string>{"run.output_dir=" + TomlQuote(run_dir), "run.name=" + TomlQuote(method_name),
+                                  "cluster.min_nodes=" + std::to_string(nodes)};
+}
+
+// Validate everything before running anything: a typo in method 6 should
+// not surface after five methods have run.
+Status ValidateMethods(const CompareRun& run) {
+  for (const CompareMethod& m : run.cc.methods) {
+    std::vector<ConfigOverride> all = run.options.overrides;
     for (const ConfigOverride& o : WithOrigin(m.overrides, "method " + m.name + ":")) all.push_back(o);
-    for (const ConfigOverride& o : WithOrigin(run_overrides(m.name, cc.nodes), "compare:")) all.push_back(o);
-    Result<Config> c = LoadConfig(options.config_path, all);
-    if (!c) return Err(InvalidArgument("method " + m.name + ": " + c.error().message()));
+    for (const ConfigOverride& o : WithOrigin(RunOverrides(run.run_dir, m.name, run.cc.nodes), "compare:")) {
+      all.push_back(o);
+    }
+    Result<Config> c = LoadConfig(run.options.config_path, all);
+    if (!c) return InvalidArgument("method " + m.name + ": " + c.error().message());
   }
+  return Status::Ok();
+}
 
+Status CreateRunDir(const std::string& run_dir) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
-  if (ec) return Err(Unavailable("compare: cannot create " + run_dir + ": " + ec.message()));
+  if (ec) return Unavailable("compare: cannot create " + run_dir + ": " + ec.message());
+  return Status::Ok();
+}
 
-  // Emulated links, when asked for and possible.
-  std::unique_ptr<EmulatedLink> link;
-  json link_json = nullptr;
-  if (cc.link.enabled) {
-    link_json = {{"bandwidth", cc.link.bandwidth}, {"latency", cc.link.latency}, {"emulated", false}};
-    Status available = EmulatedLink::Available();
-    if (!available.ok()) {
-      const std::string note = "link emulation unavailable (" + available.message() +
-                               "); running on loopback without shaping";
-      std::fprintf(stderr, "compare: %s\n", note.c_str());
-      link_json["note"] = note;
-    } else {
-      Result<std::unique_ptr<EmulatedLink>> made =
-          EmulatedLink::Create(cc.nodes, LinkShape{cc.link.bytes_per_s, cc.link.latency_s});
-      if (!made) return Err(Unavailable("compare: setting up emulated links: " + made.error().message()));
-      link = std::move(*made);
-      link_json["emulated"] = true;
-      link_json["latency_emulated"] = link->latency_emulated();
-      link_json["note"] = link->Describe();
-      std::fprintf(stderr, "compare: emulated links: %s\n", link->Describe().c_str());
-    }
-  }
-
-  CompareResult result;
-  result.run_dir = run_dir;
-  json single_node = nullptr;
-  json methods_json = json::array();
-
-  auto write_compare_json = [&]() -> Status {
-    json j = {{"name", cc.name},
-              {"kind", "compare"},
-              {"source", options.config_path},
-              {"nodes", cc.nodes},
-              {"target_accuracy", cc.target_accuracy},
-              {"model", trainer::ModelName(base.train.model)},
-              {"precision", trainer::PrecisionName(base.train.precision)},
-              {"epochs", base.train.epochs},
-              {"batch_size", base.train.batch_size},
-              {"global_batch", base.train.batch_size * cc.nodes},
-              {"provider", gossip::ProviderName(link ? gossip::FabricProvider::kTcpRxm : base.fabric.provider)},
-              {"link", link_json},
-              {"straggler", cc.slow_node >= 0 ? json{{"node", cc.slow_node}, {"slowdown", cc.slowdown}} : json(nullptr)},
-              {"single_node", single_node},
-              {"methods", methods_json}};
-    return WriteSummary(run_dir + "/compare.json", j);
-  };
-
-  // Launches `nodes` nodes with `sets` into runs/<name>/<dir_name>.
-  auto launch = [&](const std::string& dir_name, int nodes, const std::vector<std::string>& sets,
-                    CompareMethodOutcome* outcome, bool* interrupted) -> Status {
-    const std::string method_dir = run_dir + "/" + dir_name;
-    fs::remove_all(method_dir, ec);  // a stale node folder would mix into the report
-    fs::create_directories(method_dir, ec);
-    if (ec) return Unavailable("compare: cannot create " + method_dir + ": " + ec.message());
-    LaunchOptions lo;
-    lo.num_nodes = nodes;
-    lo.config_path = options.config_path;
-    lo.executable = options.executable;
-    for (const ConfigOverride& o : options.overrides) lo.overrides.push_back(o.assignment);
-    lo.overrides.insert(lo.overrides.end(), sets.begin(), sets.end());
-    for (const std::string& s : run_overrides(dir_name, nodes)) lo.overrides.push_back(s);
-    if (link && nodes == cc.nodes) {
-      // shm would bypass the links.
-      lo.overrides.push_back("fabric.provider=" + TomlQuote(gossip::ProviderName(gossip::FabricProvider::kTcpRxm)));
-      for (int i = 0; i < nodes; ++i) {
-        lo.node_hosts.push_back(link->host(i));
-        lo.node_wrappers.push_back(link->Wrapper(i));
-      }
-    }
-    if (cc.slow_node >= 0 && nodes == cc.nodes) {
-      char slowdown[64];
-      std::snprintf(slowdown, sizeof(slowdown), "train.slowdown=%.17g", cc.slowdown);
-      lo.node_overrides.push_back({cc.slow_node, slowdown});
-    }
-    if (!options.verbose) lo.output_file = method_dir + "/launch.log";
-    LaunchResult lr;
-    const double t0 = NowSeconds();
-    Status s = Launch(lo, &lr);
-    outcome->name = dir_name;
-    outcome->wall_seconds = NowSeconds() - t0;
-    outcome->exit_code = 0;
-    for (int code : lr.exit_codes) {
-      if (code != 0) {
-        outcome->exit_code = code;
-        break;
-      }
-    }
-    if (!s.ok()) {
-      outcome->error = s.message();
-      if (outcome->exit_code == 0) outcome->exit_code = 1;
-    }
-    *interrupted = lr.interrupted;
+// Emulated links, when asked for and possible.
+Status SetUpLinks(CompareRun& run) {
+  const LinkSpec& spec = run.cc.link;
+  if (!spec.enabled) return Status::Ok();
+  run.link_json = {{"bandwidth", spec.bandwidth}, {"latency", spec.latency}, {"emulated", false}};
+  Status available = EmulatedLink::Available();
+  if (!available.ok()) {
+    const std::string note = "link emulation unavailable (" + available.message() +
+                             "); running on loopback without shaping";
+    std::fprintf(stderr, "compare: %s\n", note.c_str());
+    run.link_json["note"] = note;
     return Status::Ok();
-  };
+  }
+  Result<std::unique_ptr<EmulatedLink>> made =
+      EmulatedLink::Create(run.cc.nodes, LinkShape{spec.bytes_per_s, spec.latency_s});
+  if (!made) return Unavailable("compare: setting up emulated links: " + made.error().message());
+  run.link = std::move(*made);
+  run.link_json["emulated"] = true;
+  run.link_json["latency_emulated"] = run.link->latency_emulated();
+  run.link_json["note"] = run.link->Describe();
+  std::fprintf(stderr, "compare: emulated links: %s\n", run.link->Describe().c_str());
+  return Status::Ok();
+}
 
-  const size_t total = cc.methods.size() + (cc.single_node_baseline ? 1 : 0);
+// runs/<name>/compare.json: the settings and every method run so far.
+Status WriteCompareJson(const CompareRun& run) {
+  const CompareConfig& cc = run.cc;
+  const Config& base = run.base;
+  json j = {{"name", cc.name},
+            {"kind", "compare"},
+            {"source", run.options.config_path},
+            {"nodes", cc.nodes},
+            {"target_accuracy", cc.target_accuracy},
+            {"model", trainer::ModelName(base.train.model)},
+            {"precision", trainer::PrecisionName(base.train.precision)},
+            {"epochs", base.train.epochs},
+            {"batch_size", base.train.batch_size},
+            {"global_batch", base.train.batch_size * cc.nodes},
+            {"provider", gossip::ProviderName(run.link ? gossip::FabricProvider::kTcpRxm : base.fabric.provider)},
+            {"link", run.link_json},
+            {"straggler", cc.slow_node >= 0 ? json{{"node", cc.slow_node}, {"slowdown", cc.slowdown}} : json(nullptr)},
+            {"single_node", run.single_node},
+            {"methods", run.methods_json}};
+  return WriteSummary(run.run_dir + "/compare.json", j);
+}
+
+// How to launch `nodes` nodes with `sets` into `method_dir` (runs/<name>/<dir_name>):
+// over the emulated links and with the straggler when it is the full cluster.
+LaunchOptions MethodLaunchOptions(const CompareRun& run, const std::string& dir_name, int nodes,
+                                  const std::vector<std::string>& sets, const std::string& method_dir) {
+  const CompareConfig& cc = run.cc;
+  LaunchOptions lo;
+  lo.num_nodes = nodes;
+  lo.config_path = run.options.config_path;
+  lo.executable = run.options.executable;
+  for (const ConfigOverride& o : run.options.overrides) lo.overrides.push_back(o.assignment);
+  lo.overrides.insert(lo.overrides.end(), sets.begin(), sets.end());
+  for (const std::string& s : RunOverrides(run.run_dir, dir_name, nodes)) lo.overrides.push_back(s);
+  if (run.link && nodes == cc.nodes) {
+    // shm would bypass the links.
+    lo.overrides.push_back("fabric.provider=" + TomlQuote(gossip::ProviderName(gossip::FabricProvider::kTcpRxm)));
+    for (int i = 0; i < nodes; ++i) {
+      lo.node_hosts.push_back(run.link->host(i));
+      lo.node_wrappers.push_back(run.link->Wrapper(i));
+    }
+  }
+  if (cc.slow_node >= 0 && nodes == cc.nodes) {
+    char slowdown[64];
+    std::snprintf(slowdown, sizeof(slowdown), "train.slowdown=%.17g", cc.slowdown);
+    lo.node_overrides.push_back({cc.slow_node, slowdown});
+  }
+  if (!run.options.verbose) lo.output_file = method_dir + "/launch.log";
+  return lo;
+}
+
+// What one launch did: the outcome recorded, and whether Ctrl-C cut it short.
+struct Launched {
+  CompareMethodOutcome outcome;
+  bool interrupted = false;
+};
+
+// Launches `nodes` nodes with `sets` into runs/<name>/<dir_name>. Fails only
+// when the folder cannot be made; failing nodes are the outcome's.
+Result<Launched> LaunchMethod(const CompareRun& run, const std::string& dir_name, int nodes,
+                              const std::vector<std::string>& sets) {
+  const std::string method_dir = run.run_dir + "/" + dir_name;
+  std::error_code ec;
+  fs::remove_all(method_dir, ec);  // a stale node folder would mix into the report
+  fs::create_directories(method_dir, ec);
+  if (ec) return Err(Unavailable("compare: cannot create " + method_dir + ": " + ec.message()));
+  const LaunchOptions lo = MethodLaunchOptions(run, dir_name, nodes, sets, method_dir);
+  LaunchResult lr;
+  const double t0 = NowSeconds();
+  Status s = Launch(lo, &lr);
+  Launched launched;
+  CompareMethodOutcome& outcome = launched.outcome;
+  outcome.name = dir_name;
+  outcome.wall_seconds = NowSeconds() - t0;
+  outcome.exit_code = 0;
+  for (int code : lr.exit_codes) {
+    if (code != 0) {
+      outcome.exit_code = code;
+      break;
+    }
+  }
+  if (!s.ok()) {
+    outcome.error = s.message();
+    if (outcome.exit_code == 0) outcome.exit_code = 1;
+  }
+  launched.interrupted = lr.interrupted;
+  return launched;
+}
+
+// S of T = S.N.e: one node alone on one node's share of an epoch.
+Status RunSingleNodeBaseline(CompareRun& run, size_t index, size_t total) {
+  const int shard = (run.base.data.train_limit > 0 ? run.base.data.train_limit : 60000) / run.cc.nodes;
+  std::fprintf(stderr, "compare [%zu/%zu] single-node baseline (one node, %d samples)...\n", index, total,
+               shard);
+  CHORUS_ASSIGN_OR_RETURN(Launched launched,
+                          LaunchMethod(run, "single-node", 1,
+                                       {"exchange.kind=\"none\"", "train.epochs=1",
+                                        "data.train_limit=" + std::to_string(shard),
+                                        "train.eval_every_steps=0"}));
+  std::optional<json> s = ReadSummary(run.run_dir + "/single-node/node0/summary.json");
+  if (s && launched.outcome.exit_code == 0) {
+    run.single_node = {{"samples_per_s", Number(*s, "samples_per_s")},
+                       {"train_seconds", Number(*s, "train_seconds")},
+                       {"dir", "single-node"}};
+    std::fprintf(stderr, "compare:   one node alone: %.0f samples/s\n", Number(*s, "samples_per_s"));
+  } else {
+    std::fprintf(stderr, "compare:   baseline failed (%s); efficiency will be unknown\n",
+                 launched.outcome.error.c_str());
+  }
+  if (launched.interrupted) run.result.interrupted = true;
+  return Status::Ok();
+}
+
+// One method on every node; records it and rewrites compare.json.
+Status RunOneMethod(CompareRun& run, const CompareMethod& m, size_t index, size_t total) {
+  std::fprintf(stderr, "compare [%zu/%zu] %s (%s) on %d nodes...\n", index, total, m.name.c_str(),
+               m.label.c_str(), run.cc.nodes);
+  CHORUS_ASSIGN_OR_RETURN(Launched launched, LaunchMethod(run, m.name, run.cc.nodes, m.overrides));
+  const CompareMethodOutcome& outcome = launched.outcome;
+  const std::string method_dir = run.run_dir + "/" + m.name;
+  if (outcome.exit_code == 0) {
+    std::fprintf(stderr, "compare:   done in %.1f s: %s\n", outcome.wall_seconds,
+                 Headline(method_dir, run.cc.nodes).c_str());
+  } else {
+    std::fprintf(stderr, "compare:   FAILED after %.1f s: %s (nodes' lines: %s/launch.log)\n",
+                 outcome.wall_seconds, outcome.error.c_str(), method_dir.c_str());
+  }
+  run.methods_json.push_back({{"name", m.name},
+                              {"label", m.label},
+                              {"family", m.family},
+                              {"dir", m.name},
+                              {"overrides", m.overrides},
+                              {"exit_code", outcome.exit_code},
+                              {"error", outcome.error},
+                              {"wall_seconds", outcome.wall_seconds}});
+  run.result.methods.push_back(outcome);
+  CHORUS_RETURN_IF_ERROR(WriteCompareJson(run));
+  if (launched.interrupted) run.result.interrupted = true;
+  return Status::Ok();
+}
+
+// report.html and the table, from the files just written.
+Status BuildCompareReport(CompareRun& run) {
+  ReportOptions ro;
+  ro.inputs = {run.run_dir};
+  ro.output_dir = run.run_dir;
+  ro.target_accuracy = run.cc.target_accuracy;
+  Result<ReportResult> report = BuildReport(ro);
+  if (!report) return Internal("compare: building the report: " + report.error().message());
+  run.result.report_path = report->html_path;
+  run.result.table_text = report->table_text;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CompareResult> RunCompare(const CompareOptions& options) {
+  CHORUS_ASSIGN_OR_RETURN(CompareConfig cc, LoadComparison(options));
+  CHORUS_ASSIGN_OR_RETURN(Config base, LoadConfig(options.config_path, options.overrides));
+  CompareRun run(options, std::move(cc), std::move(base));
+  CHORUS_RETURN_IF_ERROR(ValidateMethods(run));
+  CHORUS_RETURN_IF_ERROR(CreateRunDir(run.run_dir));
+  CHORUS_RETURN_IF_ERROR(SetUpLinks(run));
+  run.result.run_dir = run.run_dir;
+
+  const size_t total = run.cc.methods.size() + (run.cc.single_node_baseline ? 1 : 0);
   size_t index = 0;
-  if (cc.single_node_baseline) {
-    // S of T = S.N.e: one node alone on one node's share of an epoch.
-    ++index;
-    const int shard = (base.data.train_limit > 0 ? base.data.train_limit : 60000) / cc.nodes;
-    std::fprintf(stderr, "compare [%zu/%zu] single-node baseline (one node, %d samples)...\n", index, total,
-                 shard);
-    CompareMethodOutcome outcome;
-    bool interrupted = false;
-    CHORUS_RETURN_IF_ERROR(launch("single-node", 1,
-                                  {"exchange.kind=\"none\"", "train.epochs=1",
-                                   "data.train_limit=" + std::to_string(shard),
-                                   "train.eval_every_steps=0"},
-                                  &outcome, &interrupted));
-    std::optional<json> s = ReadSummary(run_dir + "/single-node/node0/summary.json");
-    if (s && outcome.exit_code == 0) {
-      single_node = {{"samples_per_s", Number(*s, "samples_per_s")},
-                     {"train_seconds", Number(*s, "train_seconds")},
-                     {"dir", "single-node"}};
-      std::fprintf(stderr, "compare:   one node alone: %.0f samples/s\n", Number(*s, "samples_per_s"));
-    } else {
-      std::fprintf(stderr, "compare:   baseline failed (%s); efficiency will be unknown\n", outcome.error.c_str());
-    }
-    if (interrupted) result.interrupted = true;
+  if (run.cc.single_node_baseline) CHORUS_RETURN_IF_ERROR(RunSingleNodeBaseline(run, ++index, total));
+  for (const CompareMethod& m : run.cc.methods) {
+    if (run.result.interrupted) break;
+    CHORUS_RETURN_IF_ERROR(RunOneMethod(run, m, ++index, total));
   }
+  CHORUS_RETURN_IF_ERROR(WriteCompareJson(run));
+  run.link.reset();  // remove the namespaces before the (slow) report
 
-  for (const CompareMethod& m : cc.methods) {
-    if (result.interrupted) break;
-    ++index;
-    std::fprintf(stderr, "compare [%zu/%zu] %s (%s) on %d nodes...\n", index, total, m.name.c_str(),
-                 m.label.c_str(), cc.nodes);
-    CompareMethodOutcome outcome;
-    bool interrupted = false;
-    CHORUS_RETURN_IF_ERROR(launch(m.name, cc.nodes, m.overrides, &outcome, &interrupted));
-    const std::string method_dir = run_dir + "/" + m.name;
-    if (outcome.exit_code == 0) {
-      std::fprintf(stderr, "compare:   done in %.1f s: %s\n", outcome.wall_seconds,
-                   Headline(method_dir, cc.nodes).c_str());
-    } else {
-      std::fprintf(stderr, "compare:   FAILED after %.1f s: %s (nodes' lines: %s/launch.log)\n",
-                   outcome.wall_seconds, outcome.error.c_str(), method_dir.c_str());
-    }
-    methods_json.push_back({{"name", m.name},
-                            {"label", m.label},
-                            {"family", m.family},
-                            {"dir", m.name},
-                            {"overrides", m.overrides},
-                            {"exit_code", outcome.exit_code},
-                            {"error", outcome.error},
-                            {"wall_seconds", outcome.wall_seconds}});
-    result.methods.push_back(outcome);
-    CHORUS_RETURN_IF_ERROR(write_compare_json());
-    if (interrupted) result.interrupted = true;
-  }
-  CHORUS_RETURN_IF_ERROR(write_compare_json());
-  link.reset();  // remove the namespaces before the (slow) report
-
-  if (options.report && !result.methods.empty()) {
-    ReportOptions ro;
-    ro.inputs = {run_dir};
-    ro.output_dir = run_dir;
-    ro.target_accuracy = cc.target_accuracy;
-    Result<ReportResult> report = BuildReport(ro);
-    if (!report) return Err(Internal("compare: building the report: " + report.error().message()));
-    result.report_path = report->html_path;
-    result.table_text = report->table_text;
-  }
-  return result;
+  if (options.report && !run.result.methods.empty()) CHORUS_RETURN_IF_ERROR(BuildCompareReport(run));
+  return std::move(run.result);
 }
 
 }  // namespace chorus::node

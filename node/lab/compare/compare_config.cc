@@ -159,6 +159,128 @@ void ParseCustomMethod(const toml::node& node, Checker& check, std::vector<Compa
   out->push_back(std::move(m));
 }
 
+// What the [compare] table says about which methods run: the names of
+// `methods = [...]` and the [[compare.method]] definitions.
+struct MethodChoice {
+  std::vector<std::string> names;
+  bool names_given = false;  // `methods` is present (maybe empty)
+  std::vector<CompareMethod> custom;
+};
+
+// The whole file as TOML; its syntax errors name the file, line and column.
+Result<toml::table> ParseTomlFile(const std::string& path) {
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return Err(InvalidArgument(Where(path, e.source()) + ": " + std::string(e.description())));
+  } catch (const std::exception& e) {
+    return Err(InvalidArgument(path + ": " + e.what()));
+  }
+}
+
+// One key of the [compare] table.
+void ParseCompareKey(const std::string& key, const toml::node& v, Checker& check, CompareConfig* config,
+                     MethodChoice* choice) {
+  if (key == "name") {
+    if (auto s = check.String(v, key)) {
+      config->name = *s;
+      if (!ValidMethodName(config->name)) check.Error(v, key, "expected lower-case letters, digits and '-'");
+    }
+  } else if (key == "nodes") {
+    const auto* i = v.as_integer();
+    if (i == nullptr || i->get() < 1 || i->get() > 64) {
+      check.Error(v, key, "expected an integer in 1..64");
+    } else {
+      config->nodes = static_cast<int>(i->get());
+    }
+  } else if (key == "target_accuracy") {
+    std::optional<double> d = v.value<double>();
+    if (!d || *d <= 0.0 || *d > 1.0) {
+      check.Error(v, key, "expected a number in (0, 1]");
+    } else {
+      config->target_accuracy = *d;
+    }
+  } else if (key == "single_node_baseline") {
+    const auto* b = v.as_boolean();
+    if (b == nullptr) {
+      check.Error(v, key, "expected true or false");
+    } else {
+      config->single_node_baseline = b->get();
+    }
+  } else if (key == "methods") {
+    choice->names_given = true;
+    const toml::array* a = v.as_array();
+    if (a == nullptr) return check.Error(v, key, "expected a list of method names");
+    for (const toml::node& item : *a) {
+      if (auto s = check.String(item, key)) choice->names.push_back(*s);
+    }
+  } else if (key == "method") {
+    const toml::array* a = v.as_array();
+    if (a == nullptr) return check.Error(v, key, "expected an array of tables [[compare.method]]");
+    for (const toml::node& item : *a) ParseCustomMethod(item, check, &choice->custom);
+  } else if (key == "link") {
+    ParseLink(v, check, &config->link);
+  } else if (key == "straggler") {
+    ParseStraggler(v, check, config);
+  } else {
+    check.Error(v, key,
+                "unknown key; expected name, nodes, target_accuracy, single_node_baseline, methods, "
+                "method, link or straggler");
+  }
+}
+
+// The [compare] table of `root`, if any, into `config` and `choice`; fails
+// only when `compare` is not a table (the other errors go to `check`).
+Status ParseCompareTable(const toml::table& root, Checker& check, CompareConfig* config, MethodChoice* choice) {
+  const toml::node* node = root.get(kCompareTable);
+  if (node == nullptr) return Status::Ok();
+  const toml::table* table = node->as_table();
+  if (table == nullptr) return InvalidArgument(Where(check.path(), node->source()) + ": compare: expected a table");
+  for (auto&& [k, v] : *table) ParseCompareKey(std::string(k.str()), v, check, config, choice);
+  return Status::Ok();
+}
+
+// The methods to run, in order: the listed ones (the default matrix when
+// neither `methods` nor [[compare.method]] is given), then the custom ones not
+// listed.
+void ResolveMethods(MethodChoice choice, Checker& check, CompareConfig* config) {
+  if (!choice.names_given && choice.custom.empty()) choice.names = DefaultMethodNames();
+  for (const std::string& name : choice.names) {
+    const CompareMethod* method = FindMethod(choice.custom, name);
+    if (method == nullptr) {
+      std::string known;
+      for (const CompareMethod& m : BuiltinMethods()) known += " " + m.name;
+      check.Error("compare.methods: unknown method \"" + name + "\"; built-in:" + known +
+                  " (or define it with [[compare.method]])");
+      continue;
+    }
+    config->methods.push_back(*method);
+  }
+  // Custom methods not named in `methods` run after the listed ones.
+  for (const CompareMethod& m : choice.custom) {
+    if (std::find(choice.names.begin(), choice.names.end(), m.name) == choice.names.end()) {
+      config->methods.push_back(m);
+    }
+  }
+}
+
+// What only the whole table can tell: methods listed twice, none, a straggler
+// past the nodes.
+void CheckWholeConfig(const CompareConfig& config, Checker& check) {
+  for (size_t i = 0; i < config.methods.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (config.methods[i].name == config.methods[j].name) {
+        check.Error("compare: method \"" + config.methods[i].name + "\" is listed twice");
+      }
+    }
+  }
+  if (config.methods.empty()) check.Error("compare: no methods to run");
+  if (config.slow_node >= config.nodes) {
+    check.Error("compare.straggler.node: " + std::to_string(config.slow_node) + " is not below compare.nodes = " +
+                std::to_string(config.nodes));
+  }
+}
+
 }  // namespace
 
 const std::vector<CompareMethod>& BuiltinMethods() {
@@ -195,117 +317,23 @@ std::vector<std::string> DefaultMethodNames() {
   return names;
 }
 
+const CompareMethod* FindMethod(const std::vector<CompareMethod>& defined, std::string_view name) {
+  auto named = [&](const CompareMethod& m) { return m.name == name; };
+  if (auto it = std::find_if(defined.begin(), defined.end(), named); it != defined.end()) return &*it;
+  const std::vector<CompareMethod>& builtin = BuiltinMethods();
+  if (auto it = std::find_if(builtin.begin(), builtin.end(), named); it != builtin.end()) return &*it;
+  return nullptr;
+}
+
 Result<CompareConfig> ParseCompareFile(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    return Err(InvalidArgument(Where(path, e.source()) + ": " + std::string(e.description())));
-  } catch (const std::exception& e) {
-    return Err(InvalidArgument(path + ": " + e.what()));
-  }
+  CHORUS_ASSIGN_OR_RETURN(toml::table root, ParseTomlFile(path));
   CompareConfig config;
   config.source = path;
   Checker check(path);
-  std::vector<std::string> method_names;
-  bool methods_given = false;
-  std::vector<CompareMethod> custom;
-
-  if (const toml::node* node = root.get(kCompareTable)) {
-    const toml::table* table = node->as_table();
-    if (table == nullptr) return Err(InvalidArgument(Where(path, node->source()) + ": compare: expected a table"));
-    for (auto&& [k, v] : *table) {
-      const std::string key(k.str());
-      if (key == "name") {
-        if (auto s = check.String(v, key)) {
-          config.name = *s;
-          if (!ValidMethodName(config.name)) check.Error(v, key, "expected lower-case letters, digits and '-'");
-        }
-      } else if (key == "nodes") {
-        const auto* i = v.as_integer();
-        if (i == nullptr || i->get() < 1 || i->get() > 64) {
-          check.Error(v, key, "expected an integer in 1..64");
-        } else {
-          config.nodes = static_cast<int>(i->get());
-        }
-      } else if (key == "target_accuracy") {
-        std::optional<double> d = v.value<double>();
-        if (!d || *d <= 0.0 || *d > 1.0) {
-          check.Error(v, key, "expected a number in (0, 1]");
-        } else {
-          config.target_accuracy = *d;
-        }
-      } else if (key == "single_node_baseline") {
-        const auto* b = v.as_boolean();
-        if (b == nullptr) {
-          check.Error(v, key, "expected true or false");
-        } else {
-          config.single_node_baseline = b->get();
-        }
-      } else if (key == "methods") {
-        methods_given = true;
-        const toml::array* a = v.as_array();
-        if (a == nullptr) {
-          check.Error(v, key, "expected a list of method names");
-          continue;
-        }
-        for (const toml::node& item : *a) {
-          if (auto s = check.String(item, key)) method_names.push_back(*s);
-        }
-      } else if (key == "method") {
-        const toml::array* a = v.as_array();
-        if (a == nullptr) {
-          check.Error(v, key, "expected an array of tables [[compare.method]]");
-          continue;
-        }
-        for (const toml::node& item : *a) ParseCustomMethod(item, check, &custom);
-      } else if (key == "link") {
-        ParseLink(v, check, &config.link);
-      } else if (key == "straggler") {
-        ParseStraggler(v, check, &config);
-      } else {
-        check.Error(v, key,
-                    "unknown key; expected name, nodes, target_accuracy, single_node_baseline, methods, "
-                    "method, link or straggler");
-      }
-    }
-  }
-  if (!methods_given && custom.empty()) method_names = DefaultMethodNames();
-  for (const std::string& name : method_names) {
-    auto it = std::find_if(custom.begin(), custom.end(), [&](const CompareMethod& m) { return m.name == name; });
-    if (it != custom.end()) {
-      config.methods.push_back(*it);
-      continue;
-    }
-    auto b = std::find_if(BuiltinMethods().begin(), BuiltinMethods().end(),
-                          [&](const CompareMethod& m) { return m.name == name; });
-    if (b == BuiltinMethods().end()) {
-      std::string known;
-      for (const CompareMethod& m : BuiltinMethods()) known += " " + m.name;
-      check.Error("compare.methods: unknown method \"" + name + "\"; built-in:" + known +
-                  " (or define it with [[compare.method]])");
-      continue;
-    }
-    config.methods.push_back(*b);
-  }
-  // Custom methods not named in `methods` run after the listed ones.
-  for (const CompareMethod& m : custom) {
-    if (std::find(method_names.begin(), method_names.end(), m.name) == method_names.end()) {
-      config.methods.push_back(m);
-    }
-  }
-  for (size_t i = 0; i < config.methods.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (config.methods[i].name == config.methods[j].name) {
-        check.Error("compare: method \"" + config.methods[i].name + "\" is listed twice");
-      }
-    }
-  }
-  if (config.methods.empty()) check.Error("compare: no methods to run");
-  if (config.slow_node >= config.nodes) {
-    check.Error("compare.straggler.node: " + std::to_string(config.slow_node) + " is not below compare.nodes = " +
-                std::to_string(config.nodes));
-  }
+  MethodChoice choice;
+  CHORUS_RETURN_IF_ERROR(ParseCompareTable(root, check, &config, &choice));
+  ResolveMethods(std::move(choice), check, &config);
+  CheckWholeConfig(config, check);
   CHORUS_RETURN_IF_ERROR(check.Finish());
   return config;
 }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -66,6 +67,9 @@ struct CompareConfig {
 const std::vector<CompareMethod>& BuiltinMethods();
 // The default matrix: the first seven of BuiltinMethods().
 std::vector<std::string> DefaultMethodNames();
+// The method called `name`: the one in `defined` if there is one, else the
+// built-in one; nullptr when neither has it.
+const CompareMethod* FindMethod(const std::vector<CompareMethod>& defined, std::string_view name);
 
 // Reads the [compare] table of `path` (absent table: all defaults).
 [[nodiscard]] Result<CompareConfig> ParseCompareFile(const std::string& path);

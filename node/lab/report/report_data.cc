@@ -196,85 +196,82 @@ Result<MethodRun> MethodFromEntry(const nlohmann::json& entry, size_t index, con
   return method;
 }
 
-// One input directory: appends its methods to `set`.
-Status LoadInput(const std::string& input, RunSet* set, bool first) {
-  const fs::path root(input);
-  if (!IsDirectory(root)) return NotFound("no such directory: " + input);
-  const std::string folder_name = FolderName(input);
+// The method whose node folders are in `dir`, called `name`.
+Result<MethodRun> MethodFromFolder(const fs::path& dir, const std::string& name, double single_node_sps,
+                                   std::vector<std::string>* warnings) {
+  MethodRun m;
+  m.name = m.label = name;
+  m.dir = dir.string();
+  m.single_node_samples_per_s = single_node_sps;
+  CHORUS_RETURN_IF_ERROR(LoadNodes(dir, &m, warnings));
+  return m;
+}
+
+// A method per sub-folder of `root` holding node folders, in natural order.
+Result<std::vector<MethodRun>> MethodsInSubFolders(const fs::path& root, double single_node_sps,
+                                                   std::vector<std::string>* warnings) {
   std::vector<MethodRun> methods;
-  const fs::path compare_path = root / "compare.json";
-  bool is_comparison = false;
-  std::string title = folder_name;
-
-  if (IsFile(compare_path)) {
-    is_comparison = true;
-    CHORUS_ASSIGN_OR_RETURN(std::string text, ReadFileText(compare_path.string()));
-    CHORUS_ASSIGN_OR_RETURN(nlohmann::json compare, ParseJsonFile(text, compare_path.string()));
-    if (!compare.is_object()) return DataLoss(compare_path.string() + ": not a JSON object");
-    if (!StringOr(compare, "name").empty()) title = StringOr(compare, "name");
-    double single_node_sps = kReportNaN;
-    if (auto it = compare.find("single_node"); it != compare.end() && it->is_object()) {
-      single_node_sps = NumberOr(*it, "samples_per_s", nullptr);
-    }
-    if (set->settings.is_null()) {
-      set->settings = compare;
-      set->settings_path = compare_path.string();
-      set->target_accuracy = NumberOr(compare, "target_accuracy", nullptr);
-    } else {
-      set->warnings.push_back("settings shown are those of " + set->settings_path + "; " +
-                              compare_path.string() + " is not shown");
-    }
-    // The methods compare.json lists, in its order; other folders (the
-    // single-node baseline) are not methods. Without the key: every folder
-    // holding node folders.
-    auto listed = compare.find("methods");
-    if (listed != compare.end() && !listed->is_array()) {
-      return DataLoss(compare_path.string() + ": \"methods\" is not an array");
-    }
-    if (listed != compare.end()) {
-      for (size_t i = 0; i < listed->size(); ++i) {
-        CHORUS_ASSIGN_OR_RETURN(MethodRun m, MethodFromEntry((*listed)[i], i, root, compare_path.string(),
-                                                             single_node_sps, &set->warnings));
-        methods.push_back(std::move(m));
-      }
-      if (methods.empty()) return InvalidArgument(compare_path.string() + ": lists no methods (none has run)");
-    } else {
-      for (const fs::path& dir : SubDirs(root, HoldsNodeDirs)) {
-        MethodRun m;
-        m.name = m.label = dir.filename().string();
-        m.dir = dir.string();
-        m.single_node_samples_per_s = single_node_sps;
-        CHORUS_RETURN_IF_ERROR(LoadNodes(dir, &m, &set->warnings));
-        methods.push_back(std::move(m));
-      }
-      if (methods.empty()) {
-        return InvalidArgument(input + ": compare.json has no \"methods\" and no sub-folder holds node folders");
-      }
-    }
-  } else if (HoldsNodeDirs(root)) {
-    MethodRun m;
-    m.name = m.label = folder_name;
-    m.dir = root.string();
-    CHORUS_RETURN_IF_ERROR(LoadNodes(root, &m, &set->warnings));
+  for (const fs::path& dir : SubDirs(root, HoldsNodeDirs)) {
+    CHORUS_ASSIGN_OR_RETURN(MethodRun m, MethodFromFolder(dir, dir.filename().string(), single_node_sps, warnings));
     methods.push_back(std::move(m));
-  } else {
-    is_comparison = true;
-    for (const fs::path& dir : SubDirs(root, HoldsNodeDirs)) {
-      MethodRun m;
-      m.name = m.label = dir.filename().string();
-      m.dir = dir.string();
-      CHORUS_RETURN_IF_ERROR(LoadNodes(dir, &m, &set->warnings));
-      methods.push_back(std::move(m));
-    }
-    if (methods.empty()) {
-      return InvalidArgument(input +
-                             ": no node folders (folders holding metrics.jsonl or summary.json) and "
-                             "no method folders holding them");
-    }
   }
+  return methods;
+}
 
-  if (first) set->first_input_is_comparison = is_comparison;
-  set->title = set->title.empty() ? title : set->title + " vs " + title;
+// The settings shown come from the first comparison's compare.json; later
+// ones only get a warning.
+void TakeSettings(const nlohmann::json& compare, const fs::path& compare_path, RunSet* set) {
+  if (set->settings.is_null()) {
+    set->settings = compare;
+    set->settings_path = compare_path.string();
+    set->target_accuracy = NumberOr(compare, "target_accuracy", nullptr);
+  } else {
+    set->warnings.push_back("settings shown are those of " + set->settings_path + "; " +
+                            compare_path.string() + " is not shown");
+  }
+}
+
+// The methods of a comparison directory `input` (`root`) with a compare.json;
+// its name, when it has one, becomes `title`.
+Result<std::vector<MethodRun>> LoadComparison(const std::string& input, const fs::path& root, RunSet* set,
+                                              std::string* title) {
+  const fs::path compare_path = root / "compare.json";
+  CHORUS_ASSIGN_OR_RETURN(std::string text, ReadFileText(compare_path.string()));
+  CHORUS_ASSIGN_OR_RETURN(nlohmann::json compare, ParseJsonFile(text, compare_path.string()));
+  if (!compare.is_object()) return Err(DataLoss(compare_path.string() + ": not a JSON object"));
+  if (!StringOr(compare, "name").empty()) *title = StringOr(compare, "name");
+  double single_node_sps = kReportNaN;
+  if (auto it = compare.find("single_node"); it != compare.end() && it->is_object()) {
+    single_node_sps = NumberOr(*it, "samples_per_s", nullptr);
+  }
+  TakeSettings(compare, compare_path, set);
+  // The methods compare.json lists, in its order; other folders (the
+  // single-node baseline) are not methods. Without the key: every folder
+  // holding node folders.
+  auto listed = compare.find("methods");
+  if (listed != compare.end() && !listed->is_array()) {
+    return Err(DataLoss(compare_path.string() + ": \"methods\" is not an array"));
+  }
+  std::vector<MethodRun> methods;
+  if (listed == compare.end()) {
+    CHORUS_ASSIGN_OR_RETURN(methods, MethodsInSubFolders(root, single_node_sps, &set->warnings));
+    if (methods.empty()) {
+      return Err(InvalidArgument(input + ": compare.json has no \"methods\" and no sub-folder holds node folders"));
+    }
+    return methods;
+  }
+  for (size_t i = 0; i < listed->size(); ++i) {
+    CHORUS_ASSIGN_OR_RETURN(MethodRun m, MethodFromEntry((*listed)[i], i, root, compare_path.string(),
+                                                         single_node_sps, &set->warnings));
+    methods.push_back(std::move(m));
+  }
+  if (methods.empty()) return Err(InvalidArgument(compare_path.string() + ": lists no methods (none has run)"));
+  return methods;
+}
+
+// Appends `methods` of the input folder `folder_name` to `set`, with the
+// families inferred where not given.
+void AddMethods(std::vector<MethodRun> methods, const std::string& folder_name, RunSet* set) {
   for (MethodRun& m : methods) {
     if (m.family.empty()) m.family = InferFamily(m);
     // Keep names unique across inputs: prefix with the input's folder.
@@ -291,6 +288,34 @@ Status LoadInput(const std::string& input, RunSet* set, bool first) {
     }
     set->methods.push_back(std::move(m));
   }
+}
+
+// One input directory: appends its methods to `set`. It is a comparison
+// (compare.json), a run (node folders), or a folder of runs.
+Status LoadInput(const std::string& input, RunSet* set, bool first) {
+  const fs::path root(input);
+  if (!IsDirectory(root)) return NotFound("no such directory: " + input);
+  const std::string folder_name = FolderName(input);
+  std::vector<MethodRun> methods;
+  bool is_comparison = true;
+  std::string title = folder_name;
+  if (IsFile(root / "compare.json")) {
+    CHORUS_ASSIGN_OR_RETURN(methods, LoadComparison(input, root, set, &title));
+  } else if (HoldsNodeDirs(root)) {
+    is_comparison = false;
+    CHORUS_ASSIGN_OR_RETURN(MethodRun m, MethodFromFolder(root, folder_name, kReportNaN, &set->warnings));
+    methods.push_back(std::move(m));
+  } else {
+    CHORUS_ASSIGN_OR_RETURN(methods, MethodsInSubFolders(root, kReportNaN, &set->warnings));
+    if (methods.empty()) {
+      return InvalidArgument(input +
+                             ": no node folders (folders holding metrics.jsonl or summary.json) and "
+                             "no method folders holding them");
+    }
+  }
+  if (first) set->first_input_is_comparison = is_comparison;
+  set->title = set->title.empty() ? title : set->title + " vs " + title;
+  AddMethods(std::move(methods), folder_name, set);
   return Status::Ok();
 }
 

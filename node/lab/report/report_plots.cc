@@ -184,18 +184,10 @@ std::string GnuplotQuote(const std::string& text) {
   return out + "'";
 }
 
-Result<std::vector<Plot>> WritePlotFiles(const std::string& report_dir, const std::vector<MethodRun>& methods,
-                                         const std::vector<MethodCurves>& curves, double target_accuracy) {
-  if (methods.size() != curves.size()) {
-    return Err(InvalidArgument(std::to_string(methods.size()) + " methods but " +
-                               std::to_string(curves.size()) + " curve sets"));
-  }
-  const fs::path dir(report_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Err(Internal("cannot create " + report_dir + ": " + ec.message()));
+namespace {
 
-  // curves.csv: every curve of every method, long format.
+// curves.csv: every curve of every method, long format.
+std::string CurvesCsv(const std::vector<MethodRun>& methods, const std::vector<MethodCurves>& curves) {
   std::ostringstream csv;
   csv << "method_index,curve,step,time_s,bytes_sent_per_node,epochs,value,nodes,method\n";
   for (size_t m = 0; m < methods.size(); ++m) {
@@ -208,92 +200,135 @@ Result<std::vector<Plot>> WritePlotFiles(const std::string& report_dir, const st
       }
     }
   }
-  CHORUS_RETURN_IF_ERROR(WriteTextFile(dir / "curves.csv", csv.str()));
+  return csv.str();
+}
 
+// Bytes span orders of magnitude between compressed gossip and all-reduce:
+// a log axis when the largest positive value is over 100x the smallest.
+bool LogX(const PlotSpec& spec, const std::vector<MethodCurves>& curves) {
+  double x_min = INFINITY, x_max = 0.0;
+  for (const MethodCurves& c : curves) {
+    for (const CurvePoint& p : CurveOf(c, spec.quantity)) {
+      const double x = XOf(p, spec.axis);
+      if (Finite(x) && x > 0) {
+        x_min = std::min(x_min, x);
+        x_max = std::max(x_max, x);
+      }
+    }
+  }
+  return spec.axis == PlotAxis::kBytes && x_max > 0 && x_max / x_min > 100.0;
+}
+
+// The gnuplot series of every method with a point to draw, in method order.
+std::vector<std::string> MethodSeries(const PlotSpec& spec, const std::vector<MethodRun>& methods,
+                                      const std::vector<MethodCurves>& curves, bool log_x, bool log_y) {
+  std::vector<std::string> series;
+  for (size_t m = 0; m < methods.size(); ++m) {
+    int usable = 0;
+    for (const CurvePoint& p : CurveOf(curves[m], spec.quantity)) {
+      const double x = XOf(p, spec.axis);
+      if (Finite(x) && Finite(p.value) && (!log_x || x > 0) && (!log_y || p.value > 0)) ++usable;
+    }
+    if (usable == 0) continue;
+    const std::string select =
+        "($1==" + std::to_string(m) + " && strcol(2) eq '" + CurveName(spec.quantity) + "')";
+    std::string x = Column(spec.axis);
+    if (log_x) x = "(" + x + ">0 ? " + x + " : NaN)";
+    const std::string y = log_y ? "($7>0 ? $7 : NaN)" : "($7)";
+    // Accuracy has a few evaluation points, all marked; the dense curves mark
+    // about a dozen points each (pointinterval) so that methods stay apart.
+    const bool dense = spec.quantity != PlotQuantity::kAccuracy && spec.quantity != PlotQuantity::kAccuracyByTime;
+    const int interval = dense ? std::max(1, usable / 12) : 1;
+    series.push_back("'curves.csv' using (" + select + " ? " + x + " : NaN):(" + select + " ? " + y +
+                     " : NaN) with linespoints lw 1.5 lc rgb '" + kColors[m % std::size(kColors)] +
+                     "' pt " + std::to_string(5 + 2 * (m % 4)) + (dense ? " ps 0.4" : " ps 0.6") + " pi " +
+                     std::to_string(interval) + " title " + GnuplotQuote(methods[m].label));
+  }
+  return series;
+}
+
+// Why a plot has nothing to draw.
+std::string NothingToDrawNote(const PlotSpec& spec) {
+  if (spec.quantity == PlotQuantity::kConsensus) return "no method recorded a positive consensus distance";
+  return std::string("no method has ") + CurveName(spec.quantity) + " points with " +
+         (spec.axis == PlotAxis::kBytes  ? "bytes sent"
+          : spec.axis == PlotAxis::kTime ? "times"
+                                         : "epochs");
+}
+
+// The dashed line of the target accuracy.
+std::string TargetSeries(double target_accuracy) {
+  char target[128];
+  std::snprintf(target, sizeof(target), "%.6g with lines dt 2 lw 1 lc rgb '#808080' title 'target %.4g%%'",
+                target_accuracy, target_accuracy * 100.0);
+  return target;
+}
+
+// The gnuplot script that draws `series` into <id>.svg.
+std::string GnuplotScript(const PlotSpec& spec, const std::vector<std::string>& series, bool log_x, bool log_y) {
+  std::ostringstream gp;
+  gp << "# " << spec.title << ": written by `chorus report`; data in curves.csv (see its header).\n"
+     << "# Re-run from this folder: gnuplot " << spec.id << ".gp\n"
+     << "set terminal svg size 600,440 noenhanced font 'sans,11' background rgb 'white'\n"
+     << "set output " << GnuplotQuote(spec.id + ".svg") << "\n"
+     << "set datafile separator comma\n"
+     << "set datafile columnheaders\n"
+     << "set title " << GnuplotQuote(spec.title) << "\n"
+     << "set xlabel " << GnuplotQuote(AxisLabel(spec.axis) + (log_x ? ", log scale" : "")) << "\n"
+     << "set ylabel " << GnuplotQuote(QuantityLabel(spec.quantity)) << "\n"
+     << "set grid\n"
+     << "set key below\n";
+  if (log_x) gp << "set logscale x\n";
+  if (log_y) gp << "set logscale y\nset format y '%.0e'\n";
+  gp << "plot ";
+  for (size_t i = 0; i < series.size(); ++i) gp << (i ? ", \\\n     " : "") << series[i];
+  gp << "\n";
+  return gp.str();
+}
+
+// One plot: its script in `dir`, or the note saying why there is none.
+Result<Plot> WritePlotScript(const fs::path& dir, const PlotSpec& spec, const std::vector<MethodRun>& methods,
+                             const std::vector<MethodCurves>& curves, double target_accuracy) {
+  Plot plot;
+  plot.spec = spec;
+  plot.svg_path = (dir / (spec.id + ".svg")).string();
+  std::error_code ec;
+  fs::remove(plot.svg_path, ec);  // never show a drawing left by an earlier report
+  const fs::path script = dir / (spec.id + ".gp");
+  fs::remove(script, ec);
+
+  const bool log_y = spec.quantity == PlotQuantity::kConsensus;
+  const bool log_x = LogX(spec, curves);
+  std::vector<std::string> series = MethodSeries(spec, methods, curves, log_x, log_y);
+  if (series.empty()) {
+    plot.note = NothingToDrawNote(spec);
+    return plot;
+  }
+  if ((spec.quantity == PlotQuantity::kAccuracy || spec.quantity == PlotQuantity::kAccuracyByTime) &&
+      Finite(target_accuracy)) {
+    series.push_back(TargetSeries(target_accuracy));
+  }
+  CHORUS_RETURN_IF_ERROR(WriteTextFile(script, GnuplotScript(spec, series, log_x, log_y)));
+  plot.script_path = script.string();
+  return plot;
+}
+
+}  // namespace
+
+Result<std::vector<Plot>> WritePlotFiles(const std::string& report_dir, const std::vector<MethodRun>& methods,
+                                         const std::vector<MethodCurves>& curves, double target_accuracy) {
+  if (methods.size() != curves.size()) {
+    return Err(InvalidArgument(std::to_string(methods.size()) + " methods but " +
+                               std::to_string(curves.size()) + " curve sets"));
+  }
+  const fs::path dir(report_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Err(Internal("cannot create " + report_dir + ": " + ec.message()));
+  CHORUS_RETURN_IF_ERROR(WriteTextFile(dir / "curves.csv", CurvesCsv(methods, curves)));
   std::vector<Plot> plots;
   for (const PlotSpec& spec : ReportPlotSpecs()) {
-    Plot plot;
-    plot.spec = spec;
-    plot.svg_path = (dir / (spec.id + ".svg")).string();
-    fs::remove(plot.svg_path, ec);  // never show a drawing left by an earlier report
-    const fs::path script = dir / (spec.id + ".gp");
-    fs::remove(script, ec);
-
-    const bool log_y = spec.quantity == PlotQuantity::kConsensus;
-    // Bytes span orders of magnitude between compressed gossip and all-reduce:
-    // a log axis when the largest positive value is over 100x the smallest.
-    double x_min = INFINITY, x_max = 0.0;
-    for (const MethodCurves& c : curves) {
-      for (const CurvePoint& p : CurveOf(c, spec.quantity)) {
-        const double x = XOf(p, spec.axis);
-        if (Finite(x) && x > 0) {
-          x_min = std::min(x_min, x);
-          x_max = std::max(x_max, x);
-        }
-      }
-    }
-    const bool log_x = spec.axis == PlotAxis::kBytes && x_max > 0 && x_max / x_min > 100.0;
-
-    std::vector<std::string> series;
-    for (size_t m = 0; m < methods.size(); ++m) {
-      int usable = 0;
-      for (const CurvePoint& p : CurveOf(curves[m], spec.quantity)) {
-        const double x = XOf(p, spec.axis);
-        if (Finite(x) && Finite(p.value) && (!log_x || x > 0) && (!log_y || p.value > 0)) ++usable;
-      }
-      if (usable == 0) continue;
-      const std::string select =
-          "($1==" + std::to_string(m) + " && strcol(2) eq '" + CurveName(spec.quantity) + "')";
-      std::string x = Column(spec.axis);
-      if (log_x) x = "(" + x + ">0 ? " + x + " : NaN)";
-      const std::string y = log_y ? "($7>0 ? $7 : NaN)" : "($7)";
-      // Accuracy has a few evaluation points, all marked; the dense curves mark
-      // about a dozen points each (pointinterval) so that methods stay apart.
-      const bool dense = spec.quantity != PlotQuantity::kAccuracy && spec.quantity != PlotQuantity::kAccuracyByTime;
-      const int interval = dense ? std::max(1, usable / 12) : 1;
-      series.push_back("'curves.csv' using (" + select + " ? " + x + " : NaN):(" + select + " ? " + y +
-                       " : NaN) with linespoints lw 1.5 lc rgb '" + kColors[m % std::size(kColors)] +
-                       "' pt " + std::to_string(5 + 2 * (m % 4)) + (dense ? " ps 0.4" : " ps 0.6") + " pi " +
-                       std::to_string(interval) + " title " + GnuplotQuote(methods[m].label));
-    }
-    if (series.empty()) {
-      plot.note = spec.quantity == PlotQuantity::kConsensus
-                      ? "no method recorded a positive consensus distance"
-                      : std::string("no method has ") + CurveName(spec.quantity) + " points with " +
-                            (spec.axis == PlotAxis::kBytes  ? "bytes sent"
-                             : spec.axis == PlotAxis::kTime ? "times"
-                                                            : "epochs");
-      plots.push_back(std::move(plot));
-      continue;
-    }
-    if ((spec.quantity == PlotQuantity::kAccuracy || spec.quantity == PlotQuantity::kAccuracyByTime) &&
-        Finite(target_accuracy)) {
-      char target[128];
-      std::snprintf(target, sizeof(target),
-                    "%.6g with lines dt 2 lw 1 lc rgb '#808080' title 'target %.4g%%'", target_accuracy,
-                    target_accuracy * 100.0);
-      series.push_back(target);
-    }
-
-    std::ostringstream gp;
-    gp << "# " << spec.title << ": written by `chorus report`; data in curves.csv (see its header).\n"
-       << "# Re-run from this folder: gnuplot " << spec.id << ".gp\n"
-       << "set terminal svg size 600,440 noenhanced font 'sans,11' background rgb 'white'\n"
-       << "set output " << GnuplotQuote(spec.id + ".svg") << "\n"
-       << "set datafile separator comma\n"
-       << "set datafile columnheaders\n"
-       << "set title " << GnuplotQuote(spec.title) << "\n"
-       << "set xlabel " << GnuplotQuote(AxisLabel(spec.axis) + (log_x ? ", log scale" : "")) << "\n"
-       << "set ylabel " << GnuplotQuote(QuantityLabel(spec.quantity)) << "\n"
-       << "set grid\n"
-       << "set key below\n";
-    if (log_x) gp << "set logscale x\n";
-    if (log_y) gp << "set logscale y\nset format y '%.0e'\n";
-    gp << "plot ";
-    for (size_t i = 0; i < series.size(); ++i) gp << (i ? ", \\\n     " : "") << series[i];
-    gp << "\n";
-    CHORUS_RETURN_IF_ERROR(WriteTextFile(script, gp.str()));
-    plot.script_path = script.string();
+    CHORUS_ASSIGN_OR_RETURN(Plot plot, WritePlotScript(dir, spec, methods, curves, target_accuracy));
     plots.push_back(std::move(plot));
   }
   return plots;

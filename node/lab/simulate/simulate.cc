@@ -124,63 +124,53 @@ struct SharedData {
   trainer::Dataset eval;
 };
 
-SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& method,
-                          const SharedData& data, const StepCompute& compute) {
-  SimulatedMethod out;
-  out.method = method;
-  const double wall_start = NowSeconds();
-  auto fail = [&](const Status& s) {
-    out.exit_code = 1;
-    out.error = s.ToString();
-    out.wall_seconds = NowSeconds() - wall_start;
-    return out;
-  };
-  Result<Config> config = MethodConfig(options, method);
-  if (!config) return fail(config.error());
+// Every node's GossipExchange would compute the same O(n^3) spectral gap.
+// -1 when there is none (not gossip, or no gap).
+Result<double> SpectralGap(const Config& config, int n) {
+  if (config.exchange.kind != ExchangeKind::kGossip) return -1.0;
+  CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, GossipGraph(config, n));
+  auto gap = topologies::GraphSpectralGap(graph);
+  return gap ? gap->gap_per_round : -1.0;
+}
 
-  const int n = options.nodes;
-  const int64_t steps_per_epoch =
-      trainer::BatchSampler(data.train.count, config->train.batch_size, config->train.seed, 0, n)
-          .BatchesPerEpoch();
-  const int64_t total_steps = steps_per_epoch * config->train.epochs;
-  const std::vector<int> eval_ranks = SpreadRanks(options.eval_nodes, n);
-  const std::vector<int64_t> eval_steps = EvalSteps(options.evals, total_steps);
-
-  // Every node's GossipExchange would compute the same O(n^3) spectral gap.
-  double spectral_gap = -1.0;
-  if (config->exchange.kind == ExchangeKind::kGossip) {
-    Result<topologies::Graph> graph = GossipGraph(*config, n);
-    if (!graph) return fail(graph.error());
-    auto gap = topologies::GraphSpectralGap(*graph);
-    if (gap) spectral_gap = gap->gap_per_round;
-  }
-
+// What every node of one method shares: its config, the data, one hub in
+// virtual time with the options' link model, the final evaluations.
+VirtualNodeSpec SharedSpec(const SimulateOptions& options, const Config& config, const SharedData& data,
+                           EvalCache* final_eval, double spectral_gap) {
   gossip::LocalHubOptions hub_options;
-  hub_options.world_size = n;
+  hub_options.world_size = options.nodes;
   hub_options.name_prefix = "node";
   hub_options.virtual_time.enabled = true;
   hub_options.virtual_time.latency_s = options.latency_s;
   hub_options.virtual_time.bytes_per_second = options.bytes_per_second;
-  std::shared_ptr<gossip::LocalHub> hub = gossip::LocalHub::Create(hub_options);
+  VirtualNodeSpec shared;
+  shared.config = &config;
+  shared.world_size = options.nodes;
+  shared.hub = gossip::LocalHub::Create(hub_options);
+  shared.train = &data.train;
+  shared.eval_set = &data.eval;
+  shared.final_eval = final_eval;
+  shared.spectral_gap = spectral_gap;
+  return shared;
+}
 
-  const std::string method_dir = options.out_dir + "/" + method.name;
-  std::error_code ec;
-  fs::remove_all(method_dir, ec);  // a previous simulation's nodes must not mix in
-  EvalCache final_eval;
-  std::vector<json> summaries(n);
-  std::mutex error_mu;
-  Status first_error;
-
-  std::vector<std::thread> threads;
-  threads.reserve(n);
+// Every rank's spec: `shared` plus the rank's compute speed, evaluation
+// schedule and folder under `method_dir`.
+std::vector<VirtualNodeSpec> NodeSpecs(const SimulateOptions& options, const VirtualNodeSpec& shared,
+                                       const StepCompute& compute, const std::string& method_dir) {
+  const Config& config = *shared.config;
+  const int n = options.nodes;
+  const int64_t steps_per_epoch =
+      trainer::BatchSampler(shared.train->count, config.train.batch_size, config.train.seed, 0, n)
+          .BatchesPerEpoch();
+  const int64_t total_steps = steps_per_epoch * config.train.epochs;
+  const std::vector<int> eval_ranks = SpreadRanks(options.eval_nodes, n);
+  const std::vector<int64_t> eval_steps = EvalSteps(options.evals, total_steps);
+  std::vector<VirtualNodeSpec> specs;
+  specs.reserve(n);
   for (int r = 0; r < n; ++r) {
-    VirtualNodeSpec spec;
-    spec.config = &*config;
+    VirtualNodeSpec spec = shared;
     spec.rank = r;
-    spec.world_size = n;
-    spec.hub = hub;
-    spec.train = &data.train;
-    spec.eval_set = &data.eval;
     const double speed = n > 1 ? 1.0 + options.compute_spread * r / (n - 1) : 1.0;
     spec.forward_backward_s = compute.forward_backward_s * speed;
     spec.update_s = compute.update_s * speed;
@@ -189,9 +179,23 @@ SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& m
     }
     spec.log_every = std::max<int64_t>(1, total_steps / options.log_points);
     spec.dir = method_dir + "/node" + std::to_string(r);
-    spec.final_eval = &final_eval;
-    spec.spectral_gap = spectral_gap;
-    threads.emplace_back([spec = std::move(spec), &summaries, &error_mu, &first_error, hub, n] {
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+// Runs every node on a thread of its own; their summaries in rank order, or
+// the first node error.
+Result<std::vector<json>> RunNodes(std::vector<VirtualNodeSpec> specs) {
+  const int n = static_cast<int>(specs.size());
+  std::vector<json> summaries(n);
+  std::mutex error_mu;
+  Status first_error;
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (VirtualNodeSpec& node_spec : specs) {
+    std::shared_ptr<gossip::LocalHub> hub = node_spec.hub;
+    threads.emplace_back([spec = std::move(node_spec), &summaries, &error_mu, &first_error, hub, n] {
       Result<json> summary = RunVirtualNode(spec);
       if (summary) {
         summaries[spec.rank] = std::move(*summary);
@@ -206,8 +210,33 @@ SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& m
     });
   }
   for (std::thread& t : threads) t.join();
-  if (!first_error.ok()) return fail(first_error);
-  out.summaries = std::move(summaries);
+  if (!first_error.ok()) return Err(first_error);
+  return summaries;
+}
+
+SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& method,
+                          const SharedData& data, const StepCompute& compute) {
+  SimulatedMethod out;
+  out.method = method;
+  const double wall_start = NowSeconds();
+  auto fail = [&](const Status& s) {
+    out.exit_code = 1;
+    out.error = s.ToString();
+    out.wall_seconds = NowSeconds() - wall_start;
+    return out;
+  };
+  Result<Config> config = MethodConfig(options, method);
+  if (!config) return fail(config.error());
+  Result<double> spectral_gap = SpectralGap(*config, options.nodes);
+  if (!spectral_gap) return fail(spectral_gap.error());
+  EvalCache final_eval;
+  const VirtualNodeSpec shared = SharedSpec(options, *config, data, &final_eval, *spectral_gap);
+  const std::string method_dir = options.out_dir + "/" + method.name;
+  std::error_code ec;
+  fs::remove_all(method_dir, ec);  // a previous simulation's nodes must not mix in
+  Result<std::vector<json>> summaries = RunNodes(NodeSpecs(options, shared, compute, method_dir));
+  if (!summaries) return fail(summaries.error());
+  out.summaries = std::move(*summaries);
   out.wall_seconds = NowSeconds() - wall_start;
   return out;
 }
