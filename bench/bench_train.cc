@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -47,6 +48,111 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
 }
 
+struct Args {
+  std::string models = "mlp,cnn", batches = "64,256", precisions = "fp32,fp16";
+  std::string optimizer = "lars", data_dir = "/usr/share/datasets/fashion-mnist";
+  int threads = 2, windows = 7, warmup = 30;
+  double window_s = 2.0;
+  std::string device = "cpu";
+  bool no_graphs = false;
+  std::string conv = "auto";
+};
+
+void DeclareOptions(CLI::App& app, Args& a) {
+  app.add_option("--models", a.models, "Comma-separated models (" +
+                                           chorus::JoinNames(chorus::NamesOf(chorus::trainer::kModelNames), ", ") +
+                                           ")");
+  app.add_option("--batches", a.batches, "Comma-separated batch sizes");
+  app.add_option("--precisions", a.precisions,
+                 "Comma-separated precisions (" +
+                     chorus::JoinNames(chorus::NamesOf(chorus::trainer::kPrecisionNames), ", ") + ")");
+  app.add_option("--optimizer", a.optimizer, chorus::JoinNames(chorus::NamesOf(chorus::trainer::kOptimizerNames), " or "));
+  app.add_option("--threads", a.threads, "Compute threads");
+  app.add_option("--windows", a.windows, "Measurement windows (the median is reported)");
+  app.add_option("--window-s", a.window_s, "Seconds per window");
+  app.add_option("--warmup", a.warmup, "Warm-up steps");
+  app.add_option("--data", a.data_dir, "Fashion-MNIST folder");
+  app.add_option("--device", a.device, "cpu, cuda or cuda:N");
+  app.add_flag("--no-cuda-graphs", a.no_graphs, "GPU: launch every kernel instead of graph replays");
+  app.add_option("--conv", a.conv, "CPU convolutions: auto (oneDNN when built with it) or im2col")
+      ->check(CLI::IsMember({"auto", "im2col"}));
+}
+
+// One row's trainer; an error names the bad model, precision or option.
+chorus::Result<std::unique_ptr<chorus::trainer::Trainer>> MakeTrainer(const Args& a, const std::string& model,
+                                                                       const std::string& precision, int batch,
+                                                                       int train_count) {
+  namespace trainer = chorus::trainer;
+  const auto model_kind = chorus::FromName(trainer::kModelNames, model);
+  const auto precision_kind = chorus::FromName(trainer::kPrecisionNames, precision);
+  const auto optimizer_kind = chorus::FromName(trainer::kOptimizerNames, a.optimizer);
+  if (!model_kind || !precision_kind || !optimizer_kind) {
+    return chorus::Err(chorus::InvalidArgument("unknown model " + model + ", precision " + precision +
+                                               " or optimizer " + a.optimizer));
+  }
+  CHORUS_ASSIGN_OR_RETURN(trainer::Device device, trainer::ParseDevice(a.device));
+  trainer::TrainerOptions o;
+  o.device = device;
+  o.cuda_graphs = !a.no_graphs;
+  o.model = *model_kind;
+  o.precision = *precision_kind;
+  o.optimizer = *optimizer_kind;
+  o.batch_size = batch;
+  o.global_batch = batch;
+  o.epochs = 100;
+  o.steps_per_epoch = train_count / batch;
+  o.threads = a.threads;
+  return trainer::Trainer::Create(o);
+}
+
+// Samples/s of `windows` windows after the warm-up steps.
+chorus::Result<std::vector<double>> Measure(const Args& a, chorus::trainer::Trainer& trainer,
+                                            const chorus::trainer::Dataset& train, int batch) {
+  chorus::trainer::BatchSampler sampler(train.count, batch, 1, 0, 1);
+  chorus::trainer::Batch x;
+  int epoch = 0;
+  int64_t step = 0;
+  auto one_step = [&]() -> chorus::Status {
+    if (!sampler.Next(train, &x)) {
+      sampler.StartEpoch(++epoch);
+      sampler.Next(train, &x);
+    }
+    auto r = trainer.TrainStep(x, step++);
+    return r ? chorus::Status::Ok() : r.error();
+  };
+  double t0 = chorus::NowSeconds();
+  for (int i = 0; i < a.warmup; ++i) CHORUS_RETURN_IF_ERROR(one_step());
+  const double per_step = (chorus::NowSeconds() - t0) / std::max(1, a.warmup);
+  const int steps_per_window = std::max(5, static_cast<int>(a.window_s / per_step));
+  std::vector<double> rates;
+  for (int w = 0; w < a.windows; ++w) {
+    t0 = chorus::NowSeconds();
+    for (int i = 0; i < steps_per_window; ++i) CHORUS_RETURN_IF_ERROR(one_step());
+    rates.push_back(steps_per_window * batch / (chorus::NowSeconds() - t0));
+  }
+  return rates;
+}
+
+// One table row; false after printing why it could not run.
+bool RunRow(const Args& a, const chorus::trainer::Dataset& train, const std::string& model,
+            const std::string& precision, int batch) {
+  auto trainer = MakeTrainer(a, model, precision, batch, train.count);
+  if (!trainer) {
+    std::fprintf(stderr, "bench_train: %s\n", trainer.error().ToString().c_str());
+    return false;
+  }
+  auto rates = Measure(a, **trainer, train, batch);
+  if (!rates) {
+    std::fprintf(stderr, "bench_train: %s\n", rates.error().ToString().c_str());
+    return false;
+  }
+  std::printf("%-7s %-5s %6d %8d %12.0f %12.0f %12.0f  %s\n", model.c_str(), precision.c_str(), batch, a.threads,
+              Median(*rates), *std::min_element(rates->begin(), rates->end()),
+              *std::max_element(rates->begin(), rates->end()), (*trainer)->DeviceDescription().c_str());
+  std::fflush(stdout);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,108 +161,30 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);
   }
   CLI::App app{"Chorus training throughput benchmark"};
-  std::string models = "mlp,cnn", batches = "64,256", precisions = "fp32,fp16";
-  std::string optimizer = "lars", data_dir = "/usr/share/datasets/fashion-mnist";
-  int threads = 2, windows = 7, warmup = 30;
-  double window_s = 2.0;
-  app.add_option("--models", models, "Comma-separated models (mlp, cnn, cnn-bn)");
-  app.add_option("--batches", batches, "Comma-separated batch sizes");
-  app.add_option("--precisions", precisions, "Comma-separated precisions (fp32, fp16)");
-  app.add_option("--optimizer", optimizer, "lars or sgd");
-  app.add_option("--threads", threads, "Compute threads");
-  app.add_option("--windows", windows, "Measurement windows (the median is reported)");
-  app.add_option("--window-s", window_s, "Seconds per window");
-  app.add_option("--warmup", warmup, "Warm-up steps");
-  app.add_option("--data", data_dir, "Fashion-MNIST folder");
-  std::string device = "cpu";
-  bool no_graphs = false;
-  app.add_option("--device", device, "cpu, cuda or cuda:N");
-  app.add_flag("--no-cuda-graphs", no_graphs, "GPU: launch every kernel instead of graph replays");
-  std::string conv = "auto";
-  app.add_option("--conv", conv, "CPU convolutions: auto (oneDNN when built with it) or im2col")
-      ->check(CLI::IsMember({"auto", "im2col"}));
+  Args args;
+  DeclareOptions(app, args);
   CLI11_PARSE(app, argc, argv);
-  auto parsed_device = chorus::trainer::ParseDevice(device);
-  auto optimizer_kind = chorus::FromName(chorus::trainer::kOptimizerNames, optimizer);
-  if (!parsed_device || !optimizer_kind) {
-    std::fprintf(stderr, "bench_train: %s\n",
-                 parsed_device ? ("unknown optimizer " + optimizer).c_str()
-                               : parsed_device.error().ToString().c_str());
+  auto device = chorus::trainer::ParseDevice(args.device);
+  if (!device) {
+    std::fprintf(stderr, "bench_train: %s\n", device.error().ToString().c_str());
     return 2;
   }
-  chorus::kernels::SetConvBackend(conv == "im2col" ? chorus::kernels::ConvBackend::kIm2col
-                                                   : chorus::kernels::ConvBackend::kAuto);
-
-  auto train = chorus::trainer::LoadFashionMnist(data_dir, chorus::trainer::Split::kTrain, 0);
+  chorus::kernels::SetConvBackend(args.conv == "im2col" ? chorus::kernels::ConvBackend::kIm2col
+                                                        : chorus::kernels::ConvBackend::kAuto);
+  auto train = chorus::trainer::LoadFashionMnist(args.data_dir, chorus::trainer::Split::kTrain, 0);
   if (!train) {
     std::fprintf(stderr, "bench_train: %s\n", train.error().ToString().c_str());
     return 1;
   }
-  std::printf("%-7s %-5s %6s %8s %12s %12s %12s  device\n", "model", "prec", "batch", "threads",
-              "median/s", "min/s", "max/s");
-  for (const std::string& model : Split(models)) {
-    for (const std::string& b : Split(batches)) {
-      for (const std::string& precision : Split(precisions)) {
-        const int batch = std::stoi(b);
-        const auto model_kind = chorus::FromName(chorus::trainer::kModelNames, model);
-        const auto precision_kind = chorus::FromName(chorus::trainer::kPrecisionNames, precision);
-        if (!model_kind || !precision_kind) {
-          std::fprintf(stderr, "bench_train: unknown model %s or precision %s\n", model.c_str(),
-                       precision.c_str());
-          return 2;
-        }
+  std::printf("%-7s %-5s %6s %8s %12s %12s %12s  device\n", "model", "prec", "batch", "threads", "median/s", "min/s",
+              "max/s");
+  for (const std::string& model : Split(args.models)) {
+    for (const std::string& b : Split(args.batches)) {
+      for (const std::string& precision : Split(args.precisions)) {
         // GPU nodes train in fp16.
-        if (parsed_device->on_gpu() && *precision_kind != chorus::trainer::Precision::kFp16) continue;
-        chorus::trainer::TrainerOptions o;
-        o.device = *parsed_device;
-        o.cuda_graphs = !no_graphs;
-        o.model = *model_kind;
-        o.precision = *precision_kind;
-        o.optimizer = *optimizer_kind;
-        o.batch_size = batch;
-        o.global_batch = batch;
-        o.epochs = 100;
-        o.steps_per_epoch = train->count / batch;
-        o.threads = threads;
-        auto trainer = chorus::trainer::Trainer::Create(o);
-        if (!trainer) {
-          std::fprintf(stderr, "bench_train: %s\n", trainer.error().ToString().c_str());
-          return 1;
-        }
-        chorus::trainer::BatchSampler sampler(train->count, batch, 1, 0, 1);
-        chorus::trainer::Batch x;
-        int epoch = 0;
-        int64_t step = 0;
-        auto one_step = [&]() -> bool {
-          if (!sampler.Next(*train, &x)) {
-            sampler.StartEpoch(++epoch);
-            sampler.Next(*train, &x);
-          }
-          auto r = (*trainer)->TrainStep(x, step++);
-          if (!r) {
-            std::fprintf(stderr, "bench_train: %s\n", r.error().ToString().c_str());
-            return false;
-          }
-          return true;
-        };
-        double t0 = chorus::NowSeconds();
-        for (int i = 0; i < warmup; ++i)
-          if (!one_step()) return 1;
-        const double per_step = (chorus::NowSeconds() - t0) / std::max(1, warmup);
-        const int steps_per_window = std::max(5, static_cast<int>(window_s / per_step));
-        std::vector<double> rates;
-        for (int w = 0; w < windows; ++w) {
-          t0 = chorus::NowSeconds();
-          for (int i = 0; i < steps_per_window; ++i)
-            if (!one_step()) return 1;
-          rates.push_back(steps_per_window * batch / (chorus::NowSeconds() - t0));
-        }
-        std::printf("%-7s %-5s %6d %8d %12.0f %12.0f %12.0f  %s\n", model.c_str(),
-                    precision.c_str(), batch, threads, Median(rates),
-                    *std::min_element(rates.begin(), rates.end()),
-                    *std::max_element(rates.begin(), rates.end()),
-                    (*trainer)->DeviceDescription().c_str());
-        std::fflush(stdout);
+        const auto kind = chorus::FromName(chorus::trainer::kPrecisionNames, precision);
+        if (device->on_gpu() && kind != chorus::trainer::Precision::kFp16) continue;
+        if (!RunRow(args, *train, model, precision, std::stoi(b))) return 1;
       }
     }
   }

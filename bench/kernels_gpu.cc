@@ -80,94 +80,121 @@ void Print(size_t n, const std::vector<Row>& rows) {
   std::printf("\n");
 }
 
-void BenchSize(Device& device, size_t n, int repetitions, int chunk) {
-  namespace cuda = chorus::kernels::cuda;
-  // Enough calls per batch that ~1 ms of work hides the launch overhead.
-  const int batch =
-      static_cast<int>(std::max<size_t>(1, std::min<size_t>(64, (size_t{32} << 20) / n)));
-  const double fn = static_cast<double>(n);
+// One buffer size: random input, the device buffers every op shares, and
+// the table's rows, one per op.
+class SizeBench {
+ public:
+  SizeBench(Device& device, size_t n, int repetitions, int chunk)
+      : device_(device), n_(n), fn_(static_cast<double>(n)), repetitions_(repetitions), chunk_(chunk),
+        // Enough calls per batch that ~1 ms of work hides the launch overhead.
+        batch_(static_cast<int>(std::max<size_t>(1, std::min<size_t>(64, (size_t{32} << 20) / n)))),
+        x_(Take(DeviceArray<float>::Create(device, n), "x")),
+        y_(Take(DeviceArray<float>::Create(device, n), "y")),
+        half_(Take(DeviceArray<Half>::Create(device, n), "half")),
+        scalars_(Take(DeviceArray<float>::Create(device, 2), "scalars")),  // inv_scale, lr
+        flag_(Take(DeviceArray<int32_t>::Create(device, 1), "flag")) {}
 
-  std::vector<float> host(n);
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (float& v : host) v = dist(rng);
+  void Run() {
+    Setup();
+    Conversions();
+    Optimizer();
+    Encoders();
+    TopK();
+    Print(n_, rows_);
+  }
 
-  auto x = Take(DeviceArray<float>::Create(device, n), "x");
-  auto y = Take(DeviceArray<float>::Create(device, n), "y");
-  auto half = Take(DeviceArray<Half>::Create(device, n), "half");
-  auto scalars = Take(DeviceArray<float>::Create(device, 2), "scalars");  // inv_scale, lr
-  auto flag = Take(DeviceArray<int32_t>::Create(device, 1), "flag");
-  Check(device.CopyToDevice(x.data(), host.data(), n * sizeof(float)), "upload");
-  const float host_scalars[2] = {1.0f / 1024.0f, 0.1f};
-  Check(device.CopyToDevice(scalars.data(), host_scalars, sizeof(host_scalars)), "upload");
-  Check(device.Zero(flag.data(), sizeof(int32_t)), "zero");
-  Check(cuda::FloatToHalf(device, x.data(), half.data(), n), "FloatToHalf");
-  Check(device.Synchronize("setup"), "setup");
+ private:
+  void Setup() {
+    std::vector<float> host(n_);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : host) v = dist(rng);
+    Check(device_.CopyToDevice(x_.data(), host.data(), n_ * sizeof(float)), "upload");
+    const float host_scalars[2] = {1.0f / 1024.0f, 0.1f};
+    Check(device_.CopyToDevice(scalars_.data(), host_scalars, sizeof(host_scalars)), "upload");
+    Check(device_.Zero(flag_.data(), sizeof(int32_t)), "zero");
+    Check(chorus::kernels::cuda::FloatToHalf(device_, x_.data(), half_.data(), n_), "FloatToHalf");
+    Check(device_.Synchronize("setup"), "setup");
+  }
 
-  std::vector<Row> rows;
-  auto run = [&](const std::string& op, double bytes, const std::function<Status()>& fn) {
-    rows.push_back({op, bytes, MedianSeconds(device, repetitions, batch, fn)});
-  };
+  void Time(const std::string& op, double bytes, const std::function<Status()>& call) {
+    rows_.push_back({op, bytes, MedianSeconds(device_, repetitions_, batch_, call)});
+  }
 
-  run("copy (reference)", 8 * fn,
-      [&] { return device.CopyOnDevice(y.data(), x.data(), n * sizeof(float)); });
-  run("FloatToHalf", 6 * fn, [&] { return cuda::FloatToHalf(device, x.data(), half.data(), n); });
-  run("UnscaleGradients", 6 * fn, [&] {
-    return cuda::UnscaleGradients(device, n, half.data(), scalars.data(), y.data(), flag.data());
-  });
+  void Conversions() {
+    namespace cuda = chorus::kernels::cuda;
+    Time("copy (reference)", 8 * fn_, [&] { return device_.CopyOnDevice(y_.data(), x_.data(), n_ * sizeof(float)); });
+    Time("FloatToHalf", 6 * fn_, [&] { return cuda::FloatToHalf(device_, x_.data(), half_.data(), n_); });
+    Time("UnscaleGradients", 6 * fn_, [&] {
+      return cuda::UnscaleGradients(device_, n_, half_.data(), scalars_.data(), y_.data(), flag_.data());
+    });
+  }
 
-  {
-    // LARS over 20 tensors of uneven sizes (alternately weights and biases).
-    // Bytes: norms read w, g (8n); the update reads w, g, v (12n) and writes
-    // w, v (8n) and the FP16 working copy (2n).
+  // LARS over 20 tensors of uneven sizes (alternately weights and biases).
+  // Bytes: norms read w, g (8n); the update reads w, g, v (12n) and writes
+  // w, v (8n) and the FP16 working copy (2n).
+  void Optimizer() {
+    namespace cuda = chorus::kernels::cuda;
     constexpr int kTensors = 20;
     std::vector<cuda::TensorRange> tensors;
     size_t offset = 0;
     for (int t = 0; t < kTensors; ++t) {
-      const size_t count =
-          t + 1 == kTensors ? n - offset : n / (2 * kTensors) + (n / kTensors) * (t % 3) / 2;
+      const size_t count = t + 1 == kTensors ? n_ - offset : n_ / (2 * kTensors) + (n_ / kTensors) * (t % 3) / 2;
       tensors.push_back({offset, count, t % 2 == 0});
       offset += count;
     }
-    auto master = Take(DeviceArray<float>::Create(device, n), "master");
-    auto momentum = Take(DeviceArray<float>::Create(device, n), "momentum");
-    Check(device.CopyOnDevice(master.data(), x.data(), n * sizeof(float)), "copy");
-    Check(device.Zero(momentum.data(), n * sizeof(float)), "zero");
+    auto master = Take(DeviceArray<float>::Create(device_, n_), "master");
+    auto momentum = Take(DeviceArray<float>::Create(device_, n_), "momentum");
+    Check(device_.CopyOnDevice(master.data(), x_.data(), n_ * sizeof(float)), "copy");
+    Check(device_.Zero(momentum.data(), n_ * sizeof(float)), "zero");
     cuda::FusedOptimizerOptions options;
     options.lars = true;
-    auto optimizer = Take(cuda::FusedOptimizer::Create(device, tensors, options), "optimizer");
-    run("FusedOptimizer::Step (LARS, 20)", 30 * fn, [&] {
-      return optimizer->Step(device, scalars.data() + 1, master.data(), y.data(), momentum.data(),
-                             half.data(), nullptr);
+    auto optimizer = Take(cuda::FusedOptimizer::Create(device_, tensors, options), "optimizer");
+    Time("FusedOptimizer::Step (LARS, 20)", 30 * fn_, [&] {
+      return optimizer->Step(device_, scalars_.data() + 1, master.data(), y_.data(), momentum.data(), half_.data(),
+                             nullptr);
     });
   }
 
-  {
-    // Encoders: read x (4n), write the payload.
-    const size_t chunks = (n + chunk - 1) / chunk;
-    auto payload = Take(DeviceArray<std::byte>::Create(
-                            device, std::max(cuda::Int8PayloadBytes(n, chunk), 2 * n) + 64),
-                        "payload");
+  // Encoders: read x (4n), write the payload.
+  void Encoders() {
+    namespace cuda = chorus::kernels::cuda;
+    const size_t chunks = (n_ + chunk_ - 1) / chunk_;
+    auto payload = Take(
+        DeviceArray<std::byte>::Create(device_, std::max(cuda::Int8PayloadBytes(n_, chunk_), 2 * n_) + 64), "payload");
     std::byte* p = payload.data() + 16;  // after the codec header, as a node lays it out
-    const std::string c = std::to_string(chunk);
-    run("EncodeFp16", 6 * fn, [&] { return cuda::EncodeFp16(device, x.data(), n, p); });
-    run("EncodeInt8 (chunk " + c + ")", 5 * fn + 4.0 * chunks,
-        [&] { return cuda::EncodeInt8(device, x.data(), n, chunk, p); });
-    run("EncodeSign (chunk " + c + ")", 4 * fn + fn / 8 + 4.0 * chunks,
-        [&] { return cuda::EncodeSign(device, x.data(), n, chunk, p); });
+    const std::string c = std::to_string(chunk_);
+    Time("EncodeFp16", 6 * fn_, [&] { return cuda::EncodeFp16(device_, x_.data(), n_, p); });
+    Time("EncodeInt8 (chunk " + c + ")", 5 * fn_ + 4.0 * chunks,
+         [&] { return cuda::EncodeInt8(device_, x_.data(), n_, chunk_, p); });
+    Time("EncodeSign (chunk " + c + ")", 4 * fn_ + fn_ / 8 + 4.0 * chunks,
+         [&] { return cuda::EncodeSign(device_, x_.data(), n_, chunk_, p); });
   }
 
-  {
-    // Top-k, ratio 0.01: at the least read x (4n) and write 8k.
-    const size_t k = std::max<size_t>(1, (n + 99) / 100);
-    auto encoder = Take(cuda::TopKEncoder::Create(device, n), "top-k encoder");
-    auto payload = Take(DeviceArray<std::byte>::Create(device, cuda::TopKPayloadBytes(k) + 16),
-                        "payload");
-    run("TopK encode (ratio 0.01)", 4 * fn + 8.0 * k,
-        [&] { return encoder->Encode(device, x.data(), n, k, payload.data() + 16); });
+  // Top-k, ratio 0.01: at the least read x (4n) and write 8k.
+  void TopK() {
+    namespace cuda = chorus::kernels::cuda;
+    const size_t k = std::max<size_t>(1, (n_ + 99) / 100);
+    auto encoder = Take(cuda::TopKEncoder::Create(device_, n_), "top-k encoder");
+    auto payload = Take(DeviceArray<std::byte>::Create(device_, cuda::TopKPayloadBytes(k) + 16), "payload");
+    Time("TopK encode (ratio 0.01)", 4 * fn_ + 8.0 * k,
+         [&] { return encoder->Encode(device_, x_.data(), n_, k, payload.data() + 16); });
   }
-  Print(n, rows);
-}
+
+  Device& device_;
+  const size_t n_;
+  const double fn_;
+  const int repetitions_;
+  const int chunk_;
+  const int batch_;
+  DeviceArray<float> x_, y_;
+  DeviceArray<Half> half_;
+  DeviceArray<float> scalars_;
+  DeviceArray<int32_t> flag_;
+  std::vector<Row> rows_;
+};
+
+void BenchSize(Device& device, size_t n, int repetitions, int chunk) { SizeBench(device, n, repetitions, chunk).Run(); }
 
 }  // namespace
 

@@ -185,121 +185,165 @@ double RateFromStart(const std::vector<SparseRows>& rounds, int n, const PowerIt
   return estimate;
 }
 
-}  // namespace
-
-Result<std::vector<double>> SymmetricEigenvalues(std::vector<double> a, int n) {
-  CHORUS_RETURN_IF_ERROR(CheckSquare(a, n, "symmetric eigenvalues"));
-  double frob2 = 0.0;
-  for (double v : a) frob2 += v * v;
-  const double scale = std::sqrt(frob2);
-  for (int p = 0; p < n; ++p) {
-    for (int q = p + 1; q < n; ++q) {
-      const double apq = a[static_cast<size_t>(p) * n + q];
-      const double aqp = a[static_cast<size_t>(q) * n + p];
-      if (std::abs(apq - aqp) > 1e-12 * scale) {
-        return Err(InvalidArgument("symmetric eigenvalues: entries (" + std::to_string(p) + ", " +
-                                   std::to_string(q) + ") and (" + std::to_string(q) + ", " +
-                                   std::to_string(p) + ") differ; the matrix is not symmetric"));
-      }
-      a[static_cast<size_t>(p) * n + q] = a[static_cast<size_t>(q) * n + p] = 0.5 * (apq + aqp);
-    }
+// Jacobi with the parallel (Brent-Luk round-robin) ordering. A sweep has m - 1 rounds
+// (m = n rounded up to even); each round pairs every index with another, as in a
+// round-robin tournament, and applies the n/2 disjoint rotations together: A <- J^T A J,
+// with J's (p, q) block [[c, s], [-s, c]] chosen from the current a_pp, a_qq, a_pq so
+// that a_pq becomes 0 (disjoint rotations do not disturb each other's target entry).
+// J^T A touches whole rows p, q (contiguous) and A J touches columns p, q inside each
+// row, so memory is walked in order; this is what makes n = 256 take well under a
+// second. Off-diagonal mass falls quadratically once small; stop when it is below
+// 1e-15 of the matrix norm, leaving eigenvalue errors at the rounding level (about
+// n * 2^-52 * ||a||).
+class JacobiEigenvalues {
+ public:
+  JacobiEigenvalues(std::vector<double> a, int n) : a_(std::move(a)), n_(n), m_(n + (n % 2)), order_(m_) {
+    for (int i = 0; i < m_; ++i) order_[i] = i;
+    rotations_.reserve(m_ / 2);
   }
 
-  // Jacobi with the parallel (Brent-Luk round-robin) ordering. A sweep has m - 1 rounds
-  // (m = n rounded up to even); each round pairs every index with another, as in a
-  // round-robin tournament, and applies the n/2 disjoint rotations together: A <- J^T A J,
-  // with J's (p, q) block [[c, s], [-s, c]] chosen from the current a_pp, a_qq, a_pq so
-  // that a_pq becomes 0 (disjoint rotations do not disturb each other's target entry).
-  // J^T A touches whole rows p, q (contiguous) and A J touches columns p, q inside each
-  // row, so memory is walked in order; this is what makes n = 256 take well under a
-  // second. Off-diagonal mass falls quadratically once small; stop when it is below
-  // 1e-15 of the matrix norm, leaving eigenvalue errors at the rounding level (about
-  // n * 2^-52 * ||a||).
-  constexpr int kMaxSweeps = 100;
-  auto at = [&a, n](int r, int c) -> double& { return a[static_cast<size_t>(r) * n + c]; };
-  const int m = n + (n % 2);  // index n, when present, is a bye: its pairs are skipped
-  std::vector<int> order(m);
-  for (int i = 0; i < m; ++i) order[i] = i;
+  // Checks that a_ is symmetric (to 1e-12 of its norm) and makes it exactly so.
+  Status Symmetrize() {
+    double frob2 = 0.0;
+    for (double v : a_) frob2 += v * v;
+    scale_ = std::sqrt(frob2);
+    for (int p = 0; p < n_; ++p) {
+      for (int q = p + 1; q < n_; ++q) {
+        const double apq = at(p, q);
+        const double aqp = at(q, p);
+        if (std::abs(apq - aqp) > 1e-12 * scale_) {
+          return InvalidArgument("symmetric eigenvalues: entries (" + std::to_string(p) + ", " + std::to_string(q) +
+                                 ") and (" + std::to_string(q) + ", " + std::to_string(p) +
+                                 ") differ; the matrix is not symmetric");
+        }
+        at(p, q) = at(q, p) = 0.5 * (apq + aqp);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Sweeps until the off-diagonal mass is negligible; false when kMaxSweeps did not get there.
+  bool Converge() {
+    if (n_ == 1) return true;
+    for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
+      if (OffDiagonalIsNegligible()) return true;
+      for (int round = 0; round + 1 < m_; ++round) {
+        PlanRotations(sweep);
+        ApplyRotations();
+        NextPairing();
+      }
+    }
+    return false;
+  }
+
+  std::vector<double> SortedDiagonal() const {
+    std::vector<double> eigenvalues(n_);
+    for (int i = 0; i < n_; ++i) eigenvalues[i] = a_[static_cast<size_t>(i) * n_ + i];
+    std::sort(eigenvalues.begin(), eigenvalues.end());
+    return eigenvalues;
+  }
+
+  static constexpr int kMaxSweeps = 100;
+
+ private:
   struct Rotation {
     int p, q;
     double c, s;
   };
-  std::vector<Rotation> rotations;
-  rotations.reserve(m / 2);
-  bool done = n == 1;
-  for (int sweep = 0; sweep < kMaxSweeps && !done; ++sweep) {
+
+  double& at(int r, int c) { return a_[static_cast<size_t>(r) * n_ + c]; }
+
+  bool OffDiagonalIsNegligible() {
     double off2 = 0.0;
-    for (int p = 0; p < n; ++p) {
-      for (int q = p + 1; q < n; ++q) off2 += at(p, q) * at(p, q);
+    for (int p = 0; p < n_; ++p) {
+      for (int q = p + 1; q < n_; ++q) off2 += at(p, q) * at(p, q);
     }
-    if (std::sqrt(off2) <= 1e-15 * scale || off2 == 0.0) {
-      done = true;
-      break;
-    }
-    for (int round = 0; round + 1 < m; ++round) {
-      rotations.clear();
-      for (int i = 0; i < m / 2; ++i) {
-        const int p = std::min(order[i], order[m - 1 - i]);
-        const int q = std::max(order[i], order[m - 1 - i]);
-        if (q >= n) continue;  // paired with the bye
-        const double apq = at(p, q);
-        if (apq == 0.0) continue;
-        const double app = at(p, p);
-        const double aqq = at(q, q);
-        const double diff = aqq - app;
-        // After a few sweeps, drop entries too small to change either diagonal entry.
-        if (sweep > 3 && std::abs(app) + 100.0 * std::abs(apq) == std::abs(app) &&
-            std::abs(aqq) + 100.0 * std::abs(apq) == std::abs(aqq)) {
-          at(p, q) = at(q, p) = 0.0;
-          continue;
-        }
-        double t;  // tan of the rotation angle, the smaller root of t^2 + 2 theta t - 1 = 0
-        if (std::abs(diff) + 100.0 * std::abs(apq) == std::abs(diff)) {
-          t = apq / diff;
-        } else {
-          const double theta = 0.5 * diff / apq;
-          t = 1.0 / (std::abs(theta) + std::sqrt(1.0 + theta * theta));
-          if (theta < 0.0) t = -t;
-        }
-        const double c = 1.0 / std::sqrt(1.0 + t * t);
-        rotations.push_back({p, q, c, t * c});
+    return std::sqrt(off2) <= 1e-15 * scale_ || off2 == 0.0;
+  }
+
+  // This round's rotations, one per pair (index m_ - 1 == n_, when n_ is
+  // odd, is a bye: its pairs are skipped).
+  void PlanRotations(int sweep) {
+    rotations_.clear();
+    for (int i = 0; i < m_ / 2; ++i) {
+      const int p = std::min(order_[i], order_[m_ - 1 - i]);
+      const int q = std::max(order_[i], order_[m_ - 1 - i]);
+      if (q >= n_) continue;  // paired with the bye
+      const double apq = at(p, q);
+      if (apq == 0.0) continue;
+      const double app = at(p, p);
+      const double aqq = at(q, q);
+      const double diff = aqq - app;
+      // After a few sweeps, drop entries too small to change either diagonal entry.
+      if (sweep > 3 && std::abs(app) + 100.0 * std::abs(apq) == std::abs(app) &&
+          std::abs(aqq) + 100.0 * std::abs(apq) == std::abs(aqq)) {
+        at(p, q) = at(q, p) = 0.0;
+        continue;
       }
-      // Rows: row_p <- c row_p - s row_q, row_q <- s row_p + c row_q.
-      for (const Rotation& r : rotations) {
-        double* row_p = &at(r.p, 0);
-        double* row_q = &at(r.q, 0);
-        for (int k = 0; k < n; ++k) {
-          const double g = row_p[k];
-          const double h = row_q[k];
-          row_p[k] = r.c * g - r.s * h;
-          row_q[k] = r.s * g + r.c * h;
-        }
+      double t;  // tan of the rotation angle, the smaller root of t^2 + 2 theta t - 1 = 0
+      if (std::abs(diff) + 100.0 * std::abs(apq) == std::abs(diff)) {
+        t = apq / diff;
+      } else {
+        const double theta = 0.5 * diff / apq;
+        t = 1.0 / (std::abs(theta) + std::sqrt(1.0 + theta * theta));
+        if (theta < 0.0) t = -t;
       }
-      // Columns, row by row: a_kp <- c a_kp - s a_kq, a_kq <- s a_kp + c a_kq.
-      for (int k = 0; k < n; ++k) {
-        double* row = &at(k, 0);
-        for (const Rotation& r : rotations) {
-          const double g = row[r.p];
-          const double h = row[r.q];
-          row[r.p] = r.c * g - r.s * h;
-          row[r.q] = r.s * g + r.c * h;
-        }
-      }
-      for (const Rotation& r : rotations) at(r.p, r.q) = at(r.q, r.p) = 0.0;  // exact by design
-      // Round-robin: keep order[0], rotate the rest by one place.
-      const int last = order[m - 1];
-      for (int i = m - 1; i > 1; --i) order[i] = order[i - 1];
-      if (m > 1) order[1] = last;
+      const double c = 1.0 / std::sqrt(1.0 + t * t);
+      rotations_.push_back({p, q, c, t * c});
     }
   }
-  if (!done) {
+
+  void ApplyRotations() {
+    // Rows: row_p <- c row_p - s row_q, row_q <- s row_p + c row_q.
+    for (const Rotation& r : rotations_) {
+      double* row_p = &at(r.p, 0);
+      double* row_q = &at(r.q, 0);
+      for (int k = 0; k < n_; ++k) {
+        const double g = row_p[k];
+        const double h = row_q[k];
+        row_p[k] = r.c * g - r.s * h;
+        row_q[k] = r.s * g + r.c * h;
+      }
+    }
+    // Columns, row by row: a_kp <- c a_kp - s a_kq, a_kq <- s a_kp + c a_kq.
+    for (int k = 0; k < n_; ++k) {
+      double* row = &at(k, 0);
+      for (const Rotation& r : rotations_) {
+        const double g = row[r.p];
+        const double h = row[r.q];
+        row[r.p] = r.c * g - r.s * h;
+        row[r.q] = r.s * g + r.c * h;
+      }
+    }
+    for (const Rotation& r : rotations_) at(r.p, r.q) = at(r.q, r.p) = 0.0;  // exact by design
+  }
+
+  // Round-robin: keep order_[0], rotate the rest by one place.
+  void NextPairing() {
+    const int last = order_[m_ - 1];
+    for (int i = m_ - 1; i > 1; --i) order_[i] = order_[i - 1];
+    if (m_ > 1) order_[1] = last;
+  }
+
+  std::vector<double> a_;
+  const int n_;
+  const int m_;
+  std::vector<int> order_;
+  std::vector<Rotation> rotations_;
+  double scale_ = 0.0;
+};
+
+}  // namespace
+
+Result<std::vector<double>> SymmetricEigenvalues(std::vector<double> a, int n) {
+  CHORUS_RETURN_IF_ERROR(CheckSquare(a, n, "symmetric eigenvalues"));
+  JacobiEigenvalues jacobi(std::move(a), n);
+  CHORUS_RETURN_IF_ERROR(jacobi.Symmetrize());
+  if (!jacobi.Converge()) {
     return Err(Internal("symmetric eigenvalues: Jacobi did not converge in " +
-                        std::to_string(kMaxSweeps) + " sweeps for n = " + std::to_string(n)));
+                        std::to_string(JacobiEigenvalues::kMaxSweeps) + " sweeps for n = " + std::to_string(n)));
   }
-  std::vector<double> eigenvalues(n);
-  for (int i = 0; i < n; ++i) eigenvalues[i] = at(i, i);
-  std::sort(eigenvalues.begin(), eigenvalues.end());
-  return eigenvalues;
+  return jacobi.SortedDiagonal();
 }
 
 Result<double> SymmetricSpectralGap(const std::vector<double>& w, int n) {

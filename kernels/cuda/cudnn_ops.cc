@@ -96,13 +96,24 @@ class CudnnConvPlan final : public ConvPlan {
   CudnnConvPlan(const CudnnConvPlan&) = delete;
   CudnnConvPlan& operator=(const CudnnConvPlan&) = delete;
 
+  // The descriptors of x, w, y and bias for shape_, then the algorithm of each
+  // pass (forward, backward data, backward filter) and the largest workspace.
   Status Init(Device& d) {
     const Conv2dShape& s = shape_;
     if (s.n <= 0 || s.c <= 0 || s.h <= 0 || s.w <= 0 || s.k <= 0 || s.r <= 0 || s.s <= 0 ||
         s.stride <= 0 || s.pad < 0 || s.OutH() <= 0 || s.OutW() <= 0) {
       return InvalidArgument("ConvPlan: invalid shape: " + Describe(s));
     }
+    CHORUS_RETURN_IF_ERROR(CreateDescriptors());
+    CHORUS_RETURN_IF_ERROR(DescribeShapes());
     cudnnHandle_t handle = d.impl().cudnn;
+    CHORUS_RETURN_IF_ERROR(PickForward(handle));
+    CHORUS_RETURN_IF_ERROR(PickBackwardData(handle));
+    return PickBackwardFilter(handle);
+  }
+
+ private:
+  Status CreateDescriptors() {
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&bias_),
@@ -110,7 +121,13 @@ class CudnnConvPlan final : public ConvPlan {
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&conv_),
                                  "cudnnCreateConvolutionDescriptor");
+    return Status::Ok();
+  }
 
+  // x and w from shape_, the convolution (cross-correlation, FP32 accumulation,
+  // tensor cores allowed), then y as cuDNN computes it (it must be ours) and bias.
+  Status DescribeShapes() {
+    const Conv2dShape& s = shape_;
     CHORUS_CUDNN_RETURN_IF_ERROR(
         cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, s.n, s.c, s.h, s.w),
         "cudnnSetTensor4dDescriptor(x)");
@@ -142,64 +159,67 @@ class CudnnConvPlan final : public ConvPlan {
     CHORUS_CUDNN_RETURN_IF_ERROR(
         cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, 1, s.k, 1, 1),
         "cudnnSetTensor4dDescriptor(bias)");
-
-    // Forward.
-    {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      int count = 0;
-      CHORUS_CUDNN_RETURN_IF_ERROR(
-          cudnnGetConvolutionForwardAlgorithm_v7(handle, x_, w_, conv_, y_,
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
-          "cudnnGetConvolutionForwardAlgorithm_v7");
-      auto picked = PickAlgorithm("forward convolution", perf, count,
-                                  /*prefer_deterministic=*/false,
-                                  [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
-                                    return cudnnGetConvolutionForwardWorkspaceSize(
-                                        handle, x_, w_, conv_, y_, algo, bytes);
-                                  });
-      if (!picked) return picked.error().WithContext(Describe(s));
-      fwd_algo_ = picked->first;
-      workspace_ = std::max(workspace_, picked->second);
-    }
-    // Backward data.
-    {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      int count = 0;
-      CHORUS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                                       handle, w_, y_, conv_, x_,
-                                       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf),
-                                   "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      auto picked = PickAlgorithm("backward-data convolution", perf, count,
-                                  /*prefer_deterministic=*/true,
-                                  [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
-                                    return cudnnGetConvolutionBackwardDataWorkspaceSize(
-                                        handle, w_, y_, conv_, x_, algo, bytes);
-                                  });
-      if (!picked) return picked.error().WithContext(Describe(s));
-      bwd_data_algo_ = picked->first;
-      workspace_ = std::max(workspace_, picked->second);
-    }
-    // Backward filter.
-    {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      int count = 0;
-      CHORUS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                                       handle, x_, y_, conv_, w_,
-                                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf),
-                                   "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      auto picked = PickAlgorithm("backward-filter convolution", perf, count,
-                                  /*prefer_deterministic=*/true,
-                                  [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
-                                    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                                        handle, x_, y_, conv_, w_, algo, bytes);
-                                  });
-      if (!picked) return picked.error().WithContext(Describe(s));
-      bwd_filter_algo_ = picked->first;
-      workspace_ = std::max(workspace_, picked->second);
-    }
     return Status::Ok();
   }
 
+  Status PickForward(cudnnHandle_t handle) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    CHORUS_CUDNN_RETURN_IF_ERROR(
+        cudnnGetConvolutionForwardAlgorithm_v7(handle, x_, w_, conv_, y_,
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
+        "cudnnGetConvolutionForwardAlgorithm_v7");
+    auto picked = PickAlgorithm("forward convolution", perf, count,
+                                /*prefer_deterministic=*/false,
+                                [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+                                  return cudnnGetConvolutionForwardWorkspaceSize(
+                                      handle, x_, w_, conv_, y_, algo, bytes);
+                                });
+    if (!picked) return picked.error().WithContext(Describe(shape_));
+    fwd_algo_ = picked->first;
+    workspace_ = std::max(workspace_, picked->second);
+    return Status::Ok();
+  }
+
+  Status PickBackwardData(cudnnHandle_t handle) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                     handle, w_, y_, conv_, x_,
+                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf),
+                                 "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    auto picked = PickAlgorithm("backward-data convolution", perf, count,
+                                /*prefer_deterministic=*/true,
+                                [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+                                  return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                      handle, w_, y_, conv_, x_, algo, bytes);
+                                });
+    if (!picked) return picked.error().WithContext(Describe(shape_));
+    bwd_data_algo_ = picked->first;
+    workspace_ = std::max(workspace_, picked->second);
+    return Status::Ok();
+  }
+
+  Status PickBackwardFilter(cudnnHandle_t handle) {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int count = 0;
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                     handle, x_, y_, conv_, w_,
+                                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf),
+                                 "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    auto picked = PickAlgorithm("backward-filter convolution", perf, count,
+                                /*prefer_deterministic=*/true,
+                                [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+                                  return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                      handle, x_, y_, conv_, w_, algo, bytes);
+                                });
+    if (!picked) return picked.error().WithContext(Describe(shape_));
+    bwd_filter_algo_ = picked->first;
+    workspace_ = std::max(workspace_, picked->second);
+    return Status::Ok();
+  }
+
+ public:
   const Conv2dShape& shape() const override { return shape_; }
   size_t workspace_bytes() const override { return workspace_; }
 

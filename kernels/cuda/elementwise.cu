@@ -260,6 +260,77 @@ __global__ void MaxPoolBackwardKernel(int size, int w, size_t plane_in, int out_
 constexpr unsigned kSceThreads = 1024;
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// The row's first maximal non-NaN logit over the lanes of one group (every
+// lane of the warp calls it: it shuffles), as the index `arg` the CPU picks:
+// 0 when there is none or when logit 0 is NaN.
+__device__ __forceinline__ int GroupArgMax(const uint16_t* x, bool active, int classes, int group, int sub) {
+  float best = 0.0f;
+  int best_j = -1;
+  for (int j = sub; active && j < classes; j += group) {
+    const float v = H2F(x[j]);
+    if (!isnan(v) && (best_j < 0 || v > best)) {
+      best = v;
+      best_j = j;
+    }
+  }
+  for (int offset = group / 2; offset > 0; offset >>= 1) {
+    const float other = __shfl_xor_sync(kFullMask, best, offset, group);
+    const int other_j = __shfl_xor_sync(kFullMask, best_j, offset, group);
+    if (other_j >= 0 && (best_j < 0 || other > best || (other == best && other_j < best_j))) {
+      best = other;
+      best_j = other_j;
+    }
+  }
+  if (!active) return 0;
+  return (best_j < 0 || isnan(H2F(x[0]))) ? 0 : best_j;
+}
+
+// sum_j exp(l_j - max) over the group's lanes (every lane calls it: it shuffles).
+__device__ __forceinline__ double GroupExpSum(const uint16_t* x, bool active, int classes, int group, int sub,
+                                              double max) {
+  double sum = 0.0;
+  for (int j = sub; active && j < classes; j += group) sum += exp(static_cast<double>(H2F(x[j])) - max);
+  for (int offset = group / 2; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFullMask, sum, offset, group);
+  return sum;
+}
+
+// This lane's share of the row's gradient: half(float(scale / N * (softmax - onehot))).
+__device__ __forceinline__ void WriteRowGradient(const uint16_t* x, uint16_t* drow, int classes, int group, int sub,
+                                                 double lse, int label, double grad_scale) {
+  for (int j = sub; j < classes; j += group) {
+    const double p = exp(static_cast<double>(H2F(x[j])) - lse);
+    const double g = grad_scale * (p - (j == label ? 1.0 : 0.0));
+    drow[j] = F2H(__double2float_rn(g));
+  }
+}
+
+// Fixed-order block reduction: a shuffle tree per warp, then warps in order.
+__device__ __forceinline__ void BlockSumInOrder(double my_loss, int my_correct, double* warp_loss,
+                                                int* warp_correct, float* loss_sum, int32_t* correct) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    my_loss += __shfl_down_sync(kFullMask, my_loss, offset);
+    my_correct += __shfl_down_sync(kFullMask, my_correct, offset);
+  }
+  if (lane == 0) {
+    warp_loss[warp] = my_loss;
+    warp_correct[warp] = my_correct;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    int total_correct = 0;
+    for (int k = 0; k < warps; ++k) {
+      total += warp_loss[k];
+      total_correct += warp_correct[k];
+    }
+    *loss_sum = static_cast<float>(total);
+    *correct = total_correct;
+  }
+}
+
 __global__ void __launch_bounds__(kSceThreads)
     SoftmaxCrossEntropyKernel(int n, int classes, int group, const uint16_t* __restrict__ logits,
                               const int32_t* __restrict__ labels, const float* scale,
@@ -284,40 +355,9 @@ __global__ void __launch_bounds__(kSceThreads)
       const int64_t row = base + group_in_warp;
       const bool active = row < n;
       const uint16_t* x = logits + (active ? row : 0) * static_cast<int64_t>(classes);
-
-      // First maximum over the non-NaN logits.
-      float best = 0.0f;
-      int best_j = -1;
-      for (int j = sub; active && j < classes; j += group) {
-        const float v = H2F(x[j]);
-        if (!isnan(v) && (best_j < 0 || v > best)) {
-          best = v;
-          best_j = j;
-        }
-      }
-      for (int offset = group / 2; offset > 0; offset >>= 1) {
-        const float other = __shfl_xor_sync(kFullMask, best, offset, group);
-        const int other_j = __shfl_xor_sync(kFullMask, best_j, offset, group);
-        if (other_j >= 0 &&
-            (best_j < 0 || other > best || (other == best && other_j < best_j))) {
-          best = other;
-          best_j = other_j;
-        }
-      }
-
-      int arg = 0;
-      double max = 0.0;
-      if (active) {
-        arg = (best_j < 0 || isnan(H2F(x[0]))) ? 0 : best_j;
-        max = static_cast<double>(H2F(x[arg]));
-      }
-      double sum = 0.0;
-      for (int j = sub; active && j < classes; j += group) {
-        sum += exp(static_cast<double>(H2F(x[j])) - max);
-      }
-      for (int offset = group / 2; offset > 0; offset >>= 1) {
-        sum += __shfl_xor_sync(kFullMask, sum, offset, group);
-      }
+      const int arg = GroupArgMax(x, active, classes, group, sub);
+      const double max = active ? static_cast<double>(H2F(x[arg])) : 0.0;
+      const double sum = GroupExpSum(x, active, classes, group, sub, max);
       if (!active) continue;  // no shuffles below
 
       const double lse = max + log(sum);
@@ -329,35 +369,12 @@ __global__ void __launch_bounds__(kSceThreads)
         my_correct += (label_ok && arg == label) ? 1 : 0;
       }
       if (dlogits != nullptr) {
-        uint16_t* drow = dlogits + row * static_cast<int64_t>(classes);
-        for (int j = sub; j < classes; j += group) {
-          const double p = exp(static_cast<double>(H2F(x[j])) - lse);
-          const double g = grad_scale * (p - (j == label ? 1.0 : 0.0));
-          drow[j] = F2H(__double2float_rn(g));
-        }
+        WriteRowGradient(x, dlogits + row * static_cast<int64_t>(classes), classes, group, sub, lse, label,
+                         grad_scale);
       }
     }
   }
-  // Fixed-order block reduction: a shuffle tree per warp, then warps in order.
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    my_loss += __shfl_down_sync(kFullMask, my_loss, offset);
-    my_correct += __shfl_down_sync(kFullMask, my_correct, offset);
-  }
-  if (lane == 0) {
-    warp_loss[warp] = my_loss;
-    warp_correct[warp] = my_correct;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0.0;
-    int total_correct = 0;
-    for (int k = 0; k < warps; ++k) {
-      total += warp_loss[k];
-      total_correct += warp_correct[k];
-    }
-    *loss_sum = static_cast<float>(total);
-    *correct = total_correct;
-  }
+  BlockSumInOrder(my_loss, my_correct, warp_loss, warp_correct, loss_sum, correct);
 }
 
 // Lanes per row: about 4 logits per lane, a power of two in [1, 32].

@@ -1,5 +1,8 @@
+// node/cluster/: a node's membership in a cluster: its session (data plane and
+// control plane), the peers installed per epoch, step agreement after a re-form.
+//
 // ClusterSession: the data plane and control plane of one node, opened in the
-// order DESIGN.md gives (fabric endpoint -> control plane join with its address
+// order docs/design.md gives (fabric endpoint -> control plane join with its address
 // -> epoch 0 -> transport peers). Used by `chorus node` and `chorus cluster`.
 //
 // Must not: train or mix; it only forms the cluster and follows its epochs.

@@ -228,4 +228,24 @@ struct Config {
   }
 };
 
+// Pairwise and CHOCO exchange symmetrically with each neighbour: they need an
+// undirected graph (D-PSGD also runs on regular directed ones; push-sum on any).
+constexpr bool NeedsUndirectedGraph(GossipProtocolKind protocol) {
+  return protocol == GossipProtocolKind::kPairwiseAsync || protocol == GossipProtocolKind::kChoco;
+}
+
+// The graph [topology] names for the gossip protocol: every protocol but
+// push-sum mixes symmetrically on "ring", so for them it is the undirected ring.
+inline topologies::TopologySpec GossipTopologySpec(const Config& config) {
+  topologies::TopologySpec spec;
+  spec.kind = config.topology.kind;
+  if (config.exchange.protocol != GossipProtocolKind::kPushSum && spec.kind == topologies::GraphKind::kRing) {
+    spec.kind = topologies::GraphKind::kBidirectionalRing;
+  }
+  spec.dims = config.topology.dims;
+  spec.degree = config.topology.degree;
+  spec.seed = config.topology.seed;
+  return spec;
+}
+
 }  // namespace chorus::node

@@ -112,23 +112,15 @@ class Checker {
   std::vector<std::string> errors_;
 };
 
-}  // namespace
-
-std::string SettingOrigin(const Config& config, const std::string& key) {
-  for (const std::string& k : {key, key.substr(0, key.find('['))}) {
-    auto it = config.origins.find(k);
-    if (it != config.origins.end()) return it->second;
-  }
-  return config.source.empty() ? std::string("<config>") : config.source;
-}
-
-Status ValidateConfig(const Config& config) {
-  Checker check(config);
+// One table's keys each (all errors are collected, one line each).
+void CheckRun(const Config& config, Checker& check) {
   const RunConfig& run = config.run;
   check.FolderName("run.name", run.name, /*allow_empty=*/false);
   check.FolderName("run.node_name", run.node_name, /*allow_empty=*/true);
   check.NonEmpty("run.output_dir", run.output_dir);
+}
 
+void CheckTrain(const Config& config, Checker& check) {
   const TrainConfig& train = config.train;
   if (train.device.on_gpu() && train.precision != trainer::Precision::kFp16) {
     check.Fail("train.device", "GPU nodes train in fp16 (FP32 master weights); precision \"" +
@@ -156,7 +148,9 @@ Status ValidateConfig(const Config& config) {
   check.IntAtLeast("train.log_every_steps", train.log_every_steps, 1);
   check.IntAtLeast("train.checkpoint_every_epochs", train.checkpoint_every_epochs, 0);
   check.NumberAtLeast("train.slowdown", train.slowdown, 0.0);
+}
 
+void CheckLossScale(const Config& config, Checker& check) {
   const LossScaleConfig& scale = config.loss_scale;
   check.NumberAbove("loss_scale.initial", scale.initial, 0.0);
   check.IntAtLeast("loss_scale.growth_interval", scale.growth_interval, 1);
@@ -169,11 +163,15 @@ Status ValidateConfig(const Config& config) {
                    FormatDouble(scale.initial),
                "loss_scale.min_scale");
   }
+}
 
+void CheckData(const Config& config, Checker& check) {
   check.NonEmpty("data.dir", config.data.dir);
   check.IntAtLeast("data.train_limit", config.data.train_limit, 0);
   check.IntAtLeast("data.test_limit", config.data.test_limit, 0);
+}
 
+void CheckCluster(const Config& config, Checker& check) {
   const ClusterConfig& cluster = config.cluster;
   check.Address("cluster.listen", cluster.listen, /*allow_port_zero=*/true);
   if (!cluster.advertise.empty()) check.Address("cluster.advertise", cluster.advertise, false);
@@ -201,12 +199,16 @@ Status ValidateConfig(const Config& config) {
                "cluster.suspect_timeout_s");
   }
   check.IntAtLeast("cluster.rank_hint", cluster.rank_hint, -1);
+}
 
+void CheckFabric(const Config& config, Checker& check) {
   check.NumberAbove("fabric.op_timeout_s", config.fabric.op_timeout_s, 0.0);
   check.IntAtLeast("fabric.busy_poll_us", config.fabric.busy_poll_us, 0);
   check.IntAtLeast("fabric.wait_spin_us", config.fabric.wait_spin_us, 0);
   check.IntAtLeast("fabric.progress_max_sleep_us", config.fabric.progress_max_sleep_us, 1);
+}
 
+void CheckExchange(const Config& config, Checker& check) {
   // Every [exchange] key is checked whatever the kind, so a bad value of a
   // setting of the kind not chosen today does not wait until the kind is switched.
   const ExchangeConfig& exchange = config.exchange;
@@ -229,7 +231,25 @@ Status ValidateConfig(const Config& config) {
   check.IntAtLeast("exchange.crossovers.halving_doubling_max_kib", x.halving_doubling_max_kib, -1);
   check.IntAtLeast("exchange.crossovers.large_tree_min_kib", x.large_tree_min_kib, -1);
   check.IntAtLeast("exchange.crossovers.hierarchical_min_kib", x.hierarchical_min_kib, -1);
+}
 
+// A protocol that needs an undirected graph on a kind of graph that is
+// directed. The graph is built for cluster.min_nodes (at least 2) members: a
+// shape that fits no such cluster (a torus's dims) the node reports at start,
+// when the members are known.
+void CheckGossipGraph(const Config& config, Checker& check) {
+  if (config.exchange.kind != ExchangeKind::kGossip || !NeedsUndirectedGraph(config.exchange.protocol)) return;
+  Result<topologies::Graph> graph =
+      topologies::MakeTopology(GossipTopologySpec(config), std::max(2, config.cluster.min_nodes));
+  if (graph && !graph->IsUndirected()) {
+    check.Fail("topology.kind",
+               "topology " + std::string(topologies::GraphKindName(config.topology.kind)) + " is directed; protocol " +
+                   std::string(SettingName(config.exchange.protocol)) + " needs an undirected graph (use push-sum)",
+               "exchange.protocol");
+  }
+}
+
+void CheckTopology(const Config& config, Checker& check) {
   const TopologyConfig& topology = config.topology;
   for (size_t i = 0; i < topology.dims.size(); ++i) {
     check.IntAtLeast("topology.dims[" + std::to_string(i) + "]", topology.dims[i], 1);
@@ -239,6 +259,29 @@ Status ValidateConfig(const Config& config) {
     check.Fail("topology.seed", "expected an integer in [0, " + std::to_string(INT64_MAX) + "], got " +
                                     std::to_string(topology.seed));
   }
+}
+
+}  // namespace
+
+std::string SettingOrigin(const Config& config, const std::string& key) {
+  for (const std::string& k : {key, key.substr(0, key.find('['))}) {
+    auto it = config.origins.find(k);
+    if (it != config.origins.end()) return it->second;
+  }
+  return config.source.empty() ? std::string("<config>") : config.source;
+}
+
+Status ValidateConfig(const Config& config) {
+  Checker check(config);
+  CheckRun(config, check);
+  CheckTrain(config, check);
+  CheckLossScale(config, check);
+  CheckData(config, check);
+  CheckCluster(config, check);
+  CheckFabric(config, check);
+  CheckExchange(config, check);
+  CheckTopology(config, check);
+  CheckGossipGraph(config, check);
   return check.Finish();
 }
 

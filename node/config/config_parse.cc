@@ -197,103 +197,100 @@ class TableApplier {
     Error(where, section + "." + key, what);
   }
 
+  // Sets `field` from `node`; each error is recorded where the value was
+  // set, and the key keeps no origin then.
   void ApplyValue(const FieldSpec& field, const toml::node& node, const std::string& where) {
     const std::string path = field.Path();
-    void* target = field.type == FieldType::kChoice ? nullptr : field.get(*config_);
-    auto type_error = [&] {
-      Error(where, path, "expected " + std::string(ExpectedType(field.type)) + ", got " + DescribeNode(node));
-    };
+    bool ok = true;
+    if (field.type == FieldType::kStringList || field.type == FieldType::kIntList) {
+      if (node.as_array() == nullptr) {
+        Error(where, path, ExpectedNode(field, node));
+        return;
+      }
+      ok = field.type == FieldType::kStringList
+               ? ApplyList<std::string>(*node.as_array(), path, field.get(*config_), "a string",
+                                        [](const toml::node& item) -> std::optional<std::string> {
+                                          if (const auto* s = item.as_string()) return s->get();
+                                          return std::nullopt;
+                                        })
+               : ApplyList<int>(*node.as_array(), path, field.get(*config_), "a 32-bit integer",
+                                [](const toml::node& item) -> std::optional<int> {
+                                  const auto* v = item.as_integer();
+                                  if (v == nullptr || v->get() < INT_MIN || v->get() > INT_MAX) return std::nullopt;
+                                  return static_cast<int>(v->get());
+                                });
+    } else if (std::optional<std::string> error = ApplyScalar(field, node)) {
+      Error(where, path, *error);
+      ok = false;
+    }
+    if (ok) config_->origins[path] = origin_.value_or(where);
+  }
+
+  static std::string ExpectedNode(const FieldSpec& field, const toml::node& node) {
+    return "expected " + std::string(ExpectedType(field.type)) + ", got " + DescribeNode(node);
+  }
+
+  // A one-value key; returns what was expected when `node` does not fit.
+  std::optional<std::string> ApplyScalar(const FieldSpec& field, const toml::node& node) {
     switch (field.type) {
-      case FieldType::kChoice: {
-        const auto* s = node.as_string();
-        if (s == nullptr) return type_error();
-        if (std::optional<std::string> expected = field.choice.set(*config_, s->get())) {
-          return Error(where, path, *expected);
+      case FieldType::kChoice:
+        if (const auto* s = node.as_string()) return field.choice.set(*config_, s->get());
+        break;
+      case FieldType::kString:
+        if (const auto* s = node.as_string()) return Set<std::string>(field, s->get());
+        break;
+      case FieldType::kBool:
+        if (const auto* b = node.as_boolean()) return Set<bool>(field, b->get());
+        break;
+      case FieldType::kInt:
+        if (const auto* i = node.as_integer()) {
+          if (i->get() < INT_MIN || i->get() > INT_MAX) return "expected a 32-bit integer, got " + std::to_string(i->get());
+          return Set<int>(field, static_cast<int>(i->get()));
         }
         break;
-      }
-      case FieldType::kString: {
-        const auto* s = node.as_string();
-        if (s == nullptr) return type_error();
-        *static_cast<std::string*>(target) = s->get();
-        break;
-      }
-      case FieldType::kBool: {
-        const auto* b = node.as_boolean();
-        if (b == nullptr) return type_error();
-        *static_cast<bool*>(target) = b->get();
-        break;
-      }
-      case FieldType::kInt: {
-        const auto* i = node.as_integer();
-        if (i == nullptr) return type_error();
-        if (i->get() < INT_MIN || i->get() > INT_MAX) {
-          return Error(where, path, "expected a 32-bit integer, got " + std::to_string(i->get()));
-        }
-        *static_cast<int*>(target) = static_cast<int>(i->get());
-        break;
-      }
-      case FieldType::kUint64: {
-        const auto* i = node.as_integer();
-        if (i == nullptr || i->get() < 0) return type_error();
-        *static_cast<uint64_t*>(target) = static_cast<uint64_t>(i->get());
-        break;
-      }
-      case FieldType::kDouble: {
-        if (const auto* f = node.as_floating_point()) {
-          *static_cast<double*>(target) = f->get();
-        } else if (const auto* i = node.as_integer()) {
-          *static_cast<double*>(target) = static_cast<double>(i->get());
-        } else {
-          return type_error();
+      case FieldType::kUint64:
+        if (const auto* i = node.as_integer(); i != nullptr && i->get() >= 0) {
+          return Set<uint64_t>(field, static_cast<uint64_t>(i->get()));
         }
         break;
-      }
-      case FieldType::kStringList: {
-        const auto* array = node.as_array();
-        if (array == nullptr) return type_error();
-        std::vector<std::string> items;
-        bool ok = true;
-        for (size_t i = 0; i < array->size(); ++i) {
-          const toml::node& item = *array->get(i);
-          const std::string item_path = path + "[" + std::to_string(i) + "]";
-          const std::string item_where = Where(source_, item.source());
-          if (const auto* s = item.as_string()) {
-            items.push_back(s->get());
-            config_->origins[item_path] = origin_.value_or(item_where);
-          } else {
-            Error(item_where, item_path, "expected a string, got " + DescribeNode(item));
-            ok = false;
-          }
-        }
-        if (!ok) return;
-        *static_cast<std::vector<std::string>*>(target) = std::move(items);
+      case FieldType::kDouble:
+        if (const auto* f = node.as_floating_point()) return Set<double>(field, f->get());
+        if (const auto* i = node.as_integer()) return Set<double>(field, static_cast<double>(i->get()));
         break;
-      }
-      case FieldType::kIntList: {
-        const auto* array = node.as_array();
-        if (array == nullptr) return type_error();
-        std::vector<int> items;
-        bool ok = true;
-        for (size_t i = 0; i < array->size(); ++i) {
-          const toml::node& item = *array->get(i);
-          const std::string item_path = path + "[" + std::to_string(i) + "]";
-          const std::string item_where = Where(source_, item.source());
-          const auto* v = item.as_integer();
-          if (v != nullptr && v->get() >= INT_MIN && v->get() <= INT_MAX) {
-            items.push_back(static_cast<int>(v->get()));
-            config_->origins[item_path] = origin_.value_or(item_where);
-          } else {
-            Error(item_where, item_path, "expected a 32-bit integer, got " + DescribeNode(item));
-            ok = false;
-          }
-        }
-        if (!ok) return;
-        *static_cast<std::vector<int>*>(target) = std::move(items);
+      case FieldType::kStringList:
+      case FieldType::kIntList:
         break;
+    }
+    return ExpectedNode(field, node);
+  }
+
+  template <typename T>
+  std::optional<std::string> Set(const FieldSpec& field, T value) {
+    *static_cast<T*>(field.get(*config_)) = std::move(value);
+    return std::nullopt;
+  }
+
+  // A list key: every item checked, each with its own origin ("key[i]"); the
+  // list is set only when all items are good.
+  template <typename T, typename ItemOf>
+  bool ApplyList(const toml::array& array, const std::string& path, void* target, std::string_view expected,
+                 ItemOf item_of) {
+    std::vector<T> items;
+    bool ok = true;
+    for (size_t i = 0; i < array.size(); ++i) {
+      const toml::node& item = *array.get(i);
+      const std::string item_path = path + "[" + std::to_string(i) + "]";
+      const std::string item_where = Where(source_, item.source());
+      if (std::optional<T> value = item_of(item)) {
+        items.push_back(std::move(*value));
+        config_->origins[item_path] = origin_.value_or(item_where);
+      } else {
+        Error(item_where, item_path, "expected " + std::string(expected) + ", got " + DescribeNode(item));
+        ok = false;
       }
     }
-    config_->origins[path] = origin_.value_or(where);
+    if (ok) *static_cast<std::vector<T>*>(target) = std::move(items);
+    return ok;
   }
 
   Config* config_;

@@ -418,15 +418,31 @@ void ControlPlaneImpl::HandleWelcome(const std::shared_ptr<Connection>& conn, co
 }
 
 void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
-  // A member the view drops that did not leave has died, whether or not this
-  // node declared it dead itself before the others' commit arrived. The view
-  // says which left (its Leave may come after it): one that finished its run
-  // is no failure (taking it for dead would end operations still completing),
-  // one that stopped is.
+  ReportDroppedMembers(v);
+  AdoptView(v);
+  if (view_.self_rank < 0) return LeaveAsRemoved(v);
+  self_.rank = view_.self_rank;
+  if (phase_ != Phase::kLeaving) phase_ = Phase::kMember;
+  ForgetNonMembers();
+  RegisterKnownMembers();
+  DropOldBarriers();
+  CHORUS_LOG_INFO(Subsys::kControl, view_.Describe());
+  to_announce_.push_back(view_);
+  cv_.notify_all();
+  DialMissing();
+}
+
+// A member the view drops that did not leave has died, whether or not this
+// node declared it dead itself before the others' commit arrived. The view
+// says which left (its Leave may come after it): one that finished its run is
+// no failure (taking it for dead would end operations still completing), one
+// that stopped is.
+void ControlPlaneImpl::ReportDroppedMembers(const msg::EpochView& v) {
+  if (!formed_) return;
   auto names = [](const std::vector<std::string>& list, const std::string& name) {
     return std::find(list.begin(), list.end(), name) != list.end();
   };
-  for (const Member& m : formed_ ? view_.members : std::vector<Member>{}) {
+  for (const Member& m : view_.members) {
     const bool kept = std::any_of(v.members.begin(), v.members.end(), [&](const Member& n) { return n.name == m.name; });
     if (kept || names(v.finished, m.name) || m.name == self_.name || left_.count(m.name) || dead_.count(m.name)) {
       continue;
@@ -435,6 +451,9 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
     to_report_failures_.push_back(
         {m.name, m.rank, stopped ? MemberFailure::Kind::kStopped : MemberFailure::Kind::kDeclaredDead, stopped});
   }
+}
+
+void ControlPlaneImpl::AdoptView(const msg::EpochView& v) {
   MembershipView next;
   next.epoch = v.epoch;
   next.members = v.members;
@@ -447,25 +466,26 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
   formed_ = true;
   proposal_.reset();
   advance_requested_ = false;
+}
 
-  if (view_.self_rank < 0) {
-    if (phase_ == Phase::kLeaving) {
-      phase_ = Phase::kLeft;
-      CHORUS_LOG_INFO(Subsys::kControl, self_.name, " has left; the cluster goes on with ", view_.Describe());
-    } else {
-      phase_ = Phase::kRemoved;
-      failure_ = Aborted(self_.name + " was removed from the cluster at epoch " + std::to_string(v.epoch) +
-                         " by " + v.proposer);
-      CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
-    }
-    to_announce_.push_back(view_);  // self_rank -1: this node is out
-    CloseAll();
-    cv_.notify_all();
-    return;
+// A view without this node: it left (Leave), or the others removed it.
+void ControlPlaneImpl::LeaveAsRemoved(const msg::EpochView& v) {
+  if (phase_ == Phase::kLeaving) {
+    phase_ = Phase::kLeft;
+    CHORUS_LOG_INFO(Subsys::kControl, self_.name, " has left; the cluster goes on with ", view_.Describe());
+  } else {
+    phase_ = Phase::kRemoved;
+    failure_ = Aborted(self_.name + " was removed from the cluster at epoch " + std::to_string(v.epoch) + " by " +
+                       v.proposer);
+    CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
   }
-  self_.rank = view_.self_rank;
-  if (phase_ != Phase::kLeaving) phase_ = Phase::kMember;
+  to_announce_.push_back(view_);  // self_rank -1: this node is out
+  CloseAll();
+  cv_.notify_all();
+}
 
+// Liveness, connections and queued messages of nodes the view does not hold.
+void ControlPlaneImpl::ForgetNonMembers() {
   dead_.clear();
   for (auto it = left_.begin(); it != left_.end();) {
     it = view_.Find(it->first) ? std::next(it) : left_.erase(it);
@@ -486,6 +506,11 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
   for (auto it = outbox_.begin(); it != outbox_.end();) {
     it = view_.Find(it->first) ? std::next(it) : outbox_.erase(it);
   }
+}
+
+// Applicants the view admitted, and members that connected to us before we
+// knew they were members, become member connections.
+void ControlPlaneImpl::RegisterKnownMembers() {
   for (auto it = applicants_.begin(); it != applicants_.end();) {
     if (view_.Find(it->info.name)) {
       RegisterPeer(it->info.name, it->conn);
@@ -494,23 +519,21 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
       ++it;
     }
   }
-  // Members that connected to us before we knew they were members.
   for (const auto& conn : conns_) {
     const std::string& name = conn->peer_name();
     if (conn->established() && name != self_.name && view_.Find(name) && !peers_.count(name)) {
       RegisterPeer(name, conn);
     }
   }
+}
+
+void ControlPlaneImpl::DropOldBarriers() {
   for (auto it = barriers_.begin(); it != barriers_.end();) {
     it = it->first.epoch < view_.epoch ? barriers_.erase(it) : std::next(it);
   }
   for (auto it = barrier_counters_.begin(); it != barrier_counters_.end();) {
     it = it->first.first < view_.epoch ? barrier_counters_.erase(it) : std::next(it);
   }
-  CHORUS_LOG_INFO(Subsys::kControl, view_.Describe());
-  to_announce_.push_back(view_);
-  cv_.notify_all();
-  DialMissing();
 }
 
 void ControlPlaneImpl::HandleLeave(const msg::Leave& leave) {

@@ -1,5 +1,8 @@
+// node/control/: the control plane (Asio TCP, Cap'n Proto frames, HMAC auth,
+// membership); the only folder that sees Asio, Cap'n Proto and libsodium.
+//
 // The control plane of one node: listen, join, membership epochs, heartbeats,
-// barriers, leave (DESIGN.md "Runtime of one node", step 2).
+// barriers, leave (docs/design.md "Runtime of one node", step 2).
 //
 // Protocol in short (details in control_plane.cc and control_membership.cc):
 //  - A node listens on cluster.listen and checks at start that its advertised

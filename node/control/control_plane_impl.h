@@ -187,6 +187,13 @@ class ControlPlaneImpl : public Connection::Listener {
   void SendProposal();
   void Commit();
   void InstallView(const msg::EpochView& v);
+  // InstallView's steps.
+  void ReportDroppedMembers(const msg::EpochView& v);
+  void AdoptView(const msg::EpochView& v);
+  void LeaveAsRemoved(const msg::EpochView& v);
+  void ForgetNonMembers();
+  void RegisterKnownMembers();
+  void DropOldBarriers();
   void CheckLiveness(Clock::time_point now);
   void DialMissing();
   void ResendBarriers();

@@ -1,3 +1,6 @@
+// node/exchange/: what runs each step to keep the replicas together (all-reduce,
+// gossip, none), built from the config by one factory (exchange_factory.h).
+//
 // Exchange: how a node keeps its replica together with the others, as seen by
 // the training loop. The loop calls, per step:
 //

@@ -18,14 +18,6 @@
 namespace chorus::node {
 namespace {
 
-// Pairwise and CHOCO need an undirected graph; D-PSGD also runs on regular
-// directed ones (gossip_dpsgd.h checks); push-sum on any.
-bool NeedsUndirected(GossipProtocolKind protocol) {
-  return protocol == GossipProtocolKind::kPairwiseAsync || protocol == GossipProtocolKind::kChoco;
-}
-// Every protocol but push-sum mixes symmetrically on "ring": the undirected ring.
-bool RingMeansBidirectional(GossipProtocolKind protocol) { return protocol != GossipProtocolKind::kPushSum; }
-
 // Sets the fields every protocol's options share (gossip::GossipOptions).
 template <typename Options>
 Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t epoch, uint64_t seed) {
@@ -65,18 +57,10 @@ GossipExchange::~GossipExchange() = default;
 Result<topologies::Graph> GossipExchange::BuildGraph(int n) const { return GossipGraph(config_, n); }
 
 Result<topologies::Graph> GossipGraph(const Config& config, int n) {
-  topologies::TopologySpec spec;
-  spec.kind = config.topology.kind;
-  if (RingMeansBidirectional(config.exchange.protocol) && spec.kind == topologies::GraphKind::kRing) {
-    spec.kind = topologies::GraphKind::kBidirectionalRing;
-  }
-  spec.dims = config.topology.dims;
-  spec.degree = config.topology.degree;
-  spec.seed = config.topology.seed;
-  auto graph = topologies::MakeTopology(spec, n);
+  auto graph = topologies::MakeTopology(GossipTopologySpec(config), n);
   const std::string kind(topologies::GraphKindName(config.topology.kind));
   if (!graph) return Err(graph.error().WithContext("topology." + kind));
-  if (NeedsUndirected(config.exchange.protocol) && !graph->IsUndirected()) {
+  if (NeedsUndirectedGraph(config.exchange.protocol) && !graph->IsUndirected()) {
     return Err(InvalidArgument("topology " + kind + " is directed; protocol " +
                                std::string(SettingName(config.exchange.protocol)) +
                                " needs an undirected graph (use push-sum)"));

@@ -6,13 +6,10 @@
 // through ErrnoStatus.
 #include "node/launch/launcher.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +18,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -277,6 +275,234 @@ class OutputSink {
   FILE* file_ = nullptr;
 };
 
+Status CheckLaunchOptions(const LaunchOptions& options) {
+  if (options.num_nodes < 1) return InvalidArgument("launch: -n must be >= 1, got " + std::to_string(options.num_nodes));
+  const size_t n = static_cast<size_t>(options.num_nodes);
+  if ((!options.node_hosts.empty() && options.node_hosts.size() != n) ||
+      (!options.node_wrappers.empty() && options.node_wrappers.size() != n)) {
+    return InvalidArgument("launch: node_hosts / node_wrappers must name all " + std::to_string(n) + " nodes");
+  }
+  return Status::Ok();
+}
+
+// One launch: its children, where their lines go, the signals it forwards,
+// and what it saw (formation, the first failure, signals).
+class LaunchRun {
+ public:
+  LaunchRun(const LaunchOptions& options, LaunchResult* result)
+      : options_(options), result_(result), children_(static_cast<size_t>(options.num_nodes)) {}
+
+  // node0's listening socket, the output sink and signal forwarding.
+  Status Open() {
+    // node0's socket, handed over when node0 runs in our network namespace. A
+    // node0 in a namespace of its own must bind there: it only gets the port
+    // (that namespace's port space holds nothing else of the host's).
+    const bool node0_here = !IsWrapped(options_, 0);
+    Result<std::pair<int, uint16_t>> listener = ListenOnFreePort(node0_here ? NodeHost(options_, 0) : "127.0.0.1");
+    if (!listener) return listener.error().WithContext("launch");
+    listen_fd_ = std::make_unique<OwnedFd>(listener->first);
+    port0_ = listener->second;
+    if (!node0_here) listen_fd_->Reset();
+    CHORUS_RETURN_IF_ERROR(sink_.Open(options_.output_file));
+    messages_ = sink_.messages();
+    return signals_.Install();
+  }
+
+  // Forks every node; after a failed start the ones started are told to stop.
+  void StartNodes() {
+    const std::vector<std::string> env = ChildEnvironment();
+    std::vector<std::string> env0 = env;
+    if (listen_fd_->get() >= 0) env0.push_back(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd_->get()));
+    start_ = Clock::now();
+    for (int i = 0; i < options_.num_nodes; ++i) {
+      Child& c = children_[static_cast<size_t>(i)];
+      c.name = "node" + std::to_string(i);
+      spawn_error_ = SpawnChild(options_, ChildArgs(options_, i, port0_), IsWrapped(options_, i), i == 0 ? env0 : env,
+                                i == 0 ? listen_fd_->get() : -1, sink_.out_fd(), sink_.err_fd(), c);
+      if (i == 0) listen_fd_->Reset();  // node0 has its own copy now (or failed to start)
+      if (!spawn_error_.ok()) {
+        c.reaped = true;
+        break;
+      }
+      std::fprintf(messages_, "launch: started %s (pid %d)\n", c.name.c_str(), static_cast<int>(c.pid));
+    }
+    if (!spawn_error_.ok()) SignalNodes(SIGTERM);
+  }
+
+  // Until every child is reaped and its output read: forwards signals, copies
+  // lines, reaps, stops the others when one fails before epoch 0, and says
+  // when the cluster formed.
+  Status Supervise() {
+    while (true) {
+      PollSet set = CollectFds();
+      if (AllDone(set)) break;
+      const int ready = RetryOnEintr([&] { return poll(set.fds.data(), set.fds.size(), 100); });
+      if (ready < 0) return ErrnoStatus(errno, "launch: poll");
+      if (ready > 0) {
+        if (set.fds[0].revents & POLLIN) ForwardSignals();
+        CopyOutput(set);
+      }
+      ReapChildren();
+      StopOthersIfOneFailedUnformed();
+      AnnounceFormation();
+    }
+    return Status::Ok();
+  }
+
+  // Ok when every node exited 0, else Aborted saying which failed and why.
+  Status Outcome() const {
+    if (!spawn_error_.ok()) return spawn_error_;
+    std::string failures;
+    for (const Child& c : children_) {
+      if (result_) result_->exit_codes.push_back(ExitCode(c));
+      if (ExitCode(c) != 0) failures += (failures.empty() ? "" : "; ") + DescribeExit(c);
+    }
+    if (failures.empty()) return Status::Ok();
+    if (failed_unformed_ != nullptr) {
+      return Aborted("launch: " + DescribeExit(*failed_unformed_) +
+                     " before the cluster formed (its error is above); the other nodes were stopped");
+    }
+    // Every node stopped for the signal we forwarded (`chorus node`: after its
+    // step, with a checkpoint): say so, and how to go on, not "node0 exited...".
+    const bool all_stopped = first_signal_ != 0 && std::all_of(children_.begin(), children_.end(), [&](const Child& c) {
+      return ExitCode(c) == 128 + first_signal_;
+    });
+    if (all_stopped) {
+      return Aborted("launch: stopped by " + SignalName(first_signal_) + ": all " + std::to_string(children_.size()) +
+                     " nodes exited with status " + std::to_string(128 + first_signal_) +
+                     "; the same launch with `-- --resume` continues the run from their checkpoints");
+    }
+    return Aborted("launch: " + failures);
+  }
+
+ private:
+  // The signal pipe first, then every open stream of every child.
+  struct PollSet {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Child*, Stream*>> owners;
+    bool all_reaped = true;
+  };
+
+  PollSet CollectFds() {
+    PollSet set;
+    set.fds.push_back({signals_.read_fd(), POLLIN, 0});
+    set.owners.push_back({nullptr, nullptr});
+    for (Child& c : children_) {
+      set.all_reaped &= c.reaped || c.pid <= 0;
+      for (Stream& s : c.streams) {
+        if (s.fd >= 0) {
+          set.fds.push_back({s.fd, POLLIN, 0});
+          set.owners.push_back({&c, &s});
+        }
+      }
+    }
+    return set;
+  }
+
+  // Every child reaped and its streams closed. A grandchild may hold a pipe
+  // open: a second after the last child ended, its streams are closed anyway.
+  bool AllDone(PollSet& set) {
+    if (!set.all_reaped) return false;
+    if (set.fds.size() == 1) return true;
+    if (all_reaped_at_ == Clock::time_point{}) all_reaped_at_ = Clock::now();
+    if (Clock::now() - all_reaped_at_ <= std::chrono::seconds(1)) return false;
+    for (size_t i = 1; i < set.fds.size(); ++i) CloseStream(*set.owners[i].first, *set.owners[i].second);
+    return true;
+  }
+
+  void CloseStream(Child& child, Stream& s) {
+    EmitLines(child, s, {}, true);
+    close(s.fd);
+    s.fd = -1;
+  }
+
+  // The first signal goes to every node as it is; a second one kills them.
+  void ForwardSignals() {
+    unsigned char sigs[16];
+    const ssize_t n = read(signals_.read_fd(), sigs, sizeof(sigs));
+    for (ssize_t k = 0; k < n; ++k) {
+      ++signals_seen_;
+      if (first_signal_ == 0) first_signal_ = sigs[k];
+      if (result_) result_->interrupted = true;
+      const int sig = signals_seen_ > 1 ? SIGKILL : sigs[k];
+      std::fprintf(messages_, "launch: forwarding %s to the nodes\n", SignalName(sig).c_str());
+      SignalNodes(sig);
+    }
+  }
+
+  void CopyOutput(PollSet& set) {
+    for (size_t i = 1; i < set.fds.size(); ++i) {
+      if (!(set.fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Stream& s = *set.owners[i].second;
+      char buf[65536];
+      const ssize_t n = RetryOnEintr([&] { return read(s.fd, buf, sizeof(buf)); });
+      if (n > 0) {
+        EmitLines(*set.owners[i].first, s, std::string_view(buf, static_cast<size_t>(n)), false);
+      } else if (n == 0 || errno != EAGAIN) {
+        CloseStream(*set.owners[i].first, s);
+      }
+    }
+  }
+
+  void ReapChildren() {
+    for (Child& c : children_) {
+      if (c.pid <= 0 || c.reaped) continue;
+      int status = 0;
+      if (waitpid(c.pid, &status, WNOHANG) == c.pid) {
+        c.reaped = true;
+        c.wait_status = status;
+      }
+    }
+  }
+
+  // Every node is needed for epoch 0 (cluster.min_nodes is the launch's
+  // size): once one has failed before it, the others would wait out their
+  // join timeout (a minute by default) for nothing.
+  void StopOthersIfOneFailedUnformed() {
+    if (announced_formed_ || failed_unformed_ != nullptr || signals_seen_ != 0) return;
+    for (const Child& c : children_) {
+      if (!c.reaped || c.formed || ExitCode(c) == 0) continue;
+      failed_unformed_ = &c;
+      std::fprintf(messages_, "launch: %s before the cluster formed; stopping the other nodes (epoch 0 needs all %d)\n",
+                   DescribeExit(c).c_str(), options_.num_nodes);
+      SignalNodes(SIGTERM);
+      return;
+    }
+  }
+
+  void AnnounceFormation() {
+    if (announced_formed_) return;
+    if (!std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.formed; })) return;
+    announced_formed_ = true;
+    const double s = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (result_) result_->formed_after_s = s;
+    std::fprintf(messages_, "launch: all %d nodes are in epoch 0, %.3f s after launch\n", options_.num_nodes, s);
+  }
+
+  // `sig` to every node still running.
+  void SignalNodes(int sig) {
+    for (Child& c : children_) {
+      if (c.pid > 0 && !c.reaped) kill(c.pid, sig);
+    }
+  }
+
+  const LaunchOptions& options_;
+  LaunchResult* result_;
+  std::vector<Child> children_;
+  std::unique_ptr<OwnedFd> listen_fd_;
+  uint16_t port0_ = 0;
+  OutputSink sink_;
+  FILE* messages_ = stderr;
+  SignalForwarding signals_;
+  Clock::time_point start_{};
+  Status spawn_error_;
+  bool announced_formed_ = false;
+  const Child* failed_unformed_ = nullptr;  // failed before epoch 0: the others were told to stop
+  int signals_seen_ = 0;
+  int first_signal_ = 0;  // the first one forwarded
+  Clock::time_point all_reaped_at_{};
+};
+
 }  // namespace
 
 Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_nodes) {
@@ -296,173 +522,12 @@ Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_
 }
 
 Status Launch(const LaunchOptions& options, LaunchResult* result) {
-  if (options.num_nodes < 1) return InvalidArgument("launch: -n must be >= 1, got " + std::to_string(options.num_nodes));
-  const size_t n = static_cast<size_t>(options.num_nodes);
-  if ((!options.node_hosts.empty() && options.node_hosts.size() != n) ||
-      (!options.node_wrappers.empty() && options.node_wrappers.size() != n)) {
-    return InvalidArgument("launch: node_hosts / node_wrappers must name all " + std::to_string(n) + " nodes");
-  }
-  // node0's socket, handed over when node0 runs in our network namespace. A
-  // node0 in a namespace of its own must bind there: it only gets the port
-  // (that namespace's port space holds nothing else of the host's).
-  const bool node0_here = !IsWrapped(options, 0);
-  Result<std::pair<int, uint16_t>> listener = ListenOnFreePort(node0_here ? NodeHost(options, 0) : "127.0.0.1");
-  if (!listener) return listener.error().WithContext("launch");
-  OwnedFd listen_fd(listener->first);
-  const uint16_t port0 = listener->second;
-  if (!node0_here) listen_fd.Reset();
-  const std::vector<std::string> env = ChildEnvironment();
-  std::vector<std::string> env0 = env;
-  if (listen_fd.get() >= 0) env0.push_back(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd.get()));
-  OutputSink sink;
-  CHORUS_RETURN_IF_ERROR(sink.Open(options.output_file));
-  FILE* messages = sink.messages();
-
-  SignalForwarding signals;
-  CHORUS_RETURN_IF_ERROR(signals.Install());
-
-  const Clock::time_point start = Clock::now();
-  std::vector<Child> children(static_cast<size_t>(options.num_nodes));
-  Status spawn_error;
-  for (int i = 0; i < options.num_nodes; ++i) {
-    Child& c = children[static_cast<size_t>(i)];
-    c.name = "node" + std::to_string(i);
-    spawn_error = SpawnChild(options, ChildArgs(options, i, port0), IsWrapped(options, i), i == 0 ? env0 : env,
-                             i == 0 ? listen_fd.get() : -1, sink.out_fd(), sink.err_fd(), c);
-    if (i == 0) listen_fd.Reset();  // node0 has its own copy now (or failed to start)
-    if (!spawn_error.ok()) {
-      c.reaped = true;
-      break;
-    }
-    std::fprintf(messages, "launch: started %s (pid %d)\n", c.name.c_str(), static_cast<int>(c.pid));
-  }
-  if (!spawn_error.ok()) {
-    for (Child& c : children) {
-      if (c.pid > 0) kill(c.pid, SIGTERM);
-    }
-  }
-
-  bool announced_formed = false;
-  const Child* failed_unformed = nullptr;  // failed before epoch 0: the others were told to stop
-  int signals_seen = 0;
-  int first_signal = 0;  // the first one forwarded
-  Clock::time_point all_reaped_at{};
-  while (true) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<Child*, Stream*>> owners;
-    fds.push_back({signals.read_fd(), POLLIN, 0});
-    owners.push_back({nullptr, nullptr});
-    bool all_reaped = true;
-    for (Child& c : children) {
-      all_reaped &= c.reaped || c.pid <= 0;
-      for (Stream& s : c.streams) {
-        if (s.fd >= 0) {
-          fds.push_back({s.fd, POLLIN, 0});
-          owners.push_back({&c, &s});
-        }
-      }
-    }
-    if (all_reaped) {
-      if (fds.size() == 1) break;
-      // A grandchild may hold a pipe open; do not wait for it forever.
-      if (all_reaped_at == Clock::time_point{}) all_reaped_at = Clock::now();
-      if (Clock::now() - all_reaped_at > std::chrono::seconds(1)) {
-        for (size_t i = 1; i < fds.size(); ++i) {
-          EmitLines(*owners[i].first, *owners[i].second, {}, true);
-          close(owners[i].second->fd);
-          owners[i].second->fd = -1;
-        }
-        break;
-      }
-    }
-    const int ready = RetryOnEintr([&] { return poll(fds.data(), fds.size(), 100); });
-    if (ready < 0) return ErrnoStatus(errno, "launch: poll");
-    if (ready > 0) {
-      if (fds[0].revents & POLLIN) {
-        unsigned char sigs[16];
-        const ssize_t n = read(signals.read_fd(), sigs, sizeof(sigs));
-        for (ssize_t k = 0; k < n; ++k) {
-          ++signals_seen;
-          if (first_signal == 0) first_signal = sigs[k];
-          if (result) result->interrupted = true;
-          const int sig = signals_seen > 1 ? SIGKILL : sigs[k];
-          std::fprintf(messages, "launch: forwarding %s to the nodes\n", SignalName(sig).c_str());
-          for (Child& c : children) {
-            if (c.pid > 0 && !c.reaped) kill(c.pid, sig);
-          }
-        }
-      }
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        Stream& s = *owners[i].second;
-        char buf[65536];
-        const ssize_t n = RetryOnEintr([&] { return read(s.fd, buf, sizeof(buf)); });
-        if (n > 0) {
-          EmitLines(*owners[i].first, s, std::string_view(buf, static_cast<size_t>(n)), false);
-        } else if (n == 0 || errno != EAGAIN) {
-          EmitLines(*owners[i].first, s, {}, true);
-          close(s.fd);
-          s.fd = -1;
-        }
-      }
-    }
-    for (Child& c : children) {
-      if (c.pid <= 0 || c.reaped) continue;
-      int status = 0;
-      if (waitpid(c.pid, &status, WNOHANG) == c.pid) {
-        c.reaped = true;
-        c.wait_status = status;
-      }
-    }
-    // Every node is needed for epoch 0 (cluster.min_nodes is the launch's
-    // size): once one has failed before it, the others would wait out their
-    // join timeout (a minute by default) for nothing.
-    if (!announced_formed && failed_unformed == nullptr && signals_seen == 0) {
-      for (const Child& c : children) {
-        if (!c.reaped || c.formed || ExitCode(c) == 0) continue;
-        failed_unformed = &c;
-        std::fprintf(messages, "launch: %s before the cluster formed; stopping the other nodes (epoch 0 needs all %d)\n",
-                     DescribeExit(c).c_str(), options.num_nodes);
-        for (Child& other : children) {
-          if (other.pid > 0 && !other.reaped) kill(other.pid, SIGTERM);
-        }
-        break;
-      }
-    }
-    if (!announced_formed) {
-      bool all_formed = true;
-      for (const Child& c : children) all_formed &= c.formed;
-      if (all_formed) {
-        announced_formed = true;
-        const double s = std::chrono::duration<double>(Clock::now() - start).count();
-        if (result) result->formed_after_s = s;
-        std::fprintf(messages, "launch: all %d nodes are in epoch 0, %.3f s after launch\n", options.num_nodes, s);
-      }
-    }
-  }
-
-  if (!spawn_error.ok()) return spawn_error;
-  std::string failures;
-  for (const Child& c : children) {
-    if (result) result->exit_codes.push_back(ExitCode(c));
-    if (ExitCode(c) != 0) failures += (failures.empty() ? "" : "; ") + DescribeExit(c);
-  }
-  if (failures.empty()) return Status::Ok();
-  if (failed_unformed != nullptr) {
-    return Aborted("launch: " + DescribeExit(*failed_unformed) + " before the cluster formed (its error is above); " +
-                   "the other nodes were stopped");
-  }
-  // Every node stopped for the signal we forwarded (`chorus node`: after its
-  // step, with a checkpoint): say so, and how to go on, not "node0 exited...".
-  const bool all_stopped = first_signal != 0 && std::all_of(children.begin(), children.end(), [&](const Child& c) {
-    return ExitCode(c) == 128 + first_signal;
-  });
-  if (all_stopped) {
-    return Aborted("launch: stopped by " + SignalName(first_signal) + ": all " + std::to_string(children.size()) +
-                   " nodes exited with status " + std::to_string(128 + first_signal) +
-                   "; the same launch with `-- --resume` continues the run from their checkpoints");
-  }
-  return Aborted("launch: " + failures);
+  CHORUS_RETURN_IF_ERROR(CheckLaunchOptions(options));
+  LaunchRun run(options, result);
+  CHORUS_RETURN_IF_ERROR(run.Open());
+  run.StartNodes();
+  CHORUS_RETURN_IF_ERROR(run.Supervise());
+  return run.Outcome();
 }
 
 }  // namespace chorus::node

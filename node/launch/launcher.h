@@ -1,3 +1,6 @@
+// node/launch/: `chorus launch`: N local node processes, their output
+// prefixed, signals forwarded.
+//
 // `chorus launch -n N CONFIG`: N local node processes as one cluster.
 //
 // Forks and execs N copies of this binary (`chorus <command> CONFIG --set ...`)

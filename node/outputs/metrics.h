@@ -1,3 +1,5 @@
+// node/outputs/: what a run leaves on disk (metrics.jsonl, summary.json, trace.json).
+//
 // What a run leaves on disk for people and for `chorus report`:
 // runs/<run>/<node>/metrics.jsonl (one JSON object per line, flushed as written)
 // and summary.json (written atomically, so a reader never sees half a file).

@@ -1,3 +1,6 @@
+// node/run/: one node's run: the training loop (training_loop.h), logging,
+// console and progress display, stop signals.
+//
 // Entry point of `chorus node`: runs one training node from a resolved config.
 //
 // The CLI parses and validates the config, applies overrides and environment

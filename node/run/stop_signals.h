@@ -3,10 +3,9 @@
 // nodes; StopRequest's watcher serves `chorus node` and `chorus cluster`). A
 // handler, not a mask and sigwait: the kernel gives a process's signal to any
 // thread that does not block it, and library threads started before main()
-// (OpenBLAS's pool) block nothing.
-// There libinfinipath's own handler (loaded with libfabric's psm2 provider)
-// called exit() under our running threads: `chorus cluster` then crashed in
-// the log sink the static destructors had freed (1 in about 20 stops).
+// (OpenBLAS's pool) block nothing. Our handler also replaces any a library
+// installed (libfabric's psm2 provider loads one that calls exit() under the
+// running threads: docs/libfabric.md, "Settings Chorus applies to libfabric").
 //
 // One StopSignals at a time per process; the previous handlers come back when
 // it is destroyed.

@@ -68,7 +68,13 @@ class CudaModel final : public DeviceModel {
             std::unique_ptr<cu::Device> device)
       : model_(model), options_(options), device_(std::move(device)) {}
 
+  // Init's steps: the device view of each layer, the device state, the
+  // fused optimizer, and the host model's values uploaded.
   Status Init();
+  Status DescribeLayers();
+  Status DescribeLayer(size_t index, size_t* next_buffer);
+  Status AllocateState();
+  Status CreateOptimizer();
 
   const std::string& description() const override { return device_->description(); }
 
@@ -150,65 +156,85 @@ Status MakePinned(cu::Device& device, size_t count, cu::PinnedArray<T>* out) {
 }
 
 Status CudaModel::Init() {
+  CHORUS_RETURN_IF_ERROR(DescribeLayers());
+  CHORUS_RETURN_IF_ERROR(AllocateState());
+  CHORUS_RETURN_IF_ERROR(CreateOptimizer());
   cu::Device& d = *device_;
-  const std::span<const ParameterInfo> params = model_.parameters();
-  const size_t param_count = model_.parameter_count();
+  CHORUS_RETURN_IF_ERROR(UploadMaster(model_.master()));
+  CHORUS_RETURN_IF_ERROR(d.Zero(momentum_.data(), momentum_.bytes()));
+  CHORUS_RETURN_IF_ERROR(UploadBuffers(model_.buffer_values()));
+  return d.Synchronize("uploading the model");
+}
+
+Status CudaModel::DescribeLayers() {
   widest_ = model_.input_shape().Elements();
   size_t next_buffer = 0;
-  const auto chain = model_.layers();
-  for (size_t i = 0; i < chain.size(); ++i) {
-    const Layer* layer = chain[i].get();
-    DeviceLayer dl;
-    dl.layer = layer;
-    dl.in_elems = layer->input_shape().Elements();
-    dl.out_elems = layer->output_shape().Elements();
-    widest_ = std::max(widest_, dl.out_elems);
-    const size_t first = model_.first_parameter(i);
-    const size_t count = model_.first_parameter(i + 1) - first;
-    if (dynamic_cast<const Linear*>(layer) != nullptr) {
-      dl.kind = Kind::kLinear;
-    } else if (dynamic_cast<const Conv2d*>(layer) != nullptr) {
-      dl.kind = Kind::kConv;
-    } else if (dynamic_cast<const BatchNorm2d*>(layer) != nullptr) {
-      dl.kind = Kind::kBatchNorm;
-    } else if (dynamic_cast<const Relu*>(layer) != nullptr) {
-      dl.kind = Kind::kRelu;
-    } else if (dynamic_cast<const MaxPool2d*>(layer) != nullptr) {
-      dl.kind = Kind::kMaxPool;
-    } else {
-      return InvalidArgument("model '" + model_.name() + "': layer " + layer->Describe() +
-                             " has no CUDA implementation");
-    }
-    const bool has_params = dl.kind == Kind::kLinear || dl.kind == Kind::kConv ||
-                            dl.kind == Kind::kBatchNorm;
-    if (count != (has_params ? 2u : 0u)) {
-      return InvalidArgument("model '" + model_.name() + "': layer " + layer->Describe() +
-                             " has " + std::to_string(count) + " parameters, the CUDA model "
-                             "expects weight and bias");
-    }
-    if (has_params) {
-      dl.weight = params[first].offset;
-      dl.weight_count = params[first].count;
-      dl.bias = params[first + 1].offset;
-      dl.bias_count = params[first + 1].count;
-    }
-    if (dl.kind == Kind::kBatchNorm) {
-      const auto buffers = model_.buffers();
-      if (next_buffer + 2 > buffers.size()) {
-        return InvalidArgument("model '" + model_.name() + "': BatchNorm without its buffers");
-      }
-      dl.running_mean = buffers[next_buffer].offset;
-      dl.running_var = buffers[next_buffer + 1].offset;
-      next_buffer += 2;
-      const size_t channels = static_cast<size_t>(layer->input_shape().c);
-      CHORUS_RETURN_IF_ERROR(Make(d, channels, &dl.save_mean));
-      CHORUS_RETURN_IF_ERROR(Make(d, channels, &dl.save_inv_std));
-      CHORUS_RETURN_IF_ERROR(Make(d, channels, &dl.dgamma));
-      CHORUS_RETURN_IF_ERROR(Make(d, channels, &dl.dbeta));
-    }
-    layers_.push_back(std::move(dl));
-  }
+  for (size_t i = 0; i < model_.layers().size(); ++i) CHORUS_RETURN_IF_ERROR(DescribeLayer(i, &next_buffer));
+  return Status::Ok();
+}
 
+// Layer `index`'s kind, its parameters' offsets in the master, and for
+// BatchNorm its running statistics (the model's buffers, in order from
+// *next_buffer) and per-channel scratch.
+Status CudaModel::DescribeLayer(size_t index, size_t* next_buffer) {
+  cu::Device& d = *device_;
+  const std::span<const ParameterInfo> params = model_.parameters();
+  const Layer* layer = model_.layers()[index].get();
+  DeviceLayer dl;
+  dl.layer = layer;
+  dl.in_elems = layer->input_shape().Elements();
+  dl.out_elems = layer->output_shape().Elements();
+  widest_ = std::max(widest_, dl.out_elems);
+  const size_t first = model_.first_parameter(index);
+  const size_t count = model_.first_parameter(index + 1) - first;
+  if (dynamic_cast<const Linear*>(layer) != nullptr) {
+    dl.kind = Kind::kLinear;
+  } else if (dynamic_cast<const Conv2d*>(layer) != nullptr) {
+    dl.kind = Kind::kConv;
+  } else if (dynamic_cast<const BatchNorm2d*>(layer) != nullptr) {
+    dl.kind = Kind::kBatchNorm;
+  } else if (dynamic_cast<const Relu*>(layer) != nullptr) {
+    dl.kind = Kind::kRelu;
+  } else if (dynamic_cast<const MaxPool2d*>(layer) != nullptr) {
+    dl.kind = Kind::kMaxPool;
+  } else {
+    return InvalidArgument("model '" + model_.name() + "': layer " + layer->Describe() +
+                           " has no CUDA implementation");
+  }
+  const bool has_params = dl.kind == Kind::kLinear || dl.kind == Kind::kConv || dl.kind == Kind::kBatchNorm;
+  if (count != (has_params ? 2u : 0u)) {
+    return InvalidArgument("model '" + model_.name() + "': layer " + layer->Describe() + " has " +
+                           std::to_string(count) + " parameters, the CUDA model expects weight and bias");
+  }
+  if (has_params) {
+    dl.weight = params[first].offset;
+    dl.weight_count = params[first].count;
+    dl.bias = params[first + 1].offset;
+    dl.bias_count = params[first + 1].count;
+  }
+  if (dl.kind == Kind::kBatchNorm) {
+    const auto buffers = model_.buffers();
+    if (*next_buffer + 2 > buffers.size()) {
+      return InvalidArgument("model '" + model_.name() + "': BatchNorm without its buffers");
+    }
+    dl.running_mean = buffers[*next_buffer].offset;
+    dl.running_var = buffers[*next_buffer + 1].offset;
+    *next_buffer += 2;
+    const size_t channels = static_cast<size_t>(layer->input_shape().c);
+    CHORUS_RETURN_IF_ERROR(Make(d, channels, &dl.save_mean));
+    CHORUS_RETURN_IF_ERROR(Make(d, channels, &dl.save_inv_std));
+    CHORUS_RETURN_IF_ERROR(Make(d, channels, &dl.dgamma));
+    CHORUS_RETURN_IF_ERROR(Make(d, channels, &dl.dbeta));
+  }
+  layers_.push_back(std::move(dl));
+  return Status::Ok();
+}
+
+// The device copies of the training state, their pinned host staging, and the
+// per-step scalars (set to 1 until the first step writes them).
+Status CudaModel::AllocateState() {
+  cu::Device& d = *device_;
+  const size_t param_count = model_.parameter_count();
   const size_t buffer_count = model_.buffer_values().size();
   CHORUS_RETURN_IF_ERROR(Make(d, param_count, &master_));
   CHORUS_RETURN_IF_ERROR(Make(d, param_count, &momentum_));
@@ -227,10 +253,12 @@ Status CudaModel::Init() {
   CHORUS_RETURN_IF_ERROR(MakePinned(d, 1, &host_nonfinite_));
   CHORUS_RETURN_IF_ERROR(MakePinned(d, std::max(param_count, buffer_count), &staging_));
   for (size_t i = 0; i < kScalarCount; ++i) host_scalars_[i] = 1.0f;
-  CHORUS_RETURN_IF_ERROR(d.CopyToDevice(scalars_.data(), host_scalars_.data(), scalars_.bytes()));
+  return d.CopyToDevice(scalars_.data(), host_scalars_.data(), scalars_.bytes());
+}
 
+Status CudaModel::CreateOptimizer() {
   std::vector<cu::TensorRange> ranges;
-  for (const ParameterInfo& p : params) {
+  for (const ParameterInfo& p : model_.parameters()) {
     ranges.push_back(cu::TensorRange{p.offset, p.count, IsDecayedWeight(p.kind)});
   }
   cu::FusedOptimizerOptions opt;
@@ -238,12 +266,8 @@ Status CudaModel::Init() {
   opt.momentum = static_cast<float>(options_.optimizer.momentum);
   opt.weight_decay = static_cast<float>(options_.optimizer.weight_decay);
   opt.eta = static_cast<float>(options_.optimizer.eta);
-  CHORUS_ASSIGN_OR_RETURN(optimizer_, cu::FusedOptimizer::Create(d, ranges, opt));
-
-  CHORUS_RETURN_IF_ERROR(UploadMaster(model_.master()));
-  CHORUS_RETURN_IF_ERROR(d.Zero(momentum_.data(), momentum_.bytes()));
-  CHORUS_RETURN_IF_ERROR(UploadBuffers(model_.buffer_values()));
-  return d.Synchronize("uploading the model");
+  CHORUS_ASSIGN_OR_RETURN(optimizer_, cu::FusedOptimizer::Create(*device_, ranges, opt));
+  return Status::Ok();
 }
 
 Status CudaModel::Upload(std::span<const float> host, float* device, size_t count) {

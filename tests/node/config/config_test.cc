@@ -753,5 +753,18 @@ TEST(ChocoGammaTest, ZeroPicksTheCodecDefaultOtherwiseTheSetting) {
   EXPECT_EQ(ChocoGamma(e), 0.35);
 }
 
+// config check refuses what the node would refuse at start: a protocol that
+// exchanges symmetrically on a directed graph (push-sum takes any).
+TEST(ConfigParseTest, ADirectedGraphForAProtocolThatNeedsAnUndirectedOneIsRefused) {
+  const std::string tail = "\"\n[topology]\nkind = \"one-peer-exponential\"\n[cluster]\nmin_nodes = 4\n";
+  Result<Config> choco = ParseConfigString("[exchange]\nkind = \"gossip\"\nprotocol = \"choco" + tail, "x.toml");
+  ASSERT_FALSE(choco);
+  EXPECT_THAT(ErrorOf(choco), HasSubstr("x.toml:5:1: topology.kind: topology one-peer-exponential is directed; "
+                                        "protocol choco needs an undirected graph (use push-sum)"));
+  Result<Config> push_sum =
+      ParseConfigString("[exchange]\nkind = \"gossip\"\nprotocol = \"push-sum" + tail, "x.toml");
+  EXPECT_TRUE(push_sum) << ErrorOf(push_sum);
+}
+
 }  // namespace
 }  // namespace chorus::node
