@@ -1,3 +1,6 @@
+// common/: Status and Result, the logging facade, fp16, clocks, files and POSIX
+// I/O helpers, enum names; std only.
+//
 // Status and Result<T>: how every library function in Chorus reports failure.
 //
 // A Status carries a code and a message that names what failed and where (file,

@@ -1,3 +1,5 @@
+// kernels/: compute ops declared once (this header); cpu/ and, optionally, cuda/.
+//
 // Compute ops, declared once. Each op is a function template over the scalar
 // type T (float for training; double for the FP64 finite-difference gradient
 // checks in tests). The CPU implementation (kernels/cpu/) is always built and is

@@ -1,3 +1,5 @@
+// topologies/: pure graph code: graphs, mixing weights, spectral gap, collective schedules.
+//
 // Graph: who talks to whom among the ranks 0..n-1 of a cluster, per round.
 //
 // A Graph is a value: for each round of its period it stores every node's

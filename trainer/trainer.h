@@ -1,3 +1,6 @@
+// trainer/: layers, models, FP16 mixed precision, loss scaling, LARS, schedules,
+// data, checkpoints; never includes gossip/ or node/.
+//
 // The single-node training step: model + loss scaler + optimizer + LR schedule.
 //
 //   ForwardBackward(batch)  forward and backward; the FP32 gradient buffer gets

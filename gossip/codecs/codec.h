@@ -1,3 +1,6 @@
+// gossip/codecs/: compression of FP32 vectors on the wire (fp16, int8, sign,
+// top-k, random-k).
+//
 // Codec: how a gossip message carries an FP32 vector on the wire (lossless or
 // compressed), and the factory that builds one from CodecOptions.
 //

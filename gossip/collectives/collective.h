@@ -1,3 +1,5 @@
+// gossip/collectives/: the all-reduce algorithms and their shared machinery.
+//
 // Collective: the communicator that node/ and the fusion engine call for
 // all-reduce, broadcast and barrier over every rank of a Transport.
 //

@@ -1,3 +1,6 @@
+// gossip/fusion/: tensor fusion: gradients packed into buckets, each
+// all-reduced as it fills, while backward goes on.
+//
 // FusionEngine: overlaps gradient all-reduce with backward. The trainer's
 // gradient-ready hook calls MarkReady(param); when that completes a bucket
 // (fusion.h), the engine's communication thread all-reduces the bucket while

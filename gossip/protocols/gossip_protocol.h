@@ -1,3 +1,6 @@
+// gossip/protocols/: gossip on a graph (D-PSGD, pairwise, push-sum, CHOCO) and
+// the consensus phase.
+//
 // GossipProtocol: what the node's training loop calls to mix its FP32 parameter
 // vector with neighbours, and the counters every protocol keeps.
 //

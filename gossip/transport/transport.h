@@ -1,3 +1,6 @@
+// gossip/transport/: the Transport interface every algorithm talks to; its
+// implementations are fabric/ (libfabric) and local/ (in process).
+//
 // Transport: tagged byte messages between the ranks of one membership epoch.
 //
 // Every all-reduce and gossip algorithm talks to this interface and never to

@@ -1,8 +1,12 @@
+// node/bench/: the `chorus bench` subcommands: all-reduce and point-to-point
+// between local processes over the real libfabric transport.
+//
 // `chorus bench allreduce`: nccl-tests-style table of Chorus's all-reduce
 // algorithms (gossip::Collective) over the real libfabric transport, between
 // N fork()ed processes on this host.
 //
-// Definitions (as nccl-tests, and as ../shared/peers/mpi_allreduce.c):
+// Definitions (as nccl-tests, and as the Open MPI peer baseline's
+// mpi_allreduce.c: docs/performance.md, "bench/compare_peers.sh"):
 //   time  = per-call wall time in microseconds: for every timed call the
 //           slowest rank's time (a synchronous step waits for it), and the
 //           table shows the median over calls of those maxima,

@@ -1,3 +1,5 @@
+// node/cli/: the `chorus` subcommands (CLI11): each parses its flags and calls one folder.
+//
 // Command-line interface of the `chorus` binary (CLI11).
 #pragma once
 

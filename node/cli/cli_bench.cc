@@ -43,6 +43,16 @@ std::vector<std::string> ProviderNames() {
   return names;
 }
 
+// --min-size and --max-size of both benches: sizes grow x4 from the smallest.
+void AddSizeRange(CLI::App& cmd, size_t* min_size, size_t* max_size, const std::string& what) {
+  cmd.add_option("--min-size", *min_size, "Smallest " + what + " (bytes; 4KiB, 1MiB... accepted)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_option("--max-size", *max_size, "Largest " + what + "; sizes grow x4 from the smallest")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+}
+
 // --busy-poll-us of both benches (gossip::BusyPollFor).
 constexpr const char* kBusyPollHelp =
     "Transport knob: how long a wait polls the CQ without yielding (-1: 200 over shm if the host "
@@ -74,12 +84,7 @@ void AddBenchAllreduceOptions(CLI::App* cmd, BenchAllreduceArgs* args) {
   cmd->add_option("--algorithms", args->algorithms,
                   "Comma-separated: " + JoinNames(NamesOf(gossip::kAllreduceAlgorithmNames), ", "))
       ->capture_default_str();
-  cmd->add_option("--min-size", args->min_size, "Smallest buffer (bytes; 4KiB, 1MiB... accepted)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
-  cmd->add_option("--max-size", args->max_size, "Largest buffer; sizes grow x4 from the smallest")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
+  AddSizeRange(*cmd, &args->min_size, &args->max_size, "buffer");
   cmd->add_flag("--quick", args->quick, "Only 4 KiB, 1 MiB and 16 MiB");
   cmd->add_option("--seconds", args->seconds, "Timed seconds per row that the call count aims at")
       ->check(CLI::Range(0.01, 600.0))
@@ -219,12 +224,7 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
                       " or \"all\" (each of them)")
       ->check(CLI::IsMember(p2p_choices))
       ->capture_default_str();
-  p2p->add_option("--min-size", args->min_size, "Smallest message (bytes; 4KiB, 1MiB... accepted)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
-  p2p->add_option("--max-size", args->max_size, "Largest message; sizes grow x4 from the smallest")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
+  AddSizeRange(*p2p, &args->min_size, &args->max_size, "message");
   p2p->add_option("--iterations", args->iterations,
                   "Timed round trips per size (0: min(1000, max(10, 1 GiB / size)))")
       ->check(CLI::NonNegativeNumber)

@@ -1,4 +1,4 @@
-// `chorus config check FILE`. Printing and exit codes only: parsing and
+// `chorus config check [FILE]`. Printing and exit codes only: parsing and
 // checking rules live in node/config/.
 #include <cstdio>
 #include <memory>
@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "node/cli/cli_commands.h"
+#include "node/cli/cli_common.h"
 #include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 
@@ -21,18 +22,17 @@ void RegisterConfigCommand(CLI::App& app, CliContext& context) {
   };
   auto args = std::make_shared<CheckArgs>();
   CLI::App* check = config->add_subcommand(
-      "check", "Validate FILE and print the resolved settings (every key, defaults included) as TOML");
-  check->add_option("file", args->file, "TOML config file")->required();
+      "check",
+      "Validate FILE (no file: the built-in default) as a starting node would, and print the resolved "
+      "settings as TOML: every key, its value, and for keys written as names the values accepted");
+  check->add_option("file", args->file, "TOML config file");
   check->add_option("--set", args->sets, "Override one setting, e.g. --set train.batch_size=128 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   check->callback([args, &context] {
-    std::vector<ConfigOverride> overrides;
-    for (const std::string& s : args->sets) overrides.push_back({s, "--set " + s});
-    Result<Config> loaded = LoadConfig(args->file, overrides);
+    Result<Config> loaded = LoadConfig(args->file, CommandLineOverrides(args->sets, {}));
     if (!loaded) {
-      std::fprintf(stderr, "chorus config check: %s\n", loaded.error().message().c_str());
-      context.exit_code = kExitUsage;
+      context.exit_code = CommandError("config check", loaded.error().message(), kExitUsage);
       return;
     }
     std::fputs(DescribeConfig(*loaded).c_str(), stdout);

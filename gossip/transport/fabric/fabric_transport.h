@@ -1,3 +1,6 @@
+// gossip/transport/fabric/: the Transport over libfabric (tcp;ofi_rxm, net,
+// shm); the only folder that includes libfabric's headers.
+//
 // FabricTransport factory: the real data plane (libfabric RDM endpoints).
 //
 // One transport = one RDM endpoint with tagged messages, one address vector,

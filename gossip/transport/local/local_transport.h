@@ -1,3 +1,5 @@
+// gossip/transport/local/: the in-process Transport (tests and `chorus simulate`).
+//
 // LocalTransport: the in-process Transport, for tests and simulation.
 //
 // A LocalHub owns the mailboxes of N endpoints ("slots"); MakeTransport(slot)

@@ -1,3 +1,6 @@
+// node/lab/compare/: `chorus compare`: methods run one after another as local
+// clusters (optionally behind emulated links), then reported.
+//
 // `chorus compare FILE`: the users' main job. Runs a matrix of methods (ring /
 // tree all-reduce, D-PSGD, async pairwise gossip, CHOCO, local SGD, ...) one
 // after another on N local nodes each, with the same model, data, seed, epochs

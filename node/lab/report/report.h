@@ -1,3 +1,5 @@
+// node/lab/report/: `chorus report`: runs into a table, gnuplot plots and one HTML page.
+//
 // `chorus report`: turns one comparison directory, or a set of run directories,
 // into <output_dir>/report.html (self-contained: table, gnuplot SVG plots,
 // settings, notes) and the raw data behind it in <output_dir>/report/

@@ -1,3 +1,6 @@
+// node/lab/simulate/: `chorus simulate`: many virtual nodes in one process over
+// the in-process transport, in virtual time.
+//
 // `chorus simulate`: many virtual nodes (64 to 256) in one process, to see how
 // gossip and all-reduce scale past one machine.
 //

@@ -1,3 +1,6 @@
+// gossip/transport/fabric/bench/: the 2-rank all-reduce's data pattern straight on
+// a libfabric endpoint, for bench/bench_pair_exchange only.
+//
 // PairExchange: one of two processes running a 2-rank all-reduce's data
 // pattern straight on a libfabric endpoint, outside FabricTransport, with two
 // large-message protocols side by side (bench/bench_pair_exchange.cc times
