@@ -1,4 +1,4 @@
-// `chorus config check [FILE]`. Printing and exit codes only: parsing and
+// `chorus config check FILE`. Printing and exit codes only: parsing and
 // checking rules live in node/config/.
 #include <cstdio>
 #include <memory>
@@ -23,9 +23,9 @@ void RegisterConfigCommand(CLI::App& app, CliContext& context) {
   auto args = std::make_shared<CheckArgs>();
   CLI::App* check = config->add_subcommand(
       "check",
-      "Validate FILE (no file: the built-in default) as a starting node would, and print the resolved "
-      "settings as TOML: every key, its value, and for keys written as names the values accepted");
-  check->add_option("file", args->file, "TOML config file");
+      "Validate FILE as a starting node would, and print the resolved settings as TOML: every key, its "
+      "value, and for keys written as names the values accepted");
+  check->add_option("file", args->file, "TOML config file")->required();
   check->add_option("--set", args->sets, "Override one setting, e.g. --set train.batch_size=128 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);

@@ -1,6 +1,6 @@
 // The docs read the config's one key table: docs/cli-and-configs.md's TOML
 // reference is exactly what `chorus config check` prints for the built-in
-// default (every key, its default, and the values it accepts), so a key or a
+// default (configs/single-mlp.toml spells it out) (every key, its default, and the values it accepts), so a key or a
 // value added, renamed or removed in node/config fails here until the docs
 // say so too.
 #include <gtest/gtest.h>
@@ -32,8 +32,8 @@ TEST(ConfigDocsTest, TomlReferenceIsWhatConfigCheckPrintsForTheDefault) {
   std::string expected = DescribeConfig(DefaultConfig());
   expected = expected.substr(expected.find("\n\n") + 2);  // after the "# Resolved settings of ..." line
   EXPECT_EQ(TomlBlockAfter(*docs, "## TOML reference"), expected)
-      << path << ": the TOML reference differs from `chorus config check` (no file); paste its output "
-      << "without the first comment line:\n"
+      << path << ": the TOML reference differs from `chorus config check configs/single-mlp.toml`; paste "
+      << "its output without the first comment line:\n"
       << expected;
 }
 
