@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Configures and builds Chorus in ./build (Release). Used by the Quick start scripts.
+# Configures and builds Chorus in ./build (Release). Used by the Quick start
+# scripts. Arguments name targets to build (default: everything, tests and
+# benchmarks included), e.g. `scripts/build.sh chorus` for the binary alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${CHORUS_CMAKE_ARGS:-} >/dev/null
-cmake --build build -j"${jobs}"
+if [ $# -gt 0 ]; then
+  cmake --build build -j"${jobs}" --target "$@"
+else
+  cmake --build build -j"${jobs}"
+fi

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-./scripts/build.sh
+./scripts/build.sh chorus  # the binary it runs; scripts/test.sh builds the rest
 if [[ $# -eq 0 || "$1" == -* ]]; then
   set -- configs/compare/default.toml "$@"
 fi
