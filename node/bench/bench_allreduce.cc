@@ -62,9 +62,6 @@
 namespace chorus::node {
 namespace {
 
-// The provider's name for printf (the names are string literals, so NUL-terminated).
-const char* ProviderText(gossip::FabricProvider provider) { return gossip::ProviderName(provider).data(); }
-
 using gossip::AllreduceAlgorithm;
 using gossip::PeerInfo;
 using gossip::Tag;

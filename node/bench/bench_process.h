@@ -16,8 +16,12 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gossip/transport/provider.h"
 
 namespace chorus::node {
+
+// The provider's name for printf (the names are string literals, so NUL-terminated).
+inline const char* ProviderText(gossip::FabricProvider provider) { return gossip::ProviderName(provider).data(); }
 
 // Largest blob ReadBlob accepts: a fabric address is far smaller.
 inline constexpr uint32_t kMaxBlobBytes = 4096;

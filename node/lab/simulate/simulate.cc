@@ -18,7 +18,7 @@
 #include "node/outputs/metrics.h"
 #include "node/lab/simulate/simulate_node.h"
 #include "node/run/trainer_options.h"
-#include "trainer/batch_sampler.h"
+#include "node/run/training_loop.h"
 #include "trainer/dataset.h"
 #include "trainer/trainer.h"
 #include "topologies/spectral_gap.h"
@@ -160,9 +160,8 @@ std::vector<VirtualNodeSpec> NodeSpecs(const SimulateOptions& options, const Vir
                                        const StepCompute& compute, const std::string& method_dir) {
   const Config& config = *shared.config;
   const int n = options.nodes;
-  const int64_t steps_per_epoch =
-      trainer::BatchSampler(shared.train->count, config.train.batch_size, config.train.seed, 0, n)
-          .BatchesPerEpoch();
+  // A batch larger than a shard is each node's error (RunVirtualNode): no evaluations then.
+  const int64_t steps_per_epoch = StepsPerEpoch(config, shared.train->count, n).value_or(0);
   const int64_t total_steps = steps_per_epoch * config.train.epochs;
   const std::vector<int> eval_ranks = SpreadRanks(options.eval_nodes, n);
   const std::vector<int64_t> eval_steps = EvalSteps(options.evals, total_steps);
