@@ -104,24 +104,136 @@ BatchSampler::BatchSampler(int dataset_size, int batch_size, uint64_t seed, int 
       seed_(seed),
       rank_(rank),
       world_size_(world_size),
-      drop_last_(drop_last),
-      shard_size_(world_size > 0 && dataset_size > 0 ? dataset_size / world_size : 0) {
+      drop_last_(drop_last) {
   assert(dataset_size >= 0 && batch_size >= 1 && world_size >= 1 && rank >= 0 && rank < world_size);
   StartEpoch(0);
 }
 
-void BatchSampler::StartEpoch(int epoch) {
-  epoch_ = epoch;
-  cursor_ = 0;
-  const std::vector<int32_t> perm = EpochPermutation(dataset_size_, seed_, epoch);
+void BatchSampler::TakeShard() {
+  shard_size_ = world_size_ > 0 ? static_cast<int>(pool_.size()) / world_size_ : 0;
   const size_t begin = static_cast<size_t>(rank_) * static_cast<size_t>(shard_size_);
-  shard_.assign(perm.begin() + static_cast<ptrdiff_t>(begin),
-                perm.begin() + static_cast<ptrdiff_t>(begin + static_cast<size_t>(shard_size_)));
+  shard_.assign(pool_.begin() + static_cast<ptrdiff_t>(begin),
+                pool_.begin() + static_cast<ptrdiff_t>(begin + static_cast<size_t>(shard_size_)));
+  cursor_ = 0;
 }
 
-int BatchSampler::BatchesPerEpoch() const {
+void BatchSampler::PoolWhatIsLeft() {
+  const size_t shard = static_cast<size_t>(shard_size_);
+  const size_t taken = std::min(cursor_, shard);
+  std::vector<int32_t> left;
+  left.reserve(static_cast<size_t>(world_size_) * (shard - taken));
+  for (size_t r = 0; r < static_cast<size_t>(world_size_); ++r) {
+    left.insert(left.end(), pool_.begin() + static_cast<ptrdiff_t>(r * shard + taken),
+                pool_.begin() + static_cast<ptrdiff_t>((r + 1) * shard));
+  }
+  pool_ = std::move(left);
+}
+
+void BatchSampler::StartEpoch(int epoch) {
+  epoch_ = epoch;
+  pool_ = EpochPermutation(dataset_size_, seed_, epoch);
+  batches_before_ = 0;
+  cuts_.assign(1, Cut{0, world_size_, partition_});
+  TakeShard();
+}
+
+Status BatchSampler::Repartition(int rank, int world_size, uint64_t partition) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return InvalidArgument("BatchSampler: rank " + std::to_string(rank) + " is outside a world of " +
+                           std::to_string(world_size));
+  }
+  const int taken = BatchesTakenInPartition();
+  PoolWhatIsLeft();
+  batches_before_ += taken;
+  rank_ = rank;
+  world_size_ = world_size;
+  partition_ = partition;
+  cuts_.push_back(Cut{taken, world_size, partition});
+  TakeShard();
+  return Status::Ok();
+}
+
+std::string BatchSampler::History() const {
+  std::string out;
+  for (size_t i = 0; i < cuts_.size(); ++i) {
+    if (i > 0) out += ";" + std::to_string(cuts_[i].batches_before) + ":";
+    out += std::to_string(cuts_[i].world_size) + "@" + std::to_string(cuts_[i].partition);
+  }
+  return out;
+}
+
+Status BatchSampler::Restore(int epoch, const std::string& history, int rank, int batches_taken) {
+  auto bad = [&](const std::string& why) {
+    return DataLoss("data order '" + history + "' of epoch " + std::to_string(epoch) + ": " + why);
+  };
+  std::vector<Cut> cuts;
+  size_t pos = 0;
+  while (pos <= history.size()) {
+    const size_t end = std::min(history.find(';', pos), history.size());
+    const std::string item = history.substr(pos, end - pos);
+    Cut cut;
+    size_t at = item.find('@');
+    size_t colon = item.find(':');
+    if (at == std::string::npos || (cuts.empty() != (colon == std::string::npos)) ||
+        (colon != std::string::npos && colon > at)) {
+      return bad("'" + item + "' is not " + (cuts.empty() ? "W@P" : "B:W@P"));
+    }
+    try {
+      size_t used = 0;
+      if (colon != std::string::npos) {
+        cut.batches_before = std::stoi(item.substr(0, colon), &used);
+        if (used != colon) return bad("'" + item + "': bad batch count");
+      }
+      const size_t w_begin = colon == std::string::npos ? 0 : colon + 1;
+      cut.world_size = std::stoi(item.substr(w_begin, at - w_begin), &used);
+      if (used != at - w_begin) return bad("'" + item + "': bad member count");
+      cut.partition = std::stoull(item.substr(at + 1), &used);
+      if (used != item.size() - at - 1) return bad("'" + item + "': bad partition id");
+    } catch (const std::exception&) {
+      return bad("'" + item + "' holds no number where one belongs");
+    }
+    if (cut.world_size < 1 || cut.batches_before < 0) return bad("'" + item + "': out of range");
+    cuts.push_back(cut);
+    pos = end + 1;
+  }
+  if (rank < 0 || rank >= cuts.back().world_size) {
+    return bad("rank " + std::to_string(rank) + " is outside its last partition of " +
+               std::to_string(cuts.back().world_size));
+  }
+  // Replay: the permutation, then each cut at its depth.
+  epoch_ = epoch;
+  pool_ = EpochPermutation(dataset_size_, seed_, epoch);
+  batches_before_ = 0;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    if (i > 0) {
+      cursor_ = static_cast<size_t>(cuts[i].batches_before) * static_cast<size_t>(batch_size_);
+      if (cuts[i].batches_before > BatchesIn(shard_size_)) return bad("a cut lies past its partition's end");
+      PoolWhatIsLeft();
+      batches_before_ += cuts[i].batches_before;
+    }
+    world_size_ = cuts[i].world_size;
+    partition_ = cuts[i].partition;
+    rank_ = i + 1 == cuts.size() ? rank : 0;
+    TakeShard();
+  }
+  if (batches_taken < 0 || batches_taken > BatchesIn(shard_size_)) {
+    return bad(std::to_string(batches_taken) + " batches taken, its last partition has " +
+               std::to_string(BatchesIn(shard_size_)));
+  }
+  cuts_ = std::move(cuts);
+  cursor_ = std::min(static_cast<size_t>(batches_taken) * static_cast<size_t>(batch_size_), shard_.size());
+  return Status::Ok();
+}
+
+int BatchSampler::BatchesIn(int indices) const {
   if (batch_size_ < 1) return 0;
-  return drop_last_ ? shard_size_ / batch_size_ : (shard_size_ + batch_size_ - 1) / batch_size_;
+  return drop_last_ ? indices / batch_size_ : (indices + batch_size_ - 1) / batch_size_;
+}
+
+int BatchSampler::BatchesPerEpoch() const { return batches_before_ + BatchesIn(shard_size_); }
+
+int BatchSampler::BatchesTakenInPartition() const {
+  return static_cast<int>((cursor_ + static_cast<size_t>(batch_size_) - 1) / static_cast<size_t>(batch_size_));
 }
 
 bool BatchSampler::Next(const Dataset& dataset, Batch* out) {

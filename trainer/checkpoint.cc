@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "common/files.h"
 #include "common/log.h"
 #include "trainer/safetensors.h"
 
@@ -176,6 +177,13 @@ Status CheckNoUnexpected(const SafetensorsFile& file, const std::string& path,
 
 Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,
                       const std::string& path) {
+  Result<std::vector<uint8_t>> bytes = CheckpointBytes(trainer, info);
+  Status status = bytes ? WriteFileAtomic(path, *bytes) : bytes.error();
+  if (!status.ok()) return status.WithContext("saving checkpoint " + path);
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> CheckpointBytes(const Trainer& trainer, const CheckpointInfo& info) {
   CHORUS_RETURN_IF_ERROR(trainer.SyncToHost());  // GPU: the host mirrors
   const Model& model = trainer.model();
   std::vector<NamedTensor> tensors = StateDictTensors(model);
@@ -185,7 +193,7 @@ Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,
         F32Tensor(kMomentumPrefix + p.name, p.shape, momentum.data() + p.offset, p.count));
   }
   const LossScalerState scaler = trainer.loss_scaler().state();
-  const std::map<std::string, std::string> metadata = {
+  std::map<std::string, std::string> metadata = {
       {kCheckpointKey, kCheckpointVersion},
       {"model", model.name()},
       {"precision", std::string(PrecisionName(model.precision()))},
@@ -197,13 +205,24 @@ Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,
       {"clean_steps", std::to_string(scaler.clean_steps)},
       {"skipped_steps", std::to_string(scaler.skipped_steps)},
   };
-  Status status = WriteSafetensors(path, tensors, metadata);
-  if (!status.ok()) return status.WithContext("saving checkpoint");
-  return Status::Ok();
+  if (!info.data_order.empty()) {
+    metadata["data_order"] = info.data_order;
+    metadata["partition_batches"] = std::to_string(info.partition_batches);
+  }
+  if (info.schedule_steps_per_epoch > 0) {
+    metadata["schedule_steps_per_epoch"] = std::to_string(info.schedule_steps_per_epoch);
+    metadata["global_batch"] = std::to_string(info.global_batch);
+  }
+  return EncodeSafetensors("checkpoint", tensors, metadata);
 }
 
 Result<CheckpointInfo> LoadCheckpoint(const std::string& path, Trainer* trainer) {
-  CHORUS_ASSIGN_OR_RETURN(SafetensorsFile file, ReadSafetensors(path));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
+  return RestoreCheckpoint(bytes, path, trainer);
+}
+
+Result<CheckpointInfo> RestoreCheckpoint(std::span<const uint8_t> bytes, const std::string& path, Trainer* trainer) {
+  CHORUS_ASSIGN_OR_RETURN(SafetensorsFile file, DecodeSafetensors(bytes, path));
   Model& model = trainer->model();
   auto marker = file.metadata.find(kCheckpointKey);
   if (marker == file.metadata.end()) {
@@ -233,15 +252,31 @@ Result<CheckpointInfo> LoadCheckpoint(const std::string& path, Trainer* trainer)
   if (file.metadata.count("epoch_batches")) {  // absent in checkpoints of older builds
     CHORUS_ASSIGN_OR_RETURN(info.epoch_batches, GetMetaNumber<int64_t>(file, path, "epoch_batches"));
   }
+  if (auto order = file.metadata.find("data_order"); order != file.metadata.end()) {
+    info.data_order = order->second;
+    CHORUS_ASSIGN_OR_RETURN(info.partition_batches, GetMetaNumber<int64_t>(file, path, "partition_batches"));
+  }
+  if (file.metadata.count("schedule_steps_per_epoch")) {
+    CHORUS_ASSIGN_OR_RETURN(info.schedule_steps_per_epoch,
+                            GetMetaNumber<int64_t>(file, path, "schedule_steps_per_epoch"));
+    CHORUS_ASSIGN_OR_RETURN(info.global_batch, GetMetaNumber<int64_t>(file, path, "global_batch"));
+  }
   LossScalerState scaler;
   CHORUS_ASSIGN_OR_RETURN(scaler.scale, GetMetaNumber<double>(file, path, "loss_scale"));
   CHORUS_ASSIGN_OR_RETURN(scaler.clean_steps, GetMetaNumber<int64_t>(file, path, "clean_steps"));
   CHORUS_ASSIGN_OR_RETURN(scaler.skipped_steps,
                           GetMetaNumber<int64_t>(file, path, "skipped_steps"));
-  if (info.step < 0 || info.epoch < 0 || info.epoch_batches < 0 || info.epoch_batches > info.step) {
+  if (info.step < 0 || info.epoch < 0 || info.epoch_batches < 0 || info.epoch_batches > info.step ||
+      info.partition_batches < 0 || info.partition_batches > info.epoch_batches ||
+      info.schedule_steps_per_epoch < 0 || info.global_batch < 0 ||
+      (info.schedule_steps_per_epoch > 0) != (info.global_batch > 0)) {
     return Err(DataLoss(path + ": step " + std::to_string(info.step) + ", epoch " + std::to_string(info.epoch) +
                         ", epoch_batches " + std::to_string(info.epoch_batches) +
-                        " in checkpoint metadata (none may be negative; epoch_batches at most step)"));
+                        ", partition_batches " + std::to_string(info.partition_batches) + ", schedule " +
+                        std::to_string(info.schedule_steps_per_epoch) + " steps per epoch, global batch " +
+                        std::to_string(info.global_batch) +
+                        " in checkpoint metadata (none may be negative; epoch_batches at most step, "
+                        "partition_batches at most epoch_batches)"));
   }
   if (precision != PrecisionName(model.precision())) {
     CHORUS_LOG_WARN(Subsys::kTrainer, path, ": checkpoint trained in ", precision,
@@ -278,7 +313,7 @@ Result<CheckpointInfo> LoadCheckpoint(const std::string& path, Trainer* trainer)
 Status ExportModel(const Trainer& trainer, const std::string& path) {
   CHORUS_RETURN_IF_ERROR(trainer.SyncToHost());
   const std::vector<NamedTensor> tensors = StateDictTensors(trainer.model());
-  const std::map<std::string, std::string> metadata = {
+  std::map<std::string, std::string> metadata = {
       {"format", "pt"},
       {"model", trainer.model().name()},
   };

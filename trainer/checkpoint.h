@@ -17,7 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "trainer/trainer.h"
@@ -31,6 +33,17 @@ struct CheckpointInfo {
   // Batches of epoch `epoch` already trained: a checkpoint taken mid-epoch (a
   // node stopped by a signal). 0 at an epoch's end, and in older checkpoints.
   int64_t epoch_batches = 0;
+  // The epoch's data order (BatchSampler::History: its partitions over the
+  // memberships of the epoch); empty: one partition over the run's own
+  // membership (and in older checkpoints).
+  std::string data_order;
+  // Batches of the last partition of data_order already trained (the rest of
+  // epoch_batches came before it). Meaningful only with data_order.
+  int64_t partition_batches = 0;
+  // The schedule's unit and scale (Trainer::SetSchedule); 0 in checkpoints of
+  // older builds: the node's own.
+  int64_t schedule_steps_per_epoch = 0;
+  int64_t global_batch = 0;
 };
 
 [[nodiscard]] Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,
@@ -41,6 +54,13 @@ struct CheckpointInfo {
 // refreshes the FP16 working copy. A checkpoint of the other precision loads
 // (the master is FP32 either way) with the trainer's own initial loss scale.
 [[nodiscard]] Result<CheckpointInfo> LoadCheckpoint(const std::string& path, Trainer* trainer);
+
+// The same as bytes in memory: what a member sends a node that joins a running
+// cluster (live state), restored with the same checks; `what` names the bytes
+// in errors ("live state from node0").
+[[nodiscard]] Result<std::vector<uint8_t>> CheckpointBytes(const Trainer& trainer, const CheckpointInfo& info);
+[[nodiscard]] Result<CheckpointInfo> RestoreCheckpoint(std::span<const uint8_t> bytes, const std::string& what,
+                                                       Trainer* trainer);
 
 // Parameters and buffers only, with metadata {"format": "pt", "model": name}.
 [[nodiscard]] Status ExportModel(const Trainer& trainer, const std::string& path);

@@ -29,19 +29,18 @@ double PeakLearningRate(const LrScheduleOptions& o) {
   return o.base_lr * static_cast<double>(o.global_batch) / 256.0;
 }
 
-double LearningRate(int64_t step, int64_t steps_per_epoch, int total_epochs,
+double LearningRate(double step, int64_t steps_per_epoch, int total_epochs,
                     const LrScheduleOptions& o) {
-  if (steps_per_epoch < 1 || total_epochs < 1 || step < 0) return 0.0;
+  if (steps_per_epoch < 1 || total_epochs < 1 || !(step >= 0.0)) return 0.0;
   const int64_t total = steps_per_epoch * total_epochs;
-  if (step >= total) return 0.0;
+  if (step >= static_cast<double>(total)) return 0.0;
   const double peak = PeakLearningRate(o);
   const int64_t warmup = std::min<int64_t>(
       total, static_cast<int64_t>(std::llround(o.warmup_epochs * steps_per_epoch)));
-  if (step < warmup) {
-    return peak * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  if (step < static_cast<double>(warmup)) {
+    return peak * (step + 1.0) / static_cast<double>(warmup);
   }
-  const double progress =
-      static_cast<double>(step - warmup) / static_cast<double>(total - warmup);
+  const double progress = (step - static_cast<double>(warmup)) / static_cast<double>(total - warmup);
   return peak * std::pow(1.0 - progress, o.power);
 }
 

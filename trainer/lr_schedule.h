@@ -30,9 +30,12 @@ struct LrScheduleOptions {
 // Peak learning rate after linear scaling.
 double PeakLearningRate(const LrScheduleOptions& options);
 
-// Learning rate of 0-based `step`. steps_per_epoch >= 1 and total_epochs >= 1
+// Learning rate of 0-based `step`, a position on the schedule: a whole step,
+// or a fraction of one where an epoch of a changed membership holds another
+// number of steps than the schedule's (the node maps its place in such an
+// epoch onto steps_per_epoch). steps_per_epoch >= 1 and total_epochs >= 1
 // (a non-positive value gives lr 0).
-double LearningRate(int64_t step, int64_t steps_per_epoch, int total_epochs,
+double LearningRate(double step, int64_t steps_per_epoch, int total_epochs,
                     const LrScheduleOptions& options);
 
 }  // namespace chorus::trainer

@@ -231,8 +231,17 @@ Status WriteSafetensors(const std::string& path, std::span<const NamedTensor> te
   return WriteFileAtomic(path, bytes);
 }
 
+Result<std::vector<uint8_t>> EncodeSafetensors(const std::string& what, std::span<const NamedTensor> tensors,
+                                               const std::map<std::string, std::string>& metadata) {
+  return Serialize(what, tensors, metadata);
+}
+
 Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> file, ReadFileBytes(path));
+  return DecodeSafetensors(file, path);
+}
+
+Result<SafetensorsFile> DecodeSafetensors(std::span<const uint8_t> file, const std::string& path) {
   if (file.size() < 8) {
     return Err(DataLoss(path + ": truncated: " + std::to_string(file.size()) +
                         " bytes, shorter than the 8-byte header length"));

@@ -36,4 +36,11 @@ struct SafetensorsFile {
 // consistent with shapes); errors name the path and what is wrong.
 [[nodiscard]] Result<SafetensorsFile> ReadSafetensors(const std::string& path);
 
+// The same in memory (a checkpoint sent to another node): the bytes a file
+// would hold, and their parse; `what` names them in errors as a path would.
+[[nodiscard]] Result<std::vector<uint8_t>> EncodeSafetensors(const std::string& what,
+                                                             std::span<const NamedTensor> tensors,
+                                                             const std::map<std::string, std::string>& metadata);
+[[nodiscard]] Result<SafetensorsFile> DecodeSafetensors(std::span<const uint8_t> bytes, const std::string& what);
+
 }  // namespace chorus::trainer

@@ -143,10 +143,12 @@ Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
   return ForwardBackwardResult{pass.loss, pass.correct, batch.size};
 }
 
-Result<UpdateResult> Trainer::ApplyUpdate(int64_t step) {
+Result<UpdateResult> Trainer::ApplyUpdate(int64_t step) { return ApplyUpdate(step, static_cast<double>(step)); }
+
+Result<UpdateResult> Trainer::ApplyUpdate(int64_t step, double schedule_step) {
   if (step < 0) return Err(InvalidArgument("trainer: negative step " + std::to_string(step)));
   UpdateResult update;
-  update.lr = LearningRate(step);
+  update.lr = LearningRate(schedule_step);
   bool finite = true;
   if (device_ != nullptr) {
     CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
@@ -300,7 +302,18 @@ uint64_t Trainer::ParameterChecksum() const {
   return hash;
 }
 
-double Trainer::LearningRate(int64_t step) const {
+Status Trainer::SetSchedule(int64_t steps_per_epoch, int global_batch) {
+  if (steps_per_epoch < 1 || global_batch < 1) {
+    return InvalidArgument("trainer: schedule of " + std::to_string(steps_per_epoch) + " steps per epoch, global batch " +
+                           std::to_string(global_batch) + " (both must be >= 1)");
+  }
+  options_.steps_per_epoch = steps_per_epoch;
+  options_.global_batch = global_batch;
+  schedule_.global_batch = global_batch;
+  return Status::Ok();
+}
+
+double Trainer::LearningRate(double step) const {
   return trainer::LearningRate(step, options_.steps_per_epoch, options_.epochs, schedule_);
 }
 

@@ -107,6 +107,9 @@ class Trainer {
   [[nodiscard]] Result<ForwardBackwardResult> ForwardBackward(const Batch& batch);
   // Finite check, loss-scaler update, optimizer step at lr(step), working-copy refresh.
   [[nodiscard]] Result<UpdateResult> ApplyUpdate(int64_t step);
+  // The same at a schedule position other than `step` (lr_schedule.h: where the
+  // node's epochs hold another number of steps than the schedule's).
+  [[nodiscard]] Result<UpdateResult> ApplyUpdate(int64_t step, double schedule_step);
   // ForwardBackward then ApplyUpdate.
   [[nodiscard]] Result<StepResult> TrainStep(const Batch& batch, int64_t step);
 
@@ -139,7 +142,11 @@ class Trainer {
   void SetGradientReadyHook(GradientReadyHook hook) { gradient_ready_ = std::move(hook); }
   void SetStepDoneHook(StepDoneHook hook) { step_done_ = std::move(hook); }
 
-  double LearningRate(int64_t step) const;
+  double LearningRate(double step) const;
+  // The schedule's unit and scale: steps per epoch and the global batch (linear
+  // scaling). A node that joins a running cluster takes the cluster's; the
+  // global batch follows the membership.
+  [[nodiscard]] Status SetSchedule(int64_t steps_per_epoch, int global_batch);
   const TrainerOptions& options() const { return options_; }
   Model& model() { return *model_; }
   const Model& model() const { return *model_; }

@@ -115,6 +115,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
   CHORUS_ASSIGN_OR_RETURN(
       MembershipView formed,
       session.control->WaitForEpoch0(Deadline::AfterSeconds(config.cluster.join_timeout_s)));
+  session.joined_running = formed.epoch > 0;
   CHORUS_RETURN_IF_ERROR(session.InstallPeers(formed, Deadline::AfterSeconds(config.cluster.join_timeout_s)));
   if (session.transport) {
     // A member whose control connection closed has (almost always) died: fail

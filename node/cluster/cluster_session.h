@@ -38,6 +38,9 @@ struct ClusterSession {
   std::unique_ptr<gossip::Transport> transport;  // null when opened without a data plane
   std::unique_ptr<ControlPlane> control;
   MembershipView view;
+  // The first view this node was a member of came after epoch 0: it joined a
+  // running cluster and takes its state from a member (live_state.h).
+  bool joined_running = false;
   // The view the transport's peers come from, shared with the control thread
   // (which may already hold a newer view) to mark members dead whose control
   // connection closed.

@@ -199,6 +199,7 @@ void CheckCluster(const Config& config, Checker& check) {
                "cluster.suspect_timeout_s");
   }
   check.IntAtLeast("cluster.rank_hint", cluster.rank_hint, -1);
+  check.IntAtLeast("cluster.admit_every_steps", cluster.admit_every_steps, 0);
 }
 
 void CheckFabric(const Config& config, Checker& check) {

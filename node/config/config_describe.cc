@@ -32,11 +32,13 @@ std::string DescribeConfig(const Config& config) {
 // optimizer and its schedule (epochs and the training set's size set the
 // number of steps), the seed (initial weights, and the shuffle that splits the
 // data between the nodes). Per node: batch size, device, threads, slowdown,
-// evaluation, logging and checkpoints.
+// evaluation, logging and checkpoints. And where the members meet to admit
+// joiners (cluster.admit_every_steps): a barrier every member must reach.
 constexpr std::string_view kSharedTrainingSettings[] = {
     "train.model",        "train.precision",     "train.optimizer",      "train.epochs",
     "train.base_lr",      "train.momentum",      "train.weight_decay",   "train.lars_eta",
-    "train.warmup_epochs", "train.lr_decay_power", "train.seed",         "data.train_limit"};
+    "train.warmup_epochs", "train.lr_decay_power", "train.seed",         "data.train_limit",
+    "cluster.admit_every_steps"};
 
 std::string SharedSettingsText(const Config& config) {
   std::string out;

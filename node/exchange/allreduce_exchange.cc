@@ -100,11 +100,38 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   if (s.ok()) s = engine_->WaitAll(Deadline::AfterSeconds(config_.fabric.op_timeout_s));
   if (s.ok()) return Status::Ok();
   ++failed_steps_;
-  CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": all-reduce failed: ", s.ToString());
+  return Failed(s, "step " + std::to_string(step) + ": all-reduce", step + 1, /*abandon=*/true);
+}
+
+Status AllreduceExchange::Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon) {
+  CHORUS_LOG_ERROR(Subsys::kGossip, what, " failed: ", failure.ToString());
   if (config_.exchange.on_failure == OnFailure::kStop) {
-    return s.WithContext("all-reduce failed and exchange.on_failure = \"stop\"");
+    return failure.WithContext(what + " failed and exchange.on_failure = \"stop\"");
   }
-  return Reform(s, step);
+  return Reform(failure, next_step, abandon);
+}
+
+Status AllreduceExchange::Admit(const MembershipView& next, int64_t next_step) {
+  Status s = session_->InstallPeers(next, ReformDeadline(config_));
+  if (s.ok()) s = Build();
+  if (s.ok()) {
+    Result<int64_t> shared = ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_));
+    if (!shared) s = shared.error();
+  }
+  if (s.ok()) {
+    ++admissions_;
+    return s;
+  }
+  return Failed(s, "admitting at epoch " + std::to_string(next.epoch), next_step, /*abandon=*/false);
+}
+
+Status AllreduceExchange::Joined() {
+  const int64_t next_step = live_ != nullptr ? live_->NextStep() : 0;
+  Result<int64_t> shared =
+      ShareLiveStateIfAny(*collective_, session_->view, live_, next_step, ReformDeadline(config_));
+  if (shared) return Status::Ok();
+  return Failed(shared.error(), "taking the live state at epoch " + std::to_string(session_->view.epoch),
+                live_ != nullptr ? live_->NextStep() : 0, /*abandon=*/false);
 }
 
 Status AllreduceExchange::Finish() {
@@ -126,26 +153,30 @@ Status AllreduceExchange::Finish() {
   return Status::Ok();
 }
 
-Status AllreduceExchange::Reform(const Status& failure, int64_t step) {
-  Status s = ReformOverSurvivors(*session_, config_, failure, "all-reduce",
-                                 [&](const MembershipView& next) { return ReformAt(next, step); });
+Status AllreduceExchange::Reform(const Status& failure, int64_t next_step, bool abandon) {
+  Status s = ReformOverSurvivors(*session_, config_, failure, "all-reduce", [&](const MembershipView& next) {
+    return ReformAt(next, next_step, abandon);
+  });
   if (s.ok()) ++reforms_;
   return s;
 }
 
-Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t step) {
+Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t next_step, bool abandon) {
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(Build());
+  // A member that joined and has no state yet (its sender died) takes it
+  // first, with the sender's step.
+  CHORUS_ASSIGN_OR_RETURN(next_step, ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_)));
   // Survivors may disagree on whether the failed step's sum completed (one
   // finished step s and failed at s + 1, another failed at s): take the new
   // rank 0's parameters and apply no update for the failed step anywhere.
   // After the re-form every survivor holds the same master, momentum and loss
   // scaler, the same step counter and data position (the agreed resume step;
   // the loop drops the batches in between).
-  CHORUS_RETURN_IF_ERROR(Resynchronize(next, step + 1));
+  CHORUS_RETURN_IF_ERROR(Resynchronize(next, next_step));
   // Not even a zero-gradient update: it would move the weights by lr(step)
   // (momentum, weight decay), and `step` differs between survivors.
-  step_abandoned_ = true;
+  step_abandoned_ = abandon;
   return Status::Ok();
 }
 
@@ -177,7 +208,8 @@ nlohmann::json AllreduceExchange::Metrics() const {
           {"bytes_received", t.bytes_received},
           {"membership_epoch", session_->view.epoch},
           {"world_size", session_->view.size()},
-          {"reforms", reforms_}};
+          {"reforms", reforms_},
+          {"admissions", admissions_}};
 }
 
 }  // namespace chorus::node

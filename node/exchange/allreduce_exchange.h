@@ -42,18 +42,25 @@ class AllreduceExchange final : public Exchange {
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   bool TakeStepAbandoned() override { return std::exchange(step_abandoned_, false); }
   bool StepsInLockstep() const override { return true; }
+  [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
+  [[nodiscard]] Status Joined() override;
 
  private:
   AllreduceExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
                     TraceWriter* trace)
       : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
   [[nodiscard]] Status Build();
+  // A failed operation (`what`): stops (exchange.on_failure = "stop") or
+  // re-forms (Reform).
+  [[nodiscard]] Status Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon);
   // Waits for the next membership epoch and re-forms over it (ReformAt),
   // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
-  [[nodiscard]] Status Reform(const Status& failure, int64_t step);
-  // Installs `next`, rebuilds over it, and agrees with the survivors on the
-  // step after `step` to resume from (steps_to_skip_).
-  [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t step);
+  [[nodiscard]] Status Reform(const Status& failure, int64_t next_step, bool abandon);
+  // Installs `next`, rebuilds over it, gives members that joined the live
+  // state, and agrees with the survivors on the step to resume from (the
+  // largest `next_step`: steps_to_skip_). `abandon`: the loop's current step
+  // is not applied (a failed step's all-reduce).
+  [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step, bool abandon);
   // Every member of `view` takes rank 0's master, momentum and loss scale, and
   // the largest `next_step` of them (steps_to_skip_).
   [[nodiscard]] Status Resynchronize(const MembershipView& view, int64_t next_step);
@@ -67,6 +74,7 @@ class AllreduceExchange final : public Exchange {
   std::unique_ptr<gossip::FusionEngine> engine_;
   Status hook_error_;
   uint64_t reforms_ = 0;
+  uint64_t admissions_ = 0;
   int64_t steps_to_skip_ = 0;
   bool step_abandoned_ = false;
   uint64_t failed_steps_ = 0;

@@ -21,6 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "node/cluster/live_state.h"
+#include "node/control/membership.h"
 
 namespace chorus::node {
 
@@ -28,6 +30,21 @@ class Exchange {
  public:
   virtual ~Exchange() = default;
   virtual std::string Describe() const = 0;
+  // Where a joiner's state comes from and goes to (the training loop's), set
+  // before the first step; null where no node can join (solo, simulate).
+  void SetLiveState(LiveState* live) { live_ = live; }
+  // An admission point moved the membership to `next` (joiners at its end):
+  // every member of the epoch before calls it between steps, before step
+  // `next_step`. Rebuilds over `next` and gives the joiners the live state
+  // (ShareLiveState), while they call Joined. A member lost meanwhile is
+  // handled as any failure (exchange.on_failure).
+  [[nodiscard]] virtual Status Admit(const MembershipView& /*next*/, int64_t /*next_step*/) {
+    return Status::Ok();
+  }
+  // This node joined a running cluster (ClusterSession::joined_running): takes
+  // the live state from a member, the members' Admit of the same epoch; over
+  // a later epoch when the sender dies meanwhile. Before the first step.
+  [[nodiscard]] virtual Status Joined() { return Status::Ok(); }
   [[nodiscard]] virtual Status BeforeStep(int64_t step) { return Status::Ok(); }
   [[nodiscard]] virtual Status AfterBackward(int64_t step, int local_samples) {
     return Status::Ok();
@@ -62,6 +79,9 @@ class Exchange {
   virtual bool StepsInLockstep() const { return false; }
   // Fields merged into each metrics record (bytes sent/received, consensus distance...).
   virtual nlohmann::json Metrics() const { return nlohmann::json::object(); }
+
+ protected:
+  LiveState* live_ = nullptr;
 };
 
 // One node alone: no communication.

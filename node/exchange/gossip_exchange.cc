@@ -138,26 +138,65 @@ Status GossipExchange::AfterUpdate(int64_t step) {
                             Deadline::AfterSeconds(config_.fabric.op_timeout_s));
   if (trace_) trace_->Add("gossip mix", 1, begin, NowMicros(), step);
   if (!s.ok()) {
-    CHORUS_LOG_ERROR(Subsys::kGossip, "step ", step, ": ", s.ToString());
-    if (config_.exchange.on_failure == OnFailure::kStop) return s;
-    CHORUS_RETURN_IF_ERROR(Reform(s, step));
+    CHORUS_RETURN_IF_ERROR(Failed(s, "step " + std::to_string(step) + ": gossip", step + 1));  // the round is dropped
   }
   trainer_->RefreshWorkingCopy();
   return Status::Ok();
 }
 
-Status GossipExchange::Reform(const Status& failure, int64_t step) {
+Status GossipExchange::Failed(const Status& failure, const std::string& what, int64_t next_step) {
+  CHORUS_LOG_ERROR(Subsys::kGossip, what, " failed: ", failure.ToString());
+  if (config_.exchange.on_failure == OnFailure::kStop) return failure;
+  return Reform(failure, next_step);
+}
+
+Status GossipExchange::Reform(const Status& failure, int64_t next_step) {
   Status s = ReformOverSurvivors(*session_, config_, failure, "gossip",
-                                 [&](const MembershipView& next) { return ReformAt(next, step); });
+                                 [&](const MembershipView& next) { return ReformAt(next, next_step); });
   if (s.ok()) ++reforms_;
   return s;
 }
 
-Status GossipExchange::ReformAt(const MembershipView& next, int64_t step) {
+Result<int64_t> GossipExchange::ShareState(const MembershipView& view, int64_t next_step) {
+  if (live_ == nullptr) return next_step;
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));
+  return ShareLiveStateIfAny(world, view, live_, next_step, ReformDeadline(config_));
+}
+
+// The state goes before the protocol is built: a pairwise responder answers
+// with the weights it holds, and a joiner's must be the cluster's by then.
+Status GossipExchange::ReformAt(const MembershipView& next, int64_t next_step) {
   protocol_.reset();  // stops a pairwise responder before the peers change
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
+  CHORUS_ASSIGN_OR_RETURN(next_step, ShareState(next, next_step));
   CHORUS_RETURN_IF_ERROR(BuildProtocol());
-  return AgreeOnStep(next, step + 1);  // the failed round is dropped
+  return AgreeOnStep(next, next_step);
+}
+
+Status GossipExchange::Admit(const MembershipView& next, int64_t next_step) {
+  protocol_.reset();
+  Status s = session_->InstallPeers(next, ReformDeadline(config_));
+  if (s.ok()) {
+    Result<int64_t> shared = ShareState(next, next_step);
+    if (!shared) s = shared.error();
+  }
+  if (s.ok()) s = BuildProtocol();
+  if (s.ok()) {
+    ++admissions_;
+    return s;
+  }
+  return Failed(s, "admitting at epoch " + std::to_string(next.epoch), next_step);
+}
+
+Status GossipExchange::Joined() {
+  protocol_.reset();
+  Status s = Status::Ok();
+  Result<int64_t> shared = ShareState(session_->view, live_ != nullptr ? live_->NextStep() : 0);
+  if (!shared) s = shared.error();
+  if (s.ok()) s = BuildProtocol();
+  if (s.ok()) return s;
+  return Failed(s, "taking the live state at epoch " + std::to_string(session_->view.epoch),
+                live_ != nullptr ? live_->NextStep() : 0);
 }
 
 Status GossipExchange::Resumed(int64_t next_step) { return AgreeOnStep(session_->view, next_step); }
@@ -206,7 +245,8 @@ nlohmann::json GossipExchange::Metrics() const {
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"spectral_gap", spectral_gap_},
-                      {"reforms", reforms_}};
+                      {"reforms", reforms_},
+                      {"admissions", admissions_}};
   if (protocol_) {
     gossip::GossipStats s = protocol_->Stats();
     m["consensus_distance_estimate"] = s.neighbor_distance;

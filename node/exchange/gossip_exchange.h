@@ -38,6 +38,8 @@ class GossipExchange final : public Exchange {
   nlohmann::json Metrics() const override;
   int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
+  [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
+  [[nodiscard]] Status Joined() override;
 
  private:
   GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
@@ -45,12 +47,19 @@ class GossipExchange final : public Exchange {
       : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
   [[nodiscard]] Result<topologies::Graph> BuildGraph(int n) const;
   [[nodiscard]] Status BuildProtocol();
+  // A failed operation (`what`): stops (exchange.on_failure = "stop") or
+  // re-forms (Reform).
+  [[nodiscard]] Status Failed(const Status& failure, const std::string& what, int64_t next_step);
   // Waits for the next membership epoch and re-forms over it (ReformAt),
   // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
-  [[nodiscard]] Status Reform(const Status& failure, int64_t step);
-  // Installs `next`, rebuilds over it, and agrees with the survivors on the
-  // step after `step` to resume from (steps_to_skip_).
-  [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t step);
+  [[nodiscard]] Status Reform(const Status& failure, int64_t next_step);
+  // Installs `next`, gives members that joined the live state, rebuilds the
+  // protocol over the new graph, and agrees with the survivors on the step to
+  // resume from (the largest `next_step`: steps_to_skip_).
+  [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step);
+  // The live state for members that lack it, over `view`'s members (a
+  // collective of that epoch); the step to run next.
+  [[nodiscard]] Result<int64_t> ShareState(const MembershipView& view, int64_t next_step);
   // Rounds are matched by step: the members of `view` resume together from
   // the largest `next_step` of them (steps_to_skip_).
   [[nodiscard]] Status AgreeOnStep(const MembershipView& view, int64_t next_step);
@@ -65,6 +74,7 @@ class GossipExchange final : public Exchange {
   double known_spectral_gap_ = -1.0;  // for the first graph only (Create)
   double consensus_before_ = -1.0, consensus_after_ = -1.0;
   uint64_t reforms_ = 0;
+  uint64_t admissions_ = 0;
   int64_t steps_to_skip_ = 0;
 };
 

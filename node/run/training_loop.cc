@@ -9,7 +9,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "node/config/config_check.h"
-#include "trainer/checkpoint.h"
 
 namespace chorus::node {
 namespace {
@@ -55,21 +54,29 @@ Result<int64_t> StepsPerEpoch(const Config& config, int train_images, int world_
 
 Result<std::optional<json>> TrainingLoop::Run() {
   const TrainConfig& tc = s_.config->train;
-  CHORUS_ASSIGN_OR_RETURN(steps_per_epoch_, StepsPerEpoch(*s_.config, s_.train->count, s_.world_size));
+  if (Result<int64_t> steps = StepsPerEpoch(*s_.config, s_.train->count, s_.world_size); !steps) {
+    return Err(steps.error());  // a shard holds no batch
+  }
   CHORUS_ASSIGN_OR_RETURN(trainer::BatchSampler sampler,
                           trainer::BatchSampler::Create(s_.train->count, tc.batch_size, tc.seed, s_.rank,
                                                         s_.world_size, /*drop_last=*/true));
   sampler_.emplace(std::move(sampler));
+  if (s_.session != nullptr) {
+    CHORUS_RETURN_IF_ERROR(sampler_->Repartition(s_.rank, s_.world_size, s_.session->view.epoch));
+  }
+  s_.exchange->SetLiveState(this);
   CHORUS_RETURN_IF_ERROR(Resume());
 
   t_start_ = s_.clock->Now();
   trainer::Batch batch;
-  for (int epoch = start_epoch_; epoch < tc.epochs; ++epoch) {
-    sampler_->StartEpoch(epoch);
+  for (epoch_ = start_epoch_; epoch_ < tc.epochs; ++epoch_) {
+    const int epoch = epoch_;
+    if (!std::exchange(positioned_, false)) sampler_->StartEpoch(epoch);
     window_ = Window{s_.clock->Now()};
-    int64_t i = 0;
-    for (; i < steps_per_epoch_; ++i) {
+    while (true) {
       if (StopsBefore()) break;
+      CHORUS_RETURN_IF_ERROR(AdmitIfDue());
+      CHORUS_RETURN_IF_ERROR(FollowMembership());
       if (!sampler_->Next(*s_.train, &batch)) break;
       if (steps_to_skip_ > 0) {  // catching up with the survivors after a re-form, or a resume
         --steps_to_skip_;
@@ -86,8 +93,8 @@ Result<std::optional<json>> TrainingLoop::Run() {
       window_.samples += pass.samples;
       window_.loss += pass.loss;
       ++window_.steps;
-      ShowProgress(epoch, i, pass);
-      const bool epoch_end = i + 1 == steps_per_epoch_;
+      ShowProgress(epoch, sampler_->BatchesTaken() - 1, pass);
+      const bool epoch_end = sampler_->BatchesTaken() >= sampler_->BatchesPerEpoch();
       if (step_ % s_.log_every == 0 || (epoch_end && s_.record_epoch_ends)) {
         CHORUS_RETURN_IF_ERROR(RecordWindow(epoch, epoch_end, update));
       }
@@ -95,7 +102,7 @@ Result<std::optional<json>> TrainingLoop::Run() {
     }
     if (s_.progress != nullptr) s_.progress->Finish();
     if (stopped_by_ != 0) {
-      CHORUS_RETURN_IF_ERROR(StopWithCheckpoint(epoch, i));
+      CHORUS_RETURN_IF_ERROR(StopWithCheckpoint(epoch, sampler_->BatchesTaken()));
       return std::optional<json>();
     }
     CHORUS_RETURN_IF_ERROR(EndEpoch(epoch));
@@ -104,17 +111,85 @@ Result<std::optional<json>> TrainingLoop::Run() {
   return std::optional<json>(std::move(summary));
 }
 
+Status TrainingLoop::Resume() {
+  if (s_.session != nullptr && s_.session->joined_running) return JoinRunning();
+  return ResumeFromCheckpoint();
+}
+
+// The cluster trains already: its state, from a member, replaces this node's
+// (and any checkpoint: the cluster has moved on since it was written).
+Status TrainingLoop::JoinRunning() {
+  needs_live_state_ = true;
+  const MembershipView& view = s_.session->view;
+  CHORUS_LOG_INFO(Subsys::kNode, s_.node_name, " joined the running cluster at epoch ", view.epoch, " as rank ",
+                  view.self_rank, " of ", view.size(), ": taking the live state from a member");
+  if (s_.resume && std::filesystem::exists(s_.checkpoint_path)) {
+    CHORUS_LOG_WARN(Subsys::kNode, "--resume: the cluster trains already; its live state replaces the checkpoint ",
+                    s_.checkpoint_path);
+  }
+  CHORUS_RETURN_IF_ERROR(s_.exchange->Joined());
+  if (needs_live_state_) {
+    return FailedPrecondition(s_.node_name + " joined the running cluster but received no state from its members");
+  }
+  steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+  last_admission_step_ = step_;  // the members met at this step's admission point already
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> TrainingLoop::Capture(int64_t next_step) {
+  return trainer::CheckpointBytes(*s_.trainer, Position(next_step));
+}
+
+Status TrainingLoop::Restore(std::span<const uint8_t> bytes, const std::string& from) {
+  CHORUS_ASSIGN_OR_RETURN(trainer::CheckpointInfo info, trainer::RestoreCheckpoint(bytes, from, s_.trainer));
+  if (info.data_order.empty() || info.schedule_steps_per_epoch < 1) {
+    return DataLoss(from + ": no data order or schedule in it");
+  }
+  CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(info.schedule_steps_per_epoch, static_cast<int>(info.global_batch)));
+  // Positioned as the sender: FollowMembership re-partitions for this node.
+  CHORUS_RETURN_IF_ERROR(sampler_->Restore(static_cast<int>(info.epoch), info.data_order, 0,
+                                           static_cast<int>(info.partition_batches)));
+  step_ = info.step;
+  start_epoch_ = static_cast<int>(info.epoch);
+  epoch_ = start_epoch_;
+  positioned_ = true;
+  needs_live_state_ = false;
+  return Status::Ok();
+}
+
+trainer::CheckpointInfo TrainingLoop::Position(int64_t next_step) const {
+  trainer::CheckpointInfo info;
+  info.step = next_step;
+  info.epoch = epoch_;
+  info.epoch_batches = sampler_->BatchesTaken();
+  info.data_order = sampler_->History();
+  info.partition_batches = sampler_->BatchesTakenInPartition();
+  info.schedule_steps_per_epoch = s_.trainer->options().steps_per_epoch;
+  info.global_batch = s_.trainer->options().global_batch > 0 ? s_.trainer->options().global_batch : s_.global_batch;
+  return info;
+}
+
 // With --resume, the trainer's state from the checkpoint; then, in a cluster
 // that stopped together, the step every member runs from.
-Status TrainingLoop::Resume() {
+Status TrainingLoop::ResumeFromCheckpoint() {
   if (!s_.resume) return Status::Ok();
   if (std::filesystem::exists(s_.checkpoint_path)) {
     CHORUS_ASSIGN_OR_RETURN(trainer::CheckpointInfo info, trainer::LoadCheckpoint(s_.checkpoint_path, s_.trainer));
     start_epoch_ = static_cast<int>(info.epoch);
-    // A checkpoint of a stop, mid-epoch: the epoch's batches already trained
-    // are skipped, one step each, as after a re-form.
-    step_ = info.step - info.epoch_batches;
-    steps_to_skip_ = info.epoch_batches;
+    epoch_ = start_epoch_;
+    step_ = info.step;
+    if (info.epoch_batches > 0) {
+      // A checkpoint of a stop, mid-epoch: the sampler stands where it stood
+      // (a checkpoint without a data order was taken over this membership).
+      const std::string order = !info.data_order.empty()
+                                    ? info.data_order
+                                    : std::to_string(sampler_->world_size()) + "@" + std::to_string(sampler_->partition());
+      const int64_t in_partition = !info.data_order.empty() ? info.partition_batches : info.epoch_batches;
+      CHORUS_RETURN_IF_ERROR(sampler_->Restore(start_epoch_, order, std::min(s_.rank, sampler_->world_size() - 1),
+                                               static_cast<int>(in_partition)));
+      CHORUS_RETURN_IF_ERROR(FollowMembership());
+      positioned_ = true;
+    }
     CHORUS_LOG_INFO(Subsys::kNode, "resumed from ", s_.checkpoint_path, " at epoch ", start_epoch_, ", step ",
                     info.step,
                     info.epoch_batches > 0 ? ", " + std::to_string(info.epoch_batches) + " batches into the epoch"
@@ -130,6 +205,66 @@ Status TrainingLoop::Resume() {
     steps_to_skip_ += s_.exchange->TakeStepsToSkip();
   }
   return Status::Ok();
+}
+
+Status TrainingLoop::AdmitIfDue() {
+  ClusterSession* session = s_.session;
+  const int every = s_.config->cluster.admit_every_steps;
+  if (session == nullptr || session->control == nullptr || every <= 0 || step_ % every != 0 ||
+      step_ == last_admission_step_ || steps_to_skip_ > 0) {
+    return Status::Ok();
+  }
+  last_admission_step_ = step_;
+  const uint64_t epoch = session->view.epoch;
+  Result<MembershipView> next =
+      session->control->AdvanceEpochIfPending(Deadline::AfterSeconds(s_.config->fabric.op_timeout_s));
+  if (!next) {
+    // A member lost on the way: the exchange's next operation re-forms.
+    CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", next.error().message());
+    return Status::Ok();
+  }
+  if (next->epoch <= epoch || next->joined.empty()) return Status::Ok();
+  std::string names;
+  for (const std::string& n : next->joined) names += (names.empty() ? "" : ", ") + n;
+  CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next->epoch, ", ",
+                  next->size(), " members)");
+  const double t0 = NowSeconds();
+  CHORUS_RETURN_IF_ERROR(s_.exchange->Admit(*next, step_));
+  steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+  CHORUS_LOG_INFO(Subsys::kNode, "admitted ", names, " in ", NowSeconds() - t0, " s");
+  if (s_.trace != nullptr) {
+    s_.trace->Add("admission", 1, static_cast<int64_t>(t0 * 1e6), static_cast<int64_t>(NowSeconds() * 1e6), step_);
+  }
+  return Status::Ok();
+}
+
+Status TrainingLoop::FollowMembership() {
+  if (s_.session == nullptr || steps_to_skip_ > 0) return Status::Ok();
+  const MembershipView& view = s_.session->view;
+  if (view.self_rank < 0 || sampler_->partition() == view.epoch) return Status::Ok();
+  const int taken = sampler_->BatchesTakenInPartition();
+  CHORUS_RETURN_IF_ERROR(sampler_->Repartition(view.self_rank, view.size(), view.epoch));
+  int global_batch = 0;
+  for (const Member& m : view.members) global_batch += m.batch_size;
+  CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(s_.trainer->options().steps_per_epoch, global_batch));
+  CHORUS_LOG_INFO(Subsys::kNode, "epoch ", epoch_ + 1, ": the rest of the data (after ", taken,
+                  " batches) re-partitioned over ", view.size(), " members: ",
+                  sampler_->BatchesPerEpoch() - sampler_->BatchesTaken(), " batches left for this node; global batch ",
+                  global_batch);
+  return Status::Ok();
+}
+
+double TrainingLoop::SchedulePosition() const {
+  // The schedule's epochs hold steps_per_epoch steps; an epoch of a changed
+  // membership holds another number: its fraction done maps onto them. Equal
+  // on every member (same partitions), and equal to the step count when
+  // nothing changed.
+  const int64_t spe = s_.trainer->options().steps_per_epoch;
+  const int64_t in_epoch = sampler_->BatchesPerEpoch();
+  const int64_t done = std::max(0, sampler_->BatchesTaken() - 1);
+  if (in_epoch == spe || in_epoch < 1) return static_cast<double>(static_cast<int64_t>(epoch_) * spe + done);
+  return static_cast<double>(static_cast<int64_t>(epoch_) * spe) +
+         static_cast<double>(done) * static_cast<double>(spe) / static_cast<double>(in_epoch);
 }
 
 // Whether a stop signal ends the loop before step_ (true: stopped_by_ is
@@ -183,7 +318,7 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
   *abandoned = s_.exchange->TakeStepAbandoned();
   if (!*abandoned) {
     s_.clock->UpdateStarts();
-    CHORUS_ASSIGN_OR_RETURN(*update, s_.trainer->ApplyUpdate(step_));
+    CHORUS_ASSIGN_OR_RETURN(*update, s_.trainer->ApplyUpdate(step_, SchedulePosition()));
     CHORUS_RETURN_IF_ERROR(s_.exchange->AfterUpdate(step_));
   }
   steps_to_skip_ += s_.exchange->TakeStepsToSkip();
@@ -198,7 +333,7 @@ void TrainingLoop::ShowProgress(int epoch, int64_t i, const trainer::ForwardBack
   update.epoch = epoch + 1;
   update.epochs = s_.config->train.epochs;
   update.step = i + 1;
-  update.steps_per_epoch = steps_per_epoch_;
+  update.steps_per_epoch = sampler_->BatchesPerEpoch();
   update.loss = pass.loss;
   update.samples_per_s = window_.samples / std::max(1e-9, now - window_.start);
   update.elapsed_s = now - t_start_;
@@ -211,10 +346,11 @@ json TrainingLoop::BaseRecord(int epoch) const {
   const trainer::Trainer& trainer = *s_.trainer;
   r["step"] = step_;
   r["epoch"] = epoch;
-  r["epoch_progress"] = static_cast<double>(step_) / static_cast<double>(std::max<int64_t>(1, steps_per_epoch_));
+  r["epoch_progress"] = epoch + static_cast<double>(sampler_->BatchesTaken()) /
+                                    static_cast<double>(std::max(1, sampler_->BatchesPerEpoch()));
   r["time"] = now - t_start_ - eval_seconds_;
   r["wall_time"] = now - t_start_;
-  r["lr"] = trainer.LearningRate(std::max<int64_t>(0, step_ - 1));
+  r["lr"] = trainer.LearningRate(SchedulePosition());
   r["loss_scale"] = trainer.loss_scaler().scale();
   r["skipped_steps"] = trainer.loss_scaler().skipped_steps();
   r["samples"] = samples_done_;
@@ -273,15 +409,14 @@ Status TrainingLoop::Evaluate(const trainer::Dataset& set, int epoch, bool whole
 // steps, `i` batches into `epoch`.
 Status TrainingLoop::StopWithCheckpoint(int epoch, int64_t i) {
   if (!s_.checkpoint_path.empty()) {
-    CHORUS_RETURN_IF_ERROR(
-        trainer::SaveCheckpoint(*s_.trainer, trainer::CheckpointInfo{step_, epoch, i}, s_.checkpoint_path));
+    CHORUS_RETURN_IF_ERROR(trainer::SaveCheckpoint(*s_.trainer, Position(step_), s_.checkpoint_path));
   }
   json r = BaseRecord(epoch);
   r["stopped"] = SignalName(stopped_by_);
   r["parameter_checksum"] = std::to_string(s_.trainer->ParameterChecksum());
   CHORUS_RETURN_IF_ERROR(s_.metrics->Append(r));
   CHORUS_LOG_WARN(Subsys::kNode, "stopped by ", SignalName(stopped_by_), " at step ", step_, " (epoch ", epoch + 1,
-                  ", batch ", i, " of ", steps_per_epoch_, "); checkpoint ", s_.checkpoint_path,
+                  ", batch ", i, " of ", sampler_->BatchesPerEpoch(), "); checkpoint ", s_.checkpoint_path,
                   ": --resume continues from it");
   return Status::Ok();
 }
@@ -295,8 +430,12 @@ Status TrainingLoop::EndEpoch(int epoch) {
   }
   if (!s_.checkpoint_path.empty() &&
       (last_epoch || (s_.checkpoint_every_epochs > 0 && epochs_done % s_.checkpoint_every_epochs == 0))) {
-    CHORUS_RETURN_IF_ERROR(
-        trainer::SaveCheckpoint(*s_.trainer, trainer::CheckpointInfo{step_, epochs_done}, s_.checkpoint_path));
+    trainer::CheckpointInfo info = Position(step_);
+    info.epoch = epochs_done;  // the next epoch starts afresh
+    info.epoch_batches = 0;
+    info.data_order.clear();
+    info.partition_batches = 0;
+    CHORUS_RETURN_IF_ERROR(trainer::SaveCheckpoint(*s_.trainer, info, s_.checkpoint_path));
   }
   return Status::Ok();
 }
@@ -319,8 +458,12 @@ Result<json> TrainingLoop::Summarise() {
   if (!s_.model_path.empty()) CHORUS_RETURN_IF_ERROR(trainer::ExportModel(trainer, s_.model_path));
 
   const double compute_seconds = s_.clock->compute_seconds();
-  json summary = SummaryHeader(s_.exchange->Metrics(), s_.exchange->Describe(), s_.node_name, s_.rank,
-                               s_.world_size, s_.config->train, s_.global_batch, step_);
+  // In a cluster: the membership at the end (members may have joined or left).
+  const MembershipView* end_view = s_.session != nullptr && s_.session->view.self_rank >= 0 ? &s_.session->view : nullptr;
+  json summary = SummaryHeader(s_.exchange->Metrics(), s_.exchange->Describe(), s_.node_name,
+                               end_view != nullptr ? end_view->self_rank : s_.rank,
+                               end_view != nullptr ? end_view->size() : s_.world_size, s_.config->train,
+                               s_.global_batch, step_);
   summary["train_seconds"] = train_seconds;
   summary["eval_seconds"] = eval_seconds_;
   summary["finish_seconds"] = finish_seconds;

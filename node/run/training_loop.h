@@ -1,8 +1,11 @@
 // The one training loop of a node, real (`chorus node`, RunNode) or virtual
 // (`chorus simulate`), read as named steps:
 //
-//   Resume             --resume: the checkpoint, then the step the cluster agrees on
+//   Resume             a joiner: the live state from a member (Exchange::Joined);
+//                      --resume: the checkpoint, then the step the cluster agrees on
 //   for each step:     StopsBefore       a stop signal: StopWithCheckpoint, and return
+//                      AdmitIfDue        at an admission point: joiners come in (Exchange::Admit)
+//                      FollowMembership  a new membership: the rest of the epoch re-partitioned
 //                      TrainStep         the exchange's hooks around forward/backward and update
 //                      RecordWindow      every log_every steps: loss, lr, samples/s
 //                      EvaluateIfDue     after the steps the evaluation plan names
@@ -29,6 +32,7 @@
 
 #include "common/status.h"
 #include "node/cluster/cluster_session.h"
+#include "node/cluster/live_state.h"
 #include "node/config/config.h"
 #include "node/exchange/exchange.h"
 #include "node/outputs/metrics.h"
@@ -36,6 +40,7 @@
 #include "node/run/progress_display.h"
 #include "node/run/stop_signals.h"
 #include "trainer/batch_sampler.h"
+#include "trainer/checkpoint.h"
 #include "trainer/dataset.h"
 #include "trainer/trainer.h"
 
@@ -120,7 +125,9 @@ struct LoopSetup {
 // train.batch_size was set, when the shard holds no batch.
 [[nodiscard]] Result<int64_t> StepsPerEpoch(const Config& config, int train_images, int world_size);
 
-class TrainingLoop {
+// The loop is the node's LiveState (live_state.h): a joiner's state is its
+// trainer's checkpoint with where the loop stands.
+class TrainingLoop final : public LiveState {
  public:
   explicit TrainingLoop(LoopSetup setup) : s_(std::move(setup)) {}
 
@@ -132,6 +139,12 @@ class TrainingLoop {
   // The signal the loop stopped for, else 0.
   int stopped_by() const { return stopped_by_; }
 
+  // LiveState.
+  bool NeedsState() const override { return needs_live_state_; }
+  int64_t NextStep() const override { return step_; }
+  [[nodiscard]] Result<std::vector<uint8_t>> Capture(int64_t next_step) override;
+  [[nodiscard]] Status Restore(std::span<const uint8_t> bytes, const std::string& from) override;
+
  private:
   struct Window {  // the steps since the last record
     double start = 0.0;
@@ -140,7 +153,23 @@ class TrainingLoop {
   };
 
   Status Resume();
+  // A node that joined a running cluster: the live state from a member.
+  Status JoinRunning();
+  // --resume: the checkpoint; in a cluster that stopped together, one step.
+  Status ResumeFromCheckpoint();
   bool StopsBefore();
+  // At an admission point (cluster.admit_every_steps), the members meet; when
+  // the coordinator admits joiners, the exchange re-forms with them and they
+  // take the live state.
+  Status AdmitIfDue();
+  // The membership changed since the data was partitioned: the rest of the
+  // epoch is re-partitioned over the current members, and the schedule's
+  // global batch follows them. Not while catching up (steps_to_skip_).
+  Status FollowMembership();
+  // The checkpoint fields of where the loop stands, `next_step` next.
+  trainer::CheckpointInfo Position(int64_t next_step) const;
+  // This step's place on the learning-rate schedule (lr_schedule.h).
+  double SchedulePosition() const;
   // One step; `*abandoned` when a re-form replaced its update.
   Status TrainStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
                    trainer::UpdateResult* update, bool* abandoned);
@@ -156,9 +185,12 @@ class TrainingLoop {
 
   LoopSetup s_;
   std::optional<trainer::BatchSampler> sampler_;
-  int64_t steps_per_epoch_ = 0;
   int64_t step_ = 0;            // steps run (or skipped) so far: the next step's number
   int start_epoch_ = 0;
+  int epoch_ = 0;               // the epoch in progress
+  bool positioned_ = false;     // the sampler stands inside start_epoch_ already (resume, live state)
+  bool needs_live_state_ = false;
+  int64_t last_admission_step_ = -1;
   int64_t steps_to_skip_ = 0;   // batches to pass over, one step each (a re-form's catch-up, a resume)
   double t_start_ = 0.0;
   double eval_seconds_ = 0.0;   // evaluations, kept out of `time`

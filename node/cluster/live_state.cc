@@ -1,0 +1,186 @@
+// Sharing the live state with members that join (see live_state.h).
+#include "node/cluster/live_state.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace chorus::node {
+namespace {
+
+// The header that precedes the chunks: fixed size, little-endian fields.
+struct Header {
+  uint32_t magic = 0;
+  uint32_t version = 0;
+  uint64_t bytes = 0;
+  int64_t next_step = 0;
+  uint32_t crc32 = 0;
+  uint32_t chunk_bytes = 0;
+};
+static_assert(sizeof(Header) == 32, "the header travels as these 32 bytes");
+constexpr uint32_t kMagic = 0x534c4843;  // "CHLS"
+constexpr uint32_t kVersion = 1;
+// Larger than any model here by far; a header above it is corrupt, not a model.
+constexpr uint64_t kMaxStateBytes = uint64_t{64} << 30;
+
+uint32_t Crc32(std::span<const uint8_t> bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  size_t done = 0;
+  while (done < bytes.size()) {  // zlib takes a uInt length
+    const size_t n = std::min<size_t>(bytes.size() - done, size_t{1} << 30);
+    crc = crc32(crc, bytes.data() + done, static_cast<uInt>(n));
+    done += n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+gossip::Tag HeaderTag(uint64_t epoch) { return LiveStateTagBase(epoch) + (gossip::Tag{1} << 20); }
+gossip::Tag ChunkTag(uint64_t epoch) { return HeaderTag(epoch) + 1; }
+
+size_t Chunks(uint64_t bytes) { return static_cast<size_t>((bytes + kLiveStateChunkBytes - 1) / kLiveStateChunkBytes); }
+
+std::string MiB(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+// Sends `header` and `bytes` to each of `to`, all at once, and waits.
+Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header,
+            std::span<const uint8_t> bytes, uint64_t epoch, Deadline deadline) {
+  std::vector<gossip::RequestPtr> requests;
+  for (int rank : to) {
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr h,
+                            transport.Isend(rank, HeaderTag(epoch), std::as_bytes(std::span(&header, 1))));
+    requests.push_back(std::move(h));
+    for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
+      const size_t begin = c * kLiveStateChunkBytes;
+      const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
+      CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr r,
+                              transport.Isend(rank, ChunkTag(epoch), std::as_bytes(bytes.subspan(begin, n))));
+      requests.push_back(std::move(r));
+    }
+  }
+  for (gossip::RequestPtr& r : requests) {
+    Result<gossip::Completion> done = r->Wait(deadline);
+    if (!done) return done.error().WithContext("sending the live state");
+  }
+  return Status::Ok();
+}
+
+// Receives the header and the chunks from `from` and checks them.
+Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, const std::string& sender,
+                                     uint64_t epoch, Deadline deadline, Header* header) {
+  {
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr h,
+                            transport.Irecv(from, HeaderTag(epoch), std::as_writable_bytes(std::span(header, 1))));
+    Result<gossip::Completion> done = h->Wait(deadline);
+    if (!done) return Err(done.error().WithContext("receiving the live state's header from " + sender));
+    if (done->bytes != sizeof(Header)) {
+      return Err(DataLoss("live state from " + sender + ": a header of " + std::to_string(done->bytes) +
+                          " bytes, expected " + std::to_string(sizeof(Header))));
+    }
+  }
+  if (header->magic != kMagic || header->version != kVersion || header->bytes > kMaxStateBytes ||
+      header->chunk_bytes != kLiveStateChunkBytes) {
+    return Err(DataLoss("live state from " + sender + ": bad header (magic " + std::to_string(header->magic) +
+                        ", version " + std::to_string(header->version) + ", " + std::to_string(header->bytes) +
+                        " bytes in chunks of " + std::to_string(header->chunk_bytes) + ")"));
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(header->bytes));
+  std::vector<gossip::RequestPtr> requests;
+  for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
+    const size_t begin = c * kLiveStateChunkBytes;
+    const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
+    CHORUS_ASSIGN_OR_RETURN(
+        gossip::RequestPtr r,
+        transport.Irecv(from, ChunkTag(epoch), std::as_writable_bytes(std::span(bytes).subspan(begin, n))));
+    requests.push_back(std::move(r));
+  }
+  for (size_t c = 0; c < requests.size(); ++c) {
+    Result<gossip::Completion> done = requests[c]->Wait(deadline);
+    if (!done) return Err(done.error().WithContext("receiving the live state from " + sender));
+    const size_t expected = std::min(kLiveStateChunkBytes, bytes.size() - c * kLiveStateChunkBytes);
+    if (done->bytes != expected) {
+      return Err(DataLoss("live state from " + sender + ": chunk " + std::to_string(c) + " holds " +
+                          std::to_string(done->bytes) + " bytes, expected " + std::to_string(expected)));
+    }
+  }
+  const uint32_t crc = Crc32(bytes);
+  if (crc != header->crc32) {
+    return Err(DataLoss("live state from " + sender + ": CRC-32 " + std::to_string(crc) + " of the " +
+                        std::to_string(bytes.size()) + " bytes received, the sender's is " +
+                        std::to_string(header->crc32)));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, const MembershipView& view,
+                                       LiveState& state, int64_t next_step, Deadline deadline) {
+  LiveStateShared shared;
+  shared.next_step = next_step;
+  const int n = view.size();
+  std::vector<float> needs(static_cast<size_t>(n), 0.0f);
+  if (state.NeedsState()) needs[static_cast<size_t>(view.self_rank)] = 1.0f;
+  gossip::AllreduceOptions o;
+  o.algorithm = gossip::AllreduceAlgorithm::kRing;
+  o.tag_base = LiveStateTagBase(view.epoch);
+  o.deadline = deadline;
+  if (n > 1) CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(needs), o));
+
+  std::vector<int> receivers;
+  int sender = -1;
+  for (int r = 0; r < n; ++r) {
+    if (needs[static_cast<size_t>(r)] > 0.5f) {
+      receivers.push_back(r);
+    } else if (sender < 0) {
+      sender = r;
+    }
+  }
+  shared.receivers = static_cast<int>(receivers.size());
+  if (receivers.empty()) return shared;
+  if (sender < 0) {
+    return Err(FailedPrecondition("no member of epoch " + std::to_string(view.epoch) +
+                                  " holds the cluster's state: every member joined and is waiting for it"));
+  }
+  const Member& from = view.members[static_cast<size_t>(sender)];
+  shared.sender = from.name;
+  gossip::Transport& transport = collective.transport();
+  const double t0 = NowSeconds();
+  if (view.self_rank == sender) {
+    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
+    Header header{kMagic, kVersion, bytes.size(), next_step, Crc32(bytes), static_cast<uint32_t>(kLiveStateChunkBytes)};
+    CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, bytes, view.epoch, deadline));
+    shared.bytes = bytes.size();
+    std::string names;
+    for (int r : receivers) names += (names.empty() ? "" : ", ") + view.members[static_cast<size_t>(r)].name;
+    CHORUS_LOG_INFO(Subsys::kNode, "sent the live state (", MiB(bytes.size()), ", step ", next_step, ") to ", names,
+                    " in ", NowSeconds() - t0, " s");
+    return shared;
+  }
+  if (!state.NeedsState()) return shared;
+  const std::string sender_text = from.name + " (rank " + std::to_string(sender) + ")";
+  Header header;
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                          Receive(transport, sender, sender_text, view.epoch, deadline, &header));
+  CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + from.name));
+  shared.bytes = bytes.size();
+  shared.next_step = header.next_step;
+  CHORUS_LOG_INFO(Subsys::kNode, "received the live state from ", sender_text, ": ", MiB(bytes.size()),
+                  " in ", NowSeconds() - t0, " s, CRC-32 verified; resuming at step ", header.next_step);
+  return shared;
+}
+
+Result<int64_t> ShareLiveStateIfAny(const gossip::Collective& collective, const MembershipView& view,
+                                    LiveState* state, int64_t next_step, Deadline deadline) {
+  if (state == nullptr) return next_step;
+  CHORUS_ASSIGN_OR_RETURN(LiveStateShared shared, ShareLiveState(collective, view, *state, next_step, deadline));
+  return shared.next_step;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,79 @@
+// The live state of a training node, and how a node that joins a running
+// cluster gets it: from a member, over the data plane, at the membership epoch
+// that admits it.
+//
+// LiveState is what the training loop exposes: its trainer's checkpoint in
+// memory with where the loop stands (step, epoch, data order, schedule), and
+// whether this node still lacks the cluster's state. ShareLiveState is a
+// collective over one membership epoch: the members agree on who needs the
+// state (a small all-reduce of flags), the lowest-ranked member that has it
+// sends it to each that needs it, in chunks after a header with its length and
+// CRC-32, and each receiver checks the CRC before it restores anything. When
+// the sender dies mid-transfer the collective fails on every member; the
+// exchange's re-form installs the next epoch and runs it again there, so the
+// joiner gets the state from the next member in rank order.
+//
+// Must not: decide membership or pick the epoch (the exchange calls it at
+// admissions and re-forms), or parse the state (the LiveState does).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gossip/collectives/collective.h"
+#include "node/cluster/cluster_session.h"
+#include "node/control/membership.h"
+
+namespace chorus::node {
+
+class LiveState {
+ public:
+  virtual ~LiveState() = default;
+  // True while this node lacks the cluster's state (it joined a running
+  // cluster and has not received it yet).
+  virtual bool NeedsState() const = 0;
+  // The step this node runs next (between steps; its restored one after Restore).
+  virtual int64_t NextStep() const = 0;
+  // This node's state, `next_step` being the step it runs next.
+  [[nodiscard]] virtual Result<std::vector<uint8_t>> Capture(int64_t next_step) = 0;
+  // Takes another member's Capture as this node's state (`from` names the
+  // sender in errors and logs); NeedsState() is false afterwards.
+  [[nodiscard]] virtual Status Restore(std::span<const uint8_t> bytes, const std::string& from) = 0;
+};
+
+// The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
+// fusion buckets (EpochTagBase + b << 20, b < 2^17), the re-form broadcasts
+// (+ 1 << 39), the final broadcast (+ 1 << 38) and the resume-step agreement
+// (+ 3 << 38).
+inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{7} << 37); }
+
+// The bytes of one message of the transfer.
+inline constexpr size_t kLiveStateChunkBytes = size_t{1} << 20;
+
+struct LiveStateShared {
+  int receivers = 0;        // members that needed the state
+  int64_t next_step = 0;    // the step to run next: the sender's for a receiver
+  size_t bytes = 0;         // the state's size (0 when nobody needed it)
+  std::string sender;       // who sent it ("" when nobody needed it)
+};
+
+// Collective over `view` (every member calls it with the collective of that
+// epoch): members whose `state` NeedsState() receive the state of the
+// lowest-ranked member that does not, and restore it. `next_step`: the step
+// this node runs next (a receiver's becomes the sender's). FailedPrecondition
+// when every member needs the state (nobody holds it); DataLoss when the
+// bytes arrive corrupt (CRC); the transport's errors when a member dies.
+[[nodiscard]] Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective,
+                                                     const MembershipView& view, LiveState& state,
+                                                     int64_t next_step, Deadline deadline);
+
+// ShareLiveState where the loop gave a LiveState (`state` may be null: nothing
+// to share); returns the step to run next (a receiver's is the sender's).
+[[nodiscard]] Result<int64_t> ShareLiveStateIfAny(const gossip::Collective& collective, const MembershipView& view,
+                                                  LiveState* state, int64_t next_step, Deadline deadline);
+
+}  // namespace chorus::node
