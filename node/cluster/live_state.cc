@@ -4,7 +4,10 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "common/log.h"
 
@@ -48,6 +51,14 @@ std::string MiB(size_t bytes) {
   return text;
 }
 
+// Fault injection for tests (docs/testing.md): CHORUS_FAULT_STALL_LIVE_STATE_S
+// seconds between the header and the chunks, so that a test can kill the
+// sender mid-transfer. 0 when unset.
+double StallBeforeChunks() {
+  const char* text = std::getenv("CHORUS_FAULT_STALL_LIVE_STATE_S");
+  return text != nullptr ? std::max(0.0, std::atof(text)) : 0.0;
+}
+
 // Sends `header` and `bytes` to each of `to`, all at once, and waits.
 Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header,
             std::span<const uint8_t> bytes, uint64_t epoch, Deadline deadline) {
@@ -56,6 +67,16 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr h,
                             transport.Isend(rank, HeaderTag(epoch), std::as_bytes(std::span(&header, 1))));
     requests.push_back(std::move(h));
+  }
+  if (const double stall = StallBeforeChunks(); stall > 0) {
+    for (gossip::RequestPtr& r : requests) {
+      Result<gossip::Completion> done = r->Wait(deadline);
+      if (!done) return done.error().WithContext("sending the live state's header");
+    }
+    CHORUS_LOG_WARN(Subsys::kNode, "fault injection: stalling ", stall, " s between the live state's header and its chunks");
+    std::this_thread::sleep_for(std::chrono::duration<double>(stall));
+  }
+  for (int rank : to) {
     for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
       const size_t begin = c * kLiveStateChunkBytes;
       const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);

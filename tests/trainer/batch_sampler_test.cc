@@ -255,3 +255,85 @@ TEST(MakeBatchTest, RejectsIndicesOutsideTheDataset) {
 
 }  // namespace
 }  // namespace chorus::trainer
+
+namespace chorus::trainer {
+namespace {
+
+// Batches [from, to) of `sampler`'s current epoch as sample ids.
+std::vector<int32_t> TakeBatches(BatchSampler& sampler, const Dataset& ds, int count) {
+  std::vector<int32_t> ids;
+  Batch batch;
+  for (int b = 0; b < count && sampler.Next(ds, &batch); ++b) {
+    for (int k = 0; k < batch.size; ++k) ids.push_back(static_cast<int32_t>(batch.images[k * 4]));
+  }
+  return ids;
+}
+
+// Three members train 4 batches each, a fourth joins: the rest of the epoch is
+// re-cut over four, so no sample is trained twice, the three's untrained ones
+// are all trained, and the pieces left over are fewer than one batch per member.
+TEST(BatchSamplerTest, RepartitionTrainsTheRestOfTheEpochOnceOverTheNewMembers) {
+  const Dataset ds = IndexedDataset(1000);
+  const int batch = 8;
+  std::multiset<int32_t> trained;
+  std::vector<BatchSampler> old;
+  for (int r = 0; r < 3; ++r) {
+    old.emplace_back(1000, batch, 7, r, 3);
+    old.back().StartEpoch(2);
+    for (int32_t id : TakeBatches(old.back(), ds, 4)) trained.insert(id);
+  }
+  std::vector<BatchSampler> now;
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(old[r].Repartition(r, 4, 1).ok());
+    now.push_back(old[r]);
+  }
+  // The joiner rebuilds the epoch from node 0's history and position.
+  BatchSampler joiner(1000, batch, 7, 0, 4);
+  EXPECT_EQ(old[0].History(), "3@0;4:4@1");
+  ASSERT_TRUE(joiner.Restore(2, "3@0", 0, 4).ok());
+  ASSERT_TRUE(joiner.Repartition(3, 4, 1).ok());
+  now.push_back(joiner);
+  for (BatchSampler& s : now) {
+    EXPECT_EQ(s.BatchesTaken(), 4);
+    EXPECT_EQ(s.BatchesPerEpoch(), now[0].BatchesPerEpoch());
+  }
+  EXPECT_EQ(now[0].BatchesPerEpoch(), 4 + (1000 / 3 - 32) * 3 / 4 / batch);
+  for (BatchSampler& s : now) {
+    for (int32_t id : TakeBatches(s, ds, 1000)) trained.insert(id);
+  }
+  std::set<int32_t> unique(trained.begin(), trained.end());
+  EXPECT_EQ(unique.size(), trained.size()) << "a sample was trained twice";
+  // 999 samples in three shards of 333 (the permutation's last one unused);
+  // the 903 left pool into 4 shards of 225 (3 unused), each 28 batches of 8
+  // (1 unused per member).
+  EXPECT_EQ(trained.size(), 1000u - 1 - 3 - 4 * (225 - 28 * 8));
+}
+
+// History and Restore reproduce another node's position exactly, across
+// several re-partitions; malformed histories are named.
+TEST(BatchSamplerTest, RestoreReplaysTheHistoryOfRepartitions) {
+  const Dataset ds = IndexedDataset(600);
+  BatchSampler a(600, 5, 3, 1, 4);
+  a.StartEpoch(1);
+  TakeBatches(a, ds, 3);
+  ASSERT_TRUE(a.Repartition(0, 3, 5).ok());
+  TakeBatches(a, ds, 2);
+  ASSERT_TRUE(a.Repartition(2, 5, 6).ok());
+  TakeBatches(a, ds, 1);
+  EXPECT_EQ(a.History(), "4@0;3:3@5;2:5@6");
+  BatchSampler b(600, 5, 3, 0, 1);
+  ASSERT_TRUE(b.Restore(1, a.History(), 2, a.BatchesTakenInPartition()).ok());
+  EXPECT_EQ(b.BatchesTaken(), a.BatchesTaken());
+  EXPECT_EQ(b.BatchesPerEpoch(), a.BatchesPerEpoch());
+  EXPECT_EQ(TakeBatches(b, ds, 100), TakeBatches(a, ds, 100));
+  for (const char* bad : {"", "x", "4@0;3@5", "4@0;3:3", "0@1", "4@0;999:3@5", "4@z"}) {
+    Status s = b.Restore(1, bad, 0, 0);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << bad;
+    EXPECT_NE(s.message().find("data order"), std::string::npos) << s.message();
+  }
+  EXPECT_FALSE(b.Restore(1, "4@0", 4, 0).ok()) << "rank outside the partition";
+  EXPECT_FALSE(a.Repartition(3, 3, 9).ok());
+}
+
+}  // namespace
+}  // namespace chorus::trainer

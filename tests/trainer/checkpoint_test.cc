@@ -19,6 +19,16 @@
 namespace chorus::trainer {
 namespace {
 
+// Where training stands: `step`, `epoch`, `batches` into it.
+CheckpointInfo At(int64_t step, int64_t epoch, int64_t batches = 0) {
+  CheckpointInfo info;
+  info.step = step;
+  info.epoch = epoch;
+  info.epoch_batches = batches;
+  return info;
+}
+
+
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,7 +85,7 @@ TEST_F(CheckpointTest, RoundTripResumesTrainingBitwise) {
   const TrainerOptions o = Options("cnn-bn");
   auto a = Make(o);
   Steps(*a, data, 0, 3);
-  ASSERT_TRUE(SaveCheckpoint(*a, CheckpointInfo{3, 0}, Path("ckpt.safetensors")).ok());
+  ASSERT_TRUE(SaveCheckpoint(*a, At(3, 0), Path("ckpt.safetensors")).ok());
   Steps(*a, data, 3, 6);
 
   auto b = Make(o);
@@ -125,7 +135,7 @@ void Rewrite(const std::string& from, const std::string& to,
 // a position past the steps taken is refused, naming the file.
 TEST_F(CheckpointTest, KeepsTheBatchesIntoTheEpoch) {
   auto t = Make(Options("mlp"));
-  ASSERT_TRUE(SaveCheckpoint(*t, CheckpointInfo{17, 1, 5}, Path("mid.safetensors")).ok());
+  ASSERT_TRUE(SaveCheckpoint(*t, At(17, 1, 5), Path("mid.safetensors")).ok());
   auto mid = LoadCheckpoint(Path("mid.safetensors"), t.get());
   ASSERT_TRUE(mid) << mid.error().ToString();
   EXPECT_EQ(mid->step, 17);
@@ -147,6 +157,36 @@ TEST_F(CheckpointTest, KeepsTheBatchesIntoTheEpoch) {
   ASSERT_FALSE(past);
   EXPECT_NE(past.error().message().find(Path("past.safetensors")), std::string::npos) << past.error().message();
   EXPECT_NE(past.error().message().find("epoch_batches 18"), std::string::npos) << past.error().message();
+}
+
+// The bytes a member sends a joiner: the same checkpoint in memory, with the
+// data order and schedule, restored bitwise; corrupt bytes are refused naming
+// what they are.
+TEST_F(CheckpointTest, BytesInMemoryCarryTheDataOrderAndSchedule) {
+  auto a = Make(Options("mlp"));
+  CheckpointInfo info = At(40, 2, 9);
+  info.data_order = "3@0;4:4@1";
+  info.partition_batches = 5;
+  info.schedule_steps_per_epoch = 31;
+  info.global_batch = 192;
+  auto bytes = CheckpointBytes(*a, info);
+  ASSERT_TRUE(bytes) << bytes.error().ToString();
+  auto b = Make(Options("mlp"));
+  auto restored = RestoreCheckpoint(*bytes, "live state from node0", b.get());
+  ASSERT_TRUE(restored) << restored.error().ToString();
+  EXPECT_EQ(restored->step, 40);
+  EXPECT_EQ(restored->epoch_batches, 9);
+  EXPECT_EQ(restored->data_order, "3@0;4:4@1");
+  EXPECT_EQ(restored->partition_batches, 5);
+  EXPECT_EQ(restored->schedule_steps_per_epoch, 31);
+  EXPECT_EQ(restored->global_batch, 192);
+  EXPECT_EQ(b->ParameterChecksum(), a->ParameterChecksum());
+
+  std::vector<uint8_t> corrupt = *bytes;
+  corrupt.resize(corrupt.size() / 2);
+  auto bad = RestoreCheckpoint(corrupt, "live state from node0", b.get());
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("live state from node0"), std::string::npos) << bad.error().message();
 }
 
 TEST_F(CheckpointTest, RejectsWrongShapeMissingAndUnexpectedTensors) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace chorus::trainer {
 namespace {
 
@@ -60,6 +62,21 @@ TEST(LrSchedule, FractionalWarmupRoundsToSteps) {
   o.warmup_epochs = 0.25;  // 2.5 steps -> llround -> 3
   EXPECT_NEAR(LearningRate(0, 10, 5, o), 0.2 / 3.0, kRel);
   EXPECT_NEAR(LearningRate(2, 10, 5, o), 0.2, kRel);
+}
+
+// A position between steps (an epoch of a changed membership mapped onto the
+// schedule's steps) lies between its neighbours' rates, on the same curve.
+TEST(LrSchedule, PositionsBetweenStepsFollowTheCurve) {
+  LrScheduleOptions o = Options();
+  EXPECT_NEAR(LearningRate(4.5, 10, 5, o), 0.2 * 5.5 / 10.0, kRel);  // warm-up: (step + 1) / W
+  const double before = LearningRate(25.0, 10, 5, o);
+  const double between = LearningRate(25.5, 10, 5, o);
+  const double after = LearningRate(26.0, 10, 5, o);
+  EXPECT_LT(between, before);
+  EXPECT_GT(between, after);
+  EXPECT_NEAR(between, 0.2 * std::pow(1.0 - 15.5 / 40.0, 2.0), kRel);
+  EXPECT_EQ(LearningRate(49.9, 10, 5, o) > 0.0, true);
+  EXPECT_EQ(LearningRate(50.0, 10, 5, o), 0.0);
 }
 
 TEST(LrSchedule, WarmupLongerThanTheRunIsAllWarmup) {

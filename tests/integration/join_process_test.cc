@@ -1,0 +1,220 @@
+// Nodes that arrive while a cluster trains, started by hand as a user would
+// (`chorus node` processes, no launcher): a fourth node joins three that
+// train and takes the live state; the sender dies mid-transfer and the joiner
+// takes the state from the next member; a killed node restarted with the same
+// name rejoins; the hand-started example configs form in either order. Every
+// run ends with one model (equal parameter checksums in summary.json).
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/control_test_process.h"
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChorusProcess;
+
+constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
+constexpr const char* kConfigsDir = CHORUS_SOURCE_DIR "/configs";
+
+// A port of 127.0.0.1 that was free a moment ago (bound, read, closed).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+nlohmann::json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+// Metrics records of one node that trained steps (they carry a loss and a throughput).
+int TrainedRecords(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  int records = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("samples_per_s")) ++records;
+  }
+  return records;
+}
+
+// One hand-started training cluster: node0 listens on a free port that every
+// node bootstraps from, the others on any port; a slice of Fashion-MNIST and
+// slowed steps (train.slowdown), so that a node started a second or two late
+// is admitted with most of the run still ahead on 2 busy cores.
+class HandCluster {
+ public:
+  HandCluster(std::string name, std::vector<std::string> sets) : name_(std::move(name)), sets_(std::move(sets)) {
+    out_ = fs::temp_directory_path() / ("chorus-join-test-" + std::to_string(getpid()));
+    port0_ = FreePort();
+  }
+  ~HandCluster() { fs::remove_all(out_); }
+
+  std::vector<std::string> Args(int i) const {
+    std::vector<std::string> args = {"node", std::string(kConfigsDir) + "/allreduce-ring.toml"};
+    const std::string listen = i == 0 ? "127.0.0.1:" + std::to_string(port0_) : "127.0.0.1:0";
+    std::vector<std::string> sets = {"run.node_name=\"node" + std::to_string(i) + "\"",
+                                     "run.output_dir=\"" + out_.string() + "\"",
+                                     "run.name=\"" + name_ + "\"",
+                                     "run.progress=\"off\"",
+                                     "cluster.listen=\"" + listen + "\"",
+                                     "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(port0_) + "\"]",
+                                     "cluster.token=\"" + name_ + "\"",
+                                     "cluster.min_nodes=3",
+                                     "cluster.heartbeat_interval_s=0.2",
+                                     "cluster.suspect_timeout_s=1.5",
+                                     "cluster.dead_timeout_s=3",
+                                     "cluster.join_timeout_s=30",
+                                     "cluster.admit_every_steps=5",
+                                     "fabric.provider=\"tcp;ofi_rxm\"",
+                                     "fabric.op_timeout_s=60",
+                                     "train.threads=1",
+                                     "train.epochs=5",
+                                     "train.batch_size=32",
+                                     "train.slowdown=3.0",
+                                     "train.log_every_steps=5",
+                                     "train.eval_every_epochs=0",
+                                     "data.train_limit=6000",
+                                     "data.test_limit=500"};
+    sets.insert(sets.end(), sets_.begin(), sets_.end());
+    for (const std::string& s : sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    return args;
+  }
+
+  ChorusProcess& Start(int i, const std::vector<std::string>& env = {}) {
+    nodes_.resize(std::max<size_t>(nodes_.size(), static_cast<size_t>(i) + 1));
+    nodes_[static_cast<size_t>(i)] = std::make_unique<ChorusProcess>(Args(i), env);
+    return *nodes_[static_cast<size_t>(i)];
+  }
+  ChorusProcess& node(int i) { return *nodes_[static_cast<size_t>(i)]; }
+  fs::path dir(int i) const { return out_ / name_ / ("node" + std::to_string(i)); }
+
+  // Everyone's output, for failure messages.
+  std::string Outputs() {
+    std::string all;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i]) all += "---- node" + std::to_string(i) + "\n" + nodes_[i]->Output();
+    }
+    return all;
+  }
+
+  // Nodes `which` exit 0 within `timeout_s` and end with one model; returns it.
+  std::string ExpectOneModel(const std::vector<int>& which, double timeout_s) {
+    std::string checksum;
+    int64_t steps = -1;
+    for (int i : which) {
+      std::optional<int> status = node(i).Wait(timeout_s);
+      EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << Outputs();
+      const nlohmann::json summary = ReadJson(dir(i) / "summary.json");
+      if (!summary.is_object()) {
+        ADD_FAILURE() << "node" << i << " wrote no summary\n" << Outputs();
+        continue;
+      }
+      const std::string c = summary["parameter_checksum"].get<std::string>();
+      if (checksum.empty()) checksum = c;
+      EXPECT_EQ(c, checksum) << "node" << i;
+      if (steps < 0) steps = summary["steps"].get<int64_t>();
+      EXPECT_EQ(summary["steps"].get<int64_t>(), steps) << "node" << i;
+    }
+    return checksum;
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::string> sets_;
+  fs::path out_;
+  int port0_ = -1;
+  std::vector<std::unique_ptr<ChorusProcess>> nodes_;
+};
+
+struct JoinVariant {
+  std::string name;
+  std::vector<std::string> sets;
+};
+
+class JoinProcessTest : public ::testing::TestWithParam<JoinVariant> {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  }
+};
+
+// Three nodes train; a fourth started by hand once they do is admitted at an
+// admission point, takes the live state, trains the rest of the run with
+// them, and all four end with one model (under all-reduce the same model after
+// every step; under gossip after the consensus phase).
+TEST_P(JoinProcessTest, AFourthNodeJoinsMidRunAndAllEndWithOneModel) {
+  HandCluster cluster("join-" + GetParam().name, GetParam().sets);
+  for (int i = 0; i < 3; ++i) cluster.Start(i);
+  ASSERT_TRUE(cluster.node(0).WaitFor("cluster formed", 60)) << cluster.Outputs();
+  ChorusProcess& joiner = cluster.Start(3);
+  ASSERT_TRUE(joiner.WaitFor("received the live state from node[0-2] .*CRC-32 verified", 60)) << cluster.Outputs();
+  cluster.ExpectOneModel({0, 1, 2, 3}, 240);
+  EXPECT_GT(TrainedRecords(cluster.dir(3) / "metrics.jsonl"), 2) << cluster.Outputs();
+  const nlohmann::json joined = ReadJson(cluster.dir(3) / "summary.json");
+  ASSERT_TRUE(joined.is_object());
+  EXPECT_EQ(joined["world_size"].get<int>(), 4);
+  EXPECT_GT(joined["samples_per_s"].get<double>(), 0.0);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NE(cluster.node(i).Output().find("admitted node3"), std::string::npos) << "node" << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Exchanges, JoinProcessTest,
+    ::testing::Values(JoinVariant{"allreduce", {}},
+                      JoinVariant{"dpsgd", {"exchange.kind=\"gossip\"", "exchange.protocol=\"dpsgd\"",
+                                            "topology.kind=\"ring\""}},
+                      JoinVariant{"choco", {"exchange.kind=\"gossip\"", "exchange.protocol=\"choco\"",
+                                            "topology.kind=\"ring\"", "exchange.compression.codec=\"sign\""}}),
+    [](const ::testing::TestParamInfo<JoinVariant>& info) { return info.param.name; });
+
+// The member sending the live state (node0, rank 0) is killed between the
+// header and the chunks (a fault-injection stall): the joiner's receive fails
+// with it, the three others re-form without it, and the joiner takes the state
+// from node1, the next member in rank order. All three end with one model.
+TEST(JoinFaultTest, TheJoinerTakesTheStateFromAnotherMemberWhenTheSenderDies) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  HandCluster cluster("join-sender-dies", {});
+  ChorusProcess& sender = cluster.Start(0, {"CHORUS_FAULT_STALL_LIVE_STATE_S=60"});
+  cluster.Start(1);
+  cluster.Start(2);
+  ASSERT_TRUE(sender.WaitFor("cluster formed", 60)) << cluster.Outputs();
+  ChorusProcess& joiner = cluster.Start(3);
+  ASSERT_TRUE(sender.WaitFor("fault injection: stalling", 60)) << cluster.Outputs();
+  sender.Signal(SIGKILL);
+  ASSERT_TRUE(joiner.WaitFor("received the live state from node1 .*CRC-32 verified", 60)) << cluster.Outputs();
+  cluster.ExpectOneModel({1, 2, 3}, 240);
+  EXPECT_NE(joiner.Output().find("receiving the live state from node0"), std::string::npos) << joiner.Output();
+}
+
+}  // namespace
+}  // namespace chorus::node

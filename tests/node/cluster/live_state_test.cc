@@ -1,0 +1,137 @@
+// Tests of ShareLiveState over the in-process transport: the members that
+// need the state get the lowest-ranked holder's bytes (several chunks) and its
+// step; nobody needing it costs one small all-reduce; nobody holding it is
+// refused.
+#include "node/cluster/live_state.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "gossip/transport/local/local_transport.h"
+
+namespace chorus::node {
+namespace {
+
+// A member's state: `bytes`, or nothing yet.
+class FakeState final : public LiveState {
+ public:
+  FakeState(std::vector<uint8_t> bytes, int64_t step, bool needs)
+      : bytes_(std::move(bytes)), step_(step), needs_(needs) {}
+  bool NeedsState() const override { return needs_; }
+  int64_t NextStep() const override { return step_; }
+  Result<std::vector<uint8_t>> Capture(int64_t next_step) override {
+    ++captures;
+    captured_step = next_step;
+    return bytes_;
+  }
+  Status Restore(std::span<const uint8_t> bytes, const std::string& from) override {
+    bytes_.assign(bytes.begin(), bytes.end());
+    restored_from = from;
+    needs_ = false;
+    return Status::Ok();
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+  int captures = 0;
+  int64_t captured_step = -1;
+  std::string restored_from;
+
+ private:
+  std::vector<uint8_t> bytes_;
+  int64_t step_;
+  bool needs_;
+};
+
+MembershipView View(int n, int self, uint64_t epoch) {
+  MembershipView v;
+  v.epoch = epoch;
+  v.self_rank = self;
+  for (int r = 0; r < n; ++r) {
+    Member m;
+    m.rank = r;
+    m.name = "node" + std::to_string(r);
+    v.members.push_back(m);
+  }
+  return v;
+}
+
+// Runs ShareLiveState on every member at once.
+std::vector<Result<LiveStateShared>> ShareOnAll(std::vector<FakeState>& states, const std::vector<int64_t>& steps) {
+  const int n = static_cast<int>(states.size());
+  gossip::LocalHubOptions options;
+  options.world_size = n;
+  auto hub = gossip::LocalHub::Create(options);
+  std::vector<std::unique_ptr<gossip::Transport>> transports = hub->MakeAll();
+  std::vector<Result<LiveStateShared>> results(static_cast<size_t>(n), Err(Cancelled("not run")));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto collective = gossip::Collective::Create(*transports[static_cast<size_t>(r)]);
+      if (!collective) {
+        results[static_cast<size_t>(r)] = Err(collective.error());
+        return;
+      }
+      results[static_cast<size_t>(r)] = ShareLiveState(*collective, View(n, r, 3), states[static_cast<size_t>(r)],
+                                                       steps[static_cast<size_t>(r)], Deadline::AfterSeconds(20));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+std::vector<uint8_t> Pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 31 + (i >> 12));
+  return v;
+}
+
+TEST(LiveStateTest, JoinersTakeTheLowestHoldersStateInChunksWithItsStep) {
+  const size_t size = 2 * kLiveStateChunkBytes + 12345;  // three chunks, the last short
+  std::vector<FakeState> states;
+  states.emplace_back(Pattern(size, 1), 120, false);  // rank 0: the holder that sends
+  states.emplace_back(Pattern(size, 1), 120, false);
+  states.emplace_back(std::vector<uint8_t>{}, 0, true);  // joiners
+  states.emplace_back(std::vector<uint8_t>{}, 0, true);
+  auto results = ShareOnAll(states, {120, 120, 0, 0});
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(results[static_cast<size_t>(r)]) << r << ": " << results[static_cast<size_t>(r)].error().ToString();
+    EXPECT_EQ(results[static_cast<size_t>(r)]->receivers, 2);
+    EXPECT_EQ(results[static_cast<size_t>(r)]->sender, "node0");
+    EXPECT_EQ(results[static_cast<size_t>(r)]->next_step, 120) << r;
+  }
+  EXPECT_EQ(states[0].captures, 1);
+  EXPECT_EQ(states[0].captured_step, 120);
+  EXPECT_EQ(states[1].captures, 0);
+  for (int r : {2, 3}) {
+    EXPECT_FALSE(states[static_cast<size_t>(r)].NeedsState());
+    EXPECT_EQ(states[static_cast<size_t>(r)].bytes(), Pattern(size, 1)) << r;
+    EXPECT_EQ(states[static_cast<size_t>(r)].restored_from, "live state from node0");
+  }
+}
+
+TEST(LiveStateTest, NobodyNeedingItSendsNothing) {
+  std::vector<FakeState> states;
+  for (int r = 0; r < 3; ++r) states.emplace_back(Pattern(100, static_cast<uint8_t>(r)), 7, false);
+  auto results = ShareOnAll(states, {7, 7, 7});
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(results[static_cast<size_t>(r)]);
+    EXPECT_EQ(results[static_cast<size_t>(r)]->receivers, 0);
+    EXPECT_EQ(results[static_cast<size_t>(r)]->next_step, 7);
+    EXPECT_EQ(states[static_cast<size_t>(r)].captures, 0);
+  }
+}
+
+TEST(LiveStateTest, NobodyHoldingItIsRefusedOnEveryMember) {
+  std::vector<FakeState> states;
+  for (int r = 0; r < 2; ++r) states.emplace_back(std::vector<uint8_t>{}, 0, true);
+  auto results = ShareOnAll(states, {0, 0});
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(results[static_cast<size_t>(r)]);
+    EXPECT_EQ(results[static_cast<size_t>(r)].error().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(results[static_cast<size_t>(r)].error().message().find("holds the cluster's state"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace chorus::node
