@@ -411,12 +411,13 @@ TEST(ConfigParseTest, SharedSettingsAreExchangeTopologyAndWhatAStepComputes) {
   EXPECT_NE(SharedSettingsText(*cnn).find("train.model = \"cnn\"\n"), std::string::npos);
   for (const char* shared : {"train.model", "train.precision", "train.optimizer", "train.epochs", "train.base_lr",
                              "train.momentum", "train.weight_decay", "train.lars_eta", "train.warmup_epochs",
-                             "train.lr_decay_power", "train.seed", "data.train_limit"}) {
+                             "train.lr_decay_power", "train.seed", "data.train_limit",
+                             "cluster.admit_every_steps"}) {
     EXPECT_NE(text.find(std::string(shared) + " = "), std::string::npos) << shared;
   }
   for (const char* own : {"train.device", "train.threads", "train.slowdown", "train.eval_", "train.log_every_steps",
-                          "train.checkpoint_every_epochs", "data.dir", "data.test_limit", "cluster.", "run.",
-                          "fabric."}) {
+                          "train.checkpoint_every_epochs", "data.dir", "data.test_limit", "cluster.listen",
+                          "cluster.bootstrap", "cluster.min_nodes", "cluster.token", "run.", "fabric."}) {
     EXPECT_EQ(text.find(own), std::string::npos) << own;
   }
 }
