@@ -9,7 +9,7 @@
 # accepting side answers `hello` (its own nonce, and a proof over the dialer's
 # nonce) or `reject`; the dialer answers `proof` (over the acceptor's nonce).
 # After that both sides use per-connection session keys and may send anything
-# below. Membership logic lives in node/control/control_plane.cc, not here: this file only
+# below. Membership logic lives in node/control/control_*.cc, not here: this file only
 # says what travels, never what a node does with it.
 @0xf89acdbddfd24fa0;
 
@@ -108,24 +108,46 @@ struct Barrier {
   reply @5 :Bool;            # an answer to a re-sent arrival; never answered again
 }
 
+# From a tool, only `sender`. As the discovery probe of a node that is not in
+# a formed cluster yet (node/control/control_discovery.cc), also the prober's
+# advertised address, the control addresses it knows, and the terms its join
+# would carry (answered by `reject` when they differ).
 struct StateRequest {
   sender @0 :Text;
+  controlAddress @1 :Text;   # the prober's advertised "host:port"; "" from tools
+  known @2 :List(Text);      # control addresses the prober knows
+  sharedSettings @3 :Text;   # as in Join
+  resume @4 :Bool;           # as in Join
 }
 
 # The answer to a StateRequest, and to a join that must wait (for epoch 0 to
-# form, or for the next epoch boundary).
+# form, or for the next epoch boundary); a founder candidate sends it again to
+# its applicants when their number changes.
 struct State {
   formed @0 :Bool;           # false while epoch 0 is not fixed yet
   epoch @1 :UInt64;
   members @2 :List(NodeInfo);
   pending @3 :List(Text);    # joiners waiting for the next epoch boundary (or for epoch 0)
   coordinator @4 :Text;      # name of the node that answers for membership
+  # Where the answering node stands while it forms (discovery).
+  address @5 :Text;          # its advertised control address
+  candidate @6 :Bool;        # not formed and the lowest address it knows: it accepts joins for epoch 0
+  appliedTo @7 :Text;        # not formed: the address of the node that accepted its join ("" if none)
+  appliedFormed @8 :Bool;    # appliedTo is in a formed cluster (admission at its next epoch boundary)
+  known @9 :List(Text);      # not formed: the control addresses it knows
+  # Formed: where the training loop stands (ControlPlane::ReportProgress), for
+  # a joiner to say when it will be admitted.
+  step @10 :Int64 = -1;      # the latest step reported; -1 when none was
+  admitEverySteps @11 :Int64;  # steps between admission points; 0 when unknown
 }
 
-# "Send your join to the coordinator instead."
+# "Send your join to the coordinator instead." `formed`: the target is in a
+# formed cluster; unset, it is a forming node: the one the sender defers to,
+# or the lowest address the sender knows.
 struct Redirect {
   coordinatorName @0 :Text;
   coordinatorAddress @1 :Text;
+  formed @2 :Bool;
 }
 
 enum RejectCode {
@@ -133,7 +155,7 @@ enum RejectCode {
   versionMismatch @1;
   authenticationFailed @2;
   duplicateName @3;
-  notMember @4;              # the contacted node is not in a cluster yet
+  notMember @4;              # the contacted node does not accept joins now (retry after probing again)
   protocol @5;               # unexpected message for the connection's state
   settingsMismatch @6;       # [exchange] / [topology] differ from the coordinator's
 }

@@ -17,7 +17,9 @@ class ProbeListener : public Connection::Listener {
   explicit ProbeListener(std::string probe_name) : probe_name_(std::move(probe_name)) {}
 
   void OnEstablished(const std::shared_ptr<Connection>& conn) override {
-    conn->Send(msg::StateRequest{probe_name_});
+    msg::StateRequest request;  // no control address: a tool's request, not a discovery probe
+    request.sender = probe_name_;
+    conn->Send(request);
   }
   void OnMessage(const std::shared_ptr<Connection>& conn, ControlMessage message) override {
     if (auto* state = std::get_if<msg::State>(&message)) {

@@ -1,9 +1,15 @@
 // The membership protocol of ControlPlane (state in control_plane_impl.h).
 //
-// Roles. The founder collects joins until cluster.min_nodes nodes are present
-// and fixes epoch 0 (ranks by RanksBefore). From then on the coordinator is the
-// lowest-ranked member that this node does not consider dead or leaving; every
-// member computes that on its own from its view and liveness table.
+// Roles. The founder candidate (control_discovery.cc) collects joins until
+// cluster.min_nodes nodes are present and fixes epoch 0 (ranks by
+// RanksBefore). From then on the coordinator is the lowest-ranked member that
+// this node does not consider dead or leaving; every member computes that on
+// its own from its view and liveness table.
+//
+// Restart. A join under the name of a member whose old process is gone (the
+// joiner advertises that member's address, or the member's connection to the
+// coordinator closed, or it is suspect) declares that member dead at once and
+// waits as any joiner; only a live, connected member's name is refused.
 //
 // Epoch change e -> e+1. The coordinator proposes (epochProposal) when a member
 // is dead (silent for dead_timeout_s, or sooner: its connection closed and
@@ -24,7 +30,6 @@
 // epoch change ends a barrier with Aborted.
 #include <algorithm>
 #include <cstring>
-#include <sstream>
 
 #include "common/log.h"
 #include "node/control/control_plane_impl.h"
@@ -32,8 +37,6 @@
 namespace chorus::node {
 namespace {
 
-// Redirects followed within one pass over the bootstrap list.
-constexpr int kMaxRedirects = 4;
 // Completed barriers of one name kept to answer re-sent arrivals; older ones
 // are forgotten so that a barrier per training step does not grow memory.
 constexpr uint64_t kKeptBarriersPerName = 16;
@@ -57,34 +60,16 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return out;
 }
 
-// Names the first line where two nodes' shared settings differ (the lines come
-// in one order from one chorus version; the handshake refused other versions).
-std::string SettingsDifference(const std::string& ours_name, const std::string& ours,
-                               const std::string& theirs_name, const std::string& theirs) {
-  std::istringstream a(ours);
-  std::istringstream b(theirs);
-  std::string line_a;
-  std::string line_b;
-  while (true) {
-    const bool more_a = static_cast<bool>(std::getline(a, line_a));
-    const bool more_b = static_cast<bool>(std::getline(b, line_b));
-    if (!more_a && !more_b) break;
-    if (!more_a) line_a = "nothing";
-    if (!more_b) line_b = "nothing";
-    if (line_a != line_b) {
-      return "the settings every member must share differ: " + ours_name + " has " + line_a + ", " +
-             theirs_name + " has " + line_b;
-    }
-  }
-  return "the settings every member must share differ";
-}
-
 }  // namespace
 
 void ControlPlaneImpl::Dispatch(const std::shared_ptr<Connection>& conn, ControlMessage message) {
-  if (conn == join_conn_ && (std::holds_alternative<msg::State>(message) ||
-                             std::holds_alternative<msg::Redirect>(message) ||
-                             std::holds_alternative<msg::Reject>(message))) {
+  const bool reply = std::holds_alternative<msg::State>(message) || std::holds_alternative<msg::Redirect>(message) ||
+                     std::holds_alternative<msg::Reject>(message);
+  if (reply && probes_.count(conn->id())) {
+    HandleProbeReply(conn, message);
+    return;
+  }
+  if (reply && conn == join_conn_) {
     HandleJoinReply(conn, message);
     return;
   }
@@ -104,7 +89,7 @@ void ControlPlaneImpl::Dispatch(const std::shared_ptr<Connection>& conn, Control
         } else if constexpr (std::is_same_v<T, msg::Barrier>) {
           HandleBarrier(m);
         } else if constexpr (std::is_same_v<T, msg::StateRequest>) {
-          conn->Send(BuildState());
+          HandleStateRequest(conn, m);
         } else if constexpr (std::is_same_v<T, msg::Heartbeat>) {
           HandleHeartbeat(conn, m);
         } else if constexpr (std::is_same_v<T, msg::State>) {
@@ -119,7 +104,7 @@ void ControlPlaneImpl::Dispatch(const std::shared_ptr<Connection>& conn, Control
 }
 
 // ---------------------------------------------------------------------------
-// Joining: the coordinator's side and the joiner's side
+// The coordinator, the outbox, a restarted member
 
 bool ControlPlaneImpl::IsCoordinator() const {
   if (!formed_) return founder_ && phase_ == Phase::kWaiting;
@@ -159,118 +144,38 @@ bool ControlPlaneImpl::OthersAllGone() const {
   return true;
 }
 
-void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const msg::Join& join) {
-  const Member& info = join.info;
-  if (info.name.empty() || info.name != conn->peer_name()) {
-    conn->Send(msg::Reject{RejectCode::kProtocol, "the join must carry the node name of the hello"});
-    conn->CloseAfterFlush(InvalidArgument(conn->Describe() + " joined as '" + info.name +
-                                          "', not as the name in its hello"));
-    return;
-  }
-  if (!IsCoordinator()) {
-    const std::string coordinator = formed_ ? ExpectedCoordinator() : std::string();
-    const Member* cm = coordinator.empty() ? nullptr : view_.Find(coordinator);
-    if (phase_ == Phase::kMember && cm) {
-      CHORUS_LOG_INFO(Subsys::kControl, "redirecting the join of ", conn->Describe(), " to coordinator ",
-                      cm->name, " (", cm->control_address, ")");
-      conn->Send(msg::Redirect{cm->name, cm->control_address});
-    } else {
-      conn->Send(msg::Reject{RejectCode::kNotMember, self_.name + " is not a cluster member (" +
-                                                         std::string(PhaseName(phase_)) + ")"});
-    }
-    conn->CloseAfterFlush(Status::Ok());
-    return;
-  }
-  auto refuse = [&](RejectCode code, const std::string& reason) {
-    CHORUS_LOG_WARN(Subsys::kControl, "refusing the join of ", conn->Describe(), ": ", reason);
-    conn->Send(msg::Reject{code, reason});
-    conn->CloseAfterFlush(Status::Ok());
-  };
-  if (join.shared_settings != shared_settings_) {
-    refuse(RejectCode::kSettingsMismatch,
-           SettingsDifference(self_.name, shared_settings_, info.name, join.shared_settings));
-    return;
-  }
-  // The founding members synchronise a resumed state collectively at epoch 0
-  // (Exchange::Resumed): one that skipped it would wait in its first step for
-  // members waiting in that synchronisation, and both would time out. A node
-  // that joins later is synchronised by its admission.
-  if (!formed_ && join.resume != resume_) {
-    const std::string& resuming = resume_ ? self_.name : info.name;
-    const std::string& fresh = resume_ ? info.name : self_.name;
-    refuse(RejectCode::kSettingsMismatch, resuming + " resumes from its checkpoint (--resume) and " + fresh +
-                                              " does not: the founding nodes of a cluster resume together (pass "
-                                              "--resume to every node, or to none)");
-    return;
-  }
-  std::string taken_by;
-  if (info.name == self_.name) {
-    taken_by = advertise_;
-  } else if (const Member* m = formed_ ? view_.Find(info.name) : nullptr; m && !Gone(info.name)) {
-    taken_by = m->control_address;
-  }
-  for (const Applicant& a : applicants_) {
-    if (a.info.name == info.name && a.conn != conn && !a.conn->closed()) taken_by = a.info.control_address;
-  }
-  if (!taken_by.empty()) {
-    refuse(RejectCode::kDuplicateName, "node name '" + info.name + "' is already used by " + taken_by);
-    return;
-  }
-  for (auto it = applicants_.begin(); it != applicants_.end();) {
-    it = it->info.name == info.name ? applicants_.erase(it) : it + 1;
-  }
-  Member applicant = info;
-  applicant.rank = -1;
-  applicants_.push_back({applicant, conn});
-  conn->Send(BuildState());
-  if (!formed_) {
-    CHORUS_LOG_INFO(Subsys::kControl, info.name, " (", info.control_address, ") joins: ",
-                    1 + applicants_.size(), " of cluster.min_nodes=", config_.min_nodes, " present");
-    MaybeFormEpoch0();
+bool ControlPlaneImpl::RestartsMember(const std::shared_ptr<Connection>& conn, const Member& info) {
+  const Member* m = view_.Find(info.name);
+  auto peer = peers_.find(info.name);
+  // Our only connection under that name is the joiner's own: the member's is gone.
+  const bool unconnected = peer == peers_.end() || peer->second == conn;
+  std::string why;
+  if (m->control_address == info.control_address) {
+    why = "a new process listens at its address " + info.control_address + " and asks to join";
+  } else if (unconnected || liveness_.IsLost(info.name)) {
+    why = "its control connection is closed and a new process with its name (" + info.control_address +
+          ") asks to join";
+  } else if (liveness_.IsSuspect(info.name)) {
+    why = "it is suspect and a new process with its name (" + info.control_address + ") asks to join";
   } else {
-    CHORUS_LOG_INFO(Subsys::kControl, info.name, " (", info.control_address, ") asks to join epoch ",
-                    view_.epoch, ": admitted at the next epoch boundary");
+    return false;
   }
+  if (peer != peers_.end() && peer->second == conn) peers_.erase(peer);  // the joiner's, not the member's
+  DeclareDead(info.name, m->rank, why, /*gone=*/false);
+  return true;
 }
 
-void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, ControlMessage& message) {
-  if (auto* redirect = std::get_if<msg::Redirect>(&message)) {
-    join_conn_.reset();
-    conn->CloseAfterFlush(Status::Ok());
-    if (++join_redirects_ <= kMaxRedirects && !redirect->coordinator_address.empty()) {
-      CHORUS_LOG_INFO(Subsys::kControl, conn->Describe(), " redirects the join to coordinator ",
-                      redirect->coordinator_name, " (", redirect->coordinator_address, ")");
-      DialJoin(redirect->coordinator_address);
-    } else {
-      join_errors_[join_address_] = "redirected too often";
-      ++join_index_;
-      TryNextJoinTarget();
-    }
-  } else if (auto* state = std::get_if<msg::State>(&message)) {
-    if (phase_ != Phase::kJoining) return;
-    phase_ = Phase::kWaiting;
-    coordinator_name_ = conn->peer_name();
-    if (state->formed) {
-      CHORUS_LOG_INFO(Subsys::kControl, coordinator_name_, " accepted the join: the cluster is at epoch ",
-                      state->epoch, " with ", state->members.size(),
-                      " members; waiting for the next epoch boundary");
-    } else {
-      CHORUS_LOG_INFO(Subsys::kControl, coordinator_name_, " accepted the join: ", 1 + state->pending.size(),
-                      " of cluster.min_nodes=", config_.min_nodes, " present, waiting for epoch 0");
-    }
-    cv_.notify_all();
-  } else if (auto* reject = std::get_if<msg::Reject>(&message)) {
-    join_conn_.reset();
-    conn->CloseAfterFlush(Status::Ok());
-    if (reject->code == RejectCode::kNotMember || reject->code == RejectCode::kOther) {
-      join_errors_[join_address_] = reject->reason;
-      ++join_index_;
-      TryNextJoinTarget();
-    } else {
-      Fail(FailedPrecondition("joining through " + join_address_ + ": refused by " + conn->Describe() + ": " +
-                              reject->reason));
-    }
+void ControlPlaneImpl::DeclareDead(const std::string& name, int rank, const std::string& why, bool gone) {
+  CHORUS_LOG_WARN(Subsys::kControl, "member ", name, " (rank ", rank, ") is dead: ", why);
+  dead_.insert(name);
+  if (!left_.count(name)) to_report_failures_.push_back({name, rank, MemberFailure::Kind::kDeclaredDead, gone});
+  auto peer = peers_.find(name);
+  if (peer != peers_.end()) {
+    peer->second->Close(Unavailable("member " + name + " declared dead"));
+    peers_.erase(peer);
   }
+  outbox_.erase(name);
+  cv_.notify_all();
 }
 
 // ---------------------------------------------------------------------------
@@ -283,6 +188,15 @@ void ControlPlaneImpl::MaybeFormEpoch0() {
     if (a.conn->established()) candidates.push_back(a.info);
   }
   if (static_cast<int>(candidates.size()) < config_.min_nodes) return;
+  // Alone, a node that reached none of the nodes its bootstrap list names
+  // cannot tell a cluster still starting from one it failed to reach.
+  if (candidates.size() == 1 && bootstrap_names_others_ && !contacted_) return;
+  // A node it has heard of but not probed yet may be lower (it probed us
+  // first) or formed: with cluster.min_nodes at most half the nodes, fixing
+  // epoch 0 before its answer could found a second cluster beside it.
+  for (const auto& [address, k] : known_) {
+    if (k.reach == Known::Reach::kUntried && !k.self) return;
+  }
   msg::EpochView v;
   v.epoch = 0;
   v.proposal_id = RandomId();
@@ -509,7 +423,9 @@ void ControlPlaneImpl::ForgetNonMembers() {
 }
 
 // Applicants the view admitted, and members that connected to us before we
-// knew they were members, become member connections.
+// knew they were members, become member connections. A connection that
+// carried no member's message yet (a probe, a join) does not: it may be a
+// probe about to close, whose close would look like the member's death.
 void ControlPlaneImpl::RegisterKnownMembers() {
   for (auto it = applicants_.begin(); it != applicants_.end();) {
     if (view_.Find(it->info.name)) {
@@ -521,7 +437,8 @@ void ControlPlaneImpl::RegisterKnownMembers() {
   }
   for (const auto& conn : conns_) {
     const std::string& name = conn->peer_name();
-    if (conn->established() && name != self_.name && view_.Find(name) && !peers_.count(name)) {
+    if (conn->established() && name != self_.name && view_.Find(name) && !peers_.count(name) &&
+        (member_conns_.count(conn->id()) || dialed_member_.count(conn->id()))) {
       RegisterPeer(name, conn);
     }
   }
@@ -650,18 +567,7 @@ void ControlPlaneImpl::CheckLiveness(Clock::time_point now) {
                                                              " dials in a row were refused (silent for " + silent +
                                                              " s)"
                                                        : "silent for " + std::string(silent) + " s";
-        CHORUS_LOG_WARN(Subsys::kControl, "member ", e.name, " (rank ", rank, ") is dead: ", why);
-        dead_.insert(e.name);
-        if (!left_.count(e.name)) {
-          to_report_failures_.push_back({e.name, rank, MemberFailure::Kind::kDeclaredDead, e.refused_dials > 0});
-        }
-        auto peer = peers_.find(e.name);
-        if (peer != peers_.end()) {
-          peer->second->Close(Unavailable("member " + e.name + " declared dead"));
-          peers_.erase(peer);
-        }
-        outbox_.erase(e.name);
-        cv_.notify_all();
+        DeclareDead(e.name, rank, why, e.refused_dials > 0);
         break;
       }
     }

@@ -141,7 +141,12 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setAdvance(m.advance);
           b.setReply(m.reply);
         } else if constexpr (std::is_same_v<T, msg::StateRequest>) {
-          env.initStateRequest().setSender(TextOf(m.sender));
+          auto b = env.initStateRequest();
+          b.setSender(TextOf(m.sender));
+          b.setControlAddress(TextOf(m.control_address));
+          SetTextList(b.initKnown(m.known.size()), m.known);
+          b.setSharedSettings(TextOf(m.shared_settings));
+          b.setResume(m.resume);
         } else if constexpr (std::is_same_v<T, msg::State>) {
           auto b = env.initState();
           b.setFormed(m.formed);
@@ -149,10 +154,18 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           SetMembers(b.initMembers(m.members.size()), m.members);
           SetTextList(b.initPending(m.pending.size()), m.pending);
           b.setCoordinator(TextOf(m.coordinator));
+          b.setAddress(TextOf(m.address));
+          b.setCandidate(m.candidate);
+          b.setAppliedTo(TextOf(m.applied_to));
+          b.setAppliedFormed(m.applied_formed);
+          SetTextList(b.initKnown(m.known.size()), m.known);
+          b.setStep(m.step);
+          b.setAdmitEverySteps(m.admit_every_steps);
         } else if constexpr (std::is_same_v<T, msg::Redirect>) {
           auto b = env.initRedirect();
           b.setCoordinatorName(TextOf(m.coordinator_name));
           b.setCoordinatorAddress(TextOf(m.coordinator_address));
+          b.setFormed(m.formed);
         } else if constexpr (std::is_same_v<T, msg::Reject>) {
           auto b = env.initReject();
           b.setCode(ToWire(m.code));
@@ -254,17 +267,31 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
       return msg::Barrier{StringOf(r.getName()), r.getEpoch(), r.getSeq(), StringOf(r.getSender()),
                           r.getAdvance(), r.getReply()};
     }
-    case wire::Envelope::STATE_REQUEST:
-      return msg::StateRequest{StringOf(env.getStateRequest().getSender())};
+    case wire::Envelope::STATE_REQUEST: {
+      auto r = env.getStateRequest();
+      return msg::StateRequest{StringOf(r.getSender()), StringOf(r.getControlAddress()), GetTextList(r.getKnown()),
+                               StringOf(r.getSharedSettings()), r.getResume()};
+    }
     case wire::Envelope::STATE: {
       auto r = env.getState();
-      CHORUS_ASSIGN_OR_RETURN(std::vector<Member> members, GetMembers(r.getMembers()));
-      return msg::State{r.getFormed(), r.getEpoch(), std::move(members), GetTextList(r.getPending()),
-                        StringOf(r.getCoordinator())};
+      msg::State state;
+      state.formed = r.getFormed();
+      state.epoch = r.getEpoch();
+      CHORUS_ASSIGN_OR_RETURN(state.members, GetMembers(r.getMembers()));
+      state.pending = GetTextList(r.getPending());
+      state.coordinator = StringOf(r.getCoordinator());
+      state.address = StringOf(r.getAddress());
+      state.candidate = r.getCandidate();
+      state.applied_to = StringOf(r.getAppliedTo());
+      state.applied_formed = r.getAppliedFormed();
+      state.known = GetTextList(r.getKnown());
+      state.step = r.getStep();
+      state.admit_every_steps = r.getAdmitEverySteps();
+      return state;
     }
     case wire::Envelope::REDIRECT: {
       auto r = env.getRedirect();
-      return msg::Redirect{StringOf(r.getCoordinatorName()), StringOf(r.getCoordinatorAddress())};
+      return msg::Redirect{StringOf(r.getCoordinatorName()), StringOf(r.getCoordinatorAddress()), r.getFormed()};
     }
     case wire::Envelope::REJECT: {
       auto r = env.getReject();

@@ -103,8 +103,13 @@ struct Barrier {
   bool advance = false;
   bool reply = false;
 };
+// A discovery probe when control_address is set (control.capnp StateRequest).
 struct StateRequest {
   std::string sender;
+  std::string control_address;     // the prober's advertised address; "" from tools
+  std::vector<std::string> known;  // control addresses the prober knows
+  std::string shared_settings;     // as in Join
+  bool resume = false;             // as in Join
 };
 struct State {
   bool formed = false;
@@ -112,10 +117,20 @@ struct State {
   std::vector<Member> members;
   std::vector<std::string> pending;
   std::string coordinator;
+  // While forming (see control.capnp State).
+  std::string address;             // the answering node's advertised address
+  bool candidate = false;          // it accepts joins for epoch 0
+  std::string applied_to;          // address of the node that accepted its join
+  bool applied_formed = false;     // applied_to is in a formed cluster
+  std::vector<std::string> known;
+  // Formed: ControlPlane::ReportProgress's latest values.
+  int64_t step = -1;               // -1: none reported
+  int64_t admit_every_steps = 0;   // 0: unknown
 };
 struct Redirect {
   std::string coordinator_name;
   std::string coordinator_address;
+  bool formed = false;  // the target is in a formed cluster (else a founder candidate)
 };
 struct Reject {
   RejectCode code = RejectCode::kOther;

@@ -1,13 +1,8 @@
-// ControlPlane: start-up, the public API, connection bookkeeping and joining.
-// The membership protocol itself (epoch 0, liveness, proposals, barriers,
-// leaving) is in control_membership.cc; the shared state in control_plane_impl.h.
-//
-// Joining: a non-founder dials its bootstrap peers in order. The peer that
-// answers is either the coordinator (it answers `state`: we wait for epoch 0 or
-// for admission), a member that is not the coordinator (it answers `redirect`),
-// or a node that is not in a cluster yet (`reject notMember`: try the next
-// peer). A refusal for a wrong token, a version mismatch or a duplicate name ends
-// joining at once; anything else is retried until cluster.join_timeout_s.
+// ControlPlane: start-up, the public API and connection bookkeeping. Forming
+// and joining (probes, the founder candidate, redirects) are in
+// control_discovery.cc; the membership protocol itself (epoch 0, liveness,
+// proposals, barriers, leaving) in control_membership.cc; the shared state in
+// control_plane_impl.h.
 #include "node/control/control_plane.h"
 
 #include <fcntl.h>
@@ -111,6 +106,9 @@ Result<MembershipView> ControlPlane::AdvanceEpochIfPending(Deadline deadline) {
 }
 std::vector<std::string> ControlPlane::PendingJoiners() const { return impl_->PendingJoiners(); }
 Status ControlPlane::Leave(Deadline deadline, LeaveKind kind) { return impl_->Leave(deadline, kind); }
+void ControlPlane::ReportProgress(int64_t step, int64_t admit_every_steps) {
+  impl_->ReportProgress(step, admit_every_steps);
+}
 
 // ---------------------------------------------------------------------------
 // Start-up and shutdown
@@ -127,6 +125,7 @@ ControlPlaneImpl::ControlPlaneImpl(const ClusterConfig& config, Member self, Ver
       acceptor_(io_),
       tick_timer_(io_),
       join_timer_(io_),
+      join_retry_timer_(io_),
       shutdown_timer_(io_),
       liveness_(SecondsToDuration(config.suspect_timeout_s), SecondsToDuration(config.dead_timeout_s)) {
   // A handshake gets as long as a member may stay silent, and at least 2 s.
@@ -274,23 +273,7 @@ Status ControlPlaneImpl::SelfCheck() {
 void ControlPlaneImpl::Begin() {
   asio::post(io_, [this] {
     Locked([this] {
-      for (const std::string& b : config_.bootstrap) {
-        if (b != advertise_ && b != listen_display_) join_targets_.push_back(b);
-      }
-      const bool first_is_self = !config_.bootstrap.empty() && (config_.bootstrap.front() == advertise_ ||
-                                                                config_.bootstrap.front() == listen_display_);
-      founder_ = config_.bootstrap.empty() || first_is_self;
-      if (founder_) {
-        phase_ = Phase::kWaiting;
-        CHORUS_LOG_INFO(Subsys::kControl, self_.name, " founds the cluster at ", advertise_, " (waiting for ",
-                        config_.min_nodes, " node", config_.min_nodes == 1 ? "" : "s", ")");
-        MaybeFormEpoch0();
-      } else {
-        phase_ = Phase::kJoining;
-        join_started_ = Clock::now();
-        join_retry_delay_ = std::chrono::milliseconds(100);
-        StartJoinRound();
-      }
+      BeginForming();
       cv_.notify_all();
     });
   });
@@ -355,6 +338,7 @@ void ControlPlaneImpl::CloseAll() {
   asio::error_code ec;
   acceptor_.close(ec);
   join_timer_.cancel();
+  join_retry_timer_.cancel();
   for (const auto& conn : std::vector<std::shared_ptr<Connection>>(conns_.begin(), conns_.end())) {
     conn->CloseAfterFlush(Status::Ok());
   }
@@ -362,6 +346,7 @@ void ControlPlaneImpl::CloseAll() {
   outbox_.clear();
   applicants_.clear();
   join_conn_.reset();
+  probes_.clear();
 }
 
 // ---------------------------------------------------------------------------
@@ -373,6 +358,10 @@ void ControlPlaneImpl::OnEstablished(const std::shared_ptr<Connection>& conn) {
       conn->Send(msg::Join{self_, shared_settings_, resume_});
       return;
     }
+    if (probes_.count(conn->id())) {
+      OnProbeEstablished(conn);
+      return;
+    }
     auto dialed = dialed_member_.find(conn->id());
     if (dialed != dialed_member_.end()) {
       if (conn->peer_name() != dialed->second) {
@@ -381,13 +370,15 @@ void ControlPlaneImpl::OnEstablished(const std::shared_ptr<Connection>& conn) {
         return;
       }
       RegisterPeer(dialed->second, conn);
+      // The accepting side takes the connection for ours once a member's
+      // message arrives on it: say something at once.
+      conn->Send(msg::Heartbeat{view_.epoch, self_.name});
       return;
     }
-    // Accepted: a member reconnecting to us, or a stranger (joiner, probe).
-    const std::string& name = conn->peer_name();
-    if (formed_ && name != self_.name && view_.Find(name) && (!Gone(name) || LeaveOwedTo(name))) {
-      RegisterPeer(name, conn);
-    }
+    // Accepted: a member reconnecting to us, or a stranger (a probe or a
+    // join, possibly under a member's name: a restarted process). It becomes
+    // the member's connection with the first member's message (OnMessage);
+    // registering a probe would report the member lost when the probe closes.
   });
 }
 
@@ -405,9 +396,19 @@ void ControlPlaneImpl::OnMessage(const std::shared_ptr<Connection>& conn, Contro
   Locked([&] {
     if (Terminal()) return;
     const std::string& sender = conn->peer_name();
-    if (formed_ && sender != self_.name && view_.Find(sender)) {
+    // Probes, joins and their answers also come from processes that are not
+    // members (yet), even under a member's name.
+    const bool member_message =
+        !std::holds_alternative<msg::StateRequest>(message) && !std::holds_alternative<msg::Join>(message) &&
+        !std::holds_alternative<msg::State>(message) && !std::holds_alternative<msg::Redirect>(message) &&
+        !std::holds_alternative<msg::Reject>(message);
+    // The first member's message makes a connection the member's, replacing
+    // an older one (which may be half-open), as accepting it used to.
+    const bool first = member_message && member_conns_.insert(conn->id()).second;
+    if (formed_ && member_message && sender != self_.name && view_.Find(sender)) {
       liveness_.Heard(sender, Clock::now());
-      if (!peers_.count(sender) && !Gone(sender)) RegisterPeer(sender, conn);
+      const bool may_register = !Gone(sender) || LeaveOwedTo(sender);
+      if (may_register && (first || !peers_.count(sender))) RegisterPeer(sender, conn);
     }
     Dispatch(conn, std::move(message));
   });
@@ -416,6 +417,7 @@ void ControlPlaneImpl::OnMessage(const std::shared_ptr<Connection>& conn, Contro
 void ControlPlaneImpl::OnClosed(const std::shared_ptr<Connection>& conn, const Status& reason) {
   Locked([&] {
     conns_.erase(conn);
+    member_conns_.erase(conn->id());
     if (shutting_down_) {
       if (conns_.empty()) io_.stop();
       return;
@@ -432,15 +434,19 @@ void ControlPlaneImpl::OnClosed(const std::shared_ptr<Connection>& conn, const S
         liveness_.ConnectionLost(name);
       }
     }
+    bool applicant_gone = false;
     for (auto it = applicants_.begin(); it != applicants_.end();) {
       if (it->conn == conn) {
         CHORUS_LOG_INFO(Subsys::kControl, "applicant ", it->info.name, " disconnected before admission");
         it = applicants_.erase(it);
+        applicant_gone = true;
       } else {
         ++it;
       }
     }
+    if (applicant_gone && !formed_) TellApplicants();
     if (conn == join_conn_) OnJoinConnectionClosed(conn, reason);
+    if (probes_.count(conn->id())) OnProbeClosed(conn, reason);
     // Leaving, a member that left closed the connection our Leave waited for:
     // it no longer listens, so nothing waits for that Leave.
     if (phase_ == Phase::kLeaving && left_.count(name) && !peers_.count(name)) outbox_.erase(name);
@@ -500,91 +506,19 @@ msg::State ControlPlaneImpl::BuildState() const {
   state.members = view_.members;
   for (const Applicant& a : applicants_) state.pending.push_back(a.info.name);
   state.coordinator = formed_ ? ExpectedCoordinator() : (founder_ ? self_.name : std::string());
+  state.address = advertise_;
+  if (!formed_) {
+    state.candidate = founder_ && phase_ == Phase::kWaiting;
+    if (phase_ == Phase::kWaiting && !founder_) {
+      state.applied_to = applied_address_;
+      state.applied_formed = applied_state_.formed;
+    }
+    state.known = KnownAddresses();
+  } else {
+    state.step = progress_step_;
+    state.admit_every_steps = progress_admit_every_;
+  }
   return state;
-}
-
-// ---------------------------------------------------------------------------
-// Joining through bootstrap peers
-
-void ControlPlaneImpl::StartJoinRound() {
-  join_index_ = 0;
-  join_redirects_ = 0;
-  TryNextJoinTarget();
-}
-
-void ControlPlaneImpl::TryNextJoinTarget() {
-  if (phase_ != Phase::kJoining) return;
-  if (join_index_ < join_targets_.size()) {
-    DialJoin(join_targets_[join_index_]);
-    return;
-  }
-  // Every bootstrap peer failed this round.
-  const Duration elapsed = Clock::now() - join_started_;
-  if (join_targets_.empty() || elapsed >= join_timeout_) {
-    std::string tried;
-    for (const auto& [address, error] : join_errors_) {
-      tried += (tried.empty() ? "" : "; ") + address + ": " + error;
-    }
-    Fail(Unavailable("could not join the cluster through any bootstrap peer within " +
-                     SecondsText(std::chrono::duration<double>(join_timeout_).count()) + " s" +
-                     (tried.empty() ? std::string(" (cluster.bootstrap lists no other node)")
-                                    : " (" + tried + ")")));
-    return;
-  }
-  join_timer_.expires_after(std::min<Duration>(join_retry_delay_, join_timeout_ - elapsed));
-  join_retry_delay_ = std::min<Duration>(join_retry_delay_ * 2, std::chrono::seconds(1));
-  join_timer_.async_wait([this](const asio::error_code& ec) {
-    if (ec) return;
-    Locked([this] { StartJoinRound(); });
-  });
-}
-
-void ControlPlaneImpl::DialJoin(const std::string& address) {
-  join_address_ = address;
-  const Duration left = join_timeout_ - (Clock::now() - join_started_);
-  const Duration timeout = std::clamp<Duration>(left, std::chrono::milliseconds(100), kMaxDialTime);
-  AsyncDial(io_, address, timeout, [this, address](Result<asio::ip::tcp::socket> s, bool /*refused*/) {
-    Locked([&] {
-      if (phase_ != Phase::kJoining) return;
-      if (!s) {
-        join_errors_[address] = s.error().message();
-        ++join_index_;
-        TryNextJoinTarget();
-        return;
-      }
-      auto conn = Connection::Create(std::move(*s), Connection::Role::kDialer, key_,
-                                     HandshakeIdentity{versions_, self_.name}, conn_options_, this);
-      conns_.insert(conn);
-      join_conn_ = conn;
-      conn->Start();
-    });
-  });
-}
-
-void ControlPlaneImpl::OnJoinConnectionClosed(const std::shared_ptr<Connection>& conn, const Status& reason) {
-  join_conn_.reset();
-  if (phase_ == Phase::kJoining) {
-    if (reason.code() == StatusCode::kPermissionDenied || reason.code() == StatusCode::kFailedPrecondition) {
-      Fail(reason.WithContext("joining through " + join_address_));
-      return;
-    }
-    join_errors_[join_address_] =
-        reason.ok() ? "closed the connection" : reason.message();
-    ++join_index_;
-    TryNextJoinTarget();
-  } else if (phase_ == Phase::kWaiting && !formed_) {
-    CHORUS_LOG_WARN(Subsys::kControl, "lost coordinator ", conn->Describe(),
-                    " before epoch 0 was fixed: joining again");
-    phase_ = Phase::kJoining;
-    join_started_ = Clock::now();
-    StartJoinRound();
-  } else if (phase_ == Phase::kWaiting) {
-    CHORUS_LOG_WARN(Subsys::kControl, "lost coordinator ", conn->Describe(),
-                    " before being admitted: joining again");
-    phase_ = Phase::kJoining;
-    join_started_ = Clock::now();
-    StartJoinRound();
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -598,16 +532,7 @@ Result<MembershipView> ControlPlaneImpl::WaitForEpoch0(Deadline deadline) {
   if (formed_ && (phase_ == Phase::kMember || phase_ == Phase::kLeaving)) return view_;
   if (phase_ == Phase::kFailed || phase_ == Phase::kRemoved) return Err(failure_);
   if (phase_ == Phase::kLeft) return Err(FailedPrecondition(self_.name + " has left the cluster"));
-  std::string detail;
-  if (phase_ == Phase::kJoining) {
-    detail = "still looking for a bootstrap peer that accepts the join";
-  } else if (founder_) {
-    detail = "founder with " + std::to_string(1 + applicants_.size()) + " of cluster.min_nodes=" +
-             std::to_string(config_.min_nodes) + " nodes";
-  } else {
-    detail = "accepted by " + coordinator_name_ + ", waiting for epoch 0 or for admission";
-  }
-  return Err(DeadlineExceeded(self_.name + ": not a cluster member by the deadline (" + detail + ")"));
+  return Err(DeadlineExceeded(self_.name + ": not a cluster member by the deadline (" + FormingReport() + ")"));
 }
 
 MembershipView ControlPlaneImpl::View() const {
@@ -637,6 +562,12 @@ Result<MembershipView> ControlPlaneImpl::WaitForEpochAbove(uint64_t epoch, Deadl
   if (phase_ == Phase::kLeft) return Err(FailedPrecondition(self_.name + " has left the cluster"));
   return Err(DeadlineExceeded(self_.name + ": no epoch above " + std::to_string(epoch) +
                               " by the deadline (still at epoch " + std::to_string(view_.epoch) + ")"));
+}
+
+void ControlPlaneImpl::ReportProgress(int64_t step, int64_t admit_every_steps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_step_ = step;
+  progress_admit_every_ = admit_every_steps;
 }
 
 std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {

@@ -4,16 +4,26 @@
 // The control plane of one node: listen, join, membership epochs, heartbeats,
 // barriers, leave (docs/design.md "Runtime of one node", step 2).
 //
-// Protocol in short (details in control_plane.cc and control_membership.cc):
+// Protocol in short (details in control_discovery.cc, control_plane.cc and
+// control_membership.cc):
 //  - A node listens on cluster.listen and checks at start that its advertised
 //    address answers a hello from itself.
-//  - The founder (empty bootstrap list, or the first bootstrap entry is its own
-//    advertised address) starts the cluster. Every other node dials the
-//    bootstrap peers in turn, retrying until cluster.join_timeout_s; a member
-//    that is not the coordinator redirects the join to the coordinator.
-//  - The coordinator (the founder until epoch 0, then the lowest-ranked live
-//    member) owns membership. With cluster.min_nodes candidates it fixes epoch 0
-//    (ranks: RanksBefore in membership.h) and sends it to everyone.
+//  - Forming, with no designated founder: a node not in a formed cluster
+//    probes the addresses it knows (cluster.bootstrap, then what the answers
+//    and the other probers tell it) until it is a member. Of itself and the
+//    unformed nodes that answered, the lowest address (AddressBefore in
+//    membership.h) is the founder candidate; the others send it their joins.
+//    A candidate that finds a lower unformed node redirects its applicants
+//    there and joins it too. A node that finds a formed cluster joins that
+//    instead; a member that is not the coordinator redirects the join to it.
+//  - The coordinator (the founder candidate until epoch 0, then the
+//    lowest-ranked live member) owns membership. With cluster.min_nodes
+//    candidates it fixes epoch 0 (ranks: RanksBefore in membership.h) and
+//    sends it to everyone.
+//  - One cluster: an applicant joins one candidate at a time, so when more
+//    than half of the nodes started are needed (cluster.min_nodes > half of
+//    them), two disjoint groups cannot both reach cluster.min_nodes. With
+//    fewer, nodes that cannot reach each other may form separate clusters.
 //  - Members keep one connection per pair (the higher rank dials) and send
 //    heartbeats every heartbeat_interval_s. Silent for suspect_timeout_s is
 //    suspect, for dead_timeout_s dead (sooner when its connection closed and
@@ -21,7 +31,9 @@
 //    coordinator then proposes epoch e+1 with the survivors, every member acks,
 //    the coordinator commits, and every member logs "epoch N: members ...".
 //  - A node that joins after epoch 0 waits; the coordinator admits it at the
-//    next epoch boundary (AdvanceEpochIfPending, called by every member).
+//    next epoch boundary (AdvanceEpochIfPending, called by every member). A
+//    join under a member's name whose old process is gone (restarted) declares
+//    that member dead and waits likewise.
 //
 // Threading: one Asio io_context runs on its own thread (the control thread).
 // Every public method is thread-safe and may block only until its Deadline.
@@ -96,8 +108,10 @@ class ControlPlane {
 
   // Waits until this node is a member of some epoch (epoch 0, or a later one for
   // a node that joined a running cluster) and returns that view. Fails when
-  // joining failed (no bootstrap peer reachable within join_timeout_s, wrong
-  // token, version mismatch, duplicate name) or at the deadline.
+  // joining failed (no node of cluster.bootstrap reached within join_timeout_s,
+  // wrong token, version or settings mismatch, a duplicate name still refused
+  // at join_timeout_s) or at the deadline; either error says what this node
+  // reached, whom it waits for and its role.
   [[nodiscard]] Result<MembershipView> WaitForEpoch0(Deadline deadline);
 
   // The latest installed view (epoch 0 with no members before joining). Its
@@ -130,6 +144,10 @@ class ControlPlane {
   [[nodiscard]] Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
   // Nodes waiting to be admitted (known to the coordinator only; empty elsewhere).
   std::vector<std::string> PendingJoiners() const;
+
+  // Where the training loop stands: its latest step and the steps between
+  // admission points (0: unknown). Only stored; the coordinator tells joiners.
+  void ReportProgress(int64_t step, int64_t admit_every_steps);
 
   // Tells the others this node leaves, waits until they have moved to an epoch
   // without it (or nobody is left to confirm), then closes every connection.

@@ -1,6 +1,7 @@
 // Internal state of ControlPlane, shared by control_plane.cc (start-up,
-// public API, connections, joining) and control_membership.cc (epoch 0,
-// liveness, proposals, barriers, leaving). Not for use outside those files.
+// public API, connections), control_discovery.cc (forming: probes, the founder
+// candidate, joining) and control_membership.cc (epoch 0, liveness, proposals,
+// barriers, leaving). Not for use outside those files.
 //
 // Locking: every member below the mutex is guarded by mu_. Asio handlers run on
 // the control thread and take mu_ through Locked(); public methods take it on
@@ -67,6 +68,7 @@ class ControlPlaneImpl : public Connection::Listener {
   Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
   std::vector<std::string> PendingJoiners() const;
   Status Leave(Deadline deadline, LeaveKind kind);
+  void ReportProgress(int64_t step, int64_t admit_every_steps);
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;
@@ -76,8 +78,8 @@ class ControlPlaneImpl : public Connection::Listener {
  private:
   enum class Phase {
     kStarting,  // listening, self-check running
-    kJoining,   // dialing bootstrap peers
-    kWaiting,   // accepted (or founding): waiting for epoch 0 or for admission
+    kJoining,   // probing known addresses, looking for a node that accepts our join
+    kWaiting,   // accepted (or the founder candidate): waiting for epoch 0 or for admission
     kMember,
     kLeaving,   // Leave() called, waiting for the others to move on
     kLeft,
@@ -140,16 +142,12 @@ class ControlPlaneImpl : public Connection::Listener {
     return true;
   }
 
-  // control_plane.cc: connections and joining (mu_ held).
+  // control_plane.cc: connections (mu_ held).
   void StartAccept();
   void StartTick();
   void OnTick();
   void Fail(const Status& status);
   void CloseAll();
-  void StartJoinRound();
-  void TryNextJoinTarget();
-  void DialJoin(const std::string& address);
-  void OnJoinConnectionClosed(const std::shared_ptr<Connection>& conn, const Status& reason);
   void DialMember(const Member& member);
   void RegisterPeer(const std::string& name, const std::shared_ptr<Connection>& conn);
   // Sends to a member or applicant by name; when not connected, queues the
@@ -157,10 +155,75 @@ class ControlPlaneImpl : public Connection::Listener {
   void SendTo(const std::string& name, const ControlMessage& message, bool queue);
   msg::State BuildState() const;
 
+  // control_discovery.cc: forming and joining (mu_ held).
+  // What a probe of one control address found.
+  struct Known {
+    enum class Reach { kUntried, kAnswered, kFailed };
+    Reach reach = Reach::kUntried;
+    bool probing = false;
+    bool self = false;    // it answered as this node (another spelling of our address)
+    std::string name;     // kAnswered: the node's name
+    msg::State state;     // kAnswered: its answer
+    std::string error;    // kFailed: why
+    // Its advertised address (the key may be another spelling of it).
+    const std::string& Address(const std::string& key) const {
+      return reach == Reach::kAnswered && !state.address.empty() ? state.address : key;
+    }
+  };
+  void BeginForming();
+  bool Forming() const {
+    return !formed_ && (phase_ == Phase::kJoining || phase_ == Phase::kWaiting);
+  }
+  // Adds `address` to the known set and probes it when new; `alive`: it
+  // reached us just now (probed or joined us), so a failed one is probed again.
+  void Learn(const std::string& address, bool alive);
+  void StartProbeTimer();
+  void ProbeRound();
+  void Probe(const std::string& address);
+  void OnProbeEstablished(const std::shared_ptr<Connection>& conn);
+  void HandleProbeReply(const std::shared_ptr<Connection>& conn, const ControlMessage& message);
+  void OnProbeClosed(const std::shared_ptr<Connection>& conn, const Status& reason);
+  void HandleStateRequest(const std::shared_ptr<Connection>& conn, const msg::StateRequest& request);
+  // The refusal of a node whose join terms differ from ours ("" if none).
+  std::string JoinTermsRefusal(const std::string& name, const std::string& settings, bool resume) const;
+  std::vector<std::string> KnownAddresses() const;
+  // The lowest advertised address among this node and the unformed nodes that
+  // answered; the lowest answering node of a formed cluster ("" if none).
+  std::string LowestUnformed() const;
+  std::string FormedClusterNode() const;
+  std::string NameAt(const std::string& address) const;
+  // Decides this node's role from what it knows: join a formed cluster, be
+  // the founder candidate, or join the lowest address.
+  void Reconsider();
+  void BecomeCandidate();
+  void StepDown(const std::string& target, bool formed, const std::string& why);
+  void TellApplicants();
+  void JoinThrough(const std::string& address);
+  void DialJoin(const std::string& address);
+  // A join through `address` failed; `unreachable`: the address itself (not
+  // its answer) failed. Retries after join_retry_delay_.
+  void JoinFailed(const std::string& address, const std::string& why, bool unreachable);
+  void OnJoinConnectionClosed(const std::shared_ptr<Connection>& conn, const Status& reason);
+  void HandleJoinReply(const std::shared_ptr<Connection>& conn, ControlMessage& message);
+  void LogAccepted(const msg::State& state);
+  // A join that reached this node: accepted here (founder candidate or
+  // coordinator), redirected, or refused.
+  void HandleJoin(const std::shared_ptr<Connection>& conn, const msg::Join& join);
+  // A join that reached a node that does not accept joins while forming.
+  void AnswerJoinElsewhere(const std::shared_ptr<Connection>& conn, const msg::Join& join);
+  // True when forming has failed for good (and Fail was called).
+  bool CheckFormingDeadline(Clock::time_point now);
+  void MaybeLogWaiting(Clock::time_point now);
+  // Where forming stands: the role, whom it waits for, what it reached.
+  std::string FormingReport() const;
+
   // control_membership.cc: membership (mu_ held).
   void Dispatch(const std::shared_ptr<Connection>& conn, ControlMessage message);
-  void HandleJoin(const std::shared_ptr<Connection>& conn, const msg::Join& join);
-  void HandleJoinReply(const std::shared_ptr<Connection>& conn, ControlMessage& message);
+  // A join whose name is a current member's: true when that member's old
+  // process is taken for dead (then it is declared dead here), false when the
+  // name belongs to a live member.
+  bool RestartsMember(const std::shared_ptr<Connection>& conn, const Member& info);
+  void DeclareDead(const std::string& name, int rank, const std::string& why, bool gone);
   void HandleProposal(const std::shared_ptr<Connection>& conn, const msg::EpochProposal& p);
   void HandleAck(const msg::EpochAck& ack);
   void HandleWelcome(const std::shared_ptr<Connection>& conn, const msg::Welcome& w);
@@ -220,7 +283,8 @@ class ControlPlaneImpl : public Connection::Listener {
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer tick_timer_;
-  asio::steady_timer join_timer_;
+  asio::steady_timer join_timer_;        // probe rounds while forming
+  asio::steady_timer join_retry_timer_;
   asio::steady_timer shutdown_timer_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::thread thread_;
@@ -231,7 +295,7 @@ class ControlPlaneImpl : public Connection::Listener {
   Phase phase_ = Phase::kStarting;
   bool shutting_down_ = false;  // the destructor waits for conns_ to flush and close
   Status failure_;
-  bool founder_ = false;
+  bool founder_ = false;  // the founder candidate: not formed, accepts joins for epoch 0
   bool formed_ = false;  // view_ holds an installed epoch
   MembershipView view_;
   std::vector<std::function<void(const MembershipView&)>> callbacks_;
@@ -242,19 +306,33 @@ class ControlPlaneImpl : public Connection::Listener {
   std::set<std::shared_ptr<Connection>> conns_;            // every open connection
   std::map<std::string, std::shared_ptr<Connection>> peers_;  // established, by member name
   std::map<uint64_t, std::string> dialed_member_;          // connection id -> member name we dialed
+  std::set<uint64_t> member_conns_;                        // ids of connections that carried a member's message
   std::set<std::string> dialing_;
   std::map<std::string, std::deque<ControlMessage>> outbox_;
 
-  // Joining (non-founders).
-  std::vector<std::string> join_targets_;
-  size_t join_index_ = 0;
+  // Forming (control_discovery.cc).
+  std::map<std::string, Known> known_;      // by control address as written or learned
+  std::map<uint64_t, std::string> probes_;  // probe connection id -> address probed
+  Duration probe_delay_{};
+  bool bootstrap_names_others_ = false;     // cluster.bootstrap names a node other than this one
+  bool contacted_ = false;                  // another node answered our probe, probed us or joined us
+  Clock::time_point last_wait_log_{};
+  int64_t progress_step_ = -1;              // ReportProgress
+  int64_t progress_admit_every_ = 0;
+
+  // Joining.
   int join_redirects_ = 0;
+  bool join_dialing_ = false;
   Duration join_retry_delay_{};
+  Clock::time_point next_join_at_{};
   Clock::time_point join_started_{};
-  std::map<std::string, std::string> join_errors_;  // address -> last error
   std::shared_ptr<Connection> join_conn_;
   std::string join_address_;
-  std::string coordinator_name_;  // who accepted our join
+  std::string last_refusal_;            // the latest retryable refusal of our join
+  std::optional<Status> name_refusal_;  // a duplicate-name refusal, retried until join_timeout_s
+  std::string coordinator_name_;        // who accepted our join
+  std::string applied_address_;         // its address
+  msg::State applied_state_;            // its latest State
 
   // Coordinator: candidates for epoch 0 (founder) or joiners waiting for a boundary.
   std::vector<Applicant> applicants_;

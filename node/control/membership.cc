@@ -6,6 +6,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "node/config/host_port.h"
+
 namespace chorus::node {
 
 const Member* MembershipView::Find(const std::string& name) const {
@@ -33,6 +35,14 @@ std::string MembershipView::Describe() const {
     out << ')';
   }
   return out.str();
+}
+
+bool AddressBefore(const std::string& a, const std::string& b) {
+  Result<HostPort> pa = ParseHostPort(a);
+  Result<HostPort> pb = ParseHostPort(b);
+  if (pa.has_value() != pb.has_value()) return pa.has_value();
+  if (!pa) return a < b;
+  return std::tie(pa->host, pa->port) < std::tie(pb->host, pb->port);
 }
 
 bool RanksBefore(const Member& a, const Member& b) {

@@ -73,6 +73,13 @@ struct MemberFailure {
 // ties broken by node name, then by control address.
 bool RanksBefore(const Member& a, const Member& b);
 
+// The total order of control addresses that picks the founder candidate
+// among nodes forming a cluster (the lowest address wins): by host as parsed
+// from "host:port" (text order, brackets of IPv6 removed), then by port as a
+// number ("h:900" before "h:1000"). Text that does not parse follows every
+// address that does, in text order; equal text is not before itself.
+bool AddressBefore(const std::string& a, const std::string& b);
+
 // Epoch 0: sorts `candidates` by RanksBefore and assigns ranks 0..n-1.
 std::vector<Member> AssignInitialRanks(std::vector<Member> candidates);
 

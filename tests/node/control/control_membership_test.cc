@@ -1,4 +1,5 @@
-// The pure membership rules: deterministic ranks and the liveness table.
+// The pure membership rules: deterministic ranks, the address order that picks
+// the founder candidate, and the liveness table.
 #include "node/control/membership.h"
 
 #include <gtest/gtest.h>
@@ -35,6 +36,32 @@ TEST(ControlMembershipTest, InitialRanksIgnoreArrivalOrder) {
     for (size_t i = 0; i < ranked.size(); ++i) EXPECT_EQ(ranked[i].rank, static_cast<int>(i));
     // Equal names are ordered by control address.
     EXPECT_EQ(ranked[2].control_address, "127.0.0.1:0");
+  }
+}
+
+// The founder candidate is the lowest address: hosts in text order, then
+// ports as numbers, so "h:900" comes before "h:1000" although its text does not.
+TEST(ControlMembershipTest, AddressOrderIsByHostThenNumericPort) {
+  EXPECT_TRUE(AddressBefore("127.0.0.1:900", "127.0.0.1:1000"));
+  EXPECT_FALSE(AddressBefore("127.0.0.1:1000", "127.0.0.1:900"));
+  EXPECT_TRUE(AddressBefore("10.0.0.9:9999", "127.0.0.1:1"));
+  EXPECT_TRUE(AddressBefore("[::1]:7100", "[::1]:7101"));
+  EXPECT_TRUE(AddressBefore("alpha:7100", "beta:1"));
+  EXPECT_FALSE(AddressBefore("127.0.0.1:7100", "127.0.0.1:7100"));
+  // Text that is no address follows every address, in text order.
+  EXPECT_TRUE(AddressBefore("127.0.0.1:7100", "no port"));
+  EXPECT_FALSE(AddressBefore("no port", "127.0.0.1:7100"));
+  EXPECT_TRUE(AddressBefore("a:b", "no port"));
+
+  // A strict total order: every shuffle sorts the same way.
+  const std::vector<std::string> sorted = {"10.0.0.2:80", "127.0.0.1:80", "127.0.0.1:443", "127.0.0.1:8080",
+                                           "[::1]:1", "host-a:9", "host-a:10", "x:y", "zzz"};
+  std::mt19937 rng(11);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::string> shuffled = sorted;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    std::sort(shuffled.begin(), shuffled.end(), AddressBefore);
+    EXPECT_EQ(shuffled, sorted);
   }
 }
 

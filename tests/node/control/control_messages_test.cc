@@ -100,17 +100,62 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
 }
 
 TEST(ControlMessagesTest, StateRedirectAndRejectRoundTrip) {
-  EXPECT_EQ(std::get<msg::StateRequest>(RoundTrip(msg::StateRequest{"probe"})).sender, "probe");
-  msg::State state{true, 8, SampleView().members, {"node7", "node8"}, "node0"};
+  msg::StateRequest tool;
+  tool.sender = "probe";
+  auto t = std::get<msg::StateRequest>(RoundTrip(tool));
+  EXPECT_EQ(t.sender, "probe");
+  EXPECT_TRUE(t.control_address.empty());
+  msg::StateRequest probe;
+  probe.sender = "node3";
+  probe.control_address = "10.0.0.3:4000";
+  probe.known = {"10.0.0.1:4000", "h2:4000"};
+  probe.shared_settings = "exchange.kind = \"gossip\"\n";
+  probe.resume = true;
+  auto p = std::get<msg::StateRequest>(RoundTrip(probe));
+  EXPECT_EQ(p.control_address, probe.control_address);
+  EXPECT_EQ(p.known, probe.known);
+  EXPECT_EQ(p.shared_settings, probe.shared_settings);
+  EXPECT_TRUE(p.resume);
+
+  msg::State state;
+  state.formed = true;
+  state.epoch = 8;
+  state.members = SampleView().members;
+  state.pending = {"node7", "node8"};
+  state.coordinator = "node0";
+  state.address = "10.0.0.1:4000";
+  state.step = 1234;
+  state.admit_every_steps = 100;
   auto s = std::get<msg::State>(RoundTrip(state));
   EXPECT_TRUE(s.formed);
   EXPECT_EQ(s.epoch, 8u);
   EXPECT_EQ(s.members, state.members);
   EXPECT_EQ(s.pending, state.pending);
   EXPECT_EQ(s.coordinator, "node0");
-  auto r = std::get<msg::Redirect>(RoundTrip(msg::Redirect{"node0", "10.0.0.1:4000"}));
+  EXPECT_EQ(s.address, "10.0.0.1:4000");
+  EXPECT_EQ(s.step, 1234);
+  EXPECT_EQ(s.admit_every_steps, 100);
+
+  msg::State forming;
+  forming.address = "10.0.0.5:4000";
+  forming.applied_to = "10.0.0.1:4000";
+  forming.applied_formed = true;
+  forming.known = {"10.0.0.1:4000"};
+  auto f = std::get<msg::State>(RoundTrip(forming));
+  EXPECT_FALSE(f.formed);
+  EXPECT_FALSE(f.candidate);
+  EXPECT_EQ(f.applied_to, forming.applied_to);
+  EXPECT_TRUE(f.applied_formed);
+  EXPECT_EQ(f.known, forming.known);
+  EXPECT_EQ(f.step, -1) << "no progress reported";
+  forming.candidate = true;
+  EXPECT_TRUE(std::get<msg::State>(RoundTrip(forming)).candidate);
+
+  auto r = std::get<msg::Redirect>(RoundTrip(msg::Redirect{"node0", "10.0.0.1:4000", true}));
   EXPECT_EQ(r.coordinator_name, "node0");
   EXPECT_EQ(r.coordinator_address, "10.0.0.1:4000");
+  EXPECT_TRUE(r.formed);
+  EXPECT_FALSE(std::get<msg::Redirect>(RoundTrip(msg::Redirect{"node0", "10.0.0.1:4000", false})).formed);
   for (RejectCode code : {RejectCode::kOther, RejectCode::kVersionMismatch, RejectCode::kAuthenticationFailed,
                           RejectCode::kDuplicateName, RejectCode::kNotMember, RejectCode::kProtocol,
                           RejectCode::kSettingsMismatch}) {

@@ -1,14 +1,18 @@
 // ControlPlane in one process: several nodes on 127.0.0.1, each with its own
-// control thread. Covers joining (redirects, refusals), epoch 0, barriers,
+// control thread. Covers forming with no designated founder (start order,
+// deferring to a lower address, what a node that cannot form says), joining
+// (redirects, refusals, a restart under the same name), epoch 0, barriers,
 // leaving, and admission of a late joiner at an epoch boundary. The
-// multi-process behaviour (kill -9, garbage on the port) is in
-// cluster_process_test.cc.
+// multi-process behaviour (kill -9, garbage on the port, random start orders)
+// is in cluster_process_test.cc and formation_process_test.cc.
 #include "node/control/control_plane.h"
+#include "node/control/control_client.h"
 #include "node/control/listen_socket.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -392,12 +396,23 @@ TEST(ControlPlaneTest, FoundingNodesThatDisagreeOnResumeAreRefusedNamingBoth) {
   EXPECT_EQ(Names(*vd), (std::vector<std::string>{"n0", "n2", "n3"}));
 }
 
+// A duplicate name is retried until cluster.join_timeout_s (the coordinator
+// may not have seen an old process die yet), then refused: the coordinator's
+// own name, and a live, connected member's.
 TEST(ControlPlaneTest, DuplicateNameIsRefused) {
-  auto a = StartOrDie(TestConfig(1, {}), Local("twin"));
+  auto a = StartOrDie(TestConfig(2, {}), Local("twin"));
   ASSERT_TRUE(a);
-  auto b = StartOrDie(TestConfig(1, {a->advertise_address()}), Local("twin"));
-  ASSERT_TRUE(b);
-  ExpectRefused(*b, {"already used"});
+  auto other = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("other"));
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(a->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  ClusterConfig cfg = TestConfig(2, {a->advertise_address()});
+  cfg.join_timeout_s = 1;
+  auto b = StartOrDie(cfg, Local("twin"));
+  auto c = StartOrDie(cfg, Local("other"));
+  ASSERT_TRUE(b && c);
+  ExpectRefused(*b, {"'twin' is already used by " + a->advertise_address()});
+  ExpectRefused(*c, {"'other' is already used by " + other->advertise_address()});
+  EXPECT_EQ(a->View().size(), 2);
 }
 
 TEST(ControlPlaneTest, UnreachableBootstrapFailsAfterTheJoinTimeout) {
@@ -484,6 +499,222 @@ TEST(ControlPlaneTest, RefusesAHandedOverSocketThatDoesNotListenOrDisagreesWithL
   EXPECT_NE(cp.error().message().find("listens on port " + std::to_string(port)), std::string::npos)
       << cp.error().message();
   EXPECT_NE(cp.error().message().find("cluster.listen=" + cfg.listen), std::string::npos) << cp.error().message();
+}
+
+// ---------------------------------------------------------------------------
+// Forming with no designated founder
+
+// A port of 127.0.0.1 that nothing listens on now (bound, noted, closed), for a
+// node that starts later.
+uint16_t FreePort() {
+  auto [fd, port] = BoundSocket(/*listen_too=*/false);
+  close(fd);
+  return port;
+}
+
+std::string Loopback(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+ClusterConfig At(uint16_t port, int min_nodes, std::vector<std::string> bootstrap) {
+  ClusterConfig c = TestConfig(min_nodes, std::move(bootstrap));
+  c.listen = Loopback(port);
+  return c;
+}
+
+// `count` free ports, lowest first.
+std::vector<uint16_t> AscendingPorts(int count) {
+  std::vector<uint16_t> ports;
+  while (static_cast<int>(ports.size()) < count) {
+    const uint16_t p = FreePort();
+    if (std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
+  }
+  std::sort(ports.begin(), ports.end());
+  return ports;
+}
+
+// The state a tool sees at `address` (no discovery: the node learns nothing).
+Result<ProbeResult> StateOf(const std::string& address) {
+  const VersionInfo versions{"0.1.0", "1.17", "tcp;ofi_rxm", "117.0"};
+  return ProbeNode(address, "t0k3n", versions, "observer", Deadline::AfterSeconds(kWait));
+}
+
+// Polls `address` until `ready` holds for its state (or kWait passes).
+bool AwaitState(const std::string& address, const std::function<bool(const msg::State&)>& ready) {
+  const Deadline by = Deadline::AfterSeconds(kWait);
+  while (!by.Expired()) {
+    Result<ProbeResult> probe = StateOf(address);
+    if (probe && ready(probe->state)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// configs/examples/local-pair-node*.toml: each node bootstraps through the
+// other and min_nodes is 2. Either may start first; both form one epoch 0.
+TEST(ControlPlaneTest, TwoNodesBootstrappingEachOtherFormOneEpochInEitherOrder) {
+  for (bool first_is_zero : {true, false}) {
+    SCOPED_TRACE(first_is_zero ? "node0 first" : "node1 first");
+    const uint16_t p0 = FreePort();
+    const uint16_t p1 = FreePort();
+    ASSERT_NE(p0, p1);
+    const ClusterConfig c0 = At(p0, 2, {Loopback(p1)});
+    const ClusterConfig c1 = At(p1, 2, {Loopback(p0)});
+    std::unique_ptr<ControlPlane> n0, n1;
+    if (first_is_zero) {
+      n0 = StartOrDie(c0, Local("node0"));
+    } else {
+      n1 = StartOrDie(c1, Local("node1"));
+    }
+    // The first one probes a port where nothing listens yet, for a while.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (first_is_zero) {
+      n1 = StartOrDie(c1, Local("node1"));
+    } else {
+      n0 = StartOrDie(c0, Local("node0"));
+    }
+    ASSERT_TRUE(n0 && n1);
+    Result<MembershipView> v0 = n0->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+    Result<MembershipView> v1 = n1->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v0.has_value()) << v0.error().ToString();
+    ASSERT_TRUE(v1.has_value()) << v1.error().ToString();
+    EXPECT_EQ(v0->epoch, 0u);
+    EXPECT_EQ(Names(*v0), (std::vector<std::string>{"node0", "node1"}));
+    EXPECT_EQ(v0->members, v1->members);
+  }
+}
+
+// min_nodes 4 with three nodes started keeps them forming, so each one's
+// state shows who defers to whom: `mid` is the candidate until `lo` (which
+// only knows `hi`) appears; then `mid` redirects `hi` to `lo` and joins `lo`
+// too. A fourth node completes epoch 0 for all.
+TEST(ControlPlaneTest, AFounderCandidateDefersToALowerAddressThatAppearsLater) {
+  const std::vector<uint16_t> ports = AscendingPorts(4);
+  const std::string lo = Loopback(ports[0]), mid = Loopback(ports[1]), hi = Loopback(ports[2]);
+  auto n_mid = StartOrDie(At(ports[1], 4, {}), Local("b"));
+  auto n_hi = StartOrDie(At(ports[2], 4, {mid}), Local("c"));
+  ASSERT_TRUE(n_mid && n_hi);
+  EXPECT_TRUE(AwaitState(mid, [](const msg::State& s) { return s.candidate && s.pending.size() == 1; }))
+      << "mid is the candidate, hi its applicant";
+  auto n_lo = StartOrDie(At(ports[0], 4, {hi}), Local("a"));
+  ASSERT_TRUE(n_lo);
+  EXPECT_TRUE(AwaitState(lo, [](const msg::State& s) { return s.candidate && s.pending.size() == 2; }))
+      << "lo collects both";
+  Result<ProbeResult> mid_state = StateOf(mid);
+  ASSERT_TRUE(mid_state.has_value()) << mid_state.error().ToString();
+  EXPECT_FALSE(mid_state->state.candidate);
+  EXPECT_EQ(mid_state->state.applied_to, lo);
+  Result<ProbeResult> hi_state = StateOf(hi);
+  ASSERT_TRUE(hi_state.has_value()) << hi_state.error().ToString();
+  EXPECT_EQ(hi_state->state.applied_to, lo);
+
+  auto n_last = StartOrDie(At(ports[3], 4, {mid}), Local("d"));
+  ASSERT_TRUE(n_last);
+  std::vector<MembershipView> views;
+  for (ControlPlane* cp : {n_lo.get(), n_mid.get(), n_hi.get(), n_last.get()}) {
+    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v.has_value()) << v.error().ToString();
+    views.push_back(*v);
+  }
+  for (const MembershipView& v : views) {
+    EXPECT_EQ(v.epoch, 0u);
+    EXPECT_EQ(v.members, views[0].members);
+  }
+  EXPECT_EQ(Names(views[0]), (std::vector<std::string>{"a", "b", "c", "d"}));
+}
+
+// A node that cannot form says whom it reached (and in what state), whom it
+// did not (and why), and its role: the candidate and its applicant alike.
+TEST(ControlPlaneTest, TheDeadlineErrorListsReachedAndUnreachedAddressesAndTheRole) {
+  const std::vector<uint16_t> ports = AscendingPorts(3);
+  const std::string lo = Loopback(ports[0]), hi = Loopback(ports[1]), nobody = Loopback(ports[2]);
+  auto n_lo = StartOrDie(At(ports[0], 3, {}), Local("low"));
+  ASSERT_TRUE(n_lo);
+  auto n_hi = StartOrDie(At(ports[1], 3, {lo, nobody}), Local("high"));
+  ASSERT_TRUE(n_hi);
+  ASSERT_TRUE(AwaitState(lo, [](const msg::State& s) { return s.candidate && s.pending.size() == 1; }));
+
+  Result<MembershipView> v = n_hi->WaitForEpoch0(Deadline::AfterSeconds(0.5));
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kDeadlineExceeded);
+  const std::string& applicant = v.error().message();
+  for (const std::string& words :
+       {"applied to low (" + lo + "), which has 2 of cluster.min_nodes=3 present",
+        "reached: " + lo + " (low, founder candidate with ", "not reached: connecting to " + nobody + ": "}) {
+    EXPECT_NE(applicant.find(words), std::string::npos) << words << "\nin: " << applicant;
+  }
+  v = n_lo->WaitForEpoch0(Deadline::AfterSeconds(0.1));
+  ASSERT_FALSE(v.has_value());
+  const std::string& candidate = v.error().message();
+  for (const std::string& words :
+       {std::string("founder candidate with 2 of cluster.min_nodes=3 present: low, high; waiting for: 1 more node"),
+        "reached: " + hi + " (high, applied to " + lo + ")", "not reached: connecting to " + nobody + ": "}) {
+    EXPECT_NE(candidate.find(words), std::string::npos) << words << "\nin: " << candidate;
+  }
+}
+
+// A member killed (its ControlPlane gone without Leave) and started again
+// under its name and address: the coordinator takes the join as the old
+// process's death (long before the dead timeout here) and admits the new one
+// at the next epoch boundary. The old port keeps listening in between (a dup
+// of the socket), so no refused dial tells the others first.
+TEST(ControlPlaneTest, ARestartedMemberIsAdmittedUnderItsNameAtTheNextBoundary) {
+  auto config = [](uint16_t port, std::vector<std::string> bootstrap) {
+    ClusterConfig c = At(port, 3, std::move(bootstrap));
+    c.suspect_timeout_s = 10;
+    c.dead_timeout_s = 20;
+    return c;
+  };
+  auto [fd, port] = BoundSocket(/*listen_too=*/true);
+  const int kept = dup(fd);
+  auto n0 = StartOrDie(config(0, {}), Local("n0"));
+  ASSERT_TRUE(n0);
+  const std::string boot = n0->advertise_address();
+  auto n1 = StartOrDie(config(0, {boot}), Local("n1"));
+  LocalNodeInfo local2 = Local("n2");
+  local2.listen_fd = fd;
+  auto n2 = StartOrDie(config(port, {boot}), local2);
+  ASSERT_TRUE(n1 && n2);
+  for (ControlPlane* cp : {n0.get(), n1.get(), n2.get()}) {
+    ASSERT_TRUE(cp->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  }
+  const Clock::time_point killed = Clock::now();
+  n2.reset();
+  LocalNodeInfo again = Local("n2");
+  again.listen_fd = kept;
+  auto restarted = StartOrDie(config(port, {boot}), again);
+  ASSERT_TRUE(restarted);
+  // The old n2 is declared dead at the join: epoch 1 without it.
+  for (ControlPlane* cp : {n0.get(), n1.get()}) {
+    Result<MembershipView> v = cp->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v.has_value()) << v.error().ToString();
+    EXPECT_EQ(Names(*v), (std::vector<std::string>{"n0", "n1"}));
+  }
+  EXPECT_EQ(n0->PendingJoiners(), std::vector<std::string>{"n2"});
+  auto f1 = std::async(std::launch::async, [&] { return n1->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
+  Result<MembershipView> v0 = n0->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(v0.has_value()) << v0.error().ToString();
+  ASSERT_TRUE(f1.get().has_value());
+  Result<MembershipView> v2 = restarted->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(v2.has_value()) << v2.error().ToString();
+  EXPECT_EQ(v2->epoch, 2u);
+  EXPECT_EQ(Names(*v2), (std::vector<std::string>{"n0", "n1", "n2"}));
+  EXPECT_EQ(v2->joined, std::vector<std::string>{"n2"});
+  EXPECT_EQ(v0->members, v2->members);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - killed).count(), 10.0) << "before any timeout";
+}
+
+// The coordinator tells a joiner where training stands (ReportProgress).
+TEST(ControlPlaneTest, TheStateTellsJoinersTheReportedStep) {
+  auto a = StartOrDie(TestConfig(1, {}), Local("solo"));
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  Result<ProbeResult> before = StateOf(a->advertise_address());
+  ASSERT_TRUE(before.has_value()) << before.error().ToString();
+  EXPECT_EQ(before->state.step, -1);
+  a->ReportProgress(1234, 100);
+  Result<ProbeResult> after = StateOf(a->advertise_address());
+  ASSERT_TRUE(after.has_value()) << after.error().ToString();
+  EXPECT_EQ(after->state.step, 1234);
+  EXPECT_EQ(after->state.admit_every_steps, 100);
 }
 
 }  // namespace
