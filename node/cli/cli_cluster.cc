@@ -11,6 +11,7 @@
 // (LoadConfig does).
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -138,6 +139,7 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
     std::string command = "node";
     std::vector<std::string> sets;
     std::vector<std::string> node_sets;
+    std::vector<std::string> join_after;
     std::string config_file;
     std::vector<std::string> extra;
   };
@@ -156,9 +158,17 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
                   "a straggler, another batch size")
       ->type_name("NODE:KEY=VALUE")
       ->allow_extra_args(false);
+  cmd->add_option("--join-after", args->join_after,
+                  "Start node NODE (1..N-1) SECONDS after the others; it joins the running cluster, which the "
+                  "on-time nodes form (cluster.min_nodes = N minus the late nodes) (repeatable)")
+      ->type_name("NODE:SECONDS")
+      ->allow_extra_args(false);
   cmd->add_option("config", args->config_file, "TOML config file given to every node");
   cmd->add_option("args", args->extra, "After --: extra arguments given to every node");
-  cmd->footer("Example: chorus launch -n 4 --command cluster configs/x.toml -- --hold 5");
+  cmd->footer(
+      "Examples:\n"
+      "  chorus launch -n 4 --command cluster configs/x.toml -- --hold 5\n"
+      "  chorus launch -n 4 --join-after 3:5 configs/allreduce-ring.toml   # node3 joins the training after 5 s");
   cmd->callback([args, &context] {
     LaunchOptions options;
     options.num_nodes = args->num_nodes;
@@ -171,6 +181,19 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
         return;
       }
       options.node_overrides.push_back(std::move(*node_set));
+    }
+    for (const std::string& text : args->join_after) {
+      Result<std::pair<int, double>> late = ParseJoinAfter(text, args->num_nodes);
+      const bool twice = late && std::any_of(options.join_after.begin(), options.join_after.end(),
+                                             [&](const auto& other) { return other.first == late->first; });
+      if (!late || twice) {
+        const std::string message =
+            late ? "--join-after '" + text + "': node" + std::to_string(late->first) + " is already late"
+                 : late.error().message();
+        context.exit_code = CommandError("launch", message, kExitUsage);
+        return;
+      }
+      options.join_after.push_back(*late);
     }
     options.config_path = args->config_file;
     options.extra_args = args->extra;
@@ -185,7 +208,14 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
       context.exit_code = CommandError("launch", status.message(), kExitFailure);
       return;
     }
-    std::fprintf(stderr, "launch: all %d nodes exited with status 0\n", options.num_nodes);
+    const auto started = std::count_if(result.exit_codes.begin(), result.exit_codes.end(), [](int c) { return c >= 0; });
+    if (started == options.num_nodes) {
+      std::fprintf(stderr, "launch: all %d nodes exited with status 0\n", options.num_nodes);
+    } else {
+      const int unstarted = options.num_nodes - static_cast<int>(started);
+      std::fprintf(stderr, "launch: the %d nodes started exited with status 0; %d late node%s not started\n",
+                   static_cast<int>(started), unstarted, unstarted == 1 ? " was" : "s were");
+    }
     context.exit_code = kExitOk;
   });
 }

@@ -2,8 +2,8 @@
 //
 // One thread: a poll() loop over the children's stdout/stderr pipes and a
 // self-pipe written by the SIGINT/SIGTERM handler, waking at least every 100 ms
-// to reap children (waitpid WNOHANG). Nothing spins. POSIX errors become Status
-// through ErrnoStatus.
+// to reap children (waitpid WNOHANG), and at each late node's start time to
+// fork it. Nothing spins. POSIX errors become Status through ErrnoStatus.
 #include "node/launch/launcher.h"
 
 #include <fcntl.h>
@@ -16,6 +16,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -100,6 +103,12 @@ struct Child {
   bool reaped = false;
   int wait_status = 0;
   bool formed = false;
+  // A late node (--join-after): forked at start_at unless cancelled first.
+  bool late = false;
+  bool pending = false;            // late and neither started nor cancelled yet
+  Clock::time_point start_at{};
+  std::string not_started;         // why it was never started ("" = it was, or is pending)
+  bool not_started_fails = false;  // that counts as this node failing
 };
 
 constexpr std::string_view kFormedMarker = "epoch 0: members";
@@ -162,7 +171,7 @@ std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t p
   set("cluster.listen=" + TomlQuote(index == 0 ? bootstrap : NodeHost(o, index) + ":0"));
   set("cluster.bootstrap=[" + TomlQuote(bootstrap) + "]");
   set("run.node_name=" + TomlQuote("node" + std::to_string(index)));
-  set("cluster.min_nodes=" + std::to_string(o.num_nodes));
+  set("cluster.min_nodes=" + std::to_string(o.num_nodes - static_cast<int>(o.join_after.size())));
   set("cluster.rank_hint=" + std::to_string(index));
   for (const std::string& s : o.overrides) set(s);
   for (const auto& [node, s] : o.node_overrides) {
@@ -236,6 +245,7 @@ Status SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args, 
 }
 
 std::string DescribeExit(const Child& c) {
+  if (!c.not_started.empty()) return c.name + " was not started: " + c.not_started;
   if (WIFEXITED(c.wait_status)) return c.name + " exited with status " + std::to_string(WEXITSTATUS(c.wait_status));
   if (WIFSIGNALED(c.wait_status)) {
     const int sig = WTERMSIG(c.wait_status);
@@ -245,6 +255,7 @@ std::string DescribeExit(const Child& c) {
 }
 
 int ExitCode(const Child& c) {
+  if (!c.not_started.empty()) return -1;
   if (WIFEXITED(c.wait_status)) return WEXITSTATUS(c.wait_status);
   if (WIFSIGNALED(c.wait_status)) return 128 + WTERMSIG(c.wait_status);
   return 255;
@@ -282,6 +293,18 @@ Status CheckLaunchOptions(const LaunchOptions& options) {
       (!options.node_wrappers.empty() && options.node_wrappers.size() != n)) {
     return InvalidArgument("launch: node_hosts / node_wrappers must name all " + std::to_string(n) + " nodes");
   }
+  std::vector<bool> late(n, false);
+  for (const auto& [node, seconds] : options.join_after) {
+    if (node < 1 || node >= options.num_nodes || !(seconds >= 0)) {
+      return InvalidArgument("launch: join_after {" + std::to_string(node) + ", " + std::to_string(seconds) +
+                             "}: expected a node in 1.." + std::to_string(options.num_nodes - 1) +
+                             " and seconds >= 0");
+    }
+    if (late[static_cast<size_t>(node)]) {
+      return InvalidArgument("launch: join_after names node" + std::to_string(node) + " twice");
+    }
+    late[static_cast<size_t>(node)] = true;
+  }
   return Status::Ok();
 }
 
@@ -308,35 +331,41 @@ class LaunchRun {
     return signals_.Install();
   }
 
-  // Forks every node; after a failed start the ones started are told to stop.
+  // Forks every on-time node; the late ones wait for their time
+  // (StartDueNodes). After a failed start the ones started are told to stop.
   void StartNodes() {
-    const std::vector<std::string> env = ChildEnvironment();
-    std::vector<std::string> env0 = env;
+    env_ = ChildEnvironment();
+    std::vector<std::string> env0 = env_;
     if (listen_fd_->get() >= 0) env0.push_back(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd_->get()));
     start_ = Clock::now();
+    for (int i = 0; i < options_.num_nodes; ++i) children_[static_cast<size_t>(i)].name = "node" + std::to_string(i);
+    for (const auto& [node, seconds] : options_.join_after) {
+      Child& c = children_[static_cast<size_t>(node)];
+      c.late = c.pending = true;
+      c.start_at = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    }
     for (int i = 0; i < options_.num_nodes; ++i) {
       Child& c = children_[static_cast<size_t>(i)];
-      c.name = "node" + std::to_string(i);
-      spawn_error_ = SpawnChild(options_, ChildArgs(options_, i, port0_), IsWrapped(options_, i), i == 0 ? env0 : env,
-                                i == 0 ? listen_fd_->get() : -1, sink_.out_fd(), sink_.err_fd(), c);
-      if (i == 0) listen_fd_->Reset();  // node0 has its own copy now (or failed to start)
-      if (!spawn_error_.ok()) {
-        c.reaped = true;
-        break;
-      }
+      if (c.late) continue;
+      if (!Spawn(i, i == 0 ? env0 : env_)) break;
       std::fprintf(messages_, "launch: started %s (pid %d)\n", c.name.c_str(), static_cast<int>(c.pid));
     }
-    if (!spawn_error_.ok()) SignalNodes(SIGTERM);
+    if (!spawn_error_.ok()) return StopAfterFailedStart();
+    for (const auto& [node, seconds] : options_.join_after) {
+      std::fprintf(messages_, "launch: node%d starts %s s after launch and joins the running cluster (--join-after)\n",
+                   node, SecondsText(seconds).c_str());
+    }
   }
 
-  // Until every child is reaped and its output read: forwards signals, copies
-  // lines, reaps, stops the others when one fails before epoch 0, and says
-  // when the cluster formed.
+  // Until every child is reaped and its output read: starts late nodes when
+  // their time comes, forwards signals, copies lines, reaps, stops the others
+  // when one fails before epoch 0, and says when the cluster formed.
   Status Supervise() {
     while (true) {
+      StartDueNodes();
       PollSet set = CollectFds();
       if (AllDone(set)) break;
-      const int ready = RetryOnEintr([&] { return poll(set.fds.data(), set.fds.size(), 100); });
+      const int ready = RetryOnEintr([&] { return poll(set.fds.data(), set.fds.size(), PollTimeoutMs()); });
       if (ready < 0) return ErrnoStatus(errno, "launch: poll");
       if (ready > 0) {
         if (set.fds[0].revents & POLLIN) ForwardSignals();
@@ -355,6 +384,7 @@ class LaunchRun {
     std::string failures;
     for (const Child& c : children_) {
       if (result_) result_->exit_codes.push_back(ExitCode(c));
+      if (!c.not_started.empty() && !c.not_started_fails) continue;  // stopped before its time: said above
       if (ExitCode(c) != 0) failures += (failures.empty() ? "" : "; ") + DescribeExit(c);
     }
     if (failures.empty()) return Status::Ok();
@@ -365,10 +395,10 @@ class LaunchRun {
     // Every node stopped for the signal we forwarded (`chorus node`: after its
     // step, with a checkpoint): say so, and how to go on, not "node0 exited...".
     const bool all_stopped = first_signal_ != 0 && std::all_of(children_.begin(), children_.end(), [&](const Child& c) {
-      return ExitCode(c) == 128 + first_signal_;
+      return !c.not_started.empty() || ExitCode(c) == 128 + first_signal_;
     });
     if (all_stopped) {
-      return Aborted("launch: stopped by " + SignalName(first_signal_) + ": all " + std::to_string(children_.size()) +
+      return Aborted("launch: stopped by " + SignalName(first_signal_) + ": all " + std::to_string(StartedNodes()) +
                      " nodes exited with status " + std::to_string(128 + first_signal_) +
                      "; the same launch with `-- --resume` continues the run from their checkpoints");
     }
@@ -388,7 +418,7 @@ class LaunchRun {
     set.fds.push_back({signals_.read_fd(), POLLIN, 0});
     set.owners.push_back({nullptr, nullptr});
     for (Child& c : children_) {
-      set.all_reaped &= c.reaped || c.pid <= 0;
+      set.all_reaped &= !c.pending && (c.reaped || c.pid <= 0);
       for (Stream& s : c.streams) {
         if (s.fd >= 0) {
           set.fds.push_back({s.fd, POLLIN, 0});
@@ -427,6 +457,8 @@ class LaunchRun {
       const int sig = signals_seen_ > 1 ? SIGKILL : sigs[k];
       std::fprintf(messages_, "launch: forwarding %s to the nodes\n", SignalName(sig).c_str());
       SignalNodes(sig);
+      CancelLateNodes("launch was stopped by " + SignalName(first_signal_) + " before its --join-after time",
+                      /*fails=*/false);
     }
   }
 
@@ -455,28 +487,94 @@ class LaunchRun {
     }
   }
 
-  // Every node is needed for epoch 0 (cluster.min_nodes is the launch's
-  // size): once one has failed before it, the others would wait out their
+  // Every on-time node is needed for epoch 0 (cluster.min_nodes is their
+  // number): once one has failed before it, the others would wait out their
   // join timeout (a minute by default) for nothing.
   void StopOthersIfOneFailedUnformed() {
     if (announced_formed_ || failed_unformed_ != nullptr || signals_seen_ != 0) return;
     for (const Child& c : children_) {
-      if (!c.reaped || c.formed || ExitCode(c) == 0) continue;
+      if (c.late || !c.reaped || c.formed || ExitCode(c) == 0) continue;
       failed_unformed_ = &c;
       std::fprintf(messages_, "launch: %s before the cluster formed; stopping the other nodes (epoch 0 needs all %d)\n",
-                   DescribeExit(c).c_str(), options_.num_nodes);
+                   DescribeExit(c).c_str(), OnTimeNodes());
       SignalNodes(SIGTERM);
+      CancelLateNodes("the cluster did not form", /*fails=*/false);
       return;
     }
   }
 
   void AnnounceFormation() {
     if (announced_formed_) return;
-    if (!std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.formed; })) return;
+    if (!std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.late || c.formed; })) return;
     announced_formed_ = true;
     const double s = std::chrono::duration<double>(Clock::now() - start_).count();
     if (result_) result_->formed_after_s = s;
-    std::fprintf(messages_, "launch: all %d nodes are in epoch 0, %.3f s after launch\n", options_.num_nodes, s);
+    std::fprintf(messages_, "launch: all %d %snodes are in epoch 0, %.3f s after launch\n", OnTimeNodes(),
+                 options_.join_after.empty() ? "" : "on-time ", s);
+  }
+
+  // Forks node `index` with `env`; false (spawn_error_ says why) when that failed.
+  bool Spawn(int index, const std::vector<std::string>& env) {
+    Child& c = children_[static_cast<size_t>(index)];
+    spawn_error_ = SpawnChild(options_, ChildArgs(options_, index, port0_), IsWrapped(options_, index), env,
+                              index == 0 ? listen_fd_->get() : -1, sink_.out_fd(), sink_.err_fd(), c);
+    if (index == 0) listen_fd_->Reset();  // node0 has its own copy now (or failed to start)
+    if (!spawn_error_.ok()) c.reaped = true;
+    return spawn_error_.ok();
+  }
+
+  void StopAfterFailedStart() {
+    SignalNodes(SIGTERM);
+    CancelLateNodes("another node failed to start", /*fails=*/false);
+  }
+
+  // Forks the late nodes whose time has come. Once every on-time node has
+  // exited (node0, the bootstrap, among them) there is no cluster to join:
+  // the late nodes still waiting are never started, and count as failed.
+  void StartDueNodes() {
+    if (!spawn_error_.ok()) return;
+    const bool any_pending = std::any_of(children_.begin(), children_.end(), [](const Child& c) { return c.pending; });
+    if (!any_pending) return;
+    if (std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.late || c.reaped; })) {
+      return CancelLateNodes("the cluster finished before its --join-after time", /*fails=*/true);
+    }
+    const Clock::time_point now = Clock::now();
+    for (int i = 0; i < options_.num_nodes; ++i) {
+      Child& c = children_[static_cast<size_t>(i)];
+      if (!c.pending || c.start_at > now) continue;
+      c.pending = false;
+      if (!Spawn(i, env_)) return StopAfterFailedStart();
+      std::fprintf(messages_, "launch: started %s (pid %d), %.3f s after launch (--join-after)\n", c.name.c_str(),
+                   static_cast<int>(c.pid), std::chrono::duration<double>(now - start_).count());
+    }
+  }
+
+  // The late nodes still waiting will never start, for `reason`.
+  void CancelLateNodes(const std::string& reason, bool fails) {
+    for (Child& c : children_) {
+      if (!c.pending) continue;
+      c.pending = false;
+      c.not_started = reason;
+      c.not_started_fails = fails;
+      std::fprintf(messages_, "launch: %s\n", DescribeExit(c).c_str());
+    }
+  }
+
+  // 100 ms (to reap children), or until the next late node is due if sooner.
+  int PollTimeoutMs() const {
+    int64_t ms = 100;
+    const Clock::time_point now = Clock::now();
+    for (const Child& c : children_) {
+      if (!c.pending) continue;
+      ms = std::clamp<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(c.start_at - now).count(), 0, ms);
+    }
+    return static_cast<int>(ms);
+  }
+
+  int OnTimeNodes() const { return options_.num_nodes - static_cast<int>(options_.join_after.size()); }
+  int StartedNodes() const {
+    return static_cast<int>(
+        std::count_if(children_.begin(), children_.end(), [](const Child& c) { return c.not_started.empty(); }));
   }
 
   // `sig` to every node still running.
@@ -494,6 +592,7 @@ class LaunchRun {
   OutputSink sink_;
   FILE* messages_ = stderr;
   SignalForwarding signals_;
+  std::vector<std::string> env_;  // every child's but node0's
   Clock::time_point start_{};
   Status spawn_error_;
   bool announced_formed_ = false;
@@ -519,6 +618,29 @@ Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_
     return Err(InvalidArgument(what));
   }
   return std::pair<int, std::string>{node, std::string(text.substr(colon + 1))};
+}
+
+Result<std::pair<int, double>> ParseJoinAfter(std::string_view text, int num_nodes) {
+  const std::string what = "--join-after '" + std::string(text) + "': expected NODE:SECONDS with NODE in 1.." +
+                           std::to_string(num_nodes - 1) + " (node0 holds the bootstrap port) and SECONDS >= 0";
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return Err(InvalidArgument(what));
+  int node = -1;
+  const std::string_view digits = text.substr(0, colon);
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), node);
+  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || node < 1 ||
+      node >= num_nodes) {
+    return Err(InvalidArgument(what));
+  }
+  const std::string_view seconds_text = text.substr(colon + 1);
+  double seconds = -1;
+  const auto [seconds_end, seconds_error] =
+      std::from_chars(seconds_text.data(), seconds_text.data() + seconds_text.size(), seconds);
+  if (seconds_error != std::errc() || seconds_end != seconds_text.data() + seconds_text.size() ||
+      !std::isfinite(seconds) || seconds < 0) {
+    return Err(InvalidArgument(what));
+  }
+  return std::pair<int, double>{node, seconds};
 }
 
 Status Launch(const LaunchOptions& options, LaunchResult* result) {

@@ -6,7 +6,12 @@
 // Forks and execs N copies of this binary (`chorus <command> CONFIG --set ...`)
 // with per-node settings: node0 listens on a free port of 127.0.0.1 (a socket
 // launch binds and hands over, kListenFdEnv) and every node bootstraps from
-// it, node i is named "node<i>" with rank hint i, and cluster.min_nodes is N.
+// it, node i is named "node<i>" with rank hint i, and cluster.min_nodes is N
+// minus the late nodes.
+// Late nodes (`--join-after NODE:SECONDS`, never node0) start that long after
+// the first fork and join the running cluster (the on-time nodes form it); a
+// late node whose time comes after every on-time node exited, or after a
+// signal, is never started, and counts as failed in the first case.
 // Each child's stdout and stderr lines are copied to ours with a "[node<i>] "
 // prefix. SIGINT and SIGTERM are forwarded to the
 // children (a second one sends SIGKILL). Launch waits for every child and fails
@@ -42,16 +47,19 @@ struct LaunchOptions {
   // Extra "key=value" settings for single nodes, after `overrides` (e.g. a
   // straggler: {3, "train.slowdown=2"}).
   std::vector<std::pair<int, std::string>> node_overrides;
+  // Late nodes: {node, seconds after the first fork}, node in [1, num_nodes),
+  // each at most once, seconds >= 0 (e.g. {3, 5.0}: node3 joins after 5 s).
+  std::vector<std::pair<int, double>> join_after;
   // Where the children's prefixed lines go: "" = our stdout / stderr; else this
   // file (appended), and launch's own messages too.
   std::string output_file;
 };
 
 struct LaunchResult {
-  // Seconds from the first fork until every node logged "epoch 0: members";
-  // negative when that never happened.
+  // Seconds from the first fork until every on-time node (not in join_after)
+  // logged "epoch 0: members"; negative when that never happened.
   double formed_after_s = -1;
-  std::vector<int> exit_codes;  // per node; 128+signal for a signal
+  std::vector<int> exit_codes;  // per node; 128+signal for a signal; -1: never started (late)
   bool interrupted = false;     // SIGINT / SIGTERM reached launch (and was forwarded)
 };
 
@@ -63,5 +71,10 @@ struct LaunchResult {
 // "2:cluster.host_group=b") for node index NODE in [0, num_nodes). The key and
 // value are checked by the node, like --set's.
 [[nodiscard]] Result<std::pair<int, std::string>> ParseNodeSet(std::string_view text, int num_nodes);
+
+// A late node from `chorus launch --join-after`: "NODE:SECONDS" (e.g. "3:5")
+// for node index NODE in [1, num_nodes) (node0 holds the bootstrap port) and
+// SECONDS >= 0.
+[[nodiscard]] Result<std::pair<int, double>> ParseJoinAfter(std::string_view text, int num_nodes);
 
 }  // namespace chorus::node

@@ -139,6 +139,63 @@ join_timeout_s = 20.0
   fs::remove_all(dir);
 }
 
+// A late joiner: node2 of 3 starts 1 s after the others in every method's
+// launch; the other two form the cluster (cluster.min_nodes = 2, not 3, or
+// they would wait for it) and node2 joins them while they train. The run is
+// long enough that node2 is admitted before the end: 4 epochs of 30000 images
+// train for about 4 s on a 2-core machine (6000 images: under 1 s, and node2
+// would find the cluster gone), with an admission point every 10 steps.
+TEST(CompareProcessTest, ALateJoinerJoinsEveryMethodAndIsRecorded) {
+  if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
+  }
+  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-late-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "late.toml";
+  std::ofstream(file) << R"([compare]
+name = "late"
+nodes = 3
+single_node_baseline = false
+methods = ["ring-allreduce", "dpsgd-ring"]
+late_joiner = { node = 2, after_s = 1.0 }
+
+[run]
+progress = "off"
+[train]
+epochs = 4
+batch_size = 32
+threads = 1
+[data]
+train_limit = 30000
+test_limit = 500
+[cluster]
+token = "compare-late"
+join_timeout_s = 20.0
+admit_every_steps = 10
+)";
+  ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\"", "--no-report"});
+  std::optional<int> status = compare.Wait(240);
+  ASSERT_TRUE(status && WIFEXITED(*status)) << compare.Output();
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << compare.Output();
+  EXPECT_NE(compare.Output().find("on 3 nodes, node2 joining after 1 s"), std::string::npos) << compare.Output();
+  nlohmann::json result = ReadJson(dir / "late" / "compare.json");
+  ASSERT_TRUE(result.is_object()) << compare.Output();
+  EXPECT_EQ(result["late_joiner"], (nlohmann::json{{"node", 2}, {"after_s", 1.0}})) << result.dump();
+  ASSERT_EQ(result["methods"].size(), 2u);
+  for (const auto& m : result["methods"]) {
+    SCOPED_TRACE(m.dump());
+    EXPECT_EQ(m["exit_code"], 0);
+    const fs::path method = dir / "late" / m["dir"].get<std::string>();
+    EXPECT_TRUE(ReadJson(method / "node2" / "summary.json").is_object());
+    std::ifstream log(method / "launch.log");
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("launch: all 2 on-time nodes are in epoch 0"), std::string::npos) << text;
+    EXPECT_NE(text.find("launch: started node2"), std::string::npos) << text;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CompareProcessTest, BadFileFailsBeforeRunningAnything) {
   const fs::path dir = fs::temp_directory_path() / ("chorus-compare-bad-" + std::to_string(getpid()));
   fs::create_directories(dir);

@@ -3,7 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/integration/control_test_process.h"
 #include "node/launch/launcher.h"
@@ -13,6 +18,8 @@ namespace {
 
 using testing::ChorusProcess;
 using testing::FastClusterSets;
+
+constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
 
 std::vector<std::string> LaunchArgs(int n, const std::string& hold) {
   std::vector<std::string> args = {"launch", "-n", std::to_string(n), "--command", "cluster"};
@@ -46,6 +53,147 @@ TEST(LaunchTest, NodeSetNamesTheNodeAndTheSetting) {
         << r.error().message();
     EXPECT_NE(r.error().message().find("NODE in 0..3"), std::string::npos) << r.error().message();
   }
+}
+
+TEST(LaunchTest, JoinAfterNamesALateNodeAndItsDelay) {
+  auto ok = ParseJoinAfter("2:1.5", 3);
+  ASSERT_TRUE(ok) << ok.error().ToString();
+  EXPECT_EQ(ok->first, 2);
+  EXPECT_DOUBLE_EQ(ok->second, 1.5);
+  ok = ParseJoinAfter("1:0", 2);
+  ASSERT_TRUE(ok) << ok.error().ToString();
+  EXPECT_DOUBLE_EQ(ok->second, 0.0);
+  // node0 holds the bootstrap port; nodes past -n; no delay; negative, or not a number.
+  for (const char* bad : {"0:1", "3:1", "x", "2", "2:", ":1", "2:-1", "2:1s", "2:nan", "2:inf", "-1:1"}) {
+    auto r = ParseJoinAfter(bad, 3);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message().find(std::string("--join-after '") + bad + "'"), std::string::npos)
+        << r.error().message();
+    EXPECT_NE(r.error().message().find("NODE in 1..2"), std::string::npos) << r.error().message();
+  }
+}
+
+TEST(LaunchTest, ABadJoinAfterIsAUsageError) {
+  for (const char* bad : {"0:1", "5:1", "x", "2:-1"}) {
+    SCOPED_TRACE(bad);
+    std::vector<std::string> args = LaunchArgs(3, "1");
+    args.insert(args.begin() + 1, {"--join-after", bad});
+    ChorusProcess launch(args);
+    EXPECT_EQ(ExitStatus(launch, 10), 2) << launch.Output();
+    EXPECT_NE(launch.Output().find(std::string("--join-after '") + bad + "'"), std::string::npos)
+        << launch.Output();
+    EXPECT_EQ(launch.Output().find("launch: started"), std::string::npos) << launch.Output();
+  }
+  std::vector<std::string> twice = LaunchArgs(3, "1");
+  twice.insert(twice.begin() + 1, {"--join-after", "2:1", "--join-after", "2:3"});
+  ChorusProcess launch(twice);
+  EXPECT_EQ(ExitStatus(launch, 10), 2) << launch.Output();
+  EXPECT_NE(launch.Output().find("--join-after '2:3': node2 is already late"), std::string::npos) << launch.Output();
+}
+
+// node2 starts 1.5 s after the others: node0 and node1 form epoch 0 alone
+// (cluster.min_nodes = 2), and node2 is admitted at a later epoch boundary
+// (`chorus cluster` calls AdvanceEpochIfPending every second).
+TEST(LaunchTest, ALateNodeJoinsTheRunningCluster) {
+  std::vector<std::string> args = LaunchArgs(3, "4");
+  args.insert(args.begin() + 1, {"--join-after", "2:1.5"});
+  ChorusProcess launch(args);
+  EXPECT_EQ(ExitStatus(launch, 30), 0) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_NE(out.find("launch: all 2 on-time nodes are in epoch 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("launch: all 3 nodes exited with status 0"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(launch: started node2 \(pid \d+\), \d+\.\d+ s after launch)")))
+      << out;
+  const size_t node2_first = out.find("[node2] ");
+  ASSERT_NE(node2_first, std::string::npos) << out;
+  for (const char* node : {"node0", "node1"}) {
+    std::smatch epoch0;
+    ASSERT_TRUE(std::regex_search(out, epoch0, std::regex(std::string(R"(\[)") + node +
+                                                          R"(\] [^\n]*epoch 0: members node0 node1\n)")))
+        << node << "\n" << out;
+    EXPECT_LT(static_cast<size_t>(epoch0.position(0)), node2_first) << node << "\n" << out;
+  }
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\[node2\] .*epoch [1-9][0-9]*: members node0 node1 node2)")))
+      << out;
+}
+
+// A late node whose time comes after the others have all exited has no
+// cluster to join: it is never started, and launch fails naming it.
+TEST(LaunchTest, ALateNodeIsNotStartedAfterTheClusterFinished) {
+  std::vector<std::string> args = LaunchArgs(3, "0.5");
+  args.insert(args.begin() + 1, {"--join-after", "2:60"});
+  ChorusProcess launch(args);
+  EXPECT_EQ(ExitStatus(launch, 20), 1) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_NE(out.find("launch: node2 was not started: the cluster finished before its --join-after time"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("[node2]"), std::string::npos) << out;
+  EXPECT_EQ(out.find("launch: started node2"), std::string::npos) << out;
+}
+
+// SIGINT before a late node's time: the others leave cleanly and the late
+// node is never started.
+TEST(LaunchTest, ASignalBeforeALateNodesTimeMeansItNeverStarts) {
+  std::vector<std::string> args = LaunchArgs(3, "60");
+  args.insert(args.begin() + 1, {"--join-after", "2:60"});
+  ChorusProcess launch(args);
+  ASSERT_TRUE(launch.WaitFor("launch: all 2 on-time nodes are in epoch 0", 20).has_value()) << launch.Output();
+  launch.Signal(SIGINT);
+  EXPECT_EQ(ExitStatus(launch, 20), 0) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_NE(out.find("launch: node2 was not started: launch was stopped by SIGINT before its --join-after time"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("launch: the 2 nodes started exited with status 0; 1 late node was not started"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("[node2]"), std::string::npos) << out;
+}
+
+// Training: 4 nodes under ring all-reduce, node3 starting 2 s after the
+// others. It is admitted at an admission point (every 10 steps), takes the
+// live model from a member, and ends with the others' model and step count.
+// The run must outlast node3's start and admission by a margin: 4 epochs of
+// 48000 images (about 850 steps) train for about 4 s on a 2-core machine
+// (some 15000 samples/s per MLP node), where node3, started at 2 s, was
+// admitted near step 390; 12000 images would end in 1 s, before it starts.
+TEST(LaunchTest, ALateTrainingNodeEndsWithTheSameModel) {
+  if (!std::filesystem::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
+  }
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("chorus-launch-late-" + std::to_string(getpid()));
+  std::filesystem::remove_all(out);
+  std::vector<std::string> args = {"launch", "-n", "4", "--join-after", "3:2"};
+  for (const std::string& s : FastClusterSets("launch-late-train")) args.push_back(s);
+  // Looser failure detection: 4 busy nodes on 2 shared cores are not dead.
+  const std::vector<std::string> sets = {
+      "run.output_dir=\"" + out.string() + "\"", "run.name=\"late\"", "run.progress=\"off\"", "train.threads=1",
+      "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5", "cluster.dead_timeout_s=3",
+      "train.epochs=4", "data.train_limit=48000", "data.test_limit=1000", "cluster.admit_every_steps=10",
+      "exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\""};
+  for (const std::string& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  ChorusProcess launch(args);
+  ASSERT_EQ(ExitStatus(launch, 240), 0) << launch.Output();
+  const std::string text = launch.Output();
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\[node3\] .*epoch [1-9][0-9]*: members node0 node1 node2 node3)")))
+      << text;
+  std::vector<nlohmann::json> summaries;
+  for (int i = 0; i < 4; ++i) {
+    std::ifstream in(out / "late" / ("node" + std::to_string(i)) / "summary.json");
+    summaries.push_back(nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false));
+    ASSERT_TRUE(summaries.back().is_object()) << "node" << i << "\n" << text;
+  }
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(summaries[static_cast<size_t>(i)]["parameter_checksum"], summaries[0]["parameter_checksum"])
+        << "node" << i;
+    EXPECT_EQ(summaries[static_cast<size_t>(i)]["steps"], summaries[0]["steps"]) << "node" << i;
+  }
+  std::filesystem::remove_all(out);
 }
 
 TEST(LaunchTest, ThreeNodesStartFormAClusterAndStopCleanly) {

@@ -94,6 +94,10 @@ Result<CompareConfig> LoadComparison(const CompareOptions& options) {
     return Err(InvalidArgument("compare: the straggler is node " + std::to_string(cc.slow_node) + " but there are only " +
                                std::to_string(cc.nodes) + " nodes"));
   }
+  if (cc.late_node >= cc.nodes) {
+    return Err(InvalidArgument("compare: the late joiner is node " + std::to_string(cc.late_node) +
+                               " but there are only " + std::to_string(cc.nodes) + " nodes"));
+  }
   if (options.only_methods.empty()) return cc;
   std::vector<CompareMethod> chosen;
   for (const std::string& name : options.only_methods) {
@@ -108,10 +112,16 @@ Result<CompareConfig> LoadComparison(const CompareOptions& options) {
   return cc;
 }
 
+// The nodes that form the cluster of a launch of `nodes` nodes: all of them,
+// less the late joiner in the full cluster (it joins the running one).
+int OnTimeNodes(const CompareConfig& cc, int nodes) {
+  return cc.late_node >= 0 && nodes == cc.nodes ? nodes - 1 : nodes;
+}
+
 // Every node of every method gets: the user's overrides, the method's, then these.
-std::vector<std::string> RunOverrides(const std::string& run_dir, const std::string& method_name, int nodes) {
+std::vector<std::string> RunOverrides(const std::string& run_dir, const std::string& method_name, int min_nodes) {
   return std::vector<std::string>{"run.output_dir=" + TomlQuote(run_dir), "run.name=" + TomlQuote(method_name),
-                                  "cluster.min_nodes=" + std::to_string(nodes)};
+                                  "cluster.min_nodes=" + std::to_string(min_nodes)};
 }
 
 // Validate everything before running anything: a typo in method 6 should
@@ -120,7 +130,8 @@ Status ValidateMethods(const CompareRun& run) {
   for (const CompareMethod& m : run.cc.methods) {
     std::vector<ConfigOverride> all = run.options.overrides;
     for (const ConfigOverride& o : WithOrigin(m.overrides, "method " + m.name + ":")) all.push_back(o);
-    for (const ConfigOverride& o : WithOrigin(RunOverrides(run.run_dir, m.name, run.cc.nodes), "compare:")) {
+    const int min_nodes = OnTimeNodes(run.cc, run.cc.nodes);
+    for (const ConfigOverride& o : WithOrigin(RunOverrides(run.run_dir, m.name, min_nodes), "compare:")) {
       all.push_back(o);
     }
     Result<Config> c = LoadConfig(run.options.config_path, all);
@@ -177,13 +188,16 @@ Status WriteCompareJson(const CompareRun& run) {
             {"provider", gossip::ProviderName(run.link ? gossip::FabricProvider::kTcpRxm : base.fabric.provider)},
             {"link", run.link_json},
             {"straggler", cc.slow_node >= 0 ? json{{"node", cc.slow_node}, {"slowdown", cc.slowdown}} : json(nullptr)},
+            {"late_joiner",
+             cc.late_node >= 0 ? json{{"node", cc.late_node}, {"after_s", cc.late_after_s}} : json(nullptr)},
             {"single_node", run.single_node},
             {"methods", run.methods_json}};
   return WriteSummary(run.run_dir + "/compare.json", j);
 }
 
 // How to launch `nodes` nodes with `sets` into `method_dir` (runs/<name>/<dir_name>):
-// over the emulated links and with the straggler when it is the full cluster.
+// over the emulated links and with the straggler and the late joiner when it
+// is the full cluster.
 LaunchOptions MethodLaunchOptions(const CompareRun& run, const std::string& dir_name, int nodes,
                                   const std::vector<std::string>& sets, const std::string& method_dir) {
   const CompareConfig& cc = run.cc;
@@ -193,7 +207,7 @@ LaunchOptions MethodLaunchOptions(const CompareRun& run, const std::string& dir_
   lo.executable = run.options.executable;
   for (const ConfigOverride& o : run.options.overrides) lo.overrides.push_back(o.assignment);
   lo.overrides.insert(lo.overrides.end(), sets.begin(), sets.end());
-  for (const std::string& s : RunOverrides(run.run_dir, dir_name, nodes)) lo.overrides.push_back(s);
+  for (const std::string& s : RunOverrides(run.run_dir, dir_name, OnTimeNodes(cc, nodes))) lo.overrides.push_back(s);
   if (run.link && nodes == cc.nodes) {
     // shm would bypass the links.
     lo.overrides.push_back("fabric.provider=" + TomlQuote(gossip::ProviderName(gossip::FabricProvider::kTcpRxm)));
@@ -207,6 +221,7 @@ LaunchOptions MethodLaunchOptions(const CompareRun& run, const std::string& dir_
     std::snprintf(slowdown, sizeof(slowdown), "train.slowdown=%.17g", cc.slowdown);
     lo.node_overrides.push_back({cc.slow_node, slowdown});
   }
+  if (cc.late_node >= 0 && nodes == cc.nodes) lo.join_after.push_back({cc.late_node, cc.late_after_s});
   if (!run.options.verbose) lo.output_file = method_dir + "/launch.log";
   return lo;
 }
@@ -275,8 +290,12 @@ Status RunSingleNodeBaseline(CompareRun& run, size_t index, size_t total) {
 
 // One method on every node; records it and rewrites compare.json.
 Status RunOneMethod(CompareRun& run, const CompareMethod& m, size_t index, size_t total) {
-  std::fprintf(stderr, "compare [%zu/%zu] %s (%s) on %d nodes...\n", index, total, m.name.c_str(),
-               m.label.c_str(), run.cc.nodes);
+  std::string late;
+  if (run.cc.late_node >= 0) {
+    late = ", node" + std::to_string(run.cc.late_node) + " joining after " + SecondsText(run.cc.late_after_s) + " s";
+  }
+  std::fprintf(stderr, "compare [%zu/%zu] %s (%s) on %d nodes%s...\n", index, total, m.name.c_str(),
+               m.label.c_str(), run.cc.nodes, late.c_str());
   CHORUS_ASSIGN_OR_RETURN(Launched launched, LaunchMethod(run, m.name, run.cc.nodes, m.overrides));
   const CompareMethodOutcome& outcome = launched.outcome;
   const std::string method_dir = run.run_dir + "/" + m.name;

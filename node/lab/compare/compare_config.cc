@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <exception>
 #include <string_view>
 
@@ -115,6 +116,33 @@ void ParseStraggler(const toml::node& node, Checker& check, CompareConfig* confi
   }
 }
 
+void ParseLateJoiner(const toml::node& node, Checker& check, CompareConfig* config) {
+  const toml::table* t = node.as_table();
+  if (t == nullptr) return check.Error(node, "late_joiner", "expected a table { node = 3, after_s = 5.0 }");
+  config->late_node = 1;
+  config->late_after_s = 5.0;
+  for (auto&& [k, v] : *t) {
+    const std::string key(k.str());
+    if (key == "node") {
+      const auto* i = v.as_integer();
+      if (i == nullptr || i->get() < 1) {
+        check.Error(v, "late_joiner.node", "expected a node index >= 1 (node0 holds the bootstrap port)");
+      } else {
+        config->late_node = static_cast<int>(i->get());
+      }
+    } else if (key == "after_s") {
+      std::optional<double> d = v.value<double>();
+      if (!d || !std::isfinite(*d) || *d < 0.0) {
+        check.Error(v, "late_joiner.after_s", "expected seconds >= 0 after the other nodes start");
+      } else {
+        config->late_after_s = *d;
+      }
+    } else {
+      check.Error(v, "late_joiner." + key, "unknown key; expected node or after_s");
+    }
+  }
+}
+
 void ParseCustomMethod(const toml::node& node, Checker& check, std::vector<CompareMethod>* out) {
   const toml::table* t = node.as_table();
   if (t == nullptr) return check.Error(node, "method", "expected a table [[compare.method]]");
@@ -222,10 +250,12 @@ void ParseCompareKey(const std::string& key, const toml::node& v, Checker& check
     ParseLink(v, check, &config->link);
   } else if (key == "straggler") {
     ParseStraggler(v, check, config);
+  } else if (key == "late_joiner") {
+    ParseLateJoiner(v, check, config);
   } else {
     check.Error(v, key,
                 "unknown key; expected name, nodes, target_accuracy, single_node_baseline, methods, "
-                "method, link or straggler");
+                "method, link, straggler or late_joiner");
   }
 }
 
@@ -265,7 +295,7 @@ void ResolveMethods(MethodChoice choice, Checker& check, CompareConfig* config) 
 }
 
 // What only the whole table can tell: methods listed twice, none, a straggler
-// past the nodes.
+// or late joiner past the nodes.
 void CheckWholeConfig(const CompareConfig& config, Checker& check) {
   for (size_t i = 0; i < config.methods.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
@@ -278,6 +308,10 @@ void CheckWholeConfig(const CompareConfig& config, Checker& check) {
   if (config.slow_node >= config.nodes) {
     check.Error("compare.straggler.node: " + std::to_string(config.slow_node) + " is not below compare.nodes = " +
                 std::to_string(config.nodes));
+  }
+  if (config.late_node >= config.nodes) {
+    check.Error("compare.late_joiner.node: " + std::to_string(config.late_node) +
+                " is not below compare.nodes = " + std::to_string(config.nodes));
   }
 }
 

@@ -11,6 +11,7 @@
 //   single_node_baseline = true         # measure S (one node alone) for e = T / (S x N)
 //   link = { bandwidth = "1gbit", latency = "1ms" }   # optional: emulated links
 //   straggler = { node = 3, slowdown = 2.0 }          # optional: node 3 is 3x slower
+//   late_joiner = { node = 3, after_s = 5.0 }         # optional: node 3 starts 5 s late and joins
 //
 //   [[compare.method]]                  # optional: methods of your own
 //   name = "choco-topk"
@@ -58,6 +59,10 @@ struct CompareConfig {
   // step's compute (train.slowdown; 2.0 makes it 3x slower). -1: none.
   int slow_node = -1;
   double slowdown = 0.0;
+  // A late joiner: node `late_node` (>= 1) starts `late_after_s` seconds after
+  // the others and joins their running cluster (launch --join-after). -1: none.
+  int late_node = -1;
+  double late_after_s = 0.0;
 };
 
 // The methods `methods = [...]` may name, in the order of the default matrix:

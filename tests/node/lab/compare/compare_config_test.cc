@@ -93,6 +93,55 @@ colour = "blue"
   EXPECT_NE(m.find(":5:10: compare.colour: unknown key"), std::string::npos) << m;
 }
 
+TEST(CompareConfigTest, ReadsALateJoiner) {
+  TempDir dir;
+  Result<CompareConfig> config = ParseCompareFile(Write(dir, "late.toml", R"([compare]
+nodes = 4
+methods = ["ring-allreduce"]
+late_joiner = { node = 3, after_s = 2.5 }
+)"));
+  ASSERT_TRUE(config) << ErrorOf(config);
+  EXPECT_EQ(config->late_node, 3);
+  EXPECT_DOUBLE_EQ(config->late_after_s, 2.5);
+  EXPECT_EQ(config->slow_node, -1);
+
+  // Integer seconds are seconds too; no table: no late joiner.
+  config = ParseCompareFile(Write(dir, "int.toml", "[compare]\nlate_joiner = { node = 1, after_s = 0 }\n"));
+  ASSERT_TRUE(config) << ErrorOf(config);
+  EXPECT_EQ(config->late_node, 1);
+  EXPECT_DOUBLE_EQ(config->late_after_s, 0.0);
+  config = ParseCompareFile(Write(dir, "none.toml", "[compare]\nnodes = 2\n"));
+  ASSERT_TRUE(config) << ErrorOf(config);
+  EXPECT_EQ(config->late_node, -1);
+}
+
+TEST(CompareConfigTest, LateJoinerErrorsNameLineAndKey) {
+  TempDir dir;
+  // node0 holds the bootstrap port; seconds are not negative; no other keys.
+  std::string path = Write(dir, "bad.toml", R"([compare]
+late_joiner = { node = 0, after_s = -1.0, when = 3 }
+)");
+  Result<CompareConfig> config = ParseCompareFile(path);
+  ASSERT_FALSE(config);
+  std::string m = config.error().message();
+  EXPECT_NE(m.find(path + ":2:24: compare.late_joiner.node: expected a node index >= 1"), std::string::npos) << m;
+  EXPECT_NE(m.find(path + ":2:37: compare.late_joiner.after_s: expected seconds >= 0"), std::string::npos) << m;
+  EXPECT_NE(m.find(path + ":2:50: compare.late_joiner.when: unknown key"), std::string::npos) << m;
+
+  path = Write(dir, "shape.toml", "[compare]\nlate_joiner = 3\n");
+  config = ParseCompareFile(path);
+  ASSERT_FALSE(config);
+  m = config.error().message();
+  EXPECT_NE(m.find(path + ":2:15: compare.late_joiner: expected a table"), std::string::npos) << m;
+
+  // Past the nodes.
+  path = Write(dir, "past.toml", "[compare]\nnodes = 3\nlate_joiner = { node = 3, after_s = 1.0 }\n");
+  config = ParseCompareFile(path);
+  ASSERT_FALSE(config);
+  m = config.error().message();
+  EXPECT_NE(m.find("compare.late_joiner.node: 3 is not below compare.nodes = 3"), std::string::npos) << m;
+}
+
 TEST(CompareConfigTest, RejectsDuplicateMethods) {
   TempDir dir;
   Result<CompareConfig> config =
