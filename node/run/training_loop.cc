@@ -66,6 +66,9 @@ Result<std::optional<json>> TrainingLoop::Run() {
   }
   s_.exchange->SetLiveState(this);
   CHORUS_RETURN_IF_ERROR(Resume());
+  if (s_.session != nullptr && s_.session->control != nullptr) {
+    s_.session->control->ReportProgress(step_, s_.config->cluster.admit_every_steps);
+  }
 
   t_start_ = s_.clock->Now();
   trainer::Batch batch;
@@ -215,6 +218,7 @@ Status TrainingLoop::AdmitIfDue() {
     return Status::Ok();
   }
   last_admission_step_ = step_;
+  session->control->ReportProgress(step_, every);  // the coordinator tells joiners when they come in
   const uint64_t epoch = session->view.epoch;
   Result<MembershipView> next =
       session->control->AdvanceEpochIfPending(Deadline::AfterSeconds(s_.config->fabric.op_timeout_s));

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -109,9 +110,11 @@ class HandCluster {
     return args;
   }
 
-  ChorusProcess& Start(int i, const std::vector<std::string>& env = {}) {
+  ChorusProcess& Start(int i, const std::vector<std::string>& env = {}, const std::vector<std::string>& flags = {}) {
     nodes_.resize(std::max<size_t>(nodes_.size(), static_cast<size_t>(i) + 1));
-    nodes_[static_cast<size_t>(i)] = std::make_unique<ChorusProcess>(Args(i), env);
+    std::vector<std::string> args = Args(i);
+    args.insert(args.end(), flags.begin(), flags.end());
+    nodes_[static_cast<size_t>(i)] = std::make_unique<ChorusProcess>(args, env);
     return *nodes_[static_cast<size_t>(i)];
   }
   ChorusProcess& node(int i) { return *nodes_[static_cast<size_t>(i)]; }
@@ -214,6 +217,26 @@ TEST(JoinFaultTest, TheJoinerTakesTheStateFromAnotherMemberWhenTheSenderDies) {
   ASSERT_TRUE(joiner.WaitFor("received the live state from node1 .*CRC-32 verified", 60)) << cluster.Outputs();
   cluster.ExpectOneModel({1, 2, 3}, 240);
   EXPECT_NE(joiner.Output().find("receiving the live state from node0"), std::string::npos) << joiner.Output();
+}
+
+// kill -9 of node2 once it has written a checkpoint, and node2 started again
+// at once with the same config and --resume: the coordinator takes the join
+// of the new process for the end of the old one (its connection closed), the
+// survivors re-form, admit node2 at an admission point, and node2 takes the
+// live state instead of its stale checkpoint. All three end with one model.
+TEST(JoinFaultTest, AKilledNodeStartedAgainWithTheSameNameRejoins) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  HandCluster cluster("rejoin", {"train.checkpoint_every_epochs=1"});
+  for (int i = 0; i < 3; ++i) cluster.Start(i);
+  const fs::path checkpoint = cluster.dir(2) / "checkpoint.safetensors";
+  for (int i = 0; i < 1200 && !fs::exists(checkpoint); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(checkpoint)) << cluster.Outputs();
+  cluster.node(2).Signal(SIGKILL);
+  ASSERT_TRUE(cluster.node(2).Wait(10));
+  ChorusProcess& again = cluster.Start(2, {}, {"--resume"});
+  ASSERT_TRUE(again.WaitFor("received the live state from node[01] .*CRC-32 verified", 90)) << cluster.Outputs();
+  EXPECT_NE(again.Output().find("its live state replaces the checkpoint"), std::string::npos) << again.Output();
+  cluster.ExpectOneModel({0, 1, 2}, 240);
 }
 
 }  // namespace
