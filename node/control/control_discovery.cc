@@ -172,11 +172,7 @@ void ControlPlaneImpl::Probe(const std::string& address) {
         Reconsider();
         return;
       }
-      auto conn = Connection::Create(std::move(*s), Connection::Role::kDialer, key_,
-                                     HandshakeIdentity{versions_, self_.name}, conn_options_, this);
-      conns_.insert(conn);
-      probes_[conn->id()] = address;
-      conn->Start();
+      probes_[StartDialed(std::move(*s))->id()] = address;
     });
   });
 }
@@ -383,11 +379,7 @@ void ControlPlaneImpl::DialJoin(const std::string& address) {
         JoinFailed(address, s.error().message(), /*unreachable=*/true);
         return;
       }
-      auto conn = Connection::Create(std::move(*s), Connection::Role::kDialer, key_,
-                                     HandshakeIdentity{versions_, self_.name}, conn_options_, this);
-      conns_.insert(conn);
-      join_conn_ = conn;
-      conn->Start();
+      join_conn_ = StartDialed(std::move(*s));
     });
   });
 }

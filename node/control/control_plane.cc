@@ -490,13 +490,18 @@ void ControlPlaneImpl::DialMember(const Member& member) {
         if (deliver && outbox_.erase(name)) cv_.notify_all();  // it is gone: nothing waits for us
         return;
       }
-      auto conn = Connection::Create(std::move(*s), Connection::Role::kDialer, key_,
-                                     HandshakeIdentity{versions_, self_.name}, conn_options_, this);
-      conns_.insert(conn);
-      dialed_member_[conn->id()] = name;
-      conn->Start();
+      // Registered before the handshake can complete (both on this thread).
+      dialed_member_[StartDialed(std::move(*s))->id()] = name;
     });
   });
+}
+
+std::shared_ptr<Connection> ControlPlaneImpl::StartDialed(asio::ip::tcp::socket socket) {
+  auto conn = Connection::Create(std::move(socket), Connection::Role::kDialer, key_,
+                                 HandshakeIdentity{versions_, self_.name}, conn_options_, this);
+  conns_.insert(conn);
+  conn->Start();
+  return conn;
 }
 
 msg::State ControlPlaneImpl::BuildState() const {

@@ -149,6 +149,9 @@ class ControlPlaneImpl : public Connection::Listener {
   void Fail(const Status& status);
   void CloseAll();
   void DialMember(const Member& member);
+  // A connection over a socket this node dialed, kept in conns_ and started
+  // (the handshake runs; OnEstablished follows).
+  std::shared_ptr<Connection> StartDialed(asio::ip::tcp::socket socket);
   void RegisterPeer(const std::string& name, const std::shared_ptr<Connection>& conn);
   // Sends to a member or applicant by name; when not connected, queues the
   // message for the next connection to that name if `queue` is set.

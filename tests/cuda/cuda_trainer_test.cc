@@ -24,15 +24,6 @@
 namespace chorus::trainer {
 namespace {
 
-// Where training stands: `step`, `epoch`, `batches` into it.
-CheckpointInfo At(int64_t step, int64_t epoch, int64_t batches = 0) {
-  CheckpointInfo info;
-  info.step = step;
-  info.epoch = epoch;
-  info.epoch_batches = batches;
-  return info;
-}
-
 
 using kernels::cuda::testing::GpuTest;
 
@@ -166,7 +157,9 @@ TEST_F(CudaTrainerTest, CheckpointRoundTripsThroughTheHost) {
   sampler.StartEpoch(0);
   Batch batch;
   for (int step = 0; step < 3 && sampler.Next(data, &batch); ++step) ASSERT_TRUE(a->TrainStep(batch, step));
-  ASSERT_TRUE(SaveCheckpoint(*a, At(3, 0), path).ok());
+  CheckpointInfo at_step_3;
+  at_step_3.step = 3;
+  ASSERT_TRUE(SaveCheckpoint(*a, at_step_3, path).ok());
   auto b = Make(Options("cnn-bn", "cuda:0"));
   ASSERT_TRUE(b);
   ASSERT_TRUE(LoadCheckpoint(path, b.get()));

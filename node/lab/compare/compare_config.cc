@@ -89,58 +89,63 @@ void ParseLink(const toml::node& node, Checker& check, LinkSpec* link) {
   if (link->bandwidth.empty()) check.Error(node, "link", "needs a bandwidth, e.g. bandwidth = \"1gbit\"");
 }
 
-void ParseStraggler(const toml::node& node, Checker& check, CompareConfig* config) {
+// A table { node = N, <number> = X } of one node of the cluster (the
+// straggler, the late joiner): the node, at least `min_node`, and a number
+// that `number_ok` accepts; errors name `name`.<key> and say what is expected.
+struct NodeTable {
+  std::string_view name;
+  std::string_view example;       // "{ node = 3, slowdown = 2.0 }"
+  int min_node;
+  std::string_view node_expect;
+  std::string_view number_key;
+  bool (*number_ok)(double);
+  std::string_view number_expect;
+};
+
+void ParseNodeTable(const toml::node& node, Checker& check, const NodeTable& spec, int* node_out, double* number_out) {
+  const std::string name(spec.name);
   const toml::table* t = node.as_table();
-  if (t == nullptr) return check.Error(node, "straggler", "expected a table { node = 3, slowdown = 2.0 }");
-  config->slow_node = 0;
-  config->slowdown = 2.0;
+  if (t == nullptr) return check.Error(node, name, "expected a table " + std::string(spec.example));
   for (auto&& [k, v] : *t) {
     const std::string key(k.str());
     if (key == "node") {
       const auto* i = v.as_integer();
-      if (i == nullptr || i->get() < 0) {
-        check.Error(v, "straggler.node", "expected a node index >= 0");
+      if (i == nullptr || i->get() < spec.min_node) {
+        check.Error(v, name + ".node", std::string(spec.node_expect));
       } else {
-        config->slow_node = static_cast<int>(i->get());
+        *node_out = static_cast<int>(i->get());
       }
-    } else if (key == "slowdown") {
+    } else if (key == spec.number_key) {
       std::optional<double> d = v.value<double>();
-      if (!d || *d <= 0.0) {
-        check.Error(v, "straggler.slowdown", "expected a number > 0 (2.0: sleep twice the compute, 3x slower)");
+      if (!d || !spec.number_ok(*d)) {
+        check.Error(v, name + "." + key, std::string(spec.number_expect));
       } else {
-        config->slowdown = *d;
+        *number_out = *d;
       }
     } else {
-      check.Error(v, "straggler." + key, "unknown key; expected node or slowdown");
+      check.Error(v, name + "." + key, "unknown key; expected node or " + std::string(spec.number_key));
     }
   }
 }
 
+void ParseStraggler(const toml::node& node, Checker& check, CompareConfig* config) {
+  config->slow_node = 0;
+  config->slowdown = 2.0;
+  ParseNodeTable(node, check,
+                 {"straggler", "{ node = 3, slowdown = 2.0 }", 0, "expected a node index >= 0", "slowdown",
+                  [](double d) { return d > 0.0; }, "expected a number > 0 (2.0: sleep twice the compute, 3x slower)"},
+                 &config->slow_node, &config->slowdown);
+}
+
 void ParseLateJoiner(const toml::node& node, Checker& check, CompareConfig* config) {
-  const toml::table* t = node.as_table();
-  if (t == nullptr) return check.Error(node, "late_joiner", "expected a table { node = 3, after_s = 5.0 }");
   config->late_node = 1;
   config->late_after_s = 5.0;
-  for (auto&& [k, v] : *t) {
-    const std::string key(k.str());
-    if (key == "node") {
-      const auto* i = v.as_integer();
-      if (i == nullptr || i->get() < 1) {
-        check.Error(v, "late_joiner.node", "expected a node index >= 1 (node0 holds the bootstrap port)");
-      } else {
-        config->late_node = static_cast<int>(i->get());
-      }
-    } else if (key == "after_s") {
-      std::optional<double> d = v.value<double>();
-      if (!d || !std::isfinite(*d) || *d < 0.0) {
-        check.Error(v, "late_joiner.after_s", "expected seconds >= 0 after the other nodes start");
-      } else {
-        config->late_after_s = *d;
-      }
-    } else {
-      check.Error(v, "late_joiner." + key, "unknown key; expected node or after_s");
-    }
-  }
+  ParseNodeTable(node, check,
+                 {"late_joiner", "{ node = 3, after_s = 5.0 }", 1,
+                  "expected a node index >= 1 (node0 holds the bootstrap port)", "after_s",
+                  [](double d) { return std::isfinite(d) && d >= 0.0; },
+                  "expected seconds >= 0 after the other nodes start"},
+                 &config->late_node, &config->late_after_s);
 }
 
 void ParseCustomMethod(const toml::node& node, Checker& check, std::vector<CompareMethod>* out) {
