@@ -131,9 +131,12 @@ struct ClusterConfig {
   std::string token;                   // shared cluster secret (never sent)
   int min_nodes = 1;                   // epoch 0 is fixed once this many are present
   double join_timeout_s = 60.0;
-  // Members admit waiting joiners between steps whose number is a multiple of
-  // this (a control-plane barrier of every member there); 0: never.
-  int admit_every_steps = 50;
+  // Members admit waiting joiners at admission points: a control-plane
+  // barrier of every member between two steps, about every admit_every_s
+  // seconds of training and at least admit_every_steps steps apart (the
+  // members agree on each next one); admit_every_steps = 0: never.
+  int admit_every_steps = 10;
+  double admit_every_s = 2.0;
   double heartbeat_interval_s = 0.5;
   double suspect_timeout_s = 2.0;
   double dead_timeout_s = 5.0;

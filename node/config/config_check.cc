@@ -200,6 +200,7 @@ void CheckCluster(const Config& config, Checker& check) {
   }
   check.IntAtLeast("cluster.rank_hint", cluster.rank_hint, -1);
   check.IntAtLeast("cluster.admit_every_steps", cluster.admit_every_steps, 0);
+  check.NumberAtLeast("cluster.admit_every_s", cluster.admit_every_s, 0.0);
 }
 
 void CheckFabric(const Config& config, Checker& check) {

@@ -141,8 +141,10 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(cluster, min_nodes, "epoch 0 is fixed once this many are present"),
     CHORUS_CONFIG_FIELD(cluster, join_timeout_s, "> 0"),
     CHORUS_CONFIG_FIELD(cluster, admit_every_steps,
-                        "nodes that arrive while the cluster trains are admitted between steps that are "
-                        "multiples of this (0: never)"),
+                        "nodes that arrive while the cluster trains are admitted at admission points at least "
+                        "this many steps apart (0: never)"),
+    CHORUS_CONFIG_FIELD(cluster, admit_every_s,
+                        "and about this many seconds of training apart (0: every admit_every_steps)"),
     CHORUS_CONFIG_FIELD(cluster, heartbeat_interval_s, "> 0"),
     CHORUS_CONFIG_FIELD(cluster, suspect_timeout_s, "> heartbeat_interval_s"),
     CHORUS_CONFIG_FIELD(cluster, dead_timeout_s, ">= suspect_timeout_s"),

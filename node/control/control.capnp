@@ -106,6 +106,7 @@ struct Barrier {
   sender @3 :Text;
   advance @4 :Bool;
   reply @5 :Bool;            # an answer to a re-sent arrival; never answered again
+  value @6 :Int64;           # the sender's proposal; the barrier agrees on the largest
 }
 
 # From a tool, only `sender`. As the discovery probe of a node that is not in
@@ -138,7 +139,7 @@ struct State {
   # Formed: where the training loop stands (ControlPlane::ReportProgress), for
   # a joiner to say when it will be admitted.
   step @10 :Int64 = -1;      # the latest step reported; -1 when none was
-  admitEverySteps @11 :Int64;  # steps between admission points; 0 when unknown
+  nextAdmissionStep @11 :Int64;  # the step of the next admission point; 0 when unknown
 }
 
 # "Send your join to the coordinator instead." `formed`: the target is in a

@@ -490,11 +490,10 @@ void ControlPlaneImpl::LogAccepted(const msg::State& state) {
   if (!state.formed) {
     CHORUS_LOG_INFO(Subsys::kControl, coordinator_name_, " accepted the join: ", 1 + state.pending.size(),
                     " of cluster.min_nodes=", config_.min_nodes, " present, waiting for epoch 0");
-  } else if (state.admit_every_steps > 0 && state.step >= 0) {
-    const int64_t next = (state.step / state.admit_every_steps + 1) * state.admit_every_steps;
+  } else if (state.next_admission_step > 0 && state.step >= 0) {
     CHORUS_LOG_INFO(Subsys::kControl, "accepted by ", coordinator_name_, ": the cluster is at epoch ", state.epoch,
-                    ", step ", state.step, "; admission at the next admission point (every ",
-                    state.admit_every_steps, " steps, at step ", next, ")");
+                    ", step ", state.step, "; admission at its next admission point, step ",
+                    state.next_admission_step);
   } else {
     CHORUS_LOG_INFO(Subsys::kControl, coordinator_name_, " accepted the join: the cluster is at epoch ", state.epoch,
                     " with ", state.members.size(), " members; waiting for the next epoch boundary");

@@ -596,8 +596,9 @@ void ControlPlaneImpl::HandleBarrier(const msg::Barrier& b) {
   BarrierState& st = barriers_[BarrierKey{b.epoch, b.name, b.seq}];
   st.arrived.insert(b.sender);
   st.advance |= b.advance;
+  st.value = std::max(st.value, b.value);
   if (st.done && !b.reply) {
-    SendTo(b.sender, msg::Barrier{b.name, b.epoch, b.seq, self_.name, st.my_advance, true}, false);
+    SendTo(b.sender, msg::Barrier{b.name, b.epoch, b.seq, self_.name, st.my_advance, true, st.my_value}, false);
   }
   cv_.notify_all();
 }
@@ -605,15 +606,15 @@ void ControlPlaneImpl::HandleBarrier(const msg::Barrier& b) {
 void ControlPlaneImpl::ResendBarriers() {
   for (const auto& [key, st] : barriers_) {
     if (!st.mine || st.done || key.epoch != view_.epoch) continue;
-    const msg::Barrier arrival{key.name, key.epoch, key.seq, self_.name, st.my_advance, false};
+    const msg::Barrier arrival{key.name, key.epoch, key.seq, self_.name, st.my_advance, false, st.my_value};
     for (const Member& m : view_.members) {
       if (m.name != self_.name && !st.arrived.count(m.name)) SendTo(m.name, arrival, false);
     }
   }
 }
 
-Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch, bool advance,
-                                         Deadline deadline, bool* advance_seen) {
+Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch, bool advance, int64_t value,
+                                         Deadline deadline, bool* advance_seen, int64_t* agreed) {
   std::unique_lock<std::mutex> lock(mu_);
   if (phase_ != Phase::kMember) {
     return FailedPrecondition("barrier '" + name + "': " + self_.name + " is not a cluster member (" +
@@ -637,8 +638,10 @@ Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch
     st.mine = true;
     st.my_advance = advance;
     st.advance |= advance;
+    st.my_value = value;
+    st.value = std::max(st.value, value);
   }
-  const msg::Barrier arrival{name, epoch, key.seq, self_.name, advance, false};
+  const msg::Barrier arrival{name, epoch, key.seq, self_.name, advance, false, value};
   asio::post(io_, [this, arrival] {
     Locked([&] {
       if (!formed_ || view_.epoch != arrival.epoch) return;
@@ -661,6 +664,7 @@ Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch
     BarrierState& st = barriers_[key];
     st.done = true;
     *advance_seen = st.advance;
+    *agreed = st.value;
     if (key.seq >= kKeptBarriersPerName) {
       barriers_.erase(barriers_.lower_bound(BarrierKey{epoch, name, 0}),
                       barriers_.lower_bound(BarrierKey{epoch, name, key.seq - kKeptBarriersPerName}));

@@ -140,6 +140,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setSender(TextOf(m.sender));
           b.setAdvance(m.advance);
           b.setReply(m.reply);
+          b.setValue(m.value);
         } else if constexpr (std::is_same_v<T, msg::StateRequest>) {
           auto b = env.initStateRequest();
           b.setSender(TextOf(m.sender));
@@ -160,7 +161,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setAppliedFormed(m.applied_formed);
           SetTextList(b.initKnown(m.known.size()), m.known);
           b.setStep(m.step);
-          b.setAdmitEverySteps(m.admit_every_steps);
+          b.setNextAdmissionStep(m.next_admission_step);
         } else if constexpr (std::is_same_v<T, msg::Redirect>) {
           auto b = env.initRedirect();
           b.setCoordinatorName(TextOf(m.coordinator_name));
@@ -265,7 +266,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
     case wire::Envelope::BARRIER: {
       auto r = env.getBarrier();
       return msg::Barrier{StringOf(r.getName()), r.getEpoch(), r.getSeq(), StringOf(r.getSender()),
-                          r.getAdvance(), r.getReply()};
+                          r.getAdvance(), r.getReply(), r.getValue()};
     }
     case wire::Envelope::STATE_REQUEST: {
       auto r = env.getStateRequest();
@@ -286,7 +287,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
       state.applied_formed = r.getAppliedFormed();
       state.known = GetTextList(r.getKnown());
       state.step = r.getStep();
-      state.admit_every_steps = r.getAdmitEverySteps();
+      state.next_admission_step = r.getNextAdmissionStep();
       return state;
     }
     case wire::Envelope::REDIRECT: {

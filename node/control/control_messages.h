@@ -102,6 +102,7 @@ struct Barrier {
   std::string sender;
   bool advance = false;
   bool reply = false;
+  int64_t value = 0;  // the sender's proposal (AdvanceEpochIfPending): the barrier agrees on the largest
 };
 // A discovery probe when control_address is set (control.capnp StateRequest).
 struct StateRequest {
@@ -125,7 +126,7 @@ struct State {
   std::vector<std::string> known;
   // Formed: ControlPlane::ReportProgress's latest values.
   int64_t step = -1;               // -1: none reported
-  int64_t admit_every_steps = 0;   // 0: unknown
+  int64_t next_admission_step = 0;  // 0: unknown
 };
 struct Redirect {
   std::string coordinator_name;

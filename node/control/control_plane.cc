@@ -101,13 +101,14 @@ Result<MembershipView> ControlPlane::WaitForEpochAbove(uint64_t epoch, Deadline 
 Status ControlPlane::Barrier(const std::string& name, uint64_t epoch, Deadline deadline) {
   return impl_->Barrier(name, epoch, deadline);
 }
-Result<MembershipView> ControlPlane::AdvanceEpochIfPending(Deadline deadline) {
-  return impl_->AdvanceEpochIfPending(deadline);
+Result<MembershipView> ControlPlane::AdvanceEpochIfPending(Deadline deadline, int64_t proposal, int64_t* agreed) {
+  int64_t ignored = 0;
+  return impl_->AdvanceEpochIfPending(deadline, proposal, agreed != nullptr ? agreed : &ignored);
 }
 std::vector<std::string> ControlPlane::PendingJoiners() const { return impl_->PendingJoiners(); }
 Status ControlPlane::Leave(Deadline deadline, LeaveKind kind) { return impl_->Leave(deadline, kind); }
-void ControlPlane::ReportProgress(int64_t step, int64_t admit_every_steps) {
-  impl_->ReportProgress(step, admit_every_steps);
+void ControlPlane::ReportProgress(int64_t step, int64_t next_admission_step) {
+  impl_->ReportProgress(step, next_admission_step);
 }
 
 // ---------------------------------------------------------------------------
@@ -521,7 +522,7 @@ msg::State ControlPlaneImpl::BuildState() const {
     state.known = KnownAddresses();
   } else {
     state.step = progress_step_;
-    state.admit_every_steps = progress_admit_every_;
+    state.next_admission_step = progress_next_admission_;
   }
   return state;
 }
@@ -569,10 +570,10 @@ Result<MembershipView> ControlPlaneImpl::WaitForEpochAbove(uint64_t epoch, Deadl
                               " by the deadline (still at epoch " + std::to_string(view_.epoch) + ")"));
 }
 
-void ControlPlaneImpl::ReportProgress(int64_t step, int64_t admit_every_steps) {
+void ControlPlaneImpl::ReportProgress(int64_t step, int64_t next_admission_step) {
   std::lock_guard<std::mutex> lock(mu_);
   progress_step_ = step;
-  progress_admit_every_ = admit_every_steps;
+  progress_next_admission_ = next_admission_step;
 }
 
 std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {
@@ -586,10 +587,13 @@ std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {
 
 Status ControlPlaneImpl::Barrier(const std::string& name, uint64_t epoch, Deadline deadline) {
   bool advance_seen = false;
-  return BarrierInternal(name, epoch, false, deadline, &advance_seen);
+  int64_t agreed = 0;
+  return BarrierInternal(name, epoch, false, 0, deadline, &advance_seen, &agreed);
 }
 
-Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline) {
+Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline, int64_t proposal,
+                                                              int64_t* agreed) {
+  *agreed = -1;
   uint64_t epoch = 0;
   bool announce = false;
   {
@@ -602,7 +606,8 @@ Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline
     announce = IsCoordinator() && !applicants_.empty();
   }
   bool advance = false;
-  Status arrived = BarrierInternal("chorus.epoch-boundary", epoch, announce, deadline, &advance);
+  int64_t value = -1;
+  Status arrived = BarrierInternal("chorus.epoch-boundary", epoch, announce, proposal, deadline, &advance, &value);
   if (!arrived.ok()) {
     // The coordinator may commit the next epoch (with the joiners) before this
     // member has seen the barrier complete: that epoch is the boundary's result.
@@ -610,7 +615,10 @@ Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline
     if (arrived.code() == StatusCode::kAborted && now.epoch > epoch && now.self_rank >= 0) return now;
     return Err(arrived);
   }
-  if (!advance) return View();
+  if (!advance) {
+    *agreed = value;  // every member saw the same arrivals
+    return View();
+  }
   if (announce) {
     asio::post(io_, [this] {
       Locked([this] {

@@ -141,13 +141,17 @@ class ControlPlane {
   // The epoch boundary of the training loop: every member calls it at the same
   // point. When nodes wait to join, the coordinator proposes the next epoch with
   // them and every member returns that view; otherwise the current view.
-  [[nodiscard]] Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
+  // `proposal`: this member's value for the next boundary (the loop proposes a
+  // step); `*agreed` (when given): the largest proposal of every member when
+  // the view stayed the same (then every member gets the same value), else -1.
+  [[nodiscard]] Result<MembershipView> AdvanceEpochIfPending(Deadline deadline, int64_t proposal = 0,
+                                                             int64_t* agreed = nullptr);
   // Nodes waiting to be admitted (known to the coordinator only; empty elsewhere).
   std::vector<std::string> PendingJoiners() const;
 
-  // Where the training loop stands: its latest step and the steps between
-  // admission points (0: unknown). Only stored; the coordinator tells joiners.
-  void ReportProgress(int64_t step, int64_t admit_every_steps);
+  // Where the training loop stands: its latest step and the step of its next
+  // admission point (0: unknown). Only stored; the coordinator tells joiners.
+  void ReportProgress(int64_t step, int64_t next_admission_step);
 
   // Tells the others this node leaves, waits until they have moved to an epoch
   // without it (or nobody is left to confirm), then closes every connection.

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,10 +66,10 @@ class ControlPlaneImpl : public Connection::Listener {
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
   Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline);
-  Result<MembershipView> AdvanceEpochIfPending(Deadline deadline);
+  Result<MembershipView> AdvanceEpochIfPending(Deadline deadline, int64_t proposal, int64_t* agreed);
   std::vector<std::string> PendingJoiners() const;
   Status Leave(Deadline deadline, LeaveKind kind);
-  void ReportProgress(int64_t step, int64_t admit_every_steps);
+  void ReportProgress(int64_t step, int64_t next_admission_step);
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;
@@ -111,6 +112,8 @@ class ControlPlaneImpl : public Connection::Listener {
     bool mine = false;        // this node arrived
     bool my_advance = false;  // the advance flag of our arrival
     bool done = false;        // this node saw everyone arrive
+    int64_t value = std::numeric_limits<int64_t>::min();  // the largest value of the arrivals
+    int64_t my_value = 0;                                  // the value of our arrival
   };
 
   // Runs `f` with mu_ held on the control thread, then the view callbacks.
@@ -264,8 +267,9 @@ class ControlPlaneImpl : public Connection::Listener {
   void DialMissing();
   void ResendBarriers();
   // The barrier `name` of membership epoch `epoch` (see ControlPlane::Barrier).
-  Status BarrierInternal(const std::string& name, uint64_t epoch, bool advance, Deadline deadline,
-                         bool* advance_seen);
+  // `value`: this node's proposal; `*agreed`: the largest of every member's.
+  Status BarrierInternal(const std::string& name, uint64_t epoch, bool advance, int64_t value, Deadline deadline,
+                         bool* advance_seen, int64_t* agreed);
 
   // ---- immutable after construction / Listen() ----
   ClusterConfig config_;
@@ -321,7 +325,7 @@ class ControlPlaneImpl : public Connection::Listener {
   bool contacted_ = false;                  // another node answered our probe, probed us or joined us
   Clock::time_point last_wait_log_{};
   int64_t progress_step_ = -1;              // ReportProgress
-  int64_t progress_admit_every_ = 0;
+  int64_t progress_next_admission_ = 0;
 
   // Joining.
   int join_redirects_ = 0;

@@ -66,9 +66,9 @@ Result<std::optional<json>> TrainingLoop::Run() {
   }
   s_.exchange->SetLiveState(this);
   CHORUS_RETURN_IF_ERROR(Resume());
-  if (s_.session != nullptr && s_.session->control != nullptr) {
-    s_.session->control->ReportProgress(step_, s_.config->cluster.admit_every_steps);
-  }
+  rate_since_step_ = step_;
+  rate_since_time_ = NowSeconds();
+  if (s_.session != nullptr && s_.session->control != nullptr) s_.session->control->ReportProgress(step_, step_);
 
   t_start_ = s_.clock->Now();
   trainer::Batch batch;
@@ -78,8 +78,8 @@ Result<std::optional<json>> TrainingLoop::Run() {
     window_ = Window{s_.clock->Now()};
     while (true) {
       if (StopsBefore()) break;
-      CHORUS_RETURN_IF_ERROR(AdmitIfDue());
       CHORUS_RETURN_IF_ERROR(FollowMembership());
+      CHORUS_RETURN_IF_ERROR(AdmitIfDue());
       if (!sampler_->Next(*s_.train, &batch)) break;
       if (steps_to_skip_ > 0) {  // catching up with the survivors after a re-form, or a resume
         --steps_to_skip_;
@@ -136,7 +136,7 @@ Status TrainingLoop::JoinRunning() {
   }
   steps_to_skip_ += s_.exchange->TakeStepsToSkip();
   last_admission_step_ = step_;  // the members met at this step's admission point already
-  return Status::Ok();
+  return FollowMembership();
 }
 
 Result<std::vector<uint8_t>> TrainingLoop::Capture(int64_t next_step) {
@@ -210,18 +210,35 @@ Status TrainingLoop::ResumeFromCheckpoint() {
   return Status::Ok();
 }
 
+// Admission points: the members agree at each on the next one (the largest
+// step any proposes), so they meet at the same steps whatever their clocks.
+// A node proposes the step after about cluster.admit_every_s seconds of its
+// own steps, at least cluster.admit_every_steps ahead. After a membership
+// change every member is at one step (the admission's, or the step a re-form
+// agreed on) and the next point is admit_every_steps after it
+// (FollowMembership).
 Status TrainingLoop::AdmitIfDue() {
   ClusterSession* session = s_.session;
-  const int every = s_.config->cluster.admit_every_steps;
-  if (session == nullptr || session->control == nullptr || every <= 0 || step_ % every != 0 ||
-      step_ == last_admission_step_ || steps_to_skip_ > 0) {
+  const ClusterConfig& cc = s_.config->cluster;
+  if (session == nullptr || session->control == nullptr || cc.admit_every_steps <= 0 || steps_to_skip_ > 0 ||
+      step_ < next_admission_step_ || step_ == last_admission_step_) {
     return Status::Ok();
   }
+  const double now = NowSeconds();
+  int64_t ahead = cc.admit_every_steps;
+  if (cc.admit_every_s > 0 && step_ > rate_since_step_) {
+    const double per_step = (now - rate_since_time_) / static_cast<double>(step_ - rate_since_step_);
+    if (per_step > 0) ahead = std::max<int64_t>(ahead, std::llround(cc.admit_every_s / per_step));
+  }
   last_admission_step_ = step_;
-  session->control->ReportProgress(step_, every);  // the coordinator tells joiners when they come in
+  rate_since_step_ = step_;
+  rate_since_time_ = now;
   const uint64_t epoch = session->view.epoch;
-  Result<MembershipView> next =
-      session->control->AdvanceEpochIfPending(Deadline::AfterSeconds(s_.config->fabric.op_timeout_s));
+  int64_t agreed = -1;
+  Result<MembershipView> next = session->control->AdvanceEpochIfPending(
+      Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), step_ + ahead, &agreed);
+  next_admission_step_ = agreed > step_ ? agreed : step_ + cc.admit_every_steps;
+  session->control->ReportProgress(step_, next_admission_step_);  // the coordinator tells joiners
   if (!next) {
     // A member lost on the way: the exchange's next operation re-forms.
     CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", next.error().message());
@@ -239,7 +256,7 @@ Status TrainingLoop::AdmitIfDue() {
   if (s_.trace != nullptr) {
     s_.trace->Add("admission", 1, static_cast<int64_t>(t0 * 1e6), static_cast<int64_t>(NowSeconds() * 1e6), step_);
   }
-  return Status::Ok();
+  return FollowMembership();
 }
 
 Status TrainingLoop::FollowMembership() {
@@ -248,6 +265,10 @@ Status TrainingLoop::FollowMembership() {
   if (view.self_rank < 0 || sampler_->partition() == view.epoch) return Status::Ok();
   const int taken = sampler_->BatchesTakenInPartition();
   CHORUS_RETURN_IF_ERROR(sampler_->Repartition(view.self_rank, view.size(), view.epoch));
+  // Every member is at this step now: the next admission point is the same for all.
+  next_admission_step_ = step_ + s_.config->cluster.admit_every_steps;
+  rate_since_step_ = step_;
+  rate_since_time_ = NowSeconds();
   int global_batch = 0;
   for (const Member& m : view.members) global_batch += m.batch_size;
   CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(s_.trainer->options().steps_per_epoch, global_batch));

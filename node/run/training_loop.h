@@ -158,13 +158,14 @@ class TrainingLoop final : public LiveState {
   // --resume: the checkpoint; in a cluster that stopped together, one step.
   Status ResumeFromCheckpoint();
   bool StopsBefore();
-  // At an admission point (cluster.admit_every_steps), the members meet; when
-  // the coordinator admits joiners, the exchange re-forms with them and they
-  // take the live state.
+  // At an admission point (cluster.admit_every_s / admit_every_steps), the
+  // members meet; when the coordinator admits joiners, the exchange re-forms
+  // with them and they take the live state.
   Status AdmitIfDue();
   // The membership changed since the data was partitioned: the rest of the
   // epoch is re-partitioned over the current members, and the schedule's
-  // global batch follows them. Not while catching up (steps_to_skip_).
+  // global batch follows them; the next admission point is
+  // cluster.admit_every_steps ahead. Not while catching up (steps_to_skip_).
   Status FollowMembership();
   // The checkpoint fields of where the loop stands, `next_step` next.
   trainer::CheckpointInfo Position(int64_t next_step) const;
@@ -191,6 +192,9 @@ class TrainingLoop final : public LiveState {
   bool positioned_ = false;     // the sampler stands inside start_epoch_ already (resume, live state)
   bool needs_live_state_ = false;
   int64_t last_admission_step_ = -1;
+  int64_t next_admission_step_ = 0;  // agreed with the members (AdmitIfDue)
+  int64_t rate_since_step_ = 0;      // this node's steps per second since then
+  double rate_since_time_ = 0.0;
   int64_t steps_to_skip_ = 0;   // batches to pass over, one step each (a re-form's catch-up, a resume)
   double t_start_ = 0.0;
   double eval_seconds_ = 0.0;   // evaluations, kept out of `time`

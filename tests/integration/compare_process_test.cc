@@ -173,6 +173,7 @@ test_limit = 500
 token = "compare-late"
 join_timeout_s = 20.0
 admit_every_steps = 10
+admit_every_s = 0
 )";
   ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\"", "--no-report"});
   std::optional<int> status = compare.Wait(240);

@@ -92,6 +92,7 @@ class HandCluster {
                                      "cluster.dead_timeout_s=3",
                                      "cluster.join_timeout_s=30",
                                      "cluster.admit_every_steps=5",
+                                     "cluster.admit_every_s=0",
                                      "fabric.provider=\"tcp;ofi_rxm\"",
                                      "fabric.op_timeout_s=60",
                                      "train.threads=1",

@@ -172,6 +172,7 @@ TEST(LaunchTest, ALateTrainingNodeEndsWithTheSameModel) {
       "run.output_dir=\"" + out.string() + "\"", "run.name=\"late\"", "run.progress=\"off\"", "train.threads=1",
       "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5", "cluster.dead_timeout_s=3",
       "train.epochs=4", "data.train_limit=48000", "data.test_limit=1000", "cluster.admit_every_steps=10",
+      "cluster.admit_every_s=0",
       "exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\""};
   for (const std::string& s : sets) {
     args.push_back("--set");

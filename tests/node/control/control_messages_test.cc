@@ -90,13 +90,14 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(leave.name, "node4");
   EXPECT_FALSE(leave.stopping);
   EXPECT_TRUE(std::get<msg::Leave>(RoundTrip(msg::Leave{4, "node4", true})).stopping);
-  auto barrier = std::get<msg::Barrier>(RoundTrip(msg::Barrier{"step", 5, 11, "node0", true, true}));
+  auto barrier = std::get<msg::Barrier>(RoundTrip(msg::Barrier{"step", 5, 11, "node0", true, true, -42}));
   EXPECT_EQ(barrier.name, "step");
   EXPECT_EQ(barrier.epoch, 5u);
   EXPECT_EQ(barrier.seq, 11u);
   EXPECT_EQ(barrier.sender, "node0");
   EXPECT_TRUE(barrier.advance);
   EXPECT_TRUE(barrier.reply);
+  EXPECT_EQ(barrier.value, -42);
 }
 
 TEST(ControlMessagesTest, StateRedirectAndRejectRoundTrip) {
@@ -125,7 +126,7 @@ TEST(ControlMessagesTest, StateRedirectAndRejectRoundTrip) {
   state.coordinator = "node0";
   state.address = "10.0.0.1:4000";
   state.step = 1234;
-  state.admit_every_steps = 100;
+  state.next_admission_step = 100;
   auto s = std::get<msg::State>(RoundTrip(state));
   EXPECT_TRUE(s.formed);
   EXPECT_EQ(s.epoch, 8u);
@@ -134,7 +135,7 @@ TEST(ControlMessagesTest, StateRedirectAndRejectRoundTrip) {
   EXPECT_EQ(s.coordinator, "node0");
   EXPECT_EQ(s.address, "10.0.0.1:4000");
   EXPECT_EQ(s.step, 1234);
-  EXPECT_EQ(s.admit_every_steps, 100);
+  EXPECT_EQ(s.next_admission_step, 100);
 
   msg::State forming;
   forming.address = "10.0.0.5:4000";

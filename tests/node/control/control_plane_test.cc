@@ -285,14 +285,21 @@ TEST(ControlPlaneTest, LateJoinerIsRedirectedAndAdmittedAtTheBoundary) {
   }
   EXPECT_EQ(vc->self_rank, 2);
 
-  // With nobody waiting, the boundary changes nothing.
-  auto fc = std::async(std::launch::async, [&] { return c->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
-  auto fb2 = std::async(std::launch::async, [&] { return b->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait)); });
-  Result<MembershipView> same = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait));
+  // With nobody waiting, the boundary changes nothing, and every member gets
+  // the largest of the values proposed (the loop's next admission step).
+  int64_t agreed_a = 0, agreed_b = 0, agreed_c = 0;
+  auto fc = std::async(std::launch::async,
+                       [&] { return c->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait), 20, &agreed_c); });
+  auto fb2 = std::async(std::launch::async,
+                        [&] { return b->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait), 30, &agreed_b); });
+  Result<MembershipView> same = a->AdvanceEpochIfPending(Deadline::AfterSeconds(kWait), 10, &agreed_a);
   ASSERT_TRUE(same.has_value()) << same.error().ToString();
   EXPECT_EQ(same->epoch, 1u);
   EXPECT_TRUE(fc.get().has_value());
   EXPECT_TRUE(fb2.get().has_value());
+  EXPECT_EQ(agreed_a, 30);
+  EXPECT_EQ(agreed_b, 30);
+  EXPECT_EQ(agreed_c, 30);
   // All three now barrier together, the joiner included. `second` first calls
   // the barrier of epoch 0, as a node still installing an older epoch would
   // (seen in a kill test: its arrival counted in the newer epoch's barrier,
@@ -710,11 +717,11 @@ TEST(ControlPlaneTest, TheStateTellsJoinersTheReportedStep) {
   Result<ProbeResult> before = StateOf(a->advertise_address());
   ASSERT_TRUE(before.has_value()) << before.error().ToString();
   EXPECT_EQ(before->state.step, -1);
-  a->ReportProgress(1234, 100);
+  a->ReportProgress(1234, 1300);
   Result<ProbeResult> after = StateOf(a->advertise_address());
   ASSERT_TRUE(after.has_value()) << after.error().ToString();
   EXPECT_EQ(after->state.step, 1234);
-  EXPECT_EQ(after->state.admit_every_steps, 100);
+  EXPECT_EQ(after->state.next_admission_step, 1300);
 }
 
 }  // namespace
