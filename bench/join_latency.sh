@@ -28,7 +28,7 @@ for model in $models; do
   joins=$(mktemp) pauses=$(mktemp)
   for round in $(seq 1 "$rounds"); do
     out=$(mktemp -d)
-    port=$((20000 + RANDOM % 20000))
+    port=$((10000 + RANDOM % 20000))  # below the ephemeral range (32768 and up)
     sets=(--set "run.output_dir=\"$out\"" --set 'run.name="join"' --set 'run.progress="off"'
           --set "train.model=\"$model\"" --set train.epochs=50 --set train.log_every_steps=1
           --set train.eval_every_epochs=0 --set cluster.min_nodes=3
