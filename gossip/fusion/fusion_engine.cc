@@ -138,12 +138,14 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
   size_t wire_bytes = data.size_bytes();
   if (options_.fp16_wire) {
     std::vector<uint16_t>& half = half_staging_[bucket];
-    const float pre = options.pre_scale;
+    const float wire = wire_scale_.load(std::memory_order_relaxed);
+    const float pre = options.pre_scale * wire;
     for (size_t i = 0; i < data.size(); ++i) half[i] = FloatToHalfBits(data[i] * pre);
     options.pre_scale = 1.0f;
     s = collective_.Allreduce(std::span<uint16_t>(half), options);
     if (s.ok()) {
-      for (size_t i = 0; i < data.size(); ++i) data[i] = HalfBitsToFloat(half[i]);
+      const float unscale = 1.0f / wire;
+      for (size_t i = 0; i < data.size(); ++i) data[i] = HalfBitsToFloat(half[i]) * unscale;
     }
     wire_bytes = half.size() * sizeof(uint16_t);
   } else {

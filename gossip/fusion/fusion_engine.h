@@ -16,6 +16,7 @@
 // ready, or after WaitAll returned; log (the caller of WaitAll does).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -44,10 +45,14 @@ struct FusionOptions {
   // Where the begin/end of each bucket's all-reduce goes; may be null. Not owned:
   // must outlive the engine. Called from the communication thread.
   CommTraceSink* trace = nullptr;
-  // FP16 on the wire: each bucket is scaled by allreduce.pre_scale in FP32 (so
-  // the sum of N contributions stays in range), rounded to binary16, summed as
-  // FP16 (FP32 accumulation per addition), and widened back. A sum that
-  // overflows arrives as Inf; the optimizer's finite check then skips the step.
+  // FP16 on the wire: each bucket is scaled by allreduce.pre_scale and by the
+  // wire scale (SetWireScale) in FP32, rounded to binary16, summed as FP16
+  // (FP32 accumulation per addition), widened back and divided by the wire
+  // scale. With the loss scale as the wire scale the values travel as backward
+  // computed them in FP16, so small gradients keep their digits instead of
+  // flushing to FP16's subnormals; with pre_scale summing to 1 over the ranks no
+  // partial sum exceeds the largest contribution. A sum that overflows arrives
+  // as Inf; the optimizer's finite check then skips the step.
   bool fp16_wire = false;
 };
 
@@ -73,6 +78,12 @@ class FusionEngine {
   // build a new one (e.g. over the re-formed membership).
   [[nodiscard]] Status WaitAll(Deadline deadline);
 
+  // FP16 on the wire: the factor buckets are multiplied by before the cast
+  // and divided by after the sum (> 0; a power of two keeps both exact). The
+  // same on every rank (the loss scale, equal on every node under all-reduce);
+  // set between steps. 1 until set.
+  void SetWireScale(float scale) { wire_scale_.store(scale > 0 ? scale : 1.0f, std::memory_order_relaxed); }
+
   const GradientBucketer& bucketer() const { return bucketer_; }
   // Steps completed by WaitAll so far.
   int64_t step() const;
@@ -88,6 +99,7 @@ class FusionEngine {
   const FusionOptions options_;
   std::vector<std::vector<float>> staging_;  // by bucket; empty for contiguous ones
   std::vector<std::vector<uint16_t>> half_staging_;  // by bucket, when fp16_wire
+  std::atomic<float> wire_scale_{1.0f};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -162,7 +162,7 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_CHOICE(exchange, algorithm, gossip::kAllreduceAlgorithmNames, IsConfigurableAlgorithm,
                          "allreduce: "),
     CHORUS_CONFIG_FIELD(exchange, bucket_kib, "allreduce: tensor-fusion bucket threshold, >= 1"),
-    CHORUS_CONFIG_FIELD(exchange, fp16_wire, "allreduce: FP16 gradients on the wire (pre-divided by N)"),
+    CHORUS_CONFIG_FIELD(exchange, fp16_wire, "allreduce: FP16 gradients on the wire (times the loss scale, pre-divided by N)"),
     CHORUS_CONFIG_FIELD(exchange, shared_memory,
                         "allreduce: nodes of one host_group sum through a shared-memory segment "
                         "(false: through the fabric only)"),

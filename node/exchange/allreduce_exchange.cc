@@ -95,6 +95,13 @@ std::string AllreduceExchange::Describe() const {
          std::to_string(config_.exchange.bucket_kib) + " KiB)";
 }
 
+Status AllreduceExchange::BeforeStep(int64_t /*step*/) {
+  if (config_.exchange.fp16_wire && engine_) {
+    engine_->SetWireScale(static_cast<float>(trainer_->loss_scaler().scale()));
+  }
+  return Status::Ok();
+}
+
 Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   Status s = hook_error_;
   if (s.ok()) s = engine_->WaitAll(Deadline::AfterSeconds(config_.fabric.op_timeout_s));

@@ -34,6 +34,8 @@ class AllreduceExchange final : public Exchange {
   ~AllreduceExchange() override;
 
   std::string Describe() const override;
+  // FP16 on the wire: the step's loss scale is the wire scale (FusionEngine).
+  [[nodiscard]] Status BeforeStep(int64_t step) override;
   [[nodiscard]] Status AfterBackward(int64_t step, int local_samples) override;
   // With a GPU in the cluster, ends with rank 0's model on every node (see .cc).
   [[nodiscard]] Status Finish() override;

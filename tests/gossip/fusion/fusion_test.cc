@@ -339,6 +339,48 @@ TEST(FusionEngineTest, Fp16WireWithPreDivision) {
   }
 }
 
+// Gradients far below FP16's smallest normal (6.1e-5), pre-divided by N:
+// cast as they are they land on FP16's subnormal grid (steps of 6e-8) and
+// lose most of their digits, or flush to zero; multiplied by the wire scale
+// (the loss scale) first, they keep FP16's 11 bits and the sum is within FP16
+// rounding of the FP32 sum.
+TEST(FusionEngineTest, Fp16WireScaledByTheLossScaleKeepsSmallGradients) {
+  const int n = 4;
+  const std::vector<ParamSlice> table = {{0, 256}};
+  auto small = [](int r, size_t i) { return 1e-7f * static_cast<float>(1 + (i * 7 + static_cast<size_t>(r)) % 13); };
+  auto run = [&](float wire_scale) {
+    std::vector<std::vector<float>> out(n);
+    auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+      CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t));
+      CHORUS_ASSIGN_OR_RETURN(GradientBucketer b, GradientBucketer::Create(table, 64 * 1024));
+      std::vector<float> grads(256);
+      FusionOptions options;
+      options.allreduce.algorithm = AllreduceAlgorithm::kRing;
+      options.allreduce.pre_scale = 1.0f / n;
+      options.fp16_wire = true;
+      CHORUS_ASSIGN_OR_RETURN(auto engine, FusionEngine::Create(c, std::move(b), grads, options));
+      engine->SetWireScale(wire_scale);
+      for (size_t i = 0; i < grads.size(); ++i) grads[i] = small(r, i);
+      CHORUS_RETURN_IF_ERROR(engine->MarkReady(0));
+      CHORUS_RETURN_IF_ERROR(engine->WaitAll(Deadline::AfterSeconds(30)));
+      out[static_cast<size_t>(r)] = grads;
+      return Status::Ok();
+    });
+    for (const Status& s : statuses) EXPECT_TRUE(s.ok()) << s.ToString();
+    double worst = 0.0;
+    for (size_t i = 0; i < 256; ++i) {
+      double expected = 0.0;
+      for (int r = 0; r < n; ++r) expected += small(r, i) / n;
+      worst = std::max(worst, std::abs(out[0][i] - expected) / expected);
+    }
+    return worst;
+  };
+  const double unscaled = run(1.0f);
+  const double scaled = run(65536.0f);
+  EXPECT_GT(unscaled, 0.05) << "without the scale the sums lose their digits";
+  EXPECT_LT(scaled, 2e-3) << "with the loss scale they keep FP16's precision";
+}
+
 // Buckets that are not contiguous go through staging; ranks mark in different
 // orders, and the engine still meets in bucket order.
 TEST(FusionEngineTest, PackedBucketsAndShuffledMarks) {
