@@ -62,4 +62,9 @@ inline std::string JoinNames(const std::vector<std::string_view>& names, std::st
   return out;
 }
 
+// The same for any names, ", " between them by default ("node1, node3").
+inline std::string JoinNames(const std::vector<std::string>& names, std::string_view separator = ", ") {
+  return JoinNames(std::vector<std::string_view>(names.begin(), names.end()), separator);
+}
+
 }  // namespace chorus

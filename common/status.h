@@ -68,6 +68,12 @@ class [[nodiscard]] Status {
 template <typename T>
 using Result = tl::expected<T, Status>;
 
+// Ok, or `result`'s error: for a caller that needs only whether it worked.
+template <typename T>
+Status StatusOf(const Result<T>& result) {
+  return result ? Status::Ok() : result.error();
+}
+
 inline tl::unexpected<Status> Err(Status s) { return tl::unexpected<Status>(std::move(s)); }
 inline tl::unexpected<Status> Err(StatusCode code, std::string message) {
   return tl::unexpected<Status>(Status(code, std::move(message)));

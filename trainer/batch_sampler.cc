@@ -79,7 +79,7 @@ Status MakeBatch(const Dataset& dataset, std::span<const int32_t> indices, Batch
 }
 
 Result<BatchSampler> BatchSampler::Create(int dataset_size, int batch_size, uint64_t seed, int rank,
-                                          int world_size, bool drop_last) {
+                                          int world_size, bool drop_last, uint64_t partition) {
   if (dataset_size < 0) {
     return Err(InvalidArgument("BatchSampler: dataset_size must be >= 0, got " +
                                std::to_string(dataset_size)));
@@ -94,17 +94,18 @@ Result<BatchSampler> BatchSampler::Create(int dataset_size, int batch_size, uint
     return Err(InvalidArgument("BatchSampler: rank " + std::to_string(rank) + " is outside 0.." +
                                std::to_string(world_size - 1)));
   }
-  return BatchSampler(dataset_size, batch_size, seed, rank, world_size, drop_last);
+  return BatchSampler(dataset_size, batch_size, seed, rank, world_size, drop_last, partition);
 }
 
 BatchSampler::BatchSampler(int dataset_size, int batch_size, uint64_t seed, int rank, int world_size,
-                           bool drop_last)
+                           bool drop_last, uint64_t partition)
     : dataset_size_(dataset_size),
       batch_size_(batch_size),
       seed_(seed),
       rank_(rank),
       world_size_(world_size),
-      drop_last_(drop_last) {
+      drop_last_(drop_last),
+      partition_(partition) {
   assert(dataset_size >= 0 && batch_size >= 1 && world_size >= 1 && rank >= 0 && rank < world_size);
   StartEpoch(0);
 }

@@ -49,14 +49,16 @@ std::vector<int32_t> EpochPermutation(int n, uint64_t seed, int epoch);
 class BatchSampler {
  public:
   // Checks the arguments: dataset_size >= 0, batch_size >= 1, world_size >= 1,
-  // 0 <= rank < world_size. Errors say which argument is wrong.
+  // 0 <= rank < world_size. Errors say which argument is wrong. `partition`
+  // names the membership the shards are cut for (see Repartition).
   [[nodiscard]] static Result<BatchSampler> Create(int dataset_size, int batch_size, uint64_t seed,
-                                                   int rank, int world_size, bool drop_last = true);
+                                                   int rank, int world_size, bool drop_last = true,
+                                                   uint64_t partition = 0);
 
   // Arguments must satisfy Create's checks (asserted in debug builds); prefer
   // Create where they come from user input. Starts at epoch 0.
   BatchSampler(int dataset_size, int batch_size, uint64_t seed, int rank, int world_size,
-               bool drop_last = true);
+               bool drop_last = true, uint64_t partition = 0);
 
   // Shuffles for `epoch` (any integer; same epoch -> same order) and rewinds to
   // the first batch of this rank's shard, partitioned over the current

@@ -212,8 +212,8 @@ Result<Mapping> JoinAttach(const Handshake& h, size_t bytes, size_t slot_bytes) 
   if (s.ok()) {
     Result<Completion> v = h.transport.Recv(leader, h.name_tag, std::as_writable_bytes(std::span(&verdict, 1)),
                                             h.deadline);
-    if (!v) s = v.error();
-    else if (verdict != 1) s = FailedPrecondition("another rank of the host could not map it");
+    s = StatusOf(v);
+    if (s.ok() && verdict != 1) s = FailedPrecondition("another rank of the host could not map it");
   }
   if (!s.ok()) {
     munmap(mapping.base, bytes);

@@ -149,7 +149,7 @@ class RankRunner {
     for (int32_t more = 1; more != 0;) {
       const Status called = WithData(row, [&](auto data) -> Status {
         auto us = TimedCall(data, row.algorithm);
-        return us ? Status::Ok() : us.error();
+        return StatusOf(us);
       });
       CHORUS_RETURN_IF_ERROR(called);
       more = c_.rank() != 0 || !until.Expired() ? 1 : 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/enum_names.h"
 #include "common/log.h"
 
 namespace chorus::node {
@@ -178,9 +179,9 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
     Header header{kMagic, kVersion, bytes.size(), next_step, Crc32(bytes), static_cast<uint32_t>(kLiveStateChunkBytes)};
     CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, bytes, view.epoch, deadline));
     shared.bytes = bytes.size();
-    std::string names;
-    for (int r : receivers) names += (names.empty() ? "" : ", ") + view.members[static_cast<size_t>(r)].name;
-    CHORUS_LOG_INFO(Subsys::kNode, "sent the live state (", MiB(bytes.size()), ", step ", next_step, ") to ", names,
+    std::vector<std::string> names;
+    for (int r : receivers) names.push_back(view.members[static_cast<size_t>(r)].name);
+    CHORUS_LOG_INFO(Subsys::kNode, "sent the live state (", MiB(bytes.size()), ", step ", next_step, ") to ", JoinNames(names),
                     " in ", NowSeconds() - t0, " s");
     return shared;
   }

@@ -34,6 +34,15 @@ Result<int64_t> StepsBehind(const gossip::Collective& collective, const Membersh
   return behind;
 }
 
+Status StopOrReform(const Config& config, const Status& failure, const std::string& what,
+                    const std::function<Status()>& reform) {
+  CHORUS_LOG_ERROR(Subsys::kGossip, what, " failed: ", failure.ToString());
+  if (config.exchange.on_failure == OnFailure::kStop) {
+    return failure.WithContext(what + " failed and exchange.on_failure = \"stop\"");
+  }
+  return reform();
+}
+
 Status ReformOverSurvivors(ClusterSession& session, const Config& config, const Status& failure,
                            const std::string& what, const std::function<Status(const MembershipView&)>& attempt) {
   const int attempts = std::max(1, session.view.size());

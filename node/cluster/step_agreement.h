@@ -49,6 +49,12 @@ inline Deadline ReformDeadline(const Config& config) {
                                          const std::string& what,
                                          const std::function<Status(const MembershipView&)>& attempt);
 
+// An exchange operation (`what`) failed with `failure`: logs it, and with
+// exchange.on_failure = "stop" returns it (saying so); otherwise returns
+// `reform`'s status (a ReformOverSurvivors).
+[[nodiscard]] Status StopOrReform(const Config& config, const Status& failure, const std::string& what,
+                                  const std::function<Status()>& reform);
+
 // The largest `next_step` over the ranks of `collective` (an all-reduce of a
 // one-hot vector: exact for steps below 2^24).
 [[nodiscard]] Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int world_size,

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/enum_names.h"
 #include "common/log.h"
 #include "node/control/control_plane_impl.h"
 
@@ -49,10 +50,7 @@ constexpr size_t kMaxKnown = 1024;
 constexpr auto kWaitLogEvery = std::chrono::seconds(5);
 
 std::string List(const std::vector<std::string>& items) {
-  if (items.empty()) return "none";
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
+  return items.empty() ? "none" : JoinNames(items);
 }
 
 // A refusal by the handshake (another token: kPermissionDenied; another

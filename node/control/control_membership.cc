@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/enum_names.h"
 #include "common/log.h"
 #include "node/control/control_plane_impl.h"
 
@@ -52,12 +53,6 @@ std::vector<std::string> Names(const std::vector<Member>& members) {
   std::vector<std::string> names;
   for (const Member& m : members) names.push_back(m.name);
   return names;
-}
-
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 }  // namespace

@@ -111,25 +111,22 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
 }
 
 Status AllreduceExchange::Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon) {
-  CHORUS_LOG_ERROR(Subsys::kGossip, what, " failed: ", failure.ToString());
-  if (config_.exchange.on_failure == OnFailure::kStop) {
-    return failure.WithContext(what + " failed and exchange.on_failure = \"stop\"");
-  }
-  return Reform(failure, next_step, abandon);
+  return StopOrReform(config_, failure, what, [&] { return Reform(failure, next_step, abandon); });
+}
+
+Result<int64_t> AllreduceExchange::InstallAndShare(const MembershipView& next, int64_t next_step) {
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
+  CHORUS_RETURN_IF_ERROR(Build());
+  return ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_));
 }
 
 Status AllreduceExchange::Admit(const MembershipView& next, int64_t next_step) {
-  Status s = session_->InstallPeers(next, ReformDeadline(config_));
-  if (s.ok()) s = Build();
-  if (s.ok()) {
-    Result<int64_t> shared = ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_));
-    if (!shared) s = shared.error();
-  }
-  if (s.ok()) {
+  Result<int64_t> admitted = InstallAndShare(next, next_step);
+  if (admitted) {
     ++admissions_;
-    return s;
+    return Status::Ok();
   }
-  return Failed(s, "admitting at epoch " + std::to_string(next.epoch), next_step, /*abandon=*/false);
+  return Failed(admitted.error(), "admitting at epoch " + std::to_string(next.epoch), next_step, /*abandon=*/false);
 }
 
 Status AllreduceExchange::Joined() {
@@ -169,11 +166,9 @@ Status AllreduceExchange::Reform(const Status& failure, int64_t next_step, bool 
 }
 
 Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t next_step, bool abandon) {
-  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
-  CHORUS_RETURN_IF_ERROR(Build());
   // A member that joined and has no state yet (its sender died) takes it
   // first, with the sender's step.
-  CHORUS_ASSIGN_OR_RETURN(next_step, ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_)));
+  CHORUS_ASSIGN_OR_RETURN(next_step, InstallAndShare(next, next_step));
   // Survivors may disagree on whether the failed step's sum completed (one
   // finished step s and failed at s + 1, another failed at s): take the new
   // rank 0's parameters and apply no update for the failed step anywhere.

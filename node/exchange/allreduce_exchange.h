@@ -55,6 +55,9 @@ class AllreduceExchange final : public Exchange {
   // A failed operation (`what`): stops (exchange.on_failure = "stop") or
   // re-forms (Reform).
   [[nodiscard]] Status Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon);
+  // Installs `next`, rebuilds over it and gives members that joined the live
+  // state (the admission); the step to run next.
+  [[nodiscard]] Result<int64_t> InstallAndShare(const MembershipView& next, int64_t next_step);
   // Waits for the next membership epoch and re-forms over it (ReformAt),
   // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
   [[nodiscard]] Status Reform(const Status& failure, int64_t next_step, bool abandon);

@@ -145,9 +145,7 @@ Status GossipExchange::AfterUpdate(int64_t step) {
 }
 
 Status GossipExchange::Failed(const Status& failure, const std::string& what, int64_t next_step) {
-  CHORUS_LOG_ERROR(Subsys::kGossip, what, " failed: ", failure.ToString());
-  if (config_.exchange.on_failure == OnFailure::kStop) return failure;
-  return Reform(failure, next_step);
+  return StopOrReform(config_, failure, what, [&] { return Reform(failure, next_step); });
 }
 
 Status GossipExchange::Reform(const Status& failure, int64_t next_step) {
@@ -157,30 +155,29 @@ Status GossipExchange::Reform(const Status& failure, int64_t next_step) {
   return s;
 }
 
-Result<int64_t> GossipExchange::ShareState(const MembershipView& view, int64_t next_step) {
-  if (live_ == nullptr) return next_step;
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));
-  return ShareLiveStateIfAny(world, view, live_, next_step, ReformDeadline(config_));
-}
-
 // The state goes before the protocol is built: a pairwise responder answers
 // with the weights it holds, and a joiner's must be the cluster's by then.
-Status GossipExchange::ReformAt(const MembershipView& next, int64_t next_step) {
+Result<int64_t> GossipExchange::ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree) {
   protocol_.reset();  // stops a pairwise responder before the peers change
-  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
-  CHORUS_ASSIGN_OR_RETURN(next_step, ShareState(next, next_step));
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));
+  CHORUS_ASSIGN_OR_RETURN(next_step, ShareLiveStateIfAny(world, view, live_, next_step, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(BuildProtocol());
-  return AgreeOnStep(next, next_step);
+  if (agree) {
+    CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(world, view, next_step, config_));
+  }
+  return next_step;
+}
+
+Status GossipExchange::ReformAt(const MembershipView& next, int64_t next_step) {
+  protocol_.reset();
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
+  return StatusOf(ShareAndBuild(next, next_step, /*agree=*/true));
 }
 
 Status GossipExchange::Admit(const MembershipView& next, int64_t next_step) {
   protocol_.reset();
   Status s = session_->InstallPeers(next, ReformDeadline(config_));
-  if (s.ok()) {
-    Result<int64_t> shared = ShareState(next, next_step);
-    if (!shared) s = shared.error();
-  }
-  if (s.ok()) s = BuildProtocol();
+  if (s.ok()) s = StatusOf(ShareAndBuild(next, next_step, /*agree=*/false));
   if (s.ok()) {
     ++admissions_;
     return s;
@@ -189,14 +186,10 @@ Status GossipExchange::Admit(const MembershipView& next, int64_t next_step) {
 }
 
 Status GossipExchange::Joined() {
-  protocol_.reset();
-  Status s = Status::Ok();
-  Result<int64_t> shared = ShareState(session_->view, live_ != nullptr ? live_->NextStep() : 0);
-  if (!shared) s = shared.error();
-  if (s.ok()) s = BuildProtocol();
+  const int64_t next_step = live_ != nullptr ? live_->NextStep() : 0;
+  Status s = StatusOf(ShareAndBuild(session_->view, next_step, /*agree=*/false));
   if (s.ok()) return s;
-  return Failed(s, "taking the live state at epoch " + std::to_string(session_->view.epoch),
-                live_ != nullptr ? live_->NextStep() : 0);
+  return Failed(s, "taking the live state at epoch " + std::to_string(session_->view.epoch), next_step);
 }
 
 Status GossipExchange::Resumed(int64_t next_step) { return AgreeOnStep(session_->view, next_step); }

@@ -53,13 +53,13 @@ class GossipExchange final : public Exchange {
   // Waits for the next membership epoch and re-forms over it (ReformAt),
   // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
   [[nodiscard]] Status Reform(const Status& failure, int64_t next_step);
-  // Installs `next`, gives members that joined the live state, rebuilds the
-  // protocol over the new graph, and agrees with the survivors on the step to
-  // resume from (the largest `next_step`: steps_to_skip_).
+  // Installs `next`, then ShareAndBuild, agreeing with the survivors on the
+  // step to resume from (the largest `next_step`: steps_to_skip_).
   [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step);
-  // The live state for members that lack it, over `view`'s members (a
-  // collective of that epoch); the step to run next.
-  [[nodiscard]] Result<int64_t> ShareState(const MembershipView& view, int64_t next_step);
+  // Over `view`'s installed members: the live state for members that lack it,
+  // then the protocol over the new graph; with `agree`, the step to resume
+  // from (steps_to_skip_). Returns the step to run next.
+  [[nodiscard]] Result<int64_t> ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree);
   // Rounds are matched by step: the members of `view` resume together from
   // the largest `next_step` of them (steps_to_skip_).
   [[nodiscard]] Status AgreeOnStep(const MembershipView& view, int64_t next_step);

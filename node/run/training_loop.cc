@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/enum_names.h"
 #include "common/log.h"
 #include "node/config/config_check.h"
 
@@ -54,16 +55,12 @@ Result<int64_t> StepsPerEpoch(const Config& config, int train_images, int world_
 
 Result<std::optional<json>> TrainingLoop::Run() {
   const TrainConfig& tc = s_.config->train;
-  if (Result<int64_t> steps = StepsPerEpoch(*s_.config, s_.train->count, s_.world_size); !steps) {
-    return Err(steps.error());  // a shard holds no batch
-  }
+  CHORUS_RETURN_IF_ERROR(StatusOf(StepsPerEpoch(*s_.config, s_.train->count, s_.world_size)));  // a shard holds a batch
   CHORUS_ASSIGN_OR_RETURN(trainer::BatchSampler sampler,
                           trainer::BatchSampler::Create(s_.train->count, tc.batch_size, tc.seed, s_.rank,
-                                                        s_.world_size, /*drop_last=*/true));
+                                                        s_.world_size, /*drop_last=*/true,
+                                                        s_.session != nullptr ? s_.session->view.epoch : 0));
   sampler_.emplace(std::move(sampler));
-  if (s_.session != nullptr) {
-    CHORUS_RETURN_IF_ERROR(sampler_->Repartition(s_.rank, s_.world_size, s_.session->view.epoch));
-  }
   s_.exchange->SetLiveState(this);
   CHORUS_RETURN_IF_ERROR(Resume());
   rate_since_step_ = step_;
@@ -183,10 +180,9 @@ Status TrainingLoop::ResumeFromCheckpoint() {
     step_ = info.step;
     if (info.epoch_batches > 0) {
       // A checkpoint of a stop, mid-epoch: the sampler stands where it stood
-      // (a checkpoint without a data order was taken over this membership).
-      const std::string order = !info.data_order.empty()
-                                    ? info.data_order
-                                    : std::to_string(sampler_->world_size()) + "@" + std::to_string(sampler_->partition());
+      // (a checkpoint without a data order was taken over this membership:
+      // the fresh sampler's one partition).
+      const std::string order = !info.data_order.empty() ? info.data_order : sampler_->History();
       const int64_t in_partition = !info.data_order.empty() ? info.partition_batches : info.epoch_batches;
       CHORUS_RETURN_IF_ERROR(sampler_->Restore(start_epoch_, order, std::min(s_.rank, sampler_->world_size() - 1),
                                                static_cast<int>(in_partition)));
@@ -245,8 +241,7 @@ Status TrainingLoop::AdmitIfDue() {
     return Status::Ok();
   }
   if (next->epoch <= epoch || next->joined.empty()) return Status::Ok();
-  std::string names;
-  for (const std::string& n : next->joined) names += (names.empty() ? "" : ", ") + n;
+  const std::string names = JoinNames(next->joined);
   CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next->epoch, ", ",
                   next->size(), " members)");
   const double t0 = NowSeconds();

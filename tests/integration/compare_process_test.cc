@@ -16,13 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChorusProcess;
+using testing::ReadJson;
 
 constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
-
-nlohmann::json ReadJson(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-}
 
 struct CompareRun {
   int exit_status = -1;

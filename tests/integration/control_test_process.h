@@ -1,24 +1,34 @@
 // Test helper: runs the built `chorus` binary (CHORUS_BINARY) as a child
 // process with its stdout and stderr in a temporary file, and waits for lines
 // in that output. Waits poll the file every 20 ms (sleeping, never spinning).
-// Used by cluster_process_test.cc and launch_test.cc only.
+// Also what the multi-process tests share: ports for nodes started by hand,
+// reading a node's JSON output. Used by the tests in tests/integration/ only.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace chorus::node::testing {
 
@@ -117,6 +127,54 @@ inline std::vector<std::string> FastClusterSets(const std::string& token) {
   return {"--set", "cluster.token=\"" + token + "\"",   "--set", "cluster.heartbeat_interval_s=0.1",
           "--set", "cluster.suspect_timeout_s=0.5",     "--set", "cluster.dead_timeout_s=1.0",
           "--set", "cluster.join_timeout_s=15",         "--set", "fabric.provider=\"tcp;ofi_rxm\""};
+}
+
+// Ports for nodes that start later, picked below the ephemeral range: a port
+// from that range, merely bound and closed, could be taken by an outgoing
+// connection (another node's probe) before its node binds it.
+class PortPicker {
+ public:
+  explicit PortPicker(uint32_t seed) : rng_(seed) {
+    int low = 32768;
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    range >> low;
+    hi_ = std::clamp(low, 2048, 65535);
+    lo_ = std::max(1024, hi_ - 10000);
+  }
+
+  // A port of 127.0.0.1 nothing is bound to now, not handed out before.
+  uint16_t Next() {
+    while (true) {
+      const auto port = static_cast<uint16_t>(std::uniform_int_distribution<int>(lo_, hi_ - 1)(rng_));
+      if (used_.count(port) || !Free(port)) continue;
+      used_.insert(port);
+      return port;
+    }
+  }
+
+ private:
+  static bool Free(uint16_t port) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    return ok;
+  }
+
+  std::mt19937 rng_;
+  int lo_ = 0;
+  int hi_ = 0;
+  std::set<uint16_t> used_;
+};
+
+// A node's JSON output (summary.json, compare.json); a null value when it is
+// missing or not JSON.
+inline nlohmann::json ReadJson(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
 }  // namespace chorus::node::testing

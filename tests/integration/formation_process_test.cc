@@ -18,7 +18,6 @@
 #include <numeric>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,48 +27,8 @@ namespace chorus::node {
 namespace {
 
 using testing::ChorusProcess;
+using testing::PortPicker;
 using SteadyClock = std::chrono::steady_clock;
-
-// Ports for nodes that start later, picked below the ephemeral range: a port
-// from that range, merely bound and closed, could be taken by an outgoing
-// connection (another node's probe) before its node binds it.
-class PortPicker {
- public:
-  explicit PortPicker(uint32_t seed) : rng_(seed) {
-    int low = 32768;
-    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-    range >> low;
-    hi_ = std::clamp(low, 2048, 65535);
-    lo_ = std::max(1024, hi_ - 10000);
-  }
-
-  // A port of 127.0.0.1 nothing is bound to now, not handed out before.
-  uint16_t Next() {
-    while (true) {
-      const auto port = static_cast<uint16_t>(std::uniform_int_distribution<int>(lo_, hi_ - 1)(rng_));
-      if (used_.count(port) || !Free(port)) continue;
-      used_.insert(port);
-      return port;
-    }
-  }
-
- private:
-  static bool Free(uint16_t port) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(port);
-    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    close(fd);
-    return ok;
-  }
-
-  std::mt19937 rng_;
-  int lo_ = 0;
-  int hi_ = 0;
-  std::set<uint16_t> used_;
-};
 
 std::string Loopback(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
 
@@ -276,13 +235,9 @@ TEST(FormationProcessTest, TheLocalPairExampleConfigsFormInEitherOrderAndTrainTo
     for (auto& p : nodes) EXPECT_EQ(ExitStatus(*p, 120), 0) << p->Output();
     std::string checksum[2];
     for (int i : {0, 1}) {
-      std::ifstream in(out / "local-pair" / ("node" + std::to_string(i)) / "summary.json");
-      std::stringstream text;
-      text << in.rdbuf();
-      const std::string s = text.str();
-      const size_t at = s.find("\"parameter_checksum\"");
-      ASSERT_NE(at, std::string::npos) << "node" << i << " wrote no summary\n" << nodes[i]->Output();
-      checksum[i] = s.substr(at, s.find(',', at) - at);
+      const nlohmann::json summary = testing::ReadJson(out / "local-pair" / ("node" + std::to_string(i)) / "summary.json");
+      ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << nodes[i]->Output();
+      checksum[i] = summary["parameter_checksum"].get<std::string>();
     }
     EXPECT_EQ(checksum[0], checksum[1]) << "the pair ended with two models";
     std::filesystem::remove_all(out);

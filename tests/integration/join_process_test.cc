@@ -6,9 +6,6 @@
 // run ends with one model (equal parameter checksums in summary.json).
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -27,31 +24,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChorusProcess;
+using testing::PortPicker;
+using testing::ReadJson;
 
 constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
 constexpr const char* kConfigsDir = CHORUS_SOURCE_DIR "/configs";
-
-// A port of 127.0.0.1 that was free a moment ago (bound, read, closed).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-nlohmann::json ReadJson(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-}
 
 // Metrics records of one node that trained steps (they carry a loss and a throughput).
 int TrainedRecords(const fs::path& metrics) {
@@ -72,7 +49,7 @@ class HandCluster {
  public:
   HandCluster(std::string name, std::vector<std::string> sets) : name_(std::move(name)), sets_(std::move(sets)) {
     out_ = fs::temp_directory_path() / ("chorus-join-test-" + std::to_string(getpid()));
-    port0_ = FreePort();
+    port0_ = PortPicker(static_cast<uint32_t>(getpid())).Next();
   }
   ~HandCluster() { fs::remove_all(out_); }
 

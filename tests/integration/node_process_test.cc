@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChorusProcess;
+using testing::ReadJson;
 
 constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
 
@@ -72,11 +73,6 @@ bool WaitForLines(const fs::path& path, int lines) {
     usleep(20000);
   }
   return false;
-}
-
-nlohmann::json ReadJson(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
 // Stopped mid-epoch and resumed, a run ends with the model of the run that was

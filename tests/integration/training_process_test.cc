@@ -24,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChorusProcess;
+using testing::ReadJson;
 using testing::FastClusterSets;
 
 constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
@@ -70,11 +71,6 @@ LaunchedRun LaunchTraining(const std::string& name, int n, const std::vector<std
 // "tcp", "net", "shm": run names and test names.
 std::string ShortName(const std::string& provider) {
   return provider == "tcp;ofi_rxm" ? "tcp" : provider;
-}
-
-nlohmann::json ReadJson(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
 // step -> checksum, from one node's metrics.jsonl.

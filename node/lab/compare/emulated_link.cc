@@ -128,10 +128,7 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape) {
   const int k = NextIndex();
   const std::string prefix = "chorus" + std::to_string(k);
   switch_ns_ = prefix + "sw";
-  auto run = [](const std::vector<std::string>& argv) -> Status {
-    Result<std::string> r = RunCommand(argv);
-    return r ? Status::Ok() : r.error();
-  };
+  auto run = [](const std::vector<std::string>& argv) -> Status { return StatusOf(RunCommand(argv)); };
   // A leftover from a killed run with the same index goes first.
   (void)RunCommand({"ip", "netns", "del", switch_ns_});
   CHORUS_RETURN_IF_ERROR(run({"ip", "netns", "add", switch_ns_}));
