@@ -80,21 +80,50 @@ Status MakeBatch(const Dataset& dataset, std::span<const int32_t> indices, Batch
 
 Result<BatchSampler> BatchSampler::Create(int dataset_size, int batch_size, uint64_t seed, int rank,
                                           int world_size, bool drop_last, uint64_t partition) {
-  if (dataset_size < 0) {
-    return Err(InvalidArgument("BatchSampler: dataset_size must be >= 0, got " +
-                               std::to_string(dataset_size)));
-  }
   if (batch_size < 1) {
     return Err(InvalidArgument("BatchSampler: batch_size must be >= 1, got " + std::to_string(batch_size)));
   }
   if (world_size < 1) {
     return Err(InvalidArgument("BatchSampler: world_size must be >= 1, got " + std::to_string(world_size)));
   }
-  if (rank < 0 || rank >= world_size) {
-    return Err(InvalidArgument("BatchSampler: rank " + std::to_string(rank) + " is outside 0.." +
-                               std::to_string(world_size - 1)));
+  return Create(dataset_size, std::vector<int>(static_cast<size_t>(world_size), batch_size), seed, rank, drop_last,
+                partition);
+}
+
+namespace {
+
+Status CheckShares(const std::vector<int>& shares, int rank, bool drop_last) {
+  if (shares.empty()) return InvalidArgument("BatchSampler: world_size must be >= 1, got 0");
+  for (size_t r = 0; r < shares.size(); ++r) {
+    if (shares[r] < 1) {
+      return InvalidArgument("BatchSampler: batch_size must be >= 1, got " + std::to_string(shares[r]) +
+                             (shares.size() > 1 ? " for rank " + std::to_string(r) : std::string()));
+    }
   }
-  return BatchSampler(dataset_size, batch_size, seed, rank, world_size, drop_last, partition);
+  if (rank < 0 || rank >= static_cast<int>(shares.size())) {
+    return InvalidArgument("BatchSampler: rank " + std::to_string(rank) + " is outside 0.." +
+                           std::to_string(shares.size() - 1));
+  }
+  if (!drop_last && std::ranges::count(shares, shares[0]) != static_cast<ptrdiff_t>(shares.size())) {
+    return InvalidArgument("BatchSampler: unequal batches need drop_last (ranks would run different steps)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<BatchSampler> BatchSampler::Create(int dataset_size, std::vector<int> shares, uint64_t seed, int rank,
+                                          bool drop_last, uint64_t partition) {
+  if (dataset_size < 0) {
+    return Err(InvalidArgument("BatchSampler: dataset_size must be >= 0, got " +
+                               std::to_string(dataset_size)));
+  }
+  CHORUS_RETURN_IF_ERROR(CheckShares(shares, rank, drop_last));
+  BatchSampler sampler(dataset_size, shares[static_cast<size_t>(rank)], seed, 0, 1, drop_last, partition);
+  sampler.rank_ = rank;
+  sampler.shares_ = std::move(shares);
+  sampler.StartEpoch(0);
+  return sampler;
 }
 
 BatchSampler::BatchSampler(int dataset_size, int batch_size, uint64_t seed, int rank, int world_size,
@@ -103,29 +132,41 @@ BatchSampler::BatchSampler(int dataset_size, int batch_size, uint64_t seed, int 
       batch_size_(batch_size),
       seed_(seed),
       rank_(rank),
-      world_size_(world_size),
+      shares_(static_cast<size_t>(std::max(world_size, 1)), batch_size),
       drop_last_(drop_last),
       partition_(partition) {
   assert(dataset_size >= 0 && batch_size >= 1 && world_size >= 1 && rank >= 0 && rank < world_size);
   StartEpoch(0);
 }
 
+size_t BatchSampler::ShardBegin(int r) const {
+  int64_t total = 0;
+  for (int q : shares_) total += q;
+  // Cumulative floors: with equal shares, r * (pool / W).
+  const int64_t pool = static_cast<int64_t>(pool_.size());
+  int64_t begin = 0;
+  for (size_t q = 0; q < static_cast<size_t>(r) && q < shares_.size(); ++q) begin += pool * shares_[q] / total;
+  return static_cast<size_t>(begin);
+}
+
 void BatchSampler::TakeShard() {
-  shard_size_ = world_size_ > 0 ? static_cast<int>(pool_.size()) / world_size_ : 0;
-  const size_t begin = static_cast<size_t>(rank_) * static_cast<size_t>(shard_size_);
-  shard_.assign(pool_.begin() + static_cast<ptrdiff_t>(begin),
-                pool_.begin() + static_cast<ptrdiff_t>(begin + static_cast<size_t>(shard_size_)));
+  const size_t begin = ShardBegin(rank_);
+  const size_t end = ShardBegin(rank_ + 1);
+  shard_size_ = static_cast<int>(end - begin);
+  shard_.assign(pool_.begin() + static_cast<ptrdiff_t>(begin), pool_.begin() + static_cast<ptrdiff_t>(end));
   cursor_ = 0;
 }
 
-void BatchSampler::PoolWhatIsLeft() {
-  const size_t shard = static_cast<size_t>(shard_size_);
-  const size_t taken = std::min(cursor_, shard);
+void BatchSampler::PoolWhatIsLeft(int batches) {
   std::vector<int32_t> left;
-  left.reserve(static_cast<size_t>(world_size_) * (shard - taken));
-  for (size_t r = 0; r < static_cast<size_t>(world_size_); ++r) {
-    left.insert(left.end(), pool_.begin() + static_cast<ptrdiff_t>(r * shard + taken),
-                pool_.begin() + static_cast<ptrdiff_t>((r + 1) * shard));
+  left.reserve(pool_.size());
+  for (int r = 0; r < static_cast<int>(shares_.size()); ++r) {
+    const size_t begin = ShardBegin(r);
+    const size_t end = ShardBegin(r + 1);
+    const size_t taken =
+        std::min(end - begin, static_cast<size_t>(batches) * static_cast<size_t>(shares_[static_cast<size_t>(r)]));
+    left.insert(left.end(), pool_.begin() + static_cast<ptrdiff_t>(begin + taken),
+                pool_.begin() + static_cast<ptrdiff_t>(end));
   }
   pool_ = std::move(left);
 }
@@ -134,7 +175,7 @@ void BatchSampler::StartEpoch(int epoch) {
   epoch_ = epoch;
   pool_ = EpochPermutation(dataset_size_, seed_, epoch);
   batches_before_ = 0;
-  cuts_.assign(1, Cut{0, world_size_, partition_});
+  cuts_.assign(1, Cut{0, shares_, partition_});
   TakeShard();
 }
 
@@ -143,25 +184,73 @@ Status BatchSampler::Repartition(int rank, int world_size, uint64_t partition) {
     return InvalidArgument("BatchSampler: rank " + std::to_string(rank) + " is outside a world of " +
                            std::to_string(world_size));
   }
+  return Repartition(rank, std::vector<int>(static_cast<size_t>(world_size), batch_size_), partition);
+}
+
+Status BatchSampler::Repartition(int rank, std::vector<int> shares, uint64_t partition) {
+  CHORUS_RETURN_IF_ERROR(CheckShares(shares, rank, drop_last_));
   const int taken = BatchesTakenInPartition();
-  PoolWhatIsLeft();
+  PoolWhatIsLeft(taken);
   batches_before_ += taken;
   rank_ = rank;
-  world_size_ = world_size;
+  shares_ = std::move(shares);
   partition_ = partition;
-  cuts_.push_back(Cut{taken, world_size, partition});
+  cuts_.push_back(Cut{taken, shares_, partition});
   TakeShard();
   return Status::Ok();
+}
+
+std::string BatchSampler::SharesText(const std::vector<int>& shares) const {
+  const bool equal = std::ranges::count(shares, shares[0]) == static_cast<ptrdiff_t>(shares.size());
+  if (equal && shares[0] == batch_size_) return std::to_string(shares.size());
+  if (equal) return std::to_string(shares.size()) + "x" + std::to_string(shares[0]);
+  std::string out;
+  for (size_t r = 0; r < shares.size(); ++r) out += (r > 0 ? "," : "") + std::to_string(shares[r]);
+  return out;
 }
 
 std::string BatchSampler::History() const {
   std::string out;
   for (size_t i = 0; i < cuts_.size(); ++i) {
     if (i > 0) out += ";" + std::to_string(cuts_[i].batches_before) + ":";
-    out += std::to_string(cuts_[i].world_size) + "@" + std::to_string(cuts_[i].partition);
+    out += SharesText(cuts_[i].shares) + "@" + std::to_string(cuts_[i].partition);
   }
   return out;
 }
+
+namespace {
+
+// Shares as History() writes them ("W", "WxN" or "b0,b1,..."); `batch` is a
+// share's size in the "W" form. Empty when the text is not one.
+std::vector<int> ParseShares(const std::string& text, int batch) {
+  std::vector<int> out;
+  auto number = [](const std::string& t, int* v) {
+    if (t.empty() || t.size() > 9 || !std::ranges::all_of(t, [](char c) { return c >= '0' && c <= '9'; })) {
+      return false;
+    }
+    *v = std::stoi(t);
+    return *v >= 1;
+  };
+  int count = 0, size = batch;
+  const size_t x = text.find('x');
+  if (text.find(',') == std::string::npos) {
+    if (!number(text.substr(0, x), &count) || (x != std::string::npos && !number(text.substr(x + 1), &size))) {
+      return {};
+    }
+    return std::vector<int>(static_cast<size_t>(count), size);
+  }
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find(',', pos), text.size());
+    int v = 0;
+    if (!number(text.substr(pos, end - pos), &v)) return {};
+    out.push_back(v);
+    pos = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
 
 Status BatchSampler::Restore(int epoch, const std::string& history, int rank, int batches_taken) {
   auto bad = [&](const std::string& why) {
@@ -177,7 +266,7 @@ Status BatchSampler::Restore(int epoch, const std::string& history, int rank, in
     size_t colon = item.find(':');
     if (at == std::string::npos || (cuts.empty() != (colon == std::string::npos)) ||
         (colon != std::string::npos && colon > at)) {
-      return bad("'" + item + "' is not " + (cuts.empty() ? "W@P" : "B:W@P"));
+      return bad("'" + item + "' is not " + (cuts.empty() ? "S@P" : "B:S@P"));
     }
     try {
       size_t used = 0;
@@ -186,20 +275,21 @@ Status BatchSampler::Restore(int epoch, const std::string& history, int rank, in
         if (used != colon) return bad("'" + item + "': bad batch count");
       }
       const size_t w_begin = colon == std::string::npos ? 0 : colon + 1;
-      cut.world_size = std::stoi(item.substr(w_begin, at - w_begin), &used);
-      if (used != at - w_begin) return bad("'" + item + "': bad member count");
+      cut.shares = ParseShares(item.substr(w_begin, at - w_begin), batch_size_);
+      if (cut.shares.empty()) return bad("'" + item + "': bad shares (W, WxN or b0,b1,...)");
       cut.partition = std::stoull(item.substr(at + 1), &used);
       if (used != item.size() - at - 1) return bad("'" + item + "': bad partition id");
     } catch (const std::exception&) {
       return bad("'" + item + "' holds no number where one belongs");
     }
-    if (cut.world_size < 1 || cut.batches_before < 0) return bad("'" + item + "': out of range");
+    if (cut.batches_before < 0) return bad("'" + item + "': out of range");
+    if (!CheckShares(cut.shares, 0, drop_last_).ok()) return bad("'" + item + "': unequal shares need drop_last");
     cuts.push_back(cut);
     pos = end + 1;
   }
-  if (rank < 0 || rank >= cuts.back().world_size) {
+  if (rank < 0 || rank >= static_cast<int>(cuts.back().shares.size())) {
     return bad("rank " + std::to_string(rank) + " is outside its last partition of " +
-               std::to_string(cuts.back().world_size));
+               std::to_string(cuts.back().shares.size()));
   }
   // Replay: the permutation, then each cut at its depth.
   epoch_ = epoch;
@@ -207,12 +297,11 @@ Status BatchSampler::Restore(int epoch, const std::string& history, int rank, in
   batches_before_ = 0;
   for (size_t i = 0; i < cuts.size(); ++i) {
     if (i > 0) {
-      cursor_ = static_cast<size_t>(cuts[i].batches_before) * static_cast<size_t>(batch_size_);
       if (cuts[i].batches_before > BatchesIn(shard_size_)) return bad("a cut lies past its partition's end");
-      PoolWhatIsLeft();
+      PoolWhatIsLeft(cuts[i].batches_before);
       batches_before_ += cuts[i].batches_before;
     }
-    world_size_ = cuts[i].world_size;
+    shares_ = cuts[i].shares;
     partition_ = cuts[i].partition;
     rank_ = i + 1 == cuts.size() ? rank : 0;
     TakeShard();
@@ -222,19 +311,20 @@ Status BatchSampler::Restore(int epoch, const std::string& history, int rank, in
                std::to_string(BatchesIn(shard_size_)));
   }
   cuts_ = std::move(cuts);
-  cursor_ = std::min(static_cast<size_t>(batches_taken) * static_cast<size_t>(batch_size_), shard_.size());
+  cursor_ = std::min(static_cast<size_t>(batches_taken) * static_cast<size_t>(batch_size()), shard_.size());
   return Status::Ok();
 }
 
 int BatchSampler::BatchesIn(int indices) const {
-  if (batch_size_ < 1) return 0;
-  return drop_last_ ? indices / batch_size_ : (indices + batch_size_ - 1) / batch_size_;
+  const int b = batch_size();
+  return drop_last_ ? indices / b : (indices + b - 1) / b;
 }
 
 int BatchSampler::BatchesPerEpoch() const { return batches_before_ + BatchesIn(shard_size_); }
 
 int BatchSampler::BatchesTakenInPartition() const {
-  return static_cast<int>((cursor_ + static_cast<size_t>(batch_size_) - 1) / static_cast<size_t>(batch_size_));
+  const size_t b = static_cast<size_t>(batch_size());
+  return static_cast<int>((cursor_ + b - 1) / b);
 }
 
 bool BatchSampler::Next(const Dataset& dataset, Batch* out) {
@@ -244,8 +334,9 @@ bool BatchSampler::Next(const Dataset& dataset, Batch* out) {
     return false;
   }
   const size_t left = shard_.size() - cursor_;
-  if (left == 0 || (drop_last_ && left < static_cast<size_t>(batch_size_))) return false;
-  const size_t take = std::min(left, static_cast<size_t>(batch_size_));
+  const size_t b = static_cast<size_t>(batch_size());
+  if (left == 0 || (drop_last_ && left < b)) return false;
+  const size_t take = std::min(left, b);
   const Status status = MakeBatch(dataset, std::span<const int32_t>(shard_).subspan(cursor_, take), out);
   if (!status.ok()) {
     CHORUS_LOG_ERROR(Subsys::kData, "BatchSampler: ", status.ToString());

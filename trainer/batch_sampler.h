@@ -28,24 +28,26 @@ namespace chorus::trainer {
 // The permutation of 0..n-1 for (seed, epoch), identical on every platform.
 std::vector<int32_t> EpochPermutation(int n, uint64_t seed, int epoch);
 
-// Sharding rule (equal shards, remainder dropped): each epoch the permutation P
-// of all dataset_size indices is cut into world_size contiguous shards of
-// ShardSize() = dataset_size / world_size indices; rank r takes
-// P[r * ShardSize(), (r + 1) * ShardSize()). The last dataset_size % world_size
-// entries of P are not used that epoch; since P changes every epoch, a different
-// few samples are left out each time. Equal shards mean every rank runs the same
-// number of steps per epoch, which synchronous all-reduce needs.
+// Sharding rule. Each epoch the permutation P of all dataset_size indices is
+// cut into contiguous shards, one per rank in rank order, in proportion to the
+// ranks' shares (their batch sizes b_r, summing to B): rank r's shard holds
+// floor(dataset_size * b_r / B) indices. With equal shares that is
+// dataset_size / world_size each, the remainder dropped; since P changes every
+// epoch, a different few samples are left out each time.
 //
-// Within a shard, batches are consecutive runs of batch_size indices; with
-// drop_last the final short batch is skipped, otherwise it is returned short.
+// Within a shard, batches are consecutive runs of b_r indices; with drop_last
+// the final short batch is skipped, otherwise it is returned short (equal
+// shares only). Every rank then runs the same number of steps per epoch,
+// floor(dataset_size / B) (floor(floor(n b / B) / b) = floor(n / B)), which
+// synchronous exchanges need, and each step trains B samples in all.
 //
-// When the membership changes during an epoch, Repartition pools what no shard
-// has taken yet (every shard is taken to the same depth: the members train in
-// step) in rank order and cuts the pool into equal shards over the new
-// membership, so a departed member's rest of the epoch is still trained and a
-// joiner gets its share. An epoch is then a sequence of partitions; History()
-// names them, so that a node that joins mid-epoch (or resumes) rebuilds the
-// same pool from the permutation alone.
+// When the membership (or the split of the global batch) changes during an
+// epoch, Repartition pools what no shard has taken yet (every shard is taken
+// to the same number of batches: the members train in step) in rank order and
+// cuts the pool by the new shares, so a departed member's rest of the epoch is
+// still trained and a joiner gets its share. An epoch is then a sequence of
+// partitions; History() names them, so that a node that joins mid-epoch (or
+// resumes) rebuilds the same pool from the permutation alone.
 class BatchSampler {
  public:
   // Checks the arguments: dataset_size >= 0, batch_size >= 1, world_size >= 1,
@@ -54,6 +56,10 @@ class BatchSampler {
   [[nodiscard]] static Result<BatchSampler> Create(int dataset_size, int batch_size, uint64_t seed,
                                                    int rank, int world_size, bool drop_last = true,
                                                    uint64_t partition = 0);
+  // Shares of any sizes (`shares[r]`: rank r's batch, each >= 1; this node is
+  // `rank`). drop_last must hold unless the shares are equal.
+  [[nodiscard]] static Result<BatchSampler> Create(int dataset_size, std::vector<int> shares, uint64_t seed,
+                                                   int rank, bool drop_last = true, uint64_t partition = 0);
 
   // Arguments must satisfy Create's checks (asserted in debug builds); prefer
   // Create where they come from user input. Starts at epoch 0.
@@ -71,10 +77,14 @@ class BatchSampler {
   // calls it after the same number of batches of the current partition. Errors
   // (rank outside the new world) change nothing.
   [[nodiscard]] Status Repartition(int rank, int world_size, uint64_t partition);
+  // The same with shares of any sizes (see Create): a new membership whose
+  // batches differ, or a new split of the same global batch.
+  [[nodiscard]] Status Repartition(int rank, std::vector<int> shares, uint64_t partition);
 
-  // This epoch's partitions as text: "W@P" for the one it started with (W
-  // members, partition id P), then ";B:W@P" for each Repartition after B batches
-  // of the partition before it.
+  // This epoch's partitions as text: "S@P" for the one it started with
+  // (partition id P; shares S: "W" for W equal shares of the batch this
+  // sampler was created with, "WxN" for W shares of N, else "b0,b1,..."), then
+  // ";B:S@P" for each Repartition after B batches of the partition before it.
   std::string History() const;
   // Rebuilds epoch `epoch` as `history` describes it (another node's, or a
   // checkpoint's History()), positioned `batches_taken` batches into its last
@@ -95,7 +105,10 @@ class BatchSampler {
   int BatchesTakenInPartition() const;
   int ShardSize() const { return shard_size_; }
   int epoch() const { return epoch_; }
-  int world_size() const { return world_size_; }
+  int world_size() const { return static_cast<int>(shares_.size()); }
+  // This rank's batch in the current partition, and every rank's.
+  int batch_size() const { return shares_[static_cast<size_t>(rank_)]; }
+  std::span<const int> shares() const { return shares_; }
   uint64_t partition() const { return partition_; }
   // This rank's indices for the current partition, in batch order: [ShardSize()].
   std::span<const int32_t> ShardIndices() const { return shard_; }
@@ -103,20 +116,23 @@ class BatchSampler {
  private:
   struct Cut {
     int batches_before = 0;  // batches of the previous partition taken (0 for the first)
-    int world_size = 1;
+    std::vector<int> shares;
     uint64_t partition = 0;
   };
-  // Cuts pool_ into world_size_ shards and takes shard rank_.
+  // Cuts pool_ into shards by shares_ and takes shard rank_.
   void TakeShard();
-  // pool_ without what each of the current shards has taken.
-  void PoolWhatIsLeft();
+  // Where rank r's shard of pool_ begins (r = world size: the end of the last).
+  size_t ShardBegin(int r) const;
+  // pool_ without what each of the current shards has taken: `batches` each.
+  void PoolWhatIsLeft(int batches);
   int BatchesIn(int indices) const;
+  std::string SharesText(const std::vector<int>& shares) const;
 
   int dataset_size_;
-  int batch_size_;
+  int batch_size_;               // the batch of a share in "W@P" (the constructor's)
   uint64_t seed_;
   int rank_;
-  int world_size_;
+  std::vector<int> shares_;      // the current partition's batch per rank
   bool drop_last_;
   int shard_size_ = 0;
   int epoch_ = 0;

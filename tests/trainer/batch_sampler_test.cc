@@ -335,5 +335,61 @@ TEST(BatchSamplerTest, RestoreReplaysTheHistoryOfRepartitions) {
   EXPECT_FALSE(a.Repartition(3, 3, 9).ok());
 }
 
+// Unequal batches (32/64/64/128 scaled down): every rank runs the same steps
+// per epoch, floor(n / B); shards are disjoint and proportional to the batches.
+TEST(BatchSamplerTest, UnequalSharesRunEqualStepsOnDisjointShards) {
+  const Dataset ds = IndexedDataset(1000);
+  const std::vector<int> shares = {4, 8, 8, 16};
+  std::multiset<int32_t> trained;
+  for (int r = 0; r < 4; ++r) {
+    Result<BatchSampler> s = BatchSampler::Create(1000, shares, 11, r);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    s->StartEpoch(3);
+    EXPECT_EQ(s->BatchesPerEpoch(), 1000 / 36) << "rank " << r;
+    EXPECT_EQ(s->batch_size(), shares[r]);
+    EXPECT_EQ(s->ShardSize(), 1000 * shares[r] / 36);
+    const std::vector<int32_t> ids = TakeBatches(*s, ds, 1000);
+    EXPECT_EQ(ids.size(), static_cast<size_t>(1000 / 36 * shares[r]));
+    trained.insert(ids.begin(), ids.end());
+  }
+  EXPECT_EQ(std::set<int32_t>(trained.begin(), trained.end()).size(), trained.size());
+  EXPECT_FALSE(BatchSampler::Create(1000, {4, 0}, 1, 0).has_value()) << "a zero share";
+  EXPECT_FALSE(BatchSampler::Create(1000, {4, 8}, 1, 0, /*drop_last=*/false).has_value());
+}
+
+// A new split of the same global batch (load balancing) after some steps, and
+// a rank that leaves: the rest of the epoch is trained once, in equal steps,
+// and History() / Restore() rebuild any rank's position.
+TEST(BatchSamplerTest, RepartitionByNewSharesTrainsTheRestOnce) {
+  const Dataset ds = IndexedDataset(2000);
+  std::vector<BatchSampler> nodes;
+  std::multiset<int32_t> trained;
+  for (int r = 0; r < 3; ++r) {
+    nodes.push_back(*BatchSampler::Create(2000, {16, 16, 16}, 5, r));
+    for (int32_t id : TakeBatches(nodes.back(), ds, 5)) trained.insert(id);
+  }
+  const std::vector<int> split = {30, 12, 6};  // the same global batch, by speed
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(nodes[r].Repartition(r, split, 0).ok());
+    for (int32_t id : TakeBatches(nodes[r], ds, 7)) trained.insert(id);
+  }
+  EXPECT_EQ(nodes[0].History(), "3@0;5:30,12,6@0");
+  nodes.pop_back();  // rank 2 dies; the two survivors re-cut by their batches
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(nodes[r].Repartition(r, {16, 16}, 1).ok());
+  BatchSampler copy = *BatchSampler::Create(2000, {16}, 5, 0);
+  ASSERT_TRUE(copy.Restore(0, nodes[1].History(), 1, 0).ok());
+  EXPECT_EQ(copy.BatchesPerEpoch(), nodes[1].BatchesPerEpoch());
+  std::vector<int32_t> rest1 = TakeBatches(nodes[1], ds, 1000);
+  EXPECT_EQ(TakeBatches(copy, ds, 1000), rest1);
+  EXPECT_EQ(nodes[0].BatchesPerEpoch(), nodes[1].BatchesPerEpoch());
+  trained.insert(rest1.begin(), rest1.end());
+  for (int32_t id : TakeBatches(nodes[0], ds, 1000)) trained.insert(id);
+  EXPECT_EQ(std::set<int32_t>(trained.begin(), trained.end()).size(), trained.size()) << "trained twice";
+  // 2000 - 5*48 - 7*48 = 1424 left; rank 2's 7 batches of 6 were trained, so
+  // the survivors' pool lacks only what no one took.
+  EXPECT_GT(trained.size(), 2000u - 2 * 32 - 48);
+  EXPECT_EQ(copy.Restore(0, "3x16@0;5:30,0,6@0", 0, 0).code(), StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace chorus::trainer
