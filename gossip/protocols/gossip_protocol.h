@@ -77,10 +77,13 @@ struct GossipStats {
   // Pairwise (AD-PSGD) only.
   uint64_t exchanges = 0;          // averagings this node took part in (either side)
   uint64_t declined_busy = 0;      // own requests declined because the peer was busy
-  uint64_t declined_stale = 0;     // own requests declined for staleness
   uint64_t served = 0;             // requests from peers this node answered with its value
-  int64_t max_staleness_seen = 0;  // max |step_i - step_j| over completed exchanges
+  // max of |step_i - step_j| over completed exchanges and of the rounds this node
+  // was ahead of its slowest live neighbour (from its notices) when Mix let it go on
+  int64_t max_staleness_seen = 0;
   uint64_t staleness_sum = 0;      // sum of |step_i - step_j| over completed exchanges
+  uint64_t staleness_waits = 0;    // Mix calls held back by the max_staleness bound
+  double staleness_wait_seconds = 0.0;  // time those calls waited
 };
 
 // True when `round` communicates under period H (see the file comment).

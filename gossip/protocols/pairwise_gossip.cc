@@ -1,14 +1,17 @@
-// PairwiseGossip (gossip_pairwise.h): the responder thread, the initiator's
-// attempts, deferral and staleness handling.
+// PairwiseGossip (pairwise_gossip.h): the responder thread, the initiator's
+// attempts, deferral, step notices and the staleness wait.
 //
 // Wire: every message is a 24-byte header, then (REQUEST and ACCEPT) the codec's
 // encoding of the sender's public value:
 //   [0] type  [1] flags (bit 0: sender has finished)  [2..7] 0
-//   [8..15] u64 seq (the initiator's request id; answers echo it)
-//   [16..23] i64 step (the sender's step counter)
-// Requests use GossipTag(kPairwise, stream, epoch, 0) and are received from any
-// source by the responder; answers use round field 1 and are received by the
-// initiator from the peer it asked.
+//   [8..15] u64 seq (the initiator's request id; answers echo it; notices 0)
+//   [16..23] i64 step (the sender's step counter: the last round it passed to Mix)
+// Requests and notices use GossipTag(kPairwise, stream, epoch, 0) and are
+// received from any source by the responder; answers use round field 1 and are
+// received by the initiator from the peer it asked. Notices share the request
+// tag because the responder waits on one receive (a receive matches one tag),
+// and the per-tag order then delivers a neighbour's finishing notice after
+// everything else it sent here, which Finish relies on.
 #include "gossip/protocols/pairwise_gossip.h"
 
 #include <algorithm>
@@ -30,8 +33,8 @@ enum MessageType : uint8_t {
   kRequest = 1,
   kAccept = 2,
   kDeclineBusy = 3,
-  kDeclineStale = 4,
-  kDeclineRejected = 5,
+  kDeclineRejected = 4,
+  kNotice = 5,  // header only: the sender's step, and whether it has finished
 };
 
 constexpr uint8_t kFlagFinished = 1;
@@ -116,6 +119,9 @@ Status PairwiseGossip::Install(topologies::Graph graph, uint32_t epoch,
   graph_ = std::move(graph);
   options_.epoch = epoch;
   neighbors_ = graph_.OutNeighbors(transport_.rank());
+  neighbor_round_.assign(neighbors_.size(), kNotHeard);
+  neighbor_finished_.assign(neighbors_.size(), 0);
+  neighbor_error_.assign(neighbors_.size(), Status::Ok());
   const size_t n = initial.size();
   public_.assign(initial.begin(), initial.end());
   pending_.assign(n, 0.0f);
@@ -194,12 +200,14 @@ void PairwiseGossip::ResponderLoop() {
 void PairwiseGossip::SendLocked(Rank to, Tag tag, std::vector<std::byte> bytes) {
   const size_t size = bytes.size();
   Outgoing out;
+  out.to = to;
   out.bytes = std::move(bytes);
   auto request = transport_.Isend(to, tag, out.bytes);
   if (!request) {
-    // The requester is gone; its exchange fails on its side.
-    CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: answer to rank ", to,
+    // The peer is gone; an exchange with it fails on its side.
+    CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: message to rank ", to,
                      " not sent: ", request.error().ToString());
+    NoteSendFailureLocked(to, request.error());
     return;
   }
   out.request = std::move(*request);
@@ -211,17 +219,58 @@ void PairwiseGossip::SendLocked(Rank to, Tag tag, std::vector<std::byte> bytes) 
 }
 
 void PairwiseGossip::ReapLocked() {
-  outgoing_.remove_if([](Outgoing& out) {
+  outgoing_.remove_if([this](Outgoing& out) {
     if (!out.request->Done()) return false;
     auto done = out.request->Wait(Deadline::Now());
     if (!done) {
-      CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: answer send failed: ", done.error().ToString());
+      CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: send to rank ", out.to,
+                       " failed: ", done.error().ToString());
+      NoteSendFailureLocked(out.to, done.error());
     }
     return true;
   });
 }
 
+void PairwiseGossip::NoteSendFailureLocked(Rank to, const Status& status) {
+  if (status.code() != StatusCode::kUnavailable) return;
+  const int i = NeighborIndex(to);
+  if (i < 0 || !neighbor_error_[i].ok()) return;
+  neighbor_error_[i] = status;
+  neighbors_cv_.notify_all();
+}
+
+int PairwiseGossip::NeighborIndex(Rank peer) const {
+  auto it = std::find(neighbors_.begin(), neighbors_.end(), peer);
+  return it == neighbors_.end() ? -1 : static_cast<int>(it - neighbors_.begin());
+}
+
+void PairwiseGossip::SendNoticesLocked() {
+  ReapLocked();
+  const Tag tag = RequestTag(options_.tag_stream, options_.epoch);
+  for (Rank peer : neighbors_) {
+    SendLocked(peer, tag, HeaderOnly(kNotice, finished_ ? kFlagFinished : 0, 0, step_));
+  }
+}
+
+void PairwiseGossip::RecordNoticeLocked(Rank from, int64_t round, bool finished) {
+  const int i = NeighborIndex(from);
+  if (i < 0) {
+    CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: ignoring a notice from rank ", from,
+                     ", not a neighbour");
+    return;
+  }
+  neighbor_round_[i] = std::max(neighbor_round_[i], round);
+  if (finished) neighbor_finished_[i] = 1;
+  neighbors_cv_.notify_all();
+}
+
 void PairwiseGossip::HandleRequestLocked(Rank from, std::span<const std::byte> bytes) {
+  if (bytes.size() == kHeaderBytes && static_cast<uint8_t>(bytes[0]) == kNotice) {
+    int64_t round = 0;
+    std::memcpy(&round, bytes.data() + 16, 8);
+    RecordNoticeLocked(from, round, (static_cast<uint8_t>(bytes[1]) & kFlagFinished) != 0);
+    return;
+  }
   if (bytes.size() < kHeaderBytes || static_cast<uint8_t>(bytes[0]) != kRequest) {
     CHORUS_LOG_WARN(Subsys::kGossip, "pairwise: ignoring a malformed request of ", bytes.size(),
                     " bytes from rank ", from);
@@ -249,10 +298,6 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
   const Tag answer_tag = AnswerTag(options_.tag_stream, options_.epoch);
   const uint8_t flags = finished_ ? kFlagFinished : 0;
   const int64_t staleness = std::abs(step_ - request.step);
-  if (options_.max_staleness >= 0 && staleness > options_.max_staleness) {
-    SendLocked(from, answer_tag, HeaderOnly(kDeclineStale, flags, request.seq, step_));
-    return;
-  }
   Status decoded = codec_->Decode(payload, scratch_);
   if (!decoded.ok()) {
     if (IsNonFiniteRejection(decoded)) {
@@ -315,8 +360,7 @@ void PairwiseGossip::SyncLocked(std::span<float> params) {
   }
 }
 
-Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type,
-                               int64_t* peer_step, bool* peer_finished) {
+Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type) {
   std::vector<std::byte> answer(kHeaderBytes + codec_->WireBytes(length()));
   std::vector<std::byte> request;
   CHORUS_ASSIGN_OR_RETURN(const uint64_t seq, BeginRequest(round, request));
@@ -325,10 +369,11 @@ Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint
   Result<size_t> bytes = ExchangeRequest(peer, deadline, request, answer, requests);
   if (!bytes) return EndAttempt(bytes.error());
   const std::span<const std::byte> received = std::span<const std::byte>(answer).first(*bytes);
-  Status header = ReadAnswerHeader(peer, seq, received, answer_type, peer_step, peer_finished);
+  int64_t peer_step = 0;
+  Status header = ReadAnswerHeader(peer, seq, received, answer_type, &peer_step);
   if (!header.ok() || *answer_type != kAccept) return EndAttempt(std::move(header));
   std::lock_guard<std::mutex> lock(mu_);
-  Status mixed = MixAnswerLocked(peer, *peer_step, received.subspan(kHeaderBytes));
+  Status mixed = MixAnswerLocked(peer, peer_step, received.subspan(kHeaderBytes));
   EndAttemptLocked();
   return mixed;
 }
@@ -373,21 +418,20 @@ Result<size_t> PairwiseGossip::ExchangeRequest(Rank peer, Deadline deadline, std
 }
 
 Status PairwiseGossip::ReadAnswerHeader(Rank peer, uint64_t seq, std::span<const std::byte> answer,
-                                        uint8_t* answer_type, int64_t* peer_step, bool* peer_finished) {
+                                        uint8_t* answer_type, int64_t* peer_step) {
   if (answer.size() < kHeaderBytes) {
     return DataLoss("pairwise: answer of " + std::to_string(answer.size()) + " bytes from rank " +
                     std::to_string(peer) + " is shorter than its header");
   }
   uint64_t answer_seq = 0;
   *answer_type = static_cast<uint8_t>(answer[0]);
-  *peer_finished = (static_cast<uint8_t>(answer[1]) & kFlagFinished) != 0;
   std::memcpy(&answer_seq, answer.data() + 8, 8);
   std::memcpy(peer_step, answer.data() + 16, 8);
   if (answer_seq != seq) {
     return DataLoss("pairwise: answer from rank " + std::to_string(peer) + " is for request " +
                     std::to_string(answer_seq) + ", expected " + std::to_string(seq));
   }
-  if (*answer_type != kAccept && (*answer_type < kDeclineBusy || *answer_type > kDeclineRejected)) {
+  if (*answer_type != kAccept && *answer_type != kDeclineBusy && *answer_type != kDeclineRejected) {
     return DataLoss("pairwise: unknown answer type " + std::to_string(*answer_type) + " from rank " +
                     std::to_string(peer));
   }
@@ -429,53 +473,104 @@ Status PairwiseGossip::Mix(std::span<float> params, int64_t round, Deadline dead
     if (!responder_status_.ok()) return Fail(responder_status_, round);
     step_ = round;
     SyncLocked(params);
+    SendNoticesLocked();
   }
-  if (!IsMixingRound(round, options_.period)) {
-    UpdateStats([](GossipStats& s) { ++s.skipped_rounds; });
-    return Status::Ok();
+  CHORUS_ASSIGN_OR_RETURN(const bool waited, AwaitNeighbors(round, deadline));
+  const bool mixing = IsMixingRound(round, options_.period);
+  const bool averages = mixing && !neighbors_.empty();
+  if (averages) CHORUS_RETURN_IF_ERROR(Average(round, deadline));
+  if (averages || waited) {
+    // What the responder averaged during the wait or the exchange.
+    std::lock_guard<std::mutex> lock(mu_);
+    SyncLocked(params);
   }
-  if (neighbors_.empty()) {
-    UpdateStats([](GossipStats& s) { ++s.mix_rounds; });
-    return Status::Ok();
+  UpdateStats([&](GossipStats& s) { ++(mixing ? s.mix_rounds : s.skipped_rounds); });
+  return Status::Ok();
+}
+
+Result<bool> PairwiseGossip::AwaitNeighbors(int64_t round, Deadline deadline) {
+  const Clock::time_point start = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  bool waited = false;
+  if (options_.max_staleness >= 0) {
+    const int64_t floor = round - options_.max_staleness;
+    auto caught_up = [&](size_t i) { return neighbor_finished_[i] != 0 || neighbor_round_[i] >= floor; };
+    auto what = [&](size_t i) {
+      const std::string at = neighbor_round_[i] == kNotHeard
+                                 ? "not heard from in this graph"
+                                 : "at round " + std::to_string(neighbor_round_[i]);
+      return "waiting for rank " + std::to_string(neighbors_[i]) + " (" + at + ") to enter round " +
+             std::to_string(floor) + " (max_staleness " + std::to_string(options_.max_staleness) + ")";
+    };
+    Status s = WaitForNeighborsLocked(lock, deadline, caught_up, what, &waited);
+    if (!s.ok()) {
+      lock.unlock();
+      return Err(Fail(std::move(s), round));
+    }
   }
+  // The lead this node starts its next step with, over the live neighbours heard from.
+  int64_t lead = 0;
+  for (size_t i = 0; i < neighbors_.size(); ++i) {
+    if (neighbor_finished_[i] == 0 && neighbor_round_[i] != kNotHeard) {
+      lead = std::max(lead, round - neighbor_round_[i]);
+    }
+  }
+  lock.unlock();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  UpdateStats([&](GossipStats& s) {
+    s.max_staleness_seen = std::max(s.max_staleness_seen, lead);
+    if (waited) {
+      ++s.staleness_waits;
+      s.staleness_wait_seconds += seconds;
+    }
+  });
+  return waited;
+}
+
+Status PairwiseGossip::WaitForNeighborsLocked(std::unique_lock<std::mutex>& lock, Deadline deadline,
+                                              const std::function<bool(size_t)>& done,
+                                              const std::function<std::string(size_t)>& what,
+                                              bool* waited) {
+  // A notice wakes the wait at once; the slices only bound how late an
+  // interrupt, a dead neighbour or the deadline is noticed.
+  constexpr Duration kMaxSlice = std::chrono::milliseconds(10);
+  Duration slice = std::max<Duration>(options_.retry_interval, std::chrono::microseconds(50));
+  *waited = false;
+  while (true) {
+    ReapLocked();
+    int first = -1;
+    for (size_t i = 0; i < neighbors_.size(); ++i) {
+      if (done(i)) continue;
+      if (first < 0) first = static_cast<int>(i);
+      if (!neighbor_error_[i].ok()) return neighbor_error_[i].WithContext(what(i));
+      if (transport_.PeerMarkedDead(neighbors_[i])) {
+        return Unavailable(what(i) + ": rank " + std::to_string(neighbors_[i]) + " is dead");
+      }
+    }
+    if (first < 0) return Status::Ok();
+    *waited = true;
+    if (!responder_status_.ok()) return responder_status_;
+    if (interrupted()) return Aborted("interrupted while " + what(first));
+    if (deadline.Expired()) return DeadlineExceeded(what(first));
+    neighbors_cv_.wait_for(lock, std::min<Duration>(slice, deadline.Remaining()));
+    slice = std::min<Duration>(slice * 2, kMaxSlice);
+  }
+}
+
+Status PairwiseGossip::Average(int64_t round, Deadline deadline) {
   auto pick = [&] { return neighbors_[rng_.Below(neighbors_.size())]; };
   Rank peer = pick();
   int busy_declines = 0;
-  auto stale_wait = options_.retry_interval;
-  constexpr std::chrono::microseconds kMaxStaleWait{10000};
   while (true) {
     uint8_t type = 0;
-    int64_t peer_step = 0;
-    bool peer_finished = false;
-    Status s = Attempt(peer, round, deadline, &type, &peer_step, &peer_finished);
+    Status s = Attempt(peer, round, deadline, &type);
     if (!s.ok()) return Fail(s, round);
-    if (type == kAccept || type == kDeclineRejected) break;
-    if (type == kDeclineBusy) {
-      UpdateStats([](GossipStats& st) { ++st.declined_busy; });
-      if (++busy_declines >= options_.max_attempts) break;
-      std::this_thread::sleep_for(options_.retry_interval);
-      peer = pick();
-      continue;
-    }
-    // kDeclineStale.
-    UpdateStats([](GossipStats& st) { ++st.declined_stale; });
-    const bool ahead = round - peer_step > options_.max_staleness;
-    if (!ahead || peer_finished || options_.staleness_policy == StalenessPolicy::kSkip) break;
-    if (interrupted()) return Fail(Aborted("interrupted while waiting for a stale peer"), round);
-    if (deadline.Expired()) {
-      return Fail(DeadlineExceeded("waiting for rank " + std::to_string(peer) + " (at step " +
-                                   std::to_string(peer_step) + ") to come within " +
-                                   std::to_string(options_.max_staleness) + " steps of step " +
-                                   std::to_string(round)),
-                  round);
-    }
-    std::this_thread::sleep_for(std::min<Duration>(stale_wait, deadline.Remaining()));
-    stale_wait = std::min(stale_wait * 2, kMaxStaleWait);
+    if (type != kDeclineBusy) return Status::Ok();  // accepted, or rejected for non-finite values
+    UpdateStats([](GossipStats& st) { ++st.declined_busy; });
+    if (++busy_declines >= options_.max_attempts) return Status::Ok();
+    std::this_thread::sleep_for(options_.retry_interval);
+    peer = pick();
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  SyncLocked(params);
-  UpdateStats([](GossipStats& s) { ++s.mix_rounds; });
-  return Status::Ok();
 }
 
 Status PairwiseGossip::Finish(std::span<float> params, Deadline deadline) {
@@ -484,6 +579,7 @@ Status PairwiseGossip::Finish(std::span<float> params, Deadline deadline) {
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;
     if (!responder_status_.ok()) return responder_status_;
+    SendNoticesLocked();
   }
   CHORUS_ASSIGN_OR_RETURN(Collective world, Collective::Create(transport_));
   CollectiveOptions options;
@@ -491,6 +587,17 @@ Status PairwiseGossip::Finish(std::span<float> params, Deadline deadline) {
   options.deadline = deadline;
   Status barrier = world.Barrier(options);
   if (!barrier.ok()) return barrier.WithContext("pairwise finish barrier");
+  {
+    // Each neighbour sent its finishing notice before the barrier, after all its
+    // other notices and requests to this node (one tag, in order).
+    std::unique_lock<std::mutex> lock(mu_);
+    bool waited = false;
+    Status drained = WaitForNeighborsLocked(
+        lock, deadline, [&](size_t i) { return neighbor_finished_[i] != 0; },
+        [&](size_t i) { return "waiting for the finishing notice of rank " + std::to_string(neighbors_[i]); },
+        &waited);
+    if (!drained.ok()) return drained.WithContext("pairwise finish");
+  }
   StopResponder();
   std::lock_guard<std::mutex> lock(mu_);
   SyncLocked(params);

@@ -31,17 +31,30 @@
 // concurrent collectives do), so the transport must accept calls from several
 // threads.
 //
-// Bounded staleness. Every message carries the sender's step (the last round
-// passed to Mix). If |step_i - step_j| > max_staleness, j answers DECLINE_STALE
-// with its step. The initiator, if it is the one ahead and policy is kWait,
-// waits (serving requests meanwhile), retrying the same j every retry_interval
-// until j is within the bound or the deadline passes (kDeadlineExceeded naming
-// j); if it is behind, j has finished (Finish), or policy is kSkip, it skips the
-// round. Stats: max_staleness_seen and staleness_sum over completed exchanges.
+// Bounded staleness (max_staleness = s >= 0). On entering Mix(round) a node
+// sends every neighbour a NOTICE(round), every round whether or not it
+// averages; its responder records each neighbour's latest round. Mix(round)
+// returns only once every neighbour has entered Mix(round - s) or later, or has
+// called Finish: a node starts local step k only after each live neighbour has
+// finished step k - 1 - s, i.e. no node runs more than s steps ahead of its
+// slowest live neighbour (s = 0: lock-step). The wait comes before the round's
+// averaging (the responder serves requests meanwhile) and ends at the Mix
+// deadline with kDeadlineExceeded naming the neighbour behind (kUnavailable
+// when it is known dead). A neighbour not yet heard from in the current graph (after Create or
+// SetTopology) counts as behind every round, so the first Mix of a graph waits
+// for each neighbour's first notice: the bound then holds even when nodes enter
+// a graph at different rounds. s < 0: no wait. Averaging is never declined for
+// staleness, so partners are at most s + 1 rounds apart (a node waiting in
+// Mix(r) serves the neighbour at r - s - 1 it waits for).
+// Stats: staleness_waits and staleness_wait_seconds; max_staleness_seen is the
+// max of |step_i - step_j| over completed exchanges (<= s + 1 when bounded) and
+// of round - (slowest live neighbour's round) when a Mix leaves its wait (<= s).
 //
-// End of training: every node calls Finish(deadline) after its last Mix; the
-// responder keeps serving until all nodes are there (a barrier over the
-// transport), then stops. The destructor stops the responder without a barrier.
+// End of training: every node calls Finish(deadline) after its last Mix; it
+// sends its neighbours a finishing notice, and the responder keeps serving until
+// all nodes are there (a barrier over the transport) and every neighbour's
+// finishing notice has arrived (so no notice is left unreceived), then stops.
+// The destructor stops the responder without a barrier.
 //
 // Non-finite requests are answered DECLINE_REJECTED and counted; non-finite
 // answers are counted and not mixed in (the responder has already applied its
@@ -57,10 +70,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <limits>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -71,21 +87,17 @@
 
 namespace chorus::gossip {
 
-enum class StalenessPolicy {
-  kWait,  // the node ahead waits (with the Mix deadline) for the peer to catch up
-  kSkip,  // the round's averaging is skipped
-};
-
 // The common settings (gossip_protocol.h; `period`: initiate an averaging
 // only every period-th round, the responder serves requests at any time; `seed`
 // also draws the neighbours), plus:
 struct PairwiseOptions : GossipOptions {
-  // Bound s on |step_i - step_j| for an averaging; < 0: unbounded.
+  // Bound s: Mix(round) waits until every live neighbour has entered
+  // Mix(round - s) (see the file comment); 0: lock-step; < 0: unbounded.
   int64_t max_staleness = -1;
-  StalenessPolicy staleness_policy = StalenessPolicy::kWait;
   // Busy declines: tries per round (each with a fresh random neighbour), >= 1.
   int max_attempts = 3;
-  // Pause before a retry after a decline.
+  // Pause before a retry after a busy decline; also the first slice of the
+  // staleness wait's back-off (which a notice ends early).
   std::chrono::microseconds retry_interval{200};
   // How often the responder wakes from its receive to check for a stop (> 0).
   std::chrono::milliseconds responder_wake{20};
@@ -103,22 +115,25 @@ class PairwiseGossip final : public GossipProtocol {
   ~PairwiseGossip() override;
 
   std::string_view Name() const override { return "pairwise"; }
-  // Applies pending averaging to params, then (on mixing rounds) averages with one
-  // random neighbour.
+  // Applies pending averaging to params, tells the neighbours `round`, waits for
+  // the staleness bound, then (on mixing rounds) averages with one random
+  // neighbour and applies what was averaged meanwhile.
   [[nodiscard]] Status Mix(std::span<float> params, int64_t round, Deadline deadline) override;
   // Stops the responder, installs the graph, restarts from params (public =
   // params, nothing pending or deferred) and starts the responder again.
   [[nodiscard]] Status SetTopology(topologies::Graph graph, uint32_t epoch,
                                    std::span<float> params) override;
 
-  // Serves requests until every rank has called Finish (barrier), applies what
-  // was averaged meanwhile to params, then stops the responder. Call once, after
-  // the last Mix.
+  // Tells the neighbours this node has finished (they no longer wait for it),
+  // serves requests until every rank has called Finish (barrier) and every
+  // neighbour's finishing notice has arrived, applies what was averaged
+  // meanwhile to params, then stops the responder. Call once, after the last Mix.
   [[nodiscard]] Status Finish(std::span<float> params, Deadline deadline);
 
  private:
   struct Message;
   struct Outgoing {
+    Rank to = -1;
     std::vector<std::byte> bytes;
     RequestPtr request;
   };
@@ -140,12 +155,35 @@ class PairwiseGossip final : public GossipProtocol {
   void ServeLocked(Rank from, const Message& request, std::span<const std::byte> payload);
   void ServeDeferredLocked();
   void SendLocked(Rank to, Tag tag, std::vector<std::byte> bytes);
+  // Reaps completed sends; a neighbour's send that failed kUnavailable is
+  // remembered (a staleness wait on that neighbour then ends with it).
   void ReapLocked();
+  void NoteSendFailureLocked(Rank to, const Status& status);
+
+  // Staleness bound (file comment). NOTICE(step_, finished_) to every neighbour.
+  void SendNoticesLocked();
+  // Records a neighbour's notice and wakes a waiting Mix or Finish.
+  void RecordNoticeLocked(Rank from, int64_t round, bool finished);
+  // Index in neighbors_ of `peer`, or -1.
+  int NeighborIndex(Rank peer) const;
+  // Waits (max_staleness >= 0) until every live neighbour has entered
+  // Mix(round - max_staleness); counts the wait and the lead in the stats.
+  // Returns whether it waited, or the error (already through Fail).
+  Result<bool> AwaitNeighbors(int64_t round, Deadline deadline);
+  // Waits on neighbors_cv_ (lock held, released while waiting), in slices that
+  // grow from retry_interval, until done(i) holds for every neighbour index i.
+  // Ends early with the error of a neighbour known dead, a responder error,
+  // kAborted on Interrupt, or at the deadline with kDeadlineExceeded saying
+  // what(i) of the first neighbour not done. *waited: whether it had to wait.
+  Status WaitForNeighborsLocked(std::unique_lock<std::mutex>& lock, Deadline deadline,
+                                const std::function<bool(size_t)>& done,
+                                const std::function<std::string(size_t)>& what, bool* waited);
+  // Averages with one random neighbour (busy declines: retries).
+  Status Average(int64_t round, Deadline deadline);
   // params += pending; pending = 0; public = params.
   void SyncLocked(std::span<float> params);
   // One attempt: request to `peer`, wait for the answer. Sets *answer_type.
-  Status Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type,
-                 int64_t* peer_step, bool* peer_finished);
+  Status Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type);
   // Attempt's steps. Encodes public_ into `request` (header first), fixes
   // own_sent_ and marks this node busy; returns the request's seq.
   Result<uint64_t> BeginRequest(int64_t round, std::vector<std::byte>& request);
@@ -157,7 +195,7 @@ class PairwiseGossip final : public GossipProtocol {
   // Reads the answer's header into the out-parameters; an error for a short
   // answer, another request's answer or an unknown type.
   Status ReadAnswerHeader(Rank peer, uint64_t seq, std::span<const std::byte> answer,
-                          uint8_t* answer_type, int64_t* peer_step, bool* peer_finished);
+                          uint8_t* answer_type, int64_t* peer_step);
   // Moves public_ halfway to the accepted answer's value (non-finite: counted, not mixed).
   Status MixAnswerLocked(Rank peer, int64_t peer_step, std::span<const std::byte> payload);
   // No longer busy: serves what was deferred; returns `status`.
@@ -185,6 +223,15 @@ class PairwiseGossip final : public GossipProtocol {
   std::deque<std::pair<Rank, std::vector<std::byte>>> deferred_;
   std::list<Outgoing> outgoing_;
   Status responder_status_;
+  // Per neighbour (index of neighbors_): the latest round of its notices
+  // (kNotHeard before the first of the current graph), whether it has
+  // finished, and a failed send to it (kUnavailable). neighbors_cv_ is
+  // notified on every notice.
+  static constexpr int64_t kNotHeard = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> neighbor_round_;
+  std::vector<char> neighbor_finished_;
+  std::vector<Status> neighbor_error_;
+  std::condition_variable neighbors_cv_;
 
   std::atomic<bool> stop_{false};
   std::thread responder_;

@@ -235,7 +235,7 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[exchange]\nprotocol = \"pushsum\"", "exchange.protocol: expected one of \"dpsgd\", \"pairwise-async\", "
                                             "\"push-sum\", \"choco\", got \"pushsum\" (did you mean \"push-sum\"?)"},
       {"[exchange]\nperiod = 0", "exchange.period: expected an integer >= 1, got 0"},
-      {"[exchange]\nmax_staleness = -1", "exchange.max_staleness: expected an integer >= 0, got -1"},
+      {"[exchange]\nmax_staleness = -2", "exchange.max_staleness: expected an integer >= -1, got -2"},
       {"[exchange]\ngamma = -0.5", "exchange.gamma: expected a number in (0, 1], got -0.5"},
       {"[exchange]\ngamma = 1.5", "exchange.gamma: expected a number in (0, 1], got 1.5"},
       {"[exchange]\nconsensus = \"exact\"", "exchange.consensus: expected one of \"allreduce\", \"rounds\", \"none\""},
