@@ -202,7 +202,6 @@ Status BatchSampler::Repartition(int rank, std::vector<int> shares, uint64_t par
 
 std::string BatchSampler::SharesText(const std::vector<int>& shares) const {
   const bool equal = std::ranges::count(shares, shares[0]) == static_cast<ptrdiff_t>(shares.size());
-  if (equal && shares[0] == batch_size_) return std::to_string(shares.size());
   if (equal) return std::to_string(shares.size()) + "x" + std::to_string(shares[0]);
   std::string out;
   for (size_t r = 0; r < shares.size(); ++r) out += (r > 0 ? "," : "") + std::to_string(shares[r]);
@@ -321,6 +320,24 @@ int BatchSampler::BatchesIn(int indices) const {
 }
 
 int BatchSampler::BatchesPerEpoch() const { return batches_before_ + BatchesIn(shard_size_); }
+
+namespace {
+int64_t Sum(const std::vector<int>& v) {
+  int64_t total = 0;
+  for (int x : v) total += x;
+  return total;
+}
+}  // namespace
+
+int64_t BatchSampler::SamplesTaken() const {
+  int64_t samples = 0;
+  for (size_t i = 1; i < cuts_.size(); ++i) samples += cuts_[i].batches_before * Sum(cuts_[i - 1].shares);
+  return samples + BatchesTakenInPartition() * Sum(shares_);
+}
+
+int64_t BatchSampler::SamplesPerEpoch() const {
+  return SamplesTaken() + (BatchesIn(shard_size_) - BatchesTakenInPartition()) * Sum(shares_);
+}
 
 int BatchSampler::BatchesTakenInPartition() const {
   const size_t b = static_cast<size_t>(batch_size());

@@ -82,8 +82,9 @@ class BatchSampler {
   [[nodiscard]] Status Repartition(int rank, std::vector<int> shares, uint64_t partition);
 
   // This epoch's partitions as text: "S@P" for the one it started with
-  // (partition id P; shares S: "W" for W equal shares of the batch this
-  // sampler was created with, "WxN" for W shares of N, else "b0,b1,..."), then
+  // (partition id P; shares S: "WxN" for W shares of N, else "b0,b1,...";
+  // Restore also reads "W" as W shares of the batch this sampler was created
+  // with, as histories before unequal batches said), then
   // ";B:S@P" for each Repartition after B batches of the partition before it.
   std::string History() const;
   // Rebuilds epoch `epoch` as `history` describes it (another node's, or a
@@ -100,6 +101,11 @@ class BatchSampler {
 
   // Batches of this epoch: taken in earlier partitions plus the current shard's.
   int BatchesPerEpoch() const;
+  // Samples of this epoch over all ranks: taken so far (every rank's batches
+  // of every partition), and in all (taken plus what the current partition
+  // holds). Equal on every rank.
+  int64_t SamplesTaken() const;
+  int64_t SamplesPerEpoch() const;
   // Batches of this epoch taken so far (all partitions), and in the current one.
   int BatchesTaken() const { return batches_before_ + BatchesTakenInPartition(); }
   int BatchesTakenInPartition() const;

@@ -305,15 +305,15 @@ const float* Model::Forward(const float* images, int n, bool training) {
   return in;
 }
 
-void Model::FinishParameterGradients(size_t layer, double loss_scale,
+void Model::FinishParameterGradients(size_t layer, double loss_scale, double gradient_weight,
                                      const GradientReadyFn& on_ready) {
-  const float inverse = static_cast<float>(1.0 / loss_scale);
+  const float inverse = static_cast<float>(gradient_weight / loss_scale);
   for (size_t p = layer_first_param_[layer + 1]; p-- > layer_first_param_[layer];) {
     float* g = grads_.data() + params_[p].offset;
     // FP16 gradients: round the scaled value (overflow becomes Inf), then unscale.
     if (precision_ == Precision::kFp16) {
       kernels::RoundToHalfScaled(g, params_[p].count, inverse);
-    } else if (loss_scale != 1.0) {
+    } else if (inverse != 1.0f) {
       kernels::Scale<float>(ctx_, params_[p].count, inverse, g);
     }
     if (on_ready) on_ready(static_cast<int>(p));
@@ -321,7 +321,8 @@ void Model::FinishParameterGradients(size_t layer, double loss_scale,
 }
 
 Model::PassResult Model::ForwardBackward(const float* images, const int32_t* labels, int n,
-                                         double loss_scale, const GradientReadyFn& on_ready) {
+                                         double loss_scale, const GradientReadyFn& on_ready,
+                                         double gradient_weight) {
   const float* logits = Forward(images, n, /*training=*/true);
   ++num_batches_tracked_;
   const bool half = precision_ == Precision::kFp16;
@@ -374,7 +375,7 @@ Model::PassResult Model::ForwardBackward(const float* images, const int32_t* lab
     }
     float* dx_or_null = i > 0 ? dx : nullptr;
     layer.Backward(run, n, x, y, dy, dx_or_null);
-    FinishParameterGradients(i, loss_scale, on_ready);
+    FinishParameterGradients(i, loss_scale, gradient_weight, on_ready);
     if (dx_or_null != nullptr) {
       if (half && !layer.PreservesHalf()) {
         kernels::RoundToHalf(dx, batch * layer.input_shape().Elements());

@@ -103,9 +103,11 @@ class Model {
 
   // Training-mode forward and backward of `n` images [n, input_shape] with
   // labels [n]. Writes every parameter's unscaled gradient into gradients()
-  // (Inf/NaN on FP16 overflow). loss_scale multiplies the loss gradient.
+  // (Inf/NaN on FP16 overflow), times `gradient_weight`. loss_scale
+  // multiplies the loss gradient.
   PassResult ForwardBackward(const float* images, const int32_t* labels, int n,
-                             double loss_scale, const GradientReadyFn& on_ready);
+                             double loss_scale, const GradientReadyFn& on_ready,
+                             double gradient_weight = 1.0);
 
   // Evaluation-mode forward (BatchNorm uses running statistics).
   PassResult Evaluate(const float* images, const int32_t* labels, int n);
@@ -140,7 +142,8 @@ class Model {
   void EnsureCapacity(int n, bool training);
   // Runs the forward pass; returns the logits (FP32; FP16-rounded in kFp16).
   const float* Forward(const float* images, int n, bool training);
-  void FinishParameterGradients(size_t layer, double loss_scale, const GradientReadyFn& on_ready);
+  void FinishParameterGradients(size_t layer, double loss_scale, double gradient_weight,
+                                const GradientReadyFn& on_ready);
 
   std::string name_;
   SampleShape input_;

@@ -128,6 +128,11 @@ Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
     buffers_.stale = true;
     grads_ = HostMirror{.stale = true};
     device_grads_finite_ = pass.gradients_finite;
+    if (gradient_weight_ != 1.0) {
+      const float w = static_cast<float>(gradient_weight_);
+      for (float& g : Gradients()) g *= w;  // uploaded again by ApplyUpdate
+      CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
+    }
     if (gradient_ready_) {
       // Someone reduces gradients as they become final: on a GPU they all are
       // at once, so hand them over (in the CPU model's order, last first).
@@ -139,7 +144,7 @@ Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
   }
   const Model::PassResult pass =
       model_->ForwardBackward(batch.images.data(), batch.labels.data(), batch.size,
-                              loss_scaler_.scale(), gradient_ready_);
+                              loss_scaler_.scale(), gradient_ready_, gradient_weight_);
   return ForwardBackwardResult{pass.loss, pass.correct, batch.size};
 }
 
@@ -165,12 +170,12 @@ Result<UpdateResult> Trainer::ApplyUpdate(int64_t step, double schedule_step) {
   }
   update.applied = loss_scaler_.Update(finite);
   if (update.applied && device_ != nullptr) {
-    CHORUS_RETURN_IF_ERROR(device_->Step(update.lr));
+    CHORUS_RETURN_IF_ERROR(device_->Step(update.lr * update_weight_));
     master_.stale = true;
     momentum_.stale = true;
   } else if (update.applied) {
     // The FP16 working copy is refreshed range by range as the optimizer writes.
-    optimizer_->Step(model_->master(), model_->gradients(), update.lr,
+    optimizer_->Step(model_->master(), model_->gradients(), update.lr * update_weight_,
                      [this](size_t offset, size_t count) {
                        model_->RefreshWorkingCopy(offset, count);
                      });

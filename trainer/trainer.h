@@ -143,6 +143,14 @@ class Trainer {
   void SetStepDoneHook(StepDoneHook hook) { step_done_ = std::move(hook); }
 
   double LearningRate(double step) const;
+  // This node's weight among unequal nodes (1 alone or among equal ones):
+  // `gradient` multiplies each pass's gradients (before any hook sees them),
+  // `update` the lr of each update. A node whose batch is b of a global batch
+  // B over W nodes weighs W * b / B, so that every sample counts the same.
+  void SetSampleWeights(double gradient, double update) {
+    gradient_weight_ = gradient;
+    update_weight_ = update;
+  }
   // The schedule's unit and scale: steps per epoch and the global batch (linear
   // scaling). A node that joins a running cluster takes the cluster's; the
   // global batch follows the membership.
@@ -168,6 +176,8 @@ class Trainer {
   LrScheduleOptions schedule_;
   GradientReadyHook gradient_ready_;
   StepDoneHook step_done_;
+  double gradient_weight_ = 1.0;
+  double update_weight_ = 1.0;
 
   // GPU only. One host copy of device state: `stale` when the device has newer
   // values, `out` when a mutable span was handed out (the caller may have

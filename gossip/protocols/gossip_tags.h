@@ -36,7 +36,7 @@ enum class GossipMessageKind : uint8_t {
   kDpsgd = 1,       // D-PSGD parameters (gossip_dpsgd.h)
   kPushSum = 2,     // push-sum shares (gossip_push_sum.h)
   kChoco = 3,       // CHOCO compressed differences (choco_gossip.h)
-  kPairwise = 4,    // pairwise (gossip_pairwise.h): round field 0 requests, 1 answers
+  kPairwise = 4,    // pairwise (pairwise_gossip.h): round field 0 requests and step notices, 1 answers
   kCollective = 5,  // tag bases of collective calls made by gossip (consensus, barriers)
 };
 static_assert((Tag{0x3f} << kGossipKindShift) < kGossipTagBit, "kinds fit in bits 56..61");
@@ -58,6 +58,11 @@ inline TagFilter GossipEpochFilter(uint32_t epoch) {
 inline Tag GossipTag(GossipMessageKind kind, uint8_t stream, uint32_t epoch, int64_t round) {
   return GossipPrefix(kind, stream, epoch) | (static_cast<Tag>(round) & kGossipRoundMask);
 }
+
+// The streams in use: 0 the protocols (GossipOptions::tag_stream), 255 the
+// consensus phase (ConsensusOptions::tag_stream), and this one: the exact
+// consensus distance that a node measures during training.
+inline constexpr uint8_t kDistanceTagStream = 254;
 
 // tag_base of the call_index-th collective call that gossip code makes on
 // (stream, epoch); successive calls get disjoint ranges of kTagsPerCollective.

@@ -32,6 +32,22 @@ inline constexpr EnumName<ProgressSetting> kProgressNames[] = {
     {ProgressSetting::kAuto, "auto"}, {ProgressSetting::kBar, "bar"},
     {ProgressSetting::kLines, "lines"}, {ProgressSetting::kOff, "off"}};
 
+// train.stop: when a run ends. kEpochs: after train.epochs passes over the
+// data (every node the same steps); kSamples: when the members together have
+// trained train.epochs x the training set's samples, each node as fast as it
+// can under an exchange that lets nodes run apart (pairwise gossip), and as
+// kEpochs under the others (their nodes step together).
+enum class StopSetting { kEpochs, kSamples };
+inline constexpr EnumName<StopSetting> kStopNames[] = {{StopSetting::kEpochs, "epochs"},
+                                                       {StopSetting::kSamples, "samples"}};
+
+// train.balance: how a synchronous all-reduce step's global batch is split.
+// kNone: each node trains its train.batch_size; kTime: the global batch (the
+// members' train.batch_size summed) is split by the nodes' measured speed.
+enum class BalanceSetting { kNone, kTime };
+inline constexpr EnumName<BalanceSetting> kBalanceNames[] = {{BalanceSetting::kNone, "none"},
+                                                             {BalanceSetting::kTime, "time"}};
+
 // exchange.kind: how replicas are kept together.
 enum class ExchangeKind { kNone, kAllreduce, kGossip };
 inline constexpr EnumName<ExchangeKind> kExchangeKindNames[] = {
@@ -59,6 +75,8 @@ inline constexpr EnumName<ConsensusSetting> kConsensusNames[] = {{ConsensusSetti
 
 // The name of a node setting's value, as written in TOML.
 inline std::string_view SettingName(ProgressSetting v) { return NameOf(kProgressNames, v); }
+inline std::string_view SettingName(StopSetting v) { return NameOf(kStopNames, v); }
+inline std::string_view SettingName(BalanceSetting v) { return NameOf(kBalanceNames, v); }
 inline std::string_view SettingName(ExchangeKind v) { return NameOf(kExchangeKindNames, v); }
 inline std::string_view SettingName(GossipProtocolKind v) { return NameOf(kGossipProtocolNames, v); }
 inline std::string_view SettingName(OnFailure v) { return NameOf(kOnFailureNames, v); }
@@ -102,6 +120,9 @@ struct TrainConfig {
   int log_every_steps = 50;
   int checkpoint_every_epochs = 1;  // 0: only at the end
   double slowdown = 0.0;            // sleep this fraction of each step's compute time
+  StopSetting stop = StopSetting::kEpochs;
+  BalanceSetting balance = BalanceSetting::kNone;
+  int balance_every_steps = 20;     // balance = "time": the split is re-measured this often
 
   bool operator==(const TrainConfig&) const = default;
 };
@@ -190,7 +211,7 @@ struct ExchangeConfig {
   // gossip
   GossipProtocolKind protocol = GossipProtocolKind::kDpsgd;
   int period = 1;                    // local SGD: H local steps between mixing rounds
-  int max_staleness = 0;             // pairwise-async: 0 = unbounded
+  int max_staleness = -1;            // pairwise-async: steps ahead of the slowest neighbour; -1: unbounded
   double gamma = 0.0;                // CHOCO consensus step size; 0: by codec (ChocoGamma, exchange/)
   // end of training
   ConsensusSetting consensus = ConsensusSetting::kAllreduce;

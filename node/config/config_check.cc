@@ -148,6 +148,7 @@ void CheckTrain(const Config& config, Checker& check) {
   check.IntAtLeast("train.log_every_steps", train.log_every_steps, 1);
   check.IntAtLeast("train.checkpoint_every_epochs", train.checkpoint_every_epochs, 0);
   check.NumberAtLeast("train.slowdown", train.slowdown, 0.0);
+  check.IntAtLeast("train.balance_every_steps", train.balance_every_steps, 1);
 }
 
 void CheckLossScale(const Config& config, Checker& check) {
@@ -216,7 +217,7 @@ void CheckExchange(const Config& config, Checker& check) {
   const ExchangeConfig& exchange = config.exchange;
   check.IntAtLeast("exchange.bucket_kib", exchange.bucket_kib, 1);
   check.IntAtLeast("exchange.period", exchange.period, 1);
-  check.IntAtLeast("exchange.max_staleness", exchange.max_staleness, 0);
+  check.IntAtLeast("exchange.max_staleness", exchange.max_staleness, -1);
   if (exchange.gamma != 0.0) check.NumberInHalfOpenUnit("exchange.gamma", exchange.gamma);
   check.NumberAbove("exchange.consensus_bound", exchange.consensus_bound, 0.0);
   check.IntAtLeast("exchange.consensus_max_rounds", exchange.consensus_max_rounds, 1);
@@ -248,6 +249,18 @@ void CheckGossipGraph(const Config& config, Checker& check) {
                "topology " + std::string(topologies::GraphKindName(config.topology.kind)) + " is directed; protocol " +
                    std::string(SettingName(config.exchange.protocol)) + " needs an undirected graph (use push-sum)",
                "exchange.protocol");
+  }
+}
+
+// Load balancing splits a synchronous step's global batch: only an all-reduce
+// has one (gossip nodes each train their own batch, and the asynchronous ones
+// run apart anyway).
+void CheckBalance(const Config& config, Checker& check) {
+  if (config.train.balance == BalanceSetting::kTime && config.exchange.kind != ExchangeKind::kAllreduce) {
+    check.Fail("train.balance",
+               "balance \"time\" splits an all-reduce step's global batch; exchange.kind is \"" +
+                   std::string(SettingName(config.exchange.kind)) + "\"",
+               "exchange.kind");
   }
 }
 
@@ -284,6 +297,7 @@ Status ValidateConfig(const Config& config) {
   CheckExchange(config, check);
   CheckTopology(config, check);
   CheckGossipGraph(config, check);
+  CheckBalance(config, check);
   return check.Finish();
 }
 

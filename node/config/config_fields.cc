@@ -123,6 +123,11 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(train, log_every_steps, "progress lines and metrics"),
     CHORUS_CONFIG_FIELD(train, checkpoint_every_epochs, "0: only at the end"),
     CHORUS_CONFIG_FIELD(train, slowdown, "sleep this fraction of each step's compute"),
+    CHORUS_CONFIG_CHOICE(train, stop, kStopNames, AnyValue,
+                         "end (samples: when the members together trained epochs x the training set): "),
+    CHORUS_CONFIG_CHOICE(train, balance, kBalanceNames, AnyValue,
+                         "all-reduce's global batch split (time: by measured speed): "),
+    CHORUS_CONFIG_FIELD(train, balance_every_steps, "balance = \"time\": steps between re-measurements"),
 
     CHORUS_CONFIG_FIELD(loss_scale, initial, "dynamic loss scale at start"),
     CHORUS_CONFIG_FIELD(loss_scale, growth_interval, "clean steps before the scale grows"),
@@ -169,7 +174,9 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_CHOICE(exchange, on_failure, kOnFailureNames, AnyValue, "allreduce, after a member died (continue: re-form over the survivors): "),
     CHORUS_CONFIG_CHOICE(exchange, protocol, kGossipProtocolNames, AnyValue, "gossip: "),
     CHORUS_CONFIG_FIELD(exchange, period, "gossip: local steps between mixing rounds, >= 1"),
-    CHORUS_CONFIG_FIELD(exchange, max_staleness, "pairwise-async: 0 = unbounded"),
+    CHORUS_CONFIG_FIELD(exchange, max_staleness,
+                        "pairwise-async: no node starts a step more than this many steps ahead of its slowest "
+                        "neighbour (0: lock-step; -1: unbounded)"),
     CHORUS_CONFIG_FIELD(exchange, gamma, "choco: consensus step size, in (0, 1]; 0: 0.8 for sign/int8/fp16/none, 0.2 for top-k/random-k"),
     CHORUS_CONFIG_CHOICE(exchange, consensus, kConsensusNames, AnyValue, "end of training: "),
     CHORUS_CONFIG_FIELD(exchange, consensus_bound, "relative consensus distance to reach, > 0"),

@@ -81,9 +81,15 @@ struct EpochAck {
   sender @2 :Text;
 }
 
+# `samples`: what the sender has trained so far (the cluster's sample count
+# is the sum over members, departed ones included). `joinersAt`: set by the
+# coordinator to epoch + 1 while nodes wait to be admitted at `epoch` (0: none),
+# so that members whose steps run apart meet for an admission only then.
 struct Heartbeat {
   epoch @0 :UInt64;
   sender @1 :Text;
+  samples @2 :UInt64;
+  joinersAt @3 :UInt64;
 }
 
 # `stopping`: the leaver stops before its run's end (SIGINT/SIGTERM), so the

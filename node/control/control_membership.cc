@@ -479,6 +479,17 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
   // A heartbeat from a node that is not (or no longer) a member here: it may
   // have missed the epoch that removed it. Our state tells it where it stands.
   if (!formed_ || (phase_ != Phase::kMember && phase_ != Phase::kLeaving)) return;
+  if (view_.Find(h.sender) && !Gone(h.sender)) {
+    SamplesHeard& heard = samples_heard_[h.sender];
+    const Clock::time_point now = Clock::now();
+    if (h.samples > heard.samples) {
+      const double dt = std::chrono::duration<double>(now - heard.at).count();
+      heard.per_second = heard.samples > 0 && dt > 0 ? static_cast<double>(h.samples - heard.samples) / dt : 0.0;
+      heard.samples = h.samples;
+      heard.at = now;
+    }
+    if (h.sender == ExpectedCoordinator()) joiners_at_heard_ = h.joiners_at;
+  }
   if (h.sender != self_.name && (!view_.Find(h.sender) || Gone(h.sender)) && h.epoch <= view_.epoch) {
     conn->Send(BuildState());
   }
@@ -524,7 +535,8 @@ void ControlPlaneImpl::OnTick() {
   const Duration since_last_tick = now - last_tick_;
   last_tick_ = now;
   if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
-  const msg::Heartbeat heartbeat{view_.epoch, self_.name};
+  const msg::Heartbeat heartbeat{view_.epoch, self_.name, progress_samples_,
+                                 IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
   for (const auto& [name, conn] : peers_) {
     if (conn->established()) conn->Send(heartbeat);
   }

@@ -127,6 +127,8 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           auto b = env.initHeartbeat();
           b.setEpoch(m.epoch);
           b.setSender(TextOf(m.sender));
+          b.setSamples(m.samples);
+          b.setJoinersAt(m.joiners_at);
         } else if constexpr (std::is_same_v<T, msg::Leave>) {
           auto b = env.initLeave();
           b.setEpoch(m.epoch);
@@ -257,7 +259,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
     }
     case wire::Envelope::HEARTBEAT: {
       auto r = env.getHeartbeat();
-      return msg::Heartbeat{r.getEpoch(), StringOf(r.getSender())};
+      return msg::Heartbeat{r.getEpoch(), StringOf(r.getSender()), r.getSamples(), r.getJoinersAt()};
     }
     case wire::Envelope::LEAVE: {
       auto r = env.getLeave();

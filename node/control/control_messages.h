@@ -89,6 +89,8 @@ struct EpochAck {
 struct Heartbeat {
   uint64_t epoch = 0;
   std::string sender;
+  uint64_t samples = 0;     // trained by the sender so far
+  uint64_t joiners_at = 0;  // coordinator: epoch + 1 while joiners wait (0: none)
 };
 struct Leave {
   uint64_t epoch = 0;

@@ -110,6 +110,9 @@ Status ControlPlane::Leave(Deadline deadline, LeaveKind kind) { return impl_->Le
 void ControlPlane::ReportProgress(int64_t step, int64_t next_admission_step) {
   impl_->ReportProgress(step, next_admission_step);
 }
+void ControlPlane::ReportSamples(uint64_t samples) { impl_->ReportSamples(samples); }
+uint64_t ControlPlane::ClusterSamples() const { return impl_->ClusterSamples(); }
+bool ControlPlane::JoinersWaiting() const { return impl_->JoinersWaiting(); }
 
 // ---------------------------------------------------------------------------
 // Start-up and shutdown
@@ -574,6 +577,37 @@ void ControlPlaneImpl::ReportProgress(int64_t step, int64_t next_admission_step)
   std::lock_guard<std::mutex> lock(mu_);
   progress_step_ = step;
   progress_next_admission_ = next_admission_step;
+}
+
+void ControlPlaneImpl::ReportSamples(uint64_t samples) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_samples_ = samples;
+}
+
+uint64_t ControlPlaneImpl::ClusterSamples() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t total = progress_samples_;
+  const Clock::time_point now = Clock::now();
+  // A live member's count is extrapolated at its last rate for up to two
+  // heartbeat intervals (its next count is on the way), so that nodes that
+  // stop on the cluster's total overshoot it by less than a heartbeat's worth.
+  const double horizon = 2 * std::chrono::duration<double>(heartbeat_interval_).count();
+  for (const auto& [name, heard] : samples_heard_) {
+    if (name == self_.name) continue;
+    total += heard.samples;
+    if (!Gone(name) && view_.Find(name)) {
+      const double since = std::min(horizon, std::chrono::duration<double>(now - heard.at).count());
+      total += static_cast<uint64_t>(heard.per_second * std::max(0.0, since));
+    }
+  }
+  return total;
+}
+
+bool ControlPlaneImpl::JoinersWaiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (phase_ != Phase::kMember) return false;
+  if (IsCoordinator()) return !applicants_.empty();
+  return joiners_at_heard_ == view_.epoch + 1;
 }
 
 std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {

@@ -152,6 +152,15 @@ class ControlPlane {
   // Where the training loop stands: its latest step and the step of its next
   // admission point (0: unknown). Only stored; the coordinator tells joiners.
   void ReportProgress(int64_t step, int64_t next_admission_step);
+  // The samples this node has trained so far; heartbeats carry it.
+  void ReportSamples(uint64_t samples);
+  // The samples the cluster has trained: this node's, plus the latest count
+  // heard from every other member, departed ones included (up to a heartbeat
+  // interval old).
+  uint64_t ClusterSamples() const;
+  // True while nodes wait to be admitted at the current epoch: the
+  // coordinator's applicants, as its heartbeats tell the members.
+  bool JoinersWaiting() const;
 
   // Tells the others this node leaves, waits until they have moved to an epoch
   // without it (or nobody is left to confirm), then closes every connection.

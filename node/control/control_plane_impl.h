@@ -70,6 +70,9 @@ class ControlPlaneImpl : public Connection::Listener {
   std::vector<std::string> PendingJoiners() const;
   Status Leave(Deadline deadline, LeaveKind kind);
   void ReportProgress(int64_t step, int64_t next_admission_step);
+  void ReportSamples(uint64_t samples);
+  uint64_t ClusterSamples() const;
+  bool JoinersWaiting() const;
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;
@@ -326,6 +329,14 @@ class ControlPlaneImpl : public Connection::Listener {
   Clock::time_point last_wait_log_{};
   int64_t progress_step_ = -1;              // ReportProgress
   int64_t progress_next_admission_ = 0;
+  uint64_t progress_samples_ = 0;
+  struct SamplesHeard {  // a member's latest heartbeat count, and its rate since the one before
+    uint64_t samples = 0;
+    Clock::time_point at;
+    double per_second = 0.0;
+  };
+  std::map<std::string, SamplesHeard> samples_heard_;  // departed members kept
+  uint64_t joiners_at_heard_ = 0;                  // the coordinator's last joiners_at
 
   // Joining.
   int join_redirects_ = 0;

@@ -6,8 +6,17 @@
 
 #include "common/log.h"
 #include "node/cluster/step_agreement.h"
+#include "node/exchange/batch_norm_state.h"
 
 namespace chorus::node {
+namespace {
+
+// The tags of a re-form's broadcasts in membership epoch `epoch`:
+// ResyncTagBase + k * kTagsPerCollective for k = 0..3 (live_state.h lists
+// every range of EpochTagBase's).
+gossip::Tag ResyncTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{1} << 39); }
+
+}  // namespace
 
 gossip::AllreduceCrossovers CrossoversFromConfig(gossip::FabricProvider provider, const CrossoversConfig& x) {
   gossip::AllreduceCrossovers out = gossip::CrossoversForProvider(provider);
@@ -110,6 +119,23 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   return Failed(s, "step " + std::to_string(step) + ": all-reduce", step + 1, /*abandon=*/true);
 }
 
+Result<std::vector<double>> AllreduceExchange::GatherFromMembers(double mine) {
+  const MembershipView& view = session_->view;
+  std::vector<float> values(static_cast<size_t>(view.size()), 0.0f);
+  values[static_cast<size_t>(view.self_rank)] = static_cast<float>(mine);
+  gossip::AllreduceOptions o;
+  o.algorithm = gossip::AllreduceAlgorithm::kRing;
+  o.tag_base = EpochTagBase(view.epoch) + (gossip::Tag{5} << 37);  // live_state.h lists the ranges
+  o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  Status s = collective_->Allreduce(std::span<float>(values), o);
+  if (!s.ok()) {
+    CHORUS_RETURN_IF_ERROR(Failed(s, "gathering values from the members", live_ != nullptr ? live_->NextStep() : 0,
+                                  /*abandon=*/false));
+    return std::vector<double>();
+  }
+  return std::vector<double>(values.begin(), values.end());
+}
+
 Status AllreduceExchange::Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon) {
   return StopOrReform(config_, failure, what, [&] { return Reform(failure, next_step, abandon); });
 }
@@ -139,22 +165,27 @@ Status AllreduceExchange::Joined() {
 }
 
 Status AllreduceExchange::Finish() {
+  const MembershipView& view = session_->view;
+  if (view.size() < 2) return Status::Ok();
+  const Deadline deadline = ReformDeadline(config_);
   // CPU nodes are bitwise identical after every step (same arithmetic on the
   // same averaged gradients). A GPU applies the update with other arithmetic
   // (FMA, reduction order), so with one in the cluster the replicas drift
   // apart in the last bits: end with rank 0's model everywhere.
-  const MembershipView& view = session_->view;
   const bool any_gpu = std::any_of(view.members.begin(), view.members.end(),
                                    [](const Member& m) { return m.device.on_gpu(); });
-  if (!any_gpu || view.size() < 2) return Status::Ok();
-  gossip::CollectiveOptions bo;
-  bo.tag_base = EpochTagBase(view.epoch) + (uint64_t{1} << 38);
-  bo.deadline = ReformDeadline(config_);
-  CHORUS_RETURN_IF_ERROR(
-      collective_->Broadcast(std::as_writable_bytes(trainer_->MasterWeights()), 0, bo));
-  trainer_->RefreshWorkingCopy();
-  CHORUS_LOG_INFO(Subsys::kGossip, "GPU nodes in the cluster: every node ends with rank 0's model");
-  return Status::Ok();
+  if (any_gpu) {
+    gossip::CollectiveOptions bo;
+    bo.tag_base = FinishTagBase(view.epoch);
+    bo.deadline = deadline;
+    CHORUS_RETURN_IF_ERROR(
+        collective_->Broadcast(std::as_writable_bytes(trainer_->MasterWeights()), 0, bo));
+    trainer_->RefreshWorkingCopy();
+    CHORUS_LOG_INFO(Subsys::kGossip, "GPU nodes in the cluster: every node ends with rank 0's model");
+  }
+  // Each node's BatchNorm saw only its own batches: one mean for the model file.
+  return AverageBatchNormState(*collective_, *trainer_, FinishTagBase(view.epoch) + gossip::kTagsPerCollective,
+                               deadline);
 }
 
 Status AllreduceExchange::Reform(const Status& failure, int64_t next_step, bool abandon) {
@@ -187,7 +218,7 @@ Status AllreduceExchange::Resumed(int64_t next_step) { return Resynchronize(sess
 Status AllreduceExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
   std::span<float> master = trainer_->MasterWeights();
   gossip::CollectiveOptions bo;
-  bo.tag_base = EpochTagBase(view.epoch) + (uint64_t{1} << 39);
+  bo.tag_base = ResyncTagBase(view.epoch);
   bo.deadline = ReformDeadline(config_);
   CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(master), 0, bo));
   // The optimizer and loss-scaler state too: a survivor that applied the failed
@@ -200,6 +231,9 @@ Status AllreduceExchange::Resynchronize(const MembershipView& view, int64_t next
   CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(std::span(&scaler, 1)), 0, bo));
   CHORUS_RETURN_IF_ERROR(trainer_->loss_scaler().Restore(scaler));
   trainer_->RefreshWorkingCopy();
+  // And the BatchNorm statistics, so that the model stays one as a whole.
+  bo.tag_base += gossip::kTagsPerCollective;
+  CHORUS_RETURN_IF_ERROR(BroadcastBatchNormState(*collective_, *trainer_, bo.tag_base, bo.deadline));
   CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(*collective_, view, next_step, config_));
   return Status::Ok();
 }

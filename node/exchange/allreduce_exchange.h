@@ -8,8 +8,9 @@
 // A failed collective (dead peer) either stops the node cleanly
 // (exchange.on_failure = "stop") or waits for the next membership epoch,
 // re-forms the collective over the survivors, re-synchronises the parameters,
-// momentum and loss scaler from the new rank 0, and abandons that step on every
-// survivor (TakeStepAbandoned: no update is applied for it).
+// momentum, loss scaler and BatchNorm statistics from the new rank 0, and
+// abandons that step on every survivor (TakeStepAbandoned: no update is
+// applied for it).
 //
 // Must not: change the model other than through the trainer's buffers.
 #pragma once
@@ -37,13 +38,20 @@ class AllreduceExchange final : public Exchange {
   // FP16 on the wire: the step's loss scale is the wire scale (FusionEngine).
   [[nodiscard]] Status BeforeStep(int64_t step) override;
   [[nodiscard]] Status AfterBackward(int64_t step, int local_samples) override;
-  // With a GPU in the cluster, ends with rank 0's model on every node (see .cc).
+  // Ends with one model on every node: the BatchNorm statistics averaged
+  // (batch_norm_state.h) and, with a GPU in the cluster, rank 0's weights (see .cc).
   [[nodiscard]] Status Finish() override;
   nlohmann::json Metrics() const override;
+  // 0 without communicating: every node applies the same update to the same
+  // weights (with a GPU in the cluster, the same up to rounding; Finish makes
+  // them one).
+  [[nodiscard]] Result<double> ExactConsensusDistance(int64_t /*step*/) override { return 0.0; }
   int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   bool TakeStepAbandoned() override { return std::exchange(step_abandoned_, false); }
   bool StepsInLockstep() const override { return true; }
+  Weighting SampleWeighting() const override { return Weighting::kGradient; }
+  [[nodiscard]] Result<std::vector<double>> GatherFromMembers(double mine) override;
   [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
   [[nodiscard]] Status Joined() override;
 
@@ -66,8 +74,8 @@ class AllreduceExchange final : public Exchange {
   // largest `next_step`: steps_to_skip_). `abandon`: the loop's current step
   // is not applied (a failed step's all-reduce).
   [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step, bool abandon);
-  // Every member of `view` takes rank 0's master, momentum and loss scale, and
-  // the largest `next_step` of them (steps_to_skip_).
+  // Every member of `view` takes rank 0's master, momentum, loss scale and
+  // BatchNorm statistics, and the largest `next_step` of them (steps_to_skip_).
   [[nodiscard]] Status Resynchronize(const MembershipView& view, int64_t next_step);
 
   const Config& config_;

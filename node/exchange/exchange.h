@@ -10,8 +10,10 @@
 //   trainer.ApplyUpdate       LARS / SGD on the FP32 master
 //   AfterUpdate(step)         gossip: mix the master with neighbours
 //
-// and Finish() once after the last step (consensus phase). The single-node
-// exchange does nothing. Implementations live in node/ (wiring gossip/ to the
+// and Finish() once after the last step (consensus phase), after which every
+// node holds the same model, BatchNorm statistics included. At each evaluation
+// the loop asks for ExactConsensusDistance. The single-node exchange does
+// nothing. Implementations live in node/ (wiring gossip/ to the
 // trainer); the trainer never sees them.
 #pragma once
 
@@ -77,12 +79,55 @@ class Exchange {
   // it (all-reduce): the nodes then stop before one agreed step on a signal
   // (TrainLoop), so their checkpoints agree. Gossip nodes run steps apart.
   virtual bool StepsInLockstep() const { return false; }
+  // True when the nodes' steps are not matched at all (asynchronous pairwise
+  // gossip): under train.stop = "samples" each node then trains as fast as it
+  // can, and nothing waits for step numbers to meet.
+  virtual bool StepsRunApart() const { return false; }
+  // How a node's sample weight (W * b / B for a batch b of a global batch B
+  // over W nodes: Trainer::SetSampleWeights) applies: an all-reduce weights the
+  // gradients it averages; gossip weights each node's update instead, since
+  // under LARS a step follows ||w|| / ||g|| and a gradient weight would cancel.
+  enum class Weighting { kNone, kGradient, kUpdate };
+  virtual Weighting SampleWeighting() const { return Weighting::kNone; }
+  // Every member's `mine`, in rank order: a collective of the current
+  // membership that every member calls between the same steps (load
+  // balancing's speeds). Empty when a member was lost on the way and the
+  // exchange re-formed (as any failure: exchange.on_failure). Unimplemented
+  // where the exchange has no collective.
+  [[nodiscard]] virtual Result<std::vector<double>> GatherFromMembers(double /*mine*/) {
+    return Err(Unimplemented(Describe() + " gathers no values"));
+  }
   // Fields merged into each metrics record (bytes sent/received, consensus distance...).
   virtual nlohmann::json Metrics() const { return nlohmann::json::object(); }
 
+  // What ExactConsensusDistance returns where it does not measure.
+  static constexpr double kNotMeasured = -1.0;
+  // The exact relative consensus distance max_i ||x_i - x_mean|| / ||x_mean||
+  // over the members' FP32 master weights after `step` steps
+  // (gossip/protocols/consensus.h), the same value on every member, or
+  // kNotMeasured. Where it measures it is a collective: every member calls it
+  // after the same steps, which TrainingLoop::Evaluate does in a lockstep
+  // gossip exchange (every member evaluates after the same steps). Not
+  // measured: alone; under the pairwise-async protocol, whose nodes reach a
+  // step at different times; after SetEvaluationsInLockstep(false). Under
+  // all-reduce it is 0 by construction, returned without communicating. A
+  // member lost during the measurement is no error here: the result is
+  // kNotMeasured and the exchange's next step meets the failure.
+  [[nodiscard]] virtual Result<double> ExactConsensusDistance(int64_t /*step*/) { return kNotMeasured; }
+  // False where the members do not all evaluate after the same steps (a
+  // simulation evaluates on a sample of its nodes): ExactConsensusDistance
+  // then does not measure. True by default.
+  void SetEvaluationsInLockstep(bool lockstep) { evaluations_in_lockstep_ = lockstep; }
+
  protected:
   LiveState* live_ = nullptr;
+  bool evaluations_in_lockstep_ = true;
 };
+
+// The tags of the collectives an exchange runs outside its protocol at
+// Finish, in membership epoch `epoch`: FinishTagBase + k * kTagsPerCollective
+// for k = 0..3 (live_state.h lists every range of EpochTagBase's).
+inline gossip::Tag FinishTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{1} << 38); }
 
 // One node alone: no communication.
 class SoloExchange final : public Exchange {

@@ -8,10 +8,12 @@
 #include "gossip/codecs/codec.h"
 #include "gossip/protocols/consensus.h"
 #include "gossip/protocols/dpsgd_gossip.h"
+#include "gossip/protocols/gossip_tags.h"
 #include "gossip/protocols/pairwise_gossip.h"
 #include "gossip/protocols/push_sum_gossip.h"
 #include "node/exchange/allreduce_exchange.h"
 #include "node/cluster/step_agreement.h"
+#include "node/exchange/batch_norm_state.h"
 #include "topologies/spectral_gap.h"
 #include "topologies/topology_spec.h"
 
@@ -115,7 +117,7 @@ Status GossipExchange::BuildProtocol() {
       // Each node draws its own sequence of neighbours.
       auto o = CommonOptions<gossip::PairwiseOptions>(codec, ec.period, epoch,
                                                       seed + static_cast<uint64_t>(view.self_rank));
-      o.max_staleness = ec.max_staleness > 0 ? ec.max_staleness : -1;
+      o.max_staleness = ec.max_staleness;
       CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PairwiseGossip::Create(t, graph, o, params));
       pairwise_ = true;
       break;
@@ -171,7 +173,10 @@ Result<int64_t> GossipExchange::ShareAndBuild(const MembershipView& view, int64_
 Status GossipExchange::ReformAt(const MembershipView& next, int64_t next_step) {
   protocol_.reset();
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
-  return StatusOf(ShareAndBuild(next, next_step, /*agree=*/true));
+  // Nodes that train as fast as they can (pairwise under train.stop =
+  // "samples") stand steps apart by design: nothing matches their steps.
+  const bool free_running = pairwise_ && config_.train.stop == StopSetting::kSamples;
+  return StatusOf(ShareAndBuild(next, next_step, /*agree=*/!free_running));
 }
 
 Status GossipExchange::Admit(const MembershipView& next, int64_t next_step) {
@@ -220,21 +225,69 @@ Status GossipExchange::Finish() {
   const topologies::Graph* g = graph && graph->IsUndirected() ? &*graph : nullptr;
   const int64_t begin = NowMicros();
   CHORUS_ASSIGN_OR_RETURN(gossip::ConsensusReport report, gossip::RunConsensus(world, g, params, o));
-  if (trace_) trace_->Add("consensus", 1, begin, NowMicros(), -1);
-  trainer_->RefreshWorkingCopy();
   consensus_before_ = report.distance_before;
   consensus_after_ = report.distance_after;
   CHORUS_LOG_INFO(Subsys::kGossip, "consensus (", SettingName(config_.exchange.consensus),
                   "): relative distance ", report.distance_before, " -> ", report.distance_after,
                   report.identical ? ", replicas bitwise identical" : "", ", checksum ",
                   report.checksum);
+  CHORUS_RETURN_IF_ERROR(MakeOneModel(world, report.identical, deadline));
+  if (trace_) trace_->Add("consensus", 1, begin, NowMicros(), -1);
   return Status::Ok();
+}
+
+// Rounds leave the replicas within the bound, not equal: rank 0's, within the
+// bound of every other, becomes everyone's. The running statistics are then
+// averaged exactly (batch_norm_state.h). Tags: FinishTagBase + k *
+// kTagsPerCollective, k = 0 for the weights and 1, 2 for the statistics.
+Status GossipExchange::MakeOneModel(const gossip::Collective& world, bool identical, Deadline deadline) {
+  const gossip::Tag tag_base = FinishTagBase(session_->view.epoch);
+  std::span<float> params = trainer_->MasterWeights();
+  if (!identical && world.size() > 1) {
+    gossip::CollectiveOptions bo;
+    bo.tag_base = tag_base;
+    bo.deadline = deadline;
+    CHORUS_RETURN_IF_ERROR(world.Broadcast(std::as_writable_bytes(params), 0, bo).WithContext("final model"));
+    CHORUS_LOG_INFO(Subsys::kGossip, "every node takes rank 0's replica: checksum ", gossip::Fnv1a64(params));
+  }
+  trainer_->RefreshWorkingCopy();
+  return AverageBatchNormState(world, *trainer_, tag_base + gossip::kTagsPerCollective, deadline);
+}
+
+Result<double> GossipExchange::ExactConsensusDistance(int64_t step) {
+  if (pairwise_ || !evaluations_in_lockstep_ || session_->view.size() < 2) return kNotMeasured;
+  if (step == measured_step_) return measured_distance_;
+  gossip::Transport& transport = *session_->transport;
+  const gossip::TransportStats before = transport.Stats();
+  const int64_t begin = NowMicros();
+  Result<double> distance = [&]() -> Result<double> {
+    CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
+                            gossip::Collective::Create(transport, HostKeys(session_->view)));
+    gossip::AllreduceOptions o;
+    o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+    const gossip::Tag tag_base = gossip::GossipCollectiveTagBase(
+        gossip::kDistanceTagStream, static_cast<uint32_t>(session_->view.epoch), 2 * static_cast<uint64_t>(step));
+    return gossip::MeasureConsensusDistance(world, trainer_->MasterWeights(), o, tag_base);
+  }();
+  const int64_t end = NowMicros();
+  const gossip::TransportStats after = transport.Stats();
+  measure_bytes_sent_ += after.bytes_sent - before.bytes_sent;
+  measure_bytes_received_ += after.bytes_received - before.bytes_received;
+  measure_seconds_ += static_cast<double>(end - begin) * 1e-6;
+  if (trace_) trace_->Add("consensus distance", 1, begin, end, step);
+  measured_step_ = step;
+  measured_distance_ = distance ? *distance : kNotMeasured;
+  if (!distance) {
+    CHORUS_LOG_WARN(Subsys::kGossip, "after step ", step, ": consensus distance not measured: ",
+                    distance.error().ToString());
+  }
+  return measured_distance_;
 }
 
 nlohmann::json GossipExchange::Metrics() const {
   gossip::TransportStats t = session_->transport->Stats();
-  nlohmann::json m = {{"bytes_sent", t.bytes_sent},
-                      {"bytes_received", t.bytes_received},
+  nlohmann::json m = {{"bytes_sent", t.bytes_sent - measure_bytes_sent_},
+                      {"bytes_received", t.bytes_received - measure_bytes_received_},
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"spectral_gap", spectral_gap_},
@@ -247,6 +300,14 @@ nlohmann::json GossipExchange::Metrics() const {
     m["mix_rounds"] = s.mix_rounds;
     m["exchanges"] = s.exchanges;
     m["max_staleness_seen"] = s.max_staleness_seen;
+    if (pairwise_) {
+      m["staleness_waits"] = s.staleness_waits;
+      m["staleness_wait_seconds"] = s.staleness_wait_seconds;
+    }
+  }
+  if (measured_step_ >= 0) {
+    m["consensus_measure_bytes_sent"] = measure_bytes_sent_;
+    m["consensus_measure_seconds"] = measure_seconds_;
   }
   if (consensus_before_ >= 0) {
     m["consensus_distance_before"] = consensus_before_;

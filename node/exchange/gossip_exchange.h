@@ -2,8 +2,9 @@
 // FP32 master weights are mixed with the neighbours on the configured graph by
 // the configured protocol (D-PSGD, pairwise async, push-sum, CHOCO with a
 // codec; local SGD through exchange.period); at the end a consensus phase makes
-// every replica the same. A dead neighbour makes the node wait for the next
-// membership epoch, rebuild the graph over the survivors and go on.
+// every replica the same, BatchNorm statistics included (exchange.consensus
+// "none" leaves them as they are). A dead neighbour makes the node wait for
+// the next membership epoch, rebuild the graph over the survivors and go on.
 //
 // Must not: know a protocol's internals; it only picks and drives one.
 #pragma once
@@ -35,11 +36,20 @@ class GossipExchange final : public Exchange {
   std::string Describe() const override;
   [[nodiscard]] Status AfterUpdate(int64_t step) override;
   [[nodiscard]] Status Finish() override;
+  // Bytes and seconds of the measurements stay out of bytes_sent and
+  // bytes_received (consensus_measure_bytes_sent, consensus_measure_seconds):
+  // curves against bytes show what training costs.
   nlohmann::json Metrics() const override;
+  // Two all-reduces over the members (consensus.h), on the tag stream
+  // gossip::kDistanceTagStream at call index 2 * step; a second call after the
+  // same step returns the first's result without communicating.
+  [[nodiscard]] Result<double> ExactConsensusDistance(int64_t step) override;
   int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
   [[nodiscard]] Status Joined() override;
+  bool StepsRunApart() const override { return pairwise_; }
+  Weighting SampleWeighting() const override { return Weighting::kUpdate; }
 
  private:
   GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
@@ -63,6 +73,9 @@ class GossipExchange final : public Exchange {
   // Rounds are matched by step: the members of `view` resume together from
   // the largest `next_step` of them (steps_to_skip_).
   [[nodiscard]] Status AgreeOnStep(const MembershipView& view, int64_t next_step);
+  // After the consensus phase over `world`: the replicas' bytes made one
+  // (rank 0's, unless `identical` already) and the BatchNorm statistics averaged.
+  [[nodiscard]] Status MakeOneModel(const gossip::Collective& world, bool identical, Deadline deadline);
 
   const Config& config_;
   ClusterSession* session_;
@@ -73,6 +86,12 @@ class GossipExchange final : public Exchange {
   double spectral_gap_ = 0.0;
   double known_spectral_gap_ = -1.0;  // for the first graph only (Create)
   double consensus_before_ = -1.0, consensus_after_ = -1.0;
+  // ExactConsensusDistance: the last step measured and its result, and what
+  // the measurements cost.
+  int64_t measured_step_ = -1;
+  double measured_distance_ = kNotMeasured;
+  uint64_t measure_bytes_sent_ = 0, measure_bytes_received_ = 0;
+  double measure_seconds_ = 0.0;
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;
   int64_t steps_to_skip_ = 0;

@@ -115,7 +115,7 @@ Status JoinIfClustered(NodeRun& run, bool resume, const StopRequest& stop) {
 Status BuildTraining(NodeRun& run, bool resume) {
   const Config& config = run.config;
   run.trace = std::make_unique<TraceWriter>(run.rank);
-  CHORUS_ASSIGN_OR_RETURN(run.steps_per_epoch, StepsPerEpoch(config, run.train.count, run.world_size));
+  CHORUS_ASSIGN_OR_RETURN(run.steps_per_epoch, ClusterStepsPerEpoch(config, run.train.count, run.global_batch));
   CHORUS_ASSIGN_OR_RETURN(run.trainer,
                           trainer::Trainer::Create(MakeTrainerOptions(config, run.global_batch, run.steps_per_epoch)));
   ClusterSession* session = run.session ? &*run.session : nullptr;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -41,26 +42,37 @@ void WallClock::ComputeEnded(double measured_s) {
 }
 
 Result<int64_t> StepsPerEpoch(const Config& config, int train_images, int world_size) {
-  const int batch = config.train.batch_size;
-  const int64_t shard = world_size > 0 ? train_images / world_size : 0;
-  if (batch < 1 || shard / batch < 1) {
-    return Err(InvalidArgument(SettingOrigin(config, "train.batch_size") + ": train.batch_size: " +
-                               std::to_string(batch) + " is larger than this node's shard of " +
-                               std::to_string(shard) + " images (" + std::to_string(train_images) +
-                               " training images over " + std::to_string(world_size) +
-                               " nodes): it would train no step"));
+  return ClusterStepsPerEpoch(config, train_images, config.train.batch_size * std::max(world_size, 1));
+}
+
+Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int global_batch) {
+  if (global_batch < 1 || train_images / global_batch < 1) {
+    return Err(InvalidArgument(SettingOrigin(config, "train.batch_size") + ": train.batch_size: the global batch of " +
+                               std::to_string(global_batch) + " (the members' batches summed) is larger than the " +
+                               std::to_string(train_images) + " training images: it would train no step"));
   }
-  return shard / batch;
+  return train_images / global_batch;
 }
 
 Result<std::optional<json>> TrainingLoop::Run() {
   const TrainConfig& tc = s_.config->train;
-  CHORUS_RETURN_IF_ERROR(StatusOf(StepsPerEpoch(*s_.config, s_.train->count, s_.world_size)));  // a shard holds a batch
-  CHORUS_ASSIGN_OR_RETURN(trainer::BatchSampler sampler,
-                          trainer::BatchSampler::Create(s_.train->count, tc.batch_size, tc.seed, s_.rank,
-                                                        s_.world_size, /*drop_last=*/true,
-                                                        s_.session != nullptr ? s_.session->view.epoch : 0));
-  sampler_.emplace(std::move(sampler));
+  free_running_ = tc.stop == StopSetting::kSamples && s_.exchange->StepsRunApart() && ClusterView(s_.session) != nullptr;
+  shares_ = MemberBatches();
+  const int rank = ClusterView(s_.session) != nullptr ? s_.session->view.self_rank : s_.rank;
+  CHORUS_RETURN_IF_ERROR(StatusOf(ClusterStepsPerEpoch(*s_.config, s_.train->count, GlobalBatch())));
+  const uint64_t partition = s_.session != nullptr ? s_.session->view.epoch : 0;
+  followed_epoch_ = partition;
+  // A node that trains at its own pace passes over the whole training set in
+  // its own order (seeded by its rank): it never runs out of data, and nodes
+  // at different passes do not train the same batches together.
+  Result<trainer::BatchSampler> sampler =
+      free_running_ ? trainer::BatchSampler::Create(s_.train->count, tc.batch_size,
+                                                    tc.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank + 1), 0, 1)
+                    : trainer::BatchSampler::Create(s_.train->count, shares_, tc.seed, rank, /*drop_last=*/true,
+                                                    partition);
+  if (!sampler) return Err(sampler.error());
+  sampler_.emplace(std::move(*sampler));
+  ApplySampleWeights();
   s_.exchange->SetLiveState(this);
   CHORUS_RETURN_IF_ERROR(Resume());
   rate_since_step_ = step_;
@@ -71,13 +83,14 @@ Result<std::optional<json>> TrainingLoop::Run() {
   trainer::Batch batch;
   for (epoch_ = start_epoch_; epoch_ < tc.epochs; ++epoch_) {
     const int epoch = epoch_;
-    if (!std::exchange(positioned_, false)) sampler_->StartEpoch(epoch);
+    if (!std::exchange(positioned_, false) && !free_running_) sampler_->StartEpoch(epoch);
     window_ = Window{s_.clock->Now()};
     while (true) {
       if (StopsBefore()) break;
       CHORUS_RETURN_IF_ERROR(FollowMembership());
       CHORUS_RETURN_IF_ERROR(AdmitIfDue());
-      if (!sampler_->Next(*s_.train, &batch)) break;
+      CHORUS_RETURN_IF_ERROR(BalanceIfDue());
+      if (!NextBatch(&batch)) break;
       if (steps_to_skip_ > 0) {  // catching up with the survivors after a re-form, or a resume
         --steps_to_skip_;
         ++step_;
@@ -89,12 +102,15 @@ Result<std::optional<json>> TrainingLoop::Run() {
       CHORUS_RETURN_IF_ERROR(TrainStep(batch, &pass, &update, &abandoned));
       if (abandoned) continue;
       samples_done_ += pass.samples;
+      if (s_.session != nullptr && s_.session->control != nullptr) {
+        s_.session->control->ReportSamples(static_cast<uint64_t>(samples_done_));
+      }
       last_loss_ = pass.loss;
       window_.samples += pass.samples;
       window_.loss += pass.loss;
       ++window_.steps;
       ShowProgress(epoch, sampler_->BatchesTaken() - 1, pass);
-      const bool epoch_end = sampler_->BatchesTaken() >= sampler_->BatchesPerEpoch();
+      const bool epoch_end = EpochDone();
       if (step_ % s_.log_every == 0 || (epoch_end && s_.record_epoch_ends)) {
         CHORUS_RETURN_IF_ERROR(RecordWindow(epoch, epoch_end, update));
       }
@@ -146,9 +162,12 @@ Status TrainingLoop::Restore(std::span<const uint8_t> bytes, const std::string& 
     return DataLoss(from + ": no data order or schedule in it");
   }
   CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(info.schedule_steps_per_epoch, static_cast<int>(info.global_batch)));
-  // Positioned as the sender: FollowMembership re-partitions for this node.
-  CHORUS_RETURN_IF_ERROR(sampler_->Restore(static_cast<int>(info.epoch), info.data_order, 0,
-                                           static_cast<int>(info.partition_batches)));
+  // Positioned as the sender: FollowMembership re-partitions for this node
+  // (a node at its own pace keeps its own order over the data).
+  if (!free_running_) {
+    CHORUS_RETURN_IF_ERROR(sampler_->Restore(static_cast<int>(info.epoch), info.data_order, 0,
+                                             static_cast<int>(info.partition_batches)));
+  }
   step_ = info.step;
   start_epoch_ = static_cast<int>(info.epoch);
   epoch_ = start_epoch_;
@@ -216,10 +235,11 @@ Status TrainingLoop::ResumeFromCheckpoint() {
 Status TrainingLoop::AdmitIfDue() {
   ClusterSession* session = s_.session;
   const ClusterConfig& cc = s_.config->cluster;
-  if (session == nullptr || session->control == nullptr || cc.admit_every_steps <= 0 || steps_to_skip_ > 0 ||
-      step_ < next_admission_step_ || step_ == last_admission_step_) {
+  if (session == nullptr || session->control == nullptr || cc.admit_every_steps <= 0 || steps_to_skip_ > 0) {
     return Status::Ok();
   }
+  if (free_running_) return AdmitWhenJoinersWait();
+  if (step_ < next_admission_step_ || step_ == last_admission_step_) return Status::Ok();
   const double now = NowSeconds();
   int64_t ahead = cc.admit_every_steps;
   if (cc.admit_every_s > 0 && step_ > rate_since_step_) {
@@ -240,6 +260,28 @@ Status TrainingLoop::AdmitIfDue() {
     CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", next.error().message());
     return Status::Ok();
   }
+  return AdmitInto(*next, epoch);
+}
+
+// Nodes whose steps run apart cannot meet at a step: they meet only while
+// the coordinator says that nodes wait (ControlPlane::JoinersWaiting), each
+// after the step it is in, so that training never waits otherwise.
+Status TrainingLoop::AdmitWhenJoinersWait() {
+  ClusterSession* session = s_.session;
+  if (!session->control->JoinersWaiting()) return Status::Ok();
+  const uint64_t epoch = session->view.epoch;
+  Result<MembershipView> next =
+      session->control->AdvanceEpochIfPending(Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), 0);
+  if (!next) {
+    CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", next.error().message());
+    return Status::Ok();
+  }
+  return AdmitInto(*next, epoch);
+}
+
+// The members met at an admission point and `next` is the view after it.
+Status TrainingLoop::AdmitInto(const MembershipView& next_view, uint64_t epoch) {
+  const MembershipView* next = &next_view;
   if (next->epoch <= epoch || next->joined.empty()) return Status::Ok();
   const std::string names = JoinNames(next->joined);
   CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next->epoch, ", ",
@@ -257,34 +299,155 @@ Status TrainingLoop::AdmitIfDue() {
 Status TrainingLoop::FollowMembership() {
   if (s_.session == nullptr || steps_to_skip_ > 0) return Status::Ok();
   const MembershipView& view = s_.session->view;
-  if (view.self_rank < 0 || sampler_->partition() == view.epoch) return Status::Ok();
+  const uint64_t followed = free_running_ ? followed_epoch_ : sampler_->partition();
+  if (view.self_rank < 0 || followed == view.epoch) return Status::Ok();
+  followed_epoch_ = view.epoch;
   const int taken = sampler_->BatchesTakenInPartition();
-  CHORUS_RETURN_IF_ERROR(sampler_->Repartition(view.self_rank, view.size(), view.epoch));
+  shares_ = MemberBatches();
+  if (!free_running_) CHORUS_RETURN_IF_ERROR(sampler_->Repartition(view.self_rank, shares_, view.epoch));
+  ApplySampleWeights();
   // Every member is at this step now: the next admission point is the same for all.
   next_admission_step_ = step_ + s_.config->cluster.admit_every_steps;
   rate_since_step_ = step_;
   rate_since_time_ = NowSeconds();
-  int global_batch = 0;
-  for (const Member& m : view.members) global_batch += m.batch_size;
-  CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(s_.trainer->options().steps_per_epoch, global_batch));
+  balance_ = BalanceWindow{};
+  CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(s_.trainer->options().steps_per_epoch, GlobalBatch()));
+  if (free_running_) {
+    CHORUS_LOG_INFO(Subsys::kNode, "membership of ", view.size(), " members: global batch ", GlobalBatch());
+    return Status::Ok();
+  }
   CHORUS_LOG_INFO(Subsys::kNode, "epoch ", epoch_ + 1, ": the rest of the data (after ", taken,
                   " batches) re-partitioned over ", view.size(), " members: ",
                   sampler_->BatchesPerEpoch() - sampler_->BatchesTaken(), " batches left for this node; global batch ",
-                  global_batch);
+                  GlobalBatch());
   return Status::Ok();
 }
 
+std::vector<int> TrainingLoop::MemberBatches() const {
+  std::vector<int> batches;
+  if (ClusterView(s_.session) != nullptr) {
+    for (const Member& m : s_.session->view.members) batches.push_back(m.batch_size);
+    return batches;
+  }
+  if (!s_.batch_sizes.empty()) return s_.batch_sizes;
+  return std::vector<int>(static_cast<size_t>(std::max(1, s_.world_size)), s_.config->train.batch_size);
+}
+
+int TrainingLoop::GlobalBatch() const {
+  int total = 0;
+  for (int b : shares_) total += b;
+  return total;
+}
+
+void TrainingLoop::ApplySampleWeights() {
+  const int rank = ClusterView(s_.session) != nullptr ? s_.session->view.self_rank : s_.rank;
+  const int own = free_running_ ? s_.config->train.batch_size : shares_[static_cast<size_t>(rank)];
+  const double weight = static_cast<double>(shares_.size()) * own / std::max(1, GlobalBatch());
+  switch (s_.exchange->SampleWeighting()) {
+    case Exchange::Weighting::kGradient: s_.trainer->SetSampleWeights(weight, 1.0); break;
+    case Exchange::Weighting::kUpdate: s_.trainer->SetSampleWeights(1.0, weight); break;
+    case Exchange::Weighting::kNone: s_.trainer->SetSampleWeights(1.0, 1.0); break;
+  }
+}
+
+uint64_t TrainingLoop::ClusterSamples() const {
+  if (!free_running_) return static_cast<uint64_t>(samples_done_);
+  return s_.session->control->ClusterSamples();
+}
+
+bool TrainingLoop::NextBatch(trainer::Batch* batch) {
+  if (!free_running_) return sampler_->Next(*s_.train, batch);
+  if (EpochDone()) return false;
+  if (sampler_->Next(*s_.train, batch)) return true;
+  sampler_->StartEpoch(sampler_->epoch() + 1);  // this node's next pass over the data
+  return sampler_->Next(*s_.train, batch);
+}
+
+bool TrainingLoop::EpochDone() const {
+  if (!free_running_) return sampler_->BatchesTaken() >= sampler_->BatchesPerEpoch();
+  return ClusterSamples() >= static_cast<uint64_t>(epoch_ + 1) * static_cast<uint64_t>(s_.train->count);
+}
+
+// Every balance_every_steps steps the members gather their speeds (samples
+// per second of compute, emulated slowness included) and split the global
+// batch in proportion: every member computes the same split from the same
+// gathered values. The rest of the epoch is re-partitioned by it.
+Status TrainingLoop::BalanceIfDue() {
+  const TrainConfig& tc = s_.config->train;
+  if (tc.balance != BalanceSetting::kTime || ClusterView(s_.session) == nullptr || steps_to_skip_ > 0 ||
+      step_ == 0 || step_ % tc.balance_every_steps != 0) {
+    return Status::Ok();
+  }
+  // A member that trained no step since the last split sends 0: then nobody re-splits.
+  const double speed = balance_.seconds > 0 ? static_cast<double>(balance_.samples) / balance_.seconds : 0.0;
+  balance_ = BalanceWindow{};
+  CHORUS_ASSIGN_OR_RETURN(std::vector<double> speeds, s_.exchange->GatherFromMembers(speed));
+  if (speeds.size() != shares_.size()) return Status::Ok();  // re-formed meanwhile: FollowMembership re-cuts
+  std::vector<int> split = SplitBySpeed(GlobalBatch(), speeds);
+  if (split.empty() || split == shares_) return Status::Ok();
+  const MembershipView& view = s_.session->view;
+  CHORUS_RETURN_IF_ERROR(sampler_->Repartition(view.self_rank, split, view.epoch));
+  shares_ = std::move(split);
+  ApplySampleWeights();
+  CHORUS_LOG_DEBUG(Subsys::kNode, "step ", step_, ": global batch split by speed: ", sampler_->History());
+  return Status::Ok();
+}
+
+std::vector<int> SplitBySpeed(int global_batch, const std::vector<double>& speeds) {
+  const size_t n = speeds.size();
+  double total = 0.0;
+  for (double s : speeds) {
+    if (!(s > 0.0) || !std::isfinite(s)) return {};
+    total += s;
+  }
+  if (n == 0 || global_batch < static_cast<int>(n)) return {};
+  // Each member at least one sample; the rest by largest remainder, ties to
+  // the lower rank, so that every member computes the same split.
+  const int spare = global_batch - static_cast<int>(n);
+  std::vector<int> split(n, 1);
+  std::vector<std::pair<double, size_t>> remainders;
+  int given = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double exact = spare * speeds[i] / total;
+    const int whole = static_cast<int>(std::floor(exact));
+    split[i] += whole;
+    given += whole;
+    remainders.push_back({exact - whole, i});
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (int k = 0; k < spare - given; ++k) ++split[remainders[static_cast<size_t>(k) % n].second];
+  return split;
+}
+
 double TrainingLoop::SchedulePosition() const {
-  // The schedule's epochs hold steps_per_epoch steps; an epoch of a changed
-  // membership holds another number: its fraction done maps onto them. Equal
-  // on every member (same partitions), and equal to the step count when
-  // nothing changed.
+  // The schedule counts global samples: its epochs hold steps_per_epoch steps
+  // of the first membership's global batch. Where the cluster trains at its
+  // own pace, the fraction is the cluster's samples over the budget; else the
+  // fraction of this epoch's samples taken before this step (equal on every
+  // member), which is the step count when nothing changed.
   const int64_t spe = s_.trainer->options().steps_per_epoch;
-  const int64_t in_epoch = sampler_->BatchesPerEpoch();
-  const int64_t done = std::max(0, sampler_->BatchesTaken() - 1);
-  if (in_epoch == spe || in_epoch < 1) return static_cast<double>(static_cast<int64_t>(epoch_) * spe + done);
-  return static_cast<double>(static_cast<int64_t>(epoch_) * spe) +
-         static_cast<double>(done) * static_cast<double>(spe) / static_cast<double>(in_epoch);
+  if (free_running_) {
+    return static_cast<double>(ClusterSamples()) / static_cast<double>(std::max(1, s_.train->count)) *
+           static_cast<double>(spe);
+  }
+  return SchedulePositionOf(*sampler_, epoch_, spe);
+}
+
+double SchedulePositionOf(const trainer::BatchSampler& sampler, int epoch, int64_t steps_per_epoch) {
+  const int64_t in_epoch = sampler.BatchesPerEpoch();
+  const int64_t done = std::max(0, sampler.BatchesTaken() - 1);
+  const int64_t epoch_start = static_cast<int64_t>(epoch) * steps_per_epoch;
+  if (in_epoch < 1) return static_cast<double>(epoch_start);
+  if (in_epoch == steps_per_epoch && sampler.History().find(';') == std::string::npos) {
+    return static_cast<double>(epoch_start + done);  // exact where nothing changed
+  }
+  int64_t global_batch = 0;
+  for (int b : sampler.shares()) global_batch += b;
+  const int64_t before = std::max<int64_t>(0, sampler.SamplesTaken() - global_batch);
+  return static_cast<double>(epoch_start) + static_cast<double>(before) /
+                                                static_cast<double>(sampler.SamplesPerEpoch()) *
+                                                static_cast<double>(steps_per_epoch);
 }
 
 // Whether a stop signal ends the loop before step_ (true: stopped_by_ is
@@ -334,6 +497,8 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
                   static_cast<int64_t>((t0 + t_compute) * 1e6), step_);
   }
   s_.clock->ComputeEnded(t_compute);
+  balance_.seconds += NowSeconds() - t0;  // the compute with its emulated slowness
+  balance_.samples += pass->samples;
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterBackward(step_, pass->samples));
   *abandoned = s_.exchange->TakeStepAbandoned();
   if (!*abandoned) {
@@ -366,14 +531,16 @@ json TrainingLoop::BaseRecord(int epoch) const {
   const trainer::Trainer& trainer = *s_.trainer;
   r["step"] = step_;
   r["epoch"] = epoch;
-  r["epoch_progress"] = epoch + static_cast<double>(sampler_->BatchesTaken()) /
-                                    static_cast<double>(std::max(1, sampler_->BatchesPerEpoch()));
+  r["epoch_progress"] = free_running_ ? static_cast<double>(ClusterSamples()) / std::max(1, s_.train->count)
+                                     : epoch + static_cast<double>(sampler_->BatchesTaken()) /
+                                                   static_cast<double>(std::max(1, sampler_->BatchesPerEpoch()));
   r["time"] = now - t_start_ - eval_seconds_;
   r["wall_time"] = now - t_start_;
   r["lr"] = trainer.LearningRate(SchedulePosition());
   r["loss_scale"] = trainer.loss_scaler().scale();
   r["skipped_steps"] = trainer.loss_scaler().skipped_steps();
   r["samples"] = samples_done_;
+  if (free_running_) r["cluster_samples"] = ClusterSamples();
   return r;
 }
 
@@ -405,16 +572,20 @@ Status TrainingLoop::EvaluateIfDue(int epoch, bool epoch_end) {
   return Evaluate(*plan.step_set, epoch_end ? epoch + 1 : epoch, /*whole_test_set=*/false);
 }
 
-// One evaluation and its record. Its time is kept out of the records' `time`
-// (eval_seconds_), so curves show training time.
+// One evaluation and its record, with the exact consensus distance where the
+// exchange measures it (a collective at the steps every member evaluates
+// after). Their time is kept out of the records' `time` (eval_seconds_), so
+// curves show training time.
 Status TrainingLoop::Evaluate(const trainer::Dataset& set, int epoch, bool whole_test_set) {
   const double e0 = s_.clock->Now();
   CHORUS_ASSIGN_OR_RETURN(trainer::EvalResult eval, s_.trainer->Evaluate(set, kEvalBatch));
+  CHORUS_ASSIGN_OR_RETURN(const double distance, s_.exchange->ExactConsensusDistance(step_));
   eval_seconds_ += s_.clock->Now() - e0;
   json r = BaseRecord(epoch);
   r["eval_accuracy"] = eval.accuracy;
   r["eval_loss"] = eval.loss;
   r["eval_samples"] = set.count;
+  if (distance != Exchange::kNotMeasured) r["consensus_distance_exact"] = distance;
   r["loss"] = last_loss_;
   CHORUS_RETURN_IF_ERROR(s_.metrics->Append(r));
   if (whole_test_set) {
@@ -488,6 +659,7 @@ Result<json> TrainingLoop::Summarise() {
   summary["eval_seconds"] = eval_seconds_;
   summary["finish_seconds"] = finish_seconds;
   summary["compute_seconds"] = compute_seconds;
+  summary["samples"] = samples_done_;
   summary["samples_per_s"] = samples_done_ / std::max(1e-9, train_seconds);
   summary["compute_samples_per_s"] = samples_done_ / std::max(1e-9, compute_seconds);
   summary["test_accuracy"] = final_eval.accuracy;

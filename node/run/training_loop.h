@@ -102,6 +102,9 @@ struct LoopSetup {
   int rank = 0;
   int world_size = 1;
   int global_batch = 0;
+  // Every rank's batch where there is no cluster session (the simulator's
+  // virtual nodes); empty: world_size x train.batch_size.
+  std::vector<int> batch_sizes;
   EvalPlan evals;
   int64_t log_every = 1;             // a metrics record every this many steps (>= 1)
   bool record_epoch_ends = false;    // and one at each epoch's last step
@@ -124,6 +127,25 @@ struct LoopSetup {
 // (`train_images` over `world_size` members). InvalidArgument, naming where
 // train.batch_size was set, when the shard holds no batch.
 [[nodiscard]] Result<int64_t> StepsPerEpoch(const Config& config, int train_images, int world_size);
+// The steps per epoch of a cluster whose batches sum to `global_batch`
+// (BatchSampler's rule: every member runs floor(train_images / global_batch)),
+// with StepsPerEpoch's error.
+[[nodiscard]] Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int global_batch);
+
+// train.balance = "time": `global_batch` split in proportion to `speeds`
+// (one per rank), each rank at least 1, the rest by largest remainder (ties
+// to the lower rank): the same on every member for the same speeds. Empty
+// when a speed is not positive and finite, or the batch has fewer samples
+// than ranks.
+std::vector<int> SplitBySpeed(int global_batch, const std::vector<double>& speeds);
+
+// Where the step whose batch `sampler` handed out last stands on the
+// learning-rate schedule (lr_schedule.h), in the schedule's steps of
+// `steps_per_epoch` per epoch: the epoch plus the fraction of the epoch's
+// samples (all ranks') taken before that step. The same on every rank
+// whatever its batch, and the step count where the epoch's partition never
+// changed.
+double SchedulePositionOf(const trainer::BatchSampler& sampler, int epoch, int64_t steps_per_epoch);
 
 // The loop is the node's LiveState (live_state.h): a joiner's state is its
 // trainer's checkpoint with where the loop stands.
@@ -167,6 +189,27 @@ class TrainingLoop final : public LiveState {
   // global batch follows them; the next admission point is
   // cluster.admit_every_steps ahead. Not while catching up (steps_to_skip_).
   Status FollowMembership();
+  // Nodes whose steps run apart meet only while joiners wait (AdmitIfDue).
+  Status AdmitWhenJoinersWait();
+  // The admission of `next` (the view after an admission point at `epoch`).
+  Status AdmitInto(const MembershipView& next, uint64_t epoch);
+  // train.balance = "time": every balance_every_steps steps, the global batch
+  // re-split by the members' measured speeds.
+  Status BalanceIfDue();
+  // Every rank's train.batch_size in the current membership.
+  std::vector<int> MemberBatches() const;
+  // The sum of shares_: the global batch the schedule scales by.
+  int GlobalBatch() const;
+  // This node's sample weight (Trainer::SetSampleWeights) as the exchange applies it.
+  void ApplySampleWeights();
+  // The samples the cluster trained: this node's alone unless it trains at
+  // its own pace (then every member's, ControlPlane::ClusterSamples).
+  uint64_t ClusterSamples() const;
+  // The next batch of this epoch; false when the epoch is done. A node that
+  // trains at its own pace starts its next pass over the data when its pass
+  // ends, and its epoch ends when the cluster's samples reach the epoch's end.
+  bool NextBatch(trainer::Batch* batch);
+  bool EpochDone() const;
   // The checkpoint fields of where the loop stands, `next_step` next.
   trainer::CheckpointInfo Position(int64_t next_step) const;
   // This step's place on the learning-rate schedule (lr_schedule.h).
@@ -184,8 +227,19 @@ class TrainingLoop final : public LiveState {
   nlohmann::json BaseRecord(int epoch) const;
   Status Evaluate(const trainer::Dataset& set, int epoch, bool whole_test_set);
 
+  struct BalanceWindow {  // the compute since the last split (BalanceIfDue)
+    double seconds = 0.0;
+    int64_t samples = 0;
+  };
+
   LoopSetup s_;
   std::optional<trainer::BatchSampler> sampler_;
+  // train.stop = "samples" under an exchange whose steps run apart: each node
+  // trains at its own pace until the cluster's samples reach the budget.
+  bool free_running_ = false;
+  std::vector<int> shares_;      // every rank's batch (the sampler's, unless free-running)
+  uint64_t followed_epoch_ = 0;  // the membership the shares follow
+  BalanceWindow balance_;
   int64_t step_ = 0;            // steps run (or skipped) so far: the next step's number
   int start_epoch_ = 0;
   int epoch_ = 0;               // the epoch in progress

@@ -289,7 +289,7 @@ TEST(BatchSamplerTest, RepartitionTrainsTheRestOfTheEpochOnceOverTheNewMembers) 
   }
   // The joiner rebuilds the epoch from node 0's history and position.
   BatchSampler joiner(1000, batch, 7, 0, 4);
-  EXPECT_EQ(old[0].History(), "3@0;4:4@1");
+  EXPECT_EQ(old[0].History(), "3x8@0;4:4x8@1");
   ASSERT_TRUE(joiner.Restore(2, "3@0", 0, 4).ok());
   ASSERT_TRUE(joiner.Repartition(3, 4, 1).ok());
   now.push_back(joiner);
@@ -320,7 +320,7 @@ TEST(BatchSamplerTest, RestoreReplaysTheHistoryOfRepartitions) {
   TakeBatches(a, ds, 2);
   ASSERT_TRUE(a.Repartition(2, 5, 6).ok());
   TakeBatches(a, ds, 1);
-  EXPECT_EQ(a.History(), "4@0;3:3@5;2:5@6");
+  EXPECT_EQ(a.History(), "4x5@0;3:3x5@5;2:5x5@6");
   BatchSampler b(600, 5, 3, 0, 1);
   ASSERT_TRUE(b.Restore(1, a.History(), 2, a.BatchesTakenInPartition()).ok());
   EXPECT_EQ(b.BatchesTaken(), a.BatchesTaken());
@@ -373,7 +373,7 @@ TEST(BatchSamplerTest, RepartitionByNewSharesTrainsTheRestOnce) {
     ASSERT_TRUE(nodes[r].Repartition(r, split, 0).ok());
     for (int32_t id : TakeBatches(nodes[r], ds, 7)) trained.insert(id);
   }
-  EXPECT_EQ(nodes[0].History(), "3@0;5:30,12,6@0");
+  EXPECT_EQ(nodes[0].History(), "3x16@0;5:30,12,6@0");
   nodes.pop_back();  // rank 2 dies; the two survivors re-cut by their batches
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(nodes[r].Repartition(r, {16, 16}, 1).ok());
   BatchSampler copy = *BatchSampler::Create(2000, {16}, 5, 0);

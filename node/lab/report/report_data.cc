@@ -135,7 +135,7 @@ std::string InferFamily(const MethodRun& method) {
   }
   for (const NodeRun& node : method.nodes) {
     for (const MetricsRecord& r : node.records) {
-      if (!IsNaN(r.consensus_distance)) return "gossip";
+      if (!IsNaN(r.consensus_estimate)) return "gossip";
     }
   }
   return "";
@@ -441,9 +441,10 @@ std::vector<MetricsRecord> ParseMetricsLines(std::string_view text, const std::s
     r.loss = NumberOr(object, "loss", &bad_fields);
     r.samples = NumberOr(object, "samples", &bad_fields);
     r.bytes_sent = NumberOr(object, "bytes_sent", &bad_fields);
-    r.consensus_distance = NumberOr(object, "consensus_distance_estimate", &bad_fields);
-    if (IsNaN(r.consensus_distance))
-      r.consensus_distance = NumberOr(object, "consensus_distance", &bad_fields);
+    r.consensus_estimate = NumberOr(object, "consensus_distance_estimate", &bad_fields);
+    if (IsNaN(r.consensus_estimate))
+      r.consensus_estimate = NumberOr(object, "consensus_distance", &bad_fields);
+    r.consensus_exact = NumberOr(object, "consensus_distance_exact", &bad_fields);
     r.eval_accuracy = NumberOr(object, "eval_accuracy", &bad_fields);
     r.eval_loss = NumberOr(object, "eval_loss", &bad_fields);
     records.push_back(r);
@@ -469,6 +470,8 @@ Result<NodeSummary> ParseNodeSummary(std::string_view text, const std::string& p
   s.epochs = NumberOr(object, "epochs", nullptr);
   s.global_batch = NumberOr(object, "global_batch", nullptr);
   s.world_size = NumberOr(object, "world_size", nullptr);
+  s.steps = NumberOr(object, "steps", nullptr);
+  s.samples = NumberOr(object, "samples", nullptr);
   return s;
 }
 
@@ -559,12 +562,13 @@ std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double Metrics
 }
 
 MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>* warnings) {
-  NodeSeries evals(method.nodes.size()), losses(method.nodes.size()), consensus(method.nodes.size());
+  const size_t n_nodes = method.nodes.size();
+  NodeSeries evals(n_nodes), losses(n_nodes), consensus(n_nodes), estimates(n_nodes);
   for (size_t n = 0; n < method.nodes.size(); ++n) {
     const NodeRun& node = method.nodes[n];
     const double spe = SamplesPerEpoch(node);
     std::vector<Selected> eval_losses;
-    std::set<int64_t> consensus_steps;
+    std::set<int64_t> estimate_steps;
     for (const MetricsRecord& r : node.records) {
       const Selected s{&r, RecordEpochs(r, spe)};
       if (r.is_eval()) {
@@ -573,10 +577,11 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
       } else if (!IsNaN(r.loss)) {
         losses[n].push_back(s);
       }
+      if (!IsNaN(r.consensus_exact)) consensus[n].push_back(s);
       // An evaluation record repeats the estimate of the logging record at its step.
-      if (!IsNaN(r.consensus_distance) && !(r.is_eval() && r.step >= 0 && consensus_steps.count(r.step))) {
-        consensus[n].push_back(s);
-        if (r.step >= 0) consensus_steps.insert(r.step);
+      if (!IsNaN(r.consensus_estimate) && !(r.is_eval() && r.step >= 0 && estimate_steps.count(r.step))) {
+        estimates[n].push_back(s);
+        if (r.step >= 0) estimate_steps.insert(r.step);
       }
     }
     // An evaluation record's loss is the last step's, not a window mean: only used
@@ -587,7 +592,8 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
   curves.accuracy = Aggregate(evals, &MetricsRecord::eval_accuracy, GroupKey::kOrder);
   curves.accuracy_by_time = AggregateByTime(evals, &MetricsRecord::eval_accuracy);
   curves.train_loss = Aggregate(losses, &MetricsRecord::loss, GroupKey::kStep);
-  curves.consensus = Aggregate(consensus, &MetricsRecord::consensus_distance, GroupKey::kStep);
+  curves.consensus = Aggregate(consensus, &MetricsRecord::consensus_exact, GroupKey::kStep);
+  curves.consensus_estimate = Aggregate(estimates, &MetricsRecord::consensus_estimate, GroupKey::kStep);
 
   if (warnings && !method.nodes.empty()) {
     if (curves.accuracy.empty()) {

@@ -33,7 +33,12 @@ struct MetricsRecord {
   double loss = kReportNaN;                // training loss
   double samples = kReportNaN;             // this node's samples so far
   double bytes_sent = kReportNaN;          // cumulative, this node
-  double consensus_distance = kReportNaN;  // consensus_distance_estimate (or consensus_distance)
+  // consensus_distance_estimate (consensus_distance in older records): this
+  // node's distance to the neighbours it heard from (GossipStats::neighbor_distance).
+  double consensus_estimate = kReportNaN;
+  // consensus_distance_exact (evaluation records): the relative distance of
+  // the farthest replica from the mean of all, the same on every node.
+  double consensus_exact = kReportNaN;
   double eval_accuracy = kReportNaN;
   double eval_loss = kReportNaN;
 
@@ -53,6 +58,8 @@ struct NodeSummary {
   double epochs = kReportNaN;
   double global_batch = kReportNaN;
   double world_size = kReportNaN;
+  double steps = kReportNaN;    // steps this node trained (unequal under train.stop = "samples")
+  double samples = kReportNaN;  // samples this node trained
 };
 
 // One node folder (node0/, or any folder holding metrics.jsonl or summary.json).
@@ -134,8 +141,11 @@ struct MethodCurves {
   // Mean training loss of the logging records (grouped by step, else by order);
   // evaluation records only when a node has no other record with a loss.
   std::vector<CurvePoint> train_loss;
-  // Mean consensus distance estimate, grouped like train_loss.
+  // The exact consensus distance of the evaluation records, grouped by step
+  // (every node records the same value).
   std::vector<CurvePoint> consensus;
+  // Mean neighbour estimate of the consensus distance, grouped like train_loss.
+  std::vector<CurvePoint> consensus_estimate;
 };
 
 // Builds the curves of one method. Points whose value is NaN are left out.

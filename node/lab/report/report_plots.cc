@@ -49,6 +49,8 @@ const char* CurveName(PlotQuantity q) {
       return "train_loss";
     case PlotQuantity::kConsensus:
       return "consensus";
+    case PlotQuantity::kConsensusEstimate:
+      return "consensus_estimate";
   }
   return "";
 }
@@ -61,10 +63,19 @@ const std::vector<CurvePoint>& CurveOf(const MethodCurves& c, PlotQuantity q) {
       return c.accuracy_by_time;
     case PlotQuantity::kTrainLoss:
       return c.train_loss;
+    case PlotQuantity::kConsensusEstimate:
+      return c.consensus_estimate;
     case PlotQuantity::kConsensus:
       break;
   }
   return c.consensus;
+}
+
+// The curves a plot of `q` draws per method: the consensus plot draws the
+// neighbour estimate beside the exact distance.
+std::vector<PlotQuantity> DrawnCurves(PlotQuantity q) {
+  if (q == PlotQuantity::kConsensus) return {PlotQuantity::kConsensus, PlotQuantity::kConsensusEstimate};
+  return {q};
 }
 
 double XOf(const CurvePoint& p, PlotAxis axis) {
@@ -119,9 +130,10 @@ std::string QuantityLabel(PlotQuantity q) {
     case PlotQuantity::kTrainLoss:
       return "training loss (mean over nodes)";
     case PlotQuantity::kConsensus:
+    case PlotQuantity::kConsensusEstimate:
       break;
   }
-  return "consensus distance (mean over nodes)";
+  return "relative consensus distance";
 }
 
 // The gnuplot `using` expression of one column, NaN for rows of other series
@@ -163,8 +175,11 @@ const std::vector<PlotSpec>& ReportPlotSpecs() {
       {"loss_epochs", "Training loss vs epochs", "Training loss against epochs done.",
        PlotQuantity::kTrainLoss, PlotAxis::kEpochs},
       {"consensus_time", "Consensus distance vs wall time (gossip)",
-       "Estimated distance between the nodes' replicas and their average (mean over nodes, log scale) "
-       "for the methods that record it; all-reduce keeps replicas equal and has none.",
+       "Solid: the consensus distance, max over nodes of ||x_i - x_mean|| / ||x_mean|| with x_mean the "
+       "mean of every node's weights, measured exactly at each evaluation. Dashed, \"neighbour estimate\": "
+       "each node's distance to the neighbours it heard from in its last gossip round (mean over nodes, "
+       "every logging step); cheap, but blind to the rest of the graph. Log scale; all-reduce keeps "
+       "replicas equal (distance 0) and is not drawn.",
        PlotQuantity::kConsensus, PlotAxis::kTime},
   };
   return specs;
@@ -192,7 +207,7 @@ std::string CurvesCsv(const std::vector<MethodRun>& methods, const std::vector<M
   csv << "method_index,curve,step,time_s,bytes_sent_per_node,epochs,value,nodes,method\n";
   for (size_t m = 0; m < methods.size(); ++m) {
     for (PlotQuantity q : {PlotQuantity::kAccuracy, PlotQuantity::kAccuracyByTime, PlotQuantity::kTrainLoss,
-                           PlotQuantity::kConsensus}) {
+                           PlotQuantity::kConsensus, PlotQuantity::kConsensusEstimate}) {
       for (const CurvePoint& p : CurveOf(curves[m], q)) {
         csv << m << ',' << CurveName(q) << ',' << (p.step >= 0 ? std::to_string(p.step) : std::string())
             << ',' << CsvNumber(p.time_s) << ',' << CsvNumber(p.bytes_per_node) << ',' << CsvNumber(p.epochs)
@@ -208,41 +223,48 @@ std::string CurvesCsv(const std::vector<MethodRun>& methods, const std::vector<M
 bool LogX(const PlotSpec& spec, const std::vector<MethodCurves>& curves) {
   double x_min = INFINITY, x_max = 0.0;
   for (const MethodCurves& c : curves) {
-    for (const CurvePoint& p : CurveOf(c, spec.quantity)) {
-      const double x = XOf(p, spec.axis);
-      if (Finite(x) && x > 0) {
-        x_min = std::min(x_min, x);
-        x_max = std::max(x_max, x);
+    for (PlotQuantity q : DrawnCurves(spec.quantity)) {
+      for (const CurvePoint& p : CurveOf(c, q)) {
+        const double x = XOf(p, spec.axis);
+        if (Finite(x) && x > 0) {
+          x_min = std::min(x_min, x);
+          x_max = std::max(x_max, x);
+        }
       }
     }
   }
   return spec.axis == PlotAxis::kBytes && x_max > 0 && x_max / x_min > 100.0;
 }
 
-// The gnuplot series of every method with a point to draw, in method order.
+// The gnuplot series of every method and drawn curve with a point to draw, in
+// method order; a method's neighbour estimate is dashed, in the method's colour.
 std::vector<std::string> MethodSeries(const PlotSpec& spec, const std::vector<MethodRun>& methods,
                                       const std::vector<MethodCurves>& curves, bool log_x, bool log_y) {
   std::vector<std::string> series;
   for (size_t m = 0; m < methods.size(); ++m) {
-    int usable = 0;
-    for (const CurvePoint& p : CurveOf(curves[m], spec.quantity)) {
-      const double x = XOf(p, spec.axis);
-      if (Finite(x) && Finite(p.value) && (!log_x || x > 0) && (!log_y || p.value > 0)) ++usable;
+    for (PlotQuantity q : DrawnCurves(spec.quantity)) {
+      int usable = 0;
+      for (const CurvePoint& p : CurveOf(curves[m], q)) {
+        const double x = XOf(p, spec.axis);
+        if (Finite(x) && Finite(p.value) && (!log_x || x > 0) && (!log_y || p.value > 0)) ++usable;
+      }
+      if (usable == 0) continue;
+      const std::string select = "($1==" + std::to_string(m) + " && strcol(2) eq '" + CurveName(q) + "')";
+      std::string x = Column(spec.axis);
+      if (log_x) x = "(" + x + ">0 ? " + x + " : NaN)";
+      const std::string y = log_y ? "($7>0 ? $7 : NaN)" : "($7)";
+      // Evaluation curves have a few points, all marked; the dense curves mark
+      // about a dozen points each (pointinterval) so that methods stay apart.
+      const bool dense = q == PlotQuantity::kTrainLoss || q == PlotQuantity::kConsensusEstimate;
+      const int interval = dense ? std::max(1, usable / 12) : 1;
+      const bool estimate = q == PlotQuantity::kConsensusEstimate;
+      const std::string title = estimate ? methods[m].label + " (neighbour estimate)" : methods[m].label;
+      series.push_back("'curves.csv' using (" + select + " ? " + x + " : NaN):(" + select + " ? " + y +
+                       " : NaN) with linespoints lw 1.5" + (estimate ? " dt 2" : "") + " lc rgb '" +
+                       kColors[m % std::size(kColors)] + "' pt " + std::to_string(5 + 2 * (m % 4)) +
+                       (dense ? " ps 0.4" : " ps 0.6") + " pi " + std::to_string(interval) + " title " +
+                       GnuplotQuote(title));
     }
-    if (usable == 0) continue;
-    const std::string select =
-        "($1==" + std::to_string(m) + " && strcol(2) eq '" + CurveName(spec.quantity) + "')";
-    std::string x = Column(spec.axis);
-    if (log_x) x = "(" + x + ">0 ? " + x + " : NaN)";
-    const std::string y = log_y ? "($7>0 ? $7 : NaN)" : "($7)";
-    // Accuracy has a few evaluation points, all marked; the dense curves mark
-    // about a dozen points each (pointinterval) so that methods stay apart.
-    const bool dense = spec.quantity != PlotQuantity::kAccuracy && spec.quantity != PlotQuantity::kAccuracyByTime;
-    const int interval = dense ? std::max(1, usable / 12) : 1;
-    series.push_back("'curves.csv' using (" + select + " ? " + x + " : NaN):(" + select + " ? " + y +
-                     " : NaN) with linespoints lw 1.5 lc rgb '" + kColors[m % std::size(kColors)] +
-                     "' pt " + std::to_string(5 + 2 * (m % 4)) + (dense ? " ps 0.4" : " ps 0.6") + " pi " +
-                     std::to_string(interval) + " title " + GnuplotQuote(methods[m].label));
   }
   return series;
 }

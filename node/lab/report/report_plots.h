@@ -16,7 +16,9 @@
 namespace chorus::node {
 
 // kAccuracyByTime: the accuracy curve merged on the time axis (report_data.h).
-enum class PlotQuantity { kAccuracy, kAccuracyByTime, kTrainLoss, kConsensus };
+// kConsensus: the exact distance; its plot also draws kConsensusEstimate (the
+// neighbour estimate), which has no plot of its own.
+enum class PlotQuantity { kAccuracy, kAccuracyByTime, kTrainLoss, kConsensus, kConsensusEstimate };
 enum class PlotAxis { kTime, kBytes, kEpochs };
 
 struct PlotSpec {
@@ -28,7 +30,8 @@ struct PlotSpec {
 };
 
 // The plots of a report, in the order shown: accuracy and training loss against
-// wall time, bytes sent per node and epochs, then consensus distance against time.
+// wall time, bytes sent per node and epochs, then consensus distance (exact, and
+// the neighbour estimate) against time.
 const std::vector<PlotSpec>& ReportPlotSpecs();
 
 struct Plot {

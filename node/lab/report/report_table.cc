@@ -27,21 +27,30 @@ double SummaryMean(const MethodRun& m, double NodeSummary::*field) {
   return n > 0 ? sum / n : kReportNaN;
 }
 
-double SummaryMax(const MethodRun& m, double NodeSummary::*field) {
+// The largest (sign +1) or smallest (-1) of a summary field over nodes.
+double SummaryExtreme(const MethodRun& m, double NodeSummary::*field, double sign) {
   double best = kReportNaN;
   for (const NodeRun& node : m.nodes) {
-    if (node.summary && !IsNaN((*node.summary).*field) && (IsNaN(best) || (*node.summary).*field > best)) {
-      best = (*node.summary).*field;
-    }
+    const double v = node.summary ? (*node.summary).*field : kReportNaN;
+    if (!IsNaN(v) && (IsNaN(best) || sign * v > sign * best)) best = v;
   }
   return best;
 }
+
+double SummaryMax(const MethodRun& m, double NodeSummary::*field) { return SummaryExtreme(m, field, 1.0); }
+
 
 std::string Fixed(double v, int decimals) {
   if (IsNaN(v) || std::isinf(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
   return buf;
+}
+
+// "82", or "180-304" when the nodes trained different numbers of steps.
+std::string Range(double lo, double hi) {
+  if (IsNaN(lo) || IsNaN(hi)) return "-";
+  return lo == hi ? Fixed(lo, 0) : Fixed(lo, 0) + "-" + Fixed(hi, 0);
 }
 
 std::string General(double v) {
@@ -64,14 +73,17 @@ nlohmann::json JsonNumber(double v) {
   return v;
 }
 
-// Machine names of the columns, in TableHeadings() order after "method".
+// Machine names of the columns, in TableHeadings() order after "method"
+// (the steps range is two: steps_min and steps_max).
 const char* const kKeys[] = {"final_accuracy",         "time_to_target_s", "bytes_to_target_per_node",
                              "epochs_to_target",       "train_seconds",    "bytes_sent_per_node",
-                             "samples_per_s_per_node", "efficiency",       "consensus_distance_after"};
+                             "samples_per_s_per_node", "efficiency",       "consensus_distance_after",
+                             "steps_min",              "steps_max"};
 
 std::vector<double> RowValues(const TableRow& r) {
   return {r.final_accuracy, r.time_to_target_s, r.bytes_to_target, r.epochs_to_target,        r.train_seconds,
-          r.bytes_sent,     r.samples_per_s,    r.efficiency,      r.consensus_distance_after};
+          r.bytes_sent,     r.samples_per_s,    r.efficiency,      r.consensus_distance_after,
+          r.steps_min,      r.steps_max};
 }
 
 }  // namespace
@@ -110,6 +122,8 @@ TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, do
   row.bytes_sent = SummaryMean(method, &NodeSummary::bytes_sent);
   row.samples_per_s = SummaryMean(method, &NodeSummary::samples_per_s);
   row.consensus_distance_after = SummaryMean(method, &NodeSummary::consensus_distance_after);
+  row.steps_min = SummaryExtreme(method, &NodeSummary::steps, -1.0);
+  row.steps_max = SummaryExtreme(method, &NodeSummary::steps, 1.0);
 
   // e = T / (S x N), T = sum over nodes of samples_per_s: only when every node has it.
   const double s = method.single_node_samples_per_s;
@@ -131,7 +145,7 @@ TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, do
 std::vector<std::string> TableHeadings() {
   return {"method",           "final acc (%)",       "time to target (s)",    "bytes to target /node (MB)",
           "epochs to target", "train time (s)",      "bytes sent /node (MB)", "samples/s /node",
-          "efficiency e",     "consensus dist after"};
+          "efficiency e",     "consensus dist after", "steps /node"};
 }
 
 std::vector<std::string> TableCells(const TableRow& r) {
@@ -144,7 +158,8 @@ std::vector<std::string> TableCells(const TableRow& r) {
           Fixed(r.bytes_sent / 1e6, 2),
           Fixed(r.samples_per_s, 0),
           Fixed(r.efficiency, 3),
-          General(r.consensus_distance_after)};
+          General(r.consensus_distance_after),
+          Range(r.steps_min, r.steps_max)};
 }
 
 std::string FormatTableText(const std::vector<TableRow>& rows) {

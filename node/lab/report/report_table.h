@@ -28,6 +28,8 @@ struct TableRow {
   double samples_per_s = kReportNaN;             // mean over nodes of summary samples_per_s
   double efficiency = kReportNaN;                // sum of samples_per_s / (S x N); NaN when S is unknown
   double consensus_distance_after = kReportNaN;  // mean over nodes (gossip only)
+  double steps_min = kReportNaN;                 // fewest and most steps a node trained
+  double steps_max = kReportNaN;
 };
 
 // The row of `method`, whose accuracy curve is `curves.accuracy`, for

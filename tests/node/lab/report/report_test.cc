@@ -49,7 +49,8 @@ constexpr double kSingleNodeSamplesPerS = 1000.0;
 //   bytes_sent = bytes_per_step * s * (n + 1)
 //   loss = 2 / s + 0.1 n, samples = 64 s
 //   consensus_distance_estimate = (n + 1) / s (gossip only)
-// and at the end of epoch k an evaluation record with eval_accuracy = accuracy[n][k-1].
+// and at the end of epoch k an evaluation record with eval_accuracy = accuracy[n][k-1]
+// and consensus_distance_exact = 0.1 / k (gossip; all-reduce: 0, as the exchange records).
 struct SyntheticMethod {
   std::string name;
   std::string label;
@@ -130,6 +131,7 @@ void WriteNode(const SyntheticMethod& m, int n, const fs::path& dir) {
       r["eval_accuracy"] = m.accuracy[n][k - 1];
       r["eval_loss"] = 1.0 / k;
       r["loss"] = 9.0;  // the last step's loss: must not enter the loss curve
+      r["consensus_distance_exact"] = gossip ? 0.1 / k : 0.0;
       r.erase("samples_per_s");
       if (m.epoch_progress) r["epoch_progress"] = k;
       lines += r.dump() + "\n";
@@ -239,16 +241,25 @@ TEST(ReportDataTest, CurvesAverageNodesAtEachPoint) {
       // learnt from the evaluation records (64 x 10 per epoch).
       EXPECT_NEAR(p.epochs, static_cast<double>(step) / kStepsPerEpoch, kMeanTol);
     }
+    // The exact distance: one point per evaluation, at the evaluation records' time.
+    ASSERT_EQ(c.consensus.size(), static_cast<size_t>(kEpochs));
+    for (int k = 1; k <= kEpochs; ++k) {
+      const CurvePoint& p = c.consensus[k - 1];
+      EXPECT_EQ(p.step, k * kStepsPerEpoch);
+      EXPECT_NEAR(p.value, m.family == "gossip" ? 0.1 / k : 0.0, kMeanTol);
+      EXPECT_DOUBLE_EQ(p.time_s, EvalTime(m, 1, k * kStepsPerEpoch));
+      EXPECT_EQ(p.nodes, 2);
+    }
     if (m.family == "gossip") {
-      ASSERT_EQ(c.consensus.size(), logging_points);
+      ASSERT_EQ(c.consensus_estimate.size(), logging_points);
       for (size_t j = 0; j < logging_points; ++j) {
         const int step = kLogEvery * static_cast<int>(j + 1);
-        EXPECT_NEAR(c.consensus[j].value, 1.5 / step, kMeanTol);
+        EXPECT_NEAR(c.consensus_estimate[j].value, 1.5 / step, kMeanTol);
         // The logging record's time, not the evaluation record's repeat of it.
-        EXPECT_DOUBLE_EQ(c.consensus[j].time_s, RecordTime(m, 1, step));
+        EXPECT_DOUBLE_EQ(c.consensus_estimate[j].time_s, RecordTime(m, 1, step));
       }
     } else {
-      EXPECT_TRUE(c.consensus.empty());
+      EXPECT_TRUE(c.consensus_estimate.empty());
     }
   }
 }
@@ -390,6 +401,41 @@ TEST(ReportDataTest, MetricsLineParsingSkipsAndWarns) {
   EXPECT_TRUE(AnyContains(warnings, "m.jsonl:5: malformed JSON line skipped"));
   EXPECT_TRUE(AnyContains(warnings, "m.jsonl: field \"time\" is not a number"));
   EXPECT_EQ(warnings.size(), 3u);
+}
+
+TEST(ReportDataTest, MetricsLinesGiveTheExactDistanceAndTheEstimateApart) {
+  std::vector<std::string> warnings;
+  const std::string text =
+      "{\"step\": 5, \"loss\": 1.0, \"consensus_distance_estimate\": 0.25}\n"
+      "{\"step\": 5, \"eval_accuracy\": 0.5, \"consensus_distance_estimate\": 0.25, "
+      "\"consensus_distance_exact\": 0.125}\n"
+      "{\"step\": 10, \"loss\": 1.0, \"consensus_distance\": 0.5}\n"  // an older record's estimate
+      "{\"step\": 10, \"eval_accuracy\": 0.6, \"consensus_distance_exact\": \"high\"}\n";
+  std::vector<MetricsRecord> records = ParseMetricsLines(text, "m.jsonl", &warnings);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_DOUBLE_EQ(records[0].consensus_estimate, 0.25);
+  EXPECT_TRUE(std::isnan(records[0].consensus_exact));
+  EXPECT_DOUBLE_EQ(records[1].consensus_estimate, 0.25);
+  EXPECT_DOUBLE_EQ(records[1].consensus_exact, 0.125);
+  EXPECT_DOUBLE_EQ(records[2].consensus_estimate, 0.5);
+  EXPECT_TRUE(std::isnan(records[3].consensus_exact));
+  EXPECT_EQ(warnings, std::vector<std::string>{
+                          "m.jsonl: field \"consensus_distance_exact\" is not a number on some lines; ignored there"});
+
+  MethodRun method;
+  method.name = "gossip";
+  NodeRun node;
+  node.name = "node0";
+  node.records = records;
+  method.nodes.push_back(node);
+  const MethodCurves curves = BuildMethodCurves(method, nullptr);
+  ASSERT_EQ(curves.consensus.size(), 1u);
+  EXPECT_EQ(curves.consensus[0].step, 5);
+  EXPECT_DOUBLE_EQ(curves.consensus[0].value, 0.125);
+  // The estimate once per step: the evaluation record repeats the logging record's.
+  ASSERT_EQ(curves.consensus_estimate.size(), 2u);
+  EXPECT_DOUBLE_EQ(curves.consensus_estimate[0].value, 0.25);
+  EXPECT_DOUBLE_EQ(curves.consensus_estimate[1].value, 0.5);
 }
 
 TEST(ReportDataTest, BadInputIsAnErrorNamingTheFile) {
@@ -594,6 +640,16 @@ TEST(ReportTest, BuildsTheFilesTableAndPlots) {
   EXPECT_THAT(html, Not(HasSubstr("<script")));
   EXPECT_THAT(html, Not(HasSubstr("src=")));
   EXPECT_THAT(html, Not(HasSubstr("<link")));
+
+  // The consensus plot: each gossip method's exact distance and, dashed, its
+  // neighbour estimate; all-reduce's distance is 0, which a log axis cannot show.
+  const std::string consensus_gp = ReadFile(report_dir / "consensus_time.gp");
+  EXPECT_THAT(consensus_gp, HasSubstr("strcol(2) eq 'consensus')"));
+  EXPECT_THAT(consensus_gp, HasSubstr("title 'D-PSGD ring'"));
+  EXPECT_THAT(consensus_gp, HasSubstr("dt 2 lc rgb"));
+  EXPECT_THAT(consensus_gp, HasSubstr("title 'D-PSGD ring (neighbour estimate)'"));
+  EXPECT_THAT(consensus_gp, Not(HasSubstr("ring all-reduce")));
+  EXPECT_THAT(ReadFile(report_dir / "curves.csv"), HasSubstr(",consensus_estimate,5,"));
 
   const std::vector<PlotSpec>& specs = ReportPlotSpecs();
   for (const PlotSpec& spec : specs) {

@@ -1,0 +1,243 @@
+// Tests of what the exchanges measure and leave at the end, with N nodes as
+// threads over one LocalHub, each with its own trainer: the exact consensus
+// distance against a closed form (and where it is not measured), and Finish
+// leaving one model on every node, BatchNorm statistics and batch count
+// included, under gossip (both consensus methods) and all-reduce.
+#include "node/exchange/gossip_exchange.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gossip/transport/local/local_transport.h"
+#include "node/exchange/allreduce_exchange.h"
+#include "node/exchange/exchange_factory.h"
+
+namespace chorus::node {
+namespace {
+
+// Every rank's trainer and exchange, built and driven on the rank's thread.
+struct Node {
+  std::unique_ptr<trainer::Trainer> trainer;
+  ClusterSession session;
+  std::unique_ptr<Exchange> exchange;
+};
+
+Config MakeConfig(ExchangeKind kind) {
+  Config config;
+  config.exchange.kind = kind;
+  config.exchange.protocol = GossipProtocolKind::kDpsgd;
+  config.topology.kind = topologies::GraphKind::kRing;
+  config.fabric.op_timeout_s = 20.0;
+  config.train.batch_size = 8;
+  return config;
+}
+
+MembershipView View(int self, int n) {
+  MembershipView view;
+  view.self_rank = self;
+  for (int r = 0; r < n; ++r) {
+    Member m;
+    m.rank = r;
+    m.name = "node" + std::to_string(r);
+    m.data_address = gossip::LocalHub::EncodeAddress(r);
+    m.batch_size = 8;
+    m.host_group = m.name;
+    view.members.push_back(std::move(m));
+  }
+  return view;
+}
+
+// Runs fn(rank, node) on n threads, each node with a fresh trainer of
+// `model` and the exchange `config` names; returns each rank's status.
+std::vector<Status> RunNodes(int n, const Config& config, trainer::ModelKind model,
+                             const std::function<Status(int, Node&)>& fn) {
+  gossip::LocalHubOptions options;
+  options.world_size = n;
+  auto hub = gossip::LocalHub::Create(options);
+  std::vector<Status> out(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      out[r] = [&]() -> Status {
+        Node node;
+        trainer::TrainerOptions o;
+        o.model = model;
+        o.precision = trainer::Precision::kFp32;
+        o.steps_per_epoch = 1;
+        o.batch_size = 8;
+        CHORUS_ASSIGN_OR_RETURN(node.trainer, trainer::Trainer::Create(o));
+        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<gossip::LocalTransport> transport, hub->MakeTransport(r));
+        node.session.transport = std::move(transport);
+        node.session.view = View(r, n);
+        CHORUS_ASSIGN_OR_RETURN(node.exchange, MakeExchange(config, &node.session, node.trainer.get(), nullptr));
+        return fn(r, node);
+      }();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+// Rank r holds (r + 1) v with v[i] = 1 + i % 4: the mean is (n + 1) / 2 v and
+// the farthest replicas (ranks 0 and n - 1) are (n - 1) / 2 ||v|| from it.
+void SetClosedFormMaster(trainer::Trainer& trainer, int rank) {
+  std::span<float> x = trainer.MasterWeights();
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((rank + 1) * (1 + static_cast<int>(i % 4)));
+  trainer.RefreshWorkingCopy();
+}
+
+TEST(GossipExchangeTest, ExactConsensusDistanceHasTheClosedForm) {
+  for (int n : {2, 3, 5}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<double> first(n), again(n);
+    std::vector<nlohmann::json> metrics(n);
+    const Config config = MakeConfig(ExchangeKind::kGossip);
+    auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+      SetClosedFormMaster(*node.trainer, r);
+      CHORUS_ASSIGN_OR_RETURN(first[r], node.exchange->ExactConsensusDistance(7));
+      // A second evaluation after the same step: the first's result, no messages.
+      const nlohmann::json before = node.exchange->Metrics();
+      CHORUS_ASSIGN_OR_RETURN(again[r], node.exchange->ExactConsensusDistance(7));
+      metrics[r] = node.exchange->Metrics();
+      if (metrics[r]["consensus_measure_bytes_sent"] != before["consensus_measure_bytes_sent"]) {
+        return Internal("the second call communicated");
+      }
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      // Float rounding of the 1/n post-scale of the mean (~1e-7 relative).
+      EXPECT_NEAR(first[r], (n - 1.0) / (n + 1.0), 1e-6);
+      EXPECT_EQ(first[r], first[0]) << "every node records the same value";
+      EXPECT_EQ(again[r], first[r]);
+      // The measurement's bytes are counted apart: nothing was mixed, so the
+      // training's bytes are 0.
+      EXPECT_EQ(metrics[r]["bytes_sent"].get<uint64_t>(), 0u);
+      EXPECT_GT(metrics[r]["consensus_measure_bytes_sent"].get<uint64_t>(), 0u);
+      EXPECT_GE(metrics[r]["consensus_measure_seconds"].get<double>(), 0.0);
+    }
+  }
+}
+
+TEST(GossipExchangeTest, ExactConsensusDistanceIsNotMeasuredWhereNodesDoNotEvaluateTogether) {
+  // Alone, after SetEvaluationsInLockstep(false), and under pairwise-async.
+  Config pairwise = MakeConfig(ExchangeKind::kGossip);
+  pairwise.exchange.protocol = GossipProtocolKind::kPairwiseAsync;
+  struct Case {
+    const char* name;
+    int n;
+    const Config config;
+    bool lockstep;
+  };
+  const Case cases[] = {{"alone", 1, MakeConfig(ExchangeKind::kGossip), true},
+                        {"sampled evaluations", 3, MakeConfig(ExchangeKind::kGossip), false},
+                        {"pairwise-async", 3, pairwise, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<double> distances(c.n, 0.0);
+    auto statuses = RunNodes(c.n, c.config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+      node.exchange->SetEvaluationsInLockstep(c.lockstep);
+      SetClosedFormMaster(*node.trainer, r);
+      CHORUS_ASSIGN_OR_RETURN(distances[r], node.exchange->ExactConsensusDistance(3));
+      return Status::Ok();
+    });
+    for (int r = 0; r < c.n; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      EXPECT_EQ(distances[r], Exchange::kNotMeasured);
+    }
+  }
+}
+
+TEST(AllreduceExchangeTest, ExactConsensusDistanceIsZeroWithoutCommunicating) {
+  const int n = 3;
+  std::vector<double> distances(n, -1.0);
+  std::vector<uint64_t> bytes(n, 1);
+  const Config config = MakeConfig(ExchangeKind::kAllreduce);
+  auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    const uint64_t before = node.session.transport->Stats().bytes_sent;
+    CHORUS_ASSIGN_OR_RETURN(distances[r], node.exchange->ExactConsensusDistance(3));
+    bytes[r] = node.session.transport->Stats().bytes_sent - before;
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    EXPECT_EQ(distances[r], 0.0);
+    EXPECT_EQ(bytes[r], 0u);
+  }
+}
+
+// Gives rank r's trainer its own weights (gossip) and BatchNorm state:
+// statistic i is (r + 1) (1 + i % 4), the batch count 5 + r.
+void SetRankState(trainer::Trainer& trainer, int rank, bool own_weights) {
+  if (own_weights) SetClosedFormMaster(trainer, rank);
+  std::span<float> stats = trainer.model().buffer_values();
+  for (size_t i = 0; i < stats.size(); ++i) {
+    stats[i] = static_cast<float>((rank + 1) * (1 + static_cast<int>(i % 4)));
+  }
+  trainer.model().set_num_batches_tracked(5 + rank);
+}
+
+// After Finish: every rank's weights and statistics have rank 0's bytes, the
+// statistics are the mean, and the batch count is rank 0's.
+void ExpectOneModel(const std::vector<std::vector<float>>& weights, const std::vector<std::vector<float>>& stats,
+                    const std::vector<int64_t>& tracked) {
+  const int n = static_cast<int>(weights.size());
+  ASSERT_FALSE(stats[0].empty()) << "cnn-bn has BatchNorm statistics";
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_EQ(weights[r].size(), weights[0].size());
+    EXPECT_EQ(std::memcmp(weights[r].data(), weights[0].data(), weights[0].size() * sizeof(float)), 0);
+    ASSERT_EQ(stats[r].size(), stats[0].size());
+    EXPECT_EQ(std::memcmp(stats[r].data(), stats[0].data(), stats[0].size() * sizeof(float)), 0);
+    EXPECT_EQ(tracked[r], 5);
+  }
+  for (size_t i = 0; i < stats[0].size(); ++i) {
+    // Small integers summed exactly; the 1/n post-scale rounds once.
+    ASSERT_FLOAT_EQ(stats[0][i], (n + 1) / 2.0f * static_cast<float>(1 + i % 4)) << i;
+  }
+}
+
+void CheckFinish(const Config& config, int n, bool own_weights) {
+  std::vector<std::vector<float>> weights(n), stats(n);
+  std::vector<int64_t> tracked(n, -1);
+  auto statuses = RunNodes(n, config, trainer::ModelKind::kCnnBn, [&](int r, Node& node) -> Status {
+    SetRankState(*node.trainer, r, own_weights);
+    CHORUS_RETURN_IF_ERROR(node.exchange->Finish());
+    const std::span<const float> w = node.trainer->MasterWeights();
+    weights[r].assign(w.begin(), w.end());
+    const std::span<const float> s = node.trainer->model().buffer_values();
+    stats[r].assign(s.begin(), s.end());
+    tracked[r] = node.trainer->model().num_batches_tracked();
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+  ExpectOneModel(weights, stats, tracked);
+}
+
+TEST(GossipExchangeTest, FinishLeavesOneModelBatchNormIncluded) {
+  for (ConsensusSetting consensus : {ConsensusSetting::kAllreduce, ConsensusSetting::kRounds}) {
+    for (int n : {2, 3}) {
+      SCOPED_TRACE(std::string(SettingName(consensus)) + " n " + std::to_string(n));
+      Config config = MakeConfig(ExchangeKind::kGossip);
+      config.exchange.consensus = consensus;
+      // Rounds that stop far short of the bound: the replicas are still made one.
+      config.exchange.consensus_max_rounds = 2;
+      CheckFinish(config, n, /*own_weights=*/true);
+    }
+  }
+}
+
+TEST(AllreduceExchangeTest, FinishAveragesTheBatchNormStatistics) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    CheckFinish(MakeConfig(ExchangeKind::kAllreduce), n, /*own_weights=*/false);
+  }
+}
+
+}  // namespace
+}  // namespace chorus::node

@@ -1,0 +1,115 @@
+// The cluster's schedule among unequal nodes: steps per epoch from the global
+// batch, the learning-rate position in global samples (equal on every rank
+// whatever its batch, across a re-partition), and the speed split of load
+// balancing.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "node/config/config.h"
+#include "node/run/training_loop.h"
+#include "trainer/batch_sampler.h"
+#include "trainer/lr_schedule.h"
+
+namespace chorus::node {
+namespace {
+
+TEST(ScheduleTest, StepsPerEpochFollowTheGlobalBatch) {
+  Config config;
+  EXPECT_EQ(ClusterStepsPerEpoch(config, 60000, 288).value(), 208);
+  EXPECT_EQ(StepsPerEpoch(config, 60000, 4).value(), 60000 / 256);  // 4 x the default 64
+  Result<int64_t> none = ClusterStepsPerEpoch(config, 100, 288);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_NE(none.error().message().find("train.batch_size"), std::string::npos) << none.error().message();
+  EXPECT_NE(none.error().message().find("288"), std::string::npos) << none.error().message();
+}
+
+// Ranks of batches 32/64/64/128 stand at the same schedule position at every
+// step, and warm-up ends (the lr peaks) exactly when the cluster has trained
+// warmup_epochs of the data: for this mix as for equal batches.
+TEST(ScheduleTest, PositionIsInGlobalSamplesAndEqualOnEveryRank) {
+  const int n = 2880;
+  const std::vector<int> shares = {32, 64, 64, 128};
+  const int64_t spe = n / 288;
+  trainer::LrScheduleOptions lr;
+  lr.base_lr = 2.0;
+  lr.global_batch = 288;
+  lr.warmup_epochs = 1.0;
+  std::vector<trainer::BatchSampler> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(*trainer::BatchSampler::Create(n, shares, 3, r));
+  trainer::Batch batch;
+  const trainer::Dataset data = [&] {
+    trainer::Dataset d;
+    d.count = n;
+    d.channels = d.height = d.width = 1;
+    d.images.assign(n, 0.0f);
+    d.labels.assign(n, 0);
+    return d;
+  }();
+  for (int64_t step = 0; step < spe; ++step) {
+    std::vector<double> positions;
+    for (trainer::BatchSampler& s : ranks) {
+      ASSERT_TRUE(s.Next(data, &batch));
+      positions.push_back(SchedulePositionOf(s, 0, spe));
+    }
+    for (double p : positions) EXPECT_DOUBLE_EQ(p, static_cast<double>(step)) << "step " << step;
+  }
+  const double peak = trainer::PeakLearningRate(lr);
+  // The last warm-up step (the epoch's last) reaches the peak; the one before does not.
+  EXPECT_LT(trainer::LearningRate(SchedulePositionOf(ranks[0], 0, spe) - 1.0, spe, 3, lr), peak);
+  EXPECT_DOUBLE_EQ(trainer::LearningRate(SchedulePositionOf(ranks[0], 0, spe), spe, 3, lr), peak);
+}
+
+// Half-way through an epoch the membership changes (rank 3 leaves): the
+// survivors' positions stay equal, keep rising, and the epoch's last step
+// maps just below the next epoch's start, whatever the new global batch.
+TEST(ScheduleTest, PositionStaysEqualAcrossARepartition) {
+  const int n = 5760;
+  const int64_t spe = n / 288;
+  std::vector<trainer::BatchSampler> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(*trainer::BatchSampler::Create(n, {32, 64, 64, 128}, 9, r));
+  trainer::Dataset data;
+  data.count = n;
+  data.channels = data.height = data.width = 1;
+  data.images.assign(n, 0.0f);
+  data.labels.assign(n, 0);
+  trainer::Batch batch;
+  for (int k = 0; k < 10; ++k) {
+    for (trainer::BatchSampler& s : ranks) ASSERT_TRUE(s.Next(data, &batch));
+  }
+  ranks.pop_back();
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(ranks[r].Repartition(r, {32, 64, 64}, 1).ok());
+  double last = SchedulePositionOf(ranks[0], 1, spe);
+  while (true) {
+    std::vector<double> positions;
+    for (trainer::BatchSampler& s : ranks) {
+      if (!s.Next(data, &batch)) break;
+      positions.push_back(SchedulePositionOf(s, 1, spe));
+    }
+    if (positions.size() < 3) {
+      EXPECT_TRUE(positions.empty()) << "the ranks ran different steps";
+      break;
+    }
+    EXPECT_DOUBLE_EQ(positions[0], positions[1]);
+    EXPECT_DOUBLE_EQ(positions[0], positions[2]);
+    EXPECT_GT(positions[0], last);
+    last = positions[0];
+  }
+  EXPECT_LT(last, 2.0 * spe);
+  EXPECT_GT(last, 2.0 * spe - 1.0);
+}
+
+TEST(ScheduleTest, SplitBySpeedIsProportionalWholeAndTheSameForEveryone) {
+  EXPECT_EQ(SplitBySpeed(256, {1, 1, 1, 1}), (std::vector<int>{64, 64, 64, 64}));
+  const std::vector<int> split = SplitBySpeed(256, {3, 1});  // 3x faster
+  EXPECT_EQ(split, (std::vector<int>{192, 64}));
+  const std::vector<int> odd = SplitBySpeed(100, {1, 1, 1});
+  EXPECT_EQ(odd, (std::vector<int>{34, 33, 33})) << "ties go to the lower rank";
+  std::vector<int> tiny = SplitBySpeed(10, {1000, 1, 1});
+  EXPECT_EQ(tiny, (std::vector<int>{8, 1, 1})) << "everyone trains at least one sample";
+  EXPECT_TRUE(SplitBySpeed(256, {1, 0}).empty());
+  EXPECT_TRUE(SplitBySpeed(2, {1, 1, 1}).empty());
+}
+
+}  // namespace
+}  // namespace chorus::node
