@@ -1,5 +1,6 @@
 // `chorus simulate [CONFIG] [--nodes 128] [--methods a,b] [--epochs 1] [--batch 16]
-// [--latency 50us] [--bandwidth 10gbit] [--out runs/sim-128] [--target 0.8] ...`:
+// [--latency 50us] [--bandwidth 10gbit] [--speeds 1,1,1,0.25] [--batch-sizes 16,32]
+// [--out runs/sim-128] [--target 0.8] ...`:
 // resolves the options, runs the simulation (simulate.h), then builds the report
 // of the comparison directory it wrote and prints the table and its path.
 //
@@ -44,6 +45,9 @@ struct SimulateArgs {
   double target = 0.8;
   std::string compute_time;
   double compute_scale = 1.0, compute_spread = 0.0;
+  std::vector<double> speeds;
+  std::vector<int> batch_sizes;
+  double exchange_cpu_scale = 1.0;
   int eval_nodes = 4, evals = 4, eval_samples = 1000;
   double timeout_s = 600.0;
   std::vector<std::string> sets;
@@ -87,6 +91,24 @@ void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--compute-spread", args->compute_spread,
                   "Heterogeneity: node i computes 1 + SPREAD * i / (nodes - 1) times slower")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--speeds", args->speeds,
+                  "Comma-separated node speeds, repeated over the nodes: node i computes at speed "
+                  "SPEEDS[i mod count] (1: as measured, 0.25: 4x slower, 2: twice as fast); e.g. 1,1,1,0.25 "
+                  "makes every fourth node 4x slower")
+      ->delimiter(',')
+      ->type_name("S,...")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-sizes", args->batch_sizes,
+                  "Comma-separated batches per node, repeated over the nodes: node i trains batch "
+                  "SIZES[i mod count] (train.batch_size; its compute is measured at that batch)")
+      ->delimiter(',')
+      ->type_name("B,...")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--exchange-cpu-scale", args->exchange_cpu_scale,
+                  "Multiply the exchanges' measured CPU time (codecs, sums, averaging) charged to the "
+                  "virtual clocks; 0: only bytes and latency cost time, and virtual times repeat exactly")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--eval-nodes", args->eval_nodes,
@@ -153,6 +175,9 @@ Result<SimulateOptions> SimulateOptionsFrom(const SimulateArgs& args, const Conf
   }
   options.compute_scale = args.compute_scale;
   options.compute_spread = args.compute_spread;
+  options.speeds = args.speeds;
+  options.batch_sizes = args.batch_sizes;
+  options.exchange_cpu_scale = args.exchange_cpu_scale;
   options.eval_nodes = args.eval_nodes;
   options.evals = args.evals;
   options.eval_samples = args.eval_samples;

@@ -197,7 +197,11 @@ Status TrainingLoop::ResumeFromCheckpoint() {
     start_epoch_ = static_cast<int>(info.epoch);
     epoch_ = start_epoch_;
     step_ = info.step;
-    if (info.epoch_batches > 0) {
+    // At its own pace the cluster counts samples afresh: what the epochs
+    // before this one trained counts as done (a stop's partial epoch is
+    // trained again).
+    if (free_running_) resumed_samples_ = static_cast<uint64_t>(start_epoch_) * static_cast<uint64_t>(s_.train->count);
+    if (info.epoch_batches > 0 && !free_running_) {
       // A checkpoint of a stop, mid-epoch: the sampler stands where it stood
       // (a checkpoint without a data order was taken over this membership:
       // the fresh sampler's one partition).
@@ -352,7 +356,7 @@ void TrainingLoop::ApplySampleWeights() {
 
 uint64_t TrainingLoop::ClusterSamples() const {
   if (!free_running_) return static_cast<uint64_t>(samples_done_);
-  return s_.session->control->ClusterSamples();
+  return s_.session->control->ClusterSamples() + resumed_samples_;
 }
 
 bool TrainingLoop::NextBatch(trainer::Batch* batch) {

@@ -239,6 +239,7 @@ class TrainingLoop final : public LiveState {
   bool free_running_ = false;
   std::vector<int> shares_;      // every rank's batch (the sampler's, unless free-running)
   uint64_t followed_epoch_ = 0;  // the membership the shares follow
+  uint64_t resumed_samples_ = 0; // free-running after --resume: the epochs done before
   BalanceWindow balance_;
   int64_t step_ = 0;            // steps run (or skipped) so far: the next step's number
   int start_epoch_ = 0;

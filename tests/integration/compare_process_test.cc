@@ -193,6 +193,60 @@ admit_every_s = 0
   fs::remove_all(dir);
 }
 
+// Node profiles: node0 trains batch 16 at full speed, node1 batch 48 at half
+// speed; each node process gets its own settings, and compare.json and the
+// progress line say so.
+TEST(CompareProcessTest, NodeProfilesReachEachNodeAndAreRecorded) {
+  if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
+  }
+  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-profiles-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "profiles.toml";
+  std::ofstream(file) << R"([compare]
+name = "profiles"
+nodes = 2
+single_node_baseline = false
+methods = ["ring-allreduce"]
+speeds = [1, 0.5]
+batch_sizes = [16, 48]
+
+[run]
+progress = "off"
+[train]
+epochs = 1
+batch_size = 32
+threads = 1
+[data]
+train_limit = 1280
+test_limit = 200
+[cluster]
+token = "compare-profiles"
+join_timeout_s = 20.0
+)";
+  ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\"", "--no-report"});
+  std::optional<int> status = compare.Wait(240);
+  ASSERT_TRUE(status && WIFEXITED(*status)) << compare.Output();
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << compare.Output();
+  EXPECT_NE(compare.Output().find("on 2 nodes, speeds 1/0.5, batches 16/48"), std::string::npos) << compare.Output();
+  nlohmann::json result = ReadJson(dir / "profiles" / "compare.json");
+  ASSERT_TRUE(result.is_object()) << compare.Output();
+  EXPECT_EQ(result["node_profiles"], (nlohmann::json{{"speeds", {1.0, 0.5}}, {"batch_sizes", {16, 48}}}))
+      << result.dump();
+  EXPECT_EQ(result["global_batch"], 64);
+  EXPECT_TRUE(result["straggler"].is_null());
+  const std::vector<int> batches = {16, 48};
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    nlohmann::json summary = ReadJson(dir / "profiles" / "ring-allreduce" / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << compare.Output();
+    EXPECT_EQ(summary["batch_size"], batches[static_cast<size_t>(i)]);
+    EXPECT_EQ(summary["global_batch"], 64);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CompareProcessTest, BadFileFailsBeforeRunningAnything) {
   const fs::path dir = fs::temp_directory_path() / ("chorus-compare-bad-" + std::to_string(getpid()));
   fs::create_directories(dir);
@@ -203,6 +257,23 @@ TEST(CompareProcessTest, BadFileFailsBeforeRunningAnything) {
   ASSERT_TRUE(status && WIFEXITED(*status));
   EXPECT_EQ(WEXITSTATUS(*status), 2) << compare.Output();
   EXPECT_NE(compare.Output().find("unknown method \"nope\""), std::string::npos) << compare.Output();
+  EXPECT_FALSE(fs::exists(dir / "compare" / "compare.json"));
+  fs::remove_all(dir);
+}
+
+TEST(CompareProcessTest, NodesThatDoNotMatchTheProfilesFailBeforeRunningAnything) {
+  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-nodes-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path file = dir / "two.toml";
+  std::ofstream(file) << "[compare]\nnodes = 2\nmethods = [\"ring-allreduce\"]\nbatch_sizes = [16, 32]\n";
+  ChorusProcess compare(
+      {"compare", file.string(), "--nodes", "3", "--set", "run.output_dir=\"" + dir.string() + "\""});
+  std::optional<int> status = compare.Wait(60);
+  ASSERT_TRUE(status && WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 2) << compare.Output();
+  EXPECT_NE(compare.Output().find("--nodes 3 but compare.batch_sizes in " + file.string() + " lists 2 nodes"),
+            std::string::npos)
+      << compare.Output();
   EXPECT_FALSE(fs::exists(dir / "compare" / "compare.json"));
   fs::remove_all(dir);
 }

@@ -11,6 +11,8 @@
 // Virtual time lives in the slots too (virtual_now, virtual_nic_free, under the
 // hub mutex): a send stamps its op with the NIC done time and its message with
 // the arrival time; ResultLocked (a successful Wait) moves the owner's clock.
+// The CPU charge of a call is asked for before the mutex is taken (the
+// callback is the caller's code) and added under it.
 #include "gossip/transport/local/local_transport.h"
 
 #include <algorithm>
@@ -95,6 +97,20 @@ class LocalRequest final : public Request {
 
 namespace {
 
+// Tells the hub's cpu_resume when a call returns; declared before the call's
+// lock, so it runs after the lock is released.
+class CpuCall {
+ public:
+  CpuCall(const LocalHub& hub, int slot) : hub_(hub), slot_(slot) {}
+  ~CpuCall() { hub_.CpuResume(slot_); }
+  CpuCall(const CpuCall&) = delete;
+  CpuCall& operator=(const CpuCall&) = delete;
+
+ private:
+  const LocalHub& hub_;
+  const int slot_;
+};
+
 bool LocalRequest::Done() {
   std::lock_guard<std::mutex> lock(*mu_);
   return op_->done && Clock::now() >= op_->visible_at;
@@ -103,7 +119,10 @@ bool LocalRequest::Done() {
 void LocalRequest::CancelLocked(Status status) { hub_->CancelLocked(*op_, std::move(status)); }
 
 Result<Completion> LocalRequest::Wait(Deadline deadline) {
+  const double cpu = hub_->CpuCharge(op_->owner);
+  const CpuCall call(*hub_, op_->owner);
   std::unique_lock<std::mutex> lock(*mu_);
+  hub_->ChargeLocked(op_->owner, cpu);
   while (true) {
     const auto now = Clock::now();
     if (op_->done && now >= op_->visible_at) return ResultLocked();
@@ -267,6 +286,20 @@ void LocalHub::ObserveCompletionLocked(const Op& op) {
   now = std::max(now, op.virtual_done);
 }
 
+double LocalHub::CpuCharge(int slot) const {
+  const LocalVirtualTime& v = options_.virtual_time;
+  return v.enabled && v.cpu_charge && slot >= 0 ? v.cpu_charge(slot) : 0.0;
+}
+
+void LocalHub::ChargeLocked(int slot, double seconds) {
+  if (seconds > 0 && slot >= 0 && slot < world_size()) slots_[slot]->virtual_now += seconds;
+}
+
+void LocalHub::CpuResume(int slot) const {
+  const LocalVirtualTime& v = options_.virtual_time;
+  if (v.enabled && v.cpu_resume && slot >= 0) v.cpu_resume(slot);
+}
+
 double LocalHub::VirtualNow(int slot) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (slot < 0 || slot >= world_size()) return 0.0;
@@ -302,7 +335,10 @@ void RemoveUnposted(std::list<std::shared_ptr<LocalHub::Op>>& posted) {
 }  // namespace
 
 Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const std::byte> data) {
+  const double cpu = CpuCharge(from);
+  const CpuCall call(*this, from);
   std::unique_lock<std::mutex> lock(mu_);
+  ChargeLocked(from, cpu);
   Slot& src = *slots_[from];
   if (src.dead) return Err(Unavailable("send from killed endpoint " + src.name));
   if (dest < 0 || dest >= static_cast<Rank>(src.rank_to_slot.size())) {
@@ -372,7 +408,10 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
 }
 
 Result<RequestPtr> LocalHub::Recv(int at, Rank source, Tag tag, std::span<std::byte> data) {
+  const double cpu = CpuCharge(at);
+  const CpuCall call(*this, at);
   std::unique_lock<std::mutex> lock(mu_);
+  ChargeLocked(at, cpu);
   Slot& self = *slots_[at];
   if (self.dead) return Err(Unavailable("receive on killed endpoint " + self.name));
   int from = -1;

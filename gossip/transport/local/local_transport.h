@@ -28,6 +28,11 @@
 // max(clock, done) for a send and max(clock, arrival) for a receive; Done() is
 // a probe and moves nothing. The receiving NIC is not modelled (no incast
 // contention). When virtual time is on, the real-time link model is ignored.
+// Optionally (LocalVirtualTime::cpu_charge) the CPU work between calls also
+// moves the clock: Isend, Irecv and Wait first add what the callback says the
+// calling thread computed for that slot, so the work before a send delays it;
+// the calls' own work (copying messages) is the link model's and is not
+// charged (cpu_resume marks where the caller's work starts again).
 //
 // Must not: touch libfabric or the network; share a hub between unrelated tests.
 #pragma once
@@ -36,6 +41,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -58,6 +64,14 @@ struct LocalVirtualTime {
   bool enabled = false;
   double latency_s = 0.0;         // alpha, virtual seconds added to every message (>= 0)
   double bytes_per_second = 0.0;  // beta, per sender NIC; <= 0: infinite bandwidth
+  // Optional CPU accounting. cpu_charge: the virtual seconds of CPU work to
+  // add to `slot`'s clock, asked on the calling thread at the start of every
+  // Isend, Irecv and Wait of that slot, before the call is stamped (< 0 is 0).
+  // cpu_resume: told on the same thread when that call returns, so that the
+  // call's own work is not charged. Both are called without the hub's mutex,
+  // from any thread that uses the slot. Null: only bytes and latency cost time.
+  std::function<double(int slot)> cpu_charge;
+  std::function<void(int slot)> cpu_resume;
 };
 
 struct LocalHubOptions {
@@ -140,6 +154,12 @@ class LocalHub : public std::enable_shared_from_this<LocalHub> {
   // Virtual time: a successful completion of `op` observed by its owner through
   // Wait (hub mutex held): moves the owner's clock (see the file comment).
   void ObserveCompletionLocked(const Op& op);
+  // Virtual time: cpu_charge's seconds for `slot` on this thread (0 without
+  // one), asked before the mutex is taken; ChargeLocked adds them to its clock;
+  // CpuResume calls cpu_resume (after the mutex is released).
+  double CpuCharge(int slot) const;
+  void ChargeLocked(int slot, double seconds);
+  void CpuResume(int slot) const;
 
  private:
   friend class LocalTransport;

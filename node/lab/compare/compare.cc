@@ -90,6 +90,13 @@ struct CompareRun {
 Result<CompareConfig> LoadComparison(const CompareOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(CompareConfig cc, ParseCompareFile(options.config_path));
   if (options.nodes > 0) cc.nodes = options.nodes;
+  for (const auto& [key, size] : {std::pair<const char*, size_t>{"speeds", cc.speeds.size()},
+                                  std::pair<const char*, size_t>{"batch_sizes", cc.batch_sizes.size()}}) {
+    if (size > 0 && size != static_cast<size_t>(cc.nodes)) {
+      return Err(InvalidArgument("compare: --nodes " + std::to_string(cc.nodes) + " but compare." + key + " in " +
+                                 options.config_path + " lists " + std::to_string(size) + " nodes"));
+    }
+  }
   if (cc.slow_node >= cc.nodes) {
     return Err(InvalidArgument("compare: the straggler is node " + std::to_string(cc.slow_node) + " but there are only " +
                                std::to_string(cc.nodes) + " nodes"));
@@ -125,8 +132,10 @@ std::vector<std::string> RunOverrides(const std::string& run_dir, const std::str
 }
 
 // Validate everything before running anything: a typo in method 6 should
-// not surface after five methods have run.
+// not surface after five methods have run. Every node with settings of its
+// own (the profiles) is checked as that node.
 Status ValidateMethods(const CompareRun& run) {
+  const std::vector<std::pair<int, std::string>> node_settings = ProfileNodeSettings(run.cc);
   for (const CompareMethod& m : run.cc.methods) {
     std::vector<ConfigOverride> all = run.options.overrides;
     for (const ConfigOverride& o : WithOrigin(m.overrides, "method " + m.name + ":")) all.push_back(o);
@@ -136,6 +145,15 @@ Status ValidateMethods(const CompareRun& run) {
     }
     Result<Config> c = LoadConfig(run.options.config_path, all);
     if (!c) return InvalidArgument("method " + m.name + ": " + c.error().message());
+    for (int node = 0; node < run.cc.nodes; ++node) {
+      std::vector<ConfigOverride> own = all;
+      for (const auto& [i, setting] : node_settings) {
+        if (i == node) own.push_back({setting, "compare: node" + std::to_string(node) + " " + setting});
+      }
+      if (own.size() == all.size()) continue;
+      Result<Config> n = LoadConfig(run.options.config_path, own);
+      if (!n) return InvalidArgument("method " + m.name + ", node" + std::to_string(node) + ": " + n.error().message());
+    }
   }
   return Status::Ok();
 }
@@ -171,6 +189,34 @@ Status SetUpLinks(CompareRun& run) {
   return Status::Ok();
 }
 
+// The per-node profiles as compare.json records them: {"speeds": [...],
+// "batch_sizes": [...]} (a key only when given), null when neither is.
+json ProfilesJson(const CompareConfig& cc) {
+  if (cc.speeds.empty() && cc.batch_sizes.empty()) return nullptr;
+  json j = json::object();
+  if (!cc.speeds.empty()) j["speeds"] = cc.speeds;
+  if (!cc.batch_sizes.empty()) j["batch_sizes"] = cc.batch_sizes;
+  return j;
+}
+
+// What the nodes differ in, for the progress line: ", speeds 1/1/0.5,
+// batches 32/64" ("" when they do not).
+std::string ProfilesText(const CompareConfig& cc) {
+  std::string out;
+  auto list = [](const auto& values) {
+    std::string text;
+    for (const auto& v : values) {
+      char item[32];
+      std::snprintf(item, sizeof(item), "%g", static_cast<double>(v));
+      text += (text.empty() ? "" : "/") + std::string(item);
+    }
+    return text;
+  };
+  if (!cc.speeds.empty()) out += ", speeds " + list(cc.speeds);
+  if (!cc.batch_sizes.empty()) out += ", batches " + list(cc.batch_sizes);
+  return out;
+}
+
 // runs/<name>/compare.json: the settings and every method run so far.
 Status WriteCompareJson(const CompareRun& run) {
   const CompareConfig& cc = run.cc;
@@ -184,10 +230,11 @@ Status WriteCompareJson(const CompareRun& run) {
             {"precision", trainer::PrecisionName(base.train.precision)},
             {"epochs", base.train.epochs},
             {"batch_size", base.train.batch_size},
-            {"global_batch", base.train.batch_size * cc.nodes},
+            {"global_batch", CompareGlobalBatch(cc, base.train.batch_size)},
             {"provider", gossip::ProviderName(run.link ? gossip::FabricProvider::kTcpRxm : base.fabric.provider)},
             {"link", run.link_json},
             {"straggler", cc.slow_node >= 0 ? json{{"node", cc.slow_node}, {"slowdown", cc.slowdown}} : json(nullptr)},
+            {"node_profiles", ProfilesJson(cc)},
             {"late_joiner",
              cc.late_node >= 0 ? json{{"node", cc.late_node}, {"after_s", cc.late_after_s}} : json(nullptr)},
             {"single_node", run.single_node},
@@ -196,8 +243,8 @@ Status WriteCompareJson(const CompareRun& run) {
 }
 
 // How to launch `nodes` nodes with `sets` into `method_dir` (runs/<name>/<dir_name>):
-// over the emulated links and with the straggler and the late joiner when it
-// is the full cluster.
+// over the emulated links and with the profiles (straggler, speeds, batch
+// sizes) and the late joiner when it is the full cluster.
 LaunchOptions MethodLaunchOptions(const CompareRun& run, const std::string& dir_name, int nodes,
                                   const std::vector<std::string>& sets, const std::string& method_dir) {
   const CompareConfig& cc = run.cc;
@@ -216,11 +263,7 @@ LaunchOptions MethodLaunchOptions(const CompareRun& run, const std::string& dir_
       lo.node_wrappers.push_back(run.link->Wrapper(i));
     }
   }
-  if (cc.slow_node >= 0 && nodes == cc.nodes) {
-    char slowdown[64];
-    std::snprintf(slowdown, sizeof(slowdown), "train.slowdown=%.17g", cc.slowdown);
-    lo.node_overrides.push_back({cc.slow_node, slowdown});
-  }
+  if (nodes == cc.nodes) lo.node_overrides = ProfileNodeSettings(cc);
   if (cc.late_node >= 0 && nodes == cc.nodes) lo.join_after.push_back({cc.late_node, cc.late_after_s});
   if (!run.options.verbose) lo.output_file = method_dir + "/launch.log";
   return lo;
@@ -294,8 +337,8 @@ Status RunOneMethod(CompareRun& run, const CompareMethod& m, size_t index, size_
   if (run.cc.late_node >= 0) {
     late = ", node" + std::to_string(run.cc.late_node) + " joining after " + SecondsText(run.cc.late_after_s) + " s";
   }
-  std::fprintf(stderr, "compare [%zu/%zu] %s (%s) on %d nodes%s...\n", index, total, m.name.c_str(),
-               m.label.c_str(), run.cc.nodes, late.c_str());
+  std::fprintf(stderr, "compare [%zu/%zu] %s (%s) on %d nodes%s%s...\n", index, total, m.name.c_str(),
+               m.label.c_str(), run.cc.nodes, ProfilesText(run.cc).c_str(), late.c_str());
   CHORUS_ASSIGN_OR_RETURN(Launched launched, LaunchMethod(run, m.name, run.cc.nodes, m.overrides));
   const CompareMethodOutcome& outcome = launched.outcome;
   const std::string method_dir = run.run_dir + "/" + m.name;

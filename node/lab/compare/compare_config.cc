@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <exception>
+#include <optional>
 #include <string_view>
 
 #include <toml++/toml.h>
@@ -35,6 +37,9 @@ class Checker {
     errors_.push_back(Where(path_, node.source()) + ": compare." + std::string(key) + ": " + what);
   }
   void Error(const std::string& what) { errors_.push_back(path_ + ": " + what); }
+  void ErrorAt(const toml::source_region& region, std::string_view key, const std::string& what) {
+    errors_.push_back(Where(path_, region) + ": compare." + std::string(key) + ": " + what);
+  }
 
   std::optional<std::string> String(const toml::node& node, std::string_view key) {
     if (const auto* s = node.as_string()) return s->get();
@@ -137,6 +142,45 @@ void ParseStraggler(const toml::node& node, Checker& check, CompareConfig* confi
                  &config->slow_node, &config->slowdown);
 }
 
+// A list with one entry per node (`speeds`, `batch_sizes`): each entry read by
+// `read` (nullopt: not a number of the kind) and accepted by `ok`, else an
+// error at the entry saying `expect`. The length is checked against the nodes
+// once the whole table is read (CheckProfiles).
+template <typename T>
+void ParseNodeList(const toml::node& node, std::string_view key, Checker& check,
+                   std::optional<T> (*read)(const toml::node&), bool (*ok)(T), std::string_view expect,
+                   std::vector<T>* out) {
+  const toml::array* a = node.as_array();
+  if (a == nullptr || a->empty()) return check.Error(node, key, "expected a list with one entry per node");
+  out->clear();
+  for (const toml::node& item : *a) {
+    std::optional<T> value = read(item);
+    if (!value || !ok(*value)) {
+      check.Error(item, key, std::string(expect));
+    } else {
+      out->push_back(*value);
+    }
+  }
+}
+
+void ParseSpeeds(const toml::node& node, Checker& check, CompareConfig* config) {
+  ParseNodeList<double>(
+      node, "speeds", check, [](const toml::node& n) { return n.value<double>(); },
+      [](double d) { return d > 0.0 && d <= 1.0; },
+      "expected a speed in (0, 1] (1: a full node; 0.5: half as fast)", &config->speeds);
+}
+
+void ParseBatchSizes(const toml::node& node, Checker& check, CompareConfig* config) {
+  ParseNodeList<int>(
+      node, "batch_sizes", check,
+      [](const toml::node& n) -> std::optional<int> {
+        const auto* i = n.as_integer();
+        if (i == nullptr || i->get() > (int64_t{1} << 30)) return std::nullopt;
+        return static_cast<int>(i->get());
+      },
+      [](int b) { return b >= 1; }, "expected a batch size, an integer >= 1", &config->batch_sizes);
+}
+
 void ParseLateJoiner(const toml::node& node, Checker& check, CompareConfig* config) {
   config->late_node = 1;
   config->late_after_s = 5.0;
@@ -200,6 +244,22 @@ struct MethodChoice {
   std::vector<CompareMethod> custom;
 };
 
+// Where the keys that only the whole table can check were written, and how
+// many entries the lists have as written (wrong entries included).
+struct ListPlace {
+  toml::source_region region;
+  size_t entries = 0;
+};
+struct KeyPlaces {
+  std::optional<toml::source_region> straggler;
+  std::optional<ListPlace> speeds, batch_sizes;
+};
+
+ListPlace PlaceOfList(const toml::node& v) {
+  const toml::array* a = v.as_array();
+  return {v.source(), a != nullptr ? a->size() : 0};
+}
+
 // The whole file as TOML; its syntax errors name the file, line and column.
 Result<toml::table> ParseTomlFile(const std::string& path) {
   try {
@@ -213,7 +273,7 @@ Result<toml::table> ParseTomlFile(const std::string& path) {
 
 // One key of the [compare] table.
 void ParseCompareKey(const std::string& key, const toml::node& v, Checker& check, CompareConfig* config,
-                     MethodChoice* choice) {
+                     MethodChoice* choice, KeyPlaces* places) {
   if (key == "name") {
     if (auto s = check.String(v, key)) {
       config->name = *s;
@@ -254,24 +314,32 @@ void ParseCompareKey(const std::string& key, const toml::node& v, Checker& check
   } else if (key == "link") {
     ParseLink(v, check, &config->link);
   } else if (key == "straggler") {
+    places->straggler = v.source();
     ParseStraggler(v, check, config);
+  } else if (key == "speeds") {
+    places->speeds = PlaceOfList(v);
+    ParseSpeeds(v, check, config);
+  } else if (key == "batch_sizes") {
+    places->batch_sizes = PlaceOfList(v);
+    ParseBatchSizes(v, check, config);
   } else if (key == "late_joiner") {
     ParseLateJoiner(v, check, config);
   } else {
     check.Error(v, key,
                 "unknown key; expected name, nodes, target_accuracy, single_node_baseline, methods, "
-                "method, link, straggler or late_joiner");
+                "method, link, straggler, speeds, batch_sizes or late_joiner");
   }
 }
 
 // The [compare] table of `root`, if any, into `config` and `choice`; fails
 // only when `compare` is not a table (the other errors go to `check`).
-Status ParseCompareTable(const toml::table& root, Checker& check, CompareConfig* config, MethodChoice* choice) {
+Status ParseCompareTable(const toml::table& root, Checker& check, CompareConfig* config, MethodChoice* choice,
+                         KeyPlaces* places) {
   const toml::node* node = root.get(kCompareTable);
   if (node == nullptr) return Status::Ok();
   const toml::table* table = node->as_table();
   if (table == nullptr) return InvalidArgument(Where(check.path(), node->source()) + ": compare: expected a table");
-  for (auto&& [k, v] : *table) ParseCompareKey(std::string(k.str()), v, check, config, choice);
+  for (auto&& [k, v] : *table) ParseCompareKey(std::string(k.str()), v, check, config, choice, places);
   return Status::Ok();
 }
 
@@ -320,7 +388,50 @@ void CheckWholeConfig(const CompareConfig& config, Checker& check) {
   }
 }
 
+// The profiles against the nodes: one entry per node, and a straggler or
+// speeds, not both (the straggler is the speeds profile with one slow node).
+void CheckProfiles(const CompareConfig& config, const KeyPlaces& places, Checker& check) {
+  auto length = [&](const std::optional<ListPlace>& place, std::string_view key) {
+    if (place && place->entries > 0 && place->entries != static_cast<size_t>(config.nodes)) {
+      check.ErrorAt(place->region, key,
+                    "lists " + std::to_string(place->entries) + " nodes, compare.nodes is " +
+                        std::to_string(config.nodes) + " (one entry per node)");
+    }
+  };
+  length(places.speeds, "speeds");
+  length(places.batch_sizes, "batch_sizes");
+  if (places.straggler && places.speeds) {
+    check.ErrorAt(places.speeds->region, "speeds",
+                  "give either straggler or speeds, not both (straggler = { node = 1, slowdown = 2.0 } is "
+                  "speeds with node 1 at 1/3)");
+  }
+}
+
 }  // namespace
+
+std::vector<std::pair<int, std::string>> ProfileNodeSettings(const CompareConfig& config) {
+  std::vector<std::pair<int, std::string>> out;
+  auto slowdown = [&](int node, double value) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "train.slowdown=%.17g", value);
+    out.emplace_back(node, text);
+  };
+  if (config.slow_node >= 0) slowdown(config.slow_node, config.slowdown);
+  for (size_t i = 0; i < config.speeds.size(); ++i) {
+    if (config.speeds[i] < 1.0) slowdown(static_cast<int>(i), 1.0 / config.speeds[i] - 1.0);
+  }
+  for (size_t i = 0; i < config.batch_sizes.size(); ++i) {
+    out.emplace_back(static_cast<int>(i), "train.batch_size=" + std::to_string(config.batch_sizes[i]));
+  }
+  return out;
+}
+
+int CompareGlobalBatch(const CompareConfig& config, int batch_size) {
+  if (config.batch_sizes.empty()) return batch_size * config.nodes;
+  int sum = 0;
+  for (int b : config.batch_sizes) sum += b;
+  return sum;
+}
 
 const std::vector<CompareMethod>& BuiltinMethods() {
   static const std::vector<CompareMethod> methods = {
@@ -370,9 +481,11 @@ Result<CompareConfig> ParseCompareFile(const std::string& path) {
   config.source = path;
   Checker check(path);
   MethodChoice choice;
-  CHORUS_RETURN_IF_ERROR(ParseCompareTable(root, check, &config, &choice));
+  KeyPlaces places;
+  CHORUS_RETURN_IF_ERROR(ParseCompareTable(root, check, &config, &choice, &places));
   ResolveMethods(std::move(choice), check, &config);
   CheckWholeConfig(config, check);
+  CheckProfiles(config, places, check);
   CHORUS_RETURN_IF_ERROR(check.Finish());
   return config;
 }

@@ -11,6 +11,9 @@
 //   single_node_baseline = true         # measure S (one node alone) for e = T / (S x N)
 //   link = { bandwidth = "1gbit", latency = "1ms" }   # optional: emulated links
 //   straggler = { node = 3, slowdown = 2.0 }          # optional: node 3 is 3x slower
+//   speeds = [1, 1, 0.5, 0.33]          # optional, instead of straggler: node i's compute speed
+//                                       # in (0, 1] (train.slowdown = 1/speed - 1), one per node
+//   batch_sizes = [32, 64, 64, 128]     # optional: node i's train.batch_size, one per node
 //   late_joiner = { node = 3, after_s = 5.0 }         # optional: node 3 starts 5 s late and joins
 //
 //   [[compare.method]]                  # optional: methods of your own
@@ -24,6 +27,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -59,6 +63,13 @@ struct CompareConfig {
   // step's compute (train.slowdown; 2.0 makes it 3x slower). -1: none.
   int slow_node = -1;
   double slowdown = 0.0;
+  // Per-node profiles; empty: none, else `nodes` entries. speeds[i] in (0, 1]:
+  // node i's compute speed relative to a full node (it runs with
+  // train.slowdown = 1/speeds[i] - 1). batch_sizes[i] >= 1: node i's
+  // train.batch_size. A straggler is the speeds profile with one node slow:
+  // the file gives one or the other.
+  std::vector<double> speeds;
+  std::vector<int> batch_sizes;
   // A late joiner: node `late_node` (>= 1) starts `late_after_s` seconds after
   // the others and joins their running cluster (launch --join-after). -1: none.
   int late_node = -1;
@@ -75,6 +86,15 @@ std::vector<std::string> DefaultMethodNames();
 // The method called `name`: the one in `defined` if there is one, else the
 // built-in one; nullptr when neither has it.
 const CompareMethod* FindMethod(const std::vector<CompareMethod>& defined, std::string_view name);
+
+// The settings single nodes get on top of every node's (chorus launch
+// --node-set): the straggler's or the speeds' train.slowdown and the
+// batch_sizes' train.batch_size, for the full cluster of `config.nodes`.
+std::vector<std::pair<int, std::string>> ProfileNodeSettings(const CompareConfig& config);
+
+// The global batch of the full cluster: the batch_sizes summed, else
+// `batch_size` (every node's) times the nodes.
+int CompareGlobalBatch(const CompareConfig& config, int batch_size);
 
 // Reads the [compare] table of `path` (absent table: all defaults).
 [[nodiscard]] Result<CompareConfig> ParseCompareFile(const std::string& path);

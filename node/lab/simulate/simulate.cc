@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/clock.h"
@@ -16,6 +19,7 @@
 #include "node/config/config_parse.h"
 #include "node/exchange/gossip_exchange.h"
 #include "node/outputs/metrics.h"
+#include "node/lab/simulate/exchange_cpu_meter.h"
 #include "node/lab/simulate/simulate_node.h"
 #include "node/run/trainer_options.h"
 #include "node/run/training_loop.h"
@@ -62,6 +66,13 @@ std::string Unsupported(const CompareMethod& m, int nodes) {
   return "";
 }
 
+// Every node's train.batch_size, in rank order.
+std::vector<int> NodeBatches(const SimulateOptions& options) {
+  std::vector<int> batches;
+  for (int r = 0; r < options.nodes; ++r) batches.push_back(NodeBatchSize(options, r));
+  return batches;
+}
+
 // The method's config: base + overrides + what the simulator fixes.
 Result<Config> MethodConfig(const SimulateOptions& options, const CompareMethod& method) {
   Config config = options.base;
@@ -86,6 +97,12 @@ Status CheckOptions(const SimulateOptions& o) {
   else if (!(o.bytes_per_second > 0)) bad = "bandwidth must be > 0";
   else if (!(o.compute_scale > 0)) bad = "compute scale must be > 0";
   else if (!(o.compute_spread >= 0)) bad = "compute spread must be >= 0";
+  else if (std::any_of(o.speeds.begin(), o.speeds.end(), [](double v) { return !(v > 0 && std::isfinite(v)); }))
+    bad = "speeds must be > 0";
+  else if (std::any_of(o.batch_sizes.begin(), o.batch_sizes.end(), [](int b) { return b < 1; }))
+    bad = "batch sizes must be >= 1";
+  else if (!(o.exchange_cpu_scale >= 0 && std::isfinite(o.exchange_cpu_scale)))
+    bad = "exchange CPU scale must be >= 0";
   else if (o.eval_nodes < 1) bad = "eval nodes must be >= 1";
   else if (o.evals < 1) bad = "evaluations must be >= 1";
   else if (o.eval_samples < 1) bad = "eval samples must be >= 1";
@@ -124,6 +141,35 @@ struct SharedData {
   trainer::Dataset eval;
 };
 
+// The modelled compute of one step at speed 1, by batch size.
+using ComputeByBatch = std::map<int, StepCompute>;
+
+// The compute of a step at the base batch and at every node's, times
+// compute_scale: measured for each (`measured`), else the given times at the
+// base batch, with the forward/backward in proportion to the batch for the
+// others (the update works on the parameters, whatever the batch).
+Result<ComputeByBatch> ComputePerBatch(const SimulateOptions& options, bool measured) {
+  std::vector<int> batches = NodeBatches(options);
+  batches.push_back(options.base.train.batch_size);
+  ComputeByBatch out;
+  for (int b : batches) {
+    if (out.contains(b)) continue;
+    StepCompute c{options.forward_backward_s, options.update_s};
+    if (measured) {
+      Config config = options.base;
+      config.train.batch_size = b;
+      CHORUS_ASSIGN_OR_RETURN(c, MeasureStepCompute(config));
+    } else {
+      const double ratio = static_cast<double>(b) / options.base.train.batch_size;
+      c.forward_backward_s *= ratio;
+    }
+    c.forward_backward_s *= options.compute_scale;
+    c.update_s *= options.compute_scale;
+    out.emplace(b, c);
+  }
+  return out;
+}
+
 // Every node's GossipExchange would compute the same O(n^3) spectral gap.
 // -1 when there is none (not gossip, or no gap).
 Result<double> SpectralGap(const Config& config, int n) {
@@ -133,35 +179,59 @@ Result<double> SpectralGap(const Config& config, int n) {
   return gap ? gap->gap_per_round : -1.0;
 }
 
-// What every node of one method shares: its config, the data, one hub in
-// virtual time with the options' link model, the final evaluations.
-VirtualNodeSpec SharedSpec(const SimulateOptions& options, const Config& config, const SharedData& data,
-                           EvalCache* final_eval, double spectral_gap) {
+// The method's config for each batch size of the nodes: the method's, with
+// train.batch_size set, each checked.
+Result<std::map<int, Config>> ConfigsByBatch(const Config& method_config, const std::vector<int>& batches) {
+  std::map<int, Config> configs;
+  for (int b : batches) {
+    if (configs.contains(b)) continue;
+    Config c = method_config;
+    if (b != c.train.batch_size) {
+      c.train.batch_size = b;
+      c.origins["train.batch_size"] = "chorus simulate batch sizes";
+      CHORUS_RETURN_IF_ERROR(ValidateConfig(c));
+    }
+    configs.emplace(b, std::move(c));
+  }
+  return configs;
+}
+
+// What every node of one method shares: the data, one hub in virtual time
+// with the options' link model (and `cpu_meter`'s charges, when not null), the
+// final evaluations and every rank's batch.
+VirtualNodeSpec SharedSpec(const SimulateOptions& options, const SharedData& data, EvalCache* final_eval,
+                           double spectral_gap, ExchangeCpuMeter* cpu_meter, const std::vector<int>* batches) {
   gossip::LocalHubOptions hub_options;
   hub_options.world_size = options.nodes;
   hub_options.name_prefix = "node";
   hub_options.virtual_time.enabled = true;
   hub_options.virtual_time.latency_s = options.latency_s;
   hub_options.virtual_time.bytes_per_second = options.bytes_per_second;
+  if (cpu_meter != nullptr) cpu_meter->Install(&hub_options.virtual_time);
   VirtualNodeSpec shared;
-  shared.config = &config;
   shared.world_size = options.nodes;
+  shared.batch_sizes = batches;
   shared.hub = gossip::LocalHub::Create(hub_options);
   shared.train = &data.train;
   shared.eval_set = &data.eval;
   shared.final_eval = final_eval;
   shared.spectral_gap = spectral_gap;
+  shared.cpu_meter = cpu_meter;
   return shared;
 }
 
-// Every rank's spec: `shared` plus the rank's compute speed, evaluation
-// schedule and folder under `method_dir`.
+// Every rank's spec: `shared` plus the rank's config (its batch size), compute
+// time, evaluation schedule and folder under `method_dir`.
 std::vector<VirtualNodeSpec> NodeSpecs(const SimulateOptions& options, const VirtualNodeSpec& shared,
-                                       const StepCompute& compute, const std::string& method_dir) {
-  const Config& config = *shared.config;
+                                       const std::map<int, Config>& configs, const ComputeByBatch& compute,
+                                       const std::string& method_dir) {
   const int n = options.nodes;
-  // A batch larger than a shard is each node's error (RunVirtualNode): no evaluations then.
-  const int64_t steps_per_epoch = StepsPerEpoch(config, shared.train->count, n).value_or(0);
+  const std::vector<int>& batches = *shared.batch_sizes;
+  int global_batch = 0;
+  for (int b : batches) global_batch += b;
+  const Config& config = configs.begin()->second;
+  // A global batch larger than the data is each node's error (RunVirtualNode): no evaluations then.
+  const int64_t steps_per_epoch = ClusterStepsPerEpoch(config, shared.train->count, global_batch).value_or(0);
   const int64_t total_steps = steps_per_epoch * config.train.epochs;
   const std::vector<int> eval_ranks = SpreadRanks(options.eval_nodes, n);
   const std::vector<int64_t> eval_steps = EvalSteps(options.evals, total_steps);
@@ -170,9 +240,12 @@ std::vector<VirtualNodeSpec> NodeSpecs(const SimulateOptions& options, const Vir
   for (int r = 0; r < n; ++r) {
     VirtualNodeSpec spec = shared;
     spec.rank = r;
-    const double speed = n > 1 ? 1.0 + options.compute_spread * r / (n - 1) : 1.0;
-    spec.forward_backward_s = compute.forward_backward_s * speed;
-    spec.update_s = compute.update_s * speed;
+    const int batch = batches[static_cast<size_t>(r)];
+    spec.config = &configs.at(batch);
+    const double spread = n > 1 ? 1.0 + options.compute_spread * r / (n - 1) : 1.0;
+    const double slower = spread / NodeSpeed(options, r);
+    spec.forward_backward_s = compute.at(batch).forward_backward_s * slower;
+    spec.update_s = compute.at(batch).update_s * slower;
     if (std::find(eval_ranks.begin(), eval_ranks.end(), r) != eval_ranks.end()) {
       spec.eval_steps = eval_steps;
     }
@@ -214,7 +287,7 @@ Result<std::vector<json>> RunNodes(std::vector<VirtualNodeSpec> specs) {
 }
 
 SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& method,
-                          const SharedData& data, const StepCompute& compute) {
+                          const SharedData& data, const ComputeByBatch& compute) {
   SimulatedMethod out;
   out.method = method;
   const double wall_start = NowSeconds();
@@ -228,12 +301,19 @@ SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& m
   if (!config) return fail(config.error());
   Result<double> spectral_gap = SpectralGap(*config, options.nodes);
   if (!spectral_gap) return fail(spectral_gap.error());
+  const std::vector<int> batches = NodeBatches(options);
+  Result<std::map<int, Config>> configs = ConfigsByBatch(*config, batches);
+  if (!configs) return fail(configs.error());
   EvalCache final_eval;
-  const VirtualNodeSpec shared = SharedSpec(options, *config, data, &final_eval, *spectral_gap);
+  // Outlives the nodes and so the hub's calls into it.
+  std::optional<ExchangeCpuMeter> cpu_meter;
+  if (options.exchange_cpu_scale > 0) cpu_meter.emplace(options.nodes, options.exchange_cpu_scale);
+  const VirtualNodeSpec shared = SharedSpec(options, data, &final_eval, *spectral_gap,
+                                            cpu_meter ? &*cpu_meter : nullptr, &batches);
   const std::string method_dir = options.out_dir + "/" + method.name;
   std::error_code ec;
   fs::remove_all(method_dir, ec);  // a previous simulation's nodes must not mix in
-  Result<std::vector<json>> summaries = RunNodes(NodeSpecs(options, shared, compute, method_dir));
+  Result<std::vector<json>> summaries = RunNodes(NodeSpecs(options, shared, *configs, compute, method_dir));
   if (!summaries) return fail(summaries.error());
   out.summaries = std::move(*summaries);
   out.wall_seconds = NowSeconds() - wall_start;
@@ -249,10 +329,21 @@ json MethodJson(const SimulatedMethod& m) {
   return j;
 }
 
+// The profiles as compare.json records them (null when none).
+json ProfilesJson(const SimulateOptions& options) {
+  if (options.speeds.empty() && options.batch_sizes.empty()) return nullptr;
+  json j = {{"repeat", "node i takes entry i mod the list's length"}};
+  if (!options.speeds.empty()) j["speeds"] = options.speeds;
+  if (!options.batch_sizes.empty()) j["batch_sizes"] = options.batch_sizes;
+  return j;
+}
+
 json CompareJson(const SimulateOptions& options, const StepCompute& compute, bool measured,
                  const std::vector<SimulatedMethod>& methods) {
   const Config& base = options.base;
   const double step_s = compute.forward_backward_s + compute.update_s;
+  int global_batch = 0;
+  for (int b : NodeBatches(options)) global_batch += b;
   json j;
   j["name"] = fs::path(options.out_dir).filename().string();
   j["kind"] = "simulate";
@@ -261,7 +352,8 @@ json CompareJson(const SimulateOptions& options, const StepCompute& compute, boo
   j["model"] = base.train.model;
   j["epochs"] = base.train.epochs;
   j["batch_size"] = base.train.batch_size;
-  j["global_batch"] = base.train.batch_size * options.nodes;
+  j["global_batch"] = global_batch;
+  j["node_profiles"] = ProfilesJson(options);
   j["link"] = {{"bandwidth", options.bandwidth},
                {"latency", options.latency},
                {"emulated", false},
@@ -277,6 +369,7 @@ json CompareJson(const SimulateOptions& options, const StepCompute& compute, boo
                      {"compute_measured", measured},
                      {"compute_scale", options.compute_scale},
                      {"compute_spread", options.compute_spread},
+                     {"exchange_cpu_scale", options.exchange_cpu_scale},
                      {"latency_s", options.latency_s},
                      {"bytes_per_second", options.bytes_per_second},
                      {"eval_nodes", SpreadRanks(options.eval_nodes, options.nodes)},
@@ -290,6 +383,16 @@ json CompareJson(const SimulateOptions& options, const StepCompute& compute, boo
 }
 
 }  // namespace
+
+double NodeSpeed(const SimulateOptions& options, int node) {
+  if (options.speeds.empty()) return 1.0;
+  return options.speeds[static_cast<size_t>(node) % options.speeds.size()];
+}
+
+int NodeBatchSize(const SimulateOptions& options, int node) {
+  if (options.batch_sizes.empty()) return options.base.train.batch_size;
+  return options.batch_sizes[static_cast<size_t>(node) % options.batch_sizes.size()];
+}
 
 std::vector<std::string> DefaultSimulateMethodNames() {
   return {"ring-allreduce", "tree-allreduce", "dpsgd-ring", "dpsgd-one-peer-exp",
@@ -375,13 +478,9 @@ Result<SimulationResult> RunSimulation(const SimulateOptions& options) {
     data.eval = trainer::PrefixOf(test, options.eval_samples);
   }
 
-  StepCompute compute{options.forward_backward_s, options.update_s};
-  result.compute_measured = !(compute.forward_backward_s > 0 || compute.update_s > 0);
-  if (result.compute_measured) {
-    CHORUS_ASSIGN_OR_RETURN(compute, MeasureStepCompute(options.base));
-  }
-  compute.forward_backward_s *= options.compute_scale;
-  compute.update_s *= options.compute_scale;
+  result.compute_measured = !(options.forward_backward_s > 0 || options.update_s > 0);
+  CHORUS_ASSIGN_OR_RETURN(const ComputeByBatch by_batch, ComputePerBatch(options, result.compute_measured));
+  const StepCompute compute = by_batch.at(options.base.train.batch_size);
   result.forward_backward_s = compute.forward_backward_s;
   result.update_s = compute.update_s;
   if (options.print_progress) {
@@ -400,7 +499,7 @@ Result<SimulationResult> RunSimulation(const SimulateOptions& options) {
   }
   const std::string compare_path = options.out_dir + "/compare.json";
   for (const CompareMethod& m : options.methods) {
-    SimulatedMethod done = RunMethod(options, m, data, compute);
+    SimulatedMethod done = RunMethod(options, m, data, by_batch);
     if (options.print_progress) {
       double acc = 0.0, train_s = 0.0;
       for (const json& s : done.summaries) {

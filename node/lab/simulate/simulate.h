@@ -12,11 +12,22 @@
 // means nothing with 128 threads on 2 cores; every `time` written is virtual.
 //
 // Compute model: one step costs forward_backward_s (before the exchange's
-// all-reduce) plus update_s (before gossip mixing), measured once on one thread
-// of this machine (MeasureStepCompute) unless given, times compute_scale, and
-// for node i times 1 + compute_spread * i / (nodes - 1) (heterogeneity). The
-// work the exchanges do on the CPU (codecs, sums, averaging) is not modelled:
-// only their bytes cost time.
+// all-reduce) plus update_s (before gossip mixing), measured once per batch
+// size on one thread of this machine (MeasureStepCompute) unless given (then
+// for the base train.batch_size, and in proportion for other batches), times
+// compute_scale, and for node i times 1 + compute_spread * i / (nodes - 1),
+// divided by node i's speed (heterogeneity). Node profiles repeat cyclically:
+// node i has speeds[i % speeds.size()] and batch_sizes[i % batch_sizes.size()]
+// (speeds = {1, 1, 1, 0.25}: every fourth node 4x slower).
+//
+// Exchange model: bytes cost the link model's time; the CPU work the
+// exchanges do (codecs, sums, averaging) costs its thread CPU time on this
+// machine times exchange_cpu_scale, measured inside the exchange hooks on the
+// node's thread and on the exchange's helper threads (the all-reduce's
+// communication thread) and added to the node's clock before the transport
+// call that follows it (exchange_cpu_meter.h). That time is measured, so
+// virtual times differ a little between runs; exchange_cpu_scale = 0 leaves it
+// out, and then the same options give the same virtual times.
 //
 // Output (the run-directory contract, docs in report_data.h):
 // <out_dir>/compare.json ("kind": "simulate") and <out_dir>/<method>/node<i>/
@@ -65,6 +76,12 @@ struct SimulateOptions {
   double update_s = 0.0;
   double compute_scale = 1.0;   // > 0
   double compute_spread = 0.0;  // >= 0
+  // Node profiles (file comment), repeated cyclically over the nodes; empty:
+  // none. speeds: each > 0 (1: this machine, 0.25: 4x slower, 2: twice as
+  // fast); batch_sizes: each >= 1, node i's train.batch_size.
+  std::vector<double> speeds;
+  std::vector<int> batch_sizes;
+  double exchange_cpu_scale = 1.0;  // >= 0; 0: the exchanges' CPU work costs no time
   // Evaluation (file comment).
   int eval_nodes = 4;     // >= 1; clamped to nodes
   int evals = 4;          // >= 1 evaluation points during training
@@ -85,7 +102,7 @@ struct SimulatedMethod {
 
 struct SimulationResult {
   std::string out_dir;
-  double forward_backward_s = 0.0;  // per step, the base node (after compute_scale)
+  double forward_backward_s = 0.0;  // per step, at the base batch at speed 1 (after compute_scale)
   double update_s = 0.0;
   bool compute_measured = false;
   std::vector<SimulatedMethod> methods;
@@ -109,6 +126,10 @@ std::vector<std::string> DefaultSimulateMethodNames();
 // comment are InvalidArgument naming the method and why.
 [[nodiscard]] Result<std::vector<CompareMethod>> SimulateMethods(const std::vector<std::string>& names,
                                                                  int nodes);
+
+// Node `node`'s speed and train.batch_size under `options`' profiles.
+double NodeSpeed(const SimulateOptions& options, int node);
+int NodeBatchSize(const SimulateOptions& options, int node);
 
 // Runs every method in turn, writes the files and returns what was written.
 // Fails only on bad options or when the output cannot be written; a method

@@ -18,9 +18,11 @@ using nlohmann::json;
 
 std::string NodeName(int rank) { return "node" + std::to_string(rank); }
 
-// Epoch 0 of a cluster of `world_size` hub slots, as seen by `self`: rank i is
-// slot i, each on its own host (no hierarchical grouping).
-MembershipView VirtualView(int self, int world_size, int batch_size) {
+// Epoch 0 of a cluster of `batch_sizes.size()` hub slots, as seen by `self`:
+// rank i is slot i with batch batch_sizes[i], each on its own host (no
+// hierarchical grouping).
+MembershipView VirtualView(int self, const std::vector<int>& batch_sizes) {
+  const int world_size = static_cast<int>(batch_sizes.size());
   MembershipView view;
   view.epoch = 0;
   view.self_rank = self;
@@ -30,7 +32,7 @@ MembershipView VirtualView(int self, int world_size, int batch_size) {
     m.name = NodeName(r);
     m.control_address = "virtual:" + std::to_string(r);
     m.data_address = gossip::LocalHub::EncodeAddress(r);
-    m.batch_size = batch_size;
+    m.batch_size = batch_sizes[static_cast<size_t>(r)];
     m.host_group = m.name;
     view.members.push_back(std::move(m));
   }
@@ -67,8 +69,14 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   gossip::LocalHub& hub = *spec.hub;
   const int slot = spec.rank;
 
-  CHORUS_ASSIGN_OR_RETURN(const int64_t steps_per_epoch, StepsPerEpoch(config, spec.train->count, spec.world_size));
-  const int global_batch = config.train.batch_size * spec.world_size;
+  if (spec.cpu_meter != nullptr) spec.cpu_meter->AdoptThread(slot);
+  const std::vector<int> batch_sizes =
+      spec.batch_sizes != nullptr ? *spec.batch_sizes
+                                  : std::vector<int>(static_cast<size_t>(spec.world_size), config.train.batch_size);
+  int global_batch = 0;
+  for (int b : batch_sizes) global_batch += b;
+  CHORUS_ASSIGN_OR_RETURN(const int64_t steps_per_epoch,
+                          ClusterStepsPerEpoch(config, spec.train->count, global_batch));
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<trainer::Trainer> trainer,
       trainer::Trainer::Create(MakeTrainerOptions(config, global_batch, steps_per_epoch)));
@@ -76,9 +84,15 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   ClusterSession session;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<gossip::LocalTransport> transport, hub.MakeTransport(slot));
   session.transport = std::move(transport);
-  session.view = VirtualView(spec.rank, spec.world_size, config.train.batch_size);
+  session.view = VirtualView(spec.rank, batch_sizes);
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange,
                           MakeExchange(config, &session, trainer.get(), nullptr, spec.spectral_gap));
+  // A sample of the nodes evaluates, so the exact consensus distance (a
+  // collective of every node) is not measured; the records keep the estimate.
+  exchange->SetEvaluationsInLockstep(false);
+  if (spec.cpu_meter != nullptr) {
+    exchange = std::make_unique<MeteredExchange>(std::move(exchange), spec.cpu_meter, &hub, slot);
+  }
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics,
                           MetricsWriter::Open(spec.dir + "/metrics.jsonl", /*append=*/false));
 
@@ -95,6 +109,7 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   s.rank = spec.rank;
   s.world_size = spec.world_size;
   s.global_batch = global_batch;
+  s.batch_sizes = batch_sizes;
   s.evals.step_set = spec.eval_set;
   s.evals.at_steps = spec.eval_steps;
   s.log_every = spec.log_every;
@@ -111,6 +126,7 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   CHORUS_ASSIGN_OR_RETURN(std::optional<json> summary, loop.Run());
   if (!summary) return Err(Internal("stopped without a stop request"));
   (*summary)["time_base"] = "virtual";
+  (*summary)["exchange_cpu_seconds"] = spec.cpu_meter != nullptr ? spec.cpu_meter->Charged(slot) : 0.0;
   CHORUS_RETURN_IF_ERROR(WriteSummary(spec.dir + "/summary.json", *summary));
   return std::move(*summary);
 }

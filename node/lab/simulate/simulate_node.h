@@ -7,8 +7,10 @@
 //   clock += update_s;           ApplyUpdate; AfterUpdate
 //
 // so an all-reduce starts when the modelled backward ends (no overlap with
-// compute is modelled) and gossip mixes after the modelled update. Records carry
-// the slot's virtual clock as `time`; evaluation costs no virtual time.
+// compute is modelled) and gossip mixes after the modelled update. With a
+// cpu_meter the exchange's own CPU work (codecs, sums, averaging) moves the
+// clock too (exchange_cpu_meter.h). Records carry the slot's virtual clock as
+// `time`; evaluation costs no virtual time.
 //
 // Must not: read the wall clock for anything it writes, sleep, or touch another
 // node's state (everything shared is const, or the hub, or the EvalCache).
@@ -25,6 +27,7 @@
 
 #include "common/status.h"
 #include "gossip/transport/local/local_transport.h"
+#include "node/lab/simulate/exchange_cpu_meter.h"
 #include "node/config/config.h"
 #include "trainer/dataset.h"
 #include "trainer/trainer.h"
@@ -48,9 +51,12 @@ class EvalCache {
 };
 
 struct VirtualNodeSpec {
-  const Config* config = nullptr;  // the method's resolved config (shared, read-only)
+  const Config* config = nullptr;  // the method's resolved config at this node's batch (shared, read-only)
   int rank = 0;
   int world_size = 1;
+  // Every rank's train.batch_size (world_size entries; shared, read-only);
+  // null: every rank trains config->train.batch_size.
+  const std::vector<int>* batch_sizes = nullptr;
   std::shared_ptr<gossip::LocalHub> hub;  // virtual time on; slot == rank
   const trainer::Dataset* train = nullptr;  // the whole training set (the sampler shards it)
   const trainer::Dataset* eval_set = nullptr;  // test images for every evaluation
@@ -61,10 +67,14 @@ struct VirtualNodeSpec {
   std::string dir;                  // <out>/<method>/node<rank>
   EvalCache* final_eval = nullptr;  // shared by the method's nodes (may be null)
   double spectral_gap = -1.0;       // gossip: the graph's gap, computed once (< 0: per node)
+  // Charges the exchange's CPU work to this node's clock; installed in the
+  // hub (ExchangeCpuMeter::Install). Null: only bytes cost communication time.
+  ExchangeCpuMeter* cpu_meter = nullptr;
 };
 
 // Trains one virtual node to the end (consensus phase and final evaluation
-// included), writes dir/metrics.jsonl and dir/summary.json and returns the
+// included), writes dir/metrics.jsonl and dir/summary.json (with
+// exchange_cpu_seconds, the CPU time charged to its clock) and returns the
 // summary. Errors name the node.
 [[nodiscard]] Result<nlohmann::json> RunVirtualNode(const VirtualNodeSpec& spec);
 

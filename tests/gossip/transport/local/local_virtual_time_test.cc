@@ -60,6 +60,40 @@ TEST(LocalVirtualTime, ReceivePostedBeforeTheSendGetsTheSameArrival) {
   EXPECT_NEAR(hub->VirtualNow(1), 0.5 + kSerialise + kLatency, kTol);
 }
 
+TEST(LocalVirtualTime, CpuChargeMovesTheClockBeforeEachCallIsStamped) {
+  // Slot 0 reports 0.25 s of CPU work before each of its calls, slot 1 none.
+  LocalHubOptions options;
+  options.world_size = 2;
+  options.virtual_time.enabled = true;
+  options.virtual_time.latency_s = kLatency;
+  options.virtual_time.bytes_per_second = kBytesPerSecond;
+  std::vector<int> asked(2, 0), resumed(2, 0);
+  options.virtual_time.cpu_charge = [&asked, &resumed](int slot) {
+    EXPECT_EQ(asked[slot], resumed[slot]);  // the previous call of the slot has returned
+    ++asked[slot];
+    return slot == 0 ? 0.25 : 0.0;
+  };
+  options.virtual_time.cpu_resume = [&resumed](int slot) { ++resumed[slot]; };
+  auto hub = LocalHub::Create(options);
+  auto t = hub->MakeAll();
+  std::vector<std::byte> out(kBytes, std::byte{5}), in(kBytes);
+  auto send = t[0]->Isend(1, 1, out);
+  ASSERT_TRUE(send);
+  // The send left after the work before it.
+  EXPECT_NEAR(hub->VirtualNow(0), 0.25, kTol);
+  ASSERT_TRUE(t[1]->Recv(0, 1, in, Soon()));
+  EXPECT_NEAR(hub->VirtualNow(1), 0.25 + kSerialise + kLatency, kTol);
+  // The wait charges again: work done while the send was on the wire.
+  ASSERT_TRUE((*send)->Wait(Soon()));
+  EXPECT_NEAR(hub->VirtualNow(0), 0.5, kTol);
+  EXPECT_EQ(asked[0], 2);  // Isend, Wait
+  EXPECT_GE(asked[1], 2);  // Irecv and Wait at least
+  EXPECT_EQ(resumed, asked);  // every call told when it returned
+  // Probes charge nothing.
+  EXPECT_TRUE((*send)->Done());
+  EXPECT_EQ(asked[0], 2);
+}
+
 TEST(LocalVirtualTime, BackToBackSendsSerialiseOnTheSendersNic) {
   auto hub = VirtualHub(3);
   auto t = hub->MakeAll();

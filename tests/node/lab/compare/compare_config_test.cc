@@ -142,6 +142,102 @@ late_joiner = { node = 0, after_s = -1.0, when = 3 }
   EXPECT_NE(m.find("compare.late_joiner.node: 3 is not below compare.nodes = 3"), std::string::npos) << m;
 }
 
+TEST(CompareConfigTest, ReadsSpeedAndBatchProfiles) {
+  TempDir dir;
+  Result<CompareConfig> config = ParseCompareFile(Write(dir, "hetero.toml", R"([compare]
+nodes = 4
+methods = ["ring-allreduce"]
+speeds = [1, 1.0, 0.5, 0.25]
+batch_sizes = [32, 64, 64, 128]
+)"));
+  ASSERT_TRUE(config) << ErrorOf(config);
+  EXPECT_EQ(config->speeds, (std::vector<double>{1.0, 1.0, 0.5, 0.25}));
+  EXPECT_EQ(config->batch_sizes, (std::vector<int>{32, 64, 64, 128}));
+  EXPECT_EQ(config->slow_node, -1);
+  EXPECT_EQ(CompareGlobalBatch(*config, 64), 32 + 64 + 64 + 128);
+  // Full-speed nodes get no slowdown; speed 0.5 sleeps 1x its compute, 0.25 3x.
+  const std::vector<std::pair<int, std::string>> expected = {
+      {2, "train.slowdown=1"},         {3, "train.slowdown=3"},          {0, "train.batch_size=32"},
+      {1, "train.batch_size=64"},      {2, "train.batch_size=64"},       {3, "train.batch_size=128"}};
+  EXPECT_EQ(ProfileNodeSettings(*config), expected);
+
+  // No profiles: every node the same, global batch = batch x nodes.
+  config = ParseCompareFile(Write(dir, "plain.toml", "[compare]\nnodes = 3\n"));
+  ASSERT_TRUE(config) << ErrorOf(config);
+  EXPECT_TRUE(config->speeds.empty());
+  EXPECT_TRUE(config->batch_sizes.empty());
+  EXPECT_TRUE(ProfileNodeSettings(*config).empty());
+  EXPECT_EQ(CompareGlobalBatch(*config, 64), 3 * 64);
+}
+
+TEST(CompareConfigTest, StragglerIsOneSlowNodesSetting) {
+  TempDir dir;
+  Result<CompareConfig> config = ParseCompareFile(Write(dir, "s.toml", R"([compare]
+nodes = 2
+straggler = { node = 1, slowdown = 2.0 }
+batch_sizes = [16, 48]
+)"));
+  ASSERT_TRUE(config) << ErrorOf(config);
+  const std::vector<std::pair<int, std::string>> expected = {
+      {1, "train.slowdown=2"}, {0, "train.batch_size=16"}, {1, "train.batch_size=48"}};
+  EXPECT_EQ(ProfileNodeSettings(*config), expected);
+}
+
+TEST(CompareConfigTest, ProfileErrorsNameFileLineAndKey) {
+  TempDir dir;
+  // Lengths are checked against nodes wherever `nodes` stands in the table.
+  std::string path = Write(dir, "length.toml", R"([compare]
+speeds = [1, 0.5]
+batch_sizes = [32, 64, 64]
+nodes = 4
+)");
+  Result<CompareConfig> config = ParseCompareFile(path);
+  ASSERT_FALSE(config);
+  std::string m = config.error().message();
+  EXPECT_NE(m.find(path + ":2:10: compare.speeds: lists 2 nodes, compare.nodes is 4"), std::string::npos) << m;
+  EXPECT_NE(m.find(path + ":3:15: compare.batch_sizes: lists 3 nodes, compare.nodes is 4"), std::string::npos)
+      << m;
+
+  // Entries out of range or of the wrong kind, each at its place.
+  path = Write(dir, "values.toml", R"([compare]
+nodes = 3
+speeds = [1, 0, 1.5]
+batch_sizes = [32, 0.5, "64"]
+)");
+  config = ParseCompareFile(path);
+  ASSERT_FALSE(config);
+  m = config.error().message();
+  EXPECT_NE(m.find(path + ":3:14: compare.speeds: expected a speed in (0, 1]"), std::string::npos) << m;
+  EXPECT_NE(m.find(path + ":3:17: compare.speeds: expected a speed in (0, 1]"), std::string::npos) << m;
+  EXPECT_EQ(m.find(path + ":3:11:"), std::string::npos) << m;  // 1 is a full node
+  EXPECT_NE(m.find(path + ":4:20: compare.batch_sizes: expected a batch size, an integer >= 1"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find(path + ":4:25: compare.batch_sizes: expected a batch size"), std::string::npos) << m;
+  // Three entries as written, for three nodes: the wrong ones are not also a wrong length.
+  EXPECT_EQ(m.find("lists"), std::string::npos) << m;
+
+  // Not a list, or an empty one.
+  path = Write(dir, "shape.toml", "[compare]\nspeeds = 0.5\nbatch_sizes = []\n");
+  config = ParseCompareFile(path);
+  ASSERT_FALSE(config);
+  m = config.error().message();
+  EXPECT_NE(m.find(path + ":2:10: compare.speeds: expected a list with one entry per node"), std::string::npos) << m;
+  EXPECT_NE(m.find(path + ":3:15: compare.batch_sizes: expected a list with one entry per node"), std::string::npos)
+      << m;
+
+  // A straggler and speeds say the same thing twice.
+  path = Write(dir, "both.toml", R"([compare]
+nodes = 2
+straggler = { node = 1, slowdown = 2.0 }
+speeds = [1, 0.5]
+)");
+  config = ParseCompareFile(path);
+  ASSERT_FALSE(config);
+  m = config.error().message();
+  EXPECT_NE(m.find(path + ":4:10: compare.speeds: give either straggler or speeds, not both"), std::string::npos)
+      << m;
+}
+
 TEST(CompareConfigTest, RejectsDuplicateMethods) {
   TempDir dir;
   Result<CompareConfig> config =

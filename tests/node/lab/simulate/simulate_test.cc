@@ -74,6 +74,7 @@ class SimulateTest : public ::testing::Test {
     o.bytes_per_second = kBytesPerS;
     o.forward_backward_s = kComputeS;  // given: virtual times are exact
     o.update_s = 0.0;
+    o.exchange_cpu_scale = 0.0;  // measured CPU time would make them inexact
     o.eval_nodes = 2;
     o.evals = 2;
     o.eval_samples = 200;
@@ -211,6 +212,118 @@ TEST_F(SimulateTest, VirtualTimesDoNotDependOnTheWallClock) {
     }
   }
   EXPECT_EQ(times[0], times[1]);
+}
+
+// The summaries of the one method `options` runs; fails the test when it does not run.
+std::vector<json> RunOne(const SimulateOptions& options) {
+  Result<SimulationResult> result = RunSimulation(options);
+  EXPECT_TRUE(result) << result.error().ToString();
+  if (!result) return {};
+  EXPECT_EQ(result->methods[0].exit_code, 0) << result->methods[0].error;
+  return result->methods[0].summaries;
+}
+
+TEST_F(SimulateTest, SlowNodesPaceTheAllreduce) {
+  // Ring all-reduce at full speed: compute plus about 2 ms of ring per step.
+  SimulateOptions options = TinyOptions({"ring-allreduce"});
+  options.out_dir = dir_.File("fast");
+  const std::vector<json> fast = RunOne(options);
+  ASSERT_EQ(fast.size(), static_cast<size_t>(kNodes));
+  // Every second node at a fifth of the speed: 5 ms of compute per step, and
+  // every node waits for them in every step.
+  options.speeds = {1.0, 0.2};
+  options.out_dir = dir_.File("slow");
+  const std::vector<json> slow = RunOne(options);
+  ASSERT_EQ(slow.size(), static_cast<size_t>(kNodes));
+  const double slow_compute = kSteps * kComputeS / 0.2;
+  EXPECT_LT(fast[0]["train_seconds"].get<double>(), slow_compute);
+  for (const json& s : slow) EXPECT_GE(s["train_seconds"].get<double>(), slow_compute) << s["rank"];
+  const json compare = ReadJson(options.out_dir + "/compare.json");
+  EXPECT_EQ(compare["node_profiles"]["speeds"], json({1.0, 0.2}));
+}
+
+TEST_F(SimulateTest, BatchSizesGiveEachNodeItsBatchInTheSameSteps) {
+  // Batches 8 and 24 alternate: the global batch is still 8 x 16, so every
+  // node runs kSteps steps, and node i's compute is in proportion to its batch.
+  SimulateOptions options = TinyOptions({"ring-allreduce"});
+  options.batch_sizes = {8, 24};
+  const std::vector<json> summaries = RunOne(options);
+  ASSERT_EQ(summaries.size(), static_cast<size_t>(kNodes));
+  for (int r = 0; r < kNodes; ++r) {
+    SCOPED_TRACE(r);
+    const json& s = summaries[static_cast<size_t>(r)];
+    EXPECT_EQ(s["batch_size"], r % 2 == 0 ? 8 : 24);
+    EXPECT_EQ(s["steps"], kSteps);
+    // The big batches pace every step: 1.5 x the compute of batch 16.
+    EXPECT_GE(s["train_seconds"].get<double>(), kSteps * 1.5 * kComputeS);
+    // The all-reduce weighs each gradient by its batch: every node applies
+    // the same update, so the replicas end bitwise equal.
+    EXPECT_EQ(s["parameter_checksum"], summaries[0]["parameter_checksum"]);
+  }
+  const json compare = ReadJson(options.out_dir + "/compare.json");
+  EXPECT_EQ(compare["global_batch"], kNodes * kBatch);
+  EXPECT_EQ(compare["node_profiles"]["batch_sizes"], json({8, 24}));
+}
+
+TEST_F(SimulateTest, ExchangeCpuTimeMovesTheClocks) {
+  // Gossip averages on the node's own thread (AfterUpdate); the all-reduce
+  // sums on the fusion engine's thread. Either way the charged CPU time is
+  // positive and can only make every clock later.
+  for (const std::string method : {"dpsgd-ring", "ring-allreduce"}) {
+    SCOPED_TRACE(method);
+    SimulateOptions options = TinyOptions({method});
+    options.out_dir = dir_.File(method + "-free");
+    const std::vector<json> free = RunOne(options);
+    options.exchange_cpu_scale = 1.0;
+    options.out_dir = dir_.File(method + "-charged");
+    const std::vector<json> charged = RunOne(options);
+    ASSERT_EQ(free.size(), static_cast<size_t>(kNodes));
+    ASSERT_EQ(charged.size(), static_cast<size_t>(kNodes));
+    for (int r = 0; r < kNodes; ++r) {
+      SCOPED_TRACE(r);
+      EXPECT_EQ(free[r]["exchange_cpu_seconds"].get<double>(), 0.0);
+      EXPECT_GT(charged[r]["exchange_cpu_seconds"].get<double>(), 0.0);
+      EXPECT_GT(charged[r]["train_seconds"].get<double>(), free[r]["train_seconds"].get<double>());
+    }
+  }
+}
+
+TEST(SimulateProfilesTest, ProfilesRepeatOverTheNodes) {
+  SimulateOptions o;
+  o.base.train.batch_size = 16;
+  o.nodes = 64;
+  EXPECT_EQ(NodeSpeed(o, 5), 1.0);
+  EXPECT_EQ(NodeBatchSize(o, 5), 16);
+  // A quarter of the nodes 4x slower: every fourth.
+  o.speeds = {1, 1, 1, 0.25};
+  o.batch_sizes = {16, 64};
+  int slow = 0;
+  for (int i = 0; i < o.nodes; ++i) slow += NodeSpeed(o, i) == 0.25;
+  EXPECT_EQ(slow, 16);
+  EXPECT_EQ(NodeSpeed(o, 3), 0.25);
+  EXPECT_EQ(NodeSpeed(o, 4), 1.0);
+  EXPECT_EQ(NodeBatchSize(o, 0), 16);
+  EXPECT_EQ(NodeBatchSize(o, 63), 64);
+}
+
+TEST(SimulateOptionsTest, BadProfilesAreInvalidArgument) {
+  SimulateOptions o;
+  o.nodes = 4;
+  o.methods = *SimulateMethods({"ring-allreduce"}, 4);
+  o.speeds = {1, 0};
+  auto r = RunSimulation(o);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), HasSubstr("speeds must be > 0"));
+  o.speeds = {};
+  o.batch_sizes = {16, 0};
+  r = RunSimulation(o);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), HasSubstr("batch sizes must be >= 1"));
+  o.batch_sizes = {};
+  o.exchange_cpu_scale = -1;
+  r = RunSimulation(o);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), HasSubstr("exchange CPU scale must be >= 0"));
 }
 
 TEST(SimulateMethodsTest, RefusesWhatVirtualTimeCannotRunAndUnknownNames) {
