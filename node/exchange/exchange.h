@@ -85,8 +85,9 @@ class Exchange {
   virtual bool StepsRunApart() const { return false; }
   // How a node's sample weight (W * b / B for a batch b of a global batch B
   // over W nodes: Trainer::SetSampleWeights) applies: an all-reduce weights the
-  // gradients it averages; gossip weights each node's update instead, since
-  // under LARS a step follows ||w|| / ||g|| and a gradient weight would cancel.
+  // gradients it averages; push-sum weights each node's update instead (under
+  // LARS a step follows ||w|| / ||g||, so a gradient weight would cancel);
+  // the other gossip protocols do not weight.
   enum class Weighting { kNone, kGradient, kUpdate };
   virtual Weighting SampleWeighting() const { return Weighting::kNone; }
   // Every member's `mine`, in rank order: a collective of the current

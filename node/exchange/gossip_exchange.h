@@ -49,7 +49,12 @@ class GossipExchange final : public Exchange {
   [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
   [[nodiscard]] Status Joined() override;
   bool StepsRunApart() const override { return pairwise_; }
-  Weighting SampleWeighting() const override { return Weighting::kUpdate; }
+  // Push-sum's mass carries a node's samples into the average (kUpdate). The
+  // doubly-stochastic protocols stay unweighted: on a ring, weighting D-PSGD's
+  // updates by batch cost 3 pp (docs/clusters-and-failures.md, "Unequal nodes").
+  Weighting SampleWeighting() const override {
+    return config_.exchange.protocol == GossipProtocolKind::kPushSum ? Weighting::kUpdate : Weighting::kNone;
+  }
 
  private:
   GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,

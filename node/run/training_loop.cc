@@ -58,7 +58,7 @@ Result<std::optional<json>> TrainingLoop::Run() {
   const TrainConfig& tc = s_.config->train;
   free_running_ = tc.stop == StopSetting::kSamples && s_.exchange->StepsRunApart() && ClusterView(s_.session) != nullptr;
   shares_ = MemberBatches();
-  const int rank = ClusterView(s_.session) != nullptr ? s_.session->view.self_rank : s_.rank;
+  const int rank = SelfRank();
   CHORUS_RETURN_IF_ERROR(StatusOf(ClusterStepsPerEpoch(*s_.config, s_.train->count, GlobalBatch())));
   const uint64_t partition = s_.session != nullptr ? s_.session->view.epoch : 0;
   followed_epoch_ = partition;
@@ -343,8 +343,12 @@ int TrainingLoop::GlobalBatch() const {
   return total;
 }
 
+int TrainingLoop::SelfRank() const {
+  return ClusterView(s_.session) != nullptr ? s_.session->view.self_rank : s_.rank;
+}
+
 void TrainingLoop::ApplySampleWeights() {
-  const int rank = ClusterView(s_.session) != nullptr ? s_.session->view.self_rank : s_.rank;
+  const int rank = SelfRank();
   const int own = free_running_ ? s_.config->train.batch_size : shares_[static_cast<size_t>(rank)];
   const double weight = static_cast<double>(shares_.size()) * own / std::max(1, GlobalBatch());
   switch (s_.exchange->SampleWeighting()) {
@@ -378,8 +382,8 @@ bool TrainingLoop::EpochDone() const {
 // gathered values. The rest of the epoch is re-partitioned by it.
 Status TrainingLoop::BalanceIfDue() {
   const TrainConfig& tc = s_.config->train;
-  if (tc.balance != BalanceSetting::kTime || ClusterView(s_.session) == nullptr || steps_to_skip_ > 0 ||
-      step_ == 0 || step_ % tc.balance_every_steps != 0) {
+  if (tc.balance != BalanceSetting::kTime || shares_.size() < 2 || steps_to_skip_ > 0 || step_ == 0 ||
+      step_ % tc.balance_every_steps != 0) {
     return Status::Ok();
   }
   // A member that trained no step since the last split sends 0: then nobody re-splits.
@@ -389,8 +393,7 @@ Status TrainingLoop::BalanceIfDue() {
   if (speeds.size() != shares_.size()) return Status::Ok();  // re-formed meanwhile: FollowMembership re-cuts
   std::vector<int> split = SplitBySpeed(GlobalBatch(), speeds);
   if (split.empty() || split == shares_) return Status::Ok();
-  const MembershipView& view = s_.session->view;
-  CHORUS_RETURN_IF_ERROR(sampler_->Repartition(view.self_rank, split, view.epoch));
+  CHORUS_RETURN_IF_ERROR(sampler_->Repartition(SelfRank(), split, sampler_->partition()));
   shares_ = std::move(split);
   ApplySampleWeights();
   CHORUS_LOG_DEBUG(Subsys::kNode, "step ", step_, ": global batch split by speed: ", sampler_->History());
@@ -491,7 +494,8 @@ bool TrainingLoop::StopsBefore() {
 // re-synchronised instead (and the step is not counted as done).
 Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
                                trainer::UpdateResult* update, bool* abandoned) {
-  s_.clock->ComputeStarts();
+  const double clock0 = s_.clock->Now();  // a virtual clock moves by the compute at ComputeStarts
+  s_.clock->ComputeStarts(batch.size);
   const double t0 = NowSeconds();
   CHORUS_RETURN_IF_ERROR(s_.exchange->BeforeStep(step_));
   CHORUS_ASSIGN_OR_RETURN(*pass, s_.trainer->ForwardBackward(batch));
@@ -501,7 +505,7 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
                   static_cast<int64_t>((t0 + t_compute) * 1e6), step_);
   }
   s_.clock->ComputeEnded(t_compute);
-  balance_.seconds += NowSeconds() - t0;  // the compute with its emulated slowness
+  balance_.seconds += s_.clock->Now() - clock0;  // the compute on the node's clock, slowness included
   balance_.samples += pass->samples;
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterBackward(step_, pass->samples));
   *abandoned = s_.exchange->TakeStepAbandoned();
@@ -535,9 +539,11 @@ json TrainingLoop::BaseRecord(int epoch) const {
   const trainer::Trainer& trainer = *s_.trainer;
   r["step"] = step_;
   r["epoch"] = epoch;
+  // From the epoch in progress, not `epoch`: a record at an epoch's end
+  // counts that epoch as done in `epoch`, and its batches are all taken.
   r["epoch_progress"] = free_running_ ? static_cast<double>(ClusterSamples()) / std::max(1, s_.train->count)
-                                     : epoch + static_cast<double>(sampler_->BatchesTaken()) /
-                                                   static_cast<double>(std::max(1, sampler_->BatchesPerEpoch()));
+                                     : epoch_ + static_cast<double>(sampler_->BatchesTaken()) /
+                                                    static_cast<double>(std::max(1, sampler_->BatchesPerEpoch()));
   r["time"] = now - t_start_ - eval_seconds_;
   r["wall_time"] = now - t_start_;
   r["lr"] = trainer.LearningRate(SchedulePosition());

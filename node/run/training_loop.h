@@ -53,9 +53,9 @@ class StepClock {
   virtual ~StepClock() = default;
   // Seconds on this clock.
   virtual double Now() = 0;
-  // Before a step's forward/backward, after it (`measured_s`: its wall
-  // seconds), and before its update.
-  virtual void ComputeStarts() {}
+  // Before a step's forward/backward of `samples` images, after it
+  // (`measured_s`: its wall seconds), and before its update.
+  virtual void ComputeStarts(int /*samples*/) {}
   virtual void ComputeEnded(double measured_s) = 0;
   virtual void UpdateStarts() {}
   // The compute of the steps so far, in this clock's seconds.
@@ -198,6 +198,8 @@ class TrainingLoop final : public LiveState {
   Status BalanceIfDue();
   // Every rank's train.batch_size in the current membership.
   std::vector<int> MemberBatches() const;
+  // This node's rank in the current membership (the setup's without a cluster session).
+  int SelfRank() const;
   // The sum of shares_: the global batch the schedule scales by.
   int GlobalBatch() const;
   // This node's sample weight (Trainer::SetSampleWeights) as the exchange applies it.

@@ -79,7 +79,7 @@ struct CompareConfig {
 // The methods `methods = [...]` may name, in the order of the default matrix:
 // ring-allreduce, tree-allreduce, dpsgd-ring, dpsgd-one-peer-exp,
 // pairwise-async, choco-sign, local-sgd; also halving-doubling-allreduce,
-// push-sum-one-peer-exp, choco-topk.
+// balanced-allreduce, push-sum-one-peer-exp, choco-topk.
 const std::vector<CompareMethod>& BuiltinMethods();
 // The default matrix: the first seven of BuiltinMethods().
 std::vector<std::string> DefaultMethodNames();

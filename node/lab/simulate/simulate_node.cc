@@ -44,10 +44,14 @@ MembershipView VirtualView(int self, const std::vector<int>& batch_sizes) {
 // nothing.
 class VirtualClock final : public StepClock {
  public:
-  VirtualClock(gossip::LocalHub& hub, int slot, double forward_backward_s, double update_s)
-      : hub_(hub), slot_(slot), forward_backward_s_(forward_backward_s), update_s_(update_s) {}
+  // `forward_backward_s`: a pass over `batch` images; a pass over another
+  // number (load balancing re-splits the global batch) costs in proportion.
+  VirtualClock(gossip::LocalHub& hub, int slot, double forward_backward_s, double update_s, int batch)
+      : hub_(hub), slot_(slot), forward_backward_s_(forward_backward_s), update_s_(update_s), batch_(batch) {}
   double Now() override { return hub_.VirtualNow(slot_); }
-  void ComputeStarts() override { Advance(forward_backward_s_); }
+  void ComputeStarts(int samples) override {
+    Advance(forward_backward_s_ * static_cast<double>(samples) / static_cast<double>(std::max(1, batch_)));
+  }
   void ComputeEnded(double /*measured_s*/) override {}
   void UpdateStarts() override { Advance(update_s_); }
 
@@ -61,6 +65,7 @@ class VirtualClock final : public StepClock {
   const int slot_;
   const double forward_backward_s_;
   const double update_s_;
+  const int batch_;
 };
 
 // The training of one node; returns its summary.
@@ -96,7 +101,8 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics,
                           MetricsWriter::Open(spec.dir + "/metrics.jsonl", /*append=*/false));
 
-  VirtualClock clock(hub, slot, spec.forward_backward_s, spec.update_s);
+  VirtualClock clock(hub, slot, spec.forward_backward_s, spec.update_s,
+                     batch_sizes[static_cast<size_t>(spec.rank)]);
   LoopSetup s;
   s.config = &config;
   s.trainer = trainer.get();

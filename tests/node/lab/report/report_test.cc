@@ -152,7 +152,9 @@ void WriteNode(const SyntheticMethod& m, int n, const fs::path& dir) {
                         {"samples_per_s", m.samples_per_s[n]},
                         {"test_accuracy", m.final_accuracy[n]},
                         {"test_loss", 0.3},
-                        {"bytes_sent", Bytes(m, n, kEpochs * kStepsPerEpoch)}};
+                        {"bytes_sent", Bytes(m, n, kEpochs * kStepsPerEpoch)},
+                        // Gossip nodes at their own pace train unequal steps.
+                        {"steps", kEpochs * kStepsPerEpoch + (gossip ? 7 * n : 0)}};
     if (gossip) {
       s["consensus_distance_before"] = 0.1;
       s["consensus_distance_after"] = 1e-3 * (n + 1);
@@ -337,6 +339,9 @@ TEST(ReportDataTest, TableCellsFollowFromTheRecords) {
   EXPECT_NEAR(r->samples_per_s, 800.0, kMeanTol * 800);
   EXPECT_NEAR(r->efficiency, (900.0 + 700.0) / (kSingleNodeSamplesPerS * 2), kMeanTol);
   EXPECT_TRUE(std::isnan(r->consensus_distance_after));  // all-reduce has none
+  EXPECT_EQ(r->steps_min, kEpochs * kStepsPerEpoch);
+  EXPECT_EQ(r->steps_max, kEpochs * kStepsPerEpoch);
+  EXPECT_EQ(TableCells(*r).back(), std::to_string(kEpochs * kStepsPerEpoch));
 
   const SyntheticMethod& dpsgd = Methods()[1];
   r = FindRow(rows, "dpsgd-ring");
@@ -350,6 +355,8 @@ TEST(ReportDataTest, TableCellsFollowFromTheRecords) {
   EXPECT_NEAR(r->final_accuracy, 0.88, kMeanTol);
   EXPECT_NEAR(r->efficiency, (850.0 + 750.0) / (kSingleNodeSamplesPerS * 2), kMeanTol);
   EXPECT_NEAR(r->consensus_distance_after, 1.5e-3, kMeanTol);
+  EXPECT_EQ(TableCells(*r).back(), std::to_string(kEpochs * kStepsPerEpoch) + "-" +
+                                       std::to_string(kEpochs * kStepsPerEpoch + 7));
 
   r = FindRow(rows, "choco-sign");
   ASSERT_NE(r, nullptr);
