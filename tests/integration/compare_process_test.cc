@@ -43,6 +43,25 @@ CompareRun RunTinyCompare(const std::string& tag, const std::vector<std::string>
   return run;
 }
 
+// Writes `toml` to a fresh temporary folder as `file_name` and runs `chorus
+// compare` on it, its runs in that folder; `dir` is the folder.
+CompareRun RunCompareFile(const std::string& tag, const std::string& file_name, const std::string& toml,
+                          const std::vector<std::string>& extra, double timeout_s = 240) {
+  CompareRun run;
+  run.dir = fs::temp_directory_path() / ("chorus-compare-" + tag + "-" + std::to_string(getpid()));
+  fs::remove_all(run.dir);
+  fs::create_directories(run.dir);
+  const fs::path file = run.dir / file_name;
+  std::ofstream(file) << toml;
+  std::vector<std::string> args = {"compare", file.string(), "--set", "run.output_dir=\"" + run.dir.string() + "\""};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ChorusProcess compare(args);
+  std::optional<int> status = compare.Wait(timeout_s);
+  run.exit_status = status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  run.output = compare.Output();
+  return run;
+}
+
 TEST(CompareProcessTest, TinyComparisonWritesReportAndTable) {
   if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
@@ -88,12 +107,8 @@ TEST(CompareProcessTest, AFailingMethodIsRecordedAndTheRestStillRun) {
   if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
   }
-  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-fail-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path file = dir / "fail.toml";
   // "broken" passes validation but its nodes cannot find their data at start.
-  std::ofstream(file) << R"([compare]
+  const CompareRun run = RunCompareFile("fail", "fail.toml", R"([compare]
 name = "fail"
 nodes = 2
 single_node_baseline = false
@@ -116,17 +131,17 @@ test_limit = 200
 [cluster]
 token = "compare-fail"
 join_timeout_s = 20.0
-)";
-  ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\""});
-  std::optional<int> status = compare.Wait(240);
-  ASSERT_TRUE(status && WIFEXITED(*status)) << compare.Output();
-  EXPECT_EQ(WEXITSTATUS(*status), 1) << compare.Output();
+)",
+                                        {});
+  const fs::path& dir = run.dir;
+  ASSERT_GE(run.exit_status, 0) << run.output;
+  EXPECT_EQ(run.exit_status, 1) << run.output;
   nlohmann::json result = ReadJson(dir / "fail" / "compare.json");
-  ASSERT_TRUE(result.is_object()) << compare.Output();
+  ASSERT_TRUE(result.is_object()) << run.output;
   ASSERT_EQ(result["methods"].size(), 2u);
   EXPECT_NE(result["methods"][0]["exit_code"], 0);
   EXPECT_EQ(result["methods"][1]["exit_code"], 0);
-  EXPECT_NE(compare.Output().find("FAILED"), std::string::npos) << compare.Output();
+  EXPECT_NE(run.output.find("FAILED"), std::string::npos) << run.output;
   // The nodes' own error is in the method's launch.log.
   std::ifstream log(dir / "fail" / "broken" / "launch.log");
   std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
@@ -145,11 +160,7 @@ TEST(CompareProcessTest, ALateJoinerJoinsEveryMethodAndIsRecorded) {
   if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
   }
-  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-late-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path file = dir / "late.toml";
-  std::ofstream(file) << R"([compare]
+  const CompareRun run = RunCompareFile("late", "late.toml", R"([compare]
 name = "late"
 nodes = 3
 single_node_baseline = false
@@ -170,14 +181,13 @@ token = "compare-late"
 join_timeout_s = 20.0
 admit_every_steps = 10
 admit_every_s = 0
-)";
-  ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\"", "--no-report"});
-  std::optional<int> status = compare.Wait(240);
-  ASSERT_TRUE(status && WIFEXITED(*status)) << compare.Output();
-  EXPECT_EQ(WEXITSTATUS(*status), 0) << compare.Output();
-  EXPECT_NE(compare.Output().find("on 3 nodes, node2 joining after 1 s"), std::string::npos) << compare.Output();
+)", {"--no-report"});
+  const fs::path& dir = run.dir;
+  ASSERT_GE(run.exit_status, 0) << run.output;
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("on 3 nodes, node2 joining after 1 s"), std::string::npos) << run.output;
   nlohmann::json result = ReadJson(dir / "late" / "compare.json");
-  ASSERT_TRUE(result.is_object()) << compare.Output();
+  ASSERT_TRUE(result.is_object()) << run.output;
   EXPECT_EQ(result["late_joiner"], (nlohmann::json{{"node", 2}, {"after_s", 1.0}})) << result.dump();
   ASSERT_EQ(result["methods"].size(), 2u);
   for (const auto& m : result["methods"]) {
@@ -200,11 +210,7 @@ TEST(CompareProcessTest, NodeProfilesReachEachNodeAndAreRecorded) {
   if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
   }
-  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-profiles-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path file = dir / "profiles.toml";
-  std::ofstream(file) << R"([compare]
+  const CompareRun run = RunCompareFile("profiles", "profiles.toml", R"([compare]
 name = "profiles"
 nodes = 2
 single_node_baseline = false
@@ -224,14 +230,14 @@ test_limit = 200
 [cluster]
 token = "compare-profiles"
 join_timeout_s = 20.0
-)";
-  ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\"", "--no-report"});
-  std::optional<int> status = compare.Wait(240);
-  ASSERT_TRUE(status && WIFEXITED(*status)) << compare.Output();
-  EXPECT_EQ(WEXITSTATUS(*status), 0) << compare.Output();
-  EXPECT_NE(compare.Output().find("on 2 nodes, speeds 1/0.5, batches 16/48"), std::string::npos) << compare.Output();
+)", {"--no-report"});
+  const fs::path& dir = run.dir;
+  const fs::path file = dir / "profiles.toml";
+  ASSERT_GE(run.exit_status, 0) << run.output;
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("on 2 nodes, speeds 1/0.5, batches 16/48"), std::string::npos) << run.output;
   nlohmann::json result = ReadJson(dir / "profiles" / "compare.json");
-  ASSERT_TRUE(result.is_object()) << compare.Output();
+  ASSERT_TRUE(result.is_object()) << run.output;
   EXPECT_EQ(result["node_profiles"], (nlohmann::json{{"speeds", {1.0, 0.5}}, {"batch_sizes", {16, 48}}}))
       << result.dump();
   EXPECT_EQ(result["global_batch"], 64);
@@ -240,7 +246,7 @@ join_timeout_s = 20.0
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(i);
     nlohmann::json summary = ReadJson(dir / "profiles" / "ring-allreduce" / ("node" + std::to_string(i)) / "summary.json");
-    ASSERT_TRUE(summary.is_object()) << compare.Output();
+    ASSERT_TRUE(summary.is_object()) << run.output;
     EXPECT_EQ(summary["batch_size"], batches[static_cast<size_t>(i)]);
     EXPECT_EQ(summary["global_batch"], 64);
   }
@@ -248,32 +254,24 @@ join_timeout_s = 20.0
 }
 
 TEST(CompareProcessTest, BadFileFailsBeforeRunningAnything) {
-  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-bad-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const fs::path file = dir / "bad.toml";
-  std::ofstream(file) << "[compare]\nmethods = [\"ring-allreduce\", \"nope\"]\n";
-  ChorusProcess compare({"compare", file.string(), "--set", "run.output_dir=\"" + dir.string() + "\""});
-  std::optional<int> status = compare.Wait(60);
-  ASSERT_TRUE(status && WIFEXITED(*status));
-  EXPECT_EQ(WEXITSTATUS(*status), 2) << compare.Output();
-  EXPECT_NE(compare.Output().find("unknown method \"nope\""), std::string::npos) << compare.Output();
+  const CompareRun run = RunCompareFile("bad", "bad.toml", "[compare]\nmethods = [\"ring-allreduce\", \"nope\"]\n", {}, 60);
+  const fs::path& dir = run.dir;
+  ASSERT_GE(run.exit_status, 0) << run.output;
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_NE(run.output.find("unknown method \"nope\""), std::string::npos) << run.output;
   EXPECT_FALSE(fs::exists(dir / "compare" / "compare.json"));
   fs::remove_all(dir);
 }
 
 TEST(CompareProcessTest, NodesThatDoNotMatchTheProfilesFailBeforeRunningAnything) {
-  const fs::path dir = fs::temp_directory_path() / ("chorus-compare-nodes-" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const CompareRun run = RunCompareFile("nodes", "two.toml", "[compare]\nnodes = 2\nmethods = [\"ring-allreduce\"]\nbatch_sizes = [16, 32]\n", {"--nodes", "3"}, 60);
+  const fs::path& dir = run.dir;
   const fs::path file = dir / "two.toml";
-  std::ofstream(file) << "[compare]\nnodes = 2\nmethods = [\"ring-allreduce\"]\nbatch_sizes = [16, 32]\n";
-  ChorusProcess compare(
-      {"compare", file.string(), "--nodes", "3", "--set", "run.output_dir=\"" + dir.string() + "\""});
-  std::optional<int> status = compare.Wait(60);
-  ASSERT_TRUE(status && WIFEXITED(*status));
-  EXPECT_EQ(WEXITSTATUS(*status), 2) << compare.Output();
-  EXPECT_NE(compare.Output().find("--nodes 3 but compare.batch_sizes in " + file.string() + " lists 2 nodes"),
+  ASSERT_GE(run.exit_status, 0) << run.output;
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_NE(run.output.find("--nodes 3 but compare.batch_sizes in " + file.string() + " lists 2 nodes"),
             std::string::npos)
-      << compare.Output();
+      << run.output;
   EXPECT_FALSE(fs::exists(dir / "compare" / "compare.json"));
   fs::remove_all(dir);
 }

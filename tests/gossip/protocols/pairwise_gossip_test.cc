@@ -298,6 +298,15 @@ TEST(PairwiseGossipTest, AFinishedNeighbourDoesNotHoldBack) {
   EXPECT_NEAR(run.sum_after, run.sum_before, 1e-6 * run.sum_before);
 }
 
+// Ranks 0 and 1 ran to the end and each saw rank 2 die, named in its error.
+void ExpectRank2DeadForBoth(const std::vector<Status>& statuses, const std::vector<Status>& failures) {
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    EXPECT_EQ(failures[r].code(), StatusCode::kUnavailable) << failures[r].ToString();
+    EXPECT_NE(failures[r].message().find("rank 2 (local2)"), std::string::npos) << failures[r].ToString();
+  }
+}
+
 TEST(PairwiseGossipTest, ADeadNeighbourEndsTheStalenessWait) {
   // Lock-step: the first Mix waits for every neighbour's first notice; rank 2
   // is dead (before the others start), so the notice sent to it fails and the
@@ -327,12 +336,7 @@ TEST(PairwiseGossipTest, ADeadNeighbourEndsTheStalenessWait) {
     both_failed.arrive_and_wait();
     return Status::Ok();
   });
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
-    EXPECT_EQ(failures[r].code(), StatusCode::kUnavailable) << failures[r].ToString();
-    EXPECT_NE(failures[r].message().find("rank 2 (local2)"), std::string::npos)
-        << failures[r].ToString();
-  }
+  ExpectRank2DeadForBoth(statuses, failures);
 }
 
 TEST(PairwiseGossipTest, NonFiniteValuesAreRejectedBothWays) {
@@ -384,12 +388,7 @@ TEST(PairwiseGossipTest, ADeadPeerIsNamed) {
     both_failed.arrive_and_wait();  // keep serving the other survivor until it is done
     return Status::Ok();
   });
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
-    EXPECT_EQ(failures[r].code(), StatusCode::kUnavailable) << failures[r].ToString();
-    EXPECT_NE(failures[r].message().find("rank 2 (local2)"), std::string::npos)
-        << failures[r].ToString();
-  }
+  ExpectRank2DeadForBoth(statuses, failures);
 }
 
 }  // namespace
