@@ -8,8 +8,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -39,9 +41,10 @@ class HandCluster {
   ~HandCluster() { fs::remove_all(out_); }
 
   // Runs the nodes to the end; the summaries, or an empty vector after a
-  // failure the test has reported.
+  // failure the test has reported. The last node starts `last_after_s` late
+  // (with min_nodes one less, the others train without it meanwhile).
   std::vector<nlohmann::json> Run(const std::vector<std::string>& shared,
-                                  const std::vector<std::vector<std::string>>& per_node) {
+                                  const std::vector<std::vector<std::string>>& per_node, double last_after_s = 0) {
     const int n = static_cast<int>(per_node.size());
     const std::string run = name_ + "-" + std::to_string(runs_++);
     std::vector<std::unique_ptr<ChorusProcess>> nodes;
@@ -55,7 +58,7 @@ class HandCluster {
                                        "cluster.listen=\"" + listen + "\"",
                                        "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(port0_) + "\"]",
                                        "cluster.token=\"" + run + "\"",
-                                       "cluster.min_nodes=" + std::to_string(n),
+                                       "cluster.min_nodes=" + std::to_string(last_after_s > 0 ? n - 1 : n),
                                        "cluster.heartbeat_interval_s=0.1",
                                        "cluster.join_timeout_s=30",
                                        "fabric.provider=\"tcp;ofi_rxm\"",
@@ -70,6 +73,9 @@ class HandCluster {
       for (const std::string& s : sets) {
         args.push_back("--set");
         args.push_back(s);
+      }
+      if (i == n - 1 && last_after_s > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(last_after_s));
       }
       nodes.push_back(std::make_unique<ChorusProcess>(args));
     }
@@ -171,6 +177,29 @@ TEST(HeteroSamplesTest, FastPairwiseNodeTrainsMoreStepsUnderASampleBudget) {
   EXPECT_GE(samples, 6000);
   EXPECT_LE(samples, 6000 * 1.15) << "the nodes stopped late";
   EXPECT_EQ(s[0]["parameter_checksum"], s[1]["parameter_checksum"]);
+}
+
+// A third node joins two that train at their own pace: the coordinator's
+// heartbeats tell the members that it waits, they meet after the steps they
+// are in, and it takes the live state; the three stop on the cluster's count.
+TEST(HeteroSamplesTest, ANodeJoinsNodesThatTrainAtTheirOwnPace) {
+  HandCluster cluster("hetero-samples-join");
+  const std::vector<std::string> shared = {"train.epochs=3", "data.train_limit=30000", "train.slowdown=1.0",
+                                           "train.stop=\"samples\"", "exchange.kind=\"gossip\"",
+                                           "exchange.protocol=\"pairwise-async\"", "topology.kind=\"ring\""};
+  const std::vector<nlohmann::json> s = cluster.Run(shared, {{}, {}, {}}, /*last_after_s=*/1.5);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0]["admissions"], 1) << s[0].dump();
+  EXPECT_EQ(s[1]["admissions"], 1) << s[1].dump();
+  EXPECT_EQ(s[2]["world_size"], 3);
+  int64_t samples = 0;
+  for (const nlohmann::json& node : s) {
+    EXPECT_EQ(node["parameter_checksum"], s[0]["parameter_checksum"]);
+    samples += node["samples"].get<int64_t>();
+  }
+  EXPECT_GE(samples, 90000);
+  EXPECT_LE(samples, 90000 * 1.15);
+  EXPECT_GT(s[2]["samples"].get<int64_t>(), 0);
 }
 
 // Load-balanced all-reduce: the slow node's share of the global batch falls
