@@ -4,14 +4,20 @@
 //   Resume             a joiner: the live state from a member (Exchange::Joined);
 //                      --resume: the checkpoint, then the step the cluster agrees on
 //   for each step:     StopsBefore       a stop signal: StopWithCheckpoint, and return
-//                      AdmitIfDue        at an admission point: joiners come in (Exchange::Admit)
 //                      FollowMembership  a new membership: the rest of the epoch re-partitioned
+//                                        by the members' batches, the sample weights
+//                      AdmitIfDue        at an admission point: joiners come in (Exchange::Admit)
+//                      BalanceIfDue      train.balance = "time": the global batch re-split by speed
+//                      NextBatch         the sampler's (at its own pace: until the cluster's count)
 //                      TrainStep         the exchange's hooks around forward/backward and update
 //                      RecordWindow      every log_every steps: loss, lr, samples/s
 //                      EvaluateIfDue     after the steps the evaluation plan names
 //   at an epoch's end: EndEpoch          evaluation of the whole test set, checkpoint
 //   at the end:        Summarise         exchange Finish (consensus), final evaluation,
 //                                        model file, the summary's fields
+//
+// The steps with the other members (Resume, AdmitIfDue, FollowMembership,
+// BalanceIfDue) are in training_loop_cluster.cc.
 //
 // A real node and a virtual one differ only in their LoopSetup: the clock
 // (wall or virtual), the evaluation plan, and what only a real node has (stop
@@ -122,6 +128,10 @@ struct LoopSetup {
   std::string model_path;               // "": no model file
   int checkpoint_every_epochs = 0;      // and after the last epoch
 };
+
+// The membership of a node that trains with others (two or more members),
+// else null: what the loop's collective steps (resume, stop, balancing) run over.
+const MembershipView* ClusterView(const ClusterSession* session);
 
 // This node's steps per epoch: whole batches of its shard of the training set
 // (`train_images` over `world_size` members). InvalidArgument, naming where

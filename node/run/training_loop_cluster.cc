@@ -1,0 +1,302 @@
+// The training loop's cluster steps (see training_loop.h): joining a running
+// cluster and resuming, admission points, following the membership (shares,
+// sample weights, the cluster's sample count) and load balancing.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "common/clock.h"
+#include "common/enum_names.h"
+#include "common/log.h"
+#include "node/run/training_loop.h"
+
+namespace chorus::node {
+
+Status TrainingLoop::Resume() {
+  if (s_.session != nullptr && s_.session->joined_running) return JoinRunning();
+  return ResumeFromCheckpoint();
+}
+
+// The cluster trains already: its state, from a member, replaces this node's
+// (and any checkpoint: the cluster has moved on since it was written).
+Status TrainingLoop::JoinRunning() {
+  needs_live_state_ = true;
+  const MembershipView& view = s_.session->view;
+  CHORUS_LOG_INFO(Subsys::kNode, s_.node_name, " joined the running cluster at epoch ", view.epoch, " as rank ",
+                  view.self_rank, " of ", view.size(), ": taking the live state from a member");
+  if (s_.resume && std::filesystem::exists(s_.checkpoint_path)) {
+    CHORUS_LOG_WARN(Subsys::kNode, "--resume: the cluster trains already; its live state replaces the checkpoint ",
+                    s_.checkpoint_path);
+  }
+  CHORUS_RETURN_IF_ERROR(s_.exchange->Joined());
+  if (needs_live_state_) {
+    return FailedPrecondition(s_.node_name + " joined the running cluster but received no state from its members");
+  }
+  steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+  last_admission_step_ = step_;  // the members met at this step's admission point already
+  return FollowMembership();
+}
+
+Result<std::vector<uint8_t>> TrainingLoop::Capture(int64_t next_step) {
+  return trainer::CheckpointBytes(*s_.trainer, Position(next_step));
+}
+
+Status TrainingLoop::Restore(std::span<const uint8_t> bytes, const std::string& from) {
+  CHORUS_ASSIGN_OR_RETURN(trainer::CheckpointInfo info, trainer::RestoreCheckpoint(bytes, from, s_.trainer));
+  if (info.data_order.empty() || info.schedule_steps_per_epoch < 1) {
+    return DataLoss(from + ": no data order or schedule in it");
+  }
+  CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(info.schedule_steps_per_epoch, static_cast<int>(info.global_batch)));
+  // Positioned as the sender: FollowMembership re-partitions for this node
+  // (a node at its own pace keeps its own order over the data).
+  if (!free_running_) {
+    CHORUS_RETURN_IF_ERROR(sampler_->Restore(static_cast<int>(info.epoch), info.data_order, 0,
+                                             static_cast<int>(info.partition_batches)));
+  }
+  step_ = info.step;
+  start_epoch_ = static_cast<int>(info.epoch);
+  epoch_ = start_epoch_;
+  positioned_ = true;
+  needs_live_state_ = false;
+  return Status::Ok();
+}
+
+trainer::CheckpointInfo TrainingLoop::Position(int64_t next_step) const {
+  trainer::CheckpointInfo info;
+  info.step = next_step;
+  info.epoch = epoch_;
+  info.epoch_batches = sampler_->BatchesTaken();
+  info.data_order = sampler_->History();
+  info.partition_batches = sampler_->BatchesTakenInPartition();
+  info.schedule_steps_per_epoch = s_.trainer->options().steps_per_epoch;
+  info.global_batch = s_.trainer->options().global_batch > 0 ? s_.trainer->options().global_batch : s_.global_batch;
+  return info;
+}
+
+// With --resume, the trainer's state from the checkpoint; then, in a cluster
+// that stopped together, the step every member runs from.
+Status TrainingLoop::ResumeFromCheckpoint() {
+  if (!s_.resume) return Status::Ok();
+  if (std::filesystem::exists(s_.checkpoint_path)) {
+    CHORUS_ASSIGN_OR_RETURN(trainer::CheckpointInfo info, trainer::LoadCheckpoint(s_.checkpoint_path, s_.trainer));
+    start_epoch_ = static_cast<int>(info.epoch);
+    epoch_ = start_epoch_;
+    step_ = info.step;
+    // At its own pace the cluster counts samples afresh: what the epochs
+    // before this one trained counts as done (a stop's partial epoch is
+    // trained again).
+    if (free_running_) resumed_samples_ = static_cast<uint64_t>(start_epoch_) * static_cast<uint64_t>(s_.train->count);
+    if (info.epoch_batches > 0 && !free_running_) {
+      // A checkpoint of a stop, mid-epoch: the sampler stands where it stood
+      // (a checkpoint without a data order was taken over this membership:
+      // the fresh sampler's one partition).
+      const std::string order = !info.data_order.empty() ? info.data_order : sampler_->History();
+      const int64_t in_partition = !info.data_order.empty() ? info.partition_batches : info.epoch_batches;
+      CHORUS_RETURN_IF_ERROR(sampler_->Restore(start_epoch_, order, std::min(s_.rank, sampler_->world_size() - 1),
+                                               static_cast<int>(in_partition)));
+      CHORUS_RETURN_IF_ERROR(FollowMembership());
+      positioned_ = true;
+    }
+    CHORUS_LOG_INFO(Subsys::kNode, "resumed from ", s_.checkpoint_path, " at epoch ", start_epoch_, ", step ",
+                    info.step,
+                    info.epoch_batches > 0 ? ", " + std::to_string(info.epoch_batches) + " batches into the epoch"
+                                           : std::string());
+  } else {
+    CHORUS_LOG_WARN(Subsys::kNode, "--resume: no checkpoint at ", s_.checkpoint_path, "; starting from scratch");
+  }
+  const MembershipView* view = ClusterView(s_.session);
+  if (view != nullptr && view->epoch == 0) {
+    // The founding nodes may have stopped steps apart (gossip, or a node
+    // stopped alone): run from one step.
+    CHORUS_RETURN_IF_ERROR(s_.exchange->Resumed(step_ + steps_to_skip_));
+    steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+  }
+  return Status::Ok();
+}
+
+// Admission points: the members agree at each on the next one (the largest
+// step any proposes), so they meet at the same steps whatever their clocks.
+// A node proposes the step after about cluster.admit_every_s seconds of its
+// own steps, at least cluster.admit_every_steps ahead. After a membership
+// change every member is at one step (the admission's, or the step a re-form
+// agreed on) and the next point is admit_every_steps after it
+// (FollowMembership).
+Status TrainingLoop::AdmitIfDue() {
+  ClusterSession* session = s_.session;
+  const ClusterConfig& cc = s_.config->cluster;
+  if (session == nullptr || session->control == nullptr || cc.admit_every_steps <= 0 || steps_to_skip_ > 0) {
+    return Status::Ok();
+  }
+  if (free_running_) return AdmitWhenJoinersWait();
+  if (step_ < next_admission_step_ || step_ == last_admission_step_) return Status::Ok();
+  const double now = NowSeconds();
+  int64_t ahead = cc.admit_every_steps;
+  if (cc.admit_every_s > 0 && step_ > rate_since_step_) {
+    const double per_step = (now - rate_since_time_) / static_cast<double>(step_ - rate_since_step_);
+    if (per_step > 0) ahead = std::max<int64_t>(ahead, std::llround(cc.admit_every_s / per_step));
+  }
+  last_admission_step_ = step_;
+  rate_since_step_ = step_;
+  rate_since_time_ = now;
+  const uint64_t epoch = session->view.epoch;
+  int64_t agreed = -1;
+  Result<MembershipView> next = session->control->AdvanceEpochIfPending(
+      Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), step_ + ahead, &agreed);
+  next_admission_step_ = agreed > step_ ? agreed : step_ + cc.admit_every_steps;
+  session->control->ReportProgress(step_, next_admission_step_);  // the coordinator tells joiners
+  if (!next) {
+    // A member lost on the way: the exchange's next operation re-forms.
+    CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", next.error().message());
+    return Status::Ok();
+  }
+  return AdmitInto(*next, epoch);
+}
+
+// Nodes whose steps run apart cannot meet at a step: they meet only while
+// the coordinator says that nodes wait (ControlPlane::JoinersWaiting), each
+// after the step it is in, so that training never waits otherwise.
+Status TrainingLoop::AdmitWhenJoinersWait() {
+  ClusterSession* session = s_.session;
+  if (!session->control->JoinersWaiting()) return Status::Ok();
+  const uint64_t epoch = session->view.epoch;
+  Result<MembershipView> next =
+      session->control->AdvanceEpochIfPending(Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), 0);
+  if (!next) {
+    CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", next.error().message());
+    return Status::Ok();
+  }
+  return AdmitInto(*next, epoch);
+}
+
+// The members met at an admission point and `next` is the view after it.
+Status TrainingLoop::AdmitInto(const MembershipView& next_view, uint64_t epoch) {
+  const MembershipView* next = &next_view;
+  if (next->epoch <= epoch || next->joined.empty()) return Status::Ok();
+  const std::string names = JoinNames(next->joined);
+  CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next->epoch, ", ",
+                  next->size(), " members)");
+  const double t0 = NowSeconds();
+  CHORUS_RETURN_IF_ERROR(s_.exchange->Admit(*next, step_));
+  steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+  CHORUS_LOG_INFO(Subsys::kNode, "admitted ", names, " in ", NowSeconds() - t0, " s");
+  if (s_.trace != nullptr) {
+    s_.trace->Add("admission", 1, static_cast<int64_t>(t0 * 1e6), static_cast<int64_t>(NowSeconds() * 1e6), step_);
+  }
+  return FollowMembership();
+}
+
+Status TrainingLoop::FollowMembership() {
+  if (s_.session == nullptr || steps_to_skip_ > 0) return Status::Ok();
+  const MembershipView& view = s_.session->view;
+  const uint64_t followed = free_running_ ? followed_epoch_ : sampler_->partition();
+  if (view.self_rank < 0 || followed == view.epoch) return Status::Ok();
+  followed_epoch_ = view.epoch;
+  const int taken = sampler_->BatchesTakenInPartition();
+  shares_ = MemberBatches();
+  if (!free_running_) CHORUS_RETURN_IF_ERROR(sampler_->Repartition(view.self_rank, shares_, view.epoch));
+  ApplySampleWeights();
+  // Every member is at this step now: the next admission point is the same for all.
+  next_admission_step_ = step_ + s_.config->cluster.admit_every_steps;
+  rate_since_step_ = step_;
+  rate_since_time_ = NowSeconds();
+  balance_ = BalanceWindow{};
+  CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(s_.trainer->options().steps_per_epoch, GlobalBatch()));
+  if (free_running_) {
+    CHORUS_LOG_INFO(Subsys::kNode, "membership of ", view.size(), " members: global batch ", GlobalBatch());
+    return Status::Ok();
+  }
+  CHORUS_LOG_INFO(Subsys::kNode, "epoch ", epoch_ + 1, ": the rest of the data (after ", taken,
+                  " batches) re-partitioned over ", view.size(), " members: ",
+                  sampler_->BatchesPerEpoch() - sampler_->BatchesTaken(), " batches left for this node; global batch ",
+                  GlobalBatch());
+  return Status::Ok();
+}
+
+std::vector<int> TrainingLoop::MemberBatches() const {
+  std::vector<int> batches;
+  if (ClusterView(s_.session) != nullptr) {
+    for (const Member& m : s_.session->view.members) batches.push_back(m.batch_size);
+    return batches;
+  }
+  if (!s_.batch_sizes.empty()) return s_.batch_sizes;
+  return std::vector<int>(static_cast<size_t>(std::max(1, s_.world_size)), s_.config->train.batch_size);
+}
+
+int TrainingLoop::GlobalBatch() const {
+  int total = 0;
+  for (int b : shares_) total += b;
+  return total;
+}
+
+int TrainingLoop::SelfRank() const {
+  return ClusterView(s_.session) != nullptr ? s_.session->view.self_rank : s_.rank;
+}
+
+void TrainingLoop::ApplySampleWeights() {
+  const int rank = SelfRank();
+  const int own = free_running_ ? s_.config->train.batch_size : shares_[static_cast<size_t>(rank)];
+  const double weight = static_cast<double>(shares_.size()) * own / std::max(1, GlobalBatch());
+  switch (s_.exchange->SampleWeighting()) {
+    case Exchange::Weighting::kGradient: s_.trainer->SetSampleWeights(weight, 1.0); break;
+    case Exchange::Weighting::kUpdate: s_.trainer->SetSampleWeights(1.0, weight); break;
+    case Exchange::Weighting::kNone: s_.trainer->SetSampleWeights(1.0, 1.0); break;
+  }
+}
+
+uint64_t TrainingLoop::ClusterSamples() const {
+  if (!free_running_) return static_cast<uint64_t>(samples_done_);
+  return s_.session->control->ClusterSamples() + resumed_samples_;
+}
+
+// Every balance_every_steps steps the members gather their speeds (samples
+// per second of compute, emulated slowness included) and split the global
+// batch in proportion: every member computes the same split from the same
+// gathered values. The rest of the epoch is re-partitioned by it.
+Status TrainingLoop::BalanceIfDue() {
+  const TrainConfig& tc = s_.config->train;
+  if (tc.balance != BalanceSetting::kTime || shares_.size() < 2 || steps_to_skip_ > 0 || step_ == 0 ||
+      step_ % tc.balance_every_steps != 0) {
+    return Status::Ok();
+  }
+  // A member that trained no step since the last split sends 0: then nobody re-splits.
+  const double speed = balance_.seconds > 0 ? static_cast<double>(balance_.samples) / balance_.seconds : 0.0;
+  balance_ = BalanceWindow{};
+  CHORUS_ASSIGN_OR_RETURN(std::vector<double> speeds, s_.exchange->GatherFromMembers(speed));
+  if (speeds.size() != shares_.size()) return Status::Ok();  // re-formed meanwhile: FollowMembership re-cuts
+  std::vector<int> split = SplitBySpeed(GlobalBatch(), speeds);
+  if (split.empty() || split == shares_) return Status::Ok();
+  CHORUS_RETURN_IF_ERROR(sampler_->Repartition(SelfRank(), split, sampler_->partition()));
+  shares_ = std::move(split);
+  ApplySampleWeights();
+  CHORUS_LOG_DEBUG(Subsys::kNode, "step ", step_, ": global batch split by speed: ", sampler_->History());
+  return Status::Ok();
+}
+
+std::vector<int> SplitBySpeed(int global_batch, const std::vector<double>& speeds) {
+  const size_t n = speeds.size();
+  double total = 0.0;
+  for (double s : speeds) {
+    if (!(s > 0.0) || !std::isfinite(s)) return {};
+    total += s;
+  }
+  if (n == 0 || global_batch < static_cast<int>(n)) return {};
+  // Each member at least one sample; the rest by largest remainder, ties to
+  // the lower rank, so that every member computes the same split.
+  const int spare = global_batch - static_cast<int>(n);
+  std::vector<int> split(n, 1);
+  std::vector<std::pair<double, size_t>> remainders;
+  int given = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double exact = spare * speeds[i] / total;
+    const int whole = static_cast<int>(std::floor(exact));
+    split[i] += whole;
+    given += whole;
+    remainders.push_back({exact - whole, i});
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (int k = 0; k < spare - given; ++k) ++split[remainders[static_cast<size_t>(k) % n].second];
+  return split;
+}
+
+}  // namespace chorus::node
