@@ -169,14 +169,13 @@ Status TrainingLoop::AdmitWhenJoinersWait() {
 }
 
 // The members met at an admission point and `next` is the view after it.
-Status TrainingLoop::AdmitInto(const MembershipView& next_view, uint64_t epoch) {
-  const MembershipView* next = &next_view;
-  if (next->epoch <= epoch || next->joined.empty()) return Status::Ok();
-  const std::string names = JoinNames(next->joined);
-  CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next->epoch, ", ",
-                  next->size(), " members)");
+Status TrainingLoop::AdmitInto(const MembershipView& next, uint64_t epoch) {
+  if (next.epoch <= epoch || next.joined.empty()) return Status::Ok();
+  const std::string names = JoinNames(next.joined);
+  CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next.epoch, ", ",
+                  next.size(), " members)");
   const double t0 = NowSeconds();
-  CHORUS_RETURN_IF_ERROR(s_.exchange->Admit(*next, step_));
+  CHORUS_RETURN_IF_ERROR(s_.exchange->Admit(next, step_));
   steps_to_skip_ += s_.exchange->TakeStepsToSkip();
   CHORUS_LOG_INFO(Subsys::kNode, "admitted ", names, " in ", NowSeconds() - t0, " s");
   if (s_.trace != nullptr) {
