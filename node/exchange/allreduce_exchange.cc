@@ -81,13 +81,13 @@ Status AllreduceExchange::Build() {
       gossip::GradientBucketer bucketer,
       gossip::GradientBucketer::Create(std::move(slices),
                                        static_cast<size_t>(config_.exchange.bucket_kib) * 1024));
-  int global_batch = 0;
-  int local_batch = config_.train.batch_size;
-  for (const Member& m : view.members) global_batch += m.batch_size;
   gossip::FusionOptions options;
   options.allreduce.algorithm = algorithm_;
   options.allreduce.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
-  options.allreduce.pre_scale = static_cast<float>(local_batch) / static_cast<float>(global_batch);
+  // The mean over the ranks: each rank's gradients arrive weighted by its
+  // share of the global batch already (SampleWeighting), which follows the
+  // load balancer's split as well as the members' batches.
+  options.allreduce.pre_scale = 1.0f / static_cast<float>(view.size());
   options.allreduce.tag_base = tag_base;
   options.bucket_timeout = op_timeout;
   options.trace = trace_;

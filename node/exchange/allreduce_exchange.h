@@ -1,9 +1,11 @@
 // AllreduceExchange: synchronous data parallelism. The trainer's gradient-ready
 // hook marks parameters in the fusion engine, whose communication thread
 // all-reduces each bucket while backward goes on; AfterBackward waits for the
-// rest. Gradients are weighted by samples (pre_scale = local batch / global
-// batch), so nodes with different batch sizes train correctly and every node
-// applies the same update.
+// rest. Gradients are weighted by samples: the trainer multiplies each
+// node's by W * local batch / global batch (SampleWeighting: kGradient) and
+// the all-reduce takes the mean over the W ranks (pre_scale = 1 / W), so nodes
+// with different batch sizes, or the load balancer's split, train the
+// gradient of the whole global batch and every node applies the same update.
 //
 // A failed collective (dead peer) either stops the node cleanly
 // (exchange.on_failure = "stop") or waits for the next membership epoch,
