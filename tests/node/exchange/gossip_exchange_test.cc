@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -37,7 +38,7 @@ Config MakeConfig(ExchangeKind kind) {
   return config;
 }
 
-MembershipView View(int self, int n) {
+MembershipView View(int self, int n, const std::vector<int>& batches = {}) {
   MembershipView view;
   view.self_rank = self;
   for (int r = 0; r < n; ++r) {
@@ -45,7 +46,7 @@ MembershipView View(int self, int n) {
     m.rank = r;
     m.name = "node" + std::to_string(r);
     m.data_address = gossip::LocalHub::EncodeAddress(r);
-    m.batch_size = 8;
+    m.batch_size = batches.empty() ? 8 : batches[static_cast<size_t>(r)];
     m.host_group = m.name;
     view.members.push_back(std::move(m));
   }
@@ -55,7 +56,7 @@ MembershipView View(int self, int n) {
 // Runs fn(rank, node) on n threads, each node with a fresh trainer of
 // `model` and the exchange `config` names; returns each rank's status.
 std::vector<Status> RunNodes(int n, const Config& config, trainer::ModelKind model,
-                             const std::function<Status(int, Node&)>& fn) {
+                             const std::function<Status(int, Node&)>& fn, const std::vector<int>& batches = {}) {
   gossip::LocalHubOptions options;
   options.world_size = n;
   auto hub = gossip::LocalHub::Create(options);
@@ -73,7 +74,7 @@ std::vector<Status> RunNodes(int n, const Config& config, trainer::ModelKind mod
         CHORUS_ASSIGN_OR_RETURN(node.trainer, trainer::Trainer::Create(o));
         CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<gossip::LocalTransport> transport, hub->MakeTransport(r));
         node.session.transport = std::move(transport);
-        node.session.view = View(r, n);
+        node.session.view = View(r, n, batches);
         CHORUS_ASSIGN_OR_RETURN(node.exchange, MakeExchange(config, &node.session, node.trainer.get(), nullptr));
         return fn(r, node);
       }();
@@ -217,6 +218,55 @@ void CheckFinish(const Config& config, int n, bool own_weights) {
   });
   for (int r = 0; r < n; ++r) ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
   ExpectOneModel(weights, stats, tracked);
+}
+
+// Images 0..n-1 of a fixed pseudo-random set (labels i % 10).
+trainer::Batch Images(int first, int n) {
+  trainer::Batch b;
+  b.size = n;
+  for (int k = first; k < first + n; ++k) {
+    for (int p = 0; p < 28 * 28; ++p) b.images.push_back(static_cast<float>((k * 7919 + p * 31) % 255) / 255.0f);
+    b.labels.push_back(k % 10);
+  }
+  return b;
+}
+
+// Batches of 2 and 6 under all-reduce, each node's gradients weighted by its
+// share as the training loop sets them: every node ends with the gradient of
+// all 8 images, as one node computes it for the whole batch.
+TEST(AllreduceExchangeTest, UnequalBatchesGiveTheGradientOfTheWholeGlobalBatch) {
+  trainer::TrainerOptions o;
+  o.precision = trainer::Precision::kFp32;
+  o.steps_per_epoch = 1;
+  o.batch_size = 8;
+  std::unique_ptr<trainer::Trainer> whole = std::move(*trainer::Trainer::Create(o));
+  ASSERT_TRUE(whole->ForwardBackward(Images(0, 8)).has_value());
+  const std::vector<float> expected(whole->Gradients().begin(), whole->Gradients().end());
+
+  const std::vector<int> batches = {2, 6};
+  std::vector<std::vector<float>> got(2);
+  auto statuses = RunNodes(
+      2, MakeConfig(ExchangeKind::kAllreduce), trainer::ModelKind::kMlp,
+      [&](int r, Node& node) -> Status {
+        EXPECT_EQ(node.exchange->SampleWeighting(), Exchange::Weighting::kGradient);
+        node.trainer->SetSampleWeights(2.0 * batches[r] / 8.0, 1.0);
+        CHORUS_RETURN_IF_ERROR(node.exchange->BeforeStep(0));
+        CHORUS_RETURN_IF_ERROR(StatusOf(node.trainer->ForwardBackward(Images(r == 0 ? 0 : 2, batches[r]))));
+        CHORUS_RETURN_IF_ERROR(node.exchange->AfterBackward(0, batches[r]));
+        got[r].assign(node.trainer->Gradients().begin(), node.trainer->Gradients().end());
+        return node.exchange->Finish();
+      },
+      batches);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    ASSERT_EQ(got[r].size(), expected.size());
+    double err = 0.0, norm = 0.0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      err = std::max(err, static_cast<double>(std::abs(got[r][i] - expected[i])));
+      norm = std::max(norm, static_cast<double>(std::abs(expected[i])));
+    }
+    EXPECT_LT(err, 1e-5 * norm + 1e-7) << "rank " << r;
+  }
 }
 
 TEST(GossipExchangeTest, FinishLeavesOneModelBatchNormIncluded) {
