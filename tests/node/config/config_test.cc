@@ -65,7 +65,8 @@ TEST(ConfigParseTest, SingleCnnUsesBatchNormModel) {
   EXPECT_EQ(config->train.model, trainer::ModelKind::kCnnBn);
   EXPECT_EQ(config->train.precision, trainer::Precision::kFp16);
   EXPECT_EQ(config->train.optimizer, trainer::OptimizerKind::kLars);
-  EXPECT_EQ(config->train.epochs, 5);
+  EXPECT_EQ(config->train.epochs, 15);
+  EXPECT_DOUBLE_EQ(config->train.weight_decay, 2e-3);
 }
 
 TEST(ConfigParseTest, EmptyTextGivesDefaults) {
