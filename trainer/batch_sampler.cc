@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <string>
 
@@ -140,8 +141,7 @@ BatchSampler::BatchSampler(int dataset_size, int batch_size, uint64_t seed, int 
 }
 
 size_t BatchSampler::ShardBegin(int r) const {
-  int64_t total = 0;
-  for (int q : shares_) total += q;
+  const int64_t total = std::accumulate(shares_.begin(), shares_.end(), int64_t{0});
   // Cumulative floors: with equal shares, r * (pool / W).
   const int64_t pool = static_cast<int64_t>(pool_.size());
   int64_t begin = 0;
@@ -322,12 +322,10 @@ int BatchSampler::BatchesIn(int indices) const {
 int BatchSampler::BatchesPerEpoch() const { return batches_before_ + BatchesIn(shard_size_); }
 
 namespace {
-int64_t Sum(const std::vector<int>& v) {
-  int64_t total = 0;
-  for (int x : v) total += x;
-  return total;
-}
+int64_t Sum(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 }  // namespace
+
+int64_t BatchSampler::GlobalBatch() const { return Sum(shares_); }
 
 int64_t BatchSampler::SamplesTaken() const {
   int64_t samples = 0;

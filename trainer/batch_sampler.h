@@ -115,6 +115,10 @@ class BatchSampler {
   // This rank's batch in the current partition, and every rank's.
   int batch_size() const { return shares_[static_cast<size_t>(rank_)]; }
   std::span<const int> shares() const { return shares_; }
+  // The sum of the shares: the samples one step trains over all ranks.
+  int64_t GlobalBatch() const;
+  // True once this epoch was re-partitioned (History() holds a ';').
+  bool Repartitioned() const { return cuts_.size() > 1; }
   uint64_t partition() const { return partition_; }
   // This rank's indices for the current partition, in batch order: [ShardSize()].
   std::span<const int32_t> ShardIndices() const { return shard_; }

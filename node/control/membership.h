@@ -40,6 +40,12 @@ struct MembershipView {
   std::vector<std::string> joined;   // names of members new in this epoch (empty for epoch 0)
 
   int size() const { return static_cast<int>(members.size()); }
+  // The members' batches summed: the cluster's global batch.
+  int GlobalBatch() const {
+    int total = 0;
+    for (const Member& m : members) total += m.batch_size;
+    return total;
+  }
   // The member named `name`, or nullptr.
   const Member* Find(const std::string& name) const;
   // "epoch 2: members node0 node2 node3 node5 (departed ranks 1; joined node5)":

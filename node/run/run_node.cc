@@ -103,8 +103,7 @@ Status JoinIfClustered(NodeRun& run, bool resume, const StopRequest& stop) {
   run.session = std::move(joined);
   run.rank = run.session->view.self_rank;
   run.world_size = run.session->view.size();
-  run.global_batch = 0;
-  for (const Member& m : run.session->view.members) run.global_batch += m.batch_size;
+  run.global_batch = run.session->view.GlobalBatch();
   CHORUS_LOG_INFO(Subsys::kNode, "cluster formed: ", run.session->view.Describe(), "; global batch ",
                   run.global_batch);
   return Status::Ok();
@@ -145,7 +144,6 @@ LoopSetup MakeLoopSetup(NodeRun& run, const NodeOptions& options, StepClock* clo
   s.node_name = run.node_name;
   s.rank = run.rank;
   s.world_size = run.world_size;
-  s.global_batch = run.global_batch;
   s.evals.step_set = run.eval_subset.count > 0 ? &run.eval_subset : &run.test;
   s.evals.every_steps = tc.eval_every_steps;
   s.evals.at_epoch_ends = true;

@@ -39,10 +39,6 @@ void WallClock::ComputeEnded(double measured_s) {
   if (slowdown_ > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(slowdown_ * measured_s));
 }
 
-Result<int64_t> StepsPerEpoch(const Config& config, int train_images, int world_size) {
-  return ClusterStepsPerEpoch(config, train_images, config.train.batch_size * std::max(world_size, 1));
-}
-
 Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int global_batch) {
   if (global_batch < 1 || train_images / global_batch < 1) {
     return Err(InvalidArgument(SettingOrigin(config, "train.batch_size") + ": train.batch_size: the global batch of " +
@@ -157,12 +153,10 @@ double SchedulePositionOf(const trainer::BatchSampler& sampler, int epoch, int64
   const int64_t done = std::max(0, sampler.BatchesTaken() - 1);
   const int64_t epoch_start = static_cast<int64_t>(epoch) * steps_per_epoch;
   if (in_epoch < 1) return static_cast<double>(epoch_start);
-  if (in_epoch == steps_per_epoch && sampler.History().find(';') == std::string::npos) {
+  if (in_epoch == steps_per_epoch && !sampler.Repartitioned()) {
     return static_cast<double>(epoch_start + done);  // exact where nothing changed
   }
-  int64_t global_batch = 0;
-  for (int b : sampler.shares()) global_batch += b;
-  const int64_t before = std::max<int64_t>(0, sampler.SamplesTaken() - global_batch);
+  const int64_t before = std::max<int64_t>(0, sampler.SamplesTaken() - sampler.GlobalBatch());
   return static_cast<double>(epoch_start) + static_cast<double>(before) /
                                                 static_cast<double>(sampler.SamplesPerEpoch()) *
                                                 static_cast<double>(steps_per_epoch);
@@ -375,7 +369,7 @@ Result<json> TrainingLoop::Summarise() {
   json summary = SummaryHeader(s_.exchange->Metrics(), s_.exchange->Describe(), s_.node_name,
                                end_view != nullptr ? end_view->self_rank : s_.rank,
                                end_view != nullptr ? end_view->size() : s_.world_size, s_.config->train,
-                               s_.global_batch, step_);
+                               GlobalBatch(), step_);
   summary["train_seconds"] = train_seconds;
   summary["eval_seconds"] = eval_seconds_;
   summary["finish_seconds"] = finish_seconds;

@@ -107,7 +107,6 @@ struct LoopSetup {
   std::string node_name;
   int rank = 0;
   int world_size = 1;
-  int global_batch = 0;
   // Every rank's batch where there is no cluster session (the simulator's
   // virtual nodes); empty: world_size x train.batch_size.
   std::vector<int> batch_sizes;
@@ -133,13 +132,9 @@ struct LoopSetup {
 // else null: what the loop's collective steps (resume, stop, balancing) run over.
 const MembershipView* ClusterView(const ClusterSession* session);
 
-// This node's steps per epoch: whole batches of its shard of the training set
-// (`train_images` over `world_size` members). InvalidArgument, naming where
-// train.batch_size was set, when the shard holds no batch.
-[[nodiscard]] Result<int64_t> StepsPerEpoch(const Config& config, int train_images, int world_size);
 // The steps per epoch of a cluster whose batches sum to `global_batch`
-// (BatchSampler's rule: every member runs floor(train_images / global_batch)),
-// with StepsPerEpoch's error.
+// (BatchSampler's rule: every member runs floor(train_images / global_batch)).
+// InvalidArgument, naming where train.batch_size was set, when that is no step.
 [[nodiscard]] Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int global_batch);
 
 // train.balance = "time": `global_batch` split in proportion to `speeds`
@@ -201,8 +196,9 @@ class TrainingLoop final : public LiveState {
   Status FollowMembership();
   // Nodes whose steps run apart meet only while joiners wait (AdmitIfDue).
   Status AdmitWhenJoinersWait();
-  // The admission of `next` (the view after an admission point at `epoch`).
-  Status AdmitInto(const MembershipView& next, uint64_t epoch);
+  // The admission of the view after an admission point at `epoch` (or its
+  // failure, logged: the exchange's next operation re-forms).
+  Status AdmitInto(const Result<MembershipView>& met, uint64_t epoch);
   // train.balance = "time": every balance_every_steps steps, the global batch
   // re-split by the members' measured speeds.
   Status BalanceIfDue();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 
 #include "common/clock.h"
 #include "common/enum_names.h"
@@ -69,7 +70,7 @@ trainer::CheckpointInfo TrainingLoop::Position(int64_t next_step) const {
   info.data_order = sampler_->History();
   info.partition_batches = sampler_->BatchesTakenInPartition();
   info.schedule_steps_per_epoch = s_.trainer->options().steps_per_epoch;
-  info.global_batch = s_.trainer->options().global_batch > 0 ? s_.trainer->options().global_batch : s_.global_batch;
+  info.global_batch = s_.trainer->options().global_batch;
   return info;
 }
 
@@ -144,12 +145,7 @@ Status TrainingLoop::AdmitIfDue() {
       Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), step_ + ahead, &agreed);
   next_admission_step_ = agreed > step_ ? agreed : step_ + cc.admit_every_steps;
   session->control->ReportProgress(step_, next_admission_step_);  // the coordinator tells joiners
-  if (!next) {
-    // A member lost on the way: the exchange's next operation re-forms.
-    CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", next.error().message());
-    return Status::Ok();
-  }
-  return AdmitInto(*next, epoch);
+  return AdmitInto(next, epoch);
 }
 
 // Nodes whose steps run apart cannot meet at a step: they meet only while
@@ -159,17 +155,19 @@ Status TrainingLoop::AdmitWhenJoinersWait() {
   ClusterSession* session = s_.session;
   if (!session->control->JoinersWaiting()) return Status::Ok();
   const uint64_t epoch = session->view.epoch;
-  Result<MembershipView> next =
-      session->control->AdvanceEpochIfPending(Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), 0);
-  if (!next) {
-    CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", next.error().message());
-    return Status::Ok();
-  }
-  return AdmitInto(*next, epoch);
+  return AdmitInto(session->control->AdvanceEpochIfPending(Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), 0),
+                   epoch);
 }
 
-// The members met at an admission point and `next` is the view after it.
-Status TrainingLoop::AdmitInto(const MembershipView& next, uint64_t epoch) {
+// The members met at an admission point (of `epoch`) and `met` is the view
+// after it, or the error of a member lost on the way: then the exchange's
+// next operation meets the failure and re-forms.
+Status TrainingLoop::AdmitInto(const Result<MembershipView>& met, uint64_t epoch) {
+  if (!met) {
+    CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", met.error().message());
+    return Status::Ok();
+  }
+  const MembershipView& next = *met;
   if (next.epoch <= epoch || next.joined.empty()) return Status::Ok();
   const std::string names = JoinNames(next.joined);
   CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next.epoch, ", ",
@@ -221,11 +219,7 @@ std::vector<int> TrainingLoop::MemberBatches() const {
   return std::vector<int>(static_cast<size_t>(std::max(1, s_.world_size)), s_.config->train.batch_size);
 }
 
-int TrainingLoop::GlobalBatch() const {
-  int total = 0;
-  for (int b : shares_) total += b;
-  return total;
-}
+int TrainingLoop::GlobalBatch() const { return std::accumulate(shares_.begin(), shares_.end(), 0); }
 
 int TrainingLoop::SelfRank() const {
   return ClusterView(s_.session) != nullptr ? s_.session->view.self_rank : s_.rank;

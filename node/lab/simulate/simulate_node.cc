@@ -2,6 +2,7 @@
 #include "node/lab/simulate/simulate_node.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 
 #include "node/cluster/cluster_session.h"
@@ -78,8 +79,7 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   const std::vector<int> batch_sizes =
       spec.batch_sizes != nullptr ? *spec.batch_sizes
                                   : std::vector<int>(static_cast<size_t>(spec.world_size), config.train.batch_size);
-  int global_batch = 0;
-  for (int b : batch_sizes) global_batch += b;
+  const int global_batch = std::accumulate(batch_sizes.begin(), batch_sizes.end(), 0);
   CHORUS_ASSIGN_OR_RETURN(const int64_t steps_per_epoch,
                           ClusterStepsPerEpoch(config, spec.train->count, global_batch));
   CHORUS_ASSIGN_OR_RETURN(
@@ -114,7 +114,6 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   s.node_name = NodeName(spec.rank);
   s.rank = spec.rank;
   s.world_size = spec.world_size;
-  s.global_batch = global_batch;
   s.batch_sizes = batch_sizes;
   s.evals.step_set = spec.eval_set;
   s.evals.at_steps = spec.eval_steps;

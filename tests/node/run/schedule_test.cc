@@ -17,7 +17,7 @@ namespace {
 TEST(ScheduleTest, StepsPerEpochFollowTheGlobalBatch) {
   Config config;
   EXPECT_EQ(ClusterStepsPerEpoch(config, 60000, 288).value(), 208);
-  EXPECT_EQ(StepsPerEpoch(config, 60000, 4).value(), 60000 / 256);  // 4 x the default 64
+  EXPECT_EQ(ClusterStepsPerEpoch(config, 60000, 4 * 64).value(), 60000 / 256);
   Result<int64_t> none = ClusterStepsPerEpoch(config, 100, 288);
   ASSERT_FALSE(none.has_value());
   EXPECT_NE(none.error().message().find("train.batch_size"), std::string::npos) << none.error().message();
