@@ -111,7 +111,8 @@ void ControlPlane::ReportProgress(int64_t step, int64_t next_admission_step) {
   impl_->ReportProgress(step, next_admission_step);
 }
 void ControlPlane::ReportSamples(uint64_t samples) { impl_->ReportSamples(samples); }
-uint64_t ControlPlane::ClusterSamples() const { return impl_->ClusterSamples(); }
+uint64_t ControlPlane::ClusterSamples() const { return impl_->ClusterSamples(/*extrapolate=*/false); }
+uint64_t ControlPlane::ClusterSamplesEstimate() const { return impl_->ClusterSamples(/*extrapolate=*/true); }
 bool ControlPlane::JoinersWaiting() const { return impl_->JoinersWaiting(); }
 
 // ---------------------------------------------------------------------------
@@ -584,18 +585,17 @@ void ControlPlaneImpl::ReportSamples(uint64_t samples) {
   progress_samples_ = samples;
 }
 
-uint64_t ControlPlaneImpl::ClusterSamples() const {
+uint64_t ControlPlaneImpl::ClusterSamples(bool extrapolate) const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t total = progress_samples_;
   const Clock::time_point now = Clock::now();
-  // A live member's count is extrapolated at its last rate for up to two
-  // heartbeat intervals (its next count is on the way), so that nodes that
-  // stop on the cluster's total overshoot it by less than a heartbeat's worth.
+  // A live member's count may be extrapolated at its last rate for up to two
+  // heartbeat intervals (its next count is on the way).
   const double horizon = 2 * std::chrono::duration<double>(heartbeat_interval_).count();
   for (const auto& [name, heard] : samples_heard_) {
     if (name == self_.name) continue;
     total += heard.samples;
-    if (!Gone(name) && view_.Find(name)) {
+    if (extrapolate && !Gone(name) && view_.Find(name)) {
       const double since = std::min(horizon, std::chrono::duration<double>(now - heard.at).count());
       total += static_cast<uint64_t>(heard.per_second * std::max(0.0, since));
     }

@@ -156,8 +156,12 @@ class ControlPlane {
   void ReportSamples(uint64_t samples);
   // The samples the cluster has trained: this node's, plus the latest count
   // heard from every other member, departed ones included (up to a heartbeat
-  // interval old).
+  // interval old). A lower bound: the members trained at least this many.
   uint64_t ClusterSamples() const;
+  // ClusterSamples with each live member's count extrapolated at its last
+  // rate for up to two heartbeat intervals: closer to the truth while all
+  // train steadily, but above it while a member pauses.
+  uint64_t ClusterSamplesEstimate() const;
   // True while nodes wait to be admitted at the current epoch: the
   // coordinator's applicants, as its heartbeats tell the members.
   bool JoinersWaiting() const;

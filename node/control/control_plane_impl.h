@@ -71,7 +71,7 @@ class ControlPlaneImpl : public Connection::Listener {
   Status Leave(Deadline deadline, LeaveKind kind);
   void ReportProgress(int64_t step, int64_t next_admission_step);
   void ReportSamples(uint64_t samples);
-  uint64_t ClusterSamples() const;
+  uint64_t ClusterSamples(bool extrapolate) const;
   bool JoinersWaiting() const;
 
   // ---- Connection::Listener (control thread) ----

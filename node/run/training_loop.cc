@@ -142,8 +142,8 @@ double TrainingLoop::SchedulePosition() const {
   // member), which is the step count when nothing changed.
   const int64_t spe = s_.trainer->options().steps_per_epoch;
   if (free_running_) {
-    return static_cast<double>(ClusterSamples()) / static_cast<double>(std::max(1, s_.train->count)) *
-           static_cast<double>(spe);
+    return static_cast<double>(ClusterSamples(/*estimate=*/true)) /
+           static_cast<double>(std::max(1, s_.train->count)) * static_cast<double>(spe);
   }
   return SchedulePositionOf(*sampler_, epoch_, spe);
 }

@@ -211,8 +211,10 @@ class TrainingLoop final : public LiveState {
   // This node's sample weight (Trainer::SetSampleWeights) as the exchange applies it.
   void ApplySampleWeights();
   // The samples the cluster trained: this node's alone unless it trains at
-  // its own pace (then every member's, ControlPlane::ClusterSamples).
-  uint64_t ClusterSamples() const;
+  // its own pace (then every member's: ControlPlane::ClusterSamples, a lower
+  // bound that the stop uses so the cluster trains at least its budget, or
+  // with `estimate` ClusterSamplesEstimate, which the schedule follows).
+  uint64_t ClusterSamples(bool estimate = false) const;
   // The next batch of this epoch; false when the epoch is done. A node that
   // trains at its own pace starts its next pass over the data when its pass
   // ends, and its epoch ends when the cluster's samples reach the epoch's end.

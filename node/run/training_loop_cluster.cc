@@ -236,9 +236,10 @@ void TrainingLoop::ApplySampleWeights() {
   }
 }
 
-uint64_t TrainingLoop::ClusterSamples() const {
+uint64_t TrainingLoop::ClusterSamples(bool estimate) const {
   if (!free_running_) return static_cast<uint64_t>(samples_done_);
-  return s_.session->control->ClusterSamples() + resumed_samples_;
+  const ControlPlane& control = *s_.session->control;
+  return (estimate ? control.ClusterSamplesEstimate() : control.ClusterSamples()) + resumed_samples_;
 }
 
 // Every balance_every_steps steps the members gather their speeds (samples

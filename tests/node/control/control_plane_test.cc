@@ -724,5 +724,30 @@ TEST(ControlPlaneTest, TheStateTellsJoinersTheReportedStep) {
   EXPECT_EQ(after->state.next_admission_step, 1300);
 }
 
+// Heartbeats carry each member's sample count. ClusterSamples adds up what
+// was heard, a lower bound that a stop on the budget can trust; the estimate
+// runs ahead at the member's last rate, as a schedule wants.
+TEST(ControlPlaneTest, ClusterSamplesAddTheHeardCountsAndTheEstimateRunsAhead) {
+  auto a = StartOrDie(TestConfig(2, {}), Local("alpha"));
+  ASSERT_TRUE(a);
+  auto b = StartOrDie(TestConfig(2, {a->advertise_address()}), Local("beta"));
+  ASSERT_TRUE(b);
+  for (ControlPlane* cp : {a.get(), b.get()}) ASSERT_TRUE(cp->WaitForEpoch0(Deadline::AfterSeconds(kWait)).has_value());
+  a->ReportSamples(10);
+  EXPECT_EQ(a->ClusterSamples(), 10u);
+  const auto await_heard = [&](uint64_t total) {
+    const Deadline by = Deadline::AfterSeconds(kWait);
+    while (a->ClusterSamples() != total && !by.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return a->ClusterSamples();
+  };
+  b->ReportSamples(1000);
+  ASSERT_EQ(await_heard(1010), 1010u);
+  b->ReportSamples(2000);
+  ASSERT_EQ(await_heard(2010), 2010u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(a->ClusterSamples(), 2010u) << "what was heard, nothing more";
+  EXPECT_GT(a->ClusterSamplesEstimate(), 2010u) << "beta's count extrapolated at its rate";
+}
+
 }  // namespace
 }  // namespace chorus::node
