@@ -35,6 +35,11 @@ Status ValidateCodecOptions(const CodecOptions& options) {
         return InvalidArgument("codec " + std::string(CodecKindName(options.kind)) +
                                ": ratio must be in (0, 1], got " + std::to_string(options.ratio));
       }
+      if (options.value_bits != 32 && options.value_bits != 16 && options.value_bits != 8) {
+        return InvalidArgument("codec " + std::string(CodecKindName(options.kind)) +
+                               ": value_bits must be 32, 16 or 8, got " +
+                               std::to_string(options.value_bits));
+      }
       return Status::Ok();
   }
   return InvalidArgument("codec: unknown kind " + std::to_string(static_cast<int>(options.kind)));
@@ -52,9 +57,9 @@ Result<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
     case CodecKind::kSign:
       return codec_wire::MakeSignCodec(options.chunk);
     case CodecKind::kTopK:
-      return codec_wire::MakeTopKCodec(options.ratio);
+      return codec_wire::MakeTopKCodec(options.ratio, options.value_bits);
     case CodecKind::kRandomK:
-      return codec_wire::MakeRandomKCodec(options.ratio);
+      return codec_wire::MakeRandomKCodec(options.ratio, options.value_bits);
   }
   return Err(InvalidArgument("codec: unknown kind"));
 }

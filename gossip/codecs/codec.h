@@ -20,16 +20,26 @@
 //              mean |x| over the chunk (signSGD with scale, EF-SGD): x ~ +-scale.
 //              Zero encodes as +scale.
 //   top-k      k = max(1, ceil(ratio * n)) elements of largest |x| (ties: lower
-//              index first), as ascending u32 indices + f32 values; the rest decode
-//              to 0. Values are sent exactly and unscaled.
+//              index first), as ascending u32 indices + the k kept values; the rest
+//              decode to 0. Values are not rescaled by n/k.
 //   random-k   k = max(1, ceil(ratio * n)) distinct indices drawn from a u64 seed
 //              that travels in the payload (8 bytes), so only the seed and the k
-//              f32 values travel; the receiver redraws the same indices. Values are
-//              unscaled: a biased but contractive operator (E||Q(x) - x||^2 =
-//              (1 - k/n) ||x||^2), which CHOCO-gossip needs; not the unbiased n/k
-//              scaling.
+//              kept values travel; the receiver redraws the same indices. Values
+//              are not rescaled: a biased but contractive operator (E||Q(x) - x||^2
+//              = (1 - k/n) ||x||^2 with exact values), which CHOCO-gossip needs;
+//              not the unbiased n/k scaling.
+//   The kept values of top-k and random-k travel in value_bits bits each:
+//     32       f32, exact (the default).
+//     16       IEEE binary16, round to nearest even: the fp16 bounds above;
+//              values beyond 65504 become Inf and are rejected by the receiver.
+//     8        one f32 scale per message = max |v| / 127 over the k kept values,
+//              then one int8 q = round(v / scale) per value, v ~ q * scale:
+//              error <= scale / 2 per kept element; a zero scale decodes to 0.
+//              (Top-k 1% with 8-bit values is SparseLoCo's pseudo-gradient
+//              compression.)
 //
-// Decode checks the header (codec id, n == out.size()) and the exact payload
+// Decode checks the header (codec id, n == out.size(), and for top-k and random-k
+// that the value width equals the decoder's value_bits) and the exact payload
 // size, and rejects malformed input with kDataLoss naming the codec and the
 // defect. Decoded non-finite values are rejected with kOutOfRange ("non-finite
 // value at element i"; IsNonFiniteRejection), so a diverged peer is never mixed
@@ -81,6 +91,10 @@ struct CodecOptions {
   int chunk = 256;
   // top-k and random-k: fraction of elements kept, in (0, 1].
   double ratio = 0.01;
+  // top-k and random-k: bits per kept value on the wire: 32 (f32, exact), 16
+  // (fp16) or 8 (int8 with one f32 scale per message). Encoder and decoder must
+  // agree; the header carries it and Decode checks it.
+  int value_bits = 32;
   // int8 only: stochastic (unbiased) instead of nearest rounding.
   bool stochastic_rounding = false;
 };
@@ -93,7 +107,8 @@ class Codec {
   virtual ~Codec() = default;
 
   virtual CodecKind kind() const = 0;
-  // A description such as "int8(chunk=256, nearest)" or "top-k(ratio=0.01)".
+  // A description such as "int8(chunk=256, nearest)", "top-k(ratio=0.01)" or
+  // "top-k(ratio=0.01, 8-bit values)".
   virtual std::string Describe() const = 0;
   // True when Decode(Encode(x)) == x bit for bit (none only).
   virtual bool Lossless() const { return false; }

@@ -5,7 +5,8 @@
 // Header layout (byte offsets):
 //   [0]      kCodecMagic (0xC7): a quick check that the bytes are a codec message
 //   [1]      CodecKind
-//   [2..3]   u16 parameter: int8 and sign store chunk - 1; others 0
+//   [2..3]   u16 parameter: int8 and sign store chunk - 1; top-k and random-k
+//            the value width: 0 for 32-bit values (f32), 16 or 8; others 0
 //   [4..7]   u32 reserved, must be 0
 //   [8..15]  u64 element count n
 //
@@ -75,7 +76,7 @@ std::unique_ptr<Codec> MakeNoneCodec();
 std::unique_ptr<Codec> MakeFp16Codec();
 std::unique_ptr<Codec> MakeInt8Codec(int chunk, bool stochastic_rounding);
 std::unique_ptr<Codec> MakeSignCodec(int chunk);
-std::unique_ptr<Codec> MakeTopKCodec(double ratio);
-std::unique_ptr<Codec> MakeRandomKCodec(double ratio);
+std::unique_ptr<Codec> MakeTopKCodec(double ratio, int value_bits);
+std::unique_ptr<Codec> MakeRandomKCodec(double ratio, int value_bits);
 
 }  // namespace chorus::gossip::codec_wire

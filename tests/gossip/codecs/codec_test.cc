@@ -41,7 +41,30 @@ std::vector<CodecOptions> AllKinds() {
   topk.ratio = 0.1;
   CodecOptions randk = Kind(CodecKind::kRandomK);
   randk.ratio = 0.1;
-  return {Kind(CodecKind::kNone), Kind(CodecKind::kFp16), int8, int8s, sign, topk, randk};
+  std::vector<CodecOptions> all = {Kind(CodecKind::kNone), Kind(CodecKind::kFp16), int8, int8s,
+                                   sign, topk, randk};
+  for (int bits : {16, 8}) {
+    for (CodecOptions sparse : {topk, randk}) {
+      sparse.value_bits = bits;
+      all.push_back(sparse);
+    }
+  }
+  return all;
+}
+
+CodecOptions Sparse(CodecKind kind, double ratio, int value_bits) {
+  CodecOptions o = Kind(kind);
+  o.ratio = ratio;
+  o.value_bits = value_bits;
+  return o;
+}
+
+constexpr CodecKind kSparseKinds[] = {CodecKind::kTopK, CodecKind::kRandomK};
+
+// Byte offset of the values block in a top-k or random-k message keeping k values:
+// after the header and u64 k, top-k has k u32 indices, random-k a u64 seed.
+size_t ValuesOffset(CodecKind kind, size_t k) {
+  return kind == CodecKind::kTopK ? 16 + 8 + 4 * k : 16 + 16;
 }
 
 std::vector<float> Decode(const Codec& codec, const std::vector<std::byte>& bytes, size_t n) {
@@ -66,6 +89,223 @@ TEST(CodecTest, ParsesNamesAndValidatesOptions) {
   bad.chunk = 0;
   EXPECT_NE(ValidateCodecOptions(bad).message().find("chunk"), std::string::npos);
   EXPECT_FALSE(MakeCodec(bad).has_value());
+}
+
+TEST(CodecTest, ValidatesSparseValueBits) {
+  for (CodecKind kind : kSparseKinds) {
+    for (int bits : {32, 16, 8}) {
+      EXPECT_TRUE(ValidateCodecOptions(Sparse(kind, 0.1, bits)).ok()) << bits;
+    }
+    for (int bits : {0, 1, 4, 12, 24, 64, -8}) {
+      const CodecOptions bad = Sparse(kind, 0.1, bits);
+      const Status s = ValidateCodecOptions(bad);
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bits;
+      EXPECT_NE(s.message().find("value_bits"), std::string::npos) << s.message();
+      EXPECT_NE(s.message().find("32, 16 or 8"), std::string::npos) << s.message();
+      EXPECT_FALSE(MakeCodec(bad).has_value()) << bits;
+    }
+  }
+  // The dense kinds do not use value_bits.
+  CodecOptions int8 = Kind(CodecKind::kInt8);
+  int8.value_bits = 4;
+  EXPECT_TRUE(ValidateCodecOptions(int8).ok());
+}
+
+TEST(CodecTest, SparseWireBytesAreExactForEachValueWidth) {
+  for (CodecKind kind : kSparseKinds) {
+    for (int bits : {32, 16, 8}) {
+      auto codec = Make(Sparse(kind, 0.05, bits));
+      for (size_t n : {0u, 1u, 7u, 100u, 1001u}) {
+        const size_t k = SparseCount(0.05, n);
+        const size_t values = bits == 32 ? 4 * k : bits == 16 ? 2 * k : 4 + k;
+        const size_t expected = ValuesOffset(kind, k) + values;
+        EXPECT_EQ(codec->WireBytes(n), expected) << codec->Describe() << " n=" << n;
+        std::vector<std::byte> bytes;
+        ASSERT_TRUE(codec->Encode(RandomVector(14, 0, n), 5, &bytes).ok());
+        ASSERT_EQ(bytes.size(), expected) << codec->Describe() << " n=" << n;
+        uint16_t param = 0;
+        std::memcpy(&param, bytes.data() + 2, 2);
+        EXPECT_EQ(param, bits == 32 ? 0 : bits) << codec->Describe();
+      }
+    }
+  }
+}
+
+TEST(CodecTest, SparseThirtyTwoBitValuesKeepTheF32Format) {
+  // The byte layout of codec.h, built by hand: header, u64 k, then u32 indices
+  // (top-k) or the u64 seed (random-k), then k f32 values.
+  auto put = [](std::vector<std::byte>* out, const void* p, size_t size) {
+    const auto* b = static_cast<const std::byte*>(p);
+    out->insert(out->end(), b, b + size);
+  };
+  const auto x = RandomVector(15, 0, 40, 1.0, 2.0);  // no zeros: kept entries are visible
+  const uint64_t n = x.size();
+  const uint64_t seed = 77;
+  for (CodecKind kind : kSparseKinds) {
+    auto codec = Make(Sparse(kind, 0.1, 32));
+    EXPECT_EQ(codec->Describe().find("bit"), std::string::npos) << codec->Describe();
+    std::vector<std::byte> bytes;
+    ASSERT_TRUE(codec->Encode(x, seed, &bytes).ok());
+    const auto y = Decode(*codec, bytes, x.size());
+    std::vector<uint32_t> kept;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (y[i] != 0.0f) kept.push_back(i);
+    }
+    const uint64_t k = kept.size();
+    ASSERT_EQ(k, 4u);  // ceil(0.1 * 40)
+    std::vector<std::byte> expected;
+    const uint8_t start[4] = {0xC7, static_cast<uint8_t>(kind), 0, 0};
+    const uint32_t reserved = 0;
+    put(&expected, start, 4);
+    put(&expected, &reserved, 4);
+    put(&expected, &n, 8);
+    put(&expected, &k, 8);
+    if (kind == CodecKind::kTopK) {
+      for (uint32_t i : kept) put(&expected, &i, 4);
+    } else {
+      put(&expected, &seed, 8);
+    }
+    for (uint32_t i : kept) put(&expected, &x[i], 4);
+    EXPECT_EQ(bytes, expected) << codec->Describe();
+  }
+}
+
+// Encodes x with the `bits`-wide codec of `kind` and `ratio` into *bytes and
+// returns the decoded vector; *kept gets the kept set, read off the 32-bit codec
+// of the same kind, ratio and seed (the width does not change which are kept).
+std::vector<float> SparseRoundTrip(CodecKind kind, double ratio, int bits,
+                                   const std::vector<float>& x, uint64_t seed,
+                                   std::vector<bool>* kept, std::vector<std::byte>* bytes) {
+  auto exact = Make(Sparse(kind, ratio, 32));
+  std::vector<std::byte> exact_bytes;
+  EXPECT_TRUE(exact->Encode(x, seed, &exact_bytes).ok());
+  const auto y32 = Decode(*exact, exact_bytes, x.size());
+  kept->assign(x.size(), false);
+  for (size_t i = 0; i < x.size(); ++i) (*kept)[i] = y32[i] != 0.0f;
+  auto codec = Make(Sparse(kind, ratio, bits));
+  EXPECT_TRUE(codec->Encode(x, seed, bytes).ok());
+  return Decode(*codec, *bytes, x.size());
+}
+
+TEST(CodecTest, SparseFp16ValuesErrByAtMostTwoToMinusEleven) {
+  // Magnitudes 1e-4 .. 1e4, inside fp16's normal range, as in the fp16 test:
+  // round to nearest with 10 stored mantissa bits errs by at most 2^-11 relative.
+  std::vector<float> x(2000);
+  SplitMix64 rng(16);
+  for (auto& v : x) {
+    v = static_cast<float>(std::pow(10.0, 4.0 * rng.Symmetric()) * (rng.Next() & 1 ? 1 : -1));
+  }
+  for (CodecKind kind : kSparseKinds) {
+    for (double ratio : {0.01, 0.1, 1.0}) {
+      SCOPED_TRACE(std::string(CodecKindName(kind)) + " ratio " + std::to_string(ratio));
+      EXPECT_NE(Make(Sparse(kind, ratio, 16))->Describe().find("16-bit values"),
+                std::string::npos);
+      std::vector<bool> kept;
+      std::vector<std::byte> bytes;
+      const auto y = SparseRoundTrip(kind, ratio, 16, x, 21, &kept, &bytes);
+      size_t count = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!kept[i]) {
+          ASSERT_EQ(y[i], 0.0f) << i;
+          continue;
+        }
+        ++count;
+        EXPECT_LE(std::fabs(y[i] - x[i]), std::ldexp(std::fabs(x[i]), -11)) << x[i];
+      }
+      EXPECT_EQ(count, SparseCount(ratio, x.size()));
+    }
+  }
+  // A kept value beyond 65504 becomes Inf on the wire and is rejected.
+  auto codec = Make(Sparse(CodecKind::kTopK, 0.5, 16));
+  std::vector<float> big = {1.0f, 1e6f, 2.0f, 3.0f};
+  std::vector<std::byte> bytes;
+  ASSERT_TRUE(codec->Encode(big, 0, &bytes).ok());
+  std::vector<float> out(big.size());
+  EXPECT_TRUE(IsNonFiniteRejection(codec->Decode(bytes, out)));
+}
+
+TEST(CodecTest, SparseInt8ValuesErrByAtMostHalfTheScale) {
+  for (CodecKind kind : kSparseKinds) {
+    // 0.01 with 8-bit values: top-k 1% with one byte per value.
+    for (double ratio : {0.01, 0.1, 1.0}) {
+      SCOPED_TRACE(std::string(CodecKindName(kind)) + " ratio " + std::to_string(ratio));
+      auto codec = Make(Sparse(kind, ratio, 8));
+      EXPECT_NE(codec->Describe().find("8-bit values"), std::string::npos) << codec->Describe();
+      const auto x = RandomVector(17, 0, 1003, -3.0, 3.0);
+      std::vector<bool> kept;
+      std::vector<std::byte> bytes;
+      const auto y = SparseRoundTrip(kind, ratio, 8, x, 22, &kept, &bytes);
+      float max_abs = 0.0f;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (kept[i]) max_abs = std::max(max_abs, std::fabs(x[i]));
+      }
+      const float scale = max_abs / 127.0f;
+      const size_t k = SparseCount(ratio, x.size());
+      float wire_scale = 0.0f;
+      std::memcpy(&wire_scale, bytes.data() + ValuesOffset(kind, k), 4);
+      EXPECT_EQ(wire_scale, scale);
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!kept[i]) {
+          ASSERT_EQ(y[i], 0.0f) << i;
+          continue;
+        }
+        // scale/2 from rounding q; plus one float rounding of q * scale (2^-24 relative).
+        EXPECT_LE(std::fabs(y[i] - x[i]), scale / 2 + std::ldexp(std::fabs(y[i]), -24)) << i;
+      }
+    }
+  }
+}
+
+TEST(CodecTest, SparseInt8ZeroScaleDecodesToZeros) {
+  for (CodecKind kind : kSparseKinds) {
+    auto codec = Make(Sparse(kind, 0.2, 8));
+    const std::vector<float> x(50, 0.0f);
+    std::vector<std::byte> bytes;
+    ASSERT_TRUE(codec->Encode(x, 3, &bytes).ok());
+    float wire_scale = -1.0f;
+    std::memcpy(&wire_scale, bytes.data() + ValuesOffset(kind, SparseCount(0.2, x.size())), 4);
+    EXPECT_EQ(wire_scale, 0.0f);
+    std::vector<float> out(x.size(), 5.0f);
+    ASSERT_TRUE(codec->Decode(bytes, out).ok()) << codec->Describe();
+    for (float v : out) ASSERT_EQ(v, 0.0f);
+  }
+}
+
+TEST(CodecTest, SparseDecodeRejectsAnotherValueWidth) {
+  const auto x = RandomVector(18, 0, 100);
+  for (CodecKind kind : kSparseKinds) {
+    const std::string name(CodecKindName(kind));
+    for (int sent : {32, 16, 8}) {
+      auto encoder = Make(Sparse(kind, 0.1, sent));
+      std::vector<std::byte> bytes;
+      ASSERT_TRUE(encoder->Encode(x, 4, &bytes).ok());
+      for (int expected : {32, 16, 8}) {
+        auto decoder = Make(Sparse(kind, 0.1, expected));
+        std::vector<float> out(x.size());
+        const Status s = decoder->Decode(bytes, out);
+        if (sent == expected) {
+          EXPECT_TRUE(s.ok()) << s.ToString();
+          continue;
+        }
+        EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+        EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
+        EXPECT_NE(s.message().find(std::to_string(sent) + "-bit values"), std::string::npos)
+            << s.message();
+        EXPECT_NE(s.message().find("expects " + std::to_string(expected) + "-bit values"),
+                  std::string::npos)
+            << s.message();
+      }
+      // A width code that no codec writes (32 itself travels as 0).
+      for (uint16_t code : {uint16_t{5}, uint16_t{32}}) {
+        auto unknown = bytes;
+        std::memcpy(unknown.data() + 2, &code, 2);
+        std::vector<float> out(x.size());
+        const Status s = encoder->Decode(unknown, out);
+        EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+        EXPECT_NE(s.message().find("unknown value width"), std::string::npos) << s.message();
+      }
+    }
+  }
 }
 
 TEST(CodecTest, WireBytesIsTheEncodedSize) {
@@ -298,6 +538,24 @@ TEST(CodecTest, RejectsCorruptPayloads) {
     bytes[16 + 4 + 3] = static_cast<std::byte>(0x80);  // q = -128
     std::vector<float> out(10);
     EXPECT_EQ(codec->Decode(bytes, out).code(), StatusCode::kDataLoss);
+  }
+  for (CodecKind kind : kSparseKinds) {
+    auto codec = Make(Sparse(kind, 0.5, 8));
+    std::vector<std::byte> bytes;
+    ASSERT_TRUE(codec->Encode(RandomVector(19, 0, 10), 0, &bytes).ok());
+    const size_t at = ValuesOffset(kind, 5);
+    std::vector<float> out(10);
+    auto minus128 = bytes;
+    minus128[at + 4 + 2] = static_cast<std::byte>(0x80);  // q = -128
+    EXPECT_EQ(codec->Decode(minus128, out).code(), StatusCode::kDataLoss) << codec->Describe();
+    auto negative = bytes;
+    const float minus_one = -1.0f;
+    std::memcpy(negative.data() + at, &minus_one, 4);
+    EXPECT_EQ(codec->Decode(negative, out).code(), StatusCode::kDataLoss) << codec->Describe();
+    auto infinite = bytes;
+    const float inf = INFINITY;
+    std::memcpy(infinite.data() + at, &inf, 4);
+    EXPECT_TRUE(IsNonFiniteRejection(codec->Decode(infinite, out))) << codec->Describe();
   }
   {
     auto codec = Make(Kind(CodecKind::kSign));
