@@ -22,6 +22,7 @@ static_assert(std::endian::native == std::endian::little,
 constexpr const char* kCheckpointKey = "chorus_checkpoint";
 constexpr const char* kCheckpointVersion = "1";
 constexpr const char* kMomentumPrefix = "momentum.";
+constexpr std::string_view kExchangePrefix = "exchange.";
 constexpr const char* kRunningMeanSuffix = ".running_mean";
 constexpr const char* kBatchesTrackedSuffix = ".num_batches_tracked";
 
@@ -192,6 +193,10 @@ Result<std::vector<uint8_t>> CheckpointBytes(const Trainer& trainer, const Check
     tensors.push_back(
         F32Tensor(kMomentumPrefix + p.name, p.shape, momentum.data() + p.offset, p.count));
   }
+  for (const auto& [name, values] : info.exchange_state) {
+    tensors.push_back(F32Tensor(std::string(kExchangePrefix) + name, {static_cast<int64_t>(values.size())},
+                                values.data(), values.size()));
+  }
   const LossScalerState scaler = trainer.loss_scaler().state();
   std::map<std::string, std::string> metadata = {
       {kCheckpointKey, kCheckpointVersion},
@@ -292,6 +297,17 @@ Result<CheckpointInfo> RestoreCheckpoint(std::span<const uint8_t> bytes, const s
     CHORUS_ASSIGN_OR_RETURN(const NamedTensor* t, FindTensor(file, path, name, "F32", p.shape));
     momentum.push_back(t);
     plan.consumed.insert(name);
+  }
+  for (const NamedTensor& t : file.tensors) {
+    if (!t.name.starts_with(kExchangePrefix)) continue;
+    if (t.dtype != "F32" || t.shape.size() != 1 || t.bytes.size() != static_cast<size_t>(t.shape[0]) * sizeof(float)) {
+      return Err(DataLoss(path + ": exchange tensor '" + t.name + "' is not a vector of F32 (dtype " + t.dtype +
+                          ", shape " + ShapeToString(t.shape) + ")"));
+    }
+    std::vector<float>& values = info.exchange_state[t.name.substr(kExchangePrefix.size())];
+    values.resize(static_cast<size_t>(t.shape[0]));
+    std::memcpy(values.data(), t.bytes.data(), t.bytes.size());
+    plan.consumed.insert(t.name);
   }
   CHORUS_RETURN_IF_ERROR(CheckNoUnexpected(file, path, plan.consumed, false));
   // Validate the scaler state before changing anything.

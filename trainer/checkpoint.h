@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ struct CheckpointInfo {
   // older builds: the node's own.
   int64_t schedule_steps_per_epoch = 0;
   int64_t global_batch = 0;
+  // What the node's exchange keeps beside the model (an outer optimizer's
+  // outer parameters and velocity), by name: saved as F32 vectors named
+  // "exchange.<name>" and restored as they are; the exchange checks them.
+  std::map<std::string, std::vector<float>> exchange_state;
 };
 
 [[nodiscard]] Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,

@@ -74,6 +74,19 @@ inline constexpr EnumName<ConsensusSetting> kConsensusNames[] = {{ConsensusSetti
                                                                 {ConsensusSetting::kNone, "none"}};
 
 // The name of a node setting's value, as written in TOML.
+// exchange.outer.optimizer: the outer step of low-communication training
+// (node/exchange/outer_exchange.h). kNone: the exchange runs every step.
+enum class OuterOptimizer { kNone, kAverage, kSgd, kNesterov };
+inline constexpr EnumName<OuterOptimizer> kOuterOptimizerNames[] = {{OuterOptimizer::kNone, "none"},
+                                                                   {OuterOptimizer::kAverage, "average"},
+                                                                   {OuterOptimizer::kSgd, "sgd"},
+                                                                   {OuterOptimizer::kNesterov, "nesterov"}};
+
+// exchange.outer.peers: with whom a gossip node's outer step averages.
+enum class OuterPeers { kNeighbours, kRandom };
+inline constexpr EnumName<OuterPeers> kOuterPeersNames[] = {{OuterPeers::kNeighbours, "neighbours"},
+                                                           {OuterPeers::kRandom, "random"}};
+
 inline std::string_view SettingName(ProgressSetting v) { return NameOf(kProgressNames, v); }
 inline std::string_view SettingName(StopSetting v) { return NameOf(kStopNames, v); }
 inline std::string_view SettingName(BalanceSetting v) { return NameOf(kBalanceNames, v); }
@@ -81,6 +94,8 @@ inline std::string_view SettingName(ExchangeKind v) { return NameOf(kExchangeKin
 inline std::string_view SettingName(GossipProtocolKind v) { return NameOf(kGossipProtocolNames, v); }
 inline std::string_view SettingName(OnFailure v) { return NameOf(kOnFailureNames, v); }
 inline std::string_view SettingName(ConsensusSetting v) { return NameOf(kConsensusNames, v); }
+inline std::string_view SettingName(OuterOptimizer v) { return NameOf(kOuterOptimizerNames, v); }
+inline std::string_view SettingName(OuterPeers v) { return NameOf(kOuterPeersNames, v); }
 
 // exchange.algorithm takes every all-reduce algorithm but shared-memory, which
 // exchange.shared_memory chooses by itself.
@@ -181,7 +196,24 @@ struct CompressionConfig {
   gossip::CodecKind codec = gossip::CodecKind::kNone;
   double ratio = 0.01;         // top-k / random-k: fraction of elements kept, (0, 1]
   int chunk = 256;             // int8 / sign: elements per scale
+  int value_bits = 32;         // top-k / random-k: bits of each kept value (32, 16 or 8)
   bool operator==(const CompressionConfig&) const = default;
+};
+
+// Low-communication training ([exchange.outer]): every `period` inner steps
+// (the node's own optimizer) the pseudo-gradient, the outer parameters minus
+// the node's, is averaged over the peers and applied to the outer parameters
+// by `optimizer` (node/exchange/outer_exchange.h).
+struct OuterConfig {
+  OuterOptimizer optimizer = OuterOptimizer::kNone;
+  double lr = 0.7;
+  double momentum = 0.9;
+  int period = 50;         // inner steps H between outer steps of one fragment
+  int fragments = 1;       // streaming: parameter fragments synced in turn, 1 <= F <= period
+  int delay = 0;           // streaming: steps from a fragment's sync to its outer update, < period / fragments
+  double local_mix = 0.0;  // share of the node's parameters kept when the outer update lands, [0, 1)
+  OuterPeers peers = OuterPeers::kNeighbours;  // gossip only; all-reduce averages over every member
+  bool operator==(const OuterConfig&) const = default;
 };
 
 // Where `algorithm = "auto"` switches algorithm ([exchange.crossovers]): sizes
@@ -220,6 +252,7 @@ struct ExchangeConfig {
   int consensus_every_steps = 50;    // cheap distance estimate in the metrics
   CompressionConfig compression;     // [exchange.compression]
   CrossoversConfig crossovers;       // [exchange.crossovers]
+  OuterConfig outer;                 // [exchange.outer]
   bool operator==(const ExchangeConfig&) const = default;
 };
 

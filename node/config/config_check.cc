@@ -226,6 +226,10 @@ void CheckExchange(const Config& config, Checker& check) {
   const CompressionConfig& compression = exchange.compression;
   check.NumberInHalfOpenUnit("exchange.compression.ratio", compression.ratio);
   check.IntAtLeast("exchange.compression.chunk", compression.chunk, 1);
+  if (compression.value_bits != 32 && compression.value_bits != 16 && compression.value_bits != 8) {
+    check.Fail("exchange.compression.value_bits",
+               "expected 32, 16 or 8, got " + std::to_string(compression.value_bits));
+  }
   const CrossoversConfig& x = exchange.crossovers;
   check.IntAtLeast("exchange.crossovers.small_tree_max_kib", x.small_tree_max_kib, -1);
   check.IntAtLeast("exchange.crossovers.recursive_doubling_max_kib", x.recursive_doubling_max_kib, -1);
@@ -234,6 +238,14 @@ void CheckExchange(const Config& config, Checker& check) {
   check.IntAtLeast("exchange.crossovers.halving_doubling_max_kib", x.halving_doubling_max_kib, -1);
   check.IntAtLeast("exchange.crossovers.large_tree_min_kib", x.large_tree_min_kib, -1);
   check.IntAtLeast("exchange.crossovers.hierarchical_min_kib", x.hierarchical_min_kib, -1);
+  const OuterConfig& outer = exchange.outer;
+  check.NumberAbove("exchange.outer.lr", outer.lr, 0.0);
+  check.NumberBelow("exchange.outer.momentum", outer.momentum, 0.0, 1.0, /*open_low=*/false);
+  check.IntAtLeast("exchange.outer.period", outer.period, 1);
+  check.IntInRange("exchange.outer.fragments", outer.fragments, 1, std::max(1, outer.period));
+  check.IntInRange("exchange.outer.delay", outer.delay, 0,
+                   std::max(0, outer.period / std::max(1, outer.fragments) - 1));
+  check.NumberBelow("exchange.outer.local_mix", outer.local_mix, 0.0, 1.0, /*open_low=*/false);
 }
 
 // A protocol that needs an undirected graph on a kind of graph that is
@@ -241,14 +253,21 @@ void CheckExchange(const Config& config, Checker& check) {
 // shape that fits no such cluster (a torus's dims) the node reports at start,
 // when the members are known.
 void CheckGossipGraph(const Config& config, Checker& check) {
-  if (config.exchange.kind != ExchangeKind::kGossip || !NeedsUndirectedGraph(config.exchange.protocol)) return;
+  const bool outer_neighbours = config.exchange.outer.optimizer != OuterOptimizer::kNone &&
+                                config.exchange.outer.peers == OuterPeers::kNeighbours;
+  if (config.exchange.kind != ExchangeKind::kGossip ||
+      !(outer_neighbours || NeedsUndirectedGraph(config.exchange.protocol))) {
+    return;
+  }
   Result<topologies::Graph> graph =
       topologies::MakeTopology(GossipTopologySpec(config), std::max(2, config.cluster.min_nodes));
   if (graph && !graph->IsUndirected()) {
     check.Fail("topology.kind",
-               "topology " + std::string(topologies::GraphKindName(config.topology.kind)) + " is directed; protocol " +
-                   std::string(SettingName(config.exchange.protocol)) + " needs an undirected graph (use push-sum)",
-               "exchange.protocol");
+               "topology " + std::string(topologies::GraphKindName(config.topology.kind)) + " is directed; " +
+                   (outer_neighbours ? std::string("an outer step with the neighbours")
+                                     : "protocol " + std::string(SettingName(config.exchange.protocol))) +
+                   " needs an undirected graph" + (outer_neighbours ? "" : " (use push-sum)"),
+               outer_neighbours ? "exchange.outer.peers" : "exchange.protocol");
   }
 }
 
@@ -261,6 +280,12 @@ void CheckBalance(const Config& config, Checker& check) {
                "balance \"time\" splits an all-reduce step's global batch; exchange.kind is \"" +
                    std::string(SettingName(config.exchange.kind)) + "\"",
                "exchange.kind");
+  }
+  if (config.train.balance == BalanceSetting::kTime && config.exchange.outer.optimizer != OuterOptimizer::kNone) {
+    check.Fail("train.balance",
+               "balance \"time\" splits an all-reduce step's global batch; with exchange.outer.optimizer \"" +
+                   std::string(SettingName(config.exchange.outer.optimizer)) + "\" no step is all-reduced",
+               "exchange.outer.optimizer");
   }
 }
 

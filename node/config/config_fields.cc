@@ -186,6 +186,27 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_CHOICE(exchange.compression, codec, gossip::kCodecKindNames, AnyValue, ""),
     CHORUS_CONFIG_FIELD(exchange.compression, ratio, "top-k / random-k: fraction kept, in (0, 1]"),
     CHORUS_CONFIG_FIELD(exchange.compression, chunk, "int8 / sign: elements per scale, >= 1"),
+    CHORUS_CONFIG_FIELD(exchange.compression, value_bits,
+                        "top-k / random-k: bits of each kept value: 32 (f32), 16 (fp16) or 8 (int8 with one "
+                        "scale)"),
+
+    CHORUS_CONFIG_CHOICE(exchange.outer, optimizer, kOuterOptimizerNames, AnyValue,
+                         "low-communication training: the outer step every `period` inner steps (none: the "
+                         "exchange every step; average: local SGD; nesterov: DiLoCo): "),
+    CHORUS_CONFIG_FIELD(exchange.outer, lr, "outer learning rate, > 0"),
+    CHORUS_CONFIG_FIELD(exchange.outer, momentum, "outer momentum, in [0, 1)"),
+    CHORUS_CONFIG_FIELD(exchange.outer, period, "inner steps between a fragment's outer steps, >= 1"),
+    CHORUS_CONFIG_FIELD(exchange.outer, fragments,
+                        "streaming: parameter fragments synced in turn, period / fragments steps apart, "
+                        "1..period"),
+    CHORUS_CONFIG_FIELD(exchange.outer, delay,
+                        "streaming: inner steps a fragment's communication overlaps before its outer update "
+                        "lands, 0..period / fragments - 1"),
+    CHORUS_CONFIG_FIELD(exchange.outer, local_mix,
+                        "share of the node's own parameters kept when an outer update lands, in [0, 1)"),
+    CHORUS_CONFIG_CHOICE(exchange.outer, peers, kOuterPeersNames, AnyValue,
+                         "gossip: the outer step averages with the [topology] neighbours or one random peer "
+                         "per round (NoLoCo); all-reduce averages over every member: "),
 
     CHORUS_CONFIG_FIELD(exchange.crossovers, small_tree_max_kib,
                         "auto, 4+ ranks on one host with fewer cores: the tree up to this size (KiB; 0: never; "
@@ -214,7 +235,7 @@ const FieldSpec kFields[] = {
 
 constexpr std::string_view kSections[] = {"run",      "train",    "loss_scale",           "data",
                                           "cluster",  "fabric",   "exchange",             "exchange.compression",
-                                          "exchange.crossovers", "topology"};
+                                          "exchange.crossovers", "exchange.outer", "topology"};
 
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);

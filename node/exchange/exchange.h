@@ -18,7 +18,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +99,18 @@ class Exchange {
   // where the exchange has no collective.
   [[nodiscard]] virtual Result<std::vector<double>> GatherFromMembers(double /*mine*/) {
     return Err(Unimplemented(Describe() + " gathers no values"));
+  }
+  // What the exchange keeps beside the model that a node must carry on with
+  // (an outer optimizer's outer parameters and velocity), by name: it travels
+  // with the live state to a joiner and into checkpoints
+  // (trainer::CheckpointInfo::exchange_state). Empty where there is none.
+  virtual std::map<std::string, std::vector<float>> SavedState() const { return {}; }
+  // Takes another member's (or a checkpoint's) SavedState, after the
+  // trainer's state was restored; an error names what does not fit. A state
+  // that lacks what the exchange keeps (a checkpoint of another exchange)
+  // starts it afresh from the restored parameters.
+  [[nodiscard]] virtual Status RestoreSavedState(const std::map<std::string, std::vector<float>>& /*state*/) {
+    return Status::Ok();
   }
   // Fields merged into each metrics record (bytes sent/received, consensus distance...).
   virtual nlohmann::json Metrics() const { return nlohmann::json::object(); }

@@ -13,7 +13,8 @@
 
 namespace chorus::node {
 
-// The exchange exchange.kind names, over `session` (null for kind none) and
+// The exchange exchange.kind names (an OuterExchange where
+// exchange.outer.optimizer is set), over `session` (null for kind none) and
 // its members; `trace` may be null. `known_spectral_gap` (>= 0) spares each
 // gossip node the graph's eigenvalue computation when the caller did it once.
 [[nodiscard]] Result<std::unique_ptr<Exchange>> MakeExchange(const Config& config, ClusterSession* session,

@@ -91,6 +91,7 @@ Status GossipExchange::BuildProtocol() {
   codec.kind = ec.compression.codec;
   codec.ratio = ec.compression.ratio;
   codec.chunk = ec.compression.chunk;
+  codec.value_bits = ec.compression.value_bits;
   const uint32_t epoch = static_cast<uint32_t>(view.epoch);
   gossip::Transport& t = *session_->transport;
   std::span<float> params = trainer_->MasterWeights();

@@ -47,6 +47,7 @@ Status TrainingLoop::Restore(std::span<const uint8_t> bytes, const std::string& 
   if (info.data_order.empty() || info.schedule_steps_per_epoch < 1) {
     return DataLoss(from + ": no data order or schedule in it");
   }
+  CHORUS_RETURN_IF_ERROR(s_.exchange->RestoreSavedState(info.exchange_state).WithContext(from));
   CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(info.schedule_steps_per_epoch, static_cast<int>(info.global_batch)));
   // Positioned as the sender: FollowMembership re-partitions for this node
   // (a node at its own pace keeps its own order over the data).
@@ -71,6 +72,7 @@ trainer::CheckpointInfo TrainingLoop::Position(int64_t next_step) const {
   info.partition_batches = sampler_->BatchesTakenInPartition();
   info.schedule_steps_per_epoch = s_.trainer->options().steps_per_epoch;
   info.global_batch = s_.trainer->options().global_batch;
+  info.exchange_state = s_.exchange->SavedState();
   return info;
 }
 
@@ -80,6 +82,7 @@ Status TrainingLoop::ResumeFromCheckpoint() {
   if (!s_.resume) return Status::Ok();
   if (std::filesystem::exists(s_.checkpoint_path)) {
     CHORUS_ASSIGN_OR_RETURN(trainer::CheckpointInfo info, trainer::LoadCheckpoint(s_.checkpoint_path, s_.trainer));
+    CHORUS_RETURN_IF_ERROR(s_.exchange->RestoreSavedState(info.exchange_state).WithContext(s_.checkpoint_path));
     start_epoch_ = static_cast<int>(info.epoch);
     epoch_ = start_epoch_;
     step_ = info.step;

@@ -1,0 +1,470 @@
+// Low-communication training: the outer step (see outer_exchange.h).
+#include "node/exchange/outer_exchange.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "gossip/protocols/consensus.h"
+#include "gossip/protocols/gossip_protocol.h"
+#include "gossip/protocols/gossip_tags.h"
+#include "node/cluster/step_agreement.h"
+#include "node/exchange/allreduce_exchange.h"
+#include "node/exchange/batch_norm_state.h"
+#include "node/config/config_fields.h"
+#include "node/exchange/gossip_exchange.h"
+
+namespace chorus::node {
+namespace {
+
+constexpr const char* kAnchorName = "outer.anchor";
+constexpr const char* kVelocityName = "outer.velocity";
+
+// The tags of the sync begun after `step` in membership epoch `epoch`: a
+// range of kTagsPerCollective at EpochTagBase + 1 << 37 (live_state.h lists
+// every range of EpochTagBase's); at most one sync is in flight, and steps
+// 2^17 apart never are.
+gossip::Tag SyncTagBase(uint64_t epoch, int64_t step) {
+  return EpochTagBase(epoch) + (gossip::Tag{1} << 37) +
+         (static_cast<gossip::Tag>(step) % (gossip::Tag{1} << 17)) * gossip::kTagsPerCollective;
+}
+
+// The re-form broadcasts: six ranges at EpochTagBase + 1 << 39.
+gossip::Tag ResyncTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{1} << 39); }
+
+gossip::OuterKind KindOf(OuterOptimizer optimizer) {
+  switch (optimizer) {
+    case OuterOptimizer::kAverage: return gossip::OuterKind::kAverage;
+    case OuterOptimizer::kSgd: return gossip::OuterKind::kSgd;
+    case OuterOptimizer::kNesterov:
+    case OuterOptimizer::kNone: break;
+  }
+  return gossip::OuterKind::kNesterov;
+}
+
+// Sends `payload` to every rank of `peers` and receives one message of
+// exactly `bytes` from each into `inboxes` (in the order of `peers`).
+Status SwapWithPeers(gossip::Transport& transport, std::span<const int> peers, gossip::Tag tag,
+                     std::span<const std::byte> payload, size_t bytes, Deadline deadline,
+                     std::vector<std::vector<std::byte>>* inboxes) {
+  inboxes->assign(peers.size(), std::vector<std::byte>(bytes));
+  std::vector<gossip::RequestPtr> requests;
+  for (size_t k = 0; k < peers.size(); ++k) {
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr r, transport.Irecv(peers[k], tag, (*inboxes)[k]));
+    requests.push_back(std::move(r));
+  }
+  for (int peer : peers) {
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr r, transport.Isend(peer, tag, payload));
+    requests.push_back(std::move(r));
+  }
+  Backoff backoff(std::chrono::microseconds(200));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    while (!requests[i]->Done() && !deadline.Expired()) backoff.Pause();
+    Result<gossip::Completion> done = requests[i]->Wait(deadline);
+    if (!done) {
+      for (size_t j = i + 1; j < requests.size(); ++j) requests[j]->Cancel();
+      return done.error();
+    }
+    if (i < peers.size() && done->bytes != bytes) {
+      for (size_t j = i + 1; j < requests.size(); ++j) requests[j]->Cancel();
+      return DataLoss("outer sync: " + std::to_string(done->bytes) + " bytes from rank " +
+                      std::to_string(peers[i]) + ", expected " + std::to_string(bytes));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<OuterExchange>> OuterExchange::Create(const Config& config, ClusterSession* session,
+                                                             trainer::Trainer* trainer, TraceWriter* trace) {
+  std::unique_ptr<OuterExchange> ex(new OuterExchange(config, session, trainer, trace));
+  const OuterConfig& oc = config.exchange.outer;
+  ex->step_options_ = {KindOf(oc.optimizer), static_cast<float>(oc.lr), static_cast<float>(oc.momentum)};
+  if (config.exchange.compression.codec != gossip::CodecKind::kNone) {
+    gossip::CodecOptions codec;
+    codec.kind = config.exchange.compression.codec;
+    codec.ratio = config.exchange.compression.ratio;
+    codec.chunk = config.exchange.compression.chunk;
+    codec.value_bits = config.exchange.compression.value_bits;
+    CHORUS_ASSIGN_OR_RETURN(ex->codec_, gossip::MakeCodec(codec));
+  }
+  const std::span<const float> master = trainer->MasterWeights();
+  ex->anchor_.assign(master.begin(), master.end());
+  ex->velocity_.assign(master.size(), 0.0f);
+  ex->residual_.assign(master.size(), 0.0f);
+  ex->fragments_ = gossip::SplitFragments(master.size(), oc.fragments);
+  ex->landed_after_.assign(ex->fragments_.size(), -2);
+  CHORUS_RETURN_IF_ERROR(ex->Build());
+  return ex;
+}
+
+OuterExchange::~OuterExchange() {
+  if (in_flight_ && in_flight_->done.valid()) in_flight_->done.wait();
+}
+
+Status OuterExchange::Build() {
+  const MembershipView& view = session_->view;
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective c, gossip::Collective::Create(*session_->transport, HostKeys(view)));
+  collective_ = std::make_unique<gossip::Collective>(std::move(c));
+  graph_.reset();
+  if (config_.exchange.kind == ExchangeKind::kGossip && config_.exchange.outer.peers == OuterPeers::kNeighbours) {
+    CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, GossipGraph(config_, view.size()));
+    if (!graph.IsUndirected()) {
+      return InvalidArgument("topology " + std::string(topologies::GraphKindName(config_.topology.kind)) +
+                             " is directed; an outer step with the neighbours needs an undirected graph");
+    }
+    graph_ = std::move(graph);
+  }
+  return Status::Ok();
+}
+
+std::string OuterExchange::Describe() const {
+  const OuterConfig& oc = config_.exchange.outer;
+  std::string peers = config_.exchange.kind == ExchangeKind::kAllreduce
+                          ? "all-reduce " + std::string(gossip::AllreduceAlgorithmName(config_.exchange.algorithm))
+                          : (oc.peers == OuterPeers::kRandom
+                                 ? std::string("one random peer")
+                                 : std::string(topologies::GraphKindName(config_.topology.kind)) + " neighbours");
+  std::string text = "outer " + std::string(SettingName(oc.optimizer)) + " (lr " + FormatDouble(oc.lr) +
+                     ", momentum " + FormatDouble(oc.momentum) + ") every " + std::to_string(oc.period) +
+                     " steps over " + peers + ", " + std::to_string(session_->view.size()) + " nodes";
+  if (oc.fragments > 1 || oc.delay > 0) {
+    text += ", " + std::to_string(oc.fragments) + " fragments landing " + std::to_string(oc.delay) + " steps late";
+  }
+  if (codec_) text += ", pseudo-gradients " + codec_->Describe() + " with error feedback";
+  return text + " (" + session_->transport->Describe() + ")";
+}
+
+std::vector<int> OuterExchange::GroupOf(int64_t step) const {
+  const int world = collective_->size(), self = collective_->rank();
+  if (config_.exchange.kind == ExchangeKind::kAllreduce) {
+    std::vector<int> all(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
+    return all;
+  }
+  if (!graph_) return gossip::RandomGroup(world, self, config_.train.seed, step);
+  std::vector<int> group = graph_->OutNeighbors(self, step / std::max(1, config_.exchange.outer.period));
+  group.push_back(self);
+  std::sort(group.begin(), group.end());
+  group.erase(std::unique(group.begin(), group.end()), group.end());
+  return group;
+}
+
+Status OuterExchange::AfterUpdate(int64_t step) {
+  last_step_ = step;
+  if (in_flight_ && in_flight_->land_step <= step) CHORUS_RETURN_IF_ERROR(Land());
+  const OuterConfig& oc = config_.exchange.outer;
+  const int fragment = gossip::FragmentDue(step + 1, oc.fragments, oc.period);
+  if (fragment >= 0) CHORUS_RETURN_IF_ERROR(Begin(fragment, step));
+  return Status::Ok();
+}
+
+Status OuterExchange::Begin(int fragment, int64_t step) {
+  if (in_flight_) CHORUS_RETURN_IF_ERROR(Land());  // the config keeps one in flight; a re-form's skip may not
+  const gossip::FragmentRange range = fragments_[static_cast<size_t>(fragment)];
+  const std::span<const float> master = trainer_->MasterWeights();
+  Sync& sync = in_flight_.emplace();
+  sync.fragment = fragment;
+  sync.step = step;
+  sync.land_step = step + config_.exchange.outer.delay;
+  sync.params.assign(master.begin() + static_cast<std::ptrdiff_t>(range.begin),
+                     master.begin() + static_cast<std::ptrdiff_t>(range.begin + range.count));
+  sync.base.resize(range.count);
+  if (sync.land_step == step) {
+    sync.status = Communicate(sync);
+    return Land();
+  }
+  sync.done = std::async(std::launch::async, [this, &sync] { return Communicate(sync); });
+  return Status::Ok();
+}
+
+Status OuterExchange::Communicate(Sync& sync) {
+  sync.begin_us = NowMicros();
+  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  const gossip::Tag tag_base = SyncTagBase(session_->view.epoch, sync.step);
+  Status s = config_.exchange.kind == ExchangeKind::kAllreduce ? AverageOverAll(sync, tag_base, deadline)
+                                                               : AverageOverGroup(sync, tag_base, deadline);
+  sync.end_us = NowMicros();
+  return s;
+}
+
+// Without a codec the base is the all-reduce mean of the parameters (equal
+// outer parameters make it the mean pseudo-gradient exactly). With one, each
+// node's compressed pseudo-gradient goes to every other, and each sums the
+// decoded ones in rank order: the same bytes everywhere.
+Status OuterExchange::AverageOverAll(Sync& sync, gossip::Tag tag_base, Deadline deadline) {
+  const int world = collective_->size(), self = collective_->rank();
+  if (!codec_) {
+    std::copy(sync.params.begin(), sync.params.end(), sync.base.begin());
+    gossip::AllreduceOptions o;
+    o.algorithm = config_.exchange.algorithm;
+    o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
+    o.tag_base = tag_base;
+    o.deadline = deadline;
+    o.post_scale = 1.0f / static_cast<float>(world);
+    return collective_->Allreduce(std::span<float>(sync.base), o);
+  }
+  const gossip::FragmentRange range = fragments_[static_cast<size_t>(sync.fragment)];
+  const std::span<const float> anchor(anchor_.data() + range.begin, range.count);
+  std::vector<float> delta(range.count), own(range.count), other(range.count);
+  for (size_t i = 0; i < range.count; ++i) delta[i] = anchor[i] - sync.params[i];
+  std::vector<std::byte> wire;
+  CHORUS_RETURN_IF_ERROR(gossip::EncodeWithFeedback(
+      *codec_, delta, gossip::MessageSeed(config_.train.seed, self, sync.step),
+      std::span<float>(residual_.data() + range.begin, range.count), own, &wire));
+  std::vector<int> peers;
+  for (int r = 0; r < world; ++r) {
+    if (r != self) peers.push_back(r);
+  }
+  std::vector<std::vector<std::byte>> inboxes;
+  CHORUS_RETURN_IF_ERROR(SwapWithPeers(*session_->transport, peers, tag_base, wire,
+                                       codec_->WireBytes(range.count), deadline, &inboxes));
+  std::vector<double> sum(range.count, 0.0);
+  for (int r = 0, k = 0; r < world; ++r) {
+    std::span<const float> decoded = own;
+    if (r != self) {
+      CHORUS_RETURN_IF_ERROR(codec_->Decode(inboxes[static_cast<size_t>(k++)], other)
+                                 .WithContext("outer sync: rank " + std::to_string(r) + "'s pseudo-gradient"));
+      decoded = other;
+    }
+    for (size_t i = 0; i < range.count; ++i) sum[i] += decoded[i];
+  }
+  for (size_t i = 0; i < range.count; ++i) {
+    sync.base[i] = anchor[i] - static_cast<float>(sum[i] / world);
+  }
+  return Status::Ok();
+}
+
+// With the group's members: the parameters (base = their mean), or with a
+// codec the outer parameters and the compressed pseudo-gradient (base = the
+// mean outer parameters minus the mean pseudo-gradient). Sums run in rank
+// order, so the members of a group compute the same base.
+Status OuterExchange::AverageOverGroup(Sync& sync, gossip::Tag tag_base, Deadline deadline) {
+  const int self = collective_->rank();
+  const std::vector<int> group = GroupOf(sync.step);
+  std::vector<int> peers;
+  for (int r : group) {
+    if (r != self) peers.push_back(r);
+  }
+  const gossip::FragmentRange range = fragments_[static_cast<size_t>(sync.fragment)];
+  const size_t n = range.count;
+  const std::span<const float> anchor(anchor_.data() + range.begin, n);
+  std::vector<std::byte> payload;
+  std::vector<float> own(n), other(n);
+  if (!codec_) {
+    payload.resize(n * sizeof(float));
+    std::memcpy(payload.data(), sync.params.data(), payload.size());
+  } else {
+    std::vector<float> delta(n);
+    for (size_t i = 0; i < n; ++i) delta[i] = anchor[i] - sync.params[i];
+    std::vector<std::byte> wire;
+    CHORUS_RETURN_IF_ERROR(gossip::EncodeWithFeedback(*codec_, delta,
+                                                      gossip::MessageSeed(config_.train.seed, self, sync.step),
+                                                      std::span<float>(residual_.data() + range.begin, n), own,
+                                                      &wire));
+    payload.resize(n * sizeof(float) + wire.size());
+    std::memcpy(payload.data(), anchor.data(), n * sizeof(float));
+    std::memcpy(payload.data() + n * sizeof(float), wire.data(), wire.size());
+  }
+  const size_t bytes = payload.size();
+  std::vector<std::vector<std::byte>> inboxes;
+  CHORUS_RETURN_IF_ERROR(SwapWithPeers(*session_->transport, peers, tag_base, payload, bytes, deadline, &inboxes));
+  std::vector<double> params_sum(n, 0.0), delta_sum(n, 0.0);
+  for (size_t g = 0, k = 0; g < group.size(); ++g) {
+    const bool mine = group[g] == self;
+    const std::byte* message = mine ? payload.data() : inboxes[k++].data();
+    std::memcpy(other.data(), message, n * sizeof(float));  // parameters, or outer parameters
+    for (size_t i = 0; i < n; ++i) params_sum[i] += other[i];
+    if (codec_) {
+      std::span<const float> decoded = own;
+      if (!mine) {
+        CHORUS_RETURN_IF_ERROR(
+            codec_->Decode(std::span<const std::byte>(message + n * sizeof(float), bytes - n * sizeof(float)), other)
+                .WithContext("outer sync: rank " + std::to_string(group[g]) + "'s pseudo-gradient"));
+        decoded = other;
+      }
+      for (size_t i = 0; i < n; ++i) delta_sum[i] += decoded[i];
+    }
+  }
+  const double size = static_cast<double>(group.size());
+  for (size_t i = 0; i < n; ++i) sync.base[i] = static_cast<float>((params_sum[i] - delta_sum[i]) / size);
+  return Status::Ok();
+}
+
+Status OuterExchange::Land() {
+  Sync& sync = *in_flight_;
+  if (sync.done.valid()) {
+    const int64_t wait_from = NowMicros();
+    sync.status = sync.done.get();
+    waited_seconds_ += static_cast<double>(NowMicros() - wait_from) * 1e-6;
+    overlapped_seconds_ += static_cast<double>(std::max<int64_t>(0, std::min(wait_from, sync.end_us) - sync.begin_us)) * 1e-6;
+  }
+  if (trace_) {
+    trace_->Add("outer sync " + std::to_string(sync.fragment), 1, sync.begin_us, sync.end_us, sync.step);
+  }
+  const Status status = std::move(sync.status);
+  const int fragment = sync.fragment;
+  const int64_t step = sync.step;
+  if (!status.ok()) {
+    in_flight_.reset();
+    return Failed(status, "step " + std::to_string(step) + ": outer sync of fragment " + std::to_string(fragment),
+                  last_step_ + 1);
+  }
+  const gossip::FragmentRange range = fragments_[static_cast<size_t>(fragment)];
+  const std::span<float> anchor(anchor_.data() + range.begin, range.count);
+  gossip::OuterUpdate(step_options_, sync.base, anchor,
+                      std::span<float>(velocity_.data() + range.begin, range.count));
+  const std::span<float> master = trainer_->MasterWeights();
+  gossip::LandOuterUpdate(static_cast<float>(config_.exchange.outer.local_mix), anchor,
+                          master.subspan(range.begin, range.count));
+  trainer_->RefreshWorkingCopy();
+  landed_after_[static_cast<size_t>(fragment)] = last_step_;
+  ++outer_steps_;
+  in_flight_.reset();
+  return Status::Ok();
+}
+
+Status OuterExchange::Finish() {
+  if (in_flight_) CHORUS_RETURN_IF_ERROR(Land());
+  const MembershipView& view = session_->view;
+  if (view.size() < 2) return Status::Ok();
+  const Deadline deadline = ReformDeadline(config_);
+  // Equal already: every member took the same outer parameters at the last step.
+  const bool equal = config_.exchange.kind == ExchangeKind::kAllreduce && config_.exchange.outer.local_mix == 0.0 &&
+                     std::all_of(landed_after_.begin(), landed_after_.end(),
+                                 [&](int64_t s) { return s == last_step_; });
+  std::span<float> params = trainer_->MasterWeights();
+  if (!equal) {
+    gossip::ConsensusOptions o;
+    o.method = gossip::ConsensusMethod::kAllreduceAverage;
+    o.epoch = static_cast<uint32_t>(view.epoch);
+    o.deadline = deadline;
+    CHORUS_ASSIGN_OR_RETURN(gossip::ConsensusReport report, gossip::RunConsensus(*collective_, nullptr, params, o));
+    consensus_before_ = report.distance_before;
+    CHORUS_LOG_INFO(Subsys::kGossip, "outer: replicas averaged (relative distance ", report.distance_before,
+                    " -> ", report.distance_after, "), checksum ", report.checksum);
+  }
+  trainer_->RefreshWorkingCopy();
+  return AverageBatchNormState(*collective_, *trainer_, FinishTagBase(view.epoch) + gossip::kTagsPerCollective,
+                               deadline);
+}
+
+Result<double> OuterExchange::ExactConsensusDistance(int64_t step) {
+  if (!evaluations_in_lockstep_ || session_->view.size() < 2) return kNotMeasured;
+  if (step == measured_step_) return measured_distance_;
+  gossip::Transport& transport = *session_->transport;
+  const gossip::TransportStats before = transport.Stats();
+  gossip::AllreduceOptions o;
+  o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  const gossip::Tag tag_base = gossip::GossipCollectiveTagBase(
+      gossip::kDistanceTagStream, static_cast<uint32_t>(session_->view.epoch), 2 * static_cast<uint64_t>(step));
+  Result<double> distance = gossip::MeasureConsensusDistance(*collective_, trainer_->MasterWeights(), o, tag_base);
+  const gossip::TransportStats after = transport.Stats();
+  measure_bytes_sent_ += after.bytes_sent - before.bytes_sent;
+  measure_bytes_received_ += after.bytes_received - before.bytes_received;
+  measured_step_ = step;
+  measured_distance_ = distance ? *distance : kNotMeasured;
+  return measured_distance_;
+}
+
+Status OuterExchange::Failed(const Status& failure, const std::string& what, int64_t next_step) {
+  return StopOrReform(config_, failure, what, [&] { return Reform(failure, next_step); });
+}
+
+Status OuterExchange::Reform(const Status& failure, int64_t next_step) {
+  Status s = ReformOverSurvivors(*session_, config_, failure, "outer", [&](const MembershipView& next) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(int64_t step, InstallAndShare(next, next_step));
+    return Resynchronize(next, step);
+  });
+  if (s.ok()) ++reforms_;
+  return s;
+}
+
+Result<int64_t> OuterExchange::InstallAndShare(const MembershipView& next, int64_t next_step) {
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
+  CHORUS_RETURN_IF_ERROR(Build());
+  return ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_));
+}
+
+Status OuterExchange::Admit(const MembershipView& next, int64_t next_step) {
+  if (in_flight_) CHORUS_RETURN_IF_ERROR(Land());  // every member, at the same step
+  Result<int64_t> admitted = InstallAndShare(next, next_step);
+  if (admitted) {
+    ++admissions_;
+    return Status::Ok();
+  }
+  return Failed(admitted.error(), "admitting at epoch " + std::to_string(next.epoch), next_step);
+}
+
+Status OuterExchange::Joined() {
+  const int64_t next_step = live_ != nullptr ? live_->NextStep() : 0;
+  Result<int64_t> shared = ShareLiveStateIfAny(*collective_, session_->view, live_, next_step, ReformDeadline(config_));
+  if (shared) return Status::Ok();
+  return Failed(shared.error(), "taking the live state at epoch " + std::to_string(session_->view.epoch), next_step);
+}
+
+Status OuterExchange::Resumed(int64_t next_step) { return Resynchronize(session_->view, next_step); }
+
+Status OuterExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
+  gossip::CollectiveOptions bo;
+  bo.tag_base = ResyncTagBase(view.epoch);
+  bo.deadline = ReformDeadline(config_);
+  const auto broadcast = [&](std::span<std::byte> bytes) {
+    Status s = collective_->Broadcast(bytes, 0, bo);
+    bo.tag_base += gossip::kTagsPerCollective;
+    return s;
+  };
+  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(trainer_->MasterWeights())));
+  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(trainer_->Momentum())));
+  trainer::LossScalerState scaler = trainer_->loss_scaler().state();
+  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(std::span(&scaler, 1))));
+  CHORUS_RETURN_IF_ERROR(trainer_->loss_scaler().Restore(scaler));
+  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(std::span(anchor_))));
+  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(std::span(velocity_))));
+  trainer_->RefreshWorkingCopy();
+  CHORUS_RETURN_IF_ERROR(BroadcastBatchNormState(*collective_, *trainer_, bo.tag_base, bo.deadline));
+  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(*collective_, view, next_step, config_));
+  return Status::Ok();
+}
+
+std::map<std::string, std::vector<float>> OuterExchange::SavedState() const {
+  return {{kAnchorName, anchor_}, {kVelocityName, velocity_}};
+}
+
+Status OuterExchange::RestoreSavedState(const std::map<std::string, std::vector<float>>& state) {
+  const auto anchor = state.find(kAnchorName), velocity = state.find(kVelocityName);
+  if (anchor == state.end() || velocity == state.end()) {
+    // Not an outer run's state: start afresh from the parameters restored.
+    const std::span<const float> master = trainer_->MasterWeights();
+    anchor_.assign(master.begin(), master.end());
+    std::fill(velocity_.begin(), velocity_.end(), 0.0f);
+    return Status::Ok();
+  }
+  for (const auto& it : {anchor, velocity}) {
+    if (it->second.size() != anchor_.size()) {
+      return InvalidArgument("exchange state '" + it->first + "' has " + std::to_string(it->second.size()) +
+                             " values; the model has " + std::to_string(anchor_.size()) + " parameters");
+    }
+  }
+  anchor_ = anchor->second;
+  velocity_ = velocity->second;
+  return Status::Ok();
+}
+
+nlohmann::json OuterExchange::Metrics() const {
+  gossip::TransportStats t = session_->transport->Stats();
+  nlohmann::json m = {{"bytes_sent", t.bytes_sent - measure_bytes_sent_},
+                      {"bytes_received", t.bytes_received - measure_bytes_received_},
+                      {"membership_epoch", session_->view.epoch},
+                      {"world_size", session_->view.size()},
+                      {"reforms", reforms_},
+                      {"admissions", admissions_},
+                      {"outer_steps", outer_steps_},
+                      {"outer_overlap_seconds", overlapped_seconds_},
+                      {"outer_wait_seconds", waited_seconds_}};
+  if (consensus_before_ >= 0) m["consensus_distance_before"] = consensus_before_;
+  return m;
+}
+
+}  // namespace chorus::node

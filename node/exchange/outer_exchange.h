@@ -1,0 +1,144 @@
+// OuterExchange: low-communication training ([exchange.outer]). Each node
+// trains alone with its inner optimizer (LARS or SGD, FP16 with the FP32
+// master); every exchange.outer.period steps it averages with its peers and
+// takes an outer optimizer step on its FP32 outer parameters
+// (gossip/protocols/outer_step.h has the arithmetic):
+//   - exchange.kind = "allreduce": the peers are every member, over the
+//     configured all-reduce algorithm (DiLoCo; optimizer "average" is local
+//     SGD). The outer parameters stay equal on every node.
+//   - exchange.kind = "gossip": the peers are the [topology] neighbours, or
+//     with peers = "random" one random peer per round, drawn alike on every
+//     node (NoLoCo). Outer parameters differ; the outer gradient pulls each
+//     toward its group's.
+// Without compression the nodes send their parameters (the mean of the
+// parameters gives the mean pseudo-gradient exactly); with a lossy
+// [exchange.compression] codec the pseudo-gradient travels compressed with
+// error feedback (top-k with 8-bit values: SparseLoCo), all-gathered over
+// every member or sent with the outer parameters to the group.
+//
+// Streaming (fragments = F > 1): the parameters are cut into F ranges synced
+// in turn, period / F steps apart. With delay = d > 0 a fragment's
+// communication runs on a helper thread while the next d inner steps
+// compute, and its outer update lands d steps after it began, mixed into
+// the parameters with local_mix (Streaming DiLoCo). At most one fragment is
+// in flight (the config keeps d < period / F).
+//
+// Membership: a failed sync re-forms over the survivors (exchange.on_failure)
+// and every survivor takes the new rank 0's parameters, momentum, loss scale,
+// BatchNorm statistics and outer state. A joiner takes a member's live state,
+// outer state included (SavedState). An in-flight fragment lands early, on
+// every member at the same step, before any membership change.
+//
+// Must not: change the model other than through the trainer's buffers.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "gossip/codecs/codec.h"
+#include "gossip/collectives/collective.h"
+#include "gossip/protocols/outer_step.h"
+#include "node/cluster/cluster_session.h"
+#include "node/config/config.h"
+#include "node/exchange/exchange.h"
+#include "node/outputs/trace.h"
+#include "topologies/graph.h"
+#include "trainer/trainer.h"
+
+namespace chorus::node {
+
+class OuterExchange final : public Exchange {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<OuterExchange>> Create(const Config& config, ClusterSession* session,
+                                                                     trainer::Trainer* trainer, TraceWriter* trace);
+  ~OuterExchange() override;
+
+  std::string Describe() const override;
+  [[nodiscard]] Status AfterUpdate(int64_t step) override;
+  // Lands a fragment in flight, then makes the replicas one: an all-reduce
+  // average unless they are equal already (every fragment synced at the last
+  // step over every member), and the BatchNorm statistics averaged.
+  [[nodiscard]] Status Finish() override;
+  nlohmann::json Metrics() const override;
+  // Two all-reduces over the members (gossip/protocols/consensus.h); the
+  // replicas differ between outer steps.
+  [[nodiscard]] Result<double> ExactConsensusDistance(int64_t step) override;
+  int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  [[nodiscard]] Status Resumed(int64_t next_step) override;
+  // Every outer step needs every member of its group.
+  bool StepsInLockstep() const override { return true; }
+  [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
+  [[nodiscard]] Status Joined() override;
+  std::map<std::string, std::vector<float>> SavedState() const override;
+  [[nodiscard]] Status RestoreSavedState(const std::map<std::string, std::vector<float>>& state) override;
+
+ private:
+  OuterExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace)
+      : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
+
+  // A fragment's sync: begun after step `step`, its outer update lands after
+  // step `land_step`. `params` is the node's snapshot of the fragment; `base`
+  // gets the group's mean of the parameters.
+  struct Sync {
+    int fragment = 0;
+    int64_t step = 0;
+    int64_t land_step = 0;
+    std::vector<float> params;
+    std::vector<float> base;
+    int64_t begin_us = 0;
+    int64_t end_us = 0;
+    std::future<Status> done;  // valid while it runs on the helper thread
+    Status status;
+  };
+
+  // The collective and the group graph over the current membership.
+  [[nodiscard]] Status Build();
+  // Starts fragment `fragment`'s sync after step `step` (on the helper thread
+  // when it lands later).
+  [[nodiscard]] Status Begin(int fragment, int64_t step);
+  // The communication of `sync`: its base from the group.
+  [[nodiscard]] Status Communicate(Sync& sync);
+  [[nodiscard]] Status AverageOverAll(Sync& sync, gossip::Tag tag_base, Deadline deadline);
+  [[nodiscard]] Status AverageOverGroup(Sync& sync, gossip::Tag tag_base, Deadline deadline);
+  // Waits for the sync in flight and lands its outer update (a failure
+  // re-forms; the update is then dropped).
+  [[nodiscard]] Status Land();
+  // The peers of this node's outer step after step `step` (sorted ranks, self
+  // included).
+  std::vector<int> GroupOf(int64_t step) const;
+  [[nodiscard]] Status Failed(const Status& failure, const std::string& what, int64_t next_step);
+  [[nodiscard]] Status Reform(const Status& failure, int64_t next_step);
+  [[nodiscard]] Result<int64_t> InstallAndShare(const MembershipView& next, int64_t next_step);
+  // Every member of `view` takes rank 0's parameters, momentum, loss scale,
+  // BatchNorm statistics and outer state, and the largest `next_step`.
+  [[nodiscard]] Status Resynchronize(const MembershipView& view, int64_t next_step);
+
+  const Config& config_;
+  ClusterSession* session_;
+  trainer::Trainer* trainer_;
+  TraceWriter* trace_;
+  gossip::OuterStepOptions step_options_;
+  std::unique_ptr<gossip::Codec> codec_;  // null: parameters travel as FP32
+  std::unique_ptr<gossip::Collective> collective_;
+  std::optional<topologies::Graph> graph_;  // gossip with the neighbours
+  std::vector<gossip::FragmentRange> fragments_;
+  std::vector<float> anchor_, velocity_, residual_;
+  std::optional<Sync> in_flight_;
+  // Steps since each fragment last landed with delay 0 over every member:
+  // all 0 at the end means the replicas are equal.
+  int64_t last_step_ = -1;
+  std::vector<int64_t> landed_after_;
+  uint64_t outer_steps_ = 0;
+  double overlapped_seconds_ = 0.0, waited_seconds_ = 0.0;
+  uint64_t reforms_ = 0, admissions_ = 0;
+  int64_t steps_to_skip_ = 0;
+  int64_t measured_step_ = -1;
+  double measured_distance_ = kNotMeasured;
+  uint64_t measure_bytes_sent_ = 0, measure_bytes_received_ = 0;
+  double consensus_before_ = -1.0;
+};
+
+}  // namespace chorus::node

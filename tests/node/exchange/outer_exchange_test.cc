@@ -1,0 +1,189 @@
+// The outer exchange with N nodes as threads over one LocalHub: DiLoCo with
+// outer lr 1, no momentum and H = 1 is synchronous averaging bit for bit;
+// streaming fragments keep the outer parameters one; NoLoCo's pairs and the
+// compressed pseudo-gradients end with one model; the outer state travels.
+#include "node/exchange/outer_exchange.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tests/node/exchange/exchange_test_nodes.h"
+
+namespace chorus::node {
+namespace {
+
+Config OuterConfigFor(ExchangeKind kind, OuterOptimizer optimizer, int period) {
+  Config config;
+  config.exchange.kind = kind;
+  config.exchange.algorithm = gossip::AllreduceAlgorithm::kRing;
+  config.exchange.outer.optimizer = optimizer;
+  config.exchange.outer.period = period;
+  config.topology.kind = topologies::GraphKind::kRing;
+  config.fabric.op_timeout_s = 20.0;
+  config.train.batch_size = 8;
+  return config;
+}
+
+// One inner step on the rank's own images.
+Status InnerStep(Node& node, int rank, int64_t step) {
+  CHORUS_RETURN_IF_ERROR(StatusOf(node.trainer->ForwardBackward(Images(8 * (rank + 4 * static_cast<int>(step)), 8))));
+  return StatusOf(node.trainer->ApplyUpdate(step));
+}
+
+std::vector<float> Master(Node& node) {
+  const std::span<const float> m = node.trainer->MasterWeights();
+  return {m.begin(), m.end()};
+}
+
+bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(OuterExchangeTest, LearningRateOneWithoutMomentumAtPeriodOneIsSynchronousAveragingBitForBit) {
+  const int n = 4, steps = 5;
+  Config config = OuterConfigFor(ExchangeKind::kAllreduce, OuterOptimizer::kNesterov, 1);
+  config.exchange.outer.lr = 1.0;
+  config.exchange.outer.momentum = 0.0;
+  std::vector<std::vector<float>> outer(n), averaged(n);
+  auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    for (int64_t step = 0; step < steps; ++step) {
+      CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
+      CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
+    }
+    CHORUS_RETURN_IF_ERROR(node.exchange->Finish());
+    outer[r] = Master(node);
+    return Status::Ok();
+  });
+  // The same steps, each followed by the mean of the parameters: one ring
+  // all-reduce of the master post-scaled by 1 / n.
+  Config plain = config;
+  plain.exchange.kind = ExchangeKind::kNone;  // no all-reduce of gradients
+  plain.exchange.outer.optimizer = OuterOptimizer::kNone;
+  auto reference = RunNodes(n, plain, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*node.session.transport));
+    for (int64_t step = 0; step < steps; ++step) {
+      CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
+      gossip::AllreduceOptions o;
+      o.algorithm = gossip::AllreduceAlgorithm::kRing;
+      o.tag_base = static_cast<gossip::Tag>(step) << 20;
+      o.post_scale = 1.0f / n;
+      CHORUS_RETURN_IF_ERROR(world.Allreduce(node.trainer->MasterWeights(), o));
+      node.trainer->RefreshWorkingCopy();
+    }
+    averaged[r] = Master(node);
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    ASSERT_TRUE(reference[r].ok()) << reference[r].ToString();
+    EXPECT_TRUE(SameBytes(outer[r], averaged[r])) << "rank " << r;
+    EXPECT_TRUE(SameBytes(outer[r], outer[0])) << "rank " << r;
+  }
+}
+
+// Four fragments, each landing two steps after its sync began: over two
+// periods every fragment lands twice, the outer parameters stay the same
+// bytes on every node, and Finish leaves one model.
+TEST(OuterExchangeTest, StreamingFragmentsLandLateAndKeepTheOuterParametersOne) {
+  const int n = 3, period = 8, steps = 2 * period;
+  Config config = OuterConfigFor(ExchangeKind::kAllreduce, OuterOptimizer::kNesterov, period);
+  config.exchange.outer.fragments = 4;
+  config.exchange.outer.delay = 1;
+  config.exchange.outer.local_mix = 0.5;
+  std::vector<std::vector<float>> anchors(n), finals(n);
+  std::vector<nlohmann::json> metrics(n);
+  auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    for (int64_t step = 0; step < steps; ++step) {
+      CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
+      CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
+    }
+    anchors[r] = node.exchange->SavedState().at("outer.anchor");
+    CHORUS_RETURN_IF_ERROR(node.exchange->Finish());
+    metrics[r] = node.exchange->Metrics();
+    finals[r] = Master(node);
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    EXPECT_EQ(metrics[r]["outer_steps"], 8) << "4 fragments, twice each (the last landed at Finish)";
+    EXPECT_TRUE(SameBytes(anchors[r], anchors[0])) << "rank " << r;
+    EXPECT_TRUE(SameBytes(finals[r], finals[0])) << "rank " << r;
+  }
+  EXPECT_FALSE(SameBytes(anchors[0], finals[0])) << "the outer step moved the model";
+}
+
+// Gossip outer steps (random pairs, the ring's neighbours) and compressed
+// pseudo-gradients (top-1% with 8-bit values, over every member and over
+// pairs): the outer parameters of a gossip run differ between nodes, and
+// Finish leaves one model everywhere.
+TEST(OuterExchangeTest, GossipAndCompressedOuterStepsEndWithOneModel) {
+  struct Case {
+    const char* name;
+    ExchangeKind kind;
+    OuterPeers peers;
+    gossip::CodecKind codec;
+  };
+  for (const Case& c : {Case{"noloco", ExchangeKind::kGossip, OuterPeers::kRandom, gossip::CodecKind::kNone},
+                        Case{"neighbours", ExchangeKind::kGossip, OuterPeers::kNeighbours, gossip::CodecKind::kNone},
+                        Case{"sparse-diloco", ExchangeKind::kAllreduce, OuterPeers::kNeighbours, gossip::CodecKind::kTopK},
+                        Case{"sparse-noloco", ExchangeKind::kGossip, OuterPeers::kRandom, gossip::CodecKind::kTopK}}) {
+    SCOPED_TRACE(c.name);
+    const int n = 4, period = 3, steps = 9;
+    Config config = OuterConfigFor(c.kind, OuterOptimizer::kNesterov, period);
+    config.exchange.outer.peers = c.peers;
+    config.exchange.compression.codec = c.codec;
+    config.exchange.compression.value_bits = 8;
+    std::vector<std::vector<float>> anchors(n), finals(n);
+    auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+      for (int64_t step = 0; step < steps; ++step) {
+        CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
+        CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
+      }
+      anchors[r] = node.exchange->SavedState().at("outer.anchor");
+      CHORUS_RETURN_IF_ERROR(node.exchange->Finish());
+      finals[r] = Master(node);
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      EXPECT_TRUE(SameBytes(finals[r], finals[0])) << "rank " << r;
+    }
+    if (c.kind == ExchangeKind::kGossip) {
+      EXPECT_FALSE(SameBytes(anchors[1], anchors[0])) << "gossip groups leave the outer parameters apart";
+    } else {
+      EXPECT_TRUE(SameBytes(anchors[1], anchors[0]));
+    }
+  }
+}
+
+// The outer state goes out with SavedState and comes back; a state of the
+// wrong size is refused naming it, and one without outer state starts afresh
+// from the parameters.
+TEST(OuterExchangeTest, TheOuterStateTravelsAndAWrongOneIsRefused) {
+  Config config = OuterConfigFor(ExchangeKind::kAllreduce, OuterOptimizer::kNesterov, 2);
+  auto statuses = RunNodes(1, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    for (int64_t step = 0; step < 4; ++step) {
+      CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
+      CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
+    }
+    std::map<std::string, std::vector<float>> state = node.exchange->SavedState();
+    EXPECT_EQ(state.size(), 2u);
+    EXPECT_NE(state.at("outer.velocity"), std::vector<float>(state.at("outer.velocity").size(), 0.0f));
+    CHORUS_RETURN_IF_ERROR(node.exchange->RestoreSavedState(state));
+    EXPECT_EQ(node.exchange->SavedState(), state);
+    std::map<std::string, std::vector<float>> wrong = state;
+    wrong["outer.anchor"].pop_back();
+    const Status refused = node.exchange->RestoreSavedState(wrong);
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.ToString().find("outer.anchor"), std::string::npos) << refused.ToString();
+    CHORUS_RETURN_IF_ERROR(node.exchange->RestoreSavedState({}));
+    EXPECT_EQ(node.exchange->SavedState().at("outer.anchor"), Master(node));
+    return Status::Ok();
+  });
+  ASSERT_TRUE(statuses[0].ok()) << statuses[0].ToString();
+}
+
+}  // namespace
+}  // namespace chorus::node
