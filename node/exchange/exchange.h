@@ -133,10 +133,16 @@ class Exchange {
   // simulation evaluates on a sample of its nodes): ExactConsensusDistance
   // then does not measure. True by default.
   void SetEvaluationsInLockstep(bool lockstep) { evaluations_in_lockstep_ = lockstep; }
+  // True under a simulation's virtual clock (`chorus simulate`): work that
+  // would overlap training on a helper thread runs on the node's thread, so
+  // that no other thread moves the node's clock at a wall-clock moment (the
+  // overlap is then not credited). False by default.
+  void SetVirtualTime(bool virtual_time) { virtual_time_ = virtual_time; }
 
  protected:
   LiveState* live_ = nullptr;
   bool evaluations_in_lockstep_ = true;
+  bool virtual_time_ = false;
 };
 
 // The tags of the collectives an exchange runs outside its protocol at

@@ -171,9 +171,9 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
   sync.params.assign(master.begin() + static_cast<std::ptrdiff_t>(range.begin),
                      master.begin() + static_cast<std::ptrdiff_t>(range.begin + range.count));
   sync.base.resize(range.count);
-  if (sync.land_step == step) {
+  if (sync.land_step == step || virtual_time_) {
     sync.status = Communicate(sync);
-    return Land();
+    return sync.land_step == step ? Land() : Status::Ok();
   }
   sync.done = std::async(std::launch::async, [this, &sync] { return Communicate(sync); });
   return Status::Ok();

@@ -21,7 +21,9 @@
 // communication runs on a helper thread while the next d inner steps
 // compute, and its outer update lands d steps after it began, mixed into
 // the parameters with local_mix (Streaming DiLoCo). At most one fragment is
-// in flight (the config keeps d < period / F).
+// in flight (the config keeps d < period / F). Under virtual time
+// (SetVirtualTime) the communication runs when the sync begins, on the
+// node's thread, and still lands d steps later.
 //
 // Membership: a failed sync re-forms over the survivors (exchange.on_failure)
 // and every survivor takes the new rank 0's parameters, momentum, loss scale,

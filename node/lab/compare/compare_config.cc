@@ -206,8 +206,10 @@ void ParseCustomMethod(const toml::node& node, Checker& check, std::vector<Compa
       if (key == "label") m.label = *s;
       if (key == "family") {
         m.family = *s;
-        if (m.family != "allreduce" && m.family != "gossip" && m.family != "local-sgd") {
-          check.Error(v, "method.family", "expected allreduce | gossip | local-sgd, got \"" + m.family + "\"");
+        if (m.family != "allreduce" && m.family != "gossip" && m.family != "local-sgd" &&
+            m.family != "low-communication") {
+          check.Error(v, "method.family",
+                      "expected allreduce | gossip | local-sgd | low-communication, got \"" + m.family + "\"");
         }
       }
     } else if (key == "set") {
@@ -450,6 +452,12 @@ const std::vector<CompareMethod>& BuiltinMethods() {
         "topology.kind=ring"}},
       {"local-sgd", "local SGD (H=8)", "local-sgd",
        {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=complete", "exchange.period=8"}},
+      {"diloco", "DiLoCo (H=20)", "low-communication",
+       {"exchange.kind=allreduce", "exchange.algorithm=ring", "exchange.outer.optimizer=nesterov",
+        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=20"}},
+      {"noloco", "NoLoCo (H=10, random pairs)", "low-communication",
+       {"exchange.kind=gossip", "exchange.outer.optimizer=nesterov", "exchange.outer.peers=random",
+        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=10"}},
       {"halving-doubling-allreduce", "halving-doubling all-reduce", "allreduce",
        {"exchange.kind=allreduce", "exchange.algorithm=halving-doubling"}},
       {"balanced-allreduce", "load-balanced ring all-reduce", "allreduce",
@@ -459,13 +467,22 @@ const std::vector<CompareMethod>& BuiltinMethods() {
       {"choco-topk", "CHOCO top-1%", "gossip",
        {"exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=top-k",
         "exchange.compression.ratio=0.01", "topology.kind=ring"}},
+      {"streaming-diloco", "streaming DiLoCo (H=16, 4 fragments)", "low-communication",
+       {"exchange.kind=allreduce", "exchange.algorithm=ring", "exchange.outer.optimizer=nesterov",
+        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=16",
+        "exchange.outer.fragments=4", "exchange.outer.delay=2", "exchange.outer.local_mix=0.5"}},
+      {"sparse-diloco", "sparse DiLoCo (H=10, top-2% 8-bit)", "low-communication",
+       {"exchange.kind=allreduce", "exchange.algorithm=ring", "exchange.outer.optimizer=nesterov",
+        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=10",
+        "exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
+        "exchange.compression.value_bits=8"}},
   };
   return methods;
 }
 
 std::vector<std::string> DefaultMethodNames() {
   std::vector<std::string> names;
-  for (size_t i = 0; i < 7; ++i) names.push_back(BuiltinMethods()[i].name);
+  for (size_t i = 0; i < 9; ++i) names.push_back(BuiltinMethods()[i].name);
   return names;
 }
 

@@ -81,7 +81,7 @@ struct CompareConfig {
 // pairwise-async, choco-sign, local-sgd; also halving-doubling-allreduce,
 // balanced-allreduce, push-sum-one-peer-exp, choco-topk.
 const std::vector<CompareMethod>& BuiltinMethods();
-// The default matrix: the first seven of BuiltinMethods().
+// The default matrix: the first nine of BuiltinMethods().
 std::vector<std::string> DefaultMethodNames();
 // The method called `name`: the one in `defined` if there is one, else the
 // built-in one; nullptr when neither has it.

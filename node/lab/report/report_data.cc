@@ -129,6 +129,7 @@ std::string InferFamily(const MethodRun& method) {
     const std::string& e = node.summary->exchange;
     if (e.rfind("allreduce", 0) == 0 || e.rfind("all-reduce", 0) == 0) return "allreduce";
     if (e.rfind("gossip", 0) == 0) return "gossip";
+    if (e.rfind("outer", 0) == 0) return "low-communication";
     if (e.rfind("local sgd", 0) == 0 || e.rfind("local-sgd", 0) == 0 || e.rfind("local_sgd", 0) == 0) {
       return "local-sgd";
     }

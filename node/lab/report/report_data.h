@@ -74,7 +74,7 @@ struct NodeRun {
 struct MethodRun {
   std::string name;    // compare.json methods[].name, or the folder's name
   std::string label;   // shown in the table and legends (defaults to name)
-  std::string family;  // "allreduce", "gossip", "local-sgd", or "" when unknown
+  std::string family;  // "allreduce", "gossip", "local-sgd", "low-communication", or "" when unknown
   std::string dir;
   std::optional<int> exit_code;                   // from compare.json
   std::string error;                              // compare.json: why it failed ("" if it did not)

@@ -99,6 +99,10 @@ class MeteredExchange final : public Exchange {
   Result<std::vector<double>> GatherFromMembers(double mine) override;
   nlohmann::json Metrics() const override { return inner_->Metrics(); }
   Result<double> ExactConsensusDistance(int64_t step) override { return inner_->ExactConsensusDistance(step); }
+  std::map<std::string, std::vector<float>> SavedState() const override { return inner_->SavedState(); }
+  Status RestoreSavedState(const std::map<std::string, std::vector<float>>& state) override {
+    return inner_->RestoreSavedState(state);
+  }
 
  private:
   // Runs `hook` inside a window and charges what is left when it returns.

@@ -95,6 +95,7 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   // A sample of the nodes evaluates, so the exact consensus distance (a
   // collective of every node) is not measured; the records keep the estimate.
   exchange->SetEvaluationsInLockstep(false);
+  exchange->SetVirtualTime(true);
   if (spec.cpu_meter != nullptr) {
     exchange = std::make_unique<MeteredExchange>(std::move(exchange), spec.cpu_meter, &hub, slot);
   }

@@ -236,6 +236,24 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[exchange]\nprotocol = \"pushsum\"", "exchange.protocol: expected one of \"dpsgd\", \"pairwise-async\", "
                                             "\"push-sum\", \"choco\", got \"pushsum\" (did you mean \"push-sum\"?)"},
       {"[exchange]\nperiod = 0", "exchange.period: expected an integer >= 1, got 0"},
+      {"[exchange.outer]\noptimizer = \"adam\"",
+       "exchange.outer.optimizer: expected one of \"none\", \"average\", \"sgd\", \"nesterov\", got \"adam\""},
+      {"[exchange.outer]\nlr = 0", "exchange.outer.lr: expected a number > 0.0"},
+      {"[exchange.outer]\nmomentum = 1.0", "exchange.outer.momentum: expected a number in [0.0, 1.0), got 1.0"},
+      {"[exchange.outer]\nperiod = 0", "exchange.outer.period: expected an integer >= 1, got 0"},
+      {"[exchange.outer]\nfragments = 5\nperiod = 4", "exchange.outer.fragments: expected an integer in [1, 4], got 5"},
+      {"[exchange.outer]\ndelay = 4\nperiod = 16\nfragments = 4",
+       "exchange.outer.delay: expected an integer in [0, 3], got 4"},
+      {"[exchange.outer]\nlocal_mix = 1", "exchange.outer.local_mix: expected a number in [0.0, 1.0), got 1"},
+      {"[exchange.outer]\npeers = \"all\"", "exchange.outer.peers: expected one of \"neighbours\", \"random\""},
+      {"[exchange.compression]\nvalue_bits = 4", "exchange.compression.value_bits: expected 32, 16 or 8, got 4"},
+      {"[train]\nbalance = \"time\"\n[exchange]\nkind = \"allreduce\"\n[exchange.outer]\noptimizer = \"nesterov\"",
+       "train.balance: balance \"time\" splits an all-reduce step's global batch; with exchange.outer.optimizer "
+       "\"nesterov\" no step is all-reduced"},
+      {"[topology]\nkind = \"one-peer-exponential\"\n[exchange]\nkind = \"gossip\"\n[exchange.outer]\n"
+       "optimizer = \"average\"\n[cluster]\nmin_nodes = 4",
+       "topology.kind: topology one-peer-exponential is directed; an outer step with the neighbours needs an "
+       "undirected graph"},
       {"[exchange]\nmax_staleness = -2", "exchange.max_staleness: expected an integer >= -1, got -2"},
       {"[exchange]\ngamma = -0.5", "exchange.gamma: expected a number in (0, 1], got -0.5"},
       {"[exchange]\ngamma = 1.5", "exchange.gamma: expected a number in (0, 1], got 1.5"},

@@ -39,13 +39,16 @@ TEST(CompareConfigTest, EveryComparisonFileParses) {
   EXPECT_GE(files, 3);
 }
 
-TEST(CompareConfigTest, DefaultsToTheSevenMethodMatrix) {
+TEST(CompareConfigTest, DefaultsToTheNineMethodMatrix) {
   TempDir dir;
   Result<CompareConfig> config = ParseCompareFile(Write(dir, "c.toml", "[train]\nepochs = 1\n"));
   ASSERT_TRUE(config) << ErrorOf(config);
-  ASSERT_EQ(config->methods.size(), 7u);
+  ASSERT_EQ(config->methods.size(), 9u);
   EXPECT_EQ(config->methods[0].name, "ring-allreduce");
   EXPECT_EQ(config->methods[6].name, "local-sgd");
+  EXPECT_EQ(config->methods[7].name, "diloco");
+  EXPECT_EQ(config->methods[8].name, "noloco");
+  EXPECT_EQ(config->methods[7].family, "low-communication");
   EXPECT_EQ(config->nodes, 4);
   EXPECT_DOUBLE_EQ(config->target_accuracy, 0.85);
   EXPECT_FALSE(config->link.enabled);
