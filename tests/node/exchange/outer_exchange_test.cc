@@ -32,6 +32,15 @@ Status InnerStep(Node& node, int rank, int64_t step) {
   return StatusOf(node.trainer->ApplyUpdate(step));
 }
 
+// `steps` inner steps, each followed by the exchange's AfterUpdate.
+Status Train(Node& node, int rank, int64_t steps) {
+  for (int64_t step = 0; step < steps; ++step) {
+    CHORUS_RETURN_IF_ERROR(InnerStep(node, rank, step));
+    CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
+  }
+  return Status::Ok();
+}
+
 std::vector<float> Master(Node& node) {
   const std::span<const float> m = node.trainer->MasterWeights();
   return {m.begin(), m.end()};
@@ -48,10 +57,7 @@ TEST(OuterExchangeTest, LearningRateOneWithoutMomentumAtPeriodOneIsSynchronousAv
   config.exchange.outer.momentum = 0.0;
   std::vector<std::vector<float>> outer(n), averaged(n);
   auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
-    for (int64_t step = 0; step < steps; ++step) {
-      CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
-      CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
-    }
+    CHORUS_RETURN_IF_ERROR(Train(node, r, steps));
     CHORUS_RETURN_IF_ERROR(node.exchange->Finish());
     outer[r] = Master(node);
     return Status::Ok();
@@ -95,10 +101,7 @@ TEST(OuterExchangeTest, StreamingFragmentsLandLateAndKeepTheOuterParametersOne) 
   std::vector<std::vector<float>> anchors(n), finals(n);
   std::vector<nlohmann::json> metrics(n);
   auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
-    for (int64_t step = 0; step < steps; ++step) {
-      CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
-      CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
-    }
+    CHORUS_RETURN_IF_ERROR(Train(node, r, steps));
     anchors[r] = node.exchange->SavedState().at("outer.anchor");
     CHORUS_RETURN_IF_ERROR(node.exchange->Finish());
     metrics[r] = node.exchange->Metrics();
@@ -137,10 +140,7 @@ TEST(OuterExchangeTest, GossipAndCompressedOuterStepsEndWithOneModel) {
     config.exchange.compression.value_bits = 8;
     std::vector<std::vector<float>> anchors(n), finals(n);
     auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
-      for (int64_t step = 0; step < steps; ++step) {
-        CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
-        CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
-      }
+      CHORUS_RETURN_IF_ERROR(Train(node, r, steps));
       anchors[r] = node.exchange->SavedState().at("outer.anchor");
       CHORUS_RETURN_IF_ERROR(node.exchange->Finish());
       finals[r] = Master(node);
@@ -164,10 +164,7 @@ TEST(OuterExchangeTest, GossipAndCompressedOuterStepsEndWithOneModel) {
 TEST(OuterExchangeTest, TheOuterStateTravelsAndAWrongOneIsRefused) {
   Config config = OuterConfigFor(ExchangeKind::kAllreduce, OuterOptimizer::kNesterov, 2);
   auto statuses = RunNodes(1, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
-    for (int64_t step = 0; step < 4; ++step) {
-      CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
-      CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
-    }
+    CHORUS_RETURN_IF_ERROR(Train(node, r, 4));
     std::map<std::string, std::vector<float>> state = node.exchange->SavedState();
     EXPECT_EQ(state.size(), 2u);
     EXPECT_NE(state.at("outer.velocity"), std::vector<float>(state.at("outer.velocity").size(), 0.0f));
