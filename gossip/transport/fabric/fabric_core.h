@@ -114,6 +114,10 @@ inline constexpr size_t kCqBatch = 32;
 // per sweep to kDiscardSweepMax.
 inline constexpr std::chrono::milliseconds kDiscardSweep{5};
 inline constexpr std::chrono::milliseconds kDiscardSweepMax{1000};
+// The largest message tcp;ofi_rxm 1.17 sends eagerly; larger ones go by
+// rendezvous: the receiver reads them from the sender when it posts the
+// receive (docs/libfabric.md, "`tcp;ofi_rxm`").
+inline constexpr size_t kRxmEagerBytes = 16384;
 // How long a first-contact gate waits for the peer's message.
 inline constexpr std::chrono::seconds kFirstContactWait{10};
 // How long a send trusts the last look at its shm peer's process (a poll(2) at
@@ -509,7 +513,15 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   struct DiscardFilter {
     TagFilter filter;
     std::shared_ptr<FabricOp> peek;  // the latest peek (and its drain), until finished
+    // Over tcp;ofi_rxm, set when a peer was marked dead before this filter
+    // came: a peeked message above rxm's eager size may be a dead peer's
+    // rendezvous, and receiving it reads through the connection rxm tore down
+    // (a crash). Such a message is left queued, and the filter sweeps no more.
+    bool after_death = false;
+    bool stopped = false;
   };
+  // A peer was marked dead since the last Discard (tcp;ofi_rxm).
+  std::atomic<bool> peer_died_{false};
   std::mutex discard_mu_;
   std::deque<DiscardFilter> discard_filters_;        // under discard_mu_
   std::string discard_unsupported_;                  // why not, when not; under discard_mu_

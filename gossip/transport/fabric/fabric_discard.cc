@@ -26,7 +26,9 @@ void FabricCore::Discard(TagFilter filter) {
     }
     return;
   }
-  discard_filters_.push_back(DiscardFilter{filter, nullptr});
+  DiscardFilter added{filter, nullptr};
+  added.after_death = options_.provider == FabricProvider::kTcpRxm && peer_died_.exchange(false);
+  discard_filters_.push_back(std::move(added));
   // A dropped filter's peek in flight stays owned by inflight_ until reaped.
   if (discard_filters_.size() > kMaxDiscardFilters) discard_filters_.pop_front();
   SweepSoon();
@@ -53,6 +55,7 @@ void FabricCore::SweepDiscardsWhenDue() {
 void FabricCore::SweepDiscards() {
   std::lock_guard<std::mutex> lock(discard_mu_);
   for (DiscardFilter& filter : discard_filters_) {
+    if (filter.stopped) continue;
     const auto& peek = filter.peek;
     if (peek && (!peek->finished.load() || (peek->drain && !peek->drain->finished.load()))) continue;
     auto op = NewOp(FabricOp::Kind::kPeek, filter.filter.tag);
@@ -84,6 +87,17 @@ void FabricCore::SweepDiscards() {
 }
 
 void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry) {
+  if (entry.len > kRxmEagerBytes) {
+    std::lock_guard<std::mutex> lock(discard_mu_);
+    for (DiscardFilter& filter : discard_filters_) {
+      if (filter.peek.get() != &peek || !filter.after_death) continue;
+      filter.stopped = true;
+      CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": left an unreceived message of tag ", entry.tag, " (",
+                      entry.len, " bytes) queued: a dead peer's rendezvous cannot be received safely over "
+                      "tcp;ofi_rxm; the filter stops sweeping");
+      return;
+    }
+  }
   // From any source, with the peeked message's exact tag: no message before it
   // in the provider's unexpected queue matched the filter, so this receive
   // takes the one the peek found. Not from the peek's source: tcp;ofi_rxm
