@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 using testing::ChorusProcess;
 using testing::ReadJson;
 
-constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
+using testing::kDataDir;
 
 struct CompareRun {
   int exit_status = -1;

@@ -32,6 +32,11 @@
 
 namespace chorus::node::testing {
 
+// Where the process tests find Fashion-MNIST (Debian's dataset-fashion-mnist)
+// and the repository's example configs.
+inline constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
+inline constexpr const char* kConfigsDir = CHORUS_SOURCE_DIR "/configs";
+
 class ChorusProcess {
  public:
   // Runs the chorus binary with `args`; `extra_env` ("NAME=value") is added to

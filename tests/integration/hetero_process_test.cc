@@ -27,8 +27,8 @@ using testing::ChorusProcess;
 using testing::PortPicker;
 using testing::ReadJson;
 
-constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
-constexpr const char* kConfigsDir = CHORUS_SOURCE_DIR "/configs";
+using testing::kDataDir;
+using testing::kConfigsDir;
 
 // A cluster of hand-started nodes: node0 listens on a picked port that the
 // others bootstrap from; `per_node[i]` are node i's own settings.

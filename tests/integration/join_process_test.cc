@@ -27,8 +27,8 @@ using testing::ChorusProcess;
 using testing::PortPicker;
 using testing::ReadJson;
 
-constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
-constexpr const char* kConfigsDir = CHORUS_SOURCE_DIR "/configs";
+using testing::kDataDir;
+using testing::kConfigsDir;
 
 // Metrics records of one node that trained steps (they carry a loss and a throughput).
 int TrainedRecords(const fs::path& metrics) {

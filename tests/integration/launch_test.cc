@@ -19,7 +19,7 @@ namespace {
 using testing::ChorusProcess;
 using testing::FastClusterSets;
 
-constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
+using testing::kDataDir;
 
 std::vector<std::string> LaunchArgs(int n, const std::string& hold) {
   std::vector<std::string> args = {"launch", "-n", std::to_string(n), "--command", "cluster"};

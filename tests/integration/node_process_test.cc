@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 using testing::ChorusProcess;
 using testing::ReadJson;
 
-constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
+using testing::kDataDir;
 
 class NodeProcessTest : public ::testing::Test {
  protected:

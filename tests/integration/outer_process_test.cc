@@ -35,8 +35,8 @@ using testing::ChorusProcess;
 using testing::PortPicker;
 using testing::ReadJson;
 
-constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
-constexpr const char* kConfigsDir = CHORUS_SOURCE_DIR "/configs";
+using testing::kDataDir;
+using testing::kConfigsDir;
 
 // The low-communication methods, as --set strings.
 const std::vector<std::string> kDiloco = {"exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\"",

@@ -29,7 +29,7 @@ using testing::ChorusProcess;
 using testing::ReadJson;
 using testing::FastClusterSets;
 
-constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
+using testing::kDataDir;
 
 struct LaunchedRun {
   int exit_status = -1;
