@@ -26,7 +26,8 @@ void FabricCore::Discard(TagFilter filter) {
     }
     return;
   }
-  DiscardFilter added{filter, nullptr};
+  DiscardFilter added;
+  added.filter = filter;
   added.after_death = options_.provider == FabricProvider::kTcpRxm && peer_died_.exchange(false);
   discard_filters_.push_back(std::move(added));
   // A dropped filter's peek in flight stays owned by inflight_ until reaped.
@@ -87,17 +88,7 @@ void FabricCore::SweepDiscards() {
 }
 
 void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry) {
-  if (entry.len > kRxmEagerBytes) {
-    std::lock_guard<std::mutex> lock(discard_mu_);
-    for (DiscardFilter& filter : discard_filters_) {
-      if (filter.peek.get() != &peek || !filter.after_death) continue;
-      filter.stopped = true;
-      CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": left an unreceived message of tag ", entry.tag, " (",
-                      entry.len, " bytes) queued: a dead peer's rendezvous cannot be received safely over "
-                      "tcp;ofi_rxm; the filter stops sweeping");
-      return;
-    }
-  }
+  if (entry.len > kRxmEagerBytes && DrainFromLivePeers(peek, entry)) return;
   // From any source, with the peeked message's exact tag: no message before it
   // in the provider's unexpected queue matched the filter, so this receive
   // takes the one the peek found. Not from the peek's source: tcp;ofi_rxm
@@ -114,6 +105,38 @@ void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry) {
     return;
   }
   peek.drain = std::move(*op);
+}
+
+bool FabricCore::DrainFromLivePeers(FabricOp& peek, const fi_cq_tagged_entry& entry) {
+  std::vector<std::pair<fi_addr_t, std::string>> live;
+  {
+    std::shared_lock lock(peers_mu_);
+    for (Rank r = 0; r < static_cast<Rank>(peers_.addr.size()); ++r) {
+      if (r != peers_.self && !peers_.dead[r]) live.emplace_back(peers_.addr[r], peers_.Name(r));
+    }
+  }
+  std::lock_guard<std::mutex> lock(discard_mu_);
+  auto filter = std::find_if(discard_filters_.begin(), discard_filters_.end(),
+                             [&](const DiscardFilter& f) { return f.peek.get() == &peek; });
+  if (filter == discard_filters_.end() || !filter->after_death) return false;
+  if (std::find(filter->tags_by_source.begin(), filter->tags_by_source.end(), entry.tag) !=
+      filter->tags_by_source.end()) {
+    filter->stopped = true;
+    CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": left a dead peer's unreceived message of tag ", entry.tag, " (",
+                    entry.len, " bytes) queued (tcp;ofi_rxm cannot receive a dead peer's rendezvous); "
+                    "the filter stops sweeping");
+    return true;
+  }
+  filter->tags_by_source.push_back(entry.tag);
+  for (const auto& [addr, name] : live) {
+    auto op = NewOwnedOp(FabricOp::Kind::kDrain, entry.tag, addr, name, entry.len);
+    if (!op) {
+      CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", op.error().ToString());
+      continue;
+    }
+    if (TryPost(**op) != 0) Untrack(**op);
+  }
+  return true;
 }
 
 }  // namespace chorus::gossip::fabric
