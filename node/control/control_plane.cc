@@ -491,7 +491,13 @@ void ControlPlaneImpl::DialMember(const Member& member) {
       }
       if (!s) {
         CHORUS_LOG_DEBUG(Subsys::kControl, "dialing member ", name, ": ", s.error().ToString());
-        if (refused) liveness_.DialRefused(name);
+        if (refused) {
+          // No connection to it at all (one that closed, or one never made:
+          // it died before this node first reached it) and nothing listens
+          // at its address: the refusal counts either way.
+          liveness_.ConnectionLost(name);
+          liveness_.DialRefused(name);
+        }
         if (deliver && outbox_.erase(name)) cv_.notify_all();  // it is gone: nothing waits for us
         return;
       }
