@@ -3,7 +3,9 @@
 # packages already present are not touched, and nothing runs when all are there.
 set -euo pipefail
 
+# EXTRA_PACKAGES: more for one script (scripts/fuzz.sh: clang).
 packages=(
+  ${EXTRA_PACKAGES:-}
   build-essential cmake pkg-config
   libfabric-dev libfabric-bin
   libcapnp-dev capnproto

@@ -101,7 +101,8 @@ Result<std::vector<Cell>> MeasuredCells(std::span<const AllreduceTiming> timings
     cell.time_us[t.algorithm] = t.time_us;
   }
   std::vector<Cell> cells;
-  for (auto& [key, cell] : by_key) {
+  for (auto& entry : by_key) {
+    Cell& cell = entry.second;  // a named reference: lambdas capture it (not a structured binding) on clang 14
     if (!std::all_of(std::begin(kRuleChoices), std::end(kRuleChoices),
                      [&](AllreduceAlgorithm a) { return cell.time_us.count(a) > 0; })) {
       continue;

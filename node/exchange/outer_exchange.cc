@@ -164,7 +164,7 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
   if (in_flight_) CHORUS_RETURN_IF_ERROR(Land());  // the config keeps one in flight; a re-form's skip may not
   const gossip::FragmentRange range = fragments_[static_cast<size_t>(fragment)];
   const std::span<const float> master = trainer_->MasterWeights();
-  Sync& sync = in_flight_.emplace();
+  OuterSync& sync = in_flight_.emplace();
   sync.fragment = fragment;
   sync.step = step;
   sync.land_step = step + config_.exchange.outer.delay;
@@ -179,7 +179,7 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
   return Status::Ok();
 }
 
-Status OuterExchange::Communicate(Sync& sync) {
+Status OuterExchange::Communicate(OuterSync& sync) {
   sync.begin_us = NowMicros();
   const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
   const gossip::Tag tag_base = SyncTagBase(session_->view.epoch, sync.step);
@@ -193,7 +193,7 @@ Status OuterExchange::Communicate(Sync& sync) {
 // outer parameters make it the mean pseudo-gradient exactly). With one, each
 // node's compressed pseudo-gradient goes to every other, and each sums the
 // decoded ones in rank order: the same bytes everywhere.
-Status OuterExchange::AverageOverAll(Sync& sync, gossip::Tag tag_base, Deadline deadline) {
+Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Deadline deadline) {
   const int world = collective_->size(), self = collective_->rank();
   if (!codec_) {
     std::copy(sync.params.begin(), sync.params.end(), sync.base.begin());
@@ -240,7 +240,7 @@ Status OuterExchange::AverageOverAll(Sync& sync, gossip::Tag tag_base, Deadline 
 // codec the outer parameters and the compressed pseudo-gradient (base = the
 // mean outer parameters minus the mean pseudo-gradient). Sums run in rank
 // order, so the members of a group compute the same base.
-Status OuterExchange::AverageOverGroup(Sync& sync, gossip::Tag tag_base, Deadline deadline) {
+Status OuterExchange::AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, Deadline deadline) {
   const int self = collective_->rank();
   const std::vector<int> group = GroupOf(sync.step);
   std::vector<int> peers;
@@ -293,7 +293,7 @@ Status OuterExchange::AverageOverGroup(Sync& sync, gossip::Tag tag_base, Deadlin
 }
 
 Status OuterExchange::Land() {
-  Sync& sync = *in_flight_;
+  OuterSync& sync = *in_flight_;
   if (sync.done.valid()) {
     const int64_t wait_from = NowMicros();
     sync.status = sync.done.get();

@@ -52,6 +52,21 @@
 
 namespace chorus::node {
 
+// An outer exchange's fragment sync: begun after step `step`, its outer update lands after
+// step `land_step`. `params` is the node's snapshot of the fragment; `base`
+// gets the group's mean of the parameters.
+struct OuterSync {
+  int fragment = 0;
+  int64_t step = 0;
+  int64_t land_step = 0;
+  std::vector<float> params;
+  std::vector<float> base;
+  int64_t begin_us = 0;
+  int64_t end_us = 0;
+  std::future<Status> done;  // valid while it runs on the helper thread
+  Status status;
+};
+
 class OuterExchange final : public Exchange {
  public:
   [[nodiscard]] static Result<std::unique_ptr<OuterExchange>> Create(const Config& config, ClusterSession* session,
@@ -81,20 +96,6 @@ class OuterExchange final : public Exchange {
   OuterExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace)
       : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
 
-  // A fragment's sync: begun after step `step`, its outer update lands after
-  // step `land_step`. `params` is the node's snapshot of the fragment; `base`
-  // gets the group's mean of the parameters.
-  struct Sync {
-    int fragment = 0;
-    int64_t step = 0;
-    int64_t land_step = 0;
-    std::vector<float> params;
-    std::vector<float> base;
-    int64_t begin_us = 0;
-    int64_t end_us = 0;
-    std::future<Status> done;  // valid while it runs on the helper thread
-    Status status;
-  };
 
   // The collective and the group graph over the current membership.
   [[nodiscard]] Status Build();
@@ -102,9 +103,9 @@ class OuterExchange final : public Exchange {
   // when it lands later).
   [[nodiscard]] Status Begin(int fragment, int64_t step);
   // The communication of `sync`: its base from the group.
-  [[nodiscard]] Status Communicate(Sync& sync);
-  [[nodiscard]] Status AverageOverAll(Sync& sync, gossip::Tag tag_base, Deadline deadline);
-  [[nodiscard]] Status AverageOverGroup(Sync& sync, gossip::Tag tag_base, Deadline deadline);
+  [[nodiscard]] Status Communicate(OuterSync& sync);
+  [[nodiscard]] Status AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
+  [[nodiscard]] Status AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
   // Waits for the sync in flight and lands its outer update (a failure
   // re-forms; the update is then dropped).
   [[nodiscard]] Status Land();
@@ -128,7 +129,7 @@ class OuterExchange final : public Exchange {
   std::optional<topologies::Graph> graph_;  // gossip with the neighbours
   std::vector<gossip::FragmentRange> fragments_;
   std::vector<float> anchor_, velocity_, residual_;
-  std::optional<Sync> in_flight_;
+  std::optional<OuterSync> in_flight_;
   // Steps since each fragment last landed with delay 0 over every member:
   // all 0 at the end means the replicas are equal.
   int64_t last_step_ = -1;

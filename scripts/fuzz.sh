@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/) with clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer in ./build-fuzz and runs each for SECONDS
+# (default 60) on its seed corpus: the repository's example configs and
+# comparison files, a Fashion-MNIST labels file, and a checkpoint and model
+# file written by a quick run of ./build/chorus (scripts/build.sh) when there is one. New inputs collect in build-fuzz/corpus/<target>
+# (kept between runs); a crash leaves build-fuzz/crash-<target>-* and fails.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 600 config codec
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXTRA_PACKAGES=clang ./scripts/setup.sh
+seconds=${1:-60}
+shift || true
+all=(control_message control_frame config safetensors checkpoint codec idx compare)
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
+dir=build-fuzz
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCHORUS_FUZZ=ON -DCHORUS_SANITIZE=address,undefined -DCHORUS_CUDA=OFF -DCHORUS_BUILD_BENCH=OFF \
+  -DCHORUS_BUILD_TESTS=OFF >/dev/null
+build=()
+for t in "${targets[@]}"; do build+=(--target "fuzz_$t"); done
+cmake --build "$dir" -j"$jobs" "${build[@]}"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+# Seeds that are not files of the repository.
+seeds="$dir/seeds"
+mkdir -p "$seeds/idx" "$seeds/checkpoint"
+data=/usr/share/datasets/fashion-mnist
+[ -f "$data/t10k-labels-idx1-ubyte.gz" ] && cp "$data/t10k-labels-idx1-ubyte.gz" "$seeds/idx/"
+if [ ! -f "$seeds/checkpoint/checkpoint.safetensors" ] && [ -x build/chorus ]; then
+  build/chorus node configs/examples/quick-test.toml --set run.output_dir=\""$seeds/run"\" \
+    --set run.progress=\"off\" --set data.train_limit=256 --set data.test_limit=64 >/dev/null
+  cp "$seeds/run/quick-test/"*/checkpoint.safetensors "$seeds/checkpoint/"
+  cp "$seeds/run/quick-test/"*/model.safetensors "$seeds/checkpoint/"
+fi
+declare -A seed_dirs=(
+  [config]="configs configs/examples" [compare]="configs/compare" [idx]="$seeds/idx"
+  [checkpoint]="$seeds/checkpoint" [safetensors]="$seeds/checkpoint"
+)
+
+failed=()
+for t in "${targets[@]}"; do
+  corpus="$dir/corpus/$t"
+  mkdir -p "$corpus"
+  echo "== fuzz_$t for ${seconds}s"
+  # shellcheck disable=SC2086
+  if ! "$dir/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+       -artifact_prefix="$dir/crash-$t-" "$corpus" ${seed_dirs[$t]:-} 2>"$dir/fuzz_$t.log"; then
+    failed+=("$t")
+    tail -40 "$dir/fuzz_$t.log"
+  fi
+  grep -E "^stat::number_of_executed_units|^stat::new_units_added" "$dir/fuzz_$t.log" | tr '\n' ' '
+  echo
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: findings in: ${failed[*]} (inputs in $dir/crash-*)"
+  exit 1
+fi
+echo "fuzz: ${#targets[@]} targets, ${seconds}s each, no findings"
