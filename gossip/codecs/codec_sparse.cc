@@ -53,6 +53,17 @@ Result<size_t> ReadCount(std::span<const std::byte> bytes, size_t n, CodecKind k
   return static_cast<size_t>(k);
 }
 
+// kDataLoss unless the message keeps the k this codec keeps of n elements:
+// the ratio is a setting every node shares, so another k is a corrupt or
+// misconfigured peer.
+Status CheckKept(size_t k, double ratio, size_t n, CodecKind kind) {
+  const size_t expected = SparseCount(ratio, n);
+  if (k == expected) return Status::Ok();
+  return DataLoss("codec " + std::string(CodecKindName(kind)) + ": " + std::to_string(k) + " kept elements of " +
+                  std::to_string(n) + ", expected " + std::to_string(expected) + " (ratio " + std::to_string(ratio) +
+                  ")");
+}
+
 // The header parameter that carries a value width: 0 for 32 (the plain f32
 // format), else the width in bits.
 uint16_t WidthParam(int value_bits) {
@@ -208,6 +219,7 @@ class TopKCodec final : public Codec {
     CHORUS_ASSIGN_OR_RETURN(Header h, ReadHeader(bytes, kind(), out.size()));
     CHORUS_RETURN_IF_ERROR(CheckWidth(h, value_bits_, kind()));
     CHORUS_ASSIGN_OR_RETURN(const size_t k, ReadCount(bytes, out.size(), kind()));
+    CHORUS_RETURN_IF_ERROR(CheckKept(k, ratio_, out.size(), kind()));
     CHORUS_RETURN_IF_ERROR(CheckSize(bytes, MessageBytes(k), kind()));
     const std::byte* indices = bytes.data() + kHeaderBytes + 8;
     std::vector<float> values(k);
@@ -273,6 +285,7 @@ class RandomKCodec final : public Codec {
     CHORUS_RETURN_IF_ERROR(CheckWidth(h, value_bits_, kind()));
     CHORUS_RETURN_IF_ERROR(CheckSparseLength(out.size(), kind()));
     CHORUS_ASSIGN_OR_RETURN(const size_t k, ReadCount(bytes, out.size(), kind()));
+    CHORUS_RETURN_IF_ERROR(CheckKept(k, ratio_, out.size(), kind()));
     CHORUS_RETURN_IF_ERROR(CheckSize(bytes, MessageBytes(k), kind()));
     const uint64_t seed = Get<uint64_t>(bytes.data() + kHeaderBytes + 8);
     std::vector<float> values(k);

@@ -514,6 +514,33 @@ TEST(CodecTest, RejectsMalformedInputWithDataLoss) {
   }
 }
 
+// A sparse message that keeps another number of elements than the codec's
+// ratio gives (a peer with another ratio, or a corrupt count), even one whose
+// size is right for its own count, is refused. Found by fuzz_codec: k = 0 of
+// 1024 elements decoded to zeros.
+TEST(CodecTest, SparseDecodeRefusesAnotherKeptCount) {
+  for (CodecKind kind : {CodecKind::kTopK, CodecKind::kRandomK}) {
+    CodecOptions o;
+    o.kind = kind;
+    o.ratio = 0.05;
+    auto codec = Make(o);
+    CodecOptions other = o;
+    other.ratio = 0.1;
+    auto wider = Make(other);
+    const auto x = RandomVector(21, 0, 1024);
+    std::vector<std::byte> bytes;
+    ASSERT_TRUE(wider->Encode(x, 3, &bytes).ok());
+    std::vector<float> out(x.size());
+    const Status s = codec->Decode(bytes, out);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+    EXPECT_NE(s.message().find("kept elements of 1024, expected 52"), std::string::npos) << s.ToString();
+    std::vector<std::byte> none(bytes.begin(), bytes.begin() + 24);  // header and k
+    std::memset(none.data() + 16, 0, 8);                              // k = 0
+    if (kind == CodecKind::kRandomK) none.resize(32, std::byte{0});    // and a seed
+    EXPECT_EQ(codec->Decode(none, out).code(), StatusCode::kDataLoss);
+  }
+}
+
 TEST(CodecTest, RejectsCorruptPayloads) {
   {
     CodecOptions o = Kind(CodecKind::kTopK);
