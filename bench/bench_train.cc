@@ -9,6 +9,7 @@
 //   bench_train [--models mlp,cnn] [--batches 64,256] [--precisions fp32,fp16]
 //               [--threads 2] [--windows 7] [--window-s 2] [--warmup 30] [--optimizer lars]
 //               [--device cpu|cuda:N] [--no-cuda-graphs] [--conv auto|im2col]
+//               [--gemm auto|blas]
 //
 // On a GPU (--device cuda:0) only fp16 runs (GPU nodes train in fp16); the GPU
 // table is `bench_train --device cuda:0 --models mlp,cnn,cnn-bn
@@ -56,6 +57,7 @@ struct Args {
   std::string device = "cpu";
   bool no_graphs = false;
   std::string conv = "auto";
+  std::string gemm = "auto";
 };
 
 void DeclareOptions(CLI::App& app, Args& a) {
@@ -76,6 +78,8 @@ void DeclareOptions(CLI::App& app, Args& a) {
   app.add_flag("--no-cuda-graphs", a.no_graphs, "GPU: launch every kernel instead of graph replays");
   app.add_option("--conv", a.conv, "CPU convolutions: auto (oneDNN when built with it) or im2col")
       ->check(CLI::IsMember({"auto", "im2col"}));
+  app.add_option("--gemm", a.gemm, "CPU float GEMMs: auto (oneDNN when built with it) or blas (OpenBLAS)")
+      ->check(CLI::IsMember({"auto", "blas"}));
 }
 
 // One row's trainer; an error names the bad model, precision or option.
@@ -169,6 +173,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_train: %s\n", device.error().ToString().c_str());
     return 2;
   }
+  chorus::kernels::SetGemmBackend(args.gemm == "blas" ? chorus::kernels::GemmBackend::kBlas
+                                                      : chorus::kernels::GemmBackend::kAuto);
   chorus::kernels::SetConvBackend(args.conv == "im2col" ? chorus::kernels::ConvBackend::kIm2col
                                                         : chorus::kernels::ConvBackend::kAuto);
   auto train = chorus::trainer::LoadFashionMnist(args.data_dir, chorus::trainer::Split::kTrain, 0);

@@ -28,6 +28,10 @@ void SetThreads(int threads);
 // The count SetThreads set (OpenMP's default before any call), for callers
 // that run their own OpenMP loops on the same pool (the optimizer).
 int Threads();
+// Threads() for a loop of elements whose parallel version pays off from
+// parallel_min elements where a parallel region costs about 5 us, else 1: the
+// size scales with the measured cost of a region on this machine.
+int ThreadsFor(size_t elements, size_t parallel_min);
 
 // ---- BLAS ------------------------------------------------------------------
 
@@ -60,6 +64,16 @@ struct Conv2dShape {
   size_t WorkspaceElems() const;
   bool operator==(const Conv2dShape&) const = default;
 };
+
+// Which implementation float GEMMs (and so the fully connected layers) use.
+// kAuto: oneDNN's sgemm when this build has oneDNN: its JIT kernels use the
+// widest vector ISA the CPU has (AVX-512 where present), whatever OpenBLAS was
+// built or told (OPENBLAS_CORETYPE) to use. kBlas: OpenBLAS. Double GEMMs are
+// always OpenBLAS. Both write the same results up to rounding; process-wide.
+enum class GemmBackend { kAuto, kBlas };
+void SetGemmBackend(GemmBackend backend);
+// Whether float GEMMs go to oneDNN now.
+bool GemmUsesOnednn();
 
 // Which implementation float convolutions use. kAuto: oneDNN's JIT kernels
 // when this build has oneDNN (CMake option CHORUS_ONEDNN), else im2col.

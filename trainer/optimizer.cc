@@ -19,7 +19,7 @@ constexpr kernels::Context kNormContext{};
 // Below this many parameters the optimizer runs on one thread.
 constexpr size_t kParallelElems = size_t{1} << 15;
 
-int ThreadsFor(size_t parameters) { return parameters >= kParallelElems ? kernels::Threads() : 1; }
+int ThreadsFor(size_t parameters) { return kernels::ThreadsFor(parameters, kParallelElems); }
 
 // v = momentum * v + coeff * (g + wd * w);  w -= v
 CHORUS_VECTOR_CLONES void MomentumUpdateLars(size_t count, float momentum, float coeff, float wd,

@@ -29,7 +29,7 @@ void BatchNormForwardTrain(const Context& ctx, const BatchNormShape& shape, cons
   const size_t image = static_cast<size_t>(channels) * hw;
   const size_t m = static_cast<size_t>(n) * hw;
   if (m == 0) return;
-  const bool parallel = m * channels >= kParallelElems;
+  const bool parallel = m * channels >= cpu::ParallelMin(kParallelElems);
 #pragma omp parallel for num_threads(cpu::KernelThreads()) schedule(static) if (parallel)
   for (int c = 0; c < channels; ++c) {
     double sum = 0.0;
@@ -79,7 +79,7 @@ void BatchNormForwardEval(const Context& ctx, const BatchNormShape& shape, const
   const int n = shape.n, channels = shape.c;
   const size_t hw = static_cast<size_t>(shape.hw);
   const size_t image = static_cast<size_t>(channels) * hw;
-  const bool parallel = static_cast<size_t>(n) * image >= kParallelElems;
+  const bool parallel = static_cast<size_t>(n) * image >= cpu::ParallelMin(kParallelElems);
 #pragma omp parallel for num_threads(cpu::KernelThreads()) schedule(static) if (parallel)
   for (int c = 0; c < channels; ++c) {
     const double inv_std = 1.0 / std::sqrt(static_cast<double>(running_var[c]) + shape.eps);
@@ -103,7 +103,7 @@ void BatchNormBackward(const Context& ctx, const BatchNormShape& shape, const T*
   const size_t image = static_cast<size_t>(channels) * hw;
   const size_t m = static_cast<size_t>(n) * hw;
   if (m == 0) return;
-  const bool parallel = m * channels >= kParallelElems;
+  const bool parallel = m * channels >= cpu::ParallelMin(kParallelElems);
 #pragma omp parallel for num_threads(cpu::KernelThreads()) schedule(static) if (parallel)
   for (int c = 0; c < channels; ++c) {
     const double mean = static_cast<double>(save_mean[c]);

@@ -263,7 +263,7 @@ void Conv2dForward(const Context& ctx, const Conv2dShape& shape, const T* x, con
   const size_t image_out = static_cast<size_t>(shape.k) * plane_out;
   const size_t slot_elems = SlotElems(shape);
   // A single image still gets a threaded GEMM (Gemm splits when not nested).
-  const bool parallel = static_cast<size_t>(crs) * plane_out * shape.n >= kParallelElems;
+  const bool parallel = static_cast<size_t>(crs) * plane_out * shape.n >= cpu::ParallelMin(kParallelElems);
   ForEachImage(shape.n, Slots(shape), parallel, [&](int i, int slot) {
     T* cols = workspace + slot * slot_elems;
     Im2ColRows(shape, x + i * image_in, 0, crs, cols + static_cast<size_t>(crs) * plane_out, cols);
@@ -294,11 +294,11 @@ void Conv2dBackward(const Context& ctx, const Conv2dShape& shape, const T* x, co
   const size_t image_out = static_cast<size_t>(shape.k) * plane_out;
   const size_t slot_elems = SlotElems(shape);
   const int slots = Slots(shape);
-  const bool parallel = static_cast<size_t>(crs) * plane_out * shape.n >= kParallelElems;
+  const bool parallel = static_cast<size_t>(crs) * plane_out * shape.n >= cpu::ParallelMin(kParallelElems);
 
   if (db != nullptr) {
 #pragma omp parallel for num_threads(cpu::KernelThreads()) \
-    schedule(static) if (image_out * shape.n >= kParallelElems)
+    schedule(static) if (image_out * shape.n >= cpu::ParallelMin(kParallelElems))
     for (int k = 0; k < shape.k; ++k) {
       double sum = 0.0;  // N*P*Q terms: accumulate in double
       for (int i = 0; i < shape.n; ++i) {

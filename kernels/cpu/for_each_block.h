@@ -12,11 +12,11 @@
 namespace chorus::kernels::cpu {
 
 // fn(begin, end) over [0, count) split into one contiguous block per thread
-// (a single call when count < parallel_min): for loops kept in separate
-// functions, such as CHORUS_VECTOR_CLONES ones.
+// (a single call when count < ParallelMin(parallel_min)): for loops kept in
+// separate functions, such as CHORUS_VECTOR_CLONES ones.
 template <typename Fn>
 void ForEachBlock(size_t count, size_t parallel_min, const Fn& fn) {
-  const int threads = count >= parallel_min ? KernelThreads() : 1;
+  const int threads = count >= ParallelMin(parallel_min) ? KernelThreads() : 1;
   if (threads <= 1) {
     fn(size_t{0}, count);
     return;

@@ -6,14 +6,20 @@
 // single-threaded BLAS call per OpenMP thread. Two pools on two cores (OpenMP
 // workers spinning while OpenBLAS threads wait for a core, and back) made the
 // convolution several times slower. Called inside a parallel region (the
-// per-image GEMMs of conv2d.cc), Gemm runs on the calling thread only.
+// per-image GEMMs of conv2d.cc), or too small for a region to pay off, Gemm
+// runs the same blocks on the calling thread.
 // LinearForward / LinearBackward are three GEMMs and a bias reduction.
 // Nothing here allocates; nothing here knows about layers or models.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+
+#if CHORUS_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/ops.h"
@@ -23,15 +29,33 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace chorus::kernels {
 namespace {
 
-// Below this many flops (2*m*n*k) one thread does the whole GEMM: an OpenMP
-// region costs a few microseconds.
-constexpr double kParallelFlops = 1 << 21;
+// Below cpu::ParallelMin(this many) flops (2*m*n*k) one thread does the whole
+// GEMM: about 18 us of one AVX-512 core, 3.6 regions' cost where a region costs
+// 5 us. The measured scale matters: in a 2-vCPU virtual machine (44 us a
+// region) the fixed 2 Mflop threshold this replaced made 2 threads slower than
+// one on the MLP (docs/performance.md).
+constexpr size_t kParallelFlops = size_t{1} << 22;
 // Column / row blocks handed to threads are multiples of this (the SIMD
 // kernels of OpenBLAS work on 16-wide panels).
 constexpr int kBlockAlign = 16;
 
+std::atomic<GemmBackend> gemm_backend{GemmBackend::kAuto};
+
 void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
               const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+#if CHORUS_HAVE_ONEDNN
+  if (GemmUsesOnednn()) {
+    // Row-major like cblas_sgemm's CblasRowMajor. Called on one thread (a block
+    // of the split below, or a GEMM too small to split): oneDNN would otherwise
+    // start a parallel region of its own.
+    const int saved = omp_in_parallel() ? 0 : omp_get_max_threads();
+    if (saved > 1) omp_set_num_threads(1);
+    const dnnl_status_t status = dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N',
+                                            m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (saved > 1) omp_set_num_threads(saved);
+    if (status == dnnl_success) return;
+  }
+#endif
   cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -41,6 +65,12 @@ void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, doubl
 }
 
 }  // namespace
+
+void SetGemmBackend(GemmBackend backend) { gemm_backend.store(backend, std::memory_order_relaxed); }
+
+bool GemmUsesOnednn() {
+  return CHORUS_HAVE_ONEDNN && gemm_backend.load(std::memory_order_relaxed) == GemmBackend::kAuto;
+}
 
 template <typename T>
 void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a,
@@ -66,12 +96,15 @@ void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, T
   (void)single_threaded_blas;
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
-  const int threads = omp_in_parallel() ? 1 : cpu::KernelThreads();
+  // The blocks depend on the shape and KernelThreads() only, never on whether
+  // they run in parallel: a block's bits can differ from the whole GEMM's
+  // (oneDNN picks its K blocking from M and N), and whether to go parallel
+  // follows a measured cost (cpu::ParallelMin), so a run must not depend on it.
   const double flops = 2.0 * m * n * k;
   const bool split_cols = n >= m;
   const int extent = split_cols ? n : m;
-  const int parts = std::min(threads, (extent + kBlockAlign - 1) / kBlockAlign);
-  if (parts <= 1 || flops < kParallelFlops) {
+  const int parts = std::min(cpu::KernelThreads(), (extent + kBlockAlign - 1) / kBlockAlign);
+  if (parts <= 1) {
     BlasGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -79,11 +112,10 @@ void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, T
   // rows i0.. of op(A).
   const int per_part = (extent + parts - 1) / parts;
   const int block = (per_part + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
-#pragma omp parallel for schedule(static) num_threads(parts)
-  for (int part = 0; part < parts; ++part) {
+  const auto run_block = [&](int part) {
     const int begin = std::min(extent, part * block);
     const int end = std::min(extent, begin + block);
-    if (begin >= end) continue;
+    if (begin >= end) return;
     if (split_cols) {
       const T* b_part = trans_b ? b + static_cast<size_t>(begin) * ldb : b + begin;
       BlasGemm(ta, tb, m, end - begin, k, alpha, a, lda, b_part, ldb, beta, c + begin, ldc);
@@ -92,7 +124,13 @@ void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, T
       BlasGemm(ta, tb, end - begin, n, k, alpha, a_part, lda, b, ldb, beta,
                c + static_cast<size_t>(begin) * ldc, ldc);
     }
+  };
+  if (omp_in_parallel() || flops < static_cast<double>(cpu::ParallelMin(kParallelFlops))) {
+    for (int part = 0; part < parts; ++part) run_block(part);
+    return;
   }
+#pragma omp parallel for schedule(static) num_threads(parts)
+  for (int part = 0; part < parts; ++part) run_block(part);
 }
 
 template <typename T>

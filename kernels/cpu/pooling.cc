@@ -27,7 +27,7 @@ void MaxPoolForward(const Context& ctx, int n, int c, int h, int w, int size, co
   const size_t plane_in = static_cast<size_t>(h) * w;
   const size_t plane_out = static_cast<size_t>(out_h) * out_w;
   const int planes = n * c;
-  const bool parallel = plane_in * planes >= kParallelElems;
+  const bool parallel = plane_in * planes >= cpu::ParallelMin(kParallelElems);
 #pragma omp parallel for num_threads(cpu::KernelThreads()) schedule(static) if (parallel)
   for (int plane = 0; plane < planes; ++plane) {
     const size_t base_in = plane * plane_in;
@@ -69,7 +69,7 @@ void MaxPoolBackward(const Context& ctx, int n, int c, int h, int w, int size, c
   const size_t plane_in = static_cast<size_t>(h) * w;
   const size_t plane_out = static_cast<size_t>(out_h) * out_w;
   const int planes = n * c;
-  const bool parallel = plane_in * planes >= kParallelElems;
+  const bool parallel = plane_in * planes >= cpu::ParallelMin(kParallelElems);
 #pragma omp parallel for num_threads(cpu::KernelThreads()) schedule(static) if (parallel)
   for (int plane = 0; plane < planes; ++plane) {
     std::fill(dx + plane * plane_in, dx + (plane + 1) * plane_in, T(0));

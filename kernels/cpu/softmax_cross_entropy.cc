@@ -28,7 +28,7 @@ double SoftmaxCrossEntropy(const Context& ctx, int n, int classes, const T* logi
   double total_loss = 0.0;
   int total_correct = 0;
   const double grad_scale = static_cast<double>(scale) / n;
-  const bool parallel = static_cast<size_t>(n) * classes >= kParallelElems;
+  const bool parallel = static_cast<size_t>(n) * classes >= cpu::ParallelMin(kParallelElems);
 #pragma omp parallel for num_threads(cpu::KernelThreads()) schedule(static) \
     reduction(+ : total_loss, total_correct) if (parallel)
   for (int i = 0; i < n; ++i) {

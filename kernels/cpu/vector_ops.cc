@@ -78,7 +78,7 @@ CHORUS_VECTOR_CLONES void ScaleBlock(size_t count, float a, float* x) {
 template <typename T>
 double SumSquares(const Context& ctx, size_t count, const T* x) {
   // One block per thread, the blocks' sums added in block order.
-  const int threads = count >= kParallelElems ? cpu::KernelThreads() : 1;
+  const int threads = count >= cpu::ParallelMin(kParallelElems) ? cpu::KernelThreads() : 1;
   if (threads <= 1) return SumSquaresBlock(count, x);
   std::vector<double> partial(static_cast<size_t>(threads), 0.0);
   cpu::ForEachBlock(count, kParallelElems, [&](size_t begin, size_t end) {
@@ -101,7 +101,7 @@ bool AllFinite(const Context& ctx, size_t count, const T* x) {
 template <typename T>
 void Axpy(const Context& ctx, size_t count, T a, const T* x, T* y) {
 #pragma omp parallel for num_threads(cpu::KernelThreads()) \
-    schedule(static) if (count >= kParallelElems)
+    schedule(static) if (count >= cpu::ParallelMin(kParallelElems))
   for (size_t i = 0; i < count; ++i) y[i] += a * x[i];
 }
 

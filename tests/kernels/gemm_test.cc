@@ -90,28 +90,96 @@ TEST(Gemm, AllTransposesMatchNaiveDouble) { CheckAllTransposes<double>(7, 5, 9);
 
 TEST(Gemm, AllTransposesMatchNaiveFloat) { CheckAllTransposes<float>(67, 33, 129); }
 
-// Large enough (2*m*n*k above 2M flops) that Gemm splits C over threads: by
-// columns when n >= m, by rows otherwise; three threads give uneven blocks.
+TEST(Gemm, OpenBlasBackendMatchesNaive) {
+  SetGemmBackend(GemmBackend::kBlas);
+  EXPECT_FALSE(GemmUsesOnednn());
+  CheckAllTransposes<float>(67, 33, 129);
+  SetGemmBackend(GemmBackend::kAuto);
+}
+
+// With a parallel region pinned at the reference cost (5 us), large enough
+// (2*m*n*k above 4M flops) that Gemm splits C over threads: by columns when
+// n >= m, by rows otherwise; three threads give uneven blocks.
 class GemmThreads : public ::testing::Test {
  protected:
   void SetUp() override {
     saved_ = cpu::KernelThreads();
     SetThreads(3);
+    cpu::OverrideRegionSeconds(5e-6);
   }
-  void TearDown() override { SetThreads(saved_); }
+  void TearDown() override {
+    cpu::OverrideRegionSeconds(-1.0);
+    SetThreads(saved_);
+  }
 
  private:
   int saved_ = 1;
 };
 
 TEST_F(GemmThreads, SplitByColumnsMatchesNaive) {
-  CheckAllTransposes<float>(70, 150, 131);
-  CheckAllTransposes<double>(70, 150, 131);
+  ASSERT_LT(cpu::ParallelMin(size_t{1} << 22), size_t{2} * 70 * 150 * 231);
+  CheckAllTransposes<float>(70, 150, 231);
+  CheckAllTransposes<double>(70, 150, 231);
 }
 
 TEST_F(GemmThreads, SplitByRowsMatchesNaive) {
-  CheckAllTransposes<float>(150, 70, 131);
-  CheckAllTransposes<double>(150, 70, 131);
+  CheckAllTransposes<float>(150, 70, 231);
+  CheckAllTransposes<double>(150, 70, 231);
+}
+
+// Whether a GEMM's blocks run in parallel follows a measured cost, so it must
+// not change a bit: a resumed run continues bitwise only if so. The blocks'
+// bits may differ from one whole GEMM's (oneDNN picks its K blocking from M and
+// N), so the blocks must be the same either way.
+TEST_F(GemmThreads, BlocksGiveTheSameBitsInParallelOrNot) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> dist;
+  const Context ctx;
+  // The MLP's shapes at batch 64 and 100: forward, weight gradient, input gradient.
+  struct Shape {
+    bool ta, tb;
+    int m, n, k;
+  };
+  for (GemmBackend backend : {GemmBackend::kAuto, GemmBackend::kBlas}) {
+    SetGemmBackend(backend);
+    for (const Shape& s : {Shape{false, true, 64, 256, 784}, Shape{true, false, 256, 784, 64},
+                           Shape{false, false, 100, 784, 256}, Shape{false, true, 256, 100, 784}}) {
+      const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+      std::vector<float> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.k) * s.n);
+      for (float& v : a) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      std::vector<float> parallel(static_cast<size_t>(s.m) * s.n), serial(parallel.size());
+      Gemm<float>(ctx, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                  parallel.data(), s.n);
+      cpu::OverrideRegionSeconds(1.0);  // no GEMM is worth a region now
+      Gemm<float>(ctx, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                  serial.data(), s.n);
+      cpu::OverrideRegionSeconds(5e-6);
+      EXPECT_EQ(parallel, serial) << s.m << "x" << s.n << "x" << s.k << " onednn "
+                                  << GemmUsesOnednn();
+    }
+  }
+  SetGemmBackend(GemmBackend::kAuto);
+}
+
+TEST(ParallelMin, ScalesWithTheCostOfARegion) {
+  const int saved = cpu::KernelThreads();
+  SetThreads(2);
+  cpu::OverrideRegionSeconds(5e-6);
+  EXPECT_EQ(cpu::ParallelMin(1000), 1000u);
+  cpu::OverrideRegionSeconds(44e-6);
+  EXPECT_EQ(cpu::ParallelMin(1000), 8800u);
+  EXPECT_EQ(ThreadsFor(8799, 1000), 1);
+  EXPECT_EQ(ThreadsFor(8800, 1000), 2);
+  cpu::OverrideRegionSeconds(1.0);  // a starved machine: at most 64x
+  EXPECT_EQ(cpu::ParallelMin(1000), 64000u);
+  cpu::OverrideRegionSeconds(-1.0);
+  EXPECT_GT(cpu::RegionSeconds(), 0.0);  // measured
+  EXPECT_GE(cpu::ParallelMin(1000), 1000u);
+  SetThreads(1);
+  EXPECT_EQ(cpu::RegionSeconds(), 0.0);
+  EXPECT_EQ(cpu::ParallelMin(1000), 1000u);
+  SetThreads(saved);
 }
 
 TEST(Gemm, EmptyInnerDimensionScalesC) {
