@@ -182,6 +182,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_train: %s\n", train.error().ToString().c_str());
     return 1;
   }
+  // What the CPU kernels run on, so that a figure says it (bench/compare_peers.sh
+  // puts it beside the BLAS PyTorch loaded).
+  std::printf("# gemm: %s; convolutions: %s\n", chorus::kernels::GemmDescription().c_str(),
+              chorus::kernels::ConvUsesOnednn() ? "oneDNN" : "im2col + GEMM");
   std::printf("%-7s %-5s %6s %8s %12s %12s %12s  device\n", "model", "prec", "batch", "threads", "median/s", "min/s",
               "max/s");
   for (const std::string& model : Split(args.models)) {

@@ -2,7 +2,7 @@
 # Runs Chorus and its peer baselines back to back, one at a time, so that the
 # figures are ratios measured side by side (docs/performance.md,
 # "`bench/compare_peers.sh`").
-#   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train
+#   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train, a ratio table with the CPU and each side's BLAS
 #   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
 #   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p, medians of ROUNDS
 #   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce and torch.distributed gloo vs chorus bench allreduce, 4 ranks, medians of ROUNDS
@@ -36,13 +36,59 @@ if [ "$step" = allreduce ] || [ "$step" = pairs ]; then
 fi
 
 if [ "$step" = train ]; then
+  # ROUNDS rounds (default 5), each running every (model, batch) under PyTorch
+  # and then under bench_train, so that the two sides alternate; the table has
+  # the medians over rounds of each run's median window, and the ratios.
+  rows="$work/train.txt"
+  : > "$rows"
   (cd "$work" && source ./blas_env.sh &&
-   for m in mlp cnn; do for b in 64 256; do
-     timeout 300 $PY train_torch.py bench --model $m --batch $b --threads 2 --windows ${WINDOWS:-5} \
-       --window-s 2 --warmup 30 --out "$work/torch.jsonl" > /dev/null
-     $PY -c "import json; d=json.loads(open('$work/torch.jsonl').readlines()[-1]); print('torch %-4s batch %3d  median/s %7.0f  min/s %7.0f  max/s %7.0f' % (d['model'], d['batch'], d['samples_per_s_median'], d['samples_per_s_min'], d['samples_per_s_max']))"
-   done; done)
-  ./build/bench/bench_train --threads 2 --windows "${WINDOWS:-5}" --window-s 2 --warmup 30
+   $PY - > "$work/torch_blas.txt" <<'PYEOF'
+import ctypes, torch
+torch.ones(64, 64) @ torch.ones(64, 64)
+libs = sorted({l.split()[-1] for l in open("/proc/self/maps") if ".so" in l and ("blas" in l or "mkl" in l)})
+config = "?"
+for path in libs:
+    try:
+        get = ctypes.CDLL(path).openblas_get_config
+        get.restype = ctypes.c_char_p
+        config = get().decode()
+        break
+    except (OSError, AttributeError):
+        pass
+print("PyTorch %s, %d threads; BLAS %s (%s)" % (torch.__version__, 2, " ".join(libs), config))
+PYEOF
+  )
+  for round in $(seq "${ROUNDS:-5}"); do
+    for m in mlp cnn; do for b in 64 256; do
+      (cd "$work" && source ./blas_env.sh &&
+       timeout 300 $PY train_torch.py bench --model $m --batch $b --threads 2 --windows ${WINDOWS:-3} \
+         --window-s 2 --warmup 30 --out "$work/torch.jsonl" > /dev/null &&
+       $PY -c "import json; d=json.loads(open('$work/torch.jsonl').readlines()[-1]); print('torch', d['model'], d['batch'], d['samples_per_s_median'])") >> "$rows"
+      ./build/bench/bench_train --threads 2 --models $m --batches $b --windows "${WINDOWS:-3}" \
+        --window-s 2 --warmup 30 > "$work/chorus.txt"
+      grep '^# gemm' "$work/chorus.txt" | head -1 > "$work/chorus_gemm.txt"
+      awk -v m=$m '$1 == m { print "chorus-" $2, $1, $3, $5 }' "$work/chorus.txt" >> "$rows"
+    done; done
+  done
+  echo "host: $(lscpu | sed -n 's/^Model name: *//p' | head -1) (family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p')$(grep -q avx512f /proc/cpuinfo && echo ', AVX-512')), $(nproc) cores; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+  echo "peer: $(cat "$work/torch_blas.txt")"
+  echo "chorus: bench_train, 2 threads; $(sed 's/^# //' "$work/chorus_gemm.txt")"
+  $PY - "$rows" <<'PYEOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    side, model, batch, rate = line.split()
+    runs.setdefault((model, int(batch)), {}).setdefault(side, []).append(float(rate))
+print("| model | batch | PyTorch (samples/s) | Chorus fp32 | ratio | Chorus fp16 | ratio | rounds |")
+print("|---|---|---|---|---|---|---|---|")
+for (model, batch), sides in sorted(runs.items()):
+    torch = statistics.median(sides.get("torch", [float("nan")]))
+    cells = []
+    for side in ("chorus-fp32", "chorus-fp16"):
+        rate = statistics.median(sides.get(side, [float("nan")]))
+        cells += ["%.0f" % rate, "%.2fx" % (rate / torch)]
+    print("| %s | %d | %.0f | %s | %d |" % (model, batch, torch, " | ".join(cells), len(sides.get("torch", []))))
+PYEOF
 fi
 
 if [ "$step" = ddp ]; then

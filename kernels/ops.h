@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace chorus::kernels {
 
@@ -74,6 +75,9 @@ enum class GemmBackend { kAuto, kBlas };
 void SetGemmBackend(GemmBackend backend);
 // Whether float GEMMs go to oneDNN now.
 bool GemmUsesOnednn();
+// What float GEMMs run on now, with the vector ISA or BLAS core, for logs and
+// benchmarks: "oneDNN 2.6.3 sgemm, avx512_core_bf16".
+std::string GemmDescription();
 
 // Which implementation float convolutions use. kAuto: oneDNN's JIT kernels
 // when this build has oneDNN (CMake option CHORUS_ONEDNN), else im2col.

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
 
 #if CHORUS_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -25,6 +26,7 @@
 #include "kernels/ops.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" char* openblas_get_config(void);
 
 namespace chorus::kernels {
 namespace {
@@ -70,6 +72,30 @@ void SetGemmBackend(GemmBackend backend) { gemm_backend.store(backend, std::memo
 
 bool GemmUsesOnednn() {
   return CHORUS_HAVE_ONEDNN && gemm_backend.load(std::memory_order_relaxed) == GemmBackend::kAuto;
+}
+
+std::string GemmDescription() {
+#if CHORUS_HAVE_ONEDNN
+  if (GemmUsesOnednn()) {
+    const dnnl_version_t* v = dnnl_version();
+    const char* isa = "sse41";
+    switch (dnnl_get_effective_cpu_isa()) {
+      case dnnl_cpu_isa_avx: isa = "avx"; break;
+      case dnnl_cpu_isa_avx2: isa = "avx2"; break;
+      case dnnl_cpu_isa_avx2_vnni: isa = "avx2_vnni"; break;
+      case dnnl_cpu_isa_avx512_core: isa = "avx512_core"; break;
+      case dnnl_cpu_isa_avx512_core_vnni: isa = "avx512_core_vnni"; break;
+      case dnnl_cpu_isa_avx512_core_bf16: isa = "avx512_core_bf16"; break;
+      case dnnl_cpu_isa_avx512_core_amx: isa = "avx512_core_amx"; break;
+      default: break;
+    }
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+           std::to_string(v->patch) + " sgemm, " + isa;
+  }
+#endif
+  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": the core
+  // it runs on is in there (OPENBLAS_CORETYPE chooses it under DYNAMIC_ARCH).
+  return openblas_get_config();
 }
 
 template <typename T>

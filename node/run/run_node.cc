@@ -125,7 +125,8 @@ Status BuildTraining(NodeRun& run, bool resume) {
                   run.trainer->model().parameter_count(), " parameters), ", trainer::PrecisionName(tc.precision),
                   " + ", trainer::OptimizerKindName(tc.optimizer), ", batch ", tc.batch_size, ", ", tc.epochs,
                   " epochs, on ", run.trainer->DeviceDescription(), ", ", tc.threads,
-                  " threads, kernels fp16 path ", kernels::HalfConversionPath(),
+                  " threads, kernels fp16 path ", kernels::HalfConversionPath(), ", GEMM ",
+                  kernels::GemmDescription(),
                   "; exchange: ", run.exchange->Describe());
   return Status::Ok();
 }
