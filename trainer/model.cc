@@ -120,7 +120,7 @@ Status Model::Initialise(uint64_t seed) {
     }
     for (const ParameterSpec& spec : param_specs.back()) {
       ParameterInfo info{layer->name() + "." + spec.suffix, spec.shape, param_total,
-                         ShapeElements(spec.shape), spec.kind};
+                         ShapeElements(spec.shape), spec.kind, layer_first_param_.size() - 1};
       if (FindParameter(params_, info.name) >= 0) {
         return InvalidArgument("model '" + name_ + "': duplicate parameter " + info.name);
       }

@@ -38,6 +38,9 @@ struct ParameterInfo {
   size_t offset = 0;
   size_t count = 0;
   ParamKind kind = ParamKind::kWeight;
+  // Index of the layer that owns it (layers in forward order). A layer's
+  // gradients become final together, at the end of its backward.
+  size_t layer = 0;
 };
 
 // One non-trained FP32 state tensor (BatchNorm running mean / variance), packed

@@ -40,6 +40,10 @@ Result<Collective> Collective::Create(Transport& transport, std::vector<std::str
   return Collective(std::move(world), std::move(hosts), std::move(segment), HostCores());
 }
 
+bool Collective::Oversubscribed() const {
+  return gossip::Oversubscribed(size(), hosts_.NumGroups(), host_cores_);
+}
+
 AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t bytes) const {
   if (options.algorithm != AllreduceAlgorithm::kAuto) return options.algorithm;
   return ChooseAllreduceAlgorithm(bytes, size(), hosts_.NumGroups(), options.crossovers,
@@ -54,7 +58,7 @@ Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& give
     const size_t bytes =
         options.segment_bytes > 0
             ? options.segment_bytes
-            : DefaultSegmentBytes(size(), Oversubscribed(size(), hosts_.NumGroups(), host_cores_), algorithm);
+            : DefaultSegmentBytes(size(), Oversubscribed(), algorithm);
     options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
   }
   switch (algorithm) {

@@ -68,6 +68,9 @@ class Collective {
   const topologies::HostGroups& hosts() const { return hosts_; }
   // This rank's host segment; null without shared memory or alone on its host.
   HostSegment* segment() const { return segment_.get(); }
+  // Every rank on this host and more of them than its cores (Oversubscribed in
+  // allreduce_auto.h); the same answer on every rank.
+  bool Oversubscribed() const;
 
  private:
   Collective(CollectiveGroup world, topologies::HostGroups hosts, std::shared_ptr<HostSegment> segment,

@@ -10,6 +10,13 @@ namespace chorus::gossip {
 
 Result<GradientBucketer> GradientBucketer::Create(std::vector<ParamSlice> params,
                                                   size_t bucket_bytes) {
+  return Create(std::move(params), BucketSizes{bucket_bytes, bucket_bytes});
+}
+
+Result<GradientBucketer> GradientBucketer::Create(std::vector<ParamSlice> params,
+                                                  BucketSizes sizes) {
+  const size_t bucket_bytes = sizes.bucket_bytes;
+  const size_t first_bucket_bytes = sizes.first_bucket_bytes > 0 ? sizes.first_bucket_bytes : bucket_bytes;
   if (bucket_bytes == 0) return Err(InvalidArgument("gradient bucketer: bucket_bytes must be > 0"));
   // Overlap check over the slices sorted by offset (empty slices overlap nothing).
   std::vector<size_t> order(params.size());
@@ -31,19 +38,27 @@ Result<GradientBucketer> GradientBucketer::Create(std::vector<ParamSlice> params
   GradientBucketer b;
   b.bucket_bytes_ = bucket_bytes;
   b.bucket_of_.resize(params.size());
+  // Greedy over ready groups: a group joins the open bucket if it fits whole.
   size_t bytes = 0;
-  for (size_t p = 0; p < params.size(); ++p) {
-    const size_t p_bytes = params[p].count * sizeof(float);
-    b.required_elems_ = std::max(b.required_elems_, params[p].offset + params[p].count);
-    if (b.buckets_.empty() || (b.buckets_.back().num_params > 0 && bytes + p_bytes > bucket_bytes)) {
+  for (size_t p = 0; p < params.size();) {
+    size_t end = p + 1;
+    while (end < params.size() && params[p].group >= 0 && params[end].group == params[p].group) ++end;
+    size_t group_bytes = 0;
+    for (size_t q = p; q < end; ++q) group_bytes += params[q].count * sizeof(float);
+    const size_t cap = b.buckets_.size() <= 1 ? first_bucket_bytes : bucket_bytes;
+    if (b.buckets_.empty() || (b.buckets_.back().num_params > 0 && bytes + group_bytes > cap)) {
       b.buckets_.push_back(GradientBucket{p, 0, 0, false, 0});
       bytes = 0;
     }
     GradientBucket& bucket = b.buckets_.back();
-    bucket.num_params += 1;
-    bucket.elems += params[p].count;
-    bytes += p_bytes;
-    b.bucket_of_[p] = b.buckets_.size() - 1;
+    for (size_t q = p; q < end; ++q) {
+      b.required_elems_ = std::max(b.required_elems_, params[q].offset + params[q].count);
+      bucket.num_params += 1;
+      bucket.elems += params[q].count;
+      b.bucket_of_[q] = b.buckets_.size() - 1;
+    }
+    bytes += group_bytes;
+    p = end;
   }
   for (GradientBucket& bucket : b.buckets_) {
     // Contiguous when the non-empty slices, sorted by offset, follow each other.

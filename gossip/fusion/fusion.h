@@ -3,8 +3,10 @@
 // Built from the parameter table: one {offset, count} slice of the flat FP32
 // gradient buffer per parameter, listed in the order backward produces the
 // gradients (the reverse of the forward order). Consecutive parameters are packed
-// greedily into buckets of at most `bucket_bytes`; a parameter larger than that
-// gets a bucket of its own. A bucket whose slices tile one range of the flat
+// greedily into buckets of at most `bucket_bytes` (the first bucket: at most
+// `first_bucket_bytes`); a parameter larger than that gets a bucket of its own.
+// Parameters of one ready group (a layer: final at the same moment) are never
+// split over buckets: that would only add an all-reduce, never overlap. A bucket whose slices tile one range of the flat
 // buffer is "contiguous": its all-reduce runs in place on that range. Otherwise it
 // is packed into a staging buffer and unpacked after the all-reduce.
 //
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
@@ -29,6 +32,17 @@ namespace chorus::gossip {
 struct ParamSlice {
   size_t offset = 0;
   size_t count = 0;
+  // Slices with one group >= 0, listed together, become final together; -1:
+  // a group of its own.
+  int64_t group = -1;
+};
+
+struct BucketSizes {
+  size_t bucket_bytes = 0;
+  // Cap of the first bucket (0: bucket_bytes). Small, so that the layers whose
+  // backward ends first are on the wire while the rest of backward runs, even
+  // when the whole gradient would fit one bucket.
+  size_t first_bucket_bytes = 0;
 };
 
 struct GradientBucket {
@@ -44,6 +58,7 @@ class GradientBucketer {
   // Fails (InvalidArgument) on bucket_bytes == 0 or overlapping slices (named by
   // parameter index).
   static Result<GradientBucketer> Create(std::vector<ParamSlice> params, size_t bucket_bytes);
+  static Result<GradientBucketer> Create(std::vector<ParamSlice> params, BucketSizes sizes);
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   const std::vector<ParamSlice>& params() const { return params_; }

@@ -237,6 +237,7 @@ struct ExchangeConfig {
   // allreduce
   gossip::AllreduceAlgorithm algorithm = gossip::AllreduceAlgorithm::kAuto;
   int bucket_kib = 1024;             // tensor-fusion bucket threshold
+  int first_bucket_kib = 0;          // the first bucket's threshold; 0: bucket_kib
   bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
   bool shared_memory = true;         // nodes of one host_group sum through a shared segment
   OnFailure on_failure = OnFailure::kContinue;

@@ -76,11 +76,21 @@ Status AllreduceExchange::Build() {
   // Slice b of the bucketer is parameter n-1-b of the table.
   const size_t n = params.size();
   std::vector<gossip::ParamSlice> slices(n);
-  for (size_t b = 0; b < n; ++b) slices[b] = {params[n - 1 - b].offset, params[n - 1 - b].count};
-  CHORUS_ASSIGN_OR_RETURN(
-      gossip::GradientBucketer bucketer,
-      gossip::GradientBucketer::Create(std::move(slices),
-                                       static_cast<size_t>(config_.exchange.bucket_kib) * 1024));
+  for (size_t b = 0; b < n; ++b) {
+    const trainer::ParameterInfo& p = params[n - 1 - b];
+    slices[b] = {p.offset, p.count, static_cast<int64_t>(p.layer)};
+  }
+  // A small first bucket puts the last layers' sum on the wire while the rest
+  // of backward runs; it pays only where that backward outlasts an all-reduce's
+  // latency, which it did not for the MLP on a 2-core host (docs/performance.md,
+  // "Fusion bucket size for the MLP"), so it is the user's choice.
+  const size_t bucket_bytes = static_cast<size_t>(config_.exchange.bucket_kib) * 1024;
+  bucket_sizes_ = {bucket_bytes, config_.exchange.first_bucket_kib > 0
+                                     ? static_cast<size_t>(config_.exchange.first_bucket_kib) * 1024
+                                     : bucket_bytes};
+  CHORUS_ASSIGN_OR_RETURN(gossip::GradientBucketer bucketer,
+                          gossip::GradientBucketer::Create(std::move(slices), bucket_sizes_));
+  buckets_ = bucketer.buckets().size();
   gossip::FusionOptions options;
   options.allreduce.algorithm = algorithm_;
   options.allreduce.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
@@ -100,8 +110,12 @@ Status AllreduceExchange::Build() {
 
 std::string AllreduceExchange::Describe() const {
   return "allreduce " + std::string(gossip::AllreduceAlgorithmName(config_.exchange.algorithm)) + " over " + std::to_string(session_->view.size()) +
-         " nodes (" + session_->transport->Describe() + ", fusion buckets " +
-         std::to_string(config_.exchange.bucket_kib) + " KiB)";
+         " nodes (" + session_->transport->Describe() + ", " + std::to_string(buckets_) +
+         " fusion buckets of up to " + std::to_string(config_.exchange.bucket_kib) + " KiB" +
+         (config_.exchange.first_bucket_kib > 0
+              ? ", the first up to " + std::to_string(config_.exchange.first_bucket_kib) + " KiB"
+              : std::string()) +
+         ")";
 }
 
 Status AllreduceExchange::BeforeStep(int64_t /*step*/) {

@@ -87,6 +87,8 @@ class AllreduceExchange final : public Exchange {
   gossip::AllreduceAlgorithm algorithm_ = gossip::AllreduceAlgorithm::kAuto;
   std::unique_ptr<gossip::Collective> collective_;
   std::unique_ptr<gossip::FusionEngine> engine_;
+  gossip::BucketSizes bucket_sizes_;
+  size_t buckets_ = 0;
   Status hook_error_;
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;

@@ -61,6 +61,11 @@ TEST(Model, NamesShapesKindsAndPacking) {
   EXPECT_EQ(params[2].kind, ParamKind::kBnScale);
   EXPECT_EQ(params[3].kind, ParamKind::kBnShift);
   EXPECT_EQ(params[9].kind, ParamKind::kBias);
+  // Each parameter names its layer: the two of one layer share it, and the
+  // layers without parameters (ReLU, pooling) are counted in between.
+  std::vector<size_t> layers;
+  for (const ParameterInfo& p : params) layers.push_back(p.layer);
+  EXPECT_EQ(layers, (std::vector<size_t>{0, 0, 1, 1, 3, 3, 4, 4, 6, 6, 8, 8}));
   ASSERT_EQ(model->buffers().size(), 4u);
   EXPECT_EQ(model->buffers()[0].name, "bn1.running_mean");
   EXPECT_EQ(model->buffers()[3].name, "bn2.running_var");

@@ -192,6 +192,37 @@ TEST(GradientBucketerTest, MarkReadyReportsTheBucketItCompletes) {
   EXPECT_EQ(*b->MarkReady(0), std::optional<size_t>(0));
 }
 
+// The MLP (784-256-128-10) in backward order, each layer a ready group: its
+// whole gradient (919 KiB) fits one default 1 MiB bucket, so nothing could be
+// on the wire before backward ends. A first bucket capped at a quarter of the
+// gradient takes the last two layers; fc1's weight and bias stay together.
+TEST(GradientBucketerTest, TheFirstBucketIsSmallAndLayersStayWhole) {
+  const std::vector<ParamSlice> mlp = {
+      {235136, 10, 2}, {233856, 1280, 2},  // fc3 bias, weight
+      {233728, 128, 1}, {200960, 32768, 1},  // fc2
+      {200704, 256, 0}, {0, 200704, 0}};   // fc1
+  auto b = GradientBucketer::Create(mlp, BucketSizes{1024 * 1024, 235146 * sizeof(float) / 4});
+  ASSERT_TRUE(b.has_value()) << b.error().ToString();
+  EXPECT_EQ(BucketElems(*b), (std::vector<size_t>{10 + 1280 + 128 + 32768, 256 + 200704}));
+  EXPECT_TRUE(b->buckets()[0].contiguous);
+  // Marked as backward produces them: bucket 0 completes before fc1 starts.
+  EXPECT_EQ(*b->MarkReady(0), std::nullopt);
+  EXPECT_EQ(*b->MarkReady(1), std::nullopt);
+  EXPECT_EQ(*b->MarkReady(2), std::nullopt);
+  EXPECT_EQ(*b->MarkReady(3), std::optional<size_t>(0));
+
+  // Without groups, a 137 KiB cap would have put fc1's bias with fc2 and left
+  // bucket 0 waiting for fc1's backward; ungrouped, one cap: one bucket.
+  std::vector<ParamSlice> ungrouped = mlp;
+  for (ParamSlice& slice : ungrouped) slice.group = -1;
+  auto split = GradientBucketer::Create(ungrouped, BucketSizes{1024 * 1024, 137 * 1024});
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(BucketElems(*split), (std::vector<size_t>{10 + 1280 + 128 + 32768 + 256, 200704}));
+  auto whole = GradientBucketer::Create(ungrouped, 1024 * 1024);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->buckets().size(), 1u);
+}
+
 TEST(GradientBucketerTest, RejectsOverlapAndZeroThreshold) {
   auto overlap = GradientBucketer::Create({{0, 4}, {3, 2}}, 64);
   ASSERT_FALSE(overlap.has_value());
