@@ -186,6 +186,9 @@ int main(int argc, char** argv) {
   // puts it beside the BLAS PyTorch loaded).
   std::printf("# gemm: %s; convolutions: %s\n", chorus::kernels::GemmDescription().c_str(),
               chorus::kernels::ConvUsesOnednn() ? "oneDNN" : "im2col + GEMM");
+  chorus::kernels::SetThreads(args.threads);
+  std::printf("# a parallel region of %d threads: %.1f us\n", args.threads,
+              chorus::kernels::ParallelRegionSeconds() * 1e6);
   std::printf("%-7s %-5s %6s %8s %12s %12s %12s  device\n", "model", "prec", "batch", "threads", "median/s", "min/s",
               "max/s");
   for (const std::string& model : Split(args.models)) {

@@ -30,9 +30,12 @@ void SetThreads(int threads);
 // that run their own OpenMP loops on the same pool (the optimizer).
 int Threads();
 // Threads() for a loop of elements whose parallel version pays off from
-// parallel_min elements where a parallel region costs about 5 us, else 1: the
+// parallel_min elements where a parallel region costs about 2 us, else 1: the
 // size scales with the measured cost of a region on this machine.
 int ThreadsFor(size_t elements, size_t parallel_min);
+// The measured cost of one parallel region of Threads() threads (0 for one),
+// which those sizes scale with; measured on first use.
+double ParallelRegionSeconds();
 
 // ---- BLAS ------------------------------------------------------------------
 

@@ -32,8 +32,8 @@ namespace chorus::kernels {
 namespace {
 
 // Below cpu::ParallelMin(this many) flops (2*m*n*k) one thread does the whole
-// GEMM: about 18 us of one AVX-512 core, 3.6 regions' cost where a region costs
-// 5 us. The measured scale matters: in a 2-vCPU virtual machine (44 us a
+// GEMM: about 18 us of one AVX-512 core, 9 regions' cost where a region costs
+// 2 us. The measured scale matters: in a 2-vCPU virtual machine (35-50 us a
 // region) the fixed 2 Mflop threshold this replaced made 2 threads slower than
 // one on the MLP (docs/performance.md).
 constexpr size_t kParallelFlops = size_t{1} << 22;

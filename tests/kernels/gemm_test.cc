@@ -97,7 +97,7 @@ TEST(Gemm, OpenBlasBackendMatchesNaive) {
   SetGemmBackend(GemmBackend::kAuto);
 }
 
-// With a parallel region pinned at the reference cost (5 us), large enough
+// With a parallel region pinned at the reference cost (2 us), large enough
 // (2*m*n*k above 4M flops) that Gemm splits C over threads: by columns when
 // n >= m, by rows otherwise; three threads give uneven blocks.
 class GemmThreads : public ::testing::Test {
@@ -105,7 +105,7 @@ class GemmThreads : public ::testing::Test {
   void SetUp() override {
     saved_ = cpu::KernelThreads();
     SetThreads(3);
-    cpu::OverrideRegionSeconds(5e-6);
+    cpu::OverrideRegionSeconds(2e-6);
   }
   void TearDown() override {
     cpu::OverrideRegionSeconds(-1.0);
@@ -154,7 +154,7 @@ TEST_F(GemmThreads, BlocksGiveTheSameBitsInParallelOrNot) {
       cpu::OverrideRegionSeconds(1.0);  // no GEMM is worth a region now
       Gemm<float>(ctx, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
                   serial.data(), s.n);
-      cpu::OverrideRegionSeconds(5e-6);
+      cpu::OverrideRegionSeconds(2e-6);
       EXPECT_EQ(parallel, serial) << s.m << "x" << s.n << "x" << s.k << " onednn "
                                   << GemmUsesOnednn();
     }
@@ -165,12 +165,12 @@ TEST_F(GemmThreads, BlocksGiveTheSameBitsInParallelOrNot) {
 TEST(ParallelMin, ScalesWithTheCostOfARegion) {
   const int saved = cpu::KernelThreads();
   SetThreads(2);
-  cpu::OverrideRegionSeconds(5e-6);
+  cpu::OverrideRegionSeconds(2e-6);
   EXPECT_EQ(cpu::ParallelMin(1000), 1000u);
   cpu::OverrideRegionSeconds(44e-6);
-  EXPECT_EQ(cpu::ParallelMin(1000), 8800u);
-  EXPECT_EQ(ThreadsFor(8799, 1000), 1);
-  EXPECT_EQ(ThreadsFor(8800, 1000), 2);
+  EXPECT_EQ(cpu::ParallelMin(1000), 22000u);
+  EXPECT_EQ(ThreadsFor(21999, 1000), 1);
+  EXPECT_EQ(ThreadsFor(22000, 1000), 2);
   cpu::OverrideRegionSeconds(1.0);  // a starved machine: at most 64x
   EXPECT_EQ(cpu::ParallelMin(1000), 64000u);
   cpu::OverrideRegionSeconds(-1.0);
