@@ -25,6 +25,7 @@ int RunCli(int argc, char** argv) {
   RegisterReportCommand(app, context);
   RegisterCompareCommand(app, context);
   RegisterSimulateCommand(app, context);
+  RegisterChaosCommand(app, context);
   // Further subcommands register here, one function each: launch, bench (p2p,
   // allreduce), compare, report, simulate.
 

@@ -44,5 +44,7 @@ void RegisterReportCommand(CLI::App& app, CliContext& context);
 void RegisterCompareCommand(CLI::App& app, CliContext& context);
 // `chorus simulate [CONFIG]`: many virtual nodes in virtual time (cli_simulate.cc, simulate.h).
 void RegisterSimulateCommand(CLI::App& app, CliContext& context);
+// `chorus chaos CONFIG`: a local cluster under a seeded schedule of faults (cli_chaos.cc, chaos.h).
+void RegisterChaosCommand(CLI::App& app, CliContext& context);
 
 }  // namespace chorus::node

@@ -98,6 +98,8 @@ struct Stream {
 
 struct Child {
   std::string name;
+  int index = 0;
+  const std::function<void(int, std::string_view)>* on_line = nullptr;
   pid_t pid = -1;
   Stream streams[2];
   bool reaped = false;
@@ -121,6 +123,7 @@ void EmitLines(Child& child, Stream& s, std::string_view data, bool flush) {
   for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
     std::string_view line(s.partial.data() + start, nl - start);
     if (line.find(kFormedMarker) != std::string_view::npos) child.formed = true;
+    if (child.on_line != nullptr && *child.on_line) (*child.on_line)(child.index, line);
     out += "[" + child.name + "] ";
     out.append(line);
     out += '\n';
@@ -152,7 +155,10 @@ bool IsWrapped(const LaunchOptions& o, int index) {
   return !o.node_wrappers.empty() && !o.node_wrappers[static_cast<size_t>(index)].empty();
 }
 
-std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t port0) {
+// `restart_sets` (a restart: listen and bootstrap, then the caller's settings)
+// come last, so they win over the first start's.
+std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t port0,
+                                   const std::vector<std::string>& restart_sets = {}) {
   const std::string bootstrap = NodeHost(o, 0) + ":" + std::to_string(port0);
   std::vector<std::string> args;
   if (IsWrapped(o, index)) {
@@ -177,6 +183,7 @@ std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t p
   for (const auto& [node, s] : o.node_overrides) {
     if (node == index) set(s);
   }
+  for (const std::string& s : restart_sets) set(s);
   args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
   return args;
 }
@@ -310,10 +317,44 @@ Status CheckLaunchOptions(const LaunchOptions& options) {
 
 // One launch: its children, where their lines go, the signals it forwards,
 // and what it saw (formation, the first failure, signals).
-class LaunchRun {
+class LaunchRun final : public LaunchControl {
  public:
   LaunchRun(const LaunchOptions& options, LaunchResult* result)
       : options_(options), result_(result), children_(static_cast<size_t>(options.num_nodes)) {}
+
+  int num_nodes() const override { return options_.num_nodes; }
+  bool Running(int node) const override {
+    const Child& c = children_.at(static_cast<size_t>(node));
+    return c.pid > 0 && !c.reaped;
+  }
+  pid_t Pid(int node) const override { return children_.at(static_cast<size_t>(node)).pid; }
+  bool Signal(int node, int sig) override { return Running(node) && kill(Pid(node), sig) == 0; }
+  void SignalAll(int sig) override { SignalNodes(sig); }
+  int WaitStatus(int node) const override { return children_.at(static_cast<size_t>(node)).wait_status; }
+
+  Status Restart(int node, const std::vector<std::string>& bootstrap,
+                 const std::vector<std::string>& extra_sets) override {
+    if (node < 0 || node >= options_.num_nodes) return InvalidArgument("launch: no node" + std::to_string(node));
+    Child& c = children_[static_cast<size_t>(node)];
+    if (Running(node) || c.pending) return FailedPrecondition("launch: " + c.name + " is running");
+    for (Stream& s : c.streams) {
+      if (s.fd >= 0) CloseStream(c, s);
+    }
+    std::string list;
+    for (const std::string& address : bootstrap) list += (list.empty() ? "" : ", ") + TomlQuote(address);
+    std::vector<std::string> sets = {"cluster.listen=" + TomlQuote(NodeHost(options_, node) + ":0"),
+                                     "cluster.bootstrap=[" + list + "]"};
+    sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
+    const Status spawned = SpawnChild(options_, ChildArgs(options_, node, port0_, sets), IsWrapped(options_, node),
+                                      env_, -1, sink_.out_fd(), sink_.err_fd(), c);
+    if (!spawned.ok()) return spawned;
+    c.reaped = false;
+    c.wait_status = 0;
+    c.not_started.clear();
+    all_reaped_at_ = {};
+    std::fprintf(messages_, "launch: restarted %s (pid %d)\n", c.name.c_str(), static_cast<int>(c.pid));
+    return Status::Ok();
+  }
 
   // node0's listening socket, the output sink and signal forwarding.
   Status Open() {
@@ -338,7 +379,12 @@ class LaunchRun {
     std::vector<std::string> env0 = env_;
     if (listen_fd_->get() >= 0) env0.push_back(std::string(kListenFdEnv) + "=" + std::to_string(listen_fd_->get()));
     start_ = Clock::now();
-    for (int i = 0; i < options_.num_nodes; ++i) children_[static_cast<size_t>(i)].name = "node" + std::to_string(i);
+    for (int i = 0; i < options_.num_nodes; ++i) {
+      Child& c = children_[static_cast<size_t>(i)];
+      c.name = "node" + std::to_string(i);
+      c.index = i;
+      c.on_line = &options_.on_line;
+    }
     for (const auto& [node, seconds] : options_.join_after) {
       Child& c = children_[static_cast<size_t>(node)];
       c.late = c.pending = true;
@@ -363,6 +409,7 @@ class LaunchRun {
   Status Supervise() {
     while (true) {
       StartDueNodes();
+      if (options_.on_tick) options_.on_tick(*this);
       PollSet set = CollectFds();
       if (AllDone(set)) break;
       const int ready = RetryOnEintr([&] { return poll(set.fds.data(), set.fds.size(), PollTimeoutMs()); });

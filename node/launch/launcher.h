@@ -21,8 +21,12 @@
 // because one failed (the cluster is meant to survive that).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,6 +34,29 @@
 #include "node/control/listen_socket.h"  // ListenOnFreePort, kListenFdEnv
 
 namespace chorus::node {
+
+// A running launch's nodes, for a supervisor that acts on them while they run
+// (`chorus chaos`: kills, freezes and restarts). Only valid inside
+// LaunchOptions::on_tick.
+class LaunchControl {
+ public:
+  virtual ~LaunchControl() = default;
+  virtual int num_nodes() const = 0;
+  // Started and not yet reaped (a stopped process is running).
+  virtual bool Running(int node) const = 0;
+  virtual pid_t Pid(int node) const = 0;
+  // Sends `sig` to the node's process; false when it is not running.
+  virtual bool Signal(int node, int sig) = 0;
+  // Starts a node that has ended again under its name, joining the running
+  // cluster: bootstrap from `bootstrap` (host:port of live members), listening
+  // on a free port, then `extra_sets` ("key=value"). Its lines keep the prefix.
+  virtual Status Restart(int node, const std::vector<std::string>& bootstrap,
+                         const std::vector<std::string>& extra_sets) = 0;
+  // `sig` to every running node.
+  virtual void SignalAll(int sig) = 0;
+  // The last wait status of the node's process (valid once it ended).
+  virtual int WaitStatus(int node) const = 0;
+};
 
 struct LaunchOptions {
   int num_nodes = 1;
@@ -53,6 +80,10 @@ struct LaunchOptions {
   // Where the children's prefixed lines go: "" = our stdout / stderr; else this
   // file (appended), and launch's own messages too.
   std::string output_file;
+  // Called about every 100 ms while nodes run (and once more when all ended).
+  std::function<void(LaunchControl&)> on_tick;
+  // Every line a node writes (without the prefix), as it is copied.
+  std::function<void(int node, std::string_view line)> on_line;
 };
 
 struct LaunchResult {

@@ -1,0 +1,97 @@
+// `chorus chaos CONFIG [--nodes 4] [--minutes 5] [--faults kill,stop,restart]
+// [--mtbf 20] [--seed 1] ...`: parses the options and runs chaos.h's RunChaos.
+// Exits 0 when the cluster had no hang, no divergent replica and a finished
+// node; 1 otherwise; 2 on bad options.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "node/cli/cli_commands.h"
+#include "node/cli/cli_common.h"
+#include "node/lab/chaos/chaos.h"
+
+namespace chorus::node {
+
+void RegisterChaosCommand(CLI::App& app, CliContext& context) {
+  struct ChaosArgs {
+    std::string config_file;
+    int nodes = 4;
+    double minutes = 5.0;
+    std::string faults = "kill,stop,restart";
+    double mtbf = 20.0;
+    uint64_t seed = 1;
+    double hang_bound = 60.0;
+    double baseline = 60.0;
+    int min_running = 2;
+    double max_freeze = 10.0;
+    double first_fault = 5.0;
+    std::string output = "runs/chaos";
+    std::vector<std::string> sets;
+    bool verbose = false;
+  };
+  auto args = std::make_shared<ChaosArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "chaos", "Train a local cluster while a seeded schedule kills, freezes and restarts its nodes; report how it coped");
+  cmd->add_option("config", args->config_file, "TOML config every node starts from")->required();
+  cmd->add_option("-n,--nodes", args->nodes, "Node processes")->check(CLI::Range(2, 64));
+  cmd->add_option("--minutes", args->minutes, "Faults arrive for this long; training lasts about as long")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--faults", args->faults, "Comma-separated: kill (kill -9, sometimes two nodes), stop (SIGSTOP "
+                                            "then SIGCONT), restart (a dead node rejoins)");
+  cmd->add_option("--mtbf", args->mtbf, "Mean seconds between faults (exponential gaps)")->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", args->seed, "Seed of the schedule: the same seed, the same faults");
+  cmd->add_option("--hang-bound", args->hang_bound, "Seconds without a trained step anywhere that count as a hang")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--baseline-seconds", args->baseline,
+                  "Seconds of the fault-free run that measures the throughput to retain (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-running", args->min_running, "Nodes the schedule always leaves training")
+      ->check(CLI::Range(1, 63));
+  cmd->add_option("--max-freeze", args->max_freeze, "Longest SIGSTOP, seconds")->check(CLI::PositiveNumber);
+  cmd->add_option("--first-fault", args->first_fault, "Seconds after formation before faults may arrive")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--out", args->output, "Folder of the runs, chaos.jsonl and launch.log");
+  cmd->add_option("--set", args->sets, "Override one setting on every node (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  cmd->add_flag("--verbose", args->verbose, "The nodes' lines to the console instead of launch.log");
+  cmd->footer(
+      "Examples:\n"
+      "  chorus chaos configs/allreduce-ring.toml --minutes 10 --mtbf 20 --seed 7\n"
+      "  chorus chaos configs/gossip-pairwise.toml --faults kill,restart --set fabric.provider=\\\"net\\\"");
+  cmd->callback([args, &context] {
+    ChaosOptions options;
+    options.config_path = args->config_file;
+    options.overrides = args->sets;
+    options.minutes = args->minutes;
+    options.baseline_s = args->baseline;
+    options.hang_bound_s = args->hang_bound;
+    options.output_dir = args->output;
+    options.verbose = args->verbose;
+    options.plan.num_nodes = args->nodes;
+    options.plan.mtbf_s = args->mtbf;
+    options.plan.seed = args->seed;
+    options.plan.min_running = args->min_running;
+    options.plan.max_freeze_s = args->max_freeze;
+    options.plan.first_fault_s = args->first_fault;
+    Result<std::vector<FaultKind>> kinds = ParseFaultKinds(args->faults);
+    if (!kinds) {
+      context.exit_code = CommandError("chaos", kinds.error().message(), kExitUsage);
+      return;
+    }
+    options.plan.kinds = *kinds;
+    Result<ChaosSummary> summary = RunChaos(options);
+    if (!summary) {
+      const bool usage = summary.error().code() == StatusCode::kInvalidArgument;
+      context.exit_code = CommandError("chaos", summary.error().message(), usage ? kExitUsage : kExitFailure);
+      return;
+    }
+    context.exit_code =
+        summary->hangs == 0 && summary->divergent == 0 && summary->finished_nodes > 0 ? kExitOk : kExitFailure;
+  });
+}
+
+}  // namespace chorus::node

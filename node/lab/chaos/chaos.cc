@@ -1,0 +1,649 @@
+// `chorus chaos`: see chaos.h. The launcher runs the nodes; this file plans the
+// faults, injects them from the launcher's tick, and reads what the nodes
+// write (metrics.jsonl as it grows, summary.json at the end).
+#include "node/lab/chaos/chaos.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "node/config/config_describe.h"
+#include "node/launch/launcher.h"
+
+namespace chorus::node {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+// Metrics records every this many steps: recovery is measured in them.
+constexpr int kLogEverySteps = 10;
+// Warm-up excluded from the fault-free rate (JIT, first allocations).
+constexpr double kBaselineWarmupShare = 0.2;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string NodeList(const std::vector<int>& nodes) {
+  std::string out;
+  for (int n : nodes) out += (out.empty() ? "node" : " and node") + std::to_string(n);
+  return out;
+}
+
+// One process's metrics.jsonl, read as it grows.
+struct Instance {
+  int node = 0;
+  std::string path;
+  Clock::time_point started{};
+  std::streamoff offset = 0;
+  std::string partial;
+  bool seen = false;          // at least one record
+  int64_t step = -1;
+  double samples = 0.0, first_samples = 0.0;
+  double position = 0.0;      // epoch + epoch_progress
+  Clock::time_point first_record{}, last_record{};
+  int64_t world_size = 0;
+
+  // Reads the records appended since the last call; true when there were any.
+  bool Poll(Clock::time_point now) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    in.seekg(0, std::ios::end);
+    const std::streamoff size = in.tellg();
+    if (size < offset) offset = 0, partial.clear();  // truncated: read again
+    if (size == offset) return false;
+    in.seekg(offset);
+    std::string data(static_cast<size_t>(size - offset), '\0');
+    in.read(data.data(), static_cast<std::streamsize>(data.size()));
+    offset = size;
+    partial += data;
+    bool any = false;
+    size_t start = 0;
+    for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+      const nlohmann::json r = nlohmann::json::parse(partial.substr(start, nl - start), nullptr, false);
+      if (!r.is_object() || !r.contains("step") || !r.contains("samples")) continue;
+      step = r["step"].get<int64_t>();
+      samples = r["samples"].get<double>();
+      position = r.value("epoch", 0.0) + r.value("epoch_progress", 0.0);
+      world_size = r.value("world_size", int64_t{0});
+      if (!seen) first_samples = samples, first_record = now;
+      seen = true;
+      last_record = now;
+      any = true;
+    }
+    partial.erase(0, start);
+    return any;
+  }
+};
+
+struct RunningFault {
+  FaultOutcome outcome;
+  Clock::time_point at{};
+  std::map<size_t, int64_t> steps_at_fault;  // instance -> its step then
+  size_t restarted_instance = SIZE_MAX;
+  bool done = false;
+};
+
+// One launch (the baseline or the chaos run) and what its nodes wrote.
+class Watch {
+ public:
+  Watch(int num_nodes, std::string run_dir)
+      : run_dir_(std::move(run_dir)), addresses_(static_cast<size_t>(num_nodes)),
+        current_(static_cast<size_t>(num_nodes), SIZE_MAX) {}
+
+  // The instance of node `node` that the nodes' first start writes.
+  void AddFirstStarts(int num_nodes, Clock::time_point now) {
+    for (int i = 0; i < num_nodes; ++i) AddInstance(i, run_dir_ + "/node" + std::to_string(i), now);
+  }
+  size_t AddInstance(int node, const std::string& dir, Clock::time_point now) {
+    Instance inst;
+    inst.node = node;
+    inst.path = dir + "/metrics.jsonl";
+    inst.started = now;
+    instances_.push_back(std::move(inst));
+    current_[static_cast<size_t>(node)] = instances_.size() - 1;
+    return instances_.size() - 1;
+  }
+
+  void OnLine(int node, std::string_view line) {
+    if (!formed_ && line.find("epoch 0: members") != std::string_view::npos) {
+      formed_ = true;
+      formed_at_ = Clock::now();
+    }
+    constexpr std::string_view kListening = " listening on ";
+    const size_t at = line.find(kListening);
+    if (at != std::string_view::npos && line.find("[control] node ") != std::string_view::npos) {
+      const size_t begin = at + kListening.size();
+      const size_t end = line.find_first_of(" ,", begin);
+      addresses_[static_cast<size_t>(node)] = std::string(line.substr(begin, end - begin));
+    }
+  }
+
+  // Reads every instance; returns the newest record time seen so far.
+  void Poll(Clock::time_point now) {
+    for (Instance& inst : instances_) {
+      if (inst.Poll(now)) last_progress_ = std::max(last_progress_, inst.last_record);
+    }
+  }
+
+  bool formed() const { return formed_; }
+  Clock::time_point formed_at() const { return formed_at_; }
+  Clock::time_point last_progress() const { return last_progress_; }
+  void set_last_progress(Clock::time_point t) { last_progress_ = t; }
+  std::vector<Instance>& instances() { return instances_; }
+  size_t current(int node) const { return current_[static_cast<size_t>(node)]; }
+  const std::string& address(int node) const { return addresses_[static_cast<size_t>(node)]; }
+  const std::string& run_dir() const { return run_dir_; }
+
+  // Cluster samples/s between `from` and the newest record: each instance's
+  // samples trained after `from`, summed, over the time.
+  double SamplesPerSecond(Clock::time_point from) const {
+    double samples = 0.0;
+    Clock::time_point end = from;
+    for (const Instance& inst : instances_) {
+      if (!inst.seen || inst.last_record <= from) continue;
+      samples += inst.samples - inst.first_samples;
+      end = std::max(end, inst.last_record);
+    }
+    const double s = Seconds(end - from);
+    return s > 0 ? samples / s : 0.0;
+  }
+
+ private:
+  std::string run_dir_;
+  std::vector<std::string> addresses_;  // per node, its last "listening on"
+  std::vector<size_t> current_;         // per node, its newest instance
+  std::vector<Instance> instances_;
+  bool formed_ = false;
+  Clock::time_point formed_at_{};
+  Clock::time_point last_progress_{};
+};
+
+std::vector<std::string> CommonSets(const ChaosOptions& options, const std::string& run_name) {
+  std::vector<std::string> sets = options.overrides;
+  sets.push_back("run.output_dir=" + TomlQuote(options.output_dir));
+  sets.push_back("run.name=" + TomlQuote(run_name));
+  sets.push_back("run.progress=\"off\"");
+  sets.push_back("train.log_every_steps=" + std::to_string(kLogEverySteps));
+  // Only the final evaluation: the rate compares training with training.
+  sets.push_back("train.eval_every_epochs=0");
+  return sets;
+}
+
+LaunchOptions BaseLaunch(const ChaosOptions& options, const std::vector<std::string>& sets) {
+  LaunchOptions launch;
+  launch.num_nodes = options.plan.num_nodes;
+  launch.config_path = options.config_path;
+  launch.overrides = sets;
+  launch.executable = options.executable;
+  if (!options.verbose) launch.output_file = options.output_dir + "/launch.log";
+  return launch;
+}
+
+// The fault-free run: trains for baseline_s after formation, then stops.
+// Returns {samples/s, epochs/s}.
+Result<std::pair<double, double>> RunBaseline(const ChaosOptions& options) {
+  const std::string run_name = "baseline";
+  std::vector<std::string> sets = CommonSets(options, run_name);
+  sets.push_back("train.epochs=1000");
+  Watch watch(options.plan.num_nodes, options.output_dir + "/" + run_name);
+  LaunchOptions launch = BaseLaunch(options, sets);
+  bool stopped = false;
+  Clock::time_point warm{};
+  double first_position = -1.0;
+  launch.on_line = [&](int node, std::string_view line) { watch.OnLine(node, line); };
+  launch.on_tick = [&](LaunchControl& control) {
+    const Clock::time_point now = Clock::now();
+    watch.Poll(now);
+    if (!watch.formed() || stopped) return;
+    if (warm == Clock::time_point{} && now - watch.formed_at() >
+        std::chrono::duration<double>(options.baseline_s * kBaselineWarmupShare)) {
+      warm = now;
+      for (Instance& inst : watch.instances()) inst.first_samples = inst.samples;  // from here on
+      first_position = watch.instances()[0].position;
+    }
+    if (now - watch.formed_at() > std::chrono::duration<double>(options.baseline_s)) {
+      stopped = true;
+      control.SignalAll(SIGTERM);
+    }
+  };
+  watch.AddFirstStarts(options.plan.num_nodes, Clock::now());
+  LaunchResult result;
+  (void)Launch(launch, &result);  // stopped by us: every node exits 143
+  if (!watch.formed() || warm == Clock::time_point{}) {
+    return Err(Unavailable("chaos: the fault-free run did not train for " + Fixed(options.baseline_s, 0) +
+                           " s (see " + options.output_dir + "/launch.log)"));
+  }
+  watch.Poll(Clock::now());
+  const Instance& node0 = watch.instances()[0];
+  const double seconds = Seconds(node0.last_record - warm);
+  const double epochs_per_s = seconds > 0 ? (node0.position - first_position) / seconds : 0.0;
+  return std::make_pair(watch.SamplesPerSecond(warm), epochs_per_s);
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return -1.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return -1.0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())) - 1))];
+}
+
+}  // namespace
+
+Result<std::vector<FaultKind>> ParseFaultKinds(const std::string& text) {
+  std::vector<FaultKind> kinds;
+  std::stringstream in(text);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    const auto kind = FromName(kFaultKindNames, name);
+    if (!kind) {
+      return Err(InvalidArgument("chaos: --faults '" + text + "': unknown fault '" + name +
+                                 "' (expected kill, stop or restart)"));
+    }
+    if (std::find(kinds.begin(), kinds.end(), *kind) == kinds.end()) kinds.push_back(*kind);
+  }
+  if (kinds.empty()) return Err(InvalidArgument("chaos: --faults names no fault"));
+  return kinds;
+}
+
+std::vector<PlannedFault> PlanFaults(const ChaosPlanOptions& o) {
+  std::mt19937_64 rng(o.seed);
+  std::exponential_distribution<double> gap(1.0 / std::max(o.mtbf_s, 1e-3));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const size_t n = static_cast<size_t>(o.num_nodes);
+  std::vector<bool> dead(n, false);
+  std::vector<double> frozen_until(n, 0.0);
+  std::vector<PlannedFault> plan;
+  auto pick = [&](std::vector<int>& from) {
+    const size_t k = static_cast<size_t>(unit(rng) * static_cast<double>(from.size())) % from.size();
+    const int node = from[k];
+    from.erase(from.begin() + static_cast<std::ptrdiff_t>(k));
+    return node;
+  };
+  for (double t = o.first_fault_s + gap(rng); t < o.horizon_s; t += gap(rng)) {
+    std::vector<int> training, gone;
+    for (size_t i = 0; i < n; ++i) {
+      if (dead[i]) {
+        gone.push_back(static_cast<int>(i));
+      } else if (frozen_until[i] <= t) {
+        training.push_back(static_cast<int>(i));
+      }
+    }
+    const int spare = static_cast<int>(training.size()) - o.min_running;
+    std::vector<FaultKind> possible;
+    for (FaultKind kind : o.kinds) {
+      if ((kind == FaultKind::kRestart && !gone.empty()) || (kind != FaultKind::kRestart && spare >= 1)) {
+        possible.push_back(kind);
+      }
+    }
+    // The draws below happen whatever is possible, so that one arrival's
+    // choice never shifts the next arrivals' times.
+    const double kind_draw = unit(rng), two_draw = unit(rng), length_draw = unit(rng);
+    if (possible.empty()) continue;
+    PlannedFault f;
+    f.at_s = t;
+    f.kind = possible[static_cast<size_t>(kind_draw * static_cast<double>(possible.size())) % possible.size()];
+    switch (f.kind) {
+      case FaultKind::kKill: {
+        const int victims = spare >= 2 && two_draw < 0.25 ? 2 : 1;
+        for (int v = 0; v < victims; ++v) {
+          f.nodes.push_back(pick(training));
+          dead[static_cast<size_t>(f.nodes.back())] = true;
+        }
+        break;
+      }
+      case FaultKind::kStop:
+        f.nodes.push_back(pick(training));
+        f.duration_s = 0.5 + length_draw * std::max(0.0, o.max_freeze_s - 0.5);
+        frozen_until[static_cast<size_t>(f.nodes.back())] = t + f.duration_s;
+        break;
+      case FaultKind::kRestart:
+        f.nodes.push_back(pick(gone));
+        dead[static_cast<size_t>(f.nodes.back())] = false;
+        break;
+    }
+    std::sort(f.nodes.begin(), f.nodes.end());
+    plan.push_back(std::move(f));
+  }
+  return plan;
+}
+
+Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
+  if (options.plan.num_nodes < options.plan.min_running + 1) {
+    return Err(InvalidArgument("chaos: --nodes " + std::to_string(options.plan.num_nodes) +
+                               " leaves no node to fault above --min-running " +
+                               std::to_string(options.plan.min_running)));
+  }
+  if (!(options.minutes > 0) || !(options.plan.mtbf_s > 0) || !(options.hang_bound_s > 0)) {
+    return Err(InvalidArgument("chaos: --minutes, --mtbf and --hang-bound must be > 0"));
+  }
+  std::error_code ec;
+  fs::create_directories(options.output_dir, ec);
+  if (ec) return Err(Unavailable("chaos: cannot create " + options.output_dir + ": " + ec.message()));
+  std::ofstream events(options.output_dir + "/chaos.jsonl", std::ios::trunc);
+  if (!events) return Err(Unavailable("chaos: cannot write " + options.output_dir + "/chaos.jsonl"));
+
+  ChaosSummary summary;
+  double epochs_per_s = 0.0;
+  if (options.baseline_s > 0) {
+    std::printf("chaos: fault-free run of %d nodes for %s s\n", options.plan.num_nodes,
+                Fixed(options.baseline_s, 0).c_str());
+    std::fflush(stdout);
+    CHORUS_ASSIGN_OR_RETURN(auto rates, RunBaseline(options));
+    summary.baseline_samples_per_s = rates.first;
+    epochs_per_s = rates.second;
+    std::printf("chaos: fault-free: %s samples/s, %s epochs/s\n", Fixed(rates.first, 0).c_str(),
+                Fixed(rates.second, 4).c_str());
+  }
+  ChaosPlanOptions plan_options = options.plan;
+  plan_options.horizon_s = options.minutes * 60.0;
+  const std::vector<PlannedFault> plan = PlanFaults(plan_options);
+  // Training that takes about `minutes` without faults (at least one epoch).
+  const int epochs = epochs_per_s > 0 ? std::max(1, static_cast<int>(std::lround(epochs_per_s * options.minutes * 60.0)))
+                                      : 0;
+  std::printf("chaos: %zu faults planned over %s min (seed %llu, mtbf %s s)%s\n", plan.size(),
+              Fixed(options.minutes, 1).c_str(), static_cast<unsigned long long>(options.plan.seed),
+              Fixed(options.plan.mtbf_s, 1).c_str(),
+              epochs > 0 ? (", training " + std::to_string(epochs) + " epochs").c_str() : "");
+  std::fflush(stdout);
+
+  std::vector<std::string> sets = CommonSets(options, "chaos");
+  if (epochs > 0) sets.push_back("train.epochs=" + std::to_string(epochs));
+  Watch watch(options.plan.num_nodes, options.output_dir + "/chaos");
+  LaunchOptions launch = BaseLaunch(options, sets);
+  std::vector<RunningFault> running;
+  size_t next = 0;
+  int restarts = 0;
+  std::vector<std::pair<int, Clock::time_point>> to_continue;  // frozen nodes and when to resume them
+  // Per node: whether its end was ours (a kill), so that a node that ended by
+  // itself (removed from the cluster after a freeze) is told apart.
+  std::vector<bool> ended_by_us(static_cast<size_t>(options.plan.num_nodes), false);
+  int self_restarts = 0;
+  bool in_stall = false, stopping = false, ended_training = false;
+  Clock::time_point stall_from{}, next_sample{}, stop_sent{};
+  double faults_end_s = options.minutes * 60.0;
+  const double deadline_s = faults_end_s * 3.0 + 120.0;
+
+  auto log_event = [&](const nlohmann::json& e) { events << e.dump() << "\n" << std::flush; };
+  auto since_formed = [&](Clock::time_point t) { return Seconds(t - watch.formed_at()); };
+
+  launch.on_line = [&](int node, std::string_view line) {
+    watch.OnLine(node, line);
+    if (line.find("== node") != std::string_view::npos) ended_training = true;
+  };
+  // Starts `node` again under its name, bootstrapping from the running nodes;
+  // returns the instance its metrics go to.
+  auto restart = [&](LaunchControl& control, int node, Clock::time_point now) -> Result<size_t> {
+    std::vector<std::string> bootstrap;
+    for (int i = 0; i < options.plan.num_nodes; ++i) {
+      if (control.Running(i) && !watch.address(i).empty()) bootstrap.push_back(watch.address(i));
+    }
+    const std::string name = "restart" + std::to_string(++restarts);
+    CHORUS_RETURN_IF_ERROR(control.Restart(node, bootstrap, {"run.name=" + TomlQuote(name), "cluster.min_nodes=1"}));
+    ended_by_us[static_cast<size_t>(node)] = false;
+    return watch.AddInstance(node, options.output_dir + "/" + name + "/node" + std::to_string(node), now);
+  };
+
+  launch.on_tick = [&](LaunchControl& control) {
+    const Clock::time_point now = Clock::now();
+    watch.Poll(now);
+    if (!watch.formed()) return;
+    if (watch.last_progress() < watch.formed_at()) watch.set_last_progress(watch.formed_at());
+    const double t = since_formed(now);
+
+    // A node that ended by itself during training (the cluster removed it
+    // while it was frozen, and it exits saying so) is started again, as a
+    // supervisor would: it rejoins.
+    for (int i = 0; i < options.plan.num_nodes && !ended_training && t < faults_end_s; ++i) {
+      const size_t c = watch.current(i);
+      if (control.Running(i) || ended_by_us[static_cast<size_t>(i)] || c == SIZE_MAX) continue;
+      const int ws = control.WaitStatus(i);
+      if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
+      Result<size_t> instance = restart(control, i, now);
+      ++self_restarts;
+      std::printf("chaos: %7.1f s  node%d ended by itself (%s): started again%s\n", t, i,
+                  WIFEXITED(ws) ? ("status " + std::to_string(WEXITSTATUS(ws))).c_str()
+                                : ("signal " + std::to_string(WTERMSIG(ws))).c_str(),
+                  instance ? "" : (" failed: " + instance.error().message()).c_str());
+      log_event({{"kind", "self_restart"}, {"t", t}, {"nodes", {i}}});
+      if (!instance) ended_by_us[static_cast<size_t>(i)] = true;  // do not try again
+    }
+
+    for (auto it = to_continue.begin(); it != to_continue.end();) {
+      if (it->second <= now || t >= faults_end_s) {
+        control.Signal(it->first, SIGCONT);
+        it = to_continue.erase(it);
+      } else {
+        ++it;
+      }
+    }
+
+    // Faults due now.
+    while (next < plan.size() && plan[next].at_s <= t && !ended_training) {
+      const PlannedFault& f = plan[next++];
+      RunningFault rf;
+      rf.outcome.fault = f;
+      rf.at = now;
+      for (int node : f.nodes) {
+        const bool running = control.Running(node);
+        if (f.kind == FaultKind::kRestart ? running : !running) {
+          rf.outcome.skipped = "node" + std::to_string(node) + (running ? " is running" : " is not running");
+        }
+      }
+      if (rf.outcome.skipped.empty()) {
+        for (size_t i = 0; i < watch.instances().size(); ++i) {
+          const int node = watch.instances()[i].node;
+          if (watch.current(node) != i || !control.Running(node)) continue;
+          if (std::find(f.nodes.begin(), f.nodes.end(), node) != f.nodes.end()) continue;
+          rf.steps_at_fault[i] = watch.instances()[i].step;
+        }
+        switch (f.kind) {
+          case FaultKind::kKill:
+            for (int node : f.nodes) {
+              ended_by_us[static_cast<size_t>(node)] = true;
+              control.Signal(node, SIGKILL);
+            }
+            break;
+          case FaultKind::kStop:
+            control.Signal(f.nodes[0], SIGSTOP);
+            to_continue.emplace_back(f.nodes[0],
+                                     now + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(f.duration_s)));
+            break;
+          case FaultKind::kRestart: {
+            Result<size_t> instance = restart(control, f.nodes[0], now);
+            if (!instance) {
+              rf.outcome.skipped = instance.error().message();
+            } else {
+              rf.restarted_instance = *instance;
+            }
+            break;
+          }
+        }
+      }
+      rf.outcome.injected = rf.outcome.skipped.empty();
+      const std::string what = std::string(NameOf(kFaultKindNames, f.kind)) + " " + NodeList(f.nodes) +
+                               (f.kind == FaultKind::kStop ? " for " + Fixed(f.duration_s, 1) + " s" : "");
+      std::printf("chaos: %7.1f s  fault %zu: %s%s\n", t, next, what.c_str(),
+                  rf.outcome.injected ? "" : (" skipped: " + rf.outcome.skipped).c_str());
+      std::fflush(stdout);
+      log_event({{"kind", "fault"}, {"t", t}, {"fault", std::string(NameOf(kFaultKindNames, f.kind))},
+                 {"nodes", f.nodes}, {"duration_s", f.duration_s}, {"injected", rf.outcome.injected}});
+      running.push_back(std::move(rf));
+    }
+
+    // Recovery: an instance that was training at the fault got two metrics
+    // records (2 x kLogEverySteps steps) past its step then.
+    for (RunningFault& rf : running) {
+      if (rf.done || !rf.outcome.injected) continue;
+      if (rf.restarted_instance != SIZE_MAX && rf.outcome.first_step_s < 0) {
+        const Instance& inst = watch.instances()[rf.restarted_instance];
+        if (inst.seen) rf.outcome.first_step_s = Seconds(inst.first_record - rf.at);
+      }
+      if (rf.outcome.recovery_s < 0) {
+        for (const auto& [i, step] : rf.steps_at_fault) {
+          const Instance& inst = watch.instances()[i];
+          if (inst.step >= step + 2 * kLogEverySteps) {
+            rf.outcome.recovery_s = Seconds(inst.last_record - rf.at);
+            break;
+          }
+        }
+      }
+      if (rf.outcome.recovery_s >= 0 && (rf.restarted_instance == SIZE_MAX || rf.outcome.first_step_s >= 0)) {
+        rf.done = true;
+        std::string text = "chaos: %7.1f s  fault " + std::to_string(&rf - running.data() + 1) +
+                           ": trained again after " + Fixed(rf.outcome.recovery_s, 2) + " s";
+        if (rf.restarted_instance != SIZE_MAX) {
+          text += "; node" + std::to_string(rf.outcome.fault.nodes[0]) + "'s first step " +
+                  Fixed(rf.outcome.first_step_s, 2) + " s after its restart";
+        }
+        std::printf((text + "\n").c_str(), t);
+        std::fflush(stdout);
+      }
+    }
+
+    // Stalls: no record from anyone for longer than the bound.
+    const double stalled = Seconds(now - watch.last_progress());
+    if (!ended_training && stalled > options.hang_bound_s && !in_stall) {
+      in_stall = true;
+      stall_from = watch.last_progress();
+      ++summary.hangs;
+      std::printf("chaos: %7.1f s  HANG: no trained step anywhere for %s s\n", t, Fixed(stalled, 1).c_str());
+      std::fflush(stdout);
+      log_event({{"kind", "hang"}, {"t", t}, {"since_s", since_formed(stall_from)}});
+    }
+    if (in_stall && watch.last_progress() > stall_from) {
+      in_stall = false;
+      summary.longest_stall_s = std::max(summary.longest_stall_s, Seconds(watch.last_progress() - stall_from));
+    }
+    if (!in_stall) summary.longest_stall_s = std::max(summary.longest_stall_s, ended_training ? 0.0 : stalled);
+
+    if (now >= next_sample) {
+      next_sample = now + std::chrono::seconds(1);
+      int alive = 0;
+      int64_t world = 0;
+      for (int i = 0; i < options.plan.num_nodes; ++i) {
+        alive += control.Running(i) ? 1 : 0;
+        const size_t c = watch.current(i);
+        if (c != SIZE_MAX && control.Running(i)) world = std::max(world, watch.instances()[c].world_size);
+      }
+      log_event({{"kind", "sample"}, {"t", t}, {"running", alive}, {"world_size", world},
+                 {"samples_per_s", watch.SamplesPerSecond(now - std::chrono::seconds(5)) }});
+    }
+
+    // A run that will not end: stopped, then killed.
+    if (t > deadline_s && !stopping) {
+      stopping = true;
+      stop_sent = now;
+      if (!in_stall) ++summary.hangs;
+      std::printf("chaos: %7.1f s  the run did not end within %s s: stopping every node\n", t,
+                  Fixed(deadline_s, 0).c_str());
+      control.SignalAll(SIGCONT);
+      control.SignalAll(SIGTERM);
+    } else if (stopping && now - stop_sent > std::chrono::seconds(30)) {
+      control.SignalAll(SIGKILL);
+    }
+  };
+
+  watch.AddFirstStarts(options.plan.num_nodes, Clock::now());
+  LaunchResult result;
+  const Clock::time_point launched = Clock::now();
+  (void)Launch(launch, &result);  // killed nodes make it fail; judged below
+  if (!watch.formed()) {
+    return Err(Unavailable("chaos: the cluster never formed (see " + options.output_dir + "/launch.log)"));
+  }
+  watch.Poll(Clock::now());
+  (void)launched;
+
+  // The run: every fault, every finished replica.
+  std::vector<double> recoveries, first_steps;
+  int kills = 0, stops = 0, restarted = 0;
+  for (RunningFault& rf : running) {
+    FaultOutcome& o = rf.outcome;
+    if (!o.injected) {
+      summary.faults.push_back(o);
+      continue;
+    }
+    ++summary.injected;
+    if (o.recovery_s >= 0 || !stopping) ++summary.survived;
+    if (o.recovery_s >= 0 && o.fault.kind == FaultKind::kKill) recoveries.push_back(o.recovery_s);
+    if (o.first_step_s >= 0) first_steps.push_back(o.first_step_s);
+    kills += o.fault.kind == FaultKind::kKill;
+    stops += o.fault.kind == FaultKind::kStop;
+    restarted += o.fault.kind == FaultKind::kRestart;
+    summary.faults.push_back(o);
+  }
+  std::map<std::string, int> counts;
+  std::vector<std::pair<int, std::string>> finished;
+  for (int i = 0; i < options.plan.num_nodes; ++i) {
+    if (i >= static_cast<int>(result.exit_codes.size()) || result.exit_codes[static_cast<size_t>(i)] != 0) continue;
+    const size_t c = watch.current(i);
+    const std::string dir = fs::path(watch.instances()[c].path).parent_path().string();
+    std::ifstream in(dir + "/summary.json");
+    const nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
+    if (!s.is_object() || !s.contains("parameter_checksum")) continue;
+    const std::string sum = s["parameter_checksum"].is_string() ? s["parameter_checksum"].get<std::string>()
+                                                                : s["parameter_checksum"].dump();
+    finished.emplace_back(i, sum);
+    ++counts[sum];
+  }
+  summary.finished_nodes = static_cast<int>(finished.size());
+  int most = 0;
+  for (const auto& [sum, count] : counts) most = std::max(most, count);
+  summary.divergent = summary.finished_nodes - most;
+  for (const auto& [node, sum] : finished) summary.checksums.push_back("node" + std::to_string(node) + "=" + sum);
+
+  // Throughput: every instance's samples over the run, formation to the last record.
+  summary.samples_per_s = watch.SamplesPerSecond(watch.formed_at());
+  for (const Instance& inst : watch.instances()) {
+    if (inst.seen) summary.chaos_seconds = std::max(summary.chaos_seconds, Seconds(inst.last_record - watch.formed_at()));
+  }
+  if (summary.baseline_samples_per_s > 0) summary.retained = summary.samples_per_s / summary.baseline_samples_per_s;
+
+  std::string checksums;
+  for (const std::string& c : summary.checksums) checksums += (checksums.empty() ? "" : " ") + c;
+  summary.line = "chaos summary: " + std::to_string(summary.injected) + " faults injected (" + std::to_string(kills) +
+                 " kill, " + std::to_string(stops) + " stop, " + std::to_string(restarted) + " restart; " +
+                 std::to_string(self_restarts) + " nodes ended by themselves and were started again), " +
+                 std::to_string(summary.survived) + " survived, " + std::to_string(summary.hangs) +
+                 " hangs (bound " + Fixed(options.hang_bound_s, 0) + " s, longest stall " +
+                 Fixed(summary.longest_stall_s, 1) + " s), " + std::to_string(summary.divergent) +
+                 " divergent replicas of " + std::to_string(summary.finished_nodes) + " finished, throughput " +
+                 (summary.retained >= 0 ? Fixed(100.0 * summary.retained, 1) + "% retained (" +
+                                              Fixed(summary.samples_per_s, 0) + " samples/s against " +
+                                              Fixed(summary.baseline_samples_per_s, 0) + " fault-free)"
+                                        : Fixed(summary.samples_per_s, 0) + " samples/s (no fault-free run)") +
+                 "; kill to next trained step median " + Fixed(Median(recoveries), 2) + " s, p95 " +
+                 Fixed(Percentile(recoveries, 0.95), 2) + " s; restart to first step median " +
+                 Fixed(Median(first_steps), 2) + " s; checksums " + (checksums.empty() ? "none" : checksums);
+  std::printf("%s\n", summary.line.c_str());
+  std::fflush(stdout);
+  log_event({{"kind", "summary"}, {"injected", summary.injected}, {"survived", summary.survived},
+             {"hangs", summary.hangs}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
+             {"samples_per_s", summary.samples_per_s}, {"baseline_samples_per_s", summary.baseline_samples_per_s},
+             {"retained", summary.retained}, {"checksums", summary.checksums}, {"seconds", summary.chaos_seconds}});
+  return summary;
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,99 @@
+// `chorus chaos` as a user runs it, short: four nodes of an example config
+// under 36 s of kills, freezes and restarts from
+// a fixed seed. The cluster must never stall past the bound, every node that
+// finishes must hold the same model, and every fault must be survived; the
+// run folder has chaos.jsonl with the faults and samples over time.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/control_test_process.h"
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChorusProcess;
+using testing::kConfigsDir;
+using testing::kDataDir;
+
+bool HaveData() { return fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz"); }
+
+struct ChaosRun {
+  std::string output;
+  int status = -1;
+  std::vector<nlohmann::json> events;
+};
+
+ChaosRun RunChaos(const std::string& config, const std::string& faults, const std::string& out) {
+  fs::remove_all(out);
+  std::vector<std::string> args = {"chaos", std::string(kConfigsDir) + "/" + config,
+                                   "--nodes", "4", "--minutes", "0.6", "--mtbf", "5", "--seed", "3",
+                                   "--faults", faults, "--baseline-seconds", "6", "--first-fault", "2",
+                                   "--max-freeze", "3", "--hang-bound", "45", "--out", out};
+  for (const std::string& s : {"data.dir=\"" + std::string(kDataDir) + "\"", std::string("data.train_limit=12000"),
+                               std::string("data.test_limit=2000"), std::string("train.threads=1"),
+                               std::string("cluster.heartbeat_interval_s=0.1"),
+                               std::string("cluster.suspect_timeout_s=0.5"), std::string("cluster.dead_timeout_s=1.0"),
+                               std::string("cluster.join_timeout_s=20")}) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  ChorusProcess chaos(args);
+  ChaosRun run;
+  const auto status = chaos.Wait(420.0);
+  run.output = chaos.Output();
+  if (status) run.status = *status;
+  std::ifstream in(out + "/chaos.jsonl");
+  for (std::string line; std::getline(in, line);) run.events.push_back(nlohmann::json::parse(line));
+  return run;
+}
+
+void ExpectSurvived(const ChaosRun& run) {
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.output;
+  std::smatch m;
+  const std::regex summary(R"(chaos summary: (\d+) faults injected .*?, (\d+) survived, (\d+) hangs .*?(\d+) divergent replicas of (\d+) finished)");
+  ASSERT_TRUE(std::regex_search(run.output, m, summary)) << run.output;
+  const int injected = std::stoi(m[1]), survived = std::stoi(m[2]), hangs = std::stoi(m[3]);
+  const int divergent = std::stoi(m[4]), finished = std::stoi(m[5]);
+  EXPECT_GE(injected, 3) << run.output;
+  EXPECT_EQ(survived, injected) << run.output;
+  EXPECT_EQ(hangs, 0) << run.output;
+  EXPECT_EQ(divergent, 0) << run.output;
+  EXPECT_GE(finished, 2) << run.output;
+  int faults = 0, samples = 0;
+  bool summary_event = false;
+  for (const nlohmann::json& e : run.events) {
+    faults += e["kind"] == "fault";
+    samples += e["kind"] == "sample";
+    summary_event |= e["kind"] == "summary";
+  }
+  EXPECT_GE(faults, injected);
+  EXPECT_GT(samples, 20);
+  EXPECT_TRUE(summary_event);
+}
+
+TEST(ChaosProcessTest, ARingAllReduceClusterSurvivesKillsFreezesAndRestarts) {
+  if (!HaveData()) GTEST_SKIP() << "no Fashion-MNIST at " << kDataDir;
+  const ChaosRun run = RunChaos("allreduce-ring.toml", "kill,stop,restart", "/tmp/chorus_chaos_test_ring");
+  ExpectSurvived(run);
+  EXPECT_NE(run.output.find("kill"), std::string::npos);
+  EXPECT_NE(run.output.find("first step"), std::string::npos) << "a restarted node trained:\n" << run.output;
+}
+
+TEST(ChaosProcessTest, AGossipClusterSurvivesKillsAndRestarts) {
+  if (!HaveData()) GTEST_SKIP() << "no Fashion-MNIST at " << kDataDir;
+  const ChaosRun run = RunChaos("gossip-dpsgd-ring.toml", "kill,restart", "/tmp/chorus_chaos_test_dpsgd");
+  ExpectSurvived(run);
+}
+
+}  // namespace
+}  // namespace chorus::node
