@@ -55,10 +55,21 @@ struct Instance {
   std::string partial;
   bool seen = false;          // at least one record
   int64_t step = -1;
-  double samples = 0.0, first_samples = 0.0;
+  double samples = 0.0;
   double position = 0.0;      // epoch + epoch_progress
   Clock::time_point first_record{}, last_record{};
   int64_t world_size = 0;
+  std::vector<std::pair<Clock::time_point, double>> history;  // (seen, samples) per record
+
+  // Samples trained after `from`: from its last record at or before `from`,
+  // or from its first one.
+  double SamplesSince(Clock::time_point from) const {
+    if (history.empty() || history.back().first <= from) return 0.0;
+    auto after = std::upper_bound(history.begin(), history.end(), from,
+                                  [](Clock::time_point t, const auto& h) { return t < h.first; });
+    const double base = after == history.begin() ? after->second : std::prev(after)->second;
+    return history.back().second - base;
+  }
 
   // Reads the records appended since the last call; true when there were any.
   bool Poll(Clock::time_point now) {
@@ -82,8 +93,9 @@ struct Instance {
       samples = r["samples"].get<double>();
       position = r.value("epoch", 0.0) + r.value("epoch_progress", 0.0);
       world_size = r.value("world_size", int64_t{0});
-      if (!seen) first_samples = samples, first_record = now;
+      if (!seen) first_record = now;
       seen = true;
+      history.emplace_back(now, samples);
       last_record = now;
       any = true;
     }
@@ -151,16 +163,16 @@ class Watch {
   const std::string& address(int node) const { return addresses_[static_cast<size_t>(node)]; }
   const std::string& run_dir() const { return run_dir_; }
 
-  // Cluster samples/s between `from` and the newest record: each instance's
-  // samples trained after `from`, summed, over the time.
-  double SamplesPerSecond(Clock::time_point from) const {
+  // Cluster samples/s from `from` to `to` (default: the newest record): every
+  // instance's samples trained after `from`, summed, over the time.
+  double SamplesPerSecond(Clock::time_point from, Clock::time_point to = {}) const {
     double samples = 0.0;
     Clock::time_point end = from;
     for (const Instance& inst : instances_) {
-      if (!inst.seen || inst.last_record <= from) continue;
-      samples += inst.samples - inst.first_samples;
-      end = std::max(end, inst.last_record);
+      samples += inst.SamplesSince(from);
+      if (inst.seen) end = std::max(end, inst.last_record);
     }
+    if (to != Clock::time_point{}) end = to;
     const double s = Seconds(end - from);
     return s > 0 ? samples / s : 0.0;
   }
@@ -215,7 +227,6 @@ Result<std::pair<double, double>> RunBaseline(const ChaosOptions& options) {
     if (warm == Clock::time_point{} && now - watch.formed_at() >
         std::chrono::duration<double>(options.baseline_s * kBaselineWarmupShare)) {
       warm = now;
-      for (Instance& inst : watch.instances()) inst.first_samples = inst.samples;  // from here on
       first_position = watch.instances()[0].position;
     }
     if (now - watch.formed_at() > std::chrono::duration<double>(options.baseline_s)) {
@@ -549,7 +560,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
         if (c != SIZE_MAX && control.Running(i)) world = std::max(world, watch.instances()[c].world_size);
       }
       log_event({{"kind", "sample"}, {"t", t}, {"running", alive}, {"world_size", world},
-                 {"samples_per_s", watch.SamplesPerSecond(now - std::chrono::seconds(5)) }});
+                 {"samples_per_s", watch.SamplesPerSecond(now - std::chrono::seconds(5), now)}});
     }
 
     // A run that will not end: stopped, then killed.

@@ -85,6 +85,13 @@ Result<ReportResult> BuildReport(const ReportOptions& options) {
 
   CHORUS_ASSIGN_OR_RETURN(std::vector<Plot> plots, WritePlotFiles(result.report_dir, data.runs.methods,
                                                                   data.curves, data.target_accuracy));
+  // A `chorus chaos` folder: its throughput and membership against time.
+  for (const std::string& input : options.inputs) {
+    const fs::path chaos = fs::path(input) / "chaos.jsonl";
+    if (!fs::exists(chaos, ec)) continue;
+    CHORUS_ASSIGN_OR_RETURN(Plot plot, WriteChaosPlot(result.report_dir, chaos.string()));
+    plots.insert(plots.begin(), std::move(plot));
+  }
   result.warnings = data.runs.warnings;
   if (options.render_plots) {
     RenderPlots(options.gnuplot, result.report_dir, options.gnuplot_timeout_s, &plots, &result.warnings);

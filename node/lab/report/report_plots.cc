@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -444,6 +446,73 @@ void RenderPlots(const std::string& gnuplot, const std::string& report_dir, doub
     }
     if (!plot.note.empty()) warnings->push_back(plot.spec.id + ": " + plot.note);
   }
+}
+
+Result<Plot> WriteChaosPlot(const std::string& report_dir, const std::string& chaos_jsonl) {
+  Plot plot;
+  plot.spec = {"chaos", "Throughput and membership under faults",
+               "chorus chaos: the cluster's samples/s over the last 5 s (left axis) and the node processes "
+               "running and the largest membership a running node logged (right axis), against seconds after "
+               "the cluster formed; dashed lines mark the faults injected (red: kill, blue: stop, green: "
+               "restart).",
+               PlotQuantity::kTrainLoss, PlotAxis::kTime};
+  const fs::path dir(report_dir);
+  plot.svg_path = (dir / "chaos.svg").string();
+  std::error_code ec;
+  fs::remove(plot.svg_path, ec);
+  std::ifstream in(chaos_jsonl);
+  if (!in) return Err(NotFound("cannot read " + chaos_jsonl));
+  std::ostringstream samples, faults;
+  samples << "t_s,samples_per_s,running,world_size\n";
+  faults << "t_s,fault,nodes\n";
+  std::vector<std::string> marks;
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_object()) continue;
+    const std::string kind = e.value("kind", "");
+    if (kind == "sample") {
+      samples << CsvNumber(e.value("t", 0.0)) << ',' << CsvNumber(e.value("samples_per_s", 0.0)) << ','
+              << e.value("running", 0) << ',' << e.value("world_size", 0) << '\n';
+      ++rows;
+    } else if (kind == "fault" && e.value("injected", false)) {
+      std::string nodes;
+      for (const auto& n : e.value("nodes", nlohmann::json::array())) nodes += (nodes.empty() ? "" : " ") + n.dump();
+      const std::string fault = e.value("fault", "");
+      faults << CsvNumber(e.value("t", 0.0)) << ',' << fault << ',' << nodes << '\n';
+      const char* colour = fault == "kill" ? "#d62728" : fault == "stop" ? "#1f77b4" : "#2ca02c";
+      marks.push_back("set arrow from " + CsvNumber(e.value("t", 0.0)) + ", graph 0 to " +
+                      CsvNumber(e.value("t", 0.0)) + ", graph 1 nohead dt 2 lc rgb '" + colour + "'");
+    }
+  }
+  CHORUS_RETURN_IF_ERROR(WriteTextFile(dir / "chaos.csv", samples.str()));
+  CHORUS_RETURN_IF_ERROR(WriteTextFile(dir / "chaos_faults.csv", faults.str()));
+  const fs::path script = dir / "chaos.gp";
+  fs::remove(script, ec);
+  if (rows == 0) {
+    plot.note = "nothing to draw: " + chaos_jsonl + " has no samples";
+    return plot;
+  }
+  std::ostringstream gp;
+  gp << "# " << plot.spec.title << ": written by `chorus report`; data in chaos.csv and chaos_faults.csv.\n"
+     << "# Re-run from this folder: gnuplot chaos.gp\n"
+     << "set terminal svg size 600,440 noenhanced font 'sans,11' background rgb 'white'\n"
+     << "set output 'chaos.svg'\n"
+     << "set datafile separator comma\n"
+     << "set datafile columnheaders\n"
+     << "set title " << GnuplotQuote(plot.spec.title) << "\n"
+     << "set xlabel 'seconds after the cluster formed'\n"
+     << "set ylabel 'samples/s (cluster)'\n"
+     << "set y2label 'nodes'\n"
+     << "set ytics nomirror\nset y2tics\nset yrange [0:*]\nset y2range [0:*]\n"
+     << "set grid\nset key below\n";
+  for (const std::string& m : marks) gp << m << "\n";
+  gp << "plot 'chaos.csv' using 1:2 with lines lw 1.5 lc rgb '#333333' title 'samples/s', \\\n"
+     << "     '' using 1:3 axes x1y2 with steps lw 1.5 lc rgb '#ff7f0e' title 'processes running', \\\n"
+     << "     '' using 1:4 axes x1y2 with steps lw 1.5 dt 3 lc rgb '#9467bd' title 'membership'\n";
+  CHORUS_RETURN_IF_ERROR(WriteTextFile(script, gp.str()));
+  plot.script_path = script.string();
+  return plot;
 }
 
 }  // namespace chorus::node

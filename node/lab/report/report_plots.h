@@ -51,6 +51,13 @@ struct Plot {
                                                        const std::vector<MethodCurves>& curves,
                                                        double target_accuracy);
 
+// A `chorus chaos` run (its chaos.jsonl): <report_dir>/chaos.csv (seconds
+// after formation, cluster samples/s, running processes, membership size),
+// chaos_faults.csv (seconds, fault, nodes) and a script drawing throughput and
+// membership against time with every injected fault marked. A file without
+// samples gives a plot with a note and no script.
+[[nodiscard]] Result<Plot> WriteChaosPlot(const std::string& report_dir, const std::string& chaos_jsonl);
+
 // Runs `gnuplot` (a name looked up in PATH, or a path) on every plot's script in
 // `report_dir`, each under `timeout_s`, its output appended to
 // <report_dir>/gnuplot.log. Fills Plot::svg, or Plot::note and a line in

@@ -799,3 +799,60 @@ TEST(ReportCliTest, PrintsTableAndPath) {
 
 }  // namespace
 }  // namespace chorus::node
+
+namespace chorus::node {
+namespace {
+
+// A `chorus chaos` folder's chaos.jsonl becomes chaos.csv, chaos_faults.csv
+// and a script that marks every injected fault (and no skipped one).
+TEST(ReportChaosTest, ChaosRunGivesThroughputAndMembershipWithTheFaultsMarked) {
+  testing::TempDir dir("report_chaos");
+  const fs::path jsonl = fs::path(dir.path()) / "chaos.jsonl";
+  {
+    std::ofstream out(jsonl);
+    out << R"({"kind":"sample","t":1.0,"running":4,"world_size":4,"samples_per_s":1000.5})" << "\n"
+        << R"({"kind":"fault","t":1.5,"fault":"kill","nodes":[2],"duration_s":0,"injected":true})" << "\n"
+        << R"({"kind":"sample","t":2.0,"running":3,"world_size":4,"samples_per_s":0})" << "\n"
+        << R"({"kind":"fault","t":2.5,"fault":"stop","nodes":[1],"duration_s":3,"injected":false})" << "\n"
+        << R"({"kind":"sample","t":3.0,"running":3,"world_size":3,"samples_per_s":750})" << "\n"
+        << R"({"kind":"fault","t":3.5,"fault":"restart","nodes":[2],"duration_s":0,"injected":true})" << "\n"
+        << "not json\n";
+  }
+  const fs::path report = fs::path(dir.path()) / "report";
+  fs::create_directories(report);
+  auto plot = WriteChaosPlot(report.string(), jsonl.string());
+  ASSERT_TRUE(plot.has_value()) << plot.error().ToString();
+  EXPECT_EQ(plot->spec.id, "chaos");
+  EXPECT_EQ(plot->script_path, (report / "chaos.gp").string());
+  std::ifstream csv(report / "chaos.csv");
+  std::string header, row1, row2, row3;
+  std::getline(csv, header);
+  std::getline(csv, row1);
+  std::getline(csv, row2);
+  std::getline(csv, row3);
+  EXPECT_EQ(header, "t_s,samples_per_s,running,world_size");
+  EXPECT_THAT(row1, HasSubstr(",4,4"));
+  EXPECT_THAT(row3, HasSubstr(",3,3"));
+  std::stringstream faults;
+  faults << std::ifstream(report / "chaos_faults.csv").rdbuf();
+  EXPECT_THAT(faults.str(), HasSubstr("kill,2"));
+  EXPECT_THAT(faults.str(), HasSubstr("restart,2"));
+  EXPECT_THAT(faults.str(), Not(HasSubstr("stop")));
+  std::stringstream script;
+  script << std::ifstream(report / "chaos.gp").rdbuf();
+  EXPECT_THAT(script.str(), HasSubstr("set arrow from 1.5"));
+  EXPECT_THAT(script.str(), HasSubstr("set arrow from 3.5"));
+  EXPECT_THAT(script.str(), Not(HasSubstr("set arrow from 2.5")));
+  EXPECT_THAT(script.str(), HasSubstr("axes x1y2"));
+
+  // No samples: a note, no script.
+  std::ofstream(jsonl, std::ios::trunc) << R"({"kind":"summary"})" << "\n";
+  auto empty = WriteChaosPlot(report.string(), jsonl.string());
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_TRUE(empty->script_path.empty());
+  EXPECT_THAT(empty->note, HasSubstr("no samples"));
+  EXPECT_FALSE(WriteChaosPlot(report.string(), (fs::path(dir.path()) / "missing.jsonl").string()).has_value());
+}
+
+}  // namespace
+}  // namespace chorus::node
