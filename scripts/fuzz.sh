@@ -36,9 +36,13 @@ if [ ! -f "$seeds/checkpoint/checkpoint.safetensors" ] && [ -x build/chorus ]; t
   cp "$seeds/run/quick-test/"*/checkpoint.safetensors "$seeds/checkpoint/"
   cp "$seeds/run/quick-test/"*/model.safetensors "$seeds/checkpoint/"
 fi
+# fuzz/seeds/<target>: inputs an earlier run found that reach new code (for
+# the parsers no file of the repository feeds), kept in the repository.
 declare -A seed_dirs=(
   [config]="configs configs/examples" [compare]="configs/compare" [idx]="$seeds/idx"
   [checkpoint]="$seeds/checkpoint" [safetensors]="$seeds/checkpoint"
+  [control_frame]="fuzz/seeds/control_frame" [control_message]="fuzz/seeds/control_message"
+  [codec]="fuzz/seeds/codec"
 )
 
 failed=()

@@ -12,3 +12,9 @@ if [ "${SANITIZE_STAGE:-1}" != 0 ] && [ $# -eq 0 ]; then
   TARGETS="chorus_common_tests chorus_topologies_tests chorus_kernels_tests chorus_gossip_tests chorus_trainer_tests" \
     ./scripts/sanitize.sh -L 'common|topologies|kernels|gossip|trainer'
 fi
+# Then every libFuzzer target for FUZZ_SECONDS (default 20) on its seeds, under
+# ASan/UBSan (./build-fuzz with clang, which setup.sh installs for it): a
+# crash or sanitizer report on any input fails the suite. FUZZ_STAGE=0 skips it.
+if [ "${FUZZ_STAGE:-1}" != 0 ] && [ $# -eq 0 ]; then
+  ./scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+fi
