@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "node/cluster/step_agreement.h"
 #include "node/exchange/batch_norm_state.h"
+#include "node/exchange/trainer_state.h"
 
 namespace chorus::node {
 namespace {
@@ -230,24 +231,8 @@ Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t next_step
 Status AllreduceExchange::Resumed(int64_t next_step) { return Resynchronize(session_->view, next_step); }
 
 Status AllreduceExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
-  std::span<float> master = trainer_->MasterWeights();
-  gossip::CollectiveOptions bo;
-  bo.tag_base = ResyncTagBase(view.epoch);
-  bo.deadline = ReformDeadline(config_);
-  CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(master), 0, bo));
-  // The optimizer and loss-scaler state too: a survivor that applied the failed
-  // step moved its momentum and scale, and replicas must stay bitwise equal.
-  bo.tag_base += gossip::kTagsPerCollective;
   CHORUS_RETURN_IF_ERROR(
-      collective_->Broadcast(std::as_writable_bytes(trainer_->Momentum()), 0, bo));
-  trainer::LossScalerState scaler = trainer_->loss_scaler().state();
-  bo.tag_base += gossip::kTagsPerCollective;
-  CHORUS_RETURN_IF_ERROR(collective_->Broadcast(std::as_writable_bytes(std::span(&scaler, 1)), 0, bo));
-  CHORUS_RETURN_IF_ERROR(trainer_->loss_scaler().Restore(scaler));
-  trainer_->RefreshWorkingCopy();
-  // And the BatchNorm statistics, so that the model stays one as a whole.
-  bo.tag_base += gossip::kTagsPerCollective;
-  CHORUS_RETURN_IF_ERROR(BroadcastBatchNormState(*collective_, *trainer_, bo.tag_base, bo.deadline));
+      BroadcastTrainerState(*collective_, *trainer_, {}, ResyncTagBase(view.epoch), ReformDeadline(config_)));
   CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(*collective_, view, next_step, config_));
   return Status::Ok();
 }

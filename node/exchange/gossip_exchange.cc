@@ -257,38 +257,14 @@ Status GossipExchange::MakeOneModel(const gossip::Collective& world, bool identi
 
 Result<double> GossipExchange::ExactConsensusDistance(int64_t step) {
   if (pairwise_ || !evaluations_in_lockstep_ || session_->view.size() < 2) return kNotMeasured;
-  if (step == measured_step_) return measured_distance_;
-  gossip::Transport& transport = *session_->transport;
-  const gossip::TransportStats before = transport.Stats();
-  const int64_t begin = NowMicros();
-  Result<double> distance = [&]() -> Result<double> {
-    CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
-                            gossip::Collective::Create(transport, HostKeys(session_->view)));
-    gossip::AllreduceOptions o;
-    o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
-    const gossip::Tag tag_base = gossip::GossipCollectiveTagBase(
-        gossip::kDistanceTagStream, static_cast<uint32_t>(session_->view.epoch), 2 * static_cast<uint64_t>(step));
-    return gossip::MeasureConsensusDistance(world, trainer_->MasterWeights(), o, tag_base);
-  }();
-  const int64_t end = NowMicros();
-  const gossip::TransportStats after = transport.Stats();
-  measure_bytes_sent_ += after.bytes_sent - before.bytes_sent;
-  measure_bytes_received_ += after.bytes_received - before.bytes_received;
-  measure_seconds_ += static_cast<double>(end - begin) * 1e-6;
-  if (trace_) trace_->Add("consensus distance", 1, begin, end, step);
-  measured_step_ = step;
-  measured_distance_ = distance ? *distance : kNotMeasured;
-  if (!distance) {
-    CHORUS_LOG_WARN(Subsys::kGossip, "after step ", step, ": consensus distance not measured: ",
-                    distance.error().ToString());
-  }
-  return measured_distance_;
+  return meter_.Measure(*session_, nullptr, trainer_->MasterWeights(), step, config_.fabric.op_timeout_s, trace_,
+                        kNotMeasured);
 }
 
 nlohmann::json GossipExchange::Metrics() const {
   gossip::TransportStats t = session_->transport->Stats();
-  nlohmann::json m = {{"bytes_sent", t.bytes_sent - measure_bytes_sent_},
-                      {"bytes_received", t.bytes_received - measure_bytes_received_},
+  nlohmann::json m = {{"bytes_sent", t.bytes_sent - meter_.bytes_sent()},
+                      {"bytes_received", t.bytes_received - meter_.bytes_received()},
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"spectral_gap", spectral_gap_},
@@ -306,10 +282,7 @@ nlohmann::json GossipExchange::Metrics() const {
       m["staleness_wait_seconds"] = s.staleness_wait_seconds;
     }
   }
-  if (measured_step_ >= 0) {
-    m["consensus_measure_bytes_sent"] = measure_bytes_sent_;
-    m["consensus_measure_seconds"] = measure_seconds_;
-  }
+  meter_.AddMetrics(m);
   if (consensus_before_ >= 0) {
     m["consensus_distance_before"] = consensus_before_;
     m["consensus_distance_after"] = consensus_after_;

@@ -16,6 +16,7 @@
 #include "gossip/protocols/gossip_protocol.h"
 #include "node/cluster/cluster_session.h"
 #include "node/config/config.h"
+#include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
@@ -93,10 +94,7 @@ class GossipExchange final : public Exchange {
   double consensus_before_ = -1.0, consensus_after_ = -1.0;
   // ExactConsensusDistance: the last step measured and its result, and what
   // the measurements cost.
-  int64_t measured_step_ = -1;
-  double measured_distance_ = kNotMeasured;
-  uint64_t measure_bytes_sent_ = 0, measure_bytes_received_ = 0;
-  double measure_seconds_ = 0.0;
+  ConsensusMeter meter_;
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;
   int64_t steps_to_skip_ = 0;

@@ -11,6 +11,7 @@
 #include "node/cluster/step_agreement.h"
 #include "node/exchange/allreduce_exchange.h"
 #include "node/exchange/batch_norm_state.h"
+#include "node/exchange/trainer_state.h"
 #include "node/config/config_fields.h"
 #include "node/exchange/gossip_exchange.h"
 
@@ -352,20 +353,8 @@ Status OuterExchange::Finish() {
 
 Result<double> OuterExchange::ExactConsensusDistance(int64_t step) {
   if (!evaluations_in_lockstep_ || session_->view.size() < 2) return kNotMeasured;
-  if (step == measured_step_) return measured_distance_;
-  gossip::Transport& transport = *session_->transport;
-  const gossip::TransportStats before = transport.Stats();
-  gossip::AllreduceOptions o;
-  o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
-  const gossip::Tag tag_base = gossip::GossipCollectiveTagBase(
-      gossip::kDistanceTagStream, static_cast<uint32_t>(session_->view.epoch), 2 * static_cast<uint64_t>(step));
-  Result<double> distance = gossip::MeasureConsensusDistance(*collective_, trainer_->MasterWeights(), o, tag_base);
-  const gossip::TransportStats after = transport.Stats();
-  measure_bytes_sent_ += after.bytes_sent - before.bytes_sent;
-  measure_bytes_received_ += after.bytes_received - before.bytes_received;
-  measured_step_ = step;
-  measured_distance_ = distance ? *distance : kNotMeasured;
-  return measured_distance_;
+  return meter_.Measure(*session_, collective_.get(), trainer_->MasterWeights(), step, config_.fabric.op_timeout_s,
+                        trace_, kNotMeasured);
 }
 
 Status OuterExchange::Failed(const Status& failure, const std::string& what, int64_t next_step) {
@@ -407,23 +396,8 @@ Status OuterExchange::Joined() {
 Status OuterExchange::Resumed(int64_t next_step) { return Resynchronize(session_->view, next_step); }
 
 Status OuterExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
-  gossip::CollectiveOptions bo;
-  bo.tag_base = ResyncTagBase(view.epoch);
-  bo.deadline = ReformDeadline(config_);
-  const auto broadcast = [&](std::span<std::byte> bytes) {
-    Status s = collective_->Broadcast(bytes, 0, bo);
-    bo.tag_base += gossip::kTagsPerCollective;
-    return s;
-  };
-  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(trainer_->MasterWeights())));
-  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(trainer_->Momentum())));
-  trainer::LossScalerState scaler = trainer_->loss_scaler().state();
-  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(std::span(&scaler, 1))));
-  CHORUS_RETURN_IF_ERROR(trainer_->loss_scaler().Restore(scaler));
-  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(std::span(anchor_))));
-  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(std::span(velocity_))));
-  trainer_->RefreshWorkingCopy();
-  CHORUS_RETURN_IF_ERROR(BroadcastBatchNormState(*collective_, *trainer_, bo.tag_base, bo.deadline));
+  CHORUS_RETURN_IF_ERROR(BroadcastTrainerState(*collective_, *trainer_, {std::span(anchor_), std::span(velocity_)},
+                                               ResyncTagBase(view.epoch), ReformDeadline(config_)));
   CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(*collective_, view, next_step, config_));
   return Status::Ok();
 }
@@ -454,8 +428,8 @@ Status OuterExchange::RestoreSavedState(const std::map<std::string, std::vector<
 
 nlohmann::json OuterExchange::Metrics() const {
   gossip::TransportStats t = session_->transport->Stats();
-  nlohmann::json m = {{"bytes_sent", t.bytes_sent - measure_bytes_sent_},
-                      {"bytes_received", t.bytes_received - measure_bytes_received_},
+  nlohmann::json m = {{"bytes_sent", t.bytes_sent - meter_.bytes_sent()},
+                      {"bytes_received", t.bytes_received - meter_.bytes_received()},
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"reforms", reforms_},
@@ -463,6 +437,7 @@ nlohmann::json OuterExchange::Metrics() const {
                       {"outer_steps", outer_steps_},
                       {"outer_overlap_seconds", overlapped_seconds_},
                       {"outer_wait_seconds", waited_seconds_}};
+  meter_.AddMetrics(m);
   if (consensus_before_ >= 0) m["consensus_distance_before"] = consensus_before_;
   return m;
 }

@@ -45,6 +45,7 @@
 #include "gossip/protocols/outer_step.h"
 #include "node/cluster/cluster_session.h"
 #include "node/config/config.h"
+#include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
@@ -138,9 +139,7 @@ class OuterExchange final : public Exchange {
   double overlapped_seconds_ = 0.0, waited_seconds_ = 0.0;
   uint64_t reforms_ = 0, admissions_ = 0;
   int64_t steps_to_skip_ = 0;
-  int64_t measured_step_ = -1;
-  double measured_distance_ = kNotMeasured;
-  uint64_t measure_bytes_sent_ = 0, measure_bytes_received_ = 0;
+  ConsensusMeter meter_;
   double consensus_before_ = -1.0;
 };
 
