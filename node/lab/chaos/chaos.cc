@@ -392,7 +392,8 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   std::vector<bool> ended_by_us(static_cast<size_t>(options.plan.num_nodes), false);
   int self_restarts = 0;
   bool in_stall = false, stopping = false, ended_training = false;
-  Clock::time_point stall_from{}, next_sample{}, stop_sent{};
+  Clock::time_point stall_from{}, next_sample{}, last_sample{}, stop_sent{};
+  int seconds_total = 0, seconds_training = 0;
   double faults_end_s = options.minutes * 60.0;
   const double deadline_s = faults_end_s * 3.0 + 120.0;
 
@@ -551,6 +552,12 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
     if (!in_stall) summary.longest_stall_s = std::max(summary.longest_stall_s, ended_training ? 0.0 : stalled);
 
     if (now >= next_sample) {
+      // The share of the run's seconds in which some process trained.
+      if (last_sample != Clock::time_point{} && !ended_training) {
+        ++seconds_total;
+        seconds_training += watch.SamplesPerSecond(last_sample, now) > 0 ? 1 : 0;
+      }
+      last_sample = now;
       next_sample = now + std::chrono::seconds(1);
       int alive = 0;
       int64_t world = 0;
@@ -645,6 +652,8 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                                               Fixed(summary.samples_per_s, 0) + " samples/s against " +
                                               Fixed(summary.baseline_samples_per_s, 0) + " fault-free)"
                                         : Fixed(summary.samples_per_s, 0) + " samples/s (no fault-free run)") +
+                 ", trained in " + std::to_string(seconds_training) + " of " + std::to_string(seconds_total) +
+                 " seconds" +
                  "; kill to next trained step median " + Fixed(Median(recoveries), 2) + " s, p95 " +
                  Fixed(Percentile(recoveries, 0.95), 2) + " s; restart to first step median " +
                  Fixed(Median(first_steps), 2) + " s; checksums " + (checksums.empty() ? "none" : checksums);
@@ -653,7 +662,8 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   log_event({{"kind", "summary"}, {"injected", summary.injected}, {"survived", summary.survived},
              {"hangs", summary.hangs}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
              {"samples_per_s", summary.samples_per_s}, {"baseline_samples_per_s", summary.baseline_samples_per_s},
-             {"retained", summary.retained}, {"checksums", summary.checksums}, {"seconds", summary.chaos_seconds}});
+             {"retained", summary.retained}, {"checksums", summary.checksums}, {"seconds", summary.chaos_seconds},
+             {"seconds_training", seconds_training}, {"seconds_total", seconds_total}});
   return summary;
 }
 
