@@ -110,6 +110,7 @@ struct RunningFault {
   std::map<size_t, int64_t> steps_at_fault;  // instance -> its step then
   size_t restarted_instance = SIZE_MAX;
   bool done = false;
+  bool hung = false;  // a hang began before the cluster trained again after it
 };
 
 // One launch (the baseline or the chaos run) and what its nodes wrote.
@@ -541,6 +542,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       in_stall = true;
       stall_from = watch.last_progress();
       ++summary.hangs;
+      for (RunningFault& rf : running) rf.hung |= rf.outcome.injected && rf.outcome.recovery_s < 0;
       std::printf("chaos: %7.1f s  HANG: no trained step anywhere for %s s\n", t, Fixed(stalled, 1).c_str());
       std::fflush(stdout);
       log_event({{"kind", "hang"}, {"t", t}, {"since_s", since_formed(stall_from)}});
@@ -604,7 +606,9 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       continue;
     }
     ++summary.injected;
-    if (o.recovery_s >= 0 || !stopping) ++summary.survived;
+    // Survived: the cluster trained again after it, or it came so late that
+    // training ended first, with no hang in between.
+    if (o.recovery_s >= 0 || (!rf.hung && !stopping)) ++summary.survived;
     if (o.recovery_s >= 0 && o.fault.kind == FaultKind::kKill) recoveries.push_back(o.recovery_s);
     if (o.first_step_s >= 0) first_steps.push_back(o.first_step_s);
     kills += o.fault.kind == FaultKind::kKill;
