@@ -496,6 +496,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
         }
       }
       rf.outcome.injected = rf.outcome.skipped.empty();
+      rf.hung = in_stall;  // injected into a hang: survived only if training comes back
       const std::string what = std::string(NameOf(kFaultKindNames, f.kind)) + " " + NodeList(f.nodes) +
                                (f.kind == FaultKind::kStop ? " for " + Fixed(f.duration_s, 1) + " s" : "");
       std::printf("chaos: %7.1f s  fault %zu: %s%s\n", t, next, what.c_str(),
