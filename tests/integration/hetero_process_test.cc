@@ -131,12 +131,15 @@ TEST_P(HeteroExchangeTest, UnequalBatchesTrainTogetherLikeAUniformCluster) {
   EXPECT_EQ(uneven[3]["samples"], 128 * steps);
   const double a = uneven[0]["test_accuracy"].get<double>();
   const double b = even[0]["test_accuracy"].get<double>();
-  // 2 epochs of a fifth of the data, 2000 test images: 1.5 pp allows for the
-  // short run's noise. Unequal nodes may do better (gossip runs did by up to
-  // 2 pp); what must not happen is that they do much worse. Pairwise gossip
-  // also depends on timing (which neighbour answers when): one CI run under
-  // load ended 2.0 pp under its uniform run, so it gets 3 pp.
-  const double slack = std::string(c.name) == "pairwise" ? 0.03 : 0.015;
+  // 2 epochs of a fifth of the data (82 steps), 2000 test images: the two
+  // runs see different samples in each step, and the accuracy of one run on
+  // 2000 images alone has a binomial spread of 0.8 pp at 83%, so the
+  // difference of two runs has 1.2 pp before any training noise. 3 pp is
+  // about 2.5 of those. Unequal nodes may do better (gossip runs did by up to
+  // 2 pp); what must not happen is that they do much worse. Measured misses
+  // of the old 1.5 pp: pairwise gossip 2.0 pp under load, tree all-reduce
+  // 2.65 pp once float GEMMs moved to oneDNN (same seeds, other rounding).
+  const double slack = 0.03;
   EXPECT_GE(a, b - slack) << c.name << ": unequal " << a << ", uniform " << b;
   EXPECT_GT(a, 0.75) << c.name;
 }
