@@ -439,7 +439,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                   WIFEXITED(ws) ? ("status " + std::to_string(WEXITSTATUS(ws))).c_str()
                                 : ("signal " + std::to_string(WTERMSIG(ws))).c_str(),
                   instance ? "" : (" failed: " + instance.error().message()).c_str());
-      log_event({{"kind", "self_restart"}, {"t", t}, {"nodes", {i}}});
+      log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSelfRestart))}, {"t", t}, {"nodes", {i}}});
       if (!instance) ended_by_us[static_cast<size_t>(i)] = true;  // do not try again
     }
 
@@ -502,7 +502,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       std::printf("chaos: %7.1f s  fault %zu: %s%s\n", t, next, what.c_str(),
                   rf.outcome.injected ? "" : (" skipped: " + rf.outcome.skipped).c_str());
       std::fflush(stdout);
-      log_event({{"kind", "fault"}, {"t", t}, {"fault", std::string(NameOf(kFaultKindNames, f.kind))},
+      log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kFault))}, {"t", t}, {"fault", std::string(NameOf(kFaultKindNames, f.kind))},
                  {"nodes", f.nodes}, {"duration_s", f.duration_s}, {"injected", rf.outcome.injected}});
       running.push_back(std::move(rf));
     }
@@ -546,7 +546,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       for (RunningFault& rf : running) rf.hung |= rf.outcome.injected && rf.outcome.recovery_s < 0;
       std::printf("chaos: %7.1f s  HANG: no trained step anywhere for %s s\n", t, Fixed(stalled, 1).c_str());
       std::fflush(stdout);
-      log_event({{"kind", "hang"}, {"t", t}, {"since_s", since_formed(stall_from)}});
+      log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kHang))}, {"t", t}, {"since_s", since_formed(stall_from)}});
     }
     if (in_stall && watch.last_progress() > stall_from) {
       in_stall = false;
@@ -569,7 +569,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
         const size_t c = watch.current(i);
         if (c != SIZE_MAX && control.Running(i)) world = std::max(world, watch.instances()[c].world_size);
       }
-      log_event({{"kind", "sample"}, {"t", t}, {"running", alive}, {"world_size", world},
+      log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSample))}, {"t", t}, {"running", alive}, {"world_size", world},
                  {"samples_per_s", watch.SamplesPerSecond(now - std::chrono::seconds(5), now)}});
     }
 
@@ -664,7 +664,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                  Fixed(Median(first_steps), 2) + " s; checksums " + (checksums.empty() ? "none" : checksums);
   std::printf("%s\n", summary.line.c_str());
   std::fflush(stdout);
-  log_event({{"kind", "summary"}, {"injected", summary.injected}, {"survived", summary.survived},
+  log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSummary))}, {"injected", summary.injected}, {"survived", summary.survived},
              {"hangs", summary.hangs}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
              {"samples_per_s", summary.samples_per_s}, {"baseline_samples_per_s", summary.baseline_samples_per_s},
              {"retained", summary.retained}, {"checksums", summary.checksums}, {"seconds", summary.chaos_seconds},

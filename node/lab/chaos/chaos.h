@@ -47,6 +47,15 @@ enum class FaultKind { kKill, kStop, kRestart };
 inline constexpr EnumName<FaultKind> kFaultKindNames[] = {
     {FaultKind::kKill, "kill"}, {FaultKind::kStop, "stop"}, {FaultKind::kRestart, "restart"}};
 
+// The kinds of chaos.jsonl's lines (their "kind"), written by RunChaos and
+// read by `chorus report`.
+enum class ChaosRecord { kFault, kSample, kSelfRestart, kHang, kSummary };
+inline constexpr EnumName<ChaosRecord> kChaosRecordNames[] = {{ChaosRecord::kFault, "fault"},
+                                                              {ChaosRecord::kSample, "sample"},
+                                                              {ChaosRecord::kSelfRestart, "self_restart"},
+                                                              {ChaosRecord::kHang, "hang"},
+                                                              {ChaosRecord::kSummary, "summary"}};
+
 // One fault of a schedule: at `at_s` seconds after the cluster formed.
 struct PlannedFault {
   double at_s = 0.0;

@@ -24,12 +24,14 @@
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/posix_io.h"
+#include "node/lab/chaos/chaos.h"
 #include "node/lab/report/report_table.h"
 
 extern char** environ;
@@ -470,17 +472,20 @@ Result<Plot> WriteChaosPlot(const std::string& report_dir, const std::string& ch
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
     if (!e.is_object()) continue;
-    const std::string kind = e.value("kind", "");
-    if (kind == "sample") {
+    const std::optional<ChaosRecord> kind = FromName(kChaosRecordNames, e.value("kind", ""));
+    if (kind == ChaosRecord::kSample) {
       samples << CsvNumber(e.value("t", 0.0)) << ',' << CsvNumber(e.value("samples_per_s", 0.0)) << ','
               << e.value("running", 0) << ',' << e.value("world_size", 0) << '\n';
       ++rows;
-    } else if (kind == "fault" && e.value("injected", false)) {
+    } else if (kind == ChaosRecord::kFault && e.value("injected", false)) {
       std::string nodes;
       for (const auto& n : e.value("nodes", nlohmann::json::array())) nodes += (nodes.empty() ? "" : " ") + n.dump();
       const std::string fault = e.value("fault", "");
       faults << CsvNumber(e.value("t", 0.0)) << ',' << fault << ',' << nodes << '\n';
-      const char* colour = fault == "kill" ? "#d62728" : fault == "stop" ? "#1f77b4" : "#2ca02c";
+      const std::optional<FaultKind> fault_kind = FromName(kFaultKindNames, fault);
+      const char* colour = fault_kind == FaultKind::kKill   ? "#d62728"
+                           : fault_kind == FaultKind::kStop ? "#1f77b4"
+                                                            : "#2ca02c";
       marks.push_back("set arrow from " + CsvNumber(e.value("t", 0.0)) + ", graph 0 to " +
                       CsvNumber(e.value("t", 0.0)) + ", graph 1 nohead dt 2 lc rgb '" + colour + "'");
     }
