@@ -17,7 +17,7 @@
 #include "node/lab/compare/compare_config.h"
 #include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
-#include "node/lab/compare/emulated_link.h"
+#include "node/launch/emulated_link.h"
 #include "node/launch/launcher.h"
 #include "node/outputs/metrics.h"
 #include "node/lab/report/report.h"

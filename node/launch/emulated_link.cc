@@ -1,5 +1,5 @@
 // Network namespaces + veth + tc for emulated links (see emulated_link.h).
-#include "node/lab/compare/emulated_link.h"
+#include "node/launch/emulated_link.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -116,7 +116,9 @@ Status EmulatedLink::Available() {
 
 Result<std::unique_ptr<EmulatedLink>> EmulatedLink::Create(int nodes, const LinkShape& shape) {
   if (nodes < 1 || nodes > 250) return Err(InvalidArgument("link emulation: nodes must be in 1..250"));
-  if (!(shape.bytes_per_s > 0.0)) return Err(InvalidArgument("link emulation: bandwidth must be > 0"));
+  if (!(shape.bytes_per_s >= 0.0) || (shape.bytes_per_s == 0.0 && shape.latency_s != 0.0)) {
+    return Err(InvalidArgument("link emulation: bandwidth must be > 0 (or 0, unshaped, without latency)"));
+  }
   std::unique_ptr<EmulatedLink> link(new EmulatedLink());
   Status s = link->Build(nodes, shape);
   if (!s.ok()) return Err(s);  // the destructor removes what was made
@@ -126,6 +128,7 @@ Result<std::unique_ptr<EmulatedLink>> EmulatedLink::Create(int nodes, const Link
 Status EmulatedLink::Build(int nodes, const LinkShape& shape) {
   shape_ = shape;
   const int k = NextIndex();
+  index_ = k;
   const std::string prefix = "chorus" + std::to_string(k);
   switch_ns_ = prefix + "sw";
   auto run = [](const std::vector<std::string>& argv) -> Status { return StatusOf(RunCommand(argv)); };
@@ -176,8 +179,10 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape) {
     CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "addr", "add", host + "/24", "dev", "eth0"}));
     CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", "eth0", "up"}));
     CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", "lo", "up"}));
-    CHORUS_RETURN_IF_ERROR(shape_dev(ns, "eth0"));
-    CHORUS_RETURN_IF_ERROR(shape_dev(switch_ns_, switch_dev));
+    if (shape.bytes_per_s > 0.0) {
+      CHORUS_RETURN_IF_ERROR(shape_dev(ns, "eth0"));
+      CHORUS_RETURN_IF_ERROR(shape_dev(switch_ns_, switch_dev));
+    }
     hosts_.push_back(host);
   }
   return Status::Ok();
@@ -190,6 +195,18 @@ EmulatedLink::~EmulatedLink() {
   }
 }
 
+Status EmulatedLink::SetSwitchPort(int i, bool up) {
+  if (i < 0 || i >= static_cast<int>(hosts_.size())) {
+    return InvalidArgument("link emulation: no node " + std::to_string(i));
+  }
+  const std::string dev = "c" + std::to_string(index_) + "s" + std::to_string(i);
+  return StatusOf(RunCommand({"ip", "-n", switch_ns_, "link", "set", dev, up ? "up" : "down"}));
+}
+
+Status EmulatedLink::Cut(int i) { return SetSwitchPort(i, false); }
+
+Status EmulatedLink::Heal(int i) { return SetSwitchPort(i, true); }
+
 std::vector<std::string> EmulatedLink::Wrapper(int i) const {
   return {"ip", "netns", "exec", namespaces_[static_cast<size_t>(i) + 1]};
 }
@@ -197,7 +214,8 @@ std::vector<std::string> EmulatedLink::Wrapper(int i) const {
 std::string EmulatedLink::Describe() const {
   char rate[64];
   std::snprintf(rate, sizeof(rate), "%.3g Gbit/s", shape_.bytes_per_s * 8.0 / 1e9);
-  std::string s = std::to_string(hosts_.size()) + " nodes in network namespaces, " + rate + " per node";
+  std::string s = std::to_string(hosts_.size()) + " nodes in network namespaces, " +
+                  (shape_.bytes_per_s > 0.0 ? std::string(rate) + " per node" : std::string("unshaped"));
   if (shape_.latency_s > 0.0) {
     char lat[64];
     std::snprintf(lat, sizeof(lat), "%.3g ms", shape_.latency_s * 1e3);

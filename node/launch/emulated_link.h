@@ -4,7 +4,9 @@
 // `chorus compare` runs node i under `ip netns exec chorus<k>n<i>` and makes it
 // listen there, so its traffic crosses a link of the given bandwidth (both
 // directions: tbf on the node's side and the switch's side of its veth) and,
-// where the kernel has sch_netem, the given latency (half on each side).
+// where the kernel has sch_netem, the given latency (half on each side). A
+// shape of 0 bytes/s leaves the links unshaped (namespaces only: `chorus chaos`
+// partitions nodes through them).
 //
 // Root only (CAP_NET_ADMIN); Available() says why not. Everything created is
 // removed by the destructor (deleting a namespace deletes its veth ends), and a
@@ -23,7 +25,7 @@
 namespace chorus::node {
 
 struct LinkShape {
-  double bytes_per_s = 0.0;  // > 0
+  double bytes_per_s = 0.0;  // 0: unshaped (and latency_s must be 0)
   double latency_s = 0.0;    // one-way; 0 = none
 };
 
@@ -44,6 +46,12 @@ class EmulatedLink {
   const std::vector<std::string>& hosts() const { return hosts_; }
   const std::string& ns(int i) const { return namespaces_[static_cast<size_t>(i) + 1]; }
 
+  // Cuts node i off from every other node (its switch-side veth goes down:
+  // packets both ways are dropped, connects time out rather than fail), and
+  // joins it again. Cutting a cut node, or healing a joined one, is a no-op.
+  [[nodiscard]] Status Cut(int i);
+  [[nodiscard]] Status Heal(int i);
+
   // False when the kernel has no sch_netem: bandwidth is shaped, latency is not.
   bool latency_emulated() const { return latency_emulated_; }
   // "4 nodes, 1 Gbit/s, 1 ms one-way (netem)" or "... latency not emulated: ...".
@@ -53,7 +61,10 @@ class EmulatedLink {
   EmulatedLink() = default;
   Status Build(int nodes, const LinkShape& shape);
 
+  Status SetSwitchPort(int i, bool up);
+
   std::string switch_ns_;
+  int index_ = 0;  // k in the names above
   std::vector<std::string> namespaces_;  // created, in order; removed in reverse
   std::vector<std::string> hosts_;
   LinkShape shape_;

@@ -1,9 +1,10 @@
-// Tests of node/emulated_link: namespaces joined by shaped veth links. Needs
+// Tests of node/launch/emulated_link: namespaces joined by veth links. Needs
 // root and iproute2; skipped with the reason otherwise.
-#include "node/lab/compare/emulated_link.h"
+#include "node/launch/emulated_link.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -114,6 +115,72 @@ TEST(EmulatedLinkTest, ShapesBandwidthBetweenNamespacesAndCleansUp) {
   // The destructor removed every namespace.
   EXPECT_NE(access(("/var/run/netns/" + ns0).c_str(), F_OK), 0);
   EXPECT_NE(access(("/var/run/netns/" + ns1).c_str(), F_OK), 0);
+}
+
+// Whether a TCP connect from namespace `ns` to host:port completes within
+// `timeout_ms` (the listener is in another namespace).
+bool ConnectsFrom(const std::string& ns, const std::string& host, int port, int timeout_ms) {
+  return InNamespace(ns, [&]() -> int {
+           const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+           sockaddr_in addr{};
+           addr.sin_family = AF_INET;
+           addr.sin_port = htons(static_cast<uint16_t>(port));
+           inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+           int ok = 0;
+           if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+             ok = 1;
+           } else if (errno == EINPROGRESS) {
+             pollfd p{s, POLLOUT, 0};
+             int err = 0;
+             socklen_t len = sizeof(err);
+             ok = poll(&p, 1, timeout_ms) == 1 && getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+           }
+           close(s);
+           return ok;
+         }).get() == 1;
+}
+
+TEST(EmulatedLinkTest, UnshapedLinksCutAndHealOneNode) {
+  Status available = EmulatedLink::Available();
+  if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
+  EXPECT_FALSE(EmulatedLink::Create(2, LinkShape{0.0, 0.001})) << "latency needs a bandwidth";
+  Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(3, LinkShape{});
+  ASSERT_TRUE(made) << made.error().message();
+  EmulatedLink& link = **made;
+  EXPECT_NE(link.Describe().find("unshaped"), std::string::npos) << link.Describe();
+  const std::string host0 = link.host(0);
+  std::promise<int> port_promise;
+  std::future<int> port_future = port_promise.get_future();
+  std::promise<void> done;
+  std::shared_future<void> finished = done.get_future().share();
+  auto server = InNamespace(link.ns(0), [&]() -> int {
+    const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    inet_pton(AF_INET, host0.c_str(), &addr.sin_addr);
+    if (bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(ls, 16) != 0) {
+      port_promise.set_value(-1);
+      return -1;
+    }
+    socklen_t len = sizeof(addr);
+    getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_promise.set_value(ntohs(addr.sin_port));
+    finished.wait();  // the kernel completes the handshakes: nothing to accept
+    close(ls);
+    return 0;
+  });
+  const int port = port_future.get();
+  ASSERT_GT(port, 0);
+  EXPECT_TRUE(ConnectsFrom(link.ns(1), host0, port, 2000));
+  ASSERT_TRUE(link.Cut(1).ok());
+  EXPECT_FALSE(ConnectsFrom(link.ns(1), host0, port, 500)) << "node1 is cut off";
+  EXPECT_TRUE(ConnectsFrom(link.ns(2), host0, port, 2000)) << "the others still reach each other";
+  ASSERT_TRUE(link.Cut(1).ok()) << "cutting twice is a no-op";
+  ASSERT_TRUE(link.Heal(1).ok());
+  EXPECT_TRUE(ConnectsFrom(link.ns(1), host0, port, 3000)) << "healed";
+  EXPECT_FALSE(link.Cut(7).ok());
+  done.set_value();
+  EXPECT_EQ(server.get(), 0);
 }
 
 }  // namespace
