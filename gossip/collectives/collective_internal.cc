@@ -99,6 +99,13 @@ RecvStream<T>::RecvStream(const CollectiveGroup& group, int peer_index, size_t m
       window_(std::max(window, 1)) {}
 
 template <typename T>
+RecvStream<T>::~RecvStream() {
+  if (pending_.empty()) return;
+  pending_.clear();
+  if (group_.transport().UnreleasedReceives() > 0) scratch_.Abandon();
+}
+
+template <typename T>
 Status RecvStream<T>::Post(Tag tag, std::span<T> direct, size_t elems) {
   std::span<T> into = direct;
   if (direct.empty() && elems > 0) {

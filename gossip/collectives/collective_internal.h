@@ -59,6 +59,9 @@ class ScratchBuffer {
   // transport may copy into them across processes: common/page_bytes.h);
   // taken from the pool on the first call.
   std::byte* Get(size_t bytes);
+  // Never freed nor pooled: a receive the provider did not release may still
+  // write into it (Transport::UnreleasedReceives).
+  void Abandon() { (void)data_.release(); }
 
  private:
   PageBytes data_;
@@ -72,6 +75,11 @@ template <typename T>
 class RecvStream {
  public:
   RecvStream(const CollectiveGroup& group, int peer_index, size_t max_elems, int window);
+  // Abandons what is still posted; the scratch slots are kept for good when
+  // the provider holds a receive it never released.
+  ~RecvStream();
+  RecvStream(const RecvStream&) = delete;
+  RecvStream& operator=(const RecvStream&) = delete;
 
   // Posts the next receive of `elems` elements with `tag`, into `direct` when it
   // is non-empty (then direct.size() == elems), else into a scratch slot.

@@ -114,6 +114,10 @@ class GossipProtocol {
   [[nodiscard]] virtual Status SetTopology(topologies::Graph graph, uint32_t epoch,
                                            std::span<float> params) = 0;
 
+  // Ends background work (a responder thread) for good: the object is then
+  // only kept for its buffers (Transport::UnreleasedReceives), never used again.
+  virtual void Stop() {}
+
   // Thread-safe: makes the Mix in progress (if any) and every later Mix return
   // kAborted until SetTopology.
   void Interrupt() { interrupted_.store(true); }

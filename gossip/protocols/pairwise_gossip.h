@@ -113,6 +113,7 @@ class PairwiseGossip final : public GossipProtocol {
                                                         const PairwiseOptions& options,
                                                         std::span<const float> initial);
   ~PairwiseGossip() override;
+  void Stop() override { StopResponder(); }
 
   std::string_view Name() const override { return "pairwise"; }
   // Applies pending averaging to params, tells the neighbours `round`, waits for

@@ -158,10 +158,24 @@ Status GossipExchange::Reform(const Status& failure, int64_t next_step) {
   return s;
 }
 
+void GossipExchange::RetireProtocol() {
+  if (protocol_ == nullptr) return;
+  const int unreleased = session_->transport->UnreleasedReceives();
+  if (unreleased == 0) {
+    protocol_.reset();
+    return;
+  }
+  protocol_->Stop();
+  retired_.push_back(std::move(protocol_));
+  CHORUS_LOG_WARN(Subsys::kGossip, "keeping the previous protocol's buffers (", retired_.size(),
+                  " kept): the provider may still write into them (", unreleased,
+                  " cancelled receive(s) not released)");
+}
+
 // The state goes before the protocol is built: a pairwise responder answers
 // with the weights it holds, and a joiner's must be the cluster's by then.
 Result<int64_t> GossipExchange::ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree) {
-  protocol_.reset();  // stops a pairwise responder before the peers change
+  RetireProtocol();  // stops a pairwise responder before the peers change
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));
   CHORUS_ASSIGN_OR_RETURN(next_step, ShareLiveStateIfAny(world, view, live_, next_step, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(BuildProtocol());
@@ -172,7 +186,7 @@ Result<int64_t> GossipExchange::ShareAndBuild(const MembershipView& view, int64_
 }
 
 Status GossipExchange::ReformAt(const MembershipView& next, int64_t next_step) {
-  protocol_.reset();
+  RetireProtocol();
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   // Nodes that train as fast as they can (pairwise under train.stop =
   // "samples") stand steps apart by design: nothing matches their steps.
@@ -181,7 +195,7 @@ Status GossipExchange::ReformAt(const MembershipView& next, int64_t next_step) {
 }
 
 Status GossipExchange::Admit(const MembershipView& next, int64_t next_step) {
-  protocol_.reset();
+  RetireProtocol();
   Status s = session_->InstallPeers(next, ReformDeadline(config_));
   if (s.ok()) s = StatusOf(ShareAndBuild(next, next_step, /*agree=*/false));
   if (s.ok()) {

@@ -76,6 +76,9 @@ class GossipExchange final : public Exchange {
   // then the protocol over the new graph; with `agree`, the step to resume
   // from (steps_to_skip_). Returns the step to run next.
   [[nodiscard]] Result<int64_t> ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree);
+  // Ends the protocol: destroyed, or stopped and kept while the transport has
+  // receives into buffers that the provider never released.
+  void RetireProtocol();
   // Rounds are matched by step: the members of `view` resume together from
   // the largest `next_step` of them (steps_to_skip_).
   [[nodiscard]] Status AgreeOnStep(const MembershipView& view, int64_t next_step);
@@ -88,6 +91,9 @@ class GossipExchange final : public Exchange {
   trainer::Trainer* trainer_;
   TraceWriter* trace_;
   std::unique_ptr<gossip::GossipProtocol> protocol_;
+  // Protocols whose buffers a receive the provider never released may still
+  // write into: kept, stopped, instead of freed (RetireProtocol).
+  std::vector<std::unique_ptr<gossip::GossipProtocol>> retired_;
   bool pairwise_ = false;
   double spectral_gap_ = 0.0;
   double known_spectral_gap_ = -1.0;  // for the first graph only (Create)

@@ -153,6 +153,10 @@ void FabricCore::FailLocked(FabricOp& op, Status status) {
 void FabricCore::Finish(FabricOp& op, Status status, Completion completion, bool reaped) {
   {
     std::lock_guard<std::mutex> lock(op.mu);
+    if (reaped && !op.reaped && op.unreleased) {
+      unreleased_receives_.fetch_sub(1);
+      CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": ", op.Describe(), " released by the provider at last");
+    }
     if (reaped) op.reaped = true;
     if (!op.finished.load()) {
       op.status = std::move(status);
@@ -248,9 +252,19 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
       expired = Clock::now() - from >= options_.cancel_timeout;
     }
     if (expired) {
+      const bool receive = op.kind == FabricOp::Kind::kRecv;  // into the caller's buffer
+      {
+        std::lock_guard<std::mutex> lock(op.mu);
+        if (op.reaped) break;
+        if (receive && !op.unreleased) {
+          op.unreleased = true;
+          unreleased_receives_.fetch_add(1);
+        }
+      }
       CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", op.Describe(),
                       " not released by the provider after cancel; its context stays owned "
-                      "by the transport until it completes");
+                      "by the transport until it completes",
+                      receive ? ", and its buffer must outlive it (Transport::UnreleasedReceives)" : "");
       break;
     }
     if (Poll(/*block=*/false) == 0) backoff.Pause();

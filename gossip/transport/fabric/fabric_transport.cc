@@ -122,6 +122,12 @@ class FabricTransport final : public Transport {
     return s;
   }
   std::string Describe() const override { return Core().Describe(); }
+  int UnreleasedReceives() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& core : cores_) n += core->UnreleasedReceives();
+    return n;
+  }
 
   FabricMrStats MrStats() const { return Core().MrStats(); }
 
