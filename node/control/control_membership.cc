@@ -68,6 +68,10 @@ void ControlPlaneImpl::Dispatch(const std::shared_ptr<Connection>& conn, Control
     HandleJoinReply(conn, message);
     return;
   }
+  if (reply && split_probes_.count(conn->id())) {
+    HandleSplitProbeReply(conn, message);
+    return;
+  }
   std::visit(
       [&](auto& m) {
         using T = std::decay_t<decltype(m)>;
@@ -91,8 +95,13 @@ void ControlPlaneImpl::Dispatch(const std::shared_ptr<Connection>& conn, Control
           HandleState(conn, m);
         } else if constexpr (std::is_same_v<T, msg::Reject>) {
           CHORUS_LOG_WARN(Subsys::kControl, conn->Describe(), " rejected a message: ", m.reason);
-        } else {
-          // A redirect outside joining carries nothing to act on.
+        } else if constexpr (std::is_same_v<T, msg::Redirect>) {
+          // From a fellow member: it found a larger part of a split cluster.
+          if (formed_ && phase_ == Phase::kMember && conn->peer_name() != self_.name &&
+              view_.Find(conn->peer_name())) {
+            YieldToLargerPart(conn->Describe() + " found a larger part of the split cluster", m,
+                              /*tell_members=*/false);
+          }
         }
       },
       message);
@@ -328,6 +337,7 @@ void ControlPlaneImpl::HandleWelcome(const std::shared_ptr<Connection>& conn, co
 
 void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
   ReportDroppedMembers(v);
+  NoteDeparted(v);
   AdoptView(v);
   if (view_.self_rank < 0) return LeaveAsRemoved(v);
   self_.rank = view_.self_rank;
@@ -549,6 +559,7 @@ void ControlPlaneImpl::OnTick() {
     liveness_.HeardAll(now);
   }
   CheckLiveness(now);
+  ProbeDeparted(now);
   DialMissing();
   SendProposal();
   MaybePropose();

@@ -352,6 +352,7 @@ void ControlPlaneImpl::CloseAll() {
   applicants_.clear();
   join_conn_.reset();
   probes_.clear();
+  split_probes_.clear();
 }
 
 // ---------------------------------------------------------------------------
@@ -365,6 +366,12 @@ void ControlPlaneImpl::OnEstablished(const std::shared_ptr<Connection>& conn) {
     }
     if (probes_.count(conn->id())) {
       OnProbeEstablished(conn);
+      return;
+    }
+    if (split_probes_.count(conn->id())) {
+      msg::StateRequest request;  // as a tool asks: nothing to learn from us
+      request.sender = self_.name;
+      conn->Send(request);
       return;
     }
     auto dialed = dialed_member_.find(conn->id());
@@ -452,6 +459,10 @@ void ControlPlaneImpl::OnClosed(const std::shared_ptr<Connection>& conn, const S
     if (applicant_gone && !formed_) TellApplicants();
     if (conn == join_conn_) OnJoinConnectionClosed(conn, reason);
     if (probes_.count(conn->id())) OnProbeClosed(conn, reason);
+    if (auto split = split_probes_.find(conn->id()); split != split_probes_.end()) {
+      if (auto d = departed_.find(split->second); d != departed_.end()) d->second.probing = false;
+      split_probes_.erase(split);
+    }
     // Leaving, a member that left closed the connection our Leave waited for:
     // it no longer listens, so nothing waits for that Leave.
     if (phase_ == Phase::kLeaving && left_.count(name) && !peers_.count(name)) outbox_.erase(name);

@@ -164,6 +164,16 @@ class ControlPlaneImpl : public Connection::Listener {
   void SendTo(const std::string& name, const ControlMessage& message, bool queue);
   msg::State BuildState() const;
 
+  // control_split.cc: a cluster that split in two (a partition, each side
+  // declaring the other dead) finds out when the sides can talk again, and
+  // the smaller part yields (mu_ held).
+  void NoteDeparted(const msg::EpochView& next);
+  void ProbeDeparted(Clock::time_point now);
+  void HandleSplitProbeReply(const std::shared_ptr<Connection>& conn, const ControlMessage& message);
+  // This node leaves its part for the larger one (`why`), telling its fellow
+  // members to do the same (a Redirect from a member) when `tell_members`.
+  void YieldToLargerPart(const std::string& why, const msg::Redirect& target, bool tell_members);
+
   // control_discovery.cc: forming and joining (mu_ held).
   // What a probe of one control address found.
   struct Known {
@@ -337,6 +347,17 @@ class ControlPlaneImpl : public Connection::Listener {
   };
   std::map<std::string, SamplesHeard> samples_heard_;  // departed members kept
   uint64_t joiners_at_heard_ = 0;                  // the coordinator's last joiners_at
+
+  // Split detection (control_split.cc): members the views dropped, by name,
+  // probed now and then while recent.
+  struct Departed {
+    std::string address;
+    Clock::time_point since;
+    bool probing = false;
+  };
+  std::map<std::string, Departed> departed_;
+  std::map<uint64_t, std::string> split_probes_;  // probe connection id -> departed name
+  Clock::time_point next_split_probe_{};
 
   // Joining.
   int join_redirects_ = 0;
