@@ -1,4 +1,4 @@
-// `chorus chaos CONFIG [--nodes 4] [--minutes 5] [--faults kill,stop,restart]
+// `chorus chaos CONFIG [--nodes 4] [--minutes 5] [--faults kill,stop,restart,partition]
 // [--mtbf 20] [--seed 1] ...`: parses the options and runs chaos.h's RunChaos.
 // Exits 0 when the cluster had no hang, no divergent replica and a finished
 // node; 1 otherwise; 2 on bad options.
@@ -27,6 +27,7 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
     double baseline = 60.0;
     int min_running = 2;
     double max_freeze = 10.0;
+    double max_partition = 15.0;
     double first_fault = 5.0;
     std::string output = "runs/chaos";
     std::vector<std::string> sets;
@@ -40,7 +41,9 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
   cmd->add_option("--minutes", args->minutes, "Faults arrive for this long; training lasts about as long")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--faults", args->faults, "Comma-separated: kill (kill -9, sometimes two nodes), stop (SIGSTOP "
-                                            "then SIGCONT), restart (a dead node rejoins)");
+                                            "then SIGCONT), restart (a dead node rejoins), partition (a node cut off "
+                                            "from the others, then joined again; root: nodes run in network "
+                                            "namespaces)");
   cmd->add_option("--mtbf", args->mtbf, "Mean seconds between faults (exponential gaps)")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", args->seed, "Seed of the schedule: the same seed, the same faults");
   cmd->add_option("--hang-bound", args->hang_bound, "Seconds without a trained step anywhere that count as a hang")
@@ -51,6 +54,7 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
   cmd->add_option("--min-running", args->min_running, "Nodes the schedule always leaves training")
       ->check(CLI::Range(1, 63));
   cmd->add_option("--max-freeze", args->max_freeze, "Longest SIGSTOP, seconds")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-partition", args->max_partition, "Longest partition, seconds")->check(CLI::PositiveNumber);
   cmd->add_option("--first-fault", args->first_fault, "Seconds after formation before faults may arrive")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--out", args->output, "Folder of the runs, chaos.jsonl and launch.log");
@@ -61,7 +65,8 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
   cmd->footer(
       "Examples:\n"
       "  chorus chaos configs/allreduce-ring.toml --minutes 10 --mtbf 20 --seed 7\n"
-      "  chorus chaos configs/gossip-pairwise.toml --faults kill,restart --set fabric.provider=\\\"net\\\"");
+      "  chorus chaos configs/gossip-pairwise.toml --faults kill,restart --set fabric.provider=\\\"net\\\"\n"
+      "  sudo chorus chaos configs/gossip-dpsgd-ring.toml --faults kill,stop,restart,partition");
   cmd->callback([args, &context] {
     ChaosOptions options;
     options.config_path = args->config_file;
@@ -76,6 +81,7 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
     options.plan.seed = args->seed;
     options.plan.min_running = args->min_running;
     options.plan.max_freeze_s = args->max_freeze;
+    options.plan.max_partition_s = args->max_partition;
     options.plan.first_fault_s = args->first_fault;
     Result<std::vector<FaultKind>> kinds = ParseFaultKinds(args->faults);
     if (!kinds) {

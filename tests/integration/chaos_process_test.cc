@@ -1,6 +1,6 @@
 // `chorus chaos` as a user runs it, short: four nodes of an example config
-// under 36 s of kills, freezes and restarts from
-// a fixed seed. The cluster must never stall past the bound, every node that
+// under 36 s of kills, freezes, restarts and (as root) partitions from a
+// fixed seed. The cluster must never stall past the bound, every node that
 // finishes must hold the same model, and every fault must be survived; the
 // run folder has chaos.jsonl with the faults and samples over time.
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node/launch/emulated_link.h"
 #include "tests/integration/control_test_process.h"
 
 namespace chorus::node {
@@ -33,12 +34,14 @@ struct ChaosRun {
   std::vector<nlohmann::json> events;
 };
 
-ChaosRun RunChaos(const std::string& config, const std::string& faults, const std::string& out) {
+ChaosRun RunChaos(const std::string& config, const std::string& faults, const std::string& out,
+                  const std::vector<std::string>& extra = {}) {
   fs::remove_all(out);
   std::vector<std::string> args = {"chaos", std::string(kConfigsDir) + "/" + config,
                                    "--nodes", "4", "--minutes", "0.6", "--mtbf", "5", "--seed", "3",
                                    "--faults", faults, "--baseline-seconds", "6", "--first-fault", "2",
                                    "--max-freeze", "3", "--hang-bound", "45", "--out", out};
+  args.insert(args.end(), extra.begin(), extra.end());
   for (const std::string& s : {"data.dir=\"" + std::string(kDataDir) + "\"", std::string("data.train_limit=12000"),
                                std::string("data.test_limit=2000"), std::string("train.threads=1"),
                                std::string("cluster.heartbeat_interval_s=0.1"),
@@ -93,6 +96,17 @@ TEST(ChaosProcessTest, AGossipClusterSurvivesKillsAndRestarts) {
   if (!HaveData()) GTEST_SKIP() << "no Fashion-MNIST at " << kDataDir;
   const ChaosRun run = RunChaos("gossip-dpsgd-ring.toml", "kill,restart", "/tmp/chorus_chaos_test_dpsgd");
   ExpectSurvived(run);
+}
+
+TEST(ChaosProcessTest, ARingAllReduceClusterSurvivesPartitions) {
+  if (!HaveData()) GTEST_SKIP() << "no Fashion-MNIST at " << kDataDir;
+  const Status available = EmulatedLink::Available();
+  if (!available.ok()) GTEST_SKIP() << "partitions need network namespaces: " << available.message();
+  const ChaosRun run = RunChaos("allreduce-ring.toml", "partition,kill,restart", "/tmp/chorus_chaos_test_partition",
+                                {"--max-partition", "4"});
+  ExpectSurvived(run);
+  EXPECT_NE(run.output.find("network namespaces"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find(": partition node"), std::string::npos) << run.output;
 }
 
 }  // namespace

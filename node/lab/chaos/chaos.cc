@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "node/config/config_describe.h"
+#include "node/launch/emulated_link.h"
 #include "node/launch/launcher.h"
 
 namespace chorus::node {
@@ -199,24 +200,58 @@ std::vector<std::string> CommonSets(const ChaosOptions& options, const std::stri
   return sets;
 }
 
-LaunchOptions BaseLaunch(const ChaosOptions& options, const std::vector<std::string>& sets) {
+// `link`: the namespaces the nodes run in (partitions), or null (loopback).
+LaunchOptions BaseLaunch(const ChaosOptions& options, const std::vector<std::string>& sets,
+                         const EmulatedLink* link) {
   LaunchOptions launch;
   launch.num_nodes = options.plan.num_nodes;
   launch.config_path = options.config_path;
   launch.overrides = sets;
   launch.executable = options.executable;
   if (!options.verbose) launch.output_file = options.output_dir + "/launch.log";
+  if (link != nullptr) {
+    // Each node as a host of its own: a partition then cuts all it shares
+    // with the others (no shared-memory segment across the cut).
+    launch.node_hosts = link->hosts();
+    for (int i = 0; i < launch.num_nodes; ++i) {
+      launch.node_wrappers.push_back(link->Wrapper(i));
+      launch.node_overrides.emplace_back(i, "cluster.host_group=" + TomlQuote("chaos-host" + std::to_string(i)));
+    }
+  }
   return launch;
+}
+
+// Every thread's stack of every running node, one file per node under `dir`
+// (gdb attaches for a moment); returns what to print.
+std::string WriteStacks(LaunchControl& control, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "cannot create " + dir + ": " + ec.message();
+  int written = 0;
+  std::string failure;
+  for (int i = 0; i < control.num_nodes(); ++i) {
+    if (!control.Running(i)) continue;
+    Result<std::string> out = RunCommand({"gdb", "-p", std::to_string(control.Pid(i)), "-batch", "-nx", "-ex",
+                                          "set pagination off", "-ex", "thread apply all bt"});
+    if (!out) {
+      failure = out.error().message();
+      continue;
+    }
+    std::ofstream(dir + "/node" + std::to_string(i) + ".txt") << *out;
+    ++written;
+  }
+  if (written == 0) return "no stacks written" + (failure.empty() ? std::string() : ": " + failure);
+  return "stacks of " + std::to_string(written) + " node(s) in " + dir;
 }
 
 // The fault-free run: trains for baseline_s after formation, then stops.
 // Returns {samples/s, epochs/s}.
-Result<std::pair<double, double>> RunBaseline(const ChaosOptions& options) {
+Result<std::pair<double, double>> RunBaseline(const ChaosOptions& options, const EmulatedLink* link) {
   const std::string run_name = "baseline";
   std::vector<std::string> sets = CommonSets(options, run_name);
   sets.push_back("train.epochs=1000");
   Watch watch(options.plan.num_nodes, options.output_dir + "/" + run_name);
-  LaunchOptions launch = BaseLaunch(options, sets);
+  LaunchOptions launch = BaseLaunch(options, sets, link);
   bool stopped = false;
   Clock::time_point warm{};
   double first_position = -1.0;
@@ -271,7 +306,7 @@ Result<std::vector<FaultKind>> ParseFaultKinds(const std::string& text) {
     const auto kind = FromName(kFaultKindNames, name);
     if (!kind) {
       return Err(InvalidArgument("chaos: --faults '" + text + "': unknown fault '" + name +
-                                 "' (expected kill, stop or restart)"));
+                                 "' (expected kill, stop, restart or partition)"));
     }
     if (std::find(kinds.begin(), kinds.end(), *kind) == kinds.end()) kinds.push_back(*kind);
   }
@@ -326,10 +361,13 @@ std::vector<PlannedFault> PlanFaults(const ChaosPlanOptions& o) {
         break;
       }
       case FaultKind::kStop:
+      case FaultKind::kPartition: {
+        const double longest = f.kind == FaultKind::kStop ? o.max_freeze_s : o.max_partition_s;
         f.nodes.push_back(pick(training));
-        f.duration_s = 0.5 + length_draw * std::max(0.0, o.max_freeze_s - 0.5);
+        f.duration_s = 0.5 + length_draw * std::max(0.0, longest - 0.5);
         frozen_until[static_cast<size_t>(f.nodes.back())] = t + f.duration_s;
         break;
+      }
       case FaultKind::kRestart:
         f.nodes.push_back(pick(gone));
         dead[static_cast<size_t>(f.nodes.back())] = false;
@@ -356,13 +394,26 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   std::ofstream events(options.output_dir + "/chaos.jsonl", std::ios::trunc);
   if (!events) return Err(Unavailable("chaos: cannot write " + options.output_dir + "/chaos.jsonl"));
 
+  // Partitions need every node in a namespace of its own.
+  std::unique_ptr<EmulatedLink> link;
+  const auto& kinds = options.plan.kinds;
+  if (std::find(kinds.begin(), kinds.end(), FaultKind::kPartition) != kinds.end()) {
+    Status available = EmulatedLink::Available();
+    if (!available.ok()) {
+      return Err(Unavailable("chaos: --faults partition runs the nodes in network namespaces: " +
+                             available.message()));
+    }
+    CHORUS_ASSIGN_OR_RETURN(link, EmulatedLink::Create(options.plan.num_nodes, LinkShape{}));
+    std::printf("chaos: %s\n", link->Describe().c_str());
+  }
+
   ChaosSummary summary;
   double epochs_per_s = 0.0;
   if (options.baseline_s > 0) {
     std::printf("chaos: fault-free run of %d nodes for %s s\n", options.plan.num_nodes,
                 Fixed(options.baseline_s, 0).c_str());
     std::fflush(stdout);
-    CHORUS_ASSIGN_OR_RETURN(auto rates, RunBaseline(options));
+    CHORUS_ASSIGN_OR_RETURN(auto rates, RunBaseline(options, link.get()));
     summary.baseline_samples_per_s = rates.first;
     epochs_per_s = rates.second;
     std::printf("chaos: fault-free: %s samples/s, %s epochs/s\n", Fixed(rates.first, 0).c_str(),
@@ -383,15 +434,18 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   std::vector<std::string> sets = CommonSets(options, "chaos");
   if (epochs > 0) sets.push_back("train.epochs=" + std::to_string(epochs));
   Watch watch(options.plan.num_nodes, options.output_dir + "/chaos");
-  LaunchOptions launch = BaseLaunch(options, sets);
+  LaunchOptions launch = BaseLaunch(options, sets, link.get());
   std::vector<RunningFault> running;
   size_t next = 0;
   int restarts = 0;
   std::vector<std::pair<int, Clock::time_point>> to_continue;  // frozen nodes and when to resume them
+  std::vector<std::pair<int, Clock::time_point>> to_heal;      // cut-off nodes and when to join them again
   // Per node: whether its end was ours (a kill), so that a node that ended by
   // itself (removed from the cluster after a freeze) is told apart.
   std::vector<bool> ended_by_us(static_cast<size_t>(options.plan.num_nodes), false);
   int self_restarts = 0;
+  int end_restarts = 0;  // dead nodes started again when the faults ended
+  bool revived = false;
   bool in_stall = false, stopping = false, ended_training = false;
   Clock::time_point stall_from{}, next_sample{}, last_sample{}, stop_sent{};
   int seconds_total = 0, seconds_training = 0;
@@ -426,9 +480,10 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
     const double t = since_formed(now);
 
     // A node that ended by itself during training (the cluster removed it
-    // while it was frozen, and it exits saying so) is started again, as a
-    // supervisor would: it rejoins.
-    for (int i = 0; i < options.plan.num_nodes && !ended_training && t < faults_end_s; ++i) {
+    // while it was frozen or cut off, or its part of a split cluster yielded,
+    // and it exits saying so) is started again, as a supervisor would: it
+    // rejoins. After the faults too: a cut healed at the end ends a node then.
+    for (int i = 0; i < options.plan.num_nodes && !ended_training; ++i) {
       const size_t c = watch.current(i);
       if (control.Running(i) || ended_by_us[static_cast<size_t>(i)] || c == SIZE_MAX) continue;
       const int ws = control.WaitStatus(i);
@@ -443,10 +498,37 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       if (!instance) ended_by_us[static_cast<size_t>(i)] = true;  // do not try again
     }
 
+    // The faults are over: a supervisor brings every dead node back, so that
+    // the rest of the run trains at full strength (the throughput retained
+    // then measures what the faults cost, not how many nodes they left dead).
+    if (t >= faults_end_s && !revived && !ended_training) {
+      revived = true;
+      std::vector<int> back;
+      for (int i = 0; i < options.plan.num_nodes; ++i) {
+        const int ws = control.WaitStatus(i);
+        if (control.Running(i) || watch.current(i) == SIZE_MAX || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) continue;
+        if (restart(control, i, now)) back.push_back(i);
+      }
+      end_restarts = static_cast<int>(back.size());
+      if (!back.empty()) {
+        std::printf("chaos: %7.1f s  the faults are over: %s started again\n", t, NodeList(back).c_str());
+        log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kRevive))}, {"t", t}, {"nodes", back}});
+      }
+    }
+
     for (auto it = to_continue.begin(); it != to_continue.end();) {
       if (it->second <= now || t >= faults_end_s) {
         control.Signal(it->first, SIGCONT);
         it = to_continue.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = to_heal.begin(); it != to_heal.end();) {
+      if (it->second <= now || t >= faults_end_s) {
+        Status healed = link->Heal(it->first);
+        if (!healed.ok()) std::printf("chaos: %7.1f s  healing node%d: %s\n", t, it->first, healed.message().c_str());
+        it = to_heal.erase(it);
       } else {
         ++it;
       }
@@ -484,6 +566,16 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                                      now + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(f.duration_s)));
             break;
+          case FaultKind::kPartition: {
+            Status cut = link->Cut(f.nodes[0]);
+            if (!cut.ok()) {
+              rf.outcome.skipped = cut.message();
+              break;
+            }
+            to_heal.emplace_back(f.nodes[0], now + std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(f.duration_s)));
+            break;
+          }
           case FaultKind::kRestart: {
             Result<size_t> instance = restart(control, f.nodes[0], now);
             if (!instance) {
@@ -498,7 +590,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       rf.outcome.injected = rf.outcome.skipped.empty();
       rf.hung = in_stall;  // injected into a hang: survived only if training comes back
       const std::string what = std::string(NameOf(kFaultKindNames, f.kind)) + " " + NodeList(f.nodes) +
-                               (f.kind == FaultKind::kStop ? " for " + Fixed(f.duration_s, 1) + " s" : "");
+                               (f.duration_s > 0 ? " for " + Fixed(f.duration_s, 1) + " s" : "");
       std::printf("chaos: %7.1f s  fault %zu: %s%s\n", t, next, what.c_str(),
                   rf.outcome.injected ? "" : (" skipped: " + rf.outcome.skipped).c_str());
       std::fflush(stdout);
@@ -545,6 +637,10 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       ++summary.hangs;
       for (RunningFault& rf : running) rf.hung |= rf.outcome.injected && rf.outcome.recovery_s < 0;
       std::printf("chaos: %7.1f s  HANG: no trained step anywhere for %s s\n", t, Fixed(stalled, 1).c_str());
+      std::fflush(stdout);
+      const std::string stacks =
+          WriteStacks(control, options.output_dir + "/hang" + std::to_string(summary.hangs));
+      std::printf("chaos: %7.1f s  %s\n", t, stacks.c_str());
       std::fflush(stdout);
       log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kHang))}, {"t", t}, {"since_s", since_formed(stall_from)}});
     }
@@ -599,7 +695,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
 
   // The run: every fault, every finished replica.
   std::vector<double> recoveries, first_steps;
-  int kills = 0, stops = 0, restarted = 0;
+  std::map<FaultKind, int> per_kind;
   for (RunningFault& rf : running) {
     FaultOutcome& o = rf.outcome;
     if (!o.injected) {
@@ -612,9 +708,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
     if (o.recovery_s >= 0 || (!rf.hung && !stopping)) ++summary.survived;
     if (o.recovery_s >= 0 && o.fault.kind == FaultKind::kKill) recoveries.push_back(o.recovery_s);
     if (o.first_step_s >= 0) first_steps.push_back(o.first_step_s);
-    kills += o.fault.kind == FaultKind::kKill;
-    stops += o.fault.kind == FaultKind::kStop;
-    restarted += o.fault.kind == FaultKind::kRestart;
+    ++per_kind[o.fault.kind];
     summary.faults.push_back(o);
   }
   std::map<std::string, int> counts;
@@ -646,9 +740,14 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
 
   std::string checksums;
   for (const std::string& c : summary.checksums) checksums += (checksums.empty() ? "" : " ") + c;
-  summary.line = "chaos summary: " + std::to_string(summary.injected) + " faults injected (" + std::to_string(kills) +
-                 " kill, " + std::to_string(stops) + " stop, " + std::to_string(restarted) + " restart; " +
-                 std::to_string(self_restarts) + " nodes ended by themselves and were started again), " +
+  std::string by_kind;
+  for (FaultKind kind : options.plan.kinds) {
+    by_kind += std::to_string(per_kind[kind]) + " " + std::string(NameOf(kFaultKindNames, kind)) + ", ";
+  }
+  summary.line = "chaos summary: " + std::to_string(summary.injected) + " faults injected (" +
+                 by_kind.substr(0, by_kind.size() - 2) + "; " +
+                 std::to_string(self_restarts) + " nodes ended by themselves and were started again; " +
+                 std::to_string(end_restarts) + " dead at the end of the faults, started again), " +
                  std::to_string(summary.survived) + " survived, " + std::to_string(summary.hangs) +
                  " hangs (bound " + Fixed(options.hang_bound_s, 0) + " s, longest stall " +
                  Fixed(summary.longest_stall_s, 1) + " s), " + std::to_string(summary.divergent) +

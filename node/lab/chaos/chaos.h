@@ -1,8 +1,8 @@
 // node/lab/chaos/: `chorus chaos`: a training cluster run through the launcher
 // while a seeded schedule of faults hits it, and what the cluster made of them.
 //
-// `chorus chaos CONFIG --nodes N --minutes M --faults kill,stop,restart --mtbf S
-// --seed K`: first a fault-free run of the same cluster for --baseline-seconds
+// `chorus chaos CONFIG --nodes N --minutes M --faults kill,stop,restart,partition
+// --mtbf S --seed K`: first a fault-free run of the same cluster for --baseline-seconds
 // measures its training rate; the chaos run then trains for about M minutes of
 // that rate (train.epochs from it) while faults arrive S seconds apart on
 // average (exponential gaps), from the cluster's formation until M minutes:
@@ -11,7 +11,13 @@
 //   stop     SIGSTOP of a random node for a random time (up to --max-freeze),
 //            then SIGCONT: a frozen or swapping process
 //   restart  a dead node started again under its name: it rejoins the cluster
+//   partition  a random node cut off from the others for a random time (up to
+//            --max-partition), then joined again. Root only: then every node
+//            runs in a network namespace of its own (node/launch/emulated_link.h),
+//            the fault-free run too, and the cut is its switch port going down.
 // At least --min-running nodes keep training whatever the schedule draws.
+// When the faults end, every dead node is started again (as a supervisor
+// would), and the cluster trains on at full strength until the epochs are done.
 //
 // The schedule (times, kinds, victims, freeze lengths) is a function of the
 // seed, the node count and the options alone, so a run replays from its seed;
@@ -24,7 +30,9 @@
 // replicas at the end, throughput retained against the fault-free rate, and
 // the final models' checksums. chaos.jsonl in the run folder has the faults
 // and the cluster's samples/s and running nodes over time (`chorus report`
-// draws them).
+// draws them). When no node trains for --hang-bound seconds, the threads'
+// stacks of every running node are written to <output>/hang<k>/node<i>.txt
+// (with gdb, where it is installed), so that a hang found once can be read.
 //
 // Layout: <output>/baseline/node<i>/, <output>/chaos/node<i>/ (first starts),
 // <output>/restart<k>/node<i>/ (the k-th restart), <output>/chaos.jsonl,
@@ -43,16 +51,19 @@
 
 namespace chorus::node {
 
-enum class FaultKind { kKill, kStop, kRestart };
-inline constexpr EnumName<FaultKind> kFaultKindNames[] = {
-    {FaultKind::kKill, "kill"}, {FaultKind::kStop, "stop"}, {FaultKind::kRestart, "restart"}};
+enum class FaultKind { kKill, kStop, kRestart, kPartition };
+inline constexpr EnumName<FaultKind> kFaultKindNames[] = {{FaultKind::kKill, "kill"},
+                                                          {FaultKind::kStop, "stop"},
+                                                          {FaultKind::kRestart, "restart"},
+                                                          {FaultKind::kPartition, "partition"}};
 
 // The kinds of chaos.jsonl's lines (their "kind"), written by RunChaos and
 // read by `chorus report`.
-enum class ChaosRecord { kFault, kSample, kSelfRestart, kHang, kSummary };
+enum class ChaosRecord { kFault, kSample, kSelfRestart, kRevive, kHang, kSummary };
 inline constexpr EnumName<ChaosRecord> kChaosRecordNames[] = {{ChaosRecord::kFault, "fault"},
                                                               {ChaosRecord::kSample, "sample"},
                                                               {ChaosRecord::kSelfRestart, "self_restart"},
+                                                              {ChaosRecord::kRevive, "revive"},
                                                               {ChaosRecord::kHang, "hang"},
                                                               {ChaosRecord::kSummary, "summary"}};
 
@@ -60,8 +71,8 @@ inline constexpr EnumName<ChaosRecord> kChaosRecordNames[] = {{ChaosRecord::kFau
 struct PlannedFault {
   double at_s = 0.0;
   FaultKind kind = FaultKind::kKill;
-  std::vector<int> nodes;   // the victims (kill: one or two; stop, restart: one)
-  double duration_s = 0.0;  // stop: until SIGCONT
+  std::vector<int> nodes;   // the victims (kill: one or two; the others: one)
+  double duration_s = 0.0;  // stop: until SIGCONT; partition: until healed
 };
 
 struct ChaosPlanOptions {
@@ -73,6 +84,7 @@ struct ChaosPlanOptions {
   uint64_t seed = 1;
   int min_running = 2;  // nodes neither dead nor frozen, whatever is drawn
   double max_freeze_s = 10.0;
+  double max_partition_s = 15.0;
 };
 
 // The schedule for `options`: the same for the same options. Arrivals where no

@@ -483,9 +483,10 @@ Result<Plot> WriteChaosPlot(const std::string& report_dir, const std::string& ch
       const std::string fault = e.value("fault", "");
       faults << CsvNumber(e.value("t", 0.0)) << ',' << fault << ',' << nodes << '\n';
       const std::optional<FaultKind> fault_kind = FromName(kFaultKindNames, fault);
-      const char* colour = fault_kind == FaultKind::kKill   ? "#d62728"
-                           : fault_kind == FaultKind::kStop ? "#1f77b4"
-                                                            : "#2ca02c";
+      const char* colour = fault_kind == FaultKind::kKill        ? "#d62728"
+                           : fault_kind == FaultKind::kStop      ? "#1f77b4"
+                           : fault_kind == FaultKind::kPartition ? "#9467bd"
+                                                                 : "#2ca02c";
       marks.push_back("set arrow from " + CsvNumber(e.value("t", 0.0)) + ", graph 0 to " +
                       CsvNumber(e.value("t", 0.0)) + ", graph 1 nohead dt 2 lc rgb '" + colour + "'");
     }
