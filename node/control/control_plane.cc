@@ -92,6 +92,7 @@ const std::string& ControlPlane::advertise_address() const { return impl_->adver
 const std::string& ControlPlane::name() const { return impl_->name(); }
 Result<MembershipView> ControlPlane::WaitForEpoch0(Deadline deadline) { return impl_->WaitForEpoch0(deadline); }
 MembershipView ControlPlane::View() const { return impl_->View(); }
+Status ControlPlane::Failure() const { return impl_->Failure(); }
 void ControlPlane::OnViewChange(std::function<void(const MembershipView&)> callback) {
   impl_->OnViewChange(std::move(callback));
 }
@@ -565,6 +566,11 @@ Result<MembershipView> ControlPlaneImpl::WaitForEpoch0(Deadline deadline) {
 MembershipView ControlPlaneImpl::View() const {
   std::lock_guard<std::mutex> lock(mu_);
   return view_;
+}
+
+Status ControlPlaneImpl::Failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return phase_ == Phase::kRemoved || phase_ == Phase::kFailed ? failure_ : Status::Ok();
 }
 
 void ControlPlane::OnMemberFailure(std::function<void(const MemberFailure&)> callback) {

@@ -117,6 +117,11 @@ class ControlPlane {
   // The latest installed view (epoch 0 with no members before joining). Its
   // self_rank is -1 once this node has left or was removed by the others.
   MembershipView View() const;
+  // Ok while this node is a member or joining; once the others removed it, or
+  // its part of a split cluster yielded, or the control plane failed: why
+  // (Aborted, or the failure). A training loop checks it every step, so that
+  // a node training alone (no exchange to fail) stops too.
+  Status Failure() const;
   // Called on the control thread after each new view is installed (also the
   // one with self_rank -1 that removes this node). Keep it short.
   void OnViewChange(std::function<void(const MembershipView&)> callback);

@@ -62,6 +62,7 @@ class ControlPlaneImpl : public Connection::Listener {
   const std::string& name() const { return self_.name; }
   Result<MembershipView> WaitForEpoch0(Deadline deadline);
   MembershipView View() const;
+  Status Failure() const;
   void OnViewChange(std::function<void(const MembershipView&)> callback);
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);

@@ -81,6 +81,9 @@ Result<std::optional<json>> TrainingLoop::Run() {
     window_ = Window{s_.clock->Now()};
     while (true) {
       if (StopsBefore()) break;
+      if (s_.session != nullptr && s_.session->control != nullptr) {
+        CHORUS_RETURN_IF_ERROR(s_.session->control->Failure());  // removed, or its part yielded
+      }
       CHORUS_RETURN_IF_ERROR(FollowMembership());
       CHORUS_RETURN_IF_ERROR(AdmitIfDue());
       CHORUS_RETURN_IF_ERROR(BalanceIfDue());
