@@ -724,6 +724,11 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                                                                 : s["parameter_checksum"].dump();
     finished.emplace_back(i, sum);
     ++counts[sum];
+    if (s.contains("test_accuracy") && s["test_accuracy"].is_number()) {
+      const double accuracy = s["test_accuracy"].get<double>();
+      summary.min_accuracy = summary.min_accuracy < 0 ? accuracy : std::min(summary.min_accuracy, accuracy);
+      summary.max_accuracy = std::max(summary.max_accuracy, accuracy);
+    }
   }
   summary.finished_nodes = static_cast<int>(finished.size());
   int most = 0;
@@ -751,7 +756,13 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                  std::to_string(summary.survived) + " survived, " + std::to_string(summary.hangs) +
                  " hangs (bound " + Fixed(options.hang_bound_s, 0) + " s, longest stall " +
                  Fixed(summary.longest_stall_s, 1) + " s), " + std::to_string(summary.divergent) +
-                 " divergent replicas of " + std::to_string(summary.finished_nodes) + " finished, throughput " +
+                 " divergent replicas of " + std::to_string(summary.finished_nodes) + " finished" +
+                 (summary.min_accuracy >= 0
+                      ? " (test accuracy " + Fixed(summary.min_accuracy, 4) +
+                            (summary.max_accuracy > summary.min_accuracy ? " to " + Fixed(summary.max_accuracy, 4) : "") +
+                            ")"
+                      : std::string()) +
+                 ", throughput " +
                  (summary.retained >= 0 ? Fixed(100.0 * summary.retained, 1) + "% retained (" +
                                               Fixed(summary.samples_per_s, 0) + " samples/s against " +
                                               Fixed(summary.baseline_samples_per_s, 0) + " fault-free)"
@@ -765,6 +776,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   std::fflush(stdout);
   log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSummary))}, {"injected", summary.injected}, {"survived", summary.survived},
              {"hangs", summary.hangs}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
+             {"test_accuracy_min", summary.min_accuracy}, {"test_accuracy_max", summary.max_accuracy},
              {"samples_per_s", summary.samples_per_s}, {"baseline_samples_per_s", summary.baseline_samples_per_s},
              {"retained", summary.retained}, {"checksums", summary.checksums}, {"seconds", summary.chaos_seconds},
              {"seconds_training", seconds_training}, {"seconds_total", seconds_total}});

@@ -123,6 +123,10 @@ struct ChaosSummary {
   int finished_nodes = 0;      // final incarnations that exited 0
   int divergent = 0;           // of those, replicas unlike the most common one
   std::vector<std::string> checksums;  // per finished node, "node2=123..."
+  // The finished replicas' final test accuracy (summary.json); < 0: none.
+  // Agreeing replicas of a model that collapsed show here, not as divergence.
+  double min_accuracy = -1.0;
+  double max_accuracy = -1.0;
   double baseline_samples_per_s = 0.0;
   double samples_per_s = 0.0;  // the chaos run, from formation to its end
   double retained = -1.0;      // samples_per_s / baseline; < 0: no baseline
