@@ -353,7 +353,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // After a death over tcp;ofi_rxm, a peeked message above the eager size:
   // drains its tag from each live peer by name, or leaves it (a dead peer's)
   // and stops the filter (DiscardFilter). False where that does not apply.
-  bool DrainFromLivePeers(FabricOp& peek, const fi_cq_tagged_entry& entry);
+  void DrainFromLivePeers(FabricOp& peek, const fi_cq_tagged_entry& entry);
   // A new op of `kind` whose context maps back to it.
   static std::shared_ptr<FabricOp> NewOp(FabricOp::Kind kind, Tag tag);
   // Sets the op's buffer, registered through the cache when the provider needs it.
@@ -519,19 +519,16 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   struct DiscardFilter {
     TagFilter filter;
     std::shared_ptr<FabricOp> peek;  // the latest peek (and its drain), until finished
-    // Over tcp;ofi_rxm, set when a peer was marked dead before this filter
-    // came: a peeked message above rxm's eager size may be a dead peer's
-    // rendezvous, and receiving it from any source reads through the
-    // connection rxm tore down (a crash). So such a tag is drained from each
-    // live peer by name (`tags_by_source`); when a peek finds one of those
-    // tags again, the message is a dead peer's: it stays queued and the
-    // filter sweeps no more (`stopped`).
-    bool after_death = false;
+    // Over tcp;ofi_rxm a peeked message above rxm's eager size may be the
+    // rendezvous of a peer that died, froze or was cut off, and receiving it
+    // from any source reads through the connection rxm tore down (a crash).
+    // So such a tag is drained from each live peer by name
+    // (`tags_by_source`); when a peek finds one of those tags again, the
+    // message is a dead peer's: it stays queued and the filter sweeps no
+    // more (`stopped`).
     std::vector<Tag> tags_by_source;
     bool stopped = false;
   };
-  // A peer was marked dead since the last Discard (tcp;ofi_rxm).
-  std::atomic<bool> peer_died_{false};
   std::mutex discard_mu_;
   std::deque<DiscardFilter> discard_filters_;        // under discard_mu_
   std::string discard_unsupported_;                  // why not, when not; under discard_mu_

@@ -28,7 +28,6 @@ void FabricCore::Discard(TagFilter filter) {
   }
   DiscardFilter added;
   added.filter = filter;
-  added.after_death = options_.provider == FabricProvider::kTcpRxm && peer_died_.exchange(false);
   discard_filters_.push_back(std::move(added));
   // A dropped filter's peek in flight stays owned by inflight_ until reaped.
   if (discard_filters_.size() > kMaxDiscardFilters) discard_filters_.pop_front();
@@ -88,7 +87,10 @@ void FabricCore::SweepDiscards() {
 }
 
 void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry) {
-  if (entry.len > kRxmEagerBytes && DrainFromLivePeers(peek, entry)) return;
+  if (options_.provider == FabricProvider::kTcpRxm && entry.len > kRxmEagerBytes) {
+    DrainFromLivePeers(peek, entry);
+    return;
+  }
   // From any source, with the peeked message's exact tag: no message before it
   // in the provider's unexpected queue matched the filter, so this receive
   // takes the one the peek found. Not from the peek's source: tcp;ofi_rxm
@@ -107,7 +109,7 @@ void FabricCore::StartDrain(FabricOp& peek, const fi_cq_tagged_entry& entry) {
   peek.drain = std::move(*op);
 }
 
-bool FabricCore::DrainFromLivePeers(FabricOp& peek, const fi_cq_tagged_entry& entry) {
+void FabricCore::DrainFromLivePeers(FabricOp& peek, const fi_cq_tagged_entry& entry) {
   std::vector<std::pair<fi_addr_t, std::string>> live;
   {
     std::shared_lock lock(peers_mu_);
@@ -118,14 +120,14 @@ bool FabricCore::DrainFromLivePeers(FabricOp& peek, const fi_cq_tagged_entry& en
   std::lock_guard<std::mutex> lock(discard_mu_);
   auto filter = std::find_if(discard_filters_.begin(), discard_filters_.end(),
                              [&](const DiscardFilter& f) { return f.peek.get() == &peek; });
-  if (filter == discard_filters_.end() || !filter->after_death) return false;
+  if (filter == discard_filters_.end()) return;  // a dropped filter's peek
   if (std::find(filter->tags_by_source.begin(), filter->tags_by_source.end(), entry.tag) !=
       filter->tags_by_source.end()) {
     filter->stopped = true;
     CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": left a dead peer's unreceived message of tag ", entry.tag, " (",
                     entry.len, " bytes) queued (tcp;ofi_rxm cannot receive a dead peer's rendezvous); "
                     "the filter stops sweeping");
-    return true;
+    return;
   }
   filter->tags_by_source.push_back(entry.tag);
   for (const auto& [addr, name] : live) {
@@ -136,7 +138,6 @@ bool FabricCore::DrainFromLivePeers(FabricOp& peek, const fi_cq_tagged_entry& en
     }
     if (TryPost(**op) != 0) Untrack(**op);
   }
-  return true;
 }
 
 }  // namespace chorus::gossip::fabric

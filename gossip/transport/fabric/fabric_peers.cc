@@ -125,7 +125,6 @@ void FabricCore::MarkPeerDead(Rank peer) {
     std::unique_lock lock(peers_mu_);
     if (peer < 0 || peer >= static_cast<Rank>(peers_.addr.size())) return;
     peers_.dead[peer] = true;
-    peer_died_.store(true);
     addr = peers_.addr[peer];
     name = peers_.Name(peer);
   }
