@@ -331,6 +331,7 @@ class LaunchRun final : public LaunchControl {
   bool Signal(int node, int sig) override { return Running(node) && kill(Pid(node), sig) == 0; }
   void SignalAll(int sig) override { SignalNodes(sig); }
   int WaitStatus(int node) const override { return children_.at(static_cast<size_t>(node)).wait_status; }
+  bool Interrupted() const override { return first_signal_ != 0; }
 
   Status Restart(int node, const std::vector<std::string>& bootstrap,
                  const std::vector<std::string>& extra_sets) override {

@@ -56,6 +56,9 @@ class LaunchControl {
   virtual void SignalAll(int sig) = 0;
   // The last wait status of the node's process (valid once it ended).
   virtual int WaitStatus(int node) const = 0;
+  // A SIGINT or SIGTERM reached the launch and went to the nodes: nothing
+  // should start them again.
+  virtual bool Interrupted() const = 0;
 };
 
 struct LaunchOptions {

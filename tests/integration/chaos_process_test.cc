@@ -5,6 +5,7 @@
 // run folder has chaos.jsonl with the faults and samples over time.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -34,9 +35,8 @@ struct ChaosRun {
   std::vector<nlohmann::json> events;
 };
 
-ChaosRun RunChaos(const std::string& config, const std::string& faults, const std::string& out,
-                  const std::vector<std::string>& extra = {}) {
-  fs::remove_all(out);
+std::vector<std::string> ChaosArgs(const std::string& config, const std::string& faults, const std::string& out,
+                                   const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"chaos", std::string(kConfigsDir) + "/" + config,
                                    "--nodes", "4", "--minutes", "0.6", "--mtbf", "5", "--seed", "3",
                                    "--faults", faults, "--baseline-seconds", "6", "--first-fault", "2",
@@ -53,7 +53,13 @@ ChaosRun RunChaos(const std::string& config, const std::string& faults, const st
     args.push_back("--set");
     args.push_back(s);
   }
-  ChorusProcess chaos(args);
+  return args;
+}
+
+ChaosRun RunChaos(const std::string& config, const std::string& faults, const std::string& out,
+                  const std::vector<std::string>& extra = {}) {
+  fs::remove_all(out);
+  ChorusProcess chaos(ChaosArgs(config, faults, out, extra));
   ChaosRun run;
   const auto status = chaos.Wait(420.0);
   run.output = chaos.Output();
@@ -103,6 +109,25 @@ TEST(ChaosProcessTest, AGossipClusterSurvivesKillsAndRestarts) {
   if (!HaveData()) GTEST_SKIP() << "no Fashion-MNIST at " << kDataDir;
   const ChaosRun run = RunChaos("gossip-dpsgd-ring.toml", "kill,restart", "/tmp/chorus_chaos_test_dpsgd");
   ExpectSurvived(run);
+}
+
+// Ctrl-C (here SIGTERM) ends a chaos run: the launch forwards it, nothing
+// restarts the nodes that stop for it, and the summary still comes.
+TEST(ChaosProcessTest, ASignalEndsTheRunWithoutRestartingAnyNode) {
+  if (!HaveData()) GTEST_SKIP() << "no Fashion-MNIST at " << kDataDir;
+  const std::string out = "/tmp/chorus_chaos_test_signal";
+  fs::remove_all(out);
+  ChorusProcess chaos(ChaosArgs("allreduce-ring.toml", "kill,stop,restart", out, {}));
+  ASSERT_TRUE(chaos.WaitFor(R"(fault 2: )", 120.0)) << chaos.Output();
+  chaos.Signal(SIGTERM);
+  const auto status = chaos.Wait(90.0);
+  ASSERT_TRUE(status) << "chaos did not end after SIGTERM:\n" << chaos.Output();
+  const std::string output = chaos.Output();
+  EXPECT_NE(output.find("stopped by a signal"), std::string::npos) << output;
+  EXPECT_NE(output.find("chaos summary:"), std::string::npos) << output;
+  const size_t stopped = output.find("stopped by a signal");
+  EXPECT_EQ(output.find("ended by itself", stopped), std::string::npos) << output;
+  EXPECT_EQ(output.find("the faults are over", stopped), std::string::npos) << output;
 }
 
 TEST(ChaosProcessTest, ARingAllReduceClusterSurvivesPartitions) {

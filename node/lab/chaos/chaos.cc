@@ -57,7 +57,7 @@ struct Instance {
   bool seen = false;          // at least one record
   int64_t step = -1;
   double samples = 0.0;
-  double position = 0.0;      // epoch + epoch_progress
+  double position = 0.0;      // epochs done (epoch_progress)
   Clock::time_point first_record{}, last_record{};
   int64_t world_size = 0;
   std::vector<std::pair<Clock::time_point, double>> history;  // (seen, samples) per record
@@ -92,7 +92,8 @@ struct Instance {
       if (!r.is_object() || !r.contains("step") || !r.contains("samples")) continue;
       step = r["step"].get<int64_t>();
       samples = r["samples"].get<double>();
-      position = r.value("epoch", 0.0) + r.value("epoch_progress", 0.0);
+      // epoch_progress counts the epochs done and the fraction of the current one.
+      position = r.contains("epoch_progress") ? r.value("epoch_progress", 0.0) : r.value("epoch", 0.0);
       world_size = r.value("world_size", int64_t{0});
       if (!seen) first_record = now;
       seen = true;
@@ -446,7 +447,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   int self_restarts = 0;
   int end_restarts = 0;  // dead nodes started again when the faults ended
   bool revived = false;
-  bool in_stall = false, stopping = false, ended_training = false;
+  bool in_stall = false, stopping = false, ended_training = false, interrupted = false;
   Clock::time_point stall_from{}, next_sample{}, last_sample{}, stop_sent{};
   int seconds_total = 0, seconds_training = 0;
   double faults_end_s = options.minutes * 60.0;
@@ -478,6 +479,20 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
     if (!watch.formed()) return;
     if (watch.last_progress() < watch.formed_at()) watch.set_last_progress(watch.formed_at());
     const double t = since_formed(now);
+    if (control.Interrupted() && !interrupted) {
+      // Ctrl-C or SIGTERM: the launch forwarded it; no fault, restart or
+      // cut follows, and frozen or cut-off nodes are let go so they can stop.
+      interrupted = true;
+      ended_training = true;
+      std::printf("chaos: %7.1f s  stopped by a signal: no more faults or restarts\n", t);
+      std::fflush(stdout);
+      control.SignalAll(SIGCONT);
+      for (const auto& [node, when] : to_heal) {
+        if (link != nullptr) (void)link->Heal(node);
+      }
+      to_heal.clear();
+      to_continue.clear();
+    }
 
     // A node that ended by itself during training (the cluster removed it
     // while it was frozen or cut off, or its part of a split cluster yielded,
