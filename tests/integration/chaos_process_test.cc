@@ -93,7 +93,7 @@ void ExpectSurvived(const ChaosRun& run) {
     summary_event |= e["kind"] == "summary";
   }
   EXPECT_GE(faults, injected);
-  EXPECT_GT(samples, 20);
+  EXPECT_GT(samples, 10);  // one a second while the cluster trains (about 15-40 s here)
   EXPECT_TRUE(summary_event);
 }
 
