@@ -116,7 +116,11 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
       MembershipView formed,
       session.control->WaitForEpoch0(Deadline::AfterSeconds(config.cluster.join_timeout_s)));
   session.joined_running = formed.epoch > 0;
-  CHORUS_RETURN_IF_ERROR(session.InstallPeers(formed, Deadline::AfterSeconds(config.cluster.join_timeout_s)));
+  if (Status installed = session.InstallPeers(formed, Deadline::AfterSeconds(config.cluster.join_timeout_s));
+      !installed.ok()) {
+    // kCancelled from here is no ended run (RunEndedBeforeAdmission).
+    return Err(installed.code() == StatusCode::kCancelled ? Unavailable(installed.message()) : installed);
+  }
   if (session.transport) {
     // A member whose control connection closed has (almost always) died: fail
     // our pending data-plane operations with it now rather than at their

@@ -64,8 +64,15 @@ struct ClusterSession {
 // A data plane that wedges (FabricOptions::on_wedged: a thread stuck for ever
 // inside the provider) makes the process log why and exit with status 1 after
 // `before_exit` (flush the logs): its control connections close, and the
-// other members go on without it at once.
+// other members go on without it at once. kCancelled, and only then: the
+// cluster ended its run before admitting this node (RunEndedBeforeAdmission).
 [[nodiscard]] Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume = false,
                                                  std::function<void()> before_exit = {});
+
+// A JoinCluster failure that says the cluster's run is over: this node's job
+// is done without it training anything.
+inline bool RunEndedBeforeAdmission(const Status& join_failure) {
+  return join_failure.code() == StatusCode::kCancelled;
+}
 
 }  // namespace chorus::node

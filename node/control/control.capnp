@@ -165,6 +165,7 @@ enum RejectCode {
   notMember @4;              # the contacted node does not accept joins now (retry after probing again)
   protocol @5;               # unexpected message for the connection's state
   settingsMismatch @6;       # [exchange] / [topology] differ from the coordinator's
+  runEnded @7;               # the cluster ended its run before admitting the joiner: nothing is left to train
 }
 
 struct Reject {

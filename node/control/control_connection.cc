@@ -58,6 +58,8 @@ Status StatusForReject(RejectCode code, std::string message) {
       return PermissionDenied(std::move(message));
     case RejectCode::kProtocol:
       return InvalidArgument(std::move(message));
+    case RejectCode::kRunEnded:
+      return Cancelled(std::move(message));
     case RejectCode::kNotMember:
     case RejectCode::kOther:
       break;

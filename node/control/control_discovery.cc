@@ -194,6 +194,10 @@ void ControlPlaneImpl::HandleProbeReply(const std::shared_ptr<Connection>& conn,
   k.probing = false;
   if (!Forming()) return;
   if (const auto* reject = std::get_if<msg::Reject>(&message)) {
+    if (reject->code == RejectCode::kRunEnded) {
+      EndBeforeAdmission(conn->Describe() + ": " + reject->reason);
+      return;
+    }
     if (reject->code != RejectCode::kNotMember && reject->code != RejectCode::kOther) {
       Fail(FailedPrecondition("joining through " + address + ": refused by " + conn->Describe() + ": " +
                               reject->reason));
@@ -213,6 +217,7 @@ void ControlPlaneImpl::HandleProbeReply(const std::shared_ptr<Connection>& conn,
   k.self = state->address.empty() ? k.name == self_.name : state->address == advertise_;
   if (k.self) return;
   contacted_ = true;
+  if (state->formed) reached_formed_ = k.name + " (" + address + ")";
   Learn(state->address, /*alive=*/true);
   Learn(state->applied_to, /*alive=*/false);
   for (const std::string& a : state->known) Learn(a, /*alive=*/false);
@@ -241,6 +246,7 @@ void ControlPlaneImpl::OnProbeClosed(const std::shared_ptr<Connection>& conn, co
 void ControlPlaneImpl::HandleStateRequest(const std::shared_ptr<Connection>& conn,
                                           const msg::StateRequest& request) {
   if (!request.control_address.empty()) {  // a discovery probe, not a tool
+    if (run_ended_) return RefuseAfterTheRun(conn, conn->peer_name());
     if (phase_ == Phase::kStarting) {
       // Not deciding yet: an answer now would count this node as forming
       // while it may be about to found (or join) a cluster.
@@ -311,6 +317,7 @@ void ControlPlaneImpl::Reconsider() {
     for (const auto& [key, k] : known_) {
       if (k.reach == Known::Reach::kUntried && !k.self) return;
     }
+    if (!reached_formed_.empty()) return;  // it joins a formed cluster or none
     BecomeCandidate();
   }
   MaybeFormEpoch0();
@@ -425,6 +432,7 @@ void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, 
   if (auto* state = std::get_if<msg::State>(&message)) {
     if (phase_ == Phase::kJoining) {
       phase_ = Phase::kWaiting;
+      if (state->formed) reached_formed_ = conn->peer_name() + " (" + join_address_ + ")";
       coordinator_name_ = conn->peer_name();
       applied_address_ = join_address_;
       applied_state_ = *state;
@@ -472,6 +480,8 @@ void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, 
       "joining through " + join_address_ + ": refused by " + conn->Describe() + ": " + reject->reason;
   if (reject->code == RejectCode::kNotMember || reject->code == RejectCode::kOther) {
     JoinFailed(join_address_, "refused: " + reject->reason, /*unreachable=*/false);
+  } else if (reject->code == RejectCode::kRunEnded) {
+    EndBeforeAdmission(conn->Describe() + ": " + reject->reason);
   } else if (reject->code == RejectCode::kDuplicateName) {
     if (!name_refusal_) {
       CHORUS_LOG_WARN(Subsys::kControl, refusal, "; trying again until cluster.join_timeout_s (the coordinator "
@@ -482,6 +492,16 @@ void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, 
   } else {
     Fail(FailedPrecondition(refusal));
   }
+}
+
+void ControlPlaneImpl::EndBeforeAdmission(const std::string& why) {
+  if (Terminal()) return;
+  phase_ = Phase::kFailed;
+  failure_ = Cancelled(self_.name + " was not admitted: the cluster ended its run first (" + why +
+                       "); nothing is left to train");
+  CHORUS_LOG_WARN(Subsys::kControl, failure_.message());
+  CloseAll();
+  cv_.notify_all();
 }
 
 void ControlPlaneImpl::LogAccepted(const msg::State& state) {
@@ -509,6 +529,7 @@ void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const
                                           "', not as the name in its hello"));
     return;
   }
+  if (run_ended_) return RefuseAfterTheRun(conn, info.name);
   if (!formed_ && Forming() && !IsCoordinator()) return AnswerJoinElsewhere(conn, join);
   if (!IsCoordinator()) {
     const std::string coordinator = formed_ ? ExpectedCoordinator() : std::string();
@@ -663,6 +684,9 @@ std::string ControlPlaneImpl::FormingReport() const {
                      " of " + min_nodes + " present";
   } else if (phase_ == Phase::kJoining) {
     role = "looking for a node that accepts the join";
+    if (!reached_formed_.empty()) {
+      role += " (it reached the formed cluster of " + reached_formed_ + ": it joins that cluster, founds none)";
+    }
     if (join_conn_ || join_dialing_) role += ", joining through " + join_address_;
     if (!last_refusal_.empty()) role += " (last attempt: " + last_refusal_ + ")";
   } else {

@@ -80,6 +80,7 @@ wire::RejectCode ToWire(RejectCode code) {
     case RejectCode::kNotMember: return wire::RejectCode::NOT_MEMBER;
     case RejectCode::kProtocol: return wire::RejectCode::PROTOCOL;
     case RejectCode::kSettingsMismatch: return wire::RejectCode::SETTINGS_MISMATCH;
+    case RejectCode::kRunEnded: return wire::RejectCode::RUN_ENDED;
   }
   return wire::RejectCode::OTHER;
 }
@@ -93,6 +94,7 @@ RejectCode FromWire(wire::RejectCode code) {
     case wire::RejectCode::NOT_MEMBER: return RejectCode::kNotMember;
     case wire::RejectCode::PROTOCOL: return RejectCode::kProtocol;
     case wire::RejectCode::SETTINGS_MISMATCH: return RejectCode::kSettingsMismatch;
+    case wire::RejectCode::RUN_ENDED: return RejectCode::kRunEnded;
   }
   return RejectCode::kOther;  // a code from a newer schema
 }
@@ -329,6 +331,7 @@ std::string_view RejectCodeName(RejectCode code) {
     case RejectCode::kNotMember: return "not a member";
     case RejectCode::kProtocol: return "protocol error";
     case RejectCode::kSettingsMismatch: return "settings mismatch";
+    case RejectCode::kRunEnded: return "run ended";
   }
   return "?";
 }

@@ -45,6 +45,7 @@ enum class RejectCode {
   kNotMember,
   kProtocol,
   kSettingsMismatch,  // a joiner's shared settings differ from the coordinator's
+  kRunEnded,          // the cluster ended its run before admitting the joiner
 };
 std::string_view RejectCodeName(RejectCode code);
 

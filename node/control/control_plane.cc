@@ -331,6 +331,13 @@ void ControlPlaneImpl::StartTick() {
   });
 }
 
+void ControlPlaneImpl::RefuseAfterTheRun(const std::shared_ptr<Connection>& conn, const std::string& joiner) {
+  CHORUS_LOG_INFO(Subsys::kControl, "the run ended before ", joiner, " was admitted: telling it so");
+  conn->Send(msg::Reject{RejectCode::kRunEnded, self_.name + " ended its run with the cluster at epoch " +
+                                                    std::to_string(view_.epoch)});
+  conn->CloseAfterFlush(Status::Ok());
+}
+
 void ControlPlaneImpl::Fail(const Status& status) {
   if (Terminal()) return;
   phase_ = Phase::kFailed;
@@ -700,6 +707,9 @@ Status ControlPlaneImpl::Leave(Deadline deadline, LeaveKind kind) {
   phase_ = Phase::kLeaving;
   const uint64_t epoch = view_.epoch;
   const bool stopping = kind == LeaveKind::kStopping;
+  // The run's end is the cluster's (the epochs count the cluster's samples,
+  // and Exchange::Finish is collective): no admission point comes any more.
+  run_ended_ = !stopping;
   CHORUS_LOG_INFO(Subsys::kControl, self_.name, " leaves the cluster at epoch ", epoch,
                   stopping ? " before the end of its run" : "");
   // The Leave goes to members that left too: one that left before us may still
@@ -710,6 +720,13 @@ Status ControlPlaneImpl::Leave(Deadline deadline, LeaveKind kind) {
   // the failed dial or the closed connection clears its outbox.
   asio::post(io_, [this, epoch, stopping] {
     Locked([&] {
+      // Joiners waiting here for an admission point are told that none comes:
+      // left to find nobody, one that may form alone (cluster.min_nodes = 1)
+      // would train a replica of its own from scratch.
+      if (!stopping) {
+        for (const Applicant& a : applicants_) RefuseAfterTheRun(a.conn, a.info.name);
+        applicants_.clear();
+      }
       for (const Member& m : view_.members) {
         if (m.name != self_.name && !dead_.count(m.name)) {
           SendTo(m.name, msg::Leave{epoch, self_.name, stopping}, true);

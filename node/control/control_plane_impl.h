@@ -154,6 +154,9 @@ class ControlPlaneImpl : public Connection::Listener {
   void StartTick();
   void OnTick();
   void Fail(const Status& status);
+  // A join or discovery probe that reached this node after its run ended (a
+  // Reject with kRunEnded; the joiner exits without a model).
+  void RefuseAfterTheRun(const std::shared_ptr<Connection>& conn, const std::string& joiner);
   void CloseAll();
   void DialMember(const Member& member);
   // A connection over a socket this node dialed, kept in conns_ and started
@@ -223,6 +226,10 @@ class ControlPlaneImpl : public Connection::Listener {
   // A join through `address` failed; `unreachable`: the address itself (not
   // its answer) failed. Retries after join_retry_delay_.
   void JoinFailed(const std::string& address, const std::string& why, bool unreachable);
+  // The cluster ended its run before admitting this node (a Reject with
+  // kRunEnded): nothing is left to train, and forming a cluster of its own
+  // would train a replica nobody asked for. WaitForEpoch0 returns kCancelled.
+  void EndBeforeAdmission(const std::string& why);
   void OnJoinConnectionClosed(const std::shared_ptr<Connection>& conn, const Status& reason);
   void HandleJoinReply(const std::shared_ptr<Connection>& conn, ControlMessage& message);
   void LogAccepted(const msg::State& state);
@@ -337,6 +344,11 @@ class ControlPlaneImpl : public Connection::Listener {
   Duration probe_delay_{};
   bool bootstrap_names_others_ = false;     // cluster.bootstrap names a node other than this one
   bool contacted_ = false;                  // another node answered our probe, probed us or joined us
+  // A formed cluster of this job that answered us (its node, "name (address)"),
+  // or "". Such a node founds no cluster of its own: the one it reached may be
+  // re-forming, splitting or ending, and a cluster of its own would train a
+  // replica from scratch beside it. It looks until cluster.join_timeout_s.
+  std::string reached_formed_;
   Clock::time_point last_wait_log_{};
   int64_t progress_step_ = -1;              // ReportProgress
   int64_t progress_next_admission_ = 0;
@@ -376,6 +388,7 @@ class ControlPlaneImpl : public Connection::Listener {
 
   // Coordinator: candidates for epoch 0 (founder) or joiners waiting for a boundary.
   std::vector<Applicant> applicants_;
+  bool run_ended_ = false;  // Leave at the end of this node's run: joins get kRunEnded
   std::optional<Proposal> proposal_;
   bool advance_requested_ = false;
 

@@ -216,7 +216,11 @@ int RunNode(const Config& config, const NodeOptions& options) {
   if (Status s = stop.Start([log = options.log_session] { FlushForExit(log); }); !s.ok()) return fail(s);
   kernels::SetThreads(config.train.threads);
   if (Status s = LoadData(run); !s.ok()) return fail(s);
-  if (Status s = JoinIfClustered(run, options.resume, stop); !s.ok()) return fail(s);
+  if (Status s = JoinIfClustered(run, options.resume, stop); !s.ok()) {
+    if (!RunEndedBeforeAdmission(s)) return fail(s);
+    CHORUS_LOG_INFO(Subsys::kNode, "exiting without a model: ", s.message());
+    return 0;
+  }
   if (Status s = BuildTraining(run, options.resume); !s.ok()) return fail(s);
 
   ProgressOptions progress_options;

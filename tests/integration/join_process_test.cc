@@ -217,5 +217,26 @@ TEST(JoinFaultTest, AKilledNodeStartedAgainWithTheSameNameRejoins) {
   cluster.ExpectOneModel({0, 1, 2}, 240);
 }
 
+// A node that asks to join a cluster too close to its end (here no admission
+// point ever comes: admit_every_steps = 0) is told that the run ended when
+// the members finish, and exits 0 without a model, rather than form a
+// cluster of its own (cluster.min_nodes = 1 lets it) and train a replica from
+// scratch that nobody asked for.
+TEST(JoinFaultTest, ANodeNeverAdmittedExitsWithoutAModelWhenTheRunEnds) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  HandCluster cluster("run-ended", {"cluster.min_nodes=2", "cluster.admit_every_steps=0", "train.epochs=20"});
+  ChorusProcess& first = cluster.Start(0);
+  cluster.Start(1);
+  ASSERT_TRUE(first.WaitFor("cluster formed", 60)) << cluster.Outputs();
+  ChorusProcess& late = cluster.Start(2, {}, {"--set", "cluster.min_nodes=1"});
+  ASSERT_TRUE(first.WaitFor("node2 \\(.*\\) asks to join", 60)) << cluster.Outputs();
+  cluster.ExpectOneModel({0, 1}, 240);
+  const std::optional<int> status = late.Wait(60);
+  ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << cluster.Outputs();
+  EXPECT_NE(late.Output().find("the cluster ended its run first"), std::string::npos) << cluster.Outputs();
+  EXPECT_EQ(late.Output().find("cluster formed"), std::string::npos) << late.Output();
+  EXPECT_FALSE(fs::exists(cluster.dir(2) / "summary.json"));
+}
+
 }  // namespace
 }  // namespace chorus::node

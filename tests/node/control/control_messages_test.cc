@@ -159,7 +159,7 @@ TEST(ControlMessagesTest, StateRedirectAndRejectRoundTrip) {
   EXPECT_FALSE(std::get<msg::Redirect>(RoundTrip(msg::Redirect{"node0", "10.0.0.1:4000", false})).formed);
   for (RejectCode code : {RejectCode::kOther, RejectCode::kVersionMismatch, RejectCode::kAuthenticationFailed,
                           RejectCode::kDuplicateName, RejectCode::kNotMember, RejectCode::kProtocol,
-                          RejectCode::kSettingsMismatch}) {
+                          RejectCode::kSettingsMismatch, RejectCode::kRunEnded}) {
     auto rej = std::get<msg::Reject>(RoundTrip(msg::Reject{code, "because"}));
     EXPECT_EQ(rej.code, code);
     EXPECT_EQ(rej.reason, "because");
