@@ -20,6 +20,7 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
     std::string config_file;
     int nodes = 4;
     double minutes = 5.0;
+    double train_minutes = 0.0;
     std::string faults = "kill,stop,restart";
     double mtbf = 20.0;
     uint64_t seed = 1;
@@ -39,6 +40,10 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
   cmd->add_option("config", args->config_file, "TOML config every node starts from")->required();
   cmd->add_option("-n,--nodes", args->nodes, "Node processes")->check(CLI::Range(2, 64));
   cmd->add_option("--minutes", args->minutes, "Faults arrive for this long; training lasts about as long")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--train-minutes", args->train_minutes,
+                  "Size the training to last this long without faults (default: --minutes); longer, it outlasts "
+                  "the faults where they speed the cluster up (fewer nodes on few cores)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--faults", args->faults, "Comma-separated: kill (kill -9, sometimes two nodes), stop (SIGSTOP "
                                             "then SIGCONT), restart (a dead node rejoins), partition (a node cut off "
@@ -72,6 +77,7 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
     options.config_path = args->config_file;
     options.overrides = args->sets;
     options.minutes = args->minutes;
+    options.train_minutes = args->train_minutes;
     options.baseline_s = args->baseline;
     options.hang_bound_s = args->hang_bound;
     options.output_dir = args->output;

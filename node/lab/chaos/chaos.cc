@@ -20,20 +20,22 @@
 
 #include "node/config/config_describe.h"
 #include "node/launch/emulated_link.h"
+#include "node/lab/chaos/chaos_watch.h"
 #include "node/launch/launcher.h"
 
 namespace chorus::node {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using chaos::Clock;
+using chaos::Instance;
+using chaos::Seconds;
+using chaos::Watch;
 namespace fs = std::filesystem;
 
 // Metrics records every this many steps: recovery is measured in them.
 constexpr int kLogEverySteps = 10;
 // Warm-up excluded from the fault-free rate (JIT, first allocations).
 constexpr double kBaselineWarmupShare = 0.2;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string Fixed(double v, int digits) {
   char buf[64];
@@ -47,65 +49,6 @@ std::string NodeList(const std::vector<int>& nodes) {
   return out;
 }
 
-// One process's metrics.jsonl, read as it grows.
-struct Instance {
-  int node = 0;
-  std::string path;
-  Clock::time_point started{};
-  std::streamoff offset = 0;
-  std::string partial;
-  bool seen = false;          // at least one record
-  int64_t step = -1;
-  double samples = 0.0;
-  double position = 0.0;      // epochs done (epoch_progress)
-  Clock::time_point first_record{}, last_record{};
-  int64_t world_size = 0;
-  std::vector<std::pair<Clock::time_point, double>> history;  // (seen, samples) per record
-
-  // Samples trained after `from`: from its last record at or before `from`,
-  // or from its first one.
-  double SamplesSince(Clock::time_point from) const {
-    if (history.empty() || history.back().first <= from) return 0.0;
-    auto after = std::upper_bound(history.begin(), history.end(), from,
-                                  [](Clock::time_point t, const auto& h) { return t < h.first; });
-    const double base = after == history.begin() ? after->second : std::prev(after)->second;
-    return history.back().second - base;
-  }
-
-  // Reads the records appended since the last call; true when there were any.
-  bool Poll(Clock::time_point now) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return false;
-    in.seekg(0, std::ios::end);
-    const std::streamoff size = in.tellg();
-    if (size < offset) offset = 0, partial.clear();  // truncated: read again
-    if (size == offset) return false;
-    in.seekg(offset);
-    std::string data(static_cast<size_t>(size - offset), '\0');
-    in.read(data.data(), static_cast<std::streamsize>(data.size()));
-    offset = size;
-    partial += data;
-    bool any = false;
-    size_t start = 0;
-    for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-      const nlohmann::json r = nlohmann::json::parse(partial.substr(start, nl - start), nullptr, false);
-      if (!r.is_object() || !r.contains("step") || !r.contains("samples")) continue;
-      step = r["step"].get<int64_t>();
-      samples = r["samples"].get<double>();
-      // epoch_progress counts the epochs done and the fraction of the current one.
-      position = r.contains("epoch_progress") ? r.value("epoch_progress", 0.0) : r.value("epoch", 0.0);
-      world_size = r.value("world_size", int64_t{0});
-      if (!seen) first_record = now;
-      seen = true;
-      history.emplace_back(now, samples);
-      last_record = now;
-      any = true;
-    }
-    partial.erase(0, start);
-    return any;
-  }
-};
-
 struct RunningFault {
   FaultOutcome outcome;
   Clock::time_point at{};
@@ -113,81 +56,6 @@ struct RunningFault {
   size_t restarted_instance = SIZE_MAX;
   bool done = false;
   bool hung = false;  // a hang began before the cluster trained again after it
-};
-
-// One launch (the baseline or the chaos run) and what its nodes wrote.
-class Watch {
- public:
-  Watch(int num_nodes, std::string run_dir)
-      : run_dir_(std::move(run_dir)), addresses_(static_cast<size_t>(num_nodes)),
-        current_(static_cast<size_t>(num_nodes), SIZE_MAX) {}
-
-  // The instance of node `node` that the nodes' first start writes.
-  void AddFirstStarts(int num_nodes, Clock::time_point now) {
-    for (int i = 0; i < num_nodes; ++i) AddInstance(i, run_dir_ + "/node" + std::to_string(i), now);
-  }
-  size_t AddInstance(int node, const std::string& dir, Clock::time_point now) {
-    Instance inst;
-    inst.node = node;
-    inst.path = dir + "/metrics.jsonl";
-    inst.started = now;
-    instances_.push_back(std::move(inst));
-    current_[static_cast<size_t>(node)] = instances_.size() - 1;
-    return instances_.size() - 1;
-  }
-
-  void OnLine(int node, std::string_view line) {
-    if (!formed_ && line.find("epoch 0: members") != std::string_view::npos) {
-      formed_ = true;
-      formed_at_ = Clock::now();
-    }
-    constexpr std::string_view kListening = " listening on ";
-    const size_t at = line.find(kListening);
-    if (at != std::string_view::npos && line.find("[control] node ") != std::string_view::npos) {
-      const size_t begin = at + kListening.size();
-      const size_t end = line.find_first_of(" ,", begin);
-      addresses_[static_cast<size_t>(node)] = std::string(line.substr(begin, end - begin));
-    }
-  }
-
-  // Reads every instance; returns the newest record time seen so far.
-  void Poll(Clock::time_point now) {
-    for (Instance& inst : instances_) {
-      if (inst.Poll(now)) last_progress_ = std::max(last_progress_, inst.last_record);
-    }
-  }
-
-  bool formed() const { return formed_; }
-  Clock::time_point formed_at() const { return formed_at_; }
-  Clock::time_point last_progress() const { return last_progress_; }
-  void set_last_progress(Clock::time_point t) { last_progress_ = t; }
-  std::vector<Instance>& instances() { return instances_; }
-  size_t current(int node) const { return current_[static_cast<size_t>(node)]; }
-  const std::string& address(int node) const { return addresses_[static_cast<size_t>(node)]; }
-  const std::string& run_dir() const { return run_dir_; }
-
-  // Cluster samples/s from `from` to `to` (default: the newest record): every
-  // instance's samples trained after `from`, summed, over the time.
-  double SamplesPerSecond(Clock::time_point from, Clock::time_point to = {}) const {
-    double samples = 0.0;
-    Clock::time_point end = from;
-    for (const Instance& inst : instances_) {
-      samples += inst.SamplesSince(from);
-      if (inst.seen) end = std::max(end, inst.last_record);
-    }
-    if (to != Clock::time_point{}) end = to;
-    const double s = Seconds(end - from);
-    return s > 0 ? samples / s : 0.0;
-  }
-
- private:
-  std::string run_dir_;
-  std::vector<std::string> addresses_;  // per node, its last "listening on"
-  std::vector<size_t> current_;         // per node, its newest instance
-  std::vector<Instance> instances_;
-  bool formed_ = false;
-  Clock::time_point formed_at_{};
-  Clock::time_point last_progress_{};
 };
 
 std::vector<std::string> CommonSets(const ChaosOptions& options, const std::string& run_name) {
@@ -423,9 +291,10 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   ChaosPlanOptions plan_options = options.plan;
   plan_options.horizon_s = options.minutes * 60.0;
   const std::vector<PlannedFault> plan = PlanFaults(plan_options);
-  // Training that takes about `minutes` without faults (at least one epoch).
-  const int epochs = epochs_per_s > 0 ? std::max(1, static_cast<int>(std::lround(epochs_per_s * options.minutes * 60.0)))
-                                      : 0;
+  // Training that takes about `train_minutes` without faults (at least one epoch).
+  const double train_minutes = options.train_minutes > 0 ? options.train_minutes : options.minutes;
+  const int epochs =
+      epochs_per_s > 0 ? std::max(1, static_cast<int>(std::lround(epochs_per_s * train_minutes * 60.0))) : 0;
   std::printf("chaos: %zu faults planned over %s min (seed %llu, mtbf %s s)%s\n", plan.size(),
               Fixed(options.minutes, 1).c_str(), static_cast<unsigned long long>(options.plan.seed),
               Fixed(options.plan.mtbf_s, 1).c_str(),
@@ -451,7 +320,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   Clock::time_point stall_from{}, next_sample{}, last_sample{}, stop_sent{};
   int seconds_total = 0, seconds_training = 0;
   double faults_end_s = options.minutes * 60.0;
-  const double deadline_s = faults_end_s * 3.0 + 120.0;
+  const double deadline_s = std::max(faults_end_s, train_minutes * 60.0) * 3.0 + 120.0;
 
   auto log_event = [&](const nlohmann::json& e) { events << e.dump() << "\n" << std::flush; };
   auto since_formed = [&](Clock::time_point t) { return Seconds(t - watch.formed_at()); };

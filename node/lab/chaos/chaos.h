@@ -97,7 +97,8 @@ Result<std::vector<FaultKind>> ParseFaultKinds(const std::string& text);
 struct ChaosOptions {
   std::string config_path;
   std::vector<std::string> overrides;  // "key=value" for every node
-  double minutes = 5.0;
+  double minutes = 5.0;        // faults arrive for this long after formation
+  double train_minutes = 0.0;  // the training is sized to last this long at the fault-free rate; 0: minutes
   double baseline_s = 60.0;   // the fault-free run; 0: none (no throughput figure)
   double hang_bound_s = 60.0;
   std::string output_dir = "runs/chaos";
