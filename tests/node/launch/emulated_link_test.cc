@@ -34,6 +34,29 @@ auto InNamespace(const std::string& ns, Fn fn) {
   });
 }
 
+sockaddr_in Ipv4(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+  return addr;
+}
+
+// A TCP socket listening on `host`, any port (set in *port), for a thread in
+// the host's namespace; -1 on failure.
+int ListenOn(const std::string& host, int backlog, int* port) {
+  const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr = Ipv4(host, 0);
+  socklen_t len = sizeof(addr);
+  if (ls < 0 || bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(ls, backlog) != 0 ||
+      getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (ls >= 0) close(ls);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return ls;
+}
+
 TEST(EmulatedLinkTest, UnavailableWithoutRootSaysWhy) {
   Status s = EmulatedLink::Available();
   if (geteuid() != 0) {
@@ -61,17 +84,10 @@ TEST(EmulatedLinkTest, ShapesBandwidthBetweenNamespacesAndCleansUp) {
     std::future<int> port_future = port_promise.get_future();
     constexpr size_t kBytes = 3'000'000;
     auto server = InNamespace(ns0, [&]() -> long {
-      const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      inet_pton(AF_INET, host0.c_str(), &addr.sin_addr);
-      if (bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(ls, 1) != 0) {
-        port_promise.set_value(-1);
-        return -1;
-      }
-      socklen_t len = sizeof(addr);
-      getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
-      port_promise.set_value(ntohs(addr.sin_port));
+      int port = -1;
+      const int ls = ListenOn(host0, 1, &port);
+      port_promise.set_value(port);
+      if (ls < 0) return -1;
       const int c = accept(ls, nullptr, nullptr);
       long total = 0;
       std::vector<char> buf(1 << 16);
@@ -84,10 +100,7 @@ TEST(EmulatedLinkTest, ShapesBandwidthBetweenNamespacesAndCleansUp) {
     ASSERT_GT(port, 0);
     auto client = InNamespace(ns1, [&]() -> double {
       const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = htons(static_cast<uint16_t>(port));
-      inet_pton(AF_INET, host0.c_str(), &addr.sin_addr);
+      sockaddr_in addr = Ipv4(host0, port);
       if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1.0;
       std::vector<char> buf(kBytes, 'x');
       const auto t0 = std::chrono::steady_clock::now();
@@ -122,10 +135,7 @@ TEST(EmulatedLinkTest, ShapesBandwidthBetweenNamespacesAndCleansUp) {
 bool ConnectsFrom(const std::string& ns, const std::string& host, int port, int timeout_ms) {
   return InNamespace(ns, [&]() -> int {
            const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-           sockaddr_in addr{};
-           addr.sin_family = AF_INET;
-           addr.sin_port = htons(static_cast<uint16_t>(port));
-           inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+           sockaddr_in addr = Ipv4(host, port);
            int ok = 0;
            if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
              ok = 1;
@@ -154,17 +164,10 @@ TEST(EmulatedLinkTest, UnshapedLinksCutAndHealOneNode) {
   std::promise<void> done;
   std::shared_future<void> finished = done.get_future().share();
   auto server = InNamespace(link.ns(0), [&]() -> int {
-    const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    inet_pton(AF_INET, host0.c_str(), &addr.sin_addr);
-    if (bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(ls, 16) != 0) {
-      port_promise.set_value(-1);
-      return -1;
-    }
-    socklen_t len = sizeof(addr);
-    getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_promise.set_value(ntohs(addr.sin_port));
+    int port = -1;
+    const int ls = ListenOn(host0, 16, &port);
+    port_promise.set_value(port);
+    if (ls < 0) return -1;
     finished.wait();  // the kernel completes the handshakes: nothing to accept
     close(ls);
     return 0;
