@@ -64,7 +64,9 @@ class FusionEngine {
                                                       GradientBucketer bucketer,
                                                       std::span<float> grads,
                                                       FusionOptions options);
-  // Stops the communication thread; a bucket in flight finishes or reaches its deadline first.
+  // Stops the communication thread; a bucket in flight finishes or reaches its
+  // deadline first. Keeps the staging buffers for good while the transport
+  // has receives it could not release (Transport::UnreleasedReceives).
   ~FusionEngine();
   FusionEngine(const FusionEngine&) = delete;
   FusionEngine& operator=(const FusionEngine&) = delete;
