@@ -496,9 +496,8 @@ void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, 
 
 void ControlPlaneImpl::EndBeforeAdmission(const std::string& why) {
   if (Terminal()) return;
-  phase_ = Phase::kFailed;
-  failure_ = Cancelled(self_.name + " was not admitted: the cluster ended its run first (" + why +
-                       "); nothing is left to train");
+  EndAs(Phase::kFailed, Cancelled(self_.name + " was not admitted: the cluster ended its run first (" + why +
+                                  "); nothing is left to train"));
   CHORUS_LOG_WARN(Subsys::kControl, failure_.message());
   CloseAll();
   cv_.notify_all();

@@ -393,9 +393,8 @@ void ControlPlaneImpl::LeaveAsRemoved(const msg::EpochView& v) {
     phase_ = Phase::kLeft;
     CHORUS_LOG_INFO(Subsys::kControl, self_.name, " has left; the cluster goes on with ", view_.Describe());
   } else {
-    phase_ = Phase::kRemoved;
-    failure_ = Aborted(self_.name + " was removed from the cluster at epoch " + std::to_string(v.epoch) + " by " +
-                       v.proposer);
+    EndAs(Phase::kRemoved, Aborted(self_.name + " was removed from the cluster at epoch " +
+                                   std::to_string(v.epoch) + " by " + v.proposer));
     CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
   }
   to_announce_.push_back(view_);  // self_rank -1: this node is out
@@ -512,9 +511,8 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
   bool includes_self = false;
   for (const Member& m : s.members) includes_self |= m.name == self_.name;
   if (!includes_self) {
-    phase_ = Phase::kRemoved;
-    failure_ = Aborted(self_.name + " was removed from the cluster at epoch " + std::to_string(s.epoch) +
-                       " (learned from " + conn->Describe() + ")");
+    EndAs(Phase::kRemoved, Aborted(self_.name + " was removed from the cluster at epoch " +
+                                   std::to_string(s.epoch) + " (learned from " + conn->Describe() + ")"));
     CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
     view_ = MembershipView{s.epoch, -1, s.members, {}, {}};
     to_announce_.push_back(view_);

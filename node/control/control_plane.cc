@@ -340,8 +340,7 @@ void ControlPlaneImpl::RefuseAfterTheRun(const std::shared_ptr<Connection>& conn
 
 void ControlPlaneImpl::Fail(const Status& status) {
   if (Terminal()) return;
-  phase_ = Phase::kFailed;
-  failure_ = status;
+  EndAs(Phase::kFailed, status);
   CHORUS_LOG_ERROR(Subsys::kControl, self_.name, ": ", status.ToString());
   CloseAll();
   cv_.notify_all();
@@ -575,7 +574,16 @@ MembershipView ControlPlaneImpl::View() const {
   return view_;
 }
 
+void ControlPlaneImpl::EndAs(Phase phase, Status why) {
+  phase_ = phase;
+  failure_ = std::move(why);
+  failed_.store(true, std::memory_order_release);
+}
+
 Status ControlPlaneImpl::Failure() const {
+  // Asked once a training step: the flag spares the step the mutex, which the
+  // control thread holds through its handlers.
+  if (!failed_.load(std::memory_order_acquire)) return Status::Ok();
   std::lock_guard<std::mutex> lock(mu_);
   return phase_ == Phase::kRemoved || phase_ == Phase::kFailed ? failure_ : Status::Ok();
 }

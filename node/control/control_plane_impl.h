@@ -10,6 +10,7 @@
 // with mu_ released.
 #pragma once
 
+#include <atomic>
 #include <compare>
 #include <condition_variable>
 #include <deque>
@@ -154,6 +155,8 @@ class ControlPlaneImpl : public Connection::Listener {
   void StartTick();
   void OnTick();
   void Fail(const Status& status);
+  // Enters kRemoved or kFailed for `why` (failure_, and the flag Failure reads).
+  void EndAs(Phase phase, Status why);
   // A join or discovery probe that reached this node after its run ended (a
   // Reject with kRunEnded; the joiner exits without a model).
   void RefuseAfterTheRun(const std::shared_ptr<Connection>& conn, const std::string& joiner);
@@ -323,6 +326,7 @@ class ControlPlaneImpl : public Connection::Listener {
   Phase phase_ = Phase::kStarting;
   bool shutting_down_ = false;  // the destructor waits for conns_ to flush and close
   Status failure_;
+  std::atomic<bool> failed_{false};  // phase_ is kRemoved or kFailed (EndAs); read without mu_
   bool founder_ = false;  // the founder candidate: not formed, accepts joins for epoch 0
   bool formed_ = false;  // view_ holds an installed epoch
   MembershipView view_;

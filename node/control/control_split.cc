@@ -113,9 +113,8 @@ void ControlPlaneImpl::YieldToLargerPart(const std::string& why, const msg::Redi
       if (conn->established()) conn->Send(target);
     }
   }
-  phase_ = Phase::kRemoved;
-  failure_ = Aborted(self_.name + " leaves its part of the cluster (" + why + "): it can join " +
-                     target.coordinator_name + " at " + target.coordinator_address + " again");
+  EndAs(Phase::kRemoved, Aborted(self_.name + " leaves its part of the cluster (" + why + "): it can join " +
+                                 target.coordinator_name + " at " + target.coordinator_address + " again"));
   CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
   view_.self_rank = -1;
   to_announce_.push_back(view_);  // self_rank -1: this node is out
