@@ -85,11 +85,14 @@ struct EpochAck {
 # is the sum over members, departed ones included). `joinersAt`: set by the
 # coordinator to epoch + 1 while nodes wait to be admitted at `epoch` (0: none),
 # so that members whose steps run apart meet for an admission only then.
+# `dead`: the members the sender declared dead in `epoch`; it has ended its
+# operations of that epoch with them, so the coordinator drops them too.
 struct Heartbeat {
   epoch @0 :UInt64;
   sender @1 :Text;
   samples @2 :UInt64;
   joinersAt @3 :UInt64;
+  dead @4 :List(Text);
 }
 
 # `stopping`: the leaver stops before its run's end (SIGINT/SIGTERM), so the

@@ -13,7 +13,8 @@
 //
 // Epoch change e -> e+1. The coordinator proposes (epochProposal) when a member
 // is dead (silent for dead_timeout_s, or sooner: its connection closed and
-// dials to it are refused; see LivenessTable) or has sent leave, or at an epoch
+// dials to it are refused; see LivenessTable; or another member's heartbeat
+// says that member declared it dead) or has sent leave, or at an epoch
 // boundary with joiners waiting (AdvanceEpochIfPending). Survivors keep their
 // order, joiners follow. Members ack a proposal for an epoch above theirs that
 // includes them, if the proposer ranks no higher than the coordinator they
@@ -498,6 +499,19 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
       heard.at = now;
     }
     if (h.sender == ExpectedCoordinator()) joiners_at_heard_ = h.joiners_at;
+    // A member that declared others dead has ended this epoch's operations
+    // with them, so the epoch cannot go on with both: the coordinator drops
+    // them too, though it may hear them (it was frozen, and judges them
+    // afresh; or only that member's link to them failed). Else the members
+    // wait for an epoch the coordinator never proposes.
+    if (h.epoch == view_.epoch && IsCoordinator()) {
+      for (const std::string& name : h.dead) {
+        const Member* m = view_.Find(name);
+        if (m == nullptr || name == self_.name || Gone(name)) continue;
+        DeclareDead(name, m->rank, "declared dead by " + h.sender + ", which ended this epoch's operations with it",
+                    /*gone=*/false);
+      }
+    }
   }
   if (h.sender != self_.name && (!view_.Find(h.sender) || Gone(h.sender)) && h.epoch <= view_.epoch) {
     conn->Send(BuildState());
@@ -543,8 +557,11 @@ void ControlPlaneImpl::OnTick() {
   const Duration since_last_tick = now - last_tick_;
   last_tick_ = now;
   if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
-  const msg::Heartbeat heartbeat{view_.epoch, self_.name, progress_samples_,
-                                 IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
+  msg::Heartbeat heartbeat{view_.epoch, self_.name, progress_samples_,
+                           IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
+  for (const Member& m : view_.members) {
+    if (dead_.count(m.name)) heartbeat.dead.push_back(m.name);
+  }
   for (const auto& [name, conn] : peers_) {
     if (conn->established()) conn->Send(heartbeat);
   }

@@ -131,6 +131,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setSender(TextOf(m.sender));
           b.setSamples(m.samples);
           b.setJoinersAt(m.joiners_at);
+          SetTextList(b.initDead(m.dead.size()), m.dead);
         } else if constexpr (std::is_same_v<T, msg::Leave>) {
           auto b = env.initLeave();
           b.setEpoch(m.epoch);
@@ -261,7 +262,8 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
     }
     case wire::Envelope::HEARTBEAT: {
       auto r = env.getHeartbeat();
-      return msg::Heartbeat{r.getEpoch(), StringOf(r.getSender()), r.getSamples(), r.getJoinersAt()};
+      return msg::Heartbeat{r.getEpoch(), StringOf(r.getSender()), r.getSamples(), r.getJoinersAt(),
+                            GetTextList(r.getDead())};
     }
     case wire::Envelope::LEAVE: {
       auto r = env.getLeave();

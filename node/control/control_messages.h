@@ -92,6 +92,7 @@ struct Heartbeat {
   std::string sender;
   uint64_t samples = 0;     // trained by the sender so far
   uint64_t joiners_at = 0;  // coordinator: epoch + 1 while joiners wait (0: none)
+  std::vector<std::string> dead = {};  // members the sender declared dead in `epoch`
 };
 struct Leave {
   uint64_t epoch = 0;

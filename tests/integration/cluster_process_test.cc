@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include "node/control/control_auth.h"
 #include "node/control/control_client.h"
@@ -195,6 +196,36 @@ TEST(ClusterProcessTest, StoppedCoordinatorIsDeclaredDeadBySilence) {
   ASSERT_EQ(nodes.survivors.size(), 3u);
   EXPECT_GE(CoordinatorDiesOf(nodes, SIGSTOP, 3.5, "silent for"), 1.0);
   StopSurvivors(nodes);
+}
+
+// The coordinator (n0) and n1 freeze together; n0 wakes after 2 s and n1
+// after 3.8 s. n2 and n3 declare n1 dead at 3 s of silence and end their
+// epoch with it; n0, judging the others afresh after its own stall, would
+// not until 5 s, by which time n1 answers again. n2's heartbeat tells n0
+// whom it declared dead, and n0 drops n1: without that, n2 and n3 waited
+// for an epoch n0 never proposed.
+TEST(ClusterProcessTest, TheCoordinatorDropsAMemberTheOthersDeclaredDeadWhileItWasFrozen) {
+  FourNodes nodes = StartFourNodes({"cluster.suspect_timeout_s=1", "cluster.dead_timeout_s=3"});
+  ASSERT_EQ(nodes.survivors.size(), 3u);
+  ChorusProcess& n1 = *nodes.survivors[0];
+  const auto at = std::chrono::steady_clock::now();
+  nodes.n0->Signal(SIGSTOP);
+  n1.Signal(SIGSTOP);
+  std::this_thread::sleep_until(at + std::chrono::milliseconds(2000));
+  nodes.n0->Signal(SIGCONT);
+  std::this_thread::sleep_until(at + std::chrono::milliseconds(3800));
+  n1.Signal(SIGCONT);
+  const std::string epoch1 = R"(epoch 1: members n0 n2 n3 \(departed ranks 1\))";
+  for (ChorusProcess* p : {nodes.n0.get(), nodes.survivors[1].get(), nodes.survivors[2].get()}) {
+    EXPECT_TRUE(p->WaitFor(epoch1, 15).has_value()) << p->Output();
+  }
+  EXPECT_TRUE(nodes.n0->WaitFor(R"(member n1 \(rank 1\) is dead: declared dead by n[23])", 0).has_value())
+      << nodes.n0->Output();
+  for (ChorusProcess* p : {nodes.n0.get(), nodes.survivors[1].get(), nodes.survivors[2].get()}) p->Signal(SIGTERM);
+  for (ChorusProcess* p : {nodes.n0.get(), nodes.survivors[1].get(), nodes.survivors[2].get()}) {
+    EXPECT_EQ(ExitStatus(*p, 10), 0) << p->Output();
+  }
+  n1.Signal(SIGKILL);
 }
 
 // A raw TCP connection to the node: sends `bytes`, then waits until the node
