@@ -112,6 +112,13 @@ Status CheckSize(std::span<const std::byte> bytes, size_t expected, CodecKind ki
                   (bytes.size() < expected ? " (truncated)" : " (trailing bytes)"));
 }
 
+Status CheckChunk(const Header& h, size_t chunk, CodecKind kind) {
+  const size_t got = static_cast<size_t>(h.param) + 1;
+  if (got == chunk) return Status::Ok();
+  return DataLoss("codec " + std::string(CodecKindName(kind)) + ": message quantized in chunks of " +
+                  std::to_string(got) + " elements but the receiver expects " + std::to_string(chunk));
+}
+
 Status CheckFinite(std::span<const float> out, CodecKind kind) {
   for (size_t i = 0; i < out.size(); ++i) {
     if (!std::isfinite(out[i])) {

@@ -128,16 +128,16 @@ class Int8Codec final : public Codec {
 
   Status Decode(std::span<const std::byte> bytes, std::span<float> out) const override {
     CHORUS_ASSIGN_OR_RETURN(Header h, ReadHeader(bytes, kind(), out.size()));
-    const size_t chunk = static_cast<size_t>(h.param) + 1;
+    CHORUS_RETURN_IF_ERROR(CheckChunk(h, chunk_, kind()));
     const size_t n = out.size();
-    const size_t chunks = NumChunks(n, chunk);
+    const size_t chunks = NumChunks(n, chunk_);
     CHORUS_RETURN_IF_ERROR(CheckSize(bytes, kHeaderBytes + 4 * chunks + n, kind()));
     const std::byte* scales = bytes.data() + kHeaderBytes;
     const auto* q = reinterpret_cast<const int8_t*>(scales + 4 * chunks);
     for (size_t c = 0; c < chunks; ++c) {
       const float scale = Get<float>(scales + 4 * c);
-      const size_t begin = c * chunk;
-      const size_t end = std::min(n, begin + chunk);
+      const size_t begin = c * chunk_;
+      const size_t end = std::min(n, begin + chunk_);
       if (!std::isfinite(scale)) {
         return OutOfRange("codec int8: non-finite scale of chunk " + std::to_string(c) +
                           " (elements " + std::to_string(begin) + ".." + std::to_string(end - 1) +

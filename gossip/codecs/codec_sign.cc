@@ -60,9 +60,9 @@ class SignCodec final : public Codec {
 
   Status Decode(std::span<const std::byte> bytes, std::span<float> out) const override {
     CHORUS_ASSIGN_OR_RETURN(Header h, ReadHeader(bytes, kind(), out.size()));
-    const size_t chunk = static_cast<size_t>(h.param) + 1;
+    CHORUS_RETURN_IF_ERROR(CheckChunk(h, chunk_, kind()));
     const size_t n = out.size();
-    const size_t chunks = NumChunks(n, chunk);
+    const size_t chunks = NumChunks(n, chunk_);
     CHORUS_RETURN_IF_ERROR(CheckSize(bytes, kHeaderBytes + 4 * chunks + (n + 7) / 8, kind()));
     const std::byte* scales = bytes.data() + kHeaderBytes;
     const std::byte* bits = scales + 4 * chunks;
@@ -78,8 +78,8 @@ class SignCodec final : public Codec {
         return OutOfRange("codec sign: non-finite scale of chunk " + std::to_string(c));
       }
       if (scale < 0.0f) return DataLoss("codec sign: negative scale of chunk " + std::to_string(c));
-      const size_t begin = c * chunk;
-      const size_t end = std::min(n, begin + chunk);
+      const size_t begin = c * chunk_;
+      const size_t end = std::min(n, begin + chunk_);
       // out_i = +-scale: the sign bit of the float set from the wire bit.
       const uint32_t magnitude = std::bit_cast<uint32_t>(scale);
       auto value = [&](unsigned bit) { return std::bit_cast<float>(magnitude | (uint32_t{bit} << 31)); };

@@ -66,6 +66,10 @@ Result<Header> ReadHeader(std::span<const std::byte> bytes, CodecKind expected, 
 // kDataLoss unless bytes.size() == expected (names the codec and both sizes).
 Status CheckSize(std::span<const std::byte> bytes, size_t expected, CodecKind kind);
 
+// kDataLoss unless the header's chunk parameter (chunk - 1) is the decoder's
+// chunk: sender and receiver quantize with one chunk length.
+Status CheckChunk(const Header& h, size_t chunk, CodecKind kind);
+
 // kDataLoss naming the first non-finite element of out, if any.
 Status CheckFinite(std::span<const float> out, CodecKind kind);
 

@@ -308,6 +308,46 @@ TEST(CodecTest, SparseDecodeRejectsAnotherValueWidth) {
   }
 }
 
+// Sender and receiver quantize with one chunk length: a message cut in other
+// chunks is refused (it once decoded at a size WireBytes does not give).
+TEST(CodecTest, ChunkedDecodeRejectsAnotherChunk) {
+  const auto x = RandomVector(19, 0, 50);
+  for (CodecKind kind : {CodecKind::kInt8, CodecKind::kSign}) {
+    const std::string name(CodecKindName(kind));
+    CodecOptions sent = Kind(kind);
+    sent.chunk = 7;
+    auto encoder = Make(sent);
+    std::vector<std::byte> bytes;
+    ASSERT_TRUE(encoder->Encode(x, 1, &bytes).ok());
+    for (int chunk : {7, 6, 50}) {
+      CodecOptions expected = Kind(kind);
+      expected.chunk = chunk;
+      std::vector<float> out(x.size());
+      const Status s = Make(expected)->Decode(bytes, out);
+      if (chunk == 7) {
+        EXPECT_TRUE(s.ok()) << s.ToString();
+        continue;
+      }
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+      EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
+      EXPECT_NE(s.message().find("chunks of 7 elements but the receiver expects " +
+                                 std::to_string(chunk)),
+                std::string::npos)
+          << s.message();
+    }
+  }
+  // The fuzzer's input: a 2-element sign message in chunks of 1 (two scales),
+  // 25 bytes, offered to a decoder with chunks of 22 (one scale, 21 bytes).
+  CodecOptions sign = Kind(CodecKind::kSign);
+  sign.chunk = 22;
+  const unsigned char wire[] = {0xc7, static_cast<unsigned char>(CodecKind::kSign), 0, 0, 0, 0, 0, 0,
+                                2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0x63, 0, 0, 0};
+  std::vector<float> out(2);
+  const Status s = Make(sign)->Decode(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(wire), sizeof(wire)), out);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+}
+
 TEST(CodecTest, WireBytesIsTheEncodedSize) {
   for (const auto& options : AllKinds()) {
     auto codec = Make(options);
