@@ -102,7 +102,7 @@ template <typename T>
 RecvStream<T>::~RecvStream() {
   if (pending_.empty()) return;
   pending_.clear();
-  if (group_.transport().UnreleasedReceives() > 0) scratch_.Abandon();
+  if (group_.transport().UnreleasedBuffers() > 0) scratch_.Abandon();
 }
 
 template <typename T>

@@ -60,7 +60,7 @@ class ScratchBuffer {
   // taken from the pool on the first call.
   std::byte* Get(size_t bytes);
   // Never freed nor pooled: a receive the provider did not release may still
-  // write into it (Transport::UnreleasedReceives).
+  // write into it (Transport::UnreleasedBuffers).
   void Abandon() { (void)data_.release(); }
 
  private:

@@ -66,7 +66,7 @@ class FusionEngine {
                                                       FusionOptions options);
   // Stops the communication thread; a bucket in flight finishes or reaches its
   // deadline first. Keeps the staging buffers for good while the transport
-  // has receives it could not release (Transport::UnreleasedReceives).
+  // has receives it could not release (Transport::UnreleasedBuffers).
   ~FusionEngine();
   FusionEngine(const FusionEngine&) = delete;
   FusionEngine& operator=(const FusionEngine&) = delete;

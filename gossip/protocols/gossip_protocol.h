@@ -115,7 +115,7 @@ class GossipProtocol {
                                            std::span<float> params) = 0;
 
   // Ends background work (a responder thread) for good: the object is then
-  // only kept for its buffers (Transport::UnreleasedReceives), never used again.
+  // only kept for its buffers (Transport::UnreleasedBuffers), never used again.
   virtual void Stop() {}
 
   // Thread-safe: makes the Mix in progress (if any) and every later Mix return

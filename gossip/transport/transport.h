@@ -176,14 +176,15 @@ class Transport {
   // ("`shm`").
   virtual bool NeedsPeersInstalledBeforeFirstSend() const { return false; }
 
-  // Receives whose request gave up while the provider still held their
+  // Operations whose request gave up while the provider still held their
   // buffer (a cancel not released in time, for example a message half
-  // received from a peer that froze): the provider may still write into those
-  // buffers. A caller that owns buffers it gave to receives must not free or
-  // reuse them while this is above zero; it keeps them (GossipExchange
-  // retires its protocol instead of destroying it). 0 for transports that
-  // copy, or always release.
-  virtual int UnreleasedReceives() const { return 0; }
+  // received from, or half sent to, a peer that froze): the provider may
+  // still write into a receive's buffer and read from a send's. A caller that
+  // owns buffers it gave to sends or receives must not free or reuse them
+  // while this is above zero; it keeps them (GossipExchange retires its
+  // protocol instead of destroying it). 0 for transports that copy, or always
+  // release.
+  virtual int UnreleasedBuffers() const { return 0; }
 
   virtual TransportStats Stats() const = 0;
   // "local", "fabric(tcp;ofi_rxm 117.0)"...

@@ -160,7 +160,7 @@ Status GossipExchange::Reform(const Status& failure, int64_t next_step) {
 
 void GossipExchange::RetireProtocol() {
   if (protocol_ == nullptr) return;
-  const int unreleased = session_->transport->UnreleasedReceives();
+  const int unreleased = session_->transport->UnreleasedBuffers();
   if (unreleased == 0) {
     protocol_.reset();
     return;
@@ -168,8 +168,8 @@ void GossipExchange::RetireProtocol() {
   protocol_->Stop();
   retired_.push_back(std::move(protocol_));
   CHORUS_LOG_WARN(Subsys::kGossip, "keeping the previous protocol's buffers (", retired_.size(),
-                  " kept): the provider may still write into them (", unreleased,
-                  " cancelled receive(s) not released)");
+                  " kept): the provider may still use them (", unreleased,
+                  " cancelled operation(s) not released)");
 }
 
 // The state goes before the protocol is built: a pairwise responder answers

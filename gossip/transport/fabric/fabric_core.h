@@ -274,7 +274,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
     return s;
   }
   std::string Describe() const { return describe_; }
-  int UnreleasedReceives() const { return unreleased_receives_.load(); }
+  int UnreleasedBuffers() const { return unreleased_buffers_.load(); }
   // shm: see Transport::NeedsPeersInstalledBeforeFirstSend.
   bool needs_peers_installed_before_first_send() const { return peers_installed_before_first_send_; }
   // shm: a fresh endpoint per membership epoch (see Epochs above).
@@ -537,7 +537,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   std::atomic<int64_t> next_sweep_ns_{0};            // steady clock
   std::atomic<int64_t> sweep_interval_ns_{Nanos(kDiscardSweep)};
   std::atomic<uint64_t> messages_discarded_{0};
-  std::atomic<int> unreleased_receives_{0};  // ops with `unreleased` set, not yet reaped
+  std::atomic<int> unreleased_buffers_{0};  // ops with `unreleased` set, not yet reaped
 
   std::atomic<int> blocked_waiters_{0};
   std::atomic<int> spinning_waiters_{0};  // Waits polling the CQ themselves

@@ -154,7 +154,7 @@ void FabricCore::Finish(FabricOp& op, Status status, Completion completion, bool
   {
     std::lock_guard<std::mutex> lock(op.mu);
     if (reaped && !op.reaped && op.unreleased) {
-      unreleased_receives_.fetch_sub(1);
+      unreleased_buffers_.fetch_sub(1);
       CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": ", op.Describe(), " released by the provider at last");
     }
     if (reaped) op.reaped = true;
@@ -252,19 +252,20 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
       expired = Clock::now() - from >= options_.cancel_timeout;
     }
     if (expired) {
-      const bool receive = op.kind == FabricOp::Kind::kRecv;  // into the caller's buffer
       {
         std::lock_guard<std::mutex> lock(op.mu);
         if (op.reaped) break;
-        if (receive && !op.unreleased) {
+        if (!op.unreleased) {
           op.unreleased = true;
-          unreleased_receives_.fetch_add(1);
+          unreleased_buffers_.fetch_add(1);
         }
       }
+      // A receive's buffer may still be written, a send's still read (a
+      // segment copied out of it when the peer wakes).
       CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": ", op.Describe(),
                       " not released by the provider after cancel; its context stays owned "
-                      "by the transport until it completes",
-                      receive ? ", and its buffer must outlive it (Transport::UnreleasedReceives)" : "");
+                      "by the transport until it completes, and its buffer must outlive it "
+                      "(Transport::UnreleasedBuffers)");
       break;
     }
     if (Poll(/*block=*/false) == 0) backoff.Pause();

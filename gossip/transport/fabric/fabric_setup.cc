@@ -225,7 +225,7 @@ void FabricCore::Shutdown(StatusCode code, const std::string& why) {
   }
   for (auto& [ptr, op] : ops) {
     std::lock_guard<std::mutex> lock(op->mu);
-    if (!op->reaped && op->unreleased) unreleased_receives_.fetch_sub(1);  // the endpoint closed
+    if (!op->reaped && op->unreleased) unreleased_buffers_.fetch_sub(1);  // the endpoint closed
     op->reaped = true;
     FailLocked(*op, Status(code, op->Describe() + ": " + why));
   }

@@ -122,10 +122,10 @@ class FabricTransport final : public Transport {
     return s;
   }
   std::string Describe() const override { return Core().Describe(); }
-  int UnreleasedReceives() const override {
+  int UnreleasedBuffers() const override {
     std::lock_guard<std::mutex> lock(mu_);
     int n = 0;
-    for (const auto& core : cores_) n += core->UnreleasedReceives();
+    for (const auto& core : cores_) n += core->UnreleasedBuffers();
     return n;
   }
 
