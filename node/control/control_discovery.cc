@@ -495,12 +495,9 @@ void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, 
 }
 
 void ControlPlaneImpl::EndBeforeAdmission(const std::string& why) {
-  if (Terminal()) return;
-  EndAs(Phase::kFailed, Cancelled(self_.name + " was not admitted: the cluster ended its run first (" + why +
-                                  "); nothing is left to train"));
-  CHORUS_LOG_WARN(Subsys::kControl, failure_.message());
-  CloseAll();
-  cv_.notify_all();
+  Fail(Cancelled(self_.name + " was not admitted: the cluster ended its run first (" + why +
+                 "); nothing is left to train"),
+       LogLevel::kWarn);
 }
 
 void ControlPlaneImpl::LogAccepted(const msg::State& state) {

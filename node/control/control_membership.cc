@@ -388,15 +388,19 @@ void ControlPlaneImpl::AdoptView(const msg::EpochView& v) {
   advance_requested_ = false;
 }
 
+void ControlPlaneImpl::EndRemoved(uint64_t epoch, const std::string& how) {
+  EndAs(Phase::kRemoved, Aborted(self_.name + " was removed from the cluster at epoch " +
+                                 std::to_string(epoch) + how));
+  CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
+}
+
 // A view without this node: it left (Leave), or the others removed it.
 void ControlPlaneImpl::LeaveAsRemoved(const msg::EpochView& v) {
   if (phase_ == Phase::kLeaving) {
     phase_ = Phase::kLeft;
     CHORUS_LOG_INFO(Subsys::kControl, self_.name, " has left; the cluster goes on with ", view_.Describe());
   } else {
-    EndAs(Phase::kRemoved, Aborted(self_.name + " was removed from the cluster at epoch " +
-                                   std::to_string(v.epoch) + " by " + v.proposer));
-    CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
+    EndRemoved(v.epoch, " by " + v.proposer);
   }
   to_announce_.push_back(view_);  // self_rank -1: this node is out
   CloseAll();
@@ -525,9 +529,7 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
   bool includes_self = false;
   for (const Member& m : s.members) includes_self |= m.name == self_.name;
   if (!includes_self) {
-    EndAs(Phase::kRemoved, Aborted(self_.name + " was removed from the cluster at epoch " +
-                                   std::to_string(s.epoch) + " (learned from " + conn->Describe() + ")"));
-    CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
+    EndRemoved(s.epoch, " (learned from " + conn->Describe() + ")");
     view_ = MembershipView{s.epoch, -1, s.members, {}, {}};
     to_announce_.push_back(view_);
     CloseAll();

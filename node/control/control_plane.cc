@@ -338,10 +338,10 @@ void ControlPlaneImpl::RefuseAfterTheRun(const std::shared_ptr<Connection>& conn
   conn->CloseAfterFlush(Status::Ok());
 }
 
-void ControlPlaneImpl::Fail(const Status& status) {
+void ControlPlaneImpl::Fail(const Status& status, LogLevel level) {
   if (Terminal()) return;
   EndAs(Phase::kFailed, status);
-  CHORUS_LOG_ERROR(Subsys::kControl, self_.name, ": ", status.ToString());
+  LogParts(level, Subsys::kControl, self_.name, ": ", status.ToString());
   CloseAll();
   cv_.notify_all();
 }

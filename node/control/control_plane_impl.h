@@ -154,9 +154,12 @@ class ControlPlaneImpl : public Connection::Listener {
   void StartAccept();
   void StartTick();
   void OnTick();
-  void Fail(const Status& status);
+  void Fail(const Status& status, LogLevel level = LogLevel::kError);
   // Enters kRemoved or kFailed for `why` (failure_, and the flag Failure reads).
   void EndAs(Phase phase, Status why);
+  // The others' view at `epoch` leaves this node out (`how`: by whom, or
+  // from whom it learned it): the training loop stops at its next step.
+  void EndRemoved(uint64_t epoch, const std::string& how);
   // A join or discovery probe that reached this node after its run ended (a
   // Reject with kRunEnded; the joiner exits without a model).
   void RefuseAfterTheRun(const std::shared_ptr<Connection>& conn, const std::string& joiner);
