@@ -314,6 +314,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   // itself (removed from the cluster after a freeze) is told apart.
   std::vector<bool> ended_by_us(static_cast<size_t>(options.plan.num_nodes), false);
   int self_restarts = 0;
+  int crashes = 0;  // of self_restarts: ended by a signal (a crash)
   int end_restarts = 0;  // dead nodes started again when the faults ended
   bool revived = false;
   bool in_stall = false, stopping = false, ended_training = false, interrupted = false;
@@ -374,6 +375,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
       Result<size_t> instance = restart(control, i, now);
       ++self_restarts;
+      if (WIFSIGNALED(ws)) ++crashes;  // chaos sends no signal to a node it does not count as a fault
       std::printf("chaos: %7.1f s  node%d ended by itself (%s): started again%s\n", t, i,
                   WIFEXITED(ws) ? ("status " + std::to_string(WEXITSTATUS(ws))).c_str()
                                 : ("signal " + std::to_string(WTERMSIG(ws))).c_str(),
@@ -635,7 +637,8 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   }
   summary.line = "chaos summary: " + std::to_string(summary.injected) + " faults injected (" +
                  by_kind.substr(0, by_kind.size() - 2) + "; " +
-                 std::to_string(self_restarts) + " nodes ended by themselves and were started again; " +
+                 std::to_string(self_restarts) + " nodes ended by themselves and were started again, " +
+                 std::to_string(crashes) + " of them by a signal; " +
                  std::to_string(end_restarts) + " dead at the end of the faults, started again), " +
                  std::to_string(summary.survived) + " survived, " + std::to_string(summary.hangs) +
                  " hangs (bound " + Fixed(options.hang_bound_s, 0) + " s, longest stall " +
