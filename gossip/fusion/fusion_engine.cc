@@ -56,10 +56,8 @@ FusionEngine::~FusionEngine() {
   // A receive the provider did not release after its cancel may still be
   // written into the staging buffers (a frozen peer that wakes halfway
   // through a message): they are kept for good, never freed for reuse.
-  if (collective_.transport().UnreleasedBuffers() > 0) {
-    (void)new std::vector<std::vector<float>>(std::move(staging_));
-    (void)new std::vector<std::vector<uint16_t>>(std::move(half_staging_));
-  }
+  KeepWhileUnreleased(collective_.transport(), staging_);
+  KeepWhileUnreleased(collective_.transport(), half_staging_);
 }
 
 Status FusionEngine::MarkReady(size_t param) {

@@ -167,6 +167,15 @@ void PairwiseGossip::ResponderLoop() {
     std::lock_guard<std::mutex> lock(mu_);
     responder_status_ = s.WithContext("pairwise responder");
   };
+  // A receive the provider did not release (a request half received from a
+  // peer that froze) may still write into `buffer`: it is kept for good and
+  // the next receive gets a fresh one.
+  auto release = [&](RequestPtr& request) {
+    if (!request->Release()) {
+      KeepForGood(buffer);
+      buffer.assign(kHeaderBytes + codec_->WireBytes(n), std::byte{0});
+    }
+  };
   while (!stop_.load()) {
     auto posted = transport_.Irecv(kAnySource, tag, buffer);
     if (!posted) {
@@ -182,6 +191,7 @@ void PairwiseGossip::ResponderLoop() {
       done = request->Wait(Deadline::Now());
     }
     if (!done) {
+      release(request);
       const StatusCode code = done.error().code();
       if (code == StatusCode::kDeadlineExceeded || code == StatusCode::kCancelled) continue;
       record_error(done.error());
@@ -367,7 +377,15 @@ Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint
   // From here on every exit must clear busy_ and serve what was deferred (EndAttempt).
   std::vector<RequestPtr> requests;
   Result<size_t> bytes = ExchangeRequest(peer, deadline, request, answer, requests);
-  if (!bytes) return EndAttempt(bytes.error());
+  if (!bytes) {
+    // An answer half received from, or a request half sent to, a peer that
+    // froze may still be written or read by the provider.
+    if (!ReleaseAll(requests)) {
+      KeepForGood(answer);
+      KeepForGood(request);
+    }
+    return EndAttempt(bytes.error());
+  }
   const std::span<const std::byte> received = std::span<const std::byte>(answer).first(*bytes);
   int64_t peer_step = 0;
   Status header = ReadAnswerHeader(peer, seq, received, answer_type, &peer_step);

@@ -25,6 +25,15 @@ Result<Completion> Transport::Recv(Rank source, Tag tag, std::span<std::byte> da
   return req->Wait(deadline);
 }
 
+bool ReleaseAll(std::vector<RequestPtr>& requests) {
+  bool released = true;
+  for (RequestPtr& r : requests) {
+    if (r != nullptr && !r->Release()) released = false;
+  }
+  requests.clear();
+  return released;
+}
+
 Status WaitAll(std::span<RequestPtr> requests, Deadline deadline) {
   Status first;
   for (auto& req : requests) {

@@ -21,7 +21,9 @@
 //    Chorus's protocols are fixed by both sides, so a truncation means a bug or
 //    a bad peer, never normal operation.
 //  - Buffers must stay alive and untouched until the request completes or is
-//    cancelled; a request destroyed while pending is cancelled.
+//    cancelled and released; a request destroyed while pending is cancelled.
+//    A cancel the provider does not release in time leaves the buffer in its
+//    hands (Request::Release, Transport::UnreleasedBuffers).
 //  - Every wait takes a Deadline. A peer that does not answer in time gives
 //    kDeadlineExceeded; a peer known dead gives kUnavailable; both messages
 //    name the peer's rank and address.
@@ -36,6 +38,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -81,6 +84,15 @@ class Request {
   [[nodiscard]] virtual Result<Completion> Wait(Deadline deadline) = 0;
   // Cancels a pending request; a no-op once complete.
   virtual void Cancel() = 0;
+  // Gives the request up: cancels it if pending, then waits (at most the
+  // transport's cancel timeout) until the provider has let go of its buffer.
+  // False when it has not: the provider may still read or write that buffer
+  // (Transport::UnreleasedBuffers), and the caller must keep it for good
+  // (KeepForGood). Transports that copy release at once.
+  virtual bool Release() {
+    Cancel();
+    return true;
+  }
 };
 using RequestPtr = std::unique_ptr<Request>;
 
@@ -186,6 +198,13 @@ class Transport {
   // release.
   virtual int UnreleasedBuffers() const { return 0; }
 
+  // The process exits next, after a failure: the transport stops its threads
+  // and fails what is pending, and may leave provider objects for the exit to
+  // reclaim rather than close them (over tcp;ofi_rxm, whose endpoint close
+  // can crash after a partition: docs/libfabric.md). Nothing is sent or
+  // received afterwards.
+  virtual void EndForExit() {}
+
   virtual TransportStats Stats() const = 0;
   // "local", "fabric(tcp;ofi_rxm 117.0)"...
   virtual std::string Describe() const = 0;
@@ -196,6 +215,28 @@ class Transport {
   [[nodiscard]] Result<Completion> Recv(Rank source, Tag tag, std::span<std::byte> data,
                                         Deadline deadline);
 };
+
+// Moves `buffer` into storage that is never freed: the heap memory it held,
+// which a provider may still read or write, stays valid for the process's
+// life. `buffer` is left empty (moved from).
+template <typename Buffer>
+void KeepForGood(Buffer& buffer) {
+  (void)new Buffer(std::move(buffer));
+}
+
+// KeepForGood(buffer) while `transport` holds any buffer it could not
+// release (Transport::UnreleasedBuffers): for an owner that cannot tell which
+// of its requests the provider kept, whose requests are gone and which would
+// free or reuse `buffer` next.
+template <typename Buffer>
+void KeepWhileUnreleased(const Transport& transport, Buffer& buffer) {
+  if (transport.UnreleasedBuffers() > 0) KeepForGood(buffer);
+}
+
+// Releases every request (Request::Release) and empties the list. False when
+// the provider kept the buffer of one of them: the caller then keeps every
+// buffer those requests used (KeepForGood).
+[[nodiscard]] bool ReleaseAll(std::vector<RequestPtr>& requests);
 
 // Waits for all requests; returns the first error (and cancels the rest).
 [[nodiscard]] Status WaitAll(std::span<RequestPtr> requests, Deadline deadline);

@@ -114,21 +114,27 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, con
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(header->bytes));
   std::vector<gossip::RequestPtr> requests;
+  // The chunks' requests end first (cancelled); a chunk half received from a
+  // sender that froze may still be written into `bytes` after that.
+  auto fail = [&](Status why) {
+    if (!gossip::ReleaseAll(requests)) gossip::KeepForGood(bytes);
+    return Err(std::move(why));
+  };
   for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
     const size_t begin = c * kLiveStateChunkBytes;
     const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
-    CHORUS_ASSIGN_OR_RETURN(
-        gossip::RequestPtr r,
-        transport.Irecv(from, ChunkTag(epoch), std::as_writable_bytes(std::span(bytes).subspan(begin, n))));
-    requests.push_back(std::move(r));
+    Result<gossip::RequestPtr> r =
+        transport.Irecv(from, ChunkTag(epoch), std::as_writable_bytes(std::span(bytes).subspan(begin, n)));
+    if (!r) return fail(r.error());
+    requests.push_back(std::move(*r));
   }
   for (size_t c = 0; c < requests.size(); ++c) {
     Result<gossip::Completion> done = requests[c]->Wait(deadline);
-    if (!done) return Err(done.error().WithContext("receiving the live state from " + sender));
+    if (!done) return fail(done.error().WithContext("receiving the live state from " + sender));
     const size_t expected = std::min(kLiveStateChunkBytes, bytes.size() - c * kLiveStateChunkBytes);
     if (done->bytes != expected) {
-      return Err(DataLoss("live state from " + sender + ": chunk " + std::to_string(c) + " holds " +
-                          std::to_string(done->bytes) + " bytes, expected " + std::to_string(expected)));
+      return fail(DataLoss("live state from " + sender + ": chunk " + std::to_string(c) + " holds " +
+                           std::to_string(done->bytes) + " bytes, expected " + std::to_string(expected)));
     }
   }
   const uint32_t crc = Crc32(bytes);
@@ -177,7 +183,10 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   if (view.self_rank == sender) {
     CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
     Header header{kMagic, kVersion, bytes.size(), next_step, Crc32(bytes), static_cast<uint32_t>(kLiveStateChunkBytes)};
-    CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, bytes, view.epoch, deadline));
+    if (Status sent = Send(transport, receivers, header, bytes, view.epoch, deadline); !sent.ok()) {
+      gossip::KeepWhileUnreleased(transport, bytes);  // a chunk to a frozen receiver may still be read
+      return Err(sent);
+    }
     shared.bytes = bytes.size();
     std::vector<std::string> names;
     for (int r : receivers) names.push_back(view.members[static_cast<size_t>(r)].name);

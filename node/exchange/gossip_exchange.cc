@@ -54,7 +54,14 @@ Result<std::unique_ptr<GossipExchange>> GossipExchange::Create(const Config& con
   return ex;
 }
 
-GossipExchange::~GossipExchange() = default;
+// The transport outlives the exchange (the session ends last): while it holds
+// buffers it could not release, the protocols' buffers outlive it too.
+GossipExchange::~GossipExchange() {
+  if (session_ == nullptr || session_->transport == nullptr) return;
+  if (protocol_ != nullptr) protocol_->Stop();  // a kept responder must not run on
+  gossip::KeepWhileUnreleased(*session_->transport, protocol_);
+  gossip::KeepWhileUnreleased(*session_->transport, retired_);
+}
 
 Result<topologies::Graph> GossipExchange::BuildGraph(int n) const { return GossipGraph(config_, n); }
 

@@ -44,32 +44,39 @@ gossip::OuterKind KindOf(OuterOptimizer optimizer) {
 }
 
 // Sends `payload` to every rank of `peers` and receives one message of
-// exactly `bytes` from each into `inboxes` (in the order of `peers`).
+// exactly `bytes` from each into `inboxes` (in the order of `peers`). On a
+// failure, both are kept for good when the provider did not release one of
+// the requests: a peer that froze halfway may still have them read or written.
 Status SwapWithPeers(gossip::Transport& transport, std::span<const int> peers, gossip::Tag tag,
-                     std::span<const std::byte> payload, size_t bytes, Deadline deadline,
+                     std::vector<std::byte>* payload, size_t bytes, Deadline deadline,
                      std::vector<std::vector<std::byte>>* inboxes) {
   inboxes->assign(peers.size(), std::vector<std::byte>(bytes));
   std::vector<gossip::RequestPtr> requests;
+  auto fail = [&](Status why) {
+    if (!gossip::ReleaseAll(requests)) {
+      gossip::KeepForGood(*inboxes);
+      gossip::KeepForGood(*payload);
+    }
+    return why;
+  };
   for (size_t k = 0; k < peers.size(); ++k) {
-    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr r, transport.Irecv(peers[k], tag, (*inboxes)[k]));
-    requests.push_back(std::move(r));
+    Result<gossip::RequestPtr> r = transport.Irecv(peers[k], tag, (*inboxes)[k]);
+    if (!r) return fail(r.error());
+    requests.push_back(std::move(*r));
   }
   for (int peer : peers) {
-    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr r, transport.Isend(peer, tag, payload));
-    requests.push_back(std::move(r));
+    Result<gossip::RequestPtr> r = transport.Isend(peer, tag, *payload);
+    if (!r) return fail(r.error());
+    requests.push_back(std::move(*r));
   }
   Backoff backoff(std::chrono::microseconds(200));
   for (size_t i = 0; i < requests.size(); ++i) {
     while (!requests[i]->Done() && !deadline.Expired()) backoff.Pause();
     Result<gossip::Completion> done = requests[i]->Wait(deadline);
-    if (!done) {
-      for (size_t j = i + 1; j < requests.size(); ++j) requests[j]->Cancel();
-      return done.error();
-    }
+    if (!done) return fail(done.error());
     if (i < peers.size() && done->bytes != bytes) {
-      for (size_t j = i + 1; j < requests.size(); ++j) requests[j]->Cancel();
-      return DataLoss("outer sync: " + std::to_string(done->bytes) + " bytes from rank " +
-                      std::to_string(peers[i]) + ", expected " + std::to_string(bytes));
+      return fail(DataLoss("outer sync: " + std::to_string(done->bytes) + " bytes from rank " +
+                           std::to_string(peers[i]) + ", expected " + std::to_string(bytes)));
     }
   }
   return Status::Ok();
@@ -219,7 +226,7 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
     if (r != self) peers.push_back(r);
   }
   std::vector<std::vector<std::byte>> inboxes;
-  CHORUS_RETURN_IF_ERROR(SwapWithPeers(*session_->transport, peers, tag_base, wire,
+  CHORUS_RETURN_IF_ERROR(SwapWithPeers(*session_->transport, peers, tag_base, &wire,
                                        codec_->WireBytes(range.count), deadline, &inboxes));
   std::vector<double> sum(range.count, 0.0);
   for (int r = 0, k = 0; r < world; ++r) {
@@ -270,7 +277,7 @@ Status OuterExchange::AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, De
   }
   const size_t bytes = payload.size();
   std::vector<std::vector<std::byte>> inboxes;
-  CHORUS_RETURN_IF_ERROR(SwapWithPeers(*session_->transport, peers, tag_base, payload, bytes, deadline, &inboxes));
+  CHORUS_RETURN_IF_ERROR(SwapWithPeers(*session_->transport, peers, tag_base, &payload, bytes, deadline, &inboxes));
   std::vector<double> params_sum(n, 0.0), delta_sum(n, 0.0);
   for (size_t g = 0, k = 0; g < group.size(); ++g) {
     const bool mine = group[g] == self;

@@ -233,7 +233,10 @@ int RunNode(const Config& config, const NodeOptions& options) {
 
   stop.EnterStoppablePhase();
   Result<std::optional<json>> finished = loop.Run();
-  if (!finished) return fail(finished.error());
+  if (!finished) {
+    if (run.session && run.session->transport) run.session->transport->EndForExit();
+    return fail(finished.error());
+  }
   if (!finished->has_value()) {
     EndRun(run, LeaveKind::kStopping);
     return 128 + loop.stopped_by();  // the shell's status for the signal

@@ -238,6 +238,11 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // Closes the endpoint; every pending operation fails with `code`, its
   // message ending in `why`.
   void Shutdown(StatusCode code = StatusCode::kCancelled, const std::string& why = "transport closed");
+  // Shutdown for a process about to exit, except that the provider's objects
+  // stay open for the exit to reclaim: rxm 1.17's endpoint close can crash
+  // after a partition (docs/libfabric.md). Ops fail and count as released,
+  // as after Shutdown; the core must then never be destroyed.
+  void ShutdownLeavingOpen(StatusCode code, const std::string& why);
 
   Result<RequestPtr> Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data, size_t length);
   Status SetPeers(Rank self, std::span<const PeerInfo> peers);
@@ -253,6 +258,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   Result<Completion> Wait(FabricOp& op, Deadline deadline);
   // fi_cancel, then drive progress until the op is reaped or cancel_timeout.
   void CancelAndReap(FabricOp& op, Status reason);
+  // CancelAndReap unless the op is reaped, or was given up unreleased already.
   void Abandon(FabricOp& op);
 
   std::vector<uint8_t> local_address() const { return local_address_; }
@@ -293,6 +299,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   }
 
  private:
+  // Shutdown (close) or ShutdownLeavingOpen.
+  void End(StatusCode code, const std::string& why, bool close);
   // An shm peer's process (Dead peers' locks).
   struct PeerProcess {
     ProcessWatch watch;

@@ -275,12 +275,14 @@ void FabricCore::CancelAndReap(FabricOp& op, Status reason) {
 }
 
 void FabricCore::Abandon(FabricOp& op) {
-  bool reaped;
+  bool waited_already;
   {
     std::lock_guard<std::mutex> lock(op.mu);
-    reaped = op.reaped;
+    // Once given up (unreleased), the transport owns its context: a second
+    // wait for the release would only cost another cancel timeout.
+    waited_already = op.reaped || op.unreleased;
   }
-  if (!reaped) CancelAndReap(op, Cancelled(op.Describe() + ": request destroyed while pending"));
+  if (!waited_already) CancelAndReap(op, Cancelled(op.Describe() + ": request given up while pending"));
 }
 
 void FabricCore::WakeProgress() {

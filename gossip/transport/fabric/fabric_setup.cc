@@ -203,7 +203,11 @@ Result<MrRegistration> FabricCore::Register(const void* address, size_t length) 
   return reg;
 }
 
-void FabricCore::Shutdown(StatusCode code, const std::string& why) {
+void FabricCore::Shutdown(StatusCode code, const std::string& why) { End(code, why, /*close=*/true); }
+
+void FabricCore::ShutdownLeavingOpen(StatusCode code, const std::string& why) { End(code, why, /*close=*/false); }
+
+void FabricCore::End(StatusCode code, const std::string& why, bool close) {
   {
     std::lock_guard<std::mutex> lock(progress_mu_);
     progress_stop_ = true;
@@ -216,7 +220,7 @@ void FabricCore::Shutdown(StatusCode code, const std::string& why) {
     std::lock_guard<std::mutex> lock(cq_mu_);
     if (closed_) return;
     closed_ = true;
-    ep_.Reset();  // no completion can arrive after this
+    if (close) ep_.Reset();  // no completion can arrive after this
   }
   std::unordered_map<FabricOp*, std::shared_ptr<FabricOp>> ops;
   {
@@ -239,7 +243,7 @@ void FabricCore::Shutdown(StatusCode code, const std::string& why) {
     for (auto& queue : backlog_) queue.clear();
     backlog_size_.store(0);
   }
-  if (mr_cache_) mr_cache_->Clear();
+  if (close && mr_cache_) mr_cache_->Clear();
 }
 
 }  // namespace chorus::gossip::fabric

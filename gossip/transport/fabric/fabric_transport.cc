@@ -53,6 +53,11 @@ class FabricRequest final : public Request {
     if (op_->finished.load()) return;
     core_->CancelAndReap(*op_, Cancelled(op_->Describe() + ": cancelled"));
   }
+  bool Release() override {
+    core_->Abandon(*op_);
+    std::lock_guard<std::mutex> lock(op_->mu);
+    return op_->reaped;
+  }
 
  private:
   std::shared_ptr<FabricCore> core_;
@@ -122,6 +127,12 @@ class FabricTransport final : public Transport {
     return s;
   }
   std::string Describe() const override { return Core().Describe(); }
+  void EndForExit() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options_.provider != FabricProvider::kTcpRxm) return;  // closed at destruction as usual
+    for (const auto& core : cores_) core->ShutdownLeavingOpen(StatusCode::kCancelled, "the process exits");
+    (void)new std::vector<std::shared_ptr<FabricCore>>(cores_);  // never destroyed, never closed
+  }
   int UnreleasedBuffers() const override {
     std::lock_guard<std::mutex> lock(mu_);
     int n = 0;
