@@ -160,7 +160,8 @@ void PairwiseGossip::ResponderLoop() {
     n = public_.size();
   }
   const Tag tag = RequestTag(options_.tag_stream, options_.epoch);
-  std::vector<std::byte> buffer(kHeaderBytes + codec_->WireBytes(n));
+  const size_t buffer_bytes = kHeaderBytes + codec_->WireBytes(n);
+  std::vector<std::byte> buffer(buffer_bytes);
   auto record_error = [&](const Status& s) {
     CHORUS_LOG_WARN(Subsys::kGossip, "pairwise responder (rank ", transport_.rank(),
                     ") stopped: ", s.ToString());
@@ -173,7 +174,7 @@ void PairwiseGossip::ResponderLoop() {
   auto release = [&](RequestPtr& request) {
     if (!request->Release()) {
       KeepForGood(buffer);
-      buffer.assign(kHeaderBytes + codec_->WireBytes(n), std::byte{0});
+      buffer.assign(buffer_bytes, std::byte{0});
     }
   };
   while (!stop_.load()) {
@@ -380,10 +381,7 @@ Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint
   if (!bytes) {
     // An answer half received from, or a request half sent to, a peer that
     // froze may still be written or read by the provider.
-    if (!ReleaseAll(requests)) {
-      KeepForGood(answer);
-      KeepForGood(request);
-    }
+    ReleaseOrKeep(requests, answer, request);
     return EndAttempt(bytes.error());
   }
   const std::span<const std::byte> received = std::span<const std::byte>(answer).first(*bytes);

@@ -238,6 +238,14 @@ void KeepWhileUnreleased(const Transport& transport, Buffer& buffer) {
 // buffer those requests used (KeepForGood).
 [[nodiscard]] bool ReleaseAll(std::vector<RequestPtr>& requests);
 
+// ReleaseAll(requests), and KeepForGood on each of `buffers` (those the
+// requests used) when the provider kept one of them: the way out of a call
+// whose requests failed.
+template <typename... Buffers>
+void ReleaseOrKeep(std::vector<RequestPtr>& requests, Buffers&... buffers) {
+  if (!ReleaseAll(requests)) (KeepForGood(buffers), ...);
+}
+
 // Waits for all requests; returns the first error (and cancels the rest).
 [[nodiscard]] Status WaitAll(std::span<RequestPtr> requests, Deadline deadline);
 

@@ -117,7 +117,7 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, con
   // The chunks' requests end first (cancelled); a chunk half received from a
   // sender that froze may still be written into `bytes` after that.
   auto fail = [&](Status why) {
-    if (!gossip::ReleaseAll(requests)) gossip::KeepForGood(bytes);
+    gossip::ReleaseOrKeep(requests, bytes);
     return Err(std::move(why));
   };
   for (size_t c = 0; c < Chunks(bytes.size()); ++c) {

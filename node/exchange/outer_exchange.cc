@@ -53,10 +53,7 @@ Status SwapWithPeers(gossip::Transport& transport, std::span<const int> peers, g
   inboxes->assign(peers.size(), std::vector<std::byte>(bytes));
   std::vector<gossip::RequestPtr> requests;
   auto fail = [&](Status why) {
-    if (!gossip::ReleaseAll(requests)) {
-      gossip::KeepForGood(*inboxes);
-      gossip::KeepForGood(*payload);
-    }
+    gossip::ReleaseOrKeep(requests, *inboxes, *payload);
     return why;
   };
   for (size_t k = 0; k < peers.size(); ++k) {
