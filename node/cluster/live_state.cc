@@ -60,19 +60,31 @@ double StallBeforeChunks() {
   return text != nullptr ? std::max(0.0, std::atof(text)) : 0.0;
 }
 
-// Sends `header` and `bytes` to each of `to`, all at once, and waits.
+// Sends `header` and `bytes` to each of `to`, all at once, and waits. On a
+// failure the requests are released, and when the provider keeps one (a
+// chunk half sent to a receiver that froze may still be read), the header's
+// copy and `bytes` are kept for good (`bytes` is then left empty).
 Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header,
-            std::span<const uint8_t> bytes, uint64_t epoch, Deadline deadline) {
+            std::vector<uint8_t>& bytes, uint64_t epoch, Deadline deadline) {
+  std::vector<uint8_t> head(sizeof(Header));
+  std::memcpy(head.data(), &header, sizeof(Header));
   std::vector<gossip::RequestPtr> requests;
+  auto fail = [&](Status why) {
+    gossip::ReleaseOrKeep(requests, head, bytes);
+    return why;
+  };
+  auto post = [&](int rank, gossip::Tag tag, std::span<const uint8_t> data) {
+    Result<gossip::RequestPtr> r = transport.Isend(rank, tag, std::as_bytes(data));
+    if (r) requests.push_back(std::move(*r));
+    return r ? Status::Ok() : r.error();
+  };
   for (int rank : to) {
-    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr h,
-                            transport.Isend(rank, HeaderTag(epoch), std::as_bytes(std::span(&header, 1))));
-    requests.push_back(std::move(h));
+    if (Status s = post(rank, HeaderTag(epoch), head); !s.ok()) return fail(s);
   }
   if (const double stall = StallBeforeChunks(); stall > 0) {
     for (gossip::RequestPtr& r : requests) {
       Result<gossip::Completion> done = r->Wait(deadline);
-      if (!done) return done.error().WithContext("sending the live state's header");
+      if (!done) return fail(done.error().WithContext("sending the live state's header"));
     }
     CHORUS_LOG_WARN(Subsys::kNode, "fault injection: stalling ", stall, " s between the live state's header and its chunks");
     std::this_thread::sleep_for(std::chrono::duration<double>(stall));
@@ -81,14 +93,14 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
     for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
       const size_t begin = c * kLiveStateChunkBytes;
       const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
-      CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr r,
-                              transport.Isend(rank, ChunkTag(epoch), std::as_bytes(bytes.subspan(begin, n))));
-      requests.push_back(std::move(r));
+      if (Status s = post(rank, ChunkTag(epoch), std::span<const uint8_t>(bytes).subspan(begin, n)); !s.ok()) {
+        return fail(s);
+      }
     }
   }
   for (gossip::RequestPtr& r : requests) {
     Result<gossip::Completion> done = r->Wait(deadline);
-    if (!done) return done.error().WithContext("sending the live state");
+    if (!done) return fail(done.error().WithContext("sending the live state"));
   }
   return Status::Ok();
 }
@@ -97,14 +109,22 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
 Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, const std::string& sender,
                                      uint64_t epoch, Deadline deadline, Header* header) {
   {
+    // Received into the heap, which is kept if the provider keeps the request.
+    std::vector<uint8_t> head(sizeof(Header));
+    std::vector<gossip::RequestPtr> requests;
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr h,
-                            transport.Irecv(from, HeaderTag(epoch), std::as_writable_bytes(std::span(header, 1))));
-    Result<gossip::Completion> done = h->Wait(deadline);
-    if (!done) return Err(done.error().WithContext("receiving the live state's header from " + sender));
+                            transport.Irecv(from, HeaderTag(epoch), std::as_writable_bytes(std::span(head))));
+    requests.push_back(std::move(h));
+    Result<gossip::Completion> done = requests[0]->Wait(deadline);
+    if (!done) {
+      gossip::ReleaseOrKeep(requests, head);
+      return Err(done.error().WithContext("receiving the live state's header from " + sender));
+    }
     if (done->bytes != sizeof(Header)) {
       return Err(DataLoss("live state from " + sender + ": a header of " + std::to_string(done->bytes) +
                           " bytes, expected " + std::to_string(sizeof(Header))));
     }
+    std::memcpy(header, head.data(), sizeof(Header));
   }
   if (header->magic != kMagic || header->version != kVersion || header->bytes > kMaxStateBytes ||
       header->chunk_bytes != kLiveStateChunkBytes) {
@@ -183,10 +203,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   if (view.self_rank == sender) {
     CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
     Header header{kMagic, kVersion, bytes.size(), next_step, Crc32(bytes), static_cast<uint32_t>(kLiveStateChunkBytes)};
-    if (Status sent = Send(transport, receivers, header, bytes, view.epoch, deadline); !sent.ok()) {
-      gossip::KeepWhileUnreleased(transport, bytes);  // a chunk to a frozen receiver may still be read
-      return Err(sent);
-    }
+    CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, bytes, view.epoch, deadline));
     shared.bytes = bytes.size();
     std::vector<std::string> names;
     for (int r : receivers) names.push_back(view.members[static_cast<size_t>(r)].name);
