@@ -526,9 +526,37 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
   // Only a member's committed view that is newer than ours matters here.
   if (!formed_ || phase_ != Phase::kMember || !s.formed || s.epoch <= view_.epoch) return;
   if (!view_.Find(conn->peer_name())) return;
-  bool includes_self = false;
-  for (const Member& m : s.members) includes_self |= m.name == self_.name;
-  if (!includes_self) {
+  auto theirs = [&](const std::string& name) {
+    return std::any_of(s.members.begin(), s.members.end(), [&](const Member& m) { return m.name == name; });
+  };
+  if (!theirs(self_.name)) {
+    // Fewer members than ours that answer and are not in it: not the others'
+    // verdict but the part that was cut off, whose coordinator declared
+    // everyone else dead first. Ours goes on without its members, and its
+    // split probe finds ours larger and yields. A node whose control thread
+    // stalled lately cannot tell (the others' silence was its own), and
+    // takes the verdict.
+    const Clock::time_point now = Clock::now();
+    size_t ours = 0;
+    for (const Member& m : view_.members) {
+      if (theirs(m.name)) continue;
+      if (m.name == self_.name || (!Gone(m.name) && !liveness_.IsSuspect(m.name) && !liveness_.IsLost(m.name))) {
+        ++ours;
+      }
+    }
+    if (now - stalled_at_ > dead_after_ && ours > s.members.size()) {
+      for (const Member& m : s.members) {
+        const Member* member = view_.Find(m.name);
+        if (member == nullptr || Gone(m.name)) continue;
+        DeclareDead(m.name, member->rank,
+                    "its part of the cluster holds " + std::to_string(s.members.size()) + " member(s) at epoch " +
+                        std::to_string(s.epoch) + " (learned from " + conn->Describe() + "), ours " +
+                        std::to_string(ours) + " that still answer",
+                    /*gone=*/false);
+      }
+      MaybePropose();
+      return;
+    }
     EndRemoved(s.epoch, " (learned from " + conn->Describe() + ")");
     view_ = MembershipView{s.epoch, -1, s.members, {}, {}};
     to_announce_.push_back(view_);
@@ -574,6 +602,7 @@ void ControlPlaneImpl::OnTick() {
                     std::chrono::duration<double>(since_last_tick).count(),
                     " s: not counting that time against the other members");
     liveness_.HeardAll(now);
+    stalled_at_ = now;
   }
   CheckLiveness(now);
   ProbeDeparted(now);

@@ -366,6 +366,7 @@ class ControlPlaneImpl : public Connection::Listener {
     double per_second = 0.0;
   };
   std::map<std::string, SamplesHeard> samples_heard_;  // departed members kept
+  Clock::time_point stalled_at_{};  // when OnTick last found its thread had stalled
   uint64_t joiners_at_heard_ = 0;                  // the coordinator's last joiners_at
 
   // Split detection (control_split.cc): members the views dropped, by name,

@@ -1,0 +1,109 @@
+// ControlPlane across a real network partition: three nodes in network
+// namespaces (EmulatedLink), one of them cut off and joined again. Needs root
+// and iproute2; skipped with the reason otherwise.
+#include "node/control/control_plane.h"
+#include "node/launch/emulated_link.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <future>
+#include <thread>
+
+namespace chorus::node {
+namespace {
+
+constexpr double kWait = 15.0;
+
+// Starts a control plane from a thread inside network namespace `ns`: its
+// sockets, and those its control thread makes, live there.
+Result<std::unique_ptr<ControlPlane>> StartIn(const std::string& ns, const ClusterConfig& config,
+                                              LocalNodeInfo local) {
+  return std::async(std::launch::async, [&]() -> Result<std::unique_ptr<ControlPlane>> {
+           const int fd = open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+           if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+             if (fd >= 0) close(fd);
+             return Err(Internal("cannot enter network namespace " + ns));
+           }
+           close(fd);
+           return ControlPlane::Start(config, std::move(local));
+         })
+      .get();
+}
+
+ClusterConfig Config(const std::string& host, std::vector<std::string> bootstrap, double dead_timeout_s) {
+  ClusterConfig c;
+  c.listen = host + ":0";
+  c.bootstrap = std::move(bootstrap);
+  c.token = "t0k3n";
+  c.min_nodes = 3;
+  c.join_timeout_s = 10;
+  c.heartbeat_interval_s = 0.1;
+  c.suspect_timeout_s = dead_timeout_s / 2;
+  c.dead_timeout_s = dead_timeout_s;
+  return c;
+}
+
+LocalNodeInfo Local(const std::string& name) {
+  LocalNodeInfo info;
+  info.name = name;
+  info.data_address = {1, 2, 3};
+  info.batch_size = 32;
+  info.host_group = "h";
+  info.chorus_version = "0.1.0";
+  info.libfabric_version = "1.17";
+  info.provider = "tcp;ofi_rxm";
+  info.provider_version = "117.0";
+  return info;
+}
+
+// The coordinator is cut off and, with the shorter dead timeout, declares
+// the other two dead first and forms an epoch of its own. When the cut heals
+// and the two hear of that epoch, it is the smaller part: they go on without
+// it, and it yields to them, rather than the two leaving as removed (each
+// such leave costs a restart).
+TEST(ControlPartitionTest, ACoordinatorCutOffFirstDoesNotRemoveTheLargerPart) {
+  Status available = EmulatedLink::Available();
+  if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
+  Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(3, LinkShape{});
+  ASSERT_TRUE(made) << made.error().message();
+  EmulatedLink& link = **made;
+
+  auto a = StartIn(link.ns(0), Config(link.host(0), {}, 1.0), Local("n0"));
+  ASSERT_TRUE(a) << a.error().ToString();
+  const std::string boot = (*a)->advertise_address();
+  auto b = StartIn(link.ns(1), Config(link.host(1), {boot}, 8.0), Local("n1"));
+  auto c = StartIn(link.ns(2), Config(link.host(2), {boot}, 8.0), Local("n2"));
+  ASSERT_TRUE(b && c);
+  for (auto* cp : {a->get(), b->get(), c->get()}) {
+    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v) << v.error().ToString();
+  }
+  ASSERT_EQ((*b)->View().members[0].name, "n0") << "n0 (lowest address) coordinates";
+
+  ASSERT_TRUE(link.Cut(0).ok());
+  Result<MembershipView> alone = (*a)->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(alone) << alone.error().ToString();
+  ASSERT_EQ(alone->members.size(), 1u) << "n0 declared the others dead first";
+  ASSERT_TRUE(link.Heal(0).ok());
+
+  for (auto* cp : {b->get(), c->get()}) {
+    Result<MembershipView> v = cp->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait));
+    ASSERT_TRUE(v) << cp->name() << ": " << v.error().ToString();
+    ASSERT_EQ(v->members.size(), 2u) << cp->name();
+    EXPECT_EQ(v->members[0].name, "n1");
+    EXPECT_EQ(v->members[1].name, "n2");
+    EXPECT_TRUE(cp->Failure().ok()) << cp->name() << ": " << cp->Failure().ToString();
+  }
+  const Deadline by = Deadline::AfterSeconds(kWait);
+  while ((*a)->Failure().ok() && !by.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_NE((*a)->Failure().message().find("leaves its part of the cluster"), std::string::npos)
+      << (*a)->Failure().ToString();
+  for (auto* cp : {b->get(), c->get()}) EXPECT_TRUE(cp->Failure().ok()) << cp->Failure().ToString();
+}
+
+}  // namespace
+}  // namespace chorus::node
