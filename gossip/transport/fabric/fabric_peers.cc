@@ -7,6 +7,7 @@
 // (the caller may be the control thread: cancels go through CancelInProvider).
 #include "gossip/transport/fabric/fabric_core.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/log.h"
@@ -128,7 +129,10 @@ void FabricCore::MarkPeerDead(Rank peer) {
     addr = peers_.addr[peer];
     name = peers_.Name(peer);
   }
-  std::vector<std::shared_ptr<FabricOp>> failed = CancelledWith(addr, Clock::now(), /*fail=*/true);
+  // Their release is awaited dead_peer_release_wait from now, not cancel_timeout.
+  const auto wait = std::min<Clock::duration>(options_.dead_peer_release_wait, options_.cancel_timeout);
+  std::vector<std::shared_ptr<FabricOp>> failed =
+      CancelledWith(addr, Clock::now() - (options_.cancel_timeout - wait), /*fail=*/true);
   // Receives are cancelled (their FI_ECANCELED completions are reaped by the
   // progress thread); a send the provider already started completes or fails
   // on its own, and its context stays owned by inflight_ until then.

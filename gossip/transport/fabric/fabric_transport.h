@@ -77,6 +77,12 @@ struct FabricOptions {
   // How long a cancelled or abandoned operation's completion is awaited before
   // the request gives up (its context stays owned by the transport).
   std::chrono::milliseconds cancel_timeout{2000};
+  // ... but only this long after the mark for operations with a peer marked
+  // dead (Transport::MarkPeerDead). Its silence has already lasted the dead
+  // timeout, so what the provider still holds then waits on that peer (a
+  // segmented send to a frozen or cut-off node is never released), and every
+  // survivor's re-form would otherwise wait cancel_timeout for it.
+  std::chrono::milliseconds dead_peer_release_wait{200};
   // shm only. A killed peer can leave a provider call spinning for ever (shm's
   // send lock lives in the receiver's region); the transport's watchdog
   // releases such locks once the peer's process has exited (shm_region_lock.h).

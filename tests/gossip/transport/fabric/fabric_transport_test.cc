@@ -603,13 +603,14 @@ TEST(FabricTransport, NewMembershipFailsReceivesFromPeersThatLeft) {
 // no longer read the buffer) the request is given up at once, its context
 // kept by the transport; also when PeerGone comes while the destruction waits
 // (a node learns that a peer whose connection closed is gone after its step
-// failed). The timeout here (60 s) is far above the limit.
+// failed). The timeouts here (60 s) are far above the limit.
 TEST(FabricTransport, ASendToAGonePeerIsGivenUpWithoutTheCancelTimeout) {
   if (!FabricProviderVersion(FabricProvider::kTcpRxm)) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
   for (const bool gone_while_waiting : {false, true}) {
     SCOPED_TRACE(gone_while_waiting ? "gone while waiting" : "gone before");
     FabricOptions options;
     options.cancel_timeout = std::chrono::seconds(60);
+    options.dead_peer_release_wait = std::chrono::seconds(60);
     auto world = MakeWorld(TransportKind::kTcp, 2, options);
     ASSERT_TRUE(world) << world.error().ToString();
     Transport& t0 = (*world)[0];
@@ -632,6 +633,33 @@ TEST(FabricTransport, ASendToAGonePeerIsGivenUpWithoutTheCancelTimeout) {
     destroy.join();
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   }
+}
+
+// A peer marked dead (silent for the dead timeout, maybe only frozen or cut
+// off) is not gone, but what the provider still holds for it is awaited only
+// dead_peer_release_wait after the mark: the same unreleased 1 MiB send is
+// given up in about that time, not after cancel_timeout (60 s here), and
+// counts as unreleased.
+TEST(FabricTransport, ASendToAPeerMarkedDeadIsGivenUpAfterTheShortWait) {
+  if (!FabricProviderVersion(FabricProvider::kTcpRxm)) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
+  FabricOptions options;
+  options.cancel_timeout = std::chrono::seconds(60);
+  options.dead_peer_release_wait = std::chrono::milliseconds(300);
+  auto world = MakeWorld(TransportKind::kTcp, 2, options);
+  ASSERT_TRUE(world) << world.error().ToString();
+  Transport& t0 = (*world)[0];
+  std::vector<std::byte> big(1 << 20);
+  auto send = t0.Isend(1, 9, big);
+  ASSERT_TRUE(send) << send.error().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rendezvous is under way
+  ASSERT_FALSE((*send)->Done()) << "rank 1 posted no receive";
+  t0.MarkPeerDead(1);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE((*send)->Release());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_EQ(t0.UnreleasedBuffers(), 1);
+  send->reset();
+  KeepForGood(big);  // the provider may still read it
 }
 
 // A send whose request gave up before rxm released it (a 1 MiB rendezvous
