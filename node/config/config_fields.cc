@@ -179,7 +179,7 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange, max_staleness,
                         "pairwise-async: no node starts a step more than this many steps ahead of its slowest "
                         "neighbour (0: lock-step; -1: unbounded)"),
-    CHORUS_CONFIG_FIELD(exchange, gamma, "choco: consensus step size, in (0, 1]; 0: 0.8 for sign/int8/fp16/none, 0.2 for top-k/random-k"),
+    CHORUS_CONFIG_FIELD(exchange, gamma, "choco: consensus step size, in (0, 1]; 0: 0.6 for sign/int8/fp16/none, 0.2 for top-k/random-k"),
     CHORUS_CONFIG_CHOICE(exchange, consensus, kConsensusNames, AnyValue, "end of training: "),
     CHORUS_CONFIG_FIELD(exchange, consensus_bound, "relative consensus distance to reach, > 0"),
     CHORUS_CONFIG_FIELD(exchange, consensus_max_rounds, ">= 1"),

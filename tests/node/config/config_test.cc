@@ -764,7 +764,7 @@ TEST(ChocoGammaTest, ZeroPicksTheCodecDefaultOtherwiseTheSetting) {
   ExchangeConfig e;
   ASSERT_EQ(e.gamma, 0.0);
   e.compression.codec = gossip::CodecKind::kSign;
-  EXPECT_EQ(ChocoGamma(e), 0.8);
+  EXPECT_EQ(ChocoGamma(e), 0.6);
   e.compression.codec = gossip::CodecKind::kTopK;
   EXPECT_EQ(ChocoGamma(e), 0.2);
   e.compression.codec = gossip::CodecKind::kRandomK;
