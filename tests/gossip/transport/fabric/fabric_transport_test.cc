@@ -597,6 +597,17 @@ TEST(FabricTransport, NewMembershipFailsReceivesFromPeersThatLeft) {
   EXPECT_EQ(gone.error().code(), StatusCode::kInvalidArgument);
 }
 
+// Rank 0 starts a send of `data` (1 MiB: rxm's rendezvous) to rank 1, which
+// posts no receive; returned once the rendezvous is under way.
+RequestPtr StartUnreceivedSend(Transport& t0, std::span<const std::byte> data) {
+  auto send = t0.Isend(1, 9, data);
+  EXPECT_TRUE(send) << send.error().ToString();
+  if (!send) return nullptr;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE((*send)->Done()) << "rank 1 posted no receive";
+  return std::move(*send);
+}
+
 // rxm 1.17 does not release a 1 MiB send (rendezvous) that its peer never
 // receives, even after fi_cancel: destroying the request waits the cancel
 // timeout for the release. Once the peer is gone (Transport::PeerGone: it can
@@ -615,17 +626,15 @@ TEST(FabricTransport, ASendToAGonePeerIsGivenUpWithoutTheCancelTimeout) {
     ASSERT_TRUE(world) << world.error().ToString();
     Transport& t0 = (*world)[0];
     std::vector<std::byte> big(1 << 20);
-    auto send = t0.Isend(1, 9, big);
-    ASSERT_TRUE(send) << send.error().ToString();
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rendezvous is under way
-    ASSERT_FALSE((*send)->Done()) << "rank 1 posted no receive";
+    RequestPtr send = StartUnreceivedSend(t0, big);
+    ASSERT_TRUE(send && !send->Done());
     t0.MarkPeerDead(1);
     if (!gone_while_waiting) t0.PeerGone(1);
-    auto failed = (*send)->Wait(Deadline::AfterSeconds(5));
+    auto failed = send->Wait(Deadline::AfterSeconds(5));
     ASSERT_FALSE(failed);
     EXPECT_EQ(failed.error().code(), StatusCode::kUnavailable) << failed.error().ToString();
     const auto start = std::chrono::steady_clock::now();
-    std::thread destroy([&] { send->reset(); });  // cancels and waits for the provider's release, or not
+    std::thread destroy([&] { send.reset(); });  // cancels and waits for the provider's release, or not
     if (gone_while_waiting) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       t0.PeerGone(1);
@@ -649,16 +658,14 @@ TEST(FabricTransport, ASendToAPeerMarkedDeadIsGivenUpAfterTheShortWait) {
   ASSERT_TRUE(world) << world.error().ToString();
   Transport& t0 = (*world)[0];
   std::vector<std::byte> big(1 << 20);
-  auto send = t0.Isend(1, 9, big);
-  ASSERT_TRUE(send) << send.error().ToString();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rendezvous is under way
-  ASSERT_FALSE((*send)->Done()) << "rank 1 posted no receive";
+  RequestPtr send = StartUnreceivedSend(t0, big);
+  ASSERT_TRUE(send && !send->Done());
   t0.MarkPeerDead(1);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_FALSE((*send)->Release());
+  EXPECT_FALSE(send->Release());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
   EXPECT_EQ(t0.UnreleasedBuffers(), 1);
-  send->reset();
+  send.reset();
   KeepForGood(big);  // the provider may still read it
 }
 
@@ -676,14 +683,12 @@ TEST(FabricTransport, ASendNotReleasedAfterCancelCountsUntilItCompletes) {
   Transport& t0 = (*world)[0];
   const size_t n = size_t{1} << 20;
   const std::vector<std::byte> data = Pattern(7, n);
-  auto send = t0.Isend(1, 9, data);
-  ASSERT_TRUE(send) << send.error().ToString();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rendezvous is under way
-  ASSERT_FALSE((*send)->Done()) << "rank 1 posted no receive";
+  RequestPtr send = StartUnreceivedSend(t0, data);
+  ASSERT_TRUE(send && !send->Done());
   EXPECT_EQ(t0.UnreleasedBuffers(), 0);
-  EXPECT_FALSE((*send)->Release());  // cancels, waits the cancel timeout, gives up
+  EXPECT_FALSE(send->Release());  // cancels, waits the cancel timeout, gives up
   EXPECT_EQ(t0.UnreleasedBuffers(), 1);
-  send->reset();
+  send.reset();
   EXPECT_EQ(t0.UnreleasedBuffers(), 1);
 
   std::vector<std::byte> got(n);
