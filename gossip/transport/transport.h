@@ -168,6 +168,13 @@ class Transport {
   // provider call, so it may come at any time. Nothing to do for transports
   // that hold no provider contexts.
   virtual void PeerGone(Rank /*peer*/) {}
+  // After MarkPeerDead(peer): the peer was declared dead for its silence (it
+  // may be frozen or cut off, not gone). A request with it that the provider
+  // has not released after the cancel is given up after a short wait
+  // (FabricOptions::dead_peer_release_wait) rather than the cancel timeout,
+  // and counts as unreleased. Not for the other members whose operations
+  // end with the epoch. Bookkeeping only, like PeerGone.
+  virtual void PeerSilent(Rank /*peer*/) {}
 
   // Drops, unreceived, every message from any peer whose tag `filter`
   // matches: those waiting for a receive now and

@@ -69,6 +69,7 @@ void InstalledPeers::MemberDead(const MemberFailure& failure, gossip::Transport&
     const char* how = failure.kind == MemberFailure::Kind::kStopped ? "stopped before the end of its run"
                                                                      : "was declared dead";
     EndEpochLocked(transport, failure.name + " (rank " + std::to_string(m->rank) + ") " + how);
+    if (failure.kind == MemberFailure::Kind::kDeclaredDead) transport.PeerSilent(m->rank);
   }
   if (m != nullptr && installed_ && failure.gone) transport.PeerGone(m->rank);
 }

@@ -178,12 +178,12 @@ struct FabricOp {
   bool reaped = false;                // provider released ctx; under mu
   bool unreleased = false;            // its request gave up before the release; under mu
   Status cancel_reason;               // replaces FI_ECANCELED when set; under mu
-  // When MarkPeerDead cancelled it in the provider (epoch: never), moved back
-  // so that a later CancelAndReap waits for the release only until
-  // dead_peer_release_wait after the mark: N sends that rxm never releases to
-  // a dead peer cost one short wait, not N cancel_timeouts one after the
-  // other. PeerGone moves it back by cancel_timeout: no wait. The earliest is
-  // kept. Under mu.
+  // When MarkPeerDead cancelled it in the provider (epoch: never): a later
+  // CancelAndReap waits for the release only until cancel_timeout after
+  // that, so N sends that rxm never releases to a dead peer cost one
+  // cancel_timeout, not N of them one after the other. PeerSilent moves it
+  // back so that the wait ends dead_peer_release_wait from then; PeerGone by
+  // cancel_timeout: no wait. The earliest is kept. Under mu.
   Clock::time_point cancelled_at{};
   Status status;                      // under mu
   Completion completion;              // under mu
@@ -249,7 +249,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   Status SetPeers(Rank self, std::span<const PeerInfo> peers);
   void MarkPeerDead(Rank peer);
   bool PeerMarkedDead(Rank peer) const;
-  void PeerGone(Rank peer);  // Transport::PeerGone
+  void PeerGone(Rank peer);    // Transport::PeerGone
+  void PeerSilent(Rank peer);  // Transport::PeerSilent
   // Transport::Discard: adds a filter that Poll's sweeps apply.
   void Discard(TagFilter filter);
 

@@ -129,10 +129,7 @@ void FabricCore::MarkPeerDead(Rank peer) {
     addr = peers_.addr[peer];
     name = peers_.Name(peer);
   }
-  // Their release is awaited dead_peer_release_wait from now, not cancel_timeout.
-  const auto wait = std::min<Clock::duration>(options_.dead_peer_release_wait, options_.cancel_timeout);
-  std::vector<std::shared_ptr<FabricOp>> failed =
-      CancelledWith(addr, Clock::now() - (options_.cancel_timeout - wait), /*fail=*/true);
+  std::vector<std::shared_ptr<FabricOp>> failed = CancelledWith(addr, Clock::now(), /*fail=*/true);
   // Receives are cancelled (their FI_ECANCELED completions are reaped by the
   // progress thread); a send the provider already started completes or fails
   // on its own, and its context stays owned by inflight_ until then.
@@ -140,6 +137,17 @@ void FabricCore::MarkPeerDead(Rank peer) {
   DropGate(addr, "peer marked dead");
   CHORUS_LOG_INFO(Subsys::kFabric, describe_, ": ", name, " marked dead, ", failed.size(),
                   " pending operations failed");
+}
+
+void FabricCore::PeerSilent(Rank peer) {
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  {
+    std::shared_lock lock(peers_mu_);
+    if (peer < 0 || peer >= static_cast<Rank>(peers_.addr.size()) || !peers_.dead[peer]) return;
+    addr = peers_.addr[peer];
+  }
+  const auto wait = std::min<Clock::duration>(options_.dead_peer_release_wait, options_.cancel_timeout);
+  CancelledWith(addr, Clock::now() - (options_.cancel_timeout - wait), /*fail=*/false);
 }
 
 void FabricCore::PeerGone(Rank peer) {

@@ -114,6 +114,7 @@ class FabricTransport final : public Transport {
     return Core().Post(FabricOp::Kind::kRecv, source, tag, data.data(), data.size());
   }
   void MarkPeerDead(Rank peer) override { Core().MarkPeerDead(peer); }
+  void PeerSilent(Rank peer) override { Core().PeerSilent(peer); }
   bool PeerMarkedDead(Rank peer) const override { return Core().PeerMarkedDead(peer); }
   void PeerGone(Rank peer) override { Core().PeerGone(peer); }
   void Discard(TagFilter filter) override { Core().Discard(filter); }

@@ -77,11 +77,13 @@ struct FabricOptions {
   // How long a cancelled or abandoned operation's completion is awaited before
   // the request gives up (its context stays owned by the transport).
   std::chrono::milliseconds cancel_timeout{2000};
-  // ... but only this long after the mark for operations with a peer marked
-  // dead (Transport::MarkPeerDead). Its silence has already lasted the dead
-  // timeout, so what the provider still holds then waits on that peer (a
-  // segmented send to a frozen or cut-off node is never released), and every
-  // survivor's re-form would otherwise wait cancel_timeout for it.
+  // ... but only this long for operations with a peer that was declared dead
+  // for its silence (Transport::PeerSilent). Its silence has already lasted
+  // the dead timeout, so what the provider still holds then waits on that
+  // peer (a segmented send to a frozen or cut-off node is never released),
+  // and every survivor's re-form would otherwise wait cancel_timeout for it.
+  // The other members' operations, failed with the epoch, keep the full
+  // wait: a live peer's message in flight still lands in their buffers.
   std::chrono::milliseconds dead_peer_release_wait{200};
   // shm only. A killed peer can leave a provider call spinning for ever (shm's
   // send lock lives in the receiver's region); the transport's watchdog

@@ -644,11 +644,11 @@ TEST(FabricTransport, ASendToAGonePeerIsGivenUpWithoutTheCancelTimeout) {
   }
 }
 
-// A peer marked dead (silent for the dead timeout, maybe only frozen or cut
-// off) is not gone, but what the provider still holds for it is awaited only
-// dead_peer_release_wait after the mark: the same unreleased 1 MiB send is
-// given up in about that time, not after cancel_timeout (60 s here), and
-// counts as unreleased.
+// A peer declared dead for its silence (maybe only frozen or cut off) is not
+// gone, but what the provider still holds for it is awaited only
+// dead_peer_release_wait (Transport::PeerSilent): the same unreleased 1 MiB
+// send is given up in about that time, not after cancel_timeout (60 s
+// here), and counts as unreleased.
 TEST(FabricTransport, ASendToAPeerMarkedDeadIsGivenUpAfterTheShortWait) {
   if (!FabricProviderVersion(FabricProvider::kTcpRxm)) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
   FabricOptions options;
@@ -661,6 +661,7 @@ TEST(FabricTransport, ASendToAPeerMarkedDeadIsGivenUpAfterTheShortWait) {
   RequestPtr send = StartUnreceivedSend(t0, big);
   ASSERT_TRUE(send && !send->Done());
   t0.MarkPeerDead(1);
+  t0.PeerSilent(1);
   const auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(send->Release());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
