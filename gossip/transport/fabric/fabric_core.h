@@ -408,6 +408,9 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // returns how many it released.
   int ReleaseLocksOfKilledHolders();
   void WatchdogLoop();
+  // PeerGone and PeerSilent: the in-flight ops with `peer`, when it is marked
+  // dead, give up waiting for the provider's release `wait` from now.
+  void ReleaseWaitLeft(Rank peer, Clock::duration wait);
   // The in-flight ops with `addr` (MarkPeerDead, PeerGone): each one's
   // cancelled_at becomes `at` unless it is earlier already; with `fail`, each
   // is failed as its peer's death. Returns them.

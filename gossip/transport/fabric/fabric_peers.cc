@@ -140,24 +140,19 @@ void FabricCore::MarkPeerDead(Rank peer) {
 }
 
 void FabricCore::PeerSilent(Rank peer) {
-  fi_addr_t addr = FI_ADDR_NOTAVAIL;
-  {
-    std::shared_lock lock(peers_mu_);
-    if (peer < 0 || peer >= static_cast<Rank>(peers_.addr.size()) || !peers_.dead[peer]) return;
-    addr = peers_.addr[peer];
-  }
-  const auto wait = std::min<Clock::duration>(options_.dead_peer_release_wait, options_.cancel_timeout);
-  CancelledWith(addr, Clock::now() - (options_.cancel_timeout - wait), /*fail=*/false);
+  ReleaseWaitLeft(peer, std::min<Clock::duration>(options_.dead_peer_release_wait, options_.cancel_timeout));
 }
 
-void FabricCore::PeerGone(Rank peer) {
+void FabricCore::PeerGone(Rank peer) { ReleaseWaitLeft(peer, Clock::duration::zero()); }
+
+void FabricCore::ReleaseWaitLeft(Rank peer, Clock::duration wait) {
   fi_addr_t addr = FI_ADDR_NOTAVAIL;
   {
     std::shared_lock lock(peers_mu_);
     if (peer < 0 || peer >= static_cast<Rank>(peers_.addr.size()) || !peers_.dead[peer]) return;
     addr = peers_.addr[peer];
   }
-  CancelledWith(addr, Clock::now() - options_.cancel_timeout, /*fail=*/false);
+  CancelledWith(addr, Clock::now() - (options_.cancel_timeout - wait), /*fail=*/false);
 }
 
 std::vector<std::shared_ptr<FabricOp>> FabricCore::CancelledWith(fi_addr_t addr, Clock::time_point at, bool fail) {
