@@ -3,6 +3,7 @@
 // and iproute2; skipped with the reason otherwise.
 #include "node/control/control_plane.h"
 #include "node/launch/emulated_link.h"
+#include "tests/node/control/control_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -34,30 +35,10 @@ Result<std::unique_ptr<ControlPlane>> StartIn(const std::string& ns, const Clust
       .get();
 }
 
-ClusterConfig Config(const std::string& host, std::vector<std::string> bootstrap, double dead_timeout_s) {
-  ClusterConfig c;
-  c.listen = host + ":0";
-  c.bootstrap = std::move(bootstrap);
-  c.token = "t0k3n";
-  c.min_nodes = 3;
-  c.join_timeout_s = 10;
-  c.heartbeat_interval_s = 0.1;
-  c.suspect_timeout_s = dead_timeout_s / 2;
-  c.dead_timeout_s = dead_timeout_s;
-  return c;
-}
+using testing::Local;
 
-LocalNodeInfo Local(const std::string& name) {
-  LocalNodeInfo info;
-  info.name = name;
-  info.data_address = {1, 2, 3};
-  info.batch_size = 32;
-  info.host_group = "h";
-  info.chorus_version = "0.1.0";
-  info.libfabric_version = "1.17";
-  info.provider = "tcp;ofi_rxm";
-  info.provider_version = "117.0";
-  return info;
+ClusterConfig Config(const std::string& host, std::vector<std::string> bootstrap, double dead_timeout_s) {
+  return testing::ControlTestConfig(host + ":0", /*min_nodes=*/3, std::move(bootstrap), dead_timeout_s);
 }
 
 // The coordinator is cut off and, with the shorter dead timeout, declares

@@ -8,6 +8,7 @@
 #include "node/control/control_plane.h"
 #include "node/control/control_client.h"
 #include "node/control/listen_socket.h"
+#include "tests/node/control/control_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -25,32 +26,10 @@
 namespace chorus::node {
 namespace {
 
-// Short timeouts keep the tests fast; they are still ~5 heartbeats apart so a
-// loaded 2-core CI machine does not produce false suspicions.
-ClusterConfig TestConfig(int min_nodes, std::vector<std::string> bootstrap, std::string token = "t0k3n") {
-  ClusterConfig c;
-  c.listen = "127.0.0.1:0";
-  c.bootstrap = std::move(bootstrap);
-  c.token = std::move(token);
-  c.min_nodes = min_nodes;
-  c.join_timeout_s = 10;
-  c.heartbeat_interval_s = 0.1;
-  c.suspect_timeout_s = 0.5;
-  c.dead_timeout_s = 1.0;
-  return c;
-}
+using testing::Local;
 
-LocalNodeInfo Local(const std::string& name, const std::string& chorus_version = "0.1.0") {
-  LocalNodeInfo info;
-  info.name = name;
-  info.data_address = {1, 2, 3, static_cast<uint8_t>(name.size())};
-  info.batch_size = 32;
-  info.host_group = "h";
-  info.chorus_version = chorus_version;
-  info.libfabric_version = "1.17";
-  info.provider = "tcp;ofi_rxm";
-  info.provider_version = "117.0";
-  return info;
+ClusterConfig TestConfig(int min_nodes, std::vector<std::string> bootstrap, std::string token = "t0k3n") {
+  return testing::ControlTestConfig("127.0.0.1:0", min_nodes, std::move(bootstrap), 1.0, std::move(token));
 }
 
 std::unique_ptr<ControlPlane> StartOrDie(const ClusterConfig& config, LocalNodeInfo local) {

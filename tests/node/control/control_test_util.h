@@ -1,0 +1,43 @@
+// What the in-process ControlPlane tests share: a node's description and a
+// cluster configuration with short timeouts.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "node/control/control_plane.h"
+
+namespace chorus::node::testing {
+
+// Short timeouts keep the tests fast; the heartbeats stay ~5 apart within the
+// suspect timeout so a loaded 2-core CI machine does not produce false
+// suspicions. Listens on `listen` (port 0: any free one).
+inline ClusterConfig ControlTestConfig(std::string listen, int min_nodes, std::vector<std::string> bootstrap,
+                                       double dead_timeout_s = 1.0, std::string token = "t0k3n") {
+  ClusterConfig c;
+  c.listen = std::move(listen);
+  c.bootstrap = std::move(bootstrap);
+  c.token = std::move(token);
+  c.min_nodes = min_nodes;
+  c.join_timeout_s = 10;
+  c.heartbeat_interval_s = 0.1;
+  c.suspect_timeout_s = dead_timeout_s / 2;
+  c.dead_timeout_s = dead_timeout_s;
+  return c;
+}
+
+inline LocalNodeInfo Local(const std::string& name, const std::string& chorus_version = "0.1.0") {
+  LocalNodeInfo info;
+  info.name = name;
+  info.data_address = {1, 2, 3, static_cast<uint8_t>(name.size())};
+  info.batch_size = 32;
+  info.host_group = "h";
+  info.chorus_version = chorus_version;
+  info.libfabric_version = "1.17";
+  info.provider = "tcp;ofi_rxm";
+  info.provider_version = "117.0";
+  return info;
+}
+
+}  // namespace chorus::node::testing
