@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gossip/protocols/dpsgd_gossip.h"
+#include "gossip/protocols/mix_blocks.h"
 
 namespace chorus::gossip {
 
@@ -87,27 +88,11 @@ Status ChocoGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
   }
 
   // x_i += gamma * sum_j W_ij (x_hat_j - x_hat_i), in double per element.
-  const double gamma = options_.gamma;
-  double diff2 = 0.0;
-  double norm2 = 0.0;
-  const auto& own = hats_[0];
-  for (size_t i = 0; i < n; ++i) {
-    double step = 0.0;
-    double mean = 0.0;
-    for (size_t k = 0; k < neighbors_.size(); ++k) {
-      const double h = hats_[k + 1][i];
-      step += neighbor_weights_[k] * (h - static_cast<double>(own[i]));
-      mean += h;
-    }
-    const double xi = params[i];
-    if (!neighbors_.empty()) {
-      const double d = xi - mean / static_cast<double>(neighbors_.size());
-      diff2 += d * d;
-    }
-    norm2 += xi * xi;
-    params[i] = static_cast<float>(xi + gamma * step);
-  }
-  RecordMixRound(diff2, norm2, rejected);
+  hat_rows_.clear();
+  for (size_t k = 0; k < neighbors_.size(); ++k) hat_rows_.push_back(hats_[k + 1].data());
+  const MixSums sums = StepTowards(params.data(), n, hats_[0].data(), options_.gamma,
+                                   MixRows{hat_rows_.data(), neighbor_weights_.data(), neighbors_.size()});
+  RecordMixRound(sums.diff2, sums.norm2, rejected);
   return Status::Ok();
 }
 

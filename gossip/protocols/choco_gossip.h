@@ -80,6 +80,7 @@ class ChocoGossip final : public GossipProtocol {
   std::vector<std::vector<float>> hats_;  // [0] = self, [1 + k] = neighbors_[k]
   std::vector<float> diff_;
   std::vector<float> q_;
+  std::vector<const float*> hat_rows_;  // hats_[1..], for StepTowards
   std::vector<std::byte> send_;
   std::vector<std::vector<std::byte>> inboxes_;
 };

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "gossip/protocols/mix_blocks.h"
+
 namespace chorus::gossip {
 
 Status CheckGraph(const topologies::Graph& graph, const Transport& transport, bool need_undirected,
@@ -149,29 +151,16 @@ double DpsgdGossip::MixingWeights(const std::vector<bool>& accepted, std::vector
 
 void DpsgdGossip::MixInto(std::span<float> params, const std::vector<bool>& accepted, const std::vector<double>& w,
                           double self_weight, uint64_t rejected) {
-  // Neighbour-mean distance estimate, then the mix, one element at a time in double.
-  const size_t n = params.size();
-  size_t num_accepted = 0;
-  for (bool a : accepted) num_accepted += a ? 1 : 0;
-  double diff2 = 0.0;
-  double norm2 = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    const double xi = params[i];
-    double acc = self_weight * xi;
-    double mean = 0.0;
-    for (size_t k = 0; k < accepted.size(); ++k) {
-      if (!accepted[k]) continue;
-      acc += w[k] * static_cast<double>(decoded_[k][i]);
-      mean += decoded_[k][i];
-    }
-    if (num_accepted > 0) {
-      const double d = xi - mean / static_cast<double>(num_accepted);
-      diff2 += d * d;
-    }
-    norm2 += xi * xi;
-    params[i] = static_cast<float>(acc);
+  // The mix in double per element, and the neighbour-mean distance estimate.
+  std::vector<const float*> rows;
+  std::vector<double> weights;
+  for (size_t k = 0; k < accepted.size(); ++k) {
+    if (!accepted[k]) continue;
+    rows.push_back(decoded_[k].data());
+    weights.push_back(w[k]);
   }
-  RecordMixRound(diff2, norm2, rejected);
+  const MixSums sums = MixWeighted(params.data(), params.size(), self_weight, MixRows{rows.data(), weights.data(), rows.size()});
+  RecordMixRound(sums.diff2, sums.norm2, rejected);
 }
 
 }  // namespace chorus::gossip
