@@ -113,10 +113,10 @@ std::string WriteStacks(LaunchControl& control, const std::string& dir) {
   return "stacks of " + std::to_string(written) + " node(s) in " + dir;
 }
 
-// The fault-free run: trains for baseline_s after formation, then stops.
-// Returns {samples/s, epochs/s}.
-Result<std::pair<double, double>> RunBaseline(const ChaosOptions& options, const EmulatedLink* link) {
-  const std::string run_name = "baseline";
+// A fault-free run, in <output>/<run_name>: trains for baseline_s after
+// formation, then stops. Returns {samples/s, epochs/s}.
+Result<std::pair<double, double>> RunBaseline(const ChaosOptions& options, const EmulatedLink* link,
+                                              const std::string& run_name) {
   std::vector<std::string> sets = CommonSets(options, run_name);
   sets.push_back("train.epochs=1000");
   Watch watch(options.plan.num_nodes, options.output_dir + "/" + run_name);
@@ -282,8 +282,8 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
     std::printf("chaos: fault-free run of %d nodes for %s s\n", options.plan.num_nodes,
                 Fixed(options.baseline_s, 0).c_str());
     std::fflush(stdout);
-    CHORUS_ASSIGN_OR_RETURN(auto rates, RunBaseline(options, link.get()));
-    summary.baseline_samples_per_s = rates.first;
+    CHORUS_ASSIGN_OR_RETURN(auto rates, RunBaseline(options, link.get(), "baseline"));
+    summary.baseline_before_samples_per_s = rates.first;
     epochs_per_s = rates.second;
     std::printf("chaos: fault-free: %s samples/s, %s epochs/s\n", Fixed(rates.first, 0).c_str(),
                 Fixed(rates.second, 4).c_str());
@@ -578,6 +578,23 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   }
   watch.Poll(Clock::now());
   (void)launched;
+  if (options.baseline_s > 0) {
+    std::printf("chaos: fault-free run of %d nodes for %s s, after the faults\n", options.plan.num_nodes,
+                Fixed(options.baseline_s, 0).c_str());
+    std::fflush(stdout);
+    Result<std::pair<double, double>> after = RunBaseline(options, link.get(), "baseline-after");
+    if (after) {
+      summary.baseline_after_samples_per_s = after->first;
+      summary.baseline_samples_per_s =
+          (summary.baseline_before_samples_per_s + summary.baseline_after_samples_per_s) / 2.0;
+      std::printf("chaos: fault-free after: %s samples/s\n", Fixed(after->first, 0).c_str());
+    } else {
+      summary.baseline_samples_per_s = summary.baseline_before_samples_per_s;
+      std::printf("chaos: fault-free after: none (%s); against the run before alone\n",
+                  after.error().message().c_str());
+    }
+    std::fflush(stdout);
+  }
 
   // The run: every fault, every finished replica.
   std::vector<double> recoveries, first_steps;
@@ -652,7 +669,13 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                  ", throughput " +
                  (summary.retained >= 0 ? Fixed(100.0 * summary.retained, 1) + "% retained (" +
                                               Fixed(summary.samples_per_s, 0) + " samples/s against " +
-                                              Fixed(summary.baseline_samples_per_s, 0) + " fault-free)"
+                                              Fixed(summary.baseline_samples_per_s, 0) + " fault-free" +
+                                              (summary.baseline_after_samples_per_s > 0
+                                                   ? ", the mean of " + Fixed(summary.baseline_before_samples_per_s, 0) +
+                                                         " before and " +
+                                                         Fixed(summary.baseline_after_samples_per_s, 0) + " after"
+                                                   : std::string()) +
+                                              ")"
                                         : Fixed(summary.samples_per_s, 0) + " samples/s (no fault-free run)") +
                  ", trained in " + std::to_string(seconds_training) + " of " + std::to_string(seconds_total) +
                  " seconds" +
@@ -665,6 +688,8 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
              {"hangs", summary.hangs}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
              {"test_accuracy_min", summary.min_accuracy}, {"test_accuracy_max", summary.max_accuracy},
              {"samples_per_s", summary.samples_per_s}, {"baseline_samples_per_s", summary.baseline_samples_per_s},
+             {"baseline_before_samples_per_s", summary.baseline_before_samples_per_s},
+             {"baseline_after_samples_per_s", summary.baseline_after_samples_per_s},
              {"retained", summary.retained}, {"checksums", summary.checksums}, {"seconds", summary.chaos_seconds},
              {"seconds_training", seconds_training}, {"seconds_total", seconds_total}});
   return summary;

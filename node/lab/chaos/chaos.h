@@ -3,7 +3,9 @@
 //
 // `chorus chaos CONFIG --nodes N --minutes M --faults kill,stop,restart,partition
 // --mtbf S --seed K`: first a fault-free run of the same cluster for --baseline-seconds
-// measures its training rate; the chaos run then trains for about M minutes of
+// measures its training rate (and a second one after the chaos run: the
+// throughput retained is against the mean of the two, as a shared host's
+// speed drifts over half an hour); the chaos run then trains for about M minutes of
 // that rate (train.epochs from it) while faults arrive S seconds apart on
 // average (exponential gaps), from the cluster's formation until M minutes:
 //   kill     kill -9 of a random running node, node0 (the bootstrap) included;
@@ -34,7 +36,8 @@
 // stacks of every running node are written to <output>/hang<k>/node<i>.txt
 // (with gdb, where it is installed), so that a hang found once can be read.
 //
-// Layout: <output>/baseline/node<i>/, <output>/chaos/node<i>/ (first starts),
+// Layout: <output>/baseline/node<i>/ and <output>/baseline-after/node<i>/,
+// <output>/chaos/node<i>/ (first starts),
 // <output>/restart<k>/node<i>/ (the k-th restart), <output>/chaos.jsonl,
 // <output>/launch.log (the nodes' lines).
 //
@@ -128,7 +131,9 @@ struct ChaosSummary {
   // Agreeing replicas of a model that collapsed show here, not as divergence.
   double min_accuracy = -1.0;
   double max_accuracy = -1.0;
-  double baseline_samples_per_s = 0.0;
+  double baseline_samples_per_s = 0.0;  // the mean of the fault-free runs before and after
+  double baseline_before_samples_per_s = 0.0;
+  double baseline_after_samples_per_s = 0.0;
   double samples_per_s = 0.0;  // the chaos run, from formation to its end
   double retained = -1.0;      // samples_per_s / baseline; < 0: no baseline
   double chaos_seconds = 0.0;
