@@ -87,6 +87,11 @@ void ExpectSurvived(const ChaosRun& run) {
   const std::regex accuracy(R"(finished \(test accuracy ([0-9.]+))");
   ASSERT_TRUE(std::regex_search(run.output, m, accuracy)) << run.output;
   EXPECT_GT(std::stod(m[1]), 0.7) << run.output;
+  // The throughput retained is against fault-free runs before and after.
+  const std::regex baselines(R"(fault-free, the mean of (\d+) before and (\d+) after\))");
+  ASSERT_TRUE(std::regex_search(run.output, m, baselines)) << run.output;
+  EXPECT_GT(std::stoi(m[1]), 0) << run.output;
+  EXPECT_GT(std::stoi(m[2]), 0) << run.output;
   int faults = 0, samples = 0;
   bool summary_event = false;
   for (const nlohmann::json& e : run.events) {
@@ -130,6 +135,7 @@ TEST(ChaosProcessTest, ASignalEndsTheRunWithoutRestartingAnyNode) {
   const size_t stopped = output.find("stopped by a signal");
   EXPECT_EQ(output.find("ended by itself", stopped), std::string::npos) << output;
   EXPECT_EQ(output.find("the faults are over", stopped), std::string::npos) << output;
+  EXPECT_EQ(output.find("after the faults", stopped), std::string::npos) << output;
 }
 
 TEST(ChaosProcessTest, ARingAllReduceClusterSurvivesPartitions) {

@@ -578,7 +578,9 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   }
   watch.Poll(Clock::now());
   (void)launched;
-  if (options.baseline_s > 0) {
+  // The second fault-free run, unless a signal ended this one: then the user
+  // wants the summary now.
+  if (options.baseline_s > 0 && !interrupted) {
     std::printf("chaos: fault-free run of %d nodes for %s s, after the faults\n", options.plan.num_nodes,
                 Fixed(options.baseline_s, 0).c_str());
     std::fflush(stdout);

@@ -3,9 +3,9 @@
 //
 // `chorus chaos CONFIG --nodes N --minutes M --faults kill,stop,restart,partition
 // --mtbf S --seed K`: first a fault-free run of the same cluster for --baseline-seconds
-// measures its training rate (and a second one after the chaos run: the
-// throughput retained is against the mean of the two, as a shared host's
-// speed drifts over half an hour); the chaos run then trains for about M minutes of
+// measures its training rate (and a second one after the chaos run, unless a
+// signal ended it: the throughput retained is against the mean of the two, as
+// a shared host's speed drifts over half an hour); the chaos run then trains for about M minutes of
 // that rate (train.epochs from it) while faults arrive S seconds apart on
 // average (exponential gaps), from the cluster's formation until M minutes:
 //   kill     kill -9 of a random running node, node0 (the bootstrap) included;
