@@ -42,25 +42,24 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 
 constexpr size_t kLengths[] = {1, 7, 255, 256, 257, 1000, 4099};
 
-TEST(MixBlocks, MixWeightedIsTheElementwiseMix) {
+// For every length and row count: `blocked` on a case gives, bit for bit,
+// x_i = element(case, i) (in double, rows in order), and the estimate's sums.
+template <typename Blocked, typename Element>
+void ExpectTheElementwiseLoop(uint64_t seed, Blocked blocked, Element element) {
   for (size_t n : kLengths) {
     for (size_t count = 0; count <= 4; ++count) {
-      Case c = MakeCase(n, count, 10 * n + count);
-      const double self_weight = 0.25;
+      Case c = MakeCase(n, count, seed * n + count);
       std::vector<float> want = c.x;
       double diff2 = 0.0, norm2 = 0.0;
       for (size_t i = 0; i < n; ++i) {
         const double xi = c.x[i];
-        double acc = self_weight * xi, mean = 0.0;
-        for (size_t k = 0; k < count; ++k) {
-          acc += c.weights[k] * static_cast<double>(c.rows[k][i]);
-          mean += c.rows[k][i];
-        }
+        double mean = 0.0;
+        for (size_t k = 0; k < count; ++k) mean += c.rows[k][i];
         if (count > 0) diff2 += (xi - mean / count) * (xi - mean / count);
         norm2 += xi * xi;
-        want[i] = static_cast<float>(acc);
+        want[i] = static_cast<float>(element(c, i));
       }
-      const MixSums sums = MixWeighted(c.x.data(), n, self_weight, c.Rows());
+      const MixSums sums = blocked(c);
       EXPECT_TRUE(SameBits(c.x, want)) << "n=" << n << " rows=" << count;
       EXPECT_NEAR(sums.diff2, diff2, 1e-12 * (1.0 + diff2)) << "n=" << n << " rows=" << count;
       EXPECT_NEAR(sums.norm2, norm2, 1e-12 * (1.0 + norm2)) << "n=" << n << " rows=" << count;
@@ -68,31 +67,28 @@ TEST(MixBlocks, MixWeightedIsTheElementwiseMix) {
   }
 }
 
+TEST(MixBlocks, MixWeightedIsTheElementwiseMix) {
+  const double self_weight = 0.25;
+  ExpectTheElementwiseLoop(
+      10, [&](Case& c) { return MixWeighted(c.x.data(), c.x.size(), self_weight, c.Rows()); },
+      [&](const Case& c, size_t i) {
+        double acc = self_weight * static_cast<double>(c.x[i]);
+        for (size_t k = 0; k < c.rows.size(); ++k) acc += c.weights[k] * static_cast<double>(c.rows[k][i]);
+        return acc;
+      });
+}
+
 TEST(MixBlocks, StepTowardsIsTheElementwiseStep) {
-  for (size_t n : kLengths) {
-    for (size_t count = 0; count <= 4; ++count) {
-      Case c = MakeCase(n, count, 20 * n + count);
-      const double gamma = 0.6;
-      std::vector<float> want = c.x;
-      double diff2 = 0.0, norm2 = 0.0;
-      for (size_t i = 0; i < n; ++i) {
-        const double xi = c.x[i];
-        double step = 0.0, mean = 0.0;
-        for (size_t k = 0; k < count; ++k) {
-          const double h = c.rows[k][i];
-          step += c.weights[k] * (h - static_cast<double>(c.own[i]));
-          mean += h;
+  const double gamma = 0.6;
+  ExpectTheElementwiseLoop(
+      20, [&](Case& c) { return StepTowards(c.x.data(), c.x.size(), c.own.data(), gamma, c.Rows()); },
+      [&](const Case& c, size_t i) {
+        double step = 0.0;
+        for (size_t k = 0; k < c.rows.size(); ++k) {
+          step += c.weights[k] * (static_cast<double>(c.rows[k][i]) - static_cast<double>(c.own[i]));
         }
-        if (count > 0) diff2 += (xi - mean / count) * (xi - mean / count);
-        norm2 += xi * xi;
-        want[i] = static_cast<float>(xi + gamma * step);
-      }
-      const MixSums sums = StepTowards(c.x.data(), n, c.own.data(), gamma, c.Rows());
-      EXPECT_TRUE(SameBits(c.x, want)) << "n=" << n << " rows=" << count;
-      EXPECT_NEAR(sums.diff2, diff2, 1e-12 * (1.0 + diff2)) << "n=" << n << " rows=" << count;
-      EXPECT_NEAR(sums.norm2, norm2, 1e-12 * (1.0 + norm2)) << "n=" << n << " rows=" << count;
-    }
-  }
+        return static_cast<double>(c.x[i]) + gamma * step;
+      });
 }
 
 }  // namespace
