@@ -152,14 +152,15 @@ double DpsgdGossip::MixingWeights(const std::vector<bool>& accepted, std::vector
 void DpsgdGossip::MixInto(std::span<float> params, const std::vector<bool>& accepted, const std::vector<double>& w,
                           double self_weight, uint64_t rejected) {
   // The mix in double per element, and the neighbour-mean distance estimate.
-  std::vector<const float*> rows;
-  std::vector<double> weights;
+  mix_rows_.clear();
+  mix_weights_.clear();
   for (size_t k = 0; k < accepted.size(); ++k) {
     if (!accepted[k]) continue;
-    rows.push_back(decoded_[k].data());
-    weights.push_back(w[k]);
+    mix_rows_.push_back(decoded_[k].data());
+    mix_weights_.push_back(w[k]);
   }
-  const MixSums sums = MixWeighted(params.data(), params.size(), self_weight, MixRows{rows.data(), weights.data(), rows.size()});
+  const MixSums sums = MixWeighted(params.data(), params.size(), self_weight,
+                                   MixRows{mix_rows_.data(), mix_weights_.data(), mix_rows_.size()});
   RecordMixRound(sums.diff2, sums.norm2, rejected);
 }
 

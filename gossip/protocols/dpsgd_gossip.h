@@ -88,6 +88,8 @@ class DpsgdGossip final : public GossipProtocol {
   std::vector<std::byte> send_;
   std::vector<std::vector<std::byte>> inboxes_;
   std::vector<std::vector<float>> decoded_;  // one per neighbour
+  std::vector<const float*> mix_rows_;       // the accepted rows of decoded_, for MixWeighted
+  std::vector<double> mix_weights_;          // their weights
 };
 
 // Checks a graph against the transport for the protocols that need an undirected

@@ -3,7 +3,8 @@
 // computed in double with the rows added in the order given, so the result is
 // bit for bit that of an element-at-a-time loop on every CPU; only the order of
 // the diff2 and norm2 sums (an estimate) is left open. Loops run over blocks of
-// elements, the rows innermost, so that they vectorise.
+// 256 elements, the rows' loop outside and the elements' inside, so that they
+// vectorise.
 #pragma once
 
 #include <cstddef>
