@@ -38,6 +38,9 @@ std::string JoinHostPort(const std::string& host, uint16_t port) {
 constexpr auto kMaxDialTime = std::chrono::seconds(2);
 // Messages queued for a member that is not connected at the moment.
 constexpr size_t kMaxOutbox = 1024;
+// A refused dial is answered at once: the confirming second one follows this
+// soon after the first rather than a tick later.
+constexpr auto kRedialAfterRefusal = std::chrono::milliseconds(100);
 // The longest shutting down waits for connections to flush what is queued
 // (each gives up after 1 s of its own: Connection::CloseAfterFlush).
 constexpr auto kShutdownFlushTime = std::chrono::milliseconds(1500);
@@ -451,6 +454,9 @@ void ControlPlaneImpl::OnClosed(const std::shared_ptr<Connection>& conn, const S
                         reason.ok() ? std::string() : ": " + reason.message());
         to_report_failures_.push_back({name, view_.Find(name)->rank, MemberFailure::Kind::kConnectionLost});
         liveness_.ConnectionLost(name);
+        // A process that died closed its listener with this connection: a dial
+        // now is refused at once, where one at the next tick costs a tick.
+        DialMember(*view_.Find(name));
       }
     }
     bool applicant_gone = false;
@@ -515,6 +521,8 @@ void ControlPlaneImpl::DialMember(const Member& member) {
           // at its address: the refusal counts either way.
           liveness_.ConnectionLost(name);
           liveness_.DialRefused(name);
+          JudgeRefusals();
+          if (liveness_.IsLost(name)) RedialSoon(name);
         }
         if (deliver && outbox_.erase(name)) cv_.notify_all();  // it is gone: nothing waits for us
         return;
@@ -523,6 +531,29 @@ void ControlPlaneImpl::DialMember(const Member& member) {
       dialed_member_[StartDialed(std::move(*s))->id()] = name;
     });
   });
+}
+
+void ControlPlaneImpl::RedialSoon(const std::string& name) {
+  auto timer = std::make_shared<asio::steady_timer>(io_, kRedialAfterRefusal);
+  timer->async_wait([this, timer, name](const asio::error_code& ec) {
+    if (ec) return;
+    Locked([&] {
+      const Member* m = view_.Find(name);
+      if (m && formed_ && !Terminal() && !Gone(name) && !peers_.count(name) && liveness_.IsLost(name)) {
+        DialMember(*m);
+      }
+    });
+  });
+}
+
+void ControlPlaneImpl::JudgeRefusals() {
+  if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
+  // Overdue ticks mean this thread itself stalled: the next tick forgives
+  // the others' silence before it judges it, so leave it all to that tick.
+  const Clock::time_point now = Clock::now();
+  if (now - last_tick_ > 2 * heartbeat_interval_) return;
+  CheckLiveness(now);
+  MaybePropose();
 }
 
 std::shared_ptr<Connection> ControlPlaneImpl::StartDialed(asio::ip::tcp::socket socket) {

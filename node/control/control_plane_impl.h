@@ -165,6 +165,12 @@ class ControlPlaneImpl : public Connection::Listener {
   void RefuseAfterTheRun(const std::shared_ptr<Connection>& conn, const std::string& joiner);
   void CloseAll();
   void DialMember(const Member& member);
+  // Dials `name` again after kRedialAfterRefusal while its connection stays
+  // lost: its refusals decide its death sooner than the ticks would.
+  void RedialSoon(const std::string& name);
+  // CheckLiveness between ticks, and the proposal that follows a death; not
+  // while this thread's ticks are overdue.
+  void JudgeRefusals();
   // A connection over a socket this node dialed, kept in conns_ and started
   // (the handshake runs; OnEstablished follows).
   std::shared_ptr<Connection> StartDialed(asio::ip::tcp::socket socket);

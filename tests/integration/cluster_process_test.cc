@@ -188,6 +188,20 @@ TEST(ClusterProcessTest, KillNineOfTheCoordinatorMovesSurvivorsToANewEpoch) {
   StopSurvivors(nodes);
 }
 
+// The survivors dial a member as soon as its connection closes, and again
+// 0.1 s after a refusal, rather than at their next heartbeats: with ticks
+// 2 s apart, kill -9 still moves them on within one tick.
+TEST(ClusterProcessTest, KillNineIsDecidedByRefusedDialsBetweenTicks) {
+  FourNodes nodes = StartFourNodes(
+      {"cluster.heartbeat_interval_s=2", "cluster.suspect_timeout_s=20", "cluster.dead_timeout_s=30"});
+  ASSERT_EQ(nodes.survivors.size(), 3u);
+  const double took =
+      CoordinatorDiesOf(nodes, SIGKILL, 10, "its control connection closed and 2 dials in a row were refused");
+  EXPECT_GE(took, 0);
+  EXPECT_LT(took, 2.0) << "two ticks' dials would take 2 to 4 s";
+  StopSurvivors(nodes);
+}
+
 // SIGSTOP keeps the coordinator's port listening (the kernel still accepts
 // connections): only silence for dead_timeout_s (1 s) declares it dead; 2.5 s
 // more covers a heartbeat of detection skew, the ack round and a loaded host.
