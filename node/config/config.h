@@ -173,9 +173,13 @@ struct ClusterConfig {
   // members agree on each next one); admit_every_steps = 0: never.
   int admit_every_steps = 10;
   double admit_every_s = 2.0;
-  double heartbeat_interval_s = 0.5;
-  double suspect_timeout_s = 2.0;
-  double dead_timeout_s = 5.0;
+  // Silence decides only frozen and cut-off members (refused dials decide a
+  // killed one), so dead_timeout_s is how long such a member stalls the
+  // others. docs/clusters-and-failures.md says why 2.5 s is safe on a loaded
+  // host.
+  double heartbeat_interval_s = 0.25;
+  double suspect_timeout_s = 1.0;
+  double dead_timeout_s = 2.5;
   std::string host_group;              // hierarchical all-reduce grouping (default: hostname)
   int rank_hint = -1;                  // from SLURM_PROCID / OMPI_COMM_WORLD_RANK when unset
 

@@ -214,10 +214,10 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[cluster]\nmin_nodes = 0", "cluster.min_nodes: expected an integer >= 1, got 0"},
       {"[cluster]\njoin_timeout_s = 0", "cluster.join_timeout_s: expected a number > 0.0"},
       {"[cluster]\nheartbeat_interval_s = -1", "cluster.heartbeat_interval_s: expected a number > 0.0"},
-      {"[cluster]\nsuspect_timeout_s = 0.25",
-       "cluster.suspect_timeout_s: expected a number > cluster.heartbeat_interval_s (0.5), got 0.25"},
-      {"[cluster]\ndead_timeout_s = 1.0",
-       "cluster.dead_timeout_s: expected a number >= cluster.suspect_timeout_s (2.0), got 1.0"},
+      {"[cluster]\nsuspect_timeout_s = 0.2",
+       "cluster.suspect_timeout_s: expected a number > cluster.heartbeat_interval_s (0.25), got 0.2"},
+      {"[cluster]\ndead_timeout_s = 0.5",
+       "cluster.dead_timeout_s: expected a number >= cluster.suspect_timeout_s (1.0), got 0.5"},
       {"[cluster]\nrank_hint = -2", "cluster.rank_hint: expected an integer >= -1, got -2"},
       {"[cluster]\nlisten = \"localhost\"", "cluster.listen: expected host:port, got \"localhost\" (missing ':port')"},
       {"[cluster]\nlisten = \"1.2.3:80\"", "cluster.listen: expected host:port, got \"1.2.3:80\""},
@@ -449,10 +449,10 @@ TEST(ConfigParseTest, LossyCodecWithoutChocoIsAllowed) {
 }
 
 TEST(ConfigParseTest, CrossFieldErrorPointsAtTheKeyThatWasSet) {
-  // dead_timeout_s keeps its default (5); the error points at suspect_timeout_s's line.
+  // dead_timeout_s keeps its default (2.5); the error points at suspect_timeout_s's line.
   Result<Config> config = ParseConfigString("[cluster]\nmin_nodes = 2\nsuspect_timeout_s = 10\n", "x.toml");
   EXPECT_EQ(ErrorOf(config),
-            "x.toml:3:1: cluster.dead_timeout_s: expected a number >= cluster.suspect_timeout_s (10.0), got 5.0");
+            "x.toml:3:1: cluster.dead_timeout_s: expected a number >= cluster.suspect_timeout_s (10.0), got 2.5");
 }
 
 TEST(ConfigParseTest, AllErrorsAreReportedOnePerLine) {
