@@ -585,6 +585,7 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
 void ControlPlaneImpl::OnTick() {
   const Clock::time_point now = Clock::now();
   const Duration since_last_tick = now - last_tick_;
+  const bool stalled = StalledSinceLastTick(now);
   last_tick_ = now;
   if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
   msg::Heartbeat heartbeat{view_.epoch, self_.name, progress_samples_,
@@ -595,7 +596,7 @@ void ControlPlaneImpl::OnTick() {
   for (const auto& [name, conn] : peers_) {
     if (conn->established()) conn->Send(heartbeat);
   }
-  if (since_last_tick > suspect_after_) {
+  if (stalled) {
     // This node did not run for a while (suspended, starved): the others'
     // silence is ours. Judge them again from now on.
     CHORUS_LOG_WARN(Subsys::kControl, "the control thread stalled for ",

@@ -548,10 +548,10 @@ void ControlPlaneImpl::RedialSoon(const std::string& name) {
 
 void ControlPlaneImpl::JudgeRefusals() {
   if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
-  // Overdue ticks mean this thread itself stalled: the next tick forgives
-  // the others' silence before it judges it, so leave it all to that tick.
+  // This thread itself stalled: the next tick forgives the others' silence
+  // before it judges it, so leave it all to that tick.
   const Clock::time_point now = Clock::now();
-  if (now - last_tick_ > 2 * heartbeat_interval_) return;
+  if (StalledSinceLastTick(now)) return;
   CheckLiveness(now);
   MaybePropose();
 }

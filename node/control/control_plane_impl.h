@@ -171,6 +171,9 @@ class ControlPlaneImpl : public Connection::Listener {
   // CheckLiveness between ticks, and the proposal that follows a death; not
   // while this thread's ticks are overdue.
   void JudgeRefusals();
+  // The control thread did not run for longer than a member may stay silent
+  // (suspended, starved) since its last tick: the others' silence is ours.
+  bool StalledSinceLastTick(Clock::time_point now) const { return now - last_tick_ > suspect_after_; }
   // A connection over a socket this node dialed, kept in conns_ and started
   // (the handshake runs; OnEstablished follows).
   std::shared_ptr<Connection> StartDialed(asio::ip::tcp::socket socket);
