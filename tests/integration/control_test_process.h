@@ -182,4 +182,19 @@ inline nlohmann::json ReadJson(const std::filesystem::path& path) {
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
+// The lines of `output` that contain any of `needles` (e.g. "launch:" and
+// "[node3]"): put before a whole launch's output in a failure message, they
+// say what one node did where the whole output is cut short.
+inline std::string LinesWith(const std::string& output, const std::vector<std::string>& needles) {
+  std::istringstream in(output);
+  std::string picked;
+  for (std::string line; std::getline(in, line);) {
+    if (std::any_of(needles.begin(), needles.end(),
+                    [&](const std::string& n) { return line.find(n) != std::string::npos; })) {
+      picked += line + "\n";
+    }
+  }
+  return picked;
+}
+
 }  // namespace chorus::node::testing

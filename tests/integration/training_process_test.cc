@@ -26,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChorusProcess;
+using testing::LinesWith;
 using testing::ReadJson;
 using testing::FastClusterSets;
 
@@ -410,7 +411,10 @@ TEST_P(TrainingProcessTest, SurvivorsOfAStoppedNodeFinishWithOneModel) {
   ChorusProcess launch(KillTestArgs(name, out, 4, GetParam(), "allreduce", "ring", "false"));
   ASSERT_NO_FATAL_FAILURE(SignalNode3MidTraining(launch, out / name, SIGTERM));
   const std::string output = launch.Output();
-  EXPECT_NE(output.find("node3 exited with status 143"), std::string::npos) << output;
+  EXPECT_NE(output.find("node3 exited with status 143"), std::string::npos)
+      << "node3 and launch said:\n"
+      << LinesWith(output, {"launch:", "[node3]"}) << "\nthe whole output:\n"
+      << output;
   EXPECT_NE(output.find("[node0] [fabric] ending epoch 0's data-plane operations: node3 (rank 3) stopped before "
                         "the end of its run"),
             std::string::npos)
