@@ -181,6 +181,7 @@ void ControlPlaneImpl::DeclareDead(const std::string& name, int rank, const std:
   }
   outbox_.erase(name);
   cv_.notify_all();
+  AckDeferredProposal();
 }
 
 // ---------------------------------------------------------------------------
@@ -284,6 +285,7 @@ void ControlPlaneImpl::HandleProposal(const std::shared_ptr<Connection>& conn, c
   if (expected && proposer->rank > expected->rank) {
     CHORUS_LOG_DEBUG(Subsys::kControl, "not yet acking epoch ", v.epoch, " from ", v.proposer, ": ",
                      expected->name, " is still alive here");
+    deferred_proposal_ = DeferredProposal{conn, p};
     return;
   }
   if (proposal_ && v.proposer != self_.name) {
@@ -296,6 +298,14 @@ void ControlPlaneImpl::HandleProposal(const std::shared_ptr<Connection>& conn, c
     return;
   }
   conn->Send(msg::EpochAck{v.epoch, v.proposal_id, self_.name});
+}
+
+void ControlPlaneImpl::AckDeferredProposal() {
+  if (!deferred_proposal_) return;
+  const DeferredProposal deferred = std::move(*deferred_proposal_);
+  deferred_proposal_.reset();
+  const std::shared_ptr<Connection> conn = deferred.conn.lock();
+  if (conn && conn->established()) HandleProposal(conn, deferred.proposal);  // defers it again if still early
 }
 
 void ControlPlaneImpl::HandleAck(const msg::EpochAck& ack) {
@@ -483,6 +493,7 @@ void ControlPlaneImpl::HandleLeave(const msg::Leave& leave) {
     }
     cv_.notify_all();
     MaybePropose();
+    AckDeferredProposal();
   }
 }
 

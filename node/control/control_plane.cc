@@ -444,10 +444,15 @@ void ControlPlaneImpl::OnClosed(const std::shared_ptr<Connection>& conn, const S
       if (conns_.empty()) io_.stop();
       return;
     }
-    dialed_member_.erase(conn->id());
+    std::string dialed;  // the member this connection was dialed to, if it closed before it was registered
+    if (auto d = dialed_member_.find(conn->id()); d != dialed_member_.end()) {
+      dialed = d->second;
+      dialed_member_.erase(d);
+    }
     const std::string& name = conn->peer_name();
     auto peer = peers_.find(name);
     if (peer != peers_.end() && peer->second == conn) {
+      dialed.clear();
       peers_.erase(peer);
       if ((phase_ == Phase::kMember || phase_ == Phase::kLeaving) && view_.Find(name) && !Gone(name)) {
         CHORUS_LOG_INFO(Subsys::kControl, "lost the connection to member ", conn->Describe(),
@@ -458,6 +463,16 @@ void ControlPlaneImpl::OnClosed(const std::shared_ptr<Connection>& conn, const S
         // now is refused at once, where one at the next tick costs a tick.
         DialMember(*view_.Find(name));
       }
+    }
+    // A dial that connected as the member's process died (the OnClosed dial
+    // above waits for it: one dial at a time) is reset during the handshake.
+    // That is a lost connection too: dial again, where a refusal tells, or
+    // the death waits for the next tick.
+    if (!dialed.empty() && reason.code() == StatusCode::kUnavailable &&
+        (phase_ == Phase::kMember || phase_ == Phase::kLeaving) && view_.Find(dialed) && !Gone(dialed) &&
+        !peers_.count(dialed)) {
+      liveness_.ConnectionLost(dialed);
+      RedialSoon(dialed);
     }
     bool applicant_gone = false;
     for (auto it = applicants_.begin(); it != applicants_.end();) {
@@ -523,6 +538,11 @@ void ControlPlaneImpl::DialMember(const Member& member) {
           liveness_.DialRefused(name);
           JudgeRefusals();
           if (liveness_.IsLost(name)) RedialSoon(name);
+        } else if (liveness_.IsLost(name)) {
+          // Reset (a process dying as it was dialed: its listener still
+          // queued the connect) or no answer: this dial says nothing, the
+          // next one may be refused.
+          RedialSoon(name);
         }
         if (deliver && outbox_.erase(name)) cv_.notify_all();  // it is gone: nothing waits for us
         return;

@@ -171,6 +171,8 @@ class ControlPlaneImpl : public Connection::Listener {
   // CheckLiveness between ticks, and the proposal that follows a death; not
   // while this thread's ticks are overdue.
   void JudgeRefusals();
+  // HandleProposal again for deferred_proposal_, once a member left or died.
+  void AckDeferredProposal();
   // The control thread did not run for longer than a member may stay silent
   // (suspended, starved) since its last tick: the others' silence is ours.
   bool StalledSinceLastTick(Clock::time_point now) const { return now - last_tick_ > suspect_after_; }
@@ -407,6 +409,15 @@ class ControlPlaneImpl : public Connection::Listener {
   std::vector<Applicant> applicants_;
   bool run_ended_ = false;  // Leave at the end of this node's run: joins get kRunEnded
   std::optional<Proposal> proposal_;
+  // The latest proposal not acked because a member ranking below its
+  // proposer is still alive here (HandleProposal). Acked the moment this
+  // node finds that member gone too (AckDeferredProposal), where waiting for
+  // the proposer to send it again costs up to a heartbeat.
+  struct DeferredProposal {
+    std::weak_ptr<Connection> conn;
+    msg::EpochProposal proposal;
+  };
+  std::optional<DeferredProposal> deferred_proposal_;
   bool advance_requested_ = false;
 
   LivenessTable liveness_;
