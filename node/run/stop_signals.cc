@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -71,7 +73,17 @@ Status StopRequest::Start(std::function<void()> before_exit, StopWording wording
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return ErrnoStatus(errno, "creating the stop watcher's eventfd");
   CHORUS_RETURN_IF_ERROR(signals_.Install());
-  watcher_ = std::thread([this] { Watch(); });
+  sigemptyset(&stop_set_);
+  sigaddset(&stop_set_, SIGINT);
+  sigaddset(&stop_set_, SIGTERM);
+  if (const int err = pthread_sigmask(SIG_BLOCK, &stop_set_, nullptr); err != 0) {
+    return ErrnoStatus(err, "blocking SIGINT/SIGTERM outside the stop watcher");
+  }
+  blocked_ = true;
+  watcher_ = std::thread([this] {
+    pthread_sigmask(SIG_UNBLOCK, &stop_set_, nullptr);  // signals that came meanwhile arrive now
+    Watch();
+  });
   return Status::Ok();
 }
 
@@ -81,6 +93,9 @@ StopRequest::~StopRequest() {
     [[maybe_unused]] const ssize_t n = write(wake_fd_, &one, sizeof(one));
     watcher_.join();
   }
+  // A signal that came after the watcher ended reaches the handler (still
+  // installed until signals_ goes): it is not lost at exit.
+  if (blocked_) pthread_sigmask(SIG_UNBLOCK, &stop_set_, nullptr);
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 

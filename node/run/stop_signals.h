@@ -3,7 +3,8 @@
 // nodes; StopRequest's watcher serves `chorus node` and `chorus cluster`). A
 // handler, not a mask and sigwait: the kernel gives a process's signal to any
 // thread that does not block it, and library threads started before main()
-// (OpenBLAS's pool) block nothing. Our handler also replaces any a library
+// (OpenBLAS's pool) block nothing; StopRequest still blocks them in every
+// thread it can (StopRequest::Start). Our handler also replaces any a library
 // installed (libfabric's psm2 provider loads one that calls exit() under the
 // running threads: docs/libfabric.md, "Settings Chorus applies to libfabric").
 //
@@ -70,6 +71,12 @@ class StopRequest {
  public:
   ~StopRequest();
 
+  // Call on the main thread before it starts any other: SIGINT and SIGTERM
+  // are blocked in it, and so in every thread it starts from then on
+  // (training's kernels, control, fabric), and unblocked in the watcher. A
+  // signal run on the training thread inside oneDNN's sgemm corrupted the
+  // heap (glibc aborted in its free, about 1 stop in 100 on a loaded host);
+  // OpenBLAS's idle pool, started before main(), may still take one.
   [[nodiscard]] Status Start(std::function<void()> before_exit, StopWording wording = {});
   // What Start was given, for another path that exits at once (JoinCluster's wedge).
   const std::function<void()>& before_exit() const { return before_exit_; }
@@ -92,6 +99,8 @@ class StopRequest {
   mutable std::mutex requested_mu_;  // with requested_cv_: WaitRequested
   mutable std::condition_variable requested_cv_;
   int wake_fd_ = -1;  // eventfd: the destructor ends the watcher
+  sigset_t stop_set_{};   // SIGINT, SIGTERM
+  bool blocked_ = false;  // the starting thread blocks stop_set_ until the destructor
   std::thread watcher_;
 };
 
