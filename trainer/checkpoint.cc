@@ -214,6 +214,7 @@ Result<std::vector<uint8_t>> CheckpointBytes(const Trainer& trainer, const Check
     metadata["data_order"] = info.data_order;
     metadata["partition_batches"] = std::to_string(info.partition_batches);
   }
+  if (!info.sample_counts.empty()) metadata["sample_counts"] = info.sample_counts;
   if (info.schedule_steps_per_epoch > 0) {
     metadata["schedule_steps_per_epoch"] = std::to_string(info.schedule_steps_per_epoch);
     metadata["global_batch"] = std::to_string(info.global_batch);
@@ -265,6 +266,9 @@ Result<CheckpointInfo> RestoreCheckpoint(std::span<const uint8_t> bytes, const s
     CHORUS_ASSIGN_OR_RETURN(info.schedule_steps_per_epoch,
                             GetMetaNumber<int64_t>(file, path, "schedule_steps_per_epoch"));
     CHORUS_ASSIGN_OR_RETURN(info.global_batch, GetMetaNumber<int64_t>(file, path, "global_batch"));
+  }
+  if (auto counts = file.metadata.find("sample_counts"); counts != file.metadata.end()) {
+    info.sample_counts = counts->second;
   }
   LossScalerState scaler;
   CHORUS_ASSIGN_OR_RETURN(scaler.scale, GetMetaNumber<double>(file, path, "loss_scale"));

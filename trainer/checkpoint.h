@@ -49,6 +49,10 @@ struct CheckpointInfo {
   // outer parameters and velocity), by name: saved as F32 vectors named
   // "exchange.<name>" and restored as they are; the exchange checks them.
   std::map<std::string, std::vector<float>> exchange_state;
+  // The cluster's trained-sample counter as its owner encodes it (node/ keeps
+  // one per node incarnation); stored and returned as it is. Empty: none
+  // (a single node, a lock-step run, or a checkpoint of an older build).
+  std::string sample_counts;
 };
 
 [[nodiscard]] Status SaveCheckpoint(const Trainer& trainer, const CheckpointInfo& info,

@@ -87,12 +87,22 @@ struct EpochAck {
 # so that members whose steps run apart meet for an admission only then.
 # `dead`: the members the sender declared dead in `epoch`; it has ended its
 # operations of that epoch with them, so the coordinator drops them too.
+# `incarnation`: the sender's name and process id (sample_counter.h), whose
+# count `samples` is. `counts`: the sender's whole grow-only sample counter,
+# every incarnation it knows of, departed ones included; receivers merge it.
 struct Heartbeat {
   epoch @0 :UInt64;
   sender @1 :Text;
   samples @2 :UInt64;
   joinersAt @3 :UInt64;
   dead @4 :List(Text);
+  incarnation @5 :Text;
+  counts @6 :List(SampleCount);
+}
+
+struct SampleCount {
+  incarnation @0 :Text;
+  samples @1 :UInt64;
 }
 
 # `stopping`: the leaver stops before its run's end (SIGINT/SIGTERM), so the

@@ -505,8 +505,11 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
   // have missed the epoch that removed it. Our state tells it where it stands.
   if (!formed_ || (phase_ != Phase::kMember && phase_ != Phase::kLeaving)) return;
   if (view_.Find(h.sender) && !Gone(h.sender)) {
+    samples_.Merge(h.counts);
+    if (!h.incarnation.empty()) samples_.Raise(h.incarnation, h.samples);
     SamplesHeard& heard = samples_heard_[h.sender];
     const Clock::time_point now = Clock::now();
+    if (heard.incarnation != h.incarnation) heard = SamplesHeard{h.incarnation, 0, now, 0.0};  // restarted
     if (h.samples > heard.samples) {
       const double dt = std::chrono::duration<double>(now - heard.at).count();
       heard.per_second = heard.samples > 0 && dt > 0 ? static_cast<double>(h.samples - heard.samples) / dt : 0.0;
@@ -601,6 +604,8 @@ void ControlPlaneImpl::OnTick() {
   if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
   msg::Heartbeat heartbeat{view_.epoch, self_.name, progress_samples_,
                            IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
+  heartbeat.incarnation = incarnation_;
+  heartbeat.counts = samples_.counts();
   for (const Member& m : view_.members) {
     if (dead_.count(m.name)) heartbeat.dead.push_back(m.name);
   }

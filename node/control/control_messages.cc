@@ -5,6 +5,7 @@
 // Status: a peer's malformed frame must never take the node down.
 #include "node/control/control_messages.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <type_traits>
@@ -132,6 +133,14 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setSamples(m.samples);
           b.setJoinersAt(m.joiners_at);
           SetTextList(b.initDead(m.dead.size()), m.dead);
+          b.setIncarnation(TextOf(m.incarnation));
+          auto counts = b.initCounts(static_cast<unsigned>(m.counts.size()));
+          unsigned i = 0;
+          for (const auto& [incarnation, samples] : m.counts) {
+            counts[i].setIncarnation(TextOf(incarnation));
+            counts[i].setSamples(samples);
+            ++i;
+          }
         } else if constexpr (std::is_same_v<T, msg::Leave>) {
           auto b = env.initLeave();
           b.setEpoch(m.epoch);
@@ -262,8 +271,13 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
     }
     case wire::Envelope::HEARTBEAT: {
       auto r = env.getHeartbeat();
-      return msg::Heartbeat{r.getEpoch(), StringOf(r.getSender()), r.getSamples(), r.getJoinersAt(),
-                            GetTextList(r.getDead())};
+      msg::Heartbeat h{r.getEpoch(), StringOf(r.getSender()), r.getSamples(), r.getJoinersAt(),
+                       GetTextList(r.getDead()), StringOf(r.getIncarnation())};
+      for (auto c : r.getCounts()) {
+        uint64_t& slot = h.counts[StringOf(c.getIncarnation())];
+        slot = std::max(slot, c.getSamples());
+      }
+      return h;
     }
     case wire::Envelope::LEAVE: {
       auto r = env.getLeave();

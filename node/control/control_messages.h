@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -93,6 +94,8 @@ struct Heartbeat {
   uint64_t samples = 0;     // trained by the sender so far
   uint64_t joiners_at = 0;  // coordinator: epoch + 1 while joiners wait (0: none)
   std::vector<std::string> dead = {};  // members the sender declared dead in `epoch`
+  std::string incarnation = {};        // the sender's (sample_counter.h), whose count `samples` is
+  std::map<std::string, uint64_t> counts = {};  // the sender's sample counter, every incarnation it knows
 };
 struct Leave {
   uint64_t epoch = 0;

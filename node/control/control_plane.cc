@@ -112,6 +112,10 @@ void ControlPlane::ReportProgress(int64_t step, int64_t next_admission_step) {
 void ControlPlane::ReportSamples(uint64_t samples) { impl_->ReportSamples(samples); }
 uint64_t ControlPlane::ClusterSamples() const { return impl_->ClusterSamples(/*extrapolate=*/false); }
 uint64_t ControlPlane::ClusterSamplesEstimate() const { return impl_->ClusterSamples(/*extrapolate=*/true); }
+std::map<std::string, uint64_t> ControlPlane::SampleCounts() const { return impl_->SampleCounts(); }
+void ControlPlane::MergeSampleCounts(const std::map<std::string, uint64_t>& counts) {
+  impl_->MergeSampleCounts(counts);
+}
 bool ControlPlane::JoinersWaiting() const { return impl_->JoinersWaiting(); }
 
 // ---------------------------------------------------------------------------
@@ -120,6 +124,7 @@ bool ControlPlane::JoinersWaiting() const { return impl_->JoinersWaiting(); }
 ControlPlaneImpl::ControlPlaneImpl(const ClusterConfig& config, Member self, VersionInfo versions)
     : config_(config),
       self_(std::move(self)),
+      incarnation_(NewIncarnation(self_.name)),
       versions_(std::move(versions)),
       key_(std::make_shared<const ClusterKey>(ClusterKey::FromToken(config.token))),
       heartbeat_interval_(SecondsToDuration(config.heartbeat_interval_s)),
@@ -599,24 +604,33 @@ void ControlPlaneImpl::ReportProgress(int64_t step, int64_t next_admission_step)
 void ControlPlaneImpl::ReportSamples(uint64_t samples) {
   std::lock_guard<std::mutex> lock(mu_);
   progress_samples_ = samples;
+  samples_.Raise(incarnation_, samples);
 }
 
 uint64_t ControlPlaneImpl::ClusterSamples(bool extrapolate) const {
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t total = progress_samples_;
-  const Clock::time_point now = Clock::now();
+  uint64_t total = samples_.Total();
+  if (!extrapolate) return total;
   // A live member's count may be extrapolated at its last rate for up to two
   // heartbeat intervals (its next count is on the way).
+  const Clock::time_point now = Clock::now();
   const double horizon = 2 * std::chrono::duration<double>(heartbeat_interval_).count();
   for (const auto& [name, heard] : samples_heard_) {
-    if (name == self_.name) continue;
-    total += heard.samples;
-    if (extrapolate && !Gone(name) && view_.Find(name)) {
-      const double since = std::min(horizon, std::chrono::duration<double>(now - heard.at).count());
-      total += static_cast<uint64_t>(heard.per_second * std::max(0.0, since));
-    }
+    if (name == self_.name || Gone(name) || !view_.Find(name)) continue;
+    const double since = std::min(horizon, std::chrono::duration<double>(now - heard.at).count());
+    total += static_cast<uint64_t>(heard.per_second * std::max(0.0, since));
   }
   return total;
+}
+
+std::map<std::string, uint64_t> ControlPlaneImpl::SampleCounts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return samples_.counts();
+}
+
+void ControlPlaneImpl::MergeSampleCounts(const std::map<std::string, uint64_t>& counts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  samples_.Merge(counts);
 }
 
 bool ControlPlaneImpl::JoinersWaiting() const {

@@ -43,6 +43,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -159,14 +160,19 @@ class ControlPlane {
   void ReportProgress(int64_t step, int64_t next_admission_step);
   // The samples this node has trained so far; heartbeats carry it.
   void ReportSamples(uint64_t samples);
-  // The samples the cluster has trained: this node's, plus the latest count
-  // heard from every other member, departed ones included (up to a heartbeat
-  // interval old). A lower bound: the members trained at least this many.
+  // The samples the cluster has trained: the sum of its grow-only counter
+  // (sample_counter.h) over every incarnation heard of, this one's count,
+  // departed and restarted nodes' earlier runs included (up to a heartbeat
+  // interval old). A lower bound: the cluster trained at least this many.
   uint64_t ClusterSamples() const;
   // ClusterSamples with each live member's count extrapolated at its last
   // rate for up to two heartbeat intervals: closer to the truth while all
   // train steadily, but above it while a member pauses.
   uint64_t ClusterSamplesEstimate() const;
+  // The counter itself, by incarnation: what a checkpoint and a joiner's live
+  // state carry; and merged back (entry-wise maximum) from one.
+  std::map<std::string, uint64_t> SampleCounts() const;
+  void MergeSampleCounts(const std::map<std::string, uint64_t>& counts);
   // True while nodes wait to be admitted at the current epoch: the
   // coordinator's applicants, as its heartbeats tell the members.
   bool JoinersWaiting() const;

@@ -34,8 +34,13 @@
 #include "node/control/control_connection.h"
 #include "node/control/control_messages.h"
 #include "node/control/membership.h"
+#include "node/control/sample_counter.h"
 
 namespace chorus::node {
+
+// The longest a single control-plane dial (to a member, a probed or a joined
+// address) may take.
+constexpr auto kMaxControlDialTime = std::chrono::seconds(2);
 
 class ControlPlaneImpl : public Connection::Listener {
  public:
@@ -74,6 +79,8 @@ class ControlPlaneImpl : public Connection::Listener {
   void ReportProgress(int64_t step, int64_t next_admission_step);
   void ReportSamples(uint64_t samples);
   uint64_t ClusterSamples(bool extrapolate) const;
+  std::map<std::string, uint64_t> SampleCounts() const;
+  void MergeSampleCounts(const std::map<std::string, uint64_t>& counts);
   bool JoinersWaiting() const;
 
   // ---- Connection::Listener (control thread) ----
@@ -312,6 +319,7 @@ class ControlPlaneImpl : public Connection::Listener {
   // ---- immutable after construction / Listen() ----
   ClusterConfig config_;
   Member self_;
+  std::string incarnation_;  // this process's entry in samples_ (sample_counter.h)
   VersionInfo versions_;
   std::string shared_settings_;
   bool resume_ = false;
@@ -370,13 +378,15 @@ class ControlPlaneImpl : public Connection::Listener {
   Clock::time_point last_wait_log_{};
   int64_t progress_step_ = -1;              // ReportProgress
   int64_t progress_next_admission_ = 0;
-  uint64_t progress_samples_ = 0;
-  struct SamplesHeard {  // a member's latest heartbeat count, and its rate since the one before
+  uint64_t progress_samples_ = 0;  // this incarnation's count (ReportSamples)
+  SampleCounter samples_;          // the cluster's, merged from every heartbeat and live state
+  struct SamplesHeard {  // a member's latest own count, and its rate since the one before
+    std::string incarnation;
     uint64_t samples = 0;
     Clock::time_point at;
     double per_second = 0.0;
   };
-  std::map<std::string, SamplesHeard> samples_heard_;  // departed members kept
+  std::map<std::string, SamplesHeard> samples_heard_;  // by member name: its current incarnation's rate
   Clock::time_point stalled_at_{};  // when OnTick last found its thread had stalled
   uint64_t joiners_at_heard_ = 0;                  // the coordinator's last joiners_at
 

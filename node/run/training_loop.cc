@@ -32,6 +32,12 @@ const MembershipView* ClusterView(const ClusterSession* session) {
   return session != nullptr && session->view.size() >= 2 ? &session->view : nullptr;
 }
 
+Pacing PacingOf(const Config& config, const Exchange& exchange, const ClusterSession* session) {
+  const bool clustered = session != nullptr && session->control != nullptr;
+  return clustered && config.train.stop == StopSetting::kSamples && exchange.StepsRunApart() ? Pacing::kOwnPace
+                                                                                              : Pacing::kLockstep;
+}
+
 double WallClock::Now() { return NowSeconds(); }
 
 void WallClock::ComputeEnded(double measured_s) {
@@ -50,7 +56,7 @@ Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int
 
 Result<std::optional<json>> TrainingLoop::Run() {
   const TrainConfig& tc = s_.config->train;
-  free_running_ = tc.stop == StopSetting::kSamples && s_.exchange->StepsRunApart() && ClusterView(s_.session) != nullptr;
+  free_running_ = PacingOf(*s_.config, *s_.exchange, s_.session) == Pacing::kOwnPace;
   shares_ = MemberBatches();
   const int rank = SelfRank();
   CHORUS_RETURN_IF_ERROR(StatusOf(ClusterStepsPerEpoch(*s_.config, s_.train->count, GlobalBatch())));
@@ -380,6 +386,12 @@ Result<json> TrainingLoop::Summarise() {
   summary["samples"] = samples_done_;
   summary["samples_per_s"] = samples_done_ / std::max(1e-9, train_seconds);
   summary["compute_samples_per_s"] = samples_done_ / std::max(1e-9, compute_seconds);
+  if (free_running_) {
+    // The cluster's sample counter as this node saw it at the end: the total
+    // the budget was checked against, and each incarnation's part.
+    summary["cluster_samples"] = ClusterSamples();
+    summary["sample_counts"] = s_.session->control->SampleCounts();
+  }
   summary["test_accuracy"] = final_eval.accuracy;
   summary["test_loss"] = final_eval.loss;
   summary["test_samples"] = final_eval.count;

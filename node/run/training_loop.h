@@ -132,6 +132,21 @@ struct LoopSetup {
 // else null: what the loop's collective steps (resume, stop, balancing) run over.
 const MembershipView* ClusterView(const ClusterSession* session);
 
+// How a node paces its steps and meets membership changes (docs/design.md,
+// "Membership modes"). kLockstep: every member runs the same steps over one
+// partition of the data, and membership changes at admission points that
+// every member attends. kOwnPace: each node trains as fast as it can over its
+// own order of the data until the cluster's sample counter reaches the
+// budget; nothing waits for every member (joiners are admitted only while
+// they wait). A property of the cluster's configuration, never of the view a
+// node happened to form in: the same whatever the start order and
+// cluster.min_nodes.
+enum class Pacing { kLockstep, kOwnPace };
+// kOwnPace for a cluster node (a session with a control plane) under
+// train.stop = "samples" and an exchange whose steps run apart
+// (Exchange::StepsRunApart), else kLockstep.
+Pacing PacingOf(const Config& config, const Exchange& exchange, const ClusterSession* session);
+
 // The steps per epoch of a cluster whose batches sum to `global_batch`
 // (BatchSampler's rule: every member runs floor(train_images / global_batch)).
 // InvalidArgument, naming where train.batch_size was set, when that is no step.
@@ -222,6 +237,9 @@ class TrainingLoop final : public LiveState {
   bool EpochDone() const;
   // The checkpoint fields of where the loop stands, `next_step` next.
   trainer::CheckpointInfo Position(int64_t next_step) const;
+  // Merges a checkpoint's or a live state's sample counter into the control
+  // plane's (free-running only; `from` names it in an error).
+  Status MergeSampleCounts(const trainer::CheckpointInfo& info, const std::string& from);
   // This step's place on the learning-rate schedule (lr_schedule.h).
   double SchedulePosition() const;
   // One step; `*abandoned` when a re-form replaced its update.
@@ -244,12 +262,14 @@ class TrainingLoop final : public LiveState {
 
   LoopSetup s_;
   std::optional<trainer::BatchSampler> sampler_;
-  // train.stop = "samples" under an exchange whose steps run apart: each node
-  // trains at its own pace until the cluster's samples reach the budget.
+  // Pacing::kOwnPace (PacingOf): each node trains at its own pace until the
+  // cluster's samples reach the budget.
   bool free_running_ = false;
   std::vector<int> shares_;      // every rank's batch (the sampler's, unless free-running)
   uint64_t followed_epoch_ = 0;  // the membership the shares follow
-  uint64_t resumed_samples_ = 0; // free-running after --resume: the epochs done before
+  // Free-running after --resume from a checkpoint without the cluster's
+  // sample counter (an older build's): the epochs done before.
+  uint64_t resumed_samples_ = 0;
   BalanceWindow balance_;
   int64_t step_ = 0;            // steps run (or skipped) so far: the next step's number
   int start_epoch_ = 0;

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/enum_names.h"
 #include "common/log.h"
+#include "node/control/sample_counter.h"
 #include "node/run/training_loop.h"
 
 namespace chorus::node {
@@ -48,6 +49,7 @@ Status TrainingLoop::Restore(std::span<const uint8_t> bytes, const std::string& 
     return DataLoss(from + ": no data order or schedule in it");
   }
   CHORUS_RETURN_IF_ERROR(s_.exchange->RestoreSavedState(info.exchange_state).WithContext(from));
+  CHORUS_RETURN_IF_ERROR(MergeSampleCounts(info, from));
   CHORUS_RETURN_IF_ERROR(s_.trainer->SetSchedule(info.schedule_steps_per_epoch, static_cast<int>(info.global_batch)));
   // Positioned as the sender: FollowMembership re-partitions for this node
   // (a node at its own pace keeps its own order over the data).
@@ -73,7 +75,15 @@ trainer::CheckpointInfo TrainingLoop::Position(int64_t next_step) const {
   info.schedule_steps_per_epoch = s_.trainer->options().steps_per_epoch;
   info.global_batch = s_.trainer->options().global_batch;
   info.exchange_state = s_.exchange->SavedState();
+  if (free_running_) info.sample_counts = SampleCounter::Encode(s_.session->control->SampleCounts());
   return info;
+}
+
+Status TrainingLoop::MergeSampleCounts(const trainer::CheckpointInfo& info, const std::string& from) {
+  if (!free_running_ || info.sample_counts.empty()) return Status::Ok();
+  CHORUS_ASSIGN_OR_RETURN(auto counts, SampleCounter::Decode(info.sample_counts, from));
+  s_.session->control->MergeSampleCounts(counts);
+  return Status::Ok();
 }
 
 // With --resume, the trainer's state from the checkpoint; then, in a cluster
@@ -86,10 +96,14 @@ Status TrainingLoop::ResumeFromCheckpoint() {
     start_epoch_ = static_cast<int>(info.epoch);
     epoch_ = start_epoch_;
     step_ = info.step;
-    // At its own pace the cluster counts samples afresh: what the epochs
-    // before this one trained counts as done (a stop's partial epoch is
-    // trained again).
-    if (free_running_) resumed_samples_ = static_cast<uint64_t>(start_epoch_) * static_cast<uint64_t>(s_.train->count);
+    // At its own pace the cluster's sample counter comes back with the
+    // checkpoint (merged with the other nodes' as they resume or heartbeat).
+    // A checkpoint without one counts the epochs before this one as done (a
+    // stop's partial epoch is trained again).
+    CHORUS_RETURN_IF_ERROR(MergeSampleCounts(info, s_.checkpoint_path));
+    if (free_running_ && info.sample_counts.empty()) {
+      resumed_samples_ = static_cast<uint64_t>(start_epoch_) * static_cast<uint64_t>(s_.train->count);
+    }
     if (info.epoch_batches > 0 && !free_running_) {
       // A checkpoint of a stop, mid-epoch: the sampler stands where it stood
       // (a checkpoint without a data order was taken over this membership:

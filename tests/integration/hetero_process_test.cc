@@ -6,6 +6,7 @@
 // gets a smaller share of the global batch.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -36,7 +37,6 @@ class HandCluster {
  public:
   explicit HandCluster(std::string name) : name_(std::move(name)) {
     out_ = fs::temp_directory_path() / ("chorus-hetero-test-" + std::to_string(getpid()));
-    port0_ = PortPicker(static_cast<uint32_t>(getpid()) ^ 0x5eed).Next();
   }
   ~HandCluster() { fs::remove_all(out_); }
 
@@ -46,19 +46,59 @@ class HandCluster {
   std::vector<nlohmann::json> Run(const std::vector<std::string>& shared,
                                   const std::vector<std::vector<std::string>>& per_node, double last_after_s = 0) {
     const int n = static_cast<int>(per_node.size());
+    return RunStarted(shared, per_node, {.min_nodes = last_after_s > 0 ? n - 1 : n, .last_after_s = last_after_s});
+  }
+
+  // As a user starts nodes by hand one after another: node i starts
+  // `gap_s` after node i-1 and bootstraps from it alone, each with the
+  // default cluster.min_nodes (1), so node0 forms a cluster alone.
+  std::vector<nlohmann::json> RunApart(const std::vector<std::string>& shared,
+                                       const std::vector<std::vector<std::string>>& per_node, double gap_s) {
+    return RunStarted(shared, per_node, {.min_nodes = 1, .gap_s = gap_s, .chained = true});
+  }
+
+  // As Run, with every node started together; `kill_after_s` after the
+  // start the last node is killed (SIGKILL) and started again under its name
+  // as a user would, without --resume: it joins the running cluster.
+  std::vector<nlohmann::json> RunRestartingLast(const std::vector<std::string>& shared,
+                                                const std::vector<std::vector<std::string>>& per_node,
+                                                double kill_after_s) {
+    const int n = static_cast<int>(per_node.size());
+    return RunStarted(shared, per_node, {.min_nodes = n, .kill_last_after_s = kill_after_s});
+  }
+
+  // The output of node i of the last run.
+  const std::string& Output(int i) const { return outputs_.at(static_cast<size_t>(i)); }
+
+ private:
+  struct Start {
+    int min_nodes = 0;
+    double last_after_s = 0;  // the last node starts this late
+    double gap_s = 0;         // every node after the first starts this long after the one before
+    bool chained = false;     // node i bootstraps from node i-1 (else every node from node0)
+    double kill_last_after_s = 0;  // then kill the last node and start it again
+  };
+
+  std::vector<nlohmann::json> RunStarted(const std::vector<std::string>& shared,
+                                         const std::vector<std::vector<std::string>>& per_node, const Start& start) {
+    const int n = static_cast<int>(per_node.size());
     const std::string run = name_ + "-" + std::to_string(runs_++);
+    std::vector<uint16_t> ports = {port0_};
+    while (static_cast<int>(ports.size()) < n) ports.push_back(start.chained ? picker_.Next() : 0);
     std::vector<std::unique_ptr<ChorusProcess>> nodes;
+    std::vector<std::vector<std::string>> all_args;
     for (int i = 0; i < n; ++i) {
       std::vector<std::string> args = {"node", std::string(kConfigsDir) + "/single-mlp.toml"};
-      const std::string listen = i == 0 ? "127.0.0.1:" + std::to_string(port0_) : "127.0.0.1:0";
+      const std::string listen = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(i)]);
+      const uint16_t bootstrap = start.chained && i > 0 ? ports[static_cast<size_t>(i - 1)] : port0_;
       std::vector<std::string> sets = {"run.node_name=\"node" + std::to_string(i) + "\"",
                                        "run.output_dir=\"" + out_.string() + "\"",
                                        "run.name=\"" + run + "\"",
                                        "run.progress=\"off\"",
                                        "cluster.listen=\"" + listen + "\"",
-                                       "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(port0_) + "\"]",
+                                       "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(bootstrap) + "\"]",
                                        "cluster.token=\"" + run + "\"",
-                                       "cluster.min_nodes=" + std::to_string(last_after_s > 0 ? n - 1 : n),
+                                       "cluster.min_nodes=" + std::to_string(start.min_nodes),
                                        "cluster.heartbeat_interval_s=0.1",
                                        "cluster.join_timeout_s=30",
                                        "fabric.provider=\"tcp;ofi_rxm\"",
@@ -74,26 +114,37 @@ class HandCluster {
         args.push_back("--set");
         args.push_back(s);
       }
-      if (i == n - 1 && last_after_s > 0) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(last_after_s));
+      if (i == n - 1 && start.last_after_s > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(start.last_after_s));
       }
+      if (i > 0 && start.gap_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(start.gap_s));
       nodes.push_back(std::make_unique<ChorusProcess>(args));
+      all_args.push_back(args);
+    }
+    if (start.kill_last_after_s > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(start.kill_last_after_s));
+      nodes.back()->Signal(SIGKILL);
+      nodes.back()->Wait(30);
+      nodes.back() = std::make_unique<ChorusProcess>(all_args.back());
     }
     std::vector<nlohmann::json> summaries;
+    outputs_.clear();
     for (int i = 0; i < n; ++i) {
       const std::optional<int> rc = nodes[i]->Wait(240);
-      EXPECT_EQ(rc, std::optional<int>(0)) << "node" << i << ":\n" << nodes[i]->Output();
+      outputs_.push_back(nodes[i]->Output());
+      EXPECT_EQ(rc, std::optional<int>(0)) << "node" << i << ":\n" << outputs_.back();
       if (rc != std::optional<int>(0)) return {};
       summaries.push_back(ReadJson(out_ / run / ("node" + std::to_string(i)) / "summary.json"));
     }
     return summaries;
   }
 
- private:
   std::string name_;
   fs::path out_;
-  uint16_t port0_ = 0;
+  PortPicker picker_{static_cast<uint32_t>(getpid()) ^ 0x5eed};
+  uint16_t port0_ = picker_.Next();
   int runs_ = 0;
+  std::vector<std::string> outputs_;
 };
 
 std::vector<std::vector<std::string>> Batches(const std::vector<int>& batches) {
@@ -211,6 +262,89 @@ TEST(HeteroSamplesTest, ANodeJoinsNodesThatTrainAtTheirOwnPace) {
   EXPECT_GE(samples, 90000);
   EXPECT_LE(samples, 90000 * 1.15);
   EXPECT_GT(s[2]["samples"].get<int64_t>(), 0);
+}
+
+// The cluster's sample counter at the end, as node `s` saw it: the sum of its
+// incarnations' counts, which the summary's total must equal.
+int64_t CountedSamples(const nlohmann::json& s) {
+  int64_t total = 0;
+  for (const auto& [incarnation, count] : s["sample_counts"].items()) total += count.get<int64_t>();
+  EXPECT_EQ(total, s["cluster_samples"].get<int64_t>()) << s.dump();
+  return total;
+}
+
+// How far past the budget a cluster at its own pace may stop: each node stops
+// when the counts it has heard reach the budget, and they are at most a
+// heartbeat old (0.1 s here); a loaded host may delay one, so three
+// intervals of the whole cluster's training, plus one batch per node for the
+// step in flight.
+double Overshoot(const std::vector<nlohmann::json>& s) {
+  double rate = 0;
+  for (const nlohmann::json& node : s) rate += node["samples_per_s"].get<double>();
+  return 3 * 0.1 * rate + 64.0 * static_cast<double>(s.size());
+}
+
+// Three nodes started by hand 2 s apart, each bootstrapping from the one
+// before, with the default cluster.min_nodes (node0 forms a cluster alone):
+// every node trains at its own pace whatever the view it formed in, so none
+// waits at an admission point the others never attend. Each sleeps its
+// compute three times over (train.slowdown), so its rate is set by its own
+// clock more than by the host's load: node0 keeps at least 80% of the rate
+// it has when the three start together (a node left in lock step waited 30 s
+// at every admission point: 1% of it).
+TEST(HeteroSamplesTest, NodesStartedApartByHandEachTrainAtTheirOwnPace) {
+  HandCluster cluster("hetero-apart");
+  const std::vector<std::string> shared = {"train.epochs=4", "data.train_limit=30000", "train.slowdown=3.0",
+                                           "train.stop=\"samples\"", "exchange.kind=\"gossip\"",
+                                           "exchange.protocol=\"pairwise-async\"", "topology.kind=\"ring\""};
+  const int64_t budget = 4 * 30000;
+  const std::vector<nlohmann::json> together = cluster.Run(shared, {{}, {}, {}});
+  ASSERT_EQ(together.size(), 3u);
+  const std::vector<nlohmann::json> apart = cluster.RunApart(shared, {{}, {}, {}}, /*gap_s=*/2.0);
+  ASSERT_EQ(apart.size(), 3u);
+  EXPECT_EQ(cluster.Output(0).find("no arrival from"), std::string::npos) << cluster.Output(0);
+  int64_t trained = 0;
+  for (const nlohmann::json& node : apart) {
+    EXPECT_EQ(node["parameter_checksum"], apart[0]["parameter_checksum"]);
+    trained += node["samples"].get<int64_t>();
+    EXPECT_GE(CountedSamples(node), budget) << node.dump();
+    EXPECT_LE(CountedSamples(node), budget + Overshoot(apart)) << node.dump();
+  }
+  EXPECT_GE(trained, budget);
+  EXPECT_LE(trained, budget + Overshoot(apart));
+  const double alone_first = apart[0]["samples_per_s"].get<double>();
+  const double with_others = together[0]["samples_per_s"].get<double>();
+  EXPECT_GE(alone_first, 0.8 * with_others) << "node0 started first: " << alone_first
+                                            << " samples/s; started with the others: " << with_others;
+}
+
+// A node killed and started again under its name joins the running cluster
+// as a new incarnation: its earlier run's samples stay counted beside its
+// new ones (a count kept per name and only raised would ignore the new run
+// until it passed the old one, and the cluster would overtrain), and every
+// node stops within a heartbeat's training of the budget.
+TEST(HeteroSamplesTest, ARestartedNodesSamplesCountOnce) {
+  HandCluster cluster("hetero-restart");
+  const std::vector<std::string> shared = {"train.epochs=4", "data.train_limit=30000", "train.slowdown=3.0",
+                                           "train.stop=\"samples\"", "exchange.kind=\"gossip\"",
+                                           "exchange.protocol=\"pairwise-async\"", "topology.kind=\"ring\"",
+                                           "cluster.suspect_timeout_s=0.5", "cluster.dead_timeout_s=1"};
+  const int64_t budget = 4 * 30000;
+  const std::vector<nlohmann::json> s = cluster.RunRestartingLast(shared, {{}, {}, {}}, /*kill_after_s=*/5.0);
+  ASSERT_EQ(s.size(), 3u);
+  int incarnations_of_node2 = 0;
+  for (const auto& [incarnation, count] : s[0]["sample_counts"].items()) {
+    if (incarnation.rfind("node2#", 0) == 0) {
+      ++incarnations_of_node2;
+      EXPECT_GT(count.get<int64_t>(), 0) << incarnation;
+    }
+  }
+  EXPECT_EQ(incarnations_of_node2, 2) << s[0].dump();
+  for (const nlohmann::json& node : s) {
+    EXPECT_EQ(node["parameter_checksum"], s[0]["parameter_checksum"]);
+    EXPECT_GE(CountedSamples(node), budget) << node.dump();
+    EXPECT_LE(CountedSamples(node), budget + Overshoot(s)) << node.dump();
+  }
 }
 
 // Load-balanced all-reduce: the slow node's share of the global batch falls

@@ -160,7 +160,7 @@ TEST_F(CheckpointTest, KeepsTheBatchesIntoTheEpoch) {
 }
 
 // The bytes a member sends a joiner: the same checkpoint in memory, with the
-// data order and schedule, restored bitwise; corrupt bytes are refused naming
+// data order, schedule and the cluster's sample counter, restored bitwise; corrupt bytes are refused naming
 // what they are.
 TEST_F(CheckpointTest, BytesInMemoryCarryTheDataOrderAndSchedule) {
   auto a = Make(Options("mlp"));
@@ -169,6 +169,7 @@ TEST_F(CheckpointTest, BytesInMemoryCarryTheDataOrderAndSchedule) {
   info.partition_batches = 5;
   info.schedule_steps_per_epoch = 31;
   info.global_batch = 192;
+  info.sample_counts = "node0#01=640;node1#02=320";
   auto bytes = CheckpointBytes(*a, info);
   ASSERT_TRUE(bytes) << bytes.error().ToString();
   auto b = Make(Options("mlp"));
@@ -180,6 +181,7 @@ TEST_F(CheckpointTest, BytesInMemoryCarryTheDataOrderAndSchedule) {
   EXPECT_EQ(restored->partition_batches, 5);
   EXPECT_EQ(restored->schedule_steps_per_epoch, 31);
   EXPECT_EQ(restored->global_batch, 192);
+  EXPECT_EQ(restored->sample_counts, "node0#01=640;node1#02=320");
   EXPECT_EQ(b->ParameterChecksum(), a->ParameterChecksum());
 
   std::vector<uint8_t> corrupt = *bytes;

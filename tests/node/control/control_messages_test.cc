@@ -82,12 +82,15 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(ack.epoch, 7u);
   EXPECT_EQ(ack.proposal_id, 99u);
   EXPECT_EQ(ack.sender, "node2");
-  auto hb = std::get<msg::Heartbeat>(RoundTrip(msg::Heartbeat{3, "node1", 640, 4, {"node2", "node3"}}));
+  auto hb = std::get<msg::Heartbeat>(RoundTrip(msg::Heartbeat{
+      3, "node1", 640, 4, {"node2", "node3"}, "node1#00ff", {{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}}}));
   EXPECT_EQ(hb.epoch, 3u);
   EXPECT_EQ(hb.sender, "node1");
   EXPECT_EQ(hb.samples, 640u);
   EXPECT_EQ(hb.joiners_at, 4u);
   EXPECT_EQ(hb.dead, (std::vector<std::string>{"node2", "node3"}));
+  EXPECT_EQ(hb.incarnation, "node1#00ff");
+  EXPECT_EQ(hb.counts, (std::map<std::string, uint64_t>{{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}}));
   auto leave = std::get<msg::Leave>(RoundTrip(msg::Leave{4, "node4"}));
   EXPECT_EQ(leave.epoch, 4u);
   EXPECT_EQ(leave.name, "node4");
