@@ -72,7 +72,7 @@ constexpr double kReapSeconds = 10;        // parent: children still alive after
 constexpr uint64_t kTagWindow = uint64_t{1} << 16;  // tag bases cycle through this many ranges
 constexpr int kWarmupCalls = 5;  // per row, before the iteration count is set
 
-constexpr std::string_view kWho = "bench allreduce";  // names this bench in errors
+constexpr std::string_view kAllreduceBench = "bench allreduce";  // names this bench in errors
 
 constexpr char kFramePeers = 'p';
 constexpr char kFrameInstalled = 'i';  // a rank's SetPeers is done
@@ -252,7 +252,7 @@ class Watcher {
  public:
   Watcher(gossip::Transport& t, int fd) : thread_([this, &t, fd] {
     char frame = 0;
-    const bool got = ReadBytes(fd, &frame, 1, kWho).ok();
+    const bool got = ReadBytes(fd, &frame, 1, kAllreduceBench).ok();
     if (!got || frame != kFrameRelease) {
       aborted_ = true;
       for (int r = 0; r < t.size(); ++r) {
@@ -275,21 +275,21 @@ Status RankMain(gossip::FabricProvider provider, int rank, int n, int fd, const 
   fo.bind_address = "127.0.0.1";
   fo.busy_poll = gossip::BusyPollFor(provider, n, o.busy_poll_us);
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(fo));
-  CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress(), kWho));
+  CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress(), kAllreduceBench));
   char frame = 0;
-  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &frame, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &frame, 1, kAllreduceBench));
   if (frame != kFramePeers) return Aborted("bench allreduce: the parent aborted the run");
   std::vector<PeerInfo> peers(n);
   for (int r = 0; r < n; ++r) {
-    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, ReadBlob(fd, kWho));
+    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, ReadBlob(fd, kAllreduceBench));
     peers[r] = PeerInfo{r, std::move(blob), "bench" + std::to_string(r)};
   }
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(rank, peers));
   // No rank sends before every rank has installed its peers
   // (Transport::NeedsPeersInstalledBeforeFirstSend: shm needs it; one frame
   // each way costs nothing next to a run, so every provider does it).
-  CHORUS_RETURN_IF_ERROR(SendBytes(fd, &kFrameInstalled, 1, kWho));
-  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &frame, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(SendBytes(fd, &kFrameInstalled, 1, kAllreduceBench));
+  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &frame, 1, kAllreduceBench));
   if (frame != kFrameGo) return Aborted("bench allreduce: the parent aborted the run");
   std::optional<gossip::HostSegmentOptions> segment;
   if (AttachesHostSegment(provider)) segment = gossip::HostSegmentOptions{};
@@ -315,15 +315,15 @@ Status RankMain(gossip::FabricProvider provider, int rank, int n, int fd, const 
       if (!r) {
         status = watcher.aborted() ? Aborted("bench allreduce: aborted by the parent") : r.error();
         const char failed = kFrameFailed;
-        (void)SendBytes(fd, &failed, 1, kWho);
+        (void)SendBytes(fd, &failed, 1, kAllreduceBench);
         break;
       }
       const char ok = kFrameRow;
-      status = SendBytes(fd, &ok, 1, kWho);
-      if (status.ok()) status = SendBytes(fd, &r->iterations, sizeof(int32_t), kWho);
-      if (status.ok()) status = SendBytes(fd, &r->check_ok, sizeof(int32_t), kWho);
+      status = SendBytes(fd, &ok, 1, kAllreduceBench);
+      if (status.ok()) status = SendBytes(fd, &r->iterations, sizeof(int32_t), kAllreduceBench);
+      if (status.ok()) status = SendBytes(fd, &r->check_ok, sizeof(int32_t), kAllreduceBench);
       if (status.ok()) {
-        status = SendBytes(fd, r->times_us.data(), r->times_us.size() * sizeof(double), kWho);
+        status = SendBytes(fd, r->times_us.data(), r->times_us.size() * sizeof(double), kAllreduceBench);
       }
     }
     if (!status.ok()) shutdown(fd, SHUT_WR);  // the parent sees EOF if it missed the frame
@@ -375,23 +375,23 @@ std::string PicksText(const std::vector<size_t>& sizes, int n, const gossip::All
 Status ConnectRanks(int n, const std::vector<int>& fds) {
   std::vector<std::vector<uint8_t>> addresses(n);
   for (int r = 0; r < n; ++r) {
-    auto blob = ReadBlob(fds[r], kWho);
+    auto blob = ReadBlob(fds[r], kAllreduceBench);
     if (!blob) return Unavailable("rank " + std::to_string(r) + " did not open its endpoint: " + blob.error().ToString());
     addresses[r] = std::move(*blob);
   }
   for (int r = 0; r < n; ++r) {
-    CHORUS_RETURN_IF_ERROR(SendBytes(fds[r], &kFramePeers, 1, kWho));
-    for (const auto& a : addresses) CHORUS_RETURN_IF_ERROR(WriteBlob(fds[r], a, kWho));
+    CHORUS_RETURN_IF_ERROR(SendBytes(fds[r], &kFramePeers, 1, kAllreduceBench));
+    for (const auto& a : addresses) CHORUS_RETURN_IF_ERROR(WriteBlob(fds[r], a, kAllreduceBench));
   }
   for (int r = 0; r < n; ++r) {
     char frame = 0;
-    Status read = ReadBytes(fds[r], &frame, 1, kWho);
+    Status read = ReadBytes(fds[r], &frame, 1, kAllreduceBench);
     if (!read.ok() || frame != kFrameInstalled) {
       return Unavailable("rank " + std::to_string(r) + " did not install its peers" +
                          (read.ok() ? std::string() : ": " + read.ToString()));
     }
   }
-  for (int r = 0; r < n; ++r) CHORUS_RETURN_IF_ERROR(SendBytes(fds[r], &kFrameGo, 1, kWho));
+  for (int r = 0; r < n; ++r) CHORUS_RETURN_IF_ERROR(SendBytes(fds[r], &kFrameGo, 1, kAllreduceBench));
   return Status::Ok();
 }
 
@@ -414,16 +414,16 @@ void PrintTableHeader(gossip::FabricProvider provider, int n, const BenchAllredu
 // Reads one rank's frame of a row into `result`.
 Status ReadRowFrame(int fd, const BenchAllreduceOptions& o, RowResult* result) {
   char frame = 0;
-  Status s = ReadBytes(fd, &frame, 1, kWho);
+  Status s = ReadBytes(fd, &frame, 1, kAllreduceBench);
   if (s.ok() && frame != kFrameRow) s = Internal("rank failed (its log line says why)");
-  if (s.ok()) s = ReadBytes(fd, &result->iterations, sizeof(int32_t), kWho);
-  if (s.ok()) s = ReadBytes(fd, &result->check_ok, sizeof(int32_t), kWho);
+  if (s.ok()) s = ReadBytes(fd, &result->iterations, sizeof(int32_t), kAllreduceBench);
+  if (s.ok()) s = ReadBytes(fd, &result->check_ok, sizeof(int32_t), kAllreduceBench);
   if (s.ok() && (result->iterations < 0 || result->iterations > o.max_iterations)) {
     s = Internal("bad iteration count " + std::to_string(result->iterations));
   }
   if (s.ok()) {
     result->times_us.resize(result->iterations);
-    s = ReadBytes(fd, result->times_us.data(), result->times_us.size() * sizeof(double), kWho);
+    s = ReadBytes(fd, result->times_us.data(), result->times_us.size() * sizeof(double), kAllreduceBench);
   }
   return s;
 }
@@ -575,7 +575,7 @@ Status RunProviderAndWorldSize(gossip::FabricProvider provider, int n, const Ben
   if (status.ok()) status = Coordinate(provider, n, fds, o, check_failed, timings);
   const char end = status.ok() ? kFrameRelease : kFrameAbort;
   for (int fd : fds) {
-    (void)SendBytes(fd, &end, 1, kWho);
+    (void)SendBytes(fd, &end, 1, kAllreduceBench);
     close(fd);
   }
   bool child_failed = false;

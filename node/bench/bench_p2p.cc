@@ -33,7 +33,7 @@ namespace {
 using gossip::PeerInfo;
 using gossip::RequestPtr;
 
-constexpr std::string_view kWho = "bench p2p";  // names this bench in errors
+constexpr std::string_view kP2pBench = "bench p2p";  // names this bench in errors
 constexpr double kWaitSeconds = 60;  // per operation: only a broken peer reaches it
 
 struct SizeResult {
@@ -73,8 +73,8 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, gos
   options.node_name = rank == 0 ? "bench0" : "bench1";
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(options));
   const std::vector<uint8_t> mine = transport->LocalAddress();
-  CHORUS_RETURN_IF_ERROR(WriteBlob(fd, mine, kWho));
-  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> theirs, ReadBlob(fd, kWho));
+  CHORUS_RETURN_IF_ERROR(WriteBlob(fd, mine, kP2pBench));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> theirs, ReadBlob(fd, kP2pBench));
   std::vector<PeerInfo> peers(2);
   peers[rank] = PeerInfo{rank, mine, options.node_name};
   peers[1 - rank] = PeerInfo{1 - rank, theirs, rank == 0 ? "bench1" : "bench0"};
@@ -83,8 +83,8 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, gos
   // (Transport::NeedsPeersInstalledBeforeFirstSend: shm needs it).
   const char installed = 'i';
   char theirs_installed = 0;
-  CHORUS_RETURN_IF_ERROR(SendBytes(fd, &installed, 1, kWho));
-  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &theirs_installed, 1, kWho));
+  CHORUS_RETURN_IF_ERROR(SendBytes(fd, &installed, 1, kP2pBench));
+  CHORUS_RETURN_IF_ERROR(ReadBytes(fd, &theirs_installed, 1, kP2pBench));
   return transport;
 }
 
@@ -204,7 +204,7 @@ Status RunProvider(gossip::FabricProvider provider, const BenchP2pOptions& o) {
     CHORUS_ASSIGN_OR_RETURN(auto results, Ping(*t, o));
     // Keep our endpoint open until the peer has finished its last send.
     char done = 0;
-    CHORUS_RETURN_IF_ERROR(ReadBytes(fds[0], &done, 1, kWho));
+    CHORUS_RETURN_IF_ERROR(ReadBytes(fds[0], &done, 1, kP2pBench));
     for (const SizeResult& r : results) {
       std::printf("%-12s %-6s %9s %6d %12.2f %12.2f %10.3f\n", ProviderText(provider), version.c_str(),
                   SizeText(r.size).c_str(), r.iterations, r.median_us, r.mean_us, r.gbps);

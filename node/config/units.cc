@@ -39,7 +39,7 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-std::string_view Trim(std::string_view s) {
+std::string_view TrimSpace(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
@@ -47,7 +47,7 @@ std::string_view Trim(std::string_view s) {
 
 // Splits "12.5mbit" into 12.5 and "mbit"; `what` names the quantity in errors.
 Result<std::pair<double, std::string>> SplitNumber(std::string_view text, std::string_view what) {
-  const std::string_view s = Trim(text);
+  const std::string_view s = TrimSpace(text);
   double value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec != std::errc() || end == s.data()) {
@@ -57,7 +57,7 @@ Result<std::pair<double, std::string>> SplitNumber(std::string_view text, std::s
   if (!std::isfinite(value)) {
     return Err(InvalidArgument(std::string(what) + " \"" + std::string(text) + "\" is not finite"));
   }
-  const std::string unit = Lower(Trim(std::string_view(end, s.data() + s.size() - end)));
+  const std::string unit = Lower(TrimSpace(std::string_view(end, s.data() + s.size() - end)));
   return std::make_pair(value, unit);
 }
 

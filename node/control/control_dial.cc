@@ -9,8 +9,6 @@
 namespace chorus::node {
 namespace {
 
-// The longest a single dial to a member may take.
-constexpr auto kMaxDialTime = std::chrono::seconds(2);
 // A refused dial is answered at once: the confirming second one follows this
 // soon after the first rather than a tick later.
 constexpr auto kRedialAfterRefusal = std::chrono::milliseconds(100);
@@ -20,7 +18,7 @@ constexpr auto kRedialAfterRefusal = std::chrono::milliseconds(100);
 void ControlPlaneImpl::DialMember(const Member& member) {
   if (dialing_.count(member.name)) return;
   dialing_.insert(member.name);
-  const Duration timeout = std::min<Duration>(kMaxDialTime, dead_after_);
+  const Duration timeout = std::min<Duration>(kMaxControlDialTime, dead_after_);
   AsyncDial(io_, member.control_address, timeout,
             [this, name = member.name](Result<asio::ip::tcp::socket> s, bool refused) {
     Locked([&] {

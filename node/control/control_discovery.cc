@@ -37,8 +37,6 @@
 namespace chorus::node {
 namespace {
 
-// The longest a single dial to a probed or joined address may take.
-constexpr auto kMaxDialTime = std::chrono::seconds(2);
 // Probe rounds and join retries start this far apart and double up to kMaxRetryDelay.
 constexpr Duration kFirstRetryDelay = std::chrono::milliseconds(100);
 constexpr Duration kMaxRetryDelay = std::chrono::seconds(1);
@@ -156,7 +154,7 @@ void ControlPlaneImpl::Probe(const std::string& address) {
   auto it = known_.find(address);
   if (it == known_.end() || it->second.probing || it->second.self) return;
   it->second.probing = true;
-  AsyncDial(io_, address, kMaxDialTime, [this, address](Result<asio::ip::tcp::socket> s, bool /*refused*/) {
+  AsyncDial(io_, address, kMaxControlDialTime, [this, address](Result<asio::ip::tcp::socket> s, bool /*refused*/) {
     Locked([&] {
       Known& k = known_[address];
       if (!Forming()) {
@@ -376,7 +374,7 @@ void ControlPlaneImpl::DialJoin(const std::string& address) {
   }
   join_address_ = address;
   join_dialing_ = true;
-  AsyncDial(io_, address, kMaxDialTime, [this, address](Result<asio::ip::tcp::socket> s, bool /*refused*/) {
+  AsyncDial(io_, address, kMaxControlDialTime, [this, address](Result<asio::ip::tcp::socket> s, bool /*refused*/) {
     Locked([&] {
       join_dialing_ = false;
       if (phase_ != Phase::kJoining) return;

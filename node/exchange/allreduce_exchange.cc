@@ -10,14 +10,6 @@
 #include "node/exchange/trainer_state.h"
 
 namespace chorus::node {
-namespace {
-
-// The tags of a re-form's broadcasts in membership epoch `epoch`:
-// ResyncTagBase + k * kTagsPerCollective for k = 0..3 (live_state.h lists
-// every range of EpochTagBase's).
-gossip::Tag ResyncTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{1} << 39); }
-
-}  // namespace
 
 gossip::AllreduceCrossovers CrossoversFromConfig(gossip::FabricProvider provider, const CrossoversConfig& x) {
   gossip::AllreduceCrossovers out = gossip::CrossoversForProvider(provider);

@@ -150,6 +150,12 @@ class Exchange {
 // for k = 0..3 (live_state.h lists every range of EpochTagBase's).
 inline gossip::Tag FinishTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{1} << 38); }
 
+// The tags of a re-form's broadcasts of the trainer's state in membership
+// epoch `epoch`: ResyncTagBase + k * kTagsPerCollective, four ranges for an
+// all-reduce's state and six with an outer optimizer's (live_state.h lists
+// every range of EpochTagBase's).
+inline gossip::Tag ResyncTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{1} << 39); }
+
 // One node alone: no communication.
 class SoloExchange final : public Exchange {
  public:

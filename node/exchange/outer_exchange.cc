@@ -30,9 +30,6 @@ gossip::Tag SyncTagBase(uint64_t epoch, int64_t step) {
          (static_cast<gossip::Tag>(step) % (gossip::Tag{1} << 17)) * gossip::kTagsPerCollective;
 }
 
-// The re-form broadcasts: six ranges at EpochTagBase + 1 << 39.
-gossip::Tag ResyncTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{1} << 39); }
-
 gossip::OuterKind KindOf(OuterOptimizer optimizer) {
   switch (optimizer) {
     case OuterOptimizer::kAverage: return gossip::OuterKind::kAverage;

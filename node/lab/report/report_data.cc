@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,8 +23,6 @@ namespace chorus::node {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool IsNaN(double v) { return std::isnan(v); }
 
 // 1-based line of byte `offset` in `text`.
 int LineOfOffset(std::string_view text, size_t offset) {
@@ -136,7 +135,7 @@ std::string InferFamily(const MethodRun& method) {
   }
   for (const NodeRun& node : method.nodes) {
     for (const MetricsRecord& r : node.records) {
-      if (!IsNaN(r.consensus_estimate)) return "gossip";
+      if (!std::isnan(r.consensus_estimate)) return "gossip";
     }
   }
   return "";
@@ -170,7 +169,7 @@ Result<MethodRun> MethodFromEntry(const nlohmann::json& entry, size_t index, con
   if (method.label.empty()) method.label = method.name;
   method.family = StringOr(entry, "family");
   const double exit_code = NumberOr(entry, "exit_code", nullptr);
-  if (!IsNaN(exit_code)) method.exit_code = static_cast<int>(exit_code);
+  if (!std::isnan(exit_code)) method.exit_code = static_cast<int>(exit_code);
   method.wall_seconds = NumberOr(entry, "wall_seconds", nullptr);
   method.error = StringOr(entry, "error");
   if (auto it = entry.find("overrides"); it != entry.end() && it->is_array()) {
@@ -339,7 +338,7 @@ double MeanIgnoringNaN(const std::vector<double>& values) {
   double sum = 0.0;
   int n = 0;
   for (double v : values) {
-    if (!IsNaN(v)) {
+    if (!std::isnan(v)) {
       sum += v;
       ++n;
     }
@@ -350,7 +349,7 @@ double MeanIgnoringNaN(const std::vector<double>& values) {
 double MaxIgnoringNaN(const std::vector<double>& values) {
   double best = kReportNaN;
   for (double v : values) {
-    if (!IsNaN(v) && (IsNaN(best) || v > best)) best = v;
+    if (!std::isnan(v) && (std::isnan(best) || v > best)) best = v;
   }
   return best;
 }
@@ -389,7 +388,7 @@ std::vector<CurvePoint> Aggregate(const NodeSeries& series, double MetricsRecord
     p.bytes_per_node = MeanIgnoringNaN(bytes);
     p.epochs = MeanIgnoringNaN(epochs);
     p.nodes = static_cast<int>(members.size());
-    if (!IsNaN(p.value)) points.push_back(p);
+    if (!std::isnan(p.value)) points.push_back(p);
   }
   return points;
 }
@@ -435,7 +434,7 @@ std::vector<MetricsRecord> ParseMetricsLines(std::string_view text, const std::s
     MetricsRecord r;
     r.line = line_no;
     const double step = NumberOr(object, "step", &bad_fields);
-    if (!IsNaN(step) && step >= 0) r.step = static_cast<int64_t>(step);
+    if (!std::isnan(step) && step >= 0) r.step = static_cast<int64_t>(step);
     r.epoch = NumberOr(object, "epoch", &bad_fields);
     r.epoch_progress = NumberOr(object, "epoch_progress", &bad_fields);
     r.time_s = NumberOr(object, "time", &bad_fields);
@@ -443,7 +442,7 @@ std::vector<MetricsRecord> ParseMetricsLines(std::string_view text, const std::s
     r.samples = NumberOr(object, "samples", &bad_fields);
     r.bytes_sent = NumberOr(object, "bytes_sent", &bad_fields);
     r.consensus_estimate = NumberOr(object, "consensus_distance_estimate", &bad_fields);
-    if (IsNaN(r.consensus_estimate))
+    if (std::isnan(r.consensus_estimate))
       r.consensus_estimate = NumberOr(object, "consensus_distance", &bad_fields);
     r.consensus_exact = NumberOr(object, "consensus_distance_exact", &bad_fields);
     r.eval_accuracy = NumberOr(object, "eval_accuracy", &bad_fields);
@@ -513,9 +512,9 @@ Result<RunSet> LoadRunSet(const std::vector<std::string>& inputs) {
 }
 
 double RecordEpochs(const MetricsRecord& record, double samples_per_epoch) {
-  if (!IsNaN(record.epoch_progress)) return record.epoch_progress;
-  if (record.is_eval() && !IsNaN(record.epoch)) return record.epoch;
-  if (!IsNaN(record.samples) && samples_per_epoch > 0) return record.samples / samples_per_epoch;
+  if (!std::isnan(record.epoch_progress)) return record.epoch_progress;
+  if (record.is_eval() && !std::isnan(record.epoch)) return record.epoch;
+  if (!std::isnan(record.samples) && samples_per_epoch > 0) return record.samples / samples_per_epoch;
   return kReportNaN;
 }
 
@@ -530,7 +529,7 @@ std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double Metrics
   for (size_t n = 0; n < series.size(); ++n) {
     for (size_t i = 0; i < series[n].size(); ++i) {
       const double t = series[n][i].record->time_s;
-      if (!IsNaN(t)) events.push_back({t, n, i});
+      if (!std::isnan(t)) events.push_back({t, n, i});
     }
   }
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.time < b.time; });
@@ -557,7 +556,7 @@ std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double Metrics
     p.bytes_per_node = MeanIgnoringNaN(bytes);
     p.epochs = MeanIgnoringNaN(epochs);
     p.nodes = static_cast<int>(evaluating);
-    if (!IsNaN(p.value)) out.push_back(p);
+    if (!std::isnan(p.value)) out.push_back(p);
   }
   return out;
 }
@@ -574,13 +573,13 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
       const Selected s{&r, RecordEpochs(r, spe)};
       if (r.is_eval()) {
         evals[n].push_back(s);
-        if (!IsNaN(r.loss)) eval_losses.push_back(s);
-      } else if (!IsNaN(r.loss)) {
+        if (!std::isnan(r.loss)) eval_losses.push_back(s);
+      } else if (!std::isnan(r.loss)) {
         losses[n].push_back(s);
       }
-      if (!IsNaN(r.consensus_exact)) consensus[n].push_back(s);
+      if (!std::isnan(r.consensus_exact)) consensus[n].push_back(s);
       // An evaluation record repeats the estimate of the logging record at its step.
-      if (!IsNaN(r.consensus_estimate) && !(r.is_eval() && r.step >= 0 && estimate_steps.count(r.step))) {
+      if (!std::isnan(r.consensus_estimate) && !(r.is_eval() && r.step >= 0 && estimate_steps.count(r.step))) {
         estimates[n].push_back(s);
         if (r.step >= 0) estimate_steps.insert(r.step);
       }
@@ -621,6 +620,13 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
     }
   }
   return curves;
+}
+
+std::string CsvNumber(double v) {
+  if (!std::isfinite(v)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.10g", v);
+  return buf;
 }
 
 }  // namespace chorus::node

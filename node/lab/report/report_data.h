@@ -157,4 +157,7 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
 // records); else NaN.
 double RecordEpochs(const MetricsRecord& record, double samples_per_epoch);
 
+// `v` for a CSV cell (10 significant digits); empty when it is not finite.
+std::string CsvNumber(double v);
+
 }  // namespace chorus::node

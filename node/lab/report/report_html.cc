@@ -38,8 +38,6 @@ dl.columns dt { font-weight: 600; float: left; clear: left; width: 15em; }
 dl.columns dd { margin-left: 15.5em; margin-bottom: 0.2em; }
 )css";
 
-bool IsNaN(double v) { return std::isnan(v); }
-
 // A settings value for people: strings as they are, objects as "key: value; ...".
 std::string SettingText(const nlohmann::json& value) {
   if (value.is_null()) return "none";
@@ -64,7 +62,7 @@ std::string Row(const std::string& key, const std::string& value) {
 }
 
 std::string Number(double v, const char* format) {
-  if (IsNaN(v)) return "-";
+  if (std::isnan(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof(buf), format, v);
   return buf;
@@ -104,8 +102,8 @@ void WriteSettings(const HtmlReportInputs& in, std::ostringstream& out) {
     }
     if (first) {
       if (!first->model.empty()) out << Row("model", first->model);
-      if (!IsNaN(first->epochs)) out << Row("epochs", Number(first->epochs, "%.0f"));
-      if (!IsNaN(first->global_batch)) out << Row("global batch", Number(first->global_batch, "%.0f"));
+      if (!std::isnan(first->epochs)) out << Row("epochs", Number(first->epochs, "%.0f"));
+      if (!std::isnan(first->global_batch)) out << Row("global batch", Number(first->global_batch, "%.0f"));
     }
   }
   out << Row("target accuracy", Number(in.target_accuracy * 100.0, "%.4g") + " %");

@@ -94,13 +94,6 @@ double XOf(const CurvePoint& p, PlotAxis axis) {
   return p.epochs;
 }
 
-std::string CsvNumber(double v) {
-  if (!Finite(v)) return "";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.10g", v);
-  return buf;
-}
-
 Status WriteTextFile(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Internal("cannot write " + path.string());

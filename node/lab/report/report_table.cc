@@ -12,14 +12,12 @@
 namespace chorus::node {
 namespace {
 
-bool IsNaN(double v) { return std::isnan(v); }
-
 // Mean over nodes of a summary field (nodes without a summary or the field are skipped).
 double SummaryMean(const MethodRun& m, double NodeSummary::*field) {
   double sum = 0.0;
   int n = 0;
   for (const NodeRun& node : m.nodes) {
-    if (node.summary && !IsNaN((*node.summary).*field)) {
+    if (node.summary && !std::isnan((*node.summary).*field)) {
       sum += (*node.summary).*field;
       ++n;
     }
@@ -32,7 +30,7 @@ double SummaryExtreme(const MethodRun& m, double NodeSummary::*field, double sig
   double best = kReportNaN;
   for (const NodeRun& node : m.nodes) {
     const double v = node.summary ? (*node.summary).*field : kReportNaN;
-    if (!IsNaN(v) && (IsNaN(best) || sign * v > sign * best)) best = v;
+    if (!std::isnan(v) && (std::isnan(best) || sign * v > sign * best)) best = v;
   }
   return best;
 }
@@ -41,7 +39,7 @@ double SummaryMax(const MethodRun& m, double NodeSummary::*field) { return Summa
 
 
 std::string Fixed(double v, int decimals) {
-  if (IsNaN(v) || std::isinf(v)) return "-";
+  if (std::isnan(v) || std::isinf(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
   return buf;
@@ -49,27 +47,20 @@ std::string Fixed(double v, int decimals) {
 
 // "82", or "180-304" when the nodes trained different numbers of steps.
 std::string Range(double lo, double hi) {
-  if (IsNaN(lo) || IsNaN(hi)) return "-";
+  if (std::isnan(lo) || std::isnan(hi)) return "-";
   return lo == hi ? Fixed(lo, 0) : Fixed(lo, 0) + "-" + Fixed(hi, 0);
 }
 
 std::string General(double v) {
-  if (IsNaN(v) || std::isinf(v)) return "-";
+  if (std::isnan(v) || std::isinf(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.3g", v);
   return buf;
 }
 
 
-std::string CsvNumber(double v) {
-  if (IsNaN(v) || std::isinf(v)) return "";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.10g", v);
-  return buf;
-}
-
 nlohmann::json JsonNumber(double v) {
-  if (IsNaN(v) || std::isinf(v)) return nullptr;
+  if (std::isnan(v) || std::isinf(v)) return nullptr;
   return v;
 }
 
@@ -127,11 +118,11 @@ TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, do
 
   // e = T / (S x N), T = sum over nodes of samples_per_s: only when every node has it.
   const double s = method.single_node_samples_per_s;
-  if (!IsNaN(s) && s > 0 && !method.nodes.empty()) {
+  if (!std::isnan(s) && s > 0 && !method.nodes.empty()) {
     double total = 0.0;
     bool complete = true;
     for (const NodeRun& node : method.nodes) {
-      if (!node.summary || IsNaN(node.summary->samples_per_s)) {
+      if (!node.summary || std::isnan(node.summary->samples_per_s)) {
         complete = false;
         break;
       }
