@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -175,32 +176,44 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// 20 runs each of 2, 4 and 8 nodes, every run from its own fixed seed.
-TEST(FormationProcessTest, NodesStartedInAnyOrderFormExactlyOneCluster) {
-  constexpr int kRuns = 20;
-  constexpr double kHoldS = 1.0;
-  PortPicker ports(20240611);
-  for (int n : {2, 4, 8}) {
-    std::vector<double> times;
-    std::vector<double> after_last;
-    for (int r = 0; r < kRuns; ++r) {
-      const uint32_t seed = 1000u * static_cast<uint32_t>(n) + static_cast<uint32_t>(r);
-      FormationRun run = RunFormation(n, seed, ports, kHoldS);
-      if (!run.failure.empty()) {
-        ADD_FAILURE() << n << " nodes, run " << r << ": " << run.failure;
-        continue;
-      }
-      times.push_back(run.formation_s);
-      after_last.push_back(run.after_last_s);
-    }
-    if (times.empty()) continue;
-    // From the first start: includes the 0-300 ms spread of the starts and
-    // each process's own start-up before it listens.
-    std::printf("formation of %d nodes: median %.2f s over %zu runs (max %.2f s; from the last start: median %.2f s)\n",
-                n, Median(times), times.size(), *std::max_element(times.begin(), times.end()), Median(after_last));
-    std::fflush(stdout);
-  }
+// Runs of n nodes (2, 4 or 8, one test each so that ctest runs them side by
+// side), every run from its own fixed seed: 8 in the suite, and
+// CHORUS_FORMATION_RUNS of them when set, for a longer soak.
+int FormationRuns() {
+  const char* env = std::getenv("CHORUS_FORMATION_RUNS");
+  return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 8;
 }
+
+class FormationSizeTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(FormationSizeTest, NodesStartedInAnyOrderFormExactlyOneCluster) {
+  const int n = GetParam();
+  const int runs = FormationRuns();
+  // Long enough for every node to see the others' epoch 0 before any leaves.
+  constexpr double kHoldS = 0.5;
+  PortPicker ports(20240611u + static_cast<uint32_t>(n));
+  std::vector<double> times;
+  std::vector<double> after_last;
+  for (int r = 0; r < runs; ++r) {
+    const uint32_t seed = 1000u * static_cast<uint32_t>(n) + static_cast<uint32_t>(r);
+    FormationRun run = RunFormation(n, seed, ports, kHoldS);
+    if (!run.failure.empty()) {
+      ADD_FAILURE() << n << " nodes, run " << r << ": " << run.failure;
+      continue;
+    }
+    times.push_back(run.formation_s);
+    after_last.push_back(run.after_last_s);
+  }
+  if (times.empty()) return;
+  // From the first start: includes the 0-300 ms spread of the starts and
+  // each process's own start-up before it listens.
+  std::printf("formation of %d nodes: median %.2f s over %zu runs (max %.2f s; from the last start: median %.2f s)\n",
+              n, Median(times), times.size(), *std::max_element(times.begin(), times.end()), Median(after_last));
+  std::fflush(stdout);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, FormationSizeTest, ::testing::Values(2, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
 
 // configs/examples/local-pair-node{0,1}.toml as written (each bootstraps
 // through the other, min_nodes 2), on ports of this test's choosing.
