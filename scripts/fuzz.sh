@@ -6,6 +6,10 @@
 # file written by a quick run of ./build/chorus (scripts/build.sh) when there is one. New inputs collect in build-fuzz/corpus/<target>
 # (kept between runs); a crash leaves build-fuzz/crash-<target>-* and fails.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 600 config codec
+# EXTRA_TARGETS (space-separated) are built in the same build beside the
+# fuzzers: scripts/test.sh builds the unit tests so and runs them there, so
+# one sanitizer build serves both. FUZZ_JOBS fuzzers run at a time (default:
+# one per core). FUZZ_BUILD_ONLY=1 builds and runs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRA_PACKAGES=clang ./scripts/setup.sh
@@ -18,12 +22,13 @@ dir=build-fuzz
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCHORUS_FUZZ=ON -DCHORUS_SANITIZE=address,undefined -DCHORUS_CUDA=OFF -DCHORUS_BUILD_BENCH=OFF \
-  -DCHORUS_BUILD_TESTS=OFF >/dev/null
+  -DCHORUS_BUILD_TESTS=ON >/dev/null
 build=()
 for t in "${targets[@]}"; do build+=(--target "fuzz_$t"); done
+for t in ${EXTRA_TARGETS:-}; do build+=(--target "$t"); done
 cmake --build "$dir" -j"$jobs" "${build[@]}"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+[ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
+source scripts/sanitizer_env.sh
 
 # Seeds that are not files of the repository.
 seeds="$dir/seeds"
@@ -45,19 +50,40 @@ declare -A seed_dirs=(
   [codec]="fuzz/seeds/codec"
 )
 
-failed=()
-for t in "${targets[@]}"; do
-  corpus="$dir/corpus/$t"
+# One fuzzer: its run, then its log's stats on one line; a finding leaves
+# the log's tail and a "$dir/failed-<target>" mark.
+fuzz_one() {
+  local t=$1 corpus="$dir/corpus/$1"
   mkdir -p "$corpus"
-  echo "== fuzz_$t for ${seconds}s"
+  rm -f "$dir/failed-$t"
   # shellcheck disable=SC2086
   if ! "$dir/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
        -artifact_prefix="$dir/crash-$t-" "$corpus" ${seed_dirs[$t]:-} 2>"$dir/fuzz_$t.log"; then
+    touch "$dir/failed-$t"
+  fi
+}
+
+fuzz_jobs=${FUZZ_JOBS:-$jobs}
+running=0
+for t in "${targets[@]}"; do
+  echo "== fuzz_$t for ${seconds}s"
+  fuzz_one "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$fuzz_jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  echo -n "fuzz_$t: "
+  grep -E "^stat::number_of_executed_units|^stat::new_units_added" "$dir/fuzz_$t.log" | tr '\n' ' ' || true
+  echo
+  if [ -f "$dir/failed-$t" ]; then
     failed+=("$t")
     tail -40 "$dir/fuzz_$t.log"
   fi
-  grep -E "^stat::number_of_executed_units|^stat::new_units_added" "$dir/fuzz_$t.log" | tr '\n' ' '
-  echo
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: findings in: ${failed[*]} (inputs in $dir/crash-*)"

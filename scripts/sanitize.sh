@@ -2,11 +2,12 @@
 # A checking build: builds Chorus with AddressSanitizer and UndefinedBehaviorSanitizer
 # in ./build-asan (CUDA off, no benchmarks) and runs the whole test suite there.
 # The whole suite this way takes twice the Release suite's time on 2 cores, so
-# CI (scripts/test.sh) runs only the unit tests' targets here; run it whole
-# after a change to the transport, the control plane or the collectives.
+# CI (scripts/test.sh) runs only the unit tests, and in the fuzzers' clang
+# build (scripts/fuzz.sh) rather than here; run this whole after a change to
+# the transport, the control plane or the collectives.
 # Arguments go to ctest (e.g. -L gossip, -R Fabric). TARGETS (space-separated
 # test targets, e.g. "chorus_gossip_tests chorus_common_tests") builds only
-# those: scripts/test.sh runs this for the unit tests' targets.
+# those.
 # SANITIZE=thread builds ./build-tsan with ThreadSanitizer instead (see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,11 +21,7 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_SANITIZE="$sanit
 targets=()
 for t in ${TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build "$dir" -j"$jobs" "${targets[@]}"
-# detect_leaks=0: libfabric's providers and OpenBLAS keep process-lifetime
-# allocations that LeakSanitizer reports at exit; the checks wanted here are
-# the memory errors and undefined behaviour.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+source scripts/sanitizer_env.sh
 # die_after_fork=0: the shm tests fork a peer process that opens an endpoint
 # (a progress thread), which TSan refuses after a multi-threaded fork unless
 # told not to; the child then runs unchecked. scripts/tsan.supp lists the

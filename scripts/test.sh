@@ -1,24 +1,68 @@
 #!/usr/bin/env bash
 # Quick start, command 2: install what is missing, build, and run the whole test suite.
+# Stages, each timed at the end: setup, build (./build, Release), the suite
+# (ctest, then its 20 slowest tests), and one clang build with
+# AddressSanitizer, UndefinedBehaviorSanitizer and the fuzzers' coverage
+# (./build-fuzz) that runs the unit tests and then every fuzz target.
+# Arguments go to the suite's ctest, and skip the last stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stage_names=()
+stage_seconds=()
+stage_start=$SECONDS
+stage_done() {
+  stage_names+=("$1")
+  stage_seconds+=($((SECONDS - stage_start)))
+  stage_start=$SECONDS
+}
+report_stages() {
+  local total=0 i
+  echo "== stage times (s)"
+  for i in "${!stage_names[@]}"; do
+    printf '  %-28s %5d\n' "${stage_names[$i]}" "${stage_seconds[$i]}"
+    total=$((total + stage_seconds[i]))
+  done
+  printf '  %-28s %5d\n' total "$total"
+}
+trap report_stages EXIT
+
 ./scripts/setup.sh
+stage_done setup
 ./scripts/build.sh
+stage_done build
 # libinfinipath, loaded with libfabric, turns a crash of any test binary into
 # exit status 1 and a backtrace file in the working directory unless this is
 # set; with it a crash is reported as one.
 export IPATH_NO_BACKTRACE=1
-(cd build && ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" --timeout 600 "$@")
-# Then the unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer
-# (./build-asan, about 8 minutes on 2 cores): memory errors in the transports,
-# collectives, kernels and file readers fail the suite. SANITIZE_STAGE=0 skips it.
-if [ "${SANITIZE_STAGE:-1}" != 0 ] && [ $# -eq 0 ]; then
-  TARGETS="chorus_common_tests chorus_topologies_tests chorus_kernels_tests chorus_gossip_tests chorus_trainer_tests" \
-    ./scripts/sanitize.sh -L 'common|topologies|kernels|gossip|trainer'
-fi
-# Then every libFuzzer target for FUZZ_SECONDS (default 20) on its seeds, under
-# ASan/UBSan (./build-fuzz with clang, which setup.sh installs for it): a
-# crash or sanitizer report on any input fails the suite. FUZZ_STAGE=0 skips it.
-if [ "${FUZZ_STAGE:-1}" != 0 ] && [ $# -eq 0 ]; then
-  ./scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+suite=0
+(cd build && ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" --timeout 600 "$@") 2>&1 |
+  tee build/ctest-output.log || suite=$?
+echo "== the 20 slowest tests"
+sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' build/ctest-output.log |
+  sort -g -r | head -20 | awk '{printf "  %8.2f s  %s\n", $1, $2}' || true
+stage_done suite
+[ "$suite" -eq 0 ] || exit "$suite"
+# Then the unit tests (common, topologies, kernels, gossip, trainer) under
+# ASan and UBSan, and every libFuzzer target for FUZZ_SECONDS (default 20)
+# on its seeds: both from one clang build (./build-fuzz; setup.sh installs
+# clang for it). A memory error, undefined behaviour, or a crash on any
+# fuzz input fails the suite. SANITIZE_STAGE=0 skips the unit tests there,
+# FUZZ_STAGE=0 the fuzzers.
+if [ $# -eq 0 ] && { [ "${SANITIZE_STAGE:-1}" != 0 ] || [ "${FUZZ_STAGE:-1}" != 0 ]; }; then
+  unit_targets="chorus_common_tests chorus_topologies_tests chorus_kernels_tests chorus_gossip_tests chorus_trainer_tests"
+  fuzz_seconds=${FUZZ_SECONDS:-20}
+  if [ "${FUZZ_STAGE:-1}" = 0 ]; then fuzz_seconds=0; fi
+  if [ "${SANITIZE_STAGE:-1}" = 0 ]; then unit_targets=""; fi
+  EXTRA_TARGETS="$unit_targets" FUZZ_BUILD_ONLY=1 ./scripts/fuzz.sh
+  stage_done "sanitizer build"
+  if [ -n "$unit_targets" ]; then
+    source scripts/sanitizer_env.sh
+    (cd build-fuzz && ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" --timeout 900 \
+       -L 'common|topologies|kernels|gossip|trainer')
+    stage_done "unit tests, ASan+UBSan"
+  fi
+  if [ "$fuzz_seconds" != 0 ]; then
+    ./scripts/fuzz.sh "$fuzz_seconds"
+    stage_done "fuzzing"
+  fi
 fi
