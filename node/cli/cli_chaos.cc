@@ -1,7 +1,7 @@
 // `chorus chaos CONFIG [--nodes 4] [--minutes 5] [--faults kill,stop,restart,partition]
 // [--mtbf 20] [--seed 1] ...`: parses the options and runs chaos.h's RunChaos.
-// Exits 0 when the cluster had no hang, no divergent replica and a finished
-// node; 1 otherwise; 2 on bad options.
+// Exits 0 when the cluster had no hang, no divergent replica, no node that
+// ended by itself and a finished node; 1 otherwise; 2 on bad options.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -11,9 +11,20 @@
 
 #include "node/cli/cli_commands.h"
 #include "node/cli/cli_common.h"
+#include "node/config/config_parse.h"
 #include "node/lab/chaos/chaos.h"
 
 namespace chorus::node {
+namespace {
+
+// The fault kinds of --faults, and the nodes' configuration checked before
+// any process starts: its first error names the file, line and key.
+Status PrepareChaos(const std::string& faults, ChaosOptions* options) {
+  CHORUS_ASSIGN_OR_RETURN(options->plan.kinds, ParseFaultKinds(faults));
+  return StatusOf(LoadConfig(options->config_path, CommandLineOverrides(options->overrides)));
+}
+
+}  // namespace
 
 void RegisterChaosCommand(CLI::App& app, CliContext& context) {
   struct ChaosArgs {
@@ -89,12 +100,10 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
     options.plan.max_freeze_s = args->max_freeze;
     options.plan.max_partition_s = args->max_partition;
     options.plan.first_fault_s = args->first_fault;
-    Result<std::vector<FaultKind>> kinds = ParseFaultKinds(args->faults);
-    if (!kinds) {
-      context.exit_code = CommandError("chaos", kinds.error().message(), kExitUsage);
+    if (Status prepared = PrepareChaos(args->faults, &options); !prepared.ok()) {
+      context.exit_code = CommandError("chaos", prepared.message(), kExitUsage);
       return;
     }
-    options.plan.kinds = *kinds;
     Result<ChaosSummary> summary = RunChaos(options);
     if (!summary) {
       const bool usage = summary.error().code() == StatusCode::kInvalidArgument;
@@ -102,7 +111,9 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
       return;
     }
     context.exit_code =
-        summary->hangs == 0 && summary->divergent == 0 && summary->finished_nodes > 0 ? kExitOk : kExitFailure;
+        summary->hangs == 0 && summary->divergent == 0 && summary->finished_nodes > 0 && summary->self_ended == 0
+            ? kExitOk
+            : kExitFailure;
   });
 }
 

@@ -3,6 +3,8 @@
 // Training itself is RunNode's (run_node.h); nothing here touches the network.
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -60,7 +62,14 @@ void RegisterNodeCommand(CLI::App& app, CliContext& context) {
     NodeOptions options;
     options.resume = args->resume;
     options.log_session = logging->get();
+    std::vector<std::string> rejoin_through;
+    options.rejoin_through = &rejoin_through;
     context.exit_code = RunNode(*config, options);
+    if (context.exit_code == kRunNodeRejoins) {
+      logging->reset();  // flushes the log file before this image is replaced
+      const Status failed = RejoinAsNewProcess(rejoin_through);
+      context.exit_code = CommandError("node", failed.message(), kExitFailure);
+    }
   });
 }
 

@@ -180,6 +180,10 @@ struct ClusterConfig {
   double heartbeat_interval_s = 0.25;
   double suspect_timeout_s = 1.0;
   double dead_timeout_s = 2.5;
+  // A node the others removed (frozen or cut off past dead_timeout_s) joins
+  // again by itself, as a new process under its name, through its bootstrap
+  // list and the members it knew (RunNode).
+  bool rejoin = true;
   std::string host_group;              // hierarchical all-reduce grouping (default: hostname)
   int rank_hint = -1;                  // from SLURM_PROCID / OMPI_COMM_WORLD_RANK when unset
 

@@ -91,6 +91,7 @@ const std::string& ControlPlane::name() const { return impl_->name(); }
 Result<MembershipView> ControlPlane::WaitForEpoch0(Deadline deadline) { return impl_->WaitForEpoch0(deadline); }
 MembershipView ControlPlane::View() const { return impl_->View(); }
 Status ControlPlane::Failure() const { return impl_->Failure(); }
+bool ControlPlane::Removed() const { return impl_->Removed(); }
 void ControlPlane::OnViewChange(std::function<void(const MembershipView&)> callback) {
   impl_->OnViewChange(std::move(callback));
 }
@@ -561,6 +562,12 @@ void ControlPlaneImpl::EndAs(Phase phase, Status why) {
   phase_ = phase;
   failure_ = std::move(why);
   failed_.store(true, std::memory_order_release);
+}
+
+bool ControlPlaneImpl::Removed() const {
+  if (!failed_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return phase_ == Phase::kRemoved;
 }
 
 Status ControlPlaneImpl::Failure() const {

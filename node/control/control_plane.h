@@ -123,6 +123,10 @@ class ControlPlane {
   // (Aborted, or the failure). A training loop checks it every step, so that
   // a node training alone (no exchange to fail) stops too.
   Status Failure() const;
+  // True once the others installed an epoch without this node (it was
+  // frozen or cut off past the dead timeout): it may join again as a new
+  // node (cluster.rejoin). Not after it left, failed, or yielded in a split.
+  bool Removed() const;
   // Called on the control thread after each new view is installed (also the
   // one with self_rank -1 that removes this node). Keep it short.
   void OnViewChange(std::function<void(const MembershipView&)> callback);

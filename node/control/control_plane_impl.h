@@ -68,6 +68,7 @@ class ControlPlaneImpl : public Connection::Listener {
   const std::string& name() const { return self_.name; }
   Result<MembershipView> WaitForEpoch0(Deadline deadline);
   MembershipView View() const;
+  bool Removed() const;
   Status Failure() const;
   void OnViewChange(std::function<void(const MembershipView&)> callback);
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);

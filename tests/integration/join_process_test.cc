@@ -6,8 +6,10 @@
 // run ends with one model (equal parameter checksums in summary.json).
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -167,6 +169,31 @@ TEST_P(JoinProcessTest, AFourthNodeJoinsMidRunAndAllEndWithOneModel) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_NE(cluster.node(i).Output().find("admitted node3"), std::string::npos) << "node" << i;
   }
+}
+
+// node2 is frozen (SIGSTOP) past the dead timeout, so the others remove it
+// and train on as two; continued, it learns it was removed, starts itself
+// again as a new process under its name (cluster.rejoin; no supervisor),
+// is admitted, takes the live state, and the three end with one model.
+TEST_P(JoinProcessTest, AFrozenNodeRemovedByTheOthersRejoinsByItself) {
+  if (GetParam().name == "choco") GTEST_SKIP() << "the all-reduce and D-PSGD cases cover the rejoin";
+  // Slower steps and more epochs than the join test: about 10 s of training,
+  // with room for the 3 s of silence, the restart and the admission.
+  std::vector<std::string> sets = GetParam().sets;
+  sets.insert(sets.end(), {"train.slowdown=20.0", "train.epochs=12"});
+  HandCluster cluster("rejoin-" + GetParam().name, sets);
+  for (int i = 0; i < 3; ++i) cluster.Start(i);
+  ASSERT_TRUE(cluster.node(2).WaitFor("cluster formed", 60)) << cluster.Outputs();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  cluster.node(2).Signal(SIGSTOP);
+  // dead_timeout_s is 3: the others re-form without it.
+  const bool removed = cluster.node(0).WaitFor("members node0 node1 \\(departed", 20).has_value();
+  cluster.node(2).Signal(SIGCONT);
+  ASSERT_TRUE(removed) << cluster.Outputs();
+  ASSERT_TRUE(cluster.node(2).WaitFor("rejoining the cluster as a new process", 30)) << cluster.Outputs();
+  ASSERT_TRUE(cluster.node(2).WaitFor("received the live state from node[01] .*CRC-32 verified", 60))
+      << cluster.Outputs();
+  cluster.ExpectOneModel({0, 1, 2}, 240);
 }
 
 INSTANTIATE_TEST_SUITE_P(
