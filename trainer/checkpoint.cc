@@ -222,6 +222,44 @@ Result<std::vector<uint8_t>> CheckpointBytes(const Trainer& trainer, const Check
   return EncodeSafetensors("checkpoint", tensors, metadata);
 }
 
+namespace {
+
+// Where the checkpoint stands (step, epoch, data order, schedule, sample
+// counter), from its metadata; fields that older builds did not write stay 0
+// or empty.
+Result<CheckpointInfo> ReadPosition(const SafetensorsFile& file, const std::string& path) {
+  CheckpointInfo info;
+  CHORUS_ASSIGN_OR_RETURN(info.step, GetMetaNumber<int64_t>(file, path, "step"));
+  CHORUS_ASSIGN_OR_RETURN(info.epoch, GetMetaNumber<int64_t>(file, path, "epoch"));
+  if (file.metadata.count("epoch_batches")) {
+    CHORUS_ASSIGN_OR_RETURN(info.epoch_batches, GetMetaNumber<int64_t>(file, path, "epoch_batches"));
+  }
+  if (auto order = file.metadata.find("data_order"); order != file.metadata.end()) {
+    info.data_order = order->second;
+    CHORUS_ASSIGN_OR_RETURN(info.partition_batches, GetMetaNumber<int64_t>(file, path, "partition_batches"));
+  }
+  if (file.metadata.count("schedule_steps_per_epoch")) {
+    CHORUS_ASSIGN_OR_RETURN(info.schedule_steps_per_epoch,
+                            GetMetaNumber<int64_t>(file, path, "schedule_steps_per_epoch"));
+    CHORUS_ASSIGN_OR_RETURN(info.global_batch, GetMetaNumber<int64_t>(file, path, "global_batch"));
+  }
+  if (auto counts = file.metadata.find("sample_counts"); counts != file.metadata.end()) {
+    info.sample_counts = counts->second;
+  }
+  return info;
+}
+
+}  // namespace
+
+Result<CheckpointInfo> ReadCheckpointPosition(const std::string& path) {
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
+  CHORUS_ASSIGN_OR_RETURN(SafetensorsFile file, DecodeSafetensors(bytes, path));
+  if (!file.metadata.count(kCheckpointKey)) {
+    return Err(InvalidArgument(path + ": not a Chorus checkpoint (no '" + std::string(kCheckpointKey) + "' metadata)"));
+  }
+  return ReadPosition(file, path);
+}
+
 Result<CheckpointInfo> LoadCheckpoint(const std::string& path, Trainer* trainer) {
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
   return RestoreCheckpoint(bytes, path, trainer);
@@ -252,24 +290,7 @@ Result<CheckpointInfo> RestoreCheckpoint(std::span<const uint8_t> bytes, const s
                                "', the trainer uses '" + std::string(own_optimizer) + "'"));
   }
   CHORUS_ASSIGN_OR_RETURN(std::string precision, GetMeta(file, path, "precision"));
-  CheckpointInfo info;
-  CHORUS_ASSIGN_OR_RETURN(info.step, GetMetaNumber<int64_t>(file, path, "step"));
-  CHORUS_ASSIGN_OR_RETURN(info.epoch, GetMetaNumber<int64_t>(file, path, "epoch"));
-  if (file.metadata.count("epoch_batches")) {  // absent in checkpoints of older builds
-    CHORUS_ASSIGN_OR_RETURN(info.epoch_batches, GetMetaNumber<int64_t>(file, path, "epoch_batches"));
-  }
-  if (auto order = file.metadata.find("data_order"); order != file.metadata.end()) {
-    info.data_order = order->second;
-    CHORUS_ASSIGN_OR_RETURN(info.partition_batches, GetMetaNumber<int64_t>(file, path, "partition_batches"));
-  }
-  if (file.metadata.count("schedule_steps_per_epoch")) {
-    CHORUS_ASSIGN_OR_RETURN(info.schedule_steps_per_epoch,
-                            GetMetaNumber<int64_t>(file, path, "schedule_steps_per_epoch"));
-    CHORUS_ASSIGN_OR_RETURN(info.global_batch, GetMetaNumber<int64_t>(file, path, "global_batch"));
-  }
-  if (auto counts = file.metadata.find("sample_counts"); counts != file.metadata.end()) {
-    info.sample_counts = counts->second;
-  }
+  CHORUS_ASSIGN_OR_RETURN(CheckpointInfo info, ReadPosition(file, path));
   LossScalerState scaler;
   CHORUS_ASSIGN_OR_RETURN(scaler.scale, GetMetaNumber<double>(file, path, "loss_scale"));
   CHORUS_ASSIGN_OR_RETURN(scaler.clean_steps, GetMetaNumber<int64_t>(file, path, "clean_steps"));

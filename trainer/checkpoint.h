@@ -64,6 +64,10 @@ struct CheckpointInfo {
 // (the master is FP32 either way) with the trainer's own initial loss scale.
 [[nodiscard]] Result<CheckpointInfo> LoadCheckpoint(const std::string& path, Trainer* trainer);
 
+// Where the checkpoint at `path` stands (its CheckpointInfo without the
+// exchange state), read from its metadata without a trainer.
+[[nodiscard]] Result<CheckpointInfo> ReadCheckpointPosition(const std::string& path);
+
 // The same as bytes in memory: what a member sends a node that joins a running
 // cluster (live state), restored with the same checks; `what` names the bytes
 // in errors ("live state from node0").

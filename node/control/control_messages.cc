@@ -100,6 +100,15 @@ RejectCode FromWire(wire::RejectCode code) {
   return RejectCode::kOther;  // a code from a newer schema
 }
 
+void SetSampleCounts(capnp::List<wire::SampleCount>::Builder list, const std::map<std::string, uint64_t>& counts) {
+  unsigned i = 0;
+  for (const auto& [incarnation, samples] : counts) {
+    list[i].setIncarnation(TextOf(incarnation));
+    list[i].setSamples(samples);
+    ++i;
+  }
+}
+
 void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
   std::visit(
       [&](const auto& m) {
@@ -134,13 +143,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setJoinersAt(m.joiners_at);
           SetTextList(b.initDead(m.dead.size()), m.dead);
           b.setIncarnation(TextOf(m.incarnation));
-          auto counts = b.initCounts(static_cast<unsigned>(m.counts.size()));
-          unsigned i = 0;
-          for (const auto& [incarnation, samples] : m.counts) {
-            counts[i].setIncarnation(TextOf(incarnation));
-            counts[i].setSamples(samples);
-            ++i;
-          }
+          SetSampleCounts(b.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
         } else if constexpr (std::is_same_v<T, msg::Leave>) {
           auto b = env.initLeave();
           b.setEpoch(m.epoch);

@@ -6,28 +6,39 @@
 // write a file non-atomically that a reader may see half-written.
 #include "node/run/run_node.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/enum_names.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "kernels/ops.h"
 #include "node/cluster/cluster_session.h"
+#include "node/config/config_describe.h"
 #include "node/exchange/exchange.h"
 #include "node/exchange/exchange_factory.h"
 #include "node/outputs/metrics.h"
+#include "node/outputs/run_dir_lock.h"
 #include "node/outputs/trace.h"
 #include "node/run/logging.h"
 #include "node/run/progress_display.h"
 #include "node/run/stop_signals.h"
 #include "node/run/trainer_options.h"
 #include "node/run/training_loop.h"
+#include "trainer/checkpoint.h"
 #include "trainer/dataset.h"
 #include "trainer/trainer.h"
 
@@ -64,17 +75,54 @@ struct NodeRun {
   std::unique_ptr<Exchange> exchange;
   std::unique_ptr<MetricsWriter> metrics;
   LogSession* log_session = nullptr;
+  std::optional<RunDirLock> lock;  // held while the node writes run_dir
 };
 
-// runs/<run>/<node>/ and the node's log file in it.
-Status OpenRunDir(NodeRun& run) {
+// A node trains in a cluster under any exchange other than none, or when it
+// expects or names other nodes.
+bool Clustered(const Config& config) {
+  return config.exchange.kind != ExchangeKind::kNone || config.cluster.min_nodes > 1 ||
+         !config.cluster.bootstrap.empty();
+}
+
+// An unnamed node of a cluster (no run.node_name, no rank hint) takes its
+// folder's name from its rank once the cluster formed: nodes started by hand
+// without names then write node0, node1, ... rather than one folder.
+bool NamedByRank(const Config& config) {
+  return config.run.node_name.empty() && config.cluster.rank_hint < 0 && Clustered(config);
+}
+
+// The node's name and its folder, runs/<run>/<node>/: run.node_name, else
+// node<rank> (the rank hint's before forming; NamedByRank: the cluster's).
+void NameRunDir(NodeRun& run) {
   const Config& config = run.config;
-  run.node_name = config.run.node_name.empty() ? "node" + std::to_string(std::max(0, config.cluster.rank_hint))
-                                               : config.run.node_name;
+  const int rank = run.session ? run.session->view.self_rank : config.cluster.rank_hint;
+  run.node_name = config.run.node_name.empty() ? "node" + std::to_string(std::max(0, rank)) : config.run.node_name;
   run.run_dir = NodeRunDir(config.run, run.node_name);
+}
+
+// --resume of a run that trained all its epochs (a summary, and a checkpoint
+// at the last epoch's end): true, after saying so; nothing is trained or
+// rewritten.
+bool FinishedAlready(const NodeRun& run, bool resume) {
+  const std::string checkpoint = run.run_dir + "/checkpoint.safetensors";
+  if (!resume || !fs::exists(run.run_dir + "/summary.json") || !fs::exists(checkpoint)) return false;
+  Result<trainer::CheckpointInfo> at = trainer::ReadCheckpointPosition(checkpoint);
+  if (!at || at->epoch < run.config.train.epochs || at->epoch_batches > 0) return false;
+  CHORUS_LOG_INFO(Subsys::kNode, run.node_name, " finished this run already (", at->epoch, " of ",
+                  run.config.train.epochs, " epochs, step ", at->step, "; ", run.run_dir,
+                  "/summary.json): nothing to resume, and nothing rewritten. Raise train.epochs (--epochs) to "
+                  "train on from its checkpoint.");
+  return true;
+}
+
+// Creates the node's folder, takes its lock, and opens its log file there.
+Status OpenRunDir(NodeRun& run) {
   std::error_code ec;
   fs::create_directories(run.run_dir, ec);
   if (ec) return ErrnoStatus(ec.value(), "cannot create " + run.run_dir);
+  CHORUS_ASSIGN_OR_RETURN(RunDirLock lock, RunDirLock::Acquire(run.run_dir));
+  run.lock.emplace(std::move(lock));
   if (run.log_session != nullptr) {
     Status s = run.log_session->OpenFile(run.run_dir + "/log.txt");
     if (!s.ok()) CHORUS_LOG_WARN(Subsys::kNode, "no log file: ", s.ToString());
@@ -91,14 +139,11 @@ Status LoadData(NodeRun& run) {
   return Status::Ok();
 }
 
-// A node trains in a cluster under any exchange other than none, or when it
-// expects or names other nodes; the global batch is the sum of the members'.
+// Joins the cluster (Clustered); the global batch is the sum of the members'.
 Status JoinIfClustered(NodeRun& run, bool resume, const StopRequest& stop) {
   const Config& config = run.config;
   run.global_batch = config.train.batch_size;
-  const bool clustered = config.exchange.kind != ExchangeKind::kNone || config.cluster.min_nodes > 1 ||
-                         !config.cluster.bootstrap.empty();
-  if (!clustered) return Status::Ok();
+  if (!Clustered(config)) return Status::Ok();
   CHORUS_ASSIGN_OR_RETURN(ClusterSession joined, JoinCluster(config, /*with_fabric=*/true, resume, stop.before_exit()));
   run.session = std::move(joined);
   run.rank = run.session->view.self_rank;
@@ -202,7 +247,57 @@ void PrintSummary(const NodeRun& run, const json& summary) {
   std::fflush(stdout);
 }
 
+// A node the others removed (frozen, cut off): true when it joins again
+// (cluster.rejoin), with the addresses to join through in *through. The
+// removal may surface in the exchange before the control plane has heard
+// of it: it is given the dead timeout to hear.
+bool RejoinsAfterRemoval(const NodeRun& run, const NodeOptions& options) {
+  if (options.rejoin_through == nullptr || !run.config.cluster.rejoin || !run.session || !run.session->control) {
+    return false;
+  }
+  const ControlPlane& control = *run.session->control;
+  const Deadline heard = Deadline::AfterSeconds(run.config.cluster.dead_timeout_s);
+  while (!control.Removed() && !heard.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!control.Removed()) return false;
+  std::vector<std::string>& through = *options.rejoin_through;
+  through = run.config.cluster.bootstrap;
+  for (const Member& m : run.session->view.members) {
+    if (m.name != control.name() && !m.control_address.empty() &&
+        std::find(through.begin(), through.end(), m.control_address) == through.end()) {
+      through.push_back(m.control_address);
+    }
+  }
+  return !through.empty();
+}
+
 }  // namespace
+
+Status RejoinAsNewProcess(const std::vector<std::string>& through) {
+  Result<std::string> cmdline = ReadFileText("/proc/self/cmdline");
+  if (!cmdline) return cmdline.error().WithContext("rejoin: cannot read this process's command line");
+  std::vector<std::string> args;
+  for (size_t start = 0; start < cmdline->size();) {
+    const size_t end = cmdline->find('\0', start);
+    args.push_back(cmdline->substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  if (std::find(args.begin(), args.end(), "--resume") == args.end()) args.push_back("--resume");
+  std::string list;
+  for (const std::string& address : through) list += (list.empty() ? "" : ", ") + TomlQuote(address);
+  args.insert(args.end(), {"--set", "cluster.bootstrap=[" + list + "]"});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The stop signals were blocked for every thread but a watcher that is
+  // gone now: the new image starts from an empty mask, as a shell's child.
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", argv.data());
+  return ErrnoStatus(errno, "rejoin: cannot start this node again");
+}
 
 int RunNode(const Config& config, const NodeOptions& options) {
   auto fail = [](const Status& s) {
@@ -211,7 +306,12 @@ int RunNode(const Config& config, const NodeOptions& options) {
   };
   NodeRun run(config);
   run.log_session = options.log_session;
-  if (Status s = OpenRunDir(run); !s.ok()) return fail(s);
+  const bool named_by_rank = NamedByRank(config);
+  if (!named_by_rank) {
+    NameRunDir(run);
+    if (FinishedAlready(run, options.resume)) return 0;
+    if (Status s = OpenRunDir(run); !s.ok()) return fail(s);
+  }
   StopRequest stop;
   if (Status s = stop.Start([log = options.log_session] { FlushForExit(log); }); !s.ok()) return fail(s);
   kernels::SetThreads(config.train.threads);
@@ -220,6 +320,12 @@ int RunNode(const Config& config, const NodeOptions& options) {
     if (!RunEndedBeforeAdmission(s)) return fail(s);
     CHORUS_LOG_INFO(Subsys::kNode, "exiting without a model: ", s.message());
     return 0;
+  }
+  if (named_by_rank) {
+    NameRunDir(run);
+    CHORUS_LOG_INFO(Subsys::kNode, "no run.node_name: this node writes ", run.run_dir, " (its rank ", run.rank,
+                    " in the cluster; its log file starts here)");
+    if (Status s = OpenRunDir(run); !s.ok()) return fail(s);
   }
   if (Status s = BuildTraining(run, options.resume); !s.ok()) return fail(s);
 
@@ -235,6 +341,11 @@ int RunNode(const Config& config, const NodeOptions& options) {
   Result<std::optional<json>> finished = loop.Run();
   if (!finished) {
     if (run.session && run.session->transport) run.session->transport->EndForExit();
+    if (RejoinsAfterRemoval(run, options)) {
+      CHORUS_LOG_WARN(Subsys::kNode, finished.error().message(), ": rejoining the cluster as a new process through ",
+                      JoinNames(*options.rejoin_through), " (cluster.rejoin)");
+      return kRunNodeRejoins;
+    }
     return fail(finished.error());
   }
   if (!finished->has_value()) {

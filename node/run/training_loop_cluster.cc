@@ -115,10 +115,14 @@ Status TrainingLoop::ResumeFromCheckpoint() {
       CHORUS_RETURN_IF_ERROR(FollowMembership());
       positioned_ = true;
     }
-    CHORUS_LOG_INFO(Subsys::kNode, "resumed from ", s_.checkpoint_path, " at epoch ", start_epoch_, ", step ",
-                    info.step,
-                    info.epoch_batches > 0 ? ", " + std::to_string(info.epoch_batches) + " batches into the epoch"
-                                           : std::string());
+    // Epochs counted from 1, as the progress lines and a stop's message count them.
+    if (info.epoch_batches > 0) {
+      CHORUS_LOG_INFO(Subsys::kNode, "resumed from ", s_.checkpoint_path, " in epoch ", start_epoch_ + 1, ", step ",
+                      info.step, ", ", info.epoch_batches, " batches into the epoch");
+    } else {
+      CHORUS_LOG_INFO(Subsys::kNode, "resumed from ", s_.checkpoint_path, " after epoch ", start_epoch_, ", step ",
+                      info.step);
+    }
   } else {
     CHORUS_LOG_WARN(Subsys::kNode, "--resume: no checkpoint at ", s_.checkpoint_path, "; starting from scratch");
   }

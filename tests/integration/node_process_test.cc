@@ -9,6 +9,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,13 +101,81 @@ TEST_F(NodeProcessTest, StopCheckpointsMidEpochAndResumeEndsWithTheUninterrupted
 
   ChorusProcess resumed(NodeArgs("stopped", {}, {"--resume"}));
   ASSERT_EQ(ExitStatus(resumed, 120), 0) << resumed.Output();
-  EXPECT_TRUE(resumed.WaitFor("resumed from .* at epoch 0, step \\d+, \\d+ batches into the epoch", 1))
+  EXPECT_TRUE(resumed.WaitFor("resumed from .* in epoch 1, step \\d+, \\d+ batches into the epoch", 1))
       << resumed.Output();
   auto summary = ReadJson(NodeDir("stopped") / "summary.json");
   ASSERT_TRUE(summary.is_object()) << resumed.Output();
   EXPECT_EQ(summary["steps"], expected["steps"]);
   EXPECT_EQ(summary["parameter_checksum"], expected["parameter_checksum"]);
   EXPECT_EQ(summary["test_accuracy"], expected["test_accuracy"]);
+}
+
+// --resume of a run that finished: the node says so and exits 0; its
+// summary, metrics and model are left as they were (a resumed finished run
+// used to rewrite summary.json with 0 samples/s). With more epochs it trains
+// on from the checkpoint.
+TEST_F(NodeProcessTest, ResumingAFinishedRunRewritesNothing) {
+  ChorusProcess whole(NodeArgs("done", {}));
+  ASSERT_EQ(ExitStatus(whole, 120), 0) << whole.Output();
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string summary = read(NodeDir("done") / "summary.json");
+  const std::string metrics = read(NodeDir("done") / "metrics.jsonl");
+  const std::string log = read(NodeDir("done") / "log.txt");
+  ASSERT_FALSE(summary.empty()) << whole.Output();
+
+  ChorusProcess again(NodeArgs("done", {}, {"--resume"}));
+  ASSERT_EQ(ExitStatus(again, 60), 0) << again.Output();
+  EXPECT_NE(again.Output().find("finished this run already (2 of 2 epochs"), std::string::npos) << again.Output();
+  EXPECT_EQ(read(NodeDir("done") / "summary.json"), summary);
+  EXPECT_EQ(read(NodeDir("done") / "metrics.jsonl"), metrics);
+  EXPECT_EQ(read(NodeDir("done") / "log.txt"), log);
+
+  ChorusProcess more(NodeArgs("done", {"train.epochs=3"}, {"--resume"}));
+  ASSERT_EQ(ExitStatus(more, 120), 0) << more.Output();
+  EXPECT_TRUE(more.WaitFor("resumed from .* after epoch 2, step 80", 1)) << more.Output();
+  EXPECT_EQ(ReadJson(NodeDir("done") / "summary.json")["steps"], 120);
+}
+
+// Two nodes started by hand without run.node_name, each bootstrapping from
+// the other: each writes the folder of its rank in the cluster (they used to
+// share runs/<run>/node0 and interleave their records).
+TEST_F(NodeProcessTest, NodesStartedByHandWithoutNamesWriteOneFolderEach) {
+  testing::PortPicker ports(static_cast<uint32_t>(getpid()) ^ 0xf01d);
+  const std::string address[2] = {"127.0.0.1:" + std::to_string(ports.Next()),
+                                   "127.0.0.1:" + std::to_string(ports.Next())};
+  std::unique_ptr<ChorusProcess> nodes[2];
+  for (int i : {0, 1}) {
+    nodes[i] = std::make_unique<ChorusProcess>(NodeArgs(
+        "noname", {"exchange.kind=\"allreduce\"", "cluster.min_nodes=2", "cluster.token=\"noname\"",
+                   "cluster.listen=\"" + address[i] + "\"", "cluster.bootstrap=[\"" + address[1 - i] + "\"]",
+                   "cluster.heartbeat_interval_s=0.1", "train.epochs=1"}));
+  }
+  for (int i : {0, 1}) ASSERT_EQ(ExitStatus(*nodes[i], 120), 0) << nodes[i]->Output();
+  std::set<std::string> checksums;
+  for (const char* folder : {"node0", "node1"}) {
+    const nlohmann::json summary = ReadJson(out_ / "noname" / folder / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << folder << "\n" << nodes[0]->Output() << nodes[1]->Output();
+    EXPECT_EQ(summary["node"], folder);
+    EXPECT_EQ(summary["rank"].get<int>(), folder == std::string("node0") ? 0 : 1);
+    checksums.insert(summary["parameter_checksum"].get<std::string>());
+  }
+  EXPECT_EQ(checksums.size(), 1u) << "one model";
+}
+
+// A second process for a folder a live node writes is refused, naming the
+// folder and the first node's pid; the first trains on.
+TEST_F(NodeProcessTest, ASecondLiveNodeInOneFolderIsRefused) {
+  ChorusProcess first(NodeArgs("shared", {"train.slowdown=50.0"}));
+  ASSERT_TRUE(first.WaitFor("model mlp", 60)) << first.Output();
+  ChorusProcess second(NodeArgs("shared", {}));
+  EXPECT_EQ(ExitStatus(second, 60), 1) << second.Output();
+  EXPECT_TRUE(second.WaitFor("node0 is in use by another live node \\(pid \\d+\\)", 1)) << second.Output();
+  first.Signal(SIGTERM);
+  EXPECT_EQ(ExitStatus(first, 30), 128 + SIGTERM) << first.Output();
+  EXPECT_EQ(first.Output().find("in use by another"), std::string::npos);
 }
 
 // A second signal does not wait for the step: the process exits at once.
