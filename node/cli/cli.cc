@@ -2,13 +2,59 @@
 // turns CLI11's exceptions into exit codes; the subcommands live in cli_*.cc.
 #include "node/cli/cli.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "node/cli/cli_commands.h"
 
 namespace chorus::node {
+namespace {
+
+// Edits (insert, delete, substitute one character) from `a` to `b`.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first argument when it is meant as a subcommand (not an option) and
+// names none: an error that names it and the closest subcommand, else "".
+std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-' || argv[1][0] == '\0') return "";
+  const std::string given = argv[1];
+  std::string closest;
+  size_t best = std::string::npos;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == given) return "";
+    const size_t d = EditDistance(given, sub->get_name());
+    if (d < best) {
+      best = d;
+      closest = sub->get_name();
+    }
+  }
+  std::string message = "chorus: unknown command '" + given + "'";
+  // A suggestion only when it is near: at most a third of the word changed.
+  if (!closest.empty() && best * 3 <= std::max(given.size(), closest.size())) {
+    message += "; did you mean '" + closest + "'?";
+  }
+  return message + " (chorus --help lists the commands)";
+}
+
+}  // namespace
 
 int RunCli(int argc, char** argv) {
   CLI::App app("Chorus: a decentralized, peer-to-peer data-parallel training node.", "chorus");
@@ -26,9 +72,11 @@ int RunCli(int argc, char** argv) {
   RegisterCompareCommand(app, context);
   RegisterSimulateCommand(app, context);
   RegisterChaosCommand(app, context);
-  // Further subcommands register here, one function each: launch, bench (p2p,
-  // allreduce), compare, report, simulate.
 
+  if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "%s\n", unknown.c_str());
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -111,6 +111,38 @@ int RunCluster(const ClusterArgs& args) {
   return exit_code;
 }
 
+// Every node's configuration as the launch will run it (the file, --set,
+// then its --node-set), checked before any process starts: the first error,
+// naming the file, line and key (and the node where its own settings differ).
+Status CheckEveryNodeConfig(const LaunchOptions& options) {
+  std::vector<ConfigOverride> shared = CommandLineOverrides(options.overrides);
+  for (int node = 0; node < options.num_nodes; ++node) {
+    std::vector<ConfigOverride> overrides = shared;
+    bool own = false;
+    for (const auto& [index, assignment] : options.node_overrides) {
+      if (index != node) continue;
+      overrides.push_back({assignment, "--node-set " + std::to_string(node) + ":" + assignment});
+      own = true;
+    }
+    if (node > 0 && !own) continue;  // the same as node0's
+    Result<Config> config = LoadConfig(options.config_path, overrides);
+    if (!config) return config.error();
+  }
+  return Status::Ok();
+}
+
+// How the nodes ended, after all exited with status 0.
+void PrintLaunchEnd(const LaunchOptions& options, const LaunchResult& result) {
+  const auto started = std::count_if(result.exit_codes.begin(), result.exit_codes.end(), [](int c) { return c >= 0; });
+  if (started == options.num_nodes) {
+    std::fprintf(stderr, "launch: all %d nodes exited with status 0\n", options.num_nodes);
+    return;
+  }
+  const int unstarted = options.num_nodes - static_cast<int>(started);
+  std::fprintf(stderr, "launch: the %d nodes started exited with status 0; %d late node%s not started\n",
+               static_cast<int>(started), unstarted, unstarted == 1 ? " was" : "s were");
+}
+
 }  // namespace
 
 void RegisterClusterCommand(CLI::App& app, CliContext& context) {
@@ -202,20 +234,18 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
       options.extra_args.insert(options.extra_args.begin(), options.config_path);
       options.config_path.clear();
     }
-    LaunchResult result;
-    Status status = Launch(options, &result);
-    if (!status.ok()) {
-      context.exit_code = CommandError("launch", status.message(), kExitFailure);
+    if (Status checked = CheckEveryNodeConfig(options); !checked.ok()) {
+      context.exit_code = CommandError("launch", checked.message(), kExitUsage);
       return;
     }
-    const auto started = std::count_if(result.exit_codes.begin(), result.exit_codes.end(), [](int c) { return c >= 0; });
-    if (started == options.num_nodes) {
-      std::fprintf(stderr, "launch: all %d nodes exited with status 0\n", options.num_nodes);
-    } else {
-      const int unstarted = options.num_nodes - static_cast<int>(started);
-      std::fprintf(stderr, "launch: the %d nodes started exited with status 0; %d late node%s not started\n",
-                   static_cast<int>(started), unstarted, unstarted == 1 ? " was" : "s were");
+    LaunchResult result;
+    Status status = Launch(options, &result);
+    if (!status.ok()) {  // the launcher's messages start with "launch: " already
+      std::fprintf(stderr, "chorus %s\n", status.message().c_str());
+      context.exit_code = kExitFailure;
+      return;
     }
+    PrintLaunchEnd(options, result);
     context.exit_code = kExitOk;
   });
 }

@@ -11,6 +11,7 @@
 
 #include <toml++/toml.h>
 
+#include "common/files.h"
 #include "node/config/config_parse.h"
 #include "node/config/units.h"
 
@@ -262,10 +263,13 @@ ListPlace PlaceOfList(const toml::node& v) {
   return {v.source(), a != nullptr ? a->size() : 0};
 }
 
-// The whole file as TOML; its syntax errors name the file, line and column.
+// The whole file as TOML; its syntax errors name the file, line and column,
+// and a file that cannot be read says why (toml++ says only that it could not).
 Result<toml::table> ParseTomlFile(const std::string& path) {
+  Result<std::string> text = ReadFileText(path);
+  if (!text) return Err(InvalidArgument(path + ": cannot read comparison file: " + text.error().message()));
   try {
-    return toml::parse_file(path);
+    return toml::parse(*text, path);
   } catch (const toml::parse_error& e) {
     return Err(InvalidArgument(Where(path, e.source()) + ": " + std::string(e.description())));
   } catch (const std::exception& e) {

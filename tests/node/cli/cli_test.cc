@@ -73,6 +73,47 @@ TEST(CliTest, UsageErrorsExitWithTwo) {
   EXPECT_EQ(RunChorus("config check").exit_code, 2);
 }
 
+// A configuration error stops a launch before any node starts: exit 2, the
+// error once, naming its file or key (also one node's own --node-set).
+TEST(CliTest, LaunchChecksTheConfigurationBeforeStartingNodes) {
+  const Outcome missing = RunChorus("launch -n 2 /nonexistent/nope.toml");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("/nonexistent/nope.toml"));
+  EXPECT_THAT(missing.output, ::testing::Not(HasSubstr("[node0]")));
+  EXPECT_THAT(missing.output, ::testing::Not(HasSubstr("launch: launch:")));
+  const Outcome typo = RunChorus("launch -n 2 " + kSingleMlp + " --set train.epochz=1");
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_THAT(typo.output, HasSubstr("epochz"));
+  const Outcome own = RunChorus("launch -n 3 " + kSingleMlp + " --node-set 2:train.batch_size=0");
+  EXPECT_EQ(own.exit_code, 2) << own.output;
+  EXPECT_THAT(own.output, HasSubstr("train.batch_size"));
+}
+
+TEST(CliTest, ChaosChecksTheConfigurationBeforeStartingNodes) {
+  const Outcome missing = RunChorus("chaos /nonexistent/nope.toml --out " + ::testing::TempDir() + "/chaos-nope");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("/nonexistent/nope.toml"));
+  EXPECT_THAT(missing.output, ::testing::Not(HasSubstr("fault-free run")));
+}
+
+TEST(CliTest, CompareSaysWhyItCannotReadItsFile) {
+  const Outcome missing = RunChorus("compare /nonexistent/nope.toml");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("/nonexistent/nope.toml: cannot read comparison file"));
+  EXPECT_THAT(missing.output, ::testing::Not(HasSubstr(":0:0")));
+}
+
+TEST(CliTest, AnUnknownCommandIsNamedWithTheClosestOne) {
+  const Outcome typo = RunChorus("nod configs/single-mlp.toml");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.output, HasSubstr("unknown command 'nod'; did you mean 'node'?"));
+  const Outcome far = RunChorus("xyzzyq");
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_THAT(far.output, HasSubstr("unknown command 'xyzzyq'"));
+  EXPECT_THAT(far.output, ::testing::Not(HasSubstr("did you mean")));
+  EXPECT_THAT(RunChorus("comapre x.toml").output, HasSubstr("did you mean 'compare'?"));
+}
+
 TEST(CliTest, ConfigCheckPrintsSettingsThatReparse) {
   Outcome check = RunChorus("config check " + kSingleMlp);
   ASSERT_EQ(check.exit_code, 0) << check.output;
@@ -102,6 +143,22 @@ TEST(CliTest, ConfigCheckRejectsABadFileWithItsLine) {
   Outcome missing = RunChorus("config check /nonexistent/x.toml");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.output, HasSubstr("/nonexistent/x.toml"));
+}
+
+// What a node would refuse only at start, config check refuses too: a data
+// folder without the data set, and a comparison file's bad [compare] key.
+TEST(CliTest, ConfigCheckLooksAtTheDataAndTheCompareTable) {
+  const Outcome no_data = RunChorus("config check " + kSingleMlp + " --set data.dir=\\\"/nonexistent\\\"");
+  EXPECT_EQ(no_data.exit_code, 2) << no_data.output;
+  EXPECT_THAT(no_data.output, HasSubstr("data.dir: no train-images-idx3-ubyte.gz in /nonexistent"));
+
+  const std::string compare = TempFile("compare.toml", "[train]\nepochs = 1\n\n[compare]\nmethodz = [\"ring-allreduce\"]\n");
+  const Outcome bad_compare = RunChorus("config check " + compare);
+  EXPECT_EQ(bad_compare.exit_code, 2) << bad_compare.output;
+  EXPECT_THAT(bad_compare.output, HasSubstr("methodz"));
+  std::filesystem::remove(compare);
+  const Outcome good_compare = RunChorus("config check " + std::string(CHORUS_SOURCE_DIR) + "/configs/compare/default.toml");
+  EXPECT_EQ(good_compare.exit_code, 0) << good_compare.output;
 }
 
 TEST(CliTest, NodeRejectsBadOverridesBeforeStarting) {
