@@ -378,7 +378,12 @@ Result<int64_t> OuterExchange::InstallAndShare(const MembershipView& next, int64
 }
 
 Status OuterExchange::Admit(const MembershipView& next, int64_t next_step) {
+  const uint64_t epoch_before = session_->view.epoch;
   if (in_flight_) CHORUS_RETURN_IF_ERROR(Land());  // every member, at the same step
+  // A landing that failed re-formed over the survivors: `next` is older than
+  // the membership installed now and must not be installed over it; the
+  // joiners take the live state of a later epoch (Joined).
+  if (session_->view.epoch != epoch_before) return Status::Ok();
   Result<int64_t> admitted = InstallAndShare(next, next_step);
   if (admitted) {
     ++admissions_;
