@@ -71,7 +71,13 @@ ChaosRun RunChaos(const std::string& config, const std::string& faults, const st
   return run;
 }
 
-void ExpectSurvived(const ChaosRun& run) {
+// `every_node_finishes`: a node removed while frozen rejoins by itself, so
+// under kills, freezes and restarts every node finishes and none ends by
+// itself. Partitions of a 4-node cluster at a 1 s dead timeout can leave
+// only single-node parts, whose nodes cannot all rejoin (a rejoining node
+// that finds no running cluster may found one and be refused by a restarted
+// one): there at least 2 finish.
+void ExpectSurvived(const ChaosRun& run, bool every_node_finishes = true) {
   ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.output;
   std::smatch m;
   const std::regex summary(R"(chaos summary: (\d+) faults injected .*?, (\d+) survived, (\d+) hangs .*?(\d+) divergent replicas of (\d+) finished)");
@@ -82,10 +88,12 @@ void ExpectSurvived(const ChaosRun& run) {
   EXPECT_EQ(survived, injected) << run.output;
   EXPECT_EQ(hangs, 0) << run.output;
   EXPECT_EQ(divergent, 0) << run.output;
-  // Every node finishes: a node removed while frozen or cut off rejoins by
-  // itself, and chaos starts the killed ones again.
-  EXPECT_EQ(finished, 4) << run.output;
-  EXPECT_NE(run.output.find(" 0 nodes ended by themselves"), std::string::npos) << run.output;
+  if (every_node_finishes) {
+    EXPECT_EQ(finished, 4) << run.output;
+    EXPECT_NE(run.output.find(" 0 nodes ended by themselves"), std::string::npos) << run.output;
+  } else {
+    EXPECT_GE(finished, 2) << run.output;
+  }
   // Replicas that agree on a collapsed model (10% on ten classes) lost the run.
   const std::regex accuracy(R"(finished \(test accuracy ([0-9.]+))");
   ASSERT_TRUE(std::regex_search(run.output, m, accuracy)) << run.output;
@@ -147,7 +155,7 @@ TEST(ChaosProcessTest, ARingAllReduceClusterSurvivesPartitions) {
   if (!available.ok()) GTEST_SKIP() << "partitions need network namespaces: " << available.message();
   const ChaosRun run = RunChaos("allreduce-ring.toml", "partition,kill,restart", "/tmp/chorus_chaos_test_partition",
                                 {"--max-partition", "4"});
-  ExpectSurvived(run);
+  ExpectSurvived(run, /*every_node_finishes=*/false);
   EXPECT_NE(run.output.find("network namespaces"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find(": partition node"), std::string::npos) << run.output;
 }
