@@ -313,7 +313,8 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   // Per node: whether its end was ours (a kill), so that a node that ended by
   // itself (removed from the cluster after a freeze) is told apart.
   std::vector<bool> ended_by_us(static_cast<size_t>(options.plan.num_nodes), false);
-  int crashes = 0;  // of the nodes that ended by themselves: by a signal (a crash)
+  int self_restarts = 0;
+  int crashes = 0;  // of self_restarts: ended by a signal (a crash)
   int end_restarts = 0;  // dead nodes started again when the faults ended
   bool revived = false;
   bool in_stall = false, stopping = false, ended_training = false, interrupted = false;
@@ -363,21 +364,24 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       to_continue.clear();
     }
 
-    // A node that ended by itself during training is a failure: one the
-    // cluster removed (frozen, cut off, a split's smaller part) rejoins by
-    // itself (cluster.rejoin). No supervisor starts it before the faults end.
+    // A node that ended by itself during training (the cluster removed it
+    // while it was frozen or cut off, or its part of a split cluster yielded,
+    // and it exits saying so) is started again, as a supervisor would: it
+    // rejoins. After the faults too: a cut healed at the end ends a node then.
     for (int i = 0; i < options.plan.num_nodes && !ended_training; ++i) {
       const size_t c = watch.current(i);
       if (control.Running(i) || ended_by_us[static_cast<size_t>(i)] || c == SIZE_MAX) continue;
       const int ws = control.WaitStatus(i);
       if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
-      ++summary.self_ended;
+      Result<size_t> instance = restart(control, i, now);
+      ++self_restarts;
       if (WIFSIGNALED(ws)) ++crashes;  // chaos sends no signal to a node it does not count as a fault
-      std::printf("chaos: %7.1f s  node%d ended by itself (%s): a failure\n", t, i,
+      std::printf("chaos: %7.1f s  node%d ended by itself (%s): started again%s\n", t, i,
                   WIFEXITED(ws) ? ("status " + std::to_string(WEXITSTATUS(ws))).c_str()
-                                : ("signal " + std::to_string(WTERMSIG(ws))).c_str());
-      log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSelfEnded))}, {"t", t}, {"nodes", {i}}});
-      ended_by_us[static_cast<size_t>(i)] = true;  // counted once; back when the faults are over
+                                : ("signal " + std::to_string(WTERMSIG(ws))).c_str(),
+                  instance ? "" : (" failed: " + instance.error().message()).c_str());
+      log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSelfRestart))}, {"t", t}, {"nodes", {i}}});
+      if (!instance) ended_by_us[static_cast<size_t>(i)] = true;  // do not try again
     }
 
     // The faults are over: a supervisor brings every dead node back, so that
@@ -652,7 +656,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   }
   summary.line = "chaos summary: " + std::to_string(summary.injected) + " faults injected (" +
                  by_kind.substr(0, by_kind.size() - 2) + "; " +
-                 std::to_string(summary.self_ended) + " nodes ended by themselves, " +
+                 std::to_string(self_restarts) + " nodes ended by themselves and were started again, " +
                  std::to_string(crashes) + " of them by a signal; " +
                  std::to_string(end_restarts) + " dead at the end of the faults, started again), " +
                  std::to_string(summary.survived) + " survived, " + std::to_string(summary.hangs) +
@@ -682,7 +686,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                  Fixed(Median(first_steps), 2) + " s; checksums " + (checksums.empty() ? "none" : checksums);
   std::printf("%s\n", summary.line.c_str());
   std::fflush(stdout);
-  log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSummary))}, {"injected", summary.injected}, {"survived", summary.survived}, {"self_ended", summary.self_ended},
+  log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSummary))}, {"injected", summary.injected}, {"survived", summary.survived},
              {"hangs", summary.hangs}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
              {"test_accuracy_min", summary.min_accuracy}, {"test_accuracy_max", summary.max_accuracy},
              {"samples_per_s", summary.samples_per_s}, {"baseline_samples_per_s", summary.baseline_samples_per_s},

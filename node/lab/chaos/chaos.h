@@ -62,10 +62,10 @@ inline constexpr EnumName<FaultKind> kFaultKindNames[] = {{FaultKind::kKill, "ki
 
 // The kinds of chaos.jsonl's lines (their "kind"), written by RunChaos and
 // read by `chorus report`.
-enum class ChaosRecord { kFault, kSample, kSelfEnded, kRevive, kHang, kSummary };
+enum class ChaosRecord { kFault, kSample, kSelfRestart, kRevive, kHang, kSummary };
 inline constexpr EnumName<ChaosRecord> kChaosRecordNames[] = {{ChaosRecord::kFault, "fault"},
                                                               {ChaosRecord::kSample, "sample"},
-                                                              {ChaosRecord::kSelfEnded, "self_ended"},
+                                                              {ChaosRecord::kSelfRestart, "self_restart"},
                                                               {ChaosRecord::kRevive, "revive"},
                                                               {ChaosRecord::kHang, "hang"},
                                                               {ChaosRecord::kSummary, "summary"}};
@@ -125,7 +125,6 @@ struct ChaosSummary {
   int hangs = 0;               // stalls longer than hang_bound_s
   double longest_stall_s = 0.0;
   int finished_nodes = 0;      // final incarnations that exited 0
-  int self_ended = 0;          // nodes that exited during the faults, not killed by chaos: a failure
   int divergent = 0;           // of those, replicas unlike the most common one
   std::vector<std::string> checksums;  // per finished node, "node2=123..."
   // The finished replicas' final test accuracy (summary.json); < 0: none.
