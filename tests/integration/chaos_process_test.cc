@@ -1,6 +1,7 @@
 // `chorus chaos` as a user runs it, short: four nodes of an example config
 // under 18 s of kills, freezes, restarts and (as root) partitions (one every
-// 3 s on average) from a fixed seed, in training sized to 36 s (fewer nodes
+// 3 s on average; the partition test 30 s in a minute) from a fixed seed,
+// in training sized to 36 s (fewer nodes
 // on 2 cores train faster: sized to the faults' length alone, it ended
 // before them, and a node restarted then had no run left to join). The cluster must never stall past the bound, every node that
 // finishes must hold the same model, and every fault must be survived; the
@@ -37,11 +38,15 @@ struct ChaosRun {
   std::vector<nlohmann::json> events;
 };
 
+// `longer`: 30 s of faults (one every 5 s) in a minute of training, for the
+// partitions: a cut heals only after up to 4 s, and a shorter run left too
+// little training for the nodes it removed to be admitted again.
 std::vector<std::string> ChaosArgs(const std::string& config, const std::string& faults, const std::string& out,
-                                   const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"chaos", std::string(kConfigsDir) + "/" + config,
-                                   "--nodes", "4", "--minutes", "0.3", "--train-minutes", "0.6", "--mtbf", "3", "--seed", "3",
-                                   "--faults", faults, "--baseline-seconds", "4", "--first-fault", "2",
+                                   const std::vector<std::string>& extra, bool longer = false) {
+  std::vector<std::string> args = {"chaos", std::string(kConfigsDir) + "/" + config, "--nodes", "4",
+                                   "--minutes", longer ? "0.5" : "0.3", "--train-minutes", longer ? "1" : "0.6",
+                                   "--mtbf", longer ? "5" : "3", "--seed", "3",
+                                   "--faults", faults, "--baseline-seconds", longer ? "6" : "4", "--first-fault", "2",
                                    "--max-freeze", "3", "--hang-bound", "45", "--out", out};
   args.insert(args.end(), extra.begin(), extra.end());
   for (const std::string& s : {"data.dir=\"" + std::string(kDataDir) + "\"", std::string("data.train_limit=12000"),
@@ -59,9 +64,9 @@ std::vector<std::string> ChaosArgs(const std::string& config, const std::string&
 }
 
 ChaosRun RunChaos(const std::string& config, const std::string& faults, const std::string& out,
-                  const std::vector<std::string>& extra = {}) {
+                  const std::vector<std::string>& extra = {}, bool longer = false) {
   fs::remove_all(out);
-  ChorusProcess chaos(ChaosArgs(config, faults, out, extra));
+  ChorusProcess chaos(ChaosArgs(config, faults, out, extra, longer));
   ChaosRun run;
   const auto status = chaos.Wait(420.0);
   run.output = chaos.Output();
@@ -154,7 +159,7 @@ TEST(ChaosProcessTest, ARingAllReduceClusterSurvivesPartitions) {
   const Status available = EmulatedLink::Available();
   if (!available.ok()) GTEST_SKIP() << "partitions need network namespaces: " << available.message();
   const ChaosRun run = RunChaos("allreduce-ring.toml", "partition,kill,restart", "/tmp/chorus_chaos_test_partition",
-                                {"--max-partition", "4", "--set", "cluster.rejoin=false"});
+                                {"--max-partition", "4", "--set", "cluster.rejoin=false"}, /*longer=*/true);
   ExpectSurvived(run, /*every_node_finishes=*/false);
   EXPECT_NE(run.output.find("network namespaces"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find(": partition node"), std::string::npos) << run.output;
