@@ -2,55 +2,31 @@
 // turns CLI11's exceptions into exit codes; the subcommands live in cli_*.cc.
 #include "node/cli/cli.h"
 
-#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "node/cli/cli_commands.h"
+#include "node/config/config_fields.h"
 
 namespace chorus::node {
 namespace {
-
-// Edits (insert, delete, substitute one character) from `a` to `b`.
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // The first argument when it is meant as a subcommand (not an option) and
 // names none: an error that names it and the closest subcommand, else "".
 std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-' || argv[1][0] == '\0') return "";
   const std::string given = argv[1];
-  std::string closest;
-  size_t best = std::string::npos;
+  std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     if (sub->get_name() == given) return "";
-    const size_t d = EditDistance(given, sub->get_name());
-    if (d < best) {
-      best = d;
-      closest = sub->get_name();
-    }
+    names.push_back(sub->get_name());
   }
   std::string message = "chorus: unknown command '" + given + "'";
-  // A suggestion only when it is near: at most a third of the word changed.
-  if (!closest.empty() && best * 3 <= std::max(given.size(), closest.size())) {
-    message += "; did you mean '" + closest + "'?";
-  }
+  if (std::optional<std::string> near = Closest(given, names)) message += "; did you mean '" + *near + "'?";
   return message + " (chorus --help lists the commands)";
 }
 
