@@ -118,6 +118,14 @@ class GossipProtocol {
   // only kept for its buffers (Transport::UnreleasedBuffers), never used again.
   virtual void Stop() {}
 
+  // Ends the protocol for a membership change: Stop, and then adds to
+  // `params` (the weights last passed to Mix) what the protocol averaged
+  // into its state and has not applied yet, so that no exchange completed
+  // on the other side is lost on this one (pairwise gossip: the deltas its
+  // responder served since the last Mix). Other protocols hold nothing
+  // between rounds. Call once, then only destroy or keep the object.
+  virtual void Retire(std::span<float> params) { Stop(); }
+
   // Thread-safe: makes the Mix in progress (if any) and every later Mix return
   // kAborted until SetTopology.
   void Interrupt() { interrupted_.store(true); }

@@ -134,9 +134,15 @@ Status PairwiseGossip::Install(topologies::Graph graph, uint32_t epoch,
   return Status::Ok();
 }
 
+void PairwiseGossip::Retire(std::span<float> params) {
+  StopResponder();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (params.size() == pending_.size()) SyncLocked(params);
+}
+
 Status PairwiseGossip::SetTopology(topologies::Graph graph, uint32_t epoch,
                                    std::span<float> params) {
-  StopResponder();
+  Retire(params);
   CHORUS_RETURN_IF_ERROR(Install(std::move(graph), epoch, params));
   ResetState(params.size());
   StartResponder();

@@ -114,14 +114,17 @@ class PairwiseGossip final : public GossipProtocol {
                                                         std::span<const float> initial);
   ~PairwiseGossip() override;
   void Stop() override { StopResponder(); }
+  // Stops the responder and applies the pending averaging deltas to params.
+  void Retire(std::span<float> params) override;
 
   std::string_view Name() const override { return "pairwise"; }
   // Applies pending averaging to params, tells the neighbours `round`, waits for
   // the staleness bound, then (on mixing rounds) averages with one random
   // neighbour and applies what was averaged meanwhile.
   [[nodiscard]] Status Mix(std::span<float> params, int64_t round, Deadline deadline) override;
-  // Stops the responder, installs the graph, restarts from params (public =
-  // params, nothing pending or deferred) and starts the responder again.
+  // Stops the responder, applies the pending averaging deltas to params
+  // (as Retire), installs the graph, restarts from params (public = params,
+  // nothing pending or deferred) and starts the responder again.
   [[nodiscard]] Status SetTopology(topologies::Graph graph, uint32_t epoch,
                                    std::span<float> params) override;
 

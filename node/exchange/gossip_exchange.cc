@@ -169,14 +169,18 @@ Status GossipExchange::Reform(const Status& failure, int64_t next_step) {
   return s;
 }
 
+// What the protocol averaged and has not applied (a pairwise responder's
+// deltas since the last Mix) goes into the weights first: the partners
+// applied their half, and dropping this one would move the models' sum.
 void GossipExchange::RetireProtocol() {
   if (protocol_ == nullptr) return;
+  protocol_->Retire(trainer_->MasterWeights());
+  trainer_->RefreshWorkingCopy();
   const int unreleased = session_->transport->UnreleasedBuffers();
   if (unreleased == 0) {
     protocol_.reset();
     return;
   }
-  protocol_->Stop();
   retired_.push_back(std::move(protocol_));
   CHORUS_LOG_WARN(Subsys::kGossip, "keeping the previous protocol's buffers (", retired_.size(),
                   " kept): the provider may still use them (", unreleased,
@@ -223,11 +227,13 @@ Status GossipExchange::Joined() {
   return Failed(s, "taking the live state at epoch " + std::to_string(session_->view.epoch), next_step);
 }
 
-Status GossipExchange::Resumed(int64_t next_step) { return AgreeOnStep(session_->view, next_step); }
-
-Status GossipExchange::AgreeOnStep(const MembershipView& view, int64_t next_step) {
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));
-  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(world, view, next_step, config_));
+// Nodes at their own pace stand steps apart by design: each goes on from its
+// own checkpoint (and the cluster's sample count, which its heartbeats merge).
+Status GossipExchange::Resumed(int64_t next_step) {
+  if (pairwise_ && config_.train.stop == StopSetting::kSamples) return Status::Ok();
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
+                          gossip::Collective::Create(*session_->transport, HostKeys(session_->view)));
+  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, CatchUpOnResume(world, session_->view, live_, next_step, config_));
   return Status::Ok();
 }
 

@@ -298,6 +298,45 @@ TEST(PairwiseGossipTest, AFinishedNeighbourDoesNotHoldBack) {
   EXPECT_NEAR(run.sum_after, run.sum_before, 1e-6 * run.sum_before);
 }
 
+// A membership change retires the protocol (or installs a new graph) while
+// neighbours' averagings served since the last Mix are still pending: the
+// partners applied their half, so the retiring side must apply its own, or
+// the sum of the models moves. Rank 0 never mixes, so everything it served
+// is pending when the four retire; ranks 1-3 average 40 rounds each.
+void RetireAfterMixing(bool through_set_topology) {
+  const auto graph = Must(topologies::CompleteGraph(4));
+  std::vector<std::vector<float>> start(4), end(4);
+  std::vector<uint64_t> served(4);
+  std::latch mixed(4);
+  auto statuses = RunGossipNodes(4, [&](int r, Transport& t, LocalHub&) -> Status {
+    auto x = RandomVector(93, r, 48, 1.0, 2.0);
+    start[r] = x;
+    CHORUS_ASSIGN_OR_RETURN(auto p, PairwiseGossip::Create(t, graph, PairwiseOptions{}, x));
+    for (int64_t step = 0; r != 0 && step < 40; ++step) {
+      CHORUS_RETURN_IF_ERROR(p->Mix(x, step, Deadline::AfterSeconds(20)));
+    }
+    mixed.arrive_and_wait();  // every exchange has ended on both sides
+    if (through_set_topology) {
+      CHORUS_RETURN_IF_ERROR(p->SetTopology(graph, 1, x));
+      p->Stop();
+    } else {
+      p->Retire(x);
+    }
+    served[r] = p->Stats().served;
+    end[r] = x;
+    return Status::Ok();
+  });
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+  ASSERT_GT(served[0], 0u) << "rank 0 must have served averagings for the test to mean anything";
+  const double before = TotalSum(start);
+  EXPECT_NEAR(TotalSum(end), before, 1e-6 * before);
+  EXPECT_NE(end[0], start[0]) << "rank 0's served averagings must reach its weights";
+}
+
+TEST(PairwiseGossipTest, RetiringKeepsTheSumOfTheModels) { RetireAfterMixing(false); }
+
+TEST(PairwiseGossipTest, ANewGraphKeepsTheSumOfTheModels) { RetireAfterMixing(true); }
+
 // Ranks 0 and 1 ran to the end and each saw rank 2 die, named in its error.
 void ExpectRank2DeadForBoth(const std::vector<Status>& statuses, const std::vector<Status>& failures) {
   for (int r = 0; r < 2; ++r) {
