@@ -36,6 +36,10 @@ class LiveState {
   // True while this node lacks the cluster's state (it joined a running
   // cluster and has not received it yet).
   virtual bool NeedsState() const = 0;
+  // This node's state is behind the cluster's (it resumed from an older
+  // checkpoint than the others): NeedsState() is true until the next
+  // ShareLiveState replaces it.
+  virtual void NeedState() = 0;
   // The step this node runs next (between steps; its restored one after Restore).
   virtual int64_t NextStep() const = 0;
   // This node's state, `next_step` being the step it runs next.

@@ -34,6 +34,20 @@ Result<int64_t> StepsBehind(const gossip::Collective& collective, const Membersh
   return behind;
 }
 
+Result<int64_t> CatchUpOnResume(const gossip::Collective& collective, const MembershipView& view,
+                                LiveState* state, int64_t next_step, const Config& config) {
+  if (state == nullptr) return StepsBehind(collective, view, next_step, config);
+  CHORUS_ASSIGN_OR_RETURN(const int64_t furthest, AgreeOnResumeStep(collective, view.size(), view.self_rank,
+                                                                    next_step, view.epoch, ReformDeadline(config)));
+  if (next_step < furthest) {
+    CHORUS_LOG_WARN(Subsys::kNode, "resumed ", furthest - next_step, " step(s) behind the others (step ", next_step,
+                    ", theirs ", furthest, "): taking the live state of a member at step ", furthest);
+    state->NeedState();
+  }
+  CHORUS_RETURN_IF_ERROR(StatusOf(ShareLiveState(collective, view, *state, next_step, ReformDeadline(config))));
+  return int64_t{0};
+}
+
 Status StopOrReform(const Config& config, const Status& failure, const std::string& what,
                     const std::function<Status()>& reform) {
   CHORUS_LOG_ERROR(Subsys::kGossip, what, " failed: ", failure.ToString());

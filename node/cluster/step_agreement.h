@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "gossip/collectives/collective.h"
 #include "node/cluster/cluster_session.h"
+#include "node/cluster/live_state.h"
 #include "node/config/config.h"
 
 namespace chorus::node {
@@ -52,6 +53,16 @@ inline Deadline ReformDeadline(const Config& config) {
 // An exchange operation (`what`) failed with `failure`: logs it, and with
 // exchange.on_failure = "stop" returns it (saying so); otherwise returns
 // `reform`'s status (a ReformOverSurvivors).
+// --resume of the founding members (Exchange::Resumed): they agree on the
+// largest step any of them resumed at (AgreeOnResumeStep). A member behind
+// it (its checkpoint is older: it stopped or died before the others) takes
+// the live state of the lowest-ranked member at that step (ShareLiveState),
+// so that every member goes on from one model, one step and one data
+// position cut from one pool. Without a LiveState (`state` null) it skips
+// the steps instead. Returns the steps this member has still to skip.
+[[nodiscard]] Result<int64_t> CatchUpOnResume(const gossip::Collective& collective, const MembershipView& view,
+                                              LiveState* state, int64_t next_step, const Config& config);
+
 [[nodiscard]] Status StopOrReform(const Config& config, const Status& failure, const std::string& what,
                                   const std::function<Status()>& reform);
 

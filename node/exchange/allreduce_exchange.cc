@@ -220,7 +220,13 @@ Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t next_step
   return Status::Ok();
 }
 
-Status AllreduceExchange::Resumed(int64_t next_step) { return Resynchronize(session_->view, next_step); }
+Status AllreduceExchange::Resumed(int64_t next_step) {
+  CHORUS_ASSIGN_OR_RETURN(const int64_t skip, CatchUpOnResume(*collective_, session_->view, live_, next_step, config_));
+  CHORUS_RETURN_IF_ERROR(
+      BroadcastTrainerState(*collective_, *trainer_, {}, ResyncTagBase(session_->view.epoch), ReformDeadline(config_)));
+  steps_to_skip_ = skip;
+  return Status::Ok();
+}
 
 Status AllreduceExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
   CHORUS_RETURN_IF_ERROR(

@@ -79,9 +79,6 @@ class GossipExchange final : public Exchange {
   // Ends the protocol: destroyed, or stopped and kept while the transport has
   // receives into buffers that the provider never released.
   void RetireProtocol();
-  // Rounds are matched by step: the members of `view` resume together from
-  // the largest `next_step` of them (steps_to_skip_).
-  [[nodiscard]] Status AgreeOnStep(const MembershipView& view, int64_t next_step);
   // After the consensus phase over `world`: the replicas' bytes made one
   // (rank 0's, unless `identical` already) and the BatchNorm statistics averaged.
   [[nodiscard]] Status MakeOneModel(const gossip::Collective& world, bool identical, Deadline deadline);

@@ -399,7 +399,13 @@ Status OuterExchange::Joined() {
   return Failed(shared.error(), "taking the live state at epoch " + std::to_string(session_->view.epoch), next_step);
 }
 
-Status OuterExchange::Resumed(int64_t next_step) { return Resynchronize(session_->view, next_step); }
+Status OuterExchange::Resumed(int64_t next_step) {
+  CHORUS_ASSIGN_OR_RETURN(const int64_t skip, CatchUpOnResume(*collective_, session_->view, live_, next_step, config_));
+  CHORUS_RETURN_IF_ERROR(BroadcastTrainerState(*collective_, *trainer_, {std::span(anchor_), std::span(velocity_)},
+                                               ResyncTagBase(session_->view.epoch), ReformDeadline(config_)));
+  steps_to_skip_ = skip;
+  return Status::Ok();
+}
 
 Status OuterExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
   CHORUS_RETURN_IF_ERROR(BroadcastTrainerState(*collective_, *trainer_, {std::span(anchor_), std::span(velocity_)},

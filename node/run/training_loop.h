@@ -183,6 +183,7 @@ class TrainingLoop final : public LiveState {
 
   // LiveState.
   bool NeedsState() const override { return needs_live_state_; }
+  void NeedState() override { needs_live_state_ = true; }
   int64_t NextStep() const override { return step_; }
   [[nodiscard]] Result<std::vector<uint8_t>> Capture(int64_t next_step) override;
   [[nodiscard]] Status Restore(std::span<const uint8_t> bytes, const std::string& from) override;
@@ -276,6 +277,10 @@ class TrainingLoop final : public LiveState {
   int epoch_ = 0;               // the epoch in progress
   bool positioned_ = false;     // the sampler stands inside start_epoch_ already (resume, live state)
   bool needs_live_state_ = false;
+  // The sampler stands on another member's shard (a checkpoint's or a
+  // sender's position, restored as rank 0): FollowMembership cuts this
+  // node's shard of what is left, also where the membership is the same.
+  bool foreign_shard_ = false;
   int64_t last_admission_step_ = -1;
   int64_t next_admission_step_ = 0;  // agreed with the members (AdmitIfDue)
   int64_t rate_since_step_ = 0;      // this node's steps per second since then

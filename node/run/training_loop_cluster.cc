@@ -56,6 +56,7 @@ Status TrainingLoop::Restore(std::span<const uint8_t> bytes, const std::string& 
   if (!free_running_) {
     CHORUS_RETURN_IF_ERROR(sampler_->Restore(static_cast<int>(info.epoch), info.data_order, 0,
                                              static_cast<int>(info.partition_batches)));
+    foreign_shard_ = true;
   }
   step_ = info.step;
   start_epoch_ = static_cast<int>(info.epoch);
@@ -107,11 +108,26 @@ Status TrainingLoop::ResumeFromCheckpoint() {
     if (info.epoch_batches > 0 && !free_running_) {
       // A checkpoint of a stop, mid-epoch: the sampler stands where it stood
       // (a checkpoint without a data order was taken over this membership:
-      // the fresh sampler's one partition).
+      // the fresh sampler's one partition), as this node's shard when the
+      // partition it was cut for splits this membership's global batch over
+      // as many members (a balanced split stays, and the sample weights
+      // follow it); otherwise (it had fewer or other members than resume
+      // now) as rank 0's, and FollowMembership cuts this node's shard of
+      // what is left.
       const std::string order = !info.data_order.empty() ? info.data_order : sampler_->History();
-      const int64_t in_partition = !info.data_order.empty() ? info.partition_batches : info.epoch_batches;
-      CHORUS_RETURN_IF_ERROR(sampler_->Restore(start_epoch_, order, std::min(s_.rank, sampler_->world_size() - 1),
-                                               static_cast<int>(in_partition)));
+      const int in_partition = static_cast<int>(!info.data_order.empty() ? info.partition_batches : info.epoch_batches);
+      CHORUS_RETURN_IF_ERROR(sampler_->Restore(start_epoch_, order, 0, in_partition));
+      const bool same_split = sampler_->shares().size() == shares_.size() && sampler_->GlobalBatch() == GlobalBatch();
+      foreign_shard_ = !same_split && ClusterView(s_.session) != nullptr;
+      const int rank = std::min(SelfRank(), sampler_->world_size() - 1);
+      if (!foreign_shard_ && rank > 0) {
+        CHORUS_RETURN_IF_ERROR(sampler_->Restore(start_epoch_, order, rank, in_partition));
+      }
+      if (same_split) {
+        const std::span<const int> cut = sampler_->shares();
+        shares_.assign(cut.begin(), cut.end());
+        ApplySampleWeights();
+      }
       CHORUS_RETURN_IF_ERROR(FollowMembership());
       positioned_ = true;
     }
@@ -130,8 +146,10 @@ Status TrainingLoop::ResumeFromCheckpoint() {
   if (view != nullptr && view->epoch == 0) {
     // The founding nodes may have stopped steps apart (gossip, or a node
     // stopped alone): run from one step.
+    // A node behind the others takes a member's live state (Restore) there.
     CHORUS_RETURN_IF_ERROR(s_.exchange->Resumed(step_ + steps_to_skip_));
     steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+    CHORUS_RETURN_IF_ERROR(FollowMembership());
   }
   return Status::Ok();
 }
@@ -207,8 +225,9 @@ Status TrainingLoop::FollowMembership() {
   if (s_.session == nullptr || steps_to_skip_ > 0) return Status::Ok();
   const MembershipView& view = s_.session->view;
   const uint64_t followed = free_running_ ? followed_epoch_ : sampler_->partition();
-  if (view.self_rank < 0 || followed == view.epoch) return Status::Ok();
+  if (view.self_rank < 0 || (followed == view.epoch && !foreign_shard_)) return Status::Ok();
   followed_epoch_ = view.epoch;
+  foreign_shard_ = false;
   const int taken = sampler_->BatchesTakenInPartition();
   shares_ = MemberBatches();
   if (!free_running_) CHORUS_RETURN_IF_ERROR(sampler_->Repartition(view.self_rank, shares_, view.epoch));

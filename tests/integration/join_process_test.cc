@@ -244,6 +244,36 @@ TEST(JoinFaultTest, AKilledNodeStartedAgainWithTheSameNameRejoins) {
   cluster.ExpectOneModel({0, 1, 2}, 240);
 }
 
+// Four nodes train; node3 is killed once it has a checkpoint, the other three
+// re-form and train on, and are stopped (SIGINT: each writes a checkpoint of
+// where the cluster stood). Then all four are started again with --resume:
+// node3's checkpoint is older and cut for four members, the others' for
+// three. node3 learns it is behind and takes a member's live state instead
+// of skipping steps with its old model, every node cuts its shard of what is
+// left from that one position, and the four end with one model.
+TEST(JoinFaultTest, FourNodesResumeTogetherAfterThreeReformedWithoutOne) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  HandCluster cluster("resume-after-reform", {"cluster.min_nodes=4", "train.checkpoint_every_epochs=1"});
+  for (int i = 0; i < 4; ++i) cluster.Start(i);
+  const fs::path checkpoint = cluster.dir(3) / "checkpoint.safetensors";
+  for (int i = 0; i < 1200 && !fs::exists(checkpoint); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(checkpoint)) << cluster.Outputs();
+  cluster.node(3).Signal(SIGKILL);
+  ASSERT_TRUE(cluster.node(3).Wait(10));
+  ASSERT_TRUE(cluster.node(0).WaitFor("members node0 node1 node2 \\(departed", 30)) << cluster.Outputs();
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // a few steps as three
+  for (int i = 0; i < 3; ++i) cluster.node(i).Signal(SIGINT);
+  for (int i = 0; i < 3; ++i) {
+    std::optional<int> status = cluster.node(i).Wait(60);
+    ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 130) << "node" << i << "\n" << cluster.Outputs();
+  }
+  for (int i = 0; i < 4; ++i) cluster.Start(i, {}, {"--resume"});
+  ASSERT_TRUE(cluster.node(3).WaitFor("step\\(s\\) behind the others", 90)) << cluster.Outputs();
+  ASSERT_TRUE(cluster.node(3).WaitFor("received the live state from node0 .*CRC-32 verified", 30)) << cluster.Outputs();
+  cluster.ExpectOneModel({0, 1, 2, 3}, 240);
+  EXPECT_EQ(cluster.node(3).Output().find("skipping"), std::string::npos) << cluster.node(3).Output();
+}
+
 // A node that asks to join a cluster too close to its end (here no admission
 // point ever comes: admit_every_steps = 0) is told that the run ended when
 // the members finish, and exits 0 without a model, rather than form a

@@ -20,6 +20,7 @@ class FakeState final : public LiveState {
   FakeState(std::vector<uint8_t> bytes, int64_t step, bool needs)
       : bytes_(std::move(bytes)), step_(step), needs_(needs) {}
   bool NeedsState() const override { return needs_; }
+  void NeedState() override { needs_ = true; }
   int64_t NextStep() const override { return step_; }
   Result<std::vector<uint8_t>> Capture(int64_t next_step) override {
     ++captures;
