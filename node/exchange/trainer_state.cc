@@ -1,6 +1,9 @@
 // See trainer_state.h.
 #include "node/exchange/trainer_state.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "node/exchange/batch_norm_state.h"
 
 namespace chorus::node {
@@ -23,6 +26,17 @@ Status BroadcastTrainerState(const gossip::Collective& world, trainer::Trainer& 
   for (std::span<float> state : extra) CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(state)));
   trainer.RefreshWorkingCopy();
   return BroadcastBatchNormState(world, trainer, options.tag_base, deadline);
+}
+
+void ApplySampleWeights(Exchange::Weighting weighting, trainer::Trainer& trainer, std::span<const int> shares,
+                        int own) {
+  const int64_t global = std::accumulate(shares.begin(), shares.end(), int64_t{0});
+  const double weight = static_cast<double>(shares.size()) * own / static_cast<double>(std::max<int64_t>(1, global));
+  switch (weighting) {
+    case Exchange::Weighting::kGradient: trainer.SetSampleWeights(weight, 1.0); break;
+    case Exchange::Weighting::kUpdate: trainer.SetSampleWeights(1.0, weight); break;
+    case Exchange::Weighting::kNone: trainer.SetSampleWeights(1.0, 1.0); break;
+  }
 }
 
 }  // namespace chorus::node

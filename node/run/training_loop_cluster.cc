@@ -10,6 +10,7 @@
 #include "common/enum_names.h"
 #include "common/log.h"
 #include "node/control/sample_counter.h"
+#include "node/exchange/trainer_state.h"
 #include "node/run/training_loop.h"
 
 namespace chorus::node {
@@ -266,14 +267,8 @@ int TrainingLoop::SelfRank() const {
 }
 
 void TrainingLoop::ApplySampleWeights() {
-  const int rank = SelfRank();
-  const int own = free_running_ ? s_.config->train.batch_size : shares_[static_cast<size_t>(rank)];
-  const double weight = static_cast<double>(shares_.size()) * own / std::max(1, GlobalBatch());
-  switch (s_.exchange->SampleWeighting()) {
-    case Exchange::Weighting::kGradient: s_.trainer->SetSampleWeights(weight, 1.0); break;
-    case Exchange::Weighting::kUpdate: s_.trainer->SetSampleWeights(1.0, weight); break;
-    case Exchange::Weighting::kNone: s_.trainer->SetSampleWeights(1.0, 1.0); break;
-  }
+  const int own = free_running_ ? s_.config->train.batch_size : shares_[static_cast<size_t>(SelfRank())];
+  node::ApplySampleWeights(s_.exchange->SampleWeighting(), *s_.trainer, shares_, own);
 }
 
 uint64_t TrainingLoop::ClusterSamples(bool estimate) const {

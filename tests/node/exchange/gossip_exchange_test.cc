@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "node/exchange/allreduce_exchange.h"
+#include "node/exchange/trainer_state.h"
 #include "tests/node/exchange/exchange_test_nodes.h"
 
 namespace chorus::node {
@@ -167,8 +168,9 @@ void CheckFinish(const Config& config, int n, bool own_weights) {
 }
 
 // Batches of 2 and 6 under all-reduce, each node's gradients weighted by its
-// share as the training loop sets them: every node ends with the gradient of
-// all 8 images, as one node computes it for the whole batch.
+// share as the training loop sets them (ApplySampleWeights with the
+// exchange's weighting): every node ends with the gradient of all 8 images,
+// as one node computes it for the whole batch.
 TEST(AllreduceExchangeTest, UnequalBatchesGiveTheGradientOfTheWholeGlobalBatch) {
   trainer::TrainerOptions o;
   o.precision = trainer::Precision::kFp32;
@@ -184,7 +186,7 @@ TEST(AllreduceExchangeTest, UnequalBatchesGiveTheGradientOfTheWholeGlobalBatch) 
       2, MakeConfig(ExchangeKind::kAllreduce), trainer::ModelKind::kMlp,
       [&](int r, Node& node) -> Status {
         EXPECT_EQ(node.exchange->SampleWeighting(), Exchange::Weighting::kGradient);
-        node.trainer->SetSampleWeights(2.0 * batches[r] / 8.0, 1.0);
+        ApplySampleWeights(node.exchange->SampleWeighting(), *node.trainer, batches, batches[r]);
         CHORUS_RETURN_IF_ERROR(node.exchange->BeforeStep(0));
         CHORUS_RETURN_IF_ERROR(StatusOf(node.trainer->ForwardBackward(Images(r == 0 ? 0 : 2, batches[r]))));
         CHORUS_RETURN_IF_ERROR(node.exchange->AfterBackward(0, batches[r]));
