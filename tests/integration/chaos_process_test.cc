@@ -80,7 +80,7 @@ ChaosRun RunChaos(const std::string& config, const std::string& faults, const st
 void ExpectSurvived(const ChaosRun& run, bool every_node_finishes = true) {
   ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.output;
   std::smatch m;
-  const std::regex summary(R"(chaos summary: (\d+) faults injected .*?, (\d+) survived, (\d+) hangs .*?(\d+) divergent replicas of (\d+) finished)");
+  const std::regex summary(R"(chaos summary: (\d+) faults injected .*?, (\d+) survived \(training resumed after them\), (?:\d+ too late to tell, )?(\d+) hangs .*?(\d+) divergent replicas of (\d+) finished)");
   ASSERT_TRUE(std::regex_search(run.output, m, summary)) << run.output;
   const int injected = std::stoi(m[1]), survived = std::stoi(m[2]), hangs = std::stoi(m[3]);
   const int divergent = std::stoi(m[4]), finished = std::stoi(m[5]);

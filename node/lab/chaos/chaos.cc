@@ -608,9 +608,9 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       continue;
     }
     ++summary.injected;
-    // Survived: the cluster trained again after it, or it came so late that
-    // training ended first, with no hang in between.
-    if (o.recovery_s >= 0 || (!rf.hung && !stopping)) ++summary.survived;
+    // Survived: the cluster trained again after it; unjudged: training ended first, no hang.
+    if (o.recovery_s >= 0) ++summary.survived;
+    summary.unjudged += o.recovery_s < 0 && !rf.hung && !stopping ? 1 : 0;
     if (o.recovery_s >= 0 && o.fault.kind == FaultKind::kKill) recoveries.push_back(o.recovery_s);
     if (o.first_step_s >= 0) first_steps.push_back(o.first_step_s);
     ++per_kind[o.fault.kind];
@@ -648,8 +648,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   }
   if (summary.baseline_samples_per_s > 0) summary.retained = summary.samples_per_s / summary.baseline_samples_per_s;
 
-  std::string checksums;
-  for (const std::string& c : summary.checksums) checksums += (checksums.empty() ? "" : " ") + c;
+  const std::string checksums = JoinNames(summary.checksums, " ");
   std::string by_kind;
   for (FaultKind kind : options.plan.kinds) {
     by_kind += std::to_string(per_kind[kind]) + " " + std::string(NameOf(kFaultKindNames, kind)) + ", ";
@@ -659,8 +658,9 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                  std::to_string(self_restarts) + " nodes ended by themselves and were started again, " +
                  std::to_string(crashes) + " of them by a signal; " +
                  std::to_string(end_restarts) + " dead at the end of the faults, started again), " +
-                 std::to_string(summary.survived) + " survived, " + std::to_string(summary.hangs) +
-                 " hangs (bound " + Fixed(options.hang_bound_s, 0) + " s, longest stall " +
+                 std::to_string(summary.survived) + " survived (training resumed after them), " +
+                 (summary.unjudged > 0 ? std::to_string(summary.unjudged) + " too late to tell, " : "") +
+                 std::to_string(summary.hangs) + " hangs (bound " + Fixed(options.hang_bound_s, 0) + " s, longest stall " +
                  Fixed(summary.longest_stall_s, 1) + " s), " + std::to_string(summary.divergent) +
                  " divergent replicas of " + std::to_string(summary.finished_nodes) + " finished" +
                  (summary.min_accuracy >= 0
@@ -686,7 +686,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
                  Fixed(Median(first_steps), 2) + " s; checksums " + (checksums.empty() ? "none" : checksums);
   std::printf("%s\n", summary.line.c_str());
   std::fflush(stdout);
-  log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSummary))}, {"injected", summary.injected}, {"survived", summary.survived},
+  log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSummary))}, {"injected", summary.injected}, {"survived", summary.survived}, {"unjudged", summary.unjudged},
              {"hangs", summary.hangs}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
              {"test_accuracy_min", summary.min_accuracy}, {"test_accuracy_max", summary.max_accuracy},
              {"samples_per_s", summary.samples_per_s}, {"baseline_samples_per_s", summary.baseline_samples_per_s},

@@ -122,6 +122,7 @@ struct ChaosSummary {
   std::vector<FaultOutcome> faults;
   int injected = 0;
   int survived = 0;            // the cluster trained again after it
+  int unjudged = 0;            // training ended before any step after it, with no hang
   int hangs = 0;               // stalls longer than hang_bound_s
   double longest_stall_s = 0.0;
   int finished_nodes = 0;      // final incarnations that exited 0

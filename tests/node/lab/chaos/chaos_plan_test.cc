@@ -79,6 +79,9 @@ TEST(ChaosPlanTest, EveryFaultFitsTheClusterItMeets) {
           ASSERT_TRUE(dead[f.nodes[0]]) << "restart of a live node";
           dead[f.nodes[0]] = false;
           break;
+        case FaultKind::kPartition:
+          ADD_FAILURE() << "a partition in a plan that asked for none";
+          break;
       }
       int left = 0;
       for (int n = 0; n < 5; ++n) left += !dead[n] && frozen_until[n] <= f.at_s ? 1 : 0;
