@@ -44,14 +44,17 @@ if [ ! -f "$seeds/checkpoint/checkpoint.safetensors" ] && [ -x build/chorus ]; t
   cp "$seeds/run/quick-test/"*/checkpoint.safetensors "$seeds/checkpoint/"
   cp "$seeds/run/quick-test/"*/model.safetensors "$seeds/checkpoint/"
 fi
-# fuzz/seeds/<target>: inputs an earlier run found that reach new code (for
-# the parsers no file of the repository feeds), kept in the repository.
+# fuzz/seeds/<target>: inputs kept in the repository, hand-made or found by
+# an earlier run to reach new code.
+# Every target has some (fuzz/seeds/make_seeds.py wrote those of the file
+# formats); the config and comparison parsers also start from the
+# repository's files, and the checkpoint and safetensors readers from a whole
+# checkpoint of a quick run.
 declare -A seed_dirs=(
   [config]="configs configs/examples" [compare]="configs/compare" [idx]="$seeds/idx"
   [checkpoint]="$seeds/checkpoint" [safetensors]="$seeds/checkpoint"
-  [control_frame]="fuzz/seeds/control_frame" [control_message]="fuzz/seeds/control_message"
-  [codec]="fuzz/seeds/codec"
 )
+for t in "${all[@]}"; do seed_dirs[$t]="${seed_dirs[$t]:-} fuzz/seeds/$t"; done
 
 # One fuzzer: its run, then its log's stats on one line; a finding leaves
 # the log's tail and a "$dir/failed-<target>" mark.
