@@ -191,8 +191,9 @@ void RegisterLaunchCommand(CLI::App& app, CliContext& context) {
       ->type_name("NODE:KEY=VALUE")
       ->allow_extra_args(false);
   cmd->add_option("--join-after", args->join_after,
-                  "Start node NODE (1..N-1) SECONDS after the others; it joins the running cluster, which the "
-                  "on-time nodes form (cluster.min_nodes = N minus the late nodes) (repeatable)")
+                  "Start node NODE (1..N-1) SECONDS after the others, and not before they formed the cluster; it "
+                  "joins the running cluster, which the on-time nodes form (cluster.min_nodes = N minus the late "
+                  "nodes) (repeatable)")
       ->type_name("NODE:SECONDS")
       ->allow_extra_args(false);
   cmd->add_option("config", args->config_file, "TOML config file given to every node");

@@ -586,6 +586,7 @@ class LaunchRun final : public LaunchControl {
     if (std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.late || c.reaped; })) {
       return CancelLateNodes("the cluster finished before its --join-after time", /*fails=*/true);
     }
+    if (!announced_formed_) return;  // a late node joins the cluster, never forms it
     const Clock::time_point now = Clock::now();
     for (int i = 0; i < options_.num_nodes; ++i) {
       Child& c = children_[static_cast<size_t>(i)];
@@ -608,12 +609,13 @@ class LaunchRun final : public LaunchControl {
     }
   }
 
-  // 100 ms (to reap children), or until the next late node is due if sooner.
+  // 100 ms (to reap children), or until the next late node is due if sooner
+  // (once the cluster formed: before, no late node starts).
   int PollTimeoutMs() const {
     int64_t ms = 100;
     const Clock::time_point now = Clock::now();
     for (const Child& c : children_) {
-      if (!c.pending) continue;
+      if (!c.pending || !announced_formed_) continue;
       ms = std::clamp<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(c.start_at - now).count(), 0, ms);
     }
     return static_cast<int>(ms);

@@ -9,7 +9,9 @@
 // it, node i is named "node<i>" with rank hint i, and cluster.min_nodes is N
 // minus the late nodes.
 // Late nodes (`--join-after NODE:SECONDS`, never node0) start that long after
-// the first fork and join the running cluster (the on-time nodes form it); a
+// the first fork, and not before every on-time node is in epoch 0, so that
+// they join the running cluster (the on-time nodes form it, however slowly
+// they start on a loaded host, rather than with a late node); a
 // late node whose time comes after every on-time node exited, or after a
 // signal, is never started, and counts as failed in the first case.
 // Each child's stdout and stderr lines are copied to ours with a "[node<i>] "
