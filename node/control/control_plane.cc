@@ -729,9 +729,14 @@ Status ControlPlaneImpl::Leave(Deadline deadline, LeaveKind kind) {
     Locked([&] {
       // Joiners waiting here for an admission point are told that none comes:
       // left to find nobody, one that may form alone (cluster.min_nodes = 1)
-      // would train a replica of its own from scratch.
+      // would train a replica of its own from scratch. An applicant the view
+      // names already (a founding member whose Welcome is on its way, when
+      // the founder leaves the moment epoch 0 is fixed) is a member: it gets
+      // the Leave as every member does.
       if (!stopping) {
-        for (const Applicant& a : applicants_) RefuseAfterTheRun(a.conn, a.info.name);
+        for (const Applicant& a : applicants_) {
+          if (view_.Find(a.info.name) == nullptr) RefuseAfterTheRun(a.conn, a.info.name);
+        }
         applicants_.clear();
       }
       for (const Member& m : view_.members) {
