@@ -12,6 +12,7 @@
 # once the figures are in (or after 90 s).
 set -u
 cd "$(dirname "$0")/.."
+source bench/launched_node.sh
 config=configs/allreduce-ring.toml
 if [ $# -gt 0 ] && [[ "$1" != --* ]]; then config=$1; shift; fi
 chorus=${CHORUS:-./build/chorus}
@@ -28,10 +29,7 @@ for round in $(seq 1 "$rounds"); do
   launch=$!
   for _ in $(seq 1 600); do grep -q '\[node2\].*\[trainer\] epoch 1/' "$log" && break; sleep 0.1; done
   sleep 2
-  victim=""
-  for child in $(pgrep -P "$launch"); do
-    tr '\0' ' ' < "/proc/$child/cmdline" 2>/dev/null | grep -q 'node_name="node2"' && victim=$child
-  done
+  victim=$(launched_node_pid "$launch" node2)
   if [ -z "$victim" ]; then echo "round $round: node2 not found (see $log)"; kill -TERM "$launch"; continue; fi
   kill -STOP "$victim"
   sleep "$freeze"

@@ -13,6 +13,7 @@
 # once the figures are in (or after 60 s).
 set -u
 cd "$(dirname "$0")/.."
+source bench/launched_node.sh
 config=${1:-configs/allreduce-ring.toml}
 chorus=${CHORUS:-./build/chorus}
 rounds=${ROUNDS:-3}
@@ -25,10 +26,7 @@ for round in $(seq 1 "$rounds"); do
   launch=$!
   for _ in $(seq 1 600); do grep -q '\[node3\].*epoch 1/' "$log" && break; sleep 0.1; done
   sleep 2
-  victim=""
-  for child in $(pgrep -P "$launch"); do
-    tr '\0' ' ' < "/proc/$child/cmdline" 2>/dev/null | grep -q 'node_name="node3"' && victim=$child
-  done
+  victim=$(launched_node_pid "$launch" node3)
   if [ -z "$victim" ]; then echo "round $round: node3 not found (see $log)"; kill -TERM "$launch"; continue; fi
   killed=$(now)
   kill -"$signal" "$victim"

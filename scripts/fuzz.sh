@@ -9,7 +9,8 @@
 # EXTRA_TARGETS (space-separated) are built in the same build beside the
 # fuzzers: scripts/test.sh builds the unit tests so and runs them there, so
 # one sanitizer build serves both. FUZZ_JOBS fuzzers run at a time (default:
-# one per core). FUZZ_BUILD_ONLY=1 builds and runs nothing.
+# one per core), FUZZ_BUILD_JOBS compilers (default: one per core).
+# FUZZ_BUILD_ONLY=1 builds and runs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRA_PACKAGES=clang ./scripts/setup.sh
@@ -20,6 +21,7 @@ targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 dir=build-fuzz
 jobs=$(nproc 2>/dev/null || echo 2)
+build_jobs=${FUZZ_BUILD_JOBS:-$jobs}
 # -O1 -g1: what ASan's reports need (function names and line numbers) at
 # a cheaper compile than -O2 -g.
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -29,7 +31,7 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang 
 build=()
 for t in "${targets[@]}"; do build+=(--target "fuzz_$t"); done
 for t in ${EXTRA_TARGETS:-}; do build+=(--target "$t"); done
-cmake --build "$dir" -j"$jobs" "${build[@]}"
+cmake --build "$dir" -j"$build_jobs" "${build[@]}"
 [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 source scripts/sanitizer_env.sh
 

@@ -98,6 +98,16 @@ class HandCluster {
     return *nodes_[static_cast<size_t>(i)];
   }
   ChorusProcess& node(int i) { return *nodes_[static_cast<size_t>(i)]; }
+
+  // kill -9 of node i once it has written a checkpoint (within 60 s);
+  // false when it wrote none or did not die.
+  bool KillOnceCheckpointed(int i) {
+    const fs::path checkpoint = dir(i) / "checkpoint.safetensors";
+    for (int t = 0; t < 1200 && !fs::exists(checkpoint); ++t) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(checkpoint)) return false;
+    node(i).Signal(SIGKILL);
+    return node(i).Wait(10).has_value();
+  }
   fs::path dir(int i) const { return out_ / name_ / ("node" + std::to_string(i)); }
 
   // Everyone's output, for failure messages.
@@ -233,11 +243,7 @@ TEST(JoinFaultTest, AKilledNodeStartedAgainWithTheSameNameRejoins) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   HandCluster cluster("rejoin", {"train.checkpoint_every_epochs=1"});
   for (int i = 0; i < 3; ++i) cluster.Start(i);
-  const fs::path checkpoint = cluster.dir(2) / "checkpoint.safetensors";
-  for (int i = 0; i < 1200 && !fs::exists(checkpoint); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(fs::exists(checkpoint)) << cluster.Outputs();
-  cluster.node(2).Signal(SIGKILL);
-  ASSERT_TRUE(cluster.node(2).Wait(10));
+  ASSERT_TRUE(cluster.KillOnceCheckpointed(2)) << cluster.Outputs();
   ChorusProcess& again = cluster.Start(2, {}, {"--resume"});
   ASSERT_TRUE(again.WaitFor("received the live state from node[01] .*CRC-32 verified", 90)) << cluster.Outputs();
   EXPECT_NE(again.Output().find("its live state replaces the checkpoint"), std::string::npos) << again.Output();
@@ -255,11 +261,7 @@ TEST(JoinFaultTest, FourNodesResumeTogetherAfterThreeReformedWithoutOne) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   HandCluster cluster("resume-after-reform", {"cluster.min_nodes=4", "train.checkpoint_every_epochs=1"});
   for (int i = 0; i < 4; ++i) cluster.Start(i);
-  const fs::path checkpoint = cluster.dir(3) / "checkpoint.safetensors";
-  for (int i = 0; i < 1200 && !fs::exists(checkpoint); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(fs::exists(checkpoint)) << cluster.Outputs();
-  cluster.node(3).Signal(SIGKILL);
-  ASSERT_TRUE(cluster.node(3).Wait(10));
+  ASSERT_TRUE(cluster.KillOnceCheckpointed(3)) << cluster.Outputs();
   ASSERT_TRUE(cluster.node(0).WaitFor("members node0 node1 node2 \\(departed", 30)) << cluster.Outputs();
   std::this_thread::sleep_for(std::chrono::seconds(2));  // a few steps as three
   for (int i = 0; i < 3; ++i) cluster.node(i).Signal(SIGINT);
