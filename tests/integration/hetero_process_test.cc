@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 #include <string>
@@ -76,7 +77,7 @@ class HandCluster {
     double last_after_s = 0;  // the last node starts this late
     double gap_s = 0;         // every node after the first starts this long after the one before
     bool chained = false;     // node i bootstraps from node i-1 (else every node from node0)
-    double kill_last_after_s = 0;  // then kill the last node and start it again
+    double kill_last_after_s = 0;  // then, once it trained, kill the last node and start it again
   };
 
   std::vector<nlohmann::json> RunStarted(const std::vector<std::string>& shared,
@@ -123,6 +124,13 @@ class HandCluster {
     }
     if (start.kill_last_after_s > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(start.kill_last_after_s));
+      // Not before its first record of trained steps: on a loaded host the
+      // node may still be forming, and an incarnation that trained nothing
+      // tests nothing.
+      const fs::path metrics = out_ / run / ("node" + std::to_string(n - 1)) / "metrics.jsonl";
+      for (int t = 0; t < 600 && !HasTrainedRecord(metrics); ++t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
       nodes.back()->Signal(SIGKILL);
       nodes.back()->Wait(30);
       nodes.back() = std::make_unique<ChorusProcess>(all_args.back());
@@ -137,6 +145,14 @@ class HandCluster {
       summaries.push_back(ReadJson(out_ / run / ("node" + std::to_string(i)) / "summary.json"));
     }
     return summaries;
+  }
+
+  static bool HasTrainedRecord(const fs::path& metrics) {
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"samples_per_s\"") != std::string::npos) return true;
+    }
+    return false;
   }
 
   std::string name_;
