@@ -58,6 +58,25 @@ struct RunningFault {
   bool hung = false;  // a hang began before the cluster trained again after it
 };
 
+// Seconds from the fault until the cluster trained again after it, or -1: an
+// instance that was training at the fault got two metrics records (2 x
+// kLogEverySteps steps) past its step then; or, when those instances all
+// ended meanwhile (killed, or ended by themselves and started again), any
+// instance wrote two records after the fault.
+double TrainedAgainAfter(const Watch& watch, const RunningFault& rf) {
+  for (const auto& [i, step] : rf.steps_at_fault) {
+    const Instance& inst = watch.instances()[i];
+    if (inst.step >= step + 2 * kLogEverySteps) return Seconds(inst.last_record - rf.at);
+  }
+  for (const Instance& inst : watch.instances()) {
+    int after = 0;
+    for (const auto& [seen, samples] : inst.history) {
+      if (seen > rf.at && ++after == 2) return Seconds(seen - rf.at);
+    }
+  }
+  return -1.0;
+}
+
 std::vector<std::string> CommonSets(const ChaosOptions& options, const std::string& run_name) {
   std::vector<std::string> sets = options.overrides;
   sets.push_back("run.output_dir=" + TomlQuote(options.output_dir));
@@ -485,23 +504,13 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       running.push_back(std::move(rf));
     }
 
-    // Recovery: an instance that was training at the fault got two metrics
-    // records (2 x kLogEverySteps steps) past its step then.
     for (RunningFault& rf : running) {
       if (rf.done || !rf.outcome.injected) continue;
       if (rf.restarted_instance != SIZE_MAX && rf.outcome.first_step_s < 0) {
         const Instance& inst = watch.instances()[rf.restarted_instance];
         if (inst.seen) rf.outcome.first_step_s = Seconds(inst.first_record - rf.at);
       }
-      if (rf.outcome.recovery_s < 0) {
-        for (const auto& [i, step] : rf.steps_at_fault) {
-          const Instance& inst = watch.instances()[i];
-          if (inst.step >= step + 2 * kLogEverySteps) {
-            rf.outcome.recovery_s = Seconds(inst.last_record - rf.at);
-            break;
-          }
-        }
-      }
+      if (rf.outcome.recovery_s < 0) rf.outcome.recovery_s = TrainedAgainAfter(watch, rf);
       if (rf.outcome.recovery_s >= 0 && (rf.restarted_instance == SIZE_MAX || rf.outcome.first_step_s >= 0)) {
         rf.done = true;
         std::string text = "chaos: %7.1f s  fault " + std::to_string(&rf - running.data() + 1) +
