@@ -185,6 +185,18 @@ inline nlohmann::json ReadJson(const std::filesystem::path& path) {
 // The lines of `output` that contain any of `needles` (e.g. "launch:" and
 // "[node3]"): put before a whole launch's output in a failure message, they
 // say what one node did where the whole output is cut short.
+// Metrics records of one node that trained steps (they carry a loss and a
+// throughput); 0 while the file is missing.
+inline int TrainedRecords(const std::filesystem::path& metrics) {
+  std::ifstream in(metrics);
+  int records = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("samples_per_s")) ++records;
+  }
+  return records;
+}
+
 inline std::string LinesWith(const std::string& output, const std::vector<std::string>& needles) {
   std::istringstream in(output);
   std::string picked;

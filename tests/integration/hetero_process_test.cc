@@ -128,7 +128,7 @@ class HandCluster {
       // node may still be forming, and an incarnation that trained nothing
       // tests nothing.
       const fs::path metrics = out_ / run / ("node" + std::to_string(n - 1)) / "metrics.jsonl";
-      for (int t = 0; t < 600 && !HasTrainedRecord(metrics); ++t) {
+      for (int t = 0; t < 600 && testing::TrainedRecords(metrics) == 0; ++t) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       nodes.back()->Signal(SIGKILL);
@@ -147,13 +147,6 @@ class HandCluster {
     return summaries;
   }
 
-  static bool HasTrainedRecord(const fs::path& metrics) {
-    std::ifstream in(metrics);
-    for (std::string line; std::getline(in, line);) {
-      if (line.find("\"samples_per_s\"") != std::string::npos) return true;
-    }
-    return false;
-  }
 
   std::string name_;
   fs::path out_;

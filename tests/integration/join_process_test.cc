@@ -28,20 +28,10 @@ namespace fs = std::filesystem;
 using testing::ChorusProcess;
 using testing::PortPicker;
 using testing::ReadJson;
+using testing::TrainedRecords;
 
 using testing::kDataDir;
 using testing::kConfigsDir;
-
-// Metrics records of one node that trained steps (they carry a loss and a throughput).
-int TrainedRecords(const fs::path& metrics) {
-  std::ifstream in(metrics);
-  int records = 0;
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("samples_per_s")) ++records;
-  }
-  return records;
-}
 
 // One hand-started training cluster: node0 listens on a free port that every
 // node bootstraps from, the others on any port; a slice of Fashion-MNIST and
