@@ -30,15 +30,12 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
   return message + " (chorus --help lists the commands)";
 }
 
-}  // namespace
-
-int RunCli(int argc, char** argv) {
-  CLI::App app("Chorus: a decentralized, peer-to-peer data-parallel training node.", "chorus");
+// The whole `chorus` app: every subcommand registered on `app`, whose
+// callbacks set `context`'s exit code.
+void BuildApp(CLI::App& app, CliContext& context) {
   app.set_version_flag("--version", std::string("chorus ") + CHORUS_VERSION, "Print the version and exit");
   app.require_subcommand(1);
   app.footer("Exit status: 0 success, 1 failure while running, 2 bad usage or configuration.");
-
-  CliContext context;
   RegisterNodeCommand(app, context);
   RegisterConfigCommand(app, context);
   RegisterClusterCommand(app, context);
@@ -48,6 +45,39 @@ int RunCli(int argc, char** argv) {
   RegisterCompareCommand(app, context);
   RegisterSimulateCommand(app, context);
   RegisterChaosCommand(app, context);
+}
+
+// The flags of `app`'s subcommands, depth first, into *out (`path`: the words before them).
+void CollectFlags(CLI::App& app, const std::string& path, std::vector<CommandFlags>* out) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    CommandFlags command{path.empty() ? sub->get_name() : path + " " + sub->get_name(), {}};
+    for (const CLI::Option* option : sub->get_options()) {
+      if (!option->nonpositional() || option == sub->get_help_ptr()) continue;
+      for (const std::string& name : option->get_snames()) command.flags.push_back("-" + name);
+      for (const std::string& name : option->get_lnames()) command.flags.push_back("--" + name);
+    }
+    if (!command.flags.empty()) out->push_back(command);
+    CollectFlags(*sub, command.command, out);
+  }
+}
+
+const char kAppDescription[] = "Chorus: a decentralized, peer-to-peer data-parallel training node.";
+
+}  // namespace
+
+std::vector<CommandFlags> DescribeCommandFlags() {
+  CLI::App app(kAppDescription, "chorus");
+  CliContext context;
+  BuildApp(app, context);
+  std::vector<CommandFlags> out;
+  CollectFlags(app, "", &out);
+  return out;
+}
+
+int RunCli(int argc, char** argv) {
+  CLI::App app(kAppDescription, "chorus");
+  CliContext context;
+  BuildApp(app, context);
 
   if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "%s\n", unknown.c_str());
