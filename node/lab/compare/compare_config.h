@@ -19,7 +19,7 @@
 //   [[compare.method]]                  # optional: methods of your own
 //   name = "choco-topk"
 //   label = "CHOCO top-1%"
-//   family = "gossip"                   # allreduce | gossip | local-sgd
+//   family = "gossip"                   # allreduce | gossip | local-sgd | low-communication
 //   set = ["exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=top-k"]
 //
 // Must not: run anything. Errors name the file, line and key like node configs.
@@ -38,7 +38,7 @@ namespace chorus::node {
 struct CompareMethod {
   std::string name;    // folder name under runs/<compare>/, [a-z0-9-]
   std::string label;   // for people: "ring all-reduce"
-  std::string family;  // allreduce | gossip | local-sgd
+  std::string family;  // allreduce | gossip | local-sgd | low-communication
   std::vector<std::string> overrides;  // "section.key=value"
 };
 
@@ -76,10 +76,8 @@ struct CompareConfig {
   double late_after_s = 0.0;
 };
 
-// The methods `methods = [...]` may name, in the order of the default matrix:
-// ring-allreduce, tree-allreduce, dpsgd-ring, dpsgd-one-peer-exp,
-// pairwise-async, choco-sign, local-sgd; also halving-doubling-allreduce,
-// balanced-allreduce, push-sum-one-peer-exp, choco-topk.
+// The methods `methods = [...]` may name, the default matrix first
+// (docs/cli-and-configs.md lists them; a test holds it to this list).
 const std::vector<CompareMethod>& BuiltinMethods();
 // The default matrix: the first nine of BuiltinMethods().
 std::vector<std::string> DefaultMethodNames();
