@@ -1,8 +1,9 @@
 // `chorus chaos CONFIG [--nodes 4] [--minutes 5] [--faults kill,stop,restart,partition]
 // [--mtbf 20] [--seed 1] ...`: parses the options and runs chaos.h's RunChaos.
-// Exits 0 when the cluster had no hang, no divergent replica and a finished
-// node; 1 otherwise; 2 on bad options. The summary counts the nodes that
-// ended by themselves.
+// Exits 0 when the cluster had no hang, no divergent replica, no node that
+// ended by itself (a node the others removed rejoins by itself, so one that
+// exits with an error or crashes is a failure) and a finished node; 1
+// otherwise; 2 on bad options.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -112,7 +113,10 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
       return;
     }
     context.exit_code =
-        summary->hangs == 0 && summary->divergent == 0 && summary->finished_nodes > 0 ? kExitOk : kExitFailure;
+        summary->hangs == 0 && summary->divergent == 0 && summary->ended_by_themselves == 0 &&
+                summary->finished_nodes > 0
+            ? kExitOk
+            : kExitFailure;
   });
 }
 

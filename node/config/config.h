@@ -184,6 +184,12 @@ struct ClusterConfig {
   // again by itself, as a new process under its name, through its bootstrap
   // list and the members it knew (RunNode).
   bool rejoin = true;
+  // Only join a formed cluster: never found one, never join one that is
+  // still forming, and refuse forming nodes' probes so that they choose their
+  // founder among themselves. A node rejoining by itself sets it, so that the
+  // nodes of a shattered cluster never found a second one. Ends after
+  // join_timeout_s without reaching a formed cluster.
+  bool join_only = false;
   std::string host_group;              // hierarchical all-reduce grouping (default: hostname)
   int rank_hint = -1;                  // from SLURM_PROCID / OMPI_COMM_WORLD_RANK when unset
 

@@ -154,6 +154,8 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(cluster, suspect_timeout_s, "> heartbeat_interval_s"),
     CHORUS_CONFIG_FIELD(cluster, dead_timeout_s, ">= suspect_timeout_s"),
     CHORUS_CONFIG_FIELD(cluster, rejoin, "a node the others removed (frozen, cut off) joins again by itself"),
+    CHORUS_CONFIG_FIELD(cluster, join_only,
+                        "only join a formed cluster: never found one (a node rejoining by itself sets it)"),
     CHORUS_CONFIG_FIELD(cluster, host_group, "empty: hostname"),
     CHORUS_CONFIG_FIELD(cluster, rank_hint, "-1: from SLURM_PROCID / OMPI_COMM_WORLD_RANK"),
 

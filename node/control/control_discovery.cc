@@ -22,6 +22,13 @@
 // unformed node that is not the candidate is redirected to the lowest address
 // that node knows, or refused (retryable) when the joiner is lower still.
 //
+// Join only (cluster.join_only, set by a node that rejoins by itself). The
+// node joins formed clusters only: it never becomes the candidate, never
+// applies to an unformed node, follows only redirects to a coordinator, and
+// refuses the probes of forming nodes, which therefore choose their founder
+// among themselves. It fails after cluster.join_timeout_s without a formed
+// cluster to apply to.
+//
 // Refusals. A probe whose join terms differ (shared settings; --resume before
 // formation) is refused as its join would be, and the prober stops, as it does
 // for another token or version in the handshake. A duplicate name is retried
@@ -263,6 +270,12 @@ void ControlPlaneImpl::HandleStateRequest(const std::shared_ptr<Connection>& con
       contacted_ = true;
       Learn(request.control_address, /*alive=*/true);
       for (const std::string& a : request.known) Learn(a, /*alive=*/false);
+      if (config_.join_only) {
+        // Not a founder for the prober to choose: it forms without this node.
+        conn->Send(msg::Reject{RejectCode::kNotMember, self_.name + " only joins a formed cluster (cluster.join_only)"});
+        conn->CloseAfterFlush(Status::Ok());
+        return;
+      }
     }
   }
   conn->Send(BuildState());
@@ -303,6 +316,7 @@ void ControlPlaneImpl::Reconsider() {
     JoinThrough(formed);
     return;
   }
+  if (config_.join_only) return;  // it waits for a formed cluster to answer
   const std::string lowest = LowestUnformed();
   if (lowest != advertise_) {
     if (founder_) StepDown(lowest, /*formed=*/false, "a lower address, not yet formed");
@@ -428,6 +442,12 @@ void ControlPlaneImpl::OnJoinConnectionClosed(const std::shared_ptr<Connection>&
 
 void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, ControlMessage& message) {
   if (auto* state = std::get_if<msg::State>(&message)) {
+    if (phase_ == Phase::kJoining && config_.join_only && !state->formed) {
+      join_conn_.reset();
+      conn->CloseAfterFlush(Status::Ok());
+      JoinFailed(join_address_, "not in a formed cluster (cluster.join_only)", /*unreachable=*/false);
+      return;
+    }
     if (phase_ == Phase::kJoining) {
       phase_ = Phase::kWaiting;
       if (state->formed) reached_formed_ = conn->peer_name() + " (" + join_address_ + ")";
@@ -464,7 +484,7 @@ void ControlPlaneImpl::HandleJoinReply(const std::shared_ptr<Connection>& conn, 
     // An unformed target only when it is lower than this node: otherwise this
     // node is the candidate, and the probes settle it.
     if (!target.empty() && ++join_redirects_ <= kMaxRedirects &&
-        (redirect->formed || AddressBefore(target, advertise_))) {
+        (redirect->formed || (!config_.join_only && AddressBefore(target, advertise_)))) {
       DialJoin(target);
     } else {
       JoinFailed(join_address_, target.empty() ? "redirected nowhere" : "redirected to " + target,
@@ -646,6 +666,11 @@ bool ControlPlaneImpl::CheckFormingDeadline(Clock::time_point now) {
                      FormingReport() + ")"));
     return true;
   }
+  if (config_.join_only && phase_ == Phase::kJoining) {
+    Fail(Unavailable("found no formed cluster to join within cluster.join_timeout_s=" + SecondsText(join_timeout_) +
+                     " s (cluster.join_only: " + FormingReport() + ")"));
+    return true;
+  }
   return false;
 }
 
@@ -677,7 +702,8 @@ std::string ControlPlaneImpl::FormingReport() const {
                : "applied to " + who + ", which has " + std::to_string(1 + applied_state_.pending.size()) +
                      " of " + min_nodes + " present";
   } else if (phase_ == Phase::kJoining) {
-    role = "looking for a node that accepts the join";
+    role = config_.join_only ? "looking for a formed cluster to join (cluster.join_only)"
+                             : "looking for a node that accepts the join";
     if (!reached_formed_.empty()) {
       role += " (it reached the formed cluster of " + reached_formed_ + ": it joins that cluster, founds none)";
     }

@@ -92,6 +92,7 @@ Result<MembershipView> ControlPlane::WaitForEpoch0(Deadline deadline) { return i
 MembershipView ControlPlane::View() const { return impl_->View(); }
 Status ControlPlane::Failure() const { return impl_->Failure(); }
 bool ControlPlane::Removed() const { return impl_->Removed(); }
+std::vector<std::string> ControlPlane::RejoinAddresses() const { return impl_->RejoinAddresses(); }
 void ControlPlane::OnViewChange(std::function<void(const MembershipView&)> callback) {
   impl_->OnViewChange(std::move(callback));
 }
@@ -568,6 +569,19 @@ bool ControlPlaneImpl::Removed() const {
   if (!failed_.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   return phase_ == Phase::kRemoved;
+}
+
+std::vector<std::string> ControlPlaneImpl::RejoinAddresses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  if (!yielded_to_.empty()) out.push_back(yielded_to_);
+  for (const Member& m : view_.members) {
+    if (m.name != self_.name && !m.control_address.empty() &&
+        std::find(out.begin(), out.end(), m.control_address) == out.end()) {
+      out.push_back(m.control_address);
+    }
+  }
+  return out;
 }
 
 Status ControlPlaneImpl::Failure() const {

@@ -124,9 +124,14 @@ class ControlPlane {
   // a node training alone (no exchange to fail) stops too.
   Status Failure() const;
   // True once the others installed an epoch without this node (it was
-  // frozen or cut off past the dead timeout): it may join again as a new
-  // node (cluster.rejoin). Not after it left, failed, or yielded in a split.
+  // frozen or cut off past the dead timeout), or its part of a split
+  // cluster yielded: it may join again as a new node (cluster.rejoin). Not
+  // after it left or failed.
   bool Removed() const;
+  // Once Removed(): the control addresses to join again through, best
+  // first (the coordinator of the part it yielded to, then the members of
+  // the view that removed it).
+  std::vector<std::string> RejoinAddresses() const;
   // Called on the control thread after each new view is installed (also the
   // one with self_rank -1 that removes this node). Keep it short.
   void OnViewChange(std::function<void(const MembershipView&)> callback);

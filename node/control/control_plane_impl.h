@@ -69,6 +69,7 @@ class ControlPlaneImpl : public Connection::Listener {
   Result<MembershipView> WaitForEpoch0(Deadline deadline);
   MembershipView View() const;
   bool Removed() const;
+  std::vector<std::string> RejoinAddresses() const;
   Status Failure() const;
   void OnViewChange(std::function<void(const MembershipView&)> callback);
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
@@ -399,6 +400,8 @@ class ControlPlaneImpl : public Connection::Listener {
     bool probing = false;
   };
   std::map<std::string, Departed> departed_;
+  // The coordinator of the part this node's part yielded to (a split).
+  std::string yielded_to_;
   std::map<uint64_t, std::string> split_probes_;  // probe connection id -> departed name
   Clock::time_point next_split_probe_{};
 

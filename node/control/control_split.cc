@@ -113,6 +113,7 @@ void ControlPlaneImpl::YieldToLargerPart(const std::string& why, const msg::Redi
       if (conn->established()) conn->Send(target);
     }
   }
+  yielded_to_ = target.coordinator_address;
   EndAs(Phase::kRemoved, Aborted(self_.name + " leaves its part of the cluster (" + why + "): it can join " +
                                  target.coordinator_name + " at " + target.coordinator_address + " again"));
   CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());

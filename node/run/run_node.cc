@@ -260,13 +260,16 @@ bool RejoinsAfterRemoval(const NodeRun& run, const NodeOptions& options) {
   while (!control.Removed() && !heard.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (!control.Removed()) return false;
   std::vector<std::string>& through = *options.rejoin_through;
-  through = run.config.cluster.bootstrap;
-  for (const Member& m : run.session->view.members) {
-    if (m.name != control.name() && !m.control_address.empty() &&
-        std::find(through.begin(), through.end(), m.control_address) == through.end()) {
-      through.push_back(m.control_address);
+  through = control.RejoinAddresses();
+  auto add = [&](const std::string& address) {
+    if (!address.empty() && std::find(through.begin(), through.end(), address) == through.end()) {
+      through.push_back(address);
     }
+  };
+  for (const Member& m : run.session->view.members) {
+    if (m.name != control.name()) add(m.control_address);
   }
+  for (const std::string& address : run.config.cluster.bootstrap) add(address);
   return !through.empty();
 }
 
@@ -285,7 +288,9 @@ Status RejoinAsNewProcess(const std::vector<std::string>& through) {
   if (std::find(args.begin(), args.end(), "--resume") == args.end()) args.push_back("--resume");
   std::string list;
   for (const std::string& address : through) list += (list.empty() ? "" : ", ") + TomlQuote(address);
-  args.insert(args.end(), {"--set", "cluster.bootstrap=[" + list + "]"});
+  // Join only: the node must not found a cluster of its own when the others
+  // are out of reach for a while (a split shattered into single nodes).
+  args.insert(args.end(), {"--set", "cluster.bootstrap=[" + list + "]", "--set", "cluster.join_only=true"});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -71,13 +71,10 @@ ChaosRun RunChaos(const std::string& config, const std::string& faults, const st
   return run;
 }
 
-// `every_node_finishes`: a node removed while frozen rejoins by itself, so
-// under kills, freezes and restarts every node finishes and none ends by
-// itself. Partitions of a 4-node cluster at a 1 s dead timeout can leave
-// only single-node parts, and a rejoining node that finds no running
-// cluster founds one of its own (a second model): the partition test runs
-// without rejoining (cluster.rejoin = false), and at least 2 finish.
-void ExpectSurvived(const ChaosRun& run, bool every_node_finishes = true) {
+// Every node finishes and none ends by itself: a node removed while frozen
+// or cut off, or whose part of a split cluster yielded, rejoins by itself
+// (join only, so that single-node parts never found a second cluster).
+void ExpectSurvived(const ChaosRun& run) {
   ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.output;
   std::smatch m;
   const std::regex summary(R"(chaos summary: (\d+) faults injected .*?, (\d+) survived \(training resumed after them\), (?:\d+ too late to tell, )?(\d+) hangs .*?(\d+) divergent replicas of (\d+) finished)");
@@ -88,12 +85,8 @@ void ExpectSurvived(const ChaosRun& run, bool every_node_finishes = true) {
   EXPECT_EQ(survived, injected) << run.output;
   EXPECT_EQ(hangs, 0) << run.output;
   EXPECT_EQ(divergent, 0) << run.output;
-  if (every_node_finishes) {
-    EXPECT_EQ(finished, 4) << run.output;
-    EXPECT_NE(run.output.find(" 0 nodes ended by themselves"), std::string::npos) << run.output;
-  } else {
-    EXPECT_GE(finished, 2) << run.output;
-  }
+  EXPECT_EQ(finished, 4) << run.output;
+  EXPECT_NE(run.output.find(" 0 nodes ended by themselves"), std::string::npos) << run.output;
   // Replicas that agree on a collapsed model (10% on ten classes) lost the run.
   const std::regex accuracy(R"(finished \(test accuracy ([0-9.]+))");
   ASSERT_TRUE(std::regex_search(run.output, m, accuracy)) << run.output;
@@ -154,8 +147,8 @@ TEST(ChaosProcessTest, ARingAllReduceClusterSurvivesPartitions) {
   const Status available = EmulatedLink::Available();
   if (!available.ok()) GTEST_SKIP() << "partitions need network namespaces: " << available.message();
   const ChaosRun run = RunChaos("allreduce-ring.toml", "partition,kill,restart", "/tmp/chorus_chaos_test_partition",
-                                {"--max-partition", "4", "--set", "cluster.rejoin=false"});
-  ExpectSurvived(run, /*every_node_finishes=*/false);
+                                {"--max-partition", "4"});
+  ExpectSurvived(run);
   EXPECT_NE(run.output.find("network namespaces"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find(": partition node"), std::string::npos) << run.output;
 }

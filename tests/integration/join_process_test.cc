@@ -99,6 +99,7 @@ class HandCluster {
     return node(i).Wait(10).has_value();
   }
   fs::path dir(int i) const { return out_ / name_ / ("node" + std::to_string(i)); }
+  std::string address0() const { return "127.0.0.1:" + std::to_string(port0_); }
 
   // Everyone's output, for failure messages.
   std::string Outputs() {
@@ -285,6 +286,32 @@ TEST(JoinFaultTest, ANodeNeverAdmittedExitsWithoutAModelWhenTheRunEnds) {
   EXPECT_NE(late.Output().find("the cluster ended its run first"), std::string::npos) << cluster.Outputs();
   EXPECT_EQ(late.Output().find("cluster formed"), std::string::npos) << late.Output();
   EXPECT_FALSE(fs::exists(cluster.dir(2) / "summary.json"));
+}
+
+// Nodes under cluster.join_only (what a node rejoining by itself runs as)
+// never found a cluster, also when they reach only each other and
+// cluster.min_nodes = 1 would let either found one alone: they wait, and join
+// the cluster that a plain node forms later.
+TEST(JoinFaultTest, JoinOnlyNodesFoundNoClusterAndJoinTheOneThatForms) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  HandCluster cluster("join-only", {"cluster.min_nodes=1", "train.epochs=3"});
+  const std::string port1 = std::to_string(PortPicker(static_cast<uint32_t>(getpid()) + 1).Next());
+  const std::string join_only = "cluster.join_only=true";
+  const std::vector<std::string> flags1 = {"--set", join_only, "--set", "cluster.listen=\"127.0.0.1:" + port1 + "\""};
+  const std::vector<std::string> flags2 = {
+      "--set", join_only, "--set", "cluster.bootstrap=[\"127.0.0.1:" + port1 + "\", \"" + cluster.address0() + "\"]"};
+  ChorusProcess& first = cluster.Start(1, {}, flags1);
+  ChorusProcess& second = cluster.Start(2, {}, flags2);
+  ASSERT_TRUE(first.WaitFor("looks for its cluster", 30)) << cluster.Outputs();
+  ASSERT_TRUE(second.WaitFor("looks for its cluster", 30)) << cluster.Outputs();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  for (ChorusProcess* node : {&first, &second}) {
+    EXPECT_EQ(node->Output().find("founder candidate"), std::string::npos) << cluster.Outputs();
+    EXPECT_EQ(node->Output().find("cluster formed"), std::string::npos) << cluster.Outputs();
+  }
+  cluster.Start(0);
+  ASSERT_TRUE(second.WaitFor("received the live state from node[01]", 90)) << cluster.Outputs();
+  cluster.ExpectOneModel({0, 1, 2}, 240);
 }
 
 }  // namespace

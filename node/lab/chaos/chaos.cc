@@ -330,10 +330,11 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   std::vector<std::pair<int, Clock::time_point>> to_continue;  // frozen nodes and when to resume them
   std::vector<std::pair<int, Clock::time_point>> to_heal;      // cut-off nodes and when to join them again
   // Per node: whether its end was ours (a kill), so that a node that ended by
-  // itself (removed from the cluster after a freeze) is told apart.
+  // itself is told apart, and whether it did (counted once, never revived).
   std::vector<bool> ended_by_us(static_cast<size_t>(options.plan.num_nodes), false);
-  int self_restarts = 0;
-  int crashes = 0;  // of self_restarts: ended by a signal (a crash)
+  std::vector<bool> ended_itself(static_cast<size_t>(options.plan.num_nodes), false);
+  int self_ended = 0;
+  int crashes = 0;  // of self_ended: ended by a signal (a crash)
   int end_restarts = 0;  // dead nodes started again when the faults ended
   bool revived = false;
   bool in_stall = false, stopping = false, ended_training = false, interrupted = false;
@@ -383,24 +384,24 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       to_continue.clear();
     }
 
-    // A node that ended by itself during training (the cluster removed it
-    // while it was frozen or cut off, or its part of a split cluster yielded,
-    // and it exits saying so) is started again, as a supervisor would: it
-    // rejoins. After the faults too: a cut healed at the end ends a node then.
+    // A node that ended by itself during training is a failure: one the
+    // cluster removed (frozen, cut off, its part of a split yielded) rejoins
+    // by itself as the same process (cluster.rejoin), so nothing restarts it.
     for (int i = 0; i < options.plan.num_nodes && !ended_training; ++i) {
       const size_t c = watch.current(i);
-      if (control.Running(i) || ended_by_us[static_cast<size_t>(i)] || c == SIZE_MAX) continue;
+      if (control.Running(i) || ended_by_us[static_cast<size_t>(i)] || ended_itself[static_cast<size_t>(i)] ||
+          c == SIZE_MAX) {
+        continue;
+      }
+      ended_itself[static_cast<size_t>(i)] = true;  // reported once, never revived
       const int ws = control.WaitStatus(i);
       if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
-      Result<size_t> instance = restart(control, i, now);
-      ++self_restarts;
+      ++self_ended;
       if (WIFSIGNALED(ws)) ++crashes;  // chaos sends no signal to a node it does not count as a fault
-      std::printf("chaos: %7.1f s  node%d ended by itself (%s): started again%s\n", t, i,
+      std::printf("chaos: %7.1f s  node%d ended by itself (%s): a failure, not started again\n", t, i,
                   WIFEXITED(ws) ? ("status " + std::to_string(WEXITSTATUS(ws))).c_str()
-                                : ("signal " + std::to_string(WTERMSIG(ws))).c_str(),
-                  instance ? "" : (" failed: " + instance.error().message()).c_str());
-      log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSelfRestart))}, {"t", t}, {"nodes", {i}}});
-      if (!instance) ended_by_us[static_cast<size_t>(i)] = true;  // do not try again
+                                : ("signal " + std::to_string(WTERMSIG(ws))).c_str());
+      log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSelfEnded))}, {"t", t}, {"nodes", {i}}});
     }
 
     // The faults are over: a supervisor brings every dead node back, so that
@@ -411,7 +412,10 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
       std::vector<int> back;
       for (int i = 0; i < options.plan.num_nodes; ++i) {
         const int ws = control.WaitStatus(i);
-        if (control.Running(i) || watch.current(i) == SIZE_MAX || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) continue;
+        if (control.Running(i) || watch.current(i) == SIZE_MAX || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) ||
+            ended_itself[static_cast<size_t>(i)]) {
+          continue;
+        }
         if (restart(control, i, now)) back.push_back(i);
       }
       end_restarts = static_cast<int>(back.size());
@@ -645,6 +649,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
     }
   }
   summary.finished_nodes = static_cast<int>(finished.size());
+  summary.ended_by_themselves = self_ended;
   int most = 0;
   for (const auto& [sum, count] : counts) most = std::max(most, count);
   summary.divergent = summary.finished_nodes - most;
@@ -664,7 +669,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   }
   summary.line = "chaos summary: " + std::to_string(summary.injected) + " faults injected (" +
                  by_kind.substr(0, by_kind.size() - 2) + "; " +
-                 std::to_string(self_restarts) + " nodes ended by themselves and were started again, " +
+                 std::to_string(self_ended) + " nodes ended by themselves (failures), " +
                  std::to_string(crashes) + " of them by a signal; " +
                  std::to_string(end_restarts) + " dead at the end of the faults, started again), " +
                  std::to_string(summary.survived) + " survived (training resumed after them), " +
@@ -696,7 +701,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
   std::printf("%s\n", summary.line.c_str());
   std::fflush(stdout);
   log_event({{"kind", std::string(NameOf(kChaosRecordNames, ChaosRecord::kSummary))}, {"injected", summary.injected}, {"survived", summary.survived}, {"unjudged", summary.unjudged},
-             {"hangs", summary.hangs}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
+             {"hangs", summary.hangs}, {"ended_by_themselves", summary.ended_by_themselves}, {"divergent", summary.divergent}, {"finished", summary.finished_nodes},
              {"test_accuracy_min", summary.min_accuracy}, {"test_accuracy_max", summary.max_accuracy},
              {"samples_per_s", summary.samples_per_s}, {"baseline_samples_per_s", summary.baseline_samples_per_s},
              {"baseline_before_samples_per_s", summary.baseline_before_samples_per_s},

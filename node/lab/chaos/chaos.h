@@ -18,8 +18,9 @@
 //            runs in a network namespace of its own (node/launch/emulated_link.h),
 //            the fault-free run too, and the cut is its switch port going down.
 // At least --min-running nodes keep training whatever the schedule draws.
-// When the faults end, every dead node is started again (as a supervisor
-// would), and the cluster trains on at full strength until the epochs are done.
+// When the faults end, every node it killed is started again (as a supervisor
+// would; a node that ended by itself is a failure and stays down), and the
+// cluster trains on at full strength until the epochs are done.
 //
 // The schedule (times, kinds, victims, freeze lengths) is a function of the
 // seed, the node count and the options alone, so a run replays from its seed;
@@ -62,10 +63,10 @@ inline constexpr EnumName<FaultKind> kFaultKindNames[] = {{FaultKind::kKill, "ki
 
 // The kinds of chaos.jsonl's lines (their "kind"), written by RunChaos and
 // read by `chorus report`.
-enum class ChaosRecord { kFault, kSample, kSelfRestart, kRevive, kHang, kSummary };
+enum class ChaosRecord { kFault, kSample, kSelfEnded, kRevive, kHang, kSummary };
 inline constexpr EnumName<ChaosRecord> kChaosRecordNames[] = {{ChaosRecord::kFault, "fault"},
                                                               {ChaosRecord::kSample, "sample"},
-                                                              {ChaosRecord::kSelfRestart, "self_restart"},
+                                                              {ChaosRecord::kSelfEnded, "self_ended"},
                                                               {ChaosRecord::kRevive, "revive"},
                                                               {ChaosRecord::kHang, "hang"},
                                                               {ChaosRecord::kSummary, "summary"}};
@@ -125,6 +126,7 @@ struct ChaosSummary {
   int unjudged = 0;            // training ended before any step after it, with no hang
   int hangs = 0;               // stalls longer than hang_bound_s
   double longest_stall_s = 0.0;
+  int ended_by_themselves = 0; // nodes that exited non-zero or crashed on their own: failures
   int finished_nodes = 0;      // final incarnations that exited 0
   int divergent = 0;           // of those, replicas unlike the most common one
   std::vector<std::string> checksums;  // per finished node, "node2=123..."
