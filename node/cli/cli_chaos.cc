@@ -112,11 +112,7 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
       context.exit_code = CommandError("chaos", summary.error().message(), usage ? kExitUsage : kExitFailure);
       return;
     }
-    context.exit_code =
-        summary->hangs == 0 && summary->divergent == 0 && summary->ended_by_themselves == 0 &&
-                summary->finished_nodes > 0
-            ? kExitOk
-            : kExitFailure;
+    context.exit_code = summary->Passed() ? kExitOk : kExitFailure;
   });
 }
 

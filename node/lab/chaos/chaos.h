@@ -141,6 +141,10 @@ struct ChaosSummary {
   double retained = -1.0;      // samples_per_s / baseline; < 0: no baseline
   double chaos_seconds = 0.0;
   std::string line;            // the summary line as printed
+
+  // No hang, no divergent replica, no node that ended by itself, and a
+  // finished node: what `chorus chaos` exits 0 for.
+  bool Passed() const { return hangs == 0 && divergent == 0 && ended_by_themselves == 0 && finished_nodes > 0; }
 };
 
 // Runs the baseline and the chaos run. Errors: a bad config or options, or a
