@@ -140,7 +140,9 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(data, test_limit, "0: all 10000"),
 
     CHORUS_CONFIG_FIELD(cluster, listen, "control plane host:port (port 0: any free)"),
-    CHORUS_CONFIG_FIELD(cluster, advertise, "empty: same as listen"),
+    CHORUS_CONFIG_FIELD(cluster, advertise,
+                        "what peers dial; empty: listen's host (this host's name for 0.0.0.0 or ::), and port 0: "
+                        "the port listen bound"),
     CHORUS_CONFIG_FIELD(cluster, bootstrap, "host:port of running members"),
     CHORUS_CONFIG_FIELD(cluster, token, "shared cluster secret (never sent)"),
     CHORUS_CONFIG_FIELD(cluster, min_nodes, "epoch 0 is fixed once this many are present"),

@@ -229,6 +229,7 @@ Status WriteRunSummary(const NodeRun& run, json& summary) {
                         {"checkpoint", run.run_dir + "/checkpoint.safetensors"},
                         {"model", run.run_dir + "/model.safetensors"},
                         {"summary", run.run_dir + "/summary.json"},
+                        {"trace", run.run_dir + "/trace.json"},
                         {"log", run.run_dir + "/log.txt"}};
   return WriteSummary(run.run_dir + "/summary.json", summary);
 }
@@ -241,7 +242,7 @@ void PrintSummary(const NodeRun& run, const json& summary) {
               summary["samples_per_s"].get<double>(), summary["train_seconds"].get<double>(),
               static_cast<long long>(summary["steps"].get<int64_t>()),
               static_cast<long long>(summary["skipped_steps"].get<int64_t>()));
-  std::printf("  outputs         %s/ (metrics.jsonl, summary.json, model.safetensors, "
+  std::printf("  outputs         %s/ (metrics.jsonl, summary.json, trace.json, model.safetensors, "
               "checkpoint.safetensors, log.txt)\n",
               run.run_dir.c_str());
   std::fflush(stdout);
