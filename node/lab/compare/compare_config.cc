@@ -277,9 +277,17 @@ Result<toml::table> ParseTomlFile(const std::string& path) {
   }
 }
 
-// One key of the [compare] table.
+// One key of the [compare] table: only those of CompareKeys(), so that the
+// list the docs are checked against is the one the parser accepts.
 void ParseCompareKey(const std::string& key, const toml::node& v, Checker& check, CompareConfig* config,
                      MethodChoice* choice, KeyPlaces* places) {
+  const std::vector<std::string>& keys = CompareKeys();
+  if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    std::string expected;
+    for (size_t i = 0; i < keys.size(); ++i) expected += (i == 0 ? "" : i + 1 == keys.size() ? " or " : ", ") + keys[i];
+    check.Error(v, key, "unknown key; expected " + expected);
+    return;
+  }
   if (key == "name") {
     if (auto s = check.String(v, key)) {
       config->name = *s;
@@ -331,9 +339,7 @@ void ParseCompareKey(const std::string& key, const toml::node& v, Checker& check
   } else if (key == "late_joiner") {
     ParseLateJoiner(v, check, config);
   } else {
-    check.Error(v, key,
-                "unknown key; expected name, nodes, target_accuracy, single_node_baseline, methods, "
-                "method, link, straggler, speeds, batch_sizes or late_joiner");
+    check.Error(v, key, "no parser for this key");  // every key of CompareKeys() has a branch above
   }
 }
 
@@ -437,6 +443,13 @@ int CompareGlobalBatch(const CompareConfig& config, int batch_size) {
   int sum = 0;
   for (int b : config.batch_sizes) sum += b;
   return sum;
+}
+
+const std::vector<std::string>& CompareKeys() {
+  static const std::vector<std::string> keys = {"name",   "nodes", "target_accuracy", "single_node_baseline",
+                                                "methods", "method", "link", "straggler",
+                                                "speeds", "batch_sizes", "late_joiner"};
+  return keys;
 }
 
 const std::vector<CompareMethod>& BuiltinMethods() {

@@ -76,6 +76,10 @@ struct CompareConfig {
   double late_after_s = 0.0;
 };
 
+// The keys of the [compare] table, in the order the docs give them
+// (`method` is the [[compare.method]] array); any other key is an error.
+const std::vector<std::string>& CompareKeys();
+
 // The methods `methods = [...]` may name, the default matrix first
 // (docs/cli-and-configs.md lists them; a test holds it to this list).
 const std::vector<CompareMethod>& BuiltinMethods();

@@ -1,10 +1,13 @@
 // The methods the docs list against the program's: docs/cli-and-configs.md's
 // "Built-in methods" list and its table of methods are BuiltinMethods(), in
 // order, with their labels; docs/lab.md's list of the main job's methods is
-// configs/compare/default.toml's. A method added, renamed or dropped fails
-// here until the docs say so too.
+// configs/compare/default.toml's; the example [compare] table there gives
+// every key the parser accepts (CompareKeys) and no other. A method or key
+// added, renamed or dropped fails here until the docs say so too.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,35 @@ TEST(CompareDocsTest, TheMethodsTableHasEveryBuiltInMethodWithItsLabel) {
   EXPECT_EQ(names, Names(BuiltinMethods()))
       << "docs/cli-and-configs.md, \"The [compare] table\": the methods table's names differ from BuiltinMethods()";
   EXPECT_EQ(labels, expected_labels) << "docs/cli-and-configs.md: the methods table's labels differ";
+}
+
+// The keys the example [compare] table of docs/cli-and-configs.md sets (the
+// lines "key = ..." of its first ```toml block, up to [[compare.method]]),
+// with "method" for that array.
+std::set<std::string> DocumentedCompareKeys() {
+  const std::string section = Section(SourceText("docs/cli-and-configs.md"), "### The `[compare]` table");
+  const size_t begin = section.find("```toml\n");
+  const size_t end = section.find("```", begin + 1);
+  std::stringstream block(begin == std::string::npos || end == std::string::npos ? ""
+                                                                                 : section.substr(begin, end - begin));
+  std::set<std::string> keys;
+  for (std::string line; std::getline(block, line);) {
+    if (line.rfind("[[compare.method]]", 0) == 0) {
+      keys.insert("method");
+      break;
+    }
+    const size_t equals = line.find(" =");
+    if (line.empty() || line[0] == '[' || line[0] == '`' || equals == std::string::npos) continue;
+    keys.insert(line.substr(0, equals));
+  }
+  return keys;
+}
+
+TEST(CompareDocsTest, TheExampleCompareTableGivesEveryKeyTheParserAccepts) {
+  const std::set<std::string> program(CompareKeys().begin(), CompareKeys().end());
+  EXPECT_EQ(DocumentedCompareKeys(), program)
+      << "docs/cli-and-configs.md, \"The [compare] table\": its example sets other keys than CompareKeys() "
+         "(node/lab/compare/compare_config.cc) accepts";
 }
 
 TEST(CompareDocsTest, TheLabPageListsTheMainJobsMethods) {
