@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "common/files.h"
+#include "common/host_info.h"
 #include "common/posix_io.h"
 
 namespace chorus::node {
@@ -75,6 +76,9 @@ nlohmann::json SummaryHeader(nlohmann::json exchange_metrics, const std::string&
   summary["batch_size"] = train.batch_size;
   summary["global_batch"] = global_batch;
   summary["steps"] = steps;
+  summary["threads"] = train.threads;
+  const HostInfo host = ReadHostInfo();
+  summary["host"] = {{"cpu", host.cpu_model}, {"cores", host.cores}};
   return summary;
 }
 

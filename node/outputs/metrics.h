@@ -49,7 +49,9 @@ class MetricsWriter {
 
 // The fields every summary.json starts with, real node or virtual one: the
 // exchange's metrics (Exchange::Metrics) and description, who the node is,
-// and the training setup.
+// the training setup (with train.threads as "threads") and the host it ran on
+// ("host": {"cpu", "cores"}, see common/host_info.h), so that a report can tell
+// whether nodes shared cores.
 nlohmann::json SummaryHeader(nlohmann::json exchange_metrics, const std::string& exchange,
                              const std::string& node, int rank, int world_size, const TrainConfig& train,
                              int global_batch, int64_t steps);
