@@ -35,6 +35,7 @@ int CommandError(std::string_view command, const std::string& message, int exit_
 
 void PrintReport(const ReportResult& report) {
   std::fputs(report.table_text.c_str(), stdout);
+  std::fputs(report.environment_text.c_str(), stdout);
   for (const std::string& warning : report.warnings) std::fprintf(stderr, "note: %s\n", warning.c_str());
   std::printf("report: %s\n", report.html_path.c_str());
   std::fflush(stdout);

@@ -34,8 +34,8 @@ std::vector<std::string> SplitCommas(const std::string& text);
 // Prints "chorus <command>: <message>" to stderr; returns `exit_code`.
 int CommandError(std::string_view command, const std::string& message, int exit_code);
 
-// Prints a built report: the table to stdout, its notes to stderr, then
-// "report: <path of report.html>".
+// Prints a built report: the table and where the runs ran to stdout, its notes
+// to stderr, then "report: <path of report.html>".
 void PrintReport(const ReportResult& report);
 
 }  // namespace chorus::node

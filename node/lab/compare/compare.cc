@@ -372,7 +372,7 @@ Status BuildCompareReport(CompareRun& run) {
   Result<ReportResult> report = BuildReport(ro);
   if (!report) return Internal("compare: building the report: " + report.error().message());
   run.result.report_path = report->html_path;
-  run.result.table_text = report->table_text;
+  run.result.table_text = report->table_text + report->environment_text;
   return Status::Ok();
 }
 

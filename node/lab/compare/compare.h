@@ -44,7 +44,7 @@ struct CompareMethodOutcome {
 struct CompareResult {
   std::string run_dir;      // runs/<name>
   std::string report_path;  // "" when no report was built
-  std::string table_text;   // the table, as printed
+  std::string table_text;   // the table and where it ran (baseline, host, cores), as printed
   std::vector<CompareMethodOutcome> methods;
   bool interrupted = false;  // Ctrl-C: the remaining methods did not run
 };

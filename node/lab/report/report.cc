@@ -54,6 +54,7 @@ Result<ReportData> LoadReportData(const std::vector<std::string>& inputs, double
   } else {
     data.target_accuracy = kDefaultTargetAccuracy;
   }
+  data.environment = DescribeEnvironment(data.runs);
   for (const MethodRun& method : data.runs.methods) {
     data.curves.push_back(BuildMethodCurves(method, &data.runs.warnings));
     data.rows.push_back(ComputeTableRow(method, data.curves.back(), data.target_accuracy));
@@ -74,6 +75,11 @@ Result<ReportResult> BuildReport(const ReportOptions& options) {
   if (ec) return Err(Internal("cannot create " + result.report_dir + ": " + ec.message()));
 
   result.table_text = FormatTableText(data.rows);
+  if (data.runs.settings.is_object() && data.runs.settings.contains("single_node")) {
+    result.environment_text =
+        "Single-node baseline: " + SingleNodeBaselineText(data.runs.settings["single_node"]) + "\n";
+  }
+  result.environment_text += "Ran on: " + EnvironmentLine(data.environment) + "\n";
   result.table = TableToJson(data.rows);
   nlohmann::json table_file = {{"title", data.runs.title},
                                {"target_accuracy", data.target_accuracy},
@@ -84,7 +90,7 @@ Result<ReportResult> BuildReport(const ReportOptions& options) {
       WriteFileAtomic((fs::path(result.report_dir) / "table.csv").string(), AsBytes(TableToCsv(data.rows))));
 
   CHORUS_ASSIGN_OR_RETURN(std::vector<Plot> plots, WritePlotFiles(result.report_dir, data.runs.methods,
-                                                                  data.curves, data.target_accuracy));
+                                                                  data.curves, data.rows, data.target_accuracy));
   // A `chorus chaos` folder: its throughput and membership against time.
   for (const std::string& input : options.inputs) {
     const fs::path chaos = fs::path(input) / "chaos.jsonl";
@@ -112,6 +118,7 @@ Result<ReportResult> BuildReport(const ReportOptions& options) {
   page.generated_at = LocalTime("%Y-%m-%d %H:%M:%S");
   page.inputs = options.inputs;
   page.settings = data.runs.settings;
+  page.environment = data.environment;
   page.target_accuracy = data.target_accuracy;
   page.methods = &data.runs.methods;
   page.rows = data.rows;

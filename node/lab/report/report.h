@@ -22,6 +22,7 @@
 
 #include "common/status.h"
 #include "node/lab/report/report_data.h"
+#include "node/lab/report/report_environment.h"
 #include "node/lab/report/report_table.h"
 
 namespace chorus::node {
@@ -50,6 +51,9 @@ struct ReportResult {
   std::string html_path;               // <output_dir>/report.html
   std::string report_dir;              // <output_dir>/report
   std::string table_text;              // the table as aligned plain text, for the console
+  // For the console: the single-node baseline and where the runs ran (host,
+  // cores, threads per node, whether nodes shared cores), one line each.
+  std::string environment_text;
   nlohmann::json table;                // rows as in table.json (TableToJson)
   std::vector<std::string> svg_paths;  // plots drawn
   std::vector<std::string> warnings;   // also listed as notes in the page
@@ -62,6 +66,7 @@ struct ReportData {
   std::vector<MethodCurves> curves;
   std::vector<TableRow> rows;
   double target_accuracy = kDefaultTargetAccuracy;
+  RunEnvironment environment;
 };
 
 // Loads `inputs` (LoadRunSet) and computes curves and table for

@@ -231,6 +231,26 @@ void TakeSettings(const nlohmann::json& compare, const fs::path& compare_path, R
   }
 }
 
+// The node folders that evaluate during training where a simulation lets only
+// a sample of them do so (compare.json's simulation.eval_nodes, ranks); empty
+// otherwise.
+std::vector<std::string> SampledEvaluators(const nlohmann::json& compare) {
+  std::vector<std::string> names;
+  auto simulation = compare.find("simulation");
+  if (simulation == compare.end() || !simulation->is_object()) return names;
+  auto ranks = simulation->find("eval_nodes");
+  if (ranks == simulation->end() || !ranks->is_array()) return names;
+  for (const nlohmann::json& rank : *ranks) {
+    if (rank.is_number_integer()) names.push_back("node" + std::to_string(rank.get<int64_t>()));
+  }
+  return names;
+}
+
+std::vector<MethodRun> WithSampledEvaluators(std::vector<MethodRun> methods, const std::vector<std::string>& sampled) {
+  for (MethodRun& m : methods) m.sampled_evaluators = sampled;
+  return methods;
+}
+
 // The methods of a comparison directory `input` (`root`) with a compare.json;
 // its name, when it has one, becomes `title`.
 Result<std::vector<MethodRun>> LoadComparison(const std::string& input, const fs::path& root, RunSet* set,
@@ -245,6 +265,7 @@ Result<std::vector<MethodRun>> LoadComparison(const std::string& input, const fs
     single_node_sps = NumberOr(*it, "samples_per_s", nullptr);
   }
   TakeSettings(compare, compare_path, set);
+  const std::vector<std::string> sampled = SampledEvaluators(compare);
   // The methods compare.json lists, in its order; other folders (the
   // single-node baseline) are not methods. Without the key: every folder
   // holding node folders.
@@ -258,7 +279,7 @@ Result<std::vector<MethodRun>> LoadComparison(const std::string& input, const fs
     if (methods.empty()) {
       return Err(InvalidArgument(input + ": compare.json has no \"methods\" and no sub-folder holds node folders"));
     }
-    return methods;
+    return WithSampledEvaluators(std::move(methods), sampled);
   }
   for (size_t i = 0; i < listed->size(); ++i) {
     CHORUS_ASSIGN_OR_RETURN(MethodRun m, MethodFromEntry((*listed)[i], i, root, compare_path.string(),
@@ -266,7 +287,7 @@ Result<std::vector<MethodRun>> LoadComparison(const std::string& input, const fs
     methods.push_back(std::move(m));
   }
   if (methods.empty()) return Err(InvalidArgument(compare_path.string() + ": lists no methods (none has run)"));
-  return methods;
+  return WithSampledEvaluators(std::move(methods), sampled);
 }
 
 // Appends `methods` of the input folder `folder_name` to `set`, with the
@@ -472,6 +493,11 @@ Result<NodeSummary> ParseNodeSummary(std::string_view text, const std::string& p
   s.world_size = NumberOr(object, "world_size", nullptr);
   s.steps = NumberOr(object, "steps", nullptr);
   s.samples = NumberOr(object, "samples", nullptr);
+  s.threads = NumberOr(object, "threads", nullptr);
+  if (auto host = object.find("host"); host != object.end() && host->is_object()) {
+    s.host_cpu = StringOr(*host, "cpu");
+    s.host_cores = NumberOr(*host, "cores", nullptr);
+  }
   return s;
 }
 
@@ -561,6 +587,38 @@ std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double Metrics
   return out;
 }
 
+namespace {
+
+// The note for nodes of `method` with unequal numbers of evaluation records
+// (`evals[n]` per node), "" when they agree. Where only a sample of the nodes
+// evaluates by design (MethodRun::sampled_evaluators), the others' having none
+// is expected and left out; any other difference is noted.
+std::string EvaluationCountNote(const MethodRun& method, const NodeSeries& evals) {
+  const std::vector<std::string>& sampled = method.sampled_evaluators;
+  std::map<size_t, std::vector<std::string>> by_count;
+  for (size_t n = 0; n < method.nodes.size(); ++n) {
+    const std::string& name = method.nodes[n].name;
+    const bool not_sampled = !sampled.empty() && std::find(sampled.begin(), sampled.end(), name) == sampled.end();
+    if (not_sampled && evals[n].empty()) continue;
+    by_count[evals[n].size()].push_back(name);
+  }
+  if (by_count.size() <= 1) return "";
+  std::string detail;
+  for (const auto& [count, names] : by_count) {
+    if (names.size() > 8) {  // a simulation's hundreds of nodes: counts only
+      detail += (detail.empty() ? "" : ", ") + std::to_string(names.size()) + " nodes: " + std::to_string(count);
+      continue;
+    }
+    for (const std::string& name : names) {
+      detail += (detail.empty() ? "" : ", ") + name + ": " + std::to_string(count);
+    }
+  }
+  return "method " + method.name + ": nodes have different numbers of evaluation records (" + detail +
+         "); later points average fewer nodes";
+}
+
+}  // namespace
+
 MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>* warnings) {
   const size_t n_nodes = method.nodes.size();
   NodeSeries evals(n_nodes), losses(n_nodes), consensus(n_nodes), estimates(n_nodes);
@@ -594,29 +652,15 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
   curves.train_loss = Aggregate(losses, &MetricsRecord::loss, GroupKey::kStep);
   curves.consensus = Aggregate(consensus, &MetricsRecord::consensus_exact, GroupKey::kStep);
   curves.consensus_estimate = Aggregate(estimates, &MetricsRecord::consensus_estimate, GroupKey::kStep);
+  for (std::vector<CurvePoint>* curve : {&curves.consensus, &curves.consensus_estimate}) {
+    std::erase_if(*curve, [](const CurvePoint& p) { return p.nodes < kMinConsensusNodes; });
+  }
 
   if (warnings && !method.nodes.empty()) {
     if (curves.accuracy.empty()) {
       warnings->push_back("no evaluation records (eval_accuracy) for method " + method.name);
-    } else {
-      std::map<size_t, std::vector<std::string>> by_count;
-      for (size_t n = 0; n < method.nodes.size(); ++n)
-        by_count[evals[n].size()].push_back(method.nodes[n].name);
-      if (by_count.size() > 1) {
-        std::string detail;
-        for (const auto& [count, names] : by_count) {
-          if (names.size() > 8) {  // a simulation's hundreds of nodes: counts only
-            detail += (detail.empty() ? "" : ", ") + std::to_string(names.size()) + " nodes: " + std::to_string(count);
-            continue;
-          }
-          for (const std::string& name : names) {
-            detail += (detail.empty() ? "" : ", ") + name + ": " + std::to_string(count);
-          }
-        }
-        warnings->push_back("method " + method.name +
-                            ": nodes have different numbers of evaluation records (" + detail +
-                            "); later points average fewer nodes");
-      }
+    } else if (std::string note = EvaluationCountNote(method, evals); !note.empty()) {
+      warnings->push_back(std::move(note));
     }
   }
   return curves;

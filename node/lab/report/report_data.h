@@ -60,6 +60,9 @@ struct NodeSummary {
   double world_size = kReportNaN;
   double steps = kReportNaN;    // steps this node trained (unequal under train.stop = "samples")
   double samples = kReportNaN;  // samples this node trained
+  double threads = kReportNaN;  // train.threads: compute threads of this node
+  std::string host_cpu;         // host.cpu: the CPU model of the host ("" when not recorded)
+  double host_cores = kReportNaN;  // host.cores: logical CPUs the node could run on
 };
 
 // One node folder (node0/, or any folder holding metrics.jsonl or summary.json).
@@ -81,6 +84,10 @@ struct MethodRun {
   std::vector<std::string> overrides;             // compare.json: the settings that make the method
   double wall_seconds = kReportNaN;               // from compare.json
   double single_node_samples_per_s = kReportNaN;  // S of its comparison (NaN: unknown)
+  // The nodes that evaluate during training when only a sample of them does by
+  // design (compare.json's simulation.eval_nodes, as folder names "node<i>");
+  // empty: every node is meant to. The others' missing evaluations are no anomaly.
+  std::vector<std::string> sampled_evaluators;
   std::vector<NodeRun> nodes;                     // natural order (node2 before node10)
 };
 
@@ -148,7 +155,13 @@ struct MethodCurves {
   std::vector<CurvePoint> consensus_estimate;
 };
 
-// Builds the curves of one method. Points whose value is NaN are left out.
+// A consensus point (distance between replicas) needs records of at least this
+// many nodes at its step: one node alone (the others past it or ended) says
+// nothing about the distance between replicas.
+inline constexpr int kMinConsensusNodes = 2;
+
+// Builds the curves of one method. Points whose value is NaN are left out, and
+// consensus points with fewer than kMinConsensusNodes nodes.
 // `warnings` (may be null) receives notes such as unequal evaluation counts.
 MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>* warnings);
 

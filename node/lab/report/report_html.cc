@@ -78,10 +78,11 @@ void WriteSettings(const HtmlReportInputs& in, std::ostringstream& out) {
                                                                  {"epochs", "epochs"},
                                                                  {"global_batch", "global batch"},
                                                                  {"link", "link"},
-                                                                 {"single_node", "single node (S)"}};
+                                                                 {"single_node", "single-node baseline (S)"}};
     for (const auto& [key, heading] : kKnown) {
       auto it = in.settings.find(key);
-      if (it != in.settings.end()) out << Row(heading, SettingText(*it));
+      if (it == in.settings.end()) continue;
+      out << Row(heading, key == std::string("single_node") ? SingleNodeBaselineText(*it) : SettingText(*it));
     }
     for (auto it = in.settings.begin(); it != in.settings.end(); ++it) {
       bool known = it.key() == "methods" || it.key() == "target_accuracy";
@@ -106,6 +107,7 @@ void WriteSettings(const HtmlReportInputs& in, std::ostringstream& out) {
       if (!std::isnan(first->global_batch)) out << Row("global batch", Number(first->global_batch, "%.0f"));
     }
   }
+  for (const auto& [heading, text] : EnvironmentRows(in.environment)) out << Row(heading, text);
   out << Row("target accuracy", Number(in.target_accuracy * 100.0, "%.4g") + " %");
   out << "</table>\n";
 }
@@ -137,7 +139,8 @@ void WriteTable(const HtmlReportInputs& in, std::ostringstream& out) {
       << "<dt>bytes sent /node</dt><dd>data-plane bytes sent, mean over nodes; MB = 10<sup>6</sup> "
          "bytes.</dd>\n"
       << "<dt>efficiency e</dt><dd>T / (S &times; N): T the sum of the nodes' samples/s, S one node's "
-         "samples/s alone, N the nodes; \"-\" without a single-node measurement.</dd>\n"
+         "samples/s alone, N the nodes; \"-\" without a single-node measurement. Nodes that share cores (see "
+         "Settings: nodes shared cores) cannot reach 1.</dd>\n"
       << "<dt>consensus dist after</dt><dd>distance between replicas after the consensus phase "
          "(gossip).</dd>\n"
       << "</dl>\n";

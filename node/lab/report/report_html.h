@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "node/lab/report/report_data.h"
+#include "node/lab/report/report_environment.h"
 #include "node/lab/report/report_plots.h"
 #include "node/lab/report/report_table.h"
 
@@ -22,6 +23,7 @@ struct HtmlReportInputs {
   std::string generated_at;         // local time, "2025-01-31 12:00:00"
   std::vector<std::string> inputs;  // the directories read
   nlohmann::json settings;          // compare.json, or null
+  RunEnvironment environment;       // host, cores, threads per node
   double target_accuracy = 0.85;
   const std::vector<MethodRun>* methods = nullptr;
   std::vector<TableRow> rows;

@@ -103,9 +103,33 @@ Status WriteTextFile(const fs::path& path, const std::string& text) {
   return Status::Ok();
 }
 
-// Colour-blind-friendly line colours (Okabe-Ito, then Tol's muted ones).
-const char* const kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
-                               "#56B4E9", "#882255", "#44AA99", "#999933", "#000000"};
+// One method's line: its own colour, and a dash pattern and point type that
+// change along the list too, so that a dozen curves stay apart where colours
+// look alike (and in grey print). Colours: Okabe-Ito, then Tol's muted ones.
+// Dash type 3 (dotted) is left to the neighbour estimate, which takes its
+// method's colour and point type.
+struct LineStyle {
+  const char* color;
+  int dash;   // gnuplot dt: 1 solid, 2 dashed, 4 dash-dot
+  int point;  // gnuplot pt
+};
+constexpr LineStyle kStyles[] = {{"#0072B2", 1, 5},  {"#D55E00", 1, 7},  {"#009E73", 1, 9},  {"#CC79A7", 1, 11},
+                                 {"#E69F00", 2, 13}, {"#56B4E9", 2, 15}, {"#000000", 2, 4},  {"#882255", 2, 6},
+                                 {"#44AA99", 4, 8},  {"#999933", 4, 10}, {"#AA4499", 4, 12}, {"#661100", 4, 14}};
+constexpr int kEstimateDash = 3;
+
+// Method m's style; past the list, the colours repeat with another dash pattern.
+LineStyle StyleOf(size_t m) {
+  LineStyle style = kStyles[m % std::size(kStyles)];
+  if (m >= std::size(kStyles)) {
+    constexpr int kDashes[] = {1, 2, 4, 5};
+    const size_t own = (m % std::size(kStyles)) / 4;  // the style's own dash: 1, 2, 4
+    style.dash = kDashes[(own + m / std::size(kStyles)) % std::size(kDashes)];
+  }
+  return style;
+}
+
+bool IsAccuracy(PlotQuantity q) { return q == PlotQuantity::kAccuracy || q == PlotQuantity::kAccuracyByTime; }
 
 std::string AxisLabel(PlotAxis axis) {
   switch (axis) {
@@ -123,7 +147,7 @@ std::string QuantityLabel(PlotQuantity q) {
   switch (q) {
     case PlotQuantity::kAccuracy:
     case PlotQuantity::kAccuracyByTime:
-      return "test accuracy (mean over nodes)";
+      return "test accuracy (%, mean over nodes)";
     case PlotQuantity::kTrainLoss:
       return "training loss (mean over nodes)";
     case PlotQuantity::kConsensus:
@@ -171,12 +195,13 @@ const std::vector<PlotSpec>& ReportPlotSpecs() {
        PlotAxis::kBytes},
       {"loss_epochs", "Training loss vs epochs", "Training loss against epochs done.",
        PlotQuantity::kTrainLoss, PlotAxis::kEpochs},
-      {"consensus_time", "Consensus distance vs wall time (gossip)",
+      {"consensus_time", "Consensus distance vs wall time",
        "Solid: the consensus distance, max over nodes of ||x_i - x_mean|| / ||x_mean|| with x_mean the "
        "mean of every node's weights, measured exactly at each evaluation. Dashed, \"neighbour estimate\": "
        "each node's distance to the neighbours it heard from in its last gossip round (mean over nodes, "
-       "every logging step); cheap, but blind to the rest of the graph. Log scale; all-reduce keeps "
-       "replicas equal (distance 0) and is not drawn.",
+       "every logging step); cheap, but blind to the rest of the graph. Points measured over a single node "
+       "are left out. Log scale. Drawn: the methods whose table shows a consensus distance after (all-reduce "
+       "keeps replicas equal; other methods record none).",
        PlotQuantity::kConsensus, PlotAxis::kTime},
   };
   return specs;
@@ -233,12 +258,22 @@ bool LogX(const PlotSpec& spec, const std::vector<MethodCurves>& curves) {
   return spec.axis == PlotAxis::kBytes && x_max > 0 && x_max / x_min > 100.0;
 }
 
+// Whether method `m` belongs in the plot of `spec`: the consensus plot holds
+// the methods whose table row shows a consensus distance, so that plot and
+// table never disagree about which methods have one.
+bool Drawn(const PlotSpec& spec, const std::vector<TableRow>& rows, size_t m) {
+  return spec.quantity != PlotQuantity::kConsensus || ShowsConsensus(rows[m]);
+}
+
 // The gnuplot series of every method and drawn curve with a point to draw, in
-// method order; a method's neighbour estimate is dashed, in the method's colour.
+// method order; a method's neighbour estimate is dotted, in the method's colour.
+// Accuracy is drawn in percent, as the table shows it.
 std::vector<std::string> MethodSeries(const PlotSpec& spec, const std::vector<MethodRun>& methods,
-                                      const std::vector<MethodCurves>& curves, bool log_x, bool log_y) {
+                                      const std::vector<MethodCurves>& curves, const std::vector<TableRow>& rows,
+                                      bool log_x, bool log_y) {
   std::vector<std::string> series;
   for (size_t m = 0; m < methods.size(); ++m) {
+    if (!Drawn(spec, rows, m)) continue;
     for (PlotQuantity q : DrawnCurves(spec.quantity)) {
       int usable = 0;
       for (const CurvePoint& p : CurveOf(curves[m], q)) {
@@ -249,16 +284,17 @@ std::vector<std::string> MethodSeries(const PlotSpec& spec, const std::vector<Me
       const std::string select = "($1==" + std::to_string(m) + " && strcol(2) eq '" + CurveName(q) + "')";
       std::string x = Column(spec.axis);
       if (log_x) x = "(" + x + ">0 ? " + x + " : NaN)";
-      const std::string y = log_y ? "($7>0 ? $7 : NaN)" : "($7)";
+      const std::string y = log_y ? "($7>0 ? $7 : NaN)" : IsAccuracy(q) ? "($7*100)" : "($7)";
       // Evaluation curves have a few points, all marked; the dense curves mark
       // about a dozen points each (pointinterval) so that methods stay apart.
       const bool dense = q == PlotQuantity::kTrainLoss || q == PlotQuantity::kConsensusEstimate;
       const int interval = dense ? std::max(1, usable / 12) : 1;
       const bool estimate = q == PlotQuantity::kConsensusEstimate;
       const std::string title = estimate ? methods[m].label + " (neighbour estimate)" : methods[m].label;
+      const LineStyle style = StyleOf(m);
       series.push_back("'curves.csv' using (" + select + " ? " + x + " : NaN):(" + select + " ? " + y +
-                       " : NaN) with linespoints lw 1.5" + (estimate ? " dt 2" : "") + " lc rgb '" +
-                       kColors[m % std::size(kColors)] + "' pt " + std::to_string(5 + 2 * (m % 4)) +
+                       " : NaN) with linespoints lw 1.5 dt " + std::to_string(estimate ? kEstimateDash : style.dash) +
+                       " lc rgb '" + style.color + "' pt " + std::to_string(style.point) +
                        (dense ? " ps 0.4" : " ps 0.6") + " pi " + std::to_string(interval) + " title " +
                        GnuplotQuote(title));
     }
@@ -266,20 +302,38 @@ std::vector<std::string> MethodSeries(const PlotSpec& spec, const std::vector<Me
   return series;
 }
 
+// The title of `spec` naming the families of the methods it draws: "(gossip)"
+// only when every one of them is gossip.
+std::string TitleFor(const PlotSpec& spec, const std::vector<MethodRun>& methods, const std::vector<TableRow>& rows) {
+  if (spec.quantity != PlotQuantity::kConsensus) return spec.title;
+  std::vector<std::string> families;
+  for (size_t m = 0; m < methods.size(); ++m) {
+    const std::string family = methods[m].family.empty() ? "unknown family" : methods[m].family;
+    if (Drawn(spec, rows, m) && std::find(families.begin(), families.end(), family) == families.end()) {
+      families.push_back(family);
+    }
+  }
+  std::string joined;
+  for (const std::string& f : families) joined += (joined.empty() ? "" : ", ") + f;
+  return joined.empty() ? spec.title : spec.title + " (" + joined + ")";
+}
+
 // Why a plot has nothing to draw.
 std::string NothingToDrawNote(const PlotSpec& spec) {
-  if (spec.quantity == PlotQuantity::kConsensus) return "no method recorded a positive consensus distance";
+  if (spec.quantity == PlotQuantity::kConsensus) {
+    return "no method whose table shows a consensus distance recorded a positive one over two nodes or more";
+  }
   return std::string("no method has ") + CurveName(spec.quantity) + " points with " +
          (spec.axis == PlotAxis::kBytes  ? "bytes sent"
           : spec.axis == PlotAxis::kTime ? "times"
                                          : "epochs");
 }
 
-// The dashed line of the target accuracy.
+// The dashed line of the target accuracy (`target_accuracy` a fraction, drawn in percent).
 std::string TargetSeries(double target_accuracy) {
   char target[128];
   std::snprintf(target, sizeof(target), "%.6g with lines dt 2 lw 1 lc rgb '#808080' title 'target %.4g%%'",
-                target_accuracy, target_accuracy * 100.0);
+                target_accuracy * 100.0, target_accuracy * 100.0);
   return target;
 }
 
@@ -307,9 +361,11 @@ std::string GnuplotScript(const PlotSpec& spec, const std::vector<std::string>& 
 
 // One plot: its script in `dir`, or the note saying why there is none.
 Result<Plot> WritePlotScript(const fs::path& dir, const PlotSpec& spec, const std::vector<MethodRun>& methods,
-                             const std::vector<MethodCurves>& curves, double target_accuracy) {
+                             const std::vector<MethodCurves>& curves, const std::vector<TableRow>& rows,
+                             double target_accuracy) {
   Plot plot;
   plot.spec = spec;
+  plot.spec.title = TitleFor(spec, methods, rows);
   plot.svg_path = (dir / (spec.id + ".svg")).string();
   std::error_code ec;
   fs::remove(plot.svg_path, ec);  // never show a drawing left by an earlier report
@@ -318,16 +374,15 @@ Result<Plot> WritePlotScript(const fs::path& dir, const PlotSpec& spec, const st
 
   const bool log_y = spec.quantity == PlotQuantity::kConsensus;
   const bool log_x = LogX(spec, curves);
-  std::vector<std::string> series = MethodSeries(spec, methods, curves, log_x, log_y);
+  std::vector<std::string> series = MethodSeries(plot.spec, methods, curves, rows, log_x, log_y);
   if (series.empty()) {
     plot.note = NothingToDrawNote(spec);
     return plot;
   }
-  if ((spec.quantity == PlotQuantity::kAccuracy || spec.quantity == PlotQuantity::kAccuracyByTime) &&
-      Finite(target_accuracy)) {
+  if (IsAccuracy(spec.quantity) && Finite(target_accuracy)) {
     series.push_back(TargetSeries(target_accuracy));
   }
-  CHORUS_RETURN_IF_ERROR(WriteTextFile(script, GnuplotScript(spec, series, log_x, log_y)));
+  CHORUS_RETURN_IF_ERROR(WriteTextFile(script, GnuplotScript(plot.spec, series, log_x, log_y)));
   plot.script_path = script.string();
   return plot;
 }
@@ -335,10 +390,11 @@ Result<Plot> WritePlotScript(const fs::path& dir, const PlotSpec& spec, const st
 }  // namespace
 
 Result<std::vector<Plot>> WritePlotFiles(const std::string& report_dir, const std::vector<MethodRun>& methods,
-                                         const std::vector<MethodCurves>& curves, double target_accuracy) {
-  if (methods.size() != curves.size()) {
-    return Err(InvalidArgument(std::to_string(methods.size()) + " methods but " +
-                               std::to_string(curves.size()) + " curve sets"));
+                                         const std::vector<MethodCurves>& curves, const std::vector<TableRow>& rows,
+                                         double target_accuracy) {
+  if (methods.size() != curves.size() || methods.size() != rows.size()) {
+    return Err(InvalidArgument(std::to_string(methods.size()) + " methods but " + std::to_string(curves.size()) +
+                               " curve sets and " + std::to_string(rows.size()) + " table rows"));
   }
   const fs::path dir(report_dir);
   std::error_code ec;
@@ -347,7 +403,7 @@ Result<std::vector<Plot>> WritePlotFiles(const std::string& report_dir, const st
   CHORUS_RETURN_IF_ERROR(WriteTextFile(dir / "curves.csv", CurvesCsv(methods, curves)));
   std::vector<Plot> plots;
   for (const PlotSpec& spec : ReportPlotSpecs()) {
-    CHORUS_ASSIGN_OR_RETURN(Plot plot, WritePlotScript(dir, spec, methods, curves, target_accuracy));
+    CHORUS_ASSIGN_OR_RETURN(Plot plot, WritePlotScript(dir, spec, methods, curves, rows, target_accuracy));
     plots.push_back(std::move(plot));
   }
   return plots;

@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "node/lab/report/report_data.h"
+#include "node/lab/report/report_table.h"
 
 namespace chorus::node {
 
@@ -43,13 +44,17 @@ struct Plot {
 };
 
 // Writes <report_dir>/curves.csv (long format: method_index, curve, step,
-// time_s, bytes_sent_per_node, epochs, value, nodes, method) and one gnuplot
-// script per plot that has data. `curves[i]` belongs to `methods[i]`;
-// `target_accuracy` is drawn as a dashed line on the accuracy plots.
+// time_s, bytes_sent_per_node, epochs, value, nodes, method; raw units, accuracy
+// a fraction) and one gnuplot script per plot that has data. `curves[i]` and
+// `rows[i]` belong to `methods[i]`. Accuracy is drawn in percent, as the table
+// shows it, with `target_accuracy` (a fraction) as a dashed line. The consensus
+// plot draws the methods whose row shows a consensus distance
+// (ShowsConsensus), and its title names their families. Each method has a
+// style of its own (colour, dash pattern, point type) for at least 12 methods.
 [[nodiscard]] Result<std::vector<Plot>> WritePlotFiles(const std::string& report_dir,
                                                        const std::vector<MethodRun>& methods,
                                                        const std::vector<MethodCurves>& curves,
-                                                       double target_accuracy);
+                                                       const std::vector<TableRow>& rows, double target_accuracy);
 
 // A `chorus chaos` run (its chaos.jsonl): <report_dir>/chaos.csv (seconds
 // after formation, cluster samples/s, running processes, membership size),

@@ -133,6 +133,8 @@ TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, do
   return row;
 }
 
+bool ShowsConsensus(const TableRow& row) { return std::isfinite(row.consensus_distance_after); }
+
 std::vector<std::string> TableHeadings() {
   return {"method",           "final acc (%)",       "time to target (s)",    "bytes to target /node (MB)",
           "epochs to target", "train time (s)",      "bytes sent /node (MB)", "samples/s /node",

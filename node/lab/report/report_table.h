@@ -37,6 +37,10 @@ struct TableRow {
 // NaN; efficiency needs every node's samples_per_s.
 TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, double target_accuracy);
 
+// Whether the row shows a consensus distance (after the consensus phase):
+// the methods drawn in the consensus plot.
+bool ShowsConsensus(const TableRow& row);
+
 // Column headings in order (the contract's), and one row's cells as shown ("-"
 // for NaN): final acc in %, bytes in MB (10^6 bytes).
 std::vector<std::string> TableHeadings();

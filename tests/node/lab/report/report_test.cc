@@ -434,7 +434,7 @@ TEST(ReportDataTest, MetricsLinesGiveTheExactDistanceAndTheEstimateApart) {
   NodeRun node;
   node.name = "node0";
   node.records = records;
-  method.nodes.push_back(node);
+  method.nodes = {node, node};  // a consensus point needs two nodes' records
   const MethodCurves curves = BuildMethodCurves(method, nullptr);
   ASSERT_EQ(curves.consensus.size(), 1u);
   EXPECT_EQ(curves.consensus[0].step, 5);
@@ -648,12 +648,12 @@ TEST(ReportTest, BuildsTheFilesTableAndPlots) {
   EXPECT_THAT(html, Not(HasSubstr("src=")));
   EXPECT_THAT(html, Not(HasSubstr("<link")));
 
-  // The consensus plot: each gossip method's exact distance and, dashed, its
+  // The consensus plot: each gossip method's exact distance and, dotted, its
   // neighbour estimate; all-reduce's distance is 0, which a log axis cannot show.
   const std::string consensus_gp = ReadFile(report_dir / "consensus_time.gp");
   EXPECT_THAT(consensus_gp, HasSubstr("strcol(2) eq 'consensus')"));
   EXPECT_THAT(consensus_gp, HasSubstr("title 'D-PSGD ring'"));
-  EXPECT_THAT(consensus_gp, HasSubstr("dt 2 lc rgb"));
+  EXPECT_THAT(consensus_gp, HasSubstr("dt 3 lc rgb"));
   EXPECT_THAT(consensus_gp, HasSubstr("title 'D-PSGD ring (neighbour estimate)'"));
   EXPECT_THAT(consensus_gp, Not(HasSubstr("ring all-reduce")));
   EXPECT_THAT(ReadFile(report_dir / "curves.csv"), HasSubstr(",consensus_estimate,5,"));
