@@ -507,8 +507,8 @@ Result<SimulationResult> RunSimulation(const SimulateOptions& options) {
         train_s = std::max(train_s, s.value("train_seconds", 0.0));
       }
       if (done.exit_code == 0) {
-        std::printf("  %-24s accuracy %.4f, virtual train time %.3f s, wall %.1f s\n",
-                    m.name.c_str(), acc, train_s, done.wall_seconds);
+        std::printf("  %-24s test accuracy %.2f%%, virtual train time %.3f s, wall %.1f s\n",
+                    m.name.c_str(), 100.0 * acc, train_s, done.wall_seconds);
       } else {
         std::printf("  %-24s FAILED after %.1f s: %s\n", m.name.c_str(), done.wall_seconds,
                     done.error.c_str());

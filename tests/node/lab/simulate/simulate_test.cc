@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "node/config/config_parse.h"
+#include "node/lab/report/report.h"
 #include "tests/util/temp_dir.h"
 
 namespace chorus::node {
@@ -179,6 +180,25 @@ TEST_F(SimulateTest, TinySimulationWritesTheContractFilesWithConsistentBytesAndT
   const json d0 = ReadJson(options.out_dir + "/dpsgd-ring/node0/summary.json");
   EXPECT_GT(d0["consensus_distance_before"].get<double>(), 0.0);
   EXPECT_EQ(d0["consensus_distance_after"].get<double>(), 0.0);
+}
+
+// Only the sampled nodes evaluate during training, by design: the report of a
+// simulation notes no unequal evaluation counts, and the summaries say where
+// the nodes ran.
+TEST_F(SimulateTest, ReportNotesNoSampledEvaluationsAndSummariesRecordTheHost) {
+  SimulateOptions options = TinyOptions({"dpsgd-ring"});
+  Result<SimulationResult> result = RunSimulation(options);
+  ASSERT_TRUE(result) << result.error().ToString();
+  Result<ReportData> data = LoadReportData({options.out_dir}, -1);
+  ASSERT_TRUE(data) << data.error().ToString();
+  for (const std::string& warning : data->runs.warnings) {
+    EXPECT_THAT(warning, ::testing::Not(HasSubstr("evaluation records"))) << warning;
+  }
+  const json summary = ReadJson(options.out_dir + "/dpsgd-ring/node1/summary.json");
+  EXPECT_EQ(summary["threads"], 1);  // a virtual node trains on one thread
+  EXPECT_GE(summary["host"]["cores"].get<int>(), 1);
+  EXPECT_TRUE(summary["host"]["cpu"].is_string());
+  EXPECT_TRUE(data->environment.virtual_time);
 }
 
 TEST_F(SimulateTest, ComputeSpreadMakesTheSlowestNodePaceTheAllreduce) {
