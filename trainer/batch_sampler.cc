@@ -155,6 +155,7 @@ void BatchSampler::TakeShard() {
   shard_size_ = static_cast<int>(end - begin);
   shard_.assign(pool_.begin() + static_cast<ptrdiff_t>(begin), pool_.begin() + static_cast<ptrdiff_t>(end));
   cursor_ = 0;
+  last_take_ = 0;
 }
 
 void BatchSampler::PoolWhatIsLeft(int batches) {
@@ -311,6 +312,7 @@ Status BatchSampler::Restore(int epoch, const std::string& history, int rank, in
   }
   cuts_ = std::move(cuts);
   cursor_ = std::min(static_cast<size_t>(batches_taken) * static_cast<size_t>(batch_size()), shard_.size());
+  last_take_ = 0;
   return Status::Ok();
 }
 
@@ -358,6 +360,18 @@ bool BatchSampler::Next(const Dataset& dataset, Batch* out) {
     return false;
   }
   cursor_ += take;
+  last_take_ = take;
+  return true;
+}
+
+std::span<const int32_t> BatchSampler::LastBatch() const {
+  return std::span<const int32_t>(shard_).subspan(cursor_ - last_take_, last_take_);
+}
+
+bool BatchSampler::PutBack() {
+  if (last_take_ == 0) return false;
+  cursor_ -= last_take_;
+  last_take_ = 0;
   return true;
 }
 

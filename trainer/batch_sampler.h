@@ -98,6 +98,13 @@ class BatchSampler {
   // (and `out` is left unchanged). `dataset.count` must equal dataset_size:
   // otherwise it logs an error and returns false.
   bool Next(const Dataset& dataset, Batch* out);
+  // The indices of the batch Next handed out last (empty after StartEpoch,
+  // Repartition, Restore or PutBack).
+  std::span<const int32_t> LastBatch() const;
+  // Puts the batch Next handed out last back: the next Next hands it out
+  // again (a step that no member applied). False, changing nothing, when
+  // LastBatch() is empty.
+  bool PutBack();
 
   // Batches of this epoch: taken in earlier partitions plus the current shard's.
   int BatchesPerEpoch() const;
@@ -151,6 +158,7 @@ class BatchSampler {
   std::vector<Cut> cuts_;        // this epoch's partitions, the first one's batches_before 0
   std::vector<int32_t> pool_;    // the current partition's indices, all shards
   size_t cursor_ = 0;            // next position in shard_
+  size_t last_take_ = 0;         // the size of the batch Next handed out last (0: none to put back)
   std::vector<int32_t> shard_;   // [shard_size_]
 };
 

@@ -41,8 +41,12 @@ uint32_t Crc32(std::span<const uint8_t> bytes) {
   return static_cast<uint32_t>(crc);
 }
 
-gossip::Tag HeaderTag(uint64_t epoch) { return LiveStateTagBase(epoch) + (gossip::Tag{1} << 20); }
-gossip::Tag ChunkTag(uint64_t epoch) { return HeaderTag(epoch) + 1; }
+// Round r of an epoch: [LiveStateTagBase + r << 22, + 1 << 22), r < 16.
+gossip::Tag RoundTagBase(uint64_t epoch, int round) {
+  return LiveStateTagBase(epoch) + (static_cast<gossip::Tag>(round) << 22);
+}
+gossip::Tag HeaderTag(gossip::Tag round_base) { return round_base + (gossip::Tag{1} << 20); }
+gossip::Tag ChunkTag(gossip::Tag round_base) { return HeaderTag(round_base) + 1; }
 
 size_t Chunks(uint64_t bytes) { return static_cast<size_t>((bytes + kLiveStateChunkBytes - 1) / kLiveStateChunkBytes); }
 
@@ -65,7 +69,7 @@ double StallBeforeChunks() {
 // chunk half sent to a receiver that froze may still be read), the header's
 // copy and `bytes` are kept for good (`bytes` is then left empty).
 Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header,
-            std::vector<uint8_t>& bytes, uint64_t epoch, Deadline deadline) {
+            std::vector<uint8_t>& bytes, gossip::Tag round_base, Deadline deadline) {
   std::vector<uint8_t> head(sizeof(Header));
   std::memcpy(head.data(), &header, sizeof(Header));
   std::vector<gossip::RequestPtr> requests;
@@ -79,7 +83,7 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
     return r ? Status::Ok() : r.error();
   };
   for (int rank : to) {
-    if (Status s = post(rank, HeaderTag(epoch), head); !s.ok()) return fail(s);
+    if (Status s = post(rank, HeaderTag(round_base), head); !s.ok()) return fail(s);
   }
   if (const double stall = StallBeforeChunks(); stall > 0) {
     for (gossip::RequestPtr& r : requests) {
@@ -93,7 +97,7 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
     for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
       const size_t begin = c * kLiveStateChunkBytes;
       const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
-      if (Status s = post(rank, ChunkTag(epoch), std::span<const uint8_t>(bytes).subspan(begin, n)); !s.ok()) {
+      if (Status s = post(rank, ChunkTag(round_base), std::span<const uint8_t>(bytes).subspan(begin, n)); !s.ok()) {
         return fail(s);
       }
     }
@@ -107,13 +111,13 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
 
 // Receives the header and the chunks from `from` and checks them.
 Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, const std::string& sender,
-                                     uint64_t epoch, Deadline deadline, Header* header) {
+                                     gossip::Tag round_base, Deadline deadline, Header* header) {
   {
     // Received into the heap, which is kept if the provider keeps the request.
     std::vector<uint8_t> head(sizeof(Header));
     std::vector<gossip::RequestPtr> requests;
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr h,
-                            transport.Irecv(from, HeaderTag(epoch), std::as_writable_bytes(std::span(head))));
+                            transport.Irecv(from, HeaderTag(round_base), std::as_writable_bytes(std::span(head))));
     requests.push_back(std::move(h));
     Result<gossip::Completion> done = requests[0]->Wait(deadline);
     if (!done) {
@@ -144,7 +148,7 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, con
     const size_t begin = c * kLiveStateChunkBytes;
     const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
     Result<gossip::RequestPtr> r =
-        transport.Irecv(from, ChunkTag(epoch), std::as_writable_bytes(std::span(bytes).subspan(begin, n)));
+        transport.Irecv(from, ChunkTag(round_base), std::as_writable_bytes(std::span(bytes).subspan(begin, n)));
     if (!r) return fail(r.error());
     requests.push_back(std::move(*r));
   }
@@ -169,15 +173,16 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, con
 }  // namespace
 
 Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, const MembershipView& view,
-                                       LiveState& state, int64_t next_step, Deadline deadline) {
+                                       LiveState& state, int64_t next_step, Deadline deadline, int round) {
   LiveStateShared shared;
+  const gossip::Tag round_base = RoundTagBase(view.epoch, round);
   shared.next_step = next_step;
   const int n = view.size();
   std::vector<float> needs(static_cast<size_t>(n), 0.0f);
   if (state.NeedsState()) needs[static_cast<size_t>(view.self_rank)] = 1.0f;
   gossip::AllreduceOptions o;
   o.algorithm = gossip::AllreduceAlgorithm::kRing;
-  o.tag_base = LiveStateTagBase(view.epoch);
+  o.tag_base = round_base;
   o.deadline = deadline;
   if (n > 1) CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(needs), o));
 
@@ -203,7 +208,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   if (view.self_rank == sender) {
     CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
     Header header{kMagic, kVersion, bytes.size(), next_step, Crc32(bytes), static_cast<uint32_t>(kLiveStateChunkBytes)};
-    CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, bytes, view.epoch, deadline));
+    CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, bytes, round_base, deadline));
     shared.bytes = bytes.size();
     std::vector<std::string> names;
     for (int r : receivers) names.push_back(view.members[static_cast<size_t>(r)].name);
@@ -215,7 +220,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   const std::string sender_text = from.name + " (rank " + std::to_string(sender) + ")";
   Header header;
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                          Receive(transport, sender, sender_text, view.epoch, deadline, &header));
+                          Receive(transport, sender, sender_text, round_base, deadline, &header));
   CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + from.name));
   shared.bytes = bytes.size();
   shared.next_step = header.next_step;
@@ -225,9 +230,10 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
 }
 
 Result<int64_t> ShareLiveStateIfAny(const gossip::Collective& collective, const MembershipView& view,
-                                    LiveState* state, int64_t next_step, Deadline deadline) {
+                                    LiveState* state, int64_t next_step, Deadline deadline, int round) {
   if (state == nullptr) return next_step;
-  CHORUS_ASSIGN_OR_RETURN(LiveStateShared shared, ShareLiveState(collective, view, *state, next_step, deadline));
+  CHORUS_ASSIGN_OR_RETURN(LiveStateShared shared,
+                          ShareLiveState(collective, view, *state, next_step, deadline, round));
   return shared.next_step;
 }
 

@@ -47,6 +47,10 @@ class LiveState {
   // Takes another member's Capture as this node's state (`from` names the
   // sender in errors and logs); NeedsState() is false afterwards.
   [[nodiscard]] virtual Status Restore(std::span<const uint8_t> bytes, const std::string& from) = 0;
+  // The step in progress is applied on no member (a re-form abandoned it):
+  // its batch goes back to the data, and it stays the step to run next
+  // (NextStep, Capture). Once per step: a second call changes nothing.
+  virtual void PutBackStep() = 0;
 };
 
 // The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
@@ -72,13 +76,15 @@ struct LiveStateShared {
 // this node runs next (a receiver's becomes the sender's). FailedPrecondition
 // when every member needs the state (nobody holds it); DataLoss when the
 // bytes arrive corrupt (CRC); the transport's errors when a member dies.
+// `round` (0 to 15) keeps the tags of several transfers in one epoch apart.
 [[nodiscard]] Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective,
                                                      const MembershipView& view, LiveState& state,
-                                                     int64_t next_step, Deadline deadline);
+                                                     int64_t next_step, Deadline deadline, int round = 0);
 
 // ShareLiveState where the loop gave a LiveState (`state` may be null: nothing
 // to share); returns the step to run next (a receiver's is the sender's).
 [[nodiscard]] Result<int64_t> ShareLiveStateIfAny(const gossip::Collective& collective, const MembershipView& view,
-                                                  LiveState* state, int64_t next_step, Deadline deadline);
+                                                  LiveState* state, int64_t next_step, Deadline deadline,
+                                                  int round = 0);
 
 }  // namespace chorus::node

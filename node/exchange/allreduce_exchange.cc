@@ -204,18 +204,34 @@ Status AllreduceExchange::Reform(const Status& failure, int64_t next_step, bool 
 }
 
 Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t next_step, bool abandon) {
+  // The failed step (`abandon`) is applied on no survivor: survivors may
+  // disagree on whether its sum completed (one finished step s and failed at
+  // s + 1, another failed at s). Its batch goes back to the data and it is
+  // the step to run next.
+  if (abandon && live_ != nullptr) {
+    live_->PutBackStep();
+    --next_step;
+  }
   // A member that joined and has no state yet (its sender died) takes it
   // first, with the sender's step.
   CHORUS_ASSIGN_OR_RETURN(next_step, InstallAndShare(next, next_step));
-  // Survivors may disagree on whether the failed step's sum completed (one
-  // finished step s and failed at s + 1, another failed at s): take the new
-  // rank 0's parameters and apply no update for the failed step anywhere.
-  // After the re-form every survivor holds the same master, momentum and loss
-  // scaler, the same step counter and data position (the agreed resume step;
-  // the loop drops the batches in between).
-  CHORUS_RETURN_IF_ERROR(Resynchronize(next, next_step));
-  // Not even a zero-gradient update: it would move the weights by lr(step)
-  // (momentum, weight decay), and `step` differs between survivors.
+  // Then every survivor takes the new rank 0's whole live state: its master,
+  // momentum, loss scaler and BatchNorm statistics, its step, and its place
+  // in the data, from which the rest of the epoch is re-cut over the new
+  // members (the loop's FollowMembership). What rank 0's model has trained
+  // stays taken; what it has not, the dead members' rest and the abandoned
+  // batch included, is trained once.
+  if (live_ != nullptr) {
+    if (next.self_rank != 0) live_->NeedState();
+    CHORUS_ASSIGN_OR_RETURN(next_step,
+                            ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_), 1));
+  } else {
+    CHORUS_RETURN_IF_ERROR(
+        BroadcastTrainerState(*collective_, *trainer_, {}, ResyncTagBase(next.epoch), ReformDeadline(config_)));
+  }
+  steps_to_skip_ = 0;
+  // Not even a zero-gradient update for the failed step: it would move the
+  // weights by lr(step) (momentum, weight decay).
   step_abandoned_ = abandon;
   return Status::Ok();
 }
@@ -225,13 +241,6 @@ Status AllreduceExchange::Resumed(int64_t next_step) {
   CHORUS_RETURN_IF_ERROR(
       BroadcastTrainerState(*collective_, *trainer_, {}, ResyncTagBase(session_->view.epoch), ReformDeadline(config_)));
   steps_to_skip_ = skip;
-  return Status::Ok();
-}
-
-Status AllreduceExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
-  CHORUS_RETURN_IF_ERROR(
-      BroadcastTrainerState(*collective_, *trainer_, {}, ResyncTagBase(view.epoch), ReformDeadline(config_)));
-  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(*collective_, view, next_step, config_));
   return Status::Ok();
 }
 

@@ -9,10 +9,11 @@
 //
 // A failed collective (dead peer) either stops the node cleanly
 // (exchange.on_failure = "stop") or waits for the next membership epoch,
-// re-forms the collective over the survivors, re-synchronises the parameters,
-// momentum, loss scaler and BatchNorm statistics from the new rank 0, and
-// abandons that step on every survivor (TakeStepAbandoned: no update is
-// applied for it).
+// re-forms the collective over the survivors, where every survivor takes the
+// new rank 0's live state (parameters, momentum, loss scaler, BatchNorm
+// statistics, step and place in the data), and abandons that step on every
+// survivor (TakeStepAbandoned: no update is applied for it, and its batch is
+// trained again).
 //
 // Must not: change the model other than through the trainer's buffers.
 #pragma once
@@ -72,13 +73,10 @@ class AllreduceExchange final : public Exchange {
   // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
   [[nodiscard]] Status Reform(const Status& failure, int64_t next_step, bool abandon);
   // Installs `next`, rebuilds over it, gives members that joined the live
-  // state, and agrees with the survivors on the step to resume from (the
-  // largest `next_step`: steps_to_skip_). `abandon`: the loop's current step
-  // is not applied (a failed step's all-reduce).
+  // state, and every survivor takes the new rank 0's live state (its step
+  // and place in the data too). `abandon`: the loop's current step is
+  // applied nowhere, and its batch is trained again (LiveState::PutBackStep).
   [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step, bool abandon);
-  // Every member of `view` takes rank 0's master, momentum, loss scale and
-  // BatchNorm statistics, and the largest `next_step` of them (steps_to_skip_).
-  [[nodiscard]] Status Resynchronize(const MembershipView& view, int64_t next_step);
 
   const Config& config_;
   ClusterSession* session_;

@@ -73,6 +73,7 @@ Result<std::optional<json>> TrainingLoop::Run() {
   if (!sampler) return Err(sampler.error());
   sampler_.emplace(std::move(*sampler));
   ApplySampleWeights();
+  if (!free_running_) sample_record_ = SampleRecord::FromEnvironment(s_.node_name);
   s_.exchange->SetLiveState(this);
   CHORUS_RETURN_IF_ERROR(Resume());
   rate_since_step_ = step_;
@@ -87,12 +88,12 @@ Result<std::optional<json>> TrainingLoop::Run() {
     window_ = Window{s_.clock->Now()};
     while (true) {
       if (StopsBefore()) break;
-      if (s_.session != nullptr && s_.session->control != nullptr) {
-        CHORUS_RETURN_IF_ERROR(s_.session->control->Failure());  // removed, or its part yielded
-      }
+      CHORUS_RETURN_IF_ERROR(WithTheCluster());
+      // A re-form (in a step or above) may have taken a member's state: in
+      // another epoch, the loop goes on there; in this one, it stands in it.
+      if (epoch_ != epoch) break;
+      positioned_ = false;
       CHORUS_RETURN_IF_ERROR(FollowMembership());
-      CHORUS_RETURN_IF_ERROR(AdmitIfDue());
-      CHORUS_RETURN_IF_ERROR(BalanceIfDue());
       if (!NextBatch(&batch)) break;
       if (steps_to_skip_ > 0) {  // catching up with the survivors after a re-form, or a resume
         --steps_to_skip_;
@@ -104,20 +105,12 @@ Result<std::optional<json>> TrainingLoop::Run() {
       bool abandoned = false;
       CHORUS_RETURN_IF_ERROR(TrainStep(batch, &pass, &update, &abandoned));
       if (abandoned) continue;
-      samples_done_ += pass.samples;
-      if (s_.session != nullptr && s_.session->control != nullptr) {
-        s_.session->control->ReportSamples(static_cast<uint64_t>(samples_done_));
-      }
-      last_loss_ = pass.loss;
-      window_.samples += pass.samples;
-      window_.loss += pass.loss;
-      ++window_.steps;
-      ShowProgress(epoch, sampler_->BatchesTaken() - 1, pass);
-      const bool epoch_end = EpochDone();
-      if (step_ % s_.log_every == 0 || (epoch_end && s_.record_epoch_ends)) {
-        CHORUS_RETURN_IF_ERROR(RecordWindow(epoch, epoch_end, update));
-      }
-      CHORUS_RETURN_IF_ERROR(EvaluateIfDue(epoch, epoch_end));
+      CHORUS_RETURN_IF_ERROR(AfterStep(epoch, pass, update));
+    }
+    if (epoch_ != epoch) {  // go on in the taken state's epoch, where it stands
+      positioned_ = true;
+      --epoch_;
+      continue;
     }
     if (s_.progress != nullptr) s_.progress->Finish();
     if (stopped_by_ != 0) {
@@ -128,6 +121,33 @@ Result<std::optional<json>> TrainingLoop::Run() {
   }
   CHORUS_ASSIGN_OR_RETURN(json summary, Summarise());
   return std::optional<json>(std::move(summary));
+}
+
+Status TrainingLoop::WithTheCluster() {
+  if (s_.session != nullptr && s_.session->control != nullptr) {
+    CHORUS_RETURN_IF_ERROR(s_.session->control->Failure());  // removed, or its part yielded
+  }
+  CHORUS_RETURN_IF_ERROR(FollowMembership());
+  CHORUS_RETURN_IF_ERROR(AdmitIfDue());
+  return BalanceIfDue();
+}
+
+Status TrainingLoop::AfterStep(int epoch, const trainer::ForwardBackwardResult& pass,
+                               const trainer::UpdateResult& update) {
+  samples_done_ += pass.samples;
+  if (s_.session != nullptr && s_.session->control != nullptr) {
+    s_.session->control->ReportSamples(static_cast<uint64_t>(samples_done_));
+  }
+  last_loss_ = pass.loss;
+  window_.samples += pass.samples;
+  window_.loss += pass.loss;
+  ++window_.steps;
+  ShowProgress(epoch, sampler_->BatchesTaken() - 1, pass);
+  const bool epoch_end = EpochDone();
+  if (step_ % s_.log_every == 0 || (epoch_end && s_.record_epoch_ends)) {
+    CHORUS_RETURN_IF_ERROR(RecordWindow(epoch, epoch_end, update));
+  }
+  return EvaluateIfDue(epoch, epoch_end);
 }
 
 bool TrainingLoop::NextBatch(trainer::Batch* batch) {
@@ -211,6 +231,10 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
   const double clock0 = s_.clock->Now();  // a virtual clock moves by the compute at ComputeStarts
   s_.clock->ComputeStarts(batch.size);
   const double t0 = NowSeconds();
+  if (sample_record_ != nullptr) {  // before backward, where the gradient starts to leave
+    const uint64_t membership = s_.session != nullptr ? s_.session->view.epoch : 0;
+    sample_record_->Pending(epoch_, membership, step_, sampler_->LastBatch());
+  }
   CHORUS_RETURN_IF_ERROR(s_.exchange->BeforeStep(step_));
   CHORUS_ASSIGN_OR_RETURN(*pass, s_.trainer->ForwardBackward(batch));
   const double t_compute = NowSeconds() - t0;
@@ -223,12 +247,17 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
   balance_.samples += pass->samples;
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterBackward(step_, pass->samples));
   *abandoned = s_.exchange->TakeStepAbandoned();
-  if (!*abandoned) {
-    s_.clock->UpdateStarts();
-    CHORUS_ASSIGN_OR_RETURN(*update, s_.trainer->ApplyUpdate(step_, SchedulePosition()));
-    CHORUS_RETURN_IF_ERROR(s_.exchange->AfterUpdate(step_));
+  if (*abandoned) {
+    // The re-form put the batch back (PutBackStep) or took a member's state,
+    // whose step is the one to run next.
+    if (sample_record_ != nullptr) sample_record_->Drop();
+    return Status::Ok();
   }
-  steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+  if (sample_record_ != nullptr) sample_record_->Commit();
+  s_.clock->UpdateStarts();
+  CHORUS_ASSIGN_OR_RETURN(*update, s_.trainer->ApplyUpdate(step_, SchedulePosition()));
+  CHORUS_RETURN_IF_ERROR(s_.exchange->AfterUpdate(step_));
+  steps_to_skip_ += s_.exchange->TakeStepsToSkip();  // a re-form in the gossip after the update
   ++step_;
   return Status::Ok();
 }
@@ -337,6 +366,7 @@ Status TrainingLoop::StopWithCheckpoint(int epoch, int64_t i) {
 }
 
 Status TrainingLoop::EndEpoch(int epoch) {
+  if (sample_record_ != nullptr) sample_record_->EpochEnd(epoch, sampler_->SamplesPerEpoch());
   const int epochs_done = epoch + 1;
   const bool last_epoch = epochs_done == s_.config->train.epochs;
   const EvalPlan& plan = s_.evals;

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "node/config/config.h"
 #include "node/exchange/exchange.h"
 #include "node/outputs/metrics.h"
+#include "node/outputs/sample_record.h"
 #include "node/outputs/trace.h"
 #include "node/run/progress_display.h"
 #include "node/run/stop_signals.h"
@@ -187,6 +189,7 @@ class TrainingLoop final : public LiveState {
   int64_t NextStep() const override { return step_; }
   [[nodiscard]] Result<std::vector<uint8_t>> Capture(int64_t next_step) override;
   [[nodiscard]] Status Restore(std::span<const uint8_t> bytes, const std::string& from) override;
+  void PutBackStep() override;
 
  private:
   struct Window {  // the steps since the last record
@@ -243,6 +246,11 @@ class TrainingLoop final : public LiveState {
   Status MergeSampleCounts(const trainer::CheckpointInfo& info, const std::string& from);
   // This step's place on the learning-rate schedule (lr_schedule.h).
   double SchedulePosition() const;
+  // Before each batch: the control plane's verdict (removed), then
+  // FollowMembership, AdmitIfDue and BalanceIfDue.
+  Status WithTheCluster();
+  // After a step that was applied: counts, progress, records, evaluation.
+  Status AfterStep(int epoch, const trainer::ForwardBackwardResult& pass, const trainer::UpdateResult& update);
   // One step; `*abandoned` when a re-form replaced its update.
   Status TrainStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
                    trainer::UpdateResult* update, bool* abandoned);
@@ -293,6 +301,7 @@ class TrainingLoop final : public LiveState {
   size_t next_at_step_ = 0;     // EvalPlan::at_steps
   Window window_;
   int stop_timeouts_ = 0;       // StopsBefore's
+  std::unique_ptr<SampleRecord> sample_record_;  // CHORUS_RECORD_SAMPLES_DIR; lock step only
   int stopped_by_ = 0;
 };
 

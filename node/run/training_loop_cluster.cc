@@ -64,7 +64,12 @@ Status TrainingLoop::Restore(std::span<const uint8_t> bytes, const std::string& 
   epoch_ = start_epoch_;
   positioned_ = true;
   needs_live_state_ = false;
+  if (sample_record_ != nullptr) sample_record_->Restored(step_);
   return Status::Ok();
+}
+
+void TrainingLoop::PutBackStep() {
+  if (!free_running_ && sampler_) sampler_->PutBack();
 }
 
 trainer::CheckpointInfo TrainingLoop::Position(int64_t next_step) const {

@@ -9,10 +9,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -312,6 +317,111 @@ TEST(JoinFaultTest, JoinOnlyNodesFoundNoClusterAndJoinTheOneThatForms) {
   cluster.Start(0);
   ASSERT_TRUE(second.WaitFor("received the live state from node[01]", 90)) << cluster.Outputs();
   cluster.ExpectOneModel({0, 1, 2}, 240);
+}
+
+// One node's record (CHORUS_RECORD_SAMPLES_DIR, see
+// node/outputs/sample_record.h): the steps it sent, the steps it applied
+// (its rewinds applied), and the epoch sizes it recorded.
+struct SampleRecordLines {
+  using Key = std::pair<uint64_t, int64_t>;  // membership epoch, step
+  std::map<Key, std::pair<int, std::vector<int32_t>>> sent;  // -> epoch, indices
+  std::vector<Key> applied;
+  std::map<int, int64_t> epoch_samples;
+};
+
+SampleRecordLines ReadSampleRecord(const fs::path& path) {
+  SampleRecordLines out;
+  std::ifstream in(path);
+  for (std::string kind; in >> kind;) {
+    SampleRecordLines::Key key;
+    if (kind == "sent") {
+      int epoch = 0;
+      std::string list;
+      in >> epoch >> key.first >> key.second >> list;
+      std::vector<int32_t> indices;
+      std::stringstream items(list);
+      for (std::string item; std::getline(items, item, ',');) indices.push_back(std::stoi(item));
+      out.sent[key] = {epoch, std::move(indices)};
+    } else if (kind == "applied") {
+      in >> key.first >> key.second;
+      out.applied.push_back(key);
+    } else if (kind == "rewind") {
+      int64_t from = 0;
+      in >> from;
+      std::erase_if(out.applied, [&](const SampleRecordLines::Key& k) { return k.second >= from; });
+    } else if (kind == "epoch") {
+      int epoch = 0;
+      int64_t n = 0;
+      in >> epoch >> n;
+      out.epoch_samples[epoch] = n;
+    }
+  }
+  return out;
+}
+
+// Data coverage under all-reduce: a fourth node joins three that train, then
+// one of the first three is killed. Every epoch's samples (as many as its
+// partitions held) are trained once by the cluster, counted from the nodes'
+// records of the batches whose gradients were summed into an update: the
+// dead node's untrained rest and the batch of the step its death abandoned
+// are trained by the survivors, none twice.
+TEST(JoinFaultTest, AllreduceTrainsEverySampleOfAnEpochOnceThroughAJoinAndAKill) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  HandCluster cluster("coverage", {"train.slowdown=10.0", "train.epochs=3"});
+  const fs::path records_dir = cluster.dir(0).parent_path().parent_path() / "samples";
+  fs::create_directories(records_dir);
+  const std::vector<std::string> env = {"CHORUS_RECORD_SAMPLES_DIR=" + records_dir.string()};
+  for (int i = 0; i < 3; ++i) cluster.Start(i, env);
+  ASSERT_TRUE(cluster.node(0).WaitFor("cluster formed", 60)) << cluster.Outputs();
+  cluster.Start(3, env);
+  ASSERT_TRUE(cluster.node(3).WaitFor("received the live state from node[0-2]", 60)) << cluster.Outputs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  cluster.node(1).Signal(SIGKILL);
+  ASSERT_TRUE(cluster.node(1).Wait(10).has_value());
+  cluster.ExpectOneModel({0, 2, 3}, 240);
+  ASSERT_TRUE(cluster.node(0).Output().find("re-formed") != std::string::npos) << cluster.Outputs();
+
+  // The survivors' applied steps are the final model's; the killed node's
+  // gradient went into those of them it sent.
+  std::vector<SampleRecordLines> records;
+  std::set<SampleRecordLines::Key> lineage;
+  std::map<int, int64_t> epoch_samples;
+  for (int i = 0; i < 4; ++i) {
+    records.push_back(ReadSampleRecord(records_dir / ("node" + std::to_string(i) + ".samples")));
+    if (i == 1) continue;  // killed: it recorded no epoch's end
+    lineage.insert(records.back().applied.begin(), records.back().applied.end());
+    for (const auto& [epoch, n] : records.back().epoch_samples) {
+      if (epoch_samples.count(epoch)) EXPECT_EQ(epoch_samples[epoch], n) << "node" << i << ", epoch " << epoch;
+      epoch_samples[epoch] = n;
+    }
+  }
+  std::map<int, std::vector<int32_t>> trained;
+  for (int i = 0; i < 4; ++i) {
+    const SampleRecordLines& r = records[static_cast<size_t>(i)];
+    std::vector<SampleRecordLines::Key> steps;
+    if (i == 1) {
+      std::copy_if(lineage.begin(), lineage.end(), std::back_inserter(steps),
+                   [&](const SampleRecordLines::Key& k) { return r.sent.count(k) > 0; });
+    } else {
+      steps = r.applied;
+    }
+    for (const SampleRecordLines::Key& k : steps) {
+      auto sent = r.sent.find(k);
+      ASSERT_NE(sent, r.sent.end()) << "node" << i << " applied a step it never sent: " << k.first << " " << k.second;
+      std::vector<int32_t>& into = trained[sent->second.first];
+      into.insert(into.end(), sent->second.second.begin(), sent->second.second.end());
+    }
+  }
+  ASSERT_EQ(epoch_samples.size(), 3u);
+  for (const auto& [epoch, n] : epoch_samples) {
+    std::vector<int32_t>& indices = trained[epoch];
+    std::sort(indices.begin(), indices.end());
+    const auto twice = std::adjacent_find(indices.begin(), indices.end());
+    EXPECT_EQ(twice, indices.end()) << "epoch " << epoch << ": sample " << (twice != indices.end() ? *twice : -1)
+                                    << " trained twice";
+    EXPECT_EQ(static_cast<int64_t>(indices.size()), n) << "epoch " << epoch << ": samples trained by the cluster\n"
+                                                       << cluster.Outputs();
+  }
 }
 
 }  // namespace

@@ -391,5 +391,41 @@ TEST(BatchSamplerTest, RepartitionByNewSharesTrainsTheRestOnce) {
   EXPECT_EQ(copy.Restore(0, "3x16@0;5:30,0,6@0", 0, 0).code(), StatusCode::kDataLoss);
 }
 
+// A batch put back (its step applied nowhere) is handed out again, also when
+// the membership changes before the next batch: the re-cut pools it.
+TEST(BatchSamplerTest, APutBackBatchIsHandedOutAgainAndPooledByARepartition) {
+  const Dataset ds = IndexedDataset(120);
+  BatchSampler sampler(120, 5, 7, 0, 3);
+  sampler.StartEpoch(0);
+  EXPECT_FALSE(sampler.PutBack()) << "nothing handed out yet";
+  Batch batch;
+  ASSERT_TRUE(sampler.Next(ds, &batch));
+  const std::vector<int32_t> first(sampler.LastBatch().begin(), sampler.LastBatch().end());
+  ASSERT_EQ(first.size(), 5u);
+  EXPECT_TRUE(sampler.PutBack());
+  EXPECT_FALSE(sampler.PutBack()) << "one batch at most";
+  EXPECT_TRUE(sampler.LastBatch().empty());
+  EXPECT_EQ(sampler.BatchesTaken(), 0);
+  ASSERT_TRUE(sampler.Next(ds, &batch));
+  EXPECT_EQ(std::vector<int32_t>(sampler.LastBatch().begin(), sampler.LastBatch().end()), first);
+
+  // Every rank takes one batch, puts it back, and the three re-partition over
+  // two: the epoch over both holds every index the three shards held, once.
+  std::set<int32_t> three;
+  std::vector<int32_t> two;
+  for (int r = 0; r < 3; ++r) {
+    BatchSampler s(120, 5, 7, r, 3);
+    s.StartEpoch(0);
+    three.insert(s.ShardIndices().begin(), s.ShardIndices().end());
+    ASSERT_TRUE(s.Next(ds, &batch));
+    ASSERT_TRUE(s.PutBack());
+    if (r == 2) continue;  // it died
+    ASSERT_TRUE(s.Repartition(r, 2, 1).ok());
+    while (s.Next(ds, &batch)) two.insert(two.end(), s.LastBatch().begin(), s.LastBatch().end());
+  }
+  EXPECT_EQ(std::set<int32_t>(two.begin(), two.end()), three);
+  EXPECT_EQ(two.size(), three.size()) << "no index twice";
+}
+
 }  // namespace
 }  // namespace chorus::trainer

@@ -33,6 +33,7 @@ class FakeState final : public LiveState {
     needs_ = false;
     return Status::Ok();
   }
+  void PutBackStep() override {}
   const std::vector<uint8_t>& bytes() const { return bytes_; }
   int captures = 0;
   int64_t captured_step = -1;
