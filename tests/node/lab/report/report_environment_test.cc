@@ -15,6 +15,7 @@
 
 #include "node/lab/report/report.h"
 #include "node/lab/report/report_environment.h"
+#include "tests/node/lab/report/report_test_util.h"
 #include "tests/util/temp_dir.h"
 
 namespace chorus::node {
@@ -59,13 +60,6 @@ json Compare(const std::string& kind) {
           {"single_node", {{"samples_per_s", 58727.4}, {"train_seconds", 0.255009}, {"dir", "single-node"}}}};
 }
 
-Result<ReportResult> Build(const std::string& dir) {
-  ReportOptions options;
-  options.inputs = {dir};
-  options.render_plots = false;
-  return BuildReport(options);
-}
-
 // The value cell of the settings row headed `heading` in report.html.
 std::string SettingsCell(const std::string& html, const std::string& heading) {
   const std::string open = "<tr><th>" + heading + "</th><td>";
@@ -78,7 +72,7 @@ std::string SettingsCell(const std::string& html, const std::string& heading) {
 TEST(ReportEnvironmentTest, SingleNodeBaselineIsASentence) {
   testing::TempDir dir("report_env_baseline");
   WriteComparison(dir.path(), Compare("compare"), Summary(nullptr, nullptr), {2, 2, 2, 2});
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   const std::string html = testing::ReadTextFile(report->html_path);
   EXPECT_EQ(SettingsCell(html, "single-node baseline (S)"), "58,727 samples/s (one node, 0.26 s of training)");
@@ -92,7 +86,7 @@ TEST(ReportEnvironmentTest, NodesOnFewerCoresThanThreadsCapTheEfficiency) {
   testing::TempDir dir("report_env_shared");
   WriteComparison(dir.path(), Compare("compare"), Summary({{"cpu", "AMD EPYC 7B13"}, {"cores", 2}}, 1),
                   {2, 2, 2, 2});
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   const std::string html = testing::ReadTextFile(report->html_path);
   EXPECT_EQ(SettingsCell(html, "host CPU"), "AMD EPYC 7B13");
@@ -110,7 +104,7 @@ TEST(ReportEnvironmentTest, NodesOnFewerCoresThanThreadsCapTheEfficiency) {
 TEST(ReportEnvironmentTest, NodesWithCoresOfTheirOwnAreNotCapped) {
   testing::TempDir dir("report_env_own");
   WriteComparison(dir.path(), Compare("compare"), Summary({{"cpu", "Xeon"}, {"cores", 16}}, 2), {2, 2, 2, 2});
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   const std::string html = testing::ReadTextFile(report->html_path);
   EXPECT_EQ(SettingsCell(html, "nodes shared cores"), "no: 4 nodes x 2 threads = 8 threads on 16 cores");
@@ -124,7 +118,7 @@ TEST(ReportEnvironmentTest, RunsWithoutTheFieldsSayNotRecorded) {
   json compare = Compare("compare");
   compare.erase("single_node");
   WriteComparison(dir.path(), compare, Summary(nullptr, nullptr), {2, 2, 2, 2});
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   const std::string html = testing::ReadTextFile(report->html_path);
   for (const char* heading : {"host CPU", "cores", "threads per node", "nodes shared cores"}) {
@@ -137,7 +131,7 @@ TEST(ReportEnvironmentTest, RunsWithoutTheFieldsSayNotRecorded) {
 TEST(ReportEnvironmentTest, VirtualTimeIsNotCappedBySharedCores) {
   testing::TempDir dir("report_env_virtual");
   WriteComparison(dir.path(), Compare("simulate"), Summary({{"cpu", "AMD EPYC"}, {"cores", 2}}, 1), {2, 2, 2, 2});
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   const std::string html = testing::ReadTextFile(report->html_path);
   EXPECT_THAT(SettingsCell(html, "nodes shared cores"), HasSubstr("no effect: time is virtual"));

@@ -17,6 +17,7 @@
 
 #include "node/lab/report/report.h"
 #include "node/lab/report/report_plots.h"
+#include "tests/node/lab/report/report_test_util.h"
 #include "tests/util/temp_dir.h"
 
 namespace chorus::node {
@@ -72,13 +73,6 @@ void WriteComparison(const fs::path& root, const std::vector<Method>& methods) {
                          json({{"name", "plots"}, {"nodes", 2}, {"target_accuracy", 0.85}, {"methods", list}}).dump());
 }
 
-Result<ReportResult> Build(const std::string& dir) {
-  ReportOptions options;
-  options.inputs = {dir};
-  options.render_plots = false;
-  return BuildReport(options);
-}
-
 std::string Script(const std::string& dir, const std::string& id) {
   return testing::ReadTextFile(fs::path(dir) / "report" / (id + ".gp"));
 }
@@ -102,7 +96,7 @@ TEST(ReportPlotsTest, ConsensusPlotHoldsTheMethodsTheTableShowsAConsensusFor) {
   testing::TempDir dir("report_consensus_members");
   WriteComparison(dir.path(),
                   {{"ring", "allreduce", false}, {"dpsgd", "gossip", true}, {"diloco", "low-communication", false}});
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   // The table: DiLoCo's consensus cell is empty, D-PSGD's is not.
   ASSERT_EQ(report->table.size(), 3u);
@@ -119,7 +113,7 @@ TEST(ReportPlotsTest, ConsensusPlotHoldsTheMethodsTheTableShowsAConsensusFor) {
 TEST(ReportPlotsTest, ConsensusPlotIsNamedByTheFamiliesItHolds) {
   testing::TempDir dir("report_consensus_title");
   WriteComparison(dir.path(), {{"dpsgd", "gossip", true}, {"local", "local-sgd", true}});
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   const std::string gp = Script(dir.path(), "consensus_time");
   EXPECT_THAT(gp, HasSubstr("title 'local'"));
@@ -129,7 +123,7 @@ TEST(ReportPlotsTest, ConsensusPlotIsNamedByTheFamiliesItHolds) {
 TEST(ReportPlotsTest, AccuracyIsDrawnInPercentAsInTheTable) {
   testing::TempDir dir("report_percent");
   WriteComparison(dir.path(), {{"dpsgd", "gossip", true}});
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   EXPECT_THAT(report->table_text, HasSubstr("60.00"));
   for (const char* id : {"accuracy_time", "accuracy_bytes", "accuracy_epochs"}) {
@@ -156,7 +150,7 @@ TEST(ReportPlotsTest, ADozenMethodsAndMoreStayApart) {
   std::vector<Method> methods;
   for (int m = 0; m < 16; ++m) methods.push_back({"method" + std::to_string(m), "gossip", true});
   WriteComparison(dir.path(), methods);
-  Result<ReportResult> report = Build(dir.path());
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
   const auto styles = Styles(Script(dir.path(), "accuracy_epochs"));
   ASSERT_EQ(styles.size(), 16u);
