@@ -94,7 +94,15 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
                                                                : config.cluster.advertise;
     Result<HostPort> host = ParseHostPort(bind);
     fabric.bind_address = host && host->host != "0.0.0.0" && host->host != "::" ? host->host : "";
-    CHORUS_ASSIGN_OR_RETURN(session.transport, gossip::MakeFabricTransport(fabric));
+    fabric.port = static_cast<uint16_t>(config.fabric.port);
+    Result<std::unique_ptr<gossip::Transport>> transport = gossip::MakeFabricTransport(fabric);
+    if (!transport) {
+      return Err(config.fabric.port == 0
+                     ? transport.error()
+                     : transport.error().WithContext("data plane (fabric.port = " +
+                                                     std::to_string(config.fabric.port) + ")"));
+    }
+    session.transport = std::move(*transport);
     local.data_address = session.transport->LocalAddress();
     CHORUS_LOG_INFO(Subsys::kFabric, "data plane: ", session.transport->Describe(), " (libfabric ",
                     local.libfabric_version, ")");

@@ -202,6 +202,7 @@ struct FabricConfig {
   int busy_poll_us = 0;                  // a wait first polls the CQ without yielding this long
   int wait_spin_us = 200;                // a wait polls the CQ itself this long, then sleeps
   int progress_max_sleep_us = 1000;      // longest idle sleep of the progress thread
+  int port = 0;                          // tcp;ofi_rxm / net listen port (0: any free port; shm: 0)
 
   bool operator==(const FabricConfig&) const = default;
 };

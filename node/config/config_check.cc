@@ -209,6 +209,20 @@ void CheckFabric(const Config& config, Checker& check) {
   check.IntAtLeast("fabric.busy_poll_us", config.fabric.busy_poll_us, 0);
   check.IntAtLeast("fabric.wait_spin_us", config.fabric.wait_spin_us, 0);
   check.IntAtLeast("fabric.progress_max_sleep_us", config.fabric.progress_max_sleep_us, 1);
+  const int port = config.fabric.port;
+  check.IntInRange("fabric.port", port, 0, 65535);
+  if (port != 0 && config.fabric.provider == gossip::FabricProvider::kShm) {
+    check.Fail("fabric.port", "expected 0 with fabric.provider = \"shm\" (shm endpoints have no port), got " +
+                                  std::to_string(port),
+               "fabric.provider");
+  }
+  Result<HostPort> listen = ParseHostPort(config.cluster.listen);
+  if (port != 0 && listen && listen->port == port) {
+    check.Fail("fabric.port",
+               "expected a port other than cluster.listen's (the control plane listens on " +
+                   std::to_string(port) + "), got " + std::to_string(port),
+               "cluster.listen");
+  }
 }
 
 void CheckExchange(const Config& config, Checker& check) {

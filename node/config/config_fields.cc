@@ -167,6 +167,9 @@ const FieldSpec kFields[] = {
                         "a wait first polls the CQ without yielding this long (us); only with a core per node"),
     CHORUS_CONFIG_FIELD(fabric, wait_spin_us, "a wait polls the CQ itself this long (us), then sleeps"),
     CHORUS_CONFIG_FIELD(fabric, progress_max_sleep_us, "longest idle sleep of the progress thread (us)"),
+    CHORUS_CONFIG_FIELD(fabric, port,
+                        "TCP port of the data plane (tcp;ofi_rxm, net; 0: any free port; shm: must be 0); "
+                        "a firewall between hosts must allow it"),
 
     CHORUS_CONFIG_CHOICE(exchange, kind, kExchangeKindNames, AnyValue, ""),
     CHORUS_CONFIG_CHOICE(exchange, algorithm, gossip::kAllreduceAlgorithmNames, IsConfigurableAlgorithm,

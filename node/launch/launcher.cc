@@ -179,6 +179,7 @@ std::vector<std::string> ChildArgs(const LaunchOptions& o, int index, uint16_t p
   set("run.node_name=" + TomlQuote("node" + std::to_string(index)));
   set("cluster.min_nodes=" + std::to_string(o.num_nodes - static_cast<int>(o.join_after.size())));
   set("cluster.rank_hint=" + std::to_string(index));
+  set("fabric.port=0");  // a file's fixed data port would be taken by every node of one host
   for (const std::string& s : o.overrides) set(s);
   for (const auto& [node, s] : o.node_overrides) {
     if (node == index) set(s);

@@ -343,6 +343,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   Status OpenCqAndAv();
   // fi_endpoint, bound to the AV and CQ, named (shm epochs), enabled.
   Status OpenEndpoint();
+  // kUnavailable naming options_.port, which another socket holds.
+  Status PortInUse() const;
   // local_address_ = fi_getname.
   Status ReadLocalAddress();
 
@@ -567,14 +569,15 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
 };
 
 // fi_getinfo for exactly `provider` (a "tcp" request must not yield
-// "tcp;ofi_rxm"), bound to `bind_address` when it is set and the provider is
-// not shm. `extra_caps` and `extra_order` add to the transport's hints
-// (PairExchange asks for FI_RMA and FI_ORDER_SAW).
+// "tcp;ofi_rxm"), bound to `bind_address` and `port` when either is set and
+// the provider is not shm (port 0: any free port). `extra_caps` and
+// `extra_order` add to the transport's hints (PairExchange asks for FI_RMA and
+// FI_ORDER_SAW).
 [[nodiscard]] Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bind_address,
-                                        uint64_t extra_caps = 0, uint64_t extra_order = 0);
-inline Result<InfoOwner> GetInfo(FabricProvider provider, const std::string& bind_address,
+                                        uint16_t port = 0, uint64_t extra_caps = 0, uint64_t extra_order = 0);
+inline Result<InfoOwner> GetInfo(FabricProvider provider, const std::string& bind_address, uint16_t port = 0,
                                  uint64_t extra_caps = 0, uint64_t extra_order = 0) {
-  return GetInfo(ProviderName(provider), bind_address, extra_caps, extra_order);
+  return GetInfo(ProviderName(provider), bind_address, port, extra_caps, extra_order);
 }
 
 // The Request handle of an op (fabric_transport.cc).

@@ -60,19 +60,25 @@ void ApplyProviderEnvironment() {
 
 }  // namespace
 
-Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bind_address, uint64_t extra_caps,
-                          uint64_t extra_order) {
+Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bind_address, uint16_t port,
+                          uint64_t extra_caps, uint64_t extra_order) {
   ApplyProviderEnvironment();
   const std::string provider(provider_name);
   InfoOwner hints = MakeHints(provider, extra_caps, extra_order);
   if (!hints) return Err(ResourceExhausted("fi_allocinfo failed"));
-  const bool bind = !bind_address.empty() && provider_name != ProviderName(FabricProvider::kShm);
+  const bool shm = provider_name == ProviderName(FabricProvider::kShm);
+  const bool bind = !bind_address.empty() && !shm;
+  // A service without a node is the port on every interface (fi_getinfo(3)).
+  const std::string service = port != 0 && !shm ? std::to_string(port) : std::string();
+  const std::string where = (bind ? " on " + bind_address : std::string()) +
+                            (service.empty() ? std::string() : " port " + service);
   fi_info* list = nullptr;
-  const int ret = fi_getinfo(kApiVersion, bind ? bind_address.c_str() : nullptr, nullptr,
-                             bind ? FI_SOURCE : 0, hints.get(), &list);
+  const int ret = fi_getinfo(kApiVersion, bind ? bind_address.c_str() : nullptr,
+                             service.empty() ? nullptr : service.c_str(),
+                             bind || !service.empty() ? FI_SOURCE : 0, hints.get(), &list);
   if (ret == -FI_ENODATA) {
-    return Err(NotFound("libfabric provider \"" + provider + "\" offers no RDM tagged endpoint" +
-                        (bind ? " on " + bind_address : std::string()) + " (see fi_info -l)"));
+    return Err(NotFound("libfabric provider \"" + provider + "\" offers no RDM tagged endpoint" + where +
+                        " (see fi_info -l)"));
   }
   CHORUS_FI_RETURN_IF_ERROR(ret, "fi_getinfo(" + provider + ")");
   InfoOwner all(list);
@@ -85,7 +91,11 @@ Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bin
 }
 
 Status FabricCore::Open() {
-  CHORUS_ASSIGN_OR_RETURN(info_, GetInfo(options_.provider, options_.bind_address));
+  if (options_.port != 0 && options_.provider == FabricProvider::kShm) {
+    return InvalidArgument("fabric port " + std::to_string(options_.port) +
+                           ": shm endpoints have no port (only tcp;ofi_rxm and net listen on one)");
+  }
+  CHORUS_ASSIGN_OR_RETURN(info_, GetInfo(options_.provider, options_.bind_address, options_.port));
   CHORUS_RETURN_IF_ERROR(CheckProviderFits());
   ConfigureForProvider();
   CHORUS_RETURN_IF_ERROR(OpenFabricAndDomain());
@@ -165,8 +175,12 @@ Status FabricCore::OpenCqAndAv() {
 }
 
 Status FabricCore::OpenEndpoint() {
-  CHORUS_FI_RETURN_IF_ERROR(fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr),
-                            "fi_endpoint");
+  // tcp;ofi_rxm binds its listening socket in fi_endpoint, net in fi_enable:
+  // a set port that is taken is named at either.
+  const auto port_taken = [this](int ret) { return ret == -FI_EADDRINUSE && options_.port != 0; };
+  const int opened = fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr);
+  if (port_taken(opened)) return PortInUse();
+  CHORUS_FI_RETURN_IF_ERROR(opened, "fi_endpoint");
   CHORUS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_.get(), &av_.get()->fid, 0), "fi_ep_bind(av)");
   CHORUS_FI_RETURN_IF_ERROR(fi_ep_bind(ep_.get(), &cq_.get()->fid, FI_TRANSMIT | FI_RECV),
                             "fi_ep_bind(cq)");
@@ -175,8 +189,16 @@ Status FabricCore::OpenEndpoint() {
     CHORUS_FI_RETURN_IF_ERROR(fi_setname(&ep_.get()->fid, name.data(), name.size() + 1),
                               "fi_setname(" + name + ")");
   }
-  CHORUS_FI_RETURN_IF_ERROR(fi_enable(ep_.get()), "fi_enable");
+  const int enabled = fi_enable(ep_.get());
+  if (port_taken(enabled)) return PortInUse();
+  CHORUS_FI_RETURN_IF_ERROR(enabled, "fi_enable");
   return Status::Ok();
+}
+
+Status FabricCore::PortInUse() const {
+  return Unavailable("port " + std::to_string(options_.port) + " is in use" +
+                     (options_.bind_address.empty() ? std::string() : " on " + options_.bind_address) +
+                     ": another process listens on it (" + fi_strerror(FI_EADDRINUSE) + ")");
 }
 
 Status FabricCore::ReadLocalAddress() {

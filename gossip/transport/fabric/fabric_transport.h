@@ -44,6 +44,10 @@ struct FabricOptions {
   // Address the tcp provider binds to ("" = provider default, every interface).
   // Ignored by shm.
   std::string bind_address = "127.0.0.1";
+  // TCP port the tcp;ofi_rxm or net endpoint listens on (0 = a free port the
+  // kernel picks). A port in use fails Open with kUnavailable naming it; shm
+  // has no port and rejects any other value with kInvalidArgument.
+  uint16_t port = 0;
   // shm only: the endpoint's name, set with fi_setname before it is enabled
   // ("" = the provider's own, "fi_shm://<pid>:<domain>:<endpoint>"). The
   // transport sets it for the endpoints it opens at BeginEpoch.

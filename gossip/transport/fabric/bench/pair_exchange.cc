@@ -27,8 +27,8 @@ class FabricPairExchange final : public PairExchange {
   // fabtests' steps: getinfo, fabric, domain, CQ, AV, endpoint, enable, then
   // the names and regions through `swap`, then first contact.
   Status Setup(FabricProvider provider, const Swap& swap) {
-    CHORUS_ASSIGN_OR_RETURN(info_, fabric::GetInfo(provider, provider == FabricProvider::kShm ? "" : kBindAddress, FI_RMA,
-                                                   FI_ORDER_SAW));
+    CHORUS_ASSIGN_OR_RETURN(info_, fabric::GetInfo(provider, provider == FabricProvider::kShm ? "" : kBindAddress,
+                                                   /*port=*/0, FI_RMA, FI_ORDER_SAW));
     CHORUS_FI_RETURN_IF_ERROR(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
     CHORUS_FI_RETURN_IF_ERROR(fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr), "fi_domain");
     fi_cq_attr cq_attr{};
