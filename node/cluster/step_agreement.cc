@@ -29,7 +29,8 @@ Result<int64_t> StepsBehind(const gossip::Collective& collective, const Membersh
                                                             view.epoch, ReformDeadline(config)));
   const int64_t behind = resume - next_step;
   if (behind > 0) {
-    CHORUS_LOG_WARN(Subsys::kGossip, "skipping ", behind, " step(s) to resume with the others at step ", resume);
+    CHORUS_LOG_WARN(Subsys::kGossip, "training ", behind, " step(s) on its own to resume with the others at step ",
+                    resume);
   }
   return behind;
 }

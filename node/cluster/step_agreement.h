@@ -2,7 +2,8 @@
 // may stand at different steps (one finished the failed step's exchange, its
 // neighbour did not). Every exchange protocol matches messages by round, so
 // they must resume from one step: the largest any survivor reached. A node
-// behind it skips the missing steps (the training loop drops their batches).
+// behind it trains the missing steps on its own, without the exchange (the
+// training loop's CatchUpStep), so their batches are not lost.
 // ReformOverSurvivors drives a whole re-form, again at a later epoch when
 // another member dies during it.
 //
@@ -58,8 +59,8 @@ inline Deadline ReformDeadline(const Config& config) {
 // it (its checkpoint is older: it stopped or died before the others) takes
 // the live state of the lowest-ranked member at that step (ShareLiveState),
 // so that every member goes on from one model, one step and one data
-// position cut from one pool. Without a LiveState (`state` null) it skips
-// the steps instead. Returns the steps this member has still to skip.
+// position cut from one pool. Without a LiveState (`state` null) it catches
+// up on its own instead. Returns the steps this member has still to catch up.
 [[nodiscard]] Result<int64_t> CatchUpOnResume(const gossip::Collective& collective, const MembershipView& view,
                                               LiveState* state, int64_t next_step, const Config& config);
 
@@ -74,7 +75,7 @@ inline Deadline ReformDeadline(const Config& config) {
 
 // How many steps this node is behind the others of `view` (AgreeOnResumeStep
 // over its members, each at its `next_step`), logged when it is: the steps it
-// skips to resume with them.
+// trains on its own to resume with them.
 [[nodiscard]] Result<int64_t> StepsBehind(const gossip::Collective& collective, const MembershipView& view,
                                           int64_t next_step, const Config& config);
 

@@ -229,7 +229,7 @@ Status AllreduceExchange::ReformAt(const MembershipView& next, int64_t next_step
     CHORUS_RETURN_IF_ERROR(
         BroadcastTrainerState(*collective_, *trainer_, {}, ResyncTagBase(next.epoch), ReformDeadline(config_)));
   }
-  steps_to_skip_ = 0;
+  steps_to_catch_up_ = 0;
   // Not even a zero-gradient update for the failed step: it would move the
   // weights by lr(step) (momentum, weight decay).
   step_abandoned_ = abandon;
@@ -240,7 +240,7 @@ Status AllreduceExchange::Resumed(int64_t next_step) {
   CHORUS_ASSIGN_OR_RETURN(const int64_t skip, CatchUpOnResume(*collective_, session_->view, live_, next_step, config_));
   CHORUS_RETURN_IF_ERROR(
       BroadcastTrainerState(*collective_, *trainer_, {}, ResyncTagBase(session_->view.epoch), ReformDeadline(config_)));
-  steps_to_skip_ = skip;
+  steps_to_catch_up_ = skip;
   return Status::Ok();
 }
 

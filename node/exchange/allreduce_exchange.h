@@ -49,7 +49,7 @@ class AllreduceExchange final : public Exchange {
   // weights (with a GPU in the cluster, the same up to rounding; Finish makes
   // them one).
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t /*step*/) override { return 0.0; }
-  int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  int64_t TakeStepsToCatchUp() override { return std::exchange(steps_to_catch_up_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   bool TakeStepAbandoned() override { return std::exchange(step_abandoned_, false); }
   bool StepsInLockstep() const override { return true; }
@@ -90,7 +90,7 @@ class AllreduceExchange final : public Exchange {
   Status hook_error_;
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;
-  int64_t steps_to_skip_ = 0;
+  int64_t steps_to_catch_up_ = 0;
   bool step_abandoned_ = false;
   uint64_t failed_steps_ = 0;
 };

@@ -55,15 +55,16 @@ class Exchange {
   }
   [[nodiscard]] virtual Status AfterUpdate(int64_t step) { return Status::Ok(); }
   [[nodiscard]] virtual Status Finish() { return Status::Ok(); }
-  // Steps the loop must skip before its next step (their batches are dropped),
-  // and then 0 again: after a re-form the survivors resume from the largest
-  // step any of them reached (step_agreement.h), so a node behind catches up.
-  virtual int64_t TakeStepsToSkip() { return 0; }
+  // Steps the loop must catch up before its next exchanged step, and then 0
+  // again: after a re-form the survivors resume from the largest step any of
+  // them reached (step_agreement.h), and a node behind trains the steps it
+  // missed on its own (no exchange hooks), so that their batches are trained.
+  virtual int64_t TakeStepsToCatchUp() { return 0; }
   // The loop resumed from a checkpoint (--resume) and runs `next_step` next.
   // The nodes of a cluster that stopped together may have stopped steps
   // apart (gossip nodes stop after the step each is in when the signal comes;
   // all-reduce nodes agree on a step unless one stopped alone): they
-  // agree on one step as after a re-form (TakeStepsToSkip), and under
+  // agree on one step as after a re-form (TakeStepsToCatchUp), and under
   // all-reduce take rank 0's state. Collective over the epoch-0 members, so
   // every founding node passes --resume (the coordinator refuses a founding
   // join that differs: LocalNodeInfo::resume); called only in a cluster of two or

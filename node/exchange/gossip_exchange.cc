@@ -195,7 +195,7 @@ Result<int64_t> GossipExchange::ShareAndBuild(const MembershipView& view, int64_
   CHORUS_ASSIGN_OR_RETURN(next_step, ShareLiveStateIfAny(world, view, live_, next_step, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(BuildProtocol());
   if (agree) {
-    CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(world, view, next_step, config_));
+    CHORUS_ASSIGN_OR_RETURN(steps_to_catch_up_, StepsBehind(world, view, next_step, config_));
   }
   return next_step;
 }
@@ -233,7 +233,7 @@ Status GossipExchange::Resumed(int64_t next_step) {
   if (pairwise_ && config_.train.stop == StopSetting::kSamples) return Status::Ok();
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
                           gossip::Collective::Create(*session_->transport, HostKeys(session_->view)));
-  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, CatchUpOnResume(world, session_->view, live_, next_step, config_));
+  CHORUS_ASSIGN_OR_RETURN(steps_to_catch_up_, CatchUpOnResume(world, session_->view, live_, next_step, config_));
   return Status::Ok();
 }
 

@@ -45,7 +45,7 @@ class GossipExchange final : public Exchange {
   // gossip::kDistanceTagStream at call index 2 * step; a second call after the
   // same step returns the first's result without communicating.
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t step) override;
-  int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  int64_t TakeStepsToCatchUp() override { return std::exchange(steps_to_catch_up_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
   [[nodiscard]] Status Joined() override;
@@ -70,11 +70,11 @@ class GossipExchange final : public Exchange {
   // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
   [[nodiscard]] Status Reform(const Status& failure, int64_t next_step);
   // Installs `next`, then ShareAndBuild, agreeing with the survivors on the
-  // step to resume from (the largest `next_step`: steps_to_skip_).
+  // step to resume from (the largest `next_step`: steps_to_catch_up_).
   [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step);
   // Over `view`'s installed members: the live state for members that lack it,
   // then the protocol over the new graph; with `agree`, the step to resume
-  // from (steps_to_skip_). Returns the step to run next.
+  // from (steps_to_catch_up_). Returns the step to run next.
   [[nodiscard]] Result<int64_t> ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree);
   // Ends the protocol: destroyed, or stopped and kept while the transport has
   // receives into buffers that the provider never released.
@@ -100,7 +100,7 @@ class GossipExchange final : public Exchange {
   ConsensusMeter meter_;
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;
-  int64_t steps_to_skip_ = 0;
+  int64_t steps_to_catch_up_ = 0;
 };
 
 // The gossip graph of `config` over `n` ranks (the one every GossipExchange of

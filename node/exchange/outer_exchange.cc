@@ -403,14 +403,14 @@ Status OuterExchange::Resumed(int64_t next_step) {
   CHORUS_ASSIGN_OR_RETURN(const int64_t skip, CatchUpOnResume(*collective_, session_->view, live_, next_step, config_));
   CHORUS_RETURN_IF_ERROR(BroadcastTrainerState(*collective_, *trainer_, {std::span(anchor_), std::span(velocity_)},
                                                ResyncTagBase(session_->view.epoch), ReformDeadline(config_)));
-  steps_to_skip_ = skip;
+  steps_to_catch_up_ = skip;
   return Status::Ok();
 }
 
 Status OuterExchange::Resynchronize(const MembershipView& view, int64_t next_step) {
   CHORUS_RETURN_IF_ERROR(BroadcastTrainerState(*collective_, *trainer_, {std::span(anchor_), std::span(velocity_)},
                                                ResyncTagBase(view.epoch), ReformDeadline(config_)));
-  CHORUS_ASSIGN_OR_RETURN(steps_to_skip_, StepsBehind(*collective_, view, next_step, config_));
+  CHORUS_ASSIGN_OR_RETURN(steps_to_catch_up_, StepsBehind(*collective_, view, next_step, config_));
   return Status::Ok();
 }
 

@@ -84,7 +84,7 @@ class OuterExchange final : public Exchange {
   // Two all-reduces over the members (gossip/protocols/consensus.h); the
   // replicas differ between outer steps.
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t step) override;
-  int64_t TakeStepsToSkip() override { return std::exchange(steps_to_skip_, 0); }
+  int64_t TakeStepsToCatchUp() override { return std::exchange(steps_to_catch_up_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   // Every outer step needs every member of its group.
   bool StepsInLockstep() const override { return true; }
@@ -138,7 +138,7 @@ class OuterExchange final : public Exchange {
   uint64_t outer_steps_ = 0;
   double overlapped_seconds_ = 0.0, waited_seconds_ = 0.0;
   uint64_t reforms_ = 0, admissions_ = 0;
-  int64_t steps_to_skip_ = 0;
+  int64_t steps_to_catch_up_ = 0;
   ConsensusMeter meter_;
   double consensus_before_ = -1.0;
 };

@@ -95,15 +95,15 @@ Result<std::optional<json>> TrainingLoop::Run() {
       positioned_ = false;
       CHORUS_RETURN_IF_ERROR(FollowMembership());
       if (!NextBatch(&batch)) break;
-      if (steps_to_skip_ > 0) {  // catching up with the survivors after a re-form, or a resume
-        --steps_to_skip_;
-        ++step_;
-        continue;
-      }
       trainer::ForwardBackwardResult pass;
       trainer::UpdateResult update;
       bool abandoned = false;
-      CHORUS_RETURN_IF_ERROR(TrainStep(batch, &pass, &update, &abandoned));
+      if (steps_to_catch_up_ > 0) {  // behind the survivors of a re-form: a step of its own
+        --steps_to_catch_up_;
+        CHORUS_RETURN_IF_ERROR(CatchUpStep(batch, &pass, &update));
+      } else {
+        CHORUS_RETURN_IF_ERROR(TrainStep(batch, &pass, &update, &abandoned));
+      }
       if (abandoned) continue;
       CHORUS_RETURN_IF_ERROR(AfterStep(epoch, pass, update));
     }
@@ -204,7 +204,7 @@ double SchedulePositionOf(const trainer::BatchSampler& sampler, int epoch, int64
 // alone): it stops alone, leaving, and they re-form without it.
 bool TrainingLoop::StopsBefore() {
   const int signal = s_.stop != nullptr ? s_.stop->requested() : 0;
-  if (signal == 0 || steps_to_skip_ > 0) return false;
+  if (signal == 0 || steps_to_catch_up_ > 0) return false;
   const MembershipView* view = ClusterView(s_.session);
   if (view != nullptr && s_.session->control != nullptr && s_.exchange->StepsInLockstep()) {
     const Status met = s_.session->control->Barrier("chorus.stop." + std::to_string(step_), view->epoch,
@@ -257,7 +257,30 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
   s_.clock->UpdateStarts();
   CHORUS_ASSIGN_OR_RETURN(*update, s_.trainer->ApplyUpdate(step_, SchedulePosition()));
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterUpdate(step_));
-  steps_to_skip_ += s_.exchange->TakeStepsToSkip();  // a re-form in the gossip after the update
+  steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();  // a re-form in the gossip after the update
+  ++step_;
+  return Status::Ok();
+}
+
+// A step without the exchange: a node behind the others after a re-form
+// (gossip, DiLoCo: they resume from the largest step any survivor reached)
+// trains the batches of the steps it missed, as local steps, rather than
+// drop them; the exchange meets it again at the agreed step.
+Status TrainingLoop::CatchUpStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
+                                 trainer::UpdateResult* update) {
+  const double clock0 = s_.clock->Now();
+  s_.clock->ComputeStarts(batch.size);
+  const double t0 = NowSeconds();
+  if (sample_record_ != nullptr) {
+    sample_record_->Pending(epoch_, s_.session != nullptr ? s_.session->view.epoch : 0, step_, sampler_->LastBatch());
+  }
+  CHORUS_ASSIGN_OR_RETURN(*pass, s_.trainer->ForwardBackward(batch));
+  s_.clock->ComputeEnded(NowSeconds() - t0);
+  balance_.seconds += s_.clock->Now() - clock0;
+  balance_.samples += pass->samples;
+  if (sample_record_ != nullptr) sample_record_->Commit();
+  s_.clock->UpdateStarts();
+  CHORUS_ASSIGN_OR_RETURN(*update, s_.trainer->ApplyUpdate(step_, SchedulePosition()));
   ++step_;
   return Status::Ok();
 }

@@ -211,7 +211,7 @@ class TrainingLoop final : public LiveState {
   // The membership changed since the data was partitioned: the rest of the
   // epoch is re-partitioned over the current members, and the schedule's
   // global batch follows them; the next admission point is
-  // cluster.admit_every_steps ahead. Not while catching up (steps_to_skip_).
+  // cluster.admit_every_steps ahead. Not while catching up (steps_to_catch_up_).
   Status FollowMembership();
   // Nodes whose steps run apart meet only while joiners wait (AdmitIfDue).
   Status AdmitWhenJoinersWait();
@@ -251,6 +251,8 @@ class TrainingLoop final : public LiveState {
   Status WithTheCluster();
   // After a step that was applied: counts, progress, records, evaluation.
   Status AfterStep(int epoch, const trainer::ForwardBackwardResult& pass, const trainer::UpdateResult& update);
+  // One step without the exchange, to catch up with the others (steps_to_catch_up_).
+  Status CatchUpStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass, trainer::UpdateResult* update);
   // One step; `*abandoned` when a re-form replaced its update.
   Status TrainStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
                    trainer::UpdateResult* update, bool* abandoned);
@@ -280,7 +282,7 @@ class TrainingLoop final : public LiveState {
   // sample counter (an older build's): the epochs done before.
   uint64_t resumed_samples_ = 0;
   BalanceWindow balance_;
-  int64_t step_ = 0;            // steps run (or skipped) so far: the next step's number
+  int64_t step_ = 0;            // steps run so far: the next step's number
   int start_epoch_ = 0;
   int epoch_ = 0;               // the epoch in progress
   bool positioned_ = false;     // the sampler stands inside start_epoch_ already (resume, live state)
@@ -293,7 +295,7 @@ class TrainingLoop final : public LiveState {
   int64_t next_admission_step_ = 0;  // agreed with the members (AdmitIfDue)
   int64_t rate_since_step_ = 0;      // this node's steps per second since then
   double rate_since_time_ = 0.0;
-  int64_t steps_to_skip_ = 0;   // batches to pass over, one step each (a re-form's catch-up, a resume)
+  int64_t steps_to_catch_up_ = 0;   // steps to train without the exchange (CatchUpStep) before the agreed one
   double t_start_ = 0.0;
   double eval_seconds_ = 0.0;   // evaluations, kept out of `time`
   int64_t samples_done_ = 0;

@@ -35,7 +35,7 @@ Status TrainingLoop::JoinRunning() {
   if (needs_live_state_) {
     return FailedPrecondition(s_.node_name + " joined the running cluster but received no state from its members");
   }
-  steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+  steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();
   last_admission_step_ = step_;  // the members met at this step's admission point already
   return FollowMembership();
 }
@@ -153,8 +153,8 @@ Status TrainingLoop::ResumeFromCheckpoint() {
     // The founding nodes may have stopped steps apart (gossip, or a node
     // stopped alone): run from one step.
     // A node behind the others takes a member's live state (Restore) there.
-    CHORUS_RETURN_IF_ERROR(s_.exchange->Resumed(step_ + steps_to_skip_));
-    steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+    CHORUS_RETURN_IF_ERROR(s_.exchange->Resumed(step_ + steps_to_catch_up_));
+    steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();
     CHORUS_RETURN_IF_ERROR(FollowMembership());
   }
   return Status::Ok();
@@ -170,7 +170,7 @@ Status TrainingLoop::ResumeFromCheckpoint() {
 Status TrainingLoop::AdmitIfDue() {
   ClusterSession* session = s_.session;
   const ClusterConfig& cc = s_.config->cluster;
-  if (session == nullptr || session->control == nullptr || cc.admit_every_steps <= 0 || steps_to_skip_ > 0) {
+  if (session == nullptr || session->control == nullptr || cc.admit_every_steps <= 0 || steps_to_catch_up_ > 0) {
     return Status::Ok();
   }
   if (free_running_) return AdmitWhenJoinersWait();
@@ -219,7 +219,7 @@ Status TrainingLoop::AdmitInto(const Result<MembershipView>& met, uint64_t epoch
                   next.size(), " members)");
   const double t0 = NowSeconds();
   CHORUS_RETURN_IF_ERROR(s_.exchange->Admit(next, step_));
-  steps_to_skip_ += s_.exchange->TakeStepsToSkip();
+  steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();
   CHORUS_LOG_INFO(Subsys::kNode, "admitted ", names, " in ", NowSeconds() - t0, " s");
   if (s_.trace != nullptr) {
     s_.trace->Add("admission", 1, static_cast<int64_t>(t0 * 1e6), static_cast<int64_t>(NowSeconds() * 1e6), step_);
@@ -228,7 +228,7 @@ Status TrainingLoop::AdmitInto(const Result<MembershipView>& met, uint64_t epoch
 }
 
 Status TrainingLoop::FollowMembership() {
-  if (s_.session == nullptr || steps_to_skip_ > 0) return Status::Ok();
+  if (s_.session == nullptr || steps_to_catch_up_ > 0) return Status::Ok();
   const MembershipView& view = s_.session->view;
   const uint64_t followed = free_running_ ? followed_epoch_ : sampler_->partition();
   if (view.self_rank < 0 || (followed == view.epoch && !foreign_shard_)) return Status::Ok();
@@ -288,7 +288,7 @@ uint64_t TrainingLoop::ClusterSamples(bool estimate) const {
 // gathered values. The rest of the epoch is re-partitioned by it.
 Status TrainingLoop::BalanceIfDue() {
   const TrainConfig& tc = s_.config->train;
-  if (tc.balance != BalanceSetting::kTime || shares_.size() < 2 || steps_to_skip_ > 0 || step_ == 0 ||
+  if (tc.balance != BalanceSetting::kTime || shares_.size() < 2 || steps_to_catch_up_ > 0 || step_ == 0 ||
       step_ % tc.balance_every_steps != 0) {
     return Status::Ok();
   }

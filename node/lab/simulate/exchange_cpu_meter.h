@@ -90,7 +90,7 @@ class MeteredExchange final : public Exchange {
   Status AfterBackward(int64_t step, int local_samples) override;
   Status AfterUpdate(int64_t step) override;
   Status Finish() override;
-  int64_t TakeStepsToSkip() override { return inner_->TakeStepsToSkip(); }
+  int64_t TakeStepsToCatchUp() override { return inner_->TakeStepsToCatchUp(); }
   Status Resumed(int64_t next_step) override { return inner_->Resumed(next_step); }
   bool TakeStepAbandoned() override { return inner_->TakeStepAbandoned(); }
   bool StepsInLockstep() const override { return inner_->StepsInLockstep(); }
