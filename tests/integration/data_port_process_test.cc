@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/control_test_process.h"
+#include "tests/util/listening_ports.h"
 
 namespace chorus::node {
 namespace {
@@ -31,25 +32,7 @@ namespace fs = std::filesystem;
 using testing::ChorusProcess;
 using testing::kDataDir;
 using testing::ReadJson;
-
-// Whether a socket of this host listens on TCP `port` (/proc/net/tcp and
-// tcp6: local address "HEX_IP:HEX_PORT", state 0A = LISTEN).
-bool ListensOn(uint16_t port) {
-  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(path);
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      std::string slot, local, remote, state;
-      fields >> slot >> local >> remote >> state;
-      const size_t colon = local.rfind(':');
-      if (colon == std::string::npos || state != "0A") continue;
-      if (std::stoul(local.substr(colon + 1), nullptr, 16) == port) return true;
-    }
-  }
-  return false;
-}
+using chorus::testing::ListensOn;
 
 class DataPortProcessTest : public ::testing::Test {
  protected:

@@ -13,12 +13,14 @@
 
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "tests/gossip/transport/transport_test_util.h"
+#include "tests/util/listening_ports.h"
 
 namespace chorus::gossip {
 namespace {
 
 using testing::FirstMismatch;
 using testing::Pattern;
+using chorus::testing::ListensOn;
 
 // A TCP socket on 127.0.0.1; listening when `listen_on` is set. Closed on
 // destruction.
@@ -43,25 +45,6 @@ struct LoopbackSocket {
 
 // A port nothing holds right now (the kernel's pick, released again).
 uint16_t FreePort() { return LoopbackSocket(/*listen_on=*/false).port; }
-
-// Whether some socket of this host listens on TCP `port` (/proc/net/tcp and
-// tcp6: local address "HEX_IP:HEX_PORT", state 0A = LISTEN).
-bool ListensOn(uint16_t port) {
-  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(path);
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      std::string slot, local, remote, state;
-      fields >> slot >> local >> remote >> state;
-      const size_t colon = local.rfind(':');
-      if (colon == std::string::npos || state != "0A") continue;
-      if (std::stoul(local.substr(colon + 1), nullptr, 16) == port) return true;
-    }
-  }
-  return false;
-}
 
 FabricOptions TcpAt(uint16_t port, const std::string& name) {
   FabricOptions options;
