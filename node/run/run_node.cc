@@ -346,6 +346,9 @@ int RunNode(const Config& config, const NodeOptions& options) {
   stop.EnterStoppablePhase();
   Result<std::optional<json>> finished = loop.Run();
   if (!finished) {
+    // The exchange's own threads (a pairwise responder, a fusion engine's)
+    // end before the transport does: nothing may post on it afterwards.
+    run.exchange.reset();
     if (run.session && run.session->transport) run.session->transport->EndForExit();
     if (RejoinsAfterRemoval(run, options)) {
       CHORUS_LOG_WARN(Subsys::kNode, finished.error().message(), ": rejoining the cluster as a new process through ",

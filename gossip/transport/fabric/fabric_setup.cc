@@ -251,7 +251,9 @@ void FabricCore::End(StatusCode code, const std::string& why, bool close) {
   }
   for (auto& [ptr, op] : ops) {
     std::lock_guard<std::mutex> lock(op->mu);
-    if (!op->reaped && op->unreleased) unreleased_buffers_.fetch_sub(1);  // the endpoint closed
+    // Closed, the endpoint can no longer touch the buffer; left open (the
+    // process exits next), it still may, and the buffer's owner must keep it.
+    if (close && !op->reaped && op->unreleased) unreleased_buffers_.fetch_sub(1);
     op->reaped = true;
     FailLocked(*op, Status(code, op->Describe() + ": " + why));
   }
