@@ -228,23 +228,7 @@ bool TrainingLoop::StopsBefore() {
 // re-synchronised instead (and the step is not counted as done).
 Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
                                trainer::UpdateResult* update, bool* abandoned) {
-  const double clock0 = s_.clock->Now();  // a virtual clock moves by the compute at ComputeStarts
-  s_.clock->ComputeStarts(batch.size);
-  const double t0 = NowSeconds();
-  if (sample_record_ != nullptr) {  // before backward, where the gradient starts to leave
-    const uint64_t membership = s_.session != nullptr ? s_.session->view.epoch : 0;
-    sample_record_->Pending(epoch_, membership, step_, sampler_->LastBatch());
-  }
-  CHORUS_RETURN_IF_ERROR(s_.exchange->BeforeStep(step_));
-  CHORUS_ASSIGN_OR_RETURN(*pass, s_.trainer->ForwardBackward(batch));
-  const double t_compute = NowSeconds() - t0;
-  if (s_.trace != nullptr) {
-    s_.trace->Add("forward+backward", 0, static_cast<int64_t>(t0 * 1e6),
-                  static_cast<int64_t>((t0 + t_compute) * 1e6), step_);
-  }
-  s_.clock->ComputeEnded(t_compute);
-  balance_.seconds += s_.clock->Now() - clock0;  // the compute on the node's clock, slowness included
-  balance_.samples += pass->samples;
+  CHORUS_RETURN_IF_ERROR(ForwardBackward(batch, /*with_exchange=*/true, pass));
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterBackward(step_, pass->samples));
   *abandoned = s_.exchange->TakeStepAbandoned();
   if (*abandoned) {
@@ -268,20 +252,36 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
 // drop them; the exchange meets it again at the agreed step.
 Status TrainingLoop::CatchUpStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
                                  trainer::UpdateResult* update) {
-  const double clock0 = s_.clock->Now();
-  s_.clock->ComputeStarts(batch.size);
-  const double t0 = NowSeconds();
-  if (sample_record_ != nullptr) {
-    sample_record_->Pending(epoch_, s_.session != nullptr ? s_.session->view.epoch : 0, step_, sampler_->LastBatch());
-  }
-  CHORUS_ASSIGN_OR_RETURN(*pass, s_.trainer->ForwardBackward(batch));
-  s_.clock->ComputeEnded(NowSeconds() - t0);
-  balance_.seconds += s_.clock->Now() - clock0;
-  balance_.samples += pass->samples;
+  CHORUS_RETURN_IF_ERROR(ForwardBackward(batch, /*with_exchange=*/false, pass));
   if (sample_record_ != nullptr) sample_record_->Commit();
   s_.clock->UpdateStarts();
   CHORUS_ASSIGN_OR_RETURN(*update, s_.trainer->ApplyUpdate(step_, SchedulePosition()));
   ++step_;
+  return Status::Ok();
+}
+
+// The compute of a step on the node's clock (a virtual clock moves by it at
+// ComputeStarts), counted for the load balancer; with the exchange, its
+// BeforeStep hook first and a trace span.
+Status TrainingLoop::ForwardBackward(const trainer::Batch& batch, bool with_exchange,
+                                     trainer::ForwardBackwardResult* pass) {
+  const double clock0 = s_.clock->Now();
+  s_.clock->ComputeStarts(batch.size);
+  const double t0 = NowSeconds();
+  if (sample_record_ != nullptr) {  // before backward, where the gradient starts to leave
+    const uint64_t membership = s_.session != nullptr ? s_.session->view.epoch : 0;
+    sample_record_->Pending(epoch_, membership, step_, sampler_->LastBatch());
+  }
+  if (with_exchange) CHORUS_RETURN_IF_ERROR(s_.exchange->BeforeStep(step_));
+  CHORUS_ASSIGN_OR_RETURN(*pass, s_.trainer->ForwardBackward(batch));
+  const double t_compute = NowSeconds() - t0;
+  if (with_exchange && s_.trace != nullptr) {
+    s_.trace->Add("forward+backward", 0, static_cast<int64_t>(t0 * 1e6),
+                  static_cast<int64_t>((t0 + t_compute) * 1e6), step_);
+  }
+  s_.clock->ComputeEnded(t_compute);
+  balance_.seconds += s_.clock->Now() - clock0;  // slowness included
+  balance_.samples += pass->samples;
   return Status::Ok();
 }
 

@@ -251,6 +251,9 @@ class TrainingLoop final : public LiveState {
   Status WithTheCluster();
   // After a step that was applied: counts, progress, records, evaluation.
   Status AfterStep(int epoch, const trainer::ForwardBackwardResult& pass, const trainer::UpdateResult& update);
+  // Forward and backward of one step, timed on the node's clock (with the
+  // exchange's BeforeStep when `with_exchange`).
+  Status ForwardBackward(const trainer::Batch& batch, bool with_exchange, trainer::ForwardBackwardResult* pass);
   // One step without the exchange, to catch up with the others (steps_to_catch_up_).
   Status CatchUpStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass, trainer::UpdateResult* update);
   // One step; `*abandoned` when a re-form replaced its update.
