@@ -36,7 +36,7 @@ enum class GossipMessageKind : uint8_t {
   kDpsgd = 1,       // D-PSGD parameters (gossip_dpsgd.h)
   kPushSum = 2,     // push-sum shares (gossip_push_sum.h)
   kChoco = 3,       // CHOCO compressed differences (choco_gossip.h)
-  kPairwise = 4,    // pairwise (pairwise_gossip.h): round field 0 requests and step notices, 1 answers
+  kPairwise = 4,    // pairwise (pairwise_gossip.h): round field 0 requests and step notices, 1 answers, 2 values
   kCollective = 5,  // tag bases of collective calls made by gossip (consensus, barriers)
 };
 static_assert((Tag{0x3f} << kGossipKindShift) < kGossipTagBit, "kinds fit in bits 56..61");

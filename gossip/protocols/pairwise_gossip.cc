@@ -1,17 +1,27 @@
 // PairwiseGossip (pairwise_gossip.h): the responder thread, the initiator's
 // attempts, deferral, step notices and the staleness wait.
 //
-// Wire: every message is a 24-byte header, then (REQUEST and ACCEPT) the codec's
+// Wire: every message is a 24-byte header, then (VALUE and ACCEPT) the codec's
 // encoding of the sender's public value:
 //   [0] type  [1] flags (bit 0: sender has finished)  [2..7] 0
 //   [8..15] u64 seq (the initiator's request id; answers echo it; notices 0)
 //   [16..23] i64 step (the sender's step counter: the last round it passed to Mix)
-// Requests and notices use GossipTag(kPairwise, stream, epoch, 0) and are
-// received from any source by the responder; answers use round field 1 and are
-// received by the initiator from the peer it asked. Notices share the request
-// tag because the responder waits on one receive (a receive matches one tag),
-// and the per-tag order then delivers a neighbour's finishing notice after
-// everything else it sent here, which Finish relies on.
+// An exchange: the initiator sends REQUEST (the header alone) with
+// GossipTag(kPairwise, stream, epoch, 0); the responder posts a receive for
+// the value from it (round field 2) and answers CLEAR, or declines; only then
+// does the initiator send VALUE (REQUEST's header and the value), and the
+// responder answers ACCEPT (or declines). Answers use round field 1 and are
+// received by the initiator from the peer it asked, into a receive posted
+// before the message they answer. So the one receive from any source (the
+// responder's, round field 0) takes headers only, and every message above
+// the provider's eager size finds its receive posted: with tcp;ofi_rxm 1.17,
+// a receive that takes a queued rendezvous message whose sender's connection
+// has closed since (a peer killed, or one that froze) crashes inside the
+// provider (docs/libfabric.md, "`tcp;ofi_rxm`").
+// Notices share the request tag because the responder waits on one receive (a
+// receive matches one tag), and the per-tag order then delivers a neighbour's
+// finishing notice after everything else it sent here, which Finish relies on
+// (its values went before: each was accepted or declined first).
 #include "gossip/protocols/pairwise_gossip.h"
 
 #include <algorithm>
@@ -35,6 +45,7 @@ enum MessageType : uint8_t {
   kDeclineBusy = 3,
   kDeclineRejected = 4,
   kNotice = 5,  // header only: the sender's step, and whether it has finished
+  kClear = 6,   // answer to REQUEST: the responder's receive for the value is posted
 };
 
 constexpr uint8_t kFlagFinished = 1;
@@ -71,6 +82,15 @@ Tag RequestTag(uint8_t stream, uint32_t epoch) {
 Tag AnswerTag(uint8_t stream, uint32_t epoch) {
   return GossipTag(GossipMessageKind::kPairwise, stream, epoch, 1);
 }
+Tag ValueTag(uint8_t stream, uint32_t epoch) {
+  return GossipTag(GossipMessageKind::kPairwise, stream, epoch, 2);
+}
+
+uint64_t ReadSeq(std::span<const std::byte> bytes) {
+  uint64_t seq = 0;
+  std::memcpy(&seq, bytes.data() + 8, 8);
+  return seq;
+}
 
 // Counts an averaging this node completed, on either side.
 void CountExchange(GossipStats& s, int64_t staleness) {
@@ -95,6 +115,9 @@ Result<std::unique_ptr<PairwiseGossip>> PairwiseGossip::Create(Transport& transp
   }
   if (options.responder_wake.count() <= 0) {
     return Err(InvalidArgument("pairwise: responder_wake must be > 0"));
+  }
+  if (options.value_wait.count() <= 0) {
+    return Err(InvalidArgument("pairwise: value_wait must be > 0"));
   }
   CHORUS_ASSIGN_OR_RETURN(auto codec, MakeCodec(options.codec));
   std::unique_ptr<PairwiseGossip> p(
@@ -166,25 +189,16 @@ void PairwiseGossip::ResponderLoop() {
     n = public_.size();
   }
   const Tag tag = RequestTag(options_.tag_stream, options_.epoch);
-  const size_t buffer_bytes = kHeaderBytes + codec_->WireBytes(n);
-  std::vector<std::byte> buffer(buffer_bytes);
+  std::vector<std::byte> header(kHeaderBytes);
+  std::vector<std::byte> value(kHeaderBytes + codec_->WireBytes(n));
   auto record_error = [&](const Status& s) {
     CHORUS_LOG_WARN(Subsys::kGossip, "pairwise responder (rank ", transport_.rank(),
                     ") stopped: ", s.ToString());
     std::lock_guard<std::mutex> lock(mu_);
     responder_status_ = s.WithContext("pairwise responder");
   };
-  // A receive the provider did not release (a request half received from a
-  // peer that froze) may still write into `buffer`: it is kept for good and
-  // the next receive gets a fresh one.
-  auto release = [&](RequestPtr& request) {
-    if (!request->Release()) {
-      KeepForGood(buffer);
-      buffer.assign(buffer_bytes, std::byte{0});
-    }
-  };
   while (!stop_.load()) {
-    auto posted = transport_.Irecv(kAnySource, tag, buffer);
+    auto posted = transport_.Irecv(kAnySource, tag, header);
     if (!posted) {
       record_error(posted.error());
       return;
@@ -198,7 +212,7 @@ void PairwiseGossip::ResponderLoop() {
       done = request->Wait(Deadline::Now());
     }
     if (!done) {
-      release(request);
+      ReleaseOrKeepBuffer(request, header);
       const StatusCode code = done.error().code();
       if (code == StatusCode::kDeadlineExceeded || code == StatusCode::kCancelled) continue;
       record_error(done.error());
@@ -208,9 +222,79 @@ void PairwiseGossip::ResponderLoop() {
       s.bytes_received += done->bytes;
       ++s.messages_received;
     });
+    const auto bytes = std::span<const std::byte>(header).first(done->bytes);
+    if (bytes.size() == kHeaderBytes && static_cast<uint8_t>(bytes[0]) == kRequest) {
+      ReceiveValue(done->source, bytes, value);
+      continue;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     ReapLocked();
-    HandleRequestLocked(done->source, std::span<const std::byte>(buffer).first(done->bytes));
+    HandleRequestLocked(done->source, bytes);
+  }
+}
+
+void PairwiseGossip::ReleaseOrKeepBuffer(RequestPtr& request, std::vector<std::byte>& buffer) {
+  // A receive the provider did not release (a message half received from a
+  // peer that froze) may still write into `buffer`: it is kept for good and
+  // the next receive gets a fresh one.
+  if (!request->Release()) {
+    const size_t size = buffer.size();
+    KeepForGood(buffer);
+    buffer.assign(size, std::byte{0});
+  }
+}
+
+void PairwiseGossip::ReceiveValue(Rank from, std::span<const std::byte> header, std::vector<std::byte>& value) {
+  const uint64_t seq = ReadSeq(header);
+  const Tag answer_tag = AnswerTag(options_.tag_stream, options_.epoch);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ReapLocked();
+    if (busy_ && from > transport_.rank()) {
+      SendLocked(from, answer_tag, HeaderOnly(kDeclineBusy, finished_ ? kFlagFinished : 0, seq, step_));
+      return;
+    }
+  }
+  // A VALUE of an attempt the requester gave up may come first (same tag): it
+  // is skipped, a few times at most.
+  constexpr int kMaxStale = 4;
+  const Deadline give_up = Deadline::After(options_.value_wait);
+  for (int attempt = 0; attempt <= kMaxStale; ++attempt) {
+    auto posted = transport_.Irecv(from, ValueTag(options_.tag_stream, options_.epoch), value);
+    if (!posted) {
+      // The requester is gone; its attempt fails on its side.
+      CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: no value from rank ", from, ": ", posted.error().ToString());
+      return;
+    }
+    RequestPtr request = std::move(*posted);
+    if (attempt == 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      SendLocked(from, answer_tag, HeaderOnly(kClear, finished_ ? kFlagFinished : 0, seq, step_));
+    }
+    Result<Completion> done = request->Wait(Deadline::After(std::min<Duration>(options_.responder_wake, give_up.Remaining())));
+    while (!done && done.error().code() == StatusCode::kDeadlineExceeded && !stop_.load() && !give_up.Expired()) {
+      done = request->Wait(Deadline::After(std::min<Duration>(options_.responder_wake, give_up.Remaining())));
+    }
+    if (!done && done.error().code() == StatusCode::kDeadlineExceeded) {
+      request->Cancel();
+      done = request->Wait(Deadline::Now());
+    }
+    if (!done) {
+      ReleaseOrKeepBuffer(request, value);
+      CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: no value from rank ", from, " for request ", seq, ": ",
+                       done.error().ToString());
+      return;
+    }
+    UpdateStats([&](GossipStats& s) {
+      s.bytes_received += done->bytes;
+      ++s.messages_received;
+    });
+    const auto bytes = std::span<const std::byte>(value).first(done->bytes);
+    if (bytes.size() >= kHeaderBytes && ReadSeq(bytes) != seq) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    ReapLocked();
+    HandleRequestLocked(from, bytes);
+    return;
   }
 }
 
@@ -418,20 +502,36 @@ Result<uint64_t> PairwiseGossip::BeginRequest(int64_t round, std::vector<std::by
 
 Result<size_t> PairwiseGossip::ExchangeRequest(Rank peer, Deadline deadline, std::span<const std::byte> request,
                                                std::span<std::byte> answer, std::vector<RequestPtr>& requests) {
+  // The header alone first: the peer clears it (its receive for the value is
+  // posted) or declines.
+  CHORUS_ASSIGN_OR_RETURN(
+      const size_t bytes,
+      SendAndAwaitAnswer(peer, RequestTag(options_.tag_stream, options_.epoch), request.first(kHeaderBytes),
+                         deadline, answer, requests));
+  const bool cleared = bytes == kHeaderBytes && static_cast<uint8_t>(answer[0]) == kClear &&
+                       ReadSeq(answer) == ReadSeq(request);
+  if (!cleared) return bytes;
+  return SendAndAwaitAnswer(peer, ValueTag(options_.tag_stream, options_.epoch), request, deadline, answer,
+                            requests);
+}
+
+Result<size_t> PairwiseGossip::SendAndAwaitAnswer(Rank peer, Tag tag, std::span<const std::byte> message,
+                                                  Deadline deadline, std::span<std::byte> answer,
+                                                  std::vector<RequestPtr>& requests) {
   auto recv = transport_.Irecv(peer, AnswerTag(options_.tag_stream, options_.epoch), answer);
   if (!recv) return Err(recv.error());
   requests.push_back(std::move(*recv));
-  auto send = transport_.Isend(peer, RequestTag(options_.tag_stream, options_.epoch), request);
+  auto send = transport_.Isend(peer, tag, message);
   if (!send) {
-    requests[0]->Cancel();
+    requests.back()->Cancel();
     return Err(send.error());
   }
   requests.push_back(std::move(*send));
   std::vector<Completion> completions;
-  CHORUS_RETURN_IF_ERROR(WaitAll(requests, deadline, &completions));
+  CHORUS_RETURN_IF_ERROR(WaitAll(std::span<RequestPtr>(requests).last(2), deadline, &completions));
   const size_t bytes = completions[0].bytes;
   UpdateStats([&](GossipStats& s) {
-    s.bytes_sent += request.size();
+    s.bytes_sent += message.size();
     ++s.messages_sent;
     s.bytes_received += bytes;
     ++s.messages_received;

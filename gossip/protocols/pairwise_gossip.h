@@ -16,9 +16,13 @@
 // lands on the averaged x, as in AD-PSGD. Both sides add opposite deltas
 // (computed from the decoded values on both sides), so sum_i x_i is conserved.
 //
-// Exchange. The initiator i marks itself busy, sends REQUEST(seq, step, x_i) to j
-// and waits for j's answer (its own tag, received from j, so a dead j is noticed
-// at once). j answers ACCEPT(step_j, x_j) and both apply their delta. While busy,
+// Exchange. The initiator i marks itself busy, sends REQUEST(seq, step) to j and
+// waits for j's answer (its own tag, received from j, so a dead j is noticed at
+// once); j posts a receive for i's value and answers CLEAR; i sends
+// VALUE(seq, step, x_i); j answers ACCEPT(step_j, x_j) and both apply their
+// delta. The extra round trip keeps every message that carries a value out of
+// the responder's receive from any source (the wire in pairwise_gossip.cc says
+// why). While busy,
 // i's responder keeps i's value fixed (atomicity): requests from lower ranks are
 // deferred until i's exchange ends and served then; requests from higher ranks
 // are declined (DECLINE_BUSY). A wait chain therefore only runs to higher ranks
@@ -101,6 +105,9 @@ struct PairwiseOptions : GossipOptions {
   std::chrono::microseconds retry_interval{200};
   // How often the responder wakes from its receive to check for a stop (> 0).
   std::chrono::milliseconds responder_wake{20};
+  // How long the responder waits for a value it cleared; it serves no other
+  // request meanwhile. A requester marked dead ends the wait at once.
+  std::chrono::milliseconds value_wait{2000};
 };
 
 class PairwiseGossip final : public GossipProtocol {
@@ -154,6 +161,15 @@ class PairwiseGossip final : public GossipProtocol {
   void StartResponder();
   void StopResponder();
   void ResponderLoop();
+  // The responder's side of an exchange after REQUEST's header (`header`) from
+  // `from`: declines at once when busy towards a higher rank, else posts the
+  // receive for the value into `value`, answers CLEAR, waits for the value
+  // (value_wait, or a stop) and handles it (HandleRequestLocked). A requester
+  // that never sends it is only logged: its attempt fails on its side.
+  void ReceiveValue(Rank from, std::span<const std::byte> header, std::vector<std::byte>& value);
+  // Request::Release, and on failure KeepForGood(buffer) and a fresh buffer of
+  // its size: the provider may still write into the old one.
+  static void ReleaseOrKeepBuffer(RequestPtr& request, std::vector<std::byte>& buffer);
   // Handles one request (under mu_): serve, defer or decline.
   void HandleRequestLocked(Rank from, std::span<const std::byte> bytes);
   void ServeLocked(Rank from, const Message& request, std::span<const std::byte> payload);
@@ -191,11 +207,16 @@ class PairwiseGossip final : public GossipProtocol {
   // Attempt's steps. Encodes public_ into `request` (header first), fixes
   // own_sent_ and marks this node busy; returns the request's seq.
   Result<uint64_t> BeginRequest(int64_t round, std::vector<std::byte>& request);
-  // Posts the answer's receive and the request's send and waits for both;
-  // returns the answer's size. The requests stay in the caller's `requests`, so
-  // that one cancelled on an error is released only after the attempt ends.
+  // REQUEST's header, then (once cleared) the whole request as VALUE, each
+  // through SendAndAwaitAnswer; returns the last answer's size. The requests
+  // stay in the caller's `requests`, so that one cancelled on an error is
+  // released only after the attempt ends.
   Result<size_t> ExchangeRequest(Rank peer, Deadline deadline, std::span<const std::byte> request,
                                  std::span<std::byte> answer, std::vector<RequestPtr>& requests);
+  // Posts the answer's receive, then sends `message` with `tag`, and waits for
+  // both (appended to `requests`); returns the answer's size.
+  Result<size_t> SendAndAwaitAnswer(Rank peer, Tag tag, std::span<const std::byte> message, Deadline deadline,
+                                    std::span<std::byte> answer, std::vector<RequestPtr>& requests);
   // Reads the answer's header into the out-parameters; an error for a short
   // answer, another request's answer or an unknown type.
   Status ReadAnswerHeader(Rank peer, uint64_t seq, std::span<const std::byte> answer,
