@@ -271,14 +271,13 @@ void PairwiseGossip::ReceiveValue(Rank from, std::span<const std::byte> header, 
       std::lock_guard<std::mutex> lock(mu_);
       SendLocked(from, answer_tag, HeaderOnly(kClear, finished_ ? kFlagFinished : 0, seq, step_));
     }
-    Result<Completion> done = request->Wait(Deadline::After(std::min<Duration>(options_.responder_wake, give_up.Remaining())));
-    while (!done && done.error().code() == StatusCode::kDeadlineExceeded && !stop_.load() && !give_up.Expired()) {
-      done = request->Wait(Deadline::After(std::min<Duration>(options_.responder_wake, give_up.Remaining())));
-    }
-    if (!done && done.error().code() == StatusCode::kDeadlineExceeded) {
-      request->Cancel();
-      done = request->Wait(Deadline::Now());
-    }
+    // Polled, not waited on with a deadline: a transport's Wait that reaches
+    // its deadline cancels the receive, and the value would then arrive with
+    // no receive posted for it. Sleeps are capped at 200 us, as in WaitAll.
+    Backoff backoff(std::chrono::microseconds(200));
+    while (!request->Done() && !stop_.load() && !give_up.Expired()) backoff.Pause();
+    if (!request->Done()) request->Cancel();
+    Result<Completion> done = request->Wait(Deadline::Now());
     if (!done) {
       ReleaseOrKeepBuffer(request, value);
       CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: no value from rank ", from, " for request ", seq, ": ",
