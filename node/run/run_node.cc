@@ -248,18 +248,23 @@ void PrintSummary(const NodeRun& run, const json& summary) {
   std::fflush(stdout);
 }
 
-// A node the others removed (frozen, cut off): true when it joins again
-// (cluster.rejoin), with the addresses to join through in *through. The
-// removal may surface in the exchange before the control plane has heard
-// of it: it is given the dead timeout to hear.
-bool RejoinsAfterRemoval(const NodeRun& run, const NodeOptions& options) {
+// A node the others removed (frozen, cut off), or a joiner whose training
+// failed before it had the cluster's state (cut off while it took it, its part
+// then held no member with the state): true when it joins again
+// (cluster.rejoin), with the addresses to join through in *through. A joiner
+// without the state has nothing of its own to lose. The removal may surface
+// in the exchange before the control plane has heard of it: it is given the
+// dead timeout to hear.
+bool RejoinsAfterRemoval(const NodeRun& run, const NodeOptions& options, bool lacks_state) {
   if (options.rejoin_through == nullptr || !run.config.cluster.rejoin || !run.session || !run.session->control) {
     return false;
   }
   const ControlPlane& control = *run.session->control;
   const Deadline heard = Deadline::AfterSeconds(run.config.cluster.dead_timeout_s);
-  while (!control.Removed() && !heard.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (!control.Removed()) return false;
+  while (!lacks_state && !control.Removed() && !heard.Expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!lacks_state && !control.Removed()) return false;
   std::vector<std::string>& through = *options.rejoin_through;
   through = control.RejoinAddresses();
   auto add = [&](const std::string& address) {
@@ -350,7 +355,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
     // end before the transport does: nothing may post on it afterwards.
     run.exchange.reset();
     if (run.session && run.session->transport) run.session->transport->EndForExit();
-    if (RejoinsAfterRemoval(run, options)) {
+    if (RejoinsAfterRemoval(run, options, loop.NeedsState())) {
       CHORUS_LOG_WARN(Subsys::kNode, finished.error().message(), ": rejoining the cluster as a new process through ",
                       JoinNames(*options.rejoin_through), " (cluster.rejoin)");
       return kRunNodeRejoins;

@@ -42,13 +42,13 @@ using testing::kConfigsDir;
 // node bootstraps from, the others on any port; a slice of Fashion-MNIST and
 // slowed steps (train.slowdown), so that a node started a second or two late
 // is admitted with most of the run still ahead on 2 busy cores.
-class HandCluster {
+class JoinHandCluster {
  public:
-  HandCluster(std::string name, std::vector<std::string> sets) : name_(std::move(name)), sets_(std::move(sets)) {
+  JoinHandCluster(std::string name, std::vector<std::string> sets) : name_(std::move(name)), sets_(std::move(sets)) {
     out_ = fs::temp_directory_path() / ("chorus-join-test-" + std::to_string(getpid()));
     port0_ = PortPicker(static_cast<uint32_t>(getpid())).Next();
   }
-  ~HandCluster() { fs::remove_all(out_); }
+  ~JoinHandCluster() { fs::remove_all(out_); }
 
   std::vector<std::string> Args(int i) const {
     std::vector<std::string> args = {"node", std::string(kConfigsDir) + "/allreduce-ring.toml"};
@@ -161,7 +161,7 @@ class JoinProcessTest : public ::testing::TestWithParam<JoinVariant> {
 // them, and all four end with one model (under all-reduce the same model after
 // every step; under gossip after the consensus phase).
 TEST_P(JoinProcessTest, AFourthNodeJoinsMidRunAndAllEndWithOneModel) {
-  HandCluster cluster("join-" + GetParam().name, GetParam().sets);
+  JoinHandCluster cluster("join-" + GetParam().name, GetParam().sets);
   for (int i = 0; i < 3; ++i) cluster.Start(i);
   ASSERT_TRUE(cluster.node(0).WaitFor("cluster formed", 60)) << cluster.Outputs();
   ChorusProcess& joiner = cluster.Start(3);
@@ -187,7 +187,7 @@ TEST_P(JoinProcessTest, AFrozenNodeRemovedByTheOthersRejoinsByItself) {
   // with room for the 3 s of silence, the restart and the admission.
   std::vector<std::string> sets = GetParam().sets;
   sets.insert(sets.end(), {"train.slowdown=20.0", "train.epochs=12"});
-  HandCluster cluster("rejoin-" + GetParam().name, sets);
+  JoinHandCluster cluster("rejoin-" + GetParam().name, sets);
   for (int i = 0; i < 3; ++i) cluster.Start(i);
   ASSERT_TRUE(cluster.node(2).WaitFor("cluster formed", 60)) << cluster.Outputs();
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -217,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(
 // from node1, the next member in rank order. All three end with one model.
 TEST(JoinFaultTest, TheJoinerTakesTheStateFromAnotherMemberWhenTheSenderDies) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  HandCluster cluster("join-sender-dies", {});
+  JoinHandCluster cluster("join-sender-dies", {});
   ChorusProcess& sender = cluster.Start(0, {"CHORUS_FAULT_STALL_LIVE_STATE_S=60"});
   cluster.Start(1);
   cluster.Start(2);
@@ -230,6 +230,26 @@ TEST(JoinFaultTest, TheJoinerTakesTheStateFromAnotherMemberWhenTheSenderDies) {
   EXPECT_NE(joiner.Output().find("receiving the live state from node0"), std::string::npos) << joiner.Output();
 }
 
+// A joiner cut off from the only member that holds the state, in the middle
+// of taking it (node0 frozen between the header and the chunks): its part of
+// the cluster is itself, with no state to train from. It joins again as a new
+// process (cluster.rejoin, join only) instead of ending; once node0 is
+// continued, it is admitted again, takes the state and both end with one model.
+TEST(JoinFaultTest, AJoinerCutOffWhileTakingTheStateJoinsAgain) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  JoinHandCluster cluster("joiner-cut-off", {"cluster.min_nodes=1", "train.epochs=8"});
+  ChorusProcess& holder = cluster.Start(0, {"CHORUS_FAULT_STALL_LIVE_STATE_S=2"});
+  ASSERT_TRUE(holder.WaitFor("cluster formed", 60)) << cluster.Outputs();
+  ChorusProcess& joiner = cluster.Start(1);
+  ASSERT_TRUE(holder.WaitFor("fault injection: stalling", 60)) << cluster.Outputs();
+  holder.Signal(SIGSTOP);
+  const bool rejoins = joiner.WaitFor("rejoining the cluster as a new process", 30).has_value();
+  holder.Signal(SIGCONT);
+  ASSERT_TRUE(rejoins) << cluster.Outputs();
+  ASSERT_TRUE(joiner.WaitFor("received the live state from node0 .*CRC-32 verified", 90)) << cluster.Outputs();
+  cluster.ExpectOneModel({0, 1}, 240);
+}
+
 // kill -9 of node2 once it has written a checkpoint, and node2 started again
 // at once with the same config and --resume: the coordinator takes the join
 // of the new process for the end of the old one (its connection closed), the
@@ -237,7 +257,7 @@ TEST(JoinFaultTest, TheJoinerTakesTheStateFromAnotherMemberWhenTheSenderDies) {
 // live state instead of its stale checkpoint. All three end with one model.
 TEST(JoinFaultTest, AKilledNodeStartedAgainWithTheSameNameRejoins) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  HandCluster cluster("rejoin", {"train.checkpoint_every_epochs=1"});
+  JoinHandCluster cluster("rejoin", {"train.checkpoint_every_epochs=1"});
   for (int i = 0; i < 3; ++i) cluster.Start(i);
   ASSERT_TRUE(cluster.KillOnceCheckpointed(2)) << cluster.Outputs();
   ChorusProcess& again = cluster.Start(2, {}, {"--resume"});
@@ -255,7 +275,7 @@ TEST(JoinFaultTest, AKilledNodeStartedAgainWithTheSameNameRejoins) {
 // left from that one position, and the four end with one model.
 TEST(JoinFaultTest, FourNodesResumeTogetherAfterThreeReformedWithoutOne) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  HandCluster cluster("resume-after-reform", {"cluster.min_nodes=4", "train.checkpoint_every_epochs=1"});
+  JoinHandCluster cluster("resume-after-reform", {"cluster.min_nodes=4", "train.checkpoint_every_epochs=1"});
   for (int i = 0; i < 4; ++i) cluster.Start(i);
   ASSERT_TRUE(cluster.KillOnceCheckpointed(3)) << cluster.Outputs();
   ASSERT_TRUE(cluster.node(0).WaitFor("members node0 node1 node2 \\(departed", 30)) << cluster.Outputs();
@@ -279,7 +299,7 @@ TEST(JoinFaultTest, FourNodesResumeTogetherAfterThreeReformedWithoutOne) {
 // scratch that nobody asked for.
 TEST(JoinFaultTest, ANodeNeverAdmittedExitsWithoutAModelWhenTheRunEnds) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  HandCluster cluster("run-ended", {"cluster.min_nodes=2", "cluster.admit_every_steps=0", "train.epochs=20"});
+  JoinHandCluster cluster("run-ended", {"cluster.min_nodes=2", "cluster.admit_every_steps=0", "train.epochs=20"});
   ChorusProcess& first = cluster.Start(0);
   cluster.Start(1);
   ASSERT_TRUE(first.WaitFor("cluster formed", 60)) << cluster.Outputs();
@@ -299,7 +319,7 @@ TEST(JoinFaultTest, ANodeNeverAdmittedExitsWithoutAModelWhenTheRunEnds) {
 // the cluster that a plain node forms later.
 TEST(JoinFaultTest, JoinOnlyNodesFoundNoClusterAndJoinTheOneThatForms) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  HandCluster cluster("join-only", {"cluster.min_nodes=1", "train.epochs=3"});
+  JoinHandCluster cluster("join-only", {"cluster.min_nodes=1", "train.epochs=3"});
   const std::string port1 = std::to_string(PortPicker(static_cast<uint32_t>(getpid()) + 1).Next());
   const std::string join_only = "cluster.join_only=true";
   const std::vector<std::string> flags1 = {"--set", join_only, "--set", "cluster.listen=\"127.0.0.1:" + port1 + "\""};
@@ -367,7 +387,7 @@ SampleRecordLines ReadSampleRecord(const fs::path& path) {
 // are trained by the survivors, none twice.
 TEST(JoinFaultTest, AllreduceTrainsEverySampleOfAnEpochOnceThroughAJoinAndAKill) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  HandCluster cluster("coverage", {"train.slowdown=10.0", "train.epochs=3"});
+  JoinHandCluster cluster("coverage", {"train.slowdown=10.0", "train.epochs=3"});
   const fs::path records_dir = cluster.dir(0).parent_path().parent_path() / "samples";
   fs::create_directories(records_dir);
   const std::vector<std::string> env = {"CHORUS_RECORD_SAMPLES_DIR=" + records_dir.string()};
