@@ -30,7 +30,7 @@ using testing::RandomHalfValues;
 using testing::ToFloat;
 using testing::ToHalf;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kElementwiseInf = std::numeric_limits<float>::infinity();
 
 float FromBits(uint32_t b) { return std::bit_cast<float>(b); }
 uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
@@ -108,8 +108,8 @@ std::vector<float> CastInputs() {
                           std::ldexp(3.0f, -25),          // 1.5 units: ties to 2
                           std::ldexp(5.0f, -25),          // 2.5 units: ties to 2
                           std::ldexp(1023.5f, -24),       // top subnormal tie -> normal
-                          kInf,
-                          -kInf,
+                          kElementwiseInf,
+                          -kElementwiseInf,
                           FromBits(0x7fc00000u),
                           FromBits(0xffc00000u),
                           FromBits(0x7f800001u),  // signalling, payload below FP16's reach
@@ -246,7 +246,7 @@ TEST_F(CudaElementwiseTest, RoundToHalfGivesBitsAndExpansion) {
 // subnormals, Inf, quiet NaN.
 std::vector<float> ReluInputs(size_t count, uint32_t seed) {
   std::vector<float> v = RandomHalfValues(count, seed, 4.0f);
-  const float specials[] = {0.0f, -0.0f, kInf, -kInf, std::nanf(""), std::ldexp(1.0f, -24),
+  const float specials[] = {0.0f, -0.0f, kElementwiseInf, -kElementwiseInf, std::nanf(""), std::ldexp(1.0f, -24),
                             -std::ldexp(1.0f, -24), 65504.0f, -65504.0f};
   for (size_t i = 0; i < count && i < std::size(specials); ++i) v[(i * 7) % count] = specials[i];
   return v;
@@ -446,7 +446,7 @@ TEST_F(CudaElementwiseTest, SoftmaxCrossEntropyFollowsTheCpuOnNanAndInfLogits) {
   const std::vector<float> logits = {
       1.0f, nan,  3.0f,  2.0f, 0.0f,   // NaN skipped by the argmax (2); loss NaN
       nan,  4.0f, 1.0f,  0.0f, 2.0f,   // NaN first: argmax stays 0
-      1.0f, 2.0f, kInf,  0.0f, kInf,   // Inf twice: first one (2); Inf - Inf = NaN
+      1.0f, 2.0f, kElementwiseInf,  0.0f, kElementwiseInf,   // Inf twice: first one (2); Inf - Inf = NaN
       -1.0f, 0.5f, 0.25f, 0.5f, -2.0f  // ordinary tie: first (1)
   };
   const std::vector<int32_t> labels = {2, 0, 2, 1};
@@ -512,7 +512,7 @@ TEST_F(CudaElementwiseTest, UnscaleGradientsMatchesTheCpuAndFlagsNonFinite) {
                                    d_g32.data() + shift, flag.data())
                       .ok());
       EXPECT_EQ(Download(flag)[0], 1);
-      EXPECT_EQ(DownloadShifted(d_g32, shift)[count - 1], -kInf);
+      EXPECT_EQ(DownloadShifted(d_g32, shift)[count - 1], -kElementwiseInf);
       bad[count - 1] = ToHalf(g)[count - 1];
       bad[0] = 0x7e00u;
       auto d_bad2 = UploadShifted(bad, shift);
@@ -541,7 +541,7 @@ TEST_F(CudaElementwiseTest, CheckFiniteFlagsInfAndNanOnly) {
       auto flag = Zeros<int32_t>(1);
       ASSERT_TRUE(CheckFinite(device(), count, d_x.data() + shift, flag.data()).ok());
       EXPECT_EQ(Download(flag)[0], 0);
-      for (const float special : {kInf, -kInf, std::nanf("")}) {
+      for (const float special : {kElementwiseInf, -kElementwiseInf, std::nanf("")}) {
         std::vector<float> bad = x;
         bad[count - 1] = special;
         auto d_bad = UploadShifted(bad, shift);

@@ -74,7 +74,7 @@ void NaiveBackward(const Conv2dShape& s, const std::vector<double>& x, const std
         }
 }
 
-std::vector<double> Random(size_t count, uint64_t seed) {
+std::vector<double> ConvRandom(size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   std::vector<double> v(count);
@@ -107,8 +107,8 @@ void CheckConv(const Conv2dShape& s) {
   const size_t x_size = static_cast<size_t>(s.n) * s.c * s.h * s.w;
   const size_t w_size = static_cast<size_t>(s.k) * s.c * s.r * s.s;
   const size_t y_size = static_cast<size_t>(s.n) * s.k * p_out * q_out;
-  const auto x = Random(x_size, 1), w = Random(w_size, 2), b = Random(s.k, 3),
-             dy = Random(y_size, 4);
+  const auto x = ConvRandom(x_size, 1), w = ConvRandom(w_size, 2), b = ConvRandom(s.k, 3),
+             dy = ConvRandom(y_size, 4);
   const double eps = std::numeric_limits<T>::epsilon();
   const Context ctx;
   std::vector<T> workspace(s.WorkspaceElems());

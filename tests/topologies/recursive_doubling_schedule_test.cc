@@ -16,10 +16,10 @@
 namespace chorus::topologies {
 namespace {
 
-using Phase = RecursiveDoublingPhase;
+using RdPhase = RecursiveDoublingPhase;
 
-struct Message {
-  Phase phase;
+struct RdMessage {
+  RdPhase phase;
   int round;
   std::vector<float> values;
 };
@@ -34,7 +34,7 @@ void RunSchedules(int n, std::vector<std::vector<float>>& data) {
     schedules.push_back(*s);
   }
   // Each step sends (a snapshot of the whole buffer) before it receives.
-  std::map<std::pair<int, int>, std::deque<Message>> mailbox;  // (from, to) -> FIFO
+  std::map<std::pair<int, int>, std::deque<RdMessage>> mailbox;  // (from, to) -> FIFO
   std::vector<size_t> next_step(n, 0);
   std::vector<bool> sent(n, false);
   bool progress = true;
@@ -48,14 +48,14 @@ void RunSchedules(int n, std::vector<std::vector<float>>& data) {
       ASSERT_NE(step.peer, r);
       ASSERT_TRUE(step.send || step.recv);
       if (step.send && !sent[r]) {
-        mailbox[{r, step.peer}].push_back(Message{step.phase, step.round, data[r]});
+        mailbox[{r, step.peer}].push_back(RdMessage{step.phase, step.round, data[r]});
         sent[r] = true;
         progress = true;
       }
       if (step.recv) {
         auto& queue = mailbox[{step.peer, r}];
         if (queue.empty()) continue;
-        const Message m = std::move(queue.front());
+        const RdMessage m = std::move(queue.front());
         queue.pop_front();
         // Both sides of an exchange agree on the phase and round (the tag).
         ASSERT_EQ(m.phase, step.phase) << "n = " << n << " rank " << r;
@@ -120,7 +120,7 @@ TEST(RecursiveDoubling, PartnersAndFold) {
   ASSERT_EQ(five->size(), 3u);
   const int partners[] = {4, 7, 1};
   for (int k = 0; k < 3; ++k) {
-    EXPECT_EQ((*five)[k].phase, Phase::kExchange);
+    EXPECT_EQ((*five)[k].phase, RdPhase::kExchange);
     EXPECT_EQ((*five)[k].peer, partners[k]);
     EXPECT_EQ((*five)[k].round, k);
     EXPECT_TRUE((*five)[k].send && (*five)[k].recv && (*five)[k].reduce);
@@ -130,11 +130,11 @@ TEST(RecursiveDoubling, PartnersAndFold) {
     auto s = RecursiveDoublingSchedule(r, 6);
     ASSERT_TRUE(s);
     ASSERT_EQ(s->size(), 2u);
-    EXPECT_EQ((*s)[0].phase, Phase::kFoldIn);
+    EXPECT_EQ((*s)[0].phase, RdPhase::kFoldIn);
     EXPECT_EQ((*s)[0].peer, r + 1);
     EXPECT_TRUE((*s)[0].send);
     EXPECT_FALSE((*s)[0].recv);
-    EXPECT_EQ((*s)[1].phase, Phase::kFoldOut);
+    EXPECT_EQ((*s)[1].phase, RdPhase::kFoldOut);
     EXPECT_TRUE((*s)[1].recv);
     EXPECT_FALSE((*s)[1].reduce);
   }
@@ -143,11 +143,11 @@ TEST(RecursiveDoubling, PartnersAndFold) {
   auto one = RecursiveDoublingSchedule(1, 6);
   ASSERT_TRUE(one);
   ASSERT_EQ(one->size(), 4u);
-  EXPECT_EQ((*one)[0].phase, Phase::kFoldIn);
+  EXPECT_EQ((*one)[0].phase, RdPhase::kFoldIn);
   EXPECT_TRUE((*one)[0].recv && (*one)[0].reduce);
   EXPECT_EQ((*one)[1].peer, 3);
   EXPECT_EQ((*one)[2].peer, 4);
-  EXPECT_EQ((*one)[3].phase, Phase::kFoldOut);
+  EXPECT_EQ((*one)[3].phase, RdPhase::kFoldOut);
   EXPECT_EQ((*one)[3].peer, 0);
   EXPECT_TRUE((*one)[3].send);
   // Rank 5 (virtual 3) never folds: two exchanges, with virtual 2 and 1.

@@ -23,7 +23,7 @@ std::vector<std::vector<double>> Inputs(int n, int64_t length) {
   return data;
 }
 
-double ExpectedSum(int n, int64_t i) { return 1000.0 * n * (n + 1) / 2 + static_cast<double>(n * i); }
+double RingExpectedSum(int n, int64_t i) { return 1000.0 * n * (n + 1) / 2 + static_cast<double>(n * i); }
 
 // One synchronous phase: every rank sends its step's chunk (segment by segment) from a
 // snapshot, then every rank receives and reduces or copies.
@@ -73,14 +73,14 @@ void CheckRingAllreduce(int n, int64_t length, int64_t max_segment) {
   // After reduce-scatter each rank's owned chunk is complete.
   for (int r = 0; r < n; ++r) {
     const Range owned = chunks[schedules[r].owned_chunk];
-    for (int64_t i = owned.begin; i < owned.end; ++i) ASSERT_EQ(data[r][i], ExpectedSum(n, i));
+    for (int64_t i = owned.begin; i < owned.end; ++i) ASSERT_EQ(data[r][i], RingExpectedSum(n, i));
   }
   for (int step = 0; step + 1 < n; ++step) {
     ASSERT_NO_FATAL_FAILURE(RunPhase(data, schedules, chunks, max_segment, false, step));
   }
   for (int r = 0; r < n; ++r) {
     for (int64_t i = 0; i < length; ++i) {
-      ASSERT_EQ(data[r][i], ExpectedSum(n, i)) << "n = " << n << " length " << length << " rank " << r
+      ASSERT_EQ(data[r][i], RingExpectedSum(n, i)) << "n = " << n << " length " << length << " rank " << r
                                                << " element " << i;
     }
   }

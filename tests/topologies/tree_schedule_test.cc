@@ -71,7 +71,7 @@ void TreeAllreduce(const Tree& tree, std::vector<std::vector<double>>& data, Ran
   broadcast(tree.root);
 }
 
-std::vector<std::vector<double>> Inputs(int n, int64_t length) {
+std::vector<std::vector<double>> TreeInputs(int n, int64_t length) {
   std::vector<std::vector<double>> data(n, std::vector<double>(length));
   for (int r = 0; r < n; ++r) {
     for (int64_t i = 0; i < length; ++i) data[r][i] = (r + 1) * 1000.0 + static_cast<double>(i);
@@ -136,16 +136,16 @@ TEST(TreeSchedule, DoubleBinaryTreeInteriorsAreLeavesOfTheOther) {
 TEST(TreeSchedule, AllreduceOverTreesGivesTheSum) {
   for (int n : {1, 2, 3, 5, 8, 12}) {
     for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{n - 1}, int64_t{7} * n + 3, int64_t{1000}}) {
-      auto data = Inputs(n, length);
+      auto data = TreeInputs(n, length);
       TreeAllreduce(*MakeBinaryTree(n), data, Range{0, length});
       ASSERT_NO_FATAL_FAILURE(ExpectSums(data, length));
-      data = Inputs(n, length);
+      data = TreeInputs(n, length);
       TreeAllreduce(*MakeFlatTree(n), data, Range{0, length});
       ASSERT_NO_FATAL_FAILURE(ExpectSums(data, length));
       // Double tree: first half on tree one, second half on tree two.
       auto halves = *PartitionChunks(length, 2);
       auto trees = *MakeDoubleBinaryTree(n);
-      data = Inputs(n, length);
+      data = TreeInputs(n, length);
       TreeAllreduce(trees.first, data, halves[0]);
       TreeAllreduce(trees.second, data, halves[1]);
       ASSERT_NO_FATAL_FAILURE(ExpectSums(data, length));

@@ -26,9 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // Every test gets its own folder, named after this file.
-class TempDir : public chorus::testing::TempDir {
+class SafetensorsTempDir : public chorus::testing::TempDir {
  public:
-  TempDir() : chorus::testing::TempDir("chorus_safetensors_test") {}
+  SafetensorsTempDir() : chorus::testing::TempDir("chorus_safetensors_test") {}
 };
 
 std::vector<uint8_t> ReadBytes(const std::string& path) {
@@ -36,7 +36,7 @@ std::vector<uint8_t> ReadBytes(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+void WriteSafetensorsBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(f.good()) << path;
@@ -66,7 +66,7 @@ NamedTensor Tensor(std::string name, std::string dtype, std::vector<int64_t> sha
 }
 
 TEST(SafetensorsTest, RoundTripsDtypesEmptyTensorsAndMetadata) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   std::vector<uint16_t> halves;
   for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 1e-7f}) halves.push_back(FloatToHalfBits(f));
   const std::vector<NamedTensor> tensors = {
@@ -113,7 +113,7 @@ TEST(SafetensorsTest, MatchesTheReferenceBytesForAKnownFile) {
   // (huggingface/safetensors, safetensors/src/tensor.rs): one F32 tensor "attn0"
   // of shape [1, 1, 2, 3] holding 0..5. The 65-byte JSON is padded with 7 spaces
   // to 72, the length field, so the data starts 8-byte aligned at offset 80.
-  TempDir dir;
+  SafetensorsTempDir dir;
   const std::string path = dir.File("attn.safetensors");
   const std::vector<NamedTensor> tensors = {
       Tensor("attn0", "F32", {1, 1, 2, 3}, AsBytes(std::vector<float>{0, 1, 2, 3, 4, 5}))};
@@ -129,7 +129,7 @@ TEST(SafetensorsTest, MatchesTheReferenceBytesForAKnownFile) {
 }
 
 TEST(SafetensorsTest, MetadataComesFirstAndPaddingIsSpaces) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   const std::string path = dir.File("m.safetensors");
   const std::vector<NamedTensor> tensors = {Tensor("w", "F16", {2}, {0x00, 0x3c, 0x00, 0xc0})};
   ASSERT_TRUE(WriteSafetensors(path, tensors, {{"format", "pt"}}).ok());
@@ -142,9 +142,9 @@ TEST(SafetensorsTest, MetadataComesFirstAndPaddingIsSpaces) {
 TEST(SafetensorsTest, ReadsUnpaddedFilesFromOlderWriters) {
   // The reference's Python test file from before padding was introduced: a
   // 60-byte header with no padding, one I32 [2, 2] tensor of zeros.
-  TempDir dir;
+  SafetensorsTempDir dir;
   const std::string path = dir.File("old.safetensors");
-  WriteBytes(path, RawFile(R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})",
+  WriteSafetensorsBytes(path, RawFile(R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})",
                            std::vector<uint8_t>(16, 0)));
   Result<SafetensorsFile> file = ReadSafetensors(path);
   ASSERT_TRUE(file) << file.error().ToString();
@@ -156,7 +156,7 @@ TEST(SafetensorsTest, ReadsUnpaddedFilesFromOlderWriters) {
 }
 
 TEST(SafetensorsTest, NoTensorsIsAValidFile) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   const std::string path = dir.File("none.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {}, {}).ok());
   EXPECT_EQ(ReadBytes(path), RawFile("{}      ", {}));
@@ -166,7 +166,7 @@ TEST(SafetensorsTest, NoTensorsIsAValidFile) {
 }
 
 TEST(SafetensorsTest, WriterRejectsBadTensors) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   const std::string path = dir.File("bad.safetensors");
   struct Case {
     std::vector<NamedTensor> tensors;
@@ -191,10 +191,10 @@ TEST(SafetensorsTest, WriterRejectsBadTensors) {
 
 // Writes `bytes` and expects ReadSafetensors to fail with kDataLoss and a
 // message holding the path and every string in `needles`.
-void ExpectRejected(const TempDir& dir, const std::vector<uint8_t>& bytes,
+void ExpectRejected(const SafetensorsTempDir& dir, const std::vector<uint8_t>& bytes,
                     const std::vector<std::string>& needles) {
   const std::string path = dir.File("corrupt.safetensors");
-  WriteBytes(path, bytes);
+  WriteSafetensorsBytes(path, bytes);
   Result<SafetensorsFile> file = ReadSafetensors(path);
   ASSERT_FALSE(file) << needles[0];
   EXPECT_EQ(file.error().code(), StatusCode::kDataLoss) << file.error().message();
@@ -206,7 +206,7 @@ void ExpectRejected(const TempDir& dir, const std::vector<uint8_t>& bytes,
 }
 
 TEST(SafetensorsTest, RejectsBadHeaderLength) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   ExpectRejected(dir, {1, 2, 3}, {"shorter than the 8-byte header length"});
   std::vector<uint8_t> too_long = RawFile("{}", {});
   too_long[0] = 200;  // claims 200 header bytes, file has 2
@@ -219,7 +219,7 @@ TEST(SafetensorsTest, RejectsBadHeaderLength) {
 }
 
 TEST(SafetensorsTest, RejectsBadJson) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   ExpectRejected(dir, RawFile(R"({"a":{"dtype":"F32",)", {}), {"not valid JSON"});
   ExpectRejected(dir, RawFile(R"({"__metadata__":{"k":1}})", {}), {"__metadata__", "'k'", "not a string"});
   ExpectRejected(dir, RawFile(R"({"a":[1]})", {}), {"tensor 'a'", "not a JSON object"});
@@ -235,7 +235,7 @@ TEST(SafetensorsTest, RejectsBadJson) {
 }
 
 TEST(SafetensorsTest, RejectsBadOffsets) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   const std::vector<uint8_t> eight(8, 0);
   // Out of range: ends past the data area.
   ExpectRejected(dir, RawFile(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})", eight),
@@ -266,7 +266,7 @@ TEST(SafetensorsTest, RejectsBadOffsets) {
 }
 
 TEST(SafetensorsTest, RejectsTruncatedFile) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   const std::string path = dir.File("t.safetensors");
   const std::vector<NamedTensor> tensors = {
       Tensor("w", "F32", {4}, AsBytes(std::vector<float>{1, 2, 3, 4})),
@@ -280,7 +280,7 @@ TEST(SafetensorsTest, RejectsTruncatedFile) {
 }
 
 TEST(SafetensorsTest, MissingFileIsNotFound) {
-  TempDir dir;
+  SafetensorsTempDir dir;
   Result<SafetensorsFile> file = ReadSafetensors(dir.File("absent.safetensors"));
   ASSERT_FALSE(file);
   EXPECT_EQ(file.error().code(), StatusCode::kNotFound);

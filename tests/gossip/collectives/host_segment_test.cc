@@ -28,8 +28,8 @@ namespace {
 
 using testing::RunRanks;
 
-float Input(int rank, size_t i) { return testing::ClosedFormInput(rank, i); }
-float ExpectedSum(int n, size_t i) { return testing::ClosedFormSum(n, i); }
+float SegmentInput(int rank, size_t i) { return testing::ClosedFormInput(rank, i); }
+float SegmentExpectedSum(int n, size_t i) { return testing::ClosedFormSum(n, i); }
 
 std::vector<std::string> OneHost(int n) { return std::vector<std::string>(n, "host"); }
 
@@ -49,7 +49,7 @@ void CheckAllreduce(int n, size_t len, AllreduceAlgorithm algorithm, std::vector
   auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
     CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(t, keys, SmallSlots()));
     std::vector<float> data(len);
-    for (size_t i = 0; i < len; ++i) data[i] = Input(r, i);
+    for (size_t i = 0; i < len; ++i) data[i] = SegmentInput(r, i);
     AllreduceOptions o;
     o.algorithm = algorithm;
     o.deadline = Deadline::AfterSeconds(30);
@@ -60,7 +60,7 @@ void CheckAllreduce(int n, size_t len, AllreduceAlgorithm algorithm, std::vector
   for (int r = 0; r < n; ++r) {
     ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
     for (size_t i = 0; i < len; ++i) {
-      ASSERT_EQ(results[r][i], ExpectedSum(n, i)) << "n " << n << " len " << len << " rank " << r << " element " << i;
+      ASSERT_EQ(results[r][i], SegmentExpectedSum(n, i)) << "n " << n << " len " << len << " rank " << r << " element " << i;
     }
   }
 }
@@ -119,7 +119,7 @@ TEST(SharedMemoryAllreduceTest, HalfAndScalesAndIdenticalBitsOnEveryRank) {
     o.algorithm = AllreduceAlgorithm::kSharedMemory;
     o.deadline = Deadline::AfterSeconds(30);
     half[r].resize(len);
-    for (size_t i = 0; i < len; ++i) half[r][i] = FloatToHalfBits(Input(r, i));
+    for (size_t i = 0; i < len; ++i) half[r][i] = FloatToHalfBits(SegmentInput(r, i));
     o.post_scale = 0.5f;
     CHORUS_RETURN_IF_ERROR(c.Allreduce(std::span<uint16_t>(half[r]), o));
     // Random inputs: every rank must end with the same bits (one summation order).
@@ -131,7 +131,7 @@ TEST(SharedMemoryAllreduceTest, HalfAndScalesAndIdenticalBitsOnEveryRank) {
   for (int r = 0; r < n; ++r) {
     ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
     for (size_t i = 0; i < len; ++i) {
-      ASSERT_EQ(HalfBitsToFloat(half[r][i]), 0.5f * ExpectedSum(n, i)) << "rank " << r << " element " << i;
+      ASSERT_EQ(HalfBitsToFloat(half[r][i]), 0.5f * SegmentExpectedSum(n, i)) << "rank " << r << " element " << i;
     }
     EXPECT_EQ(std::memcmp(random[r].data(), random[0].data(), len * sizeof(float)), 0) << "rank " << r;
   }

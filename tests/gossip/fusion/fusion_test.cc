@@ -24,8 +24,8 @@
 namespace chorus::gossip {
 namespace {
 
-float Input(int rank, size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
-float ExpectedSum(int n, size_t i) {
+float FusionInput(int rank, size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
+float FusionExpectedSum(int n, size_t i) {
   return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
 }
 
@@ -279,7 +279,7 @@ EngineRun RunEngine(int n, const std::vector<ParamSlice>& table, size_t bucket_b
         for (size_t p : order) {
           for (size_t e = 0; e < table[p].count; ++e) {
             const size_t i = table[p].offset + e;
-            grads[i] = Input(r, i);
+            grads[i] = FusionInput(r, i);
           }
           CHORUS_RETURN_IF_ERROR(engine->MarkReady(p));
         }
@@ -289,7 +289,7 @@ EngineRun RunEngine(int n, const std::vector<ParamSlice>& table, size_t bucket_b
     // The reference: one all-reduce of the whole buffer.
     std::vector<float> whole(required, 0.0f);
     for (const auto& s : table) {
-      for (size_t e = 0; e < s.count; ++e) whole[s.offset + e] = Input(r, s.offset + e);
+      for (size_t e = 0; e < s.count; ++e) whole[s.offset + e] = FusionInput(r, s.offset + e);
     }
     AllreduceOptions whole_options;
     whole_options.algorithm = AllreduceAlgorithm::kRing;
@@ -313,7 +313,7 @@ void ExpectEngineMatchesWholeAllreduce(const EngineRun& run, int n, int steps,
         const size_t i = s.offset + e;
         // Exact: small integers (see the file comment).
         ASSERT_EQ(run.grads[r][i], run.reference[r][i]) << "rank " << r << " element " << i;
-        ASSERT_EQ(run.grads[r][i], ExpectedSum(n, i)) << "rank " << r << " element " << i;
+        ASSERT_EQ(run.grads[r][i], FusionExpectedSum(n, i)) << "rank " << r << " element " << i;
       }
     }
     ASSERT_EQ(run.spans[r].size(), run.buckets * steps);
@@ -358,7 +358,7 @@ TEST(FusionEngineTest, Fp16WireWithPreDivision) {
       for (const auto& s : table) {
         for (size_t e = 0; e < s.count; ++e) {
           const size_t i = s.offset + e;
-          ASSERT_EQ(run.grads[r][i], 0.25f * ExpectedSum(n, i)) << "rank " << r << " element " << i;
+          ASSERT_EQ(run.grads[r][i], 0.25f * FusionExpectedSum(n, i)) << "rank " << r << " element " << i;
         }
       }
       size_t elems = 0;
@@ -447,7 +447,7 @@ TEST(FusionEngineTest, BucketsRunBeforeWaitAll) {
     CHORUS_ASSIGN_OR_RETURN(GradientBucketer b, GradientBucketer::Create(table, 4000));
     if (b.buckets().size() != 3) return Internal("expected one bucket per parameter");
     std::vector<float> grads(b.RequiredElems());
-    for (size_t i = 0; i < grads.size(); ++i) grads[i] = Input(r, i);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = FusionInput(r, i);
     CommSpanRecorder recorder;
     FusionOptions options;
     options.trace = &recorder;
@@ -461,7 +461,7 @@ TEST(FusionEngineTest, BucketsRunBeforeWaitAll) {
     // Bucket 0 (parameter 0, the last forward one) is summed already.
     const ParamSlice& first = table[0];
     for (size_t e = 0; e < first.count; ++e) {
-      if (grads[first.offset + e] != ExpectedSum(n, first.offset + e)) {
+      if (grads[first.offset + e] != FusionExpectedSum(n, first.offset + e)) {
         return Internal("bucket 0 not summed at element " + std::to_string(first.offset + e));
       }
     }

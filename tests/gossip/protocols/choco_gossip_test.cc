@@ -18,7 +18,7 @@ using testing::MeanOf;
 using testing::RandomVector;
 using testing::RunGossipNodes;
 
-topologies::Graph Must(Result<topologies::Graph> g) {
+topologies::Graph ChocoMust(Result<topologies::Graph> g) {
   EXPECT_TRUE(g.has_value()) << g.error().ToString();
   return std::move(*g);
 }
@@ -84,7 +84,7 @@ TEST(ChocoGossipTest, SignCompressionReachesTheExactAverage) {
   options.codec.kind = CodecKind::kSign;
   options.codec.chunk = 16;
   options.gamma = 0.3;
-  auto run = RunChoco(Must(topologies::BidirectionalRingGraph(5)), options, 1000, 64, 1e-6);
+  auto run = RunChoco(ChocoMust(topologies::BidirectionalRingGraph(5)), options, 1000, 64, 1e-6);
   ExpectExactAverage(run);
   RecordProperty("rounds_to_1e-6", run.rounds_used);
 }
@@ -96,7 +96,7 @@ TEST(ChocoGossipTest, TopKCompressionReachesTheExactAverage) {
   // With 10% of the entries per round, gamma = 0.3 already diverges on this torus
   // (CHOCO needs gamma to shrink with the compression); 0.15 converges.
   options.gamma = 0.15;
-  auto run = RunChoco(Must(topologies::TorusGraph(6, {2, 3})), options, 1000, 64, 1e-6);
+  auto run = RunChoco(ChocoMust(topologies::TorusGraph(6, {2, 3})), options, 1000, 64, 1e-6);
   ExpectExactAverage(run);
   RecordProperty("rounds_to_1e-6", run.rounds_used);
 }
@@ -105,7 +105,7 @@ TEST(ChocoGossipTest, RejectsNonFiniteDifferencesOnEverySide) {
   ChocoOptions options;
   options.codec.kind = CodecKind::kNone;
   options.gamma = 0.5;
-  const auto graph = Must(topologies::BidirectionalRingGraph(4));
+  const auto graph = ChocoMust(topologies::BidirectionalRingGraph(4));
   auto run = RunChoco(graph, options, 10, 8, 0.0, /*nan_rank=*/0);
   // Rank 0 rejects its own message each round, ranks 1 and 3 (its neighbours)
   // reject it too; rank 2 never sees it.

@@ -29,7 +29,7 @@ using testing::RandomVector;
 using testing::RunGossipNodes;
 using testing::TotalSum;
 
-topologies::Graph Must(Result<topologies::Graph> g) {
+topologies::Graph DpsgdMust(Result<topologies::Graph> g) {
   EXPECT_TRUE(g.has_value()) << g.error().ToString();
   return std::move(*g);
 }
@@ -72,8 +72,8 @@ std::vector<std::vector<std::vector<float>>> RunDpsgd(const topologies::Graph& g
 
 TEST(DpsgdGossipTest, MixingPreservesTheSum) {
   for (auto graph :
-       {Must(topologies::BidirectionalRingGraph(5)), Must(topologies::TorusGraph(6, {2, 3})),
-        Must(topologies::RandomRegularGraph(7, 4, 3))}) {
+       {DpsgdMust(topologies::BidirectionalRingGraph(5)), DpsgdMust(topologies::TorusGraph(6, {2, 3})),
+        DpsgdMust(topologies::RandomRegularGraph(7, 4, 3))}) {
     SCOPED_TRACE(graph.Name());
     // Values in [1, 2): the sum stays far from 0, so a relative bound is meaningful.
     auto history = RunDpsgd(graph, 20, 1001, 21, 1.0, 2.0);
@@ -122,16 +122,16 @@ void CheckSpectralRate(const topologies::Graph& graph, int rounds, int tail_from
 
 TEST(DpsgdGossipTest, ConvergesAtTheSpectralGapRateOnRing) {
   // Ring of 8 with MH weights 1/3: lambda_2 = 1/3 + 2/3 cos(2 pi / 8) = 0.805.
-  CheckSpectralRate(Must(topologies::BidirectionalRingGraph(8)), 40, 15);
+  CheckSpectralRate(DpsgdMust(topologies::BidirectionalRingGraph(8)), 40, 15);
 }
 
 TEST(DpsgdGossipTest, ConvergesAtTheSpectralGapRateOnTorus) {
   // 3x3 torus with MH weights 1/5: lambda_2 = 0.4, next |lambda| = 0.2.
-  CheckSpectralRate(Must(topologies::TorusGraph(9, {3, 3})), 10, 4);
+  CheckSpectralRate(DpsgdMust(topologies::TorusGraph(9, {3, 3})), 10, 4);
 }
 
 TEST(DpsgdGossipTest, LocalSgdPeriodSkipsRounds) {
-  const auto graph = Must(topologies::BidirectionalRingGraph(4));
+  const auto graph = DpsgdMust(topologies::BidirectionalRingGraph(4));
   auto statuses = RunGossipNodes(4, [&](int r, Transport& t, LocalHub&) -> Status {
     DpsgdOptions options;
     options.period = 3;
@@ -156,7 +156,7 @@ TEST(DpsgdGossipTest, LocalSgdPeriodSkipsRounds) {
 }
 
 TEST(DpsgdGossipTest, RejectsAndCountsNonFiniteNeighbours) {
-  const auto graph = Must(topologies::BidirectionalRingGraph(4));  // 0's neighbours: 1, 3
+  const auto graph = DpsgdMust(topologies::BidirectionalRingGraph(4));  // 0's neighbours: 1, 3
   std::vector<std::vector<float>> finals(4);
   std::vector<GossipStats> stats(4);
   auto statuses = RunGossipNodes(4, [&](int r, Transport& t, LocalHub&) -> Status {
@@ -181,7 +181,7 @@ TEST(DpsgdGossipTest, RejectsAndCountsNonFiniteNeighbours) {
 
 TEST(GossipProtocolsTest, ASingleNodeKeepsItsValue) {
   // World size 1: no neighbours, nothing to send; every protocol leaves x as is.
-  const auto graph = Must(topologies::CompleteGraph(1));
+  const auto graph = DpsgdMust(topologies::CompleteGraph(1));
   auto statuses = RunGossipNodes(1, [&](int, Transport& t, LocalHub&) -> Status {
     const auto x0 = RandomVector(55, 0, 9);
     std::vector<std::unique_ptr<GossipProtocol>> protocols;
@@ -218,9 +218,9 @@ TEST(DpsgdGossipTest, RejectsABadGraph) {
   ASSERT_FALSE(directed.has_value());
   EXPECT_NE(directed.error().message().find("not regular"), std::string::npos);
   // A directed ring is regular (in = out = 1): accepted.
-  EXPECT_TRUE(DpsgdGossip::Create(*transports[0], Must(topologies::RingGraph(3)), {}).has_value());
+  EXPECT_TRUE(DpsgdGossip::Create(*transports[0], DpsgdMust(topologies::RingGraph(3)), {}).has_value());
   auto wrong_size =
-      DpsgdGossip::Create(*transports[0], Must(topologies::BidirectionalRingGraph(4)), {});
+      DpsgdGossip::Create(*transports[0], DpsgdMust(topologies::BidirectionalRingGraph(4)), {});
   ASSERT_FALSE(wrong_size.has_value());
   EXPECT_NE(wrong_size.error().message().find("4 nodes"), std::string::npos);
 }
@@ -230,8 +230,8 @@ TEST(DpsgdGossipTest, SurvivorsDetectAKilledNodeAndReachConsensusAfterRebuild) {
   constexpr int kVictim = 2;
   constexpr int kKillRound = 5;
   const std::vector<int> survivors = {0, 1, 3, 4};  // slots; new ranks 0..3
-  const auto graph = Must(topologies::BidirectionalRingGraph(kN));
-  const auto rebuilt = Must(topologies::BidirectionalRingGraph(4));
+  const auto graph = DpsgdMust(topologies::BidirectionalRingGraph(kN));
+  const auto rebuilt = DpsgdMust(topologies::BidirectionalRingGraph(4));
 
   std::vector<DpsgdGossip*> protocols(kN, nullptr);
   std::latch created(kN);
@@ -325,7 +325,7 @@ namespace {
 TEST(DpsgdGossipTest, OnePeerExponentialKeepsTheAverageAndConverges) {
   for (int n : {4, 8, 6}) {
     SCOPED_TRACE("n=" + std::to_string(n));
-    const auto graph = Must(topologies::OnePeerExponentialGraph(n));
+    const auto graph = DpsgdMust(topologies::OnePeerExponentialGraph(n));
     ASSERT_FALSE(graph.IsUndirected());
     std::vector<std::vector<float>> finals(n);
     const size_t len = 37;

@@ -16,7 +16,7 @@ namespace {
 
 using testing::RandomVector;
 
-struct Case {
+struct MixCase {
   std::vector<float> x, own;
   std::vector<std::vector<float>> rows;
   std::vector<double> weights;
@@ -24,8 +24,8 @@ struct Case {
   MixRows Rows() const { return MixRows{pointers.data(), weights.data(), rows.size()}; }
 };
 
-Case MakeCase(size_t n, size_t count, uint64_t seed) {
-  Case c;
+MixCase MakeCase(size_t n, size_t count, uint64_t seed) {
+  MixCase c;
   c.x = RandomVector(seed, 0, n);
   c.own = RandomVector(seed, 1, n);
   for (size_t k = 0; k < count; ++k) {
@@ -48,7 +48,7 @@ template <typename Blocked, typename Element>
 void ExpectTheElementwiseLoop(uint64_t seed, Blocked blocked, Element element) {
   for (size_t n : kLengths) {
     for (size_t count = 0; count <= 4; ++count) {
-      Case c = MakeCase(n, count, seed * n + count);
+      MixCase c = MakeCase(n, count, seed * n + count);
       std::vector<float> want = c.x;
       double diff2 = 0.0, norm2 = 0.0;
       for (size_t i = 0; i < n; ++i) {
@@ -70,8 +70,8 @@ void ExpectTheElementwiseLoop(uint64_t seed, Blocked blocked, Element element) {
 TEST(MixBlocks, MixWeightedIsTheElementwiseMix) {
   const double self_weight = 0.25;
   ExpectTheElementwiseLoop(
-      10, [&](Case& c) { return MixWeighted(c.x.data(), c.x.size(), self_weight, c.Rows()); },
-      [&](const Case& c, size_t i) {
+      10, [&](MixCase& c) { return MixWeighted(c.x.data(), c.x.size(), self_weight, c.Rows()); },
+      [&](const MixCase& c, size_t i) {
         double acc = self_weight * static_cast<double>(c.x[i]);
         for (size_t k = 0; k < c.rows.size(); ++k) acc += c.weights[k] * static_cast<double>(c.rows[k][i]);
         return acc;
@@ -81,8 +81,8 @@ TEST(MixBlocks, MixWeightedIsTheElementwiseMix) {
 TEST(MixBlocks, StepTowardsIsTheElementwiseStep) {
   const double gamma = 0.6;
   ExpectTheElementwiseLoop(
-      20, [&](Case& c) { return StepTowards(c.x.data(), c.x.size(), c.own.data(), gamma, c.Rows()); },
-      [&](const Case& c, size_t i) {
+      20, [&](MixCase& c) { return StepTowards(c.x.data(), c.x.size(), c.own.data(), gamma, c.Rows()); },
+      [&](const MixCase& c, size_t i) {
         double step = 0.0;
         for (size_t k = 0; k < c.rows.size(); ++k) {
           step += c.weights[k] * (static_cast<double>(c.rows[k][i]) - static_cast<double>(c.own[i]));

@@ -18,7 +18,7 @@ using testing::MeanOf;
 using testing::RandomVector;
 using testing::RunGossipNodes;
 
-topologies::Graph Must(Result<topologies::Graph> g) {
+topologies::Graph PushSumMust(Result<topologies::Graph> g) {
   EXPECT_TRUE(g.has_value()) << g.error().ToString();
   return std::move(*g);
 }
@@ -78,7 +78,7 @@ TEST(PushSumGossipTest, WeightsSumToNAndZConvergesOnTimeVaryingDirectedGraphs) {
   auto irregular = topologies::Graph::Create(
       "irregular(5)", 5, {{{1, 2}, {2}, {3}, {4, 0}, {0}}, {{3}, {0, 4}, {1}, {2}, {1, 2}}});
   ASSERT_TRUE(irregular.has_value()) << irregular.error().ToString();
-  for (auto graph : {Must(topologies::OnePeerExponentialGraph(6)), *irregular}) {
+  for (auto graph : {PushSumMust(topologies::OnePeerExponentialGraph(6)), *irregular}) {
     SCOPED_TRACE(graph.Name());
     ASSERT_TRUE(graph.IsTimeVarying());
     const double n = graph.NumNodes();
@@ -106,7 +106,7 @@ TEST(PushSumGossipTest, WeightsSumToNAndZConvergesOnTimeVaryingDirectedGraphs) {
 TEST(PushSumGossipTest, ConvergesOnStaticDirectedGraphs) {
   // Directed ring of 5: the mixing's second eigenvalue is cos(pi / 5) = 0.81 in
   // modulus, so 100 rounds leave ~1e-9 of the initial spread.
-  for (auto graph : {Must(topologies::RingGraph(5)), Must(topologies::ExponentialGraph(7))}) {
+  for (auto graph : {PushSumMust(topologies::RingGraph(5)), PushSumMust(topologies::ExponentialGraph(7))}) {
     SCOPED_TRACE(graph.Name());
     auto run = RunPushSum(graph, 100, 25, PushSumOptions{});
     ExpectConvergedTo(run, MeanOf(run.start), 1e-5);
@@ -119,7 +119,7 @@ TEST(PushSumGossipTest, LocalStepsAreCarriedIntoTheAverage) {
   // 10 rounds with a local step of 0.01 (rank + 1) per element, then pure mixing:
   // the consensus is the starting average plus the average of all steps,
   // 10 * 0.01 * (n + 1) / 2. With period 2 only every other round communicates.
-  const auto graph = Must(topologies::OnePeerExponentialGraph(5));
+  const auto graph = PushSumMust(topologies::OnePeerExponentialGraph(5));
   PushSumOptions options;
   options.period = 2;
   auto run = RunPushSum(graph, 160, 16, options, 10, &Step);
@@ -132,7 +132,7 @@ TEST(PushSumGossipTest, LocalStepsAreCarriedIntoTheAverage) {
 }
 
 TEST(PushSumGossipTest, RejectsNonFiniteShares) {
-  const auto graph = Must(topologies::OnePeerExponentialGraph(4));
+  const auto graph = PushSumMust(topologies::OnePeerExponentialGraph(4));
   auto run = RunPushSum(graph, 8, 12, PushSumOptions{}, 0, nullptr, /*nan_rank=*/0);
   uint64_t rejected = 0;
   for (const auto& s : run.stats) rejected += s.rejected_nonfinite;

@@ -14,7 +14,7 @@
 namespace chorus::node {
 namespace {
 
-MembershipView View(uint64_t epoch, int self_rank) {
+MembershipView SessionView(uint64_t epoch, int self_rank) {
   MembershipView view;
   view.epoch = epoch;
   view.self_rank = self_rank;
@@ -39,7 +39,7 @@ TEST(ClusterSessionTest, NewEpochDiscardsWhatTheLeftEpochLeftBehind) {
   ASSERT_TRUE(receiver) << receiver.error().ToString();
   ClusterSession session;
   session.transport = std::move(*receiver);
-  ASSERT_TRUE(session.InstallPeers(View(0, 1), Deadline::AfterSeconds(5)).ok());
+  ASSERT_TRUE(session.InstallPeers(SessionView(0, 1), Deadline::AfterSeconds(5)).ok());
 
   const std::vector<std::byte> payload(64, std::byte{1});
   const gossip::Tag left_behind[] = {
@@ -53,7 +53,7 @@ TEST(ClusterSessionTest, NewEpochDiscardsWhatTheLeftEpochLeftBehind) {
   for (gossip::Tag tag : left_behind) ASSERT_TRUE((*sender)->Send(1, tag, payload, Deadline::AfterSeconds(5)).ok());
   for (gossip::Tag tag : kept) ASSERT_TRUE((*sender)->Send(1, tag, payload, Deadline::AfterSeconds(5)).ok());
 
-  ASSERT_TRUE(session.InstallPeers(View(1, 1), Deadline::AfterSeconds(5)).ok());
+  ASSERT_TRUE(session.InstallPeers(SessionView(1, 1), Deadline::AfterSeconds(5)).ok());
   EXPECT_EQ(session.transport->Stats().messages_discarded, 2u);
   std::vector<std::byte> in(64);
   for (gossip::Tag tag : kept) {

@@ -15,7 +15,7 @@ namespace chorus::node {
 namespace {
 
 // Members (name, hub slot) in rank order; this node is node0.
-MembershipView View(uint64_t epoch, const std::vector<std::pair<std::string, int>>& members) {
+MembershipView PeersView(uint64_t epoch, const std::vector<std::pair<std::string, int>>& members) {
   MembershipView view;
   view.epoch = epoch;
   view.self_rank = 0;
@@ -60,7 +60,7 @@ class InstalledPeersTest : public ::testing::Test {
     auto t = hub_->MakeTransport(0);
     ASSERT_TRUE(t) << t.error().ToString();
     transport_ = std::move(*t);
-    ASSERT_TRUE(Install(installed_, *transport_, View(0, {{"node0", 0}, {"node1", 1}, {"node2", 2}})).ok());
+    ASSERT_TRUE(Install(installed_, *transport_, PeersView(0, {{"node0", 0}, {"node1", 1}, {"node2", 2}})).ok());
   }
 
   std::shared_ptr<gossip::LocalHub> hub_;
@@ -84,7 +84,7 @@ TEST_F(InstalledPeersTest, ALossDuringAnInstallIsMarkedUnderTheNewRank) {
   std::vector<std::byte> in(8);
   auto pending = transport_->Irecv(1, 7, in);  // from node1, in epoch 0's ranks
   ASSERT_TRUE(pending);
-  installed_.BeginInstall(View(1, {{"node0", 0}, {"node2", 2}}));
+  installed_.BeginInstall(PeersView(1, {{"node0", 0}, {"node2", 2}}));
   installed_.ConnectionLost("node2", *transport_);
   EXPECT_FALSE((*pending)->Done()) << "marked under a rank of the new view before it was installed";
   std::vector<gossip::PeerInfo> peers = {{0, gossip::LocalHub::EncodeAddress(0), "node0"},
@@ -100,12 +100,12 @@ TEST_F(InstalledPeersTest, ALossDuringAnInstallIsMarkedUnderTheNewRank) {
 // dead, and its rank there is marked too.
 TEST_F(InstalledPeersTest, ALossBeforeAnInstallIsMarkedInTheNextViewThatNamesIt) {
   installed_.ConnectionLost("node2", *transport_);
-  ASSERT_TRUE(Install(installed_, *transport_, View(1, {{"node0", 0}, {"node2", 2}})).ok());
+  ASSERT_TRUE(Install(installed_, *transport_, PeersView(1, {{"node0", 0}, {"node2", 2}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
   // Once a view without it is installed, the death is forgotten: a process
   // that later joins under the same name has another address and is alive.
-  ASSERT_TRUE(Install(installed_, *transport_, View(2, {{"node0", 0}, {"node1", 1}})).ok());
-  ASSERT_TRUE(Install(installed_, *transport_, View(3, {{"node0", 0}, {"node1", 1}, {"node2", 3}})).ok());
+  ASSERT_TRUE(Install(installed_, *transport_, PeersView(2, {{"node0", 0}, {"node1", 1}})).ok());
+  ASSERT_TRUE(Install(installed_, *transport_, PeersView(3, {{"node0", 0}, {"node1", 1}, {"node2", 3}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(ReceiveFrom(*transport_, 2), StatusCode::kDeadlineExceeded);
 }
@@ -113,7 +113,7 @@ TEST_F(InstalledPeersTest, ALossBeforeAnInstallIsMarkedInTheNextViewThatNamesIt)
 // A re-form at epoch 1 waits on members that moved on to epoch 2 (they failed
 // their attempt at 1 when another member died): epoch 2's arrival ends it.
 TEST_F(InstalledPeersTest, ANewerEpochEndsAReformAtAnOlderOne) {
-  const MembershipView epoch1 = View(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}});
+  const MembershipView epoch1 = PeersView(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}});
   // Outside a re-form a newer view changes nothing (joins arrive that way).
   installed_.ViewChanged(epoch1, *transport_);
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
@@ -124,18 +124,18 @@ TEST_F(InstalledPeersTest, ANewerEpochEndsAReformAtAnOlderOne) {
   auto pending = transport_->Irecv(1, 7, in);
   ASSERT_TRUE(pending);
   EXPECT_FALSE((*pending)->Done());
-  installed_.ViewChanged(View(2, {{"node0", 0}, {"node1", 1}}), *transport_);
+  installed_.ViewChanged(PeersView(2, {{"node0", 0}, {"node1", 1}}), *transport_);
   auto ended = (*pending)->Wait(Deadline::AfterSeconds(5));
   ASSERT_FALSE(ended);
   EXPECT_EQ(ended.error().code(), StatusCode::kUnavailable);
 
   // The newer view came before the install finished: the attempt ends as
   // soon as it is installed.
-  installed_.ViewChanged(View(3, {{"node0", 0}, {"node1", 1}}), *transport_);
-  ASSERT_TRUE(Install(installed_, *transport_, View(2, {{"node0", 0}, {"node1", 1}})).ok());
+  installed_.ViewChanged(PeersView(3, {{"node0", 0}, {"node1", 1}}), *transport_);
+  ASSERT_TRUE(Install(installed_, *transport_, PeersView(2, {{"node0", 0}, {"node1", 1}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
   installed_.SetRecovery(InstalledPeers::Recovery::kTraining);
-  ASSERT_TRUE(Install(installed_, *transport_, View(3, {{"node0", 0}, {"node1", 1}})).ok());
+  ASSERT_TRUE(Install(installed_, *transport_, PeersView(3, {{"node0", 0}, {"node1", 1}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
 }
 
@@ -149,14 +149,14 @@ TEST_F(InstalledPeersTest, ADeclaredDeathEndsTheInstalledEpochWithEveryMember) {
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
   EXPECT_EQ(ReceiveFrom(*transport_, 2), StatusCode::kUnavailable);
   // The next view without node2 is a fresh start.
-  ASSERT_TRUE(Install(installed_, *transport_, View(1, {{"node0", 0}, {"node1", 1}})).ok());
+  ASSERT_TRUE(Install(installed_, *transport_, PeersView(1, {{"node0", 0}, {"node1", 1}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
 }
 
 // Declared dead while a view that still names it is being installed: the
 // epoch ends once it is; a view without it is not ended.
 TEST_F(InstalledPeersTest, ADeathDeclaredDuringAnInstallEndsThatEpochIfItNamesTheMember) {
-  installed_.BeginInstall(View(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}}));
+  installed_.BeginInstall(PeersView(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}}));
   installed_.MemberDead(Declared("node2"), *transport_);
   std::vector<gossip::PeerInfo> peers;
   for (int r = 0; r < 3; ++r) peers.push_back({r, gossip::LocalHub::EncodeAddress(r), "node" + std::to_string(r)});
@@ -164,7 +164,7 @@ TEST_F(InstalledPeersTest, ADeathDeclaredDuringAnInstallEndsThatEpochIfItNamesTh
   installed_.Installed(*transport_);
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
 
-  installed_.BeginInstall(View(2, {{"node0", 0}, {"node1", 1}}));
+  installed_.BeginInstall(PeersView(2, {{"node0", 0}, {"node1", 1}}));
   installed_.MemberDead(Declared("node2"), *transport_);  // not in the view being installed
   ASSERT_TRUE(transport_->SetPeers(0, std::span(peers).first(2)).ok());
   installed_.Installed(*transport_);
@@ -178,7 +178,7 @@ TEST_F(InstalledPeersTest, ADeathDeclaredWhileRecoveringMarksNothingUntilAnInsta
   installed_.SetRecovery(InstalledPeers::Recovery::kWaiting);
   installed_.MemberDead(Declared("node2"), *transport_);
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
-  ASSERT_TRUE(Install(installed_, *transport_, View(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}})).ok());
+  ASSERT_TRUE(Install(installed_, *transport_, PeersView(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
   installed_.SetRecovery(InstalledPeers::Recovery::kTraining);
 }

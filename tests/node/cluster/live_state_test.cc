@@ -45,7 +45,7 @@ class FakeState final : public LiveState {
   bool needs_;
 };
 
-MembershipView View(int n, int self, uint64_t epoch) {
+MembershipView LiveView(int n, int self, uint64_t epoch) {
   MembershipView v;
   v.epoch = epoch;
   v.self_rank = self;
@@ -74,7 +74,7 @@ std::vector<Result<LiveStateShared>> ShareOnAll(std::vector<FakeState>& states, 
         results[static_cast<size_t>(r)] = Err(collective.error());
         return;
       }
-      results[static_cast<size_t>(r)] = ShareLiveState(*collective, View(n, r, 3), states[static_cast<size_t>(r)],
+      results[static_cast<size_t>(r)] = ShareLiveState(*collective, LiveView(n, r, 3), states[static_cast<size_t>(r)],
                                                        steps[static_cast<size_t>(r)], Deadline::AfterSeconds(20));
     });
   }

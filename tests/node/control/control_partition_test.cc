@@ -17,7 +17,7 @@
 namespace chorus::node {
 namespace {
 
-constexpr double kWait = 15.0;
+constexpr double kPartitionWait = 15.0;
 
 // Starts a control plane from a thread inside network namespace `ns`: its
 // sockets, and those its control thread makes, live there.
@@ -60,26 +60,26 @@ TEST(ControlPartitionTest, ACoordinatorCutOffFirstDoesNotRemoveTheLargerPart) {
   auto c = StartIn(link.ns(2), Config(link.host(2), {boot}, 8.0), Local("n2"));
   ASSERT_TRUE(b && c);
   for (auto* cp : {a->get(), b->get(), c->get()}) {
-    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kPartitionWait));
     ASSERT_TRUE(v) << v.error().ToString();
   }
   ASSERT_EQ((*b)->View().members[0].name, "n0") << "n0 (lowest address) coordinates";
 
   ASSERT_TRUE(link.Cut(0).ok());
-  Result<MembershipView> alone = (*a)->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait));
+  Result<MembershipView> alone = (*a)->WaitForEpochAbove(0, Deadline::AfterSeconds(kPartitionWait));
   ASSERT_TRUE(alone) << alone.error().ToString();
   ASSERT_EQ(alone->members.size(), 1u) << "n0 declared the others dead first";
   ASSERT_TRUE(link.Heal(0).ok());
 
   for (auto* cp : {b->get(), c->get()}) {
-    Result<MembershipView> v = cp->WaitForEpochAbove(0, Deadline::AfterSeconds(kWait));
+    Result<MembershipView> v = cp->WaitForEpochAbove(0, Deadline::AfterSeconds(kPartitionWait));
     ASSERT_TRUE(v) << cp->name() << ": " << v.error().ToString();
     ASSERT_EQ(v->members.size(), 2u) << cp->name();
     EXPECT_EQ(v->members[0].name, "n1");
     EXPECT_EQ(v->members[1].name, "n2");
     EXPECT_TRUE(cp->Failure().ok()) << cp->name() << ": " << cp->Failure().ToString();
   }
-  const Deadline by = Deadline::AfterSeconds(kWait);
+  const Deadline by = Deadline::AfterSeconds(kPartitionWait);
   while ((*a)->Failure().ok() && !by.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_NE((*a)->Failure().message().find("leaves its part of the cluster"), std::string::npos)
       << (*a)->Failure().ToString();

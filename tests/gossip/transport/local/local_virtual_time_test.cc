@@ -30,7 +30,7 @@ std::shared_ptr<LocalHub> VirtualHub(int n) {
   return LocalHub::Create(options);
 }
 
-Deadline Soon() { return Deadline::AfterSeconds(10); }
+Deadline VirtualSoon() { return Deadline::AfterSeconds(10); }
 
 TEST(LocalVirtualTime, OneMessageArrivesAfterLatencyPlusBytesOverBandwidth) {
   auto hub = VirtualHub(2);
@@ -38,12 +38,12 @@ TEST(LocalVirtualTime, OneMessageArrivesAfterLatencyPlusBytesOverBandwidth) {
   std::vector<std::byte> out(kBytes, std::byte{7}), in(kBytes);
   auto send = t[0]->Isend(1, 1, out);
   ASSERT_TRUE(send);
-  ASSERT_TRUE(t[1]->Recv(0, 1, in, Soon()));
+  ASSERT_TRUE(t[1]->Recv(0, 1, in, VirtualSoon()));
   EXPECT_EQ(in, out);
   EXPECT_NEAR(hub->VirtualNow(1), kLatency + kSerialise, kTol);
   // The sender's clock moves only when it waits for its send: to the NIC done time.
   EXPECT_EQ(hub->VirtualNow(0), 0.0);
-  ASSERT_TRUE((*send)->Wait(Soon()));
+  ASSERT_TRUE((*send)->Wait(VirtualSoon()));
   EXPECT_NEAR(hub->VirtualNow(0), kSerialise, kTol);
   EXPECT_NEAR(hub->VirtualNicFree(0), kSerialise, kTol);
 }
@@ -56,7 +56,7 @@ TEST(LocalVirtualTime, ReceivePostedBeforeTheSendGetsTheSameArrival) {
   ASSERT_TRUE(recv);
   hub->AdvanceVirtual(0, 0.5);  // the sender computes for 0.5 s first
   ASSERT_TRUE(t[0]->Isend(1, 1, out));
-  ASSERT_TRUE((*recv)->Wait(Soon()));
+  ASSERT_TRUE((*recv)->Wait(VirtualSoon()));
   EXPECT_NEAR(hub->VirtualNow(1), 0.5 + kSerialise + kLatency, kTol);
 }
 
@@ -81,10 +81,10 @@ TEST(LocalVirtualTime, CpuChargeMovesTheClockBeforeEachCallIsStamped) {
   ASSERT_TRUE(send);
   // The send left after the work before it.
   EXPECT_NEAR(hub->VirtualNow(0), 0.25, kTol);
-  ASSERT_TRUE(t[1]->Recv(0, 1, in, Soon()));
+  ASSERT_TRUE(t[1]->Recv(0, 1, in, VirtualSoon()));
   EXPECT_NEAR(hub->VirtualNow(1), 0.25 + kSerialise + kLatency, kTol);
   // The wait charges again: work done while the send was on the wire.
-  ASSERT_TRUE((*send)->Wait(Soon()));
+  ASSERT_TRUE((*send)->Wait(VirtualSoon()));
   EXPECT_NEAR(hub->VirtualNow(0), 0.5, kTol);
   EXPECT_EQ(asked[0], 2);  // Isend, Wait
   EXPECT_GE(asked[1], 2);  // Irecv and Wait at least
@@ -101,15 +101,15 @@ TEST(LocalVirtualTime, BackToBackSendsSerialiseOnTheSendersNic) {
   // Two destinations share rank 0's NIC: the second send starts when the first is out.
   ASSERT_TRUE(t[0]->Isend(1, 1, out));
   ASSERT_TRUE(t[0]->Isend(2, 1, out));
-  ASSERT_TRUE(t[1]->Recv(0, 1, in1, Soon()));
-  ASSERT_TRUE(t[2]->Recv(0, 1, in2, Soon()));
+  ASSERT_TRUE(t[1]->Recv(0, 1, in1, VirtualSoon()));
+  ASSERT_TRUE(t[2]->Recv(0, 1, in2, VirtualSoon()));
   EXPECT_NEAR(hub->VirtualNow(1), kSerialise + kLatency, kTol);
   EXPECT_NEAR(hub->VirtualNow(2), 2 * kSerialise + kLatency, kTol);
   EXPECT_NEAR(hub->VirtualNicFree(0), 2 * kSerialise, kTol);
   // Once the sender's clock is past the idle NIC, a send starts at the clock.
   hub->AdvanceVirtualTo(0, 1.0);
   ASSERT_TRUE(t[0]->Isend(1, 2, out));
-  ASSERT_TRUE(t[1]->Recv(0, 2, in1, Soon()));
+  ASSERT_TRUE(t[1]->Recv(0, 2, in1, VirtualSoon()));
   EXPECT_NEAR(hub->VirtualNow(1), 1.0 + kSerialise + kLatency, kTol);
 }
 
@@ -119,7 +119,7 @@ TEST(LocalVirtualTime, ReceiverAheadOfTheArrivalKeepsItsClock) {
   uint64_t v = 42, w = 0;
   hub->AdvanceVirtual(1, 2.0);
   ASSERT_TRUE(t[0]->Isend(1, 1, testing::AsBytes(v)));
-  ASSERT_TRUE(t[1]->Recv(0, 1, testing::AsWritableBytes(w), Soon()));
+  ASSERT_TRUE(t[1]->Recv(0, 1, testing::AsWritableBytes(w), VirtualSoon()));
   EXPECT_EQ(w, 42u);
   EXPECT_EQ(hub->VirtualNow(1), 2.0);
   // AdvanceVirtualTo never moves a clock back.
@@ -136,7 +136,7 @@ TEST(LocalVirtualTime, DoneIsAProbeAndOnlyWaitMovesTheClock) {
   ASSERT_TRUE(t[0]->Isend(1, 1, out));
   EXPECT_TRUE((*recv)->Done());  // no wall-clock delay under virtual time
   EXPECT_EQ(hub->VirtualNow(1), 0.0);
-  ASSERT_TRUE((*recv)->Wait(Soon()));
+  ASSERT_TRUE((*recv)->Wait(VirtualSoon()));
   EXPECT_NEAR(hub->VirtualNow(1), kSerialise + kLatency, kTol);
 }
 
@@ -168,7 +168,7 @@ TEST(LocalVirtualTime, OffByDefault) {
   EXPECT_EQ(hub->VirtualNow(0), 0.0);
   uint64_t v = 1, w = 0;
   ASSERT_TRUE(t[0]->Isend(1, 1, testing::AsBytes(v)));
-  ASSERT_TRUE(t[1]->Recv(0, 1, testing::AsWritableBytes(w), Soon()));
+  ASSERT_TRUE(t[1]->Recv(0, 1, testing::AsWritableBytes(w), VirtualSoon()));
   EXPECT_EQ(hub->VirtualNow(1), 0.0);
 }
 

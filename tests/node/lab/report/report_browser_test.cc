@@ -37,11 +37,11 @@ std::string FindChromium() {
   return "";
 }
 
-void WriteFile(const fs::path& path, const std::string& text) { testing::WriteTextFile(path, text); }
-std::string ReadFile(const fs::path& path) { return testing::ReadTextFile(path); }
+void BrowserWriteFile(const fs::path& path, const std::string& text) { testing::WriteTextFile(path, text); }
+std::string BrowserReadFile(const fs::path& path) { return testing::ReadTextFile(path); }
 
 // A comparison of three methods x two nodes, four epochs, smooth curves.
-void WriteComparison(const fs::path& root) {
+void WriteBrowserComparison(const fs::path& root) {
   struct M {
     const char* name;
     const char* family;
@@ -75,8 +75,8 @@ void WriteComparison(const fs::path& root) {
         }
       }
       const fs::path node = root / m.name / ("node" + std::to_string(n));
-      WriteFile(node / "metrics.jsonl", lines);
-      WriteFile(node / "summary.json", nlohmann::json({{"test_accuracy", 0.9 - 0.5 * std::exp(-m.rate * 4)},
+      BrowserWriteFile(node / "metrics.jsonl", lines);
+      BrowserWriteFile(node / "summary.json", nlohmann::json({{"test_accuracy", 0.9 - 0.5 * std::exp(-m.rate * 4)},
                                                        {"train_seconds", 4 / m.speed + 0.1 * n},
                                                        {"samples_per_s", 1600 * 4 * m.speed},
                                                        {"bytes_sent", m.bytes_per_epoch * 4},
@@ -84,7 +84,7 @@ void WriteComparison(const fs::path& root) {
                                            .dump());
     }
   }
-  WriteFile(root / "compare.json", nlohmann::json({{"name", "browser-test"},
+  BrowserWriteFile(root / "compare.json", nlohmann::json({{"name", "browser-test"},
                                                    {"nodes", 2},
                                                    {"target_accuracy", 0.85},
                                                    {"single_node", {{"samples_per_s", 4000.0}}},
@@ -223,10 +223,10 @@ void Screenshot(const std::string& chromium, const testing::TempDir& dir, const 
                               dir.File("profile-" + name) + " --window-size=1200,3000 --screenshot=" + png +
                               " file://" + html + " > " + log + " 2>&1";
   const int status = std::system(command.c_str());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << command << "\n" << ReadFile(log);
-  ASSERT_TRUE(fs::exists(png)) << ReadFile(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << command << "\n" << BrowserReadFile(log);
+  ASSERT_TRUE(fs::exists(png)) << BrowserReadFile(log);
   std::string error;
-  ASSERT_TRUE(DecodePng(ReadFile(png), image, &error)) << png << ": " << error;
+  ASSERT_TRUE(DecodePng(BrowserReadFile(png), image, &error)) << png << ": " << error;
   EXPECT_EQ(image->width, 1200);
   EXPECT_EQ(image->height, 3000);
 }
@@ -240,7 +240,7 @@ TEST(ReportBrowserTest, ChromiumShowsThePlots) {
     GTEST_SKIP() << "gnuplot not installed (Debian: gnuplot-nox): the report has no plots to render";
   }
   testing::TempDir dir("report_browser");
-  WriteComparison(dir.File("cmp"));
+  WriteBrowserComparison(dir.File("cmp"));
 
   ReportOptions options;
   options.inputs = {dir.File("cmp")};
@@ -253,7 +253,7 @@ TEST(ReportBrowserTest, ChromiumShowsThePlots) {
   Result<ReportResult> bare = BuildReport(options);
   ASSERT_TRUE(bare) << bare.error().ToString();
 
-  WriteFile(dir.File("empty.html"),
+  BrowserWriteFile(dir.File("empty.html"),
             "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body></body></html>");
 
   Image with_plots, without_plots, empty;

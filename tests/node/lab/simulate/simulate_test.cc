@@ -27,14 +27,14 @@ using ::testing::HasSubstr;
 using nlohmann::json;
 
 constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist";
-constexpr int kNodes = 8;
-constexpr int kBatch = 16;
-constexpr int kSteps = 4;  // per node: train_limit = kNodes * kBatch * kSteps
+constexpr int kSimNodes = 8;
+constexpr int kSimBatch = 16;
+constexpr int kSteps = 4;  // per node: train_limit = kSimNodes * kSimBatch * kSteps
 constexpr double kComputeS = 1e-3;
 constexpr double kLatencyS = 50e-6;
 constexpr double kBytesPerS = 1.25e9;  // 10 Gbit/s
 // Serialisation time of one float in each of the 2(n-1) ring rounds of a step.
-constexpr double kOneFloatPerRound = 2 * (kNodes - 1) * 4 / kBytesPerS;
+constexpr double kOneFloatPerRound = 2 * (kSimNodes - 1) * 4 / kBytesPerS;
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -62,12 +62,12 @@ class SimulateTest : public ::testing::Test {
     SimulateOptions o;
     o.base = DefaultConfig();
     o.base.data.dir = kDataDir;
-    o.base.data.train_limit = kNodes * kBatch * kSteps;
+    o.base.data.train_limit = kSimNodes * kSimBatch * kSteps;
     o.base.train.epochs = 1;
-    o.base.train.batch_size = kBatch;
+    o.base.train.batch_size = kSimBatch;
     o.base.run.log_level = LogLevel::kWarn;
-    o.nodes = kNodes;
-    auto m = SimulateMethods(methods, kNodes);
+    o.nodes = kSimNodes;
+    auto m = SimulateMethods(methods, kSimNodes);
     EXPECT_TRUE(m) << m.error().ToString();
     if (m) o.methods = *m;
     o.out_dir = dir_.File("sim");
@@ -95,11 +95,11 @@ TEST_F(SimulateTest, TinySimulationWritesTheContractFilesWithConsistentBytesAndT
 
   const json compare = ReadJson(options.out_dir + "/compare.json");
   EXPECT_EQ(compare["kind"], "simulate");
-  EXPECT_EQ(compare["nodes"], kNodes);
-  EXPECT_EQ(compare["global_batch"], kNodes * kBatch);
+  EXPECT_EQ(compare["nodes"], kSimNodes);
+  EXPECT_EQ(compare["global_batch"], kSimNodes * kSimBatch);
   EXPECT_EQ(compare["link"]["bandwidth"], options.bandwidth);
   // S = batch / modelled step time, exactly (no measurement).
-  EXPECT_DOUBLE_EQ(compare["single_node"]["samples_per_s"].get<double>(), kBatch / kComputeS);
+  EXPECT_DOUBLE_EQ(compare["single_node"]["samples_per_s"].get<double>(), kSimBatch / kComputeS);
   ASSERT_EQ(compare["methods"].size(), 2u);
   EXPECT_EQ(compare["methods"][0]["name"], "ring-allreduce");
   EXPECT_EQ(compare["methods"][0]["family"], "allreduce");
@@ -110,13 +110,13 @@ TEST_F(SimulateTest, TinySimulationWritesTheContractFilesWithConsistentBytesAndT
     SCOPED_TRACE(method);
     uint64_t sent_total = 0, received_total = 0;
     std::vector<std::string> checksums;
-    for (int r = 0; r < kNodes; ++r) {
+    for (int r = 0; r < kSimNodes; ++r) {
       const std::string node_dir = options.out_dir + "/" + method + "/node" + std::to_string(r);
       const json summary = ReadJson(node_dir + "/summary.json");
       const std::vector<json> records = ReadLines(node_dir + "/metrics.jsonl");
       ASSERT_FALSE(records.empty());
       EXPECT_EQ(summary["rank"], r);
-      EXPECT_EQ(summary["world_size"], kNodes);
+      EXPECT_EQ(summary["world_size"], kSimNodes);
       EXPECT_EQ(summary["steps"], kSteps);
       EXPECT_GE(summary["test_accuracy"].get<double>(), 0.0);
       EXPECT_LE(summary["test_accuracy"].get<double>(), 1.0);
@@ -154,7 +154,7 @@ TEST_F(SimulateTest, TinySimulationWritesTheContractFilesWithConsistentBytesAndT
       // The consensus phase (gossip) sends more after the last step.
       EXPECT_GE(summary["bytes_sent"].get<uint64_t>(), last_bytes);
       // Nodes 0 and 4 evaluate at steps 2 and 4; the others never during training.
-      EXPECT_EQ(evals, r == 0 || r == kNodes / 2 ? 2 : 0);
+      EXPECT_EQ(evals, r == 0 || r == kSimNodes / 2 ? 2 : 0);
     }
     // Every byte sent was received by someone.
     EXPECT_EQ(sent_total, received_total);
@@ -166,15 +166,15 @@ TEST_F(SimulateTest, TinySimulationWritesTheContractFilesWithConsistentBytesAndT
   // Ring all-reduce of the MLP's P = 235146 floats (one fusion bucket under the
   // 1 MiB default), n = 8: 2(n-1) rounds, each latency + (4P/n bytes)/bandwidth.
   const json ring0 = ReadJson(options.out_dir + "/ring-allreduce/node0/summary.json");
-  const double comm = 2 * (kNodes - 1) * (kLatencyS + 4.0 * 235146 / kNodes / kBytesPerS);
+  const double comm = 2 * (kSimNodes - 1) * (kLatencyS + 4.0 * 235146 / kSimNodes / kBytesPerS);
   // 1%: chunks differ by one float when n does not divide P, and segments may
   // pipeline; both move the step time by far less.
   EXPECT_NEAR(ring0["train_seconds"].get<double>() / kSteps, kComputeS + comm,
               0.01 * (kComputeS + comm));
   // Ring all-reduce: each rank sends 2(n-1)/n of the vector per step (+/- the
   // one-float chunk imbalance).
-  EXPECT_NEAR(ring0["bytes_sent"].get<double>() / kSteps, 2.0 * (kNodes - 1) / kNodes * 4 * 235146,
-              2 * (kNodes - 1) * 4.0);
+  EXPECT_NEAR(ring0["bytes_sent"].get<double>() / kSteps, 2.0 * (kSimNodes - 1) / kSimNodes * 4 * 235146,
+              2 * (kSimNodes - 1) * 4.0);
 
   // D-PSGD: replicas differed before the consensus phase and agree after it.
   const json d0 = ReadJson(options.out_dir + "/dpsgd-ring/node0/summary.json");
@@ -211,7 +211,7 @@ TEST_F(SimulateTest, ComputeSpreadMakesTheSlowestNodePaceTheAllreduce) {
   // Synchronous: every node waits for the slowest, so each step costs at least
   // 2 x compute, even on the fast node 0.
   EXPECT_GE(s[0]["train_seconds"].get<double>(), kSteps * 2 * kComputeS);
-  EXPECT_GE(s[kNodes - 1]["train_seconds"].get<double>(), kSteps * 2 * kComputeS);
+  EXPECT_GE(s[kSimNodes - 1]["train_seconds"].get<double>(), kSteps * 2 * kComputeS);
 }
 
 TEST_F(SimulateTest, VirtualTimesDoNotDependOnTheWallClock) {
@@ -248,13 +248,13 @@ TEST_F(SimulateTest, SlowNodesPaceTheAllreduce) {
   SimulateOptions options = TinyOptions({"ring-allreduce"});
   options.out_dir = dir_.File("fast");
   const std::vector<json> fast = RunOne(options);
-  ASSERT_EQ(fast.size(), static_cast<size_t>(kNodes));
+  ASSERT_EQ(fast.size(), static_cast<size_t>(kSimNodes));
   // Every second node at a fifth of the speed: 5 ms of compute per step, and
   // every node waits for them in every step.
   options.speeds = {1.0, 0.2};
   options.out_dir = dir_.File("slow");
   const std::vector<json> slow = RunOne(options);
-  ASSERT_EQ(slow.size(), static_cast<size_t>(kNodes));
+  ASSERT_EQ(slow.size(), static_cast<size_t>(kSimNodes));
   const double slow_compute = kSteps * kComputeS / 0.2;
   EXPECT_LT(fast[0]["train_seconds"].get<double>(), slow_compute);
   for (const json& s : slow) EXPECT_GE(s["train_seconds"].get<double>(), slow_compute) << s["rank"];
@@ -268,8 +268,8 @@ TEST_F(SimulateTest, BatchSizesGiveEachNodeItsBatchInTheSameSteps) {
   SimulateOptions options = TinyOptions({"ring-allreduce"});
   options.batch_sizes = {8, 24};
   const std::vector<json> summaries = RunOne(options);
-  ASSERT_EQ(summaries.size(), static_cast<size_t>(kNodes));
-  for (int r = 0; r < kNodes; ++r) {
+  ASSERT_EQ(summaries.size(), static_cast<size_t>(kSimNodes));
+  for (int r = 0; r < kSimNodes; ++r) {
     SCOPED_TRACE(r);
     const json& s = summaries[static_cast<size_t>(r)];
     EXPECT_EQ(s["batch_size"], r % 2 == 0 ? 8 : 24);
@@ -281,7 +281,7 @@ TEST_F(SimulateTest, BatchSizesGiveEachNodeItsBatchInTheSameSteps) {
     EXPECT_EQ(s["parameter_checksum"], summaries[0]["parameter_checksum"]);
   }
   const json compare = ReadJson(options.out_dir + "/compare.json");
-  EXPECT_EQ(compare["global_batch"], kNodes * kBatch);
+  EXPECT_EQ(compare["global_batch"], kSimNodes * kSimBatch);
   EXPECT_EQ(compare["node_profiles"]["batch_sizes"], json({8, 24}));
 }
 
@@ -297,9 +297,9 @@ TEST_F(SimulateTest, ExchangeCpuTimeMovesTheClocks) {
     options.exchange_cpu_scale = 1.0;
     options.out_dir = dir_.File(method + "-charged");
     const std::vector<json> charged = RunOne(options);
-    ASSERT_EQ(free.size(), static_cast<size_t>(kNodes));
-    ASSERT_EQ(charged.size(), static_cast<size_t>(kNodes));
-    for (int r = 0; r < kNodes; ++r) {
+    ASSERT_EQ(free.size(), static_cast<size_t>(kSimNodes));
+    ASSERT_EQ(charged.size(), static_cast<size_t>(kSimNodes));
+    for (int r = 0; r < kSimNodes; ++r) {
       SCOPED_TRACE(r);
       EXPECT_EQ(free[r]["exchange_cpu_seconds"].get<double>(), 0.0);
       EXPECT_GT(charged[r]["exchange_cpu_seconds"].get<double>(), 0.0);
