@@ -23,6 +23,7 @@ namespace chorus::node {
 namespace {
 
 using testing::ChorusProcess;
+using testing::ExitStatus;
 using testing::FastClusterSets;
 
 // `sets` ("section.key=value") follow the fast cluster settings, so they win.
@@ -56,12 +57,6 @@ VersionInfo VersionsOf(ChorusProcess& p) {
   EXPECT_TRUE(m.has_value()) << p.Output();
   if (!m) return {};
   return VersionInfo{(*m)[1].str(), (*m)[2].str(), (*m)[3].str(), (*m)[4].str()};
-}
-
-int ExitStatus(ChorusProcess& p, double timeout_s) {
-  std::optional<int> status = p.Wait(timeout_s);
-  if (!status) return -1;
-  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
 }
 
 TEST(ClusterProcessTest, FourProcessesAgreeOnEpochZeroAndRanks) {

@@ -127,6 +127,14 @@ class ChorusProcess {
   int status_ = 0;
 };
 
+// The exit status, or the shell's 128 + signal, of a process that ended within
+// `timeout_s`; -1 when it had not ended by then.
+inline int ExitStatus(ChorusProcess& p, double timeout_s) {
+  std::optional<int> status = p.Wait(timeout_s);
+  if (!status) return -1;
+  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+}
+
 // Short cluster timeouts as --set arguments (heartbeat 0.1 s, suspect 0.5 s, dead 1 s).
 inline std::vector<std::string> FastClusterSets(const std::string& token) {
   return {"--set", "cluster.token=\"" + token + "\"",   "--set", "cluster.heartbeat_interval_s=0.1",

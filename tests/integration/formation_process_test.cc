@@ -28,6 +28,7 @@ namespace chorus::node {
 namespace {
 
 using testing::ChorusProcess;
+using testing::ExitStatus;
 using testing::PortPicker;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -37,12 +38,6 @@ std::string Quoted(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "\"" : ", \"") + s + "\"";
   return "[" + out + "]";
-}
-
-int ExitStatus(ChorusProcess& p, double timeout_s) {
-  std::optional<int> status = p.Wait(timeout_s);
-  if (!status) return -1;
-  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
 }
 
 // Each node's bootstrap list, as node indices: one or two other nodes. A

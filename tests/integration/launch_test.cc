@@ -17,6 +17,7 @@ namespace chorus::node {
 namespace {
 
 using testing::ChorusProcess;
+using testing::ExitStatus;
 using testing::FastClusterSets;
 
 using testing::kDataDir;
@@ -26,12 +27,6 @@ std::vector<std::string> LaunchArgs(int n, const std::string& hold) {
   for (const std::string& s : FastClusterSets("launch-test")) args.push_back(s);
   args.insert(args.end(), {"--", "--hold", hold});
   return args;
-}
-
-int ExitStatus(ChorusProcess& p, double timeout_s) {
-  std::optional<int> status = p.Wait(timeout_s);
-  if (!status) return -1;
-  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
 }
 
 pid_t PidOf(ChorusProcess& launch, const std::string& node) {

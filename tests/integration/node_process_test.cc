@@ -24,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChorusProcess;
+using testing::ExitStatus;
 using testing::ReadJson;
 
 using testing::kDataDir;
@@ -58,13 +59,6 @@ class NodeProcessTest : public ::testing::Test {
 
   fs::path out_;
 };
-
-// The exit status, or the shell's 128 + signal, of a process that ended within `timeout_s`.
-int ExitStatus(ChorusProcess& p, double timeout_s) {
-  std::optional<int> status = p.Wait(timeout_s);
-  if (!status) return -1;
-  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
-}
 
 // True once `path` has `lines` lines (within 30 s).
 bool WaitForLines(const fs::path& path, int lines) {

@@ -51,20 +51,20 @@ std::vector<std::string> With(std::vector<std::string> sets, const std::vector<s
   return sets;
 }
 
-bool HaveData() { return fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz"); }
+bool OuterHaveData() { return fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz"); }
 
 // A hand-started cluster of run `name`: node0 listens on a picked port that
 // every node bootstraps from, the others on any port; `min_nodes` form it.
 // One epoch of 12000 images at 64 a node (46 steps with 4 nodes), logged
 // every 10 steps; `sets` follow and win.
-class HandCluster {
+class OuterHandCluster {
  public:
-  HandCluster(std::string name, int min_nodes, std::vector<std::string> sets)
+  OuterHandCluster(std::string name, int min_nodes, std::vector<std::string> sets)
       : name_(std::move(name)), min_nodes_(min_nodes), sets_(std::move(sets)) {
     out_ = fs::temp_directory_path() / ("chorus-outer-test-" + std::to_string(getpid()));
     port0_ = PortPicker(static_cast<uint32_t>(getpid()) ^ 0x0e7e5).Next();
   }
-  ~HandCluster() {
+  ~OuterHandCluster() {
     fs::remove_all(out_ / name_);
     std::error_code ignored;
     fs::remove(out_, ignored);  // once no other cluster of this process writes there
@@ -183,7 +183,7 @@ void PrintTo(const Method& m, std::ostream* os) { *os << m.name; }
 class OuterClusterTest : public ::testing::TestWithParam<Method> {
  protected:
   void SetUp() override {
-    if (!HaveData()) GTEST_SKIP() << "no dataset";
+    if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
   }
 };
 
@@ -193,7 +193,7 @@ class OuterClusterTest : public ::testing::TestWithParam<Method> {
 // (every 10th step, where the records are).
 TEST_P(OuterClusterTest, FourNodesEndWithOneModelThatLearned) {
   const Method& m = GetParam();
-  HandCluster cluster(std::string("outer-") + m.name, 4, m.sets);
+  OuterHandCluster cluster(std::string("outer-") + m.name, 4, m.sets);
   cluster.StartAll(4);
   const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1, 2, 3});
   ASSERT_EQ(s.size(), 4u);
@@ -247,12 +247,12 @@ INSTANTIATE_TEST_SUITE_P(
 // once more to average the replicas at the end, about a ninth of the bytes
 // (measured: 64.9 MB against 7.05 MB a node). At least 5x fewer.
 TEST(OuterBytesTest, DilocoSendsAFifthOfTheBytesOfARingAllreduceOrLess) {
-  if (!HaveData()) GTEST_SKIP() << "no dataset";
-  HandCluster ring("outer-bytes-ring", 4, {"exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\""});
+  if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
+  OuterHandCluster ring("outer-bytes-ring", 4, {"exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\""});
   ring.StartAll(4);
   const std::vector<nlohmann::json> every_step = ring.ExpectOneModel({0, 1, 2, 3});
   ASSERT_EQ(every_step.size(), 4u);
-  HandCluster diloco("outer-bytes-diloco", 4, kDiloco);
+  OuterHandCluster diloco("outer-bytes-diloco", 4, kDiloco);
   diloco.StartAll(4);
   const std::vector<nlohmann::json> outer = diloco.ExpectOneModel({0, 1, 2, 3});
   ASSERT_EQ(outer.size(), 4u);
@@ -273,8 +273,8 @@ TEST(OuterBytesTest, DilocoSendsAFifthOfTheBytesOfARingAllreduceOrLess) {
 // about 30 ms each) so that the joiner, about a second in starting, arrives
 // with most of the 2 epochs ahead (it took the state at step 30 to 50).
 TEST(OuterJoinTest, ANodeJoiningADilocoRunTakesTheOuterStateAndEndsWithTheModel) {
-  if (!HaveData()) GTEST_SKIP() << "no dataset";
-  HandCluster cluster("outer-join", 2,
+  if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
+  OuterHandCluster cluster("outer-join", 2,
                       With(kDiloco, {"cluster.admit_every_steps=5", "cluster.admit_every_s=0", "train.epochs=2",
                                      "train.slowdown=30.0"}));
   cluster.StartAll(2);
@@ -311,7 +311,7 @@ void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
 class OuterKillTest : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
-    if (!HaveData()) GTEST_SKIP() << "no dataset";
+    if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
   }
 };
 
@@ -338,7 +338,7 @@ TEST_P(OuterKillTest, SurvivorsOfANodeKilledMidRunFinishWithOneModel) {
   SCOPED_TRACE(std::string(v.name) + ": node3 killed " + std::to_string(delay_ms) + " ms after step " +
                std::to_string(after_step));
   std::printf("%s: killing node3 %d ms after its step %lld\n", v.name, delay_ms, static_cast<long long>(after_step));
-  HandCluster cluster(std::string("outer-kill-") + v.name, 4,
+  OuterHandCluster cluster(std::string("outer-kill-") + v.name, 4,
                       With(v.sets, {"train.epochs=2", "train.log_every_steps=2"}));
   cluster.StartAll(4);
   const fs::path metrics = cluster.dir(3) / "metrics.jsonl";
