@@ -126,9 +126,12 @@ TEST(ChaosProcessTest, ARingAllReduceClusterSurvivesKillsFreezesRestartsAndParti
   }
 }
 
-TEST(ChaosProcessTest, AGossipClusterSurvivesKillsAndRestarts) {
+// Pairwise gossip with each node at its own pace (train.stop = "samples"):
+// kills, freezes and restarts never end a node, and the nodes end on one model.
+TEST(ChaosProcessTest, AnOwnPacePairwiseClusterSurvivesKillsFreezesAndRestarts) {
   if (!HaveData()) GTEST_SKIP() << "no Fashion-MNIST at " << kDataDir;
-  const ChaosRun run = RunChaos("gossip-dpsgd-ring.toml", "kill,restart", "/tmp/chorus_chaos_test_dpsgd");
+  const ChaosRun run = RunChaos("gossip-pairwise.toml", "kill,stop,restart", "/tmp/chorus_chaos_test_pairwise",
+                                {"--set", "train.stop=\"samples\""});
   ExpectSurvived(run);
 }
 
