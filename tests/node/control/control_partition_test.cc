@@ -37,7 +37,7 @@ Result<std::unique_ptr<ControlPlane>> StartIn(const std::string& ns, const Clust
 
 using testing::Local;
 
-ClusterConfig Config(const std::string& host, std::vector<std::string> bootstrap, double dead_timeout_s) {
+ClusterConfig PartitionConfig(const std::string& host, std::vector<std::string> bootstrap, double dead_timeout_s) {
   return testing::ControlTestConfig(host + ":0", /*min_nodes=*/3, std::move(bootstrap), dead_timeout_s);
 }
 
@@ -53,11 +53,11 @@ TEST(ControlPartitionTest, ACoordinatorCutOffFirstDoesNotRemoveTheLargerPart) {
   ASSERT_TRUE(made) << made.error().message();
   EmulatedLink& link = **made;
 
-  auto a = StartIn(link.ns(0), Config(link.host(0), {}, 1.0), Local("n0"));
+  auto a = StartIn(link.ns(0), PartitionConfig(link.host(0), {}, 1.0), Local("n0"));
   ASSERT_TRUE(a) << a.error().ToString();
   const std::string boot = (*a)->advertise_address();
-  auto b = StartIn(link.ns(1), Config(link.host(1), {boot}, 8.0), Local("n1"));
-  auto c = StartIn(link.ns(2), Config(link.host(2), {boot}, 8.0), Local("n2"));
+  auto b = StartIn(link.ns(1), PartitionConfig(link.host(1), {boot}, 8.0), Local("n1"));
+  auto c = StartIn(link.ns(2), PartitionConfig(link.host(2), {boot}, 8.0), Local("n2"));
   ASSERT_TRUE(b && c);
   for (auto* cp : {a->get(), b->get(), c->get()}) {
     Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kPartitionWait));
