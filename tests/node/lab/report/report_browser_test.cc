@@ -37,8 +37,8 @@ std::string FindChromium() {
   return "";
 }
 
-void BrowserWriteFile(const fs::path& path, const std::string& text) { testing::WriteTextFile(path, text); }
-std::string BrowserReadFile(const fs::path& path) { return testing::ReadTextFile(path); }
+void BrowserWriteFile(const fs::path& path, const std::string& text) { chorus::testing::WriteTextFile(path, text); }
+std::string BrowserReadFile(const fs::path& path) { return chorus::testing::ReadTextFile(path); }
 
 // A comparison of three methods x two nodes, four epochs, smooth curves.
 void WriteBrowserComparison(const fs::path& root) {
@@ -212,7 +212,7 @@ Ink CountInk(const Image& image) {
 }
 
 // Screenshots `html` (a file) with headless Chromium; decodes the PNG.
-void Screenshot(const std::string& chromium, const testing::TempDir& dir, const std::string& html,
+void Screenshot(const std::string& chromium, const chorus::testing::TempDir& dir, const std::string& html,
                 const std::string& name, Image* image) {
   const std::string png = dir.File(name + ".png");
   const std::string log = dir.File(name + ".log");
@@ -239,7 +239,7 @@ TEST(ReportBrowserTest, ChromiumShowsThePlots) {
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
     GTEST_SKIP() << "gnuplot not installed (Debian: gnuplot-nox): the report has no plots to render";
   }
-  testing::TempDir dir("report_browser");
+  chorus::testing::TempDir dir("report_browser");
   WriteBrowserComparison(dir.File("cmp"));
 
   ReportOptions options;

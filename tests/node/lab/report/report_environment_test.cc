@@ -41,15 +41,15 @@ json Summary(const json& host, const json& threads) {
 // with the method list added.
 void WriteComparison(const fs::path& root, json compare, const json& summary, const std::vector<int>& evals) {
   compare["methods"] = json::array({{{"name", "ring"}, {"dir", "ring"}, {"family", "allreduce"}, {"exit_code", 0}}});
-  testing::WriteTextFile(root / "compare.json", compare.dump(2));
+  chorus::testing::WriteTextFile(root / "compare.json", compare.dump(2));
   for (int n = 0; n < kNodes; ++n) {
     const fs::path dir = root / "ring" / ("node" + std::to_string(n));
     std::string lines;
     for (int k = 1; k <= evals[n]; ++k) {
       lines += json({{"step", 10 * k}, {"time", 1.0 * k}, {"eval_accuracy", 0.5 + 0.1 * k}}).dump() + "\n";
     }
-    testing::WriteTextFile(dir / "metrics.jsonl", lines);
-    testing::WriteTextFile(dir / "summary.json", summary.dump(2));
+    chorus::testing::WriteTextFile(dir / "metrics.jsonl", lines);
+    chorus::testing::WriteTextFile(dir / "summary.json", summary.dump(2));
   }
 }
 
@@ -70,11 +70,11 @@ std::string SettingsCell(const std::string& html, const std::string& heading) {
 }
 
 TEST(ReportEnvironmentTest, SingleNodeBaselineIsASentence) {
-  testing::TempDir dir("report_env_baseline");
+  chorus::testing::TempDir dir("report_env_baseline");
   WriteComparison(dir.path(), Compare("compare"), Summary(nullptr, nullptr), {2, 2, 2, 2});
   Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
-  const std::string html = testing::ReadTextFile(report->html_path);
+  const std::string html = chorus::testing::ReadTextFile(report->html_path);
   EXPECT_EQ(SettingsCell(html, "single-node baseline (S)"), "58,727 samples/s (one node, 0.26 s of training)");
   EXPECT_THAT(html, Not(HasSubstr("samples_per_s")));
   EXPECT_THAT(report->environment_text,
@@ -83,12 +83,12 @@ TEST(ReportEnvironmentTest, SingleNodeBaselineIsASentence) {
 }
 
 TEST(ReportEnvironmentTest, NodesOnFewerCoresThanThreadsCapTheEfficiency) {
-  testing::TempDir dir("report_env_shared");
+  chorus::testing::TempDir dir("report_env_shared");
   WriteComparison(dir.path(), Compare("compare"), Summary({{"cpu", "AMD EPYC 7B13"}, {"cores", 2}}, 1),
                   {2, 2, 2, 2});
   Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
-  const std::string html = testing::ReadTextFile(report->html_path);
+  const std::string html = chorus::testing::ReadTextFile(report->html_path);
   EXPECT_EQ(SettingsCell(html, "host CPU"), "AMD EPYC 7B13");
   EXPECT_EQ(SettingsCell(html, "cores"), "2");
   EXPECT_EQ(SettingsCell(html, "threads per node"), "1");
@@ -102,11 +102,11 @@ TEST(ReportEnvironmentTest, NodesOnFewerCoresThanThreadsCapTheEfficiency) {
 }
 
 TEST(ReportEnvironmentTest, NodesWithCoresOfTheirOwnAreNotCapped) {
-  testing::TempDir dir("report_env_own");
+  chorus::testing::TempDir dir("report_env_own");
   WriteComparison(dir.path(), Compare("compare"), Summary({{"cpu", "Xeon"}, {"cores", 16}}, 2), {2, 2, 2, 2});
   Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
-  const std::string html = testing::ReadTextFile(report->html_path);
+  const std::string html = chorus::testing::ReadTextFile(report->html_path);
   EXPECT_EQ(SettingsCell(html, "nodes shared cores"), "no: 4 nodes x 2 threads = 8 threads on 16 cores");
   EXPECT_THAT(report->environment_text,
               HasSubstr("host Xeon (16 cores), 2 threads per node: 4 nodes x 2 threads = 8 threads on 16 cores, "
@@ -114,13 +114,13 @@ TEST(ReportEnvironmentTest, NodesWithCoresOfTheirOwnAreNotCapped) {
 }
 
 TEST(ReportEnvironmentTest, RunsWithoutTheFieldsSayNotRecorded) {
-  testing::TempDir dir("report_env_old");
+  chorus::testing::TempDir dir("report_env_old");
   json compare = Compare("compare");
   compare.erase("single_node");
   WriteComparison(dir.path(), compare, Summary(nullptr, nullptr), {2, 2, 2, 2});
   Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
-  const std::string html = testing::ReadTextFile(report->html_path);
+  const std::string html = chorus::testing::ReadTextFile(report->html_path);
   for (const char* heading : {"host CPU", "cores", "threads per node", "nodes shared cores"}) {
     EXPECT_EQ(SettingsCell(html, heading), "not recorded") << heading;
   }
@@ -129,11 +129,11 @@ TEST(ReportEnvironmentTest, RunsWithoutTheFieldsSayNotRecorded) {
 }
 
 TEST(ReportEnvironmentTest, VirtualTimeIsNotCappedBySharedCores) {
-  testing::TempDir dir("report_env_virtual");
+  chorus::testing::TempDir dir("report_env_virtual");
   WriteComparison(dir.path(), Compare("simulate"), Summary({{"cpu", "AMD EPYC"}, {"cores", 2}}, 1), {2, 2, 2, 2});
   Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
-  const std::string html = testing::ReadTextFile(report->html_path);
+  const std::string html = chorus::testing::ReadTextFile(report->html_path);
   EXPECT_THAT(SettingsCell(html, "nodes shared cores"), HasSubstr("no effect: time is virtual"));
   EXPECT_THAT(report->environment_text, Not(HasSubstr("caps")));
 }
@@ -151,7 +151,7 @@ TEST(ReportEnvironmentTest, SampledEvaluatorsAreNoAnomalyButOtherDifferencesAre)
   json compare = Compare("simulate");
   compare["simulation"] = {{"eval_nodes", {0, 2}}, {"evals", 2}};
   {
-    testing::TempDir dir("report_sampled_ok");
+    chorus::testing::TempDir dir("report_sampled_ok");
     WriteComparison(dir.path(), compare, Summary(nullptr, nullptr), {2, 0, 2, 0});
     Result<ReportData> data = LoadReportData({dir.path()}, -1);
     ASSERT_TRUE(data) << data.error().ToString();
@@ -160,14 +160,14 @@ TEST(ReportEnvironmentTest, SampledEvaluatorsAreNoAnomalyButOtherDifferencesAre)
   // An evaluating node that stopped short, or a node outside the sample that
   // evaluated: both still noted.
   for (const std::vector<int>& evals : {std::vector<int>{2, 0, 1, 0}, std::vector<int>{2, 1, 2, 0}}) {
-    testing::TempDir dir("report_sampled_bad");
+    chorus::testing::TempDir dir("report_sampled_bad");
     WriteComparison(dir.path(), compare, Summary(nullptr, nullptr), evals);
     Result<ReportData> data = LoadReportData({dir.path()}, -1);
     ASSERT_TRUE(data) << data.error().ToString();
     EXPECT_TRUE(NotesUnequalEvaluations(data->runs.warnings)) << evals[1] << evals[2];
   }
   // Without the sample every node is meant to evaluate: the same files are a note.
-  testing::TempDir dir("report_unsampled");
+  chorus::testing::TempDir dir("report_unsampled");
   WriteComparison(dir.path(), Compare("compare"), Summary(nullptr, nullptr), {2, 0, 2, 0});
   Result<ReportData> data = LoadReportData({dir.path()}, -1);
   ASSERT_TRUE(data) << data.error().ToString();

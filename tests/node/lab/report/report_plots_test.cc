@@ -65,20 +65,20 @@ void WriteComparison(const fs::path& root, const std::vector<Method>& methods) {
       json summary = {{"test_accuracy", 0.6}, {"train_seconds", 1.5}, {"samples_per_s", 100.0}, {"steps", 10}};
       if (m.consensus_after) summary["consensus_distance_after"] = 1e-4;
       const fs::path dir = root / m.name / ("node" + std::to_string(n));
-      testing::WriteTextFile(dir / "metrics.jsonl", lines);
-      testing::WriteTextFile(dir / "summary.json", summary.dump());
+      chorus::testing::WriteTextFile(dir / "metrics.jsonl", lines);
+      chorus::testing::WriteTextFile(dir / "summary.json", summary.dump());
     }
   }
-  testing::WriteTextFile(root / "compare.json",
+  chorus::testing::WriteTextFile(root / "compare.json",
                          json({{"name", "plots"}, {"nodes", 2}, {"target_accuracy", 0.85}, {"methods", list}}).dump());
 }
 
 std::string Script(const std::string& dir, const std::string& id) {
-  return testing::ReadTextFile(fs::path(dir) / "report" / (id + ".gp"));
+  return chorus::testing::ReadTextFile(fs::path(dir) / "report" / (id + ".gp"));
 }
 
 TEST(ReportPlotsTest, ConsensusIsNeverFromASingleNode) {
-  testing::TempDir dir("report_consensus_nodes");
+  chorus::testing::TempDir dir("report_consensus_nodes");
   WriteComparison(dir.path(), {{"dpsgd", "gossip", true}});
   Result<ReportData> data = LoadReportData({dir.path()}, -1);
   ASSERT_TRUE(data) << data.error().ToString();
@@ -93,7 +93,7 @@ TEST(ReportPlotsTest, ConsensusIsNeverFromASingleNode) {
 }
 
 TEST(ReportPlotsTest, ConsensusPlotHoldsTheMethodsTheTableShowsAConsensusFor) {
-  testing::TempDir dir("report_consensus_members");
+  chorus::testing::TempDir dir("report_consensus_members");
   WriteComparison(dir.path(),
                   {{"ring", "allreduce", false}, {"dpsgd", "gossip", true}, {"diloco", "low-communication", false}});
   Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
@@ -111,7 +111,7 @@ TEST(ReportPlotsTest, ConsensusPlotHoldsTheMethodsTheTableShowsAConsensusFor) {
 }
 
 TEST(ReportPlotsTest, ConsensusPlotIsNamedByTheFamiliesItHolds) {
-  testing::TempDir dir("report_consensus_title");
+  chorus::testing::TempDir dir("report_consensus_title");
   WriteComparison(dir.path(), {{"dpsgd", "gossip", true}, {"local", "local-sgd", true}});
   Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
@@ -121,7 +121,7 @@ TEST(ReportPlotsTest, ConsensusPlotIsNamedByTheFamiliesItHolds) {
 }
 
 TEST(ReportPlotsTest, AccuracyIsDrawnInPercentAsInTheTable) {
-  testing::TempDir dir("report_percent");
+  chorus::testing::TempDir dir("report_percent");
   WriteComparison(dir.path(), {{"dpsgd", "gossip", true}});
   Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
   ASSERT_TRUE(report) << report.error().ToString();
@@ -146,7 +146,7 @@ std::vector<std::tuple<int, std::string, int>> Styles(const std::string& gp) {
 }
 
 TEST(ReportPlotsTest, ADozenMethodsAndMoreStayApart) {
-  testing::TempDir dir("report_styles");
+  chorus::testing::TempDir dir("report_styles");
   std::vector<Method> methods;
   for (int m = 0; m < 16; ++m) methods.push_back({"method" + std::to_string(m), "gossip", true});
   WriteComparison(dir.path(), methods);

@@ -105,8 +105,8 @@ double TrainSeconds(const SyntheticMethod& m, int n) {
   return m.time_scale * kEpochs * kStepsPerEpoch + 0.5 * n + 0.3;
 }
 
-void WriteFile(const fs::path& path, const std::string& text) { testing::WriteTextFile(path, text); }
-std::string ReadFile(const fs::path& path) { return testing::ReadTextFile(path); }
+void WriteFile(const fs::path& path, const std::string& text) { chorus::testing::WriteTextFile(path, text); }
+std::string ReadFile(const fs::path& path) { return chorus::testing::ReadTextFile(path); }
 
 void WriteNode(const SyntheticMethod& m, int n, const fs::path& dir) {
   std::string lines;
@@ -206,7 +206,7 @@ bool AnyContains(const std::vector<std::string>& lines, const std::string& part)
 }
 
 TEST(ReportDataTest, CurvesAverageNodesAtEachPoint) {
-  testing::TempDir dir("report_curves");
+  chorus::testing::TempDir dir("report_curves");
   WriteComparison(dir.path());
   Result<ReportData> data = LoadReportData({dir.path()}, -1);
   ASSERT_TRUE(data) << data.error().ToString();
@@ -270,7 +270,7 @@ TEST(ReportDataTest, CurvesAverageNodesAtEachPoint) {
 // their own, and asynchronous nodes (at different steps when they evaluate)
 // are matched by the order of their evaluations.
 TEST(ReportDataTest, EvaluationsMatchByOrderAcrossAsynchronousNodes) {
-  testing::TempDir dir("report_async");
+  chorus::testing::TempDir dir("report_async");
   const double progress[3] = {0.25, 0.5, 1.0};
   const int steps[2][3] = {{10, 20, 40}, {8, 17, 35}};
   const double accuracy[2][3] = {{0.3, 0.5, 0.7}, {0.4, 0.6, 0.8}};
@@ -317,7 +317,7 @@ TEST(ReportDataTest, EvaluationsMatchByOrderAcrossAsynchronousNodes) {
 }
 
 TEST(ReportDataTest, TableCellsFollowFromTheRecords) {
-  testing::TempDir dir("report_table");
+  chorus::testing::TempDir dir("report_table");
   WriteComparison(dir.path());
   Result<ReportData> data = LoadReportData({dir.path()}, -1);
   ASSERT_TRUE(data) << data.error().ToString();
@@ -375,7 +375,7 @@ TEST(ReportDataTest, TableCellsFollowFromTheRecords) {
 }
 
 TEST(ReportDataTest, KilledNodeLeavesWarningsNamingFileAndLine) {
-  testing::TempDir dir("report_killed");
+  chorus::testing::TempDir dir("report_killed");
   WriteComparison(dir.path());
   Result<ReportData> data = LoadReportData({dir.path()}, -1);
   ASSERT_TRUE(data) << data.error().ToString();
@@ -446,7 +446,7 @@ TEST(ReportDataTest, MetricsLinesGiveTheExactDistanceAndTheEstimateApart) {
 }
 
 TEST(ReportDataTest, BadInputIsAnErrorNamingTheFile) {
-  testing::TempDir dir("report_bad");
+  chorus::testing::TempDir dir("report_bad");
   Result<RunSet> missing = LoadRunSet({dir.File("nope")});
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
@@ -477,7 +477,7 @@ TEST(ReportDataTest, BadInputIsAnErrorNamingTheFile) {
 }
 
 TEST(ReportDataTest, PlainRunDirectoriesAreComparedByFolderName) {
-  testing::TempDir dir("report_plain");
+  chorus::testing::TempDir dir("report_plain");
   const SyntheticMethod& ring = Methods()[0];
   const SyntheticMethod& dpsgd = Methods()[1];
   for (int n = 0; n < 2; ++n) {
@@ -519,7 +519,7 @@ TEST(ReportDataTest, PlainRunDirectoriesAreComparedByFolderName) {
 }
 
 TEST(ReportDataTest, FailedMethodGetsARowAndANote) {
-  testing::TempDir dir("report_failed");
+  chorus::testing::TempDir dir("report_failed");
   WriteComparison(dir.path());
   nlohmann::json compare = nlohmann::json::parse(ReadFile(dir.File("compare.json")));
   compare["methods"].push_back({{"name", "local-sgd"},
@@ -582,7 +582,7 @@ TEST(ReportDataTest, RecordedRunsGiveACompleteTable) {
 // Every cell of the table is there, NaN-free, in text, CSV, JSON and HTML; the
 // files behind the report exist; each plot is drawn and inlined in the page.
 TEST(ReportTest, BuildsTheFilesTableAndPlots) {
-  testing::TempDir dir("report_build");
+  chorus::testing::TempDir dir("report_build");
   WriteComparison(dir.path());
   ReportOptions options;
   options.inputs = {dir.path()};
@@ -696,7 +696,7 @@ TEST(ReportTest, BuildsTheFilesTableAndPlots) {
 }
 
 TEST(ReportTest, MissingGnuplotStillWritesTheReport) {
-  testing::TempDir dir("report_nognuplot");
+  chorus::testing::TempDir dir("report_nognuplot");
   WriteComparison(dir.path());
   ReportOptions options;
   options.inputs = {dir.path()};
@@ -717,7 +717,7 @@ TEST(ReportTest, MissingGnuplotStillWritesTheReport) {
 }
 
 TEST(ReportTest, StringsFromFilesAreEscaped) {
-  testing::TempDir dir("report_escape");
+  chorus::testing::TempDir dir("report_escape");
   const std::string evil = "<b>bold</b> & \"quoted\" 'x'";
   WriteComparison(dir.path(), evil);
   ReportOptions options;
@@ -761,7 +761,7 @@ TEST(ReportPlotsTest, GnuplotStringsAreQuoted) {
 }
 
 TEST(ReportPlotsTest, ProcessPastItsDeadlineIsKilled) {
-  testing::TempDir dir("report_process");
+  chorus::testing::TempDir dir("report_process");
   const auto start = std::chrono::steady_clock::now();
   Result<int> rc = RunLoggedProcess({"sleep", "30"}, dir.path(), dir.File("log"), 0.2);
   ASSERT_FALSE(rc);
@@ -778,7 +778,7 @@ TEST(ReportPlotsTest, ProcessPastItsDeadlineIsKilled) {
 
 // The binary: `chorus report DIR --no-plots` prints the table and the path.
 TEST(ReportCliTest, PrintsTableAndPath) {
-  testing::TempDir dir("report_cli");
+  chorus::testing::TempDir dir("report_cli");
   WriteComparison(dir.path());
   const std::string command =
       std::string(CHORUS_BINARY) + " report " + dir.path() + " --no-plots --target 0.8 2>&1";
@@ -806,7 +806,7 @@ namespace {
 // A `chorus chaos` folder's chaos.jsonl becomes chaos.csv, chaos_faults.csv
 // and a script that marks every injected fault (and no skipped one).
 TEST(ReportChaosTest, ChaosRunGivesThroughputAndMembershipWithTheFaultsMarked) {
-  testing::TempDir dir("report_chaos");
+  chorus::testing::TempDir dir("report_chaos");
   const fs::path jsonl = fs::path(dir.path()) / "chaos.jsonl";
   {
     std::ofstream out(jsonl);

@@ -83,7 +83,7 @@ class SimulateTest : public ::testing::Test {
     return o;
   }
 
-  testing::TempDir dir_{"chorus_simulate_test"};
+  chorus::testing::TempDir dir_{"chorus_simulate_test"};
 };
 
 TEST_F(SimulateTest, TinySimulationWritesTheContractFilesWithConsistentBytesAndTimes) {
