@@ -237,7 +237,10 @@ TEST(JoinFaultTest, TheJoinerTakesTheStateFromAnotherMemberWhenTheSenderDies) {
 // continued, it is admitted again, takes the state and both end with one model.
 TEST(JoinFaultTest, AJoinerCutOffWhileTakingTheStateJoinsAgain) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  JoinHandCluster cluster("joiner-cut-off", {"cluster.min_nodes=1", "train.epochs=8"});
+  // Enough epochs that node0, training alone once it is continued, is still
+  // at it when the joiner's new process (seconds to start on a busy host)
+  // applies again.
+  JoinHandCluster cluster("joiner-cut-off", {"cluster.min_nodes=1", "train.epochs=24"});
   ChorusProcess& holder = cluster.Start(0, {"CHORUS_FAULT_STALL_LIVE_STATE_S=2"});
   ASSERT_TRUE(holder.WaitFor("cluster formed", 60)) << cluster.Outputs();
   ChorusProcess& joiner = cluster.Start(1);
