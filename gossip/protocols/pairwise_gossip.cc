@@ -233,6 +233,10 @@ void PairwiseGossip::ResponderLoop() {
   }
 }
 
+std::vector<std::byte> PairwiseGossip::OwnHeaderLocked(uint8_t type, uint64_t seq) const {
+  return HeaderOnly(type, finished_ ? kFlagFinished : 0, seq, step_);
+}
+
 void PairwiseGossip::ReleaseOrKeepBuffer(RequestPtr& request, std::vector<std::byte>& buffer) {
   // A receive the provider did not release (a message half received from a
   // peer that froze) may still write into `buffer`: it is kept for good and
@@ -251,7 +255,7 @@ void PairwiseGossip::ReceiveValue(Rank from, std::span<const std::byte> header, 
     std::lock_guard<std::mutex> lock(mu_);
     ReapLocked();
     if (busy_ && from > transport_.rank()) {
-      SendLocked(from, answer_tag, HeaderOnly(kDeclineBusy, finished_ ? kFlagFinished : 0, seq, step_));
+      SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineBusy, seq));
       return;
     }
   }
@@ -269,7 +273,7 @@ void PairwiseGossip::ReceiveValue(Rank from, std::span<const std::byte> header, 
     RequestPtr request = std::move(*posted);
     if (attempt == 0) {
       std::lock_guard<std::mutex> lock(mu_);
-      SendLocked(from, answer_tag, HeaderOnly(kClear, finished_ ? kFlagFinished : 0, seq, step_));
+      SendLocked(from, answer_tag, OwnHeaderLocked(kClear, seq));
     }
     // Polled, not waited on with a deadline: a transport's Wait that reaches
     // its deadline cancels the receive, and the value would then arrive with
@@ -348,7 +352,7 @@ void PairwiseGossip::SendNoticesLocked() {
   ReapLocked();
   const Tag tag = RequestTag(options_.tag_stream, options_.epoch);
   for (Rank peer : neighbors_) {
-    SendLocked(peer, tag, HeaderOnly(kNotice, finished_ ? kFlagFinished : 0, 0, step_));
+    SendLocked(peer, tag, OwnHeaderLocked(kNotice, 0));
   }
 }
 
@@ -386,7 +390,7 @@ void PairwiseGossip::HandleRequestLocked(Rank from, std::span<const std::byte> b
       deferred_.emplace_back(from, std::vector<std::byte>(bytes.begin(), bytes.end()));
     } else {
       SendLocked(from, AnswerTag(options_.tag_stream, options_.epoch),
-                 HeaderOnly(kDeclineBusy, finished_ ? kFlagFinished : 0, request.seq, step_));
+                 OwnHeaderLocked(kDeclineBusy, request.seq));
     }
     return;
   }
@@ -406,7 +410,7 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
       CHORUS_LOG_WARN(Subsys::kGossip, "pairwise: request from rank ", from,
                       " rejected: ", decoded.ToString());
     }
-    SendLocked(from, answer_tag, HeaderOnly(kDeclineRejected, flags, request.seq, step_));
+    SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
     return;
   }
   // Answer with the current public value, then move it halfway to the requester's.
@@ -415,14 +419,14 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
       codec_->Encode(public_, MessageSeed(options_.seed, transport_.rank(), step_), &answer);
   if (!encoded.ok()) {
     CHORUS_LOG_WARN(Subsys::kGossip, "pairwise: cannot encode an answer: ", encoded.ToString());
-    SendLocked(from, answer_tag, HeaderOnly(kDeclineRejected, flags, request.seq, step_));
+    SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
     return;
   }
   if (!codec_->Lossless()) {
     // Both sides must use the decoded values so that their deltas cancel.
     Status own = codec_->Decode(answer, own_sent_);
     if (!own.ok()) {
-      SendLocked(from, answer_tag, HeaderOnly(kDeclineRejected, flags, request.seq, step_));
+      SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
       return;
     }
   }

@@ -167,6 +167,9 @@ class PairwiseGossip final : public GossipProtocol {
   // (value_wait, or a stop) and handles it (HandleRequestLocked). A requester
   // that never sends it is only logged: its attempt fails on its side.
   void ReceiveValue(Rank from, std::span<const std::byte> header, std::vector<std::byte>& value);
+  // A header-only message of `type` for `seq` with this node's step and
+  // finished flag (under mu_).
+  std::vector<std::byte> OwnHeaderLocked(uint8_t type, uint64_t seq) const;
   // Request::Release, and on failure KeepForGood(buffer) and a fresh buffer of
   // its size: the provider may still write into the old one.
   static void ReleaseOrKeepBuffer(RequestPtr& request, std::vector<std::byte>& buffer);
