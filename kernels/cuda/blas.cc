@@ -63,7 +63,7 @@ Status GemmImpl(Device& d, bool trans_a, bool trans_b, int m, int n, int k, floa
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasStatus_t status =
-      cublasGemmEx(impl.cublas, op_b, op_a, /*m=*/n, /*n=*/m, k, &alpha, b, CUDA_R_16F, ldb, a,
+      impl.blas->cublasGemmEx(impl.cublas, op_b, op_a, /*m=*/n, /*n=*/m, k, &alpha, b, CUDA_R_16F, ldb, a,
                    CUDA_R_16F, lda, &beta, c, c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS) {
     return CublasStatus(status, "cublasGemmEx")
@@ -118,34 +118,34 @@ struct LtForward {
   cublasLtMatmulDescOpaque_t op{};
   cublasLtMatrixLayoutOpaque_t a{}, b{}, c{};
 
-  Status Init(int n, int in, int out, const Half* bias) {
-    CHORUS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescInit(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+  Status Init(const CublasApi& blas, int n, int in, int out, const Half* bias) {
+    CHORUS_CUBLAS_RETURN_IF_ERROR(blas.MatmulDescInit(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                                   "cublasLtMatmulDescInit");
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     CHORUS_CUBLAS_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)),
+        blas.cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)),
         "cublasLtMatmulDescSetAttribute(TRANSA)");
     CHORUS_CUBLAS_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)),
+        blas.cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)),
         "cublasLtMatmulDescSetAttribute(TRANSB)");
     const uint32_t epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     CHORUS_CUBLAS_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+        blas.cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                        sizeof(epilogue)),
         "cublasLtMatmulDescSetAttribute(EPILOGUE)");
     if (bias != nullptr) {
       // The bias type defaults to D's (FP16), which is what b is.
       const void* bias_pointer = bias;
       CHORUS_CUBLAS_RETURN_IF_ERROR(
-          cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer,
+          blas.cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer,
                                          sizeof(bias_pointer)),
           "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
     }
-    CHORUS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&a, CUDA_R_16F, in, out, in),
+    CHORUS_CUBLAS_RETURN_IF_ERROR(blas.MatrixLayoutInit(&a, CUDA_R_16F, in, out, in),
                                   "cublasLtMatrixLayoutInit(w)");
-    CHORUS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&b, CUDA_R_16F, in, n, in),
+    CHORUS_CUBLAS_RETURN_IF_ERROR(blas.MatrixLayoutInit(&b, CUDA_R_16F, in, n, in),
                                   "cublasLtMatrixLayoutInit(x)");
-    CHORUS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&c, CUDA_R_16F, out, n, out),
+    CHORUS_CUBLAS_RETURN_IF_ERROR(blas.MatrixLayoutInit(&c, CUDA_R_16F, out, n, out),
                                   "cublasLtMatrixLayoutInit(y)");
     return Status::Ok();
   }
@@ -158,18 +158,18 @@ Result<LtChoice> ForwardAlgo(Device::Impl& impl, LtForward& desc, const LtKey& k
   if (auto it = cache.find(key); it != cache.end()) return it->second;
 
   cublasLtMatmulPreferenceOpaque_t pref{};
-  CHORUS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceInit(&pref),
+  CHORUS_CUBLAS_RETURN_IF_ERROR(impl.blas->MatmulPreferenceInit(&pref),
                                 "cublasLtMatmulPreferenceInit");
   const uint64_t workspace = impl.blas_workspace_bytes;
   CHORUS_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+      impl.blas->cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace, sizeof(workspace)),
       "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
   // Split-K partial sums stay in FP32 (no intermediate rounding to FP16):
   // each output is rounded once, as the CPU model does.
   const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
   CHORUS_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+      impl.blas->cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                            &reduction, sizeof(reduction)),
       "cublasLtMatmulPreferenceSetAttribute(REDUCTION_SCHEME_MASK)");
   // A = w, B = x, C = D = y.
@@ -181,13 +181,13 @@ Result<LtChoice> ForwardAlgo(Device::Impl& impl, LtForward& desc, const LtKey& k
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd}};
   for (const auto& [attr, value] : aligns) {
     CHORUS_CUBLAS_RETURN_IF_ERROR(
-        cublasLtMatmulPreferenceSetAttribute(&pref, attr, value, sizeof(*value)),
+        impl.blas->cublasLtMatmulPreferenceSetAttribute(&pref, attr, value, sizeof(*value)),
         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
   }
 
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+  const cublasStatus_t status = impl.blas->cublasLtMatmulAlgoGetHeuristic(
       impl.cublas_lt, &desc.op, &desc.a, &desc.b, &desc.c, &desc.c, &pref, 1, &result, &returned);
   LtChoice choice;
   if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
@@ -227,7 +227,7 @@ Status LinearForward(Device& d, int n, int in, int out, const Half* x, const Hal
   if (in == 0) return linear_kernels::BroadcastRows(impl, n, out, b, y);
 
   LtForward desc;
-  CHORUS_RETURN_IF_ERROR(desc.Init(n, in, out, b));
+  CHORUS_RETURN_IF_ERROR(desc.Init(*impl.blas, n, in, out, b));
   LtKey key;
   key.ordinal = impl.ordinal;
   key.n = n;
@@ -246,7 +246,7 @@ Status LinearForward(Device& d, int n, int in, int out, const Half* x, const Hal
   }
   const float alpha = 1.0f, beta = 0.0f;  // beta = 0: C (= y) is not read
   const cublasStatus_t status =
-      cublasLtMatmul(impl.cublas_lt, &desc.op, &alpha, w, &desc.a, x, &desc.b, &beta, y, &desc.c,
+      impl.blas->cublasLtMatmul(impl.cublas_lt, &desc.op, &alpha, w, &desc.a, x, &desc.b, &beta, y, &desc.c,
                      y, &desc.c, &choice.algo, impl.blas_workspace, impl.blas_workspace_bytes,
                      impl.stream);
   if (status != CUBLAS_STATUS_SUCCESS) {

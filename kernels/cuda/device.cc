@@ -29,8 +29,10 @@ Status CudaStatus(cudaError_t err, const char* what) {
 
 Status CublasStatus(cublasStatus_t err, const char* what) {
   if (err == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return Internal(std::string("cuBLAS: ") + what + ": " + cublasGetStatusName(err) + " (" +
-                  cublasGetStatusString(err) + ")");
+  // Only a loaded cuBLAS returns codes, so its names are at hand.
+  const CublasApi& blas = **Cublas();
+  return Internal(std::string("cuBLAS: ") + what + ": " + blas.cublasGetStatusName(err) + " (" +
+                  blas.cublasGetStatusString(err) + ")");
 }
 
 Status CudnnStatus(cudnnStatus_t err, const char* what) {
@@ -96,16 +98,18 @@ Result<std::unique_ptr<Device>> Device::Open(int ordinal) {
   Impl& d = device->impl();
   CHORUS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking),
                               "cudaStreamCreate");
-  CHORUS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&d.cublas), "cublasCreate");
-  CHORUS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(d.cublas, d.stream), "cublasSetStream");
-  CHORUS_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&d.cublas_lt), "cublasLtCreate");
+  CHORUS_ASSIGN_OR_RETURN(d.blas, Cublas());
+  const CublasApi& blas = *d.blas;
+  CHORUS_CUBLAS_RETURN_IF_ERROR(blas.cublasCreate(&d.cublas), "cublasCreate");
+  CHORUS_CUBLAS_RETURN_IF_ERROR(blas.cublasSetStream(d.cublas, d.stream), "cublasSetStream");
+  CHORUS_CUBLAS_RETURN_IF_ERROR(blas.cublasLtCreate(&d.cublas_lt), "cublasLtCreate");
   CHORUS_CUDA_RETURN_IF_ERROR(cudaMalloc(&d.blas_workspace, kBlasWorkspaceBytes),
                               "cudaMalloc(cuBLAS workspace)");
   d.blas_workspace_bytes = kBlasWorkspaceBytes;
   CHORUS_CUBLAS_RETURN_IF_ERROR(
-      cublasSetWorkspace(d.cublas, d.blas_workspace, d.blas_workspace_bytes),
+      blas.cublasSetWorkspace(d.cublas, d.blas_workspace, d.blas_workspace_bytes),
       "cublasSetWorkspace");
-  CHORUS_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(
+  CHORUS_CUBLAS_RETURN_IF_ERROR(blas.cublasSetMathMode(
           d.cublas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
                                 "cublasSetMathMode");
@@ -121,8 +125,8 @@ Device::~Device() {
   cudaSetDevice(impl_->ordinal);
   if (impl_->stream != nullptr) cudaStreamSynchronize(impl_->stream);
   if (impl_->cudnn != nullptr) cudnnDestroy(impl_->cudnn);
-  if (impl_->cublas_lt != nullptr) cublasLtDestroy(impl_->cublas_lt);
-  if (impl_->cublas != nullptr) cublasDestroy(impl_->cublas);
+  if (impl_->cublas_lt != nullptr) impl_->blas->cublasLtDestroy(impl_->cublas_lt);
+  if (impl_->cublas != nullptr) impl_->blas->cublasDestroy(impl_->cublas);
   if (impl_->blas_workspace != nullptr) cudaFree(impl_->blas_workspace);
   if (impl_->stream != nullptr) cudaStreamDestroy(impl_->stream);
 }

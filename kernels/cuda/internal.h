@@ -2,8 +2,6 @@
 // launch helpers. Must not be included outside kernels/cuda/ (and its tests).
 #pragma once
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -12,6 +10,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/device.h"
 
 namespace chorus::kernels::cuda {
@@ -22,6 +21,7 @@ struct Device::Impl {
   int sm_count = 0;
   std::string description;
   cudaStream_t stream = nullptr;
+  const CublasApi* blas = nullptr;  // set before the handles below
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t cublas_lt = nullptr;
   cudnnHandle_t cudnn = nullptr;
