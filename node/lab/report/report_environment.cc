@@ -98,6 +98,73 @@ std::string SingleNodeBaselineText(const nlohmann::json& single_node) {
   return Grouped(sps) + " samples/s (" + how + ")";
 }
 
+namespace {
+
+std::string StringIn(const nlohmann::json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// {"bandwidth": "1Gbit", "latency": "1ms", "emulated": true, ...}.
+std::string LinkSentence(const nlohmann::json& link) {
+  const std::string bandwidth = StringIn(link, "bandwidth"), latency = StringIn(link, "latency");
+  std::string out = (bandwidth.empty() ? "unlimited" : bandwidth) + " per node, " +
+                    (latency.empty() ? "no added" : latency) + " latency";
+  if (link.value("simulated", false)) {
+    out += ", modelled in virtual time";
+  } else if (link.value("emulated", false)) {
+    out += link.value("latency_emulated", true) ? ", emulated (tc)" : ", bandwidth emulated (tc), latency not";
+  } else {
+    out += ", not emulated: the runs used loopback unshaped";
+  }
+  const std::string note = StringIn(link, "note");
+  return note.empty() ? out : out + " (" + note + ")";
+}
+
+// {"node": 3, "slowdown": 2.0}: train.slowdown, extra time per step as a
+// multiple of the step's own.
+std::string StragglerSentence(const nlohmann::json& straggler) {
+  const double node = NumberIn(straggler, "node"), slowdown = NumberIn(straggler, "slowdown");
+  if (std::isnan(node) || std::isnan(slowdown)) return "";
+  return "node " + Format("%.0f", node) + " waits " + Format("%g", slowdown) +
+         " times its step time after each step (" + Format("%.3g", 1.0 / (1.0 + slowdown)) +
+         " of full speed)";
+}
+
+// {"speeds": [1, 0.5], "batch_sizes": [32, 64]}.
+std::string ProfilesSentence(const nlohmann::json& profiles) {
+  std::string out;
+  for (const auto& [key, words] : {std::pair<const char*, const char*>{"speeds", "speeds "},
+                                   {"batch_sizes", "batch sizes "}}) {
+    auto it = profiles.find(key);
+    if (it == profiles.end() || !it->is_array()) continue;
+    std::string list;
+    for (const nlohmann::json& v : *it) {
+      if (v.is_number()) list += (list.empty() ? "" : " / ") + Format("%g", v.get<double>());
+    }
+    out += (out.empty() ? "" : "; ") + std::string(words) + list + " (node 0 first)";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string SettingSentence(const std::string& key, const nlohmann::json& value) {
+  if (value.is_null()) return key == "single_node" ? SingleNodeBaselineText(value) : "none";
+  if (!value.is_object()) return "";
+  if (key == "single_node") return SingleNodeBaselineText(value);
+  if (key == "link") return LinkSentence(value);
+  if (key == "straggler") return StragglerSentence(value);
+  if (key == "node_profiles") return ProfilesSentence(value);
+  if (key == "late_joiner") {
+    const double node = NumberIn(value, "node"), after = NumberIn(value, "after_s");
+    if (std::isnan(node) || std::isnan(after)) return "";
+    return "node " + Format("%.0f", node) + " joins " + Format("%g", after) +
+           " s after the others start (in the full-size run of each method)";
+  }
+  return "";
+}
+
 bool NodesShareCores(const RunEnvironment& env) {
   return !env.virtual_time && LoadKnown(env) && env.nodes * env.threads_max > env.cores;
 }

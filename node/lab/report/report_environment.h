@@ -33,6 +33,11 @@ RunEnvironment DescribeEnvironment(const RunSet& runs);
 // "not measured (efficiency unknown)" when it is null or has no samples_per_s.
 std::string SingleNodeBaselineText(const nlohmann::json& single_node);
 
+// A sentence for a compare.json setting whose value is an object (the single
+// node, link, straggler, node profiles, late joiner), for example "node 3 joins
+// 5 s after the others start"; "none" for null; "" for other keys and shapes.
+std::string SettingSentence(const std::string& key, const nlohmann::json& value);
+
 // Whether nodes x threads per node exceeds the cores; false when either is unknown
 // or time is virtual.
 bool NodesShareCores(const RunEnvironment& env);

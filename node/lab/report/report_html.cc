@@ -57,6 +57,12 @@ std::string SettingText(const nlohmann::json& value) {
   return value.dump();
 }
 
+// A sentence where the setting has one (report_environment.h), else its value.
+std::string SettingCellText(const std::string& key, const nlohmann::json& value) {
+  const std::string sentence = SettingSentence(key, value);
+  return sentence.empty() ? SettingText(value) : sentence;
+}
+
 std::string Row(const std::string& key, const std::string& value) {
   return "<tr><th>" + HtmlEscape(key) + "</th><td>" + HtmlEscape(value) + "</td></tr>\n";
 }
@@ -82,12 +88,12 @@ void WriteSettings(const HtmlReportInputs& in, std::ostringstream& out) {
     for (const auto& [key, heading] : kKnown) {
       auto it = in.settings.find(key);
       if (it == in.settings.end()) continue;
-      out << Row(heading, key == std::string("single_node") ? SingleNodeBaselineText(*it) : SettingText(*it));
+      out << Row(heading, SettingCellText(key, *it));
     }
     for (auto it = in.settings.begin(); it != in.settings.end(); ++it) {
       bool known = it.key() == "methods" || it.key() == "target_accuracy";
       for (const auto& k : kKnown) known = known || it.key() == k.first;
-      if (!known) out << Row(it.key(), SettingText(it.value()));
+      if (!known) out << Row(it.key(), SettingCellText(it.key(), it.value()));
     }
   } else {
     out << Row("source", "no compare.json: figures from the nodes' summary.json");

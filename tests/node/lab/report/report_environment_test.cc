@@ -82,6 +82,32 @@ TEST(ReportEnvironmentTest, SingleNodeBaselineIsASentence) {
   EXPECT_EQ(SingleNodeBaselineText(nullptr), "not measured (efficiency unknown)");
 }
 
+TEST(ReportEnvironmentTest, ObjectSettingsAreSentences) {
+  chorus::testing::TempDir dir("report_env_sentences");
+  json compare = Compare("compare");
+  compare["link"] = {{"bandwidth", "100mbit"}, {"latency", "20ms"}, {"emulated", true}, {"latency_emulated", true}};
+  compare["straggler"] = {{"node", 2}, {"slowdown", 2.0}};
+  compare["late_joiner"] = {{"node", 3}, {"after_s", 5.0}};
+  compare["node_profiles"] = {{"speeds", {1, 1, 0.5, 1}}, {"batch_sizes", {32, 32, 64, 32}}};
+  WriteComparison(dir.path(), compare, Summary(nullptr, nullptr), {2, 2, 2, 2});
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
+  ASSERT_TRUE(report) << report.error().ToString();
+  const std::string html = chorus::testing::ReadTextFile(report->html_path);
+  EXPECT_EQ(SettingsCell(html, "link"), "100mbit per node, 20ms latency, emulated (tc)");
+  EXPECT_EQ(SettingsCell(html, "straggler"),
+            "node 2 waits 2 times its step time after each step (0.333 of full speed)");
+  EXPECT_EQ(SettingsCell(html, "late_joiner"),
+            "node 3 joins 5 s after the others start (in the full-size run of each method)");
+  EXPECT_EQ(SettingsCell(html, "node_profiles"),
+            "speeds 1 / 1 / 0.5 / 1 (node 0 first); batch sizes 32 / 32 / 64 / 32 (node 0 first)");
+  EXPECT_THAT(html, Not(HasSubstr("after_s")));
+  EXPECT_THAT(html, Not(HasSubstr("slowdown:")));
+  EXPECT_EQ(SettingSentence("link", {{"emulated", false}, {"note", "no tc here"}}),
+            "unlimited per node, no added latency, not emulated: the runs used loopback unshaped (no tc here)");
+  EXPECT_EQ(SettingSentence("straggler", nullptr), "none");
+  EXPECT_EQ(SettingSentence("model", "mlp"), "");
+}
+
 TEST(ReportEnvironmentTest, NodesOnFewerCoresThanThreadsCapTheEfficiency) {
   chorus::testing::TempDir dir("report_env_shared");
   WriteComparison(dir.path(), Compare("compare"), Summary({{"cpu", "AMD EPYC 7B13"}, {"cores", 2}}, 1),
