@@ -1,6 +1,8 @@
 // Back-off policy for polling waits.
 #include "common/clock.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -14,6 +16,12 @@ std::string SecondsText(double seconds) {
 }
 
 std::string SecondsText(Duration d) { return SecondsText(std::chrono::duration<double>(d).count()); }
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 void Backoff::Pause() {
   ++iter_;

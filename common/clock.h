@@ -46,6 +46,10 @@ inline int64_t NowMicros() {
       .count();
 }
 
+// This thread's CPU seconds (CLOCK_THREAD_CPUTIME_ID): does not advance while
+// the thread waits, is descheduled or the process is stopped.
+double ThreadCpuSeconds();
+
 // Exponential back-off for waits that poll: spin a few times, then yield, then
 // sleep with growing intervals up to `max_sleep`. Keeps 8 nodes on 2 cores live.
 class Backoff {

@@ -40,9 +40,15 @@ Pacing PacingOf(const Config& config, const Exchange& exchange, const ClusterSes
 
 double WallClock::Now() { return NowSeconds(); }
 
+void WallClock::ComputeStarts(int /*samples*/) {
+  if (slowdown_ > 0.0) cpu_at_start_ = ThreadCpuSeconds();
+}
+
 void WallClock::ComputeEnded(double measured_s) {
   compute_seconds_ += measured_s;
-  if (slowdown_ > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(slowdown_ * measured_s));
+  if (slowdown_ <= 0.0) return;
+  const double worked = std::max(0.0, ThreadCpuSeconds() - cpu_at_start_) * threads_;
+  std::this_thread::sleep_for(std::chrono::duration<double>(slowdown_ * std::min(measured_s, worked)));
 }
 
 Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int global_batch) {

@@ -36,12 +36,6 @@ std::atomic<uint64_t> next_meter_id{1};
 
 }  // namespace
 
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 ExchangeCpuMeter::ExchangeCpuMeter(int slots, double scale)
     : id_(next_meter_id.fetch_add(1)), scale_(scale), charged_(static_cast<size_t>(std::max(slots, 0)), 0.0) {}
 

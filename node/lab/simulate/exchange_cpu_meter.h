@@ -39,9 +39,6 @@
 
 namespace chorus::node {
 
-// This thread's CPU seconds (CLOCK_THREAD_CPUTIME_ID).
-double ThreadCpuSeconds();
-
 // Thread-safe; one per simulated method, shared by its nodes.
 class ExchangeCpuMeter {
  public:

@@ -1,9 +1,11 @@
 // The cluster's schedule among unequal nodes: steps per epoch from the global
 // batch, the learning-rate position in global samples (equal on every rank
-// whatever its batch, across a re-partition), and the speed split of load
-// balancing.
+// whatever its batch, across a re-partition), the speed split of load
+// balancing, and the straggler emulation's sleep.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "node/config/config.h"
@@ -13,6 +15,31 @@
 
 namespace chorus::node {
 namespace {
+
+// train.slowdown sleeps a multiple of the step's compute, not of a pause in
+// it: a step whose wall time was a stop or a wait (no CPU) sleeps about
+// nothing, where slowdown x wall would be 20 s here; one that computed
+// sleeps slowdown times that.
+TEST(ScheduleTest, StragglerSleepFollowsTheComputeNotAPauseInIt) {
+  using Seconds = std::chrono::duration<double>;
+  auto ended_after = [](WallClock& clock, double measured_s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    clock.ComputeEnded(measured_s);
+    return Seconds(std::chrono::steady_clock::now() - t0).count();
+  };
+  WallClock paused(20.0, 1);
+  paused.ComputeStarts(32);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_LT(ended_after(paused, 1.0), 0.5);
+  EXPECT_DOUBLE_EQ(paused.compute_seconds(), 1.0);  // the record keeps the wall time
+
+  WallClock busy(2.0, 1);
+  busy.ComputeStarts(32);
+  const double cpu0 = ThreadCpuSeconds();
+  volatile double sink = 0.0;
+  while (ThreadCpuSeconds() - cpu0 < 0.05) sink = sink + 1.0;
+  EXPECT_GE(ended_after(busy, 0.05), 0.09);  // 2 x the 0.05 s of compute
+}
 
 TEST(ScheduleTest, StepsPerEpochFollowTheGlobalBatch) {
   Config config;
