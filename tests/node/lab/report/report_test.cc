@@ -642,7 +642,7 @@ TEST(ReportTest, BuildsTheFilesTableAndPlots) {
     std::istringstream cells(lines[i].substr(lines[i].find("  ")));  // the figures after the method name
     for (std::string cell; cells >> cell;) EXPECT_THAT(html, HasSubstr(">" + cell + "<")) << cell;
   }
-  EXPECT_THAT(html, HasSubstr("bandwidth: 1gbit"));  // settings from compare.json
+  EXPECT_THAT(html, HasSubstr("1gbit per node, 1ms latency"));  // settings from compare.json
   // Self-contained: no scripts, nothing loaded from elsewhere.
   EXPECT_THAT(html, Not(HasSubstr("<script")));
   EXPECT_THAT(html, Not(HasSubstr("src=")));
