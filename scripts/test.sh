@@ -57,8 +57,12 @@ fi
 # exit status 1 and a backtrace file in the working directory unless this is
 # set; with it a crash is reported as one.
 export IPATH_NO_BACKTRACE=1
+# Two ctest slots a CPU: the multi-process tests take two each
+# (tests/CMakeLists.txt), so one of them runs a CPU as before, and the
+# one-process tests, which mostly wait, fill what they leave.
+slots=$((2 * $(nproc 2>/dev/null || echo 2)))
 suite=0
-(cd build && ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" --timeout 600 "$@") 2>&1 |
+(cd build && ctest --output-on-failure -j"$slots" --timeout 600 "$@") 2>&1 |
   tee build/ctest-output.log || suite=$?
 echo "== the 20 slowest tests"
 sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' build/ctest-output.log |
@@ -86,7 +90,7 @@ if [ "$sanitizer_stage" = 1 ]; then
   stage_done "sanitizer build (after suite)"
   if [ -n "$unit_targets" ]; then
     source scripts/sanitizer_env.sh
-    (cd build-fuzz && ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" --timeout 900 \
+    (cd build-fuzz && ctest --output-on-failure -j"$slots" --timeout 900 \
        -L 'common|topologies|kernels|gossip|trainer')
     stage_done "unit tests, ASan+UBSan"
   fi
