@@ -55,7 +55,8 @@ class LiveState {
 
 // The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
 // fusion buckets (EpochTagBase + b << 20, b < 2^17), the re-form broadcasts
-// (+ 1 << 39, four ranges of 2^20), the collectives at the end of training
+// (+ 1 << 39, four ranges of 2^20, six with an outer optimizer's, and the
+// seventh for the outer exchange's failed-sync agreement), the collectives at the end of training
 // (+ 1 << 38, four ranges of 2^20), the resume-step agreement (+ 3 << 38) and
 // the values gathered from members (+ 5 << 37: Exchange::GatherFromMembers).
 inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{7} << 37); }

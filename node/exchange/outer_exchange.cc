@@ -306,14 +306,22 @@ Status OuterExchange::Land() {
     trace_->Add("outer sync " + std::to_string(sync.fragment), 1, sync.begin_us, sync.end_us, sync.step);
   }
   const Status status = std::move(sync.status);
-  const int fragment = sync.fragment;
-  const int64_t step = sync.step;
   if (!status.ok()) {
+    const std::string what =
+        "step " + std::to_string(sync.step) + ": outer sync of fragment " + std::to_string(sync.fragment);
+    failed_ = std::move(in_flight_);
     in_flight_.reset();
-    return Failed(status, "step " + std::to_string(step) + ": outer sync of fragment " + std::to_string(fragment),
-                  last_step_ + 1);
+    const Status s = Failed(status, what, last_step_ + 1);
+    failed_.reset();
+    return s;
   }
-  const gossip::FragmentRange range = fragments_[static_cast<size_t>(fragment)];
+  ApplyOuterUpdate(sync);
+  in_flight_.reset();
+  return Status::Ok();
+}
+
+void OuterExchange::ApplyOuterUpdate(const OuterSync& sync) {
+  const gossip::FragmentRange range = fragments_[static_cast<size_t>(sync.fragment)];
   const std::span<float> anchor(anchor_.data() + range.begin, range.count);
   gossip::OuterUpdate(step_options_, sync.base, anchor,
                       std::span<float>(velocity_.data() + range.begin, range.count));
@@ -321,10 +329,36 @@ Status OuterExchange::Land() {
   gossip::LandOuterUpdate(static_cast<float>(config_.exchange.outer.local_mix), anchor,
                           master.subspan(range.begin, range.count));
   trainer_->RefreshWorkingCopy();
-  landed_after_[static_cast<size_t>(fragment)] = last_step_;
+  landed_after_[static_cast<size_t>(sync.fragment)] = last_step_;
   ++outer_steps_;
-  in_flight_.reset();
-  return Status::Ok();
+}
+
+// Each member's failed sync (step + 1 and fragment + 1; 0 and 0 for none, or
+// for one that cannot run again) gathered by a sum in which each member fills
+// its own pair. Steps are exact in a float below 2^24 (AgreeOnResumeStep's
+// bound); a run past that retries no sync.
+Result<bool> OuterExchange::SameSyncFailedEverywhere(const MembershipView& view) {
+  const int n = view.size(), self = view.self_rank;
+  const bool mine = failed_.has_value() && !codec_ && config_.exchange.kind == ExchangeKind::kAllreduce &&
+                    failed_->step + 1 < (int64_t{1} << 24);
+  std::vector<float> ids(static_cast<size_t>(2 * n), 0.0f);
+  if (mine) {
+    ids[static_cast<size_t>(2 * self)] = static_cast<float>(failed_->step + 1);
+    ids[static_cast<size_t>(2 * self + 1)] = static_cast<float>(failed_->fragment + 1);
+  }
+  gossip::AllreduceOptions o;
+  o.algorithm = gossip::AllreduceAlgorithm::kRing;
+  o.tag_base = ResyncTagBase(view.epoch) + 6 * gossip::kTagsPerCollective;
+  o.deadline = ReformDeadline(config_);
+  CHORUS_RETURN_IF_ERROR(collective_->Allreduce(std::span<float>(ids), o));
+  if (!mine) return false;
+  for (int r = 0; r < n; ++r) {
+    if (ids[static_cast<size_t>(2 * r)] != ids[static_cast<size_t>(2 * self)] ||
+        ids[static_cast<size_t>(2 * r + 1)] != ids[static_cast<size_t>(2 * self + 1)]) {
+      return false;
+    }
+  }
+  return true;
 }
 
 Status OuterExchange::Finish() {
@@ -365,7 +399,19 @@ Status OuterExchange::Failed(const Status& failure, const std::string& what, int
 Status OuterExchange::Reform(const Status& failure, int64_t next_step) {
   Status s = ReformOverSurvivors(*session_, config_, failure, "outer", [&](const MembershipView& next) -> Status {
     CHORUS_ASSIGN_OR_RETURN(int64_t step, InstallAndShare(next, next_step));
-    return Resynchronize(next, step);
+    CHORUS_ASSIGN_OR_RETURN(const bool again, SameSyncFailedEverywhere(next));
+    if (!again) return Resynchronize(next, step);
+    // One try: a failure of it re-forms again, and then the survivors take
+    // rank 0's state.
+    OuterSync sync = std::move(*failed_);
+    failed_.reset();
+    CHORUS_RETURN_IF_ERROR(Communicate(sync));
+    ApplyOuterUpdate(sync);
+    ++syncs_retried_;
+    CHORUS_LOG_WARN(Subsys::kGossip, "outer: the sync of fragment ", sync.fragment, " (after step ", sync.step,
+                    ") ran again over the ", next.size(), " survivors and landed: every survivor's inner steps count");
+    CHORUS_ASSIGN_OR_RETURN(steps_to_catch_up_, StepsBehind(*collective_, next, step, config_));
+    return Status::Ok();
   });
   if (s.ok()) ++reforms_;
   return s;
@@ -446,6 +492,7 @@ nlohmann::json OuterExchange::Metrics() const {
                       {"world_size", session_->view.size()},
                       {"reforms", reforms_},
                       {"admissions", admissions_},
+                      {"outer_syncs_retried", syncs_retried_},
                       {"outer_steps", outer_steps_},
                       {"outer_overlap_seconds", overlapped_seconds_},
                       {"outer_wait_seconds", waited_seconds_}};

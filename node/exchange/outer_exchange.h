@@ -25,9 +25,13 @@
 // (SetVirtualTime) the communication runs when the sync begins, on the
 // node's thread, and still lands d steps later.
 //
-// Membership: a failed sync re-forms over the survivors (exchange.on_failure)
-// and every survivor takes the new rank 0's parameters, momentum, loss scale,
-// BatchNorm statistics and outer state. A joiner takes a member's live state,
+// Membership: a failed sync re-forms over the survivors (exchange.on_failure).
+// When every survivor failed that same sync (the usual case: a member died
+// between syncs or in one) and it carried plain parameters (all-reduce, no
+// codec), the survivors run it again among themselves and land it, so that
+// each survivor's inner steps since the last sync count. Otherwise every
+// survivor takes the new rank 0's parameters, momentum, loss scale, BatchNorm
+// statistics and outer state, and the others' inner steps are dropped. A joiner takes a member's live state,
 // outer state included (SavedState). An in-flight fragment lands early, on
 // every member at the same step, before any membership change.
 //
@@ -119,6 +123,12 @@ class OuterExchange final : public Exchange {
   // Every member of `view` takes rank 0's parameters, momentum, loss scale,
   // BatchNorm statistics and outer state, and the largest `next_step`.
   [[nodiscard]] Status Resynchronize(const MembershipView& view, int64_t next_step);
+  // After a re-form to `view`: whether every member failed the same sync
+  // (failed_) and may run it again; collective over `view`.
+  [[nodiscard]] Result<bool> SameSyncFailedEverywhere(const MembershipView& view);
+  // The outer update of `sync`, whose base is the group's mean: onto the
+  // outer parameters, and mixed into the model.
+  void ApplyOuterUpdate(const OuterSync& sync);
 
   const Config& config_;
   ClusterSession* session_;
@@ -131,13 +141,14 @@ class OuterExchange final : public Exchange {
   std::vector<gossip::FragmentRange> fragments_;
   std::vector<float> anchor_, velocity_, residual_;
   std::optional<OuterSync> in_flight_;
+  std::optional<OuterSync> failed_;  // the sync whose failure the re-form in progress follows
   // Steps since each fragment last landed with delay 0 over every member:
   // all 0 at the end means the replicas are equal.
   int64_t last_step_ = -1;
   std::vector<int64_t> landed_after_;
   uint64_t outer_steps_ = 0;
   double overlapped_seconds_ = 0.0, waited_seconds_ = 0.0;
-  uint64_t reforms_ = 0, admissions_ = 0;
+  uint64_t reforms_ = 0, admissions_ = 0, syncs_retried_ = 0;
   int64_t steps_to_catch_up_ = 0;
   ConsensusMeter meter_;
   double consensus_before_ = -1.0;

@@ -357,6 +357,31 @@ TEST_P(OuterKillTest, SurvivorsOfANodeKilledMidRunFinishWithOneModel) {
   EXPECT_FALSE(fs::exists(cluster.dir(3) / "summary.json"));
 }
 
+// node2 of three is killed among the inner steps (after its step 4; the
+// first sync runs after step 9): both survivors fail that sync, run it again
+// between themselves and land it, so each one's inner steps since the start
+// count, instead of both taking node0's parameters. They end with one model.
+TEST(OuterRetryTest, ASyncFailedByADeathRunsAgainOverTheSurvivors) {
+  if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
+  OuterHandCluster cluster("outer-retry", 3, With(kDiloco, {"train.epochs=2", "train.log_every_steps=2"}));
+  cluster.StartAll(3);
+  const fs::path metrics = cluster.dir(2) / "metrics.jsonl";
+  for (int i = 0; i < 6000 && LastRecordedStep(metrics) < 4 && cluster.node(2).Running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(LastRecordedStep(metrics), 4) << cluster.Outputs();
+  ASSERT_LT(LastRecordedStep(metrics), 9) << "node2 reached the first sync before the kill\n" << cluster.Outputs();
+  cluster.node(2).Signal(SIGKILL);
+  const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1});
+  ASSERT_EQ(s.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_GE(s[i]["reforms"].get<int>(), 1) << "node" << i << ": " << s[i].dump();
+    EXPECT_GE(s[i]["outer_syncs_retried"].get<int>(), 1) << "node" << i << ": " << s[i].dump();
+    EXPECT_NE(cluster.node(i).Output().find("ran again over the 2 survivors"), std::string::npos)
+        << cluster.Outputs();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(OuterMethods, OuterKillTest,
                          ::testing::Values(Variant{"diloco", kDiloco}, Variant{"noloco", kNoloco}),
                          [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
