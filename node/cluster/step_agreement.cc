@@ -58,6 +58,11 @@ Status StopOrReform(const Config& config, const Status& failure, const std::stri
   return reform();
 }
 
+bool MemberLost(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded ||
+         s.code() == StatusCode::kAborted;
+}
+
 Status ReformOverSurvivors(ClusterSession& session, const Config& config, const Status& failure,
                            const std::string& what, const std::function<Status(const MembershipView&)>& attempt) {
   const int attempts = std::max(1, session.view.size());
@@ -81,9 +86,7 @@ Status ReformOverSurvivors(ClusterSession& session, const Config& config, const 
                       next.epoch, " (after: ", failure.message(), ")");
       return s;
     }
-    const bool member_lost = s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded ||
-                             s.code() == StatusCode::kAborted;
-    if (!member_lost || i >= attempts) {
+    if (!MemberLost(s) || i >= attempts) {
       return s.WithContext("re-forming the " + what + " at epoch " + std::to_string(next.epoch) + " (attempt " +
                            std::to_string(i) + " of at most " + std::to_string(attempts) + ")");
     }

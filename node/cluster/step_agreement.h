@@ -38,6 +38,10 @@ inline Deadline ReformDeadline(const Config& config) {
   return Deadline::AfterSeconds(2 * config.fabric.op_timeout_s + 2 * config.cluster.dead_timeout_s + 10);
 }
 
+// Whether `s` is what an operation returns when a member it needed died, froze
+// or left (Unavailable, DeadlineExceeded, Aborted): a failure to re-form after.
+bool MemberLost(const Status& s);
+
 // Re-forms an exchange after `failure` (a member died): waits for the
 // membership epoch after the session's (by 2 * cluster.dead_timeout_s + 10 s),
 // then runs `attempt` at it, which installs the new view and resynchronises.

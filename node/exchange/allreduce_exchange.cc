@@ -1,7 +1,10 @@
 // Synchronous all-reduce exchange with tensor fusion (see allreduce_exchange.h).
 #include "node/exchange/allreduce_exchange.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "common/log.h"
@@ -31,7 +34,14 @@ Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Confi
                                                                      TraceWriter* trace) {
   std::unique_ptr<AllreduceExchange> ex(new AllreduceExchange(config, session, trainer, trace));
   ex->algorithm_ = config.exchange.algorithm;
-  CHORUS_RETURN_IF_ERROR(ex->Build());
+  if (Status built = ex->Build(); !built.ok()) {
+    // Attaching the host's shared memory meets every member on the host: one
+    // that died or froze there is a failure like a step's, and the others
+    // re-form without it (and it learns it was removed).
+    if (!MemberLost(built) || session == nullptr || session->control == nullptr) return Err(built);
+    CHORUS_RETURN_IF_ERROR(ex->Failed(
+        built, "setting up the all-reduce at epoch " + std::to_string(session->view.epoch), 0, /*abandon=*/false));
+  }
   AllreduceExchange* self = ex.get();
   trainer->SetGradientReadyHook([self](int param) {
     if (!self->engine_ || !self->hook_error_.ok()) return;
@@ -44,6 +54,18 @@ Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Confi
 
 AllreduceExchange::~AllreduceExchange() { trainer_->SetGradientReadyHook(nullptr); }
 
+namespace {
+
+// Fault injection for tests (docs/testing.md): with
+// CHORUS_FAULT_STOP_BEFORE_ATTACH set, the node stops itself (SIGSTOP) just
+// before it attaches the host's shared memory in the first membership epoch,
+// as a node frozen there would be.
+void StopBeforeAttachIfAsked(uint64_t epoch) {
+  if (epoch == 0 && std::getenv("CHORUS_FAULT_STOP_BEFORE_ATTACH") != nullptr) raise(SIGSTOP);
+}
+
+}  // namespace
+
 Status AllreduceExchange::Build() {
   engine_.reset();
   const MembershipView& view = session_->view;
@@ -55,6 +77,7 @@ Status AllreduceExchange::Build() {
     segment = gossip::HostSegmentOptions{};
     segment->tag_base = tag_base;  // the attach uses a phase no bucket's all-reduce uses
     segment->deadline = Deadline::After(op_timeout);
+    StopBeforeAttachIfAsked(view.epoch);
   }
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective c,
                           gossip::Collective::Create(*session_->transport, HostKeys(view), segment));

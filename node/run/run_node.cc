@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "kernels/ops.h"
 #include "node/cluster/cluster_session.h"
+#include "node/cluster/step_agreement.h"
 #include "node/config/config_describe.h"
 #include "node/exchange/exchange.h"
 #include "node/exchange/exchange_factory.h"
@@ -338,7 +339,17 @@ int RunNode(const Config& config, const NodeOptions& options) {
                     " in the cluster; its log file starts here)");
     if (Status s = OpenRunDir(run); !s.ok()) return fail(s);
   }
-  if (Status s = BuildTraining(run, options.resume); !s.ok()) return fail(s);
+  if (Status s = BuildTraining(run, options.resume); !s.ok()) {
+    // Removed while the members set up the exchange (frozen as they attached
+    // shared memory): nothing trained yet, so it joins again as a new process.
+    if (MemberLost(s) && RejoinsAfterRemoval(run, options, /*lacks_state=*/false)) {
+      if (run.session && run.session->transport) run.session->transport->EndForExit();
+      CHORUS_LOG_WARN(Subsys::kNode, s.message(), ": rejoining the cluster as a new process through ",
+                      JoinNames(*options.rejoin_through), " (cluster.rejoin)");
+      return kRunNodeRejoins;
+    }
+    return fail(s);
+  }
 
   ProgressOptions progress_options;
   progress_options.mode = ResolveProgressMode(config.run.progress, StderrIsTerminal());

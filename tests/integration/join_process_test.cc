@@ -202,6 +202,28 @@ TEST_P(JoinProcessTest, AFrozenNodeRemovedByTheOthersRejoinsByItself) {
   cluster.ExpectOneModel({0, 1, 2}, 240);
 }
 
+// node2 freezes while the three attach the host's shared memory for the
+// all-reduce, before any step (it stops itself there:
+// CHORUS_FAULT_STOP_BEFORE_ATTACH). node0 and node1 re-form without it and
+// train, where they used to exit with the attach's error; continued, node2
+// learns it was removed, starts again as a new process, takes the live state,
+// and the three end with one model.
+TEST(JoinFaultTest, ANodeFrozenWhileTheMembersAttachSharedMemoryRejoins) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  JoinHandCluster cluster("attach-freeze", {"exchange.shared_memory=true", "train.epochs=12", "train.slowdown=20.0"});
+  cluster.Start(0);
+  cluster.Start(1);
+  cluster.Start(2, {"CHORUS_FAULT_STOP_BEFORE_ATTACH=1"});
+  const bool removed = cluster.node(0).WaitFor("members node0 node1 \\(departed", 60).has_value();
+  cluster.node(2).Signal(SIGCONT);
+  ASSERT_TRUE(removed) << cluster.Outputs();
+  ASSERT_TRUE(cluster.node(0).WaitFor("re-formed the all-reduce over 2 survivors", 30)) << cluster.Outputs();
+  ASSERT_TRUE(cluster.node(2).WaitFor("rejoining the cluster as a new process", 30)) << cluster.Outputs();
+  ASSERT_TRUE(cluster.node(2).WaitFor("received the live state from node[01] .*CRC-32 verified", 60))
+      << cluster.Outputs();
+  cluster.ExpectOneModel({0, 1, 2}, 240);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Exchanges, JoinProcessTest,
     ::testing::Values(JoinVariant{"allreduce", {}},
