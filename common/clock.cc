@@ -17,11 +17,18 @@ std::string SecondsText(double seconds) {
 
 std::string SecondsText(Duration d) { return SecondsText(std::chrono::duration<double>(d).count()); }
 
-double ThreadCpuSeconds() {
+namespace {
+
+double CpuSeconds(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
+
+}  // namespace
+
+double ThreadCpuSeconds() { return CpuSeconds(CLOCK_THREAD_CPUTIME_ID); }
+double ProcessCpuSeconds() { return CpuSeconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 void Backoff::Pause() {
   ++iter_;

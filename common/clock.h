@@ -49,6 +49,8 @@ inline int64_t NowMicros() {
 // This thread's CPU seconds (CLOCK_THREAD_CPUTIME_ID): does not advance while
 // the thread waits, is descheduled or the process is stopped.
 double ThreadCpuSeconds();
+// The process's CPU seconds, all its threads (CLOCK_PROCESS_CPUTIME_ID).
+double ProcessCpuSeconds();
 
 // Exponential back-off for waits that poll: spin a few times, then yield, then
 // sleep with growing intervals up to `max_sleep`. Keeps 8 nodes on 2 cores live.

@@ -356,7 +356,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
   progress_options.log_every_steps = config.train.log_every_steps;
   ConsoleLine fallback_console;
   ProgressDisplay progress(progress_options, run.log_session ? &run.log_session->console() : &fallback_console);
-  WallClock clock(config.train.slowdown, config.train.threads);
+  WallClock clock(config.train.slowdown);
   TrainingLoop loop(MakeLoopSetup(run, options, &clock, &stop, &progress));
 
   stop.EnterStoppablePhase();

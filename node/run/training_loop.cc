@@ -41,13 +41,13 @@ Pacing PacingOf(const Config& config, const Exchange& exchange, const ClusterSes
 double WallClock::Now() { return NowSeconds(); }
 
 void WallClock::ComputeStarts(int /*samples*/) {
-  if (slowdown_ > 0.0) cpu_at_start_ = ThreadCpuSeconds();
+  if (slowdown_ > 0.0) cpu_at_start_ = ProcessCpuSeconds();
 }
 
 void WallClock::ComputeEnded(double measured_s) {
   compute_seconds_ += measured_s;
   if (slowdown_ <= 0.0) return;
-  const double worked = std::max(0.0, ThreadCpuSeconds() - cpu_at_start_) * threads_;
+  const double worked = std::max(0.0, ProcessCpuSeconds() - cpu_at_start_);
   std::this_thread::sleep_for(std::chrono::duration<double>(slowdown_ * std::min(measured_s, worked)));
 }
 

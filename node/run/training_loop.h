@@ -75,19 +75,19 @@ class StepClock {
 
 // A real node's clock: the wall clock, and straggler emulation (train.slowdown:
 // sleep that multiple of each step's compute). The compute slept on is the
-// step's wall time, but at most the training thread's CPU time over it times
-// the compute threads: a node stopped (SIGSTOP) or descheduled mid-step does
-// not then sleep slowdown times the pause.
+// step's wall time, but at most the CPU time the process used meanwhile (all
+// its threads: the compute may run on others than the caller's): a node
+// stopped (SIGSTOP) or descheduled mid-step does not then sleep slowdown
+// times the pause.
 class WallClock final : public StepClock {
  public:
-  WallClock(double slowdown, int threads) : slowdown_(slowdown), threads_(threads < 1 ? 1 : threads) {}
+  explicit WallClock(double slowdown) : slowdown_(slowdown) {}
   double Now() override;
   void ComputeStarts(int samples) override;
   void ComputeEnded(double measured_s) override;
 
  private:
   double slowdown_;
-  int threads_;
   double cpu_at_start_ = 0.0;
 };
 

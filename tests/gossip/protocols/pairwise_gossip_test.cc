@@ -45,7 +45,9 @@ struct PairwiseRun {
 };
 
 // Each node steps (sleeping sleep(rank) per step) until it has done max_steps or
-// `duration` has passed, then calls Finish.
+// `duration` has passed, then calls Finish. Past `duration` they go on (up to
+// 20 s) while a node has yet to serve an averaging: on a loaded host the
+// threads of a short run may not all have been scheduled to serve.
 PairwiseRun RunPairwise(const topologies::Graph& graph, const PairwiseOptions& options,
                         std::chrono::microseconds (*sleep)(int), int max_steps,
                         std::chrono::milliseconds duration) {
@@ -56,14 +58,25 @@ PairwiseRun RunPairwise(const topologies::Graph& graph, const PairwiseOptions& o
   run.stats.resize(n);
   run.steps.assign(n, 0);
   const auto stop_at = Clock::now() + duration;
+  const auto give_up_at = Clock::now() + std::chrono::seconds(20);
+  std::atomic<int> served_ranks{0};
+  auto keep_going = [&] {
+    const auto now = Clock::now();
+    return now < stop_at || (served_ranks.load() < n && now < give_up_at);
+  };
   auto statuses = RunGossipNodes(n, [&](int r, Transport& t, LocalHub&) -> Status {
     auto x = RandomVector(91, r, 48, 1.0, 2.0);
     run.start[r] = x;
     CHORUS_ASSIGN_OR_RETURN(auto p, PairwiseGossip::Create(t, graph, options, x));
     int64_t step = 0;
-    for (; step < max_steps && Clock::now() < stop_at; ++step) {
+    bool served = false;
+    for (; step < max_steps && keep_going(); ++step) {
       if (sleep) std::this_thread::sleep_for(sleep(r));
       CHORUS_RETURN_IF_ERROR(p->Mix(x, step, Deadline::AfterSeconds(20)));
+      if (!served && p->Stats().served > 0) {
+        served = true;
+        served_ranks.fetch_add(1);
+      }
     }
     CHORUS_RETURN_IF_ERROR(p->Finish(x, Deadline::AfterSeconds(20)));
     run.end[r] = x;

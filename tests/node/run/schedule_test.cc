@@ -4,6 +4,10 @@
 // balancing, and the straggler emulation's sleep.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -16,29 +20,40 @@
 namespace chorus::node {
 namespace {
 
-// train.slowdown sleeps a multiple of the step's compute, not of a pause in
-// it: a step whose wall time was a stop or a wait (no CPU) sleeps about
-// nothing, where slowdown x wall would be 20 s here; one that computed
-// sleeps slowdown times that.
-TEST(ScheduleTest, StragglerSleepFollowsTheComputeNotAPauseInIt) {
+// train.slowdown sleeps a multiple of the step's compute, not of a stop in
+// it. A child process begins a step, stops itself (SIGSTOP, as a frozen node)
+// and is continued 0.3 s later: at slowdown 20 it sleeps about nothing, where
+// slowdown x wall would be 6 s. A step that computed sleeps slowdown times
+// that.
+TEST(ScheduleTest, StragglerSleepFollowsTheComputeNotAStopInIt) {
   using Seconds = std::chrono::duration<double>;
-  auto ended_after = [](WallClock& clock, double measured_s) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    WallClock clock(20.0);
+    clock.ComputeStarts(32);
     const auto t0 = std::chrono::steady_clock::now();
-    clock.ComputeEnded(measured_s);
-    return Seconds(std::chrono::steady_clock::now() - t0).count();
-  };
-  WallClock paused(20.0, 1);
-  paused.ComputeStarts(32);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_LT(ended_after(paused, 1.0), 0.5);
-  EXPECT_DOUBLE_EQ(paused.compute_seconds(), 1.0);  // the record keeps the wall time
+    raise(SIGSTOP);
+    const auto t1 = std::chrono::steady_clock::now();
+    clock.ComputeEnded(Seconds(t1 - t0).count());
+    _exit(Seconds(std::chrono::steady_clock::now() - t1).count() < 1.0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(child, SIGCONT);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the stopped step slept slowdown x the stop";
 
-  WallClock busy(2.0, 1);
+  WallClock busy(2.0);
   busy.ComputeStarts(32);
-  const double cpu0 = ThreadCpuSeconds();
+  const double cpu0 = ProcessCpuSeconds();
   volatile double sink = 0.0;
-  while (ThreadCpuSeconds() - cpu0 < 0.05) sink = sink + 1.0;
-  EXPECT_GE(ended_after(busy, 0.05), 0.09);  // 2 x the 0.05 s of compute
+  while (ProcessCpuSeconds() - cpu0 < 0.05) sink = sink + 1.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  busy.ComputeEnded(0.05);
+  EXPECT_GE(Seconds(std::chrono::steady_clock::now() - t0).count(), 0.09);  // 2 x the 0.05 s of compute
 }
 
 TEST(ScheduleTest, StepsPerEpochFollowTheGlobalBatch) {
