@@ -47,7 +47,7 @@ void WallClock::ComputeStarts(int /*samples*/) {
 void WallClock::ComputeEnded(double measured_s) {
   compute_seconds_ += measured_s;
   if (slowdown_ <= 0.0) return;
-  const double worked = std::max(0.0, ProcessCpuSeconds() - cpu_at_start_);
+  const double worked = 4.0 * std::max(0.0, ProcessCpuSeconds() - cpu_at_start_);
   std::this_thread::sleep_for(std::chrono::duration<double>(slowdown_ * std::min(measured_s, worked)));
 }
 

@@ -75,10 +75,11 @@ class StepClock {
 
 // A real node's clock: the wall clock, and straggler emulation (train.slowdown:
 // sleep that multiple of each step's compute). The compute slept on is the
-// step's wall time, but at most the CPU time the process used meanwhile (all
-// its threads: the compute may run on others than the caller's): a node
-// stopped (SIGSTOP) or descheduled mid-step does not then sleep slowdown
-// times the pause.
+// step's wall time, but at most 4 times the CPU time the process used
+// meanwhile (all its threads: the compute may run on others than the
+// caller's): waiting for a CPU on a host shared up to 4 ways counts, as the
+// straggler's own slowness, while a node stopped mid-step (SIGSTOP, no CPU at
+// all) does not then sleep slowdown times the stop.
 class WallClock final : public StepClock {
  public:
   explicit WallClock(double slowdown) : slowdown_(slowdown) {}
