@@ -172,19 +172,30 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, con
 
 }  // namespace
 
+Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
+                                               std::span<const float> mine, gossip::Tag tag_base,
+                                               Deadline deadline) {
+  const size_t k = mine.size();
+  std::vector<float> all(k * static_cast<size_t>(collective.size()), 0.0f);
+  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * collective.rank()));
+  if (collective.size() < 2) return all;
+  gossip::AllreduceOptions o;
+  o.algorithm = gossip::AllreduceAlgorithm::kRing;
+  o.tag_base = tag_base;
+  o.deadline = deadline;
+  CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(all), o));
+  return all;
+}
+
 Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, const MembershipView& view,
                                        LiveState& state, int64_t next_step, Deadline deadline, int round) {
   LiveStateShared shared;
   const gossip::Tag round_base = RoundTagBase(view.epoch, round);
   shared.next_step = next_step;
   const int n = view.size();
-  std::vector<float> needs(static_cast<size_t>(n), 0.0f);
-  if (state.NeedsState()) needs[static_cast<size_t>(view.self_rank)] = 1.0f;
-  gossip::AllreduceOptions o;
-  o.algorithm = gossip::AllreduceAlgorithm::kRing;
-  o.tag_base = round_base;
-  o.deadline = deadline;
-  if (n > 1) CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(needs), o));
+  const float need = state.NeedsState() ? 1.0f : 0.0f;
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<float> needs,
+                          GatherFromEveryRank(collective, std::span<const float>(&need, 1), round_base, deadline));
 
   std::vector<int> receivers;
   int sender = -1;

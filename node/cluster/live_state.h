@@ -53,10 +53,18 @@ class LiveState {
   virtual void PutBackStep() = 0;
 };
 
+// Every rank's `mine` (the same length on each), rank r's at r * mine.size():
+// a ring all-reduce of a vector in which each rank fills only its own part.
+// Exact for the small values members agree on (steps below 2^24, flags).
+[[nodiscard]] Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
+                                                             std::span<const float> mine, gossip::Tag tag_base,
+                                                             Deadline deadline);
+
 // The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
 // fusion buckets (EpochTagBase + b << 20, b < 2^17), the re-form broadcasts
-// (+ 1 << 39, four ranges of 2^20, six with an outer optimizer's, and the
-// seventh for the outer exchange's failed-sync agreement), the collectives at the end of training
+// (+ 1 << 39, four ranges of 2^20, six with an outer optimizer's, and a
+// seventh for the outer exchange's failed-sync agreement), the collectives
+// at the end of training
 // (+ 1 << 38, four ranges of 2^20), the resume-step agreement (+ 3 << 38) and
 // the values gathered from members (+ 5 << 37: Exchange::GatherFromMembers).
 inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{7} << 37); }

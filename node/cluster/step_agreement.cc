@@ -8,25 +8,21 @@
 
 namespace chorus::node {
 
-Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int world_size, int self_rank,
-                                  int64_t next_step, uint64_t epoch, Deadline deadline) {
+Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int64_t next_step, uint64_t epoch,
+                                  Deadline deadline) {
   if (next_step < 0 || next_step >= (int64_t{1} << 24)) {
     return Err(OutOfRange("resume step " + std::to_string(next_step) + " is outside [0, 2^24)"));
   }
-  std::vector<float> steps(static_cast<size_t>(world_size), 0.0f);
-  steps[static_cast<size_t>(self_rank)] = static_cast<float>(next_step);
-  gossip::AllreduceOptions o;
-  o.algorithm = gossip::AllreduceAlgorithm::kRing;
-  o.tag_base = ResumeStepTagBase(epoch);
-  o.deadline = deadline;
-  CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(steps), o));
+  const float mine = static_cast<float>(next_step);
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<float> steps,
+                          GatherFromEveryRank(collective, std::span<const float>(&mine, 1), ResumeStepTagBase(epoch),
+                                              deadline));
   return static_cast<int64_t>(*std::max_element(steps.begin(), steps.end()));
 }
 
 Result<int64_t> StepsBehind(const gossip::Collective& collective, const MembershipView& view, int64_t next_step,
                             const Config& config) {
-  CHORUS_ASSIGN_OR_RETURN(int64_t resume, AgreeOnResumeStep(collective, view.size(), view.self_rank, next_step,
-                                                            view.epoch, ReformDeadline(config)));
+  CHORUS_ASSIGN_OR_RETURN(int64_t resume, AgreeOnResumeStep(collective, next_step, view.epoch, ReformDeadline(config)));
   const int64_t behind = resume - next_step;
   if (behind > 0) {
     CHORUS_LOG_WARN(Subsys::kGossip, "training ", behind, " step(s) on its own to resume with the others at step ",
@@ -38,8 +34,8 @@ Result<int64_t> StepsBehind(const gossip::Collective& collective, const Membersh
 Result<int64_t> CatchUpOnResume(const gossip::Collective& collective, const MembershipView& view,
                                 LiveState* state, int64_t next_step, const Config& config) {
   if (state == nullptr) return StepsBehind(collective, view, next_step, config);
-  CHORUS_ASSIGN_OR_RETURN(const int64_t furthest, AgreeOnResumeStep(collective, view.size(), view.self_rank,
-                                                                    next_step, view.epoch, ReformDeadline(config)));
+  CHORUS_ASSIGN_OR_RETURN(const int64_t furthest, AgreeOnResumeStep(collective, next_step, view.epoch,
+                                                                    ReformDeadline(config)));
   if (next_step < furthest) {
     CHORUS_LOG_WARN(Subsys::kNode, "resumed ", furthest - next_step, " step(s) behind the others (step ", next_step,
                     ", theirs ", furthest, "): taking the live state of a member at step ", furthest);

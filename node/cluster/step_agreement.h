@@ -73,9 +73,8 @@ bool MemberLost(const Status& s);
 
 // The largest `next_step` over the ranks of `collective` (an all-reduce of a
 // one-hot vector: exact for steps below 2^24).
-[[nodiscard]] Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int world_size,
-                                                int self_rank, int64_t next_step, uint64_t epoch,
-                                                Deadline deadline);
+[[nodiscard]] Result<int64_t> AgreeOnResumeStep(const gossip::Collective& collective, int64_t next_step,
+                                                uint64_t epoch, Deadline deadline);
 
 // How many steps this node is behind the others of `view` (AgreeOnResumeStep
 // over its members, each at its `next_step`), logged when it is: the steps it

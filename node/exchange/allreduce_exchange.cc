@@ -150,20 +150,17 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
 }
 
 Result<std::vector<double>> AllreduceExchange::GatherFromMembers(double mine) {
-  const MembershipView& view = session_->view;
-  std::vector<float> values(static_cast<size_t>(view.size()), 0.0f);
-  values[static_cast<size_t>(view.self_rank)] = static_cast<float>(mine);
-  gossip::AllreduceOptions o;
-  o.algorithm = gossip::AllreduceAlgorithm::kRing;
-  o.tag_base = EpochTagBase(view.epoch) + (gossip::Tag{5} << 37);  // live_state.h lists the ranges
-  o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
-  Status s = collective_->Allreduce(std::span<float>(values), o);
-  if (!s.ok()) {
-    CHORUS_RETURN_IF_ERROR(Failed(s, "gathering values from the members", live_ != nullptr ? live_->NextStep() : 0,
-                                  /*abandon=*/false));
+  const float value = static_cast<float>(mine);
+  Result<std::vector<float>> values = GatherFromEveryRank(
+      *collective_, std::span<const float>(&value, 1),
+      EpochTagBase(session_->view.epoch) + (gossip::Tag{5} << 37),  // live_state.h lists the ranges
+      Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+  if (!values) {
+    CHORUS_RETURN_IF_ERROR(Failed(values.error(), "gathering values from the members",
+                                  live_ != nullptr ? live_->NextStep() : 0, /*abandon=*/false));
     return std::vector<double>();
   }
-  return std::vector<double>(values.begin(), values.end());
+  return std::vector<double>(values->begin(), values->end());
 }
 
 Status AllreduceExchange::Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon) {

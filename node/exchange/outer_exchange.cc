@@ -2,6 +2,7 @@
 #include "node/exchange/outer_exchange.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "common/log.h"
@@ -338,25 +339,17 @@ void OuterExchange::ApplyOuterUpdate(const OuterSync& sync) {
 // its own pair. Steps are exact in a float below 2^24 (AgreeOnResumeStep's
 // bound); a run past that retries no sync.
 Result<bool> OuterExchange::SameSyncFailedEverywhere(const MembershipView& view) {
-  const int n = view.size(), self = view.self_rank;
-  const bool mine = failed_.has_value() && !codec_ && config_.exchange.kind == ExchangeKind::kAllreduce &&
-                    failed_->step + 1 < (int64_t{1} << 24);
-  std::vector<float> ids(static_cast<size_t>(2 * n), 0.0f);
-  if (mine) {
-    ids[static_cast<size_t>(2 * self)] = static_cast<float>(failed_->step + 1);
-    ids[static_cast<size_t>(2 * self + 1)] = static_cast<float>(failed_->fragment + 1);
-  }
-  gossip::AllreduceOptions o;
-  o.algorithm = gossip::AllreduceAlgorithm::kRing;
-  o.tag_base = ResyncTagBase(view.epoch) + 6 * gossip::kTagsPerCollective;
-  o.deadline = ReformDeadline(config_);
-  CHORUS_RETURN_IF_ERROR(collective_->Allreduce(std::span<float>(ids), o));
-  if (!mine) return false;
-  for (int r = 0; r < n; ++r) {
-    if (ids[static_cast<size_t>(2 * r)] != ids[static_cast<size_t>(2 * self)] ||
-        ids[static_cast<size_t>(2 * r + 1)] != ids[static_cast<size_t>(2 * self + 1)]) {
-      return false;
-    }
+  const bool can = failed_.has_value() && !codec_ && config_.exchange.kind == ExchangeKind::kAllreduce &&
+                   failed_->step + 1 < (int64_t{1} << 24);
+  const std::array<float, 2> mine = {can ? static_cast<float>(failed_->step + 1) : 0.0f,
+                                     can ? static_cast<float>(failed_->fragment + 1) : 0.0f};
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<float> ids,
+                          GatherFromEveryRank(*collective_, mine,
+                                              ResyncTagBase(view.epoch) + 6 * gossip::kTagsPerCollective,
+                                              ReformDeadline(config_)));
+  if (!can) return false;
+  for (int r = 0; r < view.size(); ++r) {
+    if (ids[static_cast<size_t>(2 * r)] != mine[0] || ids[static_cast<size_t>(2 * r + 1)] != mine[1]) return false;
   }
   return true;
 }

@@ -280,6 +280,19 @@ bool RejoinsAfterRemoval(const NodeRun& run, const NodeOptions& options, bool la
   return !through.empty();
 }
 
+// After training or its set-up failed with `why`: ends the exchange's threads
+// (a pairwise responder, a fusion engine's), then the transport, so that
+// nothing posts on it afterwards; true, logged, when this node joins again as
+// a new process (RejoinsAfterRemoval).
+bool EndToRejoin(NodeRun& run, const NodeOptions& options, const Status& why, bool lacks_state) {
+  run.exchange.reset();
+  if (run.session && run.session->transport) run.session->transport->EndForExit();
+  if (!RejoinsAfterRemoval(run, options, lacks_state)) return false;
+  CHORUS_LOG_WARN(Subsys::kNode, why.message(), ": rejoining the cluster as a new process through ",
+                  JoinNames(*options.rejoin_through), " (cluster.rejoin)");
+  return true;
+}
+
 }  // namespace
 
 Status RejoinAsNewProcess(const std::vector<std::string>& through) {
@@ -342,12 +355,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
   if (Status s = BuildTraining(run, options.resume); !s.ok()) {
     // Removed while the members set up the exchange (frozen as they attached
     // shared memory): nothing trained yet, so it joins again as a new process.
-    if (MemberLost(s) && RejoinsAfterRemoval(run, options, /*lacks_state=*/false)) {
-      if (run.session && run.session->transport) run.session->transport->EndForExit();
-      CHORUS_LOG_WARN(Subsys::kNode, s.message(), ": rejoining the cluster as a new process through ",
-                      JoinNames(*options.rejoin_through), " (cluster.rejoin)");
-      return kRunNodeRejoins;
-    }
+    if (MemberLost(s) && EndToRejoin(run, options, s, /*lacks_state=*/false)) return kRunNodeRejoins;
     return fail(s);
   }
 
@@ -362,15 +370,7 @@ int RunNode(const Config& config, const NodeOptions& options) {
   stop.EnterStoppablePhase();
   Result<std::optional<json>> finished = loop.Run();
   if (!finished) {
-    // The exchange's own threads (a pairwise responder, a fusion engine's)
-    // end before the transport does: nothing may post on it afterwards.
-    run.exchange.reset();
-    if (run.session && run.session->transport) run.session->transport->EndForExit();
-    if (RejoinsAfterRemoval(run, options, loop.NeedsState())) {
-      CHORUS_LOG_WARN(Subsys::kNode, finished.error().message(), ": rejoining the cluster as a new process through ",
-                      JoinNames(*options.rejoin_through), " (cluster.rejoin)");
-      return kRunNodeRejoins;
-    }
+    if (EndToRejoin(run, options, finished.error(), loop.NeedsState())) return kRunNodeRejoins;
     return fail(finished.error());
   }
   if (!finished->has_value()) {
