@@ -167,12 +167,14 @@ bool ControlPlaneImpl::RestartsMember(const std::shared_ptr<Connection>& conn, c
   }
   if (peer != peers_.end() && peer->second == conn) peers_.erase(peer);  // the joiner's, not the member's
   DeclareDead(info.name, m->rank, why, /*gone=*/false);
+  dead_for_sure_.insert(info.name);  // a new process holds its name: the old one counts as gone
   return true;
 }
 
 void ControlPlaneImpl::DeclareDead(const std::string& name, int rank, const std::string& why, bool gone) {
   CHORUS_LOG_WARN(Subsys::kControl, "member ", name, " (rank ", rank, ") is dead: ", why);
   dead_.insert(name);
+  if (gone) dead_for_sure_.insert(name);
   if (!left_.count(name)) to_report_failures_.push_back({name, rank, MemberFailure::Kind::kDeclaredDead, gone});
   auto peer = peers_.find(name);
   if (peer != peers_.end()) {
@@ -229,6 +231,10 @@ void ControlPlaneImpl::MaybePropose() {
     }
   }
   if (departed.empty() && !advance_requested_) return;
+  if (InMinorityPart(survivors.size())) {
+    LeaveAsCutOff(survivors.size());
+    return;
+  }
   std::vector<Member> joiners;
   if (advance_requested_) {
     for (const Applicant& a : applicants_) {
@@ -259,6 +265,32 @@ void ControlPlaneImpl::MaybePropose() {
   } else {
     SendProposal();
   }
+}
+
+bool ControlPlaneImpl::InMinorityPart(size_t hearing) const {
+  size_t may_run = 0;
+  for (const Member& m : view_.members) {
+    if (!left_.count(m.name) && !dead_for_sure_.count(m.name)) ++may_run;
+  }
+  return 2 * hearing < may_run;
+}
+
+void ControlPlaneImpl::LeaveAsCutOff(size_t hearing) {
+  if (Terminal()) return;
+  std::vector<std::string> silent;
+  for (const Member& m : view_.members) {
+    if (dead_.count(m.name) && !dead_for_sure_.count(m.name) && !left_.count(m.name)) silent.push_back(m.name);
+  }
+  EndAs(Phase::kRemoved,
+        Aborted(self_.name + " is cut off from the cluster at epoch " + std::to_string(view_.epoch) + ": it hears " +
+                std::to_string(hearing) + " of its " + std::to_string(view_.members.size()) +
+                " members, and the silent ones (" + JoinNames(silent) +
+                ") may go on without it; it leaves rather than train a second model, and joins again"));
+  CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
+  view_.self_rank = -1;
+  to_announce_.push_back(view_);  // self_rank -1: this node is out
+  CloseAll();
+  cv_.notify_all();
 }
 
 void ControlPlaneImpl::SendProposal() {
@@ -420,6 +452,7 @@ void ControlPlaneImpl::LeaveAsRemoved(const msg::EpochView& v) {
 // Liveness, connections and queued messages of nodes the view does not hold.
 void ControlPlaneImpl::ForgetNonMembers() {
   dead_.clear();
+  dead_for_sure_.clear();
   for (auto it = left_.begin(); it != left_.end();) {
     it = view_.Find(it->first) ? std::next(it) : left_.erase(it);
   }

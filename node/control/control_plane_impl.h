@@ -300,6 +300,15 @@ class ControlPlaneImpl : public Connection::Listener {
   }
   void MaybeFormEpoch0();
   void MaybePropose();
+  // True when the members this node still hears are fewer than half of
+  // those that may still be running (the view's members less those that
+  // left and those dead for sure): this node is on the small side of a cut,
+  // and a re-form would train a second model beside the larger part's. It
+  // then leaves to join again (LeaveAsCutOff). Exactly half goes on: a
+  // cluster of two that loses one to silence, or a split into halves, keeps
+  // training; the split probe merges the halves when they meet again.
+  bool InMinorityPart(size_t hearing) const;
+  void LeaveAsCutOff(size_t hearing);
   void SendProposal();
   void Commit();
   void InstallView(const msg::EpochView& v);
@@ -437,6 +446,10 @@ class ControlPlaneImpl : public Connection::Listener {
   LivenessTable liveness_;
   Clock::time_point last_tick_{};
   std::set<std::string> dead_;
+  // Of dead_: those whose process is known to be gone (nothing listens at
+  // its control address, or a new process took its name there), not only
+  // silent. A silent member may be alive on the far side of a cut.
+  std::set<std::string> dead_for_sure_;
   std::map<std::string, bool> left_;  // members that sent Leave -> whether `stopping`
 
   std::map<BarrierKey, BarrierState> barriers_;

@@ -36,6 +36,10 @@ namespace fs = std::filesystem;
 constexpr int kLogEverySteps = 10;
 // Warm-up excluded from the fault-free rate (JIT, first allocations).
 constexpr double kBaselineWarmupShare = 0.2;
+// What a fault needs beyond its length to be survived before the training
+// ends: detection, a re-form or rejoin, and a trained step (a restart's
+// first step took 4-5 s on 2 cores).
+constexpr double kRecoveryAllowanceS = 10.0;
 
 std::string Fixed(double v, int digits) {
   char buf[64];
@@ -453,6 +457,21 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
         const bool running = control.Running(node);
         if (f.kind == FaultKind::kRestart ? running : !running) {
           rf.outcome.skipped = "node" + std::to_string(node) + (running ? " is running" : " is not running");
+        }
+      }
+      // A fault that outlasts the training cannot be survived: a node cut
+      // off or frozen as the others finish has no cluster to come back to.
+      // At the pace since formation, the training must have the fault's
+      // length and kRecoveryAllowanceS left.
+      if (rf.outcome.skipped.empty() && epochs > 0) {
+        double done = 0.0;
+        for (int node = 0; node < options.plan.num_nodes; ++node) {
+          const size_t c = watch.current(node);
+          if (c != SIZE_MAX) done = std::max(done, watch.instances()[c].position);
+        }
+        const double left_s = done > 0 ? t * (epochs - done) / done : 1e9;
+        if (left_s < f.duration_s + kRecoveryAllowanceS) {
+          rf.outcome.skipped = "the training ends in about " + Fixed(left_s, 0) + " s, before it could be survived";
         }
       }
       if (rf.outcome.skipped.empty()) {
