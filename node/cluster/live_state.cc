@@ -4,6 +4,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -64,12 +66,19 @@ double StallBeforeChunks() {
   return text != nullptr ? std::max(0.0, std::atof(text)) : 0.0;
 }
 
-// Sends `header` and `bytes` to each of `to`, all at once, and waits. On a
-// failure the requests are released, and when the provider keeps one (a
-// chunk half sent to a receiver that froze may still be read), the header's
-// copy and `bytes` are kept for good (`bytes` is then left empty).
-Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header,
-            std::vector<uint8_t>& bytes, gossip::Tag round_base, Deadline deadline) {
+// Which source of `sources` sends chunk `c`: the chunks are dealt out in
+// turn, so each of S sources sends every S-th.
+size_t SourceOfChunk(size_t c, size_t sources) { return c % sources; }
+
+// Sends `header` (when `with_header`) and this source's share of `bytes` (the
+// chunks SourceOfChunk gives source `self_source` of `sources`) to each of
+// `to`, all at once, and waits. On a failure the requests are released, and
+// when the provider keeps one (a chunk half sent to a receiver that froze may
+// still be read), the header's copy and `bytes` are kept for good (`bytes` is
+// then left empty).
+Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header, bool with_header,
+            size_t self_source, size_t sources, std::vector<uint8_t>& bytes, gossip::Tag round_base,
+            Deadline deadline) {
   std::vector<uint8_t> head(sizeof(Header));
   std::memcpy(head.data(), &header, sizeof(Header));
   std::vector<gossip::RequestPtr> requests;
@@ -83,6 +92,7 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
     return r ? Status::Ok() : r.error();
   };
   for (int rank : to) {
+    if (!with_header) break;
     if (Status s = post(rank, HeaderTag(round_base), head); !s.ok()) return fail(s);
   }
   if (const double stall = StallBeforeChunks(); stall > 0) {
@@ -95,6 +105,7 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
   }
   for (int rank : to) {
     for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
+      if (SourceOfChunk(c, sources) != self_source) continue;
       const size_t begin = c * kLiveStateChunkBytes;
       const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
       if (Status s = post(rank, ChunkTag(round_base), std::span<const uint8_t>(bytes).subspan(begin, n)); !s.ok()) {
@@ -109,15 +120,17 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
   return Status::Ok();
 }
 
-// Receives the header and the chunks from `from` and checks them.
-Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, const std::string& sender,
-                                     gossip::Tag round_base, Deadline deadline, Header* header) {
+// Receives the header from the first of `from` and the chunks from each as
+// SourceOfChunk deals them, and checks them.
+Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const std::vector<int>& from,
+                                     const std::string& sender, gossip::Tag round_base, Deadline deadline,
+                                     Header* header) {
   {
     // Received into the heap, which is kept if the provider keeps the request.
     std::vector<uint8_t> head(sizeof(Header));
     std::vector<gossip::RequestPtr> requests;
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr h,
-                            transport.Irecv(from, HeaderTag(round_base), std::as_writable_bytes(std::span(head))));
+                            transport.Irecv(from[0], HeaderTag(round_base), std::as_writable_bytes(std::span(head))));
     requests.push_back(std::move(h));
     Result<gossip::Completion> done = requests[0]->Wait(deadline);
     if (!done) {
@@ -147,8 +160,8 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, int from, con
   for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
     const size_t begin = c * kLiveStateChunkBytes;
     const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
-    Result<gossip::RequestPtr> r =
-        transport.Irecv(from, ChunkTag(round_base), std::as_writable_bytes(std::span(bytes).subspan(begin, n)));
+    Result<gossip::RequestPtr> r = transport.Irecv(from[SourceOfChunk(c, from.size())], ChunkTag(round_base),
+                                                   std::as_writable_bytes(std::span(bytes).subspan(begin, n)));
     if (!r) return fail(r.error());
     requests.push_back(std::move(*r));
   }
@@ -187,8 +200,58 @@ Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collect
   return all;
 }
 
+namespace {
+
+// A holder's capture as exact small floats for GatherFromEveryRank: whether
+// it holds the state, its CRC-32 in two 16-bit halves, its size in three.
+constexpr size_t kFingerprintFloats = 6;
+std::array<float, kFingerprintFloats> Fingerprint(bool holds, uint32_t crc, uint64_t bytes) {
+  auto part = [](uint64_t v, int shift) { return static_cast<float>((v >> shift) & 0xffff); };
+  if (!holds) return {};
+  return {1.0f, part(crc, 16), part(crc, 0), part(bytes, 32), part(bytes, 16), part(bytes, 0)};
+}
+
+// The sources of a transfer: the lowest-ranked holder alone, or, with
+// `max_sources` above 1 and several holders, up to that many holders
+// (lowest ranks first) when every holder captured the same bytes. The check
+// is a gather of each holder's fingerprint; holders capture their state for
+// it (`*captured`). Replicas of an all-reduce on CPUs are bitwise equal; with
+// a GPU among them they differ in the last bits, and one source sends all.
+Result<std::vector<int>> PickSources(const gossip::Collective& collective, const MembershipView& view,
+                                     LiveState& state, const std::vector<int>& holders, int max_sources,
+                                     int64_t next_step, gossip::Tag round_base, Deadline deadline,
+                                     std::optional<std::vector<uint8_t>>* captured) {
+  if (max_sources <= 1 || holders.size() < 2) return std::vector<int>{holders[0]};
+  const bool holds = std::find(holders.begin(), holders.end(), view.self_rank) != holders.end();
+  std::array<float, kFingerprintFloats> mine{};
+  if (holds) {
+    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
+    mine = Fingerprint(true, Crc32(bytes), bytes.size());
+    *captured = std::move(bytes);
+  }
+  // The third 2^20 tags of the round: after the needs' gather and the header.
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<float> all,
+                          GatherFromEveryRank(collective, mine, round_base + (gossip::Tag{2} << 20), deadline));
+  auto of = [&](int rank) {
+    return std::span<const float>(all).subspan(static_cast<size_t>(rank) * kFingerprintFloats, kFingerprintFloats);
+  };
+  for (int h : holders) {
+    if (!std::equal(of(h).begin(), of(h).end(), of(holders[0]).begin())) {
+      CHORUS_LOG_INFO(Subsys::kNode, "the holders of the live state at epoch ", view.epoch,
+                      " hold different bytes (", view.members[static_cast<size_t>(h)].name, " and ",
+                      view.members[static_cast<size_t>(holders[0])].name, "): one of them sends it all");
+      return std::vector<int>{holders[0]};
+    }
+  }
+  const size_t n = std::min(holders.size(), static_cast<size_t>(max_sources));
+  return std::vector<int>(holders.begin(), holders.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+}  // namespace
+
 Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, const MembershipView& view,
-                                       LiveState& state, int64_t next_step, Deadline deadline, int round) {
+                                       LiveState& state, int64_t next_step, Deadline deadline, int round,
+                                       int max_sources) {
   LiveStateShared shared;
   const gossip::Tag round_base = RoundTagBase(view.epoch, round);
   shared.next_step = next_step;
@@ -197,54 +260,65 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   CHORUS_ASSIGN_OR_RETURN(const std::vector<float> needs,
                           GatherFromEveryRank(collective, std::span<const float>(&need, 1), round_base, deadline));
 
-  std::vector<int> receivers;
-  int sender = -1;
-  for (int r = 0; r < n; ++r) {
-    if (needs[static_cast<size_t>(r)] > 0.5f) {
-      receivers.push_back(r);
-    } else if (sender < 0) {
-      sender = r;
-    }
-  }
+  std::vector<int> receivers, holders;
+  for (int r = 0; r < n; ++r) (needs[static_cast<size_t>(r)] > 0.5f ? receivers : holders).push_back(r);
   shared.receivers = static_cast<int>(receivers.size());
   if (receivers.empty()) return shared;
-  if (sender < 0) {
+  if (holders.empty()) {
     return Err(FailedPrecondition("no member of epoch " + std::to_string(view.epoch) +
                                   " holds the cluster's state: every member joined and is waiting for it"));
   }
-  const Member& from = view.members[static_cast<size_t>(sender)];
-  shared.sender = from.name;
+  std::optional<std::vector<uint8_t>> captured;
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<int> sources, PickSources(collective, view, state, holders, max_sources,
+                                                                      next_step, round_base, deadline, &captured));
+  std::vector<std::string> source_names;
+  for (int r : sources) source_names.push_back(view.members[static_cast<size_t>(r)].name);
+  shared.sender = view.members[static_cast<size_t>(sources[0])].name;
+  shared.sources = static_cast<int>(sources.size());
   gossip::Transport& transport = collective.transport();
   const double t0 = NowSeconds();
-  if (view.self_rank == sender) {
-    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
+  if (auto self = std::find(sources.begin(), sources.end(), view.self_rank); self != sources.end()) {
+    if (!captured) {
+      CHORUS_ASSIGN_OR_RETURN(captured, state.Capture(next_step));
+    }
+    std::vector<uint8_t>& bytes = *captured;
     Header header{kMagic, kVersion, bytes.size(), next_step, Crc32(bytes), static_cast<uint32_t>(kLiveStateChunkBytes)};
-    CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, bytes, round_base, deadline));
-    shared.bytes = bytes.size();
+    const size_t index = static_cast<size_t>(self - sources.begin());
+    CHORUS_RETURN_IF_ERROR(
+        Send(transport, receivers, header, index == 0, index, sources.size(), bytes, round_base, deadline));
+    shared.bytes = header.bytes;
     std::vector<std::string> names;
     for (int r : receivers) names.push_back(view.members[static_cast<size_t>(r)].name);
-    CHORUS_LOG_INFO(Subsys::kNode, "sent the live state (", MiB(bytes.size()), ", step ", next_step, ") to ", JoinNames(names),
+    CHORUS_LOG_INFO(Subsys::kNode, "sent the live state (", MiB(header.bytes), ", step ", next_step, ") to ",
+                    JoinNames(names),
+                    sources.size() > 1 ? " as 1 of " + std::to_string(sources.size()) + " sources" : std::string(),
                     " in ", NowSeconds() - t0, " s");
     return shared;
   }
   if (!state.NeedsState()) return shared;
-  const std::string sender_text = from.name + " (rank " + std::to_string(sender) + ")";
+  std::string sender_text;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    sender_text += (i == 0 ? "" : i + 1 == sources.size() ? " and " : ", ") + source_names[i] + " (rank " +
+                   std::to_string(sources[i]) + ")";
+  }
+  if (sources.size() > 1) sender_text += ", striped";
   Header header;
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                          Receive(transport, sender, sender_text, round_base, deadline, &header));
-  CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + from.name));
+                          Receive(transport, sources, sender_text, round_base, deadline, &header));
+  CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + JoinNames(source_names)));
   shared.bytes = bytes.size();
   shared.next_step = header.next_step;
-  CHORUS_LOG_INFO(Subsys::kNode, "received the live state from ", sender_text, ": ", MiB(bytes.size()),
-                  " in ", NowSeconds() - t0, " s, CRC-32 verified; resuming at step ", header.next_step);
+  CHORUS_LOG_INFO(Subsys::kNode, "received the live state from ", sender_text, ": ", MiB(bytes.size()), " in ",
+                  NowSeconds() - t0, " s, CRC-32 verified; resuming at step ", header.next_step);
   return shared;
 }
 
 Result<int64_t> ShareLiveStateIfAny(const gossip::Collective& collective, const MembershipView& view,
-                                    LiveState* state, int64_t next_step, Deadline deadline, int round) {
+                                    LiveState* state, int64_t next_step, Deadline deadline, int round,
+                                    int max_sources) {
   if (state == nullptr) return next_step;
   CHORUS_ASSIGN_OR_RETURN(LiveStateShared shared,
-                          ShareLiveState(collective, view, *state, next_step, deadline, round));
+                          ShareLiveState(collective, view, *state, next_step, deadline, round, max_sources));
   return shared.next_step;
 }
 

@@ -76,24 +76,31 @@ struct LiveStateShared {
   int receivers = 0;        // members that needed the state
   int64_t next_step = 0;    // the step to run next: the sender's for a receiver
   size_t bytes = 0;         // the state's size (0 when nobody needed it)
-  std::string sender;       // who sent it ("" when nobody needed it)
+  std::string sender;       // who sent it, the first source ("" when nobody needed it)
+  int sources = 0;          // members it came from (striped), 0 when nobody needed it
 };
 
 // Collective over `view` (every member calls it with the collective of that
 // epoch): members whose `state` NeedsState() receive the state of the
-// lowest-ranked member that does not, and restore it. `next_step`: the step
+// lowest-ranked member that does not, and restore it. With `max_sources`
+// above 1 the state comes striped from up to that many members that hold it
+// (chunk c from the (c mod S)-th), so that S senders' links carry it in
+// parallel, where every holder captures the same bytes (checked first by a
+// gather of their CRCs and sizes: all-reduce replicas on CPUs); otherwise,
+// and with 1, from one. `next_step`: the step
 // this node runs next (a receiver's becomes the sender's). FailedPrecondition
 // when every member needs the state (nobody holds it); DataLoss when the
 // bytes arrive corrupt (CRC); the transport's errors when a member dies.
 // `round` (0 to 15) keeps the tags of several transfers in one epoch apart.
 [[nodiscard]] Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective,
                                                      const MembershipView& view, LiveState& state,
-                                                     int64_t next_step, Deadline deadline, int round = 0);
+                                                     int64_t next_step, Deadline deadline, int round = 0,
+                                                     int max_sources = 1);
 
 // ShareLiveState where the loop gave a LiveState (`state` may be null: nothing
 // to share); returns the step to run next (a receiver's is the sender's).
 [[nodiscard]] Result<int64_t> ShareLiveStateIfAny(const gossip::Collective& collective, const MembershipView& view,
                                                   LiveState* state, int64_t next_step, Deadline deadline,
-                                                  int round = 0);
+                                                  int round = 0, int max_sources = 1);
 
 }  // namespace chorus::node

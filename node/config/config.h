@@ -253,6 +253,7 @@ struct ExchangeConfig {
   gossip::AllreduceAlgorithm algorithm = gossip::AllreduceAlgorithm::kAuto;
   int bucket_kib = 1024;             // tensor-fusion bucket threshold
   int first_bucket_kib = 0;          // the first bucket's threshold; 0: bucket_kib
+  int state_sources = 4;             // allreduce: members a joiner's state comes from at once (striped)
   bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
   bool shared_memory = true;         // nodes of one host_group sum through a shared segment
   OnFailure on_failure = OnFailure::kContinue;

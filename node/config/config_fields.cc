@@ -177,6 +177,9 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange, bucket_kib, "allreduce: tensor-fusion bucket threshold, >= 1"),
     CHORUS_CONFIG_FIELD(exchange, first_bucket_kib,
                         "allreduce: threshold of the first bucket (the last layers'), so that its all-reduce overlaps the rest of backward; 0: bucket_kib"),
+    CHORUS_CONFIG_FIELD(exchange, state_sources,
+                        "allreduce: the most members a joiner takes the live state from at once, each sending "
+                        "every n-th chunk (their replicas hold the same bytes); 1: one member sends it all"),
     CHORUS_CONFIG_FIELD(exchange, fp16_wire, "allreduce: FP16 gradients on the wire (times the loss scale, pre-divided by N)"),
     CHORUS_CONFIG_FIELD(exchange, shared_memory,
                         "allreduce: nodes of one host_group sum through a shared-memory segment "

@@ -170,7 +170,8 @@ Status AllreduceExchange::Failed(const Status& failure, const std::string& what,
 Result<int64_t> AllreduceExchange::InstallAndShare(const MembershipView& next, int64_t next_step) {
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   CHORUS_RETURN_IF_ERROR(Build());
-  return ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_));
+  return ShareLiveStateIfAny(*collective_, next, live_, next_step, ReformDeadline(config_), 0,
+                             config_.exchange.state_sources);
 }
 
 Status AllreduceExchange::Admit(const MembershipView& next, int64_t next_step) {
@@ -185,7 +186,8 @@ Status AllreduceExchange::Admit(const MembershipView& next, int64_t next_step) {
 Status AllreduceExchange::Joined() {
   const int64_t next_step = live_ != nullptr ? live_->NextStep() : 0;
   Result<int64_t> shared =
-      ShareLiveStateIfAny(*collective_, session_->view, live_, next_step, ReformDeadline(config_));
+      ShareLiveStateIfAny(*collective_, session_->view, live_, next_step, ReformDeadline(config_), 0,
+                          config_.exchange.state_sources);
   if (shared) return Status::Ok();
   return Failed(shared.error(), "taking the live state at epoch " + std::to_string(session_->view.epoch),
                 live_ != nullptr ? live_->NextStep() : 0, /*abandon=*/false);

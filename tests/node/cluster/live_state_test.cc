@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -59,7 +60,8 @@ MembershipView LiveView(int n, int self, uint64_t epoch) {
 }
 
 // Runs ShareLiveState on every member at once.
-std::vector<Result<LiveStateShared>> ShareOnAll(std::vector<FakeState>& states, const std::vector<int64_t>& steps) {
+std::vector<Result<LiveStateShared>> ShareOnAll(std::vector<FakeState>& states, const std::vector<int64_t>& steps,
+                                                int max_sources = 1) {
   const int n = static_cast<int>(states.size());
   gossip::LocalHubOptions options;
   options.world_size = n;
@@ -75,7 +77,8 @@ std::vector<Result<LiveStateShared>> ShareOnAll(std::vector<FakeState>& states, 
         return;
       }
       results[static_cast<size_t>(r)] = ShareLiveState(*collective, LiveView(n, r, 3), states[static_cast<size_t>(r)],
-                                                       steps[static_cast<size_t>(r)], Deadline::AfterSeconds(20));
+                                                       steps[static_cast<size_t>(r)], Deadline::AfterSeconds(20),
+                                                       /*round=*/0, max_sources);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -110,6 +113,50 @@ TEST(LiveStateTest, JoinersTakeTheLowestHoldersStateInChunksWithItsStep) {
     EXPECT_EQ(states[static_cast<size_t>(r)].bytes(), Pattern(size, 1)) << r;
     EXPECT_EQ(states[static_cast<size_t>(r)].restored_from, "live state from node0");
   }
+}
+
+// Holders with the same bytes (all-reduce replicas) stripe the transfer:
+// chunk c from the (c mod S)-th source, the header from the first. Five
+// chunks over three sources: two from each of the first two, one from the third.
+TEST(LiveStateTest, HoldersOfTheSameBytesStripeTheTransfer) {
+  const size_t size = 4 * kLiveStateChunkBytes + 777;
+  for (int max_sources : {4, 2}) {
+    std::vector<FakeState> states;
+    for (int r = 0; r < 3; ++r) states.emplace_back(Pattern(size, 9), 50, false);
+    states.emplace_back(std::vector<uint8_t>{}, 0, true);
+    states.emplace_back(std::vector<uint8_t>{}, 0, true);
+    auto results = ShareOnAll(states, {50, 50, 50, 0, 0}, max_sources);
+    const int sources = std::min(3, max_sources);
+    for (int r = 0; r < 5; ++r) {
+      ASSERT_TRUE(results[static_cast<size_t>(r)]) << r << ": " << results[static_cast<size_t>(r)].error().ToString();
+      EXPECT_EQ(results[static_cast<size_t>(r)]->sources, sources) << r;
+      EXPECT_EQ(results[static_cast<size_t>(r)]->sender, "node0");
+      EXPECT_EQ(results[static_cast<size_t>(r)]->next_step, 50) << r;
+    }
+    for (int r : {0, 1, 2}) EXPECT_EQ(states[static_cast<size_t>(r)].captures, 1) << "each holder's fingerprint";
+    for (int r : {3, 4}) {
+      EXPECT_EQ(states[static_cast<size_t>(r)].bytes(), Pattern(size, 9)) << r;
+      EXPECT_EQ(states[static_cast<size_t>(r)].restored_from,
+                sources == 3 ? "live state from node0, node1, node2" : "live state from node0, node1");
+    }
+  }
+}
+
+// Holders whose bytes differ (a GPU replica's last bits) do not stripe: the
+// lowest-ranked one sends it all, and the receivers hold exactly its bytes.
+TEST(LiveStateTest, HoldersOfDifferentBytesSendFromOne) {
+  const size_t size = 3 * kLiveStateChunkBytes;
+  std::vector<FakeState> states;
+  states.emplace_back(Pattern(size, 1), 8, false);
+  states.emplace_back(Pattern(size, 2), 8, false);
+  states.emplace_back(std::vector<uint8_t>{}, 0, true);
+  auto results = ShareOnAll(states, {8, 8, 0}, 4);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(results[static_cast<size_t>(r)]) << r << ": " << results[static_cast<size_t>(r)].error().ToString();
+    EXPECT_EQ(results[static_cast<size_t>(r)]->sources, 1) << r;
+  }
+  EXPECT_EQ(states[2].bytes(), Pattern(size, 1));
+  EXPECT_EQ(states[2].restored_from, "live state from node0");
 }
 
 TEST(LiveStateTest, NobodyNeedingItSendsNothing) {
