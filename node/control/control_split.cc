@@ -10,6 +10,10 @@
 // leave, each saying why (the node exits, and a supervisor starts it again:
 // it joins the winning part like any late node); the one that found the
 // other part tells its fellow members with a Redirect to the winner.
+//
+// A part smaller than half of the members that may still run does not
+// re-form at all (InMinorityPart): the cut-off node leaves and joins again,
+// so that a cut lasting to the end of the run leaves no second model.
 #include <algorithm>
 
 #include "common/log.h"
@@ -116,6 +120,32 @@ void ControlPlaneImpl::YieldToLargerPart(const std::string& why, const msg::Redi
   yielded_to_ = target.coordinator_address;
   EndAs(Phase::kRemoved, Aborted(self_.name + " leaves its part of the cluster (" + why + "): it can join " +
                                  target.coordinator_name + " at " + target.coordinator_address + " again"));
+  CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
+  view_.self_rank = -1;
+  to_announce_.push_back(view_);  // self_rank -1: this node is out
+  CloseAll();
+  cv_.notify_all();
+}
+
+bool ControlPlaneImpl::InMinorityPart(size_t hearing) const {
+  size_t may_run = 0;
+  for (const Member& m : view_.members) {
+    if (!left_.count(m.name) && !dead_for_sure_.count(m.name)) ++may_run;
+  }
+  return 2 * hearing < may_run;
+}
+
+void ControlPlaneImpl::LeaveAsCutOff(size_t hearing) {
+  if (Terminal()) return;
+  std::vector<std::string> silent;
+  for (const Member& m : view_.members) {
+    if (dead_.count(m.name) && !dead_for_sure_.count(m.name) && !left_.count(m.name)) silent.push_back(m.name);
+  }
+  EndAs(Phase::kRemoved,
+        Aborted(self_.name + " is cut off from the cluster at epoch " + std::to_string(view_.epoch) + ": it hears " +
+                std::to_string(hearing) + " of its " + std::to_string(view_.members.size()) +
+                " members, and the silent ones (" + JoinNames(silent) +
+                ") may go on without it; it leaves rather than train a second model, and joins again"));
   CHORUS_LOG_ERROR(Subsys::kControl, failure_.message());
   view_.self_rank = -1;
   to_announce_.push_back(view_);  // self_rank -1: this node is out

@@ -188,6 +188,18 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())) - 1))];
 }
 
+// A fault that outlasts the training cannot be survived: a node cut off or
+// frozen as the others finish has no cluster to come back to. At the pace
+// since formation (`t` seconds ago), the training must have the fault's
+// length and kRecoveryAllowanceS left. Why not, or "".
+std::string OutlastsTheTraining(const Watch& watch, const PlannedFault& f, int epochs, double t) {
+  double done = 0.0;
+  for (const Instance& inst : watch.instances()) done = std::max(done, inst.position);
+  const double left_s = done > 0 ? t * (epochs - done) / done : 1e9;
+  if (left_s >= f.duration_s + kRecoveryAllowanceS) return "";
+  return "the training ends in about " + Fixed(left_s, 0) + " s, before it could be survived";
+}
+
 }  // namespace
 
 Result<std::vector<FaultKind>> ParseFaultKinds(const std::string& text) {
@@ -459,21 +471,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
           rf.outcome.skipped = "node" + std::to_string(node) + (running ? " is running" : " is not running");
         }
       }
-      // A fault that outlasts the training cannot be survived: a node cut
-      // off or frozen as the others finish has no cluster to come back to.
-      // At the pace since formation, the training must have the fault's
-      // length and kRecoveryAllowanceS left.
-      if (rf.outcome.skipped.empty() && epochs > 0) {
-        double done = 0.0;
-        for (int node = 0; node < options.plan.num_nodes; ++node) {
-          const size_t c = watch.current(node);
-          if (c != SIZE_MAX) done = std::max(done, watch.instances()[c].position);
-        }
-        const double left_s = done > 0 ? t * (epochs - done) / done : 1e9;
-        if (left_s < f.duration_s + kRecoveryAllowanceS) {
-          rf.outcome.skipped = "the training ends in about " + Fixed(left_s, 0) + " s, before it could be survived";
-        }
-      }
+      if (rf.outcome.skipped.empty() && epochs > 0) rf.outcome.skipped = OutlastsTheTraining(watch, f, epochs, t);
       if (rf.outcome.skipped.empty()) {
         for (size_t i = 0; i < watch.instances().size(); ++i) {
           const int node = watch.instances()[i].node;
