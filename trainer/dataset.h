@@ -51,7 +51,8 @@ inline constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // ubyte, 1 dim [N]
 struct IdxArray {
   uint32_t magic = 0;
   std::vector<uint32_t> dims;
-  std::vector<uint8_t> bytes;  // size == product of dims
+  std::vector<uint8_t> bytes;  // the records read: product of dims, or of fewer records when asked
+  uint32_t records = 0;        // records in `bytes`: dims[0], or max_records when fewer
 };
 
 // Reads one IDX file of unsigned bytes, gzip-compressed (detected by the gzip
@@ -60,13 +61,19 @@ struct IdxArray {
 // corrupt or truncated gzip stream, or bytes after it (kDataLoss); magic other
 // than `expected_magic` or an element type other than unsigned byte
 // (kInvalidArgument); fewer or more data bytes than the dimensions say (kDataLoss).
-[[nodiscard]] Result<IdxArray> ReadIdxFile(const std::string& path, uint32_t expected_magic);
+// With `max_records` > 0 and below the file's count, only the first
+// `max_records` records are read (a gzip stream is inflated that far): the
+// dimensions stay as the header says, and damage or bytes past those records
+// go unseen.
+[[nodiscard]] Result<IdxArray> ReadIdxFile(const std::string& path, uint32_t expected_magic,
+                                           uint32_t max_records = 0);
 
 // Builds a data set from an images file ([N, 28, 28] ubyte) and a labels file
 // ([N] ubyte): checks the dimensions, that both counts agree and equal
 // `expected_count` (0 = any), that every label is in 0..9, then normalises the
 // first `limit` images (0 = all; a limit above N takes all N; negative is an
-// error). All labels are validated even when `limit` is smaller.
+// error). All labels are validated even when `limit` is smaller; of the
+// images only the first `limit` are read (ReadIdxFile's max_records).
 [[nodiscard]] Result<Dataset> LoadIdxImageDataset(const std::string& images_path,
                                                   const std::string& labels_path,
                                                   int expected_count, int limit,

@@ -187,6 +187,31 @@ TEST(IdxReaderTest, CorruptGzipStreamIsDataLoss) {
   }
 }
 
+// max_records reads a prefix: the first records, byte for byte, with the
+// header's dimensions; a stream cut after them reads, and read whole it is
+// still an error; a prefix the stream does not hold is DataLoss.
+TEST(IdxReaderTest, AskedForFewerRecordsReadsOnlyThePrefix) {
+  TempDir dir;
+  const std::vector<uint8_t> pixels = Pixels(400 * 784);
+  std::vector<uint8_t> gz = Gzip(IdxBytes(kIdxImagesMagic, {400, 28, 28}, pixels));
+  gz.resize(gz.size() * 3 / 4);
+  WriteBytes(dir.File("cut.gz"), gz);
+  for (uint32_t n : {1u, 37u}) {
+    Result<IdxArray> idx = ReadIdxFile(dir.File("cut.gz"), kIdxImagesMagic, n);
+    ASSERT_TRUE(idx) << n << ": " << idx.error().ToString();
+    EXPECT_EQ(idx->dims, (std::vector<uint32_t>{400, 28, 28}));
+    EXPECT_EQ(idx->records, n);
+    EXPECT_EQ(idx->bytes, std::vector<uint8_t>(pixels.begin(), pixels.begin() + n * 784)) << n;
+  }
+  EXPECT_FALSE(ReadIdxFile(dir.File("cut.gz"), kIdxImagesMagic));
+  Result<IdxArray> beyond = ReadIdxFile(dir.File("cut.gz"), kIdxImagesMagic, 399);
+  ASSERT_FALSE(beyond);
+  EXPECT_EQ(beyond.error().code(), StatusCode::kDataLoss) << beyond.error().message();
+  // A limit at or above the count reads the whole file, with every check.
+  Result<IdxArray> all = ReadIdxFile(dir.File("cut.gz"), kIdxImagesMagic, 400);
+  EXPECT_FALSE(all);
+}
+
 TEST(IdxReaderTest, GarbageAfterGzipStreamIsDataLoss) {
   TempDir dir;
   std::vector<uint8_t> gz = Gzip(IdxBytes(kIdxLabelsMagic, {10}, Labels(10)));
