@@ -51,7 +51,7 @@ Status FabricStatus(int ret, std::string_view what) {
   }
   std::string message(what);
   message += ": ";
-  message += fi_strerror(err);
+  message += FabricErrorText(err);
   message += " (-" + std::to_string(err) + ")";
   return Status(code, std::move(message));
 }

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "gossip/transport/fabric/fabric_api.h"
 
 namespace chorus::gossip::fabric {
 
@@ -87,7 +88,7 @@ using MrOwner = FidOwner<fid_mr>;
 // Owns an fi_info list (fi_getinfo / fi_allocinfo / fi_dupinfo).
 struct InfoDeleter {
   void operator()(fi_info* info) const {
-    if (info != nullptr) fi_freeinfo(info);
+    if (info != nullptr) FreeInfo(info);
   }
 };
 using InfoOwner = std::unique_ptr<fi_info, InfoDeleter>;

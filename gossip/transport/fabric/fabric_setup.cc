@@ -20,8 +20,8 @@ namespace chorus::gossip::fabric {
 
 namespace {
 
-InfoOwner MakeHints(std::string_view provider, uint64_t extra_caps, uint64_t extra_order) {
-  InfoOwner hints(fi_allocinfo());
+InfoOwner MakeHints(const FabricApi& fi, std::string_view provider, uint64_t extra_caps, uint64_t extra_order) {
+  InfoOwner hints(fi.dupinfo(nullptr));  // fi_allocinfo
   if (!hints) return hints;
   hints->caps = FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE | extra_caps;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -63,8 +63,9 @@ void ApplyProviderEnvironment() {
 Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bind_address, uint16_t port,
                           uint64_t extra_caps, uint64_t extra_order) {
   ApplyProviderEnvironment();
+  CHORUS_ASSIGN_OR_RETURN(const FabricApi* fi, Libfabric());
   const std::string provider(provider_name);
-  InfoOwner hints = MakeHints(provider, extra_caps, extra_order);
+  InfoOwner hints = MakeHints(*fi, provider, extra_caps, extra_order);
   if (!hints) return Err(ResourceExhausted("fi_allocinfo failed"));
   const bool shm = provider_name == ProviderName(FabricProvider::kShm);
   const bool bind = !bind_address.empty() && !shm;
@@ -73,7 +74,7 @@ Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bin
   const std::string where = (bind ? " on " + bind_address : std::string()) +
                             (service.empty() ? std::string() : " port " + service);
   fi_info* list = nullptr;
-  const int ret = fi_getinfo(kApiVersion, bind ? bind_address.c_str() : nullptr,
+  const int ret = fi->getinfo(kApiVersion, bind ? bind_address.c_str() : nullptr,
                              service.empty() ? nullptr : service.c_str(),
                              bind || !service.empty() ? FI_SOURCE : 0, hints.get(), &list);
   if (ret == -FI_ENODATA) {
@@ -84,7 +85,7 @@ Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bin
   InfoOwner all(list);
   for (fi_info* i = list; i != nullptr; i = i->next) {
     if (i->fabric_attr->prov_name != nullptr && provider == i->fabric_attr->prov_name) {
-      return InfoOwner(fi_dupinfo(i));
+      return InfoOwner(fi->dupinfo(i));
     }
   }
   return Err(NotFound("libfabric provider \"" + provider + "\" not found (see fi_info -l)"));
@@ -156,7 +157,8 @@ void FabricCore::ConfigureForProvider() {
 }
 
 Status FabricCore::OpenFabricAndDomain() {
-  CHORUS_FI_RETURN_IF_ERROR(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
+  CHORUS_ASSIGN_OR_RETURN(const FabricApi* fi, Libfabric());
+  CHORUS_FI_RETURN_IF_ERROR(fi->fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
   CHORUS_FI_RETURN_IF_ERROR(fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr),
                             "fi_domain");
   return Status::Ok();
@@ -198,7 +200,7 @@ Status FabricCore::OpenEndpoint() {
 Status FabricCore::PortInUse() const {
   return Unavailable("port " + std::to_string(options_.port) + " is in use" +
                      (options_.bind_address.empty() ? std::string() : " on " + options_.bind_address) +
-                     ": another process listens on it (" + fi_strerror(FI_EADDRINUSE) + ")");
+                     ": another process listens on it (" + FabricErrorText(FI_EADDRINUSE) + ")");
 }
 
 Status FabricCore::ReadLocalAddress() {

@@ -196,7 +196,10 @@ Result<std::string> FabricProviderVersion(FabricProvider provider) {
   return fabric::VersionString(info->fabric_attr->prov_version);
 }
 
-std::string LibfabricVersion() { return fabric::VersionString(fi_version()); }
+std::string LibfabricVersion() {
+  Result<const fabric::FabricApi*> fi = fabric::Libfabric();
+  return fi ? fabric::VersionString((*fi)->version()) : "unavailable (" + fi.error().message() + ")";
+}
 
 Result<FabricMrStats> GetFabricMrStats(const Transport& transport) {
   const auto* fabric_transport = dynamic_cast<const FabricTransport*>(&transport);

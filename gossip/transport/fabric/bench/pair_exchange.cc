@@ -29,7 +29,8 @@ class FabricPairExchange final : public PairExchange {
   Status Setup(FabricProvider provider, const Swap& swap) {
     CHORUS_ASSIGN_OR_RETURN(info_, fabric::GetInfo(provider, provider == FabricProvider::kShm ? "" : kBindAddress,
                                                    /*port=*/0, FI_RMA, FI_ORDER_SAW));
-    CHORUS_FI_RETURN_IF_ERROR(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
+    CHORUS_ASSIGN_OR_RETURN(const fabric::FabricApi* fi, fabric::Libfabric());
+    CHORUS_FI_RETURN_IF_ERROR(fi->fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
     CHORUS_FI_RETURN_IF_ERROR(fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr), "fi_domain");
     fi_cq_attr cq_attr{};
     cq_attr.format = FI_CQ_FORMAT_TAGGED;
