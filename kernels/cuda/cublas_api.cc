@@ -5,35 +5,24 @@
 
 #include <string>
 
+#include "common/shared_library.h"
+
 namespace chorus::kernels::cuda {
 namespace {
 
 #define CHORUS_SYMBOL_TEXT2(name) #name
 #define CHORUS_SYMBOL_TEXT(name) CHORUS_SYMBOL_TEXT2(name)
 
-// The soname the backend was built against, then the same file in the CUDA
-// library folder CMake found (for a binary run without that folder on the
-// loader's path).
-void* Open(const char* soname, std::string* why) {
-  void* handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (handle != nullptr) return handle;
-  std::string error = dlerror();
+// The CUDA library folder CMake found: where the libraries are looked for
+// after the loader's path.
 #ifdef CHORUS_CUDA_LIBRARY_DIR
-  const std::string path = std::string(CHORUS_CUDA_LIBRARY_DIR) + "/" + soname;
-  handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle != nullptr) return handle;
-  error += "; " + std::string(dlerror());
+constexpr const char* kFallbackDir = CHORUS_CUDA_LIBRARY_DIR;
+#else
+constexpr const char* kFallbackDir = "";
 #endif
-  *why = std::string("cannot open ") + soname + ": " + error;
-  return nullptr;
-}
 
-template <typename F>
-bool Find(void* library, const char* library_name, const char* symbol, F* out, std::string* why) {
-  *out = reinterpret_cast<F>(dlsym(library, symbol));
-  if (*out != nullptr) return true;
-  *why = std::string(library_name) + " has no symbol " + symbol;
-  return false;
+void* Open(const char* soname, std::string* why) {
+  return OpenSharedLibrary(soname, kFallbackDir, RTLD_NOW | RTLD_LOCAL, why);
 }
 
 std::string Load(CublasApi* api) {
@@ -47,9 +36,9 @@ std::string Load(CublasApi* api) {
   if (blas == nullptr) return why;
   bool ok = true;
 #define CHORUS_CUBLAS_FIND(name) \
-  ok = ok && Find(blas, blas_name.c_str(), CHORUS_SYMBOL_TEXT(name), &api->name, &why);
+  ok = ok && FindSymbol(blas, blas_name.c_str(), CHORUS_SYMBOL_TEXT(name), &api->name, &why);
 #define CHORUS_CUBLASLT_FIND(name) \
-  ok = ok && Find(lt, lt_name.c_str(), CHORUS_SYMBOL_TEXT(name), &api->name, &why);
+  ok = ok && FindSymbol(lt, lt_name.c_str(), CHORUS_SYMBOL_TEXT(name), &api->name, &why);
   CHORUS_CUBLAS_FUNCTIONS(CHORUS_CUBLAS_FIND)
   CHORUS_CUBLASLT_FUNCTIONS(CHORUS_CUBLASLT_FIND)
   CHORUS_CUBLAS_FIND(cublasGemmEx)

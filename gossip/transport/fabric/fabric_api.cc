@@ -5,36 +5,25 @@
 
 #include <string>
 
+#include "common/shared_library.h"
+
 namespace chorus::gossip::fabric {
 namespace {
 
 constexpr const char* kSoname = "libfabric.so.1";
 
-// The soname, then the same file in the folder pkg-config named at build
-// time (for a binary run without that folder on the loader's path). Global:
-// libfabric's own provider plugins resolve its symbols against it.
-void* Open(std::string* why) {
-  void* handle = dlopen(kSoname, RTLD_NOW | RTLD_GLOBAL);
-  if (handle != nullptr) return handle;
-  std::string error = dlerror();
 #ifdef CHORUS_LIBFABRIC_LIBRARY_DIR
-  const std::string path = std::string(CHORUS_LIBFABRIC_LIBRARY_DIR) + "/" + kSoname;
-  handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (handle != nullptr) return handle;
-  error += "; " + std::string(dlerror());
+constexpr const char* kFallbackDir = CHORUS_LIBFABRIC_LIBRARY_DIR;  // where pkg-config found it
+#else
+constexpr const char* kFallbackDir = "";
 #endif
-  *why = std::string("cannot open ") + kSoname + ": " + error;
-  return nullptr;
-}
 
-// dlsym gives each symbol's default version: the one a link against the
-// same library binds.
+// Global: libfabric's own provider plugins resolve its symbols against it.
+void* Open(std::string* why) { return OpenSharedLibrary(kSoname, kFallbackDir, RTLD_NOW | RTLD_GLOBAL, why); }
+
 template <typename F>
 bool Find(void* library, const char* symbol, F* out, std::string* why) {
-  *out = reinterpret_cast<F>(dlsym(library, symbol));
-  if (*out != nullptr) return true;
-  *why = std::string(kSoname) + " has no symbol " + symbol;
-  return false;
+  return FindSymbol(library, kSoname, symbol, out, why);
 }
 
 std::string Load(FabricApi* api) {
