@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "common/enum_names.h"
@@ -202,6 +202,13 @@ Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collect
 
 namespace {
 
+// A holder's capture and its CRC-32, computed once for the fingerprint and
+// the header.
+struct Captured {
+  std::vector<uint8_t> bytes;
+  uint32_t crc32 = 0;
+};
+
 // A holder's capture as exact small floats for GatherFromEveryRank: whether
 // it holds the state, its CRC-32 in two 16-bit halves, its size in three.
 constexpr size_t kFingerprintFloats = 6;
@@ -215,19 +222,20 @@ std::array<float, kFingerprintFloats> Fingerprint(bool holds, uint32_t crc, uint
 // `max_sources` above 1 and several holders, up to that many holders
 // (lowest ranks first) when every holder captured the same bytes. The check
 // is a gather of each holder's fingerprint; holders capture their state for
-// it (`*captured`). Replicas of an all-reduce on CPUs are bitwise equal; with
+// it (`*captured`, with its CRC-32, which the header then carries). Replicas of an all-reduce on CPUs are bitwise equal; with
 // a GPU among them they differ in the last bits, and one source sends all.
 Result<std::vector<int>> PickSources(const gossip::Collective& collective, const MembershipView& view,
                                      LiveState& state, const std::vector<int>& holders, int max_sources,
                                      int64_t next_step, gossip::Tag round_base, Deadline deadline,
-                                     std::optional<std::vector<uint8_t>>* captured) {
+                                     std::optional<Captured>* captured) {
   if (max_sources <= 1 || holders.size() < 2) return std::vector<int>{holders[0]};
   const bool holds = std::find(holders.begin(), holders.end(), view.self_rank) != holders.end();
   std::array<float, kFingerprintFloats> mine{};
   if (holds) {
     CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
-    mine = Fingerprint(true, Crc32(bytes), bytes.size());
-    *captured = std::move(bytes);
+    const uint32_t crc = Crc32(bytes);
+    mine = Fingerprint(true, crc, bytes.size());
+    *captured = Captured{std::move(bytes), crc};
   }
   // The third 2^20 tags of the round: after the needs' gather and the header.
   CHORUS_ASSIGN_OR_RETURN(const std::vector<float> all,
@@ -268,7 +276,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
     return Err(FailedPrecondition("no member of epoch " + std::to_string(view.epoch) +
                                   " holds the cluster's state: every member joined and is waiting for it"));
   }
-  std::optional<std::vector<uint8_t>> captured;
+  std::optional<Captured> captured;
   CHORUS_ASSIGN_OR_RETURN(const std::vector<int> sources, PickSources(collective, view, state, holders, max_sources,
                                                                       next_step, round_base, deadline, &captured));
   std::vector<std::string> source_names;
@@ -279,10 +287,13 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   const double t0 = NowSeconds();
   if (auto self = std::find(sources.begin(), sources.end(), view.self_rank); self != sources.end()) {
     if (!captured) {
-      CHORUS_ASSIGN_OR_RETURN(captured, state.Capture(next_step));
+      CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
+      const uint32_t crc = Crc32(bytes);
+      captured = Captured{std::move(bytes), crc};
     }
-    std::vector<uint8_t>& bytes = *captured;
-    Header header{kMagic, kVersion, bytes.size(), next_step, Crc32(bytes), static_cast<uint32_t>(kLiveStateChunkBytes)};
+    std::vector<uint8_t>& bytes = captured->bytes;
+    Header header{kMagic, kVersion, bytes.size(), next_step, captured->crc32,
+                  static_cast<uint32_t>(kLiveStateChunkBytes)};
     const size_t index = static_cast<size_t>(self - sources.begin());
     CHORUS_RETURN_IF_ERROR(
         Send(transport, receivers, header, index == 0, index, sources.size(), bytes, round_base, deadline));
