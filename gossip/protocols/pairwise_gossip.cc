@@ -683,8 +683,18 @@ Status PairwiseGossip::WaitForNeighborsLocked(std::unique_lock<std::mutex>& lock
 }
 
 Status PairwiseGossip::Average(int64_t round, Deadline deadline) {
-  auto pick = [&] { return neighbors_[rng_.Below(neighbors_.size())]; };
+  std::vector<Rank> candidates;
+  auto pick = [&] {
+    if (!options_.heard_partners_only) return neighbors_[rng_.Below(neighbors_.size())];
+    candidates.clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < neighbors_.size(); ++i) {
+      if (neighbor_round_[i] != kNotHeard) candidates.push_back(neighbors_[i]);
+    }
+    return candidates.empty() ? Rank{-1} : candidates[rng_.Below(candidates.size())];
+  };
   Rank peer = pick();
+  if (peer < 0) return Status::Ok();  // nobody heard from in this graph yet
   int busy_declines = 0;
   while (true) {
     uint8_t type = 0;
@@ -695,6 +705,7 @@ Status PairwiseGossip::Average(int64_t round, Deadline deadline) {
     if (++busy_declines >= options_.max_attempts) return Status::Ok();
     std::this_thread::sleep_for(options_.retry_interval);
     peer = pick();
+    if (peer < 0) return Status::Ok();
   }
 }
 

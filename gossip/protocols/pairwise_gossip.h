@@ -108,6 +108,12 @@ struct PairwiseOptions : GossipOptions {
   // How long the responder waits for a value it cleared; it serves no other
   // request meanwhile. A requester marked dead ends the wait at once.
   std::chrono::milliseconds value_wait{2000};
+  // Averages only with neighbours heard from in the current graph (a notice
+  // since Create or SetTopology); a round with none is not averaged. For
+  // nodes that install a new graph each at its own moment (no barrier): a
+  // neighbour still on the older graph would not answer until it installs
+  // this one, and the requester would wait for it.
+  bool heard_partners_only = false;
 };
 
 class PairwiseGossip final : public GossipProtocol {

@@ -361,6 +361,38 @@ void ExpectRank2DeadForBoth(const std::vector<Status>& statuses, const std::vect
   }
 }
 
+// Nodes that install a new graph each at its own moment: rank 2 has not
+// built its protocol on this graph yet (it sends no notice, its responder
+// does not run), so a request to it would wait until the Mix deadline (2 s
+// here). With heard_partners_only ranks 0 and 1 average only with each
+// other for 30 rounds (each round would pick rank 2 with probability 1/2
+// otherwise), and rank 2, once it mixes, with either.
+TEST(PairwiseGossipTest, OnlyHeardPartnersSkipANeighbourNotYetOnTheGraph) {
+  const auto graph = Must(topologies::CompleteGraph(3));
+  PairwiseOptions options;
+  options.heard_partners_only = true;
+  std::vector<GossipStats> stats(3);
+  std::latch early_done(2);
+  auto statuses = RunGossipNodes(3, [&](int r, Transport& t, LocalHub&) -> Status {
+    auto x = RandomVector(97, r, 32, 1.0, 2.0);
+    if (r == 2) early_done.wait();
+    CHORUS_ASSIGN_OR_RETURN(auto p, PairwiseGossip::Create(t, graph, options, x));
+    const int rounds = r == 2 ? 1 : 30;
+    Status mixed = Status::Ok();
+    for (int step = 0; step < rounds && mixed.ok(); ++step) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the other's notices arrive
+      mixed = p->Mix(x, step, Deadline::AfterSeconds(2));
+    }
+    if (r != 2) early_done.count_down();
+    CHORUS_RETURN_IF_ERROR(mixed);
+    CHORUS_RETURN_IF_ERROR(p->Finish(x, Deadline::AfterSeconds(20)));
+    stats[r] = p->Stats();
+    return Status::Ok();
+  });
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+  EXPECT_GT(stats[0].exchanges + stats[1].exchanges, stats[2].exchanges) << "ranks 0 and 1 averaged together";
+}
+
 TEST(PairwiseGossipTest, ADeadNeighbourEndsTheStalenessWait) {
   // Lock-step: the first Mix waits for every neighbour's first notice; rank 2
   // is dead (before the others start), so the notice sent to it fails and the
