@@ -230,13 +230,14 @@ void ControlPlaneImpl::MaybePropose() {
       if (left != left_.end() && !dead_.count(m.name)) (left->second ? stopped : finished).push_back(m.name);
     }
   }
-  if (departed.empty() && !advance_requested_) return;
+  const bool admits = advance_requested_ || AdmitsOnItsOwnNow(!departed.empty());
+  if (departed.empty() && !admits) return;
   if (InMinorityPart(survivors.size())) {
     LeaveAsCutOff(survivors.size());
     return;
   }
   std::vector<Member> joiners;
-  if (advance_requested_) {
+  if (admits) {
     for (const Applicant& a : applicants_) {
       if (a.conn->established()) joiners.push_back(a.info);
     }

@@ -119,6 +119,7 @@ void ControlPlane::MergeSampleCounts(const std::map<std::string, uint64_t>& coun
   impl_->MergeSampleCounts(counts);
 }
 bool ControlPlane::JoinersWaiting() const { return impl_->JoinersWaiting(); }
+void ControlPlane::AdmitOnItsOwn(uint64_t until_samples) { impl_->AdmitOnItsOwn(until_samples); }
 
 // ---------------------------------------------------------------------------
 // Start-up and shutdown
@@ -620,38 +621,6 @@ void ControlPlaneImpl::ReportProgress(int64_t step, int64_t next_admission_step)
   std::lock_guard<std::mutex> lock(mu_);
   progress_step_ = step;
   progress_next_admission_ = next_admission_step;
-}
-
-void ControlPlaneImpl::ReportSamples(uint64_t samples) {
-  std::lock_guard<std::mutex> lock(mu_);
-  progress_samples_ = samples;
-  samples_.Raise(incarnation_, samples);
-}
-
-uint64_t ControlPlaneImpl::ClusterSamples(bool extrapolate) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint64_t total = samples_.Total();
-  if (!extrapolate) return total;
-  // A live member's count may be extrapolated at its last rate for up to two
-  // heartbeat intervals (its next count is on the way).
-  const Clock::time_point now = Clock::now();
-  const double horizon = 2 * std::chrono::duration<double>(heartbeat_interval_).count();
-  for (const auto& [name, heard] : samples_heard_) {
-    if (name == self_.name || Gone(name) || !view_.Find(name)) continue;
-    const double since = std::min(horizon, std::chrono::duration<double>(now - heard.at).count());
-    total += static_cast<uint64_t>(heard.per_second * std::max(0.0, since));
-  }
-  return total;
-}
-
-std::map<std::string, uint64_t> ControlPlaneImpl::SampleCounts() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return samples_.counts();
-}
-
-void ControlPlaneImpl::MergeSampleCounts(const std::map<std::string, uint64_t>& counts) {
-  std::lock_guard<std::mutex> lock(mu_);
-  samples_.Merge(counts);
 }
 
 bool ControlPlaneImpl::JoinersWaiting() const {

@@ -185,6 +185,15 @@ class ControlPlane {
   // True while nodes wait to be admitted at the current epoch: the
   // coordinator's applicants, as its heartbeats tell the members.
   bool JoinersWaiting() const;
+  // Barrier-free admission, for a cluster whose nodes train at their own
+  // pace: as coordinator, this node admits waiting joiners by itself, in an
+  // epoch of their own (never with a departure), without a barrier of the
+  // members' training loops: each member follows the new view between its
+  // steps (and its in-flight operations of the older epoch end at once). No
+  // joiner is admitted once the cluster's count is within a few heartbeats'
+  // samples of `until_samples` (the run's budget), so that no member that
+  // has begun to finish meets a new epoch.
+  void AdmitOnItsOwn(uint64_t until_samples);
 
   // Tells the others this node leaves, waits until they have moved to an epoch
   // without it (or nobody is left to confirm), then closes every connection.

@@ -84,6 +84,7 @@ class ControlPlaneImpl : public Connection::Listener {
   std::map<std::string, uint64_t> SampleCounts() const;
   void MergeSampleCounts(const std::map<std::string, uint64_t>& counts);
   bool JoinersWaiting() const;
+  void AdmitOnItsOwn(uint64_t until_samples);
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;
@@ -198,6 +199,10 @@ class ControlPlaneImpl : public Connection::Listener {
   // declaring the other dead) finds out when the sides can talk again, and
   // the smaller part yields (mu_ held).
   void NoteDeparted(const msg::EpochView& next);
+  // Barrier-free admission: established applicants wait, no member departs
+  // in the same proposal, and the run is not about to end.
+  bool AdmitsOnItsOwnNow(bool departures) const;
+  uint64_t ClusterSamplesLocked(bool extrapolate, double horizon_s) const;
   void ProbeDeparted(Clock::time_point now);
   void HandleSplitProbeReply(const std::shared_ptr<Connection>& conn, const ControlMessage& message);
   // This node leaves its part for the larger one (`why`), telling its fellow
@@ -442,6 +447,11 @@ class ControlPlaneImpl : public Connection::Listener {
   };
   std::optional<DeferredProposal> deferred_proposal_;
   bool advance_requested_ = false;
+  // Barrier-free admission (ControlPlane::AdmitOnItsOwn): the coordinator
+  // proposes waiting joiners by itself while the cluster's count is below
+  // admit_until_samples_ less what it trains in a few heartbeats.
+  bool admit_on_its_own_ = false;
+  uint64_t admit_until_samples_ = 0;
 
   LivenessTable liveness_;
   Clock::time_point last_tick_{};
