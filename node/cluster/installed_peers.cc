@@ -11,7 +11,7 @@ namespace {
 std::string Key(const Member& m) { return {m.data_address.begin(), m.data_address.end()}; }
 
 std::string SupersededBy(uint64_t epoch) {
-  return "epoch " + std::to_string(epoch) + " superseded it during the re-form";
+  return "epoch " + std::to_string(epoch) + " superseded it";
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ void InstalledPeers::Installed(gossip::Transport& transport) {
   dead_ = std::move(still_named);
   if (!declared.empty()) {
     EndEpochLocked(transport, declared + " was declared dead while it was installed");
-  } else if (recovery_ == Recovery::kReforming && latest_epoch_ > view_.epoch) {
+  } else if (NewerViewEndsEpochLocked() && latest_epoch_ > view_.epoch) {
     EndEpochLocked(transport, SupersededBy(latest_epoch_));
   }
 }
@@ -47,10 +47,15 @@ void InstalledPeers::SetRecovery(Recovery recovery) {
   recovery_ = recovery;
 }
 
+void InstalledPeers::SetFollowsViewsOnItsOwn(bool own_pace) {
+  std::lock_guard<std::mutex> lock(mu_);
+  own_pace_ = own_pace;
+}
+
 void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport& transport) {
   std::lock_guard<std::mutex> lock(mu_);
   latest_epoch_ = std::max(latest_epoch_, latest.epoch);
-  if (recovery_ == Recovery::kReforming && installed_ && latest.epoch > view_.epoch) {
+  if (NewerViewEndsEpochLocked() && installed_ && latest.epoch > view_.epoch) {
     EndEpochLocked(transport, SupersededBy(latest.epoch));
   }
 }

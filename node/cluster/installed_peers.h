@@ -67,6 +67,11 @@ class InstalledPeers {
     kReforming  // installing an epoch's peers and agreeing on the step
   };
   void SetRecovery(Recovery recovery);
+  // Nodes at their own pace follow each new view between their steps, with
+  // no barrier (ControlPlane::AdmitOnItsOwn): while training, a newer view
+  // than the installed one ends the installed epoch's operations too, so
+  // that none waits for a peer that has moved on to the newer epoch.
+  void SetFollowsViewsOnItsOwn(bool own_pace);
   // From the control thread: the control plane installed `latest`.
   void ViewChanged(const MembershipView& latest, gossip::Transport& transport);
 
@@ -82,6 +87,11 @@ class InstalledPeers {
   MembershipView view_;
   bool installed_ = false;
   Recovery recovery_ = Recovery::kTraining;
+  bool own_pace_ = false;
+  // Whether a view newer than the installed one ends its operations now.
+  bool NewerViewEndsEpochLocked() const {
+    return recovery_ == Recovery::kReforming || (own_pace_ && recovery_ == Recovery::kTraining);
+  }
   uint64_t latest_epoch_ = 0;  // the newest view the control plane has installed
   // Deaths by data address (unique per process, as bytes): true once declared
   // dead (MemberDead), false while only the connection was lost.

@@ -76,24 +76,48 @@ size_t SourceOfChunk(size_t c, size_t sources) { return c % sources; }
 // when the provider keeps one (a chunk half sent to a receiver that froze may
 // still be read), the header's copy and `bytes` are kept for good (`bytes` is
 // then left empty).
+std::vector<uint8_t> HeaderBytes(const Header& header) {
+  std::vector<uint8_t> head(sizeof(Header));
+  std::memcpy(head.data(), &header, sizeof(Header));
+  return head;
+}
+
+// Posts `data` to `rank` with `tag`, its request added to `requests`.
+Status Post(gossip::Transport& transport, int rank, gossip::Tag tag, std::span<const uint8_t> data,
+            std::vector<gossip::RequestPtr>& requests) {
+  Result<gossip::RequestPtr> r = transport.Isend(rank, tag, std::as_bytes(data));
+  if (r) requests.push_back(std::move(*r));
+  return r ? Status::Ok() : r.error();
+}
+
+// Posts the chunks of `bytes` that SourceOfChunk gives source `self_source`
+// of `sources` to each of `to`.
+Status PostChunks(gossip::Transport& transport, const std::vector<int>& to, size_t self_source, size_t sources,
+                  std::span<const uint8_t> bytes, gossip::Tag round_base,
+                  std::vector<gossip::RequestPtr>& requests) {
+  for (int rank : to) {
+    for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
+      if (SourceOfChunk(c, sources) != self_source) continue;
+      const size_t begin = c * kLiveStateChunkBytes;
+      const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
+      CHORUS_RETURN_IF_ERROR(Post(transport, rank, ChunkTag(round_base), bytes.subspan(begin, n), requests));
+    }
+  }
+  return Status::Ok();
+}
+
 Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header, bool with_header,
             size_t self_source, size_t sources, std::vector<uint8_t>& bytes, gossip::Tag round_base,
             Deadline deadline) {
-  std::vector<uint8_t> head(sizeof(Header));
-  std::memcpy(head.data(), &header, sizeof(Header));
+  std::vector<uint8_t> head = HeaderBytes(header);
   std::vector<gossip::RequestPtr> requests;
   auto fail = [&](Status why) {
     gossip::ReleaseOrKeep(requests, head, bytes);
     return why;
   };
-  auto post = [&](int rank, gossip::Tag tag, std::span<const uint8_t> data) {
-    Result<gossip::RequestPtr> r = transport.Isend(rank, tag, std::as_bytes(data));
-    if (r) requests.push_back(std::move(*r));
-    return r ? Status::Ok() : r.error();
-  };
   for (int rank : to) {
     if (!with_header) break;
-    if (Status s = post(rank, HeaderTag(round_base), head); !s.ok()) return fail(s);
+    if (Status s = Post(transport, rank, HeaderTag(round_base), head, requests); !s.ok()) return fail(s);
   }
   if (const double stall = StallBeforeChunks(); stall > 0) {
     for (gossip::RequestPtr& r : requests) {
@@ -103,15 +127,8 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
     CHORUS_LOG_WARN(Subsys::kNode, "fault injection: stalling ", stall, " s between the live state's header and its chunks");
     std::this_thread::sleep_for(std::chrono::duration<double>(stall));
   }
-  for (int rank : to) {
-    for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
-      if (SourceOfChunk(c, sources) != self_source) continue;
-      const size_t begin = c * kLiveStateChunkBytes;
-      const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
-      if (Status s = post(rank, ChunkTag(round_base), std::span<const uint8_t>(bytes).subspan(begin, n)); !s.ok()) {
-        return fail(s);
-      }
-    }
+  if (Status s = PostChunks(transport, to, self_source, sources, bytes, round_base, requests); !s.ok()) {
+    return fail(s);
   }
   for (gossip::RequestPtr& r : requests) {
     Result<gossip::Completion> done = r->Wait(deadline);
@@ -322,6 +339,62 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   CHORUS_LOG_INFO(Subsys::kNode, "received the live state from ", sender_text, ": ", MiB(bytes.size()), " in ",
                   NowSeconds() - t0, " s, CRC-32 verified; resuming at step ", header.next_step);
   return shared;
+}
+
+// A push travels in the last round of its epoch's tags: the collective
+// transfers of that epoch use the first ones.
+constexpr int kPushRound = 15;
+
+Result<std::unique_ptr<LiveStatePush>> LiveStatePush::Start(gossip::Transport& transport,
+                                                          const MembershipView& view, int to, LiveState& state,
+                                                          int64_t next_step, Deadline deadline) {
+  std::unique_ptr<LiveStatePush> push(new LiveStatePush(deadline));
+  push->to_ = view.members[static_cast<size_t>(to)].name;
+  CHORUS_ASSIGN_OR_RETURN(push->bytes_, state.Capture(next_step));
+  const Header header{kMagic, kVersion, push->bytes_.size(), next_step, Crc32(push->bytes_),
+                      static_cast<uint32_t>(kLiveStateChunkBytes)};
+  push->head_ = HeaderBytes(header);
+  const gossip::Tag round_base = RoundTagBase(view.epoch, kPushRound);
+  CHORUS_RETURN_IF_ERROR(Post(transport, to, HeaderTag(round_base), push->head_, push->requests_));
+  CHORUS_RETURN_IF_ERROR(PostChunks(transport, {to}, 0, 1, push->bytes_, round_base, push->requests_));
+  CHORUS_LOG_INFO(Subsys::kNode, "pushing the live state (", MiB(push->bytes_.size()), ", step ", next_step, ") to ",
+                  push->to_, " at epoch ", view.epoch, " while training on");
+  return push;
+}
+
+LiveStatePush::~LiveStatePush() { gossip::ReleaseOrKeep(requests_, head_, bytes_); }
+
+bool LiveStatePush::Reap() {
+  for (gossip::RequestPtr& r : requests_) {
+    if (r->Done()) continue;
+    if (!deadline_.Expired()) return false;
+    CHORUS_LOG_WARN(Subsys::kNode, "giving up the live state's push to ", to_,
+                    ": not taken by the deadline (it joins again if it still lacks a state)");
+    return true;
+  }
+  for (gossip::RequestPtr& r : requests_) {
+    Result<gossip::Completion> done = r->Wait(deadline_);
+    if (!done) {
+      CHORUS_LOG_WARN(Subsys::kNode, "the live state's push to ", to_, " failed: ", done.error().message());
+      return true;
+    }
+  }
+  CHORUS_LOG_INFO(Subsys::kNode, "pushed the live state to ", to_, " in ", NowSeconds() - started_, " s");
+  return true;
+}
+
+Result<int64_t> ReceivePushedLiveState(gossip::Transport& transport, const MembershipView& view, int from,
+                                       LiveState& state, Deadline deadline) {
+  const std::string& sender = view.members[static_cast<size_t>(from)].name;
+  const double t0 = NowSeconds();
+  Header header;
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Receive(transport, {from}, sender,
+                                                              RoundTagBase(view.epoch, kPushRound), deadline, &header));
+  CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + sender));
+  CHORUS_LOG_INFO(Subsys::kNode, "received the live state from ", sender, " (rank ", from, ", pushed): ",
+                  MiB(bytes.size()), " in ", NowSeconds() - t0, " s, CRC-32 verified; resuming at step ",
+                  header.next_step);
+  return header.next_step;
 }
 
 Result<int64_t> ShareLiveStateIfAny(const gossip::Collective& collective, const MembershipView& view,

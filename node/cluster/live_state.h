@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -102,5 +103,39 @@ struct LiveStateShared {
 [[nodiscard]] Result<int64_t> ShareLiveStateIfAny(const gossip::Collective& collective, const MembershipView& view,
                                                   LiveState* state, int64_t next_step, Deadline deadline,
                                                   int round = 0, int max_sources = 1);
+
+// Own pace (ControlPlane::AdmitOnItsOwn): no collective, nobody waits. The
+// member of rank 0 pushes its state to each member new to it when it follows
+// a view (between its steps), and trains on while the sends complete; the
+// joiner receives from rank 0 of the view that admitted it. A push from a
+// member that did not follow that very view (it skipped it) is not taken:
+// the joiner's receive ends at its deadline and it joins again.
+class LiveStatePush {
+ public:
+  // Captures `state` (`next_step` next) and posts it to rank `to` of `view`
+  // with the tags of `view`'s epoch; returns at once.
+  [[nodiscard]] static Result<std::unique_ptr<LiveStatePush>> Start(gossip::Transport& transport,
+                                                                    const MembershipView& view, int to,
+                                                                    LiveState& state, int64_t next_step,
+                                                                    Deadline deadline);
+  // Releases the sends (the buffers are kept for good where the provider holds them).
+  ~LiveStatePush();
+  // True once every send completed, one failed, or the deadline passed (each
+  // logged): the push can be dropped. Never blocks.
+  bool Reap();
+
+ private:
+  explicit LiveStatePush(Deadline deadline) : deadline_(deadline) {}
+  Deadline deadline_;
+  double started_ = NowSeconds();
+  std::string to_;
+  std::vector<uint8_t> head_, bytes_;
+  std::vector<gossip::RequestPtr> requests_;
+};
+
+// The joiner's side of a LiveStatePush: receives rank `from`'s push at
+// `view`'s epoch and restores it (`state`). Returns the step to run next.
+[[nodiscard]] Result<int64_t> ReceivePushedLiveState(gossip::Transport& transport, const MembershipView& view,
+                                                     int from, LiveState& state, Deadline deadline);
 
 }  // namespace chorus::node

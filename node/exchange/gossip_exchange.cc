@@ -130,6 +130,8 @@ Status GossipExchange::BuildProtocol() {
       auto o = CommonOptions<gossip::PairwiseOptions>(codec, ec.period, epoch,
                                                       seed + static_cast<uint64_t>(view.self_rank));
       o.max_staleness = ec.max_staleness;
+      // Epoch 0's graph is every founder's first: no member can be on an older one.
+      o.heard_partners_only = OwnPace() && view.epoch > 0;
       CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PairwiseGossip::Create(t, graph, o, params));
       pairwise_ = true;
       break;
@@ -151,11 +153,71 @@ Status GossipExchange::AfterUpdate(int64_t step) {
   Status s = protocol_->Mix(trainer_->MasterWeights(), step,
                             Deadline::AfterSeconds(config_.fabric.op_timeout_s));
   if (trace_) trace_->Add("gossip mix", 1, begin, NowMicros(), step);
-  if (!s.ok()) {
-    CHORUS_RETURN_IF_ERROR(Failed(s, "step " + std::to_string(step) + ": gossip", step + 1));  // the round is dropped
+  if (!s.ok()) {  // the round is dropped
+    const std::string what = "step " + std::to_string(step) + ": gossip";
+    CHORUS_RETURN_IF_ERROR(OwnPace() ? FollowNewerView(s, what, step + 1) : Failed(s, what, step + 1));
   }
   trainer_->RefreshWorkingCopy();
+  std::erase_if(pushes_, [](const std::unique_ptr<LiveStatePush>& push) { return push->Reap(); });
   return Status::Ok();
+}
+
+bool GossipExchange::OwnPace() const {
+  return config_.exchange.protocol == GossipProtocolKind::kPairwiseAsync &&
+         config_.train.stop == StopSetting::kSamples && session_ != nullptr && session_->control != nullptr;
+}
+
+Status GossipExchange::FollowOnItsOwn(const MembershipView& next, int64_t next_step) {
+  const MembershipView before = session_->view;
+  RetireProtocol();
+  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
+  if (live_ != nullptr && next.self_rank == 0 && !live_->NeedsState()) {
+    for (const Member& m : next.members) {
+      const Member* known = before.Find(m.name);
+      if (m.rank == 0 || (known != nullptr && known->data_address == m.data_address)) continue;
+      Result<std::unique_ptr<LiveStatePush>> push =
+          LiveStatePush::Start(*session_->transport, next, m.rank, *live_, next_step,
+                               Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+      if (!push) {
+        CHORUS_LOG_WARN(Subsys::kNode, "cannot push the live state to ", m.name, ": ", push.error().message());
+        continue;
+      }
+      pushes_.push_back(std::move(*push));
+    }
+  }
+  CHORUS_RETURN_IF_ERROR(BuildProtocol());
+  if (!next.joined.empty()) ++admissions_;
+  if (!next.departed.empty()) ++reforms_;
+  return Status::Ok();
+}
+
+Status GossipExchange::FollowNewerView(const Status& ended, const std::string& what, int64_t next_step) {
+  const MembershipView latest = session_->control->View();
+  if (latest.self_rank < 0 || latest.epoch <= session_->view.epoch) return Failed(ended, what, next_step);
+  CHORUS_LOG_INFO(Subsys::kGossip, what, " ended for membership epoch ", latest.epoch, " (", latest.Describe(),
+                  "): following it");
+  const double t0 = NowSeconds();
+  Status s = FollowOnItsOwn(latest, next_step);
+  if (!s.ok()) return Failed(s, "following epoch " + std::to_string(latest.epoch), next_step);
+  CHORUS_LOG_INFO(Subsys::kGossip, "followed epoch ", latest.epoch, " in ", NowSeconds() - t0, " s");
+  return s;
+}
+
+Status GossipExchange::TakePushedState() {
+  const MembershipView& view = session_->view;
+  if (live_ != nullptr && live_->NeedsState()) {
+    if (view.self_rank == 0) {
+      return FailedPrecondition("no member of epoch " + std::to_string(view.epoch) +
+                                " holds the cluster's state: every member joined and is waiting for it");
+    }
+    // A newer view must not end this transfer: it stays at the epoch that admitted this node.
+    session_->installed->SetRecovery(InstalledPeers::Recovery::kWaiting);
+    Result<int64_t> taken = ReceivePushedLiveState(*session_->transport, view, 0, *live_,
+                                                   Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+    session_->installed->SetRecovery(InstalledPeers::Recovery::kTraining);
+    if (!taken) return taken.error().WithContext("taking the live state at epoch " + std::to_string(view.epoch));
+  }
+  return BuildProtocol();
 }
 
 Status GossipExchange::Failed(const Status& failure, const std::string& what, int64_t next_step) {
@@ -201,15 +263,19 @@ Result<int64_t> GossipExchange::ShareAndBuild(const MembershipView& view, int64_
 }
 
 Status GossipExchange::ReformAt(const MembershipView& next, int64_t next_step) {
+  if (OwnPace()) return FollowOnItsOwn(next, next_step);
   RetireProtocol();
   CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
   // Nodes that train as fast as they can (pairwise under train.stop =
   // "samples") stand steps apart by design: nothing matches their steps.
-  const bool free_running = pairwise_ && config_.train.stop == StopSetting::kSamples;
-  return StatusOf(ShareAndBuild(next, next_step, /*agree=*/!free_running));
+  return StatusOf(ShareAndBuild(next, next_step, /*agree=*/true));
 }
 
 Status GossipExchange::Admit(const MembershipView& next, int64_t next_step) {
+  if (OwnPace()) {
+    Status s = FollowOnItsOwn(next, next_step);
+    return s.ok() ? s : Failed(s, "following epoch " + std::to_string(next.epoch), next_step);
+  }
   RetireProtocol();
   Status s = session_->InstallPeers(next, ReformDeadline(config_));
   if (s.ok()) s = StatusOf(ShareAndBuild(next, next_step, /*agree=*/false));
@@ -221,6 +287,8 @@ Status GossipExchange::Admit(const MembershipView& next, int64_t next_step) {
 }
 
 Status GossipExchange::Joined() {
+  // Without the state a failure here cannot re-form: the node joins again.
+  if (OwnPace()) return TakePushedState();
   const int64_t next_step = live_ != nullptr ? live_->NextStep() : 0;
   Status s = StatusOf(ShareAndBuild(session_->view, next_step, /*agree=*/false));
   if (s.ok()) return s;

@@ -11,10 +11,12 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "gossip/collectives/collective.h"
 #include "gossip/protocols/gossip_protocol.h"
 #include "node/cluster/cluster_session.h"
+#include "node/cluster/live_state.h"
 #include "node/config/config.h"
 #include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
@@ -76,6 +78,19 @@ class GossipExchange final : public Exchange {
   // then the protocol over the new graph; with `agree`, the step to resume
   // from (steps_to_catch_up_). Returns the step to run next.
   [[nodiscard]] Result<int64_t> ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree);
+  // Nodes at their own pace (pairwise under train.stop = "samples" in a
+  // cluster): every view is followed on its own, with no collective
+  // (ControlPlane::AdmitOnItsOwn).
+  bool OwnPace() const;
+  // Own pace: installs `next`, pushes the live state to the members new to
+  // this node when it is rank 0 (LiveStatePush), and builds the protocol
+  // over the new graph. `next_step`: the step this node runs next.
+  [[nodiscard]] Status FollowOnItsOwn(const MembershipView& next, int64_t next_step);
+  // Own pace: an operation ended (`ended`) because the control plane holds a
+  // newer view, which this node follows; any other failure as Failed.
+  [[nodiscard]] Status FollowNewerView(const Status& ended, const std::string& what, int64_t next_step);
+  // Own pace, a joiner: rank 0's push of the live state, then the protocol.
+  [[nodiscard]] Status TakePushedState();
   // Ends the protocol: destroyed, or stopped and kept while the transport has
   // receives into buffers that the provider never released.
   void RetireProtocol();
@@ -101,6 +116,8 @@ class GossipExchange final : public Exchange {
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;
   int64_t steps_to_catch_up_ = 0;
+  // Own pace: pushes of the live state to joiners still under way.
+  std::vector<std::unique_ptr<LiveStatePush>> pushes_;
 };
 
 // The gossip graph of `config` over `n` ranks (the one every GossipExchange of

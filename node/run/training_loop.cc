@@ -63,6 +63,14 @@ Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int
 Result<std::optional<json>> TrainingLoop::Run() {
   const TrainConfig& tc = s_.config->train;
   free_running_ = PacingOf(*s_.config, *s_.exchange, s_.session) == Pacing::kOwnPace;
+  if (free_running_) {
+    // No barrier: joiners are admitted by the coordinator alone, until the
+    // run's budget is near, and every view is followed between steps.
+    if (s_.config->cluster.admit_every_steps > 0) {
+      s_.session->control->AdmitOnItsOwn(static_cast<uint64_t>(tc.epochs) * static_cast<uint64_t>(s_.train->count));
+    }
+    s_.session->installed->SetFollowsViewsOnItsOwn(true);
+  }
   shares_ = MemberBatches();
   const int rank = SelfRank();
   CHORUS_RETURN_IF_ERROR(StatusOf(ClusterStepsPerEpoch(*s_.config, s_.train->count, GlobalBatch())));
@@ -419,6 +427,8 @@ Status TrainingLoop::EndEpoch(int epoch) {
 // evaluation, the model file, and the summary's fields.
 Result<json> TrainingLoop::Summarise() {
   const double train_seconds = s_.clock->Now() - t_start_ - eval_seconds_;
+  // Every member finishes over the latest view (no joiner is admitted this late).
+  if (free_running_) CHORUS_RETURN_IF_ERROR(FollowViewOnItsOwn());
   CHORUS_RETURN_IF_ERROR(s_.exchange->Finish());
   const double finish_seconds = s_.clock->Now() - t_start_ - eval_seconds_ - train_seconds;
   trainer::Trainer& trainer = *s_.trainer;

@@ -220,8 +220,9 @@ class TrainingLoop final : public LiveState {
   // global batch follows them; the next admission point is
   // cluster.admit_every_steps ahead. Not while catching up (steps_to_catch_up_).
   Status FollowMembership();
-  // Nodes whose steps run apart meet only while joiners wait (AdmitIfDue).
-  Status AdmitWhenJoinersWait();
+  // Nodes whose steps run apart never meet: each follows every newer view of
+  // the control plane on its own between its steps (ControlPlane::AdmitOnItsOwn).
+  Status FollowViewOnItsOwn();
   // The admission of the view after an admission point at `epoch` (or its
   // failure, logged: the exchange's next operation re-forms).
   Status AdmitInto(const Result<MembershipView>& met, uint64_t epoch);

@@ -170,10 +170,9 @@ Status TrainingLoop::ResumeFromCheckpoint() {
 Status TrainingLoop::AdmitIfDue() {
   ClusterSession* session = s_.session;
   const ClusterConfig& cc = s_.config->cluster;
-  if (session == nullptr || session->control == nullptr || cc.admit_every_steps <= 0 || steps_to_catch_up_ > 0) {
-    return Status::Ok();
-  }
-  if (free_running_) return AdmitWhenJoinersWait();
+  if (session == nullptr || session->control == nullptr) return Status::Ok();
+  if (free_running_) return FollowViewOnItsOwn();
+  if (cc.admit_every_steps <= 0 || steps_to_catch_up_ > 0) return Status::Ok();
   if (step_ < next_admission_step_ || step_ == last_admission_step_) return Status::Ok();
   const double now = NowSeconds();
   int64_t ahead = cc.admit_every_steps;
@@ -193,15 +192,15 @@ Status TrainingLoop::AdmitIfDue() {
   return AdmitInto(next, epoch);
 }
 
-// Nodes whose steps run apart cannot meet at a step: they meet only while
-// the coordinator says that nodes wait (ControlPlane::JoinersWaiting), each
-// after the step it is in, so that training never waits otherwise.
-Status TrainingLoop::AdmitWhenJoinersWait() {
+// Nodes whose steps run apart cannot meet at a step, and never wait for each
+// other: the coordinator admits joiners by itself (ControlPlane::AdmitOnItsOwn)
+// and each node follows the newer view between its steps (its operations of
+// the older epoch end as soon as the control plane installs the view).
+Status TrainingLoop::FollowViewOnItsOwn() {
   ClusterSession* session = s_.session;
-  if (!session->control->JoinersWaiting()) return Status::Ok();
-  const uint64_t epoch = session->view.epoch;
-  return AdmitInto(session->control->AdvanceEpochIfPending(Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), 0),
-                   epoch);
+  const MembershipView latest = session->control->View();
+  if (latest.epoch <= session->view.epoch || latest.self_rank < 0) return Status::Ok();
+  return AdmitInto(latest, session->view.epoch);
 }
 
 // The members met at an admission point (of `epoch`) and `met` is the view
@@ -213,8 +212,9 @@ Status TrainingLoop::AdmitInto(const Result<MembershipView>& met, uint64_t epoch
     return Status::Ok();
   }
   const MembershipView& next = *met;
-  if (next.epoch <= epoch || next.joined.empty()) return Status::Ok();
-  const std::string names = JoinNames(next.joined);
+  // At its own pace a node follows every view so (no member meets it in a re-form).
+  if (next.epoch <= epoch || (next.joined.empty() && !free_running_)) return Status::Ok();
+  const std::string names = next.joined.empty() ? "no one" : JoinNames(next.joined);
   CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next.epoch, ", ",
                   next.size(), " members)");
   const double t0 = NowSeconds();

@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -71,6 +71,8 @@ class HandCluster {
 
   // The output of node i of the last run.
   const std::string& Output(int i) const { return outputs_.at(static_cast<size_t>(i)); }
+  // The folder node i of the last run wrote.
+  fs::path NodeDir(int i) const { return out_ / last_run_ / ("node" + std::to_string(i)); }
 
  private:
   struct Start {
@@ -85,6 +87,7 @@ class HandCluster {
                                          const std::vector<std::vector<std::string>>& per_node, const Start& start) {
     const int n = static_cast<int>(per_node.size());
     const std::string run = name_ + "-" + std::to_string(runs_++);
+    last_run_ = run;
     std::vector<uint16_t> ports = {port0_};
     while (static_cast<int>(ports.size()) < n) ports.push_back(start.chained ? picker_.Next() : 0);
     std::vector<std::unique_ptr<ChorusProcess>> nodes;
@@ -154,6 +157,7 @@ class HandCluster {
   PortPicker picker_{static_cast<uint32_t>(getpid()) ^ 0x5eed};
   uint16_t port0_ = picker_.Next();
   int runs_ = 0;
+  std::string last_run_;
   std::vector<std::string> outputs_;
 };
 
@@ -263,6 +267,44 @@ TEST(HeteroSamplesTest, ANodeJoinsNodesThatTrainAtTheirOwnPace) {
   EXPECT_GE(samples, 90000);
   EXPECT_LE(samples, 90000 * 1.15);
   EXPECT_GT(s[2]["samples"].get<int64_t>(), 0);
+}
+
+// The longest wall time between two consecutive records of a node's
+// metrics.jsonl (one every train.log_every_steps steps).
+double LongestGapBetweenRecords(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  double longest = 0, previous = -1;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!r.is_object() || !r.contains("wall_time") || !r.contains("step")) continue;
+    const double at = r["wall_time"].get<double>();
+    if (previous >= 0) longest = std::max(longest, at - previous);
+    previous = at;
+  }
+  return longest;
+}
+
+// A join at their own pace pauses nobody: node1's steps take seconds
+// (train.slowdown), so it is inside its first step when node2 joins. The
+// coordinator admits node2 without a barrier of the members' training
+// loops, node0 follows the new view between two of its steps, and rank 0
+// pushes the live state while it trains on. When the members met at an
+// admission point, node0 waited there until node1 ended the step it was in.
+TEST(HeteroSamplesTest, AJoinAtTheirOwnPaceWaitsForNoSlowMember) {
+  HandCluster cluster("hetero-own-pace-join");
+  const std::vector<std::string> shared = {"train.epochs=4", "data.train_limit=30000", "train.stop=\"samples\"",
+                                           "exchange.kind=\"gossip\"", "exchange.protocol=\"pairwise-async\"",
+                                           "topology.kind=\"ring\""};
+  const std::vector<nlohmann::json> s =
+      cluster.Run(shared, {{}, {"train.slowdown=300"}, {}}, /*last_after_s=*/1.5);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_NE(cluster.Output(2).find("pushed): "), std::string::npos) << cluster.Output(2);
+  EXPECT_EQ(s[0]["admissions"], 1) << s[0].dump();
+  const double slow_step_s = 64.0 / s[1]["samples_per_s"].get<double>();
+  const double gap_s = LongestGapBetweenRecords(cluster.NodeDir(0) / "metrics.jsonl");
+  EXPECT_LT(gap_s, 0.25 * slow_step_s) << "node0 stood still for " << gap_s << " s; node1's steps take "
+                                       << slow_step_s << " s";
+  for (const nlohmann::json& node : s) EXPECT_EQ(node["parameter_checksum"], s[0]["parameter_checksum"]);
 }
 
 // The cluster's sample counter at the end, as node `s` saw it: the sum of its
