@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${CHORUS_CMAKE_ARGS:-} >/dev/null
+# CHORUS_CUDA: AUTO (the default: the backend when CUDA and cuDNN are found),
+# ON or OFF; passed every time, so that one run's choice does not stay in
+# the cache for the next.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCHORUS_CUDA="${CHORUS_CUDA:-AUTO}" ${CHORUS_CMAKE_ARGS:-} >/dev/null
 if [ $# -gt 0 ]; then
   cmake --build build -j"${jobs}" --target "$@"
 else
