@@ -6,7 +6,7 @@ set -euo pipefail
 # EXTRA_PACKAGES: more for one script (scripts/fuzz.sh: clang).
 packages=(
   ${EXTRA_PACKAGES:-}
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   libfabric-dev libfabric-bin
   libcapnp-dev capnproto
   libasio-dev libtomlplusplus-dev
