@@ -524,7 +524,6 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
       heard.samples = h.samples;
       heard.at = now;
     }
-    if (h.sender == ExpectedCoordinator()) joiners_at_heard_ = h.joiners_at;
     // A member that declared others dead has ended this epoch's operations
     // with them, so the epoch cannot go on with both: the coordinator drops
     // them too, though it may hear them (it was frozen, and judges them

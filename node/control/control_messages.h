@@ -92,7 +92,9 @@ struct Heartbeat {
   uint64_t epoch = 0;
   std::string sender;
   uint64_t samples = 0;     // trained by the sender so far
-  uint64_t joiners_at = 0;  // coordinator: epoch + 1 while joiners wait (0: none)
+  // Coordinator: epoch + 1 while joiners wait (0: none). Informational (logs,
+  // tools): no member waits on it, as own-pace admission needs no barrier.
+  uint64_t joiners_at = 0;
   std::vector<std::string> dead = {};  // members the sender declared dead in `epoch`
   std::string incarnation = {};        // the sender's (sample_counter.h), whose count `samples` is
   std::map<std::string, uint64_t> counts = {};  // the sender's sample counter, every incarnation it knows

@@ -118,7 +118,6 @@ std::map<std::string, uint64_t> ControlPlane::SampleCounts() const { return impl
 void ControlPlane::MergeSampleCounts(const std::map<std::string, uint64_t>& counts) {
   impl_->MergeSampleCounts(counts);
 }
-bool ControlPlane::JoinersWaiting() const { return impl_->JoinersWaiting(); }
 void ControlPlane::AdmitOnItsOwn(uint64_t until_samples) { impl_->AdmitOnItsOwn(until_samples); }
 
 // ---------------------------------------------------------------------------
@@ -621,13 +620,6 @@ void ControlPlaneImpl::ReportProgress(int64_t step, int64_t next_admission_step)
   std::lock_guard<std::mutex> lock(mu_);
   progress_step_ = step;
   progress_next_admission_ = next_admission_step;
-}
-
-bool ControlPlaneImpl::JoinersWaiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (phase_ != Phase::kMember) return false;
-  if (IsCoordinator()) return !applicants_.empty();
-  return joiners_at_heard_ == view_.epoch + 1;
 }
 
 std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {

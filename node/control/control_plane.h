@@ -182,9 +182,6 @@ class ControlPlane {
   // state carry; and merged back (entry-wise maximum) from one.
   std::map<std::string, uint64_t> SampleCounts() const;
   void MergeSampleCounts(const std::map<std::string, uint64_t>& counts);
-  // True while nodes wait to be admitted at the current epoch: the
-  // coordinator's applicants, as its heartbeats tell the members.
-  bool JoinersWaiting() const;
   // Barrier-free admission, for a cluster whose nodes train at their own
   // pace: as coordinator, this node admits waiting joiners by itself, in an
   // epoch of their own (never with a departure), without a barrier of the

@@ -83,7 +83,6 @@ class ControlPlaneImpl : public Connection::Listener {
   uint64_t ClusterSamples(bool extrapolate) const;
   std::map<std::string, uint64_t> SampleCounts() const;
   void MergeSampleCounts(const std::map<std::string, uint64_t>& counts);
-  bool JoinersWaiting() const;
   void AdmitOnItsOwn(uint64_t until_samples);
 
   // ---- Connection::Listener (control thread) ----
@@ -404,7 +403,6 @@ class ControlPlaneImpl : public Connection::Listener {
   };
   std::map<std::string, SamplesHeard> samples_heard_;  // by member name: its current incarnation's rate
   Clock::time_point stalled_at_{};  // when OnTick last found its thread had stalled
-  uint64_t joiners_at_heard_ = 0;                  // the coordinator's last joiners_at
 
   // Split detection (control_split.cc): members the views dropped, by name,
   // probed now and then while recent.

@@ -438,7 +438,9 @@ TEST(JoinFaultTest, AllreduceTrainsEverySampleOfAnEpochOnceThroughAJoinAndAKill)
     if (i == 1) continue;  // killed: it recorded no epoch's end
     lineage.insert(records.back().applied.begin(), records.back().applied.end());
     for (const auto& [epoch, n] : records.back().epoch_samples) {
-      if (epoch_samples.count(epoch)) EXPECT_EQ(epoch_samples[epoch], n) << "node" << i << ", epoch " << epoch;
+      if (epoch_samples.count(epoch)) {
+        EXPECT_EQ(epoch_samples[epoch], n) << "node" << i << ", epoch " << epoch;
+      }
       epoch_samples[epoch] = n;
     }
   }
