@@ -292,11 +292,11 @@ double LongestGapBetweenRecords(const fs::path& metrics) {
 // admission point, node0 waited there until node1 ended the step it was in.
 TEST(HeteroSamplesTest, AJoinAtTheirOwnPaceWaitsForNoSlowMember) {
   HandCluster cluster("hetero-own-pace-join");
-  const std::vector<std::string> shared = {"train.epochs=4", "data.train_limit=30000", "train.stop=\"samples\"",
+  const std::vector<std::string> shared = {"train.epochs=3", "data.train_limit=30000", "train.stop=\"samples\"",
                                            "exchange.kind=\"gossip\"", "exchange.protocol=\"pairwise-async\"",
                                            "topology.kind=\"ring\""};
   const std::vector<nlohmann::json> s =
-      cluster.Run(shared, {{}, {"train.slowdown=300"}, {}}, /*last_after_s=*/1.5);
+      cluster.Run(shared, {{}, {"train.slowdown=150"}, {}}, /*last_after_s=*/1.5);
   ASSERT_EQ(s.size(), 3u);
   EXPECT_NE(cluster.Output(2).find("pushed): "), std::string::npos) << cluster.Output(2);
   EXPECT_EQ(s[0]["admissions"], 1) << s[0].dump();
