@@ -214,13 +214,16 @@ Status TrainingLoop::AdmitInto(const Result<MembershipView>& met, uint64_t epoch
   const MembershipView& next = *met;
   // At its own pace a node follows every view so (no member meets it in a re-form).
   if (next.epoch <= epoch || (next.joined.empty() && !free_running_)) return Status::Ok();
-  const std::string names = next.joined.empty() ? "no one" : JoinNames(next.joined);
-  CHORUS_LOG_INFO(Subsys::kNode, "admitting ", names, " before step ", step_, " (epoch ", next.epoch, ", ",
-                  next.size(), " members)");
+  // "admitting <joiners>", or at its own pace for a view without joiners "following epoch <e>".
+  const std::string what = next.joined.empty() ? "epoch " + std::to_string(next.epoch) : JoinNames(next.joined);
+  const char* doing = next.joined.empty() ? "following " : "admitting ";
+  CHORUS_LOG_INFO(Subsys::kNode, doing, what, " before step ", step_, " (epoch ", next.epoch, ", ", next.size(),
+                  " members)");
   const double t0 = NowSeconds();
   CHORUS_RETURN_IF_ERROR(s_.exchange->Admit(next, step_));
   steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();
-  CHORUS_LOG_INFO(Subsys::kNode, "admitted ", names, " in ", NowSeconds() - t0, " s");
+  CHORUS_LOG_INFO(Subsys::kNode, next.joined.empty() ? "followed " : "admitted ", what, " in ", NowSeconds() - t0,
+                  " s");
   if (s_.trace != nullptr) {
     s_.trace->Add("admission", 1, static_cast<int64_t>(t0 * 1e6), static_cast<int64_t>(NowSeconds() * 1e6), step_);
   }
