@@ -45,6 +45,15 @@ struct ClusterSession {
   // (which may already hold a newer view) to mark members dead whose control
   // connection closed.
   std::shared_ptr<InstalledPeers> installed = std::make_shared<InstalledPeers>();
+  // The training loop's pacing (PacingOf, node/run/training_loop.h): at its
+  // own pace every view is followed on its own, with no collective, and a
+  // newer view ends the installed one's operations (InstalledPeers). The
+  // exchanges read it; only SetOwnPace sets it.
+  bool own_pace() const { return own_pace_; }
+  void SetOwnPace() {
+    own_pace_ = true;
+    installed->SetFollowsViewsOnItsOwn(true);
+  }
 
   // Installs `view`'s members as the transport's peers (Transport::BeginEpoch,
   // then SetPeers). Moving to a later epoch also discards what the epochs left
@@ -54,6 +63,7 @@ struct ClusterSession {
   [[nodiscard]] Status InstallPeers(const MembershipView& view, Deadline deadline);
 
  private:
+  bool own_pace_ = false;
   // A control-plane barrier of the current epoch, its error naming `name`.
   [[nodiscard]] Status DataPlaneBarrier(const std::string& name, uint64_t epoch, Deadline deadline);
 };

@@ -76,6 +76,24 @@ size_t SourceOfChunk(size_t c, size_t sources) { return c % sources; }
 // when the provider keeps one (a chunk half sent to a receiver that froze may
 // still be read), the header's copy and `bytes` are kept for good (`bytes` is
 // then left empty).
+// A sender's capture and its CRC-32, computed once (a striping holder's
+// fingerprint and its header use the same one).
+struct Captured {
+  std::vector<uint8_t> bytes;
+  uint32_t crc32 = 0;
+};
+
+Result<Captured> CaptureWithCrc(LiveState& state, int64_t next_step) {
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
+  const uint32_t crc = Crc32(bytes);
+  return Captured{std::move(bytes), crc};
+}
+
+Header HeaderOf(const Captured& captured, int64_t next_step) {
+  return Header{kMagic, kVersion, captured.bytes.size(), next_step, captured.crc32,
+                static_cast<uint32_t>(kLiveStateChunkBytes)};
+}
+
 std::vector<uint8_t> HeaderBytes(const Header& header) {
   std::vector<uint8_t> head(sizeof(Header));
   std::memcpy(head.data(), &header, sizeof(Header));
@@ -219,13 +237,6 @@ Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collect
 
 namespace {
 
-// A holder's capture and its CRC-32, computed once for the fingerprint and
-// the header.
-struct Captured {
-  std::vector<uint8_t> bytes;
-  uint32_t crc32 = 0;
-};
-
 // A holder's capture as exact small floats for GatherFromEveryRank: whether
 // it holds the state, its CRC-32 in two 16-bit halves, its size in three.
 constexpr size_t kFingerprintFloats = 6;
@@ -249,10 +260,8 @@ Result<std::vector<int>> PickSources(const gossip::Collective& collective, const
   const bool holds = std::find(holders.begin(), holders.end(), view.self_rank) != holders.end();
   std::array<float, kFingerprintFloats> mine{};
   if (holds) {
-    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
-    const uint32_t crc = Crc32(bytes);
-    mine = Fingerprint(true, crc, bytes.size());
-    *captured = Captured{std::move(bytes), crc};
+    CHORUS_ASSIGN_OR_RETURN(*captured, CaptureWithCrc(state, next_step));
+    mine = Fingerprint(true, (*captured)->crc32, (*captured)->bytes.size());
   }
   // The third 2^20 tags of the round: after the needs' gather and the header.
   CHORUS_ASSIGN_OR_RETURN(const std::vector<float> all,
@@ -274,6 +283,11 @@ Result<std::vector<int>> PickSources(const gossip::Collective& collective, const
 
 }  // namespace
 
+Status NobodyHoldsTheState(uint64_t epoch) {
+  return FailedPrecondition("no member of epoch " + std::to_string(epoch) +
+                            " holds the cluster's state: every member joined and is waiting for it");
+}
+
 Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, const MembershipView& view,
                                        LiveState& state, int64_t next_step, Deadline deadline, int round,
                                        int max_sources) {
@@ -289,10 +303,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   for (int r = 0; r < n; ++r) (needs[static_cast<size_t>(r)] > 0.5f ? receivers : holders).push_back(r);
   shared.receivers = static_cast<int>(receivers.size());
   if (receivers.empty()) return shared;
-  if (holders.empty()) {
-    return Err(FailedPrecondition("no member of epoch " + std::to_string(view.epoch) +
-                                  " holds the cluster's state: every member joined and is waiting for it"));
-  }
+  if (holders.empty()) return Err(NobodyHoldsTheState(view.epoch));
   std::optional<Captured> captured;
   CHORUS_ASSIGN_OR_RETURN(const std::vector<int> sources, PickSources(collective, view, state, holders, max_sources,
                                                                       next_step, round_base, deadline, &captured));
@@ -304,13 +315,10 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   const double t0 = NowSeconds();
   if (auto self = std::find(sources.begin(), sources.end(), view.self_rank); self != sources.end()) {
     if (!captured) {
-      CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
-      const uint32_t crc = Crc32(bytes);
-      captured = Captured{std::move(bytes), crc};
+      CHORUS_ASSIGN_OR_RETURN(captured, CaptureWithCrc(state, next_step));
     }
     std::vector<uint8_t>& bytes = captured->bytes;
-    Header header{kMagic, kVersion, bytes.size(), next_step, captured->crc32,
-                  static_cast<uint32_t>(kLiveStateChunkBytes)};
+    const Header header = HeaderOf(*captured, next_step);
     const size_t index = static_cast<size_t>(self - sources.begin());
     CHORUS_RETURN_IF_ERROR(
         Send(transport, receivers, header, index == 0, index, sources.size(), bytes, round_base, deadline));
@@ -350,10 +358,9 @@ Result<std::unique_ptr<LiveStatePush>> LiveStatePush::Start(gossip::Transport& t
                                                           int64_t next_step, Deadline deadline) {
   std::unique_ptr<LiveStatePush> push(new LiveStatePush(deadline));
   push->to_ = view.members[static_cast<size_t>(to)].name;
-  CHORUS_ASSIGN_OR_RETURN(push->bytes_, state.Capture(next_step));
-  const Header header{kMagic, kVersion, push->bytes_.size(), next_step, Crc32(push->bytes_),
-                      static_cast<uint32_t>(kLiveStateChunkBytes)};
-  push->head_ = HeaderBytes(header);
+  CHORUS_ASSIGN_OR_RETURN(Captured captured, CaptureWithCrc(state, next_step));
+  push->head_ = HeaderBytes(HeaderOf(captured, next_step));
+  push->bytes_ = std::move(captured.bytes);
   const gossip::Tag round_base = RoundTagBase(view.epoch, kPushRound);
   CHORUS_RETURN_IF_ERROR(Post(transport, to, HeaderTag(round_base), push->head_, push->requests_));
   CHORUS_RETURN_IF_ERROR(PostChunks(transport, {to}, 0, 1, push->bytes_, round_base, push->requests_));

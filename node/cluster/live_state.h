@@ -133,6 +133,9 @@ class LiveStatePush {
   std::vector<gossip::RequestPtr> requests_;
 };
 
+// FailedPrecondition: every member of `epoch` joined and waits for the state.
+[[nodiscard]] Status NobodyHoldsTheState(uint64_t epoch);
+
 // The joiner's side of a LiveStatePush: receives rank `from`'s push at
 // `view`'s epoch and restores it (`state`). Returns the step to run next.
 [[nodiscard]] Result<int64_t> ReceivePushedLiveState(gossip::Transport& transport, const MembershipView& view,

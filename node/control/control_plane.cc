@@ -90,6 +90,7 @@ const std::string& ControlPlane::advertise_address() const { return impl_->adver
 const std::string& ControlPlane::name() const { return impl_->name(); }
 Result<MembershipView> ControlPlane::WaitForEpoch0(Deadline deadline) { return impl_->WaitForEpoch0(deadline); }
 MembershipView ControlPlane::View() const { return impl_->View(); }
+uint64_t ControlPlane::Epoch() const { return impl_->Epoch(); }
 Status ControlPlane::Failure() const { return impl_->Failure(); }
 bool ControlPlane::Removed() const { return impl_->Removed(); }
 std::vector<std::string> ControlPlane::RejoinAddresses() const { return impl_->RejoinAddresses(); }
@@ -557,6 +558,11 @@ Result<MembershipView> ControlPlaneImpl::WaitForEpoch0(Deadline deadline) {
 MembershipView ControlPlaneImpl::View() const {
   std::lock_guard<std::mutex> lock(mu_);
   return view_;
+}
+
+uint64_t ControlPlaneImpl::Epoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return view_.epoch;
 }
 
 void ControlPlaneImpl::EndAs(Phase phase, Status why) {

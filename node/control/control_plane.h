@@ -118,6 +118,8 @@ class ControlPlane {
   // The latest installed view (epoch 0 with no members before joining). Its
   // self_rank is -1 once this node has left or was removed by the others.
   MembershipView View() const;
+  // View().epoch without copying the view (a training loop asks every step).
+  uint64_t Epoch() const;
   // Ok while this node is a member or joining; once the others removed it, or
   // its part of a split cluster yielded, or the control plane failed: why
   // (Aborted, or the failure). A training loop checks it every step, so that

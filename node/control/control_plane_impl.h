@@ -68,6 +68,7 @@ class ControlPlaneImpl : public Connection::Listener {
   const std::string& name() const { return self_.name; }
   Result<MembershipView> WaitForEpoch0(Deadline deadline);
   MembershipView View() const;
+  uint64_t Epoch() const;
   bool Removed() const;
   std::vector<std::string> RejoinAddresses() const;
   Status Failure() const;
@@ -202,6 +203,10 @@ class ControlPlaneImpl : public Connection::Listener {
   // in the same proposal, and the run is not about to end.
   bool AdmitsOnItsOwnNow(bool departures) const;
   uint64_t ClusterSamplesLocked(bool extrapolate, double horizon_s) const;
+  // A member of the view other than this node, not gone: whose heard rate counts.
+  bool LiveOtherMember(const std::string& name) const {
+    return name != self_.name && !Gone(name) && view_.Find(name) != nullptr;
+  }
   void ProbeDeparted(Clock::time_point now);
   void HandleSplitProbeReply(const std::shared_ptr<Connection>& conn, const ControlMessage& message);
   // This node leaves its part for the larger one (`why`), telling its fellow

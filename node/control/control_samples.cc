@@ -26,7 +26,7 @@ uint64_t ControlPlaneImpl::ClusterSamplesLocked(bool extrapolate, double horizon
   if (!extrapolate) return total;
   const Clock::time_point now = Clock::now();
   for (const auto& [name, heard] : samples_heard_) {
-    if (name == self_.name || Gone(name) || !view_.Find(name)) continue;
+    if (!LiveOtherMember(name)) continue;
     const double since = std::min(horizon_s, std::chrono::duration<double>(now - heard.at).count());
     total += static_cast<uint64_t>(heard.per_second * std::max(0.0, since));
   }
@@ -62,7 +62,7 @@ bool ControlPlaneImpl::AdmitsOnItsOwnNow(bool departures) const {
   double rate = 0.0;
   int heard = 0;
   for (const auto& [name, h] : samples_heard_) {
-    if (name == self_.name || Gone(name) || !view_.Find(name)) continue;
+    if (!LiveOtherMember(name)) continue;
     rate += h.per_second;
     ++heard;
   }

@@ -162,10 +162,7 @@ Status GossipExchange::AfterUpdate(int64_t step) {
   return Status::Ok();
 }
 
-bool GossipExchange::OwnPace() const {
-  return config_.exchange.protocol == GossipProtocolKind::kPairwiseAsync &&
-         config_.train.stop == StopSetting::kSamples && session_ != nullptr && session_->control != nullptr;
-}
+bool GossipExchange::OwnPace() const { return session_ != nullptr && session_->own_pace(); }
 
 Status GossipExchange::FollowOnItsOwn(const MembershipView& next, int64_t next_step) {
   const MembershipView before = session_->view;
@@ -206,10 +203,7 @@ Status GossipExchange::FollowNewerView(const Status& ended, const std::string& w
 Status GossipExchange::TakePushedState() {
   const MembershipView& view = session_->view;
   if (live_ != nullptr && live_->NeedsState()) {
-    if (view.self_rank == 0) {
-      return FailedPrecondition("no member of epoch " + std::to_string(view.epoch) +
-                                " holds the cluster's state: every member joined and is waiting for it");
-    }
+    if (view.self_rank == 0) return NobodyHoldsTheState(view.epoch);
     // A newer view must not end this transfer: it stays at the epoch that admitted this node.
     session_->installed->SetRecovery(InstalledPeers::Recovery::kWaiting);
     Result<int64_t> taken = ReceivePushedLiveState(*session_->transport, view, 0, *live_,
@@ -298,7 +292,7 @@ Status GossipExchange::Joined() {
 // Nodes at their own pace stand steps apart by design: each goes on from its
 // own checkpoint (and the cluster's sample count, which its heartbeats merge).
 Status GossipExchange::Resumed(int64_t next_step) {
-  if (pairwise_ && config_.train.stop == StopSetting::kSamples) return Status::Ok();
+  if (OwnPace()) return Status::Ok();
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
                           gossip::Collective::Create(*session_->transport, HostKeys(session_->view)));
   CHORUS_ASSIGN_OR_RETURN(steps_to_catch_up_, CatchUpOnResume(world, session_->view, live_, next_step, config_));

@@ -78,9 +78,8 @@ class GossipExchange final : public Exchange {
   // then the protocol over the new graph; with `agree`, the step to resume
   // from (steps_to_catch_up_). Returns the step to run next.
   [[nodiscard]] Result<int64_t> ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree);
-  // Nodes at their own pace (pairwise under train.stop = "samples" in a
-  // cluster): every view is followed on its own, with no collective
-  // (ControlPlane::AdmitOnItsOwn).
+  // The session's pacing (ClusterSession::own_pace, set by the training
+  // loop): every view is followed on its own, with no collective.
   bool OwnPace() const;
   // Own pace: installs `next`, pushes the live state to the members new to
   // this node when it is rank 0 (LiveStatePush), and builds the protocol

@@ -69,7 +69,7 @@ Result<std::optional<json>> TrainingLoop::Run() {
     if (s_.config->cluster.admit_every_steps > 0) {
       s_.session->control->AdmitOnItsOwn(static_cast<uint64_t>(tc.epochs) * static_cast<uint64_t>(s_.train->count));
     }
-    s_.session->installed->SetFollowsViewsOnItsOwn(true);
+    s_.session->SetOwnPace();
   }
   shares_ = MemberBatches();
   const int rank = SelfRank();

@@ -198,6 +198,7 @@ Status TrainingLoop::AdmitIfDue() {
 // the older epoch end as soon as the control plane installs the view).
 Status TrainingLoop::FollowViewOnItsOwn() {
   ClusterSession* session = s_.session;
+  if (session->control->Epoch() <= session->view.epoch) return Status::Ok();  // every step: no copy
   const MembershipView latest = session->control->View();
   if (latest.epoch <= session->view.epoch || latest.self_rank < 0) return Status::Ok();
   return AdmitInto(latest, session->view.epoch);
