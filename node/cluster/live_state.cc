@@ -66,16 +66,37 @@ double StallBeforeChunks() {
   return text != nullptr ? std::max(0.0, std::atof(text)) : 0.0;
 }
 
-// Which source of `sources` sends chunk `c`: the chunks are dealt out in
-// turn, so each of S sources sends every S-th.
-size_t SourceOfChunk(size_t c, size_t sources) { return c % sources; }
+// Who sends what in one transfer, the same on every member: the sources
+// (ranks, lowest first; the first sends the header and its bytes are the
+// ones received) and which of them sends each chunk. With no per-chunk plan
+// (one source, whose size the receivers learn from the header) the first
+// sends every chunk.
+struct Plan {
+  std::vector<int> sources;
+  std::vector<size_t> chunk_source;  // per chunk: an index into `sources`
+  size_t SourceOf(size_t c) const { return chunk_source.empty() ? 0 : chunk_source[c]; }
+};
 
-// Sends `header` (when `with_header`) and this source's share of `bytes` (the
-// chunks SourceOfChunk gives source `self_source` of `sources`) to each of
-// `to`, all at once, and waits. On a failure the requests are released, and
-// when the provider keeps one (a chunk half sent to a receiver that froze may
-// still be read), the header's copy and `bytes` are kept for good (`bytes` is
-// then left empty).
+// Deals `chunks` chunks over `sources` sources: chunk c may come from source
+// s when `alike(c, s)` (s holds chunk c as the first source does; the first
+// always may). Each goes to the eligible source with the fewest chunks so
+// far (ties: the lowest), so the chunks only the first holds (BatchNorm
+// statistics that every all-reduce replica gathers from its own batches)
+// weigh on it and the rest spread over the others.
+template <typename Alike>
+std::vector<size_t> DealChunks(size_t chunks, size_t sources, Alike alike) {
+  std::vector<size_t> chunk_source(chunks, 0), load(sources, 0);
+  for (size_t c = 0; c < chunks; ++c) {
+    size_t best = 0;
+    for (size_t s = 1; s < sources; ++s) {
+      if (alike(c, s) && load[s] < load[best]) best = s;
+    }
+    chunk_source[c] = best;
+    ++load[best];
+  }
+  return chunk_source;
+}
+
 // A sender's capture and its CRC-32, computed once (a striping holder's
 // fingerprint and its header use the same one).
 struct Captured {
@@ -108,14 +129,14 @@ Status Post(gossip::Transport& transport, int rank, gossip::Tag tag, std::span<c
   return r ? Status::Ok() : r.error();
 }
 
-// Posts the chunks of `bytes` that SourceOfChunk gives source `self_source`
-// of `sources` to each of `to`.
-Status PostChunks(gossip::Transport& transport, const std::vector<int>& to, size_t self_source, size_t sources,
+// Posts the chunks of `bytes` that `plan` gives source `self_source` to each
+// of `to`.
+Status PostChunks(gossip::Transport& transport, const std::vector<int>& to, size_t self_source, const Plan& plan,
                   std::span<const uint8_t> bytes, gossip::Tag round_base,
                   std::vector<gossip::RequestPtr>& requests) {
   for (int rank : to) {
     for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
-      if (SourceOfChunk(c, sources) != self_source) continue;
+      if (plan.SourceOf(c) != self_source) continue;
       const size_t begin = c * kLiveStateChunkBytes;
       const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
       CHORUS_RETURN_IF_ERROR(Post(transport, rank, ChunkTag(round_base), bytes.subspan(begin, n), requests));
@@ -124,9 +145,15 @@ Status PostChunks(gossip::Transport& transport, const std::vector<int>& to, size
   return Status::Ok();
 }
 
-Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header, bool with_header,
-            size_t self_source, size_t sources, std::vector<uint8_t>& bytes, gossip::Tag round_base,
-            Deadline deadline) {
+// Sends `header` (source 0 does) and this source's share of `bytes` (the
+// chunks `plan` gives source `self_source`) to each of
+// `to`, all at once, and waits. On a failure the requests are released, and
+// when the provider keeps one (a chunk half sent to a receiver that froze may
+// still be read), the header's copy and `bytes` are kept for good (`bytes` is
+// then left empty).
+Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header, size_t self_source,
+            const Plan& plan, std::vector<uint8_t>& bytes, gossip::Tag round_base, Deadline deadline) {
+  const bool with_header = self_source == 0;
   std::vector<uint8_t> head = HeaderBytes(header);
   std::vector<gossip::RequestPtr> requests;
   auto fail = [&](Status why) {
@@ -145,7 +172,7 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
     CHORUS_LOG_WARN(Subsys::kNode, "fault injection: stalling ", stall, " s between the live state's header and its chunks");
     std::this_thread::sleep_for(std::chrono::duration<double>(stall));
   }
-  if (Status s = PostChunks(transport, to, self_source, sources, bytes, round_base, requests); !s.ok()) {
+  if (Status s = PostChunks(transport, to, self_source, plan, bytes, round_base, requests); !s.ok()) {
     return fail(s);
   }
   for (gossip::RequestPtr& r : requests) {
@@ -155,11 +182,11 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
   return Status::Ok();
 }
 
-// Receives the header from the first of `from` and the chunks from each as
-// SourceOfChunk deals them, and checks them.
-Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const std::vector<int>& from,
-                                     const std::string& sender, gossip::Tag round_base, Deadline deadline,
-                                     Header* header) {
+// Receives the header from the first source of `plan` and the chunks from
+// each as `plan` deals them, and checks them.
+Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const Plan& plan, const std::string& sender,
+                                     gossip::Tag round_base, Deadline deadline, Header* header) {
+  const std::vector<int>& from = plan.sources;
   {
     // Received into the heap, which is kept if the provider keeps the request.
     std::vector<uint8_t> head(sizeof(Header));
@@ -184,6 +211,10 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const std::ve
                         ", version " + std::to_string(header->version) + ", " + std::to_string(header->bytes) +
                         " bytes in chunks of " + std::to_string(header->chunk_bytes) + ")"));
   }
+  if (!plan.chunk_source.empty() && Chunks(header->bytes) != plan.chunk_source.size()) {
+    return Err(DataLoss("live state from " + sender + ": a header of " + std::to_string(header->bytes) +
+                        " bytes, not the size its holders agreed on"));
+  }
   std::vector<uint8_t> bytes(static_cast<size_t>(header->bytes));
   std::vector<gossip::RequestPtr> requests;
   // The chunks' requests end first (cancelled); a chunk half received from a
@@ -195,7 +226,7 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const std::ve
   for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
     const size_t begin = c * kLiveStateChunkBytes;
     const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
-    Result<gossip::RequestPtr> r = transport.Irecv(from[SourceOfChunk(c, from.size())], ChunkTag(round_base),
+    Result<gossip::RequestPtr> r = transport.Irecv(from[plan.SourceOf(c)], ChunkTag(round_base),
                                                    std::as_writable_bytes(std::span(bytes).subspan(begin, n)));
     if (!r) return fail(r.error());
     requests.push_back(std::move(*r));
@@ -237,26 +268,67 @@ Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collect
 
 namespace {
 
-// A holder's capture as exact small floats for GatherFromEveryRank: whether
-// it holds the state, its CRC-32 in two 16-bit halves, its size in three.
+// Exact small floats for GatherFromEveryRank: a 32-bit value in two 16-bit
+// halves, a size in three.
+float Half(uint64_t v, int shift) { return static_cast<float>((v >> shift) & 0xffff); }
+
+// A holder's capture: whether it holds the state, its CRC-32 and its size.
 constexpr size_t kFingerprintFloats = 6;
 std::array<float, kFingerprintFloats> Fingerprint(bool holds, uint32_t crc, uint64_t bytes) {
-  auto part = [](uint64_t v, int shift) { return static_cast<float>((v >> shift) & 0xffff); };
   if (!holds) return {};
-  return {1.0f, part(crc, 16), part(crc, 0), part(bytes, 32), part(bytes, 16), part(bytes, 0)};
+  return {1.0f, Half(crc, 16), Half(crc, 0), Half(bytes, 32), Half(bytes, 16), Half(bytes, 0)};
 }
 
-// The sources of a transfer: the lowest-ranked holder alone, or, with
+// The CRC-32 of each chunk of `bytes`, two floats per chunk.
+std::vector<float> ChunkFingerprints(std::span<const uint8_t> bytes) {
+  std::vector<float> out;
+  for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
+    const size_t begin = c * kLiveStateChunkBytes;
+    const uint32_t crc = Crc32(bytes.subspan(begin, std::min(kLiveStateChunkBytes, bytes.size() - begin)));
+    out.push_back(Half(crc, 16));
+    out.push_back(Half(crc, 0));
+  }
+  return out;
+}
+
+// Rank `rank`'s `k` floats of a GatherFromEveryRank.
+std::span<const float> Slot(const std::vector<float>& all, int rank, size_t k) {
+  return std::span<const float>(all).subspan(static_cast<size_t>(rank) * k, k);
+}
+
+bool Same(std::span<const float> a, std::span<const float> b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+
+// `plan` without the sources that send no chunk (the first stays: it sends
+// the header).
+Plan DropIdleSources(Plan plan) {
+  std::vector<size_t> index(plan.sources.size(), 0);
+  std::vector<int> kept;
+  for (size_t s = 0; s < plan.sources.size(); ++s) {
+    const bool sends = s == 0 || std::find(plan.chunk_source.begin(), plan.chunk_source.end(), s) !=
+                                     plan.chunk_source.end();
+    index[s] = kept.size();
+    if (sends) kept.push_back(plan.sources[s]);
+  }
+  for (size_t& c : plan.chunk_source) c = index[c];
+  plan.sources = std::move(kept);
+  return plan;
+}
+
+// The plan of a transfer: the lowest-ranked holder alone, or, with
 // `max_sources` above 1 and several holders, up to that many holders
-// (lowest ranks first) when every holder captured the same bytes. The check
-// is a gather of each holder's fingerprint; holders capture their state for
-// it (`*captured`, with its CRC-32, which the header then carries). Replicas of an all-reduce on CPUs are bitwise equal; with
-// a GPU among them they differ in the last bits, and one source sends all.
-Result<std::vector<int>> PickSources(const gossip::Collective& collective, const MembershipView& view,
-                                     LiveState& state, const std::vector<int>& holders, int max_sources,
-                                     int64_t next_step, gossip::Tag round_base, Deadline deadline,
-                                     std::optional<Captured>* captured) {
-  if (max_sources <= 1 || holders.size() < 2) return std::vector<int>{holders[0]};
+// (lowest ranks first) with the chunks dealt among them. Holders capture
+// their state for it (`*captured`, with its CRC-32, which the header then
+// carries) and gather a fingerprint of it. Where every holder captured the
+// same bytes (all-reduce replicas on CPUs, bitwise equal) every chunk may
+// come from any source. Where only some chunks differ (BatchNorm running
+// statistics, gathered by each replica from its own batches) the sources
+// gather a CRC-32 per chunk, and a chunk comes only from sources that hold
+// it as the first does. Where the sizes differ (gossip replicas' metadata),
+// the first source sends it all.
+Result<Plan> PlanTransfer(const gossip::Collective& collective, const MembershipView& view, LiveState& state,
+                          const std::vector<int>& holders, int max_sources, int64_t next_step,
+                          gossip::Tag round_base, Deadline deadline, std::optional<Captured>* captured) {
+  if (max_sources <= 1 || holders.size() < 2) return Plan{{holders[0]}, {}};
   const bool holds = std::find(holders.begin(), holders.end(), view.self_rank) != holders.end();
   std::array<float, kFingerprintFloats> mine{};
   if (holds) {
@@ -266,19 +338,55 @@ Result<std::vector<int>> PickSources(const gossip::Collective& collective, const
   // The third 2^20 tags of the round: after the needs' gather and the header.
   CHORUS_ASSIGN_OR_RETURN(const std::vector<float> all,
                           GatherFromEveryRank(collective, mine, round_base + (gossip::Tag{2} << 20), deadline));
-  auto of = [&](int rank) {
-    return std::span<const float>(all).subspan(static_cast<size_t>(rank) * kFingerprintFloats, kFingerprintFloats);
-  };
-  for (int h : holders) {
-    if (!std::equal(of(h).begin(), of(h).end(), of(holders[0]).begin())) {
-      CHORUS_LOG_INFO(Subsys::kNode, "the holders of the live state at epoch ", view.epoch,
-                      " hold different bytes (", view.members[static_cast<size_t>(h)].name, " and ",
-                      view.members[static_cast<size_t>(holders[0])].name, "): one of them sends it all");
-      return std::vector<int>{holders[0]};
-    }
-  }
+  auto of = [&](int rank) { return Slot(all, rank, kFingerprintFloats); };
   const size_t n = std::min(holders.size(), static_cast<size_t>(max_sources));
-  return std::vector<int>(holders.begin(), holders.begin() + static_cast<std::ptrdiff_t>(n));
+  Plan plan{std::vector<int>(holders.begin(), holders.begin() + static_cast<std::ptrdiff_t>(n)), {}};
+  const std::span<const float> first = of(holders[0]);
+  const uint64_t size = (static_cast<uint64_t>(first[3]) << 32) | (static_cast<uint64_t>(first[4]) << 16) |
+                        static_cast<uint64_t>(first[5]);
+  const size_t chunks = Chunks(size);
+  bool all_same = true;
+  for (int h : plan.sources) {
+    if (!Same(of(h).subspan(3), first.subspan(3))) {
+      CHORUS_LOG_INFO(Subsys::kNode, "the holders of the live state at epoch ", view.epoch, " hold states of ",
+                      "different sizes (", view.members[static_cast<size_t>(h)].name, " and ",
+                      view.members[static_cast<size_t>(holders[0])].name, "): one of them sends it all");
+      return Plan{{holders[0]}, {}};
+    }
+    all_same = all_same && Same(of(h), first);
+  }
+  if (all_same) {
+    plan.chunk_source = DealChunks(chunks, n, [](size_t, size_t) { return true; });
+    return DropIdleSources(std::move(plan));
+  }
+  // Same sizes, other bytes: which chunks differ, in the fourth 2^20 tags.
+  const size_t k = 2 * chunks;
+  std::vector<float> chunk_crcs(k, 0.0f);
+  if (std::find(plan.sources.begin(), plan.sources.end(), view.self_rank) != plan.sources.end()) {
+    chunk_crcs = ChunkFingerprints((*captured)->bytes);
+  }
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<float> crcs,
+                          GatherFromEveryRank(collective, chunk_crcs, round_base + (gossip::Tag{3} << 20), deadline));
+  plan.chunk_source = DealChunks(chunks, n, [&](size_t c, size_t s) {
+    return Same(Slot(crcs, plan.sources[s], k).subspan(2 * c, 2), Slot(crcs, plan.sources[0], k).subspan(2 * c, 2));
+  });
+  size_t alike = 0;
+  for (size_t c = 0; c < chunks; ++c) {
+    bool every = true;
+    for (size_t s = 1; s < n; ++s) {
+      every = every && Same(Slot(crcs, plan.sources[s], k).subspan(2 * c, 2), Slot(crcs, plan.sources[0], k).subspan(2 * c, 2));
+    }
+    alike += every ? 1 : 0;
+  }
+  const std::string& first_name = view.members[static_cast<size_t>(holders[0])].name;
+  if (alike == 0) {
+    CHORUS_LOG_INFO(Subsys::kNode, "the holders of the live state at epoch ", view.epoch, " hold none of its ", chunks,
+                    " chunks alike: ", first_name, " sends what no other holds as it does");
+  } else {
+    CHORUS_LOG_INFO(Subsys::kNode, "the holders of the live state at epoch ", view.epoch, " hold ", alike, " of its ",
+                    chunks, " chunks alike: those come striped, the rest from ", first_name);
+  }
+  return DropIdleSources(std::move(plan));
 }
 
 }  // namespace
@@ -305,11 +413,12 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   if (receivers.empty()) return shared;
   if (holders.empty()) return Err(NobodyHoldsTheState(view.epoch));
   std::optional<Captured> captured;
-  CHORUS_ASSIGN_OR_RETURN(const std::vector<int> sources, PickSources(collective, view, state, holders, max_sources,
-                                                                      next_step, round_base, deadline, &captured));
+  CHORUS_ASSIGN_OR_RETURN(const Plan plan, PlanTransfer(collective, view, state, holders, max_sources, next_step,
+                                                         round_base, deadline, &captured));
+  const std::vector<int>& sources = plan.sources;
   std::vector<std::string> source_names;
   for (int r : sources) source_names.push_back(view.members[static_cast<size_t>(r)].name);
-  shared.sender = view.members[static_cast<size_t>(sources[0])].name;
+  shared.sender = source_names[0];
   shared.sources = static_cast<int>(sources.size());
   gossip::Transport& transport = collective.transport();
   const double t0 = NowSeconds();
@@ -320,8 +429,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
     std::vector<uint8_t>& bytes = captured->bytes;
     const Header header = HeaderOf(*captured, next_step);
     const size_t index = static_cast<size_t>(self - sources.begin());
-    CHORUS_RETURN_IF_ERROR(
-        Send(transport, receivers, header, index == 0, index, sources.size(), bytes, round_base, deadline));
+    CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, index, plan, bytes, round_base, deadline));
     shared.bytes = header.bytes;
     std::vector<std::string> names;
     for (int r : receivers) names.push_back(view.members[static_cast<size_t>(r)].name);
@@ -340,7 +448,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
   if (sources.size() > 1) sender_text += ", striped";
   Header header;
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                          Receive(transport, sources, sender_text, round_base, deadline, &header));
+                          Receive(transport, plan, sender_text, round_base, deadline, &header));
   CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + JoinNames(source_names)));
   shared.bytes = bytes.size();
   shared.next_step = header.next_step;
@@ -363,7 +471,7 @@ Result<std::unique_ptr<LiveStatePush>> LiveStatePush::Start(gossip::Transport& t
   push->bytes_ = std::move(captured.bytes);
   const gossip::Tag round_base = RoundTagBase(view.epoch, kPushRound);
   CHORUS_RETURN_IF_ERROR(Post(transport, to, HeaderTag(round_base), push->head_, push->requests_));
-  CHORUS_RETURN_IF_ERROR(PostChunks(transport, {to}, 0, 1, push->bytes_, round_base, push->requests_));
+  CHORUS_RETURN_IF_ERROR(PostChunks(transport, {to}, 0, Plan{{to}, {}}, push->bytes_, round_base, push->requests_));
   CHORUS_LOG_INFO(Subsys::kNode, "pushing the live state (", MiB(push->bytes_.size()), ", step ", next_step, ") to ",
                   push->to_, " at epoch ", view.epoch, " while training on");
   return push;
@@ -395,7 +503,7 @@ Result<int64_t> ReceivePushedLiveState(gossip::Transport& transport, const Membe
   const std::string& sender = view.members[static_cast<size_t>(from)].name;
   const double t0 = NowSeconds();
   Header header;
-  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Receive(transport, {from}, sender,
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Receive(transport, Plan{{from}, {}}, sender,
                                                               RoundTagBase(view.epoch, kPushRound), deadline, &header));
   CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + sender));
   CHORUS_LOG_INFO(Subsys::kNode, "received the live state from ", sender, " (rank ", from, ", pushed): ",

@@ -85,10 +85,14 @@ struct LiveStateShared {
 // epoch): members whose `state` NeedsState() receive the state of the
 // lowest-ranked member that does not, and restore it. With `max_sources`
 // above 1 the state comes striped from up to that many members that hold it
-// (chunk c from the (c mod S)-th), so that S senders' links carry it in
-// parallel, where every holder captures the same bytes (checked first by a
-// gather of their CRCs and sizes: all-reduce replicas on CPUs); otherwise,
-// and with 1, from one. `next_step`: the step
+// (the chunks dealt evenly among them), so that S senders' links carry it in
+// parallel: a chunk comes from any source that holds it as the lowest-ranked
+// does (checked first by a gather of their CRCs and sizes, then of a CRC per
+// chunk where only some differ: all-reduce replicas on CPUs are bitwise
+// equal but for BatchNorm's running statistics), the rest from the
+// lowest-ranked. Holders whose states differ in size, and `max_sources` 1,
+// send from one. The receivers restore exactly the lowest-ranked holder's
+// bytes. `next_step`: the step
 // this node runs next (a receiver's becomes the sender's). FailedPrecondition
 // when every member needs the state (nobody holds it); DataLoss when the
 // bytes arrive corrupt (CRC); the transport's errors when a member dies.

@@ -116,8 +116,9 @@ TEST(LiveStateTest, JoinersTakeTheLowestHoldersStateInChunksWithItsStep) {
 }
 
 // Holders with the same bytes (all-reduce replicas) stripe the transfer:
-// chunk c from the (c mod S)-th source, the header from the first. Five
-// chunks over three sources: two from each of the first two, one from the third.
+// the chunks dealt evenly among the sources, the header from the first.
+// Five chunks over three sources: two from each of the first two, one from
+// the third.
 TEST(LiveStateTest, HoldersOfTheSameBytesStripeTheTransfer) {
   const size_t size = 4 * kLiveStateChunkBytes + 777;
   for (int max_sources : {4, 2}) {
@@ -142,8 +143,8 @@ TEST(LiveStateTest, HoldersOfTheSameBytesStripeTheTransfer) {
   }
 }
 
-// Holders whose bytes differ (a GPU replica's last bits) do not stripe: the
-// lowest-ranked one sends it all, and the receivers hold exactly its bytes.
+// Holders whose bytes differ in every chunk (a GPU replica's last bits) do
+// not stripe: the lowest-ranked one sends it all, and the receivers hold exactly its bytes.
 TEST(LiveStateTest, HoldersOfDifferentBytesSendFromOne) {
   const size_t size = 3 * kLiveStateChunkBytes;
   std::vector<FakeState> states;
@@ -157,6 +158,43 @@ TEST(LiveStateTest, HoldersOfDifferentBytesSendFromOne) {
   }
   EXPECT_EQ(states[2].bytes(), Pattern(size, 1));
   EXPECT_EQ(states[2].restored_from, "live state from node0");
+}
+
+// Holders alike but for one chunk (BatchNorm statistics beside the
+// all-reduced weights) stripe the chunks they hold alike; the chunk that
+// differs comes from the lowest-ranked, whose bytes the joiners restore.
+TEST(LiveStateTest, HoldersAlikeButForOneChunkStripeTheRest) {
+  const size_t size = 5 * kLiveStateChunkBytes + 99;  // six chunks
+  std::vector<FakeState> states;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<uint8_t> bytes = Pattern(size, 4);
+    bytes[2 * kLiveStateChunkBytes + 17] = static_cast<uint8_t>(100 + r);  // chunk 2 differs on each
+    states.emplace_back(std::move(bytes), 30, false);
+  }
+  const std::vector<uint8_t> first = states[0].bytes();
+  states.emplace_back(std::vector<uint8_t>{}, 0, true);
+  auto results = ShareOnAll(states, {30, 30, 30, 0}, 4);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(results[static_cast<size_t>(r)]) << r << ": " << results[static_cast<size_t>(r)].error().ToString();
+    EXPECT_EQ(results[static_cast<size_t>(r)]->sources, 3) << r;
+  }
+  EXPECT_EQ(states[3].bytes(), first);
+  EXPECT_EQ(states[3].restored_from, "live state from node0, node1, node2");
+}
+
+// Holders whose states differ in size (gossip replicas' metadata) cannot
+// match chunks: the lowest-ranked sends it all.
+TEST(LiveStateTest, HoldersOfDifferentSizesSendFromOne) {
+  std::vector<FakeState> states;
+  states.emplace_back(Pattern(2 * kLiveStateChunkBytes, 1), 8, false);
+  states.emplace_back(Pattern(2 * kLiveStateChunkBytes + 1, 1), 8, false);
+  states.emplace_back(std::vector<uint8_t>{}, 0, true);
+  auto results = ShareOnAll(states, {8, 8, 0}, 4);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(results[static_cast<size_t>(r)]) << r << ": " << results[static_cast<size_t>(r)].error().ToString();
+    EXPECT_EQ(results[static_cast<size_t>(r)]->sources, 1) << r;
+  }
+  EXPECT_EQ(states[2].bytes(), Pattern(2 * kLiveStateChunkBytes, 1));
 }
 
 TEST(LiveStateTest, NobodyNeedingItSendsNothing) {
