@@ -43,8 +43,9 @@ class HandCluster {
   ~HandCluster() { fs::remove_all(out_); }
 
   // Runs the nodes to the end; the summaries, or an empty vector after a
-  // failure the test has reported. The last node starts `last_after_s` late
-  // (with min_nodes one less, the others train without it meanwhile).
+  // failure the test has reported. The last node starts `last_after_s` after
+  // the others began to train (with min_nodes one less, they train without
+  // it meanwhile).
   std::vector<nlohmann::json> Run(const std::vector<std::string>& shared,
                                   const std::vector<std::vector<std::string>>& per_node, double last_after_s = 0) {
     const int n = static_cast<int>(per_node.size());
@@ -120,6 +121,13 @@ class HandCluster {
         args.push_back(s);
       }
       if (i == n - 1 && start.last_after_s > 0) {
+        // After the others formed (node0 trains only with min_nodes
+        // members): on a loaded host a node may take seconds to start, and
+        // the last one would take its place among the founders.
+        const fs::path metrics = out_ / run / "node0" / "metrics.jsonl";
+        for (int t = 0; t < 600 && testing::TrainedRecords(metrics) == 0; ++t) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
         std::this_thread::sleep_for(std::chrono::duration<double>(start.last_after_s));
       }
       if (i > 0 && start.gap_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(start.gap_s));
