@@ -58,7 +58,7 @@ bool MemberLost(const Status& s);
 // An exchange operation (`what`) failed with `failure`: logs it, and with
 // exchange.on_failure = "stop" returns it (saying so); otherwise returns
 // `reform`'s status (a ReformOverSurvivors).
-// --resume of the founding members (Exchange::Resumed): they agree on the
+// --resume of the founding members (MembershipTransitions::Resumed): they agree on the
 // largest step any of them resumed at (AgreeOnResumeStep). A member behind
 // it (its checkpoint is older: it stopped or died before the others) takes
 // the live state of the lowest-ranked member at that step (ShareLiveState),

@@ -617,7 +617,7 @@ std::string ControlPlaneImpl::JoinTermsRefusal(const std::string& name, const st
                                                bool resume) const {
   if (settings != shared_settings_) return SettingsDifference(self_.name, shared_settings_, name, settings);
   // The founding members synchronise a resumed state collectively at epoch 0
-  // (Exchange::Resumed): one that skipped it would wait in its first step for
+  // (MembershipTransitions::Resumed): one that skipped it would wait in its first step for
   // members waiting in that synchronisation, and both would time out. A node
   // that joins later is synchronised by its admission.
   if (!formed_ && resume != resume_) {

@@ -31,7 +31,8 @@
 
 namespace chorus::node {
 
-class AllreduceExchange final : public Exchange {
+// Lock step only: the exchange is its own MembershipTransitions.
+class AllreduceExchange final : public Exchange, public MembershipTransitions {
  public:
   [[nodiscard]] static Result<std::unique_ptr<AllreduceExchange>> Create(
       const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace);
@@ -49,12 +50,14 @@ class AllreduceExchange final : public Exchange {
   // weights (with a GPU in the cluster, the same up to rounding; Finish makes
   // them one).
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t /*step*/) override { return 0.0; }
+  Weighting SampleWeighting() const override { return Weighting::kGradient; }
+  [[nodiscard]] Result<std::vector<double>> GatherFromMembers(double mine) override;
+
+  MembershipTransitions& Transitions() override { return *this; }
   int64_t TakeStepsToCatchUp() override { return std::exchange(steps_to_catch_up_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   bool TakeStepAbandoned() override { return std::exchange(step_abandoned_, false); }
   bool StepsInLockstep() const override { return true; }
-  Weighting SampleWeighting() const override { return Weighting::kGradient; }
-  [[nodiscard]] Result<std::vector<double>> GatherFromMembers(double mine) override;
   [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
   [[nodiscard]] Status Joined() override;
 

@@ -12,7 +12,8 @@
 //
 // and Finish() once after the last step (consensus phase), after which every
 // node holds the same model, BatchNorm statistics included. At each evaluation
-// the loop asks for ExactConsensusDistance. The single-node exchange does
+// the loop asks for ExactConsensusDistance. What happens when the membership
+// changes is apart, in Transitions() (membership_transitions.h). The single-node exchange does
 // nothing. Implementations live in node/ (wiring gossip/ to the
 // trainer); the trainer never sees them.
 #pragma once
@@ -27,6 +28,7 @@
 #include "common/status.h"
 #include "node/cluster/live_state.h"
 #include "node/control/membership.h"
+#include "node/exchange/membership_transitions.h"
 
 namespace chorus::node {
 
@@ -37,55 +39,19 @@ class Exchange {
   // Where a joiner's state comes from and goes to (the training loop's), set
   // before the first step; null where no node can join (solo, simulate).
   void SetLiveState(LiveState* live) { live_ = live; }
-  // An admission point moved the membership to `next` (joiners at its end):
-  // every member of the epoch before calls it between steps, before step
-  // `next_step`. Rebuilds over `next` and gives the joiners the live state
-  // (ShareLiveState), while they call Joined. A member lost meanwhile is
-  // handled as any failure (exchange.on_failure).
-  [[nodiscard]] virtual Status Admit(const MembershipView& /*next*/, int64_t /*next_step*/) {
-    return Status::Ok();
+  // How this exchange moves between membership epochs (joins, re-forms,
+  // resumes), which the training loop consults between steps. None for an
+  // exchange without members to follow.
+  virtual MembershipTransitions& Transitions() {
+    static MembershipTransitions none;
+    return none;
   }
-  // This node joined a running cluster (ClusterSession::joined_running): takes
-  // the live state from a member, the members' Admit of the same epoch; over
-  // a later epoch when the sender dies meanwhile. Before the first step.
-  [[nodiscard]] virtual Status Joined() { return Status::Ok(); }
   [[nodiscard]] virtual Status BeforeStep(int64_t step) { return Status::Ok(); }
   [[nodiscard]] virtual Status AfterBackward(int64_t step, int local_samples) {
     return Status::Ok();
   }
   [[nodiscard]] virtual Status AfterUpdate(int64_t step) { return Status::Ok(); }
   [[nodiscard]] virtual Status Finish() { return Status::Ok(); }
-  // Steps the loop must catch up before its next exchanged step, and then 0
-  // again: after a re-form the survivors resume from the largest step any of
-  // them reached (step_agreement.h), and a node behind trains the steps it
-  // missed on its own (no exchange hooks), so that their batches are trained.
-  virtual int64_t TakeStepsToCatchUp() { return 0; }
-  // The loop resumed from a checkpoint (--resume) and runs `next_step` next.
-  // The nodes of a cluster that stopped together may have stopped steps
-  // apart (gossip nodes stop after the step each is in when the signal comes;
-  // all-reduce nodes agree on a step unless one stopped alone): they
-  // agree on one step as after a re-form (TakeStepsToCatchUp), and under
-  // all-reduce take rank 0's state. Collective over the epoch-0 members, so
-  // every founding node passes --resume (the coordinator refuses a founding
-  // join that differs: LocalNodeInfo::resume); called only in a cluster of two or
-  // more at epoch 0 (a node that joins later is synchronised by its admission
-  // instead).
-  [[nodiscard]] virtual Status Resumed(int64_t /*next_step*/) { return Status::Ok(); }
-  // True (once) when AfterBackward abandoned this step in a re-form: every
-  // survivor then already holds the new rank 0's weights, momentum and loss
-  // scale, and the loop must not apply this step's update. (Survivors may
-  // abandon different steps, one finishing the step the other failed; even a
-  // zero-gradient update moves the weights by lr(step) through momentum and
-  // weight decay, so applying it would make the replicas differ.)
-  virtual bool TakeStepAbandoned() { return false; }
-  // True when no node's step completes without every member taking part in
-  // it (all-reduce): the nodes then stop before one agreed step on a signal
-  // (TrainLoop), so their checkpoints agree. Gossip nodes run steps apart.
-  virtual bool StepsInLockstep() const { return false; }
-  // True when the nodes' steps are not matched at all (asynchronous pairwise
-  // gossip): under train.stop = "samples" each node then trains as fast as it
-  // can, and nothing waits for step numbers to meet.
-  virtual bool StepsRunApart() const { return false; }
   // How a node's sample weight (W * b / B for a batch b of a global batch B
   // over W nodes: Trainer::SetSampleWeights) applies: an all-reduce weights the
   // gradients it averages; push-sum weights each node's update instead (under

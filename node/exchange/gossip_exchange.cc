@@ -34,6 +34,171 @@ Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t ep
 
 }  // namespace
 
+// What both modes share: the steps left to catch up after a re-form, and
+// whether steps run apart (the pairwise protocol).
+class GossipExchange::Mode : public MembershipTransitions {
+ public:
+  explicit Mode(GossipExchange& x) : x_(x) {}
+  int64_t TakeStepsToCatchUp() override { return std::exchange(x_.steps_to_catch_up_, 0); }
+  bool StepsRunApart() const override { return x_.pairwise_; }
+  // An operation of the step before `next_step` failed (`what`).
+  [[nodiscard]] virtual Status Failure(const Status& failure, const std::string& what, int64_t next_step) = 0;
+  // Re-forms over `next`, the epoch without a lost member.
+  [[nodiscard]] virtual Status ReformAt(const MembershipView& next, int64_t next_step) = 0;
+
+ protected:
+  GossipExchange& x_;
+};
+
+// Lock step: every change is a collective over the new view (ShareAndBuild).
+class GossipExchange::LockstepMode final : public GossipExchange::Mode {
+ public:
+  using Mode::Mode;
+
+  Status Admit(const MembershipView& next, int64_t next_step) override {
+    x_.RetireProtocol();
+    Status s = x_.session_->InstallPeers(next, ReformDeadline(x_.config_));
+    if (s.ok()) s = StatusOf(ShareAndBuild(next, next_step, /*agree=*/false));
+    if (s.ok()) {
+      ++x_.admissions_;
+      return s;
+    }
+    return x_.Failed(s, "admitting at epoch " + std::to_string(next.epoch), next_step);
+  }
+
+  Status Joined() override {
+    // Without the state a failure here cannot re-form: the node joins again.
+    const int64_t next_step = x_.live_ != nullptr ? x_.live_->NextStep() : 0;
+    Status s = StatusOf(ShareAndBuild(x_.session_->view, next_step, /*agree=*/false));
+    if (s.ok()) return s;
+    return x_.Failed(s, "taking the live state at epoch " + std::to_string(x_.session_->view.epoch), next_step);
+  }
+
+  Status Resumed(int64_t next_step) override {
+    CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
+                            gossip::Collective::Create(*x_.session_->transport, HostKeys(x_.session_->view)));
+    CHORUS_ASSIGN_OR_RETURN(x_.steps_to_catch_up_,
+                            CatchUpOnResume(world, x_.session_->view, x_.live_, next_step, x_.config_));
+    return Status::Ok();
+  }
+
+  Status Failure(const Status& failure, const std::string& what, int64_t next_step) override {
+    return x_.Failed(failure, what, next_step);
+  }
+
+  // The survivors agree on the step to go on from (steps_to_catch_up_).
+  Status ReformAt(const MembershipView& next, int64_t next_step) override {
+    x_.RetireProtocol();
+    CHORUS_RETURN_IF_ERROR(x_.session_->InstallPeers(next, ReformDeadline(x_.config_)));
+    return StatusOf(ShareAndBuild(next, next_step, /*agree=*/true));
+  }
+
+ private:
+  // Over `view`'s installed members: the live state for members that lack
+  // it, then the protocol over the new graph; with `agree`, the step to
+  // resume from (steps_to_catch_up_). Returns the step to run next. The
+  // state goes before the protocol is built: a pairwise responder answers
+  // with the weights it holds, and a joiner's must be the cluster's by then.
+  Result<int64_t> ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree) {
+    x_.RetireProtocol();  // stops a pairwise responder before the peers change
+    CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
+                            gossip::Collective::Create(*x_.session_->transport, HostKeys(view)));
+    CHORUS_ASSIGN_OR_RETURN(next_step,
+                            ShareLiveStateIfAny(world, view, x_.live_, next_step, ReformDeadline(x_.config_)));
+    CHORUS_RETURN_IF_ERROR(x_.BuildProtocol());
+    if (agree) {
+      CHORUS_ASSIGN_OR_RETURN(x_.steps_to_catch_up_, StepsBehind(world, view, next_step, x_.config_));
+    }
+    return next_step;
+  }
+};
+
+// Own pace: every view is followed on its own, with no collective; rank 0
+// pushes the live state to the members new to it and trains on.
+class GossipExchange::OwnPaceMode final : public GossipExchange::Mode {
+ public:
+  using Mode::Mode;
+
+  Status Admit(const MembershipView& next, int64_t next_step) override {
+    Status s = Follow(next, next_step);
+    return s.ok() ? s : x_.Failed(s, "following epoch " + std::to_string(next.epoch), next_step);
+  }
+
+  // Takes rank 0's push of the live state, then builds the protocol. Without
+  // a state by the deadline the node joins again (a new process).
+  Status Joined() override {
+    const MembershipView& view = x_.session_->view;
+    LiveState* live = x_.live_;
+    if (live != nullptr && live->NeedsState()) {
+      if (view.self_rank == 0) return NobodyHoldsTheState(view.epoch);
+      // A newer view must not end this transfer: it stays at the epoch that admitted this node.
+      x_.session_->installed->SetRecovery(InstalledPeers::Recovery::kWaiting);
+      Result<int64_t> taken = ReceivePushedLiveState(*x_.session_->transport, view, 0, *live,
+                                                     Deadline::AfterSeconds(x_.config_.fabric.op_timeout_s));
+      x_.session_->installed->SetRecovery(InstalledPeers::Recovery::kTraining);
+      if (!taken) return taken.error().WithContext("taking the live state at epoch " + std::to_string(view.epoch));
+    }
+    return x_.BuildProtocol();
+  }
+
+  // Each node goes on from its own checkpoint (and the cluster's sample
+  // count, which its heartbeats merge): its steps stand apart by design.
+  Status Resumed(int64_t /*next_step*/) override { return Status::Ok(); }
+
+  // An operation that ended because the control plane holds a newer view
+  // follows that view; any other failure is handled as in lock step.
+  Status Failure(const Status& ended, const std::string& what, int64_t next_step) override {
+    const MembershipView latest = x_.session_->control->View();
+    if (latest.self_rank < 0 || latest.epoch <= x_.session_->view.epoch) return x_.Failed(ended, what, next_step);
+    CHORUS_LOG_INFO(Subsys::kGossip, what, " ended for membership epoch ", latest.epoch, " (", latest.Describe(),
+                    "): following it");
+    const double t0 = NowSeconds();
+    Status s = Follow(latest, next_step);
+    if (!s.ok()) return x_.Failed(s, "following epoch " + std::to_string(latest.epoch), next_step);
+    CHORUS_LOG_INFO(Subsys::kGossip, "followed epoch ", latest.epoch, " in ", NowSeconds() - t0, " s");
+    return s;
+  }
+
+  Status ReformAt(const MembershipView& next, int64_t next_step) override { return Follow(next, next_step); }
+
+  // Drops the pushes that completed, failed or timed out; never blocks.
+  void ReapPushes() {
+    std::erase_if(pushes_, [](const std::unique_ptr<LiveStatePush>& push) { return push->Reap(); });
+  }
+
+ private:
+  // Installs `next`, pushes the live state to the members new to this node
+  // when it is rank 0 (LiveStatePush), and builds the protocol over the new
+  // graph. `next_step`: the step this node runs next.
+  Status Follow(const MembershipView& next, int64_t next_step) {
+    const MembershipView before = x_.session_->view;
+    x_.RetireProtocol();
+    CHORUS_RETURN_IF_ERROR(x_.session_->InstallPeers(next, ReformDeadline(x_.config_)));
+    LiveState* live = x_.live_;
+    if (live != nullptr && next.self_rank == 0 && !live->NeedsState()) {
+      for (const Member& m : next.members) {
+        const Member* known = before.Find(m.name);
+        if (m.rank == 0 || (known != nullptr && known->data_address == m.data_address)) continue;
+        Result<std::unique_ptr<LiveStatePush>> push =
+            LiveStatePush::Start(*x_.session_->transport, next, m.rank, *live, next_step,
+                                 Deadline::AfterSeconds(x_.config_.fabric.op_timeout_s));
+        if (!push) {
+          CHORUS_LOG_WARN(Subsys::kNode, "cannot push the live state to ", m.name, ": ", push.error().message());
+          continue;
+        }
+        pushes_.push_back(std::move(*push));
+      }
+    }
+    CHORUS_RETURN_IF_ERROR(x_.BuildProtocol());
+    if (!next.joined.empty()) ++x_.admissions_;
+    if (!next.departed.empty()) ++x_.reforms_;
+    return Status::Ok();
+  }
+
+  // Pushes of the live state to joiners still under way.
+  std::vector<std::unique_ptr<LiveStatePush>> pushes_;
+};
+
 double ChocoGamma(const ExchangeConfig& exchange) {
   if (exchange.gamma > 0.0) return exchange.gamma;
   // Measured with 8 nodes, MLP, 3 epochs (configs/compare/gossip-8.toml):
@@ -56,15 +221,6 @@ Result<std::unique_ptr<GossipExchange>> GossipExchange::Create(const Config& con
   ex->known_spectral_gap_ = known_spectral_gap;
   CHORUS_RETURN_IF_ERROR(ex->BuildProtocol());
   return ex;
-}
-
-// The transport outlives the exchange (the session ends last): while it holds
-// buffers it could not release, the protocols' buffers outlive it too.
-GossipExchange::~GossipExchange() {
-  if (session_ == nullptr || session_->transport == nullptr) return;
-  if (protocol_ != nullptr) protocol_->Stop();  // a kept responder must not run on
-  gossip::KeepWhileUnreleased(*session_->transport, protocol_);
-  gossip::KeepWhileUnreleased(*session_->transport, retired_);
 }
 
 Result<topologies::Graph> GossipExchange::BuildGraph(int n) const { return GossipGraph(config_, n); }
@@ -154,73 +310,48 @@ Status GossipExchange::AfterUpdate(int64_t step) {
                             Deadline::AfterSeconds(config_.fabric.op_timeout_s));
   if (trace_) trace_->Add("gossip mix", 1, begin, NowMicros(), step);
   if (!s.ok()) {  // the round is dropped
-    const std::string what = "step " + std::to_string(step) + ": gossip";
-    CHORUS_RETURN_IF_ERROR(OwnPace() ? FollowNewerView(s, what, step + 1) : Failed(s, what, step + 1));
+    CHORUS_RETURN_IF_ERROR(CurrentMode().Failure(s, "step " + std::to_string(step) + ": gossip", step + 1));
   }
   trainer_->RefreshWorkingCopy();
-  std::erase_if(pushes_, [](const std::unique_ptr<LiveStatePush>& push) { return push->Reap(); });
+  own_pace_->ReapPushes();
   return Status::Ok();
 }
 
 bool GossipExchange::OwnPace() const { return session_ != nullptr && session_->own_pace(); }
 
-Status GossipExchange::FollowOnItsOwn(const MembershipView& next, int64_t next_step) {
-  const MembershipView before = session_->view;
-  RetireProtocol();
-  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
-  if (live_ != nullptr && next.self_rank == 0 && !live_->NeedsState()) {
-    for (const Member& m : next.members) {
-      const Member* known = before.Find(m.name);
-      if (m.rank == 0 || (known != nullptr && known->data_address == m.data_address)) continue;
-      Result<std::unique_ptr<LiveStatePush>> push =
-          LiveStatePush::Start(*session_->transport, next, m.rank, *live_, next_step,
-                               Deadline::AfterSeconds(config_.fabric.op_timeout_s));
-      if (!push) {
-        CHORUS_LOG_WARN(Subsys::kNode, "cannot push the live state to ", m.name, ": ", push.error().message());
-        continue;
-      }
-      pushes_.push_back(std::move(*push));
-    }
-  }
-  CHORUS_RETURN_IF_ERROR(BuildProtocol());
-  if (!next.joined.empty()) ++admissions_;
-  if (!next.departed.empty()) ++reforms_;
-  return Status::Ok();
+GossipExchange::GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
+                               TraceWriter* trace)
+    : config_(config),
+      session_(session),
+      trainer_(trainer),
+      trace_(trace),
+      lockstep_(std::make_unique<LockstepMode>(*this)),
+      own_pace_(std::make_unique<OwnPaceMode>(*this)) {}
+
+// The transport outlives the exchange (the session ends last): while it holds
+// buffers it could not release, the protocols' buffers outlive it too.
+GossipExchange::~GossipExchange() {
+  if (session_ == nullptr || session_->transport == nullptr) return;
+  if (protocol_ != nullptr) protocol_->Stop();  // a kept responder must not run on
+  gossip::KeepWhileUnreleased(*session_->transport, protocol_);
+  gossip::KeepWhileUnreleased(*session_->transport, retired_);
 }
 
-Status GossipExchange::FollowNewerView(const Status& ended, const std::string& what, int64_t next_step) {
-  const MembershipView latest = session_->control->View();
-  if (latest.self_rank < 0 || latest.epoch <= session_->view.epoch) return Failed(ended, what, next_step);
-  CHORUS_LOG_INFO(Subsys::kGossip, what, " ended for membership epoch ", latest.epoch, " (", latest.Describe(),
-                  "): following it");
-  const double t0 = NowSeconds();
-  Status s = FollowOnItsOwn(latest, next_step);
-  if (!s.ok()) return Failed(s, "following epoch " + std::to_string(latest.epoch), next_step);
-  CHORUS_LOG_INFO(Subsys::kGossip, "followed epoch ", latest.epoch, " in ", NowSeconds() - t0, " s");
-  return s;
+GossipExchange::Mode& GossipExchange::CurrentMode() {
+  if (OwnPace()) return *own_pace_;
+  return *lockstep_;
 }
 
-Status GossipExchange::TakePushedState() {
-  const MembershipView& view = session_->view;
-  if (live_ != nullptr && live_->NeedsState()) {
-    if (view.self_rank == 0) return NobodyHoldsTheState(view.epoch);
-    // A newer view must not end this transfer: it stays at the epoch that admitted this node.
-    session_->installed->SetRecovery(InstalledPeers::Recovery::kWaiting);
-    Result<int64_t> taken = ReceivePushedLiveState(*session_->transport, view, 0, *live_,
-                                                   Deadline::AfterSeconds(config_.fabric.op_timeout_s));
-    session_->installed->SetRecovery(InstalledPeers::Recovery::kTraining);
-    if (!taken) return taken.error().WithContext("taking the live state at epoch " + std::to_string(view.epoch));
-  }
-  return BuildProtocol();
-}
+MembershipTransitions& GossipExchange::Transitions() { return CurrentMode(); }
 
 Status GossipExchange::Failed(const Status& failure, const std::string& what, int64_t next_step) {
   return StopOrReform(config_, failure, what, [&] { return Reform(failure, next_step); });
 }
 
 Status GossipExchange::Reform(const Status& failure, int64_t next_step) {
-  Status s = ReformOverSurvivors(*session_, config_, failure, "gossip",
-                                 [&](const MembershipView& next) { return ReformAt(next, next_step); });
+  Status s = ReformOverSurvivors(*session_, config_, failure, "gossip", [&](const MembershipView& next) {
+    return CurrentMode().ReformAt(next, next_step);
+  });
   if (s.ok()) ++reforms_;
   return s;
 }
@@ -241,62 +372,6 @@ void GossipExchange::RetireProtocol() {
   CHORUS_LOG_WARN(Subsys::kGossip, "keeping the previous protocol's buffers (", retired_.size(),
                   " kept): the provider may still use them (", unreleased,
                   " cancelled operation(s) not released)");
-}
-
-// The state goes before the protocol is built: a pairwise responder answers
-// with the weights it holds, and a joiner's must be the cluster's by then.
-Result<int64_t> GossipExchange::ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree) {
-  RetireProtocol();  // stops a pairwise responder before the peers change
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*session_->transport, HostKeys(view)));
-  CHORUS_ASSIGN_OR_RETURN(next_step, ShareLiveStateIfAny(world, view, live_, next_step, ReformDeadline(config_)));
-  CHORUS_RETURN_IF_ERROR(BuildProtocol());
-  if (agree) {
-    CHORUS_ASSIGN_OR_RETURN(steps_to_catch_up_, StepsBehind(world, view, next_step, config_));
-  }
-  return next_step;
-}
-
-Status GossipExchange::ReformAt(const MembershipView& next, int64_t next_step) {
-  if (OwnPace()) return FollowOnItsOwn(next, next_step);
-  RetireProtocol();
-  CHORUS_RETURN_IF_ERROR(session_->InstallPeers(next, ReformDeadline(config_)));
-  // Nodes that train as fast as they can (pairwise under train.stop =
-  // "samples") stand steps apart by design: nothing matches their steps.
-  return StatusOf(ShareAndBuild(next, next_step, /*agree=*/true));
-}
-
-Status GossipExchange::Admit(const MembershipView& next, int64_t next_step) {
-  if (OwnPace()) {
-    Status s = FollowOnItsOwn(next, next_step);
-    return s.ok() ? s : Failed(s, "following epoch " + std::to_string(next.epoch), next_step);
-  }
-  RetireProtocol();
-  Status s = session_->InstallPeers(next, ReformDeadline(config_));
-  if (s.ok()) s = StatusOf(ShareAndBuild(next, next_step, /*agree=*/false));
-  if (s.ok()) {
-    ++admissions_;
-    return s;
-  }
-  return Failed(s, "admitting at epoch " + std::to_string(next.epoch), next_step);
-}
-
-Status GossipExchange::Joined() {
-  // Without the state a failure here cannot re-form: the node joins again.
-  if (OwnPace()) return TakePushedState();
-  const int64_t next_step = live_ != nullptr ? live_->NextStep() : 0;
-  Status s = StatusOf(ShareAndBuild(session_->view, next_step, /*agree=*/false));
-  if (s.ok()) return s;
-  return Failed(s, "taking the live state at epoch " + std::to_string(session_->view.epoch), next_step);
-}
-
-// Nodes at their own pace stand steps apart by design: each goes on from its
-// own checkpoint (and the cluster's sample count, which its heartbeats merge).
-Status GossipExchange::Resumed(int64_t next_step) {
-  if (OwnPace()) return Status::Ok();
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
-                          gossip::Collective::Create(*session_->transport, HostKeys(session_->view)));
-  CHORUS_ASSIGN_OR_RETURN(steps_to_catch_up_, CatchUpOnResume(world, session_->view, live_, next_step, config_));
-  return Status::Ok();
 }
 
 Status GossipExchange::Finish() {

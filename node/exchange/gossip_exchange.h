@@ -20,6 +20,7 @@
 #include "node/config/config.h"
 #include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
+#include "node/exchange/membership_transitions.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
 #include "trainer/trainer.h"
@@ -47,11 +48,8 @@ class GossipExchange final : public Exchange {
   // gossip::kDistanceTagStream at call index 2 * step; a second call after the
   // same step returns the first's result without communicating.
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t step) override;
-  int64_t TakeStepsToCatchUp() override { return std::exchange(steps_to_catch_up_, 0); }
-  [[nodiscard]] Status Resumed(int64_t next_step) override;
-  [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
-  [[nodiscard]] Status Joined() override;
-  bool StepsRunApart() const override { return pairwise_; }
+  // Lock step or own pace, as the session's pacing says (PacingOf).
+  MembershipTransitions& Transitions() override;
   // Push-sum's mass carries a node's samples into the average (kUpdate). The
   // doubly-stochastic protocols stay unweighted: on a ring, weighting D-PSGD's
   // updates by batch cost 3 pp (docs/clusters-and-failures.md, "Unequal nodes").
@@ -60,9 +58,7 @@ class GossipExchange final : public Exchange {
   }
 
  private:
-  GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
-                 TraceWriter* trace)
-      : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
+  GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace);
   [[nodiscard]] Result<topologies::Graph> BuildGraph(int n) const;
   [[nodiscard]] Status BuildProtocol();
   // A failed operation (`what`): stops (exchange.on_failure = "stop") or
@@ -71,25 +67,16 @@ class GossipExchange final : public Exchange {
   // Waits for the next membership epoch and re-forms over it (ReformAt),
   // again at a later epoch if a member dies meanwhile (ReformOverSurvivors).
   [[nodiscard]] Status Reform(const Status& failure, int64_t next_step);
-  // Installs `next`, then ShareAndBuild, agreeing with the survivors on the
-  // step to resume from (the largest `next_step`: steps_to_catch_up_).
-  [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step);
-  // Over `view`'s installed members: the live state for members that lack it,
-  // then the protocol over the new graph; with `agree`, the step to resume
-  // from (steps_to_catch_up_). Returns the step to run next.
-  [[nodiscard]] Result<int64_t> ShareAndBuild(const MembershipView& view, int64_t next_step, bool agree);
+  // The two membership modes (membership_transitions.h) over this
+  // exchange's parts. Each also handles what fails inside a step (Failure)
+  // and the re-form after it (ReformAt).
+  class Mode;
+  class LockstepMode;
+  class OwnPaceMode;
+  Mode& CurrentMode();
   // The session's pacing (ClusterSession::own_pace, set by the training
   // loop): every view is followed on its own, with no collective.
   bool OwnPace() const;
-  // Own pace: installs `next`, pushes the live state to the members new to
-  // this node when it is rank 0 (LiveStatePush), and builds the protocol
-  // over the new graph. `next_step`: the step this node runs next.
-  [[nodiscard]] Status FollowOnItsOwn(const MembershipView& next, int64_t next_step);
-  // Own pace: an operation ended (`ended`) because the control plane holds a
-  // newer view, which this node follows; any other failure as Failed.
-  [[nodiscard]] Status FollowNewerView(const Status& ended, const std::string& what, int64_t next_step);
-  // Own pace, a joiner: rank 0's push of the live state, then the protocol.
-  [[nodiscard]] Status TakePushedState();
   // Ends the protocol: destroyed, or stopped and kept while the transport has
   // receives into buffers that the provider never released.
   void RetireProtocol();
@@ -115,8 +102,8 @@ class GossipExchange final : public Exchange {
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;
   int64_t steps_to_catch_up_ = 0;
-  // Own pace: pushes of the live state to joiners still under way.
-  std::vector<std::unique_ptr<LiveStatePush>> pushes_;
+  std::unique_ptr<LockstepMode> lockstep_;
+  std::unique_ptr<OwnPaceMode> own_pace_;
 };
 
 // The gossip graph of `config` over `n` ranks (the one every GossipExchange of

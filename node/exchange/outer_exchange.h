@@ -72,7 +72,8 @@ struct OuterSync {
   Status status;
 };
 
-class OuterExchange final : public Exchange {
+// Lock step only: the exchange is its own MembershipTransitions.
+class OuterExchange final : public Exchange, public MembershipTransitions {
  public:
   [[nodiscard]] static Result<std::unique_ptr<OuterExchange>> Create(const Config& config, ClusterSession* session,
                                                                      trainer::Trainer* trainer, TraceWriter* trace);
@@ -88,14 +89,16 @@ class OuterExchange final : public Exchange {
   // Two all-reduces over the members (gossip/protocols/consensus.h); the
   // replicas differ between outer steps.
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t step) override;
+  std::map<std::string, std::vector<float>> SavedState() const override;
+  [[nodiscard]] Status RestoreSavedState(const std::map<std::string, std::vector<float>>& state) override;
+
+  MembershipTransitions& Transitions() override { return *this; }
   int64_t TakeStepsToCatchUp() override { return std::exchange(steps_to_catch_up_, 0); }
   [[nodiscard]] Status Resumed(int64_t next_step) override;
   // Every outer step needs every member of its group.
   bool StepsInLockstep() const override { return true; }
   [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
   [[nodiscard]] Status Joined() override;
-  std::map<std::string, std::vector<float>> SavedState() const override;
-  [[nodiscard]] Status RestoreSavedState(const std::map<std::string, std::vector<float>>& state) override;
 
  private:
   OuterExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace)

@@ -32,10 +32,10 @@ const MembershipView* ClusterView(const ClusterSession* session) {
   return session != nullptr && session->view.size() >= 2 ? &session->view : nullptr;
 }
 
-Pacing PacingOf(const Config& config, const Exchange& exchange, const ClusterSession* session) {
+Pacing PacingOf(const Config& config, Exchange& exchange, const ClusterSession* session) {
   const bool clustered = session != nullptr && session->control != nullptr;
-  return clustered && config.train.stop == StopSetting::kSamples && exchange.StepsRunApart() ? Pacing::kOwnPace
-                                                                                              : Pacing::kLockstep;
+  const bool apart = exchange.Transitions().StepsRunApart();
+  return clustered && config.train.stop == StopSetting::kSamples && apart ? Pacing::kOwnPace : Pacing::kLockstep;
 }
 
 double WallClock::Now() { return NowSeconds(); }
@@ -220,7 +220,7 @@ bool TrainingLoop::StopsBefore() {
   const int signal = s_.stop != nullptr ? s_.stop->requested() : 0;
   if (signal == 0 || steps_to_catch_up_ > 0) return false;
   const MembershipView* view = ClusterView(s_.session);
-  if (view != nullptr && s_.session->control != nullptr && s_.exchange->StepsInLockstep()) {
+  if (view != nullptr && s_.session->control != nullptr && s_.exchange->Transitions().StepsInLockstep()) {
     const Status met = s_.session->control->Barrier("chorus.stop." + std::to_string(step_), view->epoch,
                                                     Deadline::AfterSeconds(kStopAgreementSeconds));
     if (!met.ok() && met.code() == StatusCode::kDeadlineExceeded && ++stop_timeouts_ < 2) {
@@ -244,7 +244,7 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
                                trainer::UpdateResult* update, bool* abandoned) {
   CHORUS_RETURN_IF_ERROR(ForwardBackward(batch, /*with_exchange=*/true, pass));
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterBackward(step_, pass->samples));
-  *abandoned = s_.exchange->TakeStepAbandoned();
+  *abandoned = s_.exchange->Transitions().TakeStepAbandoned();
   if (*abandoned) {
     // The re-form put the batch back (PutBackStep) or took a member's state,
     // whose step is the one to run next.
@@ -255,7 +255,7 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
   s_.clock->UpdateStarts();
   CHORUS_ASSIGN_OR_RETURN(*update, s_.trainer->ApplyUpdate(step_, SchedulePosition()));
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterUpdate(step_));
-  steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();  // a re-form in the gossip after the update
+  steps_to_catch_up_ += s_.exchange->Transitions().TakeStepsToCatchUp();  // a re-form in the gossip after the update
   ++step_;
   return Status::Ok();
 }

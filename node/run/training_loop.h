@@ -1,12 +1,12 @@
 // The one training loop of a node, real (`chorus node`, RunNode) or virtual
 // (`chorus simulate`), read as named steps:
 //
-//   Resume             a joiner: the live state from a member (Exchange::Joined);
+//   Resume             a joiner: the live state from a member (MembershipTransitions::Joined);
 //                      --resume: the checkpoint, then the step the cluster agrees on
 //   for each step:     StopsBefore       a stop signal: StopWithCheckpoint, and return
 //                      FollowMembership  a new membership: the rest of the epoch re-partitioned
 //                                        by the members' batches, the sample weights
-//                      AdmitIfDue        at an admission point: joiners come in (Exchange::Admit)
+//                      AdmitIfDue        at an admission point: joiners come in (MembershipTransitions::Admit)
 //                      BalanceIfDue      train.balance = "time": the global batch re-split by speed
 //                      NextBatch         the sampler's (at its own pace: until the cluster's count)
 //                      TrainStep         the exchange's hooks around forward/backward and update
@@ -153,8 +153,8 @@ const MembershipView* ClusterView(const ClusterSession* session);
 enum class Pacing { kLockstep, kOwnPace };
 // kOwnPace for a cluster node (a session with a control plane) under
 // train.stop = "samples" and an exchange whose steps run apart
-// (Exchange::StepsRunApart), else kLockstep.
-Pacing PacingOf(const Config& config, const Exchange& exchange, const ClusterSession* session);
+// (MembershipTransitions::StepsRunApart), else kLockstep.
+Pacing PacingOf(const Config& config, Exchange& exchange, const ClusterSession* session);
 
 // The steps per epoch of a cluster whose batches sum to `global_batch`
 // (BatchSampler's rule: every member runs floor(train_images / global_batch)).

@@ -31,11 +31,11 @@ Status TrainingLoop::JoinRunning() {
     CHORUS_LOG_WARN(Subsys::kNode, "--resume: the cluster trains already; its live state replaces the checkpoint ",
                     s_.checkpoint_path);
   }
-  CHORUS_RETURN_IF_ERROR(s_.exchange->Joined());
+  CHORUS_RETURN_IF_ERROR(s_.exchange->Transitions().Joined());
   if (needs_live_state_) {
     return FailedPrecondition(s_.node_name + " joined the running cluster but received no state from its members");
   }
-  steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();
+  steps_to_catch_up_ += s_.exchange->Transitions().TakeStepsToCatchUp();
   last_admission_step_ = step_;  // the members met at this step's admission point already
   return FollowMembership();
 }
@@ -153,8 +153,8 @@ Status TrainingLoop::ResumeFromCheckpoint() {
     // The founding nodes may have stopped steps apart (gossip, or a node
     // stopped alone): run from one step.
     // A node behind the others takes a member's live state (Restore) there.
-    CHORUS_RETURN_IF_ERROR(s_.exchange->Resumed(step_ + steps_to_catch_up_));
-    steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();
+    CHORUS_RETURN_IF_ERROR(s_.exchange->Transitions().Resumed(step_ + steps_to_catch_up_));
+    steps_to_catch_up_ += s_.exchange->Transitions().TakeStepsToCatchUp();
     CHORUS_RETURN_IF_ERROR(FollowMembership());
   }
   return Status::Ok();
@@ -221,8 +221,8 @@ Status TrainingLoop::AdmitInto(const Result<MembershipView>& met, uint64_t epoch
   CHORUS_LOG_INFO(Subsys::kNode, doing, what, " before step ", step_, " (epoch ", next.epoch, ", ", next.size(),
                   " members)");
   const double t0 = NowSeconds();
-  CHORUS_RETURN_IF_ERROR(s_.exchange->Admit(next, step_));
-  steps_to_catch_up_ += s_.exchange->TakeStepsToCatchUp();
+  CHORUS_RETURN_IF_ERROR(s_.exchange->Transitions().Admit(next, step_));
+  steps_to_catch_up_ += s_.exchange->Transitions().TakeStepsToCatchUp();
   CHORUS_LOG_INFO(Subsys::kNode, next.joined.empty() ? "followed " : "admitted ", what, " in ", NowSeconds() - t0,
                   " s");
   if (s_.trace != nullptr) {

@@ -502,7 +502,7 @@ INSTANTIATE_TEST_SUITE_P(Signals, LaunchStopTest, ::testing::Bool(),
                            return info.param ? "ToEachNodeAFifthOfASecondApart" : "ToTheLaunch";
                          });
 
-// Founding nodes resume together (Exchange::Resumed is collective at epoch
+// Founding nodes resume together (MembershipTransitions::Resumed is collective at epoch
 // 0). node1 started without --resume beside node0 with it: node0 refuses its
 // join naming both, node1 exits at once saying so, and node0 keeps waiting for
 // a node that agrees. Before, both trained and waited in different steps, and

@@ -81,17 +81,12 @@ class MeteredExchange final : public Exchange {
   MeteredExchange(std::unique_ptr<Exchange> inner, ExchangeCpuMeter* meter, gossip::LocalHub* hub, int slot);
 
   std::string Describe() const override { return inner_->Describe(); }
-  Status Admit(const MembershipView& next, int64_t next_step) override { return inner_->Admit(next, next_step); }
-  Status Joined() override { return inner_->Joined(); }
+  // Unmetered: no membership changes in a simulation.
+  MembershipTransitions& Transitions() override { return inner_->Transitions(); }
   Status BeforeStep(int64_t step) override;
   Status AfterBackward(int64_t step, int local_samples) override;
   Status AfterUpdate(int64_t step) override;
   Status Finish() override;
-  int64_t TakeStepsToCatchUp() override { return inner_->TakeStepsToCatchUp(); }
-  Status Resumed(int64_t next_step) override { return inner_->Resumed(next_step); }
-  bool TakeStepAbandoned() override { return inner_->TakeStepAbandoned(); }
-  bool StepsInLockstep() const override { return inner_->StepsInLockstep(); }
-  bool StepsRunApart() const override { return inner_->StepsRunApart(); }
   Weighting SampleWeighting() const override { return inner_->SampleWeighting(); }
   Result<std::vector<double>> GatherFromMembers(double mine) override;
   nlohmann::json Metrics() const override { return inner_->Metrics(); }

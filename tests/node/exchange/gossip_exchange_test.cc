@@ -101,6 +101,52 @@ TEST(GossipExchangeTest, ExactConsensusDistanceIsNotMeasuredWhereNodesDoNotEvalu
   }
 }
 
+// The membership mode follows the exchange and the session's pacing: the
+// all-reduce is lock step and its steps match; pairwise gossip's steps run
+// apart, and its transitions switch to the own-pace mode when the session
+// is paced so, whose resume sends nothing (the lock-step one agrees on a
+// step with the others).
+TEST(MembershipTransitionsTest, TheModeFollowsTheExchangeAndThePacing) {
+  struct Flags {
+    bool lockstep = false, apart = false, switched = false;
+    uint64_t resume_bytes = 0;
+  };
+  Config pairwise = MakeConfig(ExchangeKind::kGossip);
+  pairwise.exchange.protocol = GossipProtocolKind::kPairwiseAsync;
+  const std::pair<const char*, Config> cases[] = {
+      {"allreduce", MakeConfig(ExchangeKind::kAllreduce)},
+      {"dpsgd", MakeConfig(ExchangeKind::kGossip)},
+      {"pairwise", pairwise}};
+  for (const auto& [name, config] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<Flags> flags(2);
+    auto statuses = RunNodes(2, config, trainer::ModelKind::kMlp, [&, &config = config](int r, Node& node) -> Status {
+      MembershipTransitions& first = node.exchange->Transitions();
+      flags[r].lockstep = first.StepsInLockstep();
+      flags[r].apart = first.StepsRunApart();
+      if (config.exchange.protocol != GossipProtocolKind::kPairwiseAsync ||
+          config.exchange.kind != ExchangeKind::kGossip) {
+        return Status::Ok();
+      }
+      node.session.SetOwnPace();
+      MembershipTransitions& own = node.exchange->Transitions();
+      flags[r].switched = &own != &first;
+      const uint64_t before = node.session.transport->Stats().bytes_sent;
+      CHORUS_RETURN_IF_ERROR(own.Resumed(5));
+      flags[r].resume_bytes = node.session.transport->Stats().bytes_sent - before;
+      if (own.TakeStepsToCatchUp() != 0) return Internal("steps to catch up at own pace");
+      return Status::Ok();
+    });
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      EXPECT_EQ(flags[r].lockstep, std::string(name) == "allreduce") << r;
+      EXPECT_EQ(flags[r].apart, std::string(name) == "pairwise") << r;
+      EXPECT_EQ(flags[r].switched, std::string(name) == "pairwise") << r;
+      EXPECT_EQ(flags[r].resume_bytes, 0u) << r;
+    }
+  }
+}
+
 TEST(AllreduceExchangeTest, ExactConsensusDistanceIsZeroWithoutCommunicating) {
   const int n = 3;
   std::vector<double> distances(n, -1.0);
