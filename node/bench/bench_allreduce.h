@@ -53,6 +53,8 @@ struct BenchAllreduceOptions {
   double warmup_seconds = 1.0;
   // FabricOptions::busy_poll in microseconds; < 0 picks gossip::BusyPollFor(provider, ranks).
   int busy_poll_us = -1;
+  // FabricOptions::rxm_eager_limit over tcp;ofi_rxm (0: rxm's own protocols).
+  size_t rxm_eager_limit = 0;
   // What `auto` picks by, as a node with these [exchange.crossovers] would on
   // each provider (-1 sizes: the provider's default).
   CrossoversConfig crossovers;

@@ -68,6 +68,7 @@ struct BenchAllreduceArgs {
   double seconds = BenchAllreduceOptions{}.seconds_per_size;
   double warmup = BenchAllreduceOptions{}.warmup_seconds;
   int busy_poll_us = -1;
+  size_t rxm_eager_limit = 0;
   std::string config;
   bool fit_crossovers = false;
 };
@@ -93,6 +94,11 @@ void AddBenchAllreduceOptions(CLI::App* cmd, BenchAllreduceArgs* args) {
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
   cmd->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp)->capture_default_str();
+  cmd->add_option("--rxm-eager-limit", args->rxm_eager_limit,
+                  "tcp;ofi_rxm only: messages up to this size go eagerly into the posted receive instead of by "
+                  "rendezvous (rxm's dynamic receive buffers; 0: rxm's own 16 KiB; see docs/libfabric.md)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   cmd->add_option("--config", args->config,
                   "A node's TOML: `auto` picks by its [exchange.crossovers] (default: the provider's)");
   cmd->add_flag("--fit-crossovers", args->fit_crossovers,
@@ -163,6 +169,7 @@ Result<BenchAllreduceOptions> BenchAllreduceOptionsFrom(const BenchAllreduceArgs
   options.fit_crossovers = args.fit_crossovers;
   CHORUS_ASSIGN_OR_RETURN(options.crossovers, ReadCrossovers(args.config));
   options.busy_poll_us = args.busy_poll_us;
+  options.rxm_eager_limit = args.rxm_eager_limit;
   options.providers.clear();
   for (const std::string& name : args.providers) {
     options.providers.push_back(*FromName(gossip::kFabricProviderNames, name));  // checked by IsMember

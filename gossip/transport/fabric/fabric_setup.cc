@@ -11,6 +11,9 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "common/log.h"
@@ -34,6 +37,18 @@ InfoOwner MakeHints(const FabricApi& fi, std::string_view provider, uint64_t ext
   return hints;
 }
 
+// Whether the user set rxm's dynamic-receive-buffer variables before Chorus
+// touched them (read once, before ApplyProviderEnvironment sets its default).
+struct UserRxmEnvironment {
+  bool dyn_rbuf = false;
+  bool eager_limit = false;
+};
+const UserRxmEnvironment& UserRxm() {
+  static const UserRxmEnvironment user{std::getenv("FI_OFI_RXM_ENABLE_DYN_RBUF") != nullptr,
+                                       std::getenv("FI_OFI_RXM_EAGER_LIMIT") != nullptr};
+  return user;
+}
+
 // Provider settings Chorus depends on, applied before libfabric reads its
 // environment (its first fi_getinfo in the process) and never over a value the
 // user set:
@@ -50,6 +65,7 @@ InfoOwner MakeHints(const FabricApi& fi, std::string_view provider, uint64_t ext
 // to libfabric").
 void ApplyProviderEnvironment() {
   static const bool applied = [] {
+    (void)UserRxm();
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/0);
     setenv("FI_OFI_RXM_SAR_LIMIT", "16384", /*overwrite=*/0);
     setenv("FI_NET_MAX_SAVED", "1024", /*overwrite=*/0);
@@ -57,6 +73,40 @@ void ApplyProviderEnvironment() {
   }();
   (void)applied;
 }
+
+// Holds rxm's eager settings in the environment while one tcp;ofi_rxm
+// endpoint opens (rxm reads FI_OFI_RXM_ENABLE_DYN_RBUF when its domain opens
+// and FI_OFI_RXM_EAGER_LIMIT when its endpoint does, each time from the
+// environment), then puts Chorus's defaults back, so that one transport's
+// FabricOptions::rxm_eager_limit never leaks into another's. Every rxm Open
+// holds it, so no other endpoint opens in between. Variables the user set are
+// left alone.
+class RxmEagerScope {
+ public:
+  explicit RxmEagerScope(size_t eager_limit) : lock_(Mutex()) {
+    const UserRxmEnvironment& user = UserRxm();
+    if (eager_limit == 0) return;
+    if (!user.dyn_rbuf) setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "1", /*overwrite=*/1);
+    if (!user.eager_limit) setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(eager_limit).c_str(), /*overwrite=*/1);
+    changed_ = true;
+  }
+  ~RxmEagerScope() {
+    if (!changed_) return;
+    const UserRxmEnvironment& user = UserRxm();
+    if (!user.dyn_rbuf) setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/1);
+    if (!user.eager_limit) unsetenv("FI_OFI_RXM_EAGER_LIMIT");
+  }
+  RxmEagerScope(const RxmEagerScope&) = delete;
+  RxmEagerScope& operator=(const RxmEagerScope&) = delete;
+
+ private:
+  static std::mutex& Mutex() {
+    static std::mutex mu;
+    return mu;
+  }
+  std::lock_guard<std::mutex> lock_;
+  bool changed_ = false;
+};
 
 }  // namespace
 
@@ -96,17 +146,25 @@ Status FabricCore::Open() {
     return InvalidArgument("fabric port " + std::to_string(options_.port) +
                            ": shm endpoints have no port (only tcp;ofi_rxm and net listen on one)");
   }
+  if (options_.rxm_eager_limit != 0 && options_.provider != FabricProvider::kTcpRxm) {
+    return InvalidArgument("fabric rxm_eager_limit " + std::to_string(options_.rxm_eager_limit) +
+                           ": only tcp;ofi_rxm has it");
+  }
   CHORUS_ASSIGN_OR_RETURN(info_, GetInfo(options_.provider, options_.bind_address, options_.port));
   CHORUS_RETURN_IF_ERROR(CheckProviderFits());
   ConfigureForProvider();
-  CHORUS_RETURN_IF_ERROR(OpenFabricAndDomain());
-  CHORUS_RETURN_IF_ERROR(OpenCqAndAv());
-  if (registering_) {
-    mr_cache_ = std::make_unique<MrCache>(
-        options_.mr_cache_capacity,
-        [this](const void* address, size_t length) { return Register(address, length); });
+  {
+    std::optional<RxmEagerScope> rxm_eager;
+    if (options_.provider == FabricProvider::kTcpRxm) rxm_eager.emplace(options_.rxm_eager_limit);
+    CHORUS_RETURN_IF_ERROR(OpenFabricAndDomain());
+    CHORUS_RETURN_IF_ERROR(OpenCqAndAv());
+    if (registering_) {
+      mr_cache_ = std::make_unique<MrCache>(
+          options_.mr_cache_capacity,
+          [this](const void* address, size_t length) { return Register(address, length); });
+    }
+    CHORUS_RETURN_IF_ERROR(OpenEndpoint());
   }
-  CHORUS_RETURN_IF_ERROR(OpenEndpoint());
   CHORUS_RETURN_IF_ERROR(ReadLocalAddress());
   progress_thread_ = std::thread([this] { ProgressLoop(); });
   if (watches_peer_processes_) watchdog_thread_ = std::thread([this] { WatchdogLoop(); });

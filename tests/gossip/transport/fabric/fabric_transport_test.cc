@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -563,6 +564,63 @@ TEST(FabricTransport, RegistrationCacheIsReused) {
   auto local = hub->MakeTransport(0);
   ASSERT_TRUE(local);
   EXPECT_EQ(GetFabricMrStats(**local).error().code(), StatusCode::kInvalidArgument);
+}
+
+// FabricOptions::rxm_eager_limit: large messages go eagerly (also one sent
+// before its receive is posted), and the setting stays with its endpoints: the
+// environment is Chorus's default again afterwards, and a later endpoint
+// without it still moves large messages by rendezvous.
+TEST(FabricTransport, RxmEagerLimitMovesLargeMessagesAndStaysWithItsEndpoints) {
+  if (!FabricProviderVersion(FabricProvider::kTcpRxm)) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
+  if (std::getenv("FI_OFI_RXM_ENABLE_DYN_RBUF") != nullptr && std::string(std::getenv("FI_OFI_RXM_ENABLE_DYN_RBUF")) != "0") {
+    GTEST_SKIP() << "FI_OFI_RXM_ENABLE_DYN_RBUF set in the environment";
+  }
+  constexpr size_t kBytes = 1 << 20;
+  const auto out = Pattern(7, kBytes);
+  auto exchange = [&](testing::World& world, bool send_first) {
+    std::vector<std::byte> in(kBytes);
+    RequestPtr send;
+    if (send_first) {
+      auto posted = world[0].Isend(1, 3, out);
+      ASSERT_TRUE(posted) << posted.error().ToString();
+      send = std::move(*posted);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // arrives before its receive
+    }
+    auto recv = world[1].Irecv(0, 3, in);
+    ASSERT_TRUE(recv) << recv.error().ToString();
+    if (!send_first) {
+      auto posted = world[0].Isend(1, 3, out);
+      ASSERT_TRUE(posted) << posted.error().ToString();
+      send = std::move(*posted);
+    }
+    auto done = (*recv)->Wait(Deadline::AfterSeconds(30));
+    ASSERT_TRUE(done) << done.error().ToString();
+    EXPECT_EQ(done->bytes, kBytes);
+    ASSERT_TRUE(send->Wait(Deadline::AfterSeconds(30)));
+    EXPECT_EQ(FirstMismatch(in, 7, kBytes), kBytes);
+  };
+  {
+    FabricOptions options;
+    options.rxm_eager_limit = kBytes;
+    auto world = MakeWorld(TransportKind::kTcp, 2, options);
+    ASSERT_TRUE(world) << world.error().ToString();
+    exchange(*world, /*send_first=*/false);
+    exchange(*world, /*send_first=*/true);
+  }
+  const char* dyn = std::getenv("FI_OFI_RXM_ENABLE_DYN_RBUF");
+  ASSERT_NE(dyn, nullptr);
+  EXPECT_STREQ(dyn, "0");
+  EXPECT_EQ(std::getenv("FI_OFI_RXM_EAGER_LIMIT"), nullptr);
+  auto plain = MakeWorld(TransportKind::kTcp, 2);
+  ASSERT_TRUE(plain) << plain.error().ToString();
+  exchange(*plain, /*send_first=*/false);
+
+  FabricOptions net;
+  net.provider = FabricProvider::kNet;
+  net.rxm_eager_limit = kBytes;
+  auto refused = MakeFabricTransport(net);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("only tcp;ofi_rxm"), std::string::npos) << refused.error().ToString();
 }
 
 TEST(FabricTransport, NewMembershipFailsReceivesFromPeersThatLeft) {
