@@ -64,6 +64,29 @@ void StopBeforeAttachIfAsked(uint64_t epoch) {
   if (epoch == 0 && std::getenv("CHORUS_FAULT_STOP_BEFORE_ATTACH") != nullptr) raise(SIGSTOP);
 }
 
+// What `options` runs for each of `buckets` (elements of `element_bytes` on
+// the wire), as "ring for 2 buckets, recursive-doubling for 1": where auto
+// leads, so that a comparison says which algorithm each row ran.
+std::string ResolvedAlgorithms(const gossip::Collective& collective, const gossip::AllreduceOptions& options,
+                               const std::vector<gossip::GradientBucket>& buckets, size_t element_bytes) {
+  std::vector<std::pair<gossip::AllreduceAlgorithm, int>> counts;
+  for (const gossip::GradientBucket& b : buckets) {
+    const gossip::AllreduceAlgorithm a = collective.Resolve(options, b.elems * element_bytes);
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == a; });
+    if (it == counts.end()) {
+      counts.push_back({a, 1});
+    } else {
+      ++it->second;
+    }
+  }
+  std::string out;
+  for (const auto& [a, n] : counts) {
+    out += (out.empty() ? "" : ", ") + std::string(gossip::AllreduceAlgorithmName(a)) + " for " + std::to_string(n) +
+           (n == 1 ? " bucket" : " buckets");
+  }
+  return out;
+}
+
 }  // namespace
 
 Status AllreduceExchange::Build() {
@@ -107,6 +130,7 @@ Status AllreduceExchange::Build() {
   CHORUS_ASSIGN_OR_RETURN(gossip::GradientBucketer bucketer,
                           gossip::GradientBucketer::Create(std::move(slices), bucket_sizes_));
   buckets_ = bucketer.buckets().size();
+  const std::vector<gossip::GradientBucket> buckets = bucketer.buckets();
   gossip::FusionOptions options;
   options.allreduce.algorithm = algorithm_;
   options.allreduce.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
@@ -120,12 +144,18 @@ Status AllreduceExchange::Build() {
   options.fp16_wire = config_.exchange.fp16_wire;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
                                                                 trainer_->Gradients(), options));
+  resolved_ = ResolvedAlgorithms(*collective_, options.allreduce, buckets,
+                                 config_.exchange.fp16_wire ? sizeof(uint16_t) : sizeof(float));
   hook_error_ = Status::Ok();
   return Status::Ok();
 }
 
 std::string AllreduceExchange::Describe() const {
-  return "allreduce " + std::string(gossip::AllreduceAlgorithmName(config_.exchange.algorithm)) + " over " + std::to_string(session_->view.size()) +
+  std::string algorithm(gossip::AllreduceAlgorithmName(config_.exchange.algorithm));
+  if (config_.exchange.algorithm == gossip::AllreduceAlgorithm::kAuto && !resolved_.empty()) {
+    algorithm += " (" + resolved_ + ")";
+  }
+  return "allreduce " + algorithm + " over " + std::to_string(session_->view.size()) +
          " nodes (" + session_->transport->Describe() + ", " + std::to_string(buckets_) +
          " fusion buckets of up to " + std::to_string(config_.exchange.bucket_kib) + " KiB" +
          (config_.exchange.first_bucket_kib > 0

@@ -90,6 +90,7 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   std::unique_ptr<gossip::FusionEngine> engine_;
   gossip::BucketSizes bucket_sizes_;
   size_t buckets_ = 0;
+  std::string resolved_;  // what each bucket's all-reduce runs (ResolvedAlgorithms), for Describe
   Status hook_error_;
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;
