@@ -4,7 +4,7 @@
 # MLP on Fashion-MNIST, 3 epochs). Prints the table and the report's path
 # (runs/compare-default/report.html). Arguments go to `chorus compare`, e.g.
 #   ./scripts/main_job.sh configs/compare/link-1gbit.toml
-#   ./scripts/main_job.sh --methods ring-allreduce,dpsgd-ring --epochs 1
+#   ./scripts/main_job.sh --methods allreduce,dpsgd-ring --epochs 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh

@@ -97,7 +97,7 @@ TEST(CompareProcessTest, TinyComparisonWritesReportAndTable) {
   EXPECT_TRUE(fs::exists(run.dir / "report.html"));
   EXPECT_TRUE(fs::exists(run.dir / "report" / "table.csv"));
   // The table is printed with both methods and the report's path.
-  EXPECT_NE(run.output.find("ring all-reduce"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("all-reduce (auto)"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("D-PSGD ring"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("report: "), std::string::npos) << run.output;
   fs::remove_all(run.dir.parent_path());

@@ -44,7 +44,7 @@ TEST(CompareConfigTest, DefaultsToTheNineMethodMatrix) {
   Result<CompareConfig> config = ParseCompareFile(Write(dir, "c.toml", "[train]\nepochs = 1\n"));
   ASSERT_TRUE(config) << ErrorOf(config);
   ASSERT_EQ(config->methods.size(), 9u);
-  EXPECT_EQ(config->methods[0].name, "ring-allreduce");
+  EXPECT_EQ(config->methods[0].name, "allreduce");
   EXPECT_EQ(config->methods[6].name, "local-sgd");
   EXPECT_EQ(config->methods[7].name, "diloco");
   EXPECT_EQ(config->methods[8].name, "noloco");
