@@ -3,7 +3,7 @@
 # figures are ratios measured side by side (docs/performance.md,
 # "`bench/compare_peers.sh`").
 #   bench/compare_peers.sh train    # training samples/s: PyTorch CPU vs bench_train, a ratio table with the CPU and each side's BLAS
-#   bench/compare_peers.sh ddp      # 4-node MLP, s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
+#   bench/compare_peers.sh ddp      # NODES-node MLP (default 4), s/epoch: PyTorch DDP (gloo) vs chorus all-reduce
 #   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p, medians of ROUNDS
 #   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce and torch.distributed gloo vs chorus bench allreduce, 4 ranks, medians of ROUNDS
 #   bench/compare_peers.sh pairs      # the same, one size and provider at a time right after its Open MPI run: median of the pairs' ratios
@@ -92,20 +92,28 @@ PYEOF
 fi
 
 if [ "$step" = ddp ]; then
-  (cd "$work" && source ./blas_env.sh &&
-   timeout 300 $PY ddp_torch.py --nprocs 4 --epochs ${EPOCHS:-3} --batch 64 --lr 0.1 --threads 1 \
-     --seed 0 --port 29761 --out "$work/ddp.jsonl" | cut -c1-400)
+  # NODES processes (default 4), each with one thread, ROUNDS rounds (default
+  # 1), each PyTorch DDP (gloo) and then every Chorus variant, so that the two
+  # sides alternate. NODES=2 on a 2-core host gives each process a core of its
+  # own: 4 processes on 2 cores time the scheduler, not the transport
+  # (docs/performance.md, "Cores of their own").
+  nodes=${NODES:-4}
   out=$(mktemp -d)
-  # Chorus over tcp (gloo's transport class) with the default auto algorithm
-  # and with the ring (gloo's), then the one-host choice: shm with auto.
-  for variant in "tcp-auto tcp;ofi_rxm auto" "tcp-ring tcp;ofi_rxm ring" "net-auto net auto" "shm-auto shm auto"; do
-    set -- $variant
-    ./build/chorus launch -n 4 configs/allreduce-ring.toml --set train.epochs=${EPOCHS:-3} \
-      --set train.threads=1 --set run.progress=\"off\" --set run.output_dir=\"$out\" \
-      --set run.name=\"$1\" --set fabric.provider=\"$2\" --set exchange.algorithm=\"$3\" \
-      > "$out/$1.log" 2>&1
-    f="$out/$1/node0/summary.json"
-    $PY -c "import json,sys; s=json.load(open('$f')); print('chorus $1', s['node'], 'train_s', round(s['train_seconds'],2), 's/epoch', round(s['train_seconds']/s['epochs'],2), 'test_acc', s['test_accuracy'])"
+  for round in $(seq "${ROUNDS:-1}"); do
+    (cd "$work" && source ./blas_env.sh &&
+     timeout 300 $PY ddp_torch.py --nprocs $nodes --epochs ${EPOCHS:-3} --batch 64 --lr 0.1 --threads 1 \
+       --seed 0 --port 29761 --out "$work/ddp.jsonl" | cut -c1-400)
+    # Chorus over tcp (gloo's transport class) with the default auto algorithm
+    # and with the ring (gloo's), then the one-host choice: shm with auto.
+    for variant in "tcp-auto tcp;ofi_rxm auto" "tcp-ring tcp;ofi_rxm ring" "net-auto net auto" "shm-auto shm auto"; do
+      set -- $variant
+      ./build/chorus launch -n $nodes configs/allreduce-ring.toml --set train.epochs=${EPOCHS:-3} \
+        --set train.threads=1 --set run.progress=\"off\" --set run.output_dir=\"$out\" \
+        --set run.name=\"$1-$round\" --set fabric.provider=\"$2\" --set exchange.algorithm=\"$3\" \
+        > "$out/$1-$round.log" 2>&1
+      f="$out/$1-$round/node0/summary.json"
+      $PY -c "import json,sys; s=json.load(open('$f')); print('chorus $1 round $round', s['node'], 'train_s', round(s['train_seconds'],2), 's/epoch', round(s['train_seconds']/s['epochs'],2), 'test_acc', s['test_accuracy'])"
+    done
   done
 fi
 
