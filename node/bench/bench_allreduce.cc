@@ -275,6 +275,7 @@ Status RankMain(gossip::FabricProvider provider, int rank, int n, int fd, const 
   fo.bind_address = "127.0.0.1";
   fo.busy_poll = gossip::BusyPollFor(provider, n, o.busy_poll_us);
   if (provider == gossip::FabricProvider::kTcpRxm) fo.rxm_eager_limit = o.rxm_eager_limit;
+  o.knobs.ApplyTo(fo);
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(fo));
   CHORUS_RETURN_IF_ERROR(WriteBlob(fd, transport->LocalAddress(), kAllreduceBench));
   char frame = 0;

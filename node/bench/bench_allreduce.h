@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gossip/collectives/collective_options.h"
+#include "node/bench/transport_knobs.h"
 #include "node/config/config.h"
 
 namespace chorus::node {
@@ -55,6 +56,7 @@ struct BenchAllreduceOptions {
   int busy_poll_us = -1;
   // FabricOptions::rxm_eager_limit over tcp;ofi_rxm (0: rxm's own protocols).
   size_t rxm_eager_limit = 0;
+  TransportKnobs knobs;
   // What `auto` picks by, as a node with these [exchange.crossovers] would on
   // each provider (-1 sizes: the provider's default).
   CrossoversConfig crossovers;

@@ -67,9 +67,7 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, gos
   gossip::FabricOptions options;
   options.provider = provider;
   options.busy_poll = gossip::BusyPollFor(provider, 2, o.busy_poll_us);
-  if (o.wait_spin_us >= 0) options.wait_spin = std::chrono::microseconds(o.wait_spin_us);
-  if (o.wait_spin_per_mib_us >= 0) options.wait_spin_per_mib = std::chrono::microseconds(o.wait_spin_per_mib_us);
-  if (o.progress_max_sleep_us >= 0) options.progress_max_sleep = std::chrono::microseconds(o.progress_max_sleep_us);
+  o.knobs.ApplyTo(options);
   options.node_name = rank == 0 ? "bench0" : "bench1";
   CHORUS_ASSIGN_OR_RETURN(auto transport, gossip::MakeFabricTransport(options));
   const std::vector<uint8_t> mine = transport->LocalAddress();

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "node/bench/transport_knobs.h"
+
 #include "gossip/transport/provider.h"
 
 namespace chorus::node {
@@ -28,12 +30,9 @@ struct BenchP2pOptions {
   int iterations = 0;
   // Untimed round trips before the timed ones; -1 picks iterations / 10 (at least 2).
   int warmup = -1;
-  // Waiting knobs of the fabric transport (FabricOptions); < 0 keeps its defaults,
-  // except busy_poll_us: < 0 picks gossip::BusyPollFor(provider, 2).
+  // < 0 picks gossip::BusyPollFor(provider, 2).
   int busy_poll_us = -1;
-  int wait_spin_us = -1;
-  int wait_spin_per_mib_us = -1;
-  int progress_max_sleep_us = -1;
+  TransportKnobs knobs;
 };
 
 // Runs the benchmark and prints one table row per (provider, size) to stdout.

@@ -58,6 +58,16 @@ constexpr const char* kBusyPollHelp =
     "Transport knob: how long a wait polls the CQ without yielding (-1: 200 over shm if the host "
     "has a core per process, else 0)";
 
+// --wait-spin-us, --wait-spin-per-mib-us and --progress-max-sleep-us.
+void AddTransportKnobs(CLI::App& cmd, TransportKnobs* knobs) {
+  cmd.add_option("--wait-spin-us", knobs->wait_spin_us,
+                 "Transport knob: how long a wait polls the CQ itself before sleeping (-1: default)");
+  cmd.add_option("--wait-spin-per-mib-us", knobs->wait_spin_per_mib_us,
+                 "Transport knob: extra wait polling per MiB of the message (-1: default)");
+  cmd.add_option("--progress-max-sleep-us", knobs->progress_max_sleep_us,
+                 "Transport knob: longest idle sleep of the progress thread (-1: default)");
+}
+
 struct BenchAllreduceArgs {
   std::vector<std::string> providers = ProviderNames(BenchAllreduceOptions{}.providers);
   std::string ranks = "2,4";
@@ -68,6 +78,7 @@ struct BenchAllreduceArgs {
   double seconds = BenchAllreduceOptions{}.seconds_per_size;
   double warmup = BenchAllreduceOptions{}.warmup_seconds;
   int busy_poll_us = -1;
+  TransportKnobs knobs;
   size_t rxm_eager_limit = 0;
   std::string config;
   bool fit_crossovers = false;
@@ -94,6 +105,7 @@ void AddBenchAllreduceOptions(CLI::App* cmd, BenchAllreduceArgs* args) {
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
   cmd->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp)->capture_default_str();
+  AddTransportKnobs(*cmd, &args->knobs);
   cmd->add_option("--rxm-eager-limit", args->rxm_eager_limit,
                   "tcp;ofi_rxm only: messages up to this size go eagerly into the posted receive instead of by "
                   "rendezvous (rxm's dynamic receive buffers; 0: rxm's own 16 KiB; see docs/libfabric.md)")
@@ -170,6 +182,7 @@ Result<BenchAllreduceOptions> BenchAllreduceOptionsFrom(const BenchAllreduceArgs
   CHORUS_ASSIGN_OR_RETURN(options.crossovers, ReadCrossovers(args.config));
   options.busy_poll_us = args.busy_poll_us;
   options.rxm_eager_limit = args.rxm_eager_limit;
+  options.knobs = args.knobs;
   options.providers.clear();
   for (const std::string& name : args.providers) {
     options.providers.push_back(*FromName(gossip::kFabricProviderNames, name));  // checked by IsMember
@@ -212,18 +225,11 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
     size_t max_size = size_t{64} << 20;
     int iterations = 0;
     int busy_poll_us = -1;
-    int wait_spin_us = -1;
-    int wait_spin_per_mib_us = -1;
-    int progress_max_sleep_us = -1;
+    TransportKnobs knobs;
   };
   auto args = std::make_shared<Args>();
   p2p->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp);
-  p2p->add_option("--wait-spin-us", args->wait_spin_us,
-                  "Transport knob: how long a wait polls the CQ itself before sleeping (-1: default)");
-  p2p->add_option("--wait-spin-per-mib-us", args->wait_spin_per_mib_us,
-                  "Transport knob: extra wait polling per MiB of the message (-1: default)");
-  p2p->add_option("--progress-max-sleep-us", args->progress_max_sleep_us,
-                  "Transport knob: longest idle sleep of the progress thread (-1: default)");
+  AddTransportKnobs(*p2p, &args->knobs);
   std::vector<std::string> p2p_choices = ProviderNames();
   p2p_choices.push_back("all");
   p2p->add_option("--provider", args->provider,
@@ -243,9 +249,7 @@ void RegisterBenchCommands(CLI::App& app, CliContext& context) {
     options.max_size = args->max_size;
     options.iterations = args->iterations;
     options.busy_poll_us = args->busy_poll_us;
-    options.wait_spin_us = args->wait_spin_us;
-    options.wait_spin_per_mib_us = args->wait_spin_per_mib_us;
-    options.progress_max_sleep_us = args->progress_max_sleep_us;
+    options.knobs = args->knobs;
     context.exit_code = RunBenchP2p(options);
   });
   RegisterBenchAllreduce(*bench, context);
