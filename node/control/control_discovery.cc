@@ -11,7 +11,9 @@
 // bootstrap lists connect (as an undirected graph) all learn each other.
 //
 // Founder choice. Among itself and the unformed nodes that answered, the
-// lowest advertised address (AddressBefore) is the founder candidate: it
+// lowest advertised address (AddressBefore) is the founder candidate (not
+// before every known address answered, or failed for cluster.dead_timeout_s
+// since the node began to look: one may not listen yet): it
 // accepts joins and fixes epoch 0 once cluster.min_nodes are present
 // (MaybeFormEpoch0); every other node joins it. A candidate that learns of a
 // lower unformed node defers: it redirects its applicants there and joins it.
@@ -330,6 +332,16 @@ void ControlPlaneImpl::Reconsider() {
       if (k.reach == Known::Reach::kUntried && !k.self) return;
     }
     if (!reached_formed_.empty()) return;  // it joins a formed cluster or none
+    // Nor while a known address has not answered yet, until the dead timeout
+    // since this node began to look: nodes started together by hand, each
+    // bootstrapping one that does not listen yet, would otherwise each found
+    // a cluster of their own (with cluster.min_nodes = 1) and never meet.
+    // The probe rounds call this again.
+    if (Clock::now() - join_started_ < dead_after_) {
+      for (const auto& [key, k] : known_) {
+        if (k.reach == Known::Reach::kFailed && !k.self) return;
+      }
+    }
     BecomeCandidate();
   }
   MaybeFormEpoch0();

@@ -568,6 +568,34 @@ TEST(ControlPlaneTest, TwoNodesBootstrappingEachOtherFormOneEpochInEitherOrder) 
   }
 }
 
+// Three nodes started together by hand with min_nodes 1, each bootstrapping
+// the one before, the first not listening yet: the other two reach each
+// other but not it. They wait for it (up to the dead timeout) instead of
+// founding a cluster of their own beside it, and both join its cluster.
+TEST(ControlPlaneTest, NodesWhoseBootstrapDoesNotListenYetFoundNoClusterBesideIt) {
+  const std::vector<uint16_t> ports = AscendingPorts(3);
+  const std::string lo = Loopback(ports[0]), mid = Loopback(ports[1]);
+  auto n_mid = StartOrDie(At(ports[1], 1, {lo}), Local("mid"));
+  auto n_hi = StartOrDie(At(ports[2], 1, {mid}), Local("hi"));
+  ASSERT_TRUE(n_mid && n_hi);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // their probes of `lo` fail meanwhile
+  auto n_lo = StartOrDie(At(ports[0], 1, {}), Local("lo"));
+  ASSERT_TRUE(n_lo);
+  Result<MembershipView> v_lo = n_lo->WaitForEpoch0(Deadline::AfterSeconds(kWait));
+  ASSERT_TRUE(v_lo.has_value()) << v_lo.error().ToString();
+  EXPECT_EQ(Names(*v_lo), std::vector<std::string>{"lo"});  // alone at once: min_nodes 1
+  // The other two wait to be admitted at its next boundary instead of
+  // training a cluster of their own.
+  std::vector<std::string> pending;
+  for (int t = 0; t < 100 && pending.size() < 2; ++t) {
+    pending = n_lo->PendingJoiners();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::sort(pending.begin(), pending.end());
+  EXPECT_EQ(pending, (std::vector<std::string>{"hi", "mid"}));
+  EXPECT_EQ(n_mid->WaitForEpoch0(Deadline::AfterSeconds(0.2)).error().code(), StatusCode::kDeadlineExceeded);
+}
+
 // min_nodes 4 with three nodes started keeps them forming, so each one's
 // state shows who defers to whom: `mid` is the candidate until `lo` (which
 // only knows `hi`) appears; then `mid` redirects `hi` to `lo` and joins `lo`
