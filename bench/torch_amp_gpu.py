@@ -77,6 +77,9 @@ class ForeachLars:
         self.decayed = [p.dim() > 1 for p in self.params]
         self.bufs = [torch.zeros_like(p) for p in self.params]
         self.lr, self.m, self.wd, self.eta = lr, momentum, wd, eta
+        # GradScaler.unscale_ (called by GradScaler.step) walks
+        # optimizer.param_groups to find the gradients it unscales and checks.
+        self.param_groups = [{"params": self.params}]
 
     def zero_grad(self, set_to_none=True):
         for p in self.params:
