@@ -102,12 +102,24 @@ std::vector<size_t> DealChunks(size_t chunks, size_t sources, Alike alike) {
 struct Captured {
   std::vector<uint8_t> bytes;
   uint32_t crc32 = 0;
+  std::vector<uint32_t> chunk_crc32;  // per chunk: what striping holders compare
 };
 
+// One pass over the bytes: each chunk's CRC-32, combined into the whole's.
 Result<Captured> CaptureWithCrc(LiveState& state, int64_t next_step) {
-  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, state.Capture(next_step));
-  const uint32_t crc = Crc32(bytes);
-  return Captured{std::move(bytes), crc};
+  Captured captured;
+  CHORUS_ASSIGN_OR_RETURN(captured.bytes, state.Capture(next_step));
+  const std::span<const uint8_t> bytes(captured.bytes);
+  uLong whole = crc32(0L, Z_NULL, 0);
+  for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
+    const size_t begin = c * kLiveStateChunkBytes;
+    const size_t n = std::min(kLiveStateChunkBytes, bytes.size() - begin);
+    const uint32_t crc = Crc32(bytes.subspan(begin, n));
+    captured.chunk_crc32.push_back(crc);
+    whole = crc32_combine(whole, crc, static_cast<z_off_t>(n));
+  }
+  captured.crc32 = static_cast<uint32_t>(whole);
+  return captured;
 }
 
 Header HeaderOf(const Captured& captured, int64_t next_step) {
@@ -279,12 +291,10 @@ std::array<float, kFingerprintFloats> Fingerprint(bool holds, uint32_t crc, uint
   return {1.0f, Half(crc, 16), Half(crc, 0), Half(bytes, 32), Half(bytes, 16), Half(bytes, 0)};
 }
 
-// The CRC-32 of each chunk of `bytes`, two floats per chunk.
-std::vector<float> ChunkFingerprints(std::span<const uint8_t> bytes) {
+// A capture's per-chunk CRC-32s, two floats per chunk.
+std::vector<float> ChunkFingerprints(const Captured& captured) {
   std::vector<float> out;
-  for (size_t c = 0; c < Chunks(bytes.size()); ++c) {
-    const size_t begin = c * kLiveStateChunkBytes;
-    const uint32_t crc = Crc32(bytes.subspan(begin, std::min(kLiveStateChunkBytes, bytes.size() - begin)));
+  for (uint32_t crc : captured.chunk_crc32) {
     out.push_back(Half(crc, 16));
     out.push_back(Half(crc, 0));
   }
@@ -363,19 +373,19 @@ Result<Plan> PlanTransfer(const gossip::Collective& collective, const Membership
   const size_t k = 2 * chunks;
   std::vector<float> chunk_crcs(k, 0.0f);
   if (std::find(plan.sources.begin(), plan.sources.end(), view.self_rank) != plan.sources.end()) {
-    chunk_crcs = ChunkFingerprints((*captured)->bytes);
+    chunk_crcs = ChunkFingerprints(**captured);
   }
   CHORUS_ASSIGN_OR_RETURN(const std::vector<float> crcs,
                           GatherFromEveryRank(collective, chunk_crcs, round_base + (gossip::Tag{3} << 20), deadline));
-  plan.chunk_source = DealChunks(chunks, n, [&](size_t c, size_t s) {
+  // Source s holds chunk c as the first source does.
+  auto holds_alike = [&](size_t c, size_t s) {
     return Same(Slot(crcs, plan.sources[s], k).subspan(2 * c, 2), Slot(crcs, plan.sources[0], k).subspan(2 * c, 2));
-  });
+  };
+  plan.chunk_source = DealChunks(chunks, n, holds_alike);
   size_t alike = 0;
   for (size_t c = 0; c < chunks; ++c) {
     bool every = true;
-    for (size_t s = 1; s < n; ++s) {
-      every = every && Same(Slot(crcs, plan.sources[s], k).subspan(2 * c, 2), Slot(crcs, plan.sources[0], k).subspan(2 * c, 2));
-    }
+    for (size_t s = 1; s < n; ++s) every = every && holds_alike(c, s);
     alike += every ? 1 : 0;
   }
   const std::string& first_name = view.members[static_cast<size_t>(holders[0])].name;

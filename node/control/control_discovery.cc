@@ -326,22 +326,18 @@ void ControlPlaneImpl::Reconsider() {
     return;
   }
   if (!founder_) {
-    // Not before every known address has answered or failed once: a lower
-    // node may be about to answer.
+    // Not before every known address has answered or failed once (a lower
+    // node may be about to answer), nor, while one has not answered, before
+    // the dead timeout since this node began to look: nodes started together
+    // by hand, each bootstrapping one that does not listen yet, would
+    // otherwise each found a cluster of their own (with cluster.min_nodes =
+    // 1) and never meet. The probe rounds call this again.
+    const bool may_still_listen = Clock::now() - join_started_ < dead_after_;
     for (const auto& [key, k] : known_) {
-      if (k.reach == Known::Reach::kUntried && !k.self) return;
+      if (k.self) continue;
+      if (k.reach == Known::Reach::kUntried || (may_still_listen && k.reach == Known::Reach::kFailed)) return;
     }
     if (!reached_formed_.empty()) return;  // it joins a formed cluster or none
-    // Nor while a known address has not answered yet, until the dead timeout
-    // since this node began to look: nodes started together by hand, each
-    // bootstrapping one that does not listen yet, would otherwise each found
-    // a cluster of their own (with cluster.min_nodes = 1) and never meet.
-    // The probe rounds call this again.
-    if (Clock::now() - join_started_ < dead_after_) {
-      for (const auto& [key, k] : known_) {
-        if (k.reach == Known::Reach::kFailed && !k.self) return;
-      }
-    }
     BecomeCandidate();
   }
   MaybeFormEpoch0();

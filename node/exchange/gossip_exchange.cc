@@ -56,9 +56,7 @@ class GossipExchange::LockstepMode final : public GossipExchange::Mode {
   using Mode::Mode;
 
   Status Admit(const MembershipView& next, int64_t next_step) override {
-    x_.RetireProtocol();
-    Status s = x_.session_->InstallPeers(next, ReformDeadline(x_.config_));
-    if (s.ok()) s = StatusOf(ShareAndBuild(next, next_step, /*agree=*/false));
+    Status s = InstallAndShare(next, next_step, /*agree=*/false);
     if (s.ok()) {
       ++x_.admissions_;
       return s;
@@ -88,12 +86,18 @@ class GossipExchange::LockstepMode final : public GossipExchange::Mode {
 
   // The survivors agree on the step to go on from (steps_to_catch_up_).
   Status ReformAt(const MembershipView& next, int64_t next_step) override {
-    x_.RetireProtocol();
-    CHORUS_RETURN_IF_ERROR(x_.session_->InstallPeers(next, ReformDeadline(x_.config_)));
-    return StatusOf(ShareAndBuild(next, next_step, /*agree=*/true));
+    return InstallAndShare(next, next_step, /*agree=*/true);
   }
 
  private:
+  // Installs `next`'s peers (the protocol retired first: a pairwise
+  // responder must stop before the peers change), then ShareAndBuild.
+  Status InstallAndShare(const MembershipView& next, int64_t next_step, bool agree) {
+    x_.RetireProtocol();
+    CHORUS_RETURN_IF_ERROR(x_.session_->InstallPeers(next, ReformDeadline(x_.config_)));
+    return StatusOf(ShareAndBuild(next, next_step, agree));
+  }
+
   // Over `view`'s installed members: the live state for members that lack
   // it, then the protocol over the new graph; with `agree`, the step to
   // resume from (steps_to_catch_up_). Returns the step to run next. The
