@@ -57,4 +57,40 @@ HostInfo ReadHostInfo() {
   return host;
 }
 
+CpuTimes CpuTimesFromProcStat(std::string_view stat) {
+  CpuTimes t;
+  size_t start = 0;
+  while (start < stat.size()) {
+    size_t end = stat.find('\n', start);
+    if (end == std::string_view::npos) end = stat.size();
+    const std::string_view line = stat.substr(start, end - start);
+    start = end + 1;
+    if (line.rfind("cpu ", 0) == 0) {
+      std::istringstream fields{std::string(line.substr(4))};
+      uint64_t value = 0;
+      for (int i = 0; fields >> value; ++i) {
+        t.total += value;
+        if (i == 3 || i == 4) t.idle += value;  // idle, iowait
+      }
+    } else if (line.rfind("cpu", 0) == 0 && line.size() > 3 && std::isdigit(static_cast<unsigned char>(line[3]))) {
+      ++t.cpus;
+    }
+  }
+  return t;
+}
+
+CpuTimes ReadCpuTimes() {
+  std::ifstream in("/proc/stat");
+  if (!in) return {};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return CpuTimesFromProcStat(text.str());
+}
+
+double IdleCores(const CpuTimes& before, const CpuTimes& after) {
+  if (after.cpus <= 0 || after.total <= before.total || after.idle < before.idle) return -1;
+  return static_cast<double>(after.cpus) * static_cast<double>(after.idle - before.idle) /
+         static_cast<double>(after.total - before.total);
+}
+
 }  // namespace chorus

@@ -35,6 +35,7 @@ FusionEngine::FusionEngine(const Collective& collective, GradientBucketer bucket
       options_(std::move(options)),
       bucketer_(std::move(bucketer)) {
   staging_.resize(bucketer_.buckets().size());
+  timings_.resize(bucketer_.buckets().size());
   for (size_t b = 0; b < staging_.size(); ++b) {
     const GradientBucket& bucket = bucketer_.buckets()[b];
     if (!bucket.contiguous) staging_[b].resize(bucket.elems);
@@ -68,6 +69,7 @@ Status FusionEngine::MarkReady(size_t param) {
     auto marked = bucketer_.MarkReady(param);
     if (!marked) return marked.error().WithContext("fusion engine step " + std::to_string(step_));
     completed = *marked;
+    if (completed) timings_[*completed].ready_us = NowMicros();
   }
   if (completed) cv_.notify_all();
   return Status::Ok();
@@ -99,12 +101,19 @@ Status FusionEngine::WaitAll(Deadline deadline) {
   bucketer_.Reset();
   next_ = 0;
   ++step_;
+  last_timings_.swap(timings_);
+  timings_.assign(buckets, BucketTiming{});
   return Status::Ok();
 }
 
 int64_t FusionEngine::step() const {
   std::lock_guard<std::mutex> lock(mu_);
   return step_;
+}
+
+std::vector<BucketTiming> FusionEngine::LastStepTimings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_timings_;
 }
 
 void FusionEngine::Worker() {
@@ -119,9 +128,15 @@ void FusionEngine::Worker() {
     const int64_t step = step_;
     running_ = true;
     lock.unlock();
+    const int64_t begin_us = NowMicros();
     Status s = RunBucket(bucket, step);
+    const int64_t end_us = NowMicros();
     lock.lock();
     running_ = false;
+    timings_[bucket].begin_us = begin_us;
+    timings_[bucket].end_us = end_us;
+    timings_[bucket].wire_bytes =
+        bucketer_.buckets()[bucket].elems * (options_.fp16_wire ? sizeof(uint16_t) : sizeof(float));
     if (!s.ok() && failed_.ok()) failed_ = s;
     ++next_;
     cv_.notify_all();

@@ -56,6 +56,15 @@ struct FusionOptions {
   bool fp16_wire = false;
 };
 
+// When one bucket's all-reduce could start and ran in one step (NowMicros,
+// common/clock.h).
+struct BucketTiming {
+  int64_t ready_us = 0;  // its last parameter was marked ready
+  int64_t begin_us = 0;  // the communication thread began its all-reduce
+  int64_t end_us = 0;    // and ended it
+  size_t wire_bytes = 0;
+};
+
 class FusionEngine {
  public:
   // `collective` and `grads` (at least bucketer.RequiredElems() elements) must
@@ -89,6 +98,8 @@ class FusionEngine {
   const GradientBucketer& bucketer() const { return bucketer_; }
   // Steps completed by WaitAll so far.
   int64_t step() const;
+  // The buckets' timings in the step WaitAll last completed (empty before).
+  std::vector<BucketTiming> LastStepTimings() const;
 
  private:
   FusionEngine(const Collective& collective, GradientBucketer bucketer, std::span<float> grads,
@@ -109,6 +120,8 @@ class FusionEngine {
   size_t next_ = 0;            // next bucket the worker runs this step
   bool running_ = false;       // the worker is inside RunBucket
   int64_t step_ = 0;
+  std::vector<BucketTiming> timings_;       // this step's, by bucket
+  std::vector<BucketTiming> last_timings_;  // the last completed step's
   Status failed_;
   bool stop_ = false;
   std::thread worker_;

@@ -252,7 +252,7 @@ struct ExchangeConfig {
   // allreduce
   gossip::AllreduceAlgorithm algorithm = gossip::AllreduceAlgorithm::kAuto;
   int bucket_kib = 1024;             // tensor-fusion bucket threshold
-  int first_bucket_kib = 0;          // the first bucket's threshold; 0: bucket_kib
+  int first_bucket_kib = -1;         // the first bucket's threshold; 0: bucket_kib; -1: measured (overlap model)
   int state_sources = 4;             // allreduce: members a joiner's state comes from at once (striped)
   bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
   bool shared_memory = true;         // nodes of one host_group sum through a shared segment

@@ -230,7 +230,7 @@ void CheckExchange(const Config& config, Checker& check) {
   // setting of the kind not chosen today does not wait until the kind is switched.
   const ExchangeConfig& exchange = config.exchange;
   check.IntAtLeast("exchange.bucket_kib", exchange.bucket_kib, 1);
-  check.IntAtLeast("exchange.first_bucket_kib", exchange.first_bucket_kib, 0);
+  check.IntAtLeast("exchange.first_bucket_kib", exchange.first_bucket_kib, -1);
   check.IntAtLeast("exchange.state_sources", exchange.state_sources, 1);
   check.IntAtLeast("exchange.period", exchange.period, 1);
   check.IntAtLeast("exchange.max_staleness", exchange.max_staleness, -1);

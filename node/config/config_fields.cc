@@ -176,7 +176,7 @@ const FieldSpec kFields[] = {
                          "allreduce: "),
     CHORUS_CONFIG_FIELD(exchange, bucket_kib, "allreduce: tensor-fusion bucket threshold, >= 1"),
     CHORUS_CONFIG_FIELD(exchange, first_bucket_kib,
-                        "allreduce: threshold of the first bucket (the last layers'), so that its all-reduce overlaps the rest of backward; 0: bucket_kib"),
+                        "allreduce: threshold of the first bucket (the last layers'), so that its all-reduce overlaps the rest of backward; 0: bucket_kib; -1: chosen by the overlap model from the first steps' measurements"),
     CHORUS_CONFIG_FIELD(exchange, state_sources,
                         "allreduce: the most members a joiner takes the live state from at once, each sending "
                         "every n-th chunk (their replicas hold the same bytes); 1: one member sends it all"),

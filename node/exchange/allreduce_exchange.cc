@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <optional>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/quantile.h"
 #include "node/cluster/step_agreement.h"
 #include "node/exchange/batch_norm_state.h"
 #include "node/exchange/trainer_state.h"
@@ -46,6 +48,7 @@ Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Confi
   trainer->SetGradientReadyHook([self](int param) {
     if (!self->engine_ || !self->hook_error_.ok()) return;
     const size_t n = self->trainer_->Parameters().size();
+    self->tuner_.GradientReady(n - 1 - static_cast<size_t>(param));
     Status s = self->engine_->MarkReady(n - 1 - static_cast<size_t>(param));
     if (!s.ok()) self->hook_error_ = s;
   });
@@ -110,6 +113,23 @@ Status AllreduceExchange::Build() {
                     collective_->segment()->Describe());
   }
 
+  const size_t element_bytes = config_.exchange.fp16_wire ? sizeof(uint16_t) : sizeof(float);
+  const bool tune = config_.exchange.first_bucket_kib < 0 && !virtual_time_ && view.size() > 1;
+  first_bucket_choice_.clear();
+  CHORUS_RETURN_IF_ERROR(BuildEngine(config_.exchange.first_bucket_kib > 0
+                                         ? static_cast<size_t>(config_.exchange.first_bucket_kib) * 1024
+                                         : 0));
+  tuner_.Stop();
+  if (tune) tuner_.Start(engine_->bucketer().params(), element_bytes);
+  return Status::Ok();
+}
+
+Status AllreduceExchange::BuildEngine(size_t first_bucket_bytes) {
+  engine_.reset();
+  const MembershipView& view = session_->view;
+  const gossip::Tag tag_base = EpochTagBase(view.epoch);
+  const Duration op_timeout = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double>(config_.fabric.op_timeout_s));
   // Backward order is the reverse of the parameter table.
   std::span<const trainer::ParameterInfo> params = trainer_->Parameters();
   // Slice b of the bucketer is parameter n-1-b of the table.
@@ -121,12 +141,10 @@ Status AllreduceExchange::Build() {
   }
   // A small first bucket puts the last layers' sum on the wire while the rest
   // of backward runs; it pays only where that backward outlasts an all-reduce's
-  // latency, which it did not for the MLP on a 2-core host (docs/performance.md,
-  // "Fusion bucket size for the MLP"), so it is the user's choice.
+  // latency and a core is free to run it (gossip/fusion/overlap_model.h), so
+  // under auto the measured model decides (DecideFirstBucket).
   const size_t bucket_bytes = static_cast<size_t>(config_.exchange.bucket_kib) * 1024;
-  bucket_sizes_ = {bucket_bytes, config_.exchange.first_bucket_kib > 0
-                                     ? static_cast<size_t>(config_.exchange.first_bucket_kib) * 1024
-                                     : bucket_bytes};
+  bucket_sizes_ = {bucket_bytes, first_bucket_bytes > 0 ? first_bucket_bytes : bucket_bytes};
   CHORUS_ASSIGN_OR_RETURN(gossip::GradientBucketer bucketer,
                           gossip::GradientBucketer::Create(std::move(slices), bucket_sizes_));
   buckets_ = bucketer.buckets().size();
@@ -150,6 +168,43 @@ Status AllreduceExchange::Build() {
   return Status::Ok();
 }
 
+Status AllreduceExchange::DecideFirstBucket() {
+  tuner_.Stop();
+  const MembershipView& view = session_->view;
+  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  const gossip::Tag tag_base = EpochTagBase(view.epoch) + (gossip::Tag{5} << 37) + (gossip::Tag{1} << 30);
+  // A small call's fixed cost, measured now on every rank: the first call
+  // lines the ranks up, the median of the next ones is the figure.
+  gossip::AllreduceOptions probe;
+  probe.algorithm = algorithm_;
+  probe.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
+  probe.tag_base = tag_base;
+  probe.deadline = deadline;
+  std::vector<double> call_us;
+  for (int i = 0; i < 6; ++i) {
+    float one = 1.0f;
+    const int64_t begin = NowMicros();
+    CHORUS_RETURN_IF_ERROR(collective_->Allreduce(std::span<float>(&one, 1), probe));
+    if (i > 0) call_us.push_back(static_cast<double>(NowMicros() - begin));
+  }
+  const std::vector<float> mine = gossip::FlattenOverlapFigures(tuner_.Figures(Quantile(call_us, 0.5)));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
+                          GatherFromEveryRank(*collective_, mine, tag_base + gossip::kTagsPerCollective, deadline));
+  std::vector<gossip::OverlapFigures> ranks;
+  for (int r = 0; r < view.size(); ++r) {
+    ranks.push_back(gossip::UnflattenOverlapFigures(
+        std::span<const float>(all).subspan(static_cast<size_t>(r) * mine.size(), mine.size())));
+  }
+  const gossip::FirstBucketChoice choice =
+      gossip::ChooseFirstBucket(tuner_.prefix_bytes(), engine_->bucketer().buckets().front().elems *
+                                                           (config_.exchange.fp16_wire ? sizeof(uint16_t) : sizeof(float)),
+                                ranks);
+  first_bucket_choice_ = choice.reason;
+  CHORUS_LOG_INFO(Subsys::kGossip, "overlap at epoch ", view.epoch, ": ", choice.reason);
+  if (choice.bytes == 0) return Status::Ok();
+  return BuildEngine(choice.bytes);
+}
+
 std::string AllreduceExchange::Describe() const {
   std::string algorithm(gossip::AllreduceAlgorithmName(config_.exchange.algorithm));
   if (config_.exchange.algorithm == gossip::AllreduceAlgorithm::kAuto && !resolved_.empty()) {
@@ -158,8 +213,15 @@ std::string AllreduceExchange::Describe() const {
   return "allreduce " + algorithm + " over " + std::to_string(session_->view.size()) +
          " nodes (" + session_->transport->Describe() + ", " + std::to_string(buckets_) +
          " fusion buckets of up to " + std::to_string(config_.exchange.bucket_kib) + " KiB" +
-         (config_.exchange.first_bucket_kib > 0
-              ? ", the first up to " + std::to_string(config_.exchange.first_bucket_kib) + " KiB"
+         (bucket_sizes_.first_bucket_bytes != bucket_sizes_.bucket_bytes
+              ? ", the first up to " + std::to_string((bucket_sizes_.first_bucket_bytes + 1023) / 1024) + " KiB"
+              : std::string()) +
+         (config_.exchange.first_bucket_kib < 0
+              ? "; overlap: " + (first_bucket_choice_.empty() ? std::string("measured in the first ") +
+                                                                    std::to_string(FirstBucketTuner::kWarmupSteps +
+                                                                                   FirstBucketTuner::kMeasuredSteps) +
+                                                                    " steps"
+                                                              : first_bucket_choice_)
               : std::string()) +
          ")";
 }
@@ -172,8 +234,10 @@ Status AllreduceExchange::BeforeStep(int64_t /*step*/) {
 }
 
 Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
+  tuner_.BackwardEnded();
   Status s = hook_error_;
   if (s.ok()) s = engine_->WaitAll(Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+  if (s.ok() && tuner_.StepDone(engine_->LastStepTimings())) s = DecideFirstBucket();
   if (s.ok()) return Status::Ok();
   ++failed_steps_;
   return Failed(s, "step " + std::to_string(step) + ": all-reduce", step + 1, /*abandon=*/true);

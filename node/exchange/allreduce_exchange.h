@@ -26,6 +26,7 @@
 #include "node/cluster/cluster_session.h"
 #include "node/config/config.h"
 #include "node/exchange/exchange.h"
+#include "node/exchange/first_bucket_tuner.h"
 #include "node/outputs/trace.h"
 #include "trainer/trainer.h"
 
@@ -66,6 +67,13 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
                     TraceWriter* trace)
       : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
   [[nodiscard]] Status Build();
+  // The bucketer and fusion engine over the built collective, with the first
+  // bucket capped at `first_bucket_bytes` (0: bucket_kib).
+  [[nodiscard]] Status BuildEngine(size_t first_bucket_bytes);
+  // first_bucket_kib = -1 (auto), once the tuner's steps are measured: every
+  // rank's figures gathered, the overlap model's choice (the same on every
+  // rank), and the engine rebuilt with the chosen first bucket.
+  [[nodiscard]] Status DecideFirstBucket();
   // A failed operation (`what`): stops (exchange.on_failure = "stop") or
   // re-forms (Reform).
   [[nodiscard]] Status Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon);
@@ -89,6 +97,8 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   std::unique_ptr<gossip::Collective> collective_;
   std::unique_ptr<gossip::FusionEngine> engine_;
   gossip::BucketSizes bucket_sizes_;
+  FirstBucketTuner tuner_;
+  std::string first_bucket_choice_;  // the overlap model's reason, for Describe
   size_t buckets_ = 0;
   std::string resolved_;  // what each bucket's all-reduce runs (ResolvedAlgorithms), for Describe
   Status hook_error_;

@@ -19,5 +19,22 @@ TEST(HostInfoTest, CpuModelIsTheFirstModelNameTrimmed) {
 
 TEST(HostInfoTest, ThisHostHasCores) { EXPECT_GE(ReadHostInfo().cores, 1); }
 
+// /proc/stat: the "cpu" line's fields summed, idle and iowait (4th and 5th)
+// as idle, one cpuN line per CPU; idle cores = CPUs x the idle share of the
+// ticks between two readings.
+TEST(HostInfoTest, IdleCoresFromTwoProcStatReadings) {
+  const CpuTimes before = CpuTimesFromProcStat(
+      "cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 50 0 50 350 50 0 0 0 0 0\ncpu1 50 0 50 350 50 0 0 0 0 0\nintr 5\n");
+  EXPECT_EQ(before.total, 1000u);
+  EXPECT_EQ(before.idle, 800u);
+  EXPECT_EQ(before.cpus, 2);
+  const CpuTimes after = CpuTimesFromProcStat(
+      "cpu  250 0 100 850 100 0 0 0 0 0\ncpu0 x\ncpu1 x\n");  // 300 ticks later, 150 of them idle
+  EXPECT_DOUBLE_EQ(IdleCores(before, after), 1.0);
+  EXPECT_EQ(IdleCores(after, after), -1);     // no tick passed
+  EXPECT_EQ(IdleCores(before, CpuTimes{}), -1);  // unreadable
+  EXPECT_EQ(CpuTimesFromProcStat("").cpus, 0);
+}
+
 }  // namespace
 }  // namespace chorus

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "node/exchange/allreduce_exchange.h"
+#include "node/exchange/first_bucket_tuner.h"
 #include "node/exchange/trainer_state.h"
 #include "tests/node/exchange/exchange_test_nodes.h"
 
@@ -216,7 +217,10 @@ void CheckFinish(const Config& config, int n, bool own_weights) {
 // Batches of 2 and 6 under all-reduce, each node's gradients weighted by its
 // share as the training loop sets them (ApplySampleWeights with the
 // exchange's weighting): every node ends with the gradient of all 8 images,
-// as one node computes it for the whole batch.
+// as one node computes it for the whole batch. The same with the MLP's
+// gradient in one bucket, in two (fc3 + fc2 first, 134 KiB), and under the
+// overlap model (-1), which decides after its measured steps, alike on every
+// rank (on this host either way), and rebuilds the buckets if it splits them.
 TEST(AllreduceExchangeTest, UnequalBatchesGiveTheGradientOfTheWholeGlobalBatch) {
   trainer::TrainerOptions o;
   o.precision = trainer::Precision::kFp32;
@@ -227,28 +231,49 @@ TEST(AllreduceExchangeTest, UnequalBatchesGiveTheGradientOfTheWholeGlobalBatch) 
   const std::vector<float> expected(whole->Gradients().begin(), whole->Gradients().end());
 
   const std::vector<int> batches = {2, 6};
-  std::vector<std::vector<float>> got(2);
-  auto statuses = RunNodes(
-      2, MakeConfig(ExchangeKind::kAllreduce), trainer::ModelKind::kMlp,
-      [&](int r, Node& node) -> Status {
-        EXPECT_EQ(node.exchange->SampleWeighting(), Exchange::Weighting::kGradient);
-        ApplySampleWeights(node.exchange->SampleWeighting(), *node.trainer, batches, batches[r]);
-        CHORUS_RETURN_IF_ERROR(node.exchange->BeforeStep(0));
-        CHORUS_RETURN_IF_ERROR(StatusOf(node.trainer->ForwardBackward(Images(r == 0 ? 0 : 2, batches[r]))));
-        CHORUS_RETURN_IF_ERROR(node.exchange->AfterBackward(0, batches[r]));
-        got[r].assign(node.trainer->Gradients().begin(), node.trainer->Gradients().end());
-        return node.exchange->Finish();
-      },
-      batches);
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
-    ASSERT_EQ(got[r].size(), expected.size());
-    double err = 0.0, norm = 0.0;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      err = std::max(err, static_cast<double>(std::abs(got[r][i] - expected[i])));
-      norm = std::max(norm, static_cast<double>(std::abs(expected[i])));
+  for (int first_bucket_kib : {0, 134, -1}) {
+    SCOPED_TRACE("first_bucket_kib " + std::to_string(first_bucket_kib));
+    Config config = MakeConfig(ExchangeKind::kAllreduce);
+    config.exchange.first_bucket_kib = first_bucket_kib;
+    const int steps = first_bucket_kib < 0 ? FirstBucketTuner::kWarmupSteps + FirstBucketTuner::kMeasuredSteps + 1 : 1;
+    std::vector<std::vector<float>> got(2);
+    std::vector<std::string> before(2), after(2);
+    auto statuses = RunNodes(
+        2, config, trainer::ModelKind::kMlp,
+        [&](int r, Node& node) -> Status {
+          EXPECT_EQ(node.exchange->SampleWeighting(), Exchange::Weighting::kGradient);
+          ApplySampleWeights(node.exchange->SampleWeighting(), *node.trainer, batches, batches[r]);
+          before[r] = node.exchange->Describe();
+          for (int step = 0; step < steps; ++step) {
+            CHORUS_RETURN_IF_ERROR(node.exchange->BeforeStep(step));
+            CHORUS_RETURN_IF_ERROR(StatusOf(node.trainer->ForwardBackward(Images(r == 0 ? 0 : 2, batches[r]))));
+            CHORUS_RETURN_IF_ERROR(node.exchange->AfterBackward(step, batches[r]));
+          }
+          after[r] = node.exchange->Describe();
+          got[r].assign(node.trainer->Gradients().begin(), node.trainer->Gradients().end());
+          return node.exchange->Finish();
+        },
+        batches);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      ASSERT_EQ(got[r].size(), expected.size());
+      double err = 0.0, norm = 0.0;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        err = std::max(err, static_cast<double>(std::abs(got[r][i] - expected[i])));
+        norm = std::max(norm, static_cast<double>(std::abs(expected[i])));
+      }
+      EXPECT_LT(err, 1e-5 * norm + 1e-7) << "rank " << r;
     }
-    EXPECT_LT(err, 1e-5 * norm + 1e-7) << "rank " << r;
+    if (first_bucket_kib == 134) EXPECT_NE(after[0].find("2 fusion buckets"), std::string::npos) << after[0];
+    if (first_bucket_kib == 0) EXPECT_NE(after[0].find("1 fusion buckets"), std::string::npos) << after[0];
+    if (first_bucket_kib < 0) {
+      EXPECT_NE(before[0].find("overlap: measured in the first 13 steps"), std::string::npos) << before[0];
+      const size_t at = after[0].find("overlap: ");
+      ASSERT_NE(at, std::string::npos) << after[0];
+      EXPECT_EQ(after[0].find("measured in the first"), std::string::npos) << after[0];
+      // The choice, its reason and the layout it leads to: the same on both ranks.
+      EXPECT_EQ(after[0].substr(at), after[1].substr(after[1].find("overlap: "))) << after[1];
+    }
   }
 }
 
