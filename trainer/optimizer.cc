@@ -89,7 +89,21 @@ Optimizer::Optimizer(const OptimizerOptions& options, std::vector<ParameterInfo>
   }
   chunk_w_sq_.assign(chunks_.size(), 0.0);
   chunk_g_sq_.assign(chunks_.size(), 0.0);
+  chunk_g_dot_.assign(chunks_.size(), 0.0);
+  last_norm_ratio_.assign(table_.size(), 1.0);
 }
+
+namespace {
+
+// Sum of a[i] * b[i] in double (the global-batch norm estimate's product of
+// successive gradients).
+double Dot(size_t n, const float* a, const float* b) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+  return sum;
+}
+
+}  // namespace
 
 // Parallel over the chunks of every tensor, on the kernels' OpenMP threads.
 // Norms are summed per tensor in chunk order (Step), so no result depends on
@@ -97,6 +111,7 @@ Optimizer::Optimizer(const OptimizerOptions& options, std::vector<ParameterInfo>
 // microseconds).
 bool Optimizer::Prepare(std::span<const float> master, std::span<const float> gradients) {
   const bool lars = options_.kind == OptimizerKind::kLars;
+  const bool estimate = lars && options_.norm_batch_ratio < 1.0;
   const int chunks = static_cast<int>(chunks_.size());
   const int threads = ThreadsFor(master.size());
   const float* w = master.data();
@@ -107,6 +122,9 @@ bool Optimizer::Prepare(std::span<const float> master, std::span<const float> gr
     chunk_g_sq_[c] = kernels::SumSquares(kNormContext, chunk.count, g + chunk.offset);
     if (lars && IsDecayedWeight(table_[chunk.param].kind)) {
       chunk_w_sq_[c] = kernels::SumSquares(kNormContext, chunk.count, w + chunk.offset);
+      if (estimate && have_previous_) {
+        chunk_g_dot_[c] = Dot(chunk.count, g + chunk.offset, previous_gradient_.data() + chunk.offset);
+      }
     }
   }
   prepared_ = true;
@@ -129,17 +147,40 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
   const float* g = gradients.data();
   float* v = momentum_.data();
 
+  const bool estimate = lars && options_.norm_batch_ratio < 1.0;
+  if (estimate && ema_dot_.size() != table_.size()) {
+    ema_dot_.assign(table_.size(), 0.0);
+    ema_sq_.assign(table_.size(), 0.0);
+    previous_gradient_.assign(gradients.size(), 0.0f);
+  }
+  constexpr double kEma = 0.9;
+  const bool with_history = estimate && have_previous_;
+  if (with_history) ++ema_steps_;
+  const double debias = with_history ? 1.0 - std::pow(kEma, static_cast<double>(ema_steps_)) : 1.0;
   for (size_t i = 0, c = 0; i < table_.size(); ++i) {
     const bool decayed = IsDecayedWeight(table_[i].kind);
-    double w_sq = 0.0, g_sq = 0.0;
+    double w_sq = 0.0, g_sq = 0.0, g_dot = 0.0;
     for (; c < chunks_.size() && chunks_[c].param == i; ++c) {
       w_sq += chunk_w_sq_[c];
       g_sq += chunk_g_sq_[c];
+      g_dot += chunk_g_dot_[c];
     }
     double local_lr = 1.0;
     if (lars && decayed) {
       const double w_norm = std::sqrt(w_sq);
-      const double g_norm = std::sqrt(g_sq);
+      double g_norm = std::sqrt(g_sq);
+      last_norm_ratio_[i] = 1.0;
+      if (with_history && std::isfinite(g_dot) && std::isfinite(g_sq)) {
+        ema_dot_[i] = kEma * ema_dot_[i] + (1.0 - kEma) * g_dot;
+        ema_sq_[i] = kEma * ema_sq_[i] + (1.0 - kEma) * g_sq;
+        const double sq = ema_sq_[i] / debias;
+        const double dot = std::clamp(ema_dot_[i] / debias, 0.0, sq);
+        const double global_sq = dot + (sq - dot) * options_.norm_batch_ratio;
+        if (sq > 0.0 && global_sq > 0.0) {
+          last_norm_ratio_[i] = std::sqrt(global_sq / sq);
+          g_norm *= last_norm_ratio_[i];
+        }
+      }
       if (w_norm > 0.0 && g_norm > 0.0) local_lr = options_.eta * w_norm / (g_norm + wd * w_norm);
     }
     last_local_lr_[i] = local_lr;
@@ -151,6 +192,7 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
   for (int c = 0; c < chunks; ++c) {
     const Chunk& chunk = chunks_[c];
     const size_t o = chunk.offset;
+    if (estimate) std::copy(g + o, g + o + chunk.count, previous_gradient_.data() + o);
     if (lars) {
       MomentumUpdateLars(chunk.count, momentum, coeff_[chunk.param], decay_[chunk.param], g + o,
                          v + o, w + o);
@@ -160,6 +202,7 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
     }
     if (on_updated) on_updated(o, chunk.count);
   }
+  have_previous_ = estimate;
 }
 
 }  // namespace chorus::trainer

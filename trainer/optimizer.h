@@ -13,6 +13,19 @@
 // SGD (PyTorch's torch.optim.SGD with momentum, dampening 0):
 //   v = momentum * v + (g + wd * w)    (wd only on kWeight tensors);   w -= lr * v
 //
+// The gradient norm of a node that trains alone between exchanges (gossip,
+// local steps) is its own batch b's, larger than the norm of the global batch
+// B's mean gradient that an all-reduce node sees: the noise of a mean of b
+// samples is sqrt(B / b) times that of B samples. Its trust ratio then
+// shrinks by up to that factor (4x at 16 nodes), and so does its step. With
+// `norm_batch_ratio` = b / B < 1 each tensor's ||g||^2 is replaced by an
+// estimate of the global batch's: the product of successive gradients
+// <g_t, g_{t-1}> estimates ||E g||^2 (their noise is independent), the square
+// ||g_t||^2 is ||E g||^2 plus the noise of b samples, so
+//   ||g_B||^2 ~= D + (S - D) b / B,   D = EMA <g_t, g_{t-1}>, S = EMA ||g_t||^2
+// (EMAs with a factor 0.9, debiased; D clamped to [0, S]). The first step,
+// with no predecessor, uses the local norm.
+//
 // Norms are accumulated in double in a fixed order (deterministic for any thread
 // count). The optimizer never checks for Inf/NaN (the loss scaler decides
 // whether a step happens) and never touches the FP16 working copy.
@@ -36,6 +49,9 @@ struct OptimizerOptions {
   double momentum = 0.9;       // in [0, 1)
   double weight_decay = 5e-4;  // >= 0; weights (kind kWeight) only
   double eta = 0.001;          // LARS trust coefficient (> 0); unused by SGD
+  // LARS: b / B, this node's batch over the global batch whose gradient norm
+  // the trust ratio should see (see above); 1: the local gradient's own.
+  double norm_batch_ratio = 1.0;
 };
 
 [[nodiscard]] Status ValidateOptimizerOptions(const OptimizerOptions& options);
@@ -70,6 +86,12 @@ class Optimizer {
   // and for SGD); for logging and tests.
   std::span<const double> last_local_lr() const { return last_local_lr_; }
 
+  // norm_batch_ratio after a change of the global batch (a member joined or left).
+  void SetNormBatchRatio(double ratio) { options_.norm_batch_ratio = ratio; }
+  // LARS with norm_batch_ratio < 1: each tensor's estimated global-batch
+  // gradient norm over its local one, from the last Step (1 otherwise).
+  std::span<const double> last_norm_ratio() const { return last_norm_ratio_; }
+
   // The momentum buffer (same layout as the master); checkpoints read and restore it.
   std::span<float> momentum() { return momentum_; }
   std::span<const float> momentum() const { return momentum_; }
@@ -91,6 +113,15 @@ class Optimizer {
   std::vector<double> last_local_lr_;
   std::vector<Chunk> chunks_;              // every tensor's ranges, in table order
   std::vector<double> chunk_w_sq_, chunk_g_sq_;  // squared norms per chunk (Prepare)
+  // Global-batch norm estimate (norm_batch_ratio < 1): the previous gradient,
+  // <g, g_prev> per chunk, and per tensor the EMAs of <g_t, g_{t-1}> and
+  // ||g_t||^2 and the steps they hold.
+  std::vector<float> previous_gradient_;
+  std::vector<double> chunk_g_dot_;
+  std::vector<double> ema_dot_, ema_sq_;
+  int64_t ema_steps_ = 0;
+  bool have_previous_ = false;
+  std::vector<double> last_norm_ratio_;
   bool prepared_ = false;                        // Prepare ran since the last Step
   std::vector<float> coeff_, decay_;       // per tensor, for the current Step
 };

@@ -42,6 +42,16 @@ Status CheckImages(const Model& model, int size, int channels, int height, int w
 
 }  // namespace
 
+namespace {
+
+// b / B, at most 1 (a node's batch over the global batch it belongs to).
+double NormBatchRatio(int batch, int global_batch) {
+  if (batch <= 0 || global_batch <= batch) return 1.0;
+  return static_cast<double>(batch) / static_cast<double>(global_batch);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) {
   const Precision precision = options.precision;
   if (options.batch_size < 1) {
@@ -87,6 +97,12 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) 
   optimizer_options.momentum = options.momentum;
   optimizer_options.weight_decay = options.weight_decay;
   optimizer_options.eta = options.lars_eta;
+  if (options.lars_global_batch_norm) {
+    if (options.device.on_gpu()) {
+      return Err(InvalidArgument("trainer: the LARS global-batch gradient norm runs on the CPU optimizer only"));
+    }
+    optimizer_options.norm_batch_ratio = NormBatchRatio(options.batch_size, schedule.global_batch);
+  }
   std::vector<ParameterInfo> table(model->parameters().begin(), model->parameters().end());
   CHORUS_ASSIGN_OR_RETURN(auto optimizer, Optimizer::Create(optimizer_options, std::move(table)));
   std::unique_ptr<DeviceModel> device;
@@ -315,6 +331,7 @@ Status Trainer::SetSchedule(int64_t steps_per_epoch, int global_batch) {
   options_.steps_per_epoch = steps_per_epoch;
   options_.global_batch = global_batch;
   schedule_.global_batch = global_batch;
+  if (options_.lars_global_batch_norm) optimizer_->SetNormBatchRatio(NormBatchRatio(options_.batch_size, global_batch));
   return Status::Ok();
 }
 

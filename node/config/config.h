@@ -73,6 +73,28 @@ inline constexpr EnumName<ConsensusSetting> kConsensusNames[] = {{ConsensusSetti
                                                                 {ConsensusSetting::kRounds, "rounds"},
                                                                 {ConsensusSetting::kNone, "none"}};
 
+// exchange.gossip_momentum: what a gossip node's momentum remembers: its own
+// gradients (local), or the moves its model made, mixing included
+// (quasi-global; node/exchange/gossip_corrections.h).
+enum class GossipMomentum { kLocal, kQuasiGlobal };
+inline constexpr EnumName<GossipMomentum> kGossipMomentumNames[] = {{GossipMomentum::kLocal, "local"},
+                                                                   {GossipMomentum::kQuasiGlobal, "quasi-global"}};
+
+// exchange.correction: a correction of D-PSGD's mixing for unlike data (d2:
+// Tang et al. 2018; node/exchange/gossip_corrections.h).
+enum class GossipCorrection { kNone, kD2 };
+inline constexpr EnumName<GossipCorrection> kGossipCorrectionNames[] = {{GossipCorrection::kNone, "none"},
+                                                                       {GossipCorrection::kD2, "d2"}};
+
+// train.lars_norm: which gradient norm LARS's trust ratio sees: the node's
+// own batch's (local), or the global batch's, estimated from it
+// (global-batch; trainer/optimizer.h). auto: global-batch on a CPU node whose
+// update uses its own gradient (gossip, or an outer step's local steps),
+// local under a plain all-reduce, whose gradient is the global batch's already.
+enum class LarsNorm { kAuto, kLocal, kGlobalBatch };
+inline constexpr EnumName<LarsNorm> kLarsNormNames[] = {
+    {LarsNorm::kAuto, "auto"}, {LarsNorm::kLocal, "local"}, {LarsNorm::kGlobalBatch, "global-batch"}};
+
 // The name of a node setting's value, as written in TOML.
 // exchange.outer.optimizer: the outer step of low-communication training
 // (node/exchange/outer_exchange.h). kNone: the exchange runs every step.
@@ -125,6 +147,7 @@ struct TrainConfig {
   double momentum = 0.9;
   double weight_decay = 5e-4;       // not applied to biases and BatchNorm parameters
   double lars_eta = 0.01;           // LARS trust coefficient (lr * eta matters; measured 0.01-0.02 best)
+  LarsNorm lars_norm = LarsNorm::kAuto;  // the gradient norm of the trust ratio
   double warmup_epochs = 1.0;       // linear warm-up
   double lr_decay_power = 2.0;      // polynomial decay power
   int threads = 2;                  // compute threads
@@ -262,6 +285,12 @@ struct ExchangeConfig {
   int period = 1;                    // local SGD: H local steps between mixing rounds
   int max_staleness = -1;            // pairwise-async: steps ahead of the slowest neighbour; -1: unbounded
   double gamma = 0.0;                // CHOCO consensus step size; 0: by codec (ChocoGamma, exchange/)
+  GossipMomentum gossip_momentum = GossipMomentum::kLocal;
+  GossipCorrection correction = GossipCorrection::kNone;
+  int global_average_every = 0;      // Gossip-PGA: an exact average every this many steps; 0: never
+  double consensus_control = 0.0;    // keep the exact relative consensus distance under this; 0: off
+  int consensus_control_every = 25;  // steps between its measurements
+  int consensus_control_max_rounds = 8;  // mixing rounds per step at most
   // end of training
   ConsensusSetting consensus = ConsensusSetting::kAllreduce;
   double consensus_bound = 1e-6;     // relative consensus distance to reach

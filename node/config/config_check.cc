@@ -238,6 +238,10 @@ void CheckExchange(const Config& config, Checker& check) {
   check.NumberAbove("exchange.consensus_bound", exchange.consensus_bound, 0.0);
   check.IntAtLeast("exchange.consensus_max_rounds", exchange.consensus_max_rounds, 1);
   check.IntAtLeast("exchange.consensus_every_steps", exchange.consensus_every_steps, 1);
+  check.IntAtLeast("exchange.global_average_every", exchange.global_average_every, 0);
+  if (exchange.consensus_control != 0.0) check.NumberAbove("exchange.consensus_control", exchange.consensus_control, 0.0);
+  check.IntAtLeast("exchange.consensus_control_every", exchange.consensus_control_every, 1);
+  check.IntAtLeast("exchange.consensus_control_max_rounds", exchange.consensus_control_max_rounds, 1);
   // A lossy codec without CHOCO's error feedback is allowed: that is the plain lossy exchange.
   const CompressionConfig& compression = exchange.compression;
   check.NumberInHalfOpenUnit("exchange.compression.ratio", compression.ratio);
@@ -284,6 +288,55 @@ void CheckGossipGraph(const Config& config, Checker& check) {
                                      : "protocol " + std::string(SettingName(config.exchange.protocol))) +
                    " needs an undirected graph" + (outer_neighbours ? "" : " (use push-sum)"),
                outer_neighbours ? "exchange.outer.peers" : "exchange.protocol");
+  }
+}
+
+// The corrections of a gossip step (gossip_corrections.h) and the lock-step
+// additions (an exact average every so often, consensus control) need what
+// each assumes: D^2 D-PSGD's doubly stochastic mixing every step, the lock-step
+// ones a protocol whose rounds every member runs together, consensus control
+// one mixing round per step to add to.
+void CheckGossipCorrections(const Config& config, Checker& check) {
+  const ExchangeConfig& e = config.exchange;
+  const bool any = e.gossip_momentum != GossipMomentum::kLocal || e.correction != GossipCorrection::kNone ||
+                   e.global_average_every > 0 || e.consensus_control > 0.0;
+  if (!any) return;
+  const std::string kind(SettingName(e.kind));
+  auto needs = [&](const char* key, const std::string& what, const char* other) { check.Fail(key, what, other); };
+  const char* key = e.correction != GossipCorrection::kNone ? "exchange.correction"
+                    : e.gossip_momentum != GossipMomentum::kLocal ? "exchange.gossip_momentum"
+                    : e.global_average_every > 0 ? "exchange.global_average_every"
+                                                 : "exchange.consensus_control";
+  if (e.kind != ExchangeKind::kGossip) {
+    needs(key, "corrects a gossip step; exchange.kind is \"" + kind + "\"", "exchange.kind");
+    return;
+  }
+  if (e.outer.optimizer != OuterOptimizer::kNone) {
+    needs(key, "corrects a gossip step every step; an outer step (exchange.outer.optimizer) is set",
+          "exchange.outer.optimizer");
+    return;
+  }
+  if (e.correction == GossipCorrection::kD2) {
+    if (e.protocol != GossipProtocolKind::kDpsgd) {
+      needs("exchange.correction",
+            "d2 needs D-PSGD's symmetric mixing; exchange.protocol is \"" + std::string(SettingName(e.protocol)) + "\"",
+            "exchange.protocol");
+    }
+    if (e.period != 1) needs("exchange.correction", "d2 mixes every step; exchange.period is " + std::to_string(e.period), "exchange.period");
+  }
+  const bool lockstep_only = e.global_average_every > 0 || e.consensus_control > 0.0;
+  if (lockstep_only && e.protocol == GossipProtocolKind::kPairwiseAsync) {
+    needs(e.global_average_every > 0 ? "exchange.global_average_every" : "exchange.consensus_control",
+          "runs on every member at the same step; pairwise-async nodes step apart", "exchange.protocol");
+  }
+  if (e.global_average_every > 0 && e.protocol == GossipProtocolKind::kPushSum) {
+    needs("exchange.global_average_every",
+          "replaces the weights by their mean; push-sum's weights carry mass that an average would drop",
+          "exchange.protocol");
+  }
+  if (e.consensus_control > 0.0 && e.period != 1) {
+    needs("exchange.consensus_control",
+          "adds mixing rounds to every step; exchange.period is " + std::to_string(e.period), "exchange.period");
   }
 }
 
@@ -338,6 +391,7 @@ Status ValidateConfig(const Config& config) {
   CheckExchange(config, check);
   CheckTopology(config, check);
   CheckGossipGraph(config, check);
+  CheckGossipCorrections(config, check);
   CheckBalance(config, check);
   return check.Finish();
 }

@@ -113,6 +113,10 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(train, momentum, "in [0, 1)"),
     CHORUS_CONFIG_FIELD(train, weight_decay, "not applied to biases and BatchNorm"),
     CHORUS_CONFIG_FIELD(train, lars_eta, "LARS trust coefficient"),
+    CHORUS_CONFIG_CHOICE(train, lars_norm, kLarsNormNames, AnyValue,
+                         "the gradient norm of LARS's trust ratio: this node's batch's (local) or the global "
+                         "batch's estimated from it (global-batch); auto: global-batch where the node's update "
+                         "uses its own gradient (gossip, local steps) on a CPU: "),
     CHORUS_CONFIG_FIELD(train, warmup_epochs, "linear warm-up"),
     CHORUS_CONFIG_FIELD(train, lr_decay_power, "polynomial decay power"),
     CHORUS_CONFIG_FIELD(train, threads, "compute threads, 1..256"),
@@ -191,6 +195,21 @@ const FieldSpec kFields[] = {
                         "pairwise-async: no node starts a step more than this many steps ahead of its slowest "
                         "neighbour (0: lock-step; -1: unbounded)"),
     CHORUS_CONFIG_FIELD(exchange, gamma, "choco: consensus step size, in (0, 1]; 0: 0.6 for sign/int8/fp16/none, 0.2 for top-k/random-k"),
+    CHORUS_CONFIG_CHOICE(exchange, gossip_momentum, kGossipMomentumNames, AnyValue,
+                         "gossip: what the momentum remembers: the node's own gradients (local) or the moves "
+                         "of its mixed model (quasi-global, Lin et al. 2021): "),
+    CHORUS_CONFIG_CHOICE(exchange, correction, kGossipCorrectionNames, AnyValue,
+                         "d-psgd: d2 mixes 2 x_t - x_{t-1} - lr (g_t - g_{t-1}) against unlike data (Tang et "
+                         "al. 2018; every step, period 1): "),
+    CHORUS_CONFIG_FIELD(exchange, global_average_every,
+                        "gossip (lock step): every this many steps an exact average of the members replaces "
+                        "the mixing round (Gossip-PGA, Chen et al. 2021); 0: never"),
+    CHORUS_CONFIG_FIELD(exchange, consensus_control,
+                        "gossip (lock step): the bound the exact relative consensus distance is kept under by "
+                        "more mixing rounds per step (Kong et al. 2021), measured every "
+                        "consensus_control_every steps; 0: off"),
+    CHORUS_CONFIG_FIELD(exchange, consensus_control_every, "steps between the consensus-control measurements, >= 1"),
+    CHORUS_CONFIG_FIELD(exchange, consensus_control_max_rounds, "mixing rounds per step at most, >= 1"),
     CHORUS_CONFIG_CHOICE(exchange, consensus, kConsensusNames, AnyValue, "end of training: "),
     CHORUS_CONFIG_FIELD(exchange, consensus_bound, "relative consensus distance to reach, > 0"),
     CHORUS_CONFIG_FIELD(exchange, consensus_max_rounds, ">= 1"),

@@ -28,7 +28,7 @@ double ConsensusMeter::Measure(ClusterSession& session, const gossip::Collective
     gossip::AllreduceOptions o;
     o.deadline = Deadline::AfterSeconds(op_timeout_s);
     const gossip::Tag tag_base = gossip::GossipCollectiveTagBase(
-        gossip::kDistanceTagStream, static_cast<uint32_t>(session.view.epoch), 2 * static_cast<uint64_t>(step));
+        tag_stream_, static_cast<uint32_t>(session.view.epoch), 2 * static_cast<uint64_t>(step));
     return gossip::MeasureConsensusDistance(*world, master, o, tag_base);
   }();
   const int64_t end = NowMicros();

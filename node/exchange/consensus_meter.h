@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gossip/collectives/collective.h"
+#include "gossip/protocols/gossip_tags.h"
 #include "node/cluster/cluster_session.h"
 #include "node/outputs/trace.h"
 
@@ -21,9 +22,13 @@ namespace chorus::node {
 
 class ConsensusMeter {
  public:
+  // `tag_stream`: the gossip tag stream of its calls (gossip_tags.h); two
+  // meters that may measure the same step need different streams.
+  explicit ConsensusMeter(uint8_t tag_stream = gossip::kDistanceTagStream) : tag_stream_(tag_stream) {}
+
   // Two all-reduces over the session's members (over `world` when given, else
-  // over a collective made for the call) on the tag stream
-  // gossip::kDistanceTagStream at call index 2 * step, each waiting at most
+  // over a collective made for the call) on the meter's tag stream
+  // at call index 2 * step, each waiting at most
   // op_timeout_s. A second call for the same step returns the first result
   // without communicating. A failure is logged and gives `not_measured`.
   double Measure(ClusterSession& session, const gossip::Collective* world, std::span<const float> master,
@@ -36,6 +41,7 @@ class ConsensusMeter {
   void AddMetrics(nlohmann::json& metrics) const;
 
  private:
+  uint8_t tag_stream_;
   int64_t step_ = -1;
   double distance_ = 0.0;
   uint64_t bytes_sent_ = 0, bytes_received_ = 0;

@@ -32,6 +32,32 @@ Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t ep
   return o;
 }
 
+// The corrections `config` asks for, with the optimizer's momentum.
+GossipCorrections::Options CorrectionOptions(const Config& config, const trainer::Trainer& trainer) {
+  GossipCorrections::Options o;
+  o.quasi_global_momentum = config.exchange.gossip_momentum == GossipMomentum::kQuasiGlobal;
+  o.d2 = config.exchange.correction == GossipCorrection::kD2;
+  o.momentum = trainer.optimizer().options().momentum;
+  o.momentum_holds_lr = trainer.optimizer().options().kind == trainer::OptimizerKind::kLars;
+  return o;
+}
+
+// ", quasi-global momentum, d2, an exact average every 50 steps, ...": what
+// the step adds to the protocol, for Describe.
+std::string CorrectionsDescription(const ExchangeConfig& e) {
+  std::string out;
+  if (e.gossip_momentum == GossipMomentum::kQuasiGlobal) out += ", quasi-global momentum";
+  if (e.correction == GossipCorrection::kD2) out += ", d2";
+  if (e.global_average_every > 0) out += ", an exact average every " + std::to_string(e.global_average_every) + " steps";
+  if (e.consensus_control > 0.0) {
+    std::ostringstream bound;
+    bound << e.consensus_control;
+    out += ", consensus control under " + bound.str() + " (up to " + std::to_string(e.consensus_control_max_rounds) +
+           " rounds a step)";
+  }
+  return out;
+}
+
 }  // namespace
 
 // What both modes share: the steps left to catch up after a re-form, and
@@ -243,6 +269,7 @@ Result<topologies::Graph> GossipGraph(const Config& config, int n) {
 
 Status GossipExchange::BuildProtocol() {
   const MembershipView& view = session_->view;
+  corrections_.Reset();  // a re-form or a joiner's state: the snapshots are another model's
   CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, BuildGraph(view.size()));
   if (known_spectral_gap_ >= 0) {
     spectral_gap_ = known_spectral_gap_;
@@ -305,20 +332,73 @@ std::string GossipExchange::Describe() const {
          std::string(topologies::GraphKindName(config_.topology.kind)) + " over " +
          std::to_string(session_->view.size()) + " nodes (codec " +
          std::string(gossip::CodecKindName(config_.exchange.compression.codec)) + ", period " + std::to_string(config_.exchange.period) +
-         ", " + session_->transport->Describe() + ")";
+         CorrectionsDescription(config_.exchange) + ", " + session_->transport->Describe() + ")";
+}
+
+Status GossipExchange::AfterBackward(int64_t step, int /*local_samples*/) {
+  if (corrections_.active()) corrections_.BeforeUpdate(step, trainer_->MasterWeights(), trainer_->Momentum());
+  return Status::Ok();
 }
 
 Status GossipExchange::AfterUpdate(int64_t step) {
   const int64_t begin = NowMicros();
-  Status s = protocol_->Mix(trainer_->MasterWeights(), step,
-                            Deadline::AfterSeconds(config_.fabric.op_timeout_s));
-  if (trace_) trace_->Add("gossip mix", 1, begin, NowMicros(), step);
+  std::span<float> master = trainer_->MasterWeights();
+  if (corrections_.active()) corrections_.BeforeMix(step, master, trainer_->Momentum());
+  const ExchangeConfig& ec = config_.exchange;
+  const bool global = ec.global_average_every > 0 && (step + 1) % ec.global_average_every == 0;
+  Status s = global ? GlobalAverage(step) : MixRounds(step);
+  if (trace_) trace_->Add(global ? "global average" : "gossip mix", 1, begin, NowMicros(), step);
   if (!s.ok()) {  // the round is dropped
+    corrections_.Reset();
     CHORUS_RETURN_IF_ERROR(CurrentMode().Failure(s, "step " + std::to_string(step) + ": gossip", step + 1));
+  } else {
+    if (corrections_.active()) corrections_.AfterMix(step, master, trainer_->Momentum());
+    if (ec.consensus_control > 0.0 && (step + 1) % ec.consensus_control_every == 0) ControlConsensus(step);
   }
   trainer_->RefreshWorkingCopy();
   own_pace_->ReapPushes();
   return Status::Ok();
+}
+
+Status GossipExchange::MixRounds(int64_t step) {
+  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  std::span<float> master = trainer_->MasterWeights();
+  if (config_.exchange.consensus_control <= 0.0) return protocol_->Mix(master, step, deadline);
+  const int64_t ids = config_.exchange.consensus_control_max_rounds;
+  for (int r = 0; r < mix_rounds_; ++r) CHORUS_RETURN_IF_ERROR(protocol_->Mix(master, step * ids + r, deadline));
+  return Status::Ok();
+}
+
+Status GossipExchange::GlobalAverage(int64_t step) {
+  const MembershipView& view = session_->view;
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world,
+                          gossip::Collective::Create(*session_->transport, HostKeys(view)));
+  gossip::AllreduceOptions o;
+  o.pre_scale = 1.0f / static_cast<float>(view.size());
+  o.tag_base = gossip::GossipCollectiveTagBase(gossip::kGlobalAverageTagStream, static_cast<uint32_t>(view.epoch),
+                                               static_cast<uint64_t>(step));
+  o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  CHORUS_RETURN_IF_ERROR(world.Allreduce(trainer_->MasterWeights(), o).WithContext("global average"));
+  ++global_averages_;
+  return Status::Ok();
+}
+
+void GossipExchange::ControlConsensus(int64_t step) {
+  const ExchangeConfig& ec = config_.exchange;
+  const double d = control_meter_.Measure(*session_, nullptr, trainer_->MasterWeights(), step,
+                                          config_.fabric.op_timeout_s, trace_, kNotMeasured);
+  if (d < 0.0) return;  // not measured (logged): the rounds stay
+  control_distance_ = d;
+  const int before = mix_rounds_;
+  if (d > ec.consensus_control) {
+    mix_rounds_ = std::min(2 * mix_rounds_, ec.consensus_control_max_rounds);
+  } else if (d < ec.consensus_control / 4) {
+    mix_rounds_ = std::max(1, mix_rounds_ / 2);
+  }
+  if (mix_rounds_ != before) {
+    CHORUS_LOG_INFO(Subsys::kGossip, "consensus control after step ", step, ": distance ", d, " against the bound ",
+                    ec.consensus_control, ": ", mix_rounds_, " mixing rounds a step");
+  }
 }
 
 bool GossipExchange::OwnPace() const { return session_ != nullptr && session_->own_pace(); }
@@ -329,6 +409,7 @@ GossipExchange::GossipExchange(const Config& config, ClusterSession* session, tr
       session_(session),
       trainer_(trainer),
       trace_(trace),
+      corrections_(CorrectionOptions(config, *trainer)),
       lockstep_(std::make_unique<LockstepMode>(*this)),
       own_pace_(std::make_unique<OwnPaceMode>(*this)) {}
 
@@ -455,6 +536,11 @@ nlohmann::json GossipExchange::Metrics() const {
     }
   }
   meter_.AddMetrics(m);
+  if (config_.exchange.consensus_control > 0.0) {
+    m["mix_rounds_per_step"] = mix_rounds_;
+    if (control_distance_ >= 0.0) m["consensus_control_distance"] = control_distance_;
+  }
+  if (config_.exchange.global_average_every > 0) m["global_averages"] = global_averages_;
   if (consensus_before_ >= 0) {
     m["consensus_distance_before"] = consensus_before_;
     m["consensus_distance_after"] = consensus_after_;

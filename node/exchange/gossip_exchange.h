@@ -20,6 +20,7 @@
 #include "node/config/config.h"
 #include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
+#include "node/exchange/gossip_corrections.h"
 #include "node/exchange/membership_transitions.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
@@ -38,6 +39,12 @@ class GossipExchange final : public Exchange {
   ~GossipExchange() override;
 
   std::string Describe() const override;
+  // Quasi-global momentum and D^2 (gossip_corrections.h): x_t and the
+  // momentum before the update.
+  [[nodiscard]] Status AfterBackward(int64_t step, int local_samples) override;
+  // The mixing of the step: the protocol's round (consensus control's rounds),
+  // or every exchange.global_average_every steps the exact average; the
+  // corrections around it.
   [[nodiscard]] Status AfterUpdate(int64_t step) override;
   [[nodiscard]] Status Finish() override;
   // Bytes and seconds of the measurements stay out of bytes_sent and
@@ -83,6 +90,16 @@ class GossipExchange final : public Exchange {
   // After the consensus phase over `world`: the replicas' bytes made one
   // (rank 0's, unless `identical` already) and the BatchNorm statistics averaged.
   [[nodiscard]] Status MakeOneModel(const gossip::Collective& world, bool identical, Deadline deadline);
+  // The protocol's rounds of `step`: one, or consensus control's mix_rounds_
+  // (round ids step * max_rounds + r, the same on every member).
+  [[nodiscard]] Status MixRounds(int64_t step);
+  // Gossip-PGA: every member's master replaced by the members' mean.
+  [[nodiscard]] Status GlobalAverage(int64_t step);
+  // Consensus control (Kong et al. 2021): the exact distance measured, and
+  // the rounds per step doubled above exchange.consensus_control, halved
+  // under a quarter of it; every member measures the same value, so all
+  // choose alike.
+  void ControlConsensus(int64_t step);
 
   const Config& config_;
   ClusterSession* session_;
@@ -99,6 +116,13 @@ class GossipExchange final : public Exchange {
   // ExactConsensusDistance: the last step measured and its result, and what
   // the measurements cost.
   ConsensusMeter meter_;
+  GossipCorrections corrections_;
+  // Consensus control: its own meter (its bytes are training's), the rounds
+  // per step it chose and the distance it last measured.
+  ConsensusMeter control_meter_{gossip::kConsensusControlTagStream};
+  int mix_rounds_ = 1;
+  double control_distance_ = -1.0;
+  uint64_t global_averages_ = 0;
   uint64_t reforms_ = 0;
   uint64_t admissions_ = 0;
   int64_t steps_to_catch_up_ = 0;

@@ -5,6 +5,20 @@
 
 namespace chorus::node {
 
+bool LarsGlobalBatchNorm(const Config& config) {
+  switch (config.train.lars_norm) {
+    case LarsNorm::kLocal:
+      return false;
+    case LarsNorm::kGlobalBatch:
+      return true;
+    case LarsNorm::kAuto:
+      break;
+  }
+  const bool own_gradient =
+      config.exchange.kind == ExchangeKind::kGossip || config.exchange.outer.optimizer != OuterOptimizer::kNone;
+  return own_gradient && !config.train.device.on_gpu() && config.train.optimizer == trainer::OptimizerKind::kLars;
+}
+
 trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batch, int64_t steps_per_epoch) {
   const TrainConfig& t = config.train;
   trainer::TrainerOptions o;
@@ -15,6 +29,7 @@ trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batc
   o.momentum = t.momentum;
   o.weight_decay = t.weight_decay;
   o.lars_eta = t.lars_eta;
+  o.lars_global_batch_norm = LarsGlobalBatchNorm(config);
   o.warmup_epochs = t.warmup_epochs;
   o.lr_decay_power = t.lr_decay_power;
   o.loss_scale.initial_scale = config.loss_scale.initial;

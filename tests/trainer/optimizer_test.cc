@@ -92,6 +92,50 @@ TEST(Lars, AppliesTrustRatioToWeights) {
   EXPECT_NEAR(w[1], 3.904 - v1, kTol);
 }
 
+// norm_batch_ratio b / B = 1/16: the trust ratio sees the global batch's
+// estimated norm, ||g_B||^2 = D + (S - D) / 16 with D the product of
+// successive gradients and S the square (EMAs, debiased: after one pair, the
+// pair's own values).
+TEST(Lars, GlobalBatchNormFromSuccessiveGradients) {
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kLars;
+  o.momentum = 0.0;
+  o.weight_decay = 0.0;
+  o.eta = 0.01;
+  o.norm_batch_ratio = 1.0 / 16;
+  auto made = Optimizer::Create(o, Table({{4, ParamKind::kWeight}, {1, ParamKind::kBias}}));
+  ASSERT_TRUE(made.has_value());
+  Optimizer& opt = **made;
+  std::vector<float> w = {30.0f, 40.0f, 0.0f, 0.0f, 1.0f};  // ||w|| = 50
+  // Step 1: no predecessor, the local norm: ||g|| = 2, local_lr = 0.01 * 50 / 2.
+  opt.Step(w, std::vector<float>{1, 1, 1, 1, 1}, 1.0);
+  EXPECT_DOUBLE_EQ(opt.last_norm_ratio()[0], 1.0);
+  EXPECT_NEAR(opt.last_local_lr()[0], 0.25, 1e-9);
+  // Step 2: a gradient orthogonal to the first (pure noise): D = 0, so the
+  // global batch's norm is sqrt(S / 16) = 2 / 4 and the ratio four times larger.
+  const double wn = std::sqrt(static_cast<double>(w[0]) * w[0] + static_cast<double>(w[1]) * w[1] +
+                              static_cast<double>(w[2]) * w[2] + static_cast<double>(w[3]) * w[3]);
+  opt.Step(w, std::vector<float>{1, -1, 1, -1, 1}, 1.0);
+  EXPECT_NEAR(opt.last_norm_ratio()[0], 0.25, 1e-12);
+  EXPECT_NEAR(opt.last_local_lr()[0], 0.01 * wn / 0.5, 1e-9);
+  EXPECT_DOUBLE_EQ(opt.last_local_lr()[1], 1.0);  // the bias: no trust ratio at all
+  // Step 3: the same gradient again (no noise between steps 2 and 3): the
+  // EMAs over steps 2 and 3 (0.9 and 1, debiased by 1 - 0.81) give
+  // D = (0.09 * 0 + 0.1 * 4) / 0.19 and S = 4.
+  opt.Step(w, std::vector<float>{1, -1, 1, -1, 1}, 1.0);
+  const double d = 0.4 / 0.19, sq = 4.0;
+  EXPECT_NEAR(opt.last_norm_ratio()[0], std::sqrt((d + (sq - d) / 16) / sq), 1e-9);
+
+  // Without the ratio (1: an all-reduce node), the local norm as before.
+  o.norm_batch_ratio = 1.0;
+  auto plain = Optimizer::Create(o, Table({{4, ParamKind::kWeight}, {1, ParamKind::kBias}}));
+  ASSERT_TRUE(plain.has_value());
+  std::vector<float> w2 = {30.0f, 40.0f, 0.0f, 0.0f, 1.0f};
+  (*plain)->Step(w2, std::vector<float>{1, 1, 1, 1, 1}, 1.0);
+  (*plain)->Step(w2, std::vector<float>{1, -1, 1, -1, 1}, 1.0);
+  EXPECT_DOUBLE_EQ((*plain)->last_norm_ratio()[0], 1.0);
+}
+
 TEST(Lars, ZeroWeightNormUsesUnitRatio) {
   auto opt = Make(OptimizerKind::kLars, 0.9, 0.1, 0.01, Table({{2, ParamKind::kWeight}}));
   std::vector<float> w = {0.0f, 0.0f};

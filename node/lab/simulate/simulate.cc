@@ -3,6 +3,7 @@
 #include "node/lab/simulate/simulate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -79,7 +80,11 @@ Result<Config> MethodConfig(const SimulateOptions& options, const CompareMethod&
   for (const std::string& o : method.overrides) {
     CHORUS_RETURN_IF_ERROR(ApplyOverride(&config, o, "method " + method.name + ": " + o));
   }
+  // A recipe's name ("dpsgd-ring+exchange.period=2") as a file name.
   config.run.name = method.name;
+  for (char& c : config.run.name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
   config.run.output_dir = options.out_dir;
   config.train.threads = 1;
   config.exchange.on_failure = OnFailure::kStop;
@@ -413,17 +418,37 @@ Result<std::vector<CompareMethod>> SimulateMethods(const std::vector<std::string
   known.push_back(LocalSgdHypercube());
   std::vector<CompareMethod> out;
   for (const std::string& name : expanded) {
+    // "NAME+KEY=VALUE+...": the built-in method with more settings (a recipe to try).
+    const std::string base = name.substr(0, name.find('+'));
     auto it = std::find_if(known.begin(), known.end(),
-                           [&](const CompareMethod& m) { return m.name == name; });
+                           [&](const CompareMethod& m) { return m.name == base; });
     if (it == known.end()) {
       std::string list;
       for (const CompareMethod& m : known) list += (list.empty() ? "" : ", ") + m.name;
-      return Err(InvalidArgument("simulate: unknown method \"" + name + "\"; known: " + list));
+      return Err(InvalidArgument("simulate: unknown method \"" + base + "\"; known: " + list +
+                                 " (each may be followed by +KEY=VALUE settings)"));
     }
-    const std::string why = Unsupported(*it, nodes);
+    CompareMethod method = *it;
+    if (base != name) {
+      method.name = name;
+      std::string extras;
+      for (size_t at = base.size(); at < name.size();) {
+        const size_t next = std::min(name.find('+', at + 1), name.size());
+        const std::string setting = name.substr(at + 1, next - at - 1);
+        if (setting.find('=') == std::string::npos) {
+          return Err(InvalidArgument("simulate: method \"" + name + "\": \"" + setting +
+                                     "\" is not KEY=VALUE"));
+        }
+        method.overrides.push_back(setting);
+        extras += (extras.empty() ? "" : ", ") + setting;
+        at = next;
+      }
+      method.label += " (" + extras + ")";
+    }
+    const std::string why = Unsupported(method, nodes);
     if (!why.empty()) return Err(InvalidArgument("simulate: method " + name + ": " + why));
     if (std::none_of(out.begin(), out.end(), [&](const CompareMethod& m) { return m.name == name; })) {
-      out.push_back(*it);
+      out.push_back(std::move(method));
     }
   }
   return out;

@@ -277,6 +277,64 @@ TEST(AllreduceExchangeTest, UnequalBatchesGiveTheGradientOfTheWholeGlobalBatch) 
   }
 }
 
+// Gossip-PGA: every second step the exact mean replaces the mixing round.
+// Rank r holds (r + 1) v: after step 0's ring round the replicas still
+// differ, after step 1 every one is the mean, 3 v.
+TEST(GossipExchangeTest, AnExactAverageReplacesTheMixingEveryPSteps) {
+  const int n = 5;
+  Config config = MakeConfig(ExchangeKind::kGossip);
+  config.exchange.global_average_every = 2;
+  std::vector<double> spread_after_mix(n), err_after_average(n);
+  std::vector<nlohmann::json> metrics(n);
+  auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    SetClosedFormMaster(*node.trainer, r);
+    CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(0));
+    std::span<const float> x = node.trainer->MasterWeights();
+    spread_after_mix[r] = std::abs(x[0] - 3.0f);
+    CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(1));
+    double err = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - 3.0 * (1 + static_cast<int>(i % 4))));
+    err_after_average[r] = err;
+    metrics[r] = node.exchange->Metrics();
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    EXPECT_LT(err_after_average[r], 1e-5) << r;
+    EXPECT_EQ(metrics[r]["global_averages"], 1) << r;
+  }
+  EXPECT_GT(spread_after_mix[0], 0.1);  // node 0's ring neighbours are 1 and 4: its round gives 2, not 3
+}
+
+// Consensus control doubles the rounds a step while the measured distance is
+// above its bound (up to the cap) and halves them under a quarter of it;
+// every rank measures the same distance, so all run the same rounds.
+TEST(GossipExchangeTest, ConsensusControlAddsRoundsWhileTheDistanceIsAboveItsBound) {
+  const int n = 4;
+  for (double bound : {1e-12, 1e6}) {
+    SCOPED_TRACE("bound " + std::to_string(bound));
+    Config config = MakeConfig(ExchangeKind::kGossip);
+    config.exchange.consensus_control = bound;
+    config.exchange.consensus_control_every = 1;
+    config.exchange.consensus_control_max_rounds = 4;
+    std::vector<nlohmann::json> metrics(n);
+    auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+      SetClosedFormMaster(*node.trainer, r);
+      for (int step = 0; step < 3; ++step) CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
+      metrics[r] = node.exchange->Metrics();
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      // Above the bound: 1, 2, then 4 rounds (7 in all), capped at 4 a step;
+      // far under it: one round a step, never fewer.
+      EXPECT_EQ(metrics[r]["mix_rounds_per_step"], bound < 1 ? 4 : 1) << r;
+      EXPECT_EQ(metrics[r]["mix_rounds"], bound < 1 ? 7 : 3) << r;
+      EXPECT_GE(metrics[r]["consensus_control_distance"].get<double>(), 0.0) << r;
+    }
+  }
+}
+
 TEST(GossipExchangeTest, FinishLeavesOneModelBatchNormIncluded) {
   for (ConsensusSetting consensus : {ConsensusSetting::kAllreduce, ConsensusSetting::kRounds}) {
     for (int n : {2, 3}) {
