@@ -257,6 +257,7 @@ Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBack
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterUpdate(step_));
   steps_to_catch_up_ += s_.exchange->Transitions().TakeStepsToCatchUp();  // a re-form in the gossip after the update
   ++step_;
+  if (s_.after_step) s_.after_step(step_, s_.trainer->MasterWeights());
   return Status::Ok();
 }
 
@@ -369,7 +370,12 @@ Status TrainingLoop::EvaluateIfDue(int epoch, bool epoch_end) {
 Status TrainingLoop::Evaluate(const trainer::Dataset& set, int epoch, bool whole_test_set) {
   const double e0 = s_.clock->Now();
   CHORUS_ASSIGN_OR_RETURN(trainer::EvalResult eval, s_.trainer->Evaluate(set, kEvalBatch));
-  CHORUS_ASSIGN_OR_RETURN(const double distance, s_.exchange->ExactConsensusDistance(step_));
+  double distance = Exchange::kNotMeasured;
+  if (s_.exact_distance) {
+    distance = std::max(Exchange::kNotMeasured, s_.exact_distance(step_));
+  } else {
+    CHORUS_ASSIGN_OR_RETURN(distance, s_.exchange->ExactConsensusDistance(step_));
+  }
   eval_seconds_ += s_.clock->Now() - e0;
   json r = BaseRecord(epoch);
   r["eval_accuracy"] = eval.accuracy;

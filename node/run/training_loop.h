@@ -125,6 +125,12 @@ struct LoopSetup {
   bool checksum_in_records = false;  // parameter_checksum in each record (a hash of every weight)
   // The final evaluation (after Finish); null: trainer.Evaluate(*test).
   std::function<Result<trainer::EvalResult>(trainer::Trainer&, uint64_t checksum)> final_evaluation;
+  // The simulator's exact consensus distance, measured outside the exchange:
+  // after_step(steps done, master) after every step, and exact_distance(steps
+  // done) at each evaluation instead of Exchange::ExactConsensusDistance
+  // (< 0: not measured). Null: the exchange's.
+  std::function<void(int64_t, std::span<const float>)> after_step;
+  std::function<double(int64_t)> exact_distance;
 
   // A real node's: may be null.
   ClusterSession* session = nullptr;    // resume and stop agreement run over its control plane

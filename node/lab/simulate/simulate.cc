@@ -240,6 +240,7 @@ std::vector<VirtualNodeSpec> NodeSpecs(const SimulateOptions& options, const Vir
   const int64_t total_steps = steps_per_epoch * config.train.epochs;
   const std::vector<int> eval_ranks = SpreadRanks(options.eval_nodes, n);
   const std::vector<int64_t> eval_steps = EvalSteps(options.evals, total_steps);
+  if (shared.board != nullptr) shared.board->Watch(eval_steps);
   std::vector<VirtualNodeSpec> specs;
   specs.reserve(n);
   for (int r = 0; r < n; ++r) {
@@ -313,8 +314,10 @@ SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& m
   // Outlives the nodes and so the hub's calls into it.
   std::optional<ExchangeCpuMeter> cpu_meter;
   if (options.exchange_cpu_scale > 0) cpu_meter.emplace(options.nodes, options.exchange_cpu_scale);
-  const VirtualNodeSpec shared = SharedSpec(options, data, &final_eval, *spectral_gap,
-                                            cpu_meter ? &*cpu_meter : nullptr, &batches);
+  VirtualNodeSpec shared = SharedSpec(options, data, &final_eval, *spectral_gap,
+                                      cpu_meter ? &*cpu_meter : nullptr, &batches);
+  VirtualConsensusBoard board(options.nodes);
+  shared.board = &board;
   const std::string method_dir = options.out_dir + "/" + method.name;
   std::error_code ec;
   fs::remove_all(method_dir, ec);  // a previous simulation's nodes must not mix in

@@ -92,8 +92,8 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   session.view = VirtualView(spec.rank, batch_sizes);
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange,
                           MakeExchange(config, &session, trainer.get(), nullptr, spec.spectral_gap));
-  // A sample of the nodes evaluates, so the exact consensus distance (a
-  // collective of every node) is not measured; the records keep the estimate.
+  // A sample of the nodes evaluates, so the exchange's exact consensus
+  // distance (a collective of every node) is not measured; the board's is.
   exchange->SetEvaluationsInLockstep(false);
   exchange->SetVirtualTime(true);
   if (spec.cpu_meter != nullptr) {
@@ -127,6 +127,13 @@ Result<json> Train(const VirtualNodeSpec& spec) {
     s.final_evaluation = [&spec](trainer::Trainer& t, uint64_t checksum) {
       return spec.final_eval->Evaluate(t, *spec.eval_set, checksum);
     };
+  }
+  if (spec.board != nullptr) {
+    VirtualConsensusBoard* board = spec.board;
+    const int rank = spec.rank;
+    const double timeout_s = config.fabric.op_timeout_s;
+    s.after_step = [board, rank](int64_t step, std::span<const float> master) { board->Deposit(step, rank, master); };
+    s.exact_distance = [board, timeout_s](int64_t step) { return board->Distance(step, timeout_s); };
   }
   TrainingLoop loop(std::move(s));
   CHORUS_ASSIGN_OR_RETURN(std::optional<json> summary, loop.Run());

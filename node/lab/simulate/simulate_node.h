@@ -27,6 +27,7 @@
 
 #include "common/status.h"
 #include "gossip/transport/local/local_transport.h"
+#include "node/lab/simulate/consensus_board.h"
 #include "node/lab/simulate/exchange_cpu_meter.h"
 #include "node/config/config.h"
 #include "trainer/dataset.h"
@@ -70,6 +71,9 @@ struct VirtualNodeSpec {
   // Charges the exchange's CPU work to this node's clock; installed in the
   // hub (ExchangeCpuMeter::Install). Null: only bytes cost communication time.
   ExchangeCpuMeter* cpu_meter = nullptr;
+  // Every node's copies at the evaluation steps: the exact consensus distance
+  // of any method (may be null: not measured).
+  VirtualConsensusBoard* board = nullptr;
 };
 
 // Trains one virtual node to the end (consensus phase and final evaluation

@@ -1,0 +1,51 @@
+// VirtualConsensusBoard: the exact consensus distance of a simulation's
+// nodes, which all live in one process: at each evaluation step every node
+// leaves a copy of its master weights, and the distance
+// max_i ||x_i - x_mean|| / ||x_mean|| (gossip/protocols/consensus.h's) is
+// computed from the copies without a message, whatever the method (a
+// collective would need every node to evaluate at the same step; in a
+// simulation only a sample does).
+//
+// Must not: send messages or move a virtual clock.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+#include <vector>
+
+namespace chorus::node {
+
+class VirtualConsensusBoard {
+ public:
+  explicit VirtualConsensusBoard(int nodes) : nodes_(nodes) {}
+  // The nodes leave copies at `steps` (step counts, as the training loop's
+  // evaluations are scheduled). Before the nodes start.
+  void Watch(const std::vector<int64_t>& steps);
+
+  // Node `rank` has completed `step` steps with weights `master`; copied
+  // when `step` is one of the board's steps, ignored otherwise.
+  void Deposit(int64_t step, int rank, std::span<const float> master);
+  // The distance after `step` steps, once every node has left its copy;
+  // waits at most `timeout_s` (a node that failed never leaves one) and then
+  // gives -1, as for a step that is not one of the board's.
+  double Distance(int64_t step, double timeout_s);
+
+ private:
+  struct Pending {
+    std::vector<std::vector<float>> copies;  // by rank
+    int deposited = 0;
+    double distance = -1.0;
+    bool done = false;
+  };
+  static double Compute(const std::vector<std::vector<float>>& copies);
+
+  const int nodes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, Pending> pending_;  // one entry per board step
+};
+
+}  // namespace chorus::node
