@@ -9,6 +9,7 @@
 #include "gossip/protocols/consensus.h"
 #include "gossip/protocols/gossip_protocol.h"
 #include "gossip/protocols/gossip_tags.h"
+#include "gossip/protocols/sparse_ring_reduce.h"
 #include "node/cluster/step_agreement.h"
 #include "node/exchange/allreduce_exchange.h"
 #include "node/exchange/batch_norm_state.h"
@@ -193,11 +194,13 @@ Status OuterExchange::Communicate(OuterSync& sync) {
 }
 
 // Without a codec the base is the all-reduce mean of the parameters (equal
-// outer parameters make it the mean pseudo-gradient exactly). With one, each
-// node's compressed pseudo-gradient goes to every other, and each sums the
-// decoded ones in rank order: the same bytes everywhere.
+// outer parameters make it the mean pseudo-gradient exactly). With one, the
+// compressed pseudo-gradients are summed along a ring that compresses each
+// partial sum again (sparse_ring_reduce.h): bytes per node that do not grow
+// with the node count, the same decoded sum on every node, and what each
+// compression dropped kept in the residual of the node that dropped it.
 Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Deadline deadline) {
-  const int world = collective_->size(), self = collective_->rank();
+  const int world = collective_->size();
   if (!codec_) {
     std::copy(sync.params.begin(), sync.params.end(), sync.base.begin());
     gossip::AllreduceOptions o;
@@ -210,31 +213,14 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
   }
   const gossip::FragmentRange range = fragments_[static_cast<size_t>(sync.fragment)];
   const std::span<const float> anchor(anchor_.data() + range.begin, range.count);
-  std::vector<float> delta(range.count), own(range.count), other(range.count);
-  for (size_t i = 0; i < range.count; ++i) delta[i] = anchor[i] - sync.params[i];
-  std::vector<std::byte> wire;
-  CHORUS_RETURN_IF_ERROR(gossip::EncodeWithFeedback(
-      *codec_, delta, gossip::MessageSeed(config_.train.seed, self, sync.step),
-      std::span<float>(residual_.data() + range.begin, range.count), own, &wire));
-  std::vector<int> peers;
-  for (int r = 0; r < world; ++r) {
-    if (r != self) peers.push_back(r);
-  }
-  std::vector<std::vector<std::byte>> inboxes;
-  CHORUS_RETURN_IF_ERROR(SwapWithPeers(*session_->transport, peers, tag_base, &wire,
-                                       codec_->WireBytes(range.count), deadline, &inboxes));
-  std::vector<double> sum(range.count, 0.0);
-  for (int r = 0, k = 0; r < world; ++r) {
-    std::span<const float> decoded = own;
-    if (r != self) {
-      CHORUS_RETURN_IF_ERROR(codec_->Decode(inboxes[static_cast<size_t>(k++)], other)
-                                 .WithContext("outer sync: rank " + std::to_string(r) + "'s pseudo-gradient"));
-      decoded = other;
-    }
-    for (size_t i = 0; i < range.count; ++i) sum[i] += decoded[i];
-  }
+  const std::span<float> residual(residual_.data() + range.begin, range.count);
+  std::vector<float> x(range.count), sum(range.count);
+  for (size_t i = 0; i < range.count; ++i) x[i] = anchor[i] - sync.params[i] + residual[i];
+  CHORUS_RETURN_IF_ERROR(gossip::SparseRingAllreduce(*session_->transport, *codec_, x, residual, sum, tag_base,
+                                                     gossip::MessageSeed(config_.train.seed, 0, sync.step),
+                                                     deadline));
   for (size_t i = 0; i < range.count; ++i) {
-    sync.base[i] = anchor[i] - static_cast<float>(sum[i] / world);
+    sync.base[i] = anchor[i] - static_cast<float>(sum[i] / static_cast<float>(world));
   }
   return Status::Ok();
 }
