@@ -1,4 +1,4 @@
-// `chorus simulate [CONFIG] [--nodes 128] [--methods a,b] [--epochs 1] [--batch 16]
+// `chorus simulate [CONFIG] [--nodes 128 | --nodes 16,32,64,128] [--methods a,b] [--epochs 1] [--batch 16]
 // [--latency 50us] [--bandwidth 10gbit] [--speeds 1,1,1,0.25] [--batch-sizes 16,32]
 // [--out runs/sim-128] [--target 0.8] ...`:
 // resolves the options, runs the simulation (simulate.h), then builds the report
@@ -22,6 +22,7 @@
 #include "node/config/config_parse.h"
 #include "node/run/logging.h"
 #include "node/lab/report/report.h"
+#include "node/lab/report/report_scaling.h"
 #include "node/lab/simulate/simulate.h"
 #include "node/config/units.h"
 
@@ -37,7 +38,7 @@ constexpr const char* kSimulateDefaults[] = {"train.epochs=2", "train.batch_size
 
 struct SimulateArgs {
   std::string config_file;
-  int nodes = 128;
+  std::vector<int> nodes = {128};  // several: one simulation each, and the scaling view
   std::vector<std::string> methods = {"default"};
   std::string epochs, batch, train_samples;
   std::string latency = "50us", bandwidth = "10gbit";
@@ -59,7 +60,11 @@ void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
   cmd->add_option("config", args->config_file,
                   "TOML node config every virtual node starts from (model, lr, ...); default: the "
                   "built-in MLP with 2 epochs, batch 16 per node, base_lr 0.5, warmup_epochs 0.3");
-  cmd->add_option("--nodes", args->nodes, "Virtual nodes per method")->capture_default_str()
+  cmd->add_option("--nodes", args->nodes,
+                  "Virtual nodes per method; several (16,32,64,128): one simulation each in <out>/n<N>, then "
+                  "the scaling view (<out>/scaling.txt, scaling.csv, accuracy and bytes per node against N)")
+      ->capture_default_str()
+      ->delimiter(',')
       ->check(CLI::Range(2, 4096));
   cmd->add_option("--methods", args->methods,
                   "Comma-separated methods: built-in compare methods (ring-allreduce, tree-allreduce, "
@@ -78,7 +83,7 @@ void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
   cmd->add_option("--bandwidth", args->bandwidth,
                   "Bandwidth of each node's NIC, e.g. 10gbit, 1gbit, 100mbit")
       ->capture_default_str();
-  cmd->add_option("--out", args->out, "Comparison directory (default: runs/sim-<nodes>)");
+  cmd->add_option("--out", args->out, "Comparison directory (default: runs/sim-<nodes>, or runs/sim-scaling)");
   cmd->add_option("--target", args->target, "Target test accuracy for \"time to target\" (fraction)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -150,14 +155,15 @@ std::vector<ConfigOverride> SimulateOverrides(const SimulateArgs& args) {
 
 // SimulateOptions from the flags and the nodes' `config`; errors are the
 // command line's, worded for it.
-Result<SimulateOptions> SimulateOptionsFrom(const SimulateArgs& args, const Config& config) {
+Result<SimulateOptions> SimulateOptionsFrom(const SimulateArgs& args, const Config& config, int nodes,
+                                            const std::string& out_dir) {
   SimulateOptions options;
   options.base = config;
-  options.nodes = args.nodes;
-  Result<std::vector<CompareMethod>> methods = SimulateMethods(args.methods, args.nodes);
+  options.nodes = nodes;
+  Result<std::vector<CompareMethod>> methods = SimulateMethods(args.methods, nodes);
   if (!methods) return Err(InvalidArgument(methods.error().message()));
   options.methods = std::move(*methods);
-  options.out_dir = args.out.empty() ? "runs/sim-" + std::to_string(args.nodes) : args.out;
+  options.out_dir = out_dir;
   options.target_accuracy = args.target;
   Result<double> latency = ParseDuration(args.latency);
   if (!latency) return Err(InvalidArgument("--latency: " + latency.error().message()));
@@ -195,15 +201,13 @@ Result<ReportResult> BuildSimulationReport(const SimulateArgs& args, const Simul
   return BuildReport(report_options);
 }
 
-int RunSimulateCommand(const SimulateArgs& args) {
+// One simulation at `nodes` into `out_dir`, its report built and printed.
+// Returns the exit status and, through `table`, the report's rows.
+int RunOneSimulation(const SimulateArgs& args, const Config& config, int nodes, const std::string& out_dir,
+                     nlohmann::json* table) {
   constexpr std::string_view kCommand = "simulate";
-  Result<Config> config = LoadConfig(args.config_file, SimulateOverrides(args));
-  if (!config) return CommandError(kCommand, config.error().message(), kExitUsage);
-  Result<SimulateOptions> options = SimulateOptionsFrom(args, *config);
+  Result<SimulateOptions> options = SimulateOptionsFrom(args, config, nodes, out_dir);
   if (!options) return CommandError(kCommand, options.error().message(), kExitUsage);
-  // Held to the end: the simulation and the report log through it.
-  Result<std::unique_ptr<LogSession>> logging = InstallLogging(config->run, std::nullopt, "");
-  if (!logging) return CommandError(kCommand, logging.error().message(), kExitFailure);
   Result<SimulationResult> sim = RunSimulation(*options);
   if (!sim) {
     const bool bad_input = sim.error().code() == StatusCode::kInvalidArgument;
@@ -217,9 +221,48 @@ int RunSimulateCommand(const SimulateArgs& args) {
   std::printf("\n%d virtual nodes, %s links with %s latency; time is virtual (seconds)\n",
               options->nodes, options->bandwidth.c_str(), options->latency.c_str());
   PrintReport(*report);
+  *table = report->table;
   const bool all_ok = std::all_of(sim->methods.begin(), sim->methods.end(),
                                   [](const SimulatedMethod& m) { return m.exit_code == 0; });
   return all_ok ? kExitOk : kExitFailure;
+}
+
+int RunSimulateCommand(const SimulateArgs& args) {
+  constexpr std::string_view kCommand = "simulate";
+  Result<Config> config = LoadConfig(args.config_file, SimulateOverrides(args));
+  if (!config) return CommandError(kCommand, config.error().message(), kExitUsage);
+  // Every count's methods are checked before the first simulation starts.
+  for (int n : args.nodes) {
+    Result<std::vector<CompareMethod>> methods = SimulateMethods(args.methods, n);
+    if (!methods) return CommandError(kCommand, methods.error().message(), kExitUsage);
+  }
+  // Held to the end: the simulation and the report log through it.
+  Result<std::unique_ptr<LogSession>> logging = InstallLogging(config->run, std::nullopt, "");
+  if (!logging) return CommandError(kCommand, logging.error().message(), kExitFailure);
+  if (args.nodes.size() == 1) {
+    nlohmann::json table;
+    const int n = args.nodes.front();
+    return RunOneSimulation(args, *config, n, args.out.empty() ? "runs/sim-" + std::to_string(n) : args.out, &table);
+  }
+  const std::string out = args.out.empty() ? "runs/sim-scaling" : args.out;
+  std::vector<ScalingPoint> points;
+  int exit_code = kExitOk;
+  for (int n : args.nodes) {
+    ScalingPoint point;
+    point.nodes = n;
+    const int code = RunOneSimulation(args, *config, n, out + "/n" + std::to_string(n), &point.table);
+    if (code == kExitUsage) return code;
+    if (code != kExitOk) exit_code = code;
+    points.push_back(std::move(point));
+  }
+  Result<ScalingView> view = WriteScalingView(out, points, !args.no_plots);
+  if (!view) return CommandError(kCommand, "the scaling view failed: " + view.error().message(), kExitFailure);
+  std::printf("\nScaling (final test accuracy and MB sent per node at each node count):\n%s",
+              view->table_text.c_str());
+  for (const std::string& w : view->warnings) std::printf("note: %s\n", w.c_str());
+  std::printf("scaling view: %s/scaling.txt, scaling.csv%s\n", out.c_str(),
+              view->svg_paths.empty() ? "" : ", scaling_accuracy.svg, scaling_bytes.svg");
+  return exit_code;
 }
 
 }  // namespace
