@@ -29,20 +29,29 @@ int UsableCores() {
   return static_cast<int>(std::thread::hardware_concurrency());
 }
 
+// The lines of `text` (without their '\n'), each passed to `fn` until it returns true.
+template <typename Fn>
+void ForEachLine(std::string_view text, Fn&& fn) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    if (fn(text.substr(start, end - start))) return;
+    start = end + 1;
+  }
+}
+
 }  // namespace
 
 std::string CpuModelFromCpuinfo(std::string_view cpuinfo) {
-  size_t start = 0;
-  while (start < cpuinfo.size()) {
-    size_t end = cpuinfo.find('\n', start);
-    if (end == std::string_view::npos) end = cpuinfo.size();
-    const std::string_view line = cpuinfo.substr(start, end - start);
-    start = end + 1;
+  std::string model;
+  ForEachLine(cpuinfo, [&](std::string_view line) {
     const size_t colon = line.find(':');
-    if (colon == std::string_view::npos || Trim(line.substr(0, colon)) != "model name") continue;
-    return std::string(Trim(line.substr(colon + 1)));
-  }
-  return "";
+    if (colon == std::string_view::npos || Trim(line.substr(0, colon)) != "model name") return false;
+    model = std::string(Trim(line.substr(colon + 1)));
+    return true;
+  });
+  return model;
 }
 
 HostInfo ReadHostInfo() {
@@ -59,12 +68,7 @@ HostInfo ReadHostInfo() {
 
 CpuTimes CpuTimesFromProcStat(std::string_view stat) {
   CpuTimes t;
-  size_t start = 0;
-  while (start < stat.size()) {
-    size_t end = stat.find('\n', start);
-    if (end == std::string_view::npos) end = stat.size();
-    const std::string_view line = stat.substr(start, end - start);
-    start = end + 1;
+  ForEachLine(stat, [&](std::string_view line) {
     if (line.rfind("cpu ", 0) == 0) {
       std::istringstream fields{std::string(line.substr(4))};
       uint64_t value = 0;
@@ -75,7 +79,8 @@ CpuTimes CpuTimesFromProcStat(std::string_view stat) {
     } else if (line.rfind("cpu", 0) == 0 && line.size() > 3 && std::isdigit(static_cast<unsigned char>(line[3]))) {
       ++t.cpus;
     }
-  }
+    return false;
+  });
   return t;
 }
 

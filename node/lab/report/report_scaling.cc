@@ -116,21 +116,7 @@ std::string ScalingTableText(const std::vector<ScalingPoint>& points) {
     }
     lines.push_back(cells);
   }
-  std::vector<size_t> widths(head.size(), 0);
-  for (const auto& cells : lines) {
-    for (size_t c = 0; c < cells.size(); ++c) widths[c] = std::max(widths[c], cells[c].size());
-  }
-  std::ostringstream out;
-  for (const auto& cells : lines) {
-    std::string line;
-    for (size_t c = 0; c < cells.size(); ++c) {
-      const std::string pad(widths[c] - cells[c].size(), ' ');
-      line += c == 0 ? cells[c] + pad : "  " + pad + cells[c];
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out << line << '\n';
-  }
-  return out.str();
+  return AlignedText(lines);
 }
 
 Result<ScalingView> WriteScalingView(const std::string& out_dir, const std::vector<ScalingPoint>& points, bool render,

@@ -158,6 +158,11 @@ std::vector<std::string> TableCells(const TableRow& r) {
 std::string FormatTableText(const std::vector<TableRow>& rows) {
   std::vector<std::vector<std::string>> lines = {TableHeadings()};
   for (const TableRow& r : rows) lines.push_back(TableCells(r));
+  return AlignedText(lines);
+}
+
+std::string AlignedText(const std::vector<std::vector<std::string>>& lines) {
+  if (lines.empty()) return "";
   std::vector<size_t> widths(lines.front().size(), 0);
   for (const auto& cells : lines) {
     for (size_t c = 0; c < cells.size(); ++c) widths[c] = std::max(widths[c], cells[c].size());

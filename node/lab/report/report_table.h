@@ -48,6 +48,9 @@ std::vector<std::string> TableCells(const TableRow& row);
 
 // The table as aligned plain text with a header line.
 std::string FormatTableText(const std::vector<TableRow>& rows);
+// `lines` (the first the header) as aligned plain text: the first column
+// left-aligned, the others right-aligned, two spaces apart.
+std::string AlignedText(const std::vector<std::vector<std::string>>& lines);
 // CSV with a header line of machine names and units; raw units (fraction, bytes).
 std::string TableToCsv(const std::vector<TableRow>& rows);
 // A JSON array of row objects with the same keys as the CSV; null for NaN.
