@@ -40,9 +40,18 @@ bool FirstBucketTuner::StepDone(const std::vector<gossip::BucketTiming>& timings
   ++steps_seen_;
   if (steps_seen_ <= kWarmupSteps) {
     if (steps_seen_ == kWarmupSteps) cpu_before_ = ReadCpuTimes();
+    std::fill(ready_us_.begin(), ready_us_.end(), 0);
     return false;
   }
-  if (timings.empty()) return false;
+  // A step whose gradients were not all reported ready (a trainer that marks
+  // no parameter, or a step cut short) says nothing about the overlap.
+  const bool complete = !timings.empty() &&
+                        std::none_of(ready_us_.begin(), ready_us_.end(), [](int64_t t) { return t == 0; });
+  const bool due = steps_seen_ == kWarmupSteps + kMeasuredSteps;  // the same step on every rank
+  if (!complete) {
+    std::fill(ready_us_.begin(), ready_us_.end(), 0);
+    return due;
+  }
   // The moment each of the first k groups was final: the latest of their slices.
   std::vector<double> rest;
   int64_t ready = 0;
@@ -65,13 +74,16 @@ bool FirstBucketTuner::StepDone(const std::vector<gossip::BucketTiming>& timings
   call_us_.push_back(call);
   calls_.push_back(static_cast<double>(timings.size()));
   wire_bytes_.push_back(bytes);
-  if (static_cast<int>(rest_us_.size()) < kMeasuredSteps) return false;
-  cpu_after_ = ReadCpuTimes();
-  return true;
+  std::fill(ready_us_.begin(), ready_us_.end(), 0);
+  return due;
 }
 
-gossip::OverlapFigures FirstBucketTuner::Figures(double call_alpha_us) const {
+gossip::OverlapFigures FirstBucketTuner::Figures(double call_alpha_us) {
+  cpu_after_ = ReadCpuTimes();
   gossip::OverlapFigures f;
+  f.rest_us.assign(prefix_bytes_.size(), 0.0);
+  if (rest_us_.empty()) return f;  // nothing measured: no spare core is claimed, so no split
+  f.rest_us.clear();
   // Unknown idle time counts as no spare core: auto stays off where it cannot tell.
   f.spare_cores = std::max(0.0, IdleCores(cpu_before_, cpu_after_));
   f.alpha_us = call_alpha_us + MedianOf(wake_us_);

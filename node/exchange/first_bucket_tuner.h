@@ -39,13 +39,16 @@ class FirstBucketTuner {
   void GradientReady(size_t slice);
   // Backward has ended (before the wait for the buckets).
   void BackwardEnded();
-  // The step's buckets are all-reduced; `timings` from the engine. True once
-  // the measured steps are complete: the figures are due.
+  // The step's buckets are all-reduced; `timings` from the engine. True after
+  // the last measured step, counted alike on every rank whatever each
+  // measured (a step without every gradient reported ready is not a sample):
+  // the figures are due.
   bool StepDone(const std::vector<gossip::BucketTiming>& timings);
 
   // This rank's figures, given the fixed cost of a small all-reduce call
-  // measured now.
-  gossip::OverlapFigures Figures(double call_alpha_us) const;
+  // measured now (the idle cores counted up to now). Without a measured step
+  // it claims no spare core, so the model keeps the default layout.
+  gossip::OverlapFigures Figures(double call_alpha_us);
   // Bytes of the first k ready groups, k = 1 .. groups - 1.
   const std::vector<size_t>& prefix_bytes() const { return prefix_bytes_; }
 
