@@ -44,10 +44,14 @@ Status CheckImages(const Model& model, int size, int channels, int height, int w
 
 namespace {
 
-// b / B, at most 1 (a node's batch over the global batch it belongs to).
-double NormBatchRatio(int batch, int global_batch) {
-  if (batch <= 0 || global_batch <= batch) return 1.0;
-  return static_cast<double>(batch) / static_cast<double>(global_batch);
+// b / B': a node's batch b over the batch B' whose gradient norm its trust
+// ratio should see: `nodes` nodes' batches (0: the global batch), at most the
+// global batch; 1 when that is b.
+double NormBatchRatio(int batch, int global_batch, int nodes) {
+  if (batch <= 0 || nodes == 1) return 1.0;
+  double target = static_cast<double>(global_batch);
+  if (nodes > 1) target = std::min(target, static_cast<double>(batch) * nodes);
+  return target <= batch ? 1.0 : static_cast<double>(batch) / target;
 }
 
 }  // namespace
@@ -97,11 +101,13 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) 
   optimizer_options.momentum = options.momentum;
   optimizer_options.weight_decay = options.weight_decay;
   optimizer_options.eta = options.lars_eta;
-  if (options.lars_global_batch_norm) {
+  if (options.lars_norm_nodes != 1) {
     if (options.device.on_gpu()) {
-      return Err(InvalidArgument("trainer: the LARS global-batch gradient norm runs on the CPU optimizer only"));
+      return Err(InvalidArgument("trainer: the LARS gradient norm of several nodes' batches runs on the CPU "
+                                 "optimizer only"));
     }
-    optimizer_options.norm_batch_ratio = NormBatchRatio(options.batch_size, schedule.global_batch);
+    optimizer_options.norm_batch_ratio =
+        NormBatchRatio(options.batch_size, schedule.global_batch, options.lars_norm_nodes);
   }
   std::vector<ParameterInfo> table(model->parameters().begin(), model->parameters().end());
   CHORUS_ASSIGN_OR_RETURN(auto optimizer, Optimizer::Create(optimizer_options, std::move(table)));
@@ -331,7 +337,9 @@ Status Trainer::SetSchedule(int64_t steps_per_epoch, int global_batch) {
   options_.steps_per_epoch = steps_per_epoch;
   options_.global_batch = global_batch;
   schedule_.global_batch = global_batch;
-  if (options_.lars_global_batch_norm) optimizer_->SetNormBatchRatio(NormBatchRatio(options_.batch_size, global_batch));
+  if (options_.lars_norm_nodes != 1) {
+    optimizer_->SetNormBatchRatio(NormBatchRatio(options_.batch_size, global_batch, options_.lars_norm_nodes));
+  }
   return Status::Ok();
 }
 

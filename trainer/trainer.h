@@ -57,10 +57,11 @@ struct TrainerOptions {
   double momentum = 0.9;
   double weight_decay = 5e-4;       // weights only; never biases or BatchNorm parameters
   double lars_eta = 0.01;           // LARS trust coefficient
-  // LARS: the trust ratio sees the global batch's gradient norm, estimated
-  // from this node's (optimizer.h: norm_batch_ratio = batch / global batch),
-  // for a node whose update uses its own gradient only. CPU only.
-  bool lars_global_batch_norm = false;
+  // LARS: the trust ratio sees the gradient norm of a batch of this many
+  // nodes' batches, estimated from this node's (optimizer.h:
+  // norm_batch_ratio), for a node whose update uses its own gradient: 1 (or
+  // less): its own norm; 0: the global batch's. CPU only.
+  int lars_norm_nodes = 1;
   double warmup_epochs = 1.0;       // linear warm-up length
   double lr_decay_power = 2.0;      // polynomial decay to 0 at the end of training
   LossScalerOptions loss_scale;     // `enabled` is set from precision

@@ -86,14 +86,19 @@ enum class GossipCorrection { kNone, kD2 };
 inline constexpr EnumName<GossipCorrection> kGossipCorrectionNames[] = {{GossipCorrection::kNone, "none"},
                                                                        {GossipCorrection::kD2, "d2"}};
 
-// train.lars_norm: which gradient norm LARS's trust ratio sees: the node's
-// own batch's (local), or the global batch's, estimated from it
-// (global-batch; trainer/optimizer.h). auto: global-batch on a CPU node whose
-// update uses its own gradient (gossip, or an outer step's local steps),
-// local under a plain all-reduce, whose gradient is the global batch's already.
-enum class LarsNorm { kAuto, kLocal, kGlobalBatch };
-inline constexpr EnumName<LarsNorm> kLarsNormNames[] = {
-    {LarsNorm::kAuto, "auto"}, {LarsNorm::kLocal, "local"}, {LarsNorm::kGlobalBatch, "global-batch"}};
+// train.lars_norm: which gradient norm LARS's trust ratio sees, estimated
+// from the node's own (trainer/optimizer.h): its own batch's (local); the
+// batches of the nodes one gossip round averages (mixed: the node and its
+// neighbours on the graph, all of them on the complete graph); the global
+// batch's (global-batch). auto, for gossip that mixes every step on a CPU
+// node: global-batch with quasi-global momentum, mixed without; local
+// otherwise (an all-reduce's gradient is the global batch's already; local
+// steps between outer steps average nothing).
+enum class LarsNorm { kAuto, kLocal, kMixed, kGlobalBatch };
+inline constexpr EnumName<LarsNorm> kLarsNormNames[] = {{LarsNorm::kAuto, "auto"},
+                                                       {LarsNorm::kLocal, "local"},
+                                                       {LarsNorm::kMixed, "mixed"},
+                                                       {LarsNorm::kGlobalBatch, "global-batch"}};
 
 // The name of a node setting's value, as written in TOML.
 // exchange.outer.optimizer: the outer step of low-communication training
@@ -148,6 +153,7 @@ struct TrainConfig {
   double weight_decay = 5e-4;       // not applied to biases and BatchNorm parameters
   double lars_eta = 0.01;           // LARS trust coefficient (lr * eta matters; measured 0.01-0.02 best)
   LarsNorm lars_norm = LarsNorm::kAuto;  // the gradient norm of the trust ratio
+  int lars_norm_nodes = 0;          // mixed / global-batch: at most this many nodes' batches; 0: no cap
   double warmup_epochs = 1.0;       // linear warm-up
   double lr_decay_power = 2.0;      // polynomial decay power
   int threads = 2;                  // compute threads

@@ -134,6 +134,7 @@ void CheckTrain(const Config& config, Checker& check) {
   check.NumberBelow("train.momentum", train.momentum, 0.0, 1.0, /*open_low=*/false);
   check.NumberAtLeast("train.weight_decay", train.weight_decay, 0.0);
   check.NumberAbove("train.lars_eta", train.lars_eta, 0.0);
+  check.IntAtLeast("train.lars_norm_nodes", train.lars_norm_nodes, 0);
   check.NumberAtLeast("train.warmup_epochs", train.warmup_epochs, 0.0);
   check.NumberAtLeast("train.lr_decay_power", train.lr_decay_power, 0.0);
   check.IntInRange("train.threads", train.threads, 1, 256);

@@ -114,9 +114,13 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(train, weight_decay, "not applied to biases and BatchNorm"),
     CHORUS_CONFIG_FIELD(train, lars_eta, "LARS trust coefficient"),
     CHORUS_CONFIG_CHOICE(train, lars_norm, kLarsNormNames, AnyValue,
-                         "the gradient norm of LARS's trust ratio: this node's batch's (local) or the global "
-                         "batch's estimated from it (global-batch); auto: global-batch where the node's update "
-                         "uses its own gradient (gossip, local steps) on a CPU: "),
+                         "the gradient norm of LARS's trust ratio, estimated from this node's: its own batch's "
+                         "(local), the batches of the nodes a gossip round averages (mixed) or the global batch's "
+                         "(global-batch); auto, for gossip mixing every step on a CPU: global-batch with "
+                         "quasi-global momentum, else mixed; local otherwise: "),
+    CHORUS_CONFIG_FIELD(train, lars_norm_nodes,
+                        "lars_norm mixed / global-batch: the norm of at most this many nodes' batches, >= 0 (0: "
+                        "no cap)"),
     CHORUS_CONFIG_FIELD(train, warmup_epochs, "linear warm-up"),
     CHORUS_CONFIG_FIELD(train, lr_decay_power, "polynomial decay power"),
     CHORUS_CONFIG_FIELD(train, threads, "compute threads, 1..256"),

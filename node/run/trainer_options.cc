@@ -3,20 +3,45 @@
 
 #include <algorithm>
 
+#include "topologies/topology_spec.h"
+
 namespace chorus::node {
 
-bool LarsGlobalBatchNorm(const Config& config) {
-  switch (config.train.lars_norm) {
-    case LarsNorm::kLocal:
-      return false;
-    case LarsNorm::kGlobalBatch:
-      return true;
-    case LarsNorm::kAuto:
-      break;
+int LarsNormNodes(const Config& config, int nodes) {
+  const bool lars_on_cpu = config.train.optimizer == trainer::OptimizerKind::kLars && !config.train.device.on_gpu();
+  const bool mixes_every_step = config.exchange.kind == ExchangeKind::kGossip &&
+                                config.exchange.outer.optimizer == OuterOptimizer::kNone &&
+                                config.exchange.period == 1;
+  LarsNorm norm = config.train.lars_norm;
+  if (norm == LarsNorm::kAuto) {
+    // Measured (docs/performance.md, "Gossip at parity"): the global batch's
+    // norm with quasi-global momentum; without it, larger steps drove the
+    // replicas apart at 64 nodes, and the round's norm is what stayed safe.
+    const bool quasi_global = config.exchange.gossip_momentum == GossipMomentum::kQuasiGlobal;
+    if (!lars_on_cpu || !mixes_every_step) {
+      norm = LarsNorm::kLocal;
+    } else {
+      norm = quasi_global ? LarsNorm::kGlobalBatch : LarsNorm::kMixed;
+    }
   }
-  const bool own_gradient =
-      config.exchange.kind == ExchangeKind::kGossip || config.exchange.outer.optimizer != OuterOptimizer::kNone;
-  return own_gradient && !config.train.device.on_gpu() && config.train.optimizer == trainer::OptimizerKind::kLars;
+  int m = 1;
+  switch (norm) {
+    case LarsNorm::kGlobalBatch:
+      m = 0;
+      break;
+    case LarsNorm::kMixed: {
+      // The node and its out-neighbours in a round: what one round averages.
+      auto graph = topologies::MakeTopology(GossipTopologySpec(config), std::max(2, nodes));
+      m = graph ? 1 + graph->OutDegree(0) : 1;
+      break;
+    }
+    case LarsNorm::kLocal:
+    case LarsNorm::kAuto:
+      return 1;
+  }
+  const int cap = config.train.lars_norm_nodes;
+  if (cap > 0) m = m == 0 ? cap : std::min(m, cap);
+  return m;
 }
 
 trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batch, int64_t steps_per_epoch) {
@@ -29,7 +54,7 @@ trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batc
   o.momentum = t.momentum;
   o.weight_decay = t.weight_decay;
   o.lars_eta = t.lars_eta;
-  o.lars_global_batch_norm = LarsGlobalBatchNorm(config);
+  o.lars_norm_nodes = LarsNormNodes(config, config.train.batch_size > 0 ? global_batch / config.train.batch_size : 1);
   o.warmup_epochs = t.warmup_epochs;
   o.lr_decay_power = t.lr_decay_power;
   o.loss_scale.initial_scale = config.loss_scale.initial;

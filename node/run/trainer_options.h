@@ -13,8 +13,10 @@ namespace chorus::node {
 // `global_batch`: the sum of every member's batch (linear LR scaling);
 // `steps_per_epoch`: this node's steps per epoch (LR schedule).
 trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batch, int64_t steps_per_epoch);
-// Whether LARS's trust ratio sees the global batch's estimated gradient norm
-// (train.lars_norm, auto resolved by the exchange and the device).
-bool LarsGlobalBatchNorm(const Config& config);
+// How many nodes' batches LARS's trust ratio sees the gradient norm of
+// (trainer::TrainerOptions::lars_norm_nodes; 0: the global batch), from
+// train.lars_norm with auto resolved by the exchange, the graph over `nodes`
+// and the device.
+int LarsNormNodes(const Config& config, int nodes);
 
 }  // namespace chorus::node
