@@ -86,14 +86,13 @@ enum class GossipCorrection { kNone, kD2 };
 inline constexpr EnumName<GossipCorrection> kGossipCorrectionNames[] = {{GossipCorrection::kNone, "none"},
                                                                        {GossipCorrection::kD2, "d2"}};
 
-// train.lars_norm: which gradient norm LARS's trust ratio sees, estimated
-// from the node's own (trainer/optimizer.h): its own batch's (local); the
-// batches of the nodes one gossip round averages (mixed: the node and its
-// neighbours on the graph, all of them on the complete graph); the global
-// batch's (global-batch). auto, for gossip that mixes every step on a CPU
-// node: global-batch with quasi-global momentum, mixed without; local
-// otherwise (an all-reduce's gradient is the global batch's already; local
-// steps between outer steps average nothing).
+// train.lars_norm: which gradient norm LARS's trust ratio sees on a CPU node
+// that gossips every step, estimated from the node's own (trainer/optimizer.h):
+// its own batch's (local; auto is local), the batches of the nodes one gossip
+// round averages (mixed: the node and its neighbours on the graph, all of them
+// on the complete graph), or the global batch's (global-batch). Elsewhere the
+// node's own: an all-reduce's gradient is the global batch's already, and
+// local steps between outer steps average nothing.
 enum class LarsNorm { kAuto, kLocal, kMixed, kGlobalBatch };
 inline constexpr EnumName<LarsNorm> kLarsNormNames[] = {{LarsNorm::kAuto, "auto"},
                                                        {LarsNorm::kLocal, "local"},

@@ -114,10 +114,9 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(train, weight_decay, "not applied to biases and BatchNorm"),
     CHORUS_CONFIG_FIELD(train, lars_eta, "LARS trust coefficient"),
     CHORUS_CONFIG_CHOICE(train, lars_norm, kLarsNormNames, AnyValue,
-                         "the gradient norm of LARS's trust ratio, estimated from this node's: its own batch's "
-                         "(local), the batches of the nodes a gossip round averages (mixed) or the global batch's "
-                         "(global-batch); auto, for gossip mixing every step on a CPU: global-batch with "
-                         "quasi-global momentum, else mixed; local otherwise: "),
+                         "gossip mixing every step, on a CPU: the gradient norm of LARS's trust ratio, estimated "
+                         "from this node's: its own batch's (local; auto), the batches of the nodes a gossip round "
+                         "averages (mixed) or the global batch's (global-batch): "),
     CHORUS_CONFIG_FIELD(train, lars_norm_nodes,
                         "lars_norm mixed / global-batch: the norm of at most this many nodes' batches, >= 0 (0: "
                         "no cap)"),

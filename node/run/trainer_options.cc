@@ -12,18 +12,10 @@ int LarsNormNodes(const Config& config, int nodes) {
   const bool mixes_every_step = config.exchange.kind == ExchangeKind::kGossip &&
                                 config.exchange.outer.optimizer == OuterOptimizer::kNone &&
                                 config.exchange.period == 1;
-  LarsNorm norm = config.train.lars_norm;
-  if (norm == LarsNorm::kAuto) {
-    // Measured (docs/performance.md, "Gossip at parity"): the global batch's
-    // norm with quasi-global momentum; without it, larger steps drove the
-    // replicas apart at 64 nodes, and the round's norm is what stayed safe.
-    const bool quasi_global = config.exchange.gossip_momentum == GossipMomentum::kQuasiGlobal;
-    if (!lars_on_cpu || !mixes_every_step) {
-      norm = LarsNorm::kLocal;
-    } else {
-      norm = quasi_global ? LarsNorm::kGlobalBatch : LarsNorm::kMixed;
-    }
-  }
+  // auto is the node's own norm: a larger one paid at 16 to 64 simulated
+  // nodes and drove the replicas apart at 128 (docs/performance.md, "Gossip
+  // at parity"), so the methods that use one name it.
+  const LarsNorm norm = lars_on_cpu && mixes_every_step ? config.train.lars_norm : LarsNorm::kLocal;
   int m = 1;
   switch (norm) {
     case LarsNorm::kGlobalBatch:

@@ -14,9 +14,10 @@ namespace chorus::node {
 // `steps_per_epoch`: this node's steps per epoch (LR schedule).
 trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batch, int64_t steps_per_epoch);
 // How many nodes' batches LARS's trust ratio sees the gradient norm of
-// (trainer::TrainerOptions::lars_norm_nodes; 0: the global batch), from
-// train.lars_norm with auto resolved by the exchange, the graph over `nodes`
-// and the device.
+// (trainer::TrainerOptions::lars_norm_nodes; 0: the global batch; 1: the
+// node's own), from train.lars_norm and lars_norm_nodes on a CPU node with
+// LARS that gossips every step (the graph over `nodes` for mixed); 1 for
+// every other node.
 int LarsNormNodes(const Config& config, int nodes);
 
 }  // namespace chorus::node
