@@ -18,7 +18,6 @@
 #include "gossip/collectives/allreduce_auto.h"
 #include "node/exchange/allreduce_exchange.h"
 #include "node/bench/bench_allreduce.h"
-#include "node/config/host_port.h"
 
 namespace chorus::node {
 namespace {
@@ -715,48 +714,6 @@ TEST(EnvironmentHintsTest, MalformedVariableIsAnErrorNamingIt) {
   FakeEnvironment bad_size({{"OMPI_COMM_WORLD_SIZE", "0"}});
   EXPECT_EQ(ErrorOf(ApplyEnvironmentHints(&config, bad_size.Lookup())),
             "environment variable OMPI_COMM_WORLD_SIZE=0: expected an integer >= 1");
-}
-
-TEST(HostPortTest, AcceptsHostNamesIpv4AndBracketedIpv6) {
-  struct Case {
-    const char* text;
-    const char* host;
-    uint16_t port;
-  };
-  for (const Case& c : {Case{"127.0.0.1:0", "127.0.0.1", 0}, Case{"localhost:7100", "localhost", 7100},
-                        Case{"node-01.cluster.example:65535", "node-01.cluster.example", 65535},
-                        Case{"[::1]:80", "::1", 80}, Case{"[fe80::1:2]:1", "fe80::1:2", 1}}) {
-    SCOPED_TRACE(c.text);
-    Result<HostPort> parsed = ParseHostPort(c.text);
-    ASSERT_TRUE(parsed) << parsed.error().message();
-    EXPECT_EQ(parsed->host, c.host);
-    EXPECT_EQ(parsed->port, c.port);
-  }
-}
-
-TEST(HostPortTest, RejectsMalformedAddresses) {
-  const std::map<std::string, std::string> cases = {
-      {"localhost", "missing ':port'"},
-      {":80", "missing host"},
-      {"host:", "missing port"},
-      {"host:http", "is not a number"},
-      {"host:65536", "out of range"},
-      {"host:-1", "is not a number"},
-      {"256.1.1.1:80", "is not an IPv4 address"},
-      {"::1:80", "IPv6 addresses go in brackets"},
-      {"[::1:80", "missing ']'"},
-      {"[::1]80", "missing ':port'"},
-      {"[zz::1]:80", "is not an IPv6 address"},
-      {"-bad.example:80", "is not a valid host name"},
-      {"under_score:80", "is not a valid host name"},
-      {"a..b:80", "is not a valid host name"},
-  };
-  for (const auto& [text, expected] : cases) {
-    SCOPED_TRACE(text);
-    Result<HostPort> parsed = ParseHostPort(text);
-    ASSERT_FALSE(parsed);
-    EXPECT_THAT(parsed.error().message(), HasSubstr(expected));
-  }
 }
 
 TEST(TomlQuoteTest, EscapesQuotesBackslashesAndControlCharacters) {
