@@ -254,18 +254,6 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
        "topology.kind: topology one-peer-exponential is directed; an outer step with the neighbours needs an "
        "undirected graph"},
       {"[exchange]\nmax_staleness = -2", "exchange.max_staleness: expected an integer >= -1, got -2"},
-      {"[exchange]\ncorrection = \"d2\"", "exchange.correction: corrects a gossip step; exchange.kind is \"none\""},
-      {"[exchange]\ncorrection = \"d2\"\nkind = \"gossip\"\nprotocol = \"choco\"",
-       "exchange.correction: d2 needs D-PSGD's symmetric mixing; exchange.protocol is \"choco\""},
-      {"[exchange]\nglobal_average_every = 4\nkind = \"gossip\"\nprotocol = \"pairwise-async\"",
-       "exchange.global_average_every: runs on every member at the same step; pairwise-async nodes step apart"},
-      {"[exchange]\nconsensus_control = 0.1\nkind = \"gossip\"\nperiod = 2",
-       "exchange.consensus_control: adds mixing rounds to every step; exchange.period is 2"},
-      {"[exchange]\ngossip_momentum = \"global\"",
-       "exchange.gossip_momentum: expected one of \"local\", \"quasi-global\""},
-      {"[train]\nlars_norm = \"global\"",
-       "train.lars_norm: expected one of \"auto\", \"local\", \"mixed\", \"global-batch\""},
-      {"[train]\nlars_norm_nodes = -1", "train.lars_norm_nodes: expected an integer >= 0, got -1"},
       {"[exchange]\ngamma = -0.5", "exchange.gamma: expected a number in (0, 1], got -0.5"},
       {"[exchange]\ngamma = 1.5", "exchange.gamma: expected a number in (0, 1], got 1.5"},
       {"[exchange]\nconsensus = \"exact\"", "exchange.consensus: expected one of \"allreduce\", \"rounds\", \"none\""},
@@ -449,6 +437,32 @@ TEST(ConfigParseTest, SharedSettingsAreExchangeTopologyAndWhatAStepComputes) {
                           "train.checkpoint_every_epochs", "data.dir", "data.test_limit", "cluster.listen",
                           "cluster.bootstrap", "cluster.min_nodes", "cluster.token", "run.", "fabric."}) {
     EXPECT_EQ(text.find(own), std::string::npos) << own;
+  }
+}
+
+// The gossip step's settings and the LARS norm: bad values, and a setting
+// that the chosen exchange cannot honour, named with the key that conflicts.
+TEST(ConfigParseTest, GossipCorrectionAndLarsNormChecksNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[exchange]\ncorrection = \"d2\"", "exchange.correction: corrects a gossip step; exchange.kind is \"none\""},
+      {"[exchange]\ncorrection = \"d2\"\nkind = \"gossip\"\nprotocol = \"choco\"",
+       "exchange.correction: d2 needs D-PSGD's symmetric mixing; exchange.protocol is \"choco\""},
+      {"[exchange]\nglobal_average_every = 4\nkind = \"gossip\"\nprotocol = \"pairwise-async\"",
+       "exchange.global_average_every: runs on every member at the same step; pairwise-async nodes step apart"},
+      {"[exchange]\nconsensus_control = 0.1\nkind = \"gossip\"\nperiod = 2",
+       "exchange.consensus_control: adds mixing rounds to every step; exchange.period is 2"},
+      {"[exchange]\ngossip_momentum = \"global\"",
+       "exchange.gossip_momentum: expected one of \"local\", \"quasi-global\""},
+      {"[train]\nlars_norm = \"global\"",
+       "train.lars_norm: expected one of \"auto\", \"local\", \"mixed\", \"global-batch\""},
+      {"[train]\nlars_norm_nodes = -1", "train.lars_norm_nodes: expected an integer >= 0, got -1"},
+  };
+  for (const auto& [text, expected] : cases) {
+    SCOPED_TRACE(text);
+    Result<Config> config = ParseConfigString(text, "x.toml");
+    ASSERT_FALSE(config);
+    EXPECT_THAT(config.error().message(), HasSubstr(expected));
+    EXPECT_THAT(config.error().message(), HasSubstr("x.toml:2:"));  // every case sets its key on line 2
   }
 }
 
