@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gossip/protocols/gossip_protocol.h"
+#include "gossip/protocols/message_round.h"
 
 namespace chorus::gossip {
 namespace {
@@ -27,28 +28,9 @@ int Mod(int a, int n) { return ((a % n) + n) % n; }
 // One ring step: `out` to the successor and the predecessor's message into
 // `in` (sized to what it must hold), both on `tag`.
 Status RingStep(Transport& transport, int next, int prev, Tag tag, std::vector<std::byte>& out,
-                std::vector<std::byte>& in, Deadline deadline, SparseRingStats* stats) {
-  std::vector<RequestPtr> requests;
-  auto fail = [&](Status why) {
-    ReleaseOrKeep(requests, out, in);
-    return why;
-  };
-  Result<RequestPtr> r = transport.Irecv(prev, tag, in);
-  if (!r) return fail(r.error());
-  requests.push_back(std::move(*r));
-  Result<RequestPtr> s = transport.Isend(next, tag, out);
-  if (!s) return fail(s.error());
-  requests.push_back(std::move(*s));
-  Backoff backoff(std::chrono::microseconds(200));
-  for (size_t i = 0; i < requests.size(); ++i) {
-    while (!requests[i]->Done() && !deadline.Expired()) backoff.Pause();
-    Result<Completion> done = requests[i]->Wait(deadline);
-    if (!done) return fail(done.error());
-    if (i == 0 && done->bytes != in.size()) {
-      return fail(DataLoss("sparse ring: " + std::to_string(done->bytes) + " bytes from rank " +
-                           std::to_string(prev) + ", expected " + std::to_string(in.size())));
-    }
-  }
+                std::vector<std::vector<std::byte>>& in, SparseRingStats* stats, Deadline deadline) {
+  const int to[] = {next}, from[] = {prev};
+  CHORUS_RETURN_IF_ERROR(SwapExactly(transport, to, out, from, tag, deadline, &in, "sparse ring"));
   if (stats != nullptr) {
     stats->bytes_sent += out.size();
     ++stats->messages_sent;
@@ -85,7 +67,9 @@ Status SparseRingAllreduce(Transport& transport, const Codec& codec, std::span<c
   const int next = Mod(self + 1, n), prev = Mod(self - 1, n);
   const size_t len = x.size();
   std::vector<float> partial, decoded;
-  std::vector<std::byte> out, in;
+  std::vector<std::byte> out;
+  std::vector<std::vector<std::byte>> inbox(1);  // the predecessor's message
+  std::vector<std::byte>& in = inbox[0];
 
   // Encodes `partial` (chunk c's values) into `out`; what the receiver will
   // decode goes to `decoded`, the rest to this rank's residual.
@@ -110,7 +94,7 @@ Status SparseRingAllreduce(Transport& transport, const Codec& codec, std::span<c
     CHORUS_RETURN_IF_ERROR(encode(send_chunk, s));
     const Chunk rk = ChunkOf(len, n, recv_chunk);
     in.assign(codec.WireBytes(rk.count), std::byte{0});
-    CHORUS_RETURN_IF_ERROR(RingStep(transport, next, prev, tag_base + static_cast<Tag>(s), out, in, deadline, stats)
+    CHORUS_RETURN_IF_ERROR(RingStep(transport, next, prev, tag_base + static_cast<Tag>(s), out, inbox, stats, deadline)
                                .WithContext("sparse ring reduce-scatter step " + std::to_string(s)));
     partial.assign(rk.count, 0.0f);
     CHORUS_RETURN_IF_ERROR(codec.Decode(in, partial).WithContext("sparse ring: rank " + std::to_string(prev) +
@@ -131,8 +115,8 @@ Status SparseRingAllreduce(Transport& transport, const Codec& codec, std::span<c
     const int recv_chunk = Mod(self - s, n);
     const Chunk rk = ChunkOf(len, n, recv_chunk);
     in.assign(codec.WireBytes(rk.count), std::byte{0});
-    CHORUS_RETURN_IF_ERROR(RingStep(transport, next, prev, tag_base + static_cast<Tag>(n - 1 + s), out, in,
-                                    deadline, stats)
+    CHORUS_RETURN_IF_ERROR(RingStep(transport, next, prev, tag_base + static_cast<Tag>(n - 1 + s), out, inbox,
+                                    stats, deadline)
                                .WithContext("sparse ring all-gather step " + std::to_string(s)));
     std::span<float> into = result.subspan(rk.begin, rk.count);
     CHORUS_RETURN_IF_ERROR(codec.Decode(in, into).WithContext("sparse ring: chunk " + std::to_string(recv_chunk) +

@@ -113,14 +113,13 @@ Status AllreduceExchange::Build() {
                     collective_->segment()->Describe());
   }
 
-  const size_t element_bytes = config_.exchange.fp16_wire ? sizeof(uint16_t) : sizeof(float);
   const bool tune = config_.exchange.first_bucket_kib < 0 && !virtual_time_ && view.size() > 1;
   first_bucket_choice_.clear();
   CHORUS_RETURN_IF_ERROR(BuildEngine(config_.exchange.first_bucket_kib > 0
                                          ? static_cast<size_t>(config_.exchange.first_bucket_kib) * 1024
                                          : 0));
   tuner_.Stop();
-  if (tune) tuner_.Start(engine_->bucketer().params(), element_bytes);
+  if (tune) tuner_.Start(engine_->bucketer().params(), WireElementBytes());
   return Status::Ok();
 }
 
@@ -162,8 +161,7 @@ Status AllreduceExchange::BuildEngine(size_t first_bucket_bytes) {
   options.fp16_wire = config_.exchange.fp16_wire;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
                                                                 trainer_->Gradients(), options));
-  resolved_ = ResolvedAlgorithms(*collective_, options.allreduce, buckets,
-                                 config_.exchange.fp16_wire ? sizeof(uint16_t) : sizeof(float));
+  resolved_ = ResolvedAlgorithms(*collective_, options.allreduce, buckets, WireElementBytes());
   hook_error_ = Status::Ok();
   return Status::Ok();
 }
@@ -196,8 +194,7 @@ Status AllreduceExchange::DecideFirstBucket() {
         std::span<const float>(all).subspan(static_cast<size_t>(r) * mine.size(), mine.size())));
   }
   const gossip::FirstBucketChoice choice =
-      gossip::ChooseFirstBucket(tuner_.prefix_bytes(), engine_->bucketer().buckets().front().elems *
-                                                           (config_.exchange.fp16_wire ? sizeof(uint16_t) : sizeof(float)),
+      gossip::ChooseFirstBucket(tuner_.prefix_bytes(), engine_->bucketer().buckets().front().elems * WireElementBytes(),
                                 ranks);
   first_bucket_choice_ = choice.reason;
   CHORUS_LOG_INFO(Subsys::kGossip, "overlap at epoch ", view.epoch, ": ", choice.reason);
@@ -237,7 +234,8 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   tuner_.BackwardEnded();
   Status s = hook_error_;
   if (s.ok()) s = engine_->WaitAll(Deadline::AfterSeconds(config_.fabric.op_timeout_s));
-  if (s.ok() && tuner_.StepDone(engine_->LastStepTimings())) s = DecideFirstBucket();
+  // The timings are copied only while the overlap model measures.
+  if (s.ok() && tuner_.measuring() && tuner_.StepDone(engine_->LastStepTimings())) s = DecideFirstBucket();
   if (s.ok()) return Status::Ok();
   ++failed_steps_;
   return Failed(s, "step " + std::to_string(step) + ": all-reduce", step + 1, /*abandon=*/true);

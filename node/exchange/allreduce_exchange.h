@@ -74,6 +74,8 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   // rank's figures gathered, the overlap model's choice (the same on every
   // rank), and the engine rebuilt with the chosen first bucket.
   [[nodiscard]] Status DecideFirstBucket();
+  // Bytes of one gradient element on the wire (FP16 with exchange.fp16_wire).
+  size_t WireElementBytes() const { return config_.exchange.fp16_wire ? sizeof(uint16_t) : sizeof(float); }
   // A failed operation (`what`): stops (exchange.on_failure = "stop") or
   // re-forms (Reform).
   [[nodiscard]] Status Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon);

@@ -9,6 +9,7 @@
 #include "gossip/protocols/consensus.h"
 #include "gossip/protocols/gossip_protocol.h"
 #include "gossip/protocols/gossip_tags.h"
+#include "gossip/protocols/message_round.h"
 #include "gossip/protocols/sparse_ring_reduce.h"
 #include "node/cluster/step_agreement.h"
 #include "node/exchange/allreduce_exchange.h"
@@ -50,32 +51,7 @@ Status SwapWithPeers(gossip::Transport& transport, std::span<const int> peers, g
                      std::vector<std::byte>* payload, size_t bytes, Deadline deadline,
                      std::vector<std::vector<std::byte>>* inboxes) {
   inboxes->assign(peers.size(), std::vector<std::byte>(bytes));
-  std::vector<gossip::RequestPtr> requests;
-  auto fail = [&](Status why) {
-    gossip::ReleaseOrKeep(requests, *inboxes, *payload);
-    return why;
-  };
-  for (size_t k = 0; k < peers.size(); ++k) {
-    Result<gossip::RequestPtr> r = transport.Irecv(peers[k], tag, (*inboxes)[k]);
-    if (!r) return fail(r.error());
-    requests.push_back(std::move(*r));
-  }
-  for (int peer : peers) {
-    Result<gossip::RequestPtr> r = transport.Isend(peer, tag, *payload);
-    if (!r) return fail(r.error());
-    requests.push_back(std::move(*r));
-  }
-  Backoff backoff(std::chrono::microseconds(200));
-  for (size_t i = 0; i < requests.size(); ++i) {
-    while (!requests[i]->Done() && !deadline.Expired()) backoff.Pause();
-    Result<gossip::Completion> done = requests[i]->Wait(deadline);
-    if (!done) return fail(done.error());
-    if (i < peers.size() && done->bytes != bytes) {
-      return fail(DataLoss("outer sync: " + std::to_string(done->bytes) + " bytes from rank " +
-                           std::to_string(peers[i]) + ", expected " + std::to_string(bytes)));
-    }
-  }
-  return Status::Ok();
+  return gossip::SwapExactly(transport, peers, *payload, peers, tag, deadline, inboxes, "outer sync");
 }
 
 }  // namespace

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
+#include "common/files.h"
 #include "node/lab/report/report_plots.h"
 #include "node/lab/report/report_table.h"
 
@@ -46,19 +46,9 @@ double ScalingValue(const ScalingPoint& point, const std::string& method, const 
   return std::nan("");
 }
 
-std::string ScalingCell(double v, int digits) {
-  if (!std::isfinite(v)) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
 
 Status WriteScalingFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Err(Internal("cannot write " + path.string()));
-  return Status::Ok();
+  return WriteFileAtomic(path.string(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
 // A gnuplot script drawing `column` (scaled by `scale`) of every method
@@ -111,8 +101,8 @@ std::string ScalingTableText(const std::vector<ScalingPoint>& points) {
   for (const ScalingMethod& m : methods) {
     std::vector<std::string> cells = {m.label};
     for (const ScalingPoint& p : points) {
-      cells.push_back(ScalingCell(ScalingValue(p, m.method, "final_accuracy") * 100.0, 2));
-      cells.push_back(ScalingCell(ScalingValue(p, m.method, "bytes_sent_per_node") / 1e6, 2));
+      cells.push_back(FixedCell(ScalingValue(p, m.method, "final_accuracy") * 100.0, 2));
+      cells.push_back(FixedCell(ScalingValue(p, m.method, "bytes_sent_per_node") / 1e6, 2));
     }
     lines.push_back(cells);
   }

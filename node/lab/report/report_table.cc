@@ -38,17 +38,21 @@ double SummaryExtreme(const MethodRun& m, double NodeSummary::*field, double sig
 double SummaryMax(const MethodRun& m, double NodeSummary::*field) { return SummaryExtreme(m, field, 1.0); }
 
 
-std::string Fixed(double v, int decimals) {
+}  // namespace
+
+std::string FixedCell(double v, int decimals) {
   if (std::isnan(v) || std::isinf(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
   return buf;
 }
 
+namespace {
+
 // "82", or "180-304" when the nodes trained different numbers of steps.
 std::string Range(double lo, double hi) {
   if (std::isnan(lo) || std::isnan(hi)) return "-";
-  return lo == hi ? Fixed(lo, 0) : Fixed(lo, 0) + "-" + Fixed(hi, 0);
+  return lo == hi ? FixedCell(lo, 0) : FixedCell(lo, 0) + "-" + FixedCell(hi, 0);
 }
 
 std::string General(double v) {
@@ -143,14 +147,14 @@ std::vector<std::string> TableHeadings() {
 
 std::vector<std::string> TableCells(const TableRow& r) {
   return {r.label,
-          Fixed(r.final_accuracy * 100.0, 2),
-          Fixed(r.time_to_target_s, 2),
-          Fixed(r.bytes_to_target / 1e6, 2),
-          Fixed(r.epochs_to_target, 2),
-          Fixed(r.train_seconds, 2),
-          Fixed(r.bytes_sent / 1e6, 2),
-          Fixed(r.samples_per_s, 0),
-          Fixed(r.efficiency, 3),
+          FixedCell(r.final_accuracy * 100.0, 2),
+          FixedCell(r.time_to_target_s, 2),
+          FixedCell(r.bytes_to_target / 1e6, 2),
+          FixedCell(r.epochs_to_target, 2),
+          FixedCell(r.train_seconds, 2),
+          FixedCell(r.bytes_sent / 1e6, 2),
+          FixedCell(r.samples_per_s, 0),
+          FixedCell(r.efficiency, 3),
           General(r.consensus_distance_after),
           Range(r.steps_min, r.steps_max)};
 }

@@ -46,6 +46,9 @@ bool ShowsConsensus(const TableRow& row);
 std::vector<std::string> TableHeadings();
 std::vector<std::string> TableCells(const TableRow& row);
 
+// `v` with `decimals` decimals, "-" for NaN or infinity: a table cell.
+std::string FixedCell(double v, int decimals);
+
 // The table as aligned plain text with a header line.
 std::string FormatTableText(const std::vector<TableRow>& rows);
 // `lines` (the first the header) as aligned plain text: the first column

@@ -30,6 +30,19 @@ std::string ErrorOf(const Result<Config>& result) {
 
 std::string ErrorOf(const Status& status) { return status.ok() ? "(no error)" : status.message(); }
 
+// Each (TOML text, expected message part) fails to parse with InvalidArgument
+// naming its key's place: every case sets the key it is about on line 2.
+void ExpectEachRejectedAtItsLine(const std::map<std::string, std::string>& cases) {
+  for (const auto& [text, expected] : cases) {
+    SCOPED_TRACE(text);
+    Result<Config> config = ParseConfigString(text, "x.toml");
+    ASSERT_FALSE(config);
+    EXPECT_THAT(config.error().message(), HasSubstr(expected));
+    EXPECT_THAT(config.error().message(), HasSubstr("x.toml:2:"));
+    EXPECT_EQ(config.error().code(), StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(ConfigParseTest, EveryConfigFileParsesValidatesAndRoundTrips) {
   const std::filesystem::path root = std::filesystem::path(CHORUS_SOURCE_DIR) / "configs";
   int files = 0;
@@ -280,14 +293,7 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[topology]\ndims = 4", "topology.dims: expected an array of integers, got an integer (4)"},
       {"[topology]\ndegree = 0", "topology.degree: expected an integer >= 1, got 0"},
   };
-  for (const auto& [text, expected] : cases) {
-    SCOPED_TRACE(text);
-    Result<Config> config = ParseConfigString(text, "x.toml");
-    ASSERT_FALSE(config);
-    EXPECT_THAT(config.error().message(), HasSubstr(expected));
-    EXPECT_THAT(config.error().message(), HasSubstr("x.toml:2:"));  // every case sets its key on line 2
-    EXPECT_EQ(config.error().code(), StatusCode::kInvalidArgument);
-  }
+  ExpectEachRejectedAtItsLine(cases);
 }
 
 TEST(ConfigParseTest, ExchangeAndTopologyKeysAreRead) {
@@ -443,7 +449,7 @@ TEST(ConfigParseTest, SharedSettingsAreExchangeTopologyAndWhatAStepComputes) {
 // The gossip step's settings and the LARS norm: bad values, and a setting
 // that the chosen exchange cannot honour, named with the key that conflicts.
 TEST(ConfigParseTest, GossipCorrectionAndLarsNormChecksNameTheKey) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const std::map<std::string, std::string> cases = {
       {"[exchange]\ncorrection = \"d2\"", "exchange.correction: corrects a gossip step; exchange.kind is \"none\""},
       {"[exchange]\ncorrection = \"d2\"\nkind = \"gossip\"\nprotocol = \"choco\"",
        "exchange.correction: d2 needs D-PSGD's symmetric mixing; exchange.protocol is \"choco\""},
@@ -457,13 +463,7 @@ TEST(ConfigParseTest, GossipCorrectionAndLarsNormChecksNameTheKey) {
        "train.lars_norm: expected one of \"auto\", \"local\", \"mixed\", \"global-batch\""},
       {"[train]\nlars_norm_nodes = -1", "train.lars_norm_nodes: expected an integer >= 0, got -1"},
   };
-  for (const auto& [text, expected] : cases) {
-    SCOPED_TRACE(text);
-    Result<Config> config = ParseConfigString(text, "x.toml");
-    ASSERT_FALSE(config);
-    EXPECT_THAT(config.error().message(), HasSubstr(expected));
-    EXPECT_THAT(config.error().message(), HasSubstr("x.toml:2:"));  // every case sets its key on line 2
-  }
+  ExpectEachRejectedAtItsLine(cases);
 }
 
 TEST(ConfigParseTest, LossyCodecWithoutChocoIsAllowed) {
