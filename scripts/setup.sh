@@ -12,7 +12,7 @@ packages=(
   libasio-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev
   libopenblas-dev libopenblas0-openmp libdnnl-dev ocl-icd-opencl-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
-  libsodium-dev libexpected-dev zlib1g-dev
+  libsodium-dev libssl-dev libexpected-dev zlib1g-dev
   dataset-fashion-mnist
   gnuplot-nox iproute2 chromium
 )

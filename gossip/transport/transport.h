@@ -19,7 +19,11 @@
 //    naming the peer, and the transport stays usable with that peer (later
 //    messages arrive; ones the peer had already sent may be lost). Lengths in
 //    Chorus's protocols are fixed by both sides, so a truncation means a bug or
-//    a bad peer, never normal operation.
+//    a bad peer, never normal operation. Under an epoch key (SetEpochKey) a
+//    truncated message cannot be authenticated and is dropped instead, the
+//    receive staying posted.
+//  - A message shorter than the receive buffer leaves the buffer's bytes
+//    past its length unspecified (a sealed message's trailer lands there).
 //  - Buffers must stay alive and untouched until the request completes or is
 //    cancelled and released; a request destroyed while pending is cancelled.
 //    A cancel the provider does not release in time leaves the buffer in its
@@ -33,6 +37,7 @@
 // ("libfabric 1.17 behaviours and what the transport does").
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -54,6 +59,9 @@ inline constexpr Tag kMaxTag = (Tag{1} << 63) - 1;
 // contact over net). Gossip and collective tags never set all 63 bits.
 inline constexpr Tag kReservedTag = kMaxTag;
 inline constexpr size_t kMaxDiscardFilters = 16;
+// The key that authenticates one membership epoch's data-plane messages
+// (Transport::SetEpochKey).
+using DataKey = std::array<uint8_t, 32>;
 
 // A set of tags for Transport::Discard: those equal to `tag` on the bits that
 // `ignore` leaves clear (libfabric's tag matching).
@@ -108,6 +116,9 @@ struct TransportStats {
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
   uint64_t messages_discarded = 0;  // dropped unreceived by Discard
+  // Dropped unused because they failed authentication (SetEpochKey): forged,
+  // altered, of another epoch, replayed, or from an endpoint that is not a member.
+  uint64_t messages_rejected = 0;
 
   TransportStats& operator+=(const TransportStats& o) {
     bytes_sent += o.bytes_sent;
@@ -115,6 +126,7 @@ struct TransportStats {
     messages_sent += o.messages_sent;
     messages_received += o.messages_received;
     messages_discarded += o.messages_discarded;
+    messages_rejected += o.messages_rejected;
     return *this;
   }
 };
@@ -138,6 +150,21 @@ class Transport {
   // wrong endpoint), and must have installed it before the first message (two
   // barriers).
   [[nodiscard]] virtual Status BeginEpoch(uint64_t /*epoch*/) { return Status::Ok(); }
+  // The members of membership epoch `epoch` share `key` (from the control
+  // plane; nobody else knows it): from this call on, every message this
+  // endpoint sends carries a MAC under it, bound to sender, receiver, epoch
+  // and tag, and a received message that does not verify (forged, altered,
+  // of another epoch, replayed, or from an endpoint that is not a member) is
+  // dropped and counted (TransportStats::messages_rejected), never delivered:
+  // the receive stays posted for the real message. Call it after BeginEpoch
+  // and before SetPeers; calling it again with the same epoch and key changes
+  // nothing. Requests posted before keep the key they were posted under. A
+  // transport configured not to authenticate, or with nothing to guard (the
+  // in-process one; the fabric one over shm: docs/design.md, "Authenticated
+  // data plane"), ignores it.
+  [[nodiscard]] virtual Status SetEpochKey(uint64_t /*epoch*/, const DataKey& /*key*/) {
+    return Status::Ok();
+  }
 
   // Installs the members of a membership epoch: `self` is this endpoint's rank,
   // `peers` lists every rank (including self). Pending requests to ranks that

@@ -286,6 +286,7 @@ Status RankMain(gossip::FabricProvider provider, int rank, int n, int fd, const 
     CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, ReadBlob(fd, kAllreduceBench));
     peers[r] = PeerInfo{r, std::move(blob), "bench" + std::to_string(r)};
   }
+  CHORUS_RETURN_IF_ERROR(o.knobs.SealEpoch(*transport));
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(rank, peers));
   // No rank sends before every rank has installed its peers
   // (Transport::NeedsPeersInstalledBeforeFirstSend: shm needs it; one frame

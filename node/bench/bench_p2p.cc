@@ -76,6 +76,7 @@ Result<std::unique_ptr<gossip::Transport>> Connect(const BenchP2pOptions& o, gos
   std::vector<PeerInfo> peers(2);
   peers[rank] = PeerInfo{rank, mine, options.node_name};
   peers[1 - rank] = PeerInfo{1 - rank, theirs, rank == 0 ? "bench1" : "bench0"};
+  CHORUS_RETURN_IF_ERROR(o.knobs.SealEpoch(*transport));
   CHORUS_RETURN_IF_ERROR(transport->SetPeers(rank, peers));
   // Neither sends before both have installed their peers
   // (Transport::NeedsPeersInstalledBeforeFirstSend: shm needs it).

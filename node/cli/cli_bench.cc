@@ -66,6 +66,11 @@ void AddTransportKnobs(CLI::App& cmd, TransportKnobs* knobs) {
                  "Transport knob: extra wait polling per MiB of the message (-1: default)");
   cmd.add_option("--progress-max-sleep-us", knobs->progress_max_sleep_us,
                  "Transport knob: longest idle sleep of the progress thread (-1: default)");
+  cmd.add_option("--seal", knobs->seal,
+                 "Seal every message as a cluster does (fabric.authenticate, fabric.encrypt): off, mac or "
+                 "encrypt; shm never seals")
+      ->check(CLI::IsMember({"off", "mac", "encrypt"}))
+      ->capture_default_str();
 }
 
 struct BenchAllreduceArgs {

@@ -31,6 +31,7 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
   // before the first message to it.
   const bool barriers = transport->NeedsPeersInstalledBeforeFirstSend();
   CHORUS_RETURN_IF_ERROR(transport->BeginEpoch(next.epoch));
+  CHORUS_RETURN_IF_ERROR(transport->SetEpochKey(next.epoch, next.data_key));
   if (barriers && next.epoch > 0) {
     CHORUS_RETURN_IF_ERROR(DataPlaneBarrier("data-plane endpoints opened", next.epoch, deadline));
   }
@@ -84,6 +85,8 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
     fabric.busy_poll = std::chrono::microseconds(config.fabric.busy_poll_us);
     fabric.wait_spin = std::chrono::microseconds(config.fabric.wait_spin_us);
     fabric.progress_max_sleep = std::chrono::microseconds(config.fabric.progress_max_sleep_us);
+    fabric.authenticate = config.fabric.authenticate;
+    fabric.encrypt = config.fabric.encrypt;
     fabric.on_wedged = [before_exit](const Status& why) {
       CHORUS_LOG_ERROR(Subsys::kFabric, "data plane wedged: ", why.message(),
                        "; exiting with status 1 so that the other members go on without this node");

@@ -231,6 +231,8 @@ struct FabricConfig {
   int wait_spin_us = 200;                // a wait polls the CQ itself this long, then sleeps
   int progress_max_sleep_us = 1000;      // longest idle sleep of the progress thread
   int port = 0;                          // tcp;ofi_rxm / net listen port (0: any free port; shm: 0)
+  bool authenticate = true;              // a MAC on every data-plane message (not over shm)
+  bool encrypt = false;                  // and the payload encrypted
 
   bool operator==(const FabricConfig&) const = default;
 };
@@ -285,6 +287,11 @@ struct ExchangeConfig {
   bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
   bool shared_memory = true;         // nodes of one host_group sum through a shared segment
   OnFailure on_failure = OnFailure::kContinue;
+  // A check of every member's contribution (node/exchange/poison_check.h).
+  bool poison_check = true;
+  double poison_norm_bound = 10.0;   // times the median contribution norm; 0: no norm check
+  int poison_expel_after = 3;        // steps in a row a member is named before it is expelled; 0: never
+  double poison_distance_bound = 10.0;  // gossip: a neighbour's parameters farther than this x our norm; 0: off
   // gossip
   GossipProtocolKind protocol = GossipProtocolKind::kDpsgd;
   int period = 1;                    // local SGD: H local steps between mixing rounds

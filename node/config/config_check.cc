@@ -210,6 +210,14 @@ void CheckFabric(const Config& config, Checker& check) {
   check.IntAtLeast("fabric.busy_poll_us", config.fabric.busy_poll_us, 0);
   check.IntAtLeast("fabric.wait_spin_us", config.fabric.wait_spin_us, 0);
   check.IntAtLeast("fabric.progress_max_sleep_us", config.fabric.progress_max_sleep_us, 1);
+  if (config.exchange.poison_norm_bound != 0) {
+    check.NumberAbove("exchange.poison_norm_bound", config.exchange.poison_norm_bound, 1.0);
+  }
+  check.IntAtLeast("exchange.poison_expel_after", config.exchange.poison_expel_after, 0);
+  check.NumberAtLeast("exchange.poison_distance_bound", config.exchange.poison_distance_bound, 0.0);
+  if (config.fabric.encrypt && !config.fabric.authenticate) {
+    check.Fail("fabric.encrypt", "needs fabric.authenticate = true (the MAC is what makes a message trustworthy)");
+  }
   const int port = config.fabric.port;
   check.IntInRange("fabric.port", port, 0, 65535);
   if (port != 0 && config.fabric.provider == gossip::FabricProvider::kShm) {

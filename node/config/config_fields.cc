@@ -177,6 +177,10 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(fabric, port,
                         "TCP port of the data plane (tcp;ofi_rxm, net; 0: any free port; shm: must be 0); "
                         "a firewall between hosts must allow it"),
+    CHORUS_CONFIG_FIELD(fabric, authenticate,
+                        "a MAC on every data-plane message under the epoch's key; forgeries are dropped "
+                        "(shm: never, nothing outside the host can reach it)"),
+    CHORUS_CONFIG_FIELD(fabric, encrypt, "encrypt every data-plane message's payload too (needs authenticate)"),
 
     CHORUS_CONFIG_CHOICE(exchange, kind, kExchangeKindNames, AnyValue, ""),
     CHORUS_CONFIG_CHOICE(exchange, algorithm, gossip::kAllreduceAlgorithmNames, IsConfigurableAlgorithm,
@@ -191,6 +195,16 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange, shared_memory,
                         "allreduce: nodes of one host_group sum through a shared-memory segment "
                         "(false: through the fabric only)"),
+    CHORUS_CONFIG_FIELD(exchange, poison_check,
+                        "allreduce: gather every member's contribution norm and finite flag each step; a member "
+                        "that sends non-finite values or an outlier is named and its step not applied (3+ members)"),
+    CHORUS_CONFIG_FIELD(exchange, poison_norm_bound,
+                        "allreduce: a contribution norm above this many times the median is rejected; 0: off"),
+    CHORUS_CONFIG_FIELD(exchange, poison_expel_after,
+                        "allreduce: steps in a row a member is rejected before the others expel it; 0: never"),
+    CHORUS_CONFIG_FIELD(exchange, poison_distance_bound,
+                        "gossip (dpsgd, pairwise-async), with poison_check: a neighbour's parameters farther from "
+                        "this node's than this many times their norm are rejected; 0: off"),
     CHORUS_CONFIG_CHOICE(exchange, on_failure, kOnFailureNames, AnyValue, "allreduce, after a member died (continue: re-form over the survivors): "),
     CHORUS_CONFIG_CHOICE(exchange, protocol, kGossipProtocolNames, AnyValue, "gossip: "),
     CHORUS_CONFIG_FIELD(exchange, period, "gossip: local steps between mixing rounds, >= 1"),

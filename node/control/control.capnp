@@ -73,6 +73,8 @@ struct EpochView {
                              # (a Leave without `stopping`): gone, not failed,
                              # though a member may get this view before their Leave
   stopped @7 :List(Text);    # departed members that left before the end of their run
+  dataSalt @8 :Data;         # random, fresh per view: with the cluster key, the
+                             # epoch's data-plane key (ClusterKey::DataKey)
 }
 
 struct EpochAck {
@@ -159,6 +161,7 @@ struct State {
   # a joiner to say when it will be admitted.
   step @10 :Int64 = -1;      # the latest step reported; -1 when none was
   nextAdmissionStep @11 :Int64;  # the step of the next admission point; 0 when unknown
+  dataSalt @12 :Data;        # formed: the current view's (EpochView.dataSalt)
 }
 
 # "Send your join to the coordinator instead." `formed`: the target is in a
@@ -179,6 +182,7 @@ enum RejectCode {
   protocol @5;               # unexpected message for the connection's state
   settingsMismatch @6;       # [exchange] / [topology] differ from the coordinator's
   runEnded @7;               # the cluster ended its run before admitting the joiner: nothing is left to train
+  expelled @8;               # the members expelled a node of that name for what it sent (poison)
 }
 
 struct Reject {

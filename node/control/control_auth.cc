@@ -71,6 +71,21 @@ bool ClusterKey::CheckNonceProof(Direction direction, const Nonce& peer_nonce,
   return MacEquals(expected, proof);
 }
 
+MacKey ClusterKey::DataKey(uint64_t epoch, std::span<const uint8_t> salt) const {
+  static constexpr std::string_view kDataDomain = "chorus data plane v1";
+  uint8_t epoch_bytes[8];
+  for (int i = 0; i < 8; ++i) epoch_bytes[i] = static_cast<uint8_t>(epoch >> (8 * i));
+  crypto_generichash_state state;
+  crypto_generichash_init(&state, key_.data(), key_.size(), kMacKeyBytes);
+  crypto_generichash_update(&state, reinterpret_cast<const uint8_t*>(kDataDomain.data()), kDataDomain.size());
+  crypto_generichash_update(&state, epoch_bytes, sizeof(epoch_bytes));
+  crypto_generichash_update(&state, salt.data(), salt.size());
+  MacKey out;
+  crypto_generichash_final(&state, out.data(), out.size());
+  sodium_memzero(&state, sizeof(state));
+  return out;
+}
+
 MacKey ClusterKey::SessionKey(Direction direction, const Nonce& dialer_nonce,
                               const Nonce& acceptor_nonce) const {
   return HmacParts(key_,

@@ -61,6 +61,11 @@ class ClusterKey {
                        std::span<const uint8_t> proof) const;
   // Key of every frame after the handshake in `direction`.
   MacKey SessionKey(Direction direction, const Nonce& dialer_nonce, const Nonce& acceptor_nonce) const;
+  // Key of membership epoch `epoch`'s data plane (Transport::SetEpochKey):
+  // BLAKE2b keyed with K over a domain label, the epoch and `salt` (the
+  // view's random data salt), so that every view, even one that reuses an
+  // epoch number (a new run with the same token), has a key of its own.
+  MacKey DataKey(uint64_t epoch, std::span<const uint8_t> salt) const;
 
  private:
   explicit ClusterKey(const MacKey& key) : key_(key) {}

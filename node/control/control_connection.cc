@@ -55,6 +55,7 @@ Status StatusForReject(RejectCode code, std::string message) {
     case RejectCode::kSettingsMismatch:
       return FailedPrecondition(std::move(message));
     case RejectCode::kAuthenticationFailed:
+    case RejectCode::kExpelled:
       return PermissionDenied(std::move(message));
     case RejectCode::kProtocol:
       return InvalidArgument(std::move(message));

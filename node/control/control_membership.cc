@@ -50,6 +50,12 @@ uint64_t RandomId() {
   return id;
 }
 
+// A view's data salt (ClusterKey::DataKey).
+std::vector<uint8_t> RandomSalt() {
+  const Nonce n = RandomNonce();
+  return std::vector<uint8_t>(n.begin(), n.end());
+}
+
 std::vector<std::string> Names(const std::vector<Member>& members) {
   std::vector<std::string> names;
   for (const Member& m : members) names.push_back(m.name);
@@ -171,6 +177,18 @@ bool ControlPlaneImpl::RestartsMember(const std::shared_ptr<Connection>& conn, c
   return true;
 }
 
+void ControlPlaneImpl::Expel(const std::string& name, const std::string& why) {
+  asio::post(io_, [this, name, why] {
+    Locked([&] {
+      const Member* m = view_.Find(name);
+      if (m == nullptr || name == self_.name) return;
+      expelled_.emplace(name, why);  // a rejoin under the name is refused (HandleJoin)
+      if (dead_.count(name)) return;
+      DeclareDead(name, m->rank, "expelled: " + why, /*gone=*/false);
+    });
+  });
+}
+
 void ControlPlaneImpl::DeclareDead(const std::string& name, int rank, const std::string& why, bool gone) {
   CHORUS_LOG_WARN(Subsys::kControl, "member ", name, " (rank ", rank, ") is dead: ", why);
   dead_.insert(name);
@@ -208,6 +226,7 @@ void ControlPlaneImpl::MaybeFormEpoch0() {
   msg::EpochView v;
   v.epoch = 0;
   v.proposal_id = RandomId();
+  v.data_salt = RandomSalt();
   v.proposer = self_.name;
   v.members = AssignInitialRanks(std::move(candidates));
   for (const Applicant& a : applicants_) {
@@ -249,6 +268,7 @@ void ControlPlaneImpl::MaybePropose() {
   msg::EpochView v;
   v.epoch = view_.epoch + 1;
   v.proposal_id = RandomId();
+  v.data_salt = RandomSalt();
   v.proposer = self_.name;
   v.departed = departed;
   v.finished = finished;
@@ -396,6 +416,8 @@ void ControlPlaneImpl::AdoptView(const msg::EpochView& v) {
   next.members = v.members;
   next.departed = v.departed;
   next.joined = v.joined;
+  next.data_salt = v.data_salt;
+  next.data_key = key_->DataKey(v.epoch, v.data_salt);
   for (const Member& m : v.members) {
     if (m.name == self_.name) next.self_rank = m.rank;
   }
@@ -590,6 +612,7 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
   v.epoch = s.epoch;
   v.proposer = conn->peer_name();
   v.members = s.members;
+  v.data_salt = s.data_salt;
   for (const Member& m : view_.members) {
     bool kept = false;
     for (const Member& n : s.members) kept |= n.name == m.name;

@@ -70,6 +70,7 @@ void SetEpochView(wire::EpochView::Builder b, const msg::EpochView& v) {
   SetTextList(b.initJoined(v.joined.size()), v.joined);
   SetTextList(b.initFinished(v.finished.size()), v.finished);
   SetTextList(b.initStopped(v.stopped.size()), v.stopped);
+  b.setDataSalt(DataOf(v.data_salt));
 }
 
 wire::RejectCode ToWire(RejectCode code) {
@@ -82,6 +83,7 @@ wire::RejectCode ToWire(RejectCode code) {
     case RejectCode::kProtocol: return wire::RejectCode::PROTOCOL;
     case RejectCode::kSettingsMismatch: return wire::RejectCode::SETTINGS_MISMATCH;
     case RejectCode::kRunEnded: return wire::RejectCode::RUN_ENDED;
+    case RejectCode::kExpelled: return wire::RejectCode::EXPELLED;
   }
   return wire::RejectCode::OTHER;
 }
@@ -96,6 +98,7 @@ RejectCode FromWire(wire::RejectCode code) {
     case wire::RejectCode::PROTOCOL: return RejectCode::kProtocol;
     case wire::RejectCode::SETTINGS_MISMATCH: return RejectCode::kSettingsMismatch;
     case wire::RejectCode::RUN_ENDED: return RejectCode::kRunEnded;
+    case wire::RejectCode::EXPELLED: return RejectCode::kExpelled;
   }
   return RejectCode::kOther;  // a code from a newer schema
 }
@@ -179,6 +182,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           SetTextList(b.initKnown(m.known.size()), m.known);
           b.setStep(m.step);
           b.setNextAdmissionStep(m.next_admission_step);
+          b.setDataSalt(DataOf(m.data_salt));
         } else if constexpr (std::is_same_v<T, msg::Redirect>) {
           auto b = env.initRedirect();
           b.setCoordinatorName(TextOf(m.coordinator_name));
@@ -244,6 +248,7 @@ Result<msg::EpochView> GetEpochView(wire::EpochView::Reader r) {
   v.joined = GetTextList(r.getJoined());
   v.finished = GetTextList(r.getFinished());
   v.stopped = GetTextList(r.getStopped());
+  v.data_salt = BytesOf(r.getDataSalt());
   return v;
 }
 
@@ -311,6 +316,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
       state.known = GetTextList(r.getKnown());
       state.step = r.getStep();
       state.next_admission_step = r.getNextAdmissionStep();
+      state.data_salt = BytesOf(r.getDataSalt());
       return state;
     }
     case wire::Envelope::REDIRECT: {
@@ -351,6 +357,7 @@ std::string_view RejectCodeName(RejectCode code) {
     case RejectCode::kProtocol: return "protocol error";
     case RejectCode::kSettingsMismatch: return "settings mismatch";
     case RejectCode::kRunEnded: return "run ended";
+    case RejectCode::kExpelled: return "expelled";
   }
   return "?";
 }

@@ -47,6 +47,7 @@ enum class RejectCode {
   kProtocol,
   kSettingsMismatch,  // a joiner's shared settings differ from the coordinator's
   kRunEnded,          // the cluster ended its run before admitting the joiner
+  kExpelled,          // the members expelled a node of that name (ControlPlane::Expel)
 };
 std::string_view RejectCodeName(RejectCode code);
 
@@ -76,6 +77,7 @@ struct EpochView {
   std::vector<std::string> joined;
   std::vector<std::string> finished;  // departed members that left at their run's end
   std::vector<std::string> stopped;   // departed members that left before it
+  std::vector<uint8_t> data_salt;     // fresh per view (ClusterKey::DataKey)
 };
 struct Welcome {
   EpochView view;
@@ -136,6 +138,7 @@ struct State {
   // Formed: ControlPlane::ReportProgress's latest values.
   int64_t step = -1;               // -1: none reported
   int64_t next_admission_step = 0;  // 0: unknown
+  std::vector<uint8_t> data_salt;   // formed: the current view's
 };
 struct Redirect {
   std::string coordinator_name;

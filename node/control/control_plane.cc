@@ -120,6 +120,7 @@ void ControlPlane::MergeSampleCounts(const std::map<std::string, uint64_t>& coun
   impl_->MergeSampleCounts(counts);
 }
 void ControlPlane::AdmitOnItsOwn(uint64_t until_samples) { impl_->AdmitOnItsOwn(until_samples); }
+void ControlPlane::Expel(const std::string& name, const std::string& why) { impl_->Expel(name, why); }
 
 // ---------------------------------------------------------------------------
 // Start-up and shutdown
@@ -537,6 +538,7 @@ msg::State ControlPlaneImpl::BuildState() const {
   } else {
     state.step = progress_step_;
     state.next_admission_step = progress_next_admission_;
+    state.data_salt = view_.data_salt;
   }
   return state;
 }

@@ -145,6 +145,13 @@ class ControlPlane {
   // its run's end (Leave with LeaveKind::kStopping) is reported once, as
   // kStopped. Keep it short.
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
+  // Declares the member `name` dead (as for silence: its failure is reported,
+  // and the others drop it from the next view) because of what it sent, not
+  // because it is silent: a member whose contributions were rejected as
+  // poison (node/exchange/poison_check.h). `why` goes to the log. A join
+  // under that name is refused for the rest of the run (kExpelled: the
+  // joiner exits). No-op for this node or a non-member. Any thread.
+  void Expel(const std::string& name, const std::string& why);
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
 

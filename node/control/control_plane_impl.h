@@ -85,6 +85,7 @@ class ControlPlaneImpl : public Connection::Listener {
   std::map<std::string, uint64_t> SampleCounts() const;
   void MergeSampleCounts(const std::map<std::string, uint64_t>& counts);
   void AdmitOnItsOwn(uint64_t until_samples);
+  void Expel(const std::string& name, const std::string& why);
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;
@@ -286,6 +287,9 @@ class ControlPlaneImpl : public Connection::Listener {
   // name belongs to a live member.
   bool RestartsMember(const std::shared_ptr<Connection>& conn, const Member& info);
   void DeclareDead(const std::string& name, int rank, const std::string& why, bool gone);
+  // Names this node expelled (Expel), with why: their joins are refused for
+  // the run (every member expels alike, so whoever coordinates refuses).
+  std::map<std::string, std::string> expelled_;
   void HandleProposal(const std::shared_ptr<Connection>& conn, const msg::EpochProposal& p);
   void HandleAck(const msg::EpochAck& ack);
   void HandleWelcome(const std::shared_ptr<Connection>& conn, const msg::Welcome& w);

@@ -7,6 +7,7 @@
 // file must not know about connections, Asio or Cap'n Proto.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -38,6 +39,11 @@ struct MembershipView {
   std::vector<Member> members;       // members[i].rank == i
   std::vector<int> departed;         // ranks, in the previous epoch, of members that died or left
   std::vector<std::string> joined;   // names of members new in this epoch (empty for epoch 0)
+  // The epoch's data-plane key (Transport::SetEpochKey): derived from the
+  // cluster token and `data_salt`, a random value fresh in every view
+  // (ClusterKey::DataKey); all zero in a view that no control plane made.
+  std::vector<uint8_t> data_salt;
+  std::array<uint8_t, 32> data_key{};
 
   int size() const { return static_cast<int>(members.size()); }
   // The members' batches summed: the cluster's global batch.

@@ -454,6 +454,11 @@ Result<json> TrainingLoop::Summarise() {
                                end_view != nullptr ? end_view->self_rank : s_.rank,
                                end_view != nullptr ? end_view->size() : s_.world_size, s_.config->train,
                                GlobalBatch(), step_);
+  if (s_.session != nullptr && s_.session->transport) {
+    // Data-plane messages that failed authentication (forged, altered, of
+    // another epoch, replayed): dropped, never used.
+    summary["data_plane_rejected"] = s_.session->transport->Stats().messages_rejected;
+  }
   summary["train_seconds"] = train_seconds;
   summary["eval_seconds"] = eval_seconds_;
   summary["finish_seconds"] = finish_seconds;

@@ -104,6 +104,7 @@
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "gossip/transport/fabric/mr_cache.h"
 #include "gossip/transport/fabric/provider_call_clock.h"
+#include "gossip/transport/seal/data_seal.h"
 
 namespace chorus::gossip::fabric {
 
@@ -188,6 +189,21 @@ struct FabricOp {
   Status status;                      // under mu
   Completion completion;              // under mu
 
+  // kSend / kRecv under an epoch key (Transport::SetEpochKey): the seal it
+  // was posted under, and the trailer that goes after the payload on the
+  // wire (a second iovec: the payload stays where the caller put it). A send
+  // seals at its post; a receive opens in its request's thread once complete
+  // (FabricCore::Unseal), never under cq_mu_.
+  std::shared_ptr<DataSeal> seal;
+  Rank self = -1;                    // this endpoint's rank when it was posted
+  SealTrailer trailer{};
+  void* trailer_desc = nullptr;      // fi_mr_desc of `trailer_mr`, or null
+  std::shared_ptr<void> trailer_mr;
+  // kRecv with a seal: why the message it took cannot be authenticated at all
+  // (not a member, too short, truncated); set before Finish.
+  std::string rejected;
+  bool settled = false;              // kRecv with a seal: Unseal has run (the request's thread only)
+
   Tag ignore = 0;                    // kPeek: the filter's ignore bits
   std::vector<std::byte> owned;      // kDrain: the buffer it receives into
   std::shared_ptr<FabricOp> drain;   // kPeek: the drain it started; under cq_mu_
@@ -253,6 +269,13 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   void PeerSilent(Rank peer);  // Transport::PeerSilent
   // Transport::Discard: adds a filter that Poll's sweeps apply.
   void Discard(TagFilter filter);
+  // Transport::SetEpochKey: sends and receives posted from now on use `seal`.
+  void SetSeal(std::shared_ptr<DataSeal> seal);
+  // A finished sealed receive (fabric_seal.cc): verifies (and decrypts) the
+  // message it took and returns the op, its completion naming the payload's
+  // length; or drops it (counted, logged) and returns a fresh receive of the
+  // same source, tag and buffer to wait on instead. Not under cq_mu_.
+  Result<std::shared_ptr<FabricOp>> Unseal(std::shared_ptr<FabricOp> op);
 
   // Reads the CQ until empty; returns the number of completions handled.
   // `block` waits for the CQ lock instead of giving up when another thread polls.
@@ -279,6 +302,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
     s.messages_sent = messages_sent_.load();
     s.messages_received = messages_received_.load();
     s.messages_discarded = messages_discarded_.load();
+    s.messages_rejected = messages_rejected_.load();
     return s;
   }
   std::string Describe() const { return describe_; }
@@ -370,6 +394,10 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   static std::shared_ptr<FabricOp> NewOp(FabricOp::Kind kind, Tag tag);
   // Sets the op's buffer, registered through the cache when the provider needs it.
   Status AttachBuffer(FabricOp& op, void* data, size_t length);
+  // A send or receive posted under `seal` (Post): seals a send (into a
+  // ciphertext copy the op owns when encrypting) and registers the trailer
+  // where the provider needs it.
+  Status AttachSeal(FabricOp& op, std::shared_ptr<DataSeal> seal);
   // A tracked op of the transport's own (first contact, drain) to or from
   // `addr`, with a buffer of `bytes` it owns; not yet posted.
   Result<std::shared_ptr<FabricOp>> NewOwnedOp(FabricOp::Kind kind, Tag tag, fi_addr_t addr,
@@ -481,6 +509,9 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   mutable std::shared_mutex peers_mu_;
   PeerTable peers_;
   std::map<std::string, fi_addr_t> av_entries_;  // by address blob; under peers_mu_
+  std::shared_ptr<DataSeal> seal_;               // SetSeal's; under peers_mu_
+  std::atomic<uint64_t> messages_rejected_{0};
+  std::atomic<int64_t> next_reject_log_ns_{0};   // rejections are logged at most once a second
 
   // Serialises every call into the provider's data path (post, CQ read,
   // cancel): one thread at a time drives the endpoint even though it is

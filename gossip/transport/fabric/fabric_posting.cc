@@ -61,6 +61,29 @@ Status FabricCore::AttachBuffer(FabricOp& op, void* data, size_t length) {
   return Status::Ok();
 }
 
+Status FabricCore::AttachSeal(FabricOp& op, std::shared_ptr<DataSeal> seal) {
+  if (op.kind == FabricOp::Kind::kSend) {
+    const std::span<const std::byte> payload(static_cast<const std::byte*>(op.data), op.length);
+    if (seal->mode() == SealMode::kEncrypt) {
+      op.owned.resize(op.length);
+      CHORUS_ASSIGN_OR_RETURN(op.trailer, seal->Seal(op.self, op.peer, op.tag, payload, op.owned));
+      op.mr.reset();
+      op.desc = nullptr;
+      CHORUS_RETURN_IF_ERROR(AttachBuffer(op, op.owned.data(), op.owned.size()));
+    } else {
+      CHORUS_ASSIGN_OR_RETURN(op.trailer, seal->Seal(op.self, op.peer, op.tag, payload, {}));
+    }
+  }
+  if (registering_) {
+    auto reg = mr_cache_->Get(op.trailer.data(), op.trailer.size());
+    if (!reg) return reg.error().WithContext(op.Describe() + "'s seal");
+    op.trailer_desc = reg->desc;
+    op.trailer_mr = std::move(reg->owner);
+  }
+  op.seal = std::move(seal);
+  return Status::Ok();
+}
+
 void FabricCore::Track(std::shared_ptr<FabricOp> op) {
   std::lock_guard<std::mutex> lock(inflight_mu_);
   FabricOp* key = op.get();
@@ -78,8 +101,11 @@ Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, voi
   auto op = NewOp(kind, tag);
   op->peer = peer;
   op->length = length;
+  std::shared_ptr<DataSeal> seal;
   {
     std::shared_lock lock(peers_mu_);
+    seal = seal_;
+    op->self = peers_.self;
     const char* verb = kind == FabricOp::Kind::kSend ? "send to " : "receive from ";
     if (peers_.self < 0) {
       return Err(FailedPrecondition(std::string(verb) + "rank " + std::to_string(peer) +
@@ -101,6 +127,7 @@ Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, voi
     }
   }
   CHORUS_RETURN_IF_ERROR(AttachBuffer(*op, data, length));
+  if (seal) CHORUS_RETURN_IF_ERROR(AttachSeal(*op, std::move(seal)));
   Track(op);
   if (kind == FabricOp::Kind::kSend && gates_count_.load() > 0) {
     // A gate opens under contact_mu_ and posts what it held before it goes,
@@ -142,6 +169,26 @@ Status FabricCore::Submit(const std::shared_ptr<FabricOp>& op) {
 }
 
 ssize_t FabricCore::TryPost(FabricOp& op) {
+  if (op.seal) {
+    // The payload, then the trailer: one message on the wire. A receive
+    // scatters the first op.length bytes into the caller's buffer and the
+    // rest into the trailer, so a message shorter than the buffer leaves part
+    // of its trailer in the buffer (Unseal puts it together).
+    iovec iov[2] = {{op.data, op.length}, {op.trailer.data(), op.trailer.size()}};
+    void* desc[2] = {op.desc, op.trailer_desc};
+    const size_t first = op.length == 0 ? 1 : 0;  // no empty iovec
+    const size_t count = 2 - first;
+    if (FabricOp::IsSend(op.kind)) {
+      if (watches_peer_processes_ && PeerProcessExited(op.addr)) return kPeerProcessExited;
+      return InProvider(op.addr, [&] {
+        return fi_tsendv(ep_.get(), iov + first, desc + first, count, op.addr, op.tag, &op.ctx.context);
+      });
+    }
+    return InProvider(op.addr, [&] {
+      return fi_trecvv(ep_.get(), iov + first, desc + first, count, op.addr, op.tag, /*ignore=*/0,
+                       &op.ctx.context);
+    });
+  }
   if (FabricOp::IsSend(op.kind)) {
     if (watches_peer_processes_ && PeerProcessExited(op.addr)) return kPeerProcessExited;
     return InProvider(op.addr, [&] {

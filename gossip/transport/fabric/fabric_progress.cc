@@ -95,6 +95,17 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
     auto it = peers_.rank_of.find(source);
     from = it == peers_.rank_of.end() ? -1 : it->second;
   }
+  if (op.seal) {
+    // Counted, and checked further, by Unseal in the request's thread.
+    if (from < 0) {
+      op.rejected = "it came from fi_addr " + std::to_string(source) + ", which is not a member";
+    } else if (entry.len < kSealTrailerBytes) {
+      op.rejected = "its " + std::to_string(entry.len) + " bytes are shorter than a seal";
+    }
+    const size_t payload = entry.len < kSealTrailerBytes ? 0 : entry.len - kSealTrailerBytes;
+    Finish(op, Status::Ok(), Completion{from, entry.tag, payload}, /*reaped=*/true);
+    return 1;
+  }
   if (from < 0) {
     Finish(op,
            Internal(op.Describe() + ": message from fi_addr " + std::to_string(source) +
@@ -129,6 +140,12 @@ int FabricCore::HandleCqError() {
   if (err.err == FI_ECANCELED) {
     std::lock_guard<std::mutex> lock(op.mu);
     status = op.cancel_reason.ok() ? Cancelled(op.Describe() + ": cancelled") : op.cancel_reason;
+  } else if (err.err == FI_ETRUNC && op.seal) {
+    // Longer than any message the members send here: it cannot be
+    // authenticated (its end is lost), so it is dropped like a forgery.
+    op.rejected = "it was " + std::to_string(err.olen) + " bytes longer than the buffer";
+    Finish(op, Status::Ok(), Completion{op.peer, op.tag, 0}, /*reaped=*/true);
+    return 1;
   } else if (err.err == FI_ETRUNC) {
     status = DataLoss(op.Describe() + ": message of " + std::to_string(op.length + err.olen) +
                       " bytes exceeds the " + std::to_string(op.length) + "-byte buffer");

@@ -46,9 +46,16 @@ class FabricRequest final : public Request {
 
   bool Done() override {
     if (!op_->finished.load()) core_->Poll(/*block=*/false);
-    return op_->finished.load();
+    return op_->finished.load() && Settle();
   }
-  Result<Completion> Wait(Deadline deadline) override { return core_->Wait(*op_, deadline); }
+  Result<Completion> Wait(Deadline deadline) override {
+    for (;;) {
+      Result<Completion> completion = core_->Wait(*op_, deadline);
+      if (!Settle()) continue;  // a message that failed authentication: waiting for the real one
+      if (!error_.ok()) return Err(error_);
+      return completion;
+    }
+  }
   void Cancel() override {
     if (op_->finished.load()) return;
     core_->CancelAndReap(*op_, Cancelled(op_->Describe() + ": cancelled"));
@@ -60,8 +67,24 @@ class FabricRequest final : public Request {
   }
 
  private:
+  // A finished sealed receive: true once its message verified (or the
+  // receive failed); false when the message was dropped and op_ is now a
+  // fresh receive in its place (FabricCore::Unseal).
+  bool Settle() {
+    if (!op_->seal || op_->kind != FabricOp::Kind::kRecv || op_->settled) return true;
+    Result<std::shared_ptr<FabricOp>> next = core_->Unseal(op_);
+    if (!next) {
+      error_ = next.error();
+      return true;
+    }
+    const bool same = next->get() == op_.get();
+    op_ = std::move(*next);
+    return same;
+  }
+
   std::shared_ptr<FabricCore> core_;
   std::shared_ptr<FabricOp> op_;
+  Status error_;  // a re-post after a dropped message failed
 };
 
 class FabricTransport final : public Transport {
@@ -85,6 +108,7 @@ class FabricTransport final : public Transport {
     options.endpoint_name.assign(name.begin(), std::find(name.begin(), name.end(), uint8_t{0}));
     auto fresh = std::make_shared<FabricCore>(options);
     Status opened = fresh->Open();
+    if (opened.ok() && seal_) fresh->SetSeal(seal_);
     if (!opened.ok()) {
       return opened.WithContext("opening the " + std::string(ProviderName(options.provider)) +
                                 " endpoint of membership epoch " +
@@ -95,6 +119,19 @@ class FabricTransport final : public Transport {
     old.Shutdown(StatusCode::kUnavailable, "the endpoint of membership epoch " + std::to_string(epoch_) +
                                                " closed as epoch " + std::to_string(epoch) + " began");
     epoch_ = epoch;
+    return Status::Ok();
+  }
+
+  // Over shm nothing outside this host's user can reach the endpoint
+  // (docs/design.md, "Authenticated data plane"): no seal.
+  Status SetEpochKey(uint64_t epoch, const DataKey& key) override {
+    if (!options_.authenticate || options_.provider == FabricProvider::kShm) return Status::Ok();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (seal_ && seal_->Matches(epoch, key)) return Status::Ok();
+    CHORUS_ASSIGN_OR_RETURN(seal_, DataSeal::Make(epoch, key, options_.encrypt ? SealMode::kEncrypt
+                                                                               : SealMode::kAuthenticate));
+    Core().SetSeal(seal_);
+    sealed_.store(options_.encrypt ? 2 : 1, std::memory_order_relaxed);
     return Status::Ok();
   }
 
@@ -127,7 +164,11 @@ class FabricTransport final : public Transport {
     for (const auto& core : cores_) s += core->Stats();
     return s;
   }
-  std::string Describe() const override { return Core().Describe(); }
+  // The endpoint, and how its messages are sealed once SetEpochKey gave a key.
+  std::string Describe() const override {
+    const int sealed = sealed_.load(std::memory_order_relaxed);
+    return Core().Describe() + (sealed == 2 ? ", encrypted" : sealed == 1 ? ", authenticated" : "");
+  }
   void EndForExit() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (options_.provider != FabricProvider::kTcpRxm) return;  // closed at destruction as usual
@@ -156,6 +197,8 @@ class FabricTransport final : public Transport {
   // a post racing BeginEpoch still finds its core; one per re-form).
   std::vector<std::shared_ptr<FabricCore>> cores_;  // under mu_
   uint64_t epoch_ = 0;                              // the epoch core_ was opened for; under mu_
+  std::shared_ptr<DataSeal> seal_;                  // SetEpochKey's latest; under mu_
+  std::atomic<int> sealed_{0};                      // 0: no seal yet, 1: MACs, 2: encrypted too
 };
 
 }  // namespace

@@ -112,6 +112,12 @@ struct FabricOptions {
   // and a node exits (node/cluster/cluster_session.cc). Unset, the error is
   // logged. Details: docs/libfabric.md ("`shm`", "A dead peer's spin lock").
   std::chrono::milliseconds wedged_after{5000};
+  // Once Transport::SetEpochKey gives an epoch's key: every message carries a
+  // MAC (and, with `encrypt`, its payload is encrypted: a copy per send), and
+  // what does not verify is dropped (gossip/transport/seal/data_seal.h).
+  // Ignored over shm. Every member must agree (shared settings).
+  bool authenticate = true;
+  bool encrypt = false;
   std::function<void(const Status&)> on_wedged;
 };
 

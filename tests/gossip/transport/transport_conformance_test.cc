@@ -283,13 +283,24 @@ TEST_P(TransportConformance, MessageLargerThanReceiveBufferIsAnError) {
       // inject size (4 KiB) can be checked without wedging the provider.
       continue;
     }
+    if (GetParam() == TransportKind::kTcpSealed && bytes > 16384) {
+      // rxm 1.17: a rendezvous message longer than a receive of two iovecs
+      // (payload, seal) never completes on either side (docs/libfabric.md,
+      // "Sealed messages"): nothing to check but a deadline.
+      continue;
+    }
     const auto data = Pattern(bytes, bytes);
     std::vector<std::byte> small(bytes / 4);
+    const uint64_t rejected_before = w[1].Stats().messages_rejected;
     auto send = w[0].Isend(1, 21, data);
     ASSERT_TRUE(send) << send.error().ToString();
-    auto done = w[1].Recv(0, 21, small, Soon());
+    // Sealed, a truncated message cannot be authenticated: it is dropped like
+    // a forgery (counted below), and the receive waits on.
+    auto done = w[1].Recv(0, 21, small, testing::Sealed(GetParam()) ? Deadline::AfterSeconds(0.5) : Soon());
     ASSERT_FALSE(done) << bytes << " bytes fit into " << small.size();
-    EXPECT_EQ(done.error().code(), StatusCode::kDataLoss) << done.error().ToString();
+    EXPECT_EQ(done.error().code(),
+              testing::Sealed(GetParam()) ? StatusCode::kDeadlineExceeded : StatusCode::kDataLoss)
+        << done.error().ToString();
     EXPECT_NE(done.error().message().find("rank 0"), std::string::npos)
         << done.error().ToString();
     (void)(*send)->Wait(Soon());  // may succeed or fail: the receiver dropped it
@@ -312,6 +323,7 @@ TEST_P(TransportConformance, MessageLargerThanReceiveBufferIsAnError) {
       arrived = true;
     }
     EXPECT_TRUE(arrived) << "no message arrived after the truncation";
+    if (testing::Sealed(GetParam())) EXPECT_EQ(w[1].Stats().messages_rejected, rejected_before + 1);
   }
 }
 
@@ -501,6 +513,7 @@ TEST_P(TransportConformance, ANewEpochLeavesTheEndedOneBehind) {
   for (int r = 0; r < kSurvivors; ++r) {
     w[r].MarkPeerDead(3);
     Status begun = w[r].BeginEpoch(1);
+    if (begun.ok() && testing::Sealed(GetParam())) begun = w[r].SetEpochKey(1, testing::WorldKey(1));
     ASSERT_TRUE(begun.ok()) << begun.ToString();
   }
   for (int r = 0; r < kSurvivors; ++r) {
@@ -588,7 +601,8 @@ TEST_P(TransportConformance, RanksOnThreadsExchangeAllToAll) {
 
 INSTANTIATE_TEST_SUITE_P(AllTransports, TransportConformance,
                          ::testing::Values(TransportKind::kLocal, TransportKind::kTcp, TransportKind::kNet,
-                                           TransportKind::kShm),
+                                           TransportKind::kShm, TransportKind::kTcpSealed,
+                                           TransportKind::kNetSealed),
                          [](const auto& info) { return testing::KindName(info.param); });
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Test helpers shared by the transport tests: build a connected world of N
-// transports of one kind (local hub, libfabric tcp;ofi_rxm, net, shm) and
+// transports of one kind (local hub, libfabric tcp;ofi_rxm, net, shm, and
+// tcp;ofi_rxm and net with every message sealed under an epoch key) and
 // fill / check byte patterns.
 //
 // Must not: hide failures (every helper returns Result or asserts).
@@ -15,10 +16,18 @@
 #include "gossip/transport/transport.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "gossip/transport/local/local_transport.h"
+#include "gossip/transport/seal/data_seal.h"
 
 namespace chorus::gossip::testing {
 
-enum class TransportKind { kLocal, kTcp, kNet, kShm };
+enum class TransportKind { kLocal, kTcp, kNet, kShm, kTcpSealed, kNetSealed };
+
+inline bool Sealed(TransportKind kind) {
+  return kind == TransportKind::kTcpSealed || kind == TransportKind::kNetSealed;
+}
+
+// The key a sealed world uses in membership epoch `epoch`.
+inline DataKey WorldKey(uint64_t epoch) { return PublicTestKey("test world epoch " + std::to_string(epoch)); }
 
 inline std::string KindName(TransportKind kind) {
   switch (kind) {
@@ -26,6 +35,8 @@ inline std::string KindName(TransportKind kind) {
     case TransportKind::kTcp: return "FabricTcpRxm";
     case TransportKind::kNet: return "FabricNet";
     case TransportKind::kShm: return "FabricShm";
+    case TransportKind::kTcpSealed: return "FabricTcpRxmSealed";
+    case TransportKind::kNetSealed: return "FabricNetSealed";
   }
   return "?";
 }
@@ -33,7 +44,8 @@ inline std::string KindName(TransportKind kind) {
 inline FabricProvider ProviderOf(TransportKind kind) {
   switch (kind) {
     case TransportKind::kShm: return FabricProvider::kShm;
-    case TransportKind::kNet: return FabricProvider::kNet;
+    case TransportKind::kNet:
+    case TransportKind::kNetSealed: return FabricProvider::kNet;
     default: return FabricProvider::kTcpRxm;
   }
 }
@@ -41,7 +53,7 @@ inline FabricProvider ProviderOf(TransportKind kind) {
 inline std::string PeerName(int rank) { return "node" + std::to_string(rank); }
 
 // N transports of one kind with SetPeers done (rank r is transports[r], named
-// "node<r>").
+// "node<r>"); a sealed kind's have WorldKey(0).
 struct World {
   std::shared_ptr<LocalHub> hub;  // local kind only
   std::vector<std::unique_ptr<Transport>> transports;
@@ -70,6 +82,7 @@ inline Result<World> MakeWorld(TransportKind kind, int n, FabricOptions fabric =
     peers.push_back(PeerInfo{r, world.transports[r]->LocalAddress(), PeerName(r)});
   }
   for (int r = 0; r < n; ++r) {
+    if (Sealed(kind)) CHORUS_RETURN_IF_ERROR(world.transports[r]->SetEpochKey(0, WorldKey(0)));
     CHORUS_RETURN_IF_ERROR(world.transports[r]->SetPeers(r, peers));
   }
   return world;

@@ -292,6 +292,7 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[topology]\ndims = [2, \"4\"]", "x.toml:2:12: topology.dims[1]: expected a 32-bit integer, got a string"},
       {"[topology]\ndims = 4", "topology.dims: expected an array of integers, got an integer (4)"},
       {"[topology]\ndegree = 0", "topology.degree: expected an integer >= 1, got 0"},
+      {"[fabric]\nencrypt = true\nauthenticate = false", "fabric.encrypt: needs fabric.authenticate = true"},
   };
   ExpectEachRejectedAtItsLine(cases);
 }
@@ -436,12 +437,13 @@ TEST(ConfigParseTest, SharedSettingsAreExchangeTopologyAndWhatAStepComputes) {
   for (const char* shared : {"train.model", "train.precision", "train.optimizer", "train.epochs", "train.base_lr",
                              "train.momentum", "train.weight_decay", "train.lars_eta", "train.warmup_epochs",
                              "train.lr_decay_power", "train.seed", "data.train_limit",
-                             "cluster.admit_every_steps"}) {
+                             "cluster.admit_every_steps", "fabric.authenticate", "fabric.encrypt"}) {
     EXPECT_NE(text.find(std::string(shared) + " = "), std::string::npos) << shared;
   }
   for (const char* own : {"train.device", "train.threads", "train.slowdown", "train.eval_", "train.log_every_steps",
                           "train.checkpoint_every_epochs", "data.dir", "data.test_limit", "cluster.listen",
-                          "cluster.bootstrap", "cluster.min_nodes", "cluster.token", "run.", "fabric."}) {
+                          "cluster.bootstrap", "cluster.min_nodes", "cluster.token", "run.", "fabric.provider",
+                          "fabric.port", "fabric.wait_spin_us"}) {
     EXPECT_EQ(text.find(own), std::string::npos) << own;
   }
 }

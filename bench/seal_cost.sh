@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# What sealing the data plane costs (fabric.authenticate, fabric.encrypt):
+# ROUNDS rounds (default 3), each running every setting once so that they
+# alternate, of
+#   - a 4-node ring all-reduce training run (configs/allreduce-ring.toml,
+#     EPOCHS epochs, default 1): the median of the nodes' train_seconds;
+#   - chorus bench p2p and chorus bench allreduce --ranks 4 at 1 MiB and
+#     64 MiB over tcp;ofi_rxm (bench only with BENCH=1: a few minutes more).
+# then the median per setting and its ratio to "off".
+#   bench/seal_cost.sh
+#   ROUNDS=5 BENCH=1 bench/seal_cost.sh
+# Needs ./build (scripts/build.sh); CHORUS=path overrides the binary.
+set -u
+cd "$(dirname "$0")/.."
+chorus=${CHORUS:-./build/chorus}
+out=$(mktemp -d)
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(date -u +%F), commit $(git rev-parse --short HEAD 2>/dev/null)"
+for round in $(seq "${ROUNDS:-3}"); do
+  for seal in off mac encrypt; do
+    auth=true; enc=false
+    [ "$seal" = off ] && auth=false
+    [ "$seal" = encrypt ] && enc=true
+    timeout 900 "$chorus" launch -n 4 configs/allreduce-ring.toml --set train.epochs="${EPOCHS:-1}" \
+      --set fabric.authenticate=$auth --set fabric.encrypt=$enc --set run.progress=off \
+      --set run.output_dir="$out/train-$seal-$round" > "$out/train-$seal-$round.log" 2>&1 ||
+      echo "# training with seal $seal, round $round failed: $(tail -1 "$out/train-$seal-$round.log")"
+    if [ "${BENCH:-0}" = 1 ]; then
+      timeout 600 "$chorus" bench p2p --provider 'tcp;ofi_rxm' --min-size 1MiB --max-size 64MiB --seal $seal \
+        > "$out/p2p-$seal-$round.txt" 2>&1 || echo "# bench p2p $seal failed"
+      timeout 600 "$chorus" bench allreduce --ranks 4 --provider 'tcp;ofi_rxm' --algorithms ring,auto \
+        --min-size 1048576 --max-size 67108864 --seal $seal > "$out/allreduce-$seal-$round.txt" 2>&1 ||
+        echo "# bench allreduce $seal failed"
+    fi
+  done
+done
+python3 - "$out" <<'PYEOF'
+import glob, json, os, re, statistics, sys
+out = sys.argv[1]
+seals = ["off", "mac", "encrypt"]
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+train = {s: [] for s in seals}
+for s in seals:
+    for run in glob.glob(f"{out}/train-{s}-*/*/"):
+        secs = [json.load(open(f))["train_seconds"] for f in glob.glob(f"{run}/node*/summary.json")]
+        if secs:
+            train[s].append(median(secs))
+print("4-node ring all-reduce, configs/allreduce-ring.toml: median train_seconds over rounds (ratio to off)")
+base = median(train["off"])
+for s in seals:
+    m = median(train[s])
+    print(f"  {s:8s} {m:8.2f} s  x{m / base:.3f}  ({len(train[s])} rounds)")
+def rows(kind, pattern, key_cols, value_col):
+    table = {}
+    for s in seals:
+        for f in glob.glob(f"{out}/{kind}-{s}-*.txt"):
+            for line in open(f):
+                m = re.match(pattern, line)
+                if m:
+                    table.setdefault(tuple(m.group(c) for c in key_cols), {}).setdefault(s, []).append(float(m.group(value_col)))
+    return table
+p2p = rows("p2p", r"tcp;ofi_rxm\s+\S+\s+(?P<size>\d+ \w+)\s+\d+\s+(?P<lat>[\d.]+)\s+[\d.]+\s+(?P<bw>[\d.]+)", ["size"], "bw")
+if p2p:
+    print("bench p2p tcp;ofi_rxm: median GB/s (ratio to off)")
+    for key, by in p2p.items():
+        print("  " + key[0].rjust(7) + "  " + "  ".join(f"{s} {median(by.get(s, [])):.3f} (x{median(by.get(s, [])) / median(by['off']):.2f})" for s in seals))
+PYEOF
+for s in off mac encrypt; do
+  f=$(ls "$out"/allreduce-$s-*.txt 2>/dev/null | tail -1)
+  [ -n "$f" ] && { echo "bench allreduce --ranks 4, seal $s (last round):"; grep -E "^ +[0-9]+ " "$f" | sed 's/^/  /'; }
+done
+echo "# raw outputs: $out"
