@@ -6,9 +6,11 @@
 // the same condition variable until next_ reaches the bucket count.
 #include "gossip/fusion/fusion_engine.h"
 
-#include "common/fp16.h"
-
+#include <cmath>
+#include <limits>
 #include <string>
+
+#include "common/fp16.h"
 
 namespace chorus::gossip {
 
@@ -101,6 +103,8 @@ Status FusionEngine::WaitAll(Deadline deadline) {
   bucketer_.Reset();
   next_ = 0;
   ++step_;
+  last_contribution_ = {std::sqrt(sums_.sumsq), sums_.finite, std::sqrt(sums_.reduced_sumsq), sums_.reduced_finite};
+  sums_ = Sums{};
   last_timings_.swap(timings_);
   timings_.assign(buckets, BucketTiming{});
   return Status::Ok();
@@ -109,6 +113,11 @@ Status FusionEngine::WaitAll(Deadline deadline) {
 int64_t FusionEngine::step() const {
   std::lock_guard<std::mutex> lock(mu_);
   return step_;
+}
+
+StepContribution FusionEngine::LastContribution() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_contribution_;
 }
 
 std::vector<BucketTiming> FusionEngine::LastStepTimings() const {
@@ -154,6 +163,18 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
   std::span<float> data =
       b.contiguous ? bucketer_.InPlace(bucket, grads_) : std::span<float>(staging_[bucket]);
   if (!b.contiguous) bucketer_.Pack(bucket, grads_, data);
+  Sums sums;
+  if (options_.measure_contributions) {
+    const double pre = options.pre_scale;
+    const double limit = options_.fp16_wire ? kHalfMax / (pre * wire_scale_.load(std::memory_order_relaxed))
+                                            : std::numeric_limits<double>::infinity();
+    double sumsq = 0;
+    for (float v : data) {
+      sumsq += static_cast<double>(v) * v;
+      if (!(std::fabs(static_cast<double>(v)) <= limit)) sums.finite = false;  // NaN too
+    }
+    sums.sumsq = sumsq * pre * pre;
+  }
   Status s;
   size_t wire_bytes = data.size_bytes();
   if (options_.fp16_wire) {
@@ -170,6 +191,17 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
     wire_bytes = half.size() * sizeof(uint16_t);
   } else {
     s = collective_.Allreduce(data, options);
+  }
+  if (s.ok() && options_.measure_contributions) {
+    for (float v : data) {
+      sums.reduced_sumsq += static_cast<double>(v) * v;
+      if (!std::isfinite(v)) sums.reduced_finite = false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    sums_.sumsq += sums.sumsq;
+    sums_.reduced_sumsq += sums.reduced_sumsq;
+    sums_.finite = sums_.finite && sums.finite;
+    sums_.reduced_finite = sums_.reduced_finite && sums.reduced_finite;
   }
   if (s.ok() && !b.contiguous) bucketer_.Unpack(bucket, data, grads_);
 

@@ -54,6 +54,23 @@ struct FusionOptions {
   // partial sum exceeds the largest contribution. A sum that overflows arrives
   // as Inf; the optimizer's finite check then skips the step.
   bool fp16_wire = false;
+  // Measure what this rank puts into each step's all-reduces, before they run,
+  // and the sums they return (FusionEngine::LastContribution): what a check
+  // of every member's contribution needs (node/exchange/poison_check.h). One
+  // more pass over each bucket on the communication thread.
+  bool measure_contributions = false;
+};
+
+// One step of one rank, with FusionOptions::measure_contributions: the L2
+// norm of its contribution (pre_scale applied), whether every element of it
+// was finite on the wire (an FP16 wire value above 65504 is not), and the
+// L2 norm of the all-reduced result, which can never exceed the sum of the
+// members' contribution norms.
+struct StepContribution {
+  double norm = 0;
+  bool finite = true;
+  double reduced_norm = 0;
+  bool reduced_finite = true;
 };
 
 // When one bucket's all-reduce could start and ran in one step (NowMicros,
@@ -100,6 +117,9 @@ class FusionEngine {
   int64_t step() const;
   // The buckets' timings in the step WaitAll last completed (empty before).
   std::vector<BucketTiming> LastStepTimings() const;
+  // The step WaitAll last completed (FusionOptions::measure_contributions;
+  // zeros without it).
+  StepContribution LastContribution() const;
 
  private:
   FusionEngine(const Collective& collective, GradientBucketer bucketer, std::span<float> grads,
@@ -122,6 +142,14 @@ class FusionEngine {
   int64_t step_ = 0;
   std::vector<BucketTiming> timings_;       // this step's, by bucket
   std::vector<BucketTiming> last_timings_;  // the last completed step's
+  // measure_contributions: sums of squares and finite flags of this step's
+  // buckets so far (the communication thread's), and the last completed step's.
+  struct Sums {
+    double sumsq = 0, reduced_sumsq = 0;
+    bool finite = true, reduced_finite = true;
+  };
+  Sums sums_;                 // under mu_ once a bucket is done
+  StepContribution last_contribution_;
   Status failed_;
   bool stop_ = false;
   std::thread worker_;

@@ -84,7 +84,7 @@ Status DpsgdGossip::Mix(std::span<float> params, int64_t round, Deadline deadlin
   const std::vector<int>& from = directed_ ? graph_.InNeighbors(self, round) : neighbors_;
   CHORUS_RETURN_IF_ERROR(ExchangeValues(params, to, from, round, deadline));
   std::vector<bool> accepted(from.size(), false);
-  CHORUS_ASSIGN_OR_RETURN(const uint64_t rejected, DecodeNeighbors(from, params.size(), round, accepted));
+  CHORUS_ASSIGN_OR_RETURN(const uint64_t rejected, DecodeNeighbors(from, params, round, accepted));
   std::vector<double> w(from.size(), 0.0);
   const double self_weight = MixingWeights(accepted, w);
   MixInto(params, accepted, w, self_weight, rejected);
@@ -105,8 +105,9 @@ Status DpsgdGossip::ExchangeValues(std::span<const float> params, const std::vec
   return ExchangeWithNeighbors(neighbors_, send_, codec_->WireBytes(n), tag, deadline, round, &inboxes_);
 }
 
-Result<uint64_t> DpsgdGossip::DecodeNeighbors(const std::vector<int>& from, size_t n, int64_t round,
-                                              std::vector<bool>& accepted) {
+Result<uint64_t> DpsgdGossip::DecodeNeighbors(const std::vector<int>& from, std::span<const float> params,
+                                              int64_t round, std::vector<bool>& accepted) {
+  const size_t n = params.size();
   // Decode every neighbour; a non-finite one keeps an empty slot.
   decoded_.resize(from.size());
   uint64_t rejected = 0;
@@ -120,6 +121,7 @@ Result<uint64_t> DpsgdGossip::DecodeNeighbors(const std::vector<int>& from, size
     if (!s.ok()) {
       return Err(Fail(s.WithContext("message from rank " + std::to_string(from[k])), round));
     }
+    if (RejectOutlier(params, decoded_[k], from[k], options_.max_relative_distance)) continue;
     accepted[k] = true;
   }
   return rejected;

@@ -71,7 +71,7 @@ class DpsgdGossip final : public GossipProtocol {
                         const std::vector<int>& from, int64_t round, Deadline deadline);
   // Decodes inboxes_ into decoded_, marking each neighbour of `from` accepted
   // unless its values are non-finite; returns how many were rejected.
-  Result<uint64_t> DecodeNeighbors(const std::vector<int>& from, size_t n, int64_t round,
+  Result<uint64_t> DecodeNeighbors(const std::vector<int>& from, std::span<const float> params, int64_t round,
                                    std::vector<bool>& accepted);
   // Sets w[k] for each accepted neighbour; returns the self weight.
   double MixingWeights(const std::vector<bool>& accepted, std::vector<double>& w) const;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/log.h"
 #include "common/split_mix64.h"
 
 namespace chorus::gossip {
@@ -172,6 +173,23 @@ Status CheckPeriod(int period, std::string_view who) {
                            std::to_string(period));
   }
   return Status::Ok();
+}
+
+bool GossipProtocol::RejectOutlier(std::span<const float> own, std::span<const float> theirs, Rank from,
+                                   double max_relative_distance) {
+  if (max_relative_distance <= 0) return false;
+  const double distance = RelativeDistance(own, theirs);
+  if (distance <= max_relative_distance) return false;
+  uint64_t count = 0;
+  UpdateStats([&](GossipStats& s) { count = ++s.rejected_outliers; });
+  const int64_t now = Clock::now().time_since_epoch().count();
+  int64_t due = next_outlier_log_ns_.load();
+  if (now >= due && next_outlier_log_ns_.compare_exchange_strong(due, now + int64_t{1'000'000'000})) {
+    CHORUS_LOG_WARN(Subsys::kGossip, Name(), ": rejected rank ", from, "'s parameters: ", distance,
+                    " times this node's norm away (bound ", max_relative_distance, "); ", count,
+                    " rejected so far, at most one line a second");
+  }
+  return true;
 }
 
 double RelativeDistance(std::span<const float> a, std::span<const float> b) {

@@ -59,6 +59,12 @@ struct GossipOptions {
   // Base seed of the codec's randomness (int8 stochastic rounding, random-k
   // indices) and, for pairwise gossip, of the neighbour choice.
   uint64_t seed = 1;
+  // D-PSGD and pairwise: a neighbour's parameters farther from this node's
+  // than this many times this node's own norm (RelativeDistance) are a
+  // poisoner's, not a replica's: rejected like non-finite ones, counted in
+  // rejected_outliers and logged naming the rank. Replicas that mix stay far
+  // closer (docs/design.md, "Poisoned contributions"). 0: no check.
+  double max_relative_distance = 0;
 };
 
 struct GossipStats {
@@ -67,6 +73,7 @@ struct GossipStats {
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
   uint64_t rejected_nonfinite = 0;  // vectors dropped for non-finite values (CHOCO: own too)
+  uint64_t rejected_outliers = 0;   // vectors dropped as too far away (GossipOptions::max_relative_distance)
   uint64_t mix_rounds = 0;          // Mix calls that communicated
   uint64_t skipped_rounds = 0;      // Mix calls skipped by the local-SGD period
   // Cheap consensus-distance estimate from the last communicating round, computed
@@ -174,6 +181,10 @@ class GossipProtocol {
   Status Fail(Status status, int64_t round);
   // Clears the interrupt and failed state and fixes the params length.
   void ResetState(size_t n);
+  // True (counted, and logged at most once a second naming `from`) when
+  // `theirs` is farther from `own` than `max_relative_distance` allows.
+  bool RejectOutlier(std::span<const float> own, std::span<const float> theirs, Rank from,
+                     double max_relative_distance);
 
   template <typename F>
   void UpdateStats(F&& f) {
@@ -193,6 +204,7 @@ class GossipProtocol {
   size_t length_ = 0;
   mutable std::mutex stats_mu_;
   GossipStats stats_;
+  std::atomic<int64_t> next_outlier_log_ns_{0};
 };
 
 // ||a - b|| / ||a|| in double; 0 when a is 0.

@@ -413,6 +413,10 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
     SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
     return;
   }
+  if (RejectOutlier(public_, scratch_, from, options_.max_relative_distance)) {
+    SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
+    return;
+  }
   // Answer with the current public value, then move it halfway to the requester's.
   std::vector<std::byte> answer;
   Status encoded =
@@ -570,6 +574,7 @@ Status PairwiseGossip::MixAnswerLocked(Rank peer, int64_t peer_step, std::span<c
     return Status::Ok();
   }
   if (!decoded.ok()) return decoded.WithContext("answer from rank " + std::to_string(peer));
+  if (RejectOutlier(own_sent_, scratch_, peer, options_.max_relative_distance)) return Status::Ok();
   const double distance = RelativeDistance(own_sent_, scratch_);
   MoveHalfwayLocked(own_sent_);
   const int64_t staleness = std::abs(step_ - peer_step);

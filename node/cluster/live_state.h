@@ -67,7 +67,9 @@ class LiveState {
 // seventh for the outer exchange's failed-sync agreement), the collectives
 // at the end of training
 // (+ 1 << 38, four ranges of 2^20), the resume-step agreement (+ 3 << 38) and
-// the values gathered from members (+ 5 << 37: Exchange::GatherFromMembers).
+// the values gathered from members (+ 5 << 37: Exchange::GatherFromMembers;
+// + 1 << 30 the overlap model's figures, + 2 << 30 and + 3 << 30 the
+// all-reduce's and the outer step's contribution checks, poison_check.h).
 inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{7} << 37); }
 
 // The bytes of one message of the transfer.

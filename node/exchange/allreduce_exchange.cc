@@ -4,7 +4,9 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include "common/clock.h"
@@ -45,9 +47,15 @@ Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Confi
         built, "setting up the all-reduce at epoch " + std::to_string(session->view.epoch), 0, /*abandon=*/false));
   }
   AllreduceExchange* self = ex.get();
-  trainer->SetGradientReadyHook([self](int param) {
+  trainer->SetGradientReadyHook([self, poison = PoisonFaultAsked()](int param) {
     if (!self->engine_ || !self->hook_error_.ok()) return;
     const size_t n = self->trainer_->Parameters().size();
+    if (poison && self->engine_->step() >= poison->from_step) {
+      const trainer::ParameterInfo& p = self->trainer_->Parameters()[param];
+      for (float& g : self->trainer_->Gradients().subspan(p.offset, p.count)) {
+        g = poison->Apply(g);
+      }
+    }
     self->tuner_.GradientReady(n - 1 - static_cast<size_t>(param));
     Status s = self->engine_->MarkReady(n - 1 - static_cast<size_t>(param));
     if (!s.ok()) self->hook_error_ = s;
@@ -66,6 +74,7 @@ namespace {
 void StopBeforeAttachIfAsked(uint64_t epoch) {
   if (epoch == 0 && std::getenv("CHORUS_FAULT_STOP_BEFORE_ATTACH") != nullptr) raise(SIGSTOP);
 }
+
 
 // What `options` runs for each of `buckets` (elements of `element_bytes` on
 // the wire), as "ring for 2 buckets, recursive-doubling for 1": where auto
@@ -159,6 +168,8 @@ Status AllreduceExchange::BuildEngine(size_t first_bucket_bytes) {
   options.bucket_timeout = op_timeout;
   options.trace = trace_;
   options.fp16_wire = config_.exchange.fp16_wire;
+  checks_contributions_ = config_.exchange.poison_check && view.size() >= 3;
+  options.measure_contributions = checks_contributions_;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
                                                                 trainer_->Gradients(), options));
   resolved_ = ResolvedAlgorithms(*collective_, options.allreduce, buckets, WireElementBytes());
@@ -236,9 +247,29 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   if (s.ok()) s = engine_->WaitAll(Deadline::AfterSeconds(config_.fabric.op_timeout_s));
   // The timings are copied only while the overlap model measures.
   if (s.ok() && tuner_.measuring() && tuner_.StepDone(engine_->LastStepTimings())) s = DecideFirstBucket();
+  if (s.ok() && checks_contributions_) s = CheckContributions(step);
   if (s.ok()) return Status::Ok();
   ++failed_steps_;
   return Failed(s, "step " + std::to_string(step) + ": all-reduce", step + 1, /*abandon=*/true);
+}
+
+Status AllreduceExchange::CheckContributions(int64_t step) {
+  const MembershipView& view = session_->view;
+  CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
+                          GatherFigures(*collective_, view.epoch, CheckedSum::kGradients, engine_->LastContribution(),
+                                        Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+  std::vector<std::string> names(view.size());
+  for (int r = 0; r < view.size(); ++r) names[r] = view.members[r].name;
+  const PoisonVerdict verdict = JudgeContributions(figures.reports, figures.sum_norm, figures.sum_finite,
+                                                   config_.exchange.poison_norm_bound);
+  ReportVerdict(verdict, poison_.Record(verdict, names), names, view.self_rank, step, "step",
+                config_.exchange.poison_expel_after, session_->control.get());
+  if (verdict.abandon && !step_abandoned_) {
+    // As for a re-form's failed step: applied nowhere, its batch trained again.
+    if (live_ != nullptr) live_->PutBackStep();
+    step_abandoned_ = true;
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<double>> AllreduceExchange::GatherFromMembers(double mine) {
@@ -365,7 +396,8 @@ nlohmann::json AllreduceExchange::Metrics() const {
           {"membership_epoch", session_->view.epoch},
           {"world_size", session_->view.size()},
           {"reforms", reforms_},
-          {"admissions", admissions_}};
+          {"admissions", admissions_},
+          {"poison", poison_.Summary()}};
 }
 
 }  // namespace chorus::node

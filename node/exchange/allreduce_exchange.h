@@ -27,6 +27,7 @@
 #include "node/config/config.h"
 #include "node/exchange/exchange.h"
 #include "node/exchange/first_bucket_tuner.h"
+#include "node/exchange/poison_check.h"
 #include "node/outputs/trace.h"
 #include "trainer/trainer.h"
 
@@ -65,7 +66,11 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
  private:
   AllreduceExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer,
                     TraceWriter* trace)
-      : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
+      : config_(config),
+        session_(session),
+        trainer_(trainer),
+        trace_(trace),
+        poison_(config.exchange.poison_expel_after) {}
   [[nodiscard]] Status Build();
   // The bucketer and fusion engine over the built collective, with the first
   // bucket capped at `first_bucket_bytes` (0: bucket_kib).
@@ -90,6 +95,10 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   // and place in the data too). `abandon`: the loop's current step is
   // applied nowhere, and its batch is trained again (LiveState::PutBackStep).
   [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step, bool abandon);
+  // After step `step`'s all-reduce: every member's contribution gathered and
+  // judged (poison_check.h); the step is abandoned when the verdict says so,
+  // and members named too often in a row are expelled.
+  [[nodiscard]] Status CheckContributions(int64_t step);
 
   const Config& config_;
   ClusterSession* session_;
@@ -109,6 +118,8 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   int64_t steps_to_catch_up_ = 0;
   bool step_abandoned_ = false;
   uint64_t failed_steps_ = 0;
+  bool checks_contributions_ = false;  // exchange.poison_check over at least 3 members
+  PoisonLedger poison_;
 };
 
 // Each [exchange.crossovers] key: its KiB field, the byte size it sets, and

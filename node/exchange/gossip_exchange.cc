@@ -22,9 +22,11 @@ namespace {
 
 // Sets the fields every protocol's options share (gossip::GossipOptions).
 template <typename Options>
-Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t epoch, uint64_t seed) {
+Options CommonOptions(const gossip::CodecOptions& codec, int period, uint32_t epoch, uint64_t seed,
+                      double max_relative_distance) {
   Options o;
   gossip::GossipOptions& common = o;
+  common.max_relative_distance = max_relative_distance;
   common.codec = codec;
   common.period = period;
   common.epoch = epoch;
@@ -295,27 +297,28 @@ Status GossipExchange::BuildProtocol() {
   std::span<float> params = trainer_->MasterWeights();
   pairwise_ = false;
   const uint64_t seed = config_.train.seed;
+  const double distance_bound = ec.poison_check ? ec.poison_distance_bound : 0.0;
   switch (ec.protocol) {
     case GossipProtocolKind::kDpsgd: {
-      auto o = CommonOptions<gossip::DpsgdOptions>(codec, ec.period, epoch, seed);
+      auto o = CommonOptions<gossip::DpsgdOptions>(codec, ec.period, epoch, seed, distance_bound);
       CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::DpsgdGossip::Create(t, graph, o));
       break;
     }
     case GossipProtocolKind::kChoco: {
-      auto o = CommonOptions<gossip::ChocoOptions>(codec, ec.period, epoch, seed);
+      auto o = CommonOptions<gossip::ChocoOptions>(codec, ec.period, epoch, seed, distance_bound);
       o.gamma = ChocoGamma(ec);
       CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::ChocoGossip::Create(t, graph, o));
       break;
     }
     case GossipProtocolKind::kPushSum: {
-      auto o = CommonOptions<gossip::PushSumOptions>(codec, ec.period, epoch, seed);
+      auto o = CommonOptions<gossip::PushSumOptions>(codec, ec.period, epoch, seed, distance_bound);
       CHORUS_ASSIGN_OR_RETURN(protocol_, gossip::PushSumGossip::Create(t, graph, o));
       break;
     }
     case GossipProtocolKind::kPairwiseAsync: {
       // Each node draws its own sequence of neighbours.
       auto o = CommonOptions<gossip::PairwiseOptions>(codec, ec.period, epoch,
-                                                      seed + static_cast<uint64_t>(view.self_rank));
+                                                      seed + static_cast<uint64_t>(view.self_rank), distance_bound);
       o.max_staleness = ec.max_staleness;
       // Epoch 0's graph is every founder's first: no member can be on an older one.
       o.heard_partners_only = OwnPace() && view.epoch > 0;
@@ -527,6 +530,7 @@ nlohmann::json GossipExchange::Metrics() const {
     gossip::GossipStats s = protocol_->Stats();
     m["consensus_distance_estimate"] = s.neighbor_distance;
     m["rejected_nonfinite"] = s.rejected_nonfinite;
+    m["rejected_outliers"] = s.rejected_outliers;
     m["mix_rounds"] = s.mix_rounds;
     m["exchanges"] = s.exchanges;
     m["max_staleness_seen"] = s.max_staleness_seen;

@@ -150,6 +150,12 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
   sync.land_step = step + config_.exchange.outer.delay;
   sync.params.assign(master.begin() + static_cast<std::ptrdiff_t>(range.begin),
                      master.begin() + static_cast<std::ptrdiff_t>(range.begin + range.count));
+  if (poison_fault_ && step >= poison_fault_->from_step) {  // fault injection: a poisoned pseudo-gradient
+    for (size_t i = 0; i < range.count; ++i) {
+      const float anchor = anchor_[range.begin + i];
+      sync.params[i] = anchor - poison_fault_->Apply(anchor - sync.params[i]);
+    }
+  }
   sync.base.resize(range.count);
   if (sync.land_step == step || virtual_time_) {
     sync.status = Communicate(sync);
@@ -165,6 +171,10 @@ Status OuterExchange::Communicate(OuterSync& sync) {
   const gossip::Tag tag_base = SyncTagBase(session_->view.epoch, sync.step);
   Status s = config_.exchange.kind == ExchangeKind::kAllreduce ? AverageOverAll(sync, tag_base, deadline)
                                                                : AverageOverGroup(sync, tag_base, deadline);
+  if (s.ok() && config_.exchange.kind == ExchangeKind::kAllreduce && config_.exchange.poison_check &&
+      collective_->size() >= 3) {
+    s = CheckContributions(sync);
+  }
   sync.end_us = NowMicros();
   return s;
 }
@@ -198,6 +208,42 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
   for (size_t i = 0; i < range.count; ++i) {
     sync.base[i] = anchor[i] - static_cast<float>(sum[i] / static_cast<float>(world));
   }
+  return Status::Ok();
+}
+
+Status OuterExchange::CheckContributions(OuterSync& sync) {
+  const gossip::FragmentRange range = fragments_[static_cast<size_t>(sync.fragment)];
+  const int world = collective_->size();
+  // This member's pseudo-gradient, in the mean's share (1 / world), and the mean's.
+  double sumsq = 0, reduced_sumsq = 0;
+  bool finite = true, reduced_finite = true;
+  for (size_t i = 0; i < range.count; ++i) {
+    const float anchor = anchor_[range.begin + i];
+    const double mine = (static_cast<double>(anchor) - sync.params[i]) / world;
+    const double mean = static_cast<double>(anchor) - sync.base[i];
+    sumsq += mine * mine;
+    reduced_sumsq += mean * mean;
+    finite = finite && std::isfinite(mine);
+    reduced_finite = reduced_finite && std::isfinite(mean);
+  }
+  gossip::StepContribution mine{std::sqrt(sumsq), finite, std::sqrt(reduced_sumsq), reduced_finite};
+  CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
+                          GatherFigures(*collective_, session_->view.epoch, CheckedSum::kPseudoGradients, mine,
+                                        Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+  const MembershipView& view = session_->view;
+  std::vector<std::string> names(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) names[r] = r < view.size() ? view.members[r].name : "rank " + std::to_string(r);
+  // With a codec the sum is of compressed messages: no bound to hold it to.
+  const bool sum_checked = !codec_;
+  PoisonVerdict verdict =
+      JudgeContributions(figures.reports, sum_checked ? figures.sum_norm : 0.0,
+                         !sum_checked || figures.sum_finite, config_.exchange.poison_norm_bound);
+  // A non-finite mean would land on every member: never applied, whoever sent it.
+  verdict.abandon = verdict.abandon || !verdict.offenders.empty() || !figures.sum_finite;
+  if (verdict.abandon && verdict.why.empty()) verdict.why = "the mean pseudo-gradient is not finite";
+  ReportVerdict(verdict, poison_.Record(verdict, names), names, view.self_rank, sync.step, "outer sync after step",
+                config_.exchange.poison_expel_after, session_->control.get());
+  if (verdict.abandon) std::copy_n(anchor_.begin() + static_cast<std::ptrdiff_t>(range.begin), range.count, sync.base.begin());
   return Status::Ok();
 }
 
@@ -450,7 +496,8 @@ nlohmann::json OuterExchange::Metrics() const {
                       {"outer_syncs_retried", syncs_retried_},
                       {"outer_steps", outer_steps_},
                       {"outer_overlap_seconds", overlapped_seconds_},
-                      {"outer_wait_seconds", waited_seconds_}};
+                      {"outer_wait_seconds", waited_seconds_},
+                      {"poison", poison_.Summary()}};
   meter_.AddMetrics(m);
   if (consensus_before_ >= 0) m["consensus_distance_before"] = consensus_before_;
   return m;

@@ -51,6 +51,7 @@
 #include "node/config/config.h"
 #include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
+#include "node/exchange/poison_check.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
 #include "trainer/trainer.h"
@@ -102,7 +103,12 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
 
  private:
   OuterExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace)
-      : config_(config), session_(session), trainer_(trainer), trace_(trace) {}
+      : config_(config),
+        session_(session),
+        trainer_(trainer),
+        trace_(trace),
+        poison_(config.exchange.poison_expel_after),
+        poison_fault_(PoisonFaultAsked()) {}
 
 
   // The collective and the group graph over the current membership.
@@ -114,6 +120,10 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   [[nodiscard]] Status Communicate(OuterSync& sync);
   [[nodiscard]] Status AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
   [[nodiscard]] Status AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
+  // After AverageOverAll: every member's pseudo-gradient checked
+  // (poison_check.h); a sync the verdict abandons lands as no change (its
+  // base is the anchor) on every member.
+  [[nodiscard]] Status CheckContributions(OuterSync& sync);
   // Waits for the sync in flight and lands its outer update (a failure
   // re-forms; the update is then dropped).
   [[nodiscard]] Status Land();
@@ -143,6 +153,8 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   std::optional<topologies::Graph> graph_;  // gossip with the neighbours
   std::vector<gossip::FragmentRange> fragments_;
   std::vector<float> anchor_, velocity_, residual_;
+  PoisonLedger poison_;
+  std::optional<PoisonFault> poison_fault_;
   std::optional<OuterSync> in_flight_;
   std::optional<OuterSync> failed_;  // the sync whose failure the re-form in progress follows
   // Steps since each fragment last landed with delay 0 over every member:

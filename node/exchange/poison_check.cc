@@ -1,0 +1,168 @@
+// JudgeContributions and PoisonLedger (see poison_check.h).
+#include "node/exchange/poison_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+#include "common/log.h"
+#include "node/cluster/live_state.h"
+#include "node/control/control_plane.h"
+
+namespace chorus::node {
+namespace {
+
+// How far the sum's norm may exceed the sum of the reported norms before a
+// report is taken for a lie: FP16 on the wire rounds every partial sum.
+constexpr double kSumSlack = 1.05;
+
+std::string Figure(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.3g", v);
+  return buffer;
+}
+
+}  // namespace
+
+Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
+                                      const gossip::StepContribution& c, Deadline deadline) {
+  const float mine[4] = {c.finite ? static_cast<float>(c.norm) : 0.0f, c.finite ? 1.0f : 0.0f,
+                         c.reduced_finite ? static_cast<float>(c.reduced_norm) : 0.0f, c.reduced_finite ? 1.0f : 0.0f};
+  const gossip::Tag tag =
+      EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30);
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, mine, tag, deadline));
+  GatheredFigures out;
+  const size_t n = all.size() / 4;
+  out.reports.resize(n);
+  for (size_t r = 0; r < n; ++r) out.reports[r] = {all[4 * r], all[4 * r + 1] > 0.5f};
+  out.sum_norm = all[2];
+  out.sum_finite = all[3] > 0.5f;
+  return out;
+}
+
+PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, double reduced_norm,
+                                 bool reduced_finite, double norm_bound) {
+  PoisonVerdict verdict;
+  const size_t n = reports.size();
+  if (n < 3) return verdict;
+  std::vector<int> nonfinite;
+  std::vector<double> norms;
+  double total = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (!reports[r].finite || !std::isfinite(reports[r].norm)) {
+      nonfinite.push_back(static_cast<int>(r));
+    } else {
+      norms.push_back(reports[r].norm);
+      total += reports[r].norm;
+    }
+  }
+  if (!nonfinite.empty()) {
+    if (2 * nonfinite.size() < n) {
+      verdict.offenders = nonfinite;
+      verdict.why = "non-finite values from " + std::to_string(nonfinite.size()) + " of " + std::to_string(n) +
+                    " members";
+    }
+    return verdict;  // the sum is non-finite: no member applies it
+  }
+  if (norm_bound > 0 && norms.size() >= 3) {
+    std::vector<double> sorted = norms;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    for (size_t r = 0; r < n && median > 0; ++r) {
+      if (reports[r].norm > norm_bound * median) {
+        verdict.offenders.push_back(static_cast<int>(r));
+        if (!verdict.why.empty()) verdict.why += "; ";
+        verdict.why += "rank " + std::to_string(r) + "'s update norm " + Figure(reports[r].norm) + " is " +
+                       Figure(reports[r].norm / median) + "x the median " + Figure(median);
+      }
+    }
+    if (!verdict.offenders.empty()) {
+      verdict.why += " (bound " + Figure(norm_bound) + "x)";
+      verdict.abandon = true;
+      return verdict;
+    }
+  }
+  if (!reduced_finite || reduced_norm > kSumSlack * total + 1e-30) {
+    verdict.abandon = true;
+    verdict.unattributed = true;
+    verdict.why = "the sum (norm " + Figure(reduced_norm) + (reduced_finite ? "" : ", non-finite") +
+                  ") contradicts the norms the members reported (" + Figure(total) +
+                  " in all): a member misreported its contribution";
+  }
+  return verdict;
+}
+
+std::vector<std::string> PoisonLedger::Record(const PoisonVerdict& verdict, std::span<const std::string> names) {
+  ++checked_;
+  if (verdict.abandon || !verdict.offenders.empty()) ++rejected_;
+  if (verdict.unattributed) ++unattributed_;
+  std::set<std::string> named;
+  for (int r : verdict.offenders) {
+    if (r >= 0 && r < static_cast<int>(names.size())) named.insert(names[r]);
+  }
+  for (auto it = in_a_row_.begin(); it != in_a_row_.end();) {
+    it = named.count(it->first) ? std::next(it) : in_a_row_.erase(it);
+  }
+  std::vector<std::string> expel;
+  for (const std::string& name : named) {
+    ++offences_[name];
+    const int row = ++in_a_row_[name];
+    if (expel_after_ > 0 && row >= expel_after_ && expelled_.insert(name).second) expel.push_back(name);
+  }
+  return expel;
+}
+
+nlohmann::json PoisonLedger::Summary() const {
+  nlohmann::json offences = nlohmann::json::object();
+  for (const auto& [name, n] : offences_) offences[name] = n;
+  return {{"checked_steps", checked_},
+          {"rejected_steps", rejected_},
+          {"unattributed_steps", unattributed_},
+          {"offences", offences},
+          {"expelled", std::vector<std::string>(expelled_.begin(), expelled_.end())}};
+}
+
+void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>& expel,
+                   std::span<const std::string> names, int self_rank, int64_t index, const std::string& what,
+                   int expel_after, ControlPlane* control) {
+  if (verdict.why.empty()) return;
+  std::string who;
+  for (int r : verdict.offenders) who += (who.empty() ? "" : ", ") + names[r] + " (rank " + std::to_string(r) + ")";
+  CHORUS_LOG_WARN(Subsys::kNode, what, " ", index, ": ", who.empty() ? "" : "rejected the contribution of " + who + ": ",
+                  verdict.why, verdict.abandon ? "; not applied on any member" : "");
+  for (const std::string& name : expel) {
+    if (self_rank >= 0 && self_rank < static_cast<int>(names.size()) && name == names[self_rank]) {
+      CHORUS_LOG_ERROR(Subsys::kNode, "this node's contributions were rejected ", expel_after,
+                       " times in a row: the others expel it");
+    } else if (control != nullptr) {
+      control->Expel(name, "its contributions were rejected " + std::to_string(expel_after) +
+                               " times in a row (last: " + verdict.why + ")");
+    }
+  }
+}
+
+float PoisonFault::Apply(float v) const { return nan ? std::numeric_limits<float>::quiet_NaN() : v * factor; }
+
+std::optional<PoisonFault> PoisonFaultAsked() {
+  const char* text = std::getenv("CHORUS_FAULT_POISON");
+  if (text == nullptr) return std::nullopt;
+  PoisonFault p;
+  double factor = 0;
+  long long step = 0;
+  if (std::sscanf(text, "nan@%lld", &step) == 1) {
+    p.nan = true;
+  } else if (std::sscanf(text, "x%lf@%lld", &factor, &step) == 2) {
+    p.factor = static_cast<float>(factor);
+  } else {
+    CHORUS_LOG_WARN(Subsys::kNode, "CHORUS_FAULT_POISON=", text, " is neither nan@STEP nor xFACTOR@STEP: ignored");
+    return std::nullopt;
+  }
+  p.from_step = step;
+  CHORUS_LOG_WARN(Subsys::kNode, "fault injection: this node poisons what it contributes from step ", step, " (",
+                  text, ")");
+  return p;
+}
+
+}  // namespace chorus::node

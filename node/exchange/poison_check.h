@@ -1,0 +1,119 @@
+// A check of every member's contribution to a step's all-reduce, before the
+// step's update is applied: what a member with a bug or bad intent sends
+// (non-finite values, an update many times larger than the others') is named
+// and not applied, and a member named in several steps in a row is expelled.
+//
+// Under all-reduce the sum hides who sent what, so each rank measures its own
+// contribution before it enters the sum (FusionEngine::LastContribution) and
+// the members gather those figures (one small all-reduce per step): every
+// rank judges the same figures and reaches the same verdict. A member could
+// misreport its own figures; the sum then betrays that someone did (its norm
+// above the sum of the reported norms, or non-finite with every report
+// finite), and the step is not applied, though no one is named.
+//
+// Rules (JudgeContributions), over n >= 3 reports (with 2, a disagreement
+// cannot say which side is wrong, and the check is off):
+//  - Non-finite contributions from fewer than half the members: those are
+//    named. The sum is non-finite, so no member applies the step anyway (the
+//    loss scaler's skip, which also lowers the loss scale: an honest
+//    member's FP16 overflow, alone, is then gone by the next step, where a
+//    poisoner is named again). When most members overflow, it is the loss
+//    scale, not a member: nobody is named.
+//  - A finite contribution whose norm exceeds `norm_bound` times the median
+//    of the finite ones (at least 3 of them): named, and the step abandoned
+//    on every member (no update; the replicas stay equal).
+//  - Otherwise a sum inconsistent with the reports: abandoned, unattributed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gossip/collectives/collective.h"
+#include "gossip/fusion/fusion_engine.h"
+
+namespace chorus::node {
+
+class ControlPlane;
+
+struct ContributionReport {
+  double norm = 0;    // L2 norm of the member's contribution to the sum
+  bool finite = true;
+};
+
+struct PoisonVerdict {
+  std::vector<int> offenders;  // ranks named, ascending
+  bool abandon = false;        // no member may apply the step's update
+  bool unattributed = false;   // the sum contradicts the reports; nobody named
+  std::string why;             // for the log; empty when all is well
+};
+
+// Which check gathers the figures (live_state.h lists every tag range).
+enum class CheckedSum { kGradients = 2, kPseudoGradients = 3 };
+
+// Every member's figures of one check, gathered (one small all-reduce):
+// reports by rank, and rank 0's view of the sum (norm, finite), the same on
+// every rank.
+struct GatheredFigures {
+  std::vector<ContributionReport> reports;
+  double sum_norm = 0;
+  bool sum_finite = true;
+};
+[[nodiscard]] Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch,
+                                                    CheckedSum which, const gossip::StepContribution& mine,
+                                                    Deadline deadline);
+
+// `reduced_norm`, `reduced_finite`: the all-reduced sum's (the same on every rank).
+PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, double reduced_norm,
+                                 bool reduced_finite, double norm_bound);
+
+// Offences over a run, by member name: what summary.json reports, and who is
+// expelled (named in `expel_after` checked steps in a row; 0: never).
+class PoisonLedger {
+ public:
+  explicit PoisonLedger(int expel_after) : expel_after_(expel_after) {}
+  // One checked step; `names` by rank. Returns the members to expel now
+  // (once each).
+  std::vector<std::string> Record(const PoisonVerdict& verdict, std::span<const std::string> names);
+  // {"checked_steps", "rejected_steps", "unattributed_steps", "offences": {name: n}, "expelled": [...]}
+  nlohmann::json Summary() const;
+
+ private:
+  const int expel_after_;
+  int64_t checked_ = 0;
+  int64_t rejected_ = 0;
+  int64_t unattributed_ = 0;
+  std::map<std::string, int64_t> offences_;
+  std::map<std::string, int> in_a_row_;
+  std::set<std::string> expelled_;
+};
+
+// Logs a verdict that found something (naming the members of `names`, by
+// rank, and `what` `index`: "step 12", "outer sync after step 40"), and
+// expels each of `expel` (PoisonLedger::Record's) through `control` (may be
+// null), this node excepted: it is told instead.
+void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>& expel,
+                   std::span<const std::string> names, int self_rank, int64_t index, const std::string& what,
+                   int expel_after, ControlPlane* control);
+
+// Fault injection for tests (docs/testing.md): CHORUS_FAULT_POISON="nan@S"
+// or "xF@S" makes a node's contribution NaN, or F times its own, from step S
+// on: a member with a bug or bad intent. nullopt when unset (or malformed,
+// which is logged).
+struct PoisonFault {
+  bool nan = false;
+  float factor = 1;
+  int64_t from_step = 0;
+  float Apply(float v) const;
+};
+std::optional<PoisonFault> PoisonFaultAsked();
+
+}  // namespace chorus::node

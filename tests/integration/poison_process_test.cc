@@ -1,0 +1,102 @@
+// A member that poisons the all-reduce (NaN gradients, or 1000 times its
+// own) or DiLoCo's outer step (its pseudo-gradient), started by hand with the
+// others as `chorus node` processes: the others name it in their logs and
+// summary.json, do not apply its steps, expel it after three in a row, and
+// end with one model that trained.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/control_test_process.h"
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChorusProcess;
+using testing::PortPicker;
+using testing::ReadJson;
+
+struct PoisonVariant {
+  std::string name;
+  std::string fault;   // CHORUS_FAULT_POISON of node3
+  std::string config;  // under configs/
+};
+
+class PoisonProcessTest : public ::testing::TestWithParam<PoisonVariant> {};
+
+TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  const std::string name = "poison-" + GetParam().name;
+  const fs::path out = fs::temp_directory_path() / ("chorus-poison-test-" + std::to_string(getpid()));
+  const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 7).Next();
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<std::string> args = {"node", std::string(testing::kConfigsDir) + "/" + GetParam().config};
+    const std::string listen = i == 0 ? "127.0.0.1:" + std::to_string(port0) : "127.0.0.1:0";
+    for (const std::string& s : std::vector<std::string>{"run.node_name=\"node" + std::to_string(i) + "\"",
+                                 "run.output_dir=\"" + out.string() + "\"", "run.name=\"" + name + "\"",
+                                 "run.progress=\"off\"", "cluster.listen=\"" + listen + "\"",
+                                 "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(port0) + "\"]",
+                                 "cluster.token=\"" + name + "\"", "cluster.min_nodes=4",
+                                 "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
+                                 "cluster.dead_timeout_s=3", "fabric.op_timeout_s=60", "train.threads=1",
+                                 "train.epochs=3", "train.batch_size=32", "train.eval_every_epochs=0",
+                                 "data.train_limit=6000", "data.test_limit=1000"}) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    std::vector<std::string> env;
+    if (i == 3) env.push_back("CHORUS_FAULT_POISON=" + GetParam().fault);
+    nodes.push_back(std::make_unique<ChorusProcess>(args, env));
+  }
+  auto outputs = [&] {
+    std::string all;
+    for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
+    return all;
+  };
+  ASSERT_TRUE(nodes[0]->WaitFor("rejected the contribution of node3 \\(rank 3\\)", 120)) << outputs();
+  // Every member expels it at once: whichever declares it dead first, the
+  // others see it go.
+  ASSERT_TRUE(nodes[0]->WaitFor("members node0 node1 node2 \\(departed ranks 3\\)", 60)) << outputs();
+  EXPECT_NE(outputs().find("member node3 (rank 3) is dead: expelled"), std::string::npos) << outputs();
+  std::string checksum;
+  int expelled_by = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<int> status = nodes[i]->Wait(300);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
+    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
+    EXPECT_EQ(summary["world_size"], 3) << outputs();
+    const nlohmann::json& poison = summary["poison"];
+    // Named at every check; a member whose third check failed because the
+    // others had expelled node3 already counts two.
+    EXPECT_GE(poison["offences"].value("node3", 0), 2) << poison.dump();
+    if (poison["expelled"] == nlohmann::json::array({"node3"})) ++expelled_by;
+    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
+    const std::string c = summary["parameter_checksum"].get<std::string>();
+    if (checksum.empty()) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
+  }
+  EXPECT_GE(expelled_by, 1) << "no survivor's summary.json says it expelled node3";
+  nodes[3]->Signal(SIGKILL);
+  (void)nodes[3]->Wait(10);
+  fs::remove_all(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
+                         ::testing::Values(PoisonVariant{"nan", "nan@5", "allreduce-ring.toml"},
+                                           PoisonVariant{"scaled", "x1000@5", "allreduce-ring.toml"},
+                                           PoisonVariant{"diloco_nan", "nan@5", "diloco.toml"},
+                                           PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"}),
+                         [](const ::testing::TestParamInfo<PoisonVariant>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace chorus::node

@@ -1,0 +1,93 @@
+// JudgeContributions and PoisonLedger on hand-made figures: who is named,
+// when the step is abandoned, and who is expelled.
+#include "node/exchange/poison_check.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace chorus::node {
+namespace {
+
+std::vector<ContributionReport> Norms(std::initializer_list<double> norms) {
+  std::vector<ContributionReport> out;
+  for (double n : norms) out.push_back({n, true});
+  return out;
+}
+
+TEST(PoisonCheckTest, AnOutlierNormIsNamedAndTheStepAbandoned) {
+  const auto reports = Norms({1.0, 1.3, 1000.0, 0.8});
+  const PoisonVerdict v = JudgeContributions(reports, /*reduced_norm=*/250.0, true, /*norm_bound=*/10.0);
+  EXPECT_EQ(v.offenders, std::vector<int>({2}));
+  EXPECT_TRUE(v.abandon);
+  EXPECT_FALSE(v.unattributed);
+  EXPECT_NE(v.why.find("rank 2"), std::string::npos) << v.why;
+  // Unequal but honest members (a 4x larger batch) are not outliers.
+  const PoisonVerdict honest = JudgeContributions(Norms({1.0, 4.0, 1.2, 0.9}), 1.5, true, 10.0);
+  EXPECT_TRUE(honest.offenders.empty());
+  EXPECT_FALSE(honest.abandon);
+  EXPECT_TRUE(honest.why.empty());
+  // No norm check when it is off.
+  EXPECT_FALSE(JudgeContributions(reports, 250.0, true, 0.0).abandon);
+}
+
+TEST(PoisonCheckTest, NonFiniteContributionsOfAMinorityAreNamedAndAMajorityIsTheLossScale) {
+  auto reports = Norms({1.0, 1.0, 1.0, 1.0, 1.0});
+  reports[3].finite = false;
+  const PoisonVerdict v = JudgeContributions(reports, 0, /*reduced_finite=*/false, 10.0);
+  EXPECT_EQ(v.offenders, std::vector<int>({3}));
+  EXPECT_FALSE(v.abandon) << "the non-finite sum is skipped by every member's finite check already";
+  reports[0].finite = false;
+  reports[1].finite = false;
+  reports[3].finite = false;  // 3 of 5 overflowed: the loss scale is too high
+  const PoisonVerdict overflow = JudgeContributions(reports, 0, false, 10.0);
+  EXPECT_TRUE(overflow.offenders.empty());
+  EXPECT_FALSE(overflow.abandon);
+  EXPECT_TRUE(overflow.why.empty());
+}
+
+TEST(PoisonCheckTest, ASumThatContradictsTheReportsIsAbandonedUnattributed) {
+  const auto reports = Norms({1.0, 1.0, 1.0});
+  EXPECT_FALSE(JudgeContributions(reports, 2.9, true, 10.0).abandon);  // |a + b + c| <= |a| + |b| + |c|
+  const PoisonVerdict lie = JudgeContributions(reports, 400.0, true, 10.0);
+  EXPECT_TRUE(lie.abandon);
+  EXPECT_TRUE(lie.unattributed);
+  EXPECT_TRUE(lie.offenders.empty());
+  const PoisonVerdict nan = JudgeContributions(reports, 0, /*reduced_finite=*/false, 10.0);
+  EXPECT_TRUE(nan.abandon);
+  EXPECT_TRUE(nan.unattributed);
+}
+
+TEST(PoisonCheckTest, TwoMembersCannotTellWhichIsWrong) {
+  auto reports = Norms({1.0, 1000.0});
+  EXPECT_TRUE(JudgeContributions(reports, 500, true, 10.0).why.empty());
+  reports[1].finite = false;
+  EXPECT_TRUE(JudgeContributions(reports, 0, false, 10.0).why.empty());
+}
+
+TEST(PoisonCheckTest, AMemberNamedInStepsInARowIsExpelledOnce) {
+  PoisonLedger ledger(/*expel_after=*/3);
+  const std::vector<std::string> names = {"node0", "node1", "node2"};
+  PoisonVerdict named;
+  named.offenders = {1};
+  named.abandon = true;
+  named.why = "x";
+  const PoisonVerdict clean;
+  EXPECT_TRUE(ledger.Record(named, names).empty());
+  EXPECT_TRUE(ledger.Record(named, names).empty());
+  EXPECT_TRUE(ledger.Record(clean, names).empty());  // the run is broken
+  EXPECT_TRUE(ledger.Record(named, names).empty());
+  EXPECT_TRUE(ledger.Record(named, names).empty());
+  EXPECT_EQ(ledger.Record(named, names), std::vector<std::string>({"node1"}));
+  EXPECT_TRUE(ledger.Record(named, names).empty()) << "expelled once";
+  const nlohmann::json s = ledger.Summary();
+  EXPECT_EQ(s["checked_steps"], 7);
+  EXPECT_EQ(s["rejected_steps"], 6);
+  EXPECT_EQ(s["offences"]["node1"], 6);
+  EXPECT_EQ(s["expelled"], nlohmann::json::array({"node1"}));
+  PoisonLedger never(0);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(never.Record(named, names).empty());
+}
+
+}  // namespace
+}  // namespace chorus::node
