@@ -116,12 +116,14 @@ Result<uint64_t> DpsgdGossip::DecodeNeighbors(const std::vector<int>& from, std:
     Status s = codec_->Decode(inboxes_[k], decoded_[k]);
     if (IsNonFiniteRejection(s)) {
       ++rejected;
+      NoteNonFinite(from[k]);
       continue;
     }
     if (!s.ok()) {
       return Err(Fail(s.WithContext("message from rank " + std::to_string(from[k])), round));
     }
     if (RejectOutlier(params, decoded_[k], from[k], options_.max_relative_distance)) continue;
+    NoteAccepted(from[k]);
     accepted[k] = true;
   }
   return rejected;

@@ -181,7 +181,10 @@ bool GossipProtocol::RejectOutlier(std::span<const float> own, std::span<const f
   const double distance = RelativeDistance(own, theirs);
   if (distance <= max_relative_distance) return false;
   uint64_t count = 0;
-  UpdateStats([&](GossipStats& s) { count = ++s.rejected_outliers; });
+  UpdateStats([&](GossipStats& s) {
+    count = ++s.rejected_outliers;
+    ++outlier_runs_[from];
+  });
   const int64_t now = Clock::now().time_since_epoch().count();
   int64_t due = next_outlier_log_ns_.load();
   if (now >= due && next_outlier_log_ns_.compare_exchange_strong(due, now + int64_t{1'000'000'000})) {
@@ -190,6 +193,25 @@ bool GossipProtocol::RejectOutlier(std::span<const float> own, std::span<const f
                     " rejected so far, at most one line a second");
   }
   return true;
+}
+
+void GossipProtocol::NoteAccepted(Rank from) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  outlier_runs_.erase(from);
+}
+
+void GossipProtocol::NoteNonFinite(Rank from) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++outlier_runs_[from];
+}
+
+std::vector<Rank> GossipProtocol::TakeRepeatOutliers(int runs) {
+  std::vector<Rank> out;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  for (const auto& [rank, run] : outlier_runs_) {
+    if (runs > 0 && run >= runs && outliers_taken_.insert(rank).second) out.push_back(rank);
+  }
+  return out;
 }
 
 double RelativeDistance(std::span<const float> a, std::span<const float> b) {

@@ -33,7 +33,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -137,6 +139,9 @@ class GossipProtocol {
   // kAborted until SetTopology.
   void Interrupt() { interrupted_.store(true); }
 
+  // The senders whose values RejectOutlier refused `runs` times in a row
+  // (each returned once): poisoners the exchange expels.
+  std::vector<Rank> TakeRepeatOutliers(int runs);
   GossipStats Stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return stats_;
@@ -185,6 +190,11 @@ class GossipProtocol {
   // `theirs` is farther from `own` than `max_relative_distance` allows.
   bool RejectOutlier(std::span<const float> own, std::span<const float> theirs, Rank from,
                      double max_relative_distance);
+  // `from`'s values were mixed in: its run of rejections (RejectOutlier,
+  // NoteNonFinite) ends.
+  void NoteAccepted(Rank from);
+  // `from`'s values were rejected as non-finite: its run of rejections goes on.
+  void NoteNonFinite(Rank from);
 
   template <typename F>
   void UpdateStats(F&& f) {
@@ -205,6 +215,8 @@ class GossipProtocol {
   mutable std::mutex stats_mu_;
   GossipStats stats_;
   std::atomic<int64_t> next_outlier_log_ns_{0};
+  std::map<Rank, int> outlier_runs_;  // rejections in a row by sender; under stats_mu_
+  std::set<Rank> outliers_taken_;     // returned by TakeRepeatOutliers once; under stats_mu_
 };
 
 // ||a - b|| / ||a|| in double; 0 when a is 0.

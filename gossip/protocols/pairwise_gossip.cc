@@ -406,6 +406,7 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
   if (!decoded.ok()) {
     if (IsNonFiniteRejection(decoded)) {
       UpdateStats([](GossipStats& s) { ++s.rejected_nonfinite; });
+      NoteNonFinite(from);
     } else {
       CHORUS_LOG_WARN(Subsys::kGossip, "pairwise: request from rank ", from,
                       " rejected: ", decoded.ToString());
@@ -417,6 +418,7 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
     SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
     return;
   }
+  NoteAccepted(from);
   // Answer with the current public value, then move it halfway to the requester's.
   std::vector<std::byte> answer;
   Status encoded =
@@ -571,10 +573,12 @@ Status PairwiseGossip::MixAnswerLocked(Rank peer, int64_t peer_step, std::span<c
   Status decoded = codec_->Decode(payload, scratch_);
   if (IsNonFiniteRejection(decoded)) {
     UpdateStats([](GossipStats& s) { ++s.rejected_nonfinite; });
+    NoteNonFinite(peer);
     return Status::Ok();
   }
   if (!decoded.ok()) return decoded.WithContext("answer from rank " + std::to_string(peer));
   if (RejectOutlier(own_sent_, scratch_, peer, options_.max_relative_distance)) return Status::Ok();
+  NoteAccepted(peer);
   const double distance = RelativeDistance(own_sent_, scratch_);
   MoveHalfwayLocked(own_sent_);
   const int64_t staleness = std::abs(step_ - peer_step);

@@ -349,7 +349,17 @@ Status GossipExchange::AfterUpdate(int64_t step) {
   if (corrections_.active()) corrections_.BeforeMix(step, master, trainer_->Momentum());
   const ExchangeConfig& ec = config_.exchange;
   const bool global = ec.global_average_every > 0 && (step + 1) % ec.global_average_every == 0;
+  // Fault injection (poison_check.h): what this node sends is poisoned; for
+  // a factor its own model is restored after the mix.
+  const bool poisoned = poison_fault_ && step >= poison_fault_->from_step;
+  if (poisoned) {
+    for (float& w : master) w = poison_fault_->Apply(w);
+  }
   Status s = global ? GlobalAverage(step) : MixRounds(step);
+  if (poisoned && !poison_fault_->nan) {
+    for (float& w : master) w /= poison_fault_->factor;
+  }
+  if (s.ok()) ExpelRepeatOutliers();
   if (trace_) trace_->Add(global ? "global average" : "gossip mix", 1, begin, NowMicros(), step);
   if (!s.ok()) {  // the round is dropped
     corrections_.Reset();
@@ -361,6 +371,20 @@ Status GossipExchange::AfterUpdate(int64_t step) {
   trainer_->RefreshWorkingCopy();
   own_pace_->ReapPushes();
   return Status::Ok();
+}
+
+void GossipExchange::ExpelRepeatOutliers() {
+  if (!config_.exchange.poison_check || config_.exchange.poison_expel_after <= 0 || !protocol_) return;
+  const MembershipView& view = session_->view;
+  for (gossip::Rank r : protocol_->TakeRepeatOutliers(config_.exchange.poison_expel_after)) {
+    if (r < 0 || r >= view.size() || r == view.self_rank) continue;
+    const std::string& name = view.members[r].name;
+    expelled_.push_back(name);
+    const std::string why = "its parameters were rejected as outliers " +
+                            std::to_string(config_.exchange.poison_expel_after) + " times in a row";
+    CHORUS_LOG_WARN(Subsys::kNode, "expelling ", name, " (rank ", r, "): ", why);
+    if (session_->control) session_->control->Expel(name, why);
+  }
 }
 
 Status GossipExchange::MixRounds(int64_t step) {
@@ -531,6 +555,7 @@ nlohmann::json GossipExchange::Metrics() const {
     m["consensus_distance_estimate"] = s.neighbor_distance;
     m["rejected_nonfinite"] = s.rejected_nonfinite;
     m["rejected_outliers"] = s.rejected_outliers;
+    m["poison"] = {{"rejected_outliers", s.rejected_outliers}, {"expelled", expelled_}};
     m["mix_rounds"] = s.mix_rounds;
     m["exchanges"] = s.exchanges;
     m["max_staleness_seen"] = s.max_staleness_seen;

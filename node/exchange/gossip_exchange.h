@@ -12,6 +12,7 @@
 #include <memory>
 #include <utility>
 #include <vector>
+#include <optional>
 
 #include "gossip/collectives/collective.h"
 #include "gossip/protocols/gossip_protocol.h"
@@ -22,6 +23,7 @@
 #include "node/exchange/exchange.h"
 #include "node/exchange/gossip_corrections.h"
 #include "node/exchange/membership_transitions.h"
+#include "node/exchange/poison_check.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
 #include "trainer/trainer.h"
@@ -92,6 +94,9 @@ class GossipExchange final : public Exchange {
   [[nodiscard]] Status MakeOneModel(const gossip::Collective& world, bool identical, Deadline deadline);
   // The protocol's rounds of `step`: one, or consensus control's mix_rounds_
   // (round ids step * max_rounds + r, the same on every member).
+  // Expels the neighbours whose values the protocol rejected as outliers
+  // exchange.poison_expel_after times in a row (ControlPlane::Expel).
+  void ExpelRepeatOutliers();
   [[nodiscard]] Status MixRounds(int64_t step);
   // Gossip-PGA: every member's master replaced by the members' mean.
   [[nodiscard]] Status GlobalAverage(int64_t step);
@@ -117,6 +122,10 @@ class GossipExchange final : public Exchange {
   // the measurements cost.
   ConsensusMeter meter_;
   GossipCorrections corrections_;
+  // The contribution check (poison_check.h): a fault to inject, and the
+  // members this node expelled for repeated outliers.
+  std::optional<PoisonFault> poison_fault_ = PoisonFaultAsked();
+  std::vector<std::string> expelled_;
   // Consensus control: its own meter (its bytes are training's), the rounds
   // per step it chose and the distance it last measured.
   ConsensusMeter control_meter_{gossip::kConsensusControlTagStream};

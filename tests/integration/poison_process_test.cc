@@ -1,7 +1,8 @@
 // A member that poisons the all-reduce (NaN gradients, or 1000 times its
-// own) or DiLoCo's outer step (its pseudo-gradient), started by hand with the
-// others as `chorus node` processes: the others name it in their logs and
-// summary.json, do not apply its steps, expel it after three in a row, and
+// own), DiLoCo's outer step (its pseudo-gradient) or gossip (its parameters
+// as sent, under D-PSGD and pairwise), started by hand with the others as
+// `chorus node` processes: the others name it in their logs and
+// summary.json, do not use what it sent, expel it after three in a row, and
 // end with one model that trained.
 #include <gtest/gtest.h>
 
@@ -62,10 +63,9 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
     return all;
   };
-  ASSERT_TRUE(nodes[0]->WaitFor("rejected the contribution of node3 \\(rank 3\\)", 120)) << outputs();
   // Every member expels it at once: whichever declares it dead first, the
   // others see it go.
-  ASSERT_TRUE(nodes[0]->WaitFor("members node0 node1 node2 \\(departed ranks 3\\)", 60)) << outputs();
+  ASSERT_TRUE(nodes[0]->WaitFor("members node0 node1 node2 \\(departed ranks 3\\)", 120)) << outputs();
   EXPECT_NE(outputs().find("member node3 (rank 3) is dead: expelled"), std::string::npos) << outputs();
   std::string checksum;
   int expelled_by = 0;
@@ -76,9 +76,10 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
     EXPECT_EQ(summary["world_size"], 3) << outputs();
     const nlohmann::json& poison = summary["poison"];
-    // Named at every check; a member whose third check failed because the
-    // others had expelled node3 already counts two.
-    EXPECT_GE(poison["offences"].value("node3", 0), 2) << poison.dump();
+    // All-reduce and DiLoCo name it at every check; a member whose third
+    // check failed because the others had expelled node3 already counts two.
+    // Under gossip only its neighbours see it.
+    if (poison.contains("offences")) EXPECT_GE(poison["offences"].value("node3", 0), 2) << poison.dump();
     if (poison["expelled"] == nlohmann::json::array({"node3"})) ++expelled_by;
     EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
     const std::string c = summary["parameter_checksum"].get<std::string>();
@@ -95,7 +96,10 @@ INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                          ::testing::Values(PoisonVariant{"nan", "nan@5", "allreduce-ring.toml"},
                                            PoisonVariant{"scaled", "x1000@5", "allreduce-ring.toml"},
                                            PoisonVariant{"diloco_nan", "nan@5", "diloco.toml"},
-                                           PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"}),
+                                           PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"},
+                                           PoisonVariant{"dpsgd_nan", "nan@5", "gossip-dpsgd-ring.toml"},
+                                           PoisonVariant{"dpsgd_scaled", "x1000@5", "gossip-dpsgd-ring.toml"},
+                                           PoisonVariant{"pairwise_scaled", "x1000@5", "gossip-pairwise.toml"}),
                          [](const ::testing::TestParamInfo<PoisonVariant>& info) { return info.param.name; });
 
 }  // namespace
