@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 EXTRA_PACKAGES=clang ./scripts/setup.sh
 seconds=${1:-60}
 shift || true
-all=(control_message control_frame config safetensors checkpoint codec idx compare)
+all=(control_message control_frame config safetensors checkpoint codec idx compare data_seal)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 dir=build-fuzz

@@ -270,8 +270,11 @@ Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collect
   std::vector<float> all(k * static_cast<size_t>(collective.size()), 0.0f);
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * collective.rank()));
   if (collective.size() < 2) return all;
+  // Every slot is one rank's value plus zeros, exact in any order of
+  // summation: recursive doubling's log2(n) rounds instead of a ring's
+  // 2(n - 1), which the contribution check pays every step.
   gossip::AllreduceOptions o;
-  o.algorithm = gossip::AllreduceAlgorithm::kRing;
+  o.algorithm = gossip::AllreduceAlgorithm::kRecursiveDoubling;
   o.tag_base = tag_base;
   o.deadline = deadline;
   CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(all), o));

@@ -55,7 +55,8 @@ class LiveState {
 };
 
 // Every rank's `mine` (the same length on each), rank r's at r * mine.size():
-// a ring all-reduce of a vector in which each rank fills only its own part.
+// an all-reduce (recursive doubling) of a vector in which each rank fills
+// only its own part.
 // Exact for the small values members agree on (steps below 2^24, flags).
 [[nodiscard]] Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
                                                              std::span<const float> mine, gossip::Tag tag_base,

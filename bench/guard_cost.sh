@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# What sealing the data plane costs (fabric.authenticate, fabric.encrypt):
+# What the data plane's guards cost: sealing (fabric.authenticate,
+# fabric.encrypt) and the contribution check (exchange.poison_check).
 # ROUNDS rounds (default 3), each running every setting once so that they
 # alternate, of
 #   - a 4-node ring all-reduce training run (configs/allreduce-ring.toml,
-#     EPOCHS epochs, default 1): the median of the nodes' train_seconds;
+#     EPOCHS epochs, default 1): the median of the nodes' train_seconds,
+#     under the settings open (neither guard), mac (MACs only), check (the
+#     contribution check only), default (both, as shipped) and encrypt
+#     (encryption and the check);
 #   - chorus bench p2p and chorus bench allreduce --ranks 4 at 1 MiB and
-#     64 MiB over tcp;ofi_rxm (bench only with BENCH=1: a few minutes more).
-# then the median per setting and its ratio to "off".
-#   bench/seal_cost.sh
-#   ROUNDS=5 BENCH=1 bench/seal_cost.sh
+#     64 MiB over tcp;ofi_rxm with --seal off, mac and encrypt (only with
+#     BENCH=1: a few minutes more).
+# then the median per setting and its ratio to "open" ("off" for the benches).
+#   bench/guard_cost.sh
+#   ROUNDS=5 EPOCHS=3 BENCH=1 bench/guard_cost.sh
 # Needs ./build (scripts/build.sh); CHORUS=path overrides the binary.
 set -u
 cd "$(dirname "$0")/.."
@@ -16,14 +21,20 @@ chorus=${CHORUS:-./build/chorus}
 out=$(mktemp -d)
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(date -u +%F), commit $(git rev-parse --short HEAD 2>/dev/null)"
 for round in $(seq "${ROUNDS:-3}"); do
-  for seal in off mac encrypt; do
-    auth=true; enc=false
-    [ "$seal" = off ] && auth=false
-    [ "$seal" = encrypt ] && enc=true
+  for setting in open mac check default encrypt; do
+    auth=true; enc=false; check=true
+    case $setting in
+      open) auth=false; check=false ;;
+      mac) check=false ;;
+      check) auth=false ;;
+      encrypt) enc=true ;;
+    esac
     timeout 900 "$chorus" launch -n 4 configs/allreduce-ring.toml --set train.epochs="${EPOCHS:-1}" \
-      --set fabric.authenticate=$auth --set fabric.encrypt=$enc --set run.progress=off \
-      --set run.output_dir="$out/train-$seal-$round" > "$out/train-$seal-$round.log" 2>&1 ||
-      echo "# training with seal $seal, round $round failed: $(tail -1 "$out/train-$seal-$round.log")"
+      --set fabric.authenticate=$auth --set fabric.encrypt=$enc --set exchange.poison_check=$check \
+      --set run.progress=off --set run.output_dir="$out/train-$setting-$round" > "$out/train-$setting-$round.log" 2>&1 ||
+      echo "# training with $setting, round $round failed: $(tail -1 "$out/train-$setting-$round.log")"
+  done
+  for seal in off mac encrypt; do
     if [ "${BENCH:-0}" = 1 ]; then
       timeout 600 "$chorus" bench p2p --provider 'tcp;ofi_rxm' --min-size 1MiB --max-size 64MiB --seal $seal \
         > "$out/p2p-$seal-$round.txt" 2>&1 || echo "# bench p2p $seal failed"
@@ -37,17 +48,18 @@ python3 - "$out" <<'PYEOF'
 import glob, json, os, re, statistics, sys
 out = sys.argv[1]
 seals = ["off", "mac", "encrypt"]
+settings = ["open", "mac", "check", "default", "encrypt"]
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
-train = {s: [] for s in seals}
-for s in seals:
+train = {s: [] for s in settings}
+for s in settings:
     for run in glob.glob(f"{out}/train-{s}-*/*/"):
         secs = [json.load(open(f))["train_seconds"] for f in glob.glob(f"{run}/node*/summary.json")]
         if secs:
             train[s].append(median(secs))
 print("4-node ring all-reduce, configs/allreduce-ring.toml: median train_seconds over rounds (ratio to off)")
-base = median(train["off"])
-for s in seals:
+base = median(train["open"])
+for s in settings:
     m = median(train[s])
     print(f"  {s:8s} {m:8.2f} s  x{m / base:.3f}  ({len(train[s])} rounds)")
 def rows(kind, pattern, key_cols, value_col):

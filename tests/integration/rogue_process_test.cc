@@ -1,0 +1,135 @@
+// A rogue endpoint against a cluster it does not belong to: three `chorus
+// node` processes train with pairwise gossip (whose requests any peer may
+// send), and the test process, with a libfabric endpoint of its own, sends
+// node1 forged pairwise requests and answers at the protocol's tags, and
+// messages at the live-state tags a joiner would take, while they train.
+// node1's data plane drops every one (counted in summary.json), and the
+// three end with one model that trained.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gossip/protocols/gossip_tags.h"
+#include "gossip/transport/fabric/fabric_transport.h"
+#include "node/cluster/live_state.h"
+#include "tests/integration/control_test_process.h"
+
+namespace chorus::node {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChorusProcess;
+using testing::PortPicker;
+using testing::ReadJson;
+
+// The fi_getname blob of a tcp;ofi_rxm endpoint at 127.0.0.1:port (a
+// struct sockaddr_in), as the rogue would read it off the wire.
+std::vector<uint8_t> LoopbackAddress(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<uint8_t> blob(sizeof(a));
+  std::memcpy(blob.data(), &a, sizeof(a));
+  return blob;
+}
+
+TEST(RogueProcessTest, ANodeDropsEveryMessageOfAnEndpointThatIsNotAMember) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  if (!gossip::FabricProviderVersion(gossip::FabricProvider::kTcpRxm)) GTEST_SKIP() << "no tcp;ofi_rxm";
+  const std::string name = "rogue";
+  const fs::path out = fs::temp_directory_path() / ("chorus-rogue-test-" + std::to_string(getpid()));
+  PortPicker ports(static_cast<uint32_t>(getpid()) + 11);
+  const int port0 = ports.Next();
+  const uint16_t victim_port = ports.Next();
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> args = {"node", std::string(testing::kConfigsDir) + "/gossip-pairwise.toml"};
+    const std::string listen = i == 0 ? "127.0.0.1:" + std::to_string(port0) : "127.0.0.1:0";
+    for (const std::string& s :
+         std::vector<std::string>{"run.node_name=\"node" + std::to_string(i) + "\"", "run.output_dir=\"" + out.string() + "\"",
+                                  "run.name=\"" + name + "\"", "run.progress=\"off\"", "cluster.listen=\"" + listen + "\"",
+                                  "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(port0) + "\"]",
+                                  "cluster.token=\"" + name + "\"", "cluster.min_nodes=3",
+                                  "fabric.port=" + std::to_string(i == 1 ? victim_port : 0), "train.threads=1",
+                                  "train.epochs=3", "train.batch_size=32", "train.slowdown=2.0",
+                                  "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"}) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    nodes.push_back(std::make_unique<ChorusProcess>(args));
+  }
+  auto outputs = [&] {
+    std::string all;
+    for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
+    return all;
+  };
+  ASSERT_TRUE(nodes[1]->WaitFor("cluster formed", 60)) << outputs();
+
+  gossip::FabricOptions options;
+  options.provider = gossip::FabricProvider::kTcpRxm;
+  options.node_name = "rogue";
+  auto rogue = gossip::MakeFabricTransport(options);
+  ASSERT_TRUE(rogue) << rogue.error().ToString();
+  const std::vector<gossip::PeerInfo> view = {{0, (*rogue)->LocalAddress(), "rogue"},
+                                              {1, LoopbackAddress(victim_port), "node1"}};
+  ASSERT_TRUE((*rogue)->SetPeers(0, view).ok());
+  // Forged values: 1e6 in every float, under the tags pairwise gossip and the
+  // live-state transfer use at the first epochs, in a small and an eager size.
+  std::vector<float> forged(1000, 1e6f);
+  std::vector<gossip::RequestPtr> sends;
+  int sent = 0;
+  for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+    for (int round : {0, 1, 2}) {
+      const gossip::Tag tag = gossip::GossipTag(gossip::GossipMessageKind::kPairwise, 0, epoch, round);
+      for (size_t floats : {size_t{16}, forged.size()}) {
+        auto send = (*rogue)->Isend(1, tag, std::as_bytes(std::span<const float>(forged.data(), floats)));
+        ASSERT_TRUE(send) << send.error().ToString();
+        sends.push_back(std::move(*send));
+        ++sent;
+      }
+    }
+    auto state = (*rogue)->Isend(1, LiveStateTagBase(epoch) + (gossip::Tag{1} << 20),
+                                 std::as_bytes(std::span<const float>(forged.data(), 8)));
+    ASSERT_TRUE(state) << state.error().ToString();
+    sends.push_back(std::move(*state));
+    ++sent;
+  }
+
+  std::string checksum;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<int> status = nodes[i]->Wait(300);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
+    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
+    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
+    const std::string c = summary["parameter_checksum"].get<std::string>();
+    if (checksum.empty()) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
+    if (i == 1) {
+      // The any-source request receive took some of them; every one it took
+      // was dropped (the rest wait unmatched: no member's receive takes them).
+      EXPECT_GE(summary["data_plane_rejected"].get<int>(), 1) << "of " << sent << " forged messages\n" << outputs();
+      EXPECT_LE(summary["data_plane_rejected"].get<int>(), sent);
+      std::printf("forged messages sent %d: taken by an any-source receive and dropped %d, the rest matched no "
+                  "receive (those name members); one model, test accuracy %.4f\n", sent,
+                  summary["data_plane_rejected"].get<int>(), summary["test_accuracy"].get<double>());
+    }
+  }
+  for (auto& s : sends) s->Cancel();
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace chorus::node
