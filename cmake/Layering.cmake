@@ -2,7 +2,7 @@
 # belongs to one CMake target (the target of the longest registered folder
 # that contains it), and a file may include only headers of its own target or
 # of targets it links, directly or through others. A few system headers are
-# kept to one folder each (libfabric, Asio, Cap'n Proto, libsodium, CUDA).
+# kept to one folder each (libfabric, Asio, Cap'n Proto, OpenSSL, CUDA; libsodium to two).
 #
 #   chorus_register_folder(<target> <folder> <linked targets...>)
 #   chorus_check_layering()   once, after every target is registered

@@ -62,7 +62,7 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
     if (2 * nonfinite.size() < n) {
       verdict.offenders = nonfinite;
       verdict.why = "non-finite values from " + std::to_string(nonfinite.size()) + " of " + std::to_string(n) +
-                    " members";
+                    " members (an FP16 overflow of their own once, poison if it repeats)";
     }
     return verdict;  // the sum is non-finite: no member applies it
   }
@@ -115,12 +115,12 @@ std::vector<std::string> PoisonLedger::Record(const PoisonVerdict& verdict, std:
 }
 
 nlohmann::json PoisonLedger::Summary() const {
-  nlohmann::json offences = nlohmann::json::object();
-  for (const auto& [name, n] : offences_) offences[name] = n;
+  nlohmann::json named = nlohmann::json::object();
+  for (const auto& [name, n] : offences_) named[name] = n;
   return {{"checked_steps", checked_},
           {"rejected_steps", rejected_},
           {"unattributed_steps", unattributed_},
-          {"offences", offences},
+          {"named", named},
           {"expelled", std::vector<std::string>(expelled_.begin(), expelled_.end())}};
 }
 

@@ -83,7 +83,8 @@ class PoisonLedger {
   // One checked step; `names` by rank. Returns the members to expel now
   // (once each).
   std::vector<std::string> Record(const PoisonVerdict& verdict, std::span<const std::string> names);
-  // {"checked_steps", "rejected_steps", "unattributed_steps", "offences": {name: n}, "expelled": [...]}
+  // {"checked_steps", "rejected_steps", "unattributed_steps", "named": {name: times named}, "expelled": [...]}
+  // (a lone FP16 overflow names an honest member once; poison repeats).
   nlohmann::json Summary() const;
 
  private:

@@ -79,7 +79,7 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     // All-reduce and DiLoCo name it at every check; a member whose third
     // check failed because the others had expelled node3 already counts two.
     // Under gossip only its neighbours see it.
-    if (poison.contains("offences")) EXPECT_GE(poison["offences"].value("node3", 0), 2) << poison.dump();
+    if (poison.contains("named")) EXPECT_GE(poison["named"].value("node3", 0), 2) << poison.dump();
     if (poison["expelled"] == nlohmann::json::array({"node3"})) ++expelled_by;
     EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
     const std::string c = summary["parameter_checksum"].get<std::string>();

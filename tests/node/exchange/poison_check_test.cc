@@ -83,7 +83,7 @@ TEST(PoisonCheckTest, AMemberNamedInStepsInARowIsExpelledOnce) {
   const nlohmann::json s = ledger.Summary();
   EXPECT_EQ(s["checked_steps"], 7);
   EXPECT_EQ(s["rejected_steps"], 6);
-  EXPECT_EQ(s["offences"]["node1"], 6);
+  EXPECT_EQ(s["named"]["node1"], 6);
   EXPECT_EQ(s["expelled"], nlohmann::json::array({"node1"}));
   PoisonLedger never(0);
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(never.Record(named, names).empty());
