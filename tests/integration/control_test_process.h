@@ -135,6 +135,28 @@ inline int ExitStatus(ChorusProcess& p, double timeout_s) {
   return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
 }
 
+// `chorus node CONFIG` as node<i> of a hand-started cluster: run `name`
+// under `out`, node0 listening on `port0` (the others on any port), all
+// bootstrapping from it with `name` as the token, no progress display; then
+// each of `sets` (KEY=VALUE) as --set.
+inline std::vector<std::string> HandNodeArgs(const std::string& config, int i, int port0,
+                                             const std::string& out, const std::string& name,
+                                             const std::vector<std::string>& sets) {
+  std::vector<std::string> args = {"node", std::string(kConfigsDir) + "/" + config};
+  const std::string listen = i == 0 ? "127.0.0.1:" + std::to_string(port0) : "127.0.0.1:0";
+  std::vector<std::string> all = {"run.node_name=\"node" + std::to_string(i) + "\"", "run.output_dir=\"" + out + "\"",
+                                  "run.name=\"" + name + "\"", "run.progress=\"off\"",
+                                  "cluster.listen=\"" + listen + "\"",
+                                  "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(port0) + "\"]",
+                                  "cluster.token=\"" + name + "\""};
+  all.insert(all.end(), sets.begin(), sets.end());
+  for (const std::string& s : all) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  return args;
+}
+
 // Short cluster timeouts as --set arguments (heartbeat 0.1 s, suspect 0.5 s, dead 1 s).
 inline std::vector<std::string> FastClusterSets(const std::string& token) {
   return {"--set", "cluster.token=\"" + token + "\"",   "--set", "cluster.heartbeat_interval_s=0.1",

@@ -40,20 +40,11 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 7).Next();
   std::vector<std::unique_ptr<ChorusProcess>> nodes;
   for (int i = 0; i < 4; ++i) {
-    std::vector<std::string> args = {"node", std::string(testing::kConfigsDir) + "/" + GetParam().config};
-    const std::string listen = i == 0 ? "127.0.0.1:" + std::to_string(port0) : "127.0.0.1:0";
-    for (const std::string& s : std::vector<std::string>{"run.node_name=\"node" + std::to_string(i) + "\"",
-                                 "run.output_dir=\"" + out.string() + "\"", "run.name=\"" + name + "\"",
-                                 "run.progress=\"off\"", "cluster.listen=\"" + listen + "\"",
-                                 "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(port0) + "\"]",
-                                 "cluster.token=\"" + name + "\"", "cluster.min_nodes=4",
-                                 "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
-                                 "cluster.dead_timeout_s=3", "fabric.op_timeout_s=60", "train.threads=1",
-                                 "train.epochs=3", "train.batch_size=32", "train.eval_every_epochs=0",
-                                 "data.train_limit=6000", "data.test_limit=1000"}) {
-      args.push_back("--set");
-      args.push_back(s);
-    }
+    const std::vector<std::string> args = testing::HandNodeArgs(
+        GetParam().config, i, port0, out.string(), name,
+        {"cluster.min_nodes=4", "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
+         "cluster.dead_timeout_s=3", "fabric.op_timeout_s=60", "train.threads=1", "train.epochs=3",
+         "train.batch_size=32", "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"});
     std::vector<std::string> env;
     if (i == 3) env.push_back("CHORUS_FAULT_POISON=" + GetParam().fault);
     nodes.push_back(std::make_unique<ChorusProcess>(args, env));

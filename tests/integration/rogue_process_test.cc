@@ -55,19 +55,11 @@ TEST(RogueProcessTest, ANodeDropsEveryMessageOfAnEndpointThatIsNotAMember) {
   const uint16_t victim_port = ports.Next();
   std::vector<std::unique_ptr<ChorusProcess>> nodes;
   for (int i = 0; i < 3; ++i) {
-    std::vector<std::string> args = {"node", std::string(testing::kConfigsDir) + "/gossip-pairwise.toml"};
-    const std::string listen = i == 0 ? "127.0.0.1:" + std::to_string(port0) : "127.0.0.1:0";
-    for (const std::string& s :
-         std::vector<std::string>{"run.node_name=\"node" + std::to_string(i) + "\"", "run.output_dir=\"" + out.string() + "\"",
-                                  "run.name=\"" + name + "\"", "run.progress=\"off\"", "cluster.listen=\"" + listen + "\"",
-                                  "cluster.bootstrap=[\"127.0.0.1:" + std::to_string(port0) + "\"]",
-                                  "cluster.token=\"" + name + "\"", "cluster.min_nodes=3",
-                                  "fabric.port=" + std::to_string(i == 1 ? victim_port : 0), "train.threads=1",
-                                  "train.epochs=3", "train.batch_size=32", "train.slowdown=2.0",
-                                  "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"}) {
-      args.push_back("--set");
-      args.push_back(s);
-    }
+    const std::vector<std::string> args = testing::HandNodeArgs(
+        "gossip-pairwise.toml", i, port0, out.string(), name,
+        {"cluster.min_nodes=3", "fabric.port=" + std::to_string(i == 1 ? victim_port : 0), "train.threads=1",
+         "train.epochs=3", "train.batch_size=32", "train.slowdown=2.0", "train.eval_every_epochs=0",
+         "data.train_limit=6000", "data.test_limit=1000"});
     nodes.push_back(std::make_unique<ChorusProcess>(args));
   }
   auto outputs = [&] {
