@@ -20,8 +20,8 @@
 //    messages arrive; ones the peer had already sent may be lost). Lengths in
 //    Chorus's protocols are fixed by both sides, so a truncation means a bug or
 //    a bad peer, never normal operation. Under an epoch key (SetEpochKey) a
-//    truncated message cannot be authenticated and is dropped instead, the
-//    receive staying posted.
+//    truncated message cannot be authenticated and is dropped (counted) as
+//    well; a receive from any source then stays posted.
 //  - A message shorter than the receive buffer leaves the buffer's bytes
 //    past its length unspecified (a sealed message's trailer lands there).
 //  - Buffers must stay alive and untouched until the request completes or is
@@ -155,8 +155,11 @@ class Transport {
   // endpoint sends carries a MAC under it, bound to sender, receiver, epoch
   // and tag, and a received message that does not verify (forged, altered,
   // of another epoch, replayed, or from an endpoint that is not a member) is
-  // dropped and counted (TransportStats::messages_rejected), never delivered:
-  // the receive stays posted for the real message. Call it after BeginEpoch
+  // dropped and counted (TransportStats::messages_rejected), never delivered.
+  // From an endpoint that is not a member, the receive stays posted for the
+  // real message; from a member's own connection no real one follows (its
+  // bytes changed after sealing, or someone holds its address), and the
+  // receive fails with kDataLoss naming it. Call it after BeginEpoch
   // and before SetPeers; calling it again with the same epoch and key changes
   // nothing. Requests posted before keep the key they were posted under. A
   // transport configured not to authenticate, or with nothing to guard (the

@@ -265,16 +265,13 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const Plan& p
 
 Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
                                                std::span<const float> mine, gossip::Tag tag_base,
-                                               Deadline deadline) {
+                                               Deadline deadline, gossip::AllreduceAlgorithm algorithm) {
   const size_t k = mine.size();
   std::vector<float> all(k * static_cast<size_t>(collective.size()), 0.0f);
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * collective.rank()));
   if (collective.size() < 2) return all;
-  // Every slot is one rank's value plus zeros, exact in any order of
-  // summation: recursive doubling's log2(n) rounds instead of a ring's
-  // 2(n - 1), which the contribution check pays every step.
   gossip::AllreduceOptions o;
-  o.algorithm = gossip::AllreduceAlgorithm::kRecursiveDoubling;
+  o.algorithm = algorithm;
   o.tag_base = tag_base;
   o.deadline = deadline;
   CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(all), o));

@@ -289,7 +289,7 @@ struct ExchangeConfig {
   OnFailure on_failure = OnFailure::kContinue;
   // A check of every member's contribution (node/exchange/poison_check.h).
   bool poison_check = true;
-  double poison_norm_bound = 10.0;   // times the median contribution norm; 0: no norm check
+  double poison_norm_bound = 100.0;  // times the median contribution norm; 0: no norm check
   int poison_expel_after = 3;        // steps in a row a member is named before it is expelled; 0: never
   double poison_distance_bound = 10.0;  // gossip: a neighbour's parameters farther than this x our norm; 0: off
   // gossip

@@ -73,6 +73,22 @@ void SetEpochView(wire::EpochView::Builder b, const msg::EpochView& v) {
   b.setDataSalt(DataOf(v.data_salt));
 }
 
+void SetState(wire::State::Builder b, const msg::State& m) {
+  b.setFormed(m.formed);
+  b.setEpoch(m.epoch);
+  SetMembers(b.initMembers(m.members.size()), m.members);
+  SetTextList(b.initPending(m.pending.size()), m.pending);
+  b.setCoordinator(TextOf(m.coordinator));
+  b.setAddress(TextOf(m.address));
+  b.setCandidate(m.candidate);
+  b.setAppliedTo(TextOf(m.applied_to));
+  b.setAppliedFormed(m.applied_formed);
+  SetTextList(b.initKnown(m.known.size()), m.known);
+  b.setStep(m.step);
+  b.setNextAdmissionStep(m.next_admission_step);
+  b.setDataSalt(DataOf(m.data_salt));
+}
+
 wire::RejectCode ToWire(RejectCode code) {
   switch (code) {
     case RejectCode::kOther: return wire::RejectCode::OTHER;
@@ -169,20 +185,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setSharedSettings(TextOf(m.shared_settings));
           b.setResume(m.resume);
         } else if constexpr (std::is_same_v<T, msg::State>) {
-          auto b = env.initState();
-          b.setFormed(m.formed);
-          b.setEpoch(m.epoch);
-          SetMembers(b.initMembers(m.members.size()), m.members);
-          SetTextList(b.initPending(m.pending.size()), m.pending);
-          b.setCoordinator(TextOf(m.coordinator));
-          b.setAddress(TextOf(m.address));
-          b.setCandidate(m.candidate);
-          b.setAppliedTo(TextOf(m.applied_to));
-          b.setAppliedFormed(m.applied_formed);
-          SetTextList(b.initKnown(m.known.size()), m.known);
-          b.setStep(m.step);
-          b.setNextAdmissionStep(m.next_admission_step);
-          b.setDataSalt(DataOf(m.data_salt));
+          SetState(env.initState(), m);
         } else if constexpr (std::is_same_v<T, msg::Redirect>) {
           auto b = env.initRedirect();
           b.setCoordinatorName(TextOf(m.coordinator_name));

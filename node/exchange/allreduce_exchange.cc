@@ -247,17 +247,17 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   if (s.ok()) s = engine_->WaitAll(Deadline::AfterSeconds(config_.fabric.op_timeout_s));
   // The timings are copied only while the overlap model measures.
   if (s.ok() && tuner_.measuring() && tuner_.StepDone(engine_->LastStepTimings())) s = DecideFirstBucket();
-  if (s.ok() && checks_contributions_) s = CheckContributions(step);
+  if (s.ok() && checks_contributions_) s = CheckContributions(step, local_samples);
   if (s.ok()) return Status::Ok();
   ++failed_steps_;
   return Failed(s, "step " + std::to_string(step) + ": all-reduce", step + 1, /*abandon=*/true);
 }
 
-Status AllreduceExchange::CheckContributions(int64_t step) {
+Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   const MembershipView& view = session_->view;
   CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
                           GatherFigures(*collective_, view.epoch, CheckedSum::kGradients, engine_->LastContribution(),
-                                        Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+                                        local_samples, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   std::vector<std::string> names(view.size());
   for (int r = 0; r < view.size(); ++r) names[r] = view.members[r].name;
   const PoisonVerdict verdict = JudgeContributions(figures.reports, figures.sum_norm, figures.sum_finite,

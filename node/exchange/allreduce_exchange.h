@@ -98,7 +98,8 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   // After step `step`'s all-reduce: every member's contribution gathered and
   // judged (poison_check.h); the step is abandoned when the verdict says so,
   // and members named too often in a row are expelled.
-  [[nodiscard]] Status CheckContributions(int64_t step);
+  // `local_samples`: this member's samples in the step (its weight).
+  [[nodiscard]] Status CheckContributions(int64_t step, int local_samples);
 
   const Config& config_;
   ClusterSession* session_;

@@ -229,7 +229,7 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   gossip::StepContribution mine{std::sqrt(sumsq), finite, std::sqrt(reduced_sumsq), reduced_finite};
   CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
                           GatherFigures(*collective_, session_->view.epoch, CheckedSum::kPseudoGradients, mine,
-                                        Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+                                        /*weight=*/1.0, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   const MembershipView& view = session_->view;
   std::vector<std::string> names(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) names[r] = r < view.size() ? view.members[r].name : "rank " + std::to_string(r);

@@ -27,18 +27,20 @@ std::string Figure(double v) {
 }  // namespace
 
 Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
-                                      const gossip::StepContribution& c, Deadline deadline) {
-  const float mine[4] = {c.finite ? static_cast<float>(c.norm) : 0.0f, c.finite ? 1.0f : 0.0f,
+                                      const gossip::StepContribution& c, double weight, Deadline deadline) {
+  const float scaled = weight > 0 && c.finite ? static_cast<float>(c.norm / weight) : -1.0f;
+  const float mine[5] = {c.finite ? static_cast<float>(c.norm) : 0.0f, c.finite ? 1.0f : 0.0f, scaled,
                          c.reduced_finite ? static_cast<float>(c.reduced_norm) : 0.0f, c.reduced_finite ? 1.0f : 0.0f};
   const gossip::Tag tag =
       EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30);
-  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, mine, tag, deadline));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, mine, tag, deadline,
+                                                                      gossip::AllreduceAlgorithm::kRecursiveDoubling));
   GatheredFigures out;
-  const size_t n = all.size() / 4;
+  const size_t n = all.size() / 5;
   out.reports.resize(n);
-  for (size_t r = 0; r < n; ++r) out.reports[r] = {all[4 * r], all[4 * r + 1] > 0.5f};
-  out.sum_norm = all[2];
-  out.sum_finite = all[3] > 0.5f;
+  for (size_t r = 0; r < n; ++r) out.reports[r] = {all[5 * r], all[5 * r + 1] > 0.5f, all[5 * r + 2]};
+  out.sum_norm = all[3];
+  out.sum_finite = all[4] > 0.5f;
   return out;
 }
 
@@ -48,13 +50,13 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
   const size_t n = reports.size();
   if (n < 3) return verdict;
   std::vector<int> nonfinite;
-  std::vector<double> norms;
+  std::vector<double> norms;  // scaled, of the members that contributed
   double total = 0;
   for (size_t r = 0; r < n; ++r) {
     if (!reports[r].finite || !std::isfinite(reports[r].norm)) {
       nonfinite.push_back(static_cast<int>(r));
     } else {
-      norms.push_back(reports[r].norm);
+      if (reports[r].scaled_norm >= 0) norms.push_back(reports[r].scaled_norm);
       total += reports[r].norm;
     }
   }
@@ -71,11 +73,12 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
     std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
     const double median = sorted[sorted.size() / 2];
     for (size_t r = 0; r < n && median > 0; ++r) {
-      if (reports[r].norm > norm_bound * median) {
+      const double scaled = reports[r].scaled_norm;
+      if (reports[r].finite && scaled > norm_bound * median) {
         verdict.offenders.push_back(static_cast<int>(r));
         if (!verdict.why.empty()) verdict.why += "; ";
-        verdict.why += "rank " + std::to_string(r) + "'s update norm " + Figure(reports[r].norm) + " is " +
-                       Figure(reports[r].norm / median) + "x the median " + Figure(median);
+        verdict.why += "rank " + std::to_string(r) + "'s update norm " + Figure(scaled) + " is " +
+                       Figure(scaled / median) + "x the median " + Figure(median);
       }
     }
     if (!verdict.offenders.empty()) {

@@ -19,9 +19,10 @@
 //    member's FP16 overflow, alone, is then gone by the next step, where a
 //    poisoner is named again). When most members overflow, it is the loss
 //    scale, not a member: nobody is named.
-//  - A finite contribution whose norm exceeds `norm_bound` times the median
-//    of the finite ones (at least 3 of them): named, and the step abandoned
-//    on every member (no update; the replicas stay equal).
+//  - A finite contribution whose norm per unit of weight (scaled_norm)
+//    exceeds `norm_bound` times the median of the finite ones (at least 3 of
+//    them): named, and the step abandoned on every member (no update; the
+//    replicas stay equal).
 //  - Otherwise a sum inconsistent with the reports: abandoned, unattributed.
 #pragma once
 
@@ -47,6 +48,11 @@ class ControlPlane;
 struct ContributionReport {
   double norm = 0;    // L2 norm of the member's contribution to the sum
   bool finite = true;
+  // The norm the outlier test compares: the contribution per unit of the
+  // member's weight (its samples this step under all-reduce, whose
+  // contributions carry their batch share: at an epoch's end one member may
+  // hold a full batch and another one sample); < 0: it contributed nothing.
+  double scaled_norm = 0;
 };
 
 struct PoisonVerdict {
@@ -67,9 +73,10 @@ struct GatheredFigures {
   double sum_norm = 0;
   bool sum_finite = true;
 };
+// `weight`: what the member's contribution is scaled by (ContributionReport::scaled_norm).
 [[nodiscard]] Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch,
                                                     CheckedSum which, const gossip::StepContribution& mine,
-                                                    Deadline deadline);
+                                                    double weight, Deadline deadline);
 
 // `reduced_norm`, `reduced_finite`: the all-reduced sum's (the same on every rank).
 PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, double reduced_norm,

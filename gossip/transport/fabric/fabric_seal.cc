@@ -1,7 +1,10 @@
 // FabricCore's sealed receives (design in fabric_core.h and data_seal.h):
-// installing an epoch's seal, and checking what a sealed receive took. Must
-// not: run under cq_mu_ (a MAC over a large message would stall every other
-// operation's progress), or deliver a message that did not verify.
+// installing an epoch's seal, and checking what a sealed receive took: a
+// message that does not verify is dropped and counted; the receive fails
+// (kDataLoss) when it came from a member, and is posted again when it came
+// from an endpoint that is not one. Must not: run under cq_mu_ (a MAC over a
+// large message would stall every other operation's progress), or deliver a
+// message that did not verify.
 #include <algorithm>
 #include <cstring>
 
@@ -52,7 +55,14 @@ Result<std::shared_ptr<FabricOp>> FabricCore::Unseal(std::shared_ptr<FabricOp> o
     CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": dropped a message that failed authentication on ", op->Describe(),
                     ": ", why, " (", messages_rejected_.load(), " dropped so far; at most one line a second)");
   }
-  // The real message may still come: the same receive again.
+  // From a member's own connection, a message that fails its seal was
+  // changed after it was sealed (seen: a provider writing a late receive
+  // into a buffer the sender then sent) or is not that member's at all;
+  // either way no real message follows it, and the receive fails (as a
+  // truncation does) rather than wait for one: the exchange re-forms.
+  if (completion.source >= 0) return Err(DataLoss(op->Describe() + ": dropped, it failed authentication: " + why));
+  // From an endpoint that is not a member: the real message may still come,
+  // to the same receive posted again.
   auto again = NewOp(FabricOp::Kind::kRecv, op->tag);
   again->peer = op->peer;
   again->addr = op->addr;

@@ -11,7 +11,7 @@ namespace {
 
 std::vector<ContributionReport> Norms(std::initializer_list<double> norms) {
   std::vector<ContributionReport> out;
-  for (double n : norms) out.push_back({n, true});
+  for (double n : norms) out.push_back({n, true, n});
   return out;
 }
 
@@ -29,6 +29,17 @@ TEST(PoisonCheckTest, AnOutlierNormIsNamedAndTheStepAbandoned) {
   EXPECT_TRUE(honest.why.empty());
   // No norm check when it is off.
   EXPECT_FALSE(JudgeContributions(reports, 250.0, true, 0.0).abandon);
+}
+
+// At an epoch's end one member may hold a full batch and another a sample or
+// none: their weighted contributions differ by the batch share, their norms
+// per sample do not.
+TEST(PoisonCheckTest, TheOutlierTestComparesNormsPerUnitOfWeight) {
+  std::vector<ContributionReport> reports = {{64.0, true, 1.0}, {1.0, true, 1.0}, {1.2, true, 1.2}, {0, true, -1}};
+  const PoisonVerdict v = JudgeContributions(reports, 60.0, true, 10.0);
+  EXPECT_TRUE(v.why.empty()) << v.why;
+  reports[1].scaled_norm = 1000.0;  // the same raw norm, from a member claiming a 1000th of the weight
+  EXPECT_EQ(JudgeContributions(reports, 60.0, true, 10.0).offenders, std::vector<int>({1}));
 }
 
 TEST(PoisonCheckTest, NonFiniteContributionsOfAMinorityAreNamedAndAMajorityIsTheLossScale) {
