@@ -306,7 +306,7 @@ TEST_P(TransportConformance, MessageLargerThanReceiveBufferIsAnError) {
     // closed the connection, and a message the sender wrote before it noticed
     // is lost (transport.h; about 1 run in 100 here): there, a later message
     // must arrive within three tries of 3 s.
-    const bool may_lose = GetParam() == TransportKind::kNet;
+    const bool may_lose = testing::ProviderOf(GetParam()) == FabricProvider::kNet;
     bool arrived = false;
     for (uint64_t v = 5; v < 8 && !arrived; ++v) {
       uint64_t r = 0;
