@@ -122,7 +122,10 @@ Result<uint64_t> DpsgdGossip::DecodeNeighbors(const std::vector<int>& from, std:
     if (!s.ok()) {
       return Err(Fail(s.WithContext("message from rank " + std::to_string(from[k])), round));
     }
-    if (RejectOutlier(params, decoded_[k], from[k], options_.max_relative_distance)) continue;
+    if (options_.max_relative_distance > 0 &&
+        RejectOutlier(RelativeDistance(params, decoded_[k]), from[k], options_.max_relative_distance)) {
+      continue;
+    }
     NoteAccepted(from[k]);
     accepted[k] = true;
   }

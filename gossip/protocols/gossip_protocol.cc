@@ -175,11 +175,8 @@ Status CheckPeriod(int period, std::string_view who) {
   return Status::Ok();
 }
 
-bool GossipProtocol::RejectOutlier(std::span<const float> own, std::span<const float> theirs, Rank from,
-                                   double max_relative_distance) {
-  if (max_relative_distance <= 0) return false;
-  const double distance = RelativeDistance(own, theirs);
-  if (distance <= max_relative_distance) return false;
+bool GossipProtocol::RejectOutlier(double distance, Rank from, double max_relative_distance) {
+  if (max_relative_distance <= 0 || distance <= max_relative_distance) return false;
   uint64_t count = 0;
   UpdateStats([&](GossipStats& s) {
     count = ++s.rejected_outliers;

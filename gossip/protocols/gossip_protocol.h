@@ -187,9 +187,9 @@ class GossipProtocol {
   // Clears the interrupt and failed state and fixes the params length.
   void ResetState(size_t n);
   // True (counted, and logged at most once a second naming `from`) when
-  // `theirs` is farther from `own` than `max_relative_distance` allows.
-  bool RejectOutlier(std::span<const float> own, std::span<const float> theirs, Rank from,
-                     double max_relative_distance);
+  // `distance` (RelativeDistance of their values from this node's) is more
+  // than `max_relative_distance` allows.
+  bool RejectOutlier(double distance, Rank from, double max_relative_distance);
   // `from`'s values were mixed in: its run of rejections (RejectOutlier,
   // NoteNonFinite) ends.
   void NoteAccepted(Rank from);

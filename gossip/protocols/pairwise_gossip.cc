@@ -414,7 +414,8 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
     SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
     return;
   }
-  if (RejectOutlier(public_, scratch_, from, options_.max_relative_distance)) {
+  if (options_.max_relative_distance > 0 &&
+      RejectOutlier(RelativeDistance(public_, scratch_), from, options_.max_relative_distance)) {
     SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
     return;
   }
@@ -577,9 +578,10 @@ Status PairwiseGossip::MixAnswerLocked(Rank peer, int64_t peer_step, std::span<c
     return Status::Ok();
   }
   if (!decoded.ok()) return decoded.WithContext("answer from rank " + std::to_string(peer));
-  if (RejectOutlier(own_sent_, scratch_, peer, options_.max_relative_distance)) return Status::Ok();
-  NoteAccepted(peer);
+  // One distance for the outlier test and the stats.
   const double distance = RelativeDistance(own_sent_, scratch_);
+  if (RejectOutlier(distance, peer, options_.max_relative_distance)) return Status::Ok();
+  NoteAccepted(peer);
   MoveHalfwayLocked(own_sent_);
   const int64_t staleness = std::abs(step_ - peer_step);
   UpdateStats([&](GossipStats& s) {

@@ -554,7 +554,6 @@ nlohmann::json GossipExchange::Metrics() const {
     gossip::GossipStats s = protocol_->Stats();
     m["consensus_distance_estimate"] = s.neighbor_distance;
     m["rejected_nonfinite"] = s.rejected_nonfinite;
-    m["rejected_outliers"] = s.rejected_outliers;
     m["poison"] = {{"rejected_outliers", s.rejected_outliers}, {"expelled", expelled_}};
     m["mix_rounds"] = s.mix_rounds;
     m["exchanges"] = s.exchanges;
