@@ -33,4 +33,33 @@ Result<HostGroups> GroupByHost(const std::vector<std::string>& host_keys) {
   return groups;
 }
 
+Result<std::vector<int>> LinkAwareOrder(const std::vector<std::string>& site_keys,
+                                        const std::vector<std::string>& host_keys) {
+  if (site_keys.size() != host_keys.size()) {
+    return Err(InvalidArgument("link-aware order: " + std::to_string(site_keys.size()) + " site keys for " +
+                               std::to_string(host_keys.size()) + " host keys"));
+  }
+  CHORUS_ASSIGN_OR_RETURN(HostGroups hosts, GroupByHost(host_keys));
+  CHORUS_RETURN_IF_ERROR(StatusOf(GroupByHost(site_keys)));  // no empty site key
+  std::vector<std::string> host_site;  // [host] -> the site of its lowest rank
+  for (int leader : hosts.leaders) host_site.push_back(site_keys[static_cast<size_t>(leader)]);
+  CHORUS_ASSIGN_OR_RETURN(HostGroups sites, GroupByHost(host_site));  // groups of hosts, by lowest rank
+  std::vector<int> order;
+  order.reserve(site_keys.size());
+  for (const std::vector<int>& site_hosts : sites.members) {
+    for (int h : site_hosts) order.insert(order.end(), hosts.members[h].begin(), hosts.members[h].end());
+  }
+  return order;
+}
+
+int RingCrossings(const std::vector<int>& order, const std::vector<std::string>& keys) {
+  const size_t n = order.size();
+  if (n < 2) return 0;
+  int crossings = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (keys[static_cast<size_t>(order[i])] != keys[static_cast<size_t>(order[(i + 1) % n])]) ++crossings;
+  }
+  return crossings;
+}
+
 }  // namespace chorus::topologies

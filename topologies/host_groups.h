@@ -29,4 +29,20 @@ struct HostGroups {
 // host_keys[r] is rank r's host. Fails on an empty list or an empty key (naming the rank).
 Result<HostGroups> GroupByHost(const std::vector<std::string>& host_keys);
 
+// The ranks in link-aware order: each site's ranks together (sites in the
+// order of their lowest rank), and inside a site each host's ranks together
+// (hosts in the order of their lowest rank), ascending inside a host. A ring
+// in this order crosses each site's boundary exactly twice (once out, once
+// in) and each host's likewise; with one site and one host per rank it is
+// 0..n-1. `site_keys[r]` and `host_keys[r]` are rank r's (same length). A
+// host whose ranks name different sites is one host: it goes with the site of
+// its lowest rank.
+// Errors: as GroupByHost, or lengths that differ.
+Result<std::vector<int>> LinkAwareOrder(const std::vector<std::string>& site_keys,
+                                        const std::vector<std::string>& host_keys);
+
+// How many edges of the ring `order` (order[i] sends to order[i+1], the last
+// to the first) join ranks of different keys; 0 for fewer than two ranks.
+int RingCrossings(const std::vector<int>& order, const std::vector<std::string>& keys);
+
 }  // namespace chorus::topologies

@@ -2,6 +2,7 @@
 #include "gossip/collectives/collective.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <thread>
 
@@ -19,7 +20,8 @@ namespace chorus::gossip {
 int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
 
 Result<Collective> Collective::Create(Transport& transport, std::vector<std::string> host_keys,
-                                      std::optional<HostSegmentOptions> shared_memory) {
+                                      std::optional<HostSegmentOptions> shared_memory,
+                                      std::vector<std::string> site_keys) {
   CHORUS_ASSIGN_OR_RETURN(CollectiveGroup world, CollectiveGroup::World(transport));
   if (host_keys.empty()) {
     for (int r = 0; r < world.size(); ++r) host_keys.push_back("rank" + std::to_string(r));
@@ -29,6 +31,19 @@ Result<Collective> Collective::Create(Transport& transport, std::vector<std::str
                                " host keys for " + std::to_string(world.size()) + " ranks"));
   }
   CHORUS_ASSIGN_OR_RETURN(topologies::HostGroups hosts, topologies::GroupByHost(host_keys));
+  std::vector<int> order(static_cast<size_t>(world.size()));
+  std::iota(order.begin(), order.end(), 0);
+  if (!site_keys.empty()) {
+    if (site_keys.size() != host_keys.size()) {
+      return Err(InvalidArgument("collective: " + std::to_string(site_keys.size()) + " site keys for " +
+                                 std::to_string(world.size()) + " ranks"));
+    }
+    CHORUS_ASSIGN_OR_RETURN(order, topologies::LinkAwareOrder(site_keys, host_keys));
+  }
+  CHORUS_ASSIGN_OR_RETURN(CollectiveGroup ring, world.Sub(order));
+  std::vector<std::string> ring_host_keys;
+  for (int r : order) ring_host_keys.push_back(host_keys[static_cast<size_t>(r)]);
+  CHORUS_ASSIGN_OR_RETURN(topologies::HostGroups ring_hosts, topologies::GroupByHost(ring_host_keys));
   std::shared_ptr<HostSegment> segment;
   const auto& members = hosts.members[hosts.group_of_rank[world.self()]];
   if (shared_memory && members.size() > 1) {
@@ -37,7 +52,14 @@ Result<Collective> Collective::Create(Transport& transport, std::vector<std::str
     o.tag_base = CollectiveTag(o.tag_base, CollectivePhase::kSegmentAttach);
     CHORUS_ASSIGN_OR_RETURN(segment, HostSegment::Attach(local, o));
   }
-  return Collective(std::move(world), std::move(hosts), std::move(segment), HostCores());
+  return Collective(std::move(world), std::move(hosts), std::move(ring), std::move(ring_hosts), std::move(segment),
+                    HostCores());
+}
+
+std::vector<Rank> Collective::RingOrder() const {
+  std::vector<Rank> order;
+  for (int i = 0; i < ring_.size(); ++i) order.push_back(ring_.RankAt(i));
+  return order;
 }
 
 bool Collective::Oversubscribed() const {
@@ -62,12 +84,12 @@ Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& give
     options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
   }
   switch (algorithm) {
-    case AllreduceAlgorithm::kRing: return AllreduceRing(world_, data, options);
+    case AllreduceAlgorithm::kRing: return AllreduceRing(ring_, data, options);
     case AllreduceAlgorithm::kTree: return AllreduceTree(world_, data, options);
     case AllreduceAlgorithm::kHalvingDoubling:
       return AllreduceHalvingDoubling(world_, data, options);
     case AllreduceAlgorithm::kHierarchical:
-      return AllreduceHierarchical(world_, hosts_, data, options, segment_.get());
+      return AllreduceHierarchical(ring_, ring_hosts_, data, options, segment_.get());
     case AllreduceAlgorithm::kRecursiveDoubling:
       return AllreduceRecursiveDoubling(world_, data, options);
     case AllreduceAlgorithm::kSharedMemory:

@@ -42,8 +42,13 @@ class Collective {
   // `shared_memory`: the ranks of each host (two or more) attach one
   // HostSegment (a collective call: every rank passes it or none does), used by
   // kSharedMemory, by hierarchical inside hosts, and so by kAuto.
+  // `site_keys`: one per transport rank (cluster.site): the ring and
+  // hierarchical all-reduce then run their ring in topologies::LinkAwareOrder,
+  // so that it crosses each site's boundary twice, and each host's likewise,
+  // whatever the ranks' order. Empty: the ring in rank order.
   static Result<Collective> Create(Transport& transport, std::vector<std::string> host_keys = {},
-                                   std::optional<HostSegmentOptions> shared_memory = std::nullopt);
+                                   std::optional<HostSegmentOptions> shared_memory = std::nullopt,
+                                   std::vector<std::string> site_keys = {});
 
   // Sums `data` in place over all ranks (same length and options everywhere),
   // with options.pre_scale / post_scale. `half` holds IEEE binary16 bits, summed
@@ -66,6 +71,8 @@ class Collective {
   int rank() const { return world_.self(); }
   int size() const { return world_.size(); }
   const topologies::HostGroups& hosts() const { return hosts_; }
+  // The transport ranks in the order of the ring (LinkAwareOrder).
+  std::vector<Rank> RingOrder() const;
   // This rank's host segment; null without shared memory or alone on its host.
   HostSegment* segment() const { return segment_.get(); }
   // Every rank on this host and more of them than its cores (Oversubscribed in
@@ -73,16 +80,20 @@ class Collective {
   bool Oversubscribed() const;
 
  private:
-  Collective(CollectiveGroup world, topologies::HostGroups hosts, std::shared_ptr<HostSegment> segment,
-             int host_cores)
-      : world_(std::move(world)), hosts_(std::move(hosts)), segment_(std::move(segment)),
-        host_cores_(host_cores) {}
+  Collective(CollectiveGroup world, topologies::HostGroups hosts, CollectiveGroup ring,
+             topologies::HostGroups ring_hosts, std::shared_ptr<HostSegment> segment, int host_cores)
+      : world_(std::move(world)), hosts_(std::move(hosts)), ring_(std::move(ring)),
+        ring_hosts_(std::move(ring_hosts)), segment_(std::move(segment)), host_cores_(host_cores) {}
 
   template <typename T>
   Status AllreduceImpl(std::span<T> data, const AllreduceOptions& options) const;
 
   CollectiveGroup world_;
   topologies::HostGroups hosts_;
+  // The world in link-aware order, and its host groups by index in it (the
+  // same hosts and leaders as hosts_; members ascending inside each).
+  CollectiveGroup ring_;
+  topologies::HostGroups ring_hosts_;
   std::shared_ptr<HostSegment> segment_;  // shared: Collective is copied by value
   int host_cores_ = 0;  // HostCores(), for kAuto when every rank is on this host
 };

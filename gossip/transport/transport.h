@@ -108,6 +108,9 @@ struct PeerInfo {
   Rank rank = -1;
   std::vector<uint8_t> address;  // opaque data-plane address (fi_getname blob)
   std::string name;              // human-readable, used in errors ("node2@127.0.0.1:4002")
+  // In another site than this endpoint (cluster.site): what is sent to it
+  // counts in TransportStats::bytes_sent_across_sites too.
+  bool other_site = false;
 };
 
 struct TransportStats {
@@ -119,6 +122,8 @@ struct TransportStats {
   // Dropped unused because they failed authentication (SetEpochKey): forged,
   // altered, of another epoch, replayed, or from an endpoint that is not a member.
   uint64_t messages_rejected = 0;
+  // Of bytes_sent, those to peers in another site (PeerInfo::other_site).
+  uint64_t bytes_sent_across_sites = 0;
 
   TransportStats& operator+=(const TransportStats& o) {
     bytes_sent += o.bytes_sent;
@@ -127,6 +132,7 @@ struct TransportStats {
     messages_received += o.messages_received;
     messages_discarded += o.messages_discarded;
     messages_rejected += o.messages_rejected;
+    bytes_sent_across_sites += o.bytes_sent_across_sites;
     return *this;
   }
 };

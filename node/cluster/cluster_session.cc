@@ -23,8 +23,10 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
   if (!transport) return Status::Ok();
   std::vector<gossip::PeerInfo> peers;
   peers.reserve(next.members.size());
+  const Member* self = next.self_rank >= 0 && next.self_rank < next.size() ? &next.members[next.self_rank] : nullptr;
   for (const Member& m : next.members) {
-    peers.push_back({m.rank, m.data_address, m.name + "@" + m.control_address});
+    const bool other_site = self != nullptr && m.SiteKey() != self->SiteKey();
+    peers.push_back({m.rank, m.data_address, m.name + "@" + m.control_address, other_site});
   }
   // Over shm: a fresh endpoint per epoch, which every member must have
   // opened before any inserts it (Transport::BeginEpoch), and installed
@@ -71,6 +73,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
   local.device = config.train.device;
   local.batch_size = config.train.batch_size;
   local.host_group = config.cluster.host_group;
+  local.site = config.cluster.site;
   local.chorus_version = CHORUS_VERSION;
   local.libfabric_version = gossip::LibfabricVersion();
   local.provider = ProviderName(config.fabric.provider);

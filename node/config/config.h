@@ -219,6 +219,10 @@ struct ClusterConfig {
   // join_timeout_s without reaching a formed cluster.
   bool join_only = false;
   std::string host_group;              // hierarchical all-reduce grouping (default: hostname)
+  // Where the node is (a lab, a data centre): links inside a site are fast,
+  // links between sites slow. Link-aware collectives and the two-level outer
+  // exchange group by it. Default: the host group.
+  std::string site;
   int rank_hint = -1;                  // from SLURM_PROCID / OMPI_COMM_WORLD_RANK when unset
 
   bool operator==(const ClusterConfig&) const = default;
@@ -286,6 +290,10 @@ struct ExchangeConfig {
   int state_sources = 4;             // allreduce: members a joiner's state comes from at once (striped)
   bool fp16_wire = false;            // all-reduce FP16 gradients (pre-divided by N)
   bool shared_memory = true;         // nodes of one host_group sum through a shared segment
+  // The ring (ring and hierarchical all-reduce) runs in link-aware order:
+  // each cluster.site's members together, each host's inside it, so that it
+  // crosses each site boundary twice. False: rank order.
+  bool link_aware = true;
   OnFailure on_failure = OnFailure::kContinue;
   // A check of every member's contribution (node/exchange/poison_check.h).
   bool poison_check = true;

@@ -166,6 +166,8 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(cluster, join_only,
                         "only join a formed cluster: never found one (a node rejoining by itself sets it)"),
     CHORUS_CONFIG_FIELD(cluster, host_group, "empty: hostname"),
+    CHORUS_CONFIG_FIELD(cluster, site,
+                        "where the node is; links inside a site are fast, between sites slow (empty: its host group)"),
     CHORUS_CONFIG_FIELD(cluster, rank_hint, "-1: from SLURM_PROCID / OMPI_COMM_WORLD_RANK"),
 
     CHORUS_CONFIG_CHOICE(fabric, provider, gossip::kFabricProviderNames, AnyValue, ""),
@@ -195,6 +197,9 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange, shared_memory,
                         "allreduce: nodes of one host_group sum through a shared-memory segment "
                         "(false: through the fabric only)"),
+    CHORUS_CONFIG_FIELD(exchange, link_aware,
+                        "allreduce: the ring runs site by site (cluster.site), host by host inside a site, so that "
+                        "it crosses each site boundary twice (false: rank order)"),
     CHORUS_CONFIG_FIELD(exchange, poison_check,
                         "allreduce: gather every member's contribution norm and finite flag each step; a member "
                         "that sends non-finite values or an outlier is named and its step not applied (3+ members)"),

@@ -47,6 +47,7 @@ struct NodeInfo {
   batchSize @5 :UInt32;
   hostGroup @6 :Text;
   rankHint @7 :Int32 = -1;
+  site @8 :Text;             # where the node is (cluster.site); empty from older nodes
 }
 
 struct Join {

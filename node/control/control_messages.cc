@@ -50,6 +50,7 @@ void SetNodeInfo(wire::NodeInfo::Builder b, const Member& m) {
   b.setBatchSize(static_cast<uint32_t>(m.batch_size < 0 ? 0 : m.batch_size));
   b.setHostGroup(TextOf(m.host_group));
   b.setRankHint(m.rank_hint);
+  b.setSite(TextOf(m.site));
 }
 
 void SetMembers(capnp::List<wire::NodeInfo>::Builder list, const std::vector<Member>& members) {
@@ -221,6 +222,7 @@ Result<Member> GetNodeInfo(wire::NodeInfo::Reader r) {
   m.batch_size = static_cast<int>(std::min<uint32_t>(r.getBatchSize(), 1u << 30));
   m.host_group = StringOf(r.getHostGroup());
   m.rank_hint = r.getRankHint();
+  m.site = StringOf(r.getSite());
   return m;
 }
 

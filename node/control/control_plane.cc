@@ -71,6 +71,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
   self.host_group = !local.host_group.empty() ? local.host_group
                     : !config.host_group.empty() ? config.host_group
                                                  : HostName();
+  self.site = !local.site.empty() ? local.site : !config.site.empty() ? config.site : self.host_group;
   self.rank_hint = config.rank_hint;
   VersionInfo versions{local.chorus_version, local.libfabric_version, local.provider,
                        local.provider_version};

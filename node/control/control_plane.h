@@ -62,6 +62,7 @@ struct LocalNodeInfo {
   trainer::Device device;             // the CPU or a GPU
   int batch_size = 0;
   std::string host_group;             // default: cluster.host_group, then the host name
+  std::string site;                   // default: cluster.site, then the host group
   // Must match exactly across the cluster (a mismatch is refused, naming both).
   std::string chorus_version;
   std::string libfabric_version;

@@ -28,8 +28,15 @@ struct Member {
   int batch_size = 0;                 // per-node mini-batch
   std::string host_group;             // nodes sharing a host group can use shm / hierarchical steps
   int rank_hint = -1;                 // preferred position in epoch 0; -1 when not set
+  // Where the node is: members of one site share fast links, and links between
+  // sites are slow (cluster.site; default: the host group).
+  std::string site;
 
   bool operator==(const Member&) const = default;
+  // The member's host key: host_group, else its name.
+  const std::string& HostKey() const { return host_group.empty() ? name : host_group; }
+  // The member's site: site, else its host key.
+  const std::string& SiteKey() const { return site.empty() ? HostKey() : site; }
 };
 
 // The membership of one epoch as seen by one node.

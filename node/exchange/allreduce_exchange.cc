@@ -28,7 +28,14 @@ gossip::AllreduceCrossovers CrossoversFromConfig(gossip::FabricProvider provider
 
 std::vector<std::string> HostKeys(const MembershipView& view) {
   std::vector<std::string> keys;
-  for (const Member& m : view.members) keys.push_back(m.host_group.empty() ? m.name : m.host_group);
+  for (const Member& m : view.members) keys.push_back(m.HostKey());
+  return keys;
+}
+
+std::vector<std::string> SiteKeys(const MembershipView& view, bool link_aware) {
+  if (!link_aware) return {};
+  std::vector<std::string> keys;
+  for (const Member& m : view.members) keys.push_back(m.SiteKey());
   return keys;
 }
 
@@ -115,7 +122,8 @@ Status AllreduceExchange::Build() {
     StopBeforeAttachIfAsked(view.epoch);
   }
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective c,
-                          gossip::Collective::Create(*session_->transport, HostKeys(view), segment));
+                          gossip::Collective::Create(*session_->transport, HostKeys(view), segment,
+                                                      SiteKeys(view, config_.exchange.link_aware)));
   collective_ = std::make_unique<gossip::Collective>(std::move(c));
   if (collective_->segment() != nullptr) {
     CHORUS_LOG_INFO(Subsys::kGossip, "all-reduce inside the host through shared memory ",
@@ -393,6 +401,7 @@ nlohmann::json AllreduceExchange::Metrics() const {
   gossip::TransportStats t = session_->transport->Stats();
   return {{"bytes_sent", t.bytes_sent},
           {"bytes_received", t.bytes_received},
+          {"bytes_sent_across_sites", t.bytes_sent_across_sites},
           {"membership_epoch", session_->view.epoch},
           {"world_size", session_->view.size()},
           {"reforms", reforms_},

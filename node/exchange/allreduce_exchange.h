@@ -153,5 +153,9 @@ inline constexpr CrossoverKey kCrossoverKeys[] = {
 gossip::AllreduceCrossovers CrossoversFromConfig(gossip::FabricProvider provider, const CrossoversConfig& x);
 // Each rank's host key for hierarchical all-reduce (host_group, else its name).
 std::vector<std::string> HostKeys(const MembershipView& view);
+// Each rank's site for link-aware collectives (site, else its host key), or
+// none (rank order) when `link_aware` is off: gossip::Collective::Create's
+// site_keys.
+std::vector<std::string> SiteKeys(const MembershipView& view, bool link_aware);
 
 }  // namespace chorus::node

@@ -85,7 +85,9 @@ OuterExchange::~OuterExchange() {
 
 Status OuterExchange::Build() {
   const MembershipView& view = session_->view;
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective c, gossip::Collective::Create(*session_->transport, HostKeys(view)));
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective c,
+                          gossip::Collective::Create(*session_->transport, HostKeys(view), std::nullopt,
+                                                     SiteKeys(view, config_.exchange.link_aware)));
   collective_ = std::make_unique<gossip::Collective>(std::move(c));
   graph_.reset();
   if (config_.exchange.kind == ExchangeKind::kGossip && config_.exchange.outer.peers == OuterPeers::kNeighbours) {
@@ -489,6 +491,7 @@ nlohmann::json OuterExchange::Metrics() const {
   gossip::TransportStats t = session_->transport->Stats();
   nlohmann::json m = {{"bytes_sent", t.bytes_sent - meter_.bytes_sent()},
                       {"bytes_received", t.bytes_received - meter_.bytes_received()},
+                      {"bytes_sent_across_sites", t.bytes_sent_across_sites},
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"reforms", reforms_},

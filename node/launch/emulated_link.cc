@@ -114,18 +114,69 @@ Status EmulatedLink::Available() {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<EmulatedLink>> EmulatedLink::Create(int nodes, const LinkShape& shape) {
+namespace {
+
+Status CheckSites(int nodes, const SiteLinks& sites) {
+  if (static_cast<int>(sites.site_of_node.size()) != nodes) {
+    return InvalidArgument("link emulation: sites place " + std::to_string(sites.site_of_node.size()) + " nodes of " +
+                           std::to_string(nodes));
+  }
+  const int num_sites = 1 + *std::max_element(sites.site_of_node.begin(), sites.site_of_node.end());
+  if (num_sites > 99) return InvalidArgument("link emulation: at most 99 sites");
+  std::vector<int> count(static_cast<size_t>(num_sites), 0);
+  for (int i = 0; i < nodes; ++i) {
+    const int s = sites.site_of_node[static_cast<size_t>(i)];
+    if (s < 0) return InvalidArgument("link emulation: node " + std::to_string(i) + " has site " + std::to_string(s));
+    ++count[static_cast<size_t>(s)];
+  }
+  for (int s = 0; s < num_sites; ++s) {
+    if (count[static_cast<size_t>(s)] == 0) {
+      return InvalidArgument("link emulation: site " + std::to_string(s) + " has no node (sites are 0.." +
+                             std::to_string(num_sites - 1) + ")");
+    }
+  }
+  if (!(sites.between.bytes_per_s > 0.0) || !(sites.between.latency_s >= 0.0)) {
+    return InvalidArgument("link emulation: the link between sites needs a bandwidth > 0");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EmulatedLink>> EmulatedLink::Create(int nodes, const LinkShape& shape, const SiteLinks* sites) {
   if (nodes < 1 || nodes > 250) return Err(InvalidArgument("link emulation: nodes must be in 1..250"));
   if (!(shape.bytes_per_s >= 0.0) || (shape.bytes_per_s == 0.0 && shape.latency_s != 0.0)) {
     return Err(InvalidArgument("link emulation: bandwidth must be > 0 (or 0, unshaped, without latency)"));
   }
+  if (sites != nullptr) CHORUS_RETURN_IF_ERROR(CheckSites(nodes, *sites));
   std::unique_ptr<EmulatedLink> link(new EmulatedLink());
-  Status s = link->Build(nodes, shape);
+  Status s = link->Build(nodes, shape, sites);
   if (!s.ok()) return Err(s);  // the destructor removes what was made
   return link;
 }
 
-Status EmulatedLink::Build(int nodes, const LinkShape& shape) {
+Status EmulatedLink::ShapeDevice(const std::string& ns, const std::string& dev, const LinkShape& shape,
+                                 double latency_share) {
+  auto run = [](const std::vector<std::string>& argv) -> Status { return StatusOf(RunCommand(argv)); };
+  // tbf needs a bucket of at least one maximal (GSO) packet; 2 ms of traffic
+  // keeps the average rate exact without large bursts.
+  const std::string burst = std::to_string(static_cast<long long>(std::max(shape.bytes_per_s * 0.002, 131072.0)));
+  if (shape.latency_s > 0.0 && latency_note_.empty()) {
+    Result<std::string> r = RunCommand({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem",
+                                        "delay", TcTime(shape.latency_s * latency_share), "limit", "100000"});
+    if (r) {
+      latency_emulated_ = true;
+      return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf", "rate",
+                  TcRate(shape.bytes_per_s), "burst", burst, "latency", "100ms"});
+    }
+    latency_emulated_ = false;
+    latency_note_ = "latency not emulated: " + r.error().message() + " (this kernel has no sch_netem); bandwidth only";
+  }
+  return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(shape.bytes_per_s), "burst",
+              burst, "latency", "100ms"});
+}
+
+Status EmulatedLink::Build(int nodes, const LinkShape& shape, const SiteLinks* sites) {
   shape_ = shape;
   const int k = NextIndex();
   index_ = k;
@@ -136,32 +187,34 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape) {
   (void)RunCommand({"ip", "netns", "del", switch_ns_});
   CHORUS_RETURN_IF_ERROR(run({"ip", "netns", "add", switch_ns_}));
   namespaces_.push_back(switch_ns_);
-  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", "br0", "type", "bridge"}));
-  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", "br0", "up"}));
-
-  // tbf needs a bucket of at least one maximal (GSO) packet; 2 ms of traffic
-  // keeps the average rate exact without large bursts.
-  const double burst = std::max(shape.bytes_per_s * 0.002, 131072.0);
-  const std::string half_latency = TcTime(shape.latency_s / 2.0);
-  latency_emulated_ = false;
-  bool netem_missing = false;
-  auto shape_dev = [&](const std::string& ns, const std::string& dev) -> Status {
-    if (shape.latency_s > 0.0 && !netem_missing) {
-      Result<std::string> r = RunCommand({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:",
-                                          "netem", "delay", half_latency, "limit", "100000"});
-      if (r) {
-        latency_emulated_ = true;
-        return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf", "rate",
-                    TcRate(shape.bytes_per_s), "burst", std::to_string(static_cast<long long>(burst)),
-                    "latency", "100ms"});
-      }
-      netem_missing = true;
-      latency_note_ = "latency not emulated: " + r.error().message() +
-                      " (this kernel has no sch_netem); bandwidth only";
-    }
-    return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(shape.bytes_per_s),
-                "burst", std::to_string(static_cast<long long>(burst)), "latency", "100ms"});
+  auto add_bridge = [&](const std::string& name) -> Status {
+    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", name, "type", "bridge"}));
+    return run({"ip", "-n", switch_ns_, "link", "set", name, "up"});
   };
+  CHORUS_RETURN_IF_ERROR(add_bridge("br0"));
+  latency_emulated_ = false;
+
+  // Each site's bridge, and its uplink to the core bridge br0.
+  std::vector<std::string> node_bridge(static_cast<size_t>(nodes), "br0");
+  if (sites != nullptr) {
+    site_of_node_ = sites->site_of_node;
+    between_ = sites->between;
+    const int num_sites = 1 + *std::max_element(site_of_node_.begin(), site_of_node_.end());
+    for (int s = 0; s < num_sites; ++s) {
+      const std::string bridge = "site" + std::to_string(s);
+      const std::string site_end = "c" + std::to_string(k) + "u" + std::to_string(s);
+      const std::string core_end = "c" + std::to_string(k) + "w" + std::to_string(s);
+      CHORUS_RETURN_IF_ERROR(add_bridge(bridge));
+      CHORUS_RETURN_IF_ERROR(
+          run({"ip", "-n", switch_ns_, "link", "add", site_end, "type", "veth", "peer", "name", core_end}));
+      CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", site_end, "master", bridge, "up"}));
+      CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", core_end, "master", "br0", "up"}));
+      // Out of the site on site_end, into the other site on its core_end: half the latency each.
+      CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, site_end, between_, 0.5));
+      CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, core_end, between_, 0.5));
+    }
+    for (int i = 0; i < nodes; ++i) node_bridge[static_cast<size_t>(i)] = "site" + std::to_string(site_of_node_[i]);
+  }
 
   for (int i = 0; i < nodes; ++i) {
     const std::string ns = prefix + "n" + std::to_string(i);
@@ -174,14 +227,15 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape) {
     // Created inside the switch namespace, so the root namespace never sees it.
     CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", switch_dev, "type", "veth", "peer", "name",
                                 node_dev, "netns", ns}));
-    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", switch_dev, "master", "br0", "up"}));
+    CHORUS_RETURN_IF_ERROR(
+        run({"ip", "-n", switch_ns_, "link", "set", switch_dev, "master", node_bridge[static_cast<size_t>(i)], "up"}));
     CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", node_dev, "name", "eth0"}));
     CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "addr", "add", host + "/24", "dev", "eth0"}));
     CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", "eth0", "up"}));
     CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", "lo", "up"}));
     if (shape.bytes_per_s > 0.0) {
-      CHORUS_RETURN_IF_ERROR(shape_dev(ns, "eth0"));
-      CHORUS_RETURN_IF_ERROR(shape_dev(switch_ns_, switch_dev));
+      CHORUS_RETURN_IF_ERROR(ShapeDevice(ns, "eth0", shape, 0.5));
+      CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, switch_dev, shape, 0.5));
     }
     hosts_.push_back(host);
   }
@@ -220,6 +274,14 @@ std::string EmulatedLink::Describe() const {
     char lat[64];
     std::snprintf(lat, sizeof(lat), "%.3g ms", shape_.latency_s * 1e3);
     s += latency_emulated_ ? std::string(", ") + lat + " one-way (netem)" : "; " + latency_note_;
+  }
+  if (!site_of_node_.empty()) {
+    const int num_sites = 1 + *std::max_element(site_of_node_.begin(), site_of_node_.end());
+    char between[96];
+    std::snprintf(between, sizeof(between), "%.3g Mbit/s, %.3g ms one-way", between_.bytes_per_s * 8.0 / 1e6,
+                  between_.latency_s * 1e3);
+    s += "; " + std::to_string(num_sites) + " sites joined by " + between;
+    if (between_.latency_s > 0.0 && !latency_emulated_) s += " (latency not emulated)";
   }
   return s;
 }

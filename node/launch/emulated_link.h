@@ -8,6 +8,14 @@
 // shape of 0 bytes/s leaves the links unshaped (namespaces only: `chorus chaos`
 // partitions nodes through them).
 //
+// Sites: with a SiteLinks, each site has its own bridge in the switch
+// namespace, its nodes' veths join it, and each site bridge reaches a core
+// bridge over an uplink (a veth pair inside the switch namespace) shaped with
+// the site link's bandwidth on both ends and half its latency on each end:
+// traffic inside a site crosses the node links only; traffic between two
+// sites crosses both sites' uplinks too (latency the site link's one-way
+// latency, bandwidth the site link's, shared by everything a site sends out).
+//
 // Root only (CAP_NET_ADMIN); Available() says why not. Everything created is
 // removed by the destructor (deleting a namespace deletes its veth ends), and a
 // failed Create removes what it made. Needs `ip` and `tc` from iproute2.
@@ -29,13 +37,22 @@ struct LinkShape {
   double latency_s = 0.0;    // one-way; 0 = none
 };
 
+// Nodes grouped into sites with a slower link between sites (see above).
+struct SiteLinks {
+  std::vector<int> site_of_node;  // [node] -> site, 0..sites-1, every site non-empty
+  LinkShape between;              // bytes_per_s > 0
+};
+
 class EmulatedLink {
  public:
   // Ok when this process may create namespaces and shape links here; otherwise
   // why not (not root, no `ip`/`tc`, namespaces refused).
   [[nodiscard]] static Status Available();
 
-  [[nodiscard]] static Result<std::unique_ptr<EmulatedLink>> Create(int nodes, const LinkShape& shape);
+  // `shape`: each node's own link. `sites`: none (one switch), or the sites
+  // and the link between them.
+  [[nodiscard]] static Result<std::unique_ptr<EmulatedLink>> Create(int nodes, const LinkShape& shape,
+                                                                    const SiteLinks* sites = nullptr);
   ~EmulatedLink();
   EmulatedLink(const EmulatedLink&) = delete;
   EmulatedLink& operator=(const EmulatedLink&) = delete;
@@ -59,7 +76,11 @@ class EmulatedLink {
 
  private:
   EmulatedLink() = default;
-  Status Build(int nodes, const LinkShape& shape);
+  Status Build(int nodes, const LinkShape& shape, const SiteLinks* sites);
+  // Shapes `dev` in namespace `ns` to `shape` (tbf, under netem when
+  // shape.latency_s > 0 and the kernel has it); `latency_share` of the
+  // one-way latency goes on this end.
+  Status ShapeDevice(const std::string& ns, const std::string& dev, const LinkShape& shape, double latency_share);
 
   Status SetSwitchPort(int i, bool up);
 
@@ -68,6 +89,8 @@ class EmulatedLink {
   std::vector<std::string> namespaces_;  // created, in order; removed in reverse
   std::vector<std::string> hosts_;
   LinkShape shape_;
+  std::vector<int> site_of_node_;  // empty: one switch
+  LinkShape between_;
   bool latency_emulated_ = false;
   std::string latency_note_;
 };

@@ -167,6 +167,7 @@ struct FabricOp {
   Tag tag = 0;
   size_t length = 0;
   std::string peer_name;           // "rank 1 (node1)" or "any source"
+  bool other_site = false;         // a send to a peer in another site
   void* data = nullptr;            // user buffer
   void* desc = nullptr;            // fi_mr_desc of `mr`, or null
   std::shared_ptr<void> mr;        // registration in use, if any
@@ -233,6 +234,7 @@ struct PeerTable {
   std::vector<fi_addr_t> addr;     // by rank
   std::vector<std::string> names;  // by rank
   std::vector<bool> dead;          // by rank
+  std::vector<bool> other_site;    // by rank: PeerInfo::other_site
   std::unordered_map<fi_addr_t, Rank> rank_of;
 
   std::string Name(Rank r) const {
@@ -303,6 +305,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
     s.messages_received = messages_received_.load();
     s.messages_discarded = messages_discarded_.load();
     s.messages_rejected = messages_rejected_.load();
+    s.bytes_sent_across_sites = bytes_sent_across_sites_.load();
     return s;
   }
   std::string Describe() const { return describe_; }
@@ -595,7 +598,7 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   std::condition_variable watchdog_cv_;  // with progress_mu_ and progress_stop_
   std::thread watchdog_thread_;          // shm only
 
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, bytes_sent_across_sites_{0};
   std::atomic<uint64_t> messages_sent_{0}, messages_received_{0};
 };
 

@@ -23,6 +23,7 @@ PeerTable EmptyPeerTable(Rank self, int n) {
   table.addr.assign(n, FI_ADDR_NOTAVAIL);
   table.names.resize(n);
   table.dead.assign(n, false);
+  table.other_site.assign(n, false);
   return table;
 }
 
@@ -74,6 +75,7 @@ Status FabricCore::AddPeersLocked(std::span<const PeerInfo> peers, PeerTable& ta
     CHORUS_ASSIGN_OR_RETURN(const fi_addr_t addr, AvAddressLocked(p, watches));
     table.addr[p.rank] = addr;
     table.names[p.rank] = p.name;
+    table.other_site[p.rank] = p.other_site;
     table.rank_of[addr] = p.rank;
   }
   return Status::Ok();

@@ -121,6 +121,7 @@ Result<RequestPtr> FabricCore::Post(FabricOp::Kind kind, Rank peer, Tag tag, voi
     } else {
       op->addr = peers_.addr[peer];
       op->peer_name = peers_.Name(peer);
+      op->other_site = kind == FabricOp::Kind::kSend && peers_.other_site[peer];
       if (peers_.dead[peer]) {
         return Err(Unavailable(std::string(verb) + op->peer_name + ": peer is dead"));
       }

@@ -85,6 +85,7 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
   }
   if (op.kind == FabricOp::Kind::kSend) {
     bytes_sent_ += op.length;
+    if (op.other_site) bytes_sent_across_sites_ += op.length;
     messages_sent_ += 1;
     Finish(op, Status::Ok(), Completion{op.peer, op.tag, op.length}, /*reaped=*/true);
     return 1;

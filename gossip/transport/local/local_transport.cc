@@ -54,6 +54,7 @@ struct LocalHub::Slot {
   std::vector<int> rank_to_slot;       // this slot's view of the membership
   std::vector<std::string> rank_names;
   std::vector<bool> peer_dead;         // by rank, from MarkPeerDead
+  std::vector<bool> peer_other_site;   // by rank, PeerInfo::other_site
   std::deque<Message> unexpected;
   std::list<std::shared_ptr<Op>> posted;
   std::deque<TagFilter> discard;  // the latest kMaxDiscardFilters
@@ -161,6 +162,7 @@ LocalHub::LocalHub(const LocalHubOptions& options) : options_(options) {
     slot->rank_to_slot.resize(n);
     slot->rank_names.resize(n);
     slot->peer_dead.assign(n, false);
+    slot->peer_other_site.assign(n, false);
     for (int r = 0; r < n; ++r) {
       slot->rank_to_slot[r] = r;
       slot->rank_names[r] = options.name_prefix + std::to_string(r);
@@ -360,6 +362,7 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
   const auto [virtual_done, virtual_arrival] = VirtualSendLocked(from, data.size());
   op->virtual_done = virtual_done;
   src.stats.bytes_sent += data.size();
+  if (src.peer_other_site[dest]) src.stats.bytes_sent_across_sites += data.size();
   src.stats.messages_sent += 1;
 
   Slot& dst = *slots_[to];
@@ -468,6 +471,7 @@ Status LocalHub::SetPeersLocked(int at, Rank self, std::span<const PeerInfo> pee
   const int n = static_cast<int>(peers.size());
   std::vector<int> rank_to_slot(n, -1);
   std::vector<std::string> names(n);
+  std::vector<bool> other_site(n, false);
   for (const PeerInfo& p : peers) {
     if (p.rank < 0 || p.rank >= n || rank_to_slot[p.rank] != -1) {
       return InvalidArgument("local SetPeers: rank " + std::to_string(p.rank) +
@@ -481,6 +485,7 @@ Status LocalHub::SetPeersLocked(int at, Rank self, std::span<const PeerInfo> pee
     }
     rank_to_slot[p.rank] = *slot;
     names[p.rank] = p.name.empty() ? SlotName(*slot) : p.name;
+    other_site[p.rank] = p.other_site;
   }
   if (self < 0 || self >= n || rank_to_slot[self] != at) {
     return InvalidArgument("local SetPeers: self rank " + std::to_string(self) +
@@ -491,6 +496,7 @@ Status LocalHub::SetPeersLocked(int at, Rank self, std::span<const PeerInfo> pee
   s.rank_to_slot = std::move(rank_to_slot);
   s.rank_names = std::move(names);
   s.peer_dead.assign(n, false);
+  s.peer_other_site = std::move(other_site);
   // Pending receives from slots that left the membership fail.
   for (auto& op : s.posted) {
     if (op->peer_slot == -1) continue;

@@ -178,8 +178,14 @@ Status SetUpLinks(CompareRun& run) {
     run.link_json["note"] = note;
     return Status::Ok();
   }
-  Result<std::unique_ptr<EmulatedLink>> made =
-      EmulatedLink::Create(run.cc.nodes, LinkShape{spec.bytes_per_s, spec.latency_s});
+  std::optional<SiteLinks> sites;
+  if (!run.cc.sites.empty()) {
+    sites = SiteLinks{SiteOfNode(run.cc), LinkShape{run.cc.site_link.bytes_per_s, run.cc.site_link.latency_s}};
+    run.link_json["sites"] = run.cc.sites;
+    run.link_json["site_link"] = {{"bandwidth", run.cc.site_link.bandwidth}, {"latency", run.cc.site_link.latency}};
+  }
+  Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(
+      run.cc.nodes, LinkShape{spec.bytes_per_s, spec.latency_s}, sites ? &*sites : nullptr);
   if (!made) return Unavailable("compare: setting up emulated links: " + made.error().message());
   run.link = std::move(*made);
   run.link_json["emulated"] = true;
@@ -264,6 +270,16 @@ LaunchOptions MethodLaunchOptions(const CompareRun& run, const std::string& dir_
     }
   }
   if (nodes == cc.nodes) lo.node_overrides = ProfileNodeSettings(cc);
+  if (run.link && nodes == cc.nodes) {
+    // Each namespace stands for a machine of its own, in its site.
+    const std::vector<int> site = SiteOfNode(cc);
+    for (int i = 0; i < nodes; ++i) {
+      lo.node_overrides.emplace_back(i, "cluster.host_group=" + TomlQuote("emulated-host" + std::to_string(i)));
+      if (!site.empty()) {
+        lo.node_overrides.emplace_back(i, "cluster.site=" + TomlQuote("site" + std::to_string(site[i])));
+      }
+    }
+  }
   if (cc.late_node >= 0 && nodes == cc.nodes) lo.join_after.push_back({cc.late_node, cc.late_after_s});
   if (!run.options.verbose) lo.output_file = method_dir + "/launch.log";
   return lo;

@@ -8,6 +8,7 @@
 #include <exception>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include <toml++/toml.h>
 
@@ -193,6 +194,59 @@ void ParseLateJoiner(const toml::node& node, Checker& check, CompareConfig* conf
                  &config->late_node, &config->late_after_s);
 }
 
+void ParseSites(const toml::node& node, Checker& check, CompareConfig* config) {
+  const toml::array* a = node.as_array();
+  if (a == nullptr || a->empty()) return check.Error(node, "sites", "expected a list of sites, each a list of nodes");
+  config->sites.clear();
+  for (const toml::node& site : *a) {
+    const toml::array* nodes = site.as_array();
+    if (nodes == nullptr || nodes->empty()) {
+      check.Error(site, "sites", "expected a site as a non-empty list of node indices, e.g. [0, 1, 2, 3]");
+      continue;
+    }
+    std::vector<int>& out = config->sites.emplace_back();
+    for (const toml::node& item : *nodes) {
+      const auto* i = item.as_integer();
+      if (i == nullptr || i->get() < 0 || i->get() > 1000) {
+        check.Error(item, "sites", "expected a node index >= 0");
+      } else {
+        out.push_back(static_cast<int>(i->get()));
+      }
+    }
+  }
+}
+
+// "100mbit 50ms": a bandwidth and an optional one-way latency.
+void ParseSiteLink(const toml::node& node, Checker& check, LinkSpec* link) {
+  std::optional<std::string> text = check.String(node, "site_link");
+  if (!text) return;
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : *text + " ") {
+    if (c != ' ' && c != '\t') {
+      word += c;
+    } else if (!word.empty()) {
+      words.push_back(std::exchange(word, {}));
+    }
+  }
+  if (words.empty() || words.size() > 2) {
+    return check.Error(node, "site_link", "expected \"<bandwidth> [<latency>]\", e.g. \"100mbit 50ms\"");
+  }
+  link->enabled = true;
+  link->bandwidth = words[0];
+  Result<double> rate = ParseBandwidth(words[0]);
+  if (!rate || !(*rate > 0.0)) {
+    return check.Error(node, "site_link", rate ? "bandwidth must be > 0" : rate.error().message());
+  }
+  link->bytes_per_s = *rate;
+  if (words.size() == 2) {
+    link->latency = words[1];
+    Result<double> seconds = ParseDuration(words[1]);
+    if (!seconds) return check.Error(node, "site_link", seconds.error().message());
+    link->latency_s = *seconds;
+  }
+}
+
 void ParseCustomMethod(const toml::node& node, Checker& check, std::vector<CompareMethod>* out) {
   const toml::table* t = node.as_table();
   if (t == nullptr) return check.Error(node, "method", "expected a table [[compare.method]]");
@@ -254,7 +308,7 @@ struct ListPlace {
   size_t entries = 0;
 };
 struct KeyPlaces {
-  std::optional<toml::source_region> straggler;
+  std::optional<toml::source_region> straggler, sites;
   std::optional<ListPlace> speeds, batch_sizes;
 };
 
@@ -338,6 +392,11 @@ void ParseCompareKey(const std::string& key, const toml::node& v, Checker& check
     ParseBatchSizes(v, check, config);
   } else if (key == "late_joiner") {
     ParseLateJoiner(v, check, config);
+  } else if (key == "sites") {
+    places->sites = v.source();
+    ParseSites(v, check, config);
+  } else if (key == "site_link") {
+    ParseSiteLink(v, check, &config->site_link);
   } else {
     check.Error(v, key, "no parser for this key");  // every key of CompareKeys() has a branch above
   }
@@ -400,6 +459,36 @@ void CheckWholeConfig(const CompareConfig& config, Checker& check) {
   }
 }
 
+// Sites against the nodes: each node in exactly one site, two sites or more,
+// a link inside them and one between them.
+void CheckSites(const CompareConfig& config, const toml::source_region& where, Checker& check) {
+  std::vector<int> count(static_cast<size_t>(config.nodes), 0);
+  for (const std::vector<int>& site : config.sites) {
+    for (int i : site) {
+      if (i >= config.nodes) {
+        check.ErrorAt(where, "sites", "node " + std::to_string(i) + " is not below compare.nodes = " +
+                                          std::to_string(config.nodes));
+      } else {
+        ++count[static_cast<size_t>(i)];
+      }
+    }
+  }
+  for (int i = 0; i < config.nodes; ++i) {
+    const int c = count[static_cast<size_t>(i)];
+    if (c != 1) {
+      check.ErrorAt(where, "sites", "node " + std::to_string(i) + (c == 0 ? " is in no site" : " is in " +
+                                    std::to_string(c) + " sites") + " (every node in exactly one)");
+    }
+  }
+  if (config.sites.size() < 2) check.ErrorAt(where, "sites", "needs two sites or more");
+  if (!config.link.enabled) {
+    check.ErrorAt(where, "sites", "needs link = { bandwidth = ..., latency = ... }: the link inside a site");
+  }
+  if (!config.site_link.enabled) {
+    check.ErrorAt(where, "sites", "needs site_link = \"<bandwidth> [<latency>]\": the link between sites");
+  }
+}
+
 // The profiles against the nodes: one entry per node, and a straggler or
 // speeds, not both (the straggler is the speeds profile with one slow node).
 void CheckProfiles(const CompareConfig& config, const KeyPlaces& places, Checker& check) {
@@ -411,6 +500,7 @@ void CheckProfiles(const CompareConfig& config, const KeyPlaces& places, Checker
     }
   };
   length(places.speeds, "speeds");
+  if (places.sites) CheckSites(config, *places.sites, check);
   length(places.batch_sizes, "batch_sizes");
   if (places.straggler && places.speeds) {
     check.ErrorAt(places.speeds->region, "speeds",
@@ -445,10 +535,21 @@ int CompareGlobalBatch(const CompareConfig& config, int batch_size) {
   return sum;
 }
 
+std::vector<int> SiteOfNode(const CompareConfig& config) {
+  if (config.sites.empty()) return {};
+  std::vector<int> site(static_cast<size_t>(config.nodes), 0);
+  for (size_t s = 0; s < config.sites.size(); ++s) {
+    for (int i : config.sites[s]) {
+      if (i >= 0 && i < config.nodes) site[static_cast<size_t>(i)] = static_cast<int>(s);
+    }
+  }
+  return site;
+}
+
 const std::vector<std::string>& CompareKeys() {
   static const std::vector<std::string> keys = {"name",   "nodes", "target_accuracy", "single_node_baseline",
                                                 "methods", "method", "link", "straggler",
-                                                "speeds", "batch_sizes", "late_joiner"};
+                                                "speeds", "batch_sizes", "late_joiner", "sites", "site_link"};
   return keys;
 }
 

@@ -15,6 +15,8 @@
 //                                       # in (0, 1] (train.slowdown = 1/speed - 1), one per node
 //   batch_sizes = [32, 64, 64, 128]     # optional: node i's train.batch_size, one per node
 //   late_joiner = { node = 3, after_s = 5.0 }         # optional: node 3 starts 5 s late and joins
+//   sites = [[0, 1, 2, 3], [4, 5, 6, 7]]                # optional, with link: the nodes of each site
+//   site_link = "100mbit 50ms"                        # the link between sites: bandwidth [latency]
 //
 //   [[compare.method]]                  # optional: methods of your own
 //   name = "choco-topk"
@@ -74,7 +76,14 @@ struct CompareConfig {
   // the others and joins their running cluster (launch --join-after). -1: none.
   int late_node = -1;
   double late_after_s = 0.0;
+  // Sites: the nodes of each site (every node in one), joined by site_link;
+  // `link` is then each node's link inside its site. Empty: one site.
+  std::vector<std::vector<int>> sites;
+  LinkSpec site_link;
 };
+
+// Node i's site (0-based, in the order of `sites`); empty without sites.
+std::vector<int> SiteOfNode(const CompareConfig& config);
 
 // The keys of the [compare] table, in the order the docs give them
 // (`method` is the [[compare.method]] array); any other key is an error.

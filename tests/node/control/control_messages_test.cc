@@ -18,6 +18,7 @@ Member SampleMember(int rank, const std::string& name) {
   m.device = rank % 2 ? trainer::Device::Cuda(0) : trainer::Device::Cpu();
   m.batch_size = 64 + rank;
   m.host_group = "host" + std::to_string(rank / 2);
+  m.site = "site" + std::to_string(rank % 2);
   m.rank_hint = rank == 1 ? 7 : -1;
   return m;
 }

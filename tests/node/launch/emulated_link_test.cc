@@ -186,5 +186,66 @@ TEST(EmulatedLinkTest, UnshapedLinksCutAndHealOneNode) {
   EXPECT_EQ(server.get(), 0);
 }
 
+// Seconds a TCP connect from namespace `ns` to host:port takes (one round
+// trip), or -1.
+double ConnectSeconds(const std::string& ns, const std::string& host, int port) {
+  return InNamespace(ns, [&]() -> double {
+           const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+           sockaddr_in addr = Ipv4(host, port);
+           const auto t0 = std::chrono::steady_clock::now();
+           const bool ok = connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+           const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+           close(s);
+           return ok ? seconds : -1.0;
+         }).get();
+}
+
+TEST(EmulatedLinkTest, SitesPutTheSiteLinkBetweenSitesOnly) {
+  Status available = EmulatedLink::Available();
+  if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
+  SiteLinks bad{{0, 2, 2}, LinkShape{1e6, 0.0}};
+  Result<std::unique_ptr<EmulatedLink>> refused = EmulatedLink::Create(3, LinkShape{}, &bad);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("site 1 has no node"), std::string::npos) << refused.error().message();
+
+  const double latency = 0.04;  // one way, site to site
+  SiteLinks sites{{0, 0, 1, 1}, LinkShape{1e9 / 8, latency}};
+  Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(4, LinkShape{10e9 / 8, 0.0}, &sites);
+  ASSERT_TRUE(made) << made.error().message();
+  EmulatedLink& link = **made;
+  EXPECT_NE(link.Describe().find("2 sites joined by 1e+03 Mbit/s, 40 ms one-way"), std::string::npos)
+      << link.Describe();
+  const std::string host0 = link.host(0);
+  std::promise<int> port_promise;
+  std::future<int> port_future = port_promise.get_future();
+  std::promise<void> done;
+  std::shared_future<void> finished = done.get_future().share();
+  auto server = InNamespace(link.ns(0), [&]() -> int {
+    int port = -1;
+    const int ls = ListenOn(host0, 16, &port);
+    port_promise.set_value(port);
+    if (ls < 0) return -1;
+    finished.wait();
+    close(ls);
+    return 0;
+  });
+  const int port = port_future.get();
+  ASSERT_GT(port, 0);
+  const double inside = ConnectSeconds(link.ns(1), host0, port);
+  const double across = ConnectSeconds(link.ns(2), host0, port);
+  const double across_too = ConnectSeconds(link.ns(3), host0, port);
+  done.set_value();
+  EXPECT_EQ(server.get(), 0);
+  ASSERT_GE(inside, 0.0);
+  ASSERT_GE(across, 0.0);
+  ASSERT_GE(across_too, 0.0);
+  if (!link.latency_emulated()) GTEST_SKIP() << "no sch_netem here: " << link.Describe();
+  // A connect takes one round trip: across sites it cannot beat twice the
+  // one-way latency; inside a site no netem delays it.
+  EXPECT_GE(across, 2 * latency * 0.95);
+  EXPECT_GE(across_too, 2 * latency * 0.95);
+  EXPECT_LT(inside, across);
+}
+
 }  // namespace
 }  // namespace chorus::node

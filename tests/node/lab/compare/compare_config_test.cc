@@ -259,5 +259,42 @@ TEST(CompareConfigTest, EveryBuiltinMethodIsAValidNodeConfig) {
   }
 }
 
+TEST(CompareConfigTest, SitesGroupTheNodesWithALinkBetweenThem) {
+  TempDir dir;
+  Result<CompareConfig> config = ParseCompareFile(Write(dir, "sites.toml", R"([compare]
+nodes = 6
+link = { bandwidth = "10gbit", latency = "0.1ms" }
+sites = [[0, 2, 4], [1, 3, 5]]
+site_link = "100mbit 50ms"
+)"));
+  ASSERT_TRUE(config) << ErrorOf(config);
+  EXPECT_EQ(SiteOfNode(*config), (std::vector<int>{0, 1, 0, 1, 0, 1}));
+  EXPECT_DOUBLE_EQ(config->site_link.bytes_per_s, 100e6 / 8);
+  EXPECT_DOUBLE_EQ(config->site_link.latency_s, 0.05);
+  EXPECT_TRUE(SiteOfNode(CompareConfig{}).empty());
+}
+
+TEST(CompareConfigTest, SitesThatDoNotCoverTheNodesOnceAreNamed) {
+  TempDir dir;
+  const std::string path = Write(dir, "bad-sites.toml", R"([compare]
+sites = [[0, 1, 1], [5]]
+site_link = "fast 50ms"
+nodes = 4
+)");
+  const std::string m = ErrorOf(ParseCompareFile(path));
+  EXPECT_NE(m.find(path + ":2:9: compare.sites: node 5 is not below compare.nodes = 4"), std::string::npos) << m;
+  EXPECT_NE(m.find("compare.sites: node 1 is in 2 sites (every node in exactly one)"), std::string::npos) << m;
+  EXPECT_NE(m.find("compare.sites: node 2 is in no site"), std::string::npos) << m;
+  EXPECT_NE(m.find("compare.sites: needs link = {"), std::string::npos) << m;
+  EXPECT_NE(m.find(path + ":3:13: compare.site_link:"), std::string::npos) << m;
+  const std::string one = ErrorOf(ParseCompareFile(Write(dir, "one-site.toml", R"([compare]
+nodes = 2
+link = { bandwidth = "1gbit" }
+sites = [[0, 1]]
+)")));
+  EXPECT_NE(one.find("compare.sites: needs two sites or more"), std::string::npos) << one;
+  EXPECT_NE(one.find("compare.sites: needs site_link"), std::string::npos) << one;
+}
+
 }  // namespace
 }  // namespace chorus::node
