@@ -56,6 +56,20 @@ Result<Collective> Collective::Create(Transport& transport, std::vector<std::str
                     HostCores());
 }
 
+Result<Collective> Collective::Subgroup(const std::vector<Rank>& ranks) const {
+  std::vector<int> indices;
+  std::vector<std::string> keys;
+  for (Rank r : ranks) {
+    const int i = world_.IndexOf(r);
+    if (i < 0) return Err(InvalidArgument("collective subgroup: rank " + std::to_string(r) + " is not a member"));
+    indices.push_back(i);
+    keys.push_back(hosts_.host_keys[static_cast<size_t>(hosts_.group_of_rank[static_cast<size_t>(i)])]);
+  }
+  CHORUS_ASSIGN_OR_RETURN(CollectiveGroup group, world_.Sub(indices));
+  CHORUS_ASSIGN_OR_RETURN(topologies::HostGroups hosts, topologies::GroupByHost(keys));
+  return Collective(group, hosts, group, hosts, nullptr, host_cores_);
+}
+
 std::vector<Rank> Collective::RingOrder() const {
   std::vector<Rank> order;
   for (int i = 0; i < ring_.size(); ++i) order.push_back(ring_.RankAt(i));
@@ -117,9 +131,10 @@ Status Collective::Allreduce(std::span<uint16_t> half, const AllreduceOptions& o
 
 Status Collective::Broadcast(std::span<std::byte> data, Rank root,
                              const CollectiveOptions& options) const {
-  if (root < 0 || root >= size()) {
-    return InvalidArgument("broadcast: root rank " + std::to_string(root) + " out of range [0, " +
-                           std::to_string(size()) + ")");
+  const int root_index = world_.IndexOf(root);
+  if (root_index < 0) {
+    return InvalidArgument("broadcast: root rank " + std::to_string(root) + " is not one of the " +
+                           std::to_string(size()) + " members");
   }
   if (options.segment_bytes == 0 || options.inflight_segments < 1) {
     return InvalidArgument("broadcast: segment_bytes and inflight_segments must be >= 1");
@@ -129,7 +144,7 @@ Status Collective::Broadcast(std::span<std::byte> data, Rank root,
   return detail::RunCollective(
       world_, options.tag_base, options.deadline, options.identify_missing_peers,
       "broadcast from rank " + std::to_string(root),
-      [&] { return detail::TreeBroadcastFrom(world_, data, world_.IndexOf(root), params); });
+      [&] { return detail::TreeBroadcastFrom(world_, data, root_index, params); });
 }
 
 // Dissemination barrier: in round k rank i signals i + 2^k and waits for i - 2^k;

@@ -73,6 +73,12 @@ class Collective {
   const topologies::HostGroups& hosts() const { return hosts_; }
   // The transport ranks in the order of the ring (LinkAwareOrder).
   std::vector<Rank> RingOrder() const;
+  // A collective over `ranks` (distinct transport ranks of this one's,
+  // this rank's among them), their index in it their position in `ranks`:
+  // rank() and size() count in it, and Broadcast's root is a transport rank.
+  // Their host keys come along; no shared-memory segment; the ring in the
+  // given order. Every member creates it with the same list.
+  Result<Collective> Subgroup(const std::vector<Rank>& ranks) const;
   // This rank's host segment; null without shared memory or alone on its host.
   HostSegment* segment() const { return segment_.get(); }
   // Every rank on this host and more of them than its cores (Oversubscribed in

@@ -67,7 +67,9 @@ class LiveState {
                                                                  gossip::AllreduceAlgorithm::kRing);
 
 // The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
-// fusion buckets (EpochTagBase + b << 20, b < 2^17), the re-form broadcasts
+// fusion buckets (EpochTagBase + b << 20, b < 2^17; an outer exchange, which
+// has none, uses b < 2^15 for its site averages and + 1 << 36 for its
+// broadcasts inside sites), the outer syncs (+ 1 << 37), the re-form broadcasts
 // (+ 1 << 39, four ranges of 2^20, six with an outer optimizer's, and a
 // seventh for the outer exchange's failed-sync agreement), the collectives
 // at the end of training

@@ -113,6 +113,11 @@ enum class OuterPeers { kNeighbours, kRandom };
 inline constexpr EnumName<OuterPeers> kOuterPeersNames[] = {{OuterPeers::kNeighbours, "neighbours"},
                                                            {OuterPeers::kRandom, "random"}};
 
+// exchange.outer.inner: what a node does between outer steps.
+enum class OuterInner { kAlone, kSite };
+inline constexpr EnumName<OuterInner> kOuterInnerNames[] = {{OuterInner::kAlone, "alone"},
+                                                           {OuterInner::kSite, "site"}};
+
 inline std::string_view SettingName(ProgressSetting v) { return NameOf(kProgressNames, v); }
 inline std::string_view SettingName(StopSetting v) { return NameOf(kStopNames, v); }
 inline std::string_view SettingName(BalanceSetting v) { return NameOf(kBalanceNames, v); }
@@ -122,6 +127,7 @@ inline std::string_view SettingName(OnFailure v) { return NameOf(kOnFailureNames
 inline std::string_view SettingName(ConsensusSetting v) { return NameOf(kConsensusNames, v); }
 inline std::string_view SettingName(OuterOptimizer v) { return NameOf(kOuterOptimizerNames, v); }
 inline std::string_view SettingName(OuterPeers v) { return NameOf(kOuterPeersNames, v); }
+inline std::string_view SettingName(OuterInner v) { return NameOf(kOuterInnerNames, v); }
 
 // exchange.algorithm takes every all-reduce algorithm but shared-memory, which
 // exchange.shared_memory chooses by itself.
@@ -262,6 +268,13 @@ struct OuterConfig {
   int delay = 0;           // streaming: steps from a fragment's sync to its outer update, < period / fragments
   double local_mix = 0.0;  // share of the node's parameters kept when the outer update lands, [0, 1)
   OuterPeers peers = OuterPeers::kNeighbours;  // gossip only; all-reduce averages over every member
+  // Two levels (all-reduce only): kSite averages the parameters with the
+  // node's cluster.site after every inner step (an all-reduce inside the
+  // site), and the outer step then runs across sites, by one representative
+  // per site unless site_representatives is false (every node, over the
+  // link-aware ring).
+  OuterInner inner = OuterInner::kAlone;
+  bool site_representatives = true;
   bool operator==(const OuterConfig&) const = default;
 };
 

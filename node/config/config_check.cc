@@ -277,6 +277,25 @@ void CheckExchange(const Config& config, Checker& check) {
   check.NumberBelow("exchange.outer.local_mix", outer.local_mix, 0.0, 1.0, /*open_low=*/false);
 }
 
+// Two levels: the site's inner all-reduce under an outer step over every
+// member.
+void CheckTwoLevel(const Config& config, Checker& check) {
+  const ExchangeConfig& e = config.exchange;
+  if (e.outer.inner != OuterInner::kSite) return;
+  if (e.outer.optimizer == OuterOptimizer::kNone) {
+    check.Fail("exchange.outer.inner", "\"site\" runs between outer steps; exchange.outer.optimizer is \"none\"",
+               "exchange.outer.optimizer");
+  } else if (e.kind != ExchangeKind::kAllreduce) {
+    check.Fail("exchange.outer.inner",
+               "\"site\" needs an outer all-reduce across sites; exchange.kind is \"" +
+                   std::string(SettingName(e.kind)) + "\"",
+               "exchange.kind");
+  } else if (e.compression.codec != gossip::CodecKind::kNone) {
+    check.Fail("exchange.outer.inner", "\"site\" sends plain parameters across sites; a codec is set",
+               "exchange.compression.codec");
+  }
+}
+
 // A protocol that needs an undirected graph on a kind of graph that is
 // directed. The graph is built for cluster.min_nodes (at least 2) members: a
 // shape that fits no such cluster (a torus's dims) the node reports at start,
@@ -401,6 +420,7 @@ Status ValidateConfig(const Config& config) {
   CheckTopology(config, check);
   CheckGossipGraph(config, check);
   CheckGossipCorrections(config, check);
+  CheckTwoLevel(config, check);
   CheckBalance(config, check);
   return check.Finish();
 }

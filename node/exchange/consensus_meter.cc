@@ -35,6 +35,7 @@ double ConsensusMeter::Measure(ClusterSession& session, const gossip::Collective
   const gossip::TransportStats after = transport.Stats();
   bytes_sent_ += after.bytes_sent - before.bytes_sent;
   bytes_received_ += after.bytes_received - before.bytes_received;
+  bytes_sent_across_sites_ += after.bytes_sent_across_sites - before.bytes_sent_across_sites;
   seconds_ += static_cast<double>(end - begin) * 1e-6;
   if (trace != nullptr) trace->Add("consensus distance", 1, begin, end, step);
   step_ = step;

@@ -37,6 +37,7 @@ class ConsensusMeter {
   // Bytes the measurements sent and received, and the seconds they took.
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
+  uint64_t bytes_sent_across_sites() const { return bytes_sent_across_sites_; }
   // consensus_measure_bytes_sent and consensus_measure_seconds, once measured.
   void AddMetrics(nlohmann::json& metrics) const;
 
@@ -44,7 +45,7 @@ class ConsensusMeter {
   uint8_t tag_stream_;
   int64_t step_ = -1;
   double distance_ = 0.0;
-  uint64_t bytes_sent_ = 0, bytes_received_ = 0;
+  uint64_t bytes_sent_ = 0, bytes_received_ = 0, bytes_sent_across_sites_ = 0;
   double seconds_ = 0.0;
 };
 

@@ -545,7 +545,7 @@ nlohmann::json GossipExchange::Metrics() const {
   gossip::TransportStats t = session_->transport->Stats();
   nlohmann::json m = {{"bytes_sent", t.bytes_sent - meter_.bytes_sent()},
                       {"bytes_received", t.bytes_received - meter_.bytes_received()},
-                      {"bytes_sent_across_sites", t.bytes_sent_across_sites},
+                      {"bytes_sent_across_sites", t.bytes_sent_across_sites - meter_.bytes_sent_across_sites()},
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"spectral_gap", spectral_gap_},

@@ -33,6 +33,18 @@ gossip::Tag SyncTagBase(uint64_t epoch, int64_t step) {
          (static_cast<gossip::Tag>(step) % (gossip::Tag{1} << 17)) * gossip::kTagsPerCollective;
 }
 
+// The tags of the site average after `step` and of the broadcast inside the
+// site of the sync begun after `step`, in membership epoch `epoch`: ranges of
+// kTagsPerCollective at EpochTagBase and at EpochTagBase + 1 << 36 (the
+// fusion buckets' ranges, unused by an outer exchange; live_state.h lists
+// every range of EpochTagBase's). Steps 2^15 apart never overlap.
+gossip::Tag SiteAverageTagBase(uint64_t epoch, int64_t step) {
+  return EpochTagBase(epoch) + (static_cast<gossip::Tag>(step) % (gossip::Tag{1} << 15)) * gossip::kTagsPerCollective;
+}
+gossip::Tag SiteBroadcastTagBase(uint64_t epoch, int64_t step) {
+  return SiteAverageTagBase(epoch, step) + (gossip::Tag{1} << 36);
+}
+
 gossip::OuterKind KindOf(OuterOptimizer optimizer) {
   switch (optimizer) {
     case OuterOptimizer::kAverage: return gossip::OuterKind::kAverage;
@@ -89,6 +101,11 @@ Status OuterExchange::Build() {
                           gossip::Collective::Create(*session_->transport, HostKeys(view), std::nullopt,
                                                      SiteKeys(view, config_.exchange.link_aware)));
   collective_ = std::make_unique<gossip::Collective>(std::move(c));
+  sites_.reset();
+  if (config_.exchange.outer.inner == OuterInner::kSite) {
+    CHORUS_ASSIGN_OR_RETURN(SiteLevels levels, SiteLevels::Build(*collective_, view));
+    sites_ = std::move(levels);
+  }
   graph_.reset();
   if (config_.exchange.kind == ExchangeKind::kGossip && config_.exchange.outer.peers == OuterPeers::kNeighbours) {
     CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, GossipGraph(config_, view.size()));
@@ -115,6 +132,10 @@ std::string OuterExchange::Describe() const {
     text += ", " + std::to_string(oc.fragments) + " fragments landing " + std::to_string(oc.delay) + " steps late";
   }
   if (codec_) text += ", pseudo-gradients " + codec_->Describe() + " with error feedback";
+  if (sites_) {
+    text += "; inside each site an all-reduce average every step, across " + sites_->Describe() + " by " +
+            (oc.site_representatives ? "one representative per site" : "every node");
+  }
   return text + " (" + session_->transport->Describe() + ")";
 }
 
@@ -133,8 +154,25 @@ std::vector<int> OuterExchange::GroupOf(int64_t step) const {
   return group;
 }
 
+Status OuterExchange::AverageInSite(int64_t step) {
+  gossip::AllreduceOptions o;
+  o.algorithm = config_.exchange.algorithm;
+  o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
+  o.tag_base = SiteAverageTagBase(session_->view.epoch, step);
+  o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  Status s = sites_->AverageInSite(trainer_->MasterWeights(), o);
+  if (s.ok()) {
+    trainer_->RefreshWorkingCopy();
+    return s;
+  }
+  if (in_flight_ && in_flight_->done.valid()) in_flight_->done.wait();  // over the ended epoch: dropped
+  in_flight_.reset();
+  return Failed(s, "step " + std::to_string(step) + ": average inside the site", step + 1);
+}
+
 Status OuterExchange::AfterUpdate(int64_t step) {
   last_step_ = step;
+  if (sites_) CHORUS_RETURN_IF_ERROR(AverageInSite(step));
   if (in_flight_ && in_flight_->land_step <= step) CHORUS_RETURN_IF_ERROR(Land());
   const OuterConfig& oc = config_.exchange.outer;
   const int fragment = gossip::FragmentDue(step + 1, oc.fragments, oc.period);
@@ -192,6 +230,16 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
   if (!codec_) {
     std::copy(sync.params.begin(), sync.params.end(), sync.base.begin());
     gossip::AllreduceOptions o;
+    if (sites_ && config_.exchange.outer.site_representatives) {
+      o.algorithm = config_.exchange.algorithm;
+      o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
+      o.tag_base = tag_base;
+      o.deadline = deadline;
+      gossip::CollectiveOptions broadcast;
+      broadcast.tag_base = SiteBroadcastTagBase(session_->view.epoch, sync.step);
+      broadcast.deadline = deadline;
+      return sites_->AverageAcrossSites(std::span<float>(sync.base), o, broadcast);
+    }
     o.algorithm = config_.exchange.algorithm;
     o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
     o.tag_base = tag_base;
@@ -374,7 +422,20 @@ Status OuterExchange::Finish() {
                      std::all_of(landed_after_.begin(), landed_after_.end(),
                                  [&](int64_t s) { return s == last_step_; });
   std::span<float> params = trainer_->MasterWeights();
-  if (!equal) {
+  if (!equal && sites_ && config_.exchange.outer.site_representatives) {
+    // Equal inside each site (averaged after the last step): across sites by the representatives.
+    gossip::AllreduceOptions o;
+    o.algorithm = config_.exchange.algorithm;
+    o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
+    o.tag_base = FinishTagBase(view.epoch) + 2 * gossip::kTagsPerCollective;
+    o.deadline = deadline;
+    gossip::CollectiveOptions broadcast;
+    broadcast.tag_base = FinishTagBase(view.epoch) + 3 * gossip::kTagsPerCollective;
+    broadcast.deadline = deadline;
+    CHORUS_RETURN_IF_ERROR(sites_->AverageAcrossSites(params, o, broadcast));
+    CHORUS_LOG_INFO(Subsys::kGossip, "outer: replicas averaged across ", sites_->sites(),
+                    " sites by their representatives");
+  } else if (!equal) {
     gossip::ConsensusOptions o;
     o.method = gossip::ConsensusMethod::kAllreduceAverage;
     o.epoch = static_cast<uint32_t>(view.epoch);
@@ -491,13 +552,14 @@ nlohmann::json OuterExchange::Metrics() const {
   gossip::TransportStats t = session_->transport->Stats();
   nlohmann::json m = {{"bytes_sent", t.bytes_sent - meter_.bytes_sent()},
                       {"bytes_received", t.bytes_received - meter_.bytes_received()},
-                      {"bytes_sent_across_sites", t.bytes_sent_across_sites},
+                      {"bytes_sent_across_sites", t.bytes_sent_across_sites - meter_.bytes_sent_across_sites()},
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"reforms", reforms_},
                       {"admissions", admissions_},
                       {"outer_syncs_retried", syncs_retried_},
                       {"outer_steps", outer_steps_},
+                      {"sites", sites_ ? sites_->Metrics() : nlohmann::json(nullptr)},
                       {"outer_overlap_seconds", overlapped_seconds_},
                       {"outer_wait_seconds", waited_seconds_},
                       {"poison", poison_.Summary()}};

@@ -25,6 +25,11 @@
 // (SetVirtualTime) the communication runs when the sync begins, on the
 // node's thread, and still lands d steps later.
 //
+// Two levels (inner = "site", all-reduce only): after every inner step the
+// node averages its parameters with its cluster.site (SiteLevels), and the
+// outer step's mean runs across sites, by one representative per site
+// unless site_representatives is false.
+//
 // Membership: a failed sync re-forms over the survivors (exchange.on_failure).
 // When every survivor failed that same sync (the usual case: a member died
 // between syncs or in one) and it carried plain parameters (all-reduce, no
@@ -52,6 +57,7 @@
 #include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
 #include "node/exchange/poison_check.h"
+#include "node/exchange/site_levels.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
 #include "trainer/trainer.h"
@@ -120,6 +126,9 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   [[nodiscard]] Status Communicate(OuterSync& sync);
   [[nodiscard]] Status AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
   [[nodiscard]] Status AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
+  // Two levels: the parameters averaged inside the site after step `step`
+  // (a failure re-forms, dropping a sync in flight).
+  [[nodiscard]] Status AverageInSite(int64_t step);
   // After AverageOverAll: every member's pseudo-gradient checked
   // (poison_check.h); a sync the verdict abandons lands as no change (its
   // base is the anchor) on every member.
@@ -150,6 +159,7 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   gossip::OuterStepOptions step_options_;
   std::unique_ptr<gossip::Codec> codec_;  // null: parameters travel as FP32
   std::unique_ptr<gossip::Collective> collective_;
+  std::optional<SiteLevels> sites_;  // inner = "site"
   std::optional<topologies::Graph> graph_;  // gossip with the neighbours
   std::vector<gossip::FragmentRange> fragments_;
   std::vector<float> anchor_, velocity_, residual_;

@@ -65,14 +65,15 @@ class OuterHandCluster {
     port0_ = PortPicker(static_cast<uint32_t>(getpid()) ^ 0x0e7e5).Next();
   }
   ~OuterHandCluster() {
-    fs::remove_all(out_ / name_);
+    if (!getenv("KEEP_RUNS")) fs::remove_all(out_ / name_);
     std::error_code ignored;
     fs::remove(out_, ignored);  // once no other cluster of this process writes there
   }
 
-  ChorusProcess& Start(int i) {
+  // `own`: settings of node i alone, after the cluster's.
+  ChorusProcess& Start(int i, const std::vector<std::string>& own = {}) {
     nodes_.resize(std::max<size_t>(nodes_.size(), static_cast<size_t>(i) + 1));
-    nodes_[static_cast<size_t>(i)] = std::make_unique<ChorusProcess>(Args(i));
+    nodes_[static_cast<size_t>(i)] = std::make_unique<ChorusProcess>(Args(i, own));
     return *nodes_[static_cast<size_t>(i)];
   }
   void StartAll(int n) {
@@ -113,7 +114,7 @@ class OuterHandCluster {
   }
 
  private:
-  std::vector<std::string> Args(int i) const {
+  std::vector<std::string> Args(int i, const std::vector<std::string>& own) const {
     std::vector<std::string> args = {"node", std::string(kConfigsDir) + "/single-mlp.toml"};
     const std::string listen = i == 0 ? "127.0.0.1:" + std::to_string(port0_) : "127.0.0.1:0";
     std::vector<std::string> sets = {"run.node_name=\"node" + std::to_string(i) + "\"",
@@ -139,6 +140,7 @@ class OuterHandCluster {
                                      "data.train_limit=12000",
                                      "data.test_limit=2000"};
     sets.insert(sets.end(), sets_.begin(), sets_.end());
+    sets.insert(sets.end(), own.begin(), own.end());
     for (const std::string& s : sets) {
       args.push_back("--set");
       args.push_back(s);
@@ -326,6 +328,19 @@ int64_t LastRecordedStep(const fs::path& metrics) {
   return last;
 }
 
+// Whether the first training record of a node's metrics.jsonl says it
+// represents its site (two levels).
+bool RepresentsItsSite(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("samples_per_s") && j.contains("sites") && j["sites"].is_object()) {
+      return j["sites"]["representative"].get<bool>();
+    }
+  }
+  return false;
+}
+
 // kill -9 of node3 at a moment drawn afresh each run (0 to 100 ms after its
 // step 4, 6, ... or 40 of the 2 epochs' 92: in the inner steps, an outer
 // sync or an admission point): the three survivors re-form, finish, exit 0
@@ -385,6 +400,83 @@ TEST(OuterRetryTest, ASyncFailedByADeathRunsAgainOverTheSurvivors) {
 INSTANTIATE_TEST_SUITE_P(OuterMethods, OuterKillTest,
                          ::testing::Values(Variant{"diloco", kDiloco}, Variant{"noloco", kNoloco}),
                          [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
+
+// Two levels: nodes 0 and 1 in site "lab", 2 and 3 in site "home"
+// (cluster.site), each averaging with its site after every step and DiLoCo
+// across the sites by one representative each.
+const std::vector<std::string> kTwoLevel = With(kDiloco, {"exchange.outer.inner=\"site\""});
+std::vector<std::string> SiteOf(int i) { return {std::string("cluster.site=\"") + (i < 2 ? "lab" : "home") + "\""}; }
+
+// Four nodes in two sites end with one model that learned, the replicas one
+// after every outer step; inside a site every step was averaged, and only
+// the two representatives sent parameters to the other site (the others only
+// the contribution check's figures: 80 bytes per outer step here).
+TEST(SiteProcessTest, TwoSitesEndWithOneModelAndOnlyRepresentativesCrossSites) {
+  if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
+  OuterHandCluster cluster("outer-two-level", 4, kTwoLevel);
+  for (int i = 0; i < 4; ++i) cluster.Start(i, SiteOf(i));
+  const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1, 2, 3});
+  ASSERT_EQ(s.size(), 4u);
+  int representatives = 0;
+  for (int i = 0; i < 4; ++i) {
+    const nlohmann::json& sites = s[i]["sites"];
+    ASSERT_TRUE(sites.is_object()) << "node" << i << ": " << s[i].dump();
+    EXPECT_EQ(sites["sites"], 2) << "node" << i;
+    EXPECT_EQ(sites["site_size"], 2) << "node" << i;
+    EXPECT_EQ(sites["site_averages"], 46) << "node" << i;
+    EXPECT_EQ(s[i]["outer_steps"], 4) << "node" << i;
+    const int64_t across = s[i]["bytes_sent_across_sites"].get<int64_t>();
+    std::printf("node%d (%s): %lld bytes to the other site of %lld sent\n", i,
+                sites["representative"].get<bool>() ? "representative" : "member", static_cast<long long>(across),
+                static_cast<long long>(s[i]["bytes_sent"].get<int64_t>()));
+    if (sites["representative"].get<bool>()) {
+      ++representatives;
+      EXPECT_GT(across, 0) << "node" << i;
+    } else {
+      EXPECT_LE(across, 4 * 5 * 20) << "node" << i;
+    }
+  }
+  EXPECT_EQ(representatives, 2);
+  EXPECT_GT(s[0]["test_accuracy"].get<double>(), 0.70);
+  const std::map<int64_t, std::string> first = ChecksumsAfterOuterSteps(cluster.dir(0) / "metrics.jsonl");
+  ASSERT_EQ(first.size(), 4u) << "records at steps 10, 20, 30, 40";
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(ChecksumsAfterOuterSteps(cluster.dir(i) / "metrics.jsonl"), first) << "node" << i;
+}
+
+// kill -9 of a site's representative at a moment drawn afresh each run: its
+// site's other node represents it from the re-form on, and the three
+// survivors end with one model.
+TEST(SiteProcessTest, ASiteWhoseRepresentativeDiesElectsTheNext) {
+  if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
+  std::mt19937 rng(std::random_device{}());
+  const int64_t after_step = std::uniform_int_distribution<int64_t>(2, 20)(rng) * 2;
+  const int delay_ms = std::uniform_int_distribution<int>(0, 100)(rng);
+  OuterHandCluster cluster("outer-two-level-kill", 4, With(kTwoLevel, {"train.epochs=2", "train.log_every_steps=2"}));
+  for (int i = 0; i < 4; ++i) cluster.Start(i, SiteOf(i));
+  const fs::path metrics = cluster.dir(3) / "metrics.jsonl";
+  for (int i = 0; i < 6000 && LastRecordedStep(metrics) < after_step && cluster.node(3).Running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(LastRecordedStep(metrics), after_step) << cluster.Outputs();
+  const int victim = RepresentsItsSite(cluster.dir(2) / "metrics.jsonl") ? 2 : 3;
+  ASSERT_NE(RepresentsItsSite(cluster.dir(2) / "metrics.jsonl"), RepresentsItsSite(metrics)) << cluster.Outputs();
+  const int survivor = 5 - victim;
+  SCOPED_TRACE("node" + std::to_string(victim) + " (home's representative) killed " + std::to_string(delay_ms) +
+               " ms after step " + std::to_string(after_step));
+  std::printf("killing node%d, home's representative, %d ms after step %lld\n", victim, delay_ms,
+              static_cast<long long>(after_step));
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  cluster.node(victim).Signal(SIGKILL);
+  const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1, survivor});
+  ASSERT_EQ(s.size(), 3u);
+  for (const nlohmann::json& summary : s) {
+    EXPECT_GE(summary["reforms"].get<int>(), 1) << summary.dump();
+    EXPECT_EQ(summary["world_size"], 3) << summary.dump();
+  }
+  EXPECT_EQ(s[2]["sites"]["site_size"], 1) << s[2].dump();
+  EXPECT_TRUE(s[2]["sites"]["representative"].get<bool>()) << s[2].dump();
+  EXPECT_GT(s[2]["bytes_sent_across_sites"].get<int64_t>(), 0) << s[2].dump();
+}
 
 }  // namespace
 }  // namespace chorus::node

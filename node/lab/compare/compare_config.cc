@@ -611,6 +611,14 @@ const std::vector<CompareMethod>& BuiltinMethods() {
         "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=5",
         "exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
         "exchange.compression.value_bits=8"}},
+      // Sites (compare.sites): the ring in rank order, for the link-aware
+      // ring's gain when ranks alternate between sites; and two levels.
+      {"ring-allreduce-rank-order", "ring all-reduce in rank order", "allreduce",
+       {"exchange.kind=allreduce", "exchange.algorithm=ring", "exchange.link_aware=false"}},
+      {"two-level-diloco", "two levels: all-reduce in sites, DiLoCo across (H=64)", "low-communication",
+       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=64",
+        "exchange.outer.inner=site"}},
   };
   return methods;
 }
