@@ -42,6 +42,8 @@ struct SimulateArgs {
   std::vector<std::string> methods = {"default"};
   std::string epochs, batch, train_samples;
   std::string latency = "50us", bandwidth = "10gbit";
+  int sites = 1;
+  std::string site_link = "100mbit 50ms";
   std::string out;
   double target = 0.8;
   std::string compute_time;
@@ -82,6 +84,12 @@ void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
   cmd->add_option("--latency", args->latency, "Link latency, e.g. 50us, 1ms")->capture_default_str();
   cmd->add_option("--bandwidth", args->bandwidth,
                   "Bandwidth of each node's NIC, e.g. 10gbit, 1gbit, 100mbit")
+      ->capture_default_str();
+  cmd->add_option("--sites", args->sites,
+                  "Sites: node i in site i % N (cluster.site), joined by --site-link (1: one site)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--site-link", args->site_link, "The link between sites: \"<bandwidth> [<latency>]\"")
       ->capture_default_str();
   cmd->add_option("--out", args->out, "Comparison directory (default: runs/sim-<nodes>, or runs/sim-scaling)");
   cmd->add_option("--target", args->target, "Target test accuracy for \"time to target\" (fraction)")
@@ -173,6 +181,14 @@ Result<SimulateOptions> SimulateOptionsFrom(const SimulateArgs& args, const Conf
   options.latency_s = *latency;
   options.bandwidth = args.bandwidth;
   options.bytes_per_second = *bandwidth;
+  options.sites = args.sites;
+  if (args.sites > 1) {
+    Result<LinkText> site_link = ParseLinkText(args.site_link);
+    if (!site_link) return Err(InvalidArgument("--site-link: " + site_link.error().message()));
+    options.site_link = args.site_link;
+    options.site_bytes_per_second = site_link->bytes_per_s;
+    options.site_latency_s = site_link->latency_s;
+  }
   if (!args.compute_time.empty()) {
     Result<double> compute = ParseDuration(args.compute_time);
     if (!compute) return Err(InvalidArgument("--compute-time: " + compute.error().message()));

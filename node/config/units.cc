@@ -6,6 +6,7 @@
 #include <cmath>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace chorus::node {
 namespace {
@@ -96,6 +97,27 @@ Result<double> ParseDuration(std::string_view text) {
     return Err(InvalidArgument("duration \"" + std::string(text) + "\" must not be negative"));
   }
   return v;
+}
+
+Result<LinkText> ParseLinkText(std::string_view text) {
+  std::vector<std::string_view> words;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    const size_t start = i;
+    while (i < text.size() && text[i] != ' ' && text[i] != '\t') ++i;
+    if (i > start) words.push_back(text.substr(start, i - start));
+  }
+  if (words.empty() || words.size() > 2) {
+    return Err(InvalidArgument("link \"" + std::string(text) +
+                               "\": expected \"<bandwidth> [<latency>]\", e.g. \"100mbit 50ms\""));
+  }
+  LinkText link;
+  CHORUS_ASSIGN_OR_RETURN(link.bytes_per_s, ParseBandwidth(words[0]));
+  if (words.size() == 2) {
+    CHORUS_ASSIGN_OR_RETURN(link.latency_s, ParseDuration(words[1]));
+  }
+  return link;
 }
 
 }  // namespace chorus::node

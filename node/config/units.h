@@ -23,4 +23,12 @@ namespace chorus::node {
 // Seconds of a duration such as "50us" (= 5e-5). Must be >= 0.
 [[nodiscard]] Result<double> ParseDuration(std::string_view text);
 
+// A link as "<bandwidth> [<latency>]" ("100mbit 50ms"; words apart by spaces
+// or tabs): bytes per second and one-way seconds (0 when not given).
+struct LinkText {
+  double bytes_per_s = 0.0;
+  double latency_s = 0.0;
+};
+[[nodiscard]] Result<LinkText> ParseLinkText(std::string_view text);
+
 }  // namespace chorus::node

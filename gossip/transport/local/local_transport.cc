@@ -271,7 +271,7 @@ Clock::time_point LocalHub::DeliveryTimeLocked(int from, int to, size_t bytes) {
   return start + std::chrono::duration_cast<Duration>(link.latency);
 }
 
-std::pair<double, double> LocalHub::VirtualSendLocked(int from, size_t bytes) {
+std::pair<double, double> LocalHub::VirtualSendLocked(int from, int to, size_t bytes) {
   const LocalVirtualTime& v = options_.virtual_time;
   if (!v.enabled) return {0.0, 0.0};
   Slot& src = *slots_[from];
@@ -279,7 +279,19 @@ std::pair<double, double> LocalHub::VirtualSendLocked(int from, size_t bytes) {
   const double done =
       start + (v.bytes_per_second > 0 ? static_cast<double>(bytes) / v.bytes_per_second : 0.0);
   src.virtual_nic_free = done;
-  return {done, done + std::max(0.0, v.latency_s)};
+  double arrival = done + std::max(0.0, v.latency_s);
+  const size_t sites = v.site_of_slot.size();
+  if (sites > static_cast<size_t>(std::max(from, to)) && v.site_of_slot[from] != v.site_of_slot[to]) {
+    const size_t site = static_cast<size_t>(v.site_of_slot[from]);
+    if (site_uplink_free_.size() <= site) site_uplink_free_.resize(site + 1, 0.0);
+    double& uplink_free = site_uplink_free_[site];
+    const double crossed = std::max(done, uplink_free) + (v.site_bytes_per_second > 0
+                                                               ? static_cast<double>(bytes) / v.site_bytes_per_second
+                                                               : 0.0);
+    uplink_free = crossed;
+    arrival = crossed + std::max(0.0, v.latency_s) + std::max(0.0, v.site_latency_s);
+  }
+  return {done, arrival};
 }
 
 void LocalHub::ObserveCompletionLocked(const Op& op) {
@@ -359,7 +371,7 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
   op->tag = tag;
   op->completion = Completion{dest, tag, data.size()};
   const auto ready_at = DeliveryTimeLocked(from, to, data.size());
-  const auto [virtual_done, virtual_arrival] = VirtualSendLocked(from, data.size());
+  const auto [virtual_done, virtual_arrival] = VirtualSendLocked(from, to, data.size());
   op->virtual_done = virtual_done;
   src.stats.bytes_sent += data.size();
   if (src.peer_other_site[dest]) src.stats.bytes_sent_across_sites += data.size();

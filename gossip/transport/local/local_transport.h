@@ -72,6 +72,15 @@ struct LocalVirtualTime {
   // from any thread that uses the slot. Null: only bytes and latency cost time.
   std::function<double(int slot)> cpu_charge;
   std::function<void(int slot)> cpu_resume;
+  // Sites: slot s is in site site_of_slot[s] (empty: all in one). A message
+  // to another site, once it has left the sender's NIC, crosses its site's
+  // uplink (one per site, serialised over everything the site sends out, at
+  // site_bytes_per_second; <= 0: infinite) and arrives site_latency_s later
+  // than it would inside a site. The receiving site's downlink is not
+  // modelled.
+  std::vector<int> site_of_slot;
+  double site_latency_s = 0.0;
+  double site_bytes_per_second = 0.0;
 };
 
 struct LocalHubOptions {
@@ -175,12 +184,14 @@ class LocalHub : public std::enable_shared_from_this<LocalHub> {
   Rank RankOfSlotLocked(int at, int from_slot) const;
   Clock::time_point DeliveryTimeLocked(int from, int to, size_t bytes);
   // Virtual time: the sender's NIC done time and the arrival time of a send of
-  // `bytes` from slot `from` now (in its clock); reserves the NIC.
-  std::pair<double, double> VirtualSendLocked(int from, size_t bytes);
+  // `bytes` from slot `from` to slot `to` now (in its clock); reserves the NIC,
+  // and the site's uplink when `to` is in another site.
+  std::pair<double, double> VirtualSendLocked(int from, int to, size_t bytes);
 
   const LocalHubOptions options_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<double> site_uplink_free_;  // virtual time: by site, when its uplink is free again
 };
 
 }  // namespace chorus::gossip

@@ -220,31 +220,14 @@ void ParseSites(const toml::node& node, Checker& check, CompareConfig* config) {
 void ParseSiteLink(const toml::node& node, Checker& check, LinkSpec* link) {
   std::optional<std::string> text = check.String(node, "site_link");
   if (!text) return;
-  std::vector<std::string> words;
-  std::string word;
-  for (char c : *text + " ") {
-    if (c != ' ' && c != '\t') {
-      word += c;
-    } else if (!word.empty()) {
-      words.push_back(std::exchange(word, {}));
-    }
-  }
-  if (words.empty() || words.size() > 2) {
-    return check.Error(node, "site_link", "expected \"<bandwidth> [<latency>]\", e.g. \"100mbit 50ms\"");
-  }
+  Result<LinkText> parsed = ParseLinkText(*text);
+  if (!parsed) return check.Error(node, "site_link", parsed.error().message());
   link->enabled = true;
-  link->bandwidth = words[0];
-  Result<double> rate = ParseBandwidth(words[0]);
-  if (!rate || !(*rate > 0.0)) {
-    return check.Error(node, "site_link", rate ? "bandwidth must be > 0" : rate.error().message());
-  }
-  link->bytes_per_s = *rate;
-  if (words.size() == 2) {
-    link->latency = words[1];
-    Result<double> seconds = ParseDuration(words[1]);
-    if (!seconds) return check.Error(node, "site_link", seconds.error().message());
-    link->latency_s = *seconds;
-  }
+  link->bytes_per_s = parsed->bytes_per_s;
+  link->latency_s = parsed->latency_s;
+  const size_t space = text->find_first_of(" \t");
+  link->bandwidth = text->substr(0, space);
+  link->latency = space == std::string::npos ? "" : text->substr(text->find_first_not_of(" \t", space));
 }
 
 void ParseCustomMethod(const toml::node& node, Checker& check, std::vector<CompareMethod>* out) {

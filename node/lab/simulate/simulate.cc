@@ -100,6 +100,8 @@ Status CheckOptions(const SimulateOptions& o) {
   else if (o.methods.empty()) bad = "no methods to run";
   else if (!(o.latency_s >= 0)) bad = "latency must be >= 0";
   else if (!(o.bytes_per_second > 0)) bad = "bandwidth must be > 0";
+  else if (o.sites < 1 || o.sites > o.nodes) bad = "sites must be in 1..nodes, got " + std::to_string(o.sites);
+  else if (o.sites > 1 && !(o.site_bytes_per_second > 0)) bad = "sites need a site link bandwidth > 0";
   else if (!(o.compute_scale > 0)) bad = "compute scale must be > 0";
   else if (!(o.compute_spread >= 0)) bad = "compute spread must be >= 0";
   else if (std::any_of(o.speeds.begin(), o.speeds.end(), [](double v) { return !(v > 0 && std::isfinite(v)); }))
@@ -212,9 +214,15 @@ VirtualNodeSpec SharedSpec(const SimulateOptions& options, const SharedData& dat
   hub_options.virtual_time.enabled = true;
   hub_options.virtual_time.latency_s = options.latency_s;
   hub_options.virtual_time.bytes_per_second = options.bytes_per_second;
+  if (options.sites > 1) {
+    for (int i = 0; i < options.nodes; ++i) hub_options.virtual_time.site_of_slot.push_back(i % options.sites);
+    hub_options.virtual_time.site_latency_s = options.site_latency_s;
+    hub_options.virtual_time.site_bytes_per_second = options.site_bytes_per_second;
+  }
   if (cpu_meter != nullptr) cpu_meter->Install(&hub_options.virtual_time);
   VirtualNodeSpec shared;
   shared.world_size = options.nodes;
+  shared.sites = options.sites;
   shared.batch_sizes = batches;
   shared.hub = gossip::LocalHub::Create(hub_options);
   shared.train = &data.train;
@@ -380,6 +388,10 @@ json CompareJson(const SimulateOptions& options, const StepCompute& compute, boo
                      {"exchange_cpu_scale", options.exchange_cpu_scale},
                      {"latency_s", options.latency_s},
                      {"bytes_per_second", options.bytes_per_second},
+                     {"sites", options.sites},
+                     {"site_link", options.site_link},
+                     {"site_latency_s", options.site_latency_s},
+                     {"site_bytes_per_second", options.site_bytes_per_second},
                      {"eval_nodes", SpreadRanks(options.eval_nodes, options.nodes)},
                      {"evals", options.evals},
                      {"eval_samples", options.eval_samples},

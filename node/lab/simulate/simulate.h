@@ -71,6 +71,14 @@ struct SimulateOptions {
   std::string bandwidth = "10gbit";
   double latency_s = 50e-6;
   double bytes_per_second = 1.25e9;
+  // Sites: node i in site i % sites (cluster.site "site<k>"), so that the
+  // ranks alternate between them; messages between sites also cross their
+  // site's uplink of site_bytes_per_second, and site_latency_s more
+  // (LocalVirtualTime). 1: one site.
+  int sites = 1;
+  std::string site_link;  // as written: "100mbit 50ms"
+  double site_latency_s = 0.0;
+  double site_bytes_per_second = 0.0;
   // Compute model (file comment). Both <= 0: measure.
   double forward_backward_s = 0.0;
   double update_s = 0.0;

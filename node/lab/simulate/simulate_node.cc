@@ -21,8 +21,8 @@ std::string NodeName(int rank) { return "node" + std::to_string(rank); }
 
 // Epoch 0 of a cluster of `batch_sizes.size()` hub slots, as seen by `self`:
 // rank i is slot i with batch batch_sizes[i], each on its own host (no
-// hierarchical grouping).
-MembershipView VirtualView(int self, const std::vector<int>& batch_sizes) {
+// hierarchical grouping), in site i % sites.
+MembershipView VirtualView(int self, const std::vector<int>& batch_sizes, int sites) {
   const int world_size = static_cast<int>(batch_sizes.size());
   MembershipView view;
   view.epoch = 0;
@@ -35,6 +35,7 @@ MembershipView VirtualView(int self, const std::vector<int>& batch_sizes) {
     m.data_address = gossip::LocalHub::EncodeAddress(r);
     m.batch_size = batch_sizes[static_cast<size_t>(r)];
     m.host_group = m.name;
+    if (sites > 1) m.site = "site" + std::to_string(r % sites);
     view.members.push_back(std::move(m));
   }
   return view;
@@ -89,7 +90,13 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   ClusterSession session;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<gossip::LocalTransport> transport, hub.MakeTransport(slot));
   session.transport = std::move(transport);
-  session.view = VirtualView(spec.rank, batch_sizes);
+  session.view = VirtualView(spec.rank, batch_sizes, spec.sites);
+  // The transport's peers know their sites (what crosses them is counted).
+  std::vector<gossip::PeerInfo> peers;
+  for (const Member& m : session.view.members) {
+    peers.push_back({m.rank, m.data_address, m.name, m.SiteKey() != session.view.members[spec.rank].SiteKey()});
+  }
+  CHORUS_RETURN_IF_ERROR(session.transport->SetPeers(spec.rank, peers));
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange,
                           MakeExchange(config, &session, trainer.get(), nullptr, spec.spectral_gap));
   // A sample of the nodes evaluates, so the exchange's exact consensus

@@ -55,6 +55,7 @@ struct VirtualNodeSpec {
   const Config* config = nullptr;  // the method's resolved config at this node's batch (shared, read-only)
   int rank = 0;
   int world_size = 1;
+  int sites = 1;  // rank r in site r % sites (SimulateOptions::sites)
   // Every rank's train.batch_size (world_size entries; shared, read-only);
   // null: every rank trains config->train.batch_size.
   const std::vector<int>* batch_sizes = nullptr;

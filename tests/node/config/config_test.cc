@@ -258,6 +258,14 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
        "exchange.outer.delay: expected an integer in [0, 3], got 4"},
       {"[exchange.outer]\nlocal_mix = 1", "exchange.outer.local_mix: expected a number in [0.0, 1.0), got 1"},
       {"[exchange.outer]\npeers = \"all\"", "exchange.outer.peers: expected one of \"neighbours\", \"random\""},
+      {"[exchange.outer]\ninner = \"sites\"", "exchange.outer.inner: expected one of \"alone\", \"site\""},
+      {"[exchange.outer]\ninner = \"site\"",
+       "exchange.outer.inner: \"site\" runs between outer steps; exchange.outer.optimizer is \"none\""},
+      {"[exchange.outer]\ninner = \"site\"\noptimizer = \"nesterov\"\n[exchange]\nkind = \"gossip\"",
+       "exchange.outer.inner: \"site\" needs an outer all-reduce across sites; exchange.kind is \"gossip\""},
+      {"[exchange.outer]\ninner = \"site\"\noptimizer = \"nesterov\"\n[exchange]\nkind = \"allreduce\"\n"
+       "[exchange.compression]\ncodec = \"top-k\"",
+       "exchange.outer.inner: \"site\" sends plain parameters across sites; a codec is set"},
       {"[exchange.compression]\nvalue_bits = 4", "exchange.compression.value_bits: expected 32, 16 or 8, got 4"},
       {"[train]\nbalance = \"time\"\n[exchange]\nkind = \"allreduce\"\n[exchange.outer]\noptimizer = \"nesterov\"",
        "train.balance: balance \"time\" splits an all-reduce step's global batch; with exchange.outer.optimizer "

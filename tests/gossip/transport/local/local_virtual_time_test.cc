@@ -172,5 +172,39 @@ TEST(LocalVirtualTime, OffByDefault) {
   EXPECT_EQ(hub->VirtualNow(1), 0.0);
 }
 
+// Sites {0, 1} and {2, 3}: inside a site as before; to the other site the
+// message also crosses the site's uplink (serialised over both of the site's
+// senders) and the extra latency.
+TEST(LocalVirtualTime, MessagesBetweenSitesShareTheSiteUplinkAndAddItsLatency) {
+  constexpr double kSiteLatency = 0.05, kSiteBytesPerSecond = 1e5;  // 100 ms for kBytes
+  LocalHubOptions options;
+  options.world_size = 4;
+  options.virtual_time.enabled = true;
+  options.virtual_time.latency_s = kLatency;
+  options.virtual_time.bytes_per_second = kBytesPerSecond;
+  options.virtual_time.site_of_slot = {0, 0, 1, 1};
+  options.virtual_time.site_latency_s = kSiteLatency;
+  options.virtual_time.site_bytes_per_second = kSiteBytesPerSecond;
+  auto hub = LocalHub::Create(options);
+  auto t = hub->MakeAll();
+  std::vector<std::byte> out(kBytes, std::byte{5}), in(kBytes);
+  constexpr double kUplink = kBytes / kSiteBytesPerSecond;
+  ASSERT_TRUE(t[0]->Isend(1, 1, out));  // inside site 0
+  ASSERT_TRUE(t[1]->Recv(0, 1, in, VirtualSoon()));
+  EXPECT_NEAR(hub->VirtualNow(1), kSerialise + kLatency, kTol);
+  ASSERT_TRUE(t[0]->Isend(2, 2, out));  // site 0 -> 1: NIC, then the uplink
+  ASSERT_TRUE(t[2]->Recv(0, 2, in, VirtualSoon()));
+  EXPECT_NEAR(hub->VirtualNow(2), 2 * kSerialise + kUplink + kLatency + kSiteLatency, kTol);
+  // Node 1 sends out of site 0 too: its message waits for the uplink.
+  ASSERT_TRUE(t[1]->Isend(3, 3, out));
+  ASSERT_TRUE(t[3]->Recv(1, 3, in, VirtualSoon()));
+  EXPECT_NEAR(hub->VirtualNow(3), 2 * kSerialise + 2 * kUplink + kLatency + kSiteLatency, kTol);
+  // Site 1's uplink is its own.
+  ASSERT_TRUE(t[3]->Isend(0, 4, out));
+  ASSERT_TRUE(t[0]->Recv(3, 4, in, VirtualSoon()));
+  const double sent = hub->VirtualNow(3);
+  EXPECT_NEAR(hub->VirtualNow(0), sent + kSerialise + kUplink + kLatency + kSiteLatency, kTol);
+}
+
 }  // namespace
 }  // namespace chorus::gossip

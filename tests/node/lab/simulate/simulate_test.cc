@@ -265,6 +265,45 @@ TEST_F(SimulateTest, SlowNodesPaceTheAllreduce) {
   EXPECT_EQ(compare["node_profiles"]["speeds"], json({1.0, 0.2}));
 }
 
+// Two sites (ranks alternating) joined by a 100 Mbit/s, 10 ms link: the
+// link-aware ring sends across from two nodes only and beats the ring in rank
+// order; under two levels only the representatives send across.
+TEST_F(SimulateTest, SitesSlowTheRingInRankOrderAndTwoLevelsCrossByRepresentatives) {
+  auto with_sites = [&](const std::string& method) {
+    SimulateOptions options = TinyOptions({method});
+    options.out_dir = dir_.File(method);
+    options.sites = 2;
+    options.site_link = "100mbit 10ms";
+    options.site_bytes_per_second = 100e6 / 8;
+    options.site_latency_s = 0.01;
+    return RunOne(options);
+  };
+  auto senders_across = [](const std::vector<json>& nodes) {
+    int senders = 0;
+    for (const json& s : nodes) senders += s["bytes_sent_across_sites"].get<int64_t>() > 0 ? 1 : 0;
+    return senders;
+  };
+  const std::vector<json> aware = with_sites("ring-allreduce");
+  const std::vector<json> ranked = with_sites("ring-allreduce-rank-order");
+  const std::vector<json> two_level = with_sites("two-level-diloco");
+  ASSERT_EQ(aware.size(), static_cast<size_t>(kSimNodes));
+  ASSERT_EQ(ranked.size(), static_cast<size_t>(kSimNodes));
+  ASSERT_EQ(two_level.size(), static_cast<size_t>(kSimNodes));
+  EXPECT_EQ(senders_across(aware), 2);
+  EXPECT_EQ(senders_across(ranked), kSimNodes);
+  EXPECT_LT(aware[0]["train_seconds"].get<double>(), ranked[0]["train_seconds"].get<double>());
+  EXPECT_EQ(senders_across(two_level), 2);
+  for (const json& s : two_level) {
+    EXPECT_EQ(s["sites"]["sites"], 2);
+    EXPECT_EQ(s["sites"]["site_size"], kSimNodes / 2);
+    EXPECT_EQ(s["bytes_sent_across_sites"].get<int64_t>() > 0, s["sites"]["representative"].get<bool>()) << s["rank"];
+    EXPECT_EQ(s["parameter_checksum"], two_level[0]["parameter_checksum"]) << s["rank"];
+  }
+  std::printf("virtual train seconds: link-aware ring %.4f, rank order %.4f, two levels %.4f\n",
+              aware[0]["train_seconds"].get<double>(), ranked[0]["train_seconds"].get<double>(),
+              two_level[0]["train_seconds"].get<double>());
+}
+
 TEST_F(SimulateTest, BatchSizesGiveEachNodeItsBatchInTheSameSteps) {
   // Batches 8 and 24 alternate: the global batch is still 8 x 16, so every
   // node runs kSteps steps, and node i's compute is in proportion to its batch.
@@ -367,6 +406,14 @@ TEST(SimulateMethodsTest, RefusesWhatVirtualTimeCannotRunAndUnknownNames) {
 
 TEST(SimulateOptionsTest, BadOptionsAreInvalidArgument) {
   SimulateOptions o;
+  {
+    SimulateOptions sites = o;
+    sites.methods = *SimulateMethods({"ring-allreduce"}, sites.nodes);
+    sites.sites = 2;
+    EXPECT_THAT(RunSimulation(sites).error().message(), HasSubstr("sites need a site link bandwidth > 0"));
+    sites.sites = sites.nodes + 1;
+    EXPECT_THAT(RunSimulation(sites).error().message(), HasSubstr("sites must be in 1..nodes"));
+  }
   o.nodes = 1;
   o.methods = *SimulateMethods({"ring-allreduce"}, 8);
   auto r = RunSimulation(o);
