@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -150,6 +151,43 @@ bool ConnectsFrom(const std::string& ns, const std::string& host, int port, int 
          }).get() == 1;
 }
 
+// A TCP listener on `host` inside namespace `ns`, on which the kernel
+// completes handshakes (nothing is accepted) until Close() or destruction.
+class HeldListener {
+ public:
+  HeldListener(const std::string& ns, const std::string& host) {
+    auto port = std::make_shared<std::promise<int>>();
+    std::future<int> port_future = port->get_future();
+    std::shared_future<void> finished = done_.get_future().share();
+    server_ = InNamespace(ns, [host, port, finished]() -> int {
+      int p = -1;
+      const int ls = ListenOn(host, 16, &p);
+      port->set_value(p);
+      if (ls < 0) return -1;
+      finished.wait();
+      close(ls);
+      return 0;
+    });
+    port_ = port_future.get();
+  }
+  ~HeldListener() {
+    if (!closed_) Close();
+  }
+  int port() const { return port_; }
+  // Stops listening: 0 when the listener ran, -1 when it could not listen.
+  int Close() {
+    closed_ = true;
+    done_.set_value();
+    return server_.get();
+  }
+
+ private:
+  std::promise<void> done_;
+  std::future<int> server_;
+  int port_ = -1;
+  bool closed_ = false;
+};
+
 TEST(EmulatedLinkTest, UnshapedLinksCutAndHealOneNode) {
   Status available = EmulatedLink::Available();
   if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
@@ -159,20 +197,8 @@ TEST(EmulatedLinkTest, UnshapedLinksCutAndHealOneNode) {
   EmulatedLink& link = **made;
   EXPECT_NE(link.Describe().find("unshaped"), std::string::npos) << link.Describe();
   const std::string host0 = link.host(0);
-  std::promise<int> port_promise;
-  std::future<int> port_future = port_promise.get_future();
-  std::promise<void> done;
-  std::shared_future<void> finished = done.get_future().share();
-  auto server = InNamespace(link.ns(0), [&]() -> int {
-    int port = -1;
-    const int ls = ListenOn(host0, 16, &port);
-    port_promise.set_value(port);
-    if (ls < 0) return -1;
-    finished.wait();  // the kernel completes the handshakes: nothing to accept
-    close(ls);
-    return 0;
-  });
-  const int port = port_future.get();
+  HeldListener listener(link.ns(0), host0);
+  const int port = listener.port();
   ASSERT_GT(port, 0);
   EXPECT_TRUE(ConnectsFrom(link.ns(1), host0, port, 2000));
   ASSERT_TRUE(link.Cut(1).ok());
@@ -182,8 +208,7 @@ TEST(EmulatedLinkTest, UnshapedLinksCutAndHealOneNode) {
   ASSERT_TRUE(link.Heal(1).ok());
   EXPECT_TRUE(ConnectsFrom(link.ns(1), host0, port, 3000)) << "healed";
   EXPECT_FALSE(link.Cut(7).ok());
-  done.set_value();
-  EXPECT_EQ(server.get(), 0);
+  EXPECT_EQ(listener.Close(), 0);
 }
 
 // Seconds a TCP connect from namespace `ns` to host:port takes (one round
@@ -216,26 +241,13 @@ TEST(EmulatedLinkTest, SitesPutTheSiteLinkBetweenSitesOnly) {
   EXPECT_NE(link.Describe().find("2 sites joined by 1e+03 Mbit/s, 40 ms one-way"), std::string::npos)
       << link.Describe();
   const std::string host0 = link.host(0);
-  std::promise<int> port_promise;
-  std::future<int> port_future = port_promise.get_future();
-  std::promise<void> done;
-  std::shared_future<void> finished = done.get_future().share();
-  auto server = InNamespace(link.ns(0), [&]() -> int {
-    int port = -1;
-    const int ls = ListenOn(host0, 16, &port);
-    port_promise.set_value(port);
-    if (ls < 0) return -1;
-    finished.wait();
-    close(ls);
-    return 0;
-  });
-  const int port = port_future.get();
+  HeldListener listener(link.ns(0), host0);
+  const int port = listener.port();
   ASSERT_GT(port, 0);
   const double inside = ConnectSeconds(link.ns(1), host0, port);
   const double across = ConnectSeconds(link.ns(2), host0, port);
   const double across_too = ConnectSeconds(link.ns(3), host0, port);
-  done.set_value();
-  EXPECT_EQ(server.get(), 0);
+  EXPECT_EQ(listener.Close(), 0);
   ASSERT_GE(inside, 0.0);
   ASSERT_GE(across, 0.0);
   ASSERT_GE(across_too, 0.0);
