@@ -1,0 +1,75 @@
+// Link groups. See link_groups.h.
+#include "topologies/link_groups.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace chorus::topologies {
+
+namespace {
+
+int Root(std::vector<int>& parent, int i) {
+  while (parent[static_cast<size_t>(i)] != i) {
+    parent[static_cast<size_t>(i)] = parent[static_cast<size_t>(parent[static_cast<size_t>(i)])];
+    i = parent[static_cast<size_t>(i)];
+  }
+  return i;
+}
+
+}  // namespace
+
+Result<LinkGroups> GroupByLinkCost(const std::vector<double>& cost, int n, double min_gap) {
+  if (n < 1 || cost.size() != static_cast<size_t>(n) * static_cast<size_t>(n)) {
+    return Err(InvalidArgument("link groups: " + std::to_string(cost.size()) + " costs for " + std::to_string(n) +
+                               " ranks (expected n * n)"));
+  }
+  if (!(min_gap > 1.0)) return Err(InvalidArgument("link groups: the gap must be > 1"));
+  std::vector<double> pair(static_cast<size_t>(n) * static_cast<size_t>(n), 0.0);
+  std::vector<double> sorted;
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      const double c = 0.5 * (cost[static_cast<size_t>(i * n + j)] + cost[static_cast<size_t>(j * n + i)]);
+      if (!(c > 0.0) || !std::isfinite(c)) {
+        return Err(InvalidArgument("link groups: ranks " + std::to_string(i) + " and " + std::to_string(j) +
+                                   " have cost " + std::to_string(c)));
+      }
+      pair[static_cast<size_t>(i * n + j)] = c;
+      sorted.push_back(c);
+    }
+  }
+  std::sort(sorted.begin(), sorted.end());
+  LinkGroups groups;
+  groups.group_of_rank.assign(static_cast<size_t>(n), 0);
+  size_t step = 0;
+  for (size_t k = 0; k + 1 < sorted.size(); ++k) {
+    const double ratio = sorted[k + 1] / sorted[k];
+    if (ratio > groups.gap) {
+      groups.gap = ratio;
+      step = k;
+    }
+  }
+  if (groups.gap < min_gap) return groups;
+  groups.threshold = std::sqrt(sorted[step] * sorted[step + 1]);
+  std::vector<int> parent(static_cast<size_t>(n));
+  std::iota(parent.begin(), parent.end(), 0);
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      if (pair[static_cast<size_t>(i * n + j)] < groups.threshold) {
+        const int a = Root(parent, i), b = Root(parent, j);
+        parent[static_cast<size_t>(std::max(a, b))] = std::min(a, b);  // the root is the lowest rank
+      }
+    }
+  }
+  std::vector<int> id_of_root(static_cast<size_t>(n), -1);
+  groups.groups = 0;
+  for (int i = 0; i < n; ++i) {
+    int& id = id_of_root[static_cast<size_t>(Root(parent, i))];
+    if (id < 0) id = groups.groups++;
+    groups.group_of_rank[static_cast<size_t>(i)] = id;
+  }
+  return groups;
+}
+
+}  // namespace chorus::topologies
