@@ -182,6 +182,10 @@ class Transport {
   // fabric transport orders each pair's first contact: fabric_core.h).
   [[nodiscard]] virtual Status SetPeers(Rank self, std::span<const PeerInfo> peers) = 0;
 
+  // Which peers are in another site (PeerInfo::other_site), by rank, when
+  // the sites change within an epoch (measured after SetPeers). Counting
+  // only; transports that count nothing ignore it.
+  virtual void SetOtherSites(const std::vector<bool>& /*other_site*/) {}
   virtual Rank rank() const = 0;
   virtual int size() const = 0;
 

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "gossip/transport/fabric/fabric_transport.h"
+#include "node/cluster/live_state.h"
 #include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/config/host_port.h"
@@ -53,7 +54,23 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
       transport->Discard(gossip::GossipEpochFilter(static_cast<uint32_t>(e)));
     }
   }
-  if (barriers) return DataPlaneBarrier("data-plane peers installed", next.epoch, deadline);
+  if (barriers) CHORUS_RETURN_IF_ERROR(DataPlaneBarrier("data-plane peers installed", next.epoch, deadline));
+  if (site_probe && !own_pace_ && view.size() > 1) return MeasureSites(deadline);
+  return Status::Ok();
+}
+
+Status ClusterSession::MeasureSites(Deadline deadline) {
+  Result<SiteProbe> probe = ProbeSites(*transport, view, *site_probe, SiteProbeTagBase(view.epoch), deadline);
+  if (!probe) return probe.error().WithContext("measuring the links at epoch " + std::to_string(view.epoch));
+  const std::vector<std::string> contradictions = ApplyMeasuredSites(probe->groups, &view);
+  std::vector<bool> other_site;
+  for (const Member& m : view.members) other_site.push_back(m.SiteKey() != view.members[view.self_rank].SiteKey());
+  transport->SetOtherSites(other_site);
+  site_probe_report = SiteProbeJson(*probe, view, contradictions);
+  CHORUS_LOG_INFO(Subsys::kNode, "epoch ", view.epoch, ": links measured in ", probe->seconds, " s: ",
+                  site_probe_report["groups"].dump(), " (gap ", probe->groups.gap, "x); this node's site is \"",
+                  view.members[view.self_rank].SiteKey(), "\"");
+  for (const std::string& c : contradictions) CHORUS_LOG_WARN(Subsys::kNode, "cluster.site: ", c);
   return Status::Ok();
 }
 
@@ -74,6 +91,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
   local.batch_size = config.train.batch_size;
   local.host_group = config.cluster.host_group;
   local.site = config.cluster.site;
+  if (config.exchange.site_probe) session.site_probe = SiteProbeOptions{};
   local.chorus_version = CHORUS_VERSION;
   local.libfabric_version = gossip::LibfabricVersion();
   local.provider = ProviderName(config.fabric.provider);

@@ -10,7 +10,10 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "gossip/protocols/gossip_tags.h"
@@ -18,6 +21,7 @@
 #include "node/config/config.h"
 #include "node/control/control_plane.h"
 #include "node/cluster/installed_peers.h"
+#include "node/cluster/site_probe.h"
 #include "node/control/membership.h"
 
 namespace chorus::node {
@@ -60,10 +64,20 @@ struct ClusterSession {
   // behind (messages of a failed round or collective that no receive will
   // take). Where the transport needs it (shm), waits for every member after
   // BeginEpoch and again after SetPeers (control-plane barriers, by `deadline`).
+  // With `site_probe` (exchange.site_probe), and in lock step, the members
+  // then measure their links and install the measured sites
+  // (site_probe.h) before anything else runs over the view.
   [[nodiscard]] Status InstallPeers(const MembershipView& view, Deadline deadline);
+
+  std::optional<SiteProbeOptions> site_probe;
+  // The last probe (SiteProbeJson); null before one.
+  nlohmann::json site_probe_report;
 
  private:
   bool own_pace_ = false;
+  // Measures the members' links and installs the measured sites in `view`
+  // and the transport.
+  [[nodiscard]] Status MeasureSites(Deadline deadline);
   // A control-plane barrier of the current epoch, its error naming `name`.
   [[nodiscard]] Status DataPlaneBarrier(const std::string& name, uint64_t epoch, Deadline deadline);
 };

@@ -79,6 +79,11 @@ class LiveState {
 // all-reduce's and the outer step's contribution checks, poison_check.h).
 inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{7} << 37); }
 
+// The tags of the site probe in membership epoch `epoch` (site_probe.h): one
+// range of kTagsPerCollective at + 3 << 37, between the collectives at the
+// end of training and the resume-step agreement.
+inline gossip::Tag SiteProbeTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{3} << 37); }
+
 // The bytes of one message of the transfer.
 inline constexpr size_t kLiveStateChunkBytes = size_t{1} << 20;
 

@@ -307,6 +307,11 @@ struct ExchangeConfig {
   // each cluster.site's members together, each host's inside it, so that it
   // crosses each site boundary twice. False: rank order.
   bool link_aware = true;
+  // At formation and at every membership change the members measure the
+  // links between them (node/cluster/site_probe.h): a node with
+  // cluster.site = "auto" takes its measured site, and a named site the
+  // measurements contradict is reported.
+  bool site_probe = false;
   OnFailure on_failure = OnFailure::kContinue;
   // A check of every member's contribution (node/exchange/poison_check.h).
   bool poison_check = true;

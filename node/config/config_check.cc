@@ -277,6 +277,14 @@ void CheckExchange(const Config& config, Checker& check) {
   check.NumberBelow("exchange.outer.local_mix", outer.local_mix, 0.0, 1.0, /*open_low=*/false);
 }
 
+// Measured sites: a node that asks for one needs the cluster to measure.
+void CheckSiteProbe(const Config& config, Checker& check) {
+  if (config.cluster.site == "auto" && !config.exchange.site_probe) {
+    check.Fail("cluster.site", "\"auto\" is found by measuring the links; exchange.site_probe is false",
+               "exchange.site_probe");
+  }
+}
+
 // Two levels: the site's inner all-reduce under an outer step over every
 // member.
 void CheckTwoLevel(const Config& config, Checker& check) {
@@ -421,6 +429,7 @@ Status ValidateConfig(const Config& config) {
   CheckGossipGraph(config, check);
   CheckGossipCorrections(config, check);
   CheckTwoLevel(config, check);
+  CheckSiteProbe(config, check);
   CheckBalance(config, check);
   return check.Finish();
 }

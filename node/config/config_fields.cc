@@ -200,6 +200,10 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange, link_aware,
                         "allreduce: the ring runs site by site (cluster.site), host by host inside a site, so that "
                         "it crosses each site boundary twice (false: rank order)"),
+    CHORUS_CONFIG_FIELD(exchange, site_probe,
+                        "at formation and every membership change the members time a small probe between every "
+                        "pair and group themselves by it: cluster.site = \"auto\" takes the measured site, a named "
+                        "site the measurements contradict is reported (lock step only)"),
     CHORUS_CONFIG_FIELD(exchange, poison_check,
                         "allreduce: gather every member's contribution norm and finite flag each step; a member "
                         "that sends non-finite values or an outlier is named and its step not applied (3+ members)"),

@@ -458,6 +458,8 @@ Result<json> TrainingLoop::Summarise() {
     // Data-plane messages that failed authentication (forged, altered, of
     // another epoch, replayed): dropped, never used.
     summary["data_plane_rejected"] = s_.session->transport->Stats().messages_rejected;
+    // The links measured at the last membership change (exchange.site_probe).
+    if (!s_.session->site_probe_report.is_null()) summary["site_probe"] = s_.session->site_probe_report;
   }
   summary["train_seconds"] = train_seconds;
   summary["eval_seconds"] = eval_seconds_;

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -40,8 +41,10 @@ inline constexpr const char* kConfigsDir = CHORUS_SOURCE_DIR "/configs";
 class ChorusProcess {
  public:
   // Runs the chorus binary with `args`; `extra_env` ("NAME=value") is added to
-  // our environment.
-  explicit ChorusProcess(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
+  // our environment. `netns`: the network namespace to run it in (as `ip netns
+  // exec` does; the child exits 126 when it cannot enter), or none.
+  explicit ChorusProcess(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+                         const std::string& netns = "") {
     std::vector<std::string> env_text(extra_env);
     for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
     std::vector<char*> envp;
@@ -55,10 +58,15 @@ class ChorusProcess {
     std::vector<char*> argv;
     for (std::string& a : full) argv.push_back(a.data());
     argv.push_back(nullptr);
+    const std::string netns_path = netns.empty() ? "" : "/var/run/netns/" + netns;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
+      if (!netns_path.empty()) {
+        const int ns = open(netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(126);
+      }
       execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }

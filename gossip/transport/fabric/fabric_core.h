@@ -265,6 +265,11 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
 
   Result<RequestPtr> Post(FabricOp::Kind kind, Rank peer, Tag tag, void* data, size_t length);
   Status SetPeers(Rank self, std::span<const PeerInfo> peers);
+  // PeerInfo::other_site of every rank, anew (sends posted after count by it).
+  void SetOtherSites(const std::vector<bool>& other_site) {
+    std::unique_lock lock(peers_mu_);
+    if (other_site.size() == peers_.other_site.size()) peers_.other_site = other_site;
+  }
   void MarkPeerDead(Rank peer);
   bool PeerMarkedDead(Rank peer) const;
   void PeerGone(Rank peer);    // Transport::PeerGone

@@ -630,6 +630,12 @@ void LocalTransport::Discard(TagFilter filter) {
   self.stats.messages_discarded += before - self.unexpected.size();
 }
 
+void LocalTransport::SetOtherSites(const std::vector<bool>& other_site) {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  std::vector<bool>& mine = hub_->slots_[slot_]->peer_other_site;
+  if (other_site.size() == mine.size()) mine = other_site;
+}
+
 TransportStats LocalTransport::Stats() const {
   std::lock_guard<std::mutex> lock(hub_->mu_);
   return hub_->slots_[slot_]->stats;

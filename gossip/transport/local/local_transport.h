@@ -110,6 +110,7 @@ class LocalTransport final : public Transport {
   bool PeerMarkedDead(Rank peer) const override;
   void Discard(TagFilter filter) override;
   TransportStats Stats() const override;
+  void SetOtherSites(const std::vector<bool>& other_site) override;
   std::string Describe() const override;
 
   int slot() const { return slot_; }

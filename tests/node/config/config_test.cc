@@ -258,6 +258,8 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
        "exchange.outer.delay: expected an integer in [0, 3], got 4"},
       {"[exchange.outer]\nlocal_mix = 1", "exchange.outer.local_mix: expected a number in [0.0, 1.0), got 1"},
       {"[exchange.outer]\npeers = \"all\"", "exchange.outer.peers: expected one of \"neighbours\", \"random\""},
+      {"[cluster]\nsite = \"auto\"",
+       "cluster.site: \"auto\" is found by measuring the links; exchange.site_probe is false"},
       {"[exchange.outer]\ninner = \"sites\"", "exchange.outer.inner: expected one of \"alone\", \"site\""},
       {"[exchange.outer]\ninner = \"site\"",
        "exchange.outer.inner: \"site\" runs between outer steps; exchange.outer.optimizer is \"none\""},

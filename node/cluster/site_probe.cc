@@ -1,0 +1,193 @@
+// Site probe (see site_probe.h).
+#include "node/cluster/site_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "gossip/collectives/collective.h"
+#include "node/cluster/live_state.h"
+
+namespace chorus::node {
+namespace {
+
+// The partner of `rank` in round `round` of a round robin over `m` (even)
+// places: pairs sum to 2 * round modulo m - 1, and the one left over meets
+// place m - 1. A partner at or past the real member count is a bye.
+int Partner(int rank, int round, int m) {
+  const int odd = m - 1;
+  if (rank == odd) return round;
+  if (rank == round % odd) return odd;
+  return ((2 * round - rank) % odd + odd) % odd;
+}
+
+double Seconds(std::chrono::steady_clock::time_point from) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+}
+
+// One pair's probes, from the lower rank: the cheapest of `repeats`.
+Result<double> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag, const SiteProbeOptions& o,
+                        std::vector<std::byte>& payload, Deadline deadline) {
+  std::byte one[1] = {std::byte{1}};
+  std::vector<gossip::RequestPtr> sends;
+  double cheapest = 0.0;
+  for (int k = 0; k < o.repeats; ++k) {
+    const auto start = std::chrono::steady_clock::now();
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ping, t.Isend(peer, tag + 0, one));
+    sends.push_back(std::move(ping));
+    CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 1, one, deadline)));
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr data, t.Isend(peer, tag + 2, payload));
+    sends.push_back(std::move(data));
+    CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 3, one, deadline)));
+    const double took = Seconds(start);
+    cheapest = k == 0 ? took : std::min(cheapest, took);
+  }
+  CHORUS_RETURN_IF_ERROR(gossip::WaitAll(sends, deadline));
+  return cheapest;
+}
+
+// The higher rank's side: answer each probe.
+Status Answer(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag, const SiteProbeOptions& o,
+              std::vector<std::byte>& payload, Deadline deadline) {
+  std::byte one[1] = {std::byte{1}};
+  std::vector<gossip::RequestPtr> sends;
+  for (int k = 0; k < o.repeats; ++k) {
+    CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 0, one, deadline)));
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr pong, t.Isend(peer, tag + 1, one));
+    sends.push_back(std::move(pong));
+    CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 2, payload, deadline)));
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ack, t.Isend(peer, tag + 3, one));
+    sends.push_back(std::move(ack));
+  }
+  return gossip::WaitAll(sends, deadline);
+}
+
+// The name a measured site takes: the site most of its members named
+// (ties: the first in order), else "site-" and its lowest rank's name.
+std::string GroupName(const MembershipView& view, const topologies::LinkGroups& groups, int group) {
+  std::map<std::string, int> named;
+  std::string lowest;
+  for (int r = 0; r < view.size(); ++r) {
+    if (groups.group_of_rank[static_cast<size_t>(r)] != group) continue;
+    if (lowest.empty()) lowest = view.members[r].name;
+    if (view.members[r].site != kMeasuredSite) ++named[view.members[r].SiteKey()];
+  }
+  std::string best;
+  int votes = 0;
+  for (const auto& [site, count] : named) {
+    if (count > votes) {
+      best = site;
+      votes = count;
+    }
+  }
+  return votes > 0 ? best : "site-" + lowest;
+}
+
+}  // namespace
+
+Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView& view,
+                             const SiteProbeOptions& options, gossip::Tag tag_base, Deadline deadline) {
+  const int n = view.size(), self = view.self_rank;
+  if (options.bytes < 1 || options.repeats < 1) return Err(InvalidArgument("site probe: bytes and repeats must be >= 1"));
+  const auto start = std::chrono::steady_clock::now();
+  SiteProbe probe;
+  std::vector<float> row(static_cast<size_t>(n), 0.0f);
+  std::vector<std::byte> payload(options.bytes, std::byte{0x5a});
+  const int m = n % 2 == 0 ? n : n + 1;
+  for (int round = 0; round < m - 1; ++round) {
+    const int peer = Partner(self, round, m);
+    if (peer >= n) continue;  // a bye
+    const gossip::Tag tag = tag_base + static_cast<gossip::Tag>(round) * 4;
+    if (self < peer) {
+      Result<double> cost = Initiate(transport, peer, tag, options, payload, deadline);
+      if (!cost) return Err(cost.error().WithContext("site probe with " + view.members[peer].name));
+      row[static_cast<size_t>(peer)] = static_cast<float>(*cost);
+    } else {
+      Status s = Answer(transport, peer, tag, options, payload, deadline);
+      if (!s.ok()) return Err(s.WithContext("site probe from " + view.members[peer].name));
+    }
+  }
+  std::vector<std::string> hosts;
+  for (const Member& member : view.members) hosts.push_back(member.HostKey());
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(transport, hosts));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
+                          GatherFromEveryRank(world, row, tag_base + (gossip::Tag{1} << 16), deadline));
+  probe.cost_s.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0.0);
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      const double c = all[static_cast<size_t>(i * n + j)];  // measured by i, the lower rank
+      probe.cost_s[static_cast<size_t>(i * n + j)] = c;
+      probe.cost_s[static_cast<size_t>(j * n + i)] = c;
+    }
+  }
+  CHORUS_ASSIGN_OR_RETURN(probe.groups, topologies::GroupByLinkCost(probe.cost_s, n, options.min_gap));
+  probe.seconds = Seconds(start);
+  return probe;
+}
+
+std::vector<std::string> ApplyMeasuredSites(const topologies::LinkGroups& groups, MembershipView* view) {
+  std::vector<std::string> contradictions;
+  const int n = view->size();
+  // Named sites: their members' groups.
+  std::map<std::string, std::map<int, std::vector<int>>> named;  // site -> group -> ranks
+  for (int r = 0; r < n; ++r) {
+    const Member& member = view->members[r];
+    if (member.site != kMeasuredSite) named[member.SiteKey()][groups.group_of_rank[static_cast<size_t>(r)]].push_back(r);
+  }
+  auto names = [&](const std::vector<int>& ranks) {
+    std::string s;
+    for (int r : ranks) s += (s.empty() ? "" : ", ") + view->members[r].name;
+    return s;
+  };
+  for (const auto& [site, by_group] : named) {
+    if (by_group.size() < 2) continue;
+    std::string parts;
+    for (const auto& [group, ranks] : by_group) parts += (parts.empty() ? "" : "; ") + names(ranks);
+    contradictions.push_back("site \"" + site + "\" is measured as " + std::to_string(by_group.size()) +
+                             " sites: " + parts + " (the links between them are far slower than inside each)");
+  }
+  std::map<int, std::set<std::string>> sites_of_group;
+  for (const auto& [site, by_group] : named) {
+    for (const auto& entry : by_group) sites_of_group[entry.first].insert(site);
+  }
+  for (const auto& [group, sites] : sites_of_group) {
+    if (sites.size() < 2) continue;
+    std::string list;
+    for (const std::string& s : sites) list += (list.empty() ? "\"" : ", \"") + s + "\"";
+    contradictions.push_back("sites " + list + " are measured as one site (their links are as fast as inside one)");
+  }
+  std::vector<std::string> measured(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) measured[static_cast<size_t>(r)] = GroupName(*view, groups, groups.group_of_rank[static_cast<size_t>(r)]);
+  for (int r = 0; r < n; ++r) {
+    if (view->members[r].site == kMeasuredSite) view->members[r].site = measured[static_cast<size_t>(r)];
+  }
+  return contradictions;
+}
+
+nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
+                             const std::vector<std::string>& contradictions) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (int g = 0; g < probe.groups.groups; ++g) {
+    nlohmann::json names = nlohmann::json::array();
+    for (int r = 0; r < view.size(); ++r) {
+      if (probe.groups.group_of_rank[static_cast<size_t>(r)] == g) names.push_back(view.members[r].name);
+    }
+    groups.push_back(std::move(names));
+  }
+  double cheapest = 0.0, dearest = 0.0;
+  for (double c : probe.cost_s) {
+    if (c <= 0.0) continue;
+    cheapest = cheapest == 0.0 ? c : std::min(cheapest, c);
+    dearest = std::max(dearest, c);
+  }
+  return {{"groups", groups},
+          {"gap", probe.groups.gap},
+          {"threshold_s", probe.groups.threshold},
+          {"cheapest_pair_s", cheapest},
+          {"dearest_pair_s", dearest},
+          {"seconds", probe.seconds},
+          {"contradictions", contradictions}};
+}
+
+}  // namespace chorus::node

@@ -1,0 +1,69 @@
+// Site probe: the members of a view measure the links between them and
+// group themselves into sites by it (exchange.site_probe).
+//
+// Every pair of members meets once, in a round-robin schedule (n - 1 rounds
+// of disjoint pairs, a bye for an odd member): the lower rank times
+// `repeats` probes of a one-byte round trip followed by a transfer of
+// `bytes` and a one-byte answer, and keeps the cheapest (a transfer costs a
+// round trip plus bytes over bandwidth, so it sees both a far link's latency
+// and a slow link's bandwidth). The costs are gathered by every member, and
+// topologies::GroupByLinkCost groups them: near pairs across the largest gap
+// of at least `min_gap` form a site. Every member computes the same groups
+// from the same gathered costs, so the sites they install agree without
+// another message.
+//
+// A member whose cluster.site is "auto" takes its group's name: the site
+// most of the group's members named, else "site-<name of the group's lowest
+// rank>". A named site is kept, and what the measurements contradict
+// (members of one named site measured apart, two named sites measured as
+// one) is reported.
+//
+// Bounded: n (n - 1) / 2 pairs of `repeats` x (bytes + 3) bytes, all by
+// `deadline`. Must not: decide membership.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gossip/transport/transport.h"
+#include "node/control/membership.h"
+#include "topologies/link_groups.h"
+
+namespace chorus::node {
+
+// The cluster.site that asks for measured sites.
+inline constexpr const char* kMeasuredSite = "auto";
+
+struct SiteProbeOptions {
+  size_t bytes = 256 * 1024;  // each probe's transfer
+  int repeats = 3;            // probes per pair; the cheapest counts
+  double min_gap = 4.0;       // the least ratio between far and near links that makes sites
+};
+
+struct SiteProbe {
+  std::vector<double> cost_s;  // [i * n + j]: pair (i, j)'s cheapest probe, seconds (0 on the diagonal)
+  topologies::LinkGroups groups;
+  double seconds = 0.0;  // what the probe took here
+};
+
+// Collective over `view`'s members, once the transport's peers are theirs.
+// `tag_base`: a range of gossip::kTagsPerCollective for this view alone.
+[[nodiscard]] Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView& view,
+                                           const SiteProbeOptions& options, gossip::Tag tag_base, Deadline deadline);
+
+// Gives every member of `view` whose site is kMeasuredSite its group's name,
+// and returns what the measurement contradicts in the named sites, one line
+// each (empty when nothing).
+std::vector<std::string> ApplyMeasuredSites(const topologies::LinkGroups& groups, MembershipView* view);
+
+// The probe as summary.json and the logs give it: the groups by name, the
+// gap, and the cheapest and dearest pair cost.
+nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
+                             const std::vector<std::string>& contradictions);
+
+}  // namespace chorus::node
