@@ -222,4 +222,29 @@ Result<Graph> CompleteGraph(int n) {
   return Graph::Create("complete(" + std::to_string(n) + ")", n, {std::move(out)});
 }
 
+Result<Graph> PlaceGraph(const Graph& graph, const std::vector<int>& rank_at, const std::string& how) {
+  const int n = graph.NumNodes();
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  if (static_cast<int>(rank_at.size()) != n) {
+    return Err(InvalidArgument("placing " + graph.Name() + ": " + std::to_string(rank_at.size()) + " ranks for " +
+                               std::to_string(n) + " nodes"));
+  }
+  for (int r : rank_at) {
+    if (r < 0 || r >= n || seen[static_cast<size_t>(r)]) {
+      return Err(InvalidArgument("placing " + graph.Name() + ": rank " + std::to_string(r) +
+                                 " is out of range or repeated"));
+    }
+    seen[static_cast<size_t>(r)] = true;
+  }
+  std::vector<Adjacency> rounds;
+  for (int t = 0; t < graph.Period(); ++t) {
+    Adjacency out(n);
+    for (int p = 0; p < n; ++p) {
+      for (int q : graph.OutNeighbors(p, t)) out[rank_at[p]].push_back(rank_at[q]);
+    }
+    rounds.push_back(std::move(out));
+  }
+  return Graph::Create(graph.Name() + " " + how, n, std::move(rounds));
+}
+
 }  // namespace chorus::topologies

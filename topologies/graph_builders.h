@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -51,5 +52,13 @@ Result<Graph> RandomRegularGraph(int n, int degree, uint64_t seed);
 
 // Every pair connected.
 Result<Graph> CompleteGraph(int n);
+
+// `graph` with its positions given to ranks: the node at position p is rank
+// rank_at[p] (a permutation of 0..n-1), every edge and round kept. The same
+// graph up to names: degrees, connectivity and the spectrum (so the
+// spectral gap) do not change. With LinkAwareOrder (host_groups.h) the short
+// edges of a ring or an exponential graph fall inside sites and few cross
+// them. Errors: a list that is not a permutation of the graph's nodes.
+Result<Graph> PlaceGraph(const Graph& graph, const std::vector<int>& rank_at, const std::string& how);
 
 }  // namespace chorus::topologies

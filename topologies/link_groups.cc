@@ -42,16 +42,30 @@ Result<LinkGroups> GroupByLinkCost(const std::vector<double>& cost, int n, doubl
   std::sort(sorted.begin(), sorted.end());
   LinkGroups groups;
   groups.group_of_rank.assign(static_cast<size_t>(n), 0);
-  size_t step = 0;
-  for (size_t k = 0; k + 1 < sorted.size(); ++k) {
-    const double ratio = sorted[k + 1] / sorted[k];
-    if (ratio > groups.gap) {
-      groups.gap = ratio;
-      step = k;
+  if (sorted.size() < 2) return groups;
+  // Otsu in log scale: the split k (near: [0, k], far: (k, m)) of most
+  // variance between the classes, w_near w_far (mean_far - mean_near)^2.
+  const size_t m = sorted.size();
+  std::vector<double> prefix(m + 1, 0.0);
+  for (size_t k = 0; k < m; ++k) prefix[k + 1] = prefix[k] + std::log(sorted[k]);
+  double best = -1.0;
+  size_t split = 0;
+  for (size_t k = 0; k + 1 < m; ++k) {
+    const double near = static_cast<double>(k + 1), far = static_cast<double>(m - k - 1);
+    const double mean_near = prefix[k + 1] / near, mean_far = (prefix[m] - prefix[k + 1]) / far;
+    const double between = near * far * (mean_far - mean_near) * (mean_far - mean_near);
+    if (between > best) {
+      best = between;
+      split = k;
+      groups.gap = std::exp(mean_far - mean_near);
     }
   }
-  if (groups.gap < min_gap) return groups;
-  groups.threshold = std::sqrt(sorted[step] * sorted[step + 1]);
+  groups.step = sorted[split + 1] / sorted[split];
+  if (groups.gap < min_gap || groups.step < kMinStep) {
+    groups.gap = std::max(1.0, groups.gap);
+    return groups;
+  }
+  groups.threshold = std::sqrt(sorted[split] * sorted[split + 1]);
   std::vector<int> parent(static_cast<size_t>(n));
   std::iota(parent.begin(), parent.end(), 0);
   for (int i = 0; i < n; ++i) {

@@ -2,13 +2,18 @@
 //
 // `cost` holds, for each pair of ranks, what moving a probe between them
 // took (seconds; a round trip plus a transfer). Links inside a site are far
-// cheaper than links between sites, so the pair costs, sorted, show one
-// large step between the two kinds: the largest ratio between consecutive
-// costs. When it is at least `min_gap` the pairs below it are "near" and
-// the groups are the connected components of near pairs; otherwise every
-// rank is in one group. With sites at several distances (a third site far
-// from two near ones) the largest step is the one taken: the grouping is
-// the top level of a hierarchy. Pure and std only.
+// cheaper than links between sites, but on a loaded host the costs inside a
+// site spread over a decade, so no single step between consecutive costs
+// need stand out. The pair costs are split in two, in log scale, where the
+// two classes are farthest apart for their sizes (Otsu's threshold: the
+// split of most variance between the classes). The split counts when the
+// geometric means of the classes are at least `min_gap` apart and the
+// costs on either side of it at least kMinStep apart: the pairs below are
+// "near", and the groups are the connected components of near pairs (a
+// pair inside a site measured slow by chance does not split its site).
+// Otherwise every rank is in one group. With sites at several distances
+// the split falls at the widest separation: the top level of a hierarchy.
+// Pure and std only.
 #pragma once
 
 #include <vector>
@@ -20,8 +25,9 @@ namespace chorus::topologies {
 struct LinkGroups {
   std::vector<int> group_of_rank;  // [rank] -> group, numbered by their lowest rank
   int groups = 1;
-  double gap = 1.0;        // the largest ratio between consecutive pair costs (1 with fewer than 2 pairs)
-  double threshold = 0.0;  // near below it (the geometric mean across the gap); 0 with one group
+  double gap = 1.0;        // the ratio of the far and near classes' geometric means (1 with fewer than 2 pairs)
+  double step = 1.0;       // the ratio of the cheapest far cost to the dearest near one
+  double threshold = 0.0;  // near below it (the geometric mean across the step); 0 with one group
 };
 
 // `cost[i * n + j]` for i != j (the diagonal is ignored; cost[i][j] and
@@ -29,5 +35,8 @@ struct LinkGroups {
 // not n * n, n < 1, min_gap <= 1, or a pair cost that is not positive and
 // finite (naming the pair).
 Result<LinkGroups> GroupByLinkCost(const std::vector<double>& cost, int n, double min_gap);
+
+// The least ratio between the classes' nearest costs for a split to count.
+inline constexpr double kMinStep = 1.5;
 
 }  // namespace chorus::topologies

@@ -58,6 +58,20 @@ struct SimulateArgs {
   bool no_plots = false;
 };
 
+// The link model: each node's NIC, and the sites.
+void AddSimulateLinkOptions(CLI::App* cmd, SimulateArgs* args) {
+  cmd->add_option("--latency", args->latency, "Link latency, e.g. 50us, 1ms")->capture_default_str();
+  cmd->add_option("--bandwidth", args->bandwidth,
+                  "Bandwidth of each node's NIC, e.g. 10gbit, 1gbit, 100mbit")
+      ->capture_default_str();
+  cmd->add_option("--sites", args->sites,
+                  "Sites: node i in site i % N (cluster.site), joined by --site-link (1: one site)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--site-link", args->site_link, "The link between sites: \"<bandwidth> [<latency>]\"")
+      ->capture_default_str();
+}
+
 void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
   cmd->add_option("config", args->config_file,
                   "TOML node config every virtual node starts from (model, lr, ...); default: the "
@@ -81,16 +95,7 @@ void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
   cmd->add_option("--train-samples", args->train_samples,
                   "Train on the first N images only (data.train_limit; 0: all 60000)")
       ->type_name("N");
-  cmd->add_option("--latency", args->latency, "Link latency, e.g. 50us, 1ms")->capture_default_str();
-  cmd->add_option("--bandwidth", args->bandwidth,
-                  "Bandwidth of each node's NIC, e.g. 10gbit, 1gbit, 100mbit")
-      ->capture_default_str();
-  cmd->add_option("--sites", args->sites,
-                  "Sites: node i in site i % N (cluster.site), joined by --site-link (1: one site)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--site-link", args->site_link, "The link between sites: \"<bandwidth> [<latency>]\"")
-      ->capture_default_str();
+  AddSimulateLinkOptions(cmd, args);
   cmd->add_option("--out", args->out, "Comparison directory (default: runs/sim-<nodes>, or runs/sim-scaling)");
   cmd->add_option("--target", args->target, "Target test accuracy for \"time to target\" (fraction)")
       ->capture_default_str()

@@ -40,9 +40,9 @@ namespace chorus::node {
 inline constexpr const char* kMeasuredSite = "auto";
 
 struct SiteProbeOptions {
-  size_t bytes = 256 * 1024;  // each probe's transfer
+  size_t bytes = 512 * 1024;  // each probe's transfer
   int repeats = 3;            // probes per pair; the cheapest counts
-  double min_gap = 4.0;       // the least ratio between far and near links that makes sites
+  double min_gap = 3.0;       // the least ratio between far and near links that makes sites
 };
 
 struct SiteProbe {

@@ -283,6 +283,13 @@ void CheckSiteProbe(const Config& config, Checker& check) {
     check.Fail("cluster.site", "\"auto\" is found by measuring the links; exchange.site_probe is false",
                "exchange.site_probe");
   }
+  if (config.exchange.site_probe && config.exchange.kind == ExchangeKind::kGossip &&
+      config.exchange.protocol == GossipProtocolKind::kPairwiseAsync) {
+    check.Fail("exchange.site_probe",
+               "the members measure together at each membership change; pairwise-async nodes follow the "
+               "changes at their own pace",
+               "exchange.protocol");
+  }
 }
 
 // Two levels: the site's inner all-reduce under an outer step over every

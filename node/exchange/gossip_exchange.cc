@@ -1,6 +1,7 @@
 // Gossip exchange (see gossip_exchange.h).
 #include "node/exchange/gossip_exchange.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "common/log.h"
@@ -14,6 +15,8 @@
 #include "node/exchange/allreduce_exchange.h"
 #include "node/cluster/step_agreement.h"
 #include "node/exchange/batch_norm_state.h"
+#include "topologies/graph_builders.h"
+#include "topologies/host_groups.h"
 #include "topologies/spectral_gap.h"
 #include "topologies/topology_spec.h"
 
@@ -255,7 +258,18 @@ Result<std::unique_ptr<GossipExchange>> GossipExchange::Create(const Config& con
   return ex;
 }
 
-Result<topologies::Graph> GossipExchange::BuildGraph(int n) const { return GossipGraph(config_, n); }
+Result<topologies::Graph> GossipExchange::BuildGraph(int n) const {
+  CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, GossipGraph(config_, n));
+  return PlacedBySite(std::move(graph), session_->view, config_.exchange.link_aware);
+}
+
+Result<topologies::Graph> PlacedBySite(topologies::Graph graph, const MembershipView& view, bool link_aware) {
+  const std::vector<std::string> sites = SiteKeys(view, link_aware);
+  if (sites.empty() || view.size() != graph.NumNodes()) return graph;
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<int> order, topologies::LinkAwareOrder(sites, HostKeys(view)));
+  if (std::is_sorted(order.begin(), order.end())) return graph;  // one site, hosts in rank order
+  return topologies::PlaceGraph(graph, order, "in site order");
+}
 
 Result<topologies::Graph> GossipGraph(const Config& config, int n) {
   auto graph = topologies::MakeTopology(GossipTopologySpec(config), n);

@@ -143,6 +143,12 @@ class GossipExchange final : public Exchange {
 // that config builds): "ring" is the bidirectional ring for the symmetric
 // protocols; InvalidArgument for a directed graph under one of them.
 [[nodiscard]] Result<topologies::Graph> GossipGraph(const Config& config, int n);
+// `graph` over `view`'s members placed in link-aware order (topologies::PlaceGraph
+// with LinkAwareOrder of their sites and hosts) when `link_aware` and that
+// order is not rank order: its short edges inside sites, few across them,
+// the spectral gap unchanged.
+[[nodiscard]] Result<topologies::Graph> PlacedBySite(topologies::Graph graph, const MembershipView& view,
+                                                     bool link_aware);
 
 // CHOCO's consensus step size: exchange.gamma, or when it is 0 the default of
 // the codec (sparse codecs need a smaller step to stay stable).

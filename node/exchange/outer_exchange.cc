@@ -108,7 +108,8 @@ Status OuterExchange::Build() {
   }
   graph_.reset();
   if (config_.exchange.kind == ExchangeKind::kGossip && config_.exchange.outer.peers == OuterPeers::kNeighbours) {
-    CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, GossipGraph(config_, view.size()));
+    CHORUS_ASSIGN_OR_RETURN(topologies::Graph flat, GossipGraph(config_, view.size()));
+    CHORUS_ASSIGN_OR_RETURN(topologies::Graph graph, PlacedBySite(std::move(flat), view, config_.exchange.link_aware));
     if (!graph.IsUndirected()) {
       return InvalidArgument("topology " + std::string(topologies::GraphKindName(config_.topology.kind)) +
                              " is directed; an outer step with the neighbours needs an undirected graph");

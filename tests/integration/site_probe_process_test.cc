@@ -95,7 +95,7 @@ TEST(SiteProbeProcessTest, EightNodesInTwoEmulatedSitesFindTheirSitesAndAWrongSi
     ASSERT_TRUE(summary.is_object() && summary.contains("site_probe")) << "node" << i << "\n" << outputs;
     const nlohmann::json& report = summary["site_probe"];
     EXPECT_EQ(GroupsOf(report), expected) << "node" << i << ": " << report.dump();
-    EXPECT_GE(report["gap"].get<double>(), 4.0) << report.dump();
+    EXPECT_GE(report["gap"].get<double>(), SiteProbeOptions{}.min_gap) << report.dump();
     // Node 3's "lab" is contradicted; every node reports it.
     const std::string contradictions = report["contradictions"].dump();
     EXPECT_NE(contradictions.find("site \\\"lab\\\" is measured as 2 sites"), std::string::npos) << contradictions;

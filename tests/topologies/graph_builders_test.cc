@@ -2,6 +2,8 @@
 // several n (powers of two and not), in-neighbours mirroring out-neighbours, and the
 // errors when a shape does not fit n.
 #include "topologies/graph_builders.h"
+#include "topologies/host_groups.h"
+#include "topologies/spectral_gap.h"
 
 #include <algorithm>
 #include <set>
@@ -288,6 +290,59 @@ TEST(Graph, ConnectivityLooksAtAllRoundsAndBothDirections) {
   ASSERT_TRUE(split);
   EXPECT_FALSE(split->IsConnected());
   EXPECT_TRUE(split->IsUndirected());
+}
+
+TEST(PlaceGraph, ARingInSiteOrderCrossesTwiceWithTheSameGap) {
+  // 8 ranks alternating between two sites: the ring in rank order crosses
+  // on every edge; placed in link-aware order, on two.
+  std::vector<std::string> sites, hosts;
+  for (int r = 0; r < 8; ++r) {
+    sites.push_back(r % 2 == 0 ? "lab" : "home");
+    hosts.push_back("h" + std::to_string(r));
+  }
+  auto flat = BidirectionalRingGraph(8);
+  ASSERT_TRUE(flat);
+  auto order = LinkAwareOrder(sites, hosts);
+  ASSERT_TRUE(order);
+  auto placed = PlaceGraph(*flat, *order, "in site order");
+  ASSERT_TRUE(placed) << placed.error().ToString();
+  EXPECT_EQ(placed->Name(), flat->Name() + " in site order");
+  auto crossing = [&](const Graph& g) {
+    int edges = 0;
+    for (int i = 0; i < 8; ++i) {
+      for (int j : g.OutNeighbors(i)) edges += sites[i] != sites[j] ? 1 : 0;
+    }
+    return edges;
+  };
+  EXPECT_EQ(crossing(*flat), 16);   // directed edges
+  EXPECT_EQ(crossing(*placed), 4);  // two undirected edges
+  EXPECT_TRUE(placed->IsUndirected());
+  EXPECT_TRUE(placed->IsConnected());
+  auto gap_flat = GraphSpectralGap(*flat);
+  auto gap_placed = GraphSpectralGap(*placed);
+  ASSERT_TRUE(gap_flat && gap_placed);
+  EXPECT_NEAR(gap_placed->gap_per_round, gap_flat->gap_per_round, 1e-9);
+  // A time-varying graph keeps its rounds.
+  auto one_peer = OnePeerExponentialGraph(8);
+  ASSERT_TRUE(one_peer);
+  auto placed_one_peer = PlaceGraph(*one_peer, *order, "in site order");
+  ASSERT_TRUE(placed_one_peer);
+  EXPECT_EQ(placed_one_peer->Period(), one_peer->Period());
+  for (int t = 0; t < one_peer->Period(); ++t) {
+    for (int p = 0; p < 8; ++p) {
+      EXPECT_EQ(placed_one_peer->OutDegree((*order)[p], t), one_peer->OutDegree(p, t));
+    }
+  }
+}
+
+TEST(PlaceGraph, RefusesAnythingButAPermutation) {
+  auto ring = BidirectionalRingGraph(3);
+  ASSERT_TRUE(ring);
+  EXPECT_FALSE(PlaceGraph(*ring, {0, 1}, "x"));
+  auto repeated = PlaceGraph(*ring, {0, 1, 1}, "x");
+  ASSERT_FALSE(repeated);
+  EXPECT_NE(repeated.error().message().find("rank 1 is out of range or repeated"), std::string::npos);
+  EXPECT_FALSE(PlaceGraph(*ring, {0, 1, 3}, "x"));
 }
 
 }  // namespace

@@ -258,16 +258,6 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
        "exchange.outer.delay: expected an integer in [0, 3], got 4"},
       {"[exchange.outer]\nlocal_mix = 1", "exchange.outer.local_mix: expected a number in [0.0, 1.0), got 1"},
       {"[exchange.outer]\npeers = \"all\"", "exchange.outer.peers: expected one of \"neighbours\", \"random\""},
-      {"[cluster]\nsite = \"auto\"",
-       "cluster.site: \"auto\" is found by measuring the links; exchange.site_probe is false"},
-      {"[exchange.outer]\ninner = \"sites\"", "exchange.outer.inner: expected one of \"alone\", \"site\""},
-      {"[exchange.outer]\ninner = \"site\"",
-       "exchange.outer.inner: \"site\" runs between outer steps; exchange.outer.optimizer is \"none\""},
-      {"[exchange.outer]\ninner = \"site\"\noptimizer = \"nesterov\"\n[exchange]\nkind = \"gossip\"",
-       "exchange.outer.inner: \"site\" needs an outer all-reduce across sites; exchange.kind is \"gossip\""},
-      {"[exchange.outer]\ninner = \"site\"\noptimizer = \"nesterov\"\n[exchange]\nkind = \"allreduce\"\n"
-       "[exchange.compression]\ncodec = \"top-k\"",
-       "exchange.outer.inner: \"site\" sends plain parameters across sites; a codec is set"},
       {"[exchange.compression]\nvalue_bits = 4", "exchange.compression.value_bits: expected 32, 16 or 8, got 4"},
       {"[train]\nbalance = \"time\"\n[exchange]\nkind = \"allreduce\"\n[exchange.outer]\noptimizer = \"nesterov\"",
        "train.balance: balance \"time\" splits an all-reduce step's global batch; with exchange.outer.optimizer "
@@ -303,6 +293,25 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[topology]\ndims = 4", "topology.dims: expected an array of integers, got an integer (4)"},
       {"[topology]\ndegree = 0", "topology.degree: expected an integer >= 1, got 0"},
       {"[fabric]\nencrypt = true\nauthenticate = false", "fabric.encrypt: needs fabric.authenticate = true"},
+  };
+  ExpectEachRejectedAtItsLine(cases);
+}
+
+TEST(ConfigParseTest, SiteSettingsThatCannotWorkAreRejected) {
+  const std::map<std::string, std::string> cases = {
+      {"[exchange]\nsite_probe = true\nkind = \"gossip\"\nprotocol = \"pairwise-async\"",
+       "exchange.site_probe: the members measure together at each membership change; pairwise-async nodes "
+       "follow the changes at their own pace"},
+      {"[cluster]\nsite = \"auto\"",
+       "cluster.site: \"auto\" is found by measuring the links; exchange.site_probe is false"},
+      {"[exchange.outer]\ninner = \"sites\"", "exchange.outer.inner: expected one of \"alone\", \"site\""},
+      {"[exchange.outer]\ninner = \"site\"",
+       "exchange.outer.inner: \"site\" runs between outer steps; exchange.outer.optimizer is \"none\""},
+      {"[exchange.outer]\ninner = \"site\"\noptimizer = \"nesterov\"\n[exchange]\nkind = \"gossip\"",
+       "exchange.outer.inner: \"site\" needs an outer all-reduce across sites; exchange.kind is \"gossip\""},
+      {"[exchange.outer]\ninner = \"site\"\noptimizer = \"nesterov\"\n[exchange]\nkind = \"allreduce\"\n"
+       "[exchange.compression]\ncodec = \"top-k\"",
+       "exchange.outer.inner: \"site\" sends plain parameters across sites; a codec is set"},
   };
   ExpectEachRejectedAtItsLine(cases);
 }
