@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node/cluster/site_probe.h"
 #include "node/launch/emulated_link.h"
 #include "tests/integration/control_test_process.h"
 
