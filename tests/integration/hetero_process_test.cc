@@ -278,16 +278,25 @@ TEST(HeteroSamplesTest, ANodeJoinsNodesThatTrainAtTheirOwnPace) {
 }
 
 // The longest wall time between two consecutive records of a node's
-// metrics.jsonl (one every train.log_every_steps steps).
-double LongestGapBetweenRecords(const fs::path& metrics) {
+// metrics.jsonl (one every train.log_every_steps steps), and where it was.
+struct RecordGap {
+  double seconds = 0;
+  double from_wall = 0;  // the record before it
+  int64_t from_step = 0, to_step = 0;
+};
+RecordGap LongestGapBetweenRecords(const fs::path& metrics) {
   std::ifstream in(metrics);
-  double longest = 0, previous = -1;
+  RecordGap longest;
+  double previous = -1;
+  int64_t previous_step = 0;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!r.is_object() || !r.contains("wall_time") || !r.contains("step")) continue;
     const double at = r["wall_time"].get<double>();
-    if (previous >= 0) longest = std::max(longest, at - previous);
+    const int64_t step = r["step"].get<int64_t>();
+    if (previous >= 0 && at - previous > longest.seconds) longest = {at - previous, previous, previous_step, step};
     previous = at;
+    previous_step = step;
   }
   return longest;
 }
@@ -314,9 +323,14 @@ TEST(HeteroSamplesTest, AJoinAtTheirOwnPaceWaitsForNoSlowMember) {
   // longest stand-still is a fraction of one (0.26 s against 0.92 s under
   // CI's load).
   const double slow_step_s = 64.0 / s[1]["samples_per_s"].get<double>();
-  const double gap_s = LongestGapBetweenRecords(cluster.NodeDir(0) / "metrics.jsonl");
-  EXPECT_LT(gap_s, 0.75 * slow_step_s) << "node0 stood still for " << gap_s << " s; node1's steps take "
-                                       << slow_step_s << " s";
+  const RecordGap gap = LongestGapBetweenRecords(cluster.NodeDir(0) / "metrics.jsonl");
+  std::printf("node0's longest stand-still: %.3f s (steps %lld to %lld, from %.3f s); node1's steps take %.3f s\n",
+              gap.seconds, static_cast<long long>(gap.from_step), static_cast<long long>(gap.to_step),
+              gap.from_wall, slow_step_s);
+  EXPECT_LT(gap.seconds, 0.75 * slow_step_s)
+      << "node0 stood still for " << gap.seconds << " s between its steps " << gap.from_step << " and "
+      << gap.to_step << "; node1's steps take " << slow_step_s << " s\n"
+      << cluster.Output(0);
   for (const nlohmann::json& node : s) EXPECT_EQ(node["parameter_checksum"], s[0]["parameter_checksum"]);
 }
 
