@@ -79,6 +79,14 @@ class MembershipTransitions {
   // can, nothing waits for step numbers to meet, and the membership follows
   // the own-pace mode.
   virtual bool StepsRunApart() const { return false; }
+  // Lock step, at an admission point (before step `next_step`): the control
+  // plane holds a view without some members of the installed one, and none
+  // of this node's operations since involved them (NoLoCo's pairs, an outer
+  // step's inner steps). The members whose operations did are re-forming
+  // and never reach the admission point's barrier: meet them in the
+  // re-form now. Ok without doing anything where every loss fails the next
+  // step's operations on every member anyway (the default).
+  [[nodiscard]] virtual Status MembersLost(int64_t /*next_step*/) { return Status::Ok(); }
 };
 
 }  // namespace chorus::node

@@ -155,13 +155,19 @@ std::vector<int> OuterExchange::GroupOf(int64_t step) const {
   return group;
 }
 
-Status OuterExchange::AverageInSite(int64_t step) {
+gossip::AllreduceOptions OuterExchange::AllreduceOptionsAt(gossip::Tag tag_base, Deadline deadline) const {
   gossip::AllreduceOptions o;
   o.algorithm = config_.exchange.algorithm;
   o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
-  o.tag_base = SiteAverageTagBase(session_->view.epoch, step);
-  o.deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
-  Status s = sites_->AverageInSite(trainer_->MasterWeights(), o);
+  o.tag_base = tag_base;
+  o.deadline = deadline;
+  return o;
+}
+
+Status OuterExchange::AverageInSite(int64_t step) {
+  Status s = sites_->AverageInSite(trainer_->MasterWeights(),
+                                   AllreduceOptionsAt(SiteAverageTagBase(session_->view.epoch, step),
+                                                      Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   if (s.ok()) {
     trainer_->RefreshWorkingCopy();
     return s;
@@ -230,21 +236,13 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
   const int world = collective_->size();
   if (!codec_) {
     std::copy(sync.params.begin(), sync.params.end(), sync.base.begin());
-    gossip::AllreduceOptions o;
+    gossip::AllreduceOptions o = AllreduceOptionsAt(tag_base, deadline);
     if (sites_ && config_.exchange.outer.site_representatives) {
-      o.algorithm = config_.exchange.algorithm;
-      o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
-      o.tag_base = tag_base;
-      o.deadline = deadline;
       gossip::CollectiveOptions broadcast;
       broadcast.tag_base = SiteBroadcastTagBase(session_->view.epoch, sync.step);
       broadcast.deadline = deadline;
       return sites_->AverageAcrossSites(std::span<float>(sync.base), o, broadcast);
     }
-    o.algorithm = config_.exchange.algorithm;
-    o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
-    o.tag_base = tag_base;
-    o.deadline = deadline;
     o.post_scale = 1.0f / static_cast<float>(world);
     return collective_->Allreduce(std::span<float>(sync.base), o);
   }
@@ -425,11 +423,8 @@ Status OuterExchange::Finish() {
   std::span<float> params = trainer_->MasterWeights();
   if (!equal && sites_ && config_.exchange.outer.site_representatives) {
     // Equal inside each site (averaged after the last step): across sites by the representatives.
-    gossip::AllreduceOptions o;
-    o.algorithm = config_.exchange.algorithm;
-    o.crossovers = CrossoversFromConfig(config_.fabric.provider, config_.exchange.crossovers);
-    o.tag_base = FinishTagBase(view.epoch) + 2 * gossip::kTagsPerCollective;
-    o.deadline = deadline;
+    const gossip::AllreduceOptions o =
+        AllreduceOptionsAt(FinishTagBase(view.epoch) + 2 * gossip::kTagsPerCollective, deadline);
     gossip::CollectiveOptions broadcast;
     broadcast.tag_base = FinishTagBase(view.epoch) + 3 * gossip::kTagsPerCollective;
     broadcast.deadline = deadline;
@@ -455,6 +450,14 @@ Result<double> OuterExchange::ExactConsensusDistance(int64_t step) {
   if (!evaluations_in_lockstep_ || session_->view.size() < 2) return kNotMeasured;
   return meter_.Measure(*session_, collective_.get(), trainer_->MasterWeights(), step, config_.fabric.op_timeout_s,
                         trace_, kNotMeasured);
+}
+
+Status OuterExchange::MembersLost(int64_t next_step) {
+  const uint64_t epoch = session_->view.epoch;
+  if (in_flight_) CHORUS_RETURN_IF_ERROR(Land());
+  if (session_->view.epoch != epoch) return Status::Ok();  // the sync in flight met the loss and re-formed
+  return Failed(Unavailable("members of epoch " + std::to_string(epoch) + " left (control plane)"),
+                "admission point before step " + std::to_string(next_step), next_step);
 }
 
 Status OuterExchange::Failed(const Status& failure, const std::string& what, int64_t next_step) {

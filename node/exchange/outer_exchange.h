@@ -106,6 +106,7 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   bool StepsInLockstep() const override { return true; }
   [[nodiscard]] Status Admit(const MembershipView& next, int64_t next_step) override;
   [[nodiscard]] Status Joined() override;
+  [[nodiscard]] Status MembersLost(int64_t next_step) override;
 
  private:
   OuterExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace)
@@ -126,6 +127,9 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   [[nodiscard]] Status Communicate(OuterSync& sync);
   [[nodiscard]] Status AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
   [[nodiscard]] Status AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
+  // The outer collectives' all-reduce options: the configured algorithm
+  // and crossovers, at `tag_base`, by `deadline`.
+  gossip::AllreduceOptions AllreduceOptionsAt(gossip::Tag tag_base, Deadline deadline) const;
   // Two levels: the parameters averaged inside the site after step `step`
   // (a failure re-forms, dropping a sync in flight).
   [[nodiscard]] Status AverageInSite(int64_t step);

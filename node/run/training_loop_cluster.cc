@@ -2,9 +2,12 @@
 // cluster and resuming, admission points, following the membership (shares,
 // sample weights, the cluster's sample count) and load balancing.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <numeric>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/enum_names.h"
@@ -160,6 +163,35 @@ Status TrainingLoop::ResumeFromCheckpoint() {
   return Status::Ok();
 }
 
+namespace {
+
+// The members of the installed view that the control plane's latest view no
+// longer has, by name ("node2, node5"); empty when none (or no newer view).
+std::string LostMembers(ClusterSession& session) {
+  if (session.control->Epoch() <= session.view.epoch) return "";
+  const MembershipView latest = session.control->View();
+  std::string lost;
+  for (const Member& m : session.view.members) {
+    const Member* now = latest.Find(m.name);
+    if (now == nullptr || now->data_address != m.data_address) lost += (lost.empty() ? "" : ", ") + m.name;
+  }
+  return lost;
+}
+
+// Fault injection for tests (docs/testing.md): CHORUS_FAULT_HOLD_ADMISSION_S
+// seconds of waiting at the node's first admission point after step 0
+// (before step `step`) before it looks at the membership, as a loaded host
+// may wait there: the control plane can install a newer view meanwhile.
+void HoldAtFirstAdmissionIfAsked(int64_t step) {
+  static bool held = false;
+  const char* text = std::getenv("CHORUS_FAULT_HOLD_ADMISSION_S");
+  if (held || text == nullptr || step == 0) return;
+  held = true;
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, std::atof(text))));
+}
+
+}  // namespace
+
 // Admission points: the members agree at each on the next one (the largest
 // step any proposes), so they meet at the same steps whatever their clocks.
 // A node proposes the step after about cluster.admit_every_s seconds of its
@@ -184,6 +216,14 @@ Status TrainingLoop::AdmitIfDue() {
   rate_since_step_ = step_;
   rate_since_time_ = now;
   const uint64_t epoch = session->view.epoch;
+  HoldAtFirstAdmissionIfAsked(step_);
+  if (const std::string lost = LostMembers(*session); !lost.empty()) {
+    CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", lost,
+                    " left; meeting the members that re-form");
+    CHORUS_RETURN_IF_ERROR(s_.exchange->Transitions().MembersLost(step_));
+    steps_to_catch_up_ += s_.exchange->Transitions().TakeStepsToCatchUp();
+    if (session->view.epoch != epoch) return FollowMembership();
+  }
   int64_t agreed = -1;
   Result<MembershipView> next = session->control->AdvanceEpochIfPending(
       Deadline::AfterSeconds(s_.config->fabric.op_timeout_s), step_ + ahead, &agreed);

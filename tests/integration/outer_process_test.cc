@@ -70,10 +70,11 @@ class OuterHandCluster {
     fs::remove(out_, ignored);  // once no other cluster of this process writes there
   }
 
-  // `own`: settings of node i alone, after the cluster's.
-  ChorusProcess& Start(int i, const std::vector<std::string>& own = {}) {
+  // `own`: settings of node i alone, after the cluster's; `env`: "NAME=value"
+  // added to its environment.
+  ChorusProcess& Start(int i, const std::vector<std::string>& own = {}, const std::vector<std::string>& env = {}) {
     nodes_.resize(std::max<size_t>(nodes_.size(), static_cast<size_t>(i) + 1));
-    nodes_[static_cast<size_t>(i)] = std::make_unique<ChorusProcess>(Args(i, own));
+    nodes_[static_cast<size_t>(i)] = std::make_unique<ChorusProcess>(Args(i, own), env);
     return *nodes_[static_cast<size_t>(i)];
   }
   void StartAll(int n) {
@@ -395,6 +396,50 @@ TEST(OuterRetryTest, ASyncFailedByADeathRunsAgainOverTheSurvivors) {
     EXPECT_NE(cluster.node(i).Output().find("ran again over the 2 survivors"), std::string::npos)
         << cluster.Outputs();
   }
+}
+
+// NoLoCo pairs the nodes at random for each outer step. node3 computes 200
+// times slower, so its partner waits for it in the first sync (after step
+// 9) while the other pair syncs and reaches the admission point before
+// step 10, where it holds (CHORUS_FAULT_HOLD_ADMISSION_S, as a loaded host
+// may). node3 is killed then, in its first steps: its partner's sync fails and it waits in the
+// re-form; the other pair meets no failure of its own, and finds at the
+// admission point a view without node3. It must meet the re-form there, not
+// the admission point's barrier, which the partner never reaches (it waited
+// out the barrier's 60 s, then met a sync failure, before the fix). All
+// three finish with one model.
+TEST(OuterKillTest, NolocoPairThatMissedTheDeathMeetsTheReformAtTheAdmissionPoint) {
+  if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
+  OuterHandCluster cluster("outer-noloco-missed", 4,
+                           With(kNoloco, {"train.epochs=1", "train.log_every_steps=2", "cluster.admit_every_steps=10",
+                                          "cluster.admit_every_s=0"}));
+  const std::vector<std::string> hold = {"CHORUS_FAULT_HOLD_ADMISSION_S=6"};
+  for (int i = 0; i < 3; ++i) cluster.Start(i, {}, hold);
+  cluster.Start(3, {"train.slowdown=200.0"}, hold);
+  // Once node0 has recorded step 8 and had a second for step 9, its sync
+  // and the walk to the admission point, node0's pair holds there.
+  const fs::path fast = cluster.dir(0) / "metrics.jsonl";
+  for (int i = 0; i < 6000 && LastRecordedStep(fast) < 8 && cluster.node(0).Running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(LastRecordedStep(fast), 8) << cluster.Outputs();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ASSERT_LT(LastRecordedStep(cluster.dir(3) / "metrics.jsonl"), 9) << "node3 reached the first sync\n"
+                                                                   << cluster.Outputs();
+  cluster.node(3).Signal(SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1, 2});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(s.size(), 3u);
+  int met_at_admission = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_GE(s[i]["reforms"].get<int>(), 1) << "node" << i << ": " << s[i].dump();
+    EXPECT_EQ(s[i]["world_size"], 3) << "node" << i;
+    met_at_admission += cluster.node(i).Output().find("left; meeting the members that re-form") != std::string::npos;
+  }
+  EXPECT_EQ(met_at_admission, 2) << cluster.Outputs();
+  EXPECT_LT(seconds, 40.0) << cluster.Outputs();
+  std::printf("the three survivors finished %.1f s after the kill\n", seconds);
 }
 
 INSTANTIATE_TEST_SUITE_P(OuterMethods, OuterKillTest,
