@@ -61,7 +61,7 @@ Result<LinkGroups> GroupByLinkCost(const std::vector<double>& cost, int n, doubl
     }
   }
   groups.step = sorted[split + 1] / sorted[split];
-  if (groups.gap < min_gap || groups.step < kMinStep) {
+  if (groups.gap < min_gap) {
     groups.gap = std::max(1.0, groups.gap);
     return groups;
   }
@@ -82,6 +82,31 @@ Result<LinkGroups> GroupByLinkCost(const std::vector<double>& cost, int n, doubl
     int& id = id_of_root[static_cast<size_t>(Root(parent, i))];
     if (id < 0) id = groups.groups++;
     groups.group_of_rank[static_cast<size_t>(i)] = id;
+  }
+  if (groups.groups < 2) return groups;
+  // The groups hold when the pairs across them cost min_gap times the pairs
+  // inside them, by their medians: a noisy site that the split cut would
+  // have pairs alike on both sides.
+  std::vector<double> inside, across;
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      const bool same = groups.group_of_rank[static_cast<size_t>(i)] == groups.group_of_rank[static_cast<size_t>(j)];
+      (same ? inside : across).push_back(pair[static_cast<size_t>(i * n + j)]);
+    }
+  }
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  // Single-member groups have no pair inside: the near class stands for them.
+  const double near = inside.empty() ? std::exp(prefix[split + 1] / static_cast<double>(split + 1)) : median(inside);
+  groups.gap = median(across) / near;
+  if (groups.gap < min_gap) {
+    LinkGroups one;
+    one.group_of_rank.assign(static_cast<size_t>(n), 0);
+    one.gap = groups.gap;
+    one.step = groups.step;
+    return one;
   }
   return groups;
 }

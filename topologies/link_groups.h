@@ -6,12 +6,13 @@
 // site spread over a decade, so no single step between consecutive costs
 // need stand out. The pair costs are split in two, in log scale, where the
 // two classes are farthest apart for their sizes (Otsu's threshold: the
-// split of most variance between the classes). The split counts when the
-// geometric means of the classes are at least `min_gap` apart and the
-// costs on either side of it at least kMinStep apart: the pairs below are
+// split of most variance between the classes). When the geometric means of
+// the classes are at least `min_gap` apart, the pairs below the split are
 // "near", and the groups are the connected components of near pairs (a
-// pair inside a site measured slow by chance does not split its site).
-// Otherwise every rank is in one group. With sites at several distances
+// pair inside a site measured slow by chance does not split its site). The
+// groups hold when the median pair across them costs at least `min_gap`
+// times the median pair inside them (a noisy single site that the split
+// cut has pairs alike on both sides). Otherwise every rank is in one group. With sites at several distances
 // the split falls at the widest separation: the top level of a hierarchy.
 // Pure and std only.
 #pragma once
@@ -25,7 +26,10 @@ namespace chorus::topologies {
 struct LinkGroups {
   std::vector<int> group_of_rank;  // [rank] -> group, numbered by their lowest rank
   int groups = 1;
-  double gap = 1.0;        // the ratio of the far and near classes' geometric means (1 with fewer than 2 pairs)
+  // Across groups: the median pair across them over the median inside;
+  // one group: the far and near classes' geometric means (1 with fewer
+  // than 2 pairs).
+  double gap = 1.0;
   double step = 1.0;       // the ratio of the cheapest far cost to the dearest near one
   double threshold = 0.0;  // near below it (the geometric mean across the step); 0 with one group
 };
@@ -36,7 +40,5 @@ struct LinkGroups {
 // finite (naming the pair).
 Result<LinkGroups> GroupByLinkCost(const std::vector<double>& cost, int n, double min_gap);
 
-// The least ratio between the classes' nearest costs for a split to count.
-inline constexpr double kMinStep = 1.5;
 
 }  // namespace chorus::topologies

@@ -100,7 +100,21 @@ TEST(LinkGroups, SitesOnALoadedHostWhereNoSingleStepStandsOut) {
   ASSERT_TRUE(groups) << groups.error().ToString();
   EXPECT_EQ(groups->group_of_rank, site);
   EXPECT_GE(groups->gap, 4.0);
-  EXPECT_GE(groups->step, kMinStep);
+}
+
+TEST(LinkGroups, SlowPairsInsideASiteDoNotMoveTheGroups) {
+  // As a clean-clone run measured: most pairs 0.6 to 4 ms inside and 30 to
+  // 90 ms across, but a few inside at 35 ms: no clean step at the split
+  // (a first version also asked for one, 1.5x, and found one site).
+  const std::vector<int> site{0, 1, 0, 1, 0, 1, 0, 1};
+  std::vector<double> cost = SpreadCosts(site, 0.6e-3, 4e-3, 30e-3, 90e-3);
+  for (auto [i, j] : {std::pair{0, 2}, std::pair{1, 7}, std::pair{4, 6}}) {
+    cost[static_cast<size_t>(i * 8 + j)] = cost[static_cast<size_t>(j * 8 + i)] = 35e-3;
+  }
+  auto groups = GroupByLinkCost(cost, 8, 3.0);
+  ASSERT_TRUE(groups) << groups.error().ToString();
+  EXPECT_EQ(groups->group_of_rank, site);
+  EXPECT_GE(groups->gap, 3.0);
 }
 
 TEST(LinkGroups, OneSiteSpreadOverADecadeStaysOne) {
