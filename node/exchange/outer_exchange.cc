@@ -179,7 +179,13 @@ Status OuterExchange::AverageInSite(int64_t step) {
 
 Status OuterExchange::AfterUpdate(int64_t step) {
   last_step_ = step;
-  if (sites_) CHORUS_RETURN_IF_ERROR(AverageInSite(step));
+  if (sites_) {
+    const uint64_t epoch = session_->view.epoch;
+    CHORUS_RETURN_IF_ERROR(AverageInSite(step));
+    // A re-form: the others met the loss in this step's sync or site average
+    // and dropped the sync due after it; so does this node.
+    if (session_->view.epoch != epoch) return Status::Ok();
+  }
   if (in_flight_ && in_flight_->land_step <= step) CHORUS_RETURN_IF_ERROR(Land());
   const OuterConfig& oc = config_.exchange.outer;
   const int fragment = gossip::FragmentDue(step + 1, oc.fragments, oc.period);
