@@ -24,10 +24,9 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
   if (!transport) return Status::Ok();
   std::vector<gossip::PeerInfo> peers;
   peers.reserve(next.members.size());
-  const Member* self = next.self_rank >= 0 && next.self_rank < next.size() ? &next.members[next.self_rank] : nullptr;
+  const std::vector<bool> other_site = OtherSites(next);
   for (const Member& m : next.members) {
-    const bool other_site = self != nullptr && m.SiteKey() != self->SiteKey();
-    peers.push_back({m.rank, m.data_address, m.name + "@" + m.control_address, other_site});
+    peers.push_back({m.rank, m.data_address, m.name + "@" + m.control_address, other_site[static_cast<size_t>(m.rank)]});
   }
   // Over shm: a fresh endpoint per epoch, which every member must have
   // opened before any inserts it (Transport::BeginEpoch), and installed
@@ -63,9 +62,7 @@ Status ClusterSession::MeasureSites(Deadline deadline) {
   Result<SiteProbe> probe = ProbeSites(*transport, view, *site_probe, SiteProbeTagBase(view.epoch), deadline);
   if (!probe) return probe.error().WithContext("measuring the links at epoch " + std::to_string(view.epoch));
   const std::vector<std::string> contradictions = ApplyMeasuredSites(probe->groups, &view);
-  std::vector<bool> other_site;
-  for (const Member& m : view.members) other_site.push_back(m.SiteKey() != view.members[view.self_rank].SiteKey());
-  transport->SetOtherSites(other_site);
+  transport->SetOtherSites(OtherSites(view));
   site_probe_report = SiteProbeJson(*probe, view, contradictions);
   CHORUS_LOG_INFO(Subsys::kNode, "epoch ", view.epoch, ": links measured in ", probe->seconds, " s: ",
                   site_probe_report["groups"].dump(), " (gap ", probe->groups.gap, "x); this node's site is \"",

@@ -108,9 +108,7 @@ Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView&
       if (!s.ok()) return Err(s.WithContext("site probe from " + view.members[peer].name));
     }
   }
-  std::vector<std::string> hosts;
-  for (const Member& member : view.members) hosts.push_back(member.HostKey());
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(transport, hosts));
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(transport, HostKeys(view)));
   CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
                           GatherFromEveryRank(world, row, tag_base + (gossip::Tag{1} << 16), deadline));
   probe.cost_s.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0.0);

@@ -145,4 +145,25 @@ bool LivenessTable::IsLost(const std::string& name) const {
   return it != entries_.end() && it->second.lost && !it->second.dead;
 }
 
+std::vector<std::string> HostKeys(const MembershipView& view) {
+  std::vector<std::string> keys;
+  for (const Member& m : view.members) keys.push_back(m.HostKey());
+  return keys;
+}
+
+std::vector<std::string> SiteKeys(const MembershipView& view, bool link_aware) {
+  if (!link_aware) return {};
+  std::vector<std::string> keys;
+  for (const Member& m : view.members) keys.push_back(m.SiteKey());
+  return keys;
+}
+
+std::vector<bool> OtherSites(const MembershipView& view) {
+  std::vector<bool> other(view.members.size(), false);
+  if (view.self_rank < 0 || view.self_rank >= view.size()) return other;
+  const std::string& mine = view.members[static_cast<size_t>(view.self_rank)].SiteKey();
+  for (size_t i = 0; i < view.members.size(); ++i) other[i] = view.members[i].SiteKey() != mine;
+  return other;
+}
+
 }  // namespace chorus::node

@@ -66,6 +66,17 @@ struct MembershipView {
   std::string Describe() const;
 };
 
+// Each rank's host key for hierarchical all-reduce (host_group, else its name).
+std::vector<std::string> HostKeys(const MembershipView& view);
+// Each rank's site for link-aware collectives (site, else its host key), or
+// none (rank order) when `link_aware` is off: gossip::Collective::Create's
+// site_keys.
+std::vector<std::string> SiteKeys(const MembershipView& view, bool link_aware);
+// Whether each member is in another site than this node (SiteKey), by rank:
+// Transport::SetOtherSites, PeerInfo::other_site. All false when the view
+// has no self.
+std::vector<bool> OtherSites(const MembershipView& view);
+
 // Why a node leaves (ControlPlane::Leave). kDone: at the end of its run; the
 // others may still be completing operations it took part in, and nothing of
 // theirs ends. kStopping: before the end (a stop signal); their operations of

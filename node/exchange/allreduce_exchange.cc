@@ -26,19 +26,6 @@ gossip::AllreduceCrossovers CrossoversFromConfig(gossip::FabricProvider provider
   return out;
 }
 
-std::vector<std::string> HostKeys(const MembershipView& view) {
-  std::vector<std::string> keys;
-  for (const Member& m : view.members) keys.push_back(m.HostKey());
-  return keys;
-}
-
-std::vector<std::string> SiteKeys(const MembershipView& view, bool link_aware) {
-  if (!link_aware) return {};
-  std::vector<std::string> keys;
-  for (const Member& m : view.members) keys.push_back(m.SiteKey());
-  return keys;
-}
-
 Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Config& config,
                                                                      ClusterSession* session,
                                                                      trainer::Trainer* trainer,

@@ -151,11 +151,5 @@ inline constexpr CrossoverKey kCrossoverKeys[] = {
 // What `auto` picks by over `provider`: its defaults (gossip::CrossoversForProvider)
 // with the sizes [exchange.crossovers] sets.
 gossip::AllreduceCrossovers CrossoversFromConfig(gossip::FabricProvider provider, const CrossoversConfig& x);
-// Each rank's host key for hierarchical all-reduce (host_group, else its name).
-std::vector<std::string> HostKeys(const MembershipView& view);
-// Each rank's site for link-aware collectives (site, else its host key), or
-// none (rank order) when `link_aware` is off: gossip::Collective::Create's
-// site_keys.
-std::vector<std::string> SiteKeys(const MembershipView& view, bool link_aware);
 
 }  // namespace chorus::node

@@ -244,10 +244,8 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
     std::copy(sync.params.begin(), sync.params.end(), sync.base.begin());
     gossip::AllreduceOptions o = AllreduceOptionsAt(tag_base, deadline);
     if (sites_ && config_.exchange.outer.site_representatives) {
-      gossip::CollectiveOptions broadcast;
-      broadcast.tag_base = SiteBroadcastTagBase(session_->view.epoch, sync.step);
-      broadcast.deadline = deadline;
-      return sites_->AverageAcrossSites(std::span<float>(sync.base), o, broadcast);
+      return sites_->AverageAcrossSites(std::span<float>(sync.base), o,
+                                        SiteBroadcastTagBase(session_->view.epoch, sync.step));
     }
     o.post_scale = 1.0f / static_cast<float>(world);
     return collective_->Allreduce(std::span<float>(sync.base), o);
@@ -431,10 +429,8 @@ Status OuterExchange::Finish() {
     // Equal inside each site (averaged after the last step): across sites by the representatives.
     const gossip::AllreduceOptions o =
         AllreduceOptionsAt(FinishTagBase(view.epoch) + 2 * gossip::kTagsPerCollective, deadline);
-    gossip::CollectiveOptions broadcast;
-    broadcast.tag_base = FinishTagBase(view.epoch) + 3 * gossip::kTagsPerCollective;
-    broadcast.deadline = deadline;
-    CHORUS_RETURN_IF_ERROR(sites_->AverageAcrossSites(params, o, broadcast));
+    CHORUS_RETURN_IF_ERROR(
+        sites_->AverageAcrossSites(params, o, FinishTagBase(view.epoch) + 3 * gossip::kTagsPerCollective));
     CHORUS_LOG_INFO(Subsys::kGossip, "outer: replicas averaged across ", sites_->sites(),
                     " sites by their representatives");
   } else if (!equal) {

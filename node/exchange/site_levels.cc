@@ -42,7 +42,7 @@ Status SiteLevels::AverageInSite(std::span<float> params, gossip::AllreduceOptio
 }
 
 Status SiteLevels::AverageAcrossSites(std::span<float> mean, gossip::AllreduceOptions options,
-                                      const gossip::CollectiveOptions& broadcast) const {
+                                      gossip::Tag broadcast_tag_base) const {
   if (representatives_) {
     // Each site's parameters count once per member: the mean over every member.
     options.pre_scale = static_cast<float>(site_size_) / static_cast<float>(world_size_);
@@ -51,6 +51,9 @@ Status SiteLevels::AverageAcrossSites(std::span<float> mean, gossip::AllreduceOp
     if (!s.ok()) return s.WithContext("outer average among the sites' representatives");
   }
   if (site_) {
+    gossip::CollectiveOptions broadcast;
+    broadcast.tag_base = broadcast_tag_base;
+    broadcast.deadline = options.deadline;
     Status s = site_->Broadcast(std::as_writable_bytes(mean), representative_, broadcast);
     if (!s.ok()) return s.WithContext("outer average from the site's representative (rank " +
                                       std::to_string(representative_) + ")");

@@ -46,9 +46,10 @@ class SiteLevels {
 
   // `mean` holds this node's parameters (equal across its site) and gets the
   // mean over every member: among the representatives with `options` (its
-  // scales set here), then broadcast inside each site with `broadcast`.
+  // scales set here), then broadcast inside each site at `broadcast_tag_base`
+  // by options.deadline.
   [[nodiscard]] Status AverageAcrossSites(std::span<float> mean, gossip::AllreduceOptions options,
-                                          const gossip::CollectiveOptions& broadcast) const;
+                                          gossip::Tag broadcast_tag_base) const;
 
   int sites() const { return sites_; }
   int site_size() const { return site_size_; }

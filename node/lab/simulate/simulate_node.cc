@@ -93,8 +93,9 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   session.view = VirtualView(spec.rank, batch_sizes, spec.sites);
   // The transport's peers know their sites (what crosses them is counted).
   std::vector<gossip::PeerInfo> peers;
+  const std::vector<bool> other_site = OtherSites(session.view);
   for (const Member& m : session.view.members) {
-    peers.push_back({m.rank, m.data_address, m.name, m.SiteKey() != session.view.members[spec.rank].SiteKey()});
+    peers.push_back({m.rank, m.data_address, m.name, other_site[static_cast<size_t>(m.rank)]});
   }
   CHORUS_RETURN_IF_ERROR(session.transport->SetPeers(spec.rank, peers));
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange,
