@@ -114,9 +114,9 @@ inline constexpr EnumName<OuterPeers> kOuterPeersNames[] = {{OuterPeers::kNeighb
                                                            {OuterPeers::kRandom, "random"}};
 
 // exchange.outer.inner: what a node does between outer steps.
-enum class OuterInner { kAlone, kSite };
-inline constexpr EnumName<OuterInner> kOuterInnerNames[] = {{OuterInner::kAlone, "alone"},
-                                                           {OuterInner::kSite, "site"}};
+enum class OuterInner { kAlone, kSite, kSiteGossip };
+inline constexpr EnumName<OuterInner> kOuterInnerNames[] = {
+    {OuterInner::kAlone, "alone"}, {OuterInner::kSite, "site"}, {OuterInner::kSiteGossip, "site-gossip"}};
 
 inline std::string_view SettingName(ProgressSetting v) { return NameOf(kProgressNames, v); }
 inline std::string_view SettingName(StopSetting v) { return NameOf(kStopNames, v); }
@@ -270,9 +270,11 @@ struct OuterConfig {
   OuterPeers peers = OuterPeers::kNeighbours;  // gossip only; all-reduce averages over every member
   // Two levels (all-reduce only): kSite averages the parameters with the
   // node's cluster.site after every inner step (an all-reduce inside the
-  // site), and the outer step then runs across sites, by one representative
-  // per site unless site_representatives is false (every node, over the
-  // link-aware ring).
+  // site); kSiteGossip mixes them with the site's neighbours on the
+  // [topology] graph built over the site (D-PSGD), and averages the site
+  // exactly at the steps whose outer sync is due. The outer step then runs
+  // across sites, by one representative per site unless
+  // site_representatives is false (every node, over the link-aware ring).
   OuterInner inner = OuterInner::kAlone;
   bool site_representatives = true;
   bool operator==(const OuterConfig&) const = default;

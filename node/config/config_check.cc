@@ -292,21 +292,22 @@ void CheckSiteProbe(const Config& config, Checker& check) {
   }
 }
 
-// Two levels: the site's inner all-reduce under an outer step over every
-// member.
+// Two levels: the site's inner exchange (an all-reduce average, or gossip)
+// under an outer step over every member.
 void CheckTwoLevel(const Config& config, Checker& check) {
   const ExchangeConfig& e = config.exchange;
-  if (e.outer.inner != OuterInner::kSite) return;
+  if (e.outer.inner == OuterInner::kAlone) return;
+  const std::string inner = "\"" + std::string(SettingName(e.outer.inner)) + "\"";
   if (e.outer.optimizer == OuterOptimizer::kNone) {
-    check.Fail("exchange.outer.inner", "\"site\" runs between outer steps; exchange.outer.optimizer is \"none\"",
+    check.Fail("exchange.outer.inner", inner + " runs between outer steps; exchange.outer.optimizer is \"none\"",
                "exchange.outer.optimizer");
   } else if (e.kind != ExchangeKind::kAllreduce) {
     check.Fail("exchange.outer.inner",
-               "\"site\" needs an outer all-reduce across sites; exchange.kind is \"" +
+               inner + " needs an outer all-reduce across sites; exchange.kind is \"" +
                    std::string(SettingName(e.kind)) + "\"",
                "exchange.kind");
   } else if (e.compression.codec != gossip::CodecKind::kNone) {
-    check.Fail("exchange.outer.inner", "\"site\" sends plain parameters across sites; a codec is set",
+    check.Fail("exchange.outer.inner", inner + " sends plain parameters across sites; a codec is set",
                "exchange.compression.codec");
   }
 }

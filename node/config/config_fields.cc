@@ -267,11 +267,12 @@ const FieldSpec kFields[] = {
                          "per round (NoLoCo); all-reduce averages over every member: "),
     CHORUS_CONFIG_CHOICE(exchange.outer, inner, kOuterInnerNames, AnyValue,
                          "between outer steps each node trains alone, or (all-reduce) averages its parameters "
-                         "with its cluster.site after every inner step, the outer step then running across "
-                         "sites: "),
+                         "with its cluster.site after every inner step (site-gossip: mixes them with its "
+                         "site neighbours on the [topology] graph, and averages the site at outer syncs), the "
+                         "outer step then running across sites: "),
     CHORUS_CONFIG_FIELD(exchange.outer, site_representatives,
-                        "inner \"site\": the outer step runs among one node per site (the lowest rank; its site "
-                        "then takes the result from it); false: among every node"),
+                        "inner \"site\" or \"site-gossip\": the outer step runs among one node per site (the "
+                        "lowest rank; its site then takes the result from it); false: among every node"),
 
     CHORUS_CONFIG_FIELD(exchange.crossovers, small_tree_max_kib,
                         "auto, 4+ ranks on one host with fewer cores: the tree up to this size (KiB; 0: never; "

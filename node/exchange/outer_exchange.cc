@@ -93,6 +93,7 @@ Result<std::unique_ptr<OuterExchange>> OuterExchange::Create(const Config& confi
 
 OuterExchange::~OuterExchange() {
   if (in_flight_ && in_flight_->done.valid()) in_flight_->done.wait();
+  if (sites_) sites_->KeepUnreleasedBuffers();
 }
 
 Status OuterExchange::Build() {
@@ -101,9 +102,15 @@ Status OuterExchange::Build() {
                           gossip::Collective::Create(*session_->transport, HostKeys(view), std::nullopt,
                                                      SiteKeys(view, config_.exchange.link_aware)));
   collective_ = std::make_unique<gossip::Collective>(std::move(c));
+  if (sites_) sites_->KeepUnreleasedBuffers();
   sites_.reset();
-  if (config_.exchange.outer.inner == OuterInner::kSite) {
-    CHORUS_ASSIGN_OR_RETURN(SiteLevels levels, SiteLevels::Build(*collective_, view));
+  if (config_.exchange.outer.inner != OuterInner::kAlone) {
+    std::optional<SiteGossipSpec> gossip;
+    if (config_.exchange.outer.inner == OuterInner::kSiteGossip) {
+      gossip = SiteGossipSpec{GossipTopologySpec(config_), config_.train.seed,
+                              config_.exchange.poison_check ? config_.exchange.poison_distance_bound : 0.0};
+    }
+    CHORUS_ASSIGN_OR_RETURN(SiteLevels levels, SiteLevels::Build(*collective_, view, gossip));
     sites_ = std::move(levels);
   }
   graph_.reset();
@@ -134,7 +141,11 @@ std::string OuterExchange::Describe() const {
   }
   if (codec_) text += ", pseudo-gradients " + codec_->Describe() + " with error feedback";
   if (sites_) {
-    text += "; inside each site an all-reduce average every step, across " + sites_->Describe() + " by " +
+    text += std::string("; inside each site ") +
+            (sites_->gossips() ? std::string(topologies::GraphKindName(config_.topology.kind)) +
+                                     " gossip every step and an all-reduce average at each sync"
+                               : std::string("an all-reduce average every step")) +
+            ", across " + sites_->Describe() + " by " +
             (oc.site_representatives ? "one representative per site" : "every node");
   }
   return text + " (" + session_->transport->Describe() + ")";
@@ -164,24 +175,32 @@ gossip::AllreduceOptions OuterExchange::AllreduceOptionsAt(gossip::Tag tag_base,
   return o;
 }
 
-Status OuterExchange::AverageInSite(int64_t step) {
-  Status s = sites_->AverageInSite(trainer_->MasterWeights(),
-                                   AllreduceOptionsAt(SiteAverageTagBase(session_->view.epoch, step),
-                                                      Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+// Gossip inside the site, or its exact average: at every step with
+// "site", and with "site-gossip" at the steps whose outer sync is due (and
+// before the last, Finish), so that the site's replicas are equal where the
+// level across sites reads them.
+Status OuterExchange::InsideSite(int64_t step) {
+  const OuterConfig& oc = config_.exchange.outer;
+  const bool sync_due = gossip::FragmentDue(step + 1, oc.fragments, oc.period) >= 0;
+  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  const gossip::Tag tag_base = SiteAverageTagBase(session_->view.epoch, step);
+  Status s = sites_->gossips() && !sync_due
+                 ? sites_->MixInSite(trainer_->MasterWeights(), step, deadline)
+                 : sites_->AverageInSite(trainer_->MasterWeights(), AllreduceOptionsAt(tag_base, deadline));
   if (s.ok()) {
     trainer_->RefreshWorkingCopy();
     return s;
   }
   if (in_flight_ && in_flight_->done.valid()) in_flight_->done.wait();  // over the ended epoch: dropped
   in_flight_.reset();
-  return Failed(s, "step " + std::to_string(step) + ": average inside the site", step + 1);
+  return Failed(s, "step " + std::to_string(step) + ": exchange inside the site", step + 1);
 }
 
 Status OuterExchange::AfterUpdate(int64_t step) {
   last_step_ = step;
   if (sites_) {
     const uint64_t epoch = session_->view.epoch;
-    CHORUS_RETURN_IF_ERROR(AverageInSite(step));
+    CHORUS_RETURN_IF_ERROR(InsideSite(step));
     // A re-form: the others met the loss in this step's sync or site average
     // and dropped the sync due after it; so does this node.
     if (session_->view.epoch != epoch) return Status::Ok();
@@ -426,9 +445,15 @@ Status OuterExchange::Finish() {
                                  [&](int64_t s) { return s == last_step_; });
   std::span<float> params = trainer_->MasterWeights();
   if (!equal && sites_ && config_.exchange.outer.site_representatives) {
-    // Equal inside each site (averaged after the last step): across sites by the representatives.
+    // Equal inside each site (averaged after the last step, or now after
+    // gossip): across sites by the representatives.
     const gossip::AllreduceOptions o =
         AllreduceOptionsAt(FinishTagBase(view.epoch) + 2 * gossip::kTagsPerCollective, deadline);
+    if (sites_->gossips()) {
+      CHORUS_RETURN_IF_ERROR(
+          sites_->AverageInSite(params, AllreduceOptionsAt(FinishTagBase(view.epoch) + 4 * gossip::kTagsPerCollective,
+                                                           deadline)));
+    }
     CHORUS_RETURN_IF_ERROR(
         sites_->AverageAcrossSites(params, o, FinishTagBase(view.epoch) + 3 * gossip::kTagsPerCollective));
     CHORUS_LOG_INFO(Subsys::kGossip, "outer: replicas averaged across ", sites_->sites(),

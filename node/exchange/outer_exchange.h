@@ -130,9 +130,9 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // The outer collectives' all-reduce options: the configured algorithm
   // and crossovers, at `tag_base`, by `deadline`.
   gossip::AllreduceOptions AllreduceOptionsAt(gossip::Tag tag_base, Deadline deadline) const;
-  // Two levels: the parameters averaged inside the site after step `step`
-  // (a failure re-forms, dropping a sync in flight).
-  [[nodiscard]] Status AverageInSite(int64_t step);
+  // Two levels: the exchange inside the site after step `step`, gossip or
+  // the site's average (a failure re-forms, dropping a sync in flight).
+  [[nodiscard]] Status InsideSite(int64_t step);
   // After AverageOverAll: every member's pseudo-gradient checked
   // (poison_check.h); a sync the verdict abandons lands as no change (its
   // base is the anchor) on every member.
@@ -163,7 +163,7 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   gossip::OuterStepOptions step_options_;
   std::unique_ptr<gossip::Codec> codec_;  // null: parameters travel as FP32
   std::unique_ptr<gossip::Collective> collective_;
-  std::optional<SiteLevels> sites_;  // inner = "site"
+  std::optional<SiteLevels> sites_;  // inner = "site" or "site-gossip"
   std::optional<topologies::Graph> graph_;  // gossip with the neighbours
   std::vector<gossip::FragmentRange> fragments_;
   std::vector<float> anchor_, velocity_, residual_;

@@ -3,12 +3,23 @@
 
 #include <cstddef>
 
+#include "gossip/protocols/dpsgd_gossip.h"
+#include "gossip/protocols/gossip_tags.h"
+#include "gossip/transport/subgroup_transport.h"
 #include "node/exchange/allreduce_exchange.h"
 #include "topologies/host_groups.h"
 
 namespace chorus::node {
 
-Result<SiteLevels> SiteLevels::Build(const gossip::Collective& world, const MembershipView& view) {
+// The protocol holds the transport; both are kept for good together when the
+// provider still holds the protocol's buffers.
+struct SiteLevels::SiteGossip {
+  std::unique_ptr<gossip::SubgroupTransport> transport;
+  std::unique_ptr<gossip::DpsgdGossip> protocol;
+};
+
+Result<SiteLevels> SiteLevels::Build(const gossip::Collective& world, const MembershipView& view,
+                                     const std::optional<SiteGossipSpec>& gossip) {
   CHORUS_ASSIGN_OR_RETURN(topologies::HostGroups sites, topologies::GroupByHost(SiteKeys(view, true)));
   SiteLevels levels;
   const int self = view.self_rank;
@@ -20,13 +31,48 @@ Result<SiteLevels> SiteLevels::Build(const gossip::Collective& world, const Memb
   if (mine.size() > 1) {
     CHORUS_ASSIGN_OR_RETURN(gossip::Collective site, world.Subgroup(std::vector<gossip::Rank>(mine.begin(), mine.end())));
     levels.site_ = std::make_shared<gossip::Collective>(std::move(site));
+    if (gossip) CHORUS_RETURN_IF_ERROR(levels.BuildGossip(world, mine, view.epoch, *gossip));
   }
+  levels.gossip_inner_ = gossip.has_value();
   if (levels.representative_ == self && sites.NumGroups() > 1) {
     CHORUS_ASSIGN_OR_RETURN(gossip::Collective reps, world.Subgroup(std::vector<gossip::Rank>(
                                                          sites.leaders.begin(), sites.leaders.end())));
     levels.representatives_ = std::make_shared<gossip::Collective>(std::move(reps));
   }
   return levels;
+}
+
+Status SiteLevels::BuildGossip(const gossip::Collective& world, const std::vector<int>& site, uint64_t epoch,
+                               const SiteGossipSpec& spec) {
+  auto g = std::make_shared<SiteGossip>();
+  CHORUS_ASSIGN_OR_RETURN(g->transport, gossip::SubgroupTransport::Create(
+                                            world.transport(), std::vector<gossip::Rank>(site.begin(), site.end())));
+  auto graph = topologies::MakeTopology(spec.topology, static_cast<int>(site.size()));
+  const std::string kind(topologies::GraphKindName(spec.topology.kind));
+  if (!graph) return graph.error().WithContext("topology." + kind + " inside a site of " + std::to_string(site.size()));
+  gossip::DpsgdOptions o;
+  o.tag_stream = gossip::kSiteGossipTagStream;
+  o.epoch = static_cast<uint32_t>(epoch);
+  o.seed = spec.seed;
+  o.max_relative_distance = spec.max_relative_distance;
+  auto protocol = gossip::DpsgdGossip::Create(*g->transport, std::move(*graph), o);
+  if (!protocol) return protocol.error().WithContext("gossip inside the site");
+  g->protocol = std::move(*protocol);
+  gossip_ = std::move(g);
+  return Status::Ok();
+}
+
+Status SiteLevels::MixInSite(std::span<float> params, int64_t step, Deadline deadline) {
+  if (!gossip_) return Status::Ok();
+  const int64_t start = NowMicros();
+  Status s = gossip_->protocol->Mix(params, step, deadline);
+  if (!s.ok()) return s.WithContext("gossip inside the site");
+  gossip_seconds_ += static_cast<double>(NowMicros() - start) * 1e-6;
+  return Status::Ok();
+}
+
+void SiteLevels::KeepUnreleasedBuffers() {
+  if (gossip_) gossip::KeepWhileUnreleased(*gossip_->transport, gossip_);
 }
 
 Status SiteLevels::AverageInSite(std::span<float> params, gossip::AllreduceOptions options) {
@@ -67,11 +113,18 @@ std::string SiteLevels::Describe() const {
 }
 
 nlohmann::json SiteLevels::Metrics() const {
-  return {{"sites", sites_},
-          {"site_size", site_size_},
-          {"representative", representative()},
-          {"site_averages", averages_},
-          {"site_average_seconds", average_seconds_}};
+  nlohmann::json m = {{"sites", sites_},
+                      {"site_size", site_size_},
+                      {"representative", representative()},
+                      {"site_averages", averages_},
+                      {"site_average_seconds", average_seconds_}};
+  if (gossip_) {
+    const gossip::GossipStats stats = gossip_->protocol->Stats();
+    m["site_gossip_rounds"] = stats.mix_rounds;
+    m["site_gossip_seconds"] = gossip_seconds_;
+    m["site_gossip_rejected"] = stats.rejected_nonfinite + stats.rejected_outliers;
+  }
+  return m;
 }
 
 }  // namespace chorus::node

@@ -1,6 +1,7 @@
 // SiteLevels: the two levels of an outer exchange whose nodes sit in sites
-// (exchange.outer.inner = "site"): a fast exchange inside each cluster.site
-// every inner step, and the outer step's average across sites.
+// (exchange.outer.inner = "site" or "site-gossip"): a fast exchange inside
+// each cluster.site every inner step, and the outer step's average across
+// sites.
 //
 // Inside a site: after every inner step each node's FP32 master weights are
 // averaged with its site's over an all-reduce (the ring in link-aware
@@ -8,6 +9,16 @@
 // gradient for SGD with momentum (the update is linear in the gradient and
 // the momentum); under LARS the per-layer trust ratio makes the two differ
 // slightly. The replicas of a site stay equal.
+//
+// Or gossip inside a site ("site-gossip"): each inner step mixes a node's
+// parameters with its site neighbours' on a graph built over the site's
+// members (D-PSGD: Metropolis-Hastings weights, or uniform ones on a regular
+// directed graph such as the one-peer exponential graph, whose one message
+// per node and step halves a ring all-reduce's bytes). No node waits for its
+// whole site, only for its neighbours. The replicas of a site then differ
+// between outer syncs; the outer exchange averages the site exactly
+// (AverageInSite) at each step whose sync is due, so they are equal where
+// the level across sites needs them to be.
 //
 // Across sites: the outer step's mean over every member. The members of a
 // site hold equal parameters at a sync (AverageInSite ran after every step),
@@ -21,6 +32,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,14 +43,41 @@
 #include "common/status.h"
 #include "gossip/collectives/collective.h"
 #include "node/control/membership.h"
+#include "topologies/topology_spec.h"
+
+namespace chorus::gossip {
+class DpsgdGossip;
+class SubgroupTransport;
+}  // namespace chorus::gossip
 
 namespace chorus::node {
+
+// Gossip inside each site: the graph's kind and shape (built for the site's
+// size), the codec-less D-PSGD's seed and poison bound
+// (GossipOptions::max_relative_distance; 0: none).
+struct SiteGossipSpec {
+  topologies::TopologySpec topology;
+  uint64_t seed = 1;
+  double max_relative_distance = 0.0;
+};
 
 class SiteLevels {
  public:
   // The site collectives of `view` over `world` (a collective over every
-  // member): collective, every member calls it at the same epoch.
-  [[nodiscard]] static Result<SiteLevels> Build(const gossip::Collective& world, const MembershipView& view);
+  // member), and with `gossip` the protocol inside the site: collective,
+  // every member calls it at the same epoch. A graph that does not fit the
+  // site's size, or a directed graph that is not regular, fails naming it.
+  [[nodiscard]] static Result<SiteLevels> Build(const gossip::Collective& world, const MembershipView& view,
+                                                const std::optional<SiteGossipSpec>& gossip = std::nullopt);
+
+  // Mixes `params` with the site neighbours' (gossip round `step`; nothing
+  // alone in the site). Only when built with a SiteGossipSpec.
+  [[nodiscard]] Status MixInSite(std::span<float> params, int64_t step, Deadline deadline);
+  bool gossips() const { return gossip_inner_; }
+  // The provider still holds buffers of the site's gossip (Transport::
+  // UnreleasedBuffers): they are kept for good. Call before dropping these
+  // levels.
+  void KeepUnreleasedBuffers();
 
   // Averages `params` with this node's site (nothing alone in it); `options`
   // gives the algorithm, tags and deadline (its scales are set here).
@@ -56,11 +95,18 @@ class SiteLevels {
   bool representative() const { return representatives_ != nullptr; }
   // "2 sites (this one: 4 nodes, represented by rank 0)".
   std::string Describe() const;
-  // Counters for the metrics: averages inside the site and their seconds.
+  // Counters for the metrics: averages inside the site and their seconds,
+  // and the gossip's rounds, seconds and rejected neighbours.
   nlohmann::json Metrics() const;
 
  private:
+  struct SiteGossip;  // the site's transport and the D-PSGD protocol over it
+  [[nodiscard]] Status BuildGossip(const gossip::Collective& world, const std::vector<int>& site, uint64_t epoch,
+                                   const SiteGossipSpec& spec);
+
   std::shared_ptr<gossip::Collective> site_;             // null alone in the site
+  std::shared_ptr<SiteGossip> gossip_;                   // "site-gossip" with others in the site
+  bool gossip_inner_ = false;                            // "site-gossip"
   std::shared_ptr<gossip::Collective> representatives_;  // null unless this node represents its site
   int sites_ = 1;
   int site_size_ = 1;
@@ -68,6 +114,7 @@ class SiteLevels {
   gossip::Rank representative_ = 0;  // of this node's site
   uint64_t averages_ = 0;
   double average_seconds_ = 0.0;
+  double gossip_seconds_ = 0.0;
 };
 
 }  // namespace chorus::node

@@ -488,6 +488,36 @@ TEST(SiteProcessTest, TwoSitesEndWithOneModelAndOnlyRepresentativesCrossSites) {
   for (int i = 1; i < 4; ++i) EXPECT_EQ(ChecksumsAfterOuterSteps(cluster.dir(i) / "metrics.jsonl"), first) << "node" << i;
 }
 
+// Gossip inside a site: nodes 0, 1 and 2 in "lab" mix on the one-peer
+// exponential graph over their site every step (not an exact average over
+// three) and average exactly at the steps whose outer sync is due; node 3 is
+// alone in "home". All four end with one model, and with the same
+// parameters after every outer step.
+TEST(SiteProcessTest, ASiteThatGossipsAveragesAtEachSyncAndEndsWithOneModel) {
+  if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
+  OuterHandCluster cluster("outer-site-gossip", 4,
+                           With(kDiloco, {"exchange.outer.inner=\"site-gossip\"",
+                                          "topology.kind=\"one-peer-exponential\""}));
+  for (int i = 0; i < 4; ++i) cluster.Start(i, {std::string("cluster.site=\"") + (i < 3 ? "lab" : "home") + "\""});
+  const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1, 2, 3});
+  ASSERT_EQ(s.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    const nlohmann::json& sites = s[i]["sites"];
+    ASSERT_TRUE(sites.is_object()) << "node" << i << ": " << s[i].dump();
+    EXPECT_EQ(sites["site_size"], 3) << "node" << i;
+    EXPECT_EQ(s[i]["outer_steps"], 4) << "node" << i;
+    // Steps 0..45: the four sync steps averaged, the others gossiped; and
+    // the average before the representatives' last one at the end.
+    EXPECT_EQ(sites["site_averages"], 5) << "node" << i << ": " << sites.dump();
+    EXPECT_EQ(sites["site_gossip_rounds"], 42) << "node" << i << ": " << sites.dump();
+  }
+  EXPECT_FALSE(s[3]["sites"].contains("site_gossip_rounds")) << "node3 is alone in its site";
+  EXPECT_GT(s[0]["test_accuracy"].get<double>(), 0.70);
+  const std::map<int64_t, std::string> first = ChecksumsAfterOuterSteps(cluster.dir(0) / "metrics.jsonl");
+  ASSERT_EQ(first.size(), 4u) << "records at steps 10, 20, 30, 40";
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(ChecksumsAfterOuterSteps(cluster.dir(i) / "metrics.jsonl"), first) << "node" << i;
+}
+
 // kill -9 of a site's representative at a moment drawn afresh each run: its
 // site's other node represents it from the re-form on, and the three
 // survivors end with one model.

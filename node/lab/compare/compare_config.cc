@@ -602,6 +602,10 @@ const std::vector<CompareMethod>& BuiltinMethods() {
        {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
         "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=64",
         "exchange.outer.inner=site"}},
+      {"two-level-gossip-diloco", "two levels: one-peer gossip in sites, DiLoCo across (H=64)", "low-communication",
+       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=64",
+        "exchange.outer.inner=site-gossip", "topology.kind=one-peer-exponential"}},
   };
   return methods;
 }

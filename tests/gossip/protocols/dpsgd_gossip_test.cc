@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <latch>
@@ -15,6 +16,7 @@
 #include "gossip/protocols/choco_gossip.h"
 #include "gossip/protocols/pairwise_gossip.h"
 #include "gossip/protocols/push_sum_gossip.h"
+#include "gossip/transport/subgroup_transport.h"
 #include "tests/gossip/gossip_test_util.h"
 #include "topologies/graph_builders.h"
 #include "topologies/spectral_gap.h"
@@ -349,6 +351,63 @@ TEST(DpsgdGossipTest, OnePeerExponentialKeepsTheAverageAndConverges) {
       }
     }
   }
+}
+
+// D-PSGD inside groups of a membership (SubgroupTransport): ranks 0, 2, 4 and
+// 1, 3, 5 gossip on their own one-peer exponential graphs over one
+// transport. Each group keeps its own sum and reaches its own mean; nothing
+// crosses between the groups; completions name the local rank.
+TEST(DpsgdGossipTest, GroupsOfOneTransportMixAmongThemselvesOnly) {
+  const int n = 6;
+  const size_t len = 257;
+  std::vector<std::vector<float>> start(n), end(n);
+  auto statuses = RunGossipNodes(n, [&](int r, Transport& t, LocalHub&) -> Status {
+    const std::vector<Rank> group = r % 2 == 0 ? std::vector<Rank>{0, 2, 4} : std::vector<Rank>{1, 3, 5};
+    CHORUS_ASSIGN_OR_RETURN(auto sub, SubgroupTransport::Create(t, group));
+    if (sub->rank() != r / 2 || sub->size() != 3 || sub->WorldRank(sub->rank()) != r) {
+      return Internal("local rank of world rank " + std::to_string(r) + " is " + std::to_string(sub->rank()));
+    }
+    if (sub->Isend(3, 1, {}).has_value() || sub->Irecv(kAnySource, 1, {}).has_value()) {
+      return Internal("a rank outside the group was accepted");
+    }
+    CHORUS_ASSIGN_OR_RETURN(auto graph, topologies::OnePeerExponentialGraph(3));
+    CHORUS_ASSIGN_OR_RETURN(auto p, DpsgdGossip::Create(*sub, graph, DpsgdOptions{}));
+    std::vector<float> x = RandomVector(5, r, len, r % 2 == 0 ? 1.0 : 10.0, r % 2 == 0 ? 2.0 : 20.0);
+    start[static_cast<size_t>(r)] = x;
+    for (int round = 0; round < 40; ++round) CHORUS_RETURN_IF_ERROR(p->Mix(x, round, Deadline::AfterSeconds(20)));
+    end[static_cast<size_t>(r)] = x;
+    // One message to the local rank's neighbour, whose completion names it locally.
+    const Rank next = (sub->rank() + 1) % 3, prev = (sub->rank() + 2) % 3;
+    std::array<std::byte, 4> in{}, out{};
+    CHORUS_ASSIGN_OR_RETURN(RequestPtr recv, sub->Irecv(prev, 7, in));
+    CHORUS_RETURN_IF_ERROR(sub->Send(next, 7, out, Deadline::AfterSeconds(20)));
+    CHORUS_ASSIGN_OR_RETURN(Completion c, recv->Wait(Deadline::AfterSeconds(20)));
+    if (c.source != prev) return Internal("completion names rank " + std::to_string(c.source));
+    return Status::Ok();
+  });
+  ExpectAllOk(statuses);
+  for (int parity = 0; parity < 2; ++parity) {
+    std::vector<std::vector<float>> before, after;
+    for (int r = parity; r < n; r += 2) {
+      before.push_back(start[static_cast<size_t>(r)]);
+      after.push_back(end[static_cast<size_t>(r)]);
+    }
+    EXPECT_NEAR(TotalSum(after), TotalSum(before), 1e-5 * std::abs(TotalSum(before))) << "group " << parity;
+    EXPECT_LT(ConsensusDistance(after), 1e-4) << "group " << parity;
+    const double mean = TotalSum(before) / (3.0 * static_cast<double>(len));
+    EXPECT_NEAR(after[0][0], mean, 0.2 * mean) << "group " << parity;  // a group's own scale: [1,2) or [10,20)
+  }
+}
+
+TEST(DpsgdGossipTest, AGroupMustNameDistinctRanksOfTheTransportIncludingItself) {
+  auto statuses = RunGossipNodes(3, [&](int r, Transport& t, LocalHub&) -> Status {
+    for (const std::vector<Rank>& bad : {std::vector<Rank>{0, 0, 1, 2}, std::vector<Rank>{0, 1, 2, 3},
+                                         std::vector<Rank>{(r + 1) % 3}}) {
+      if (SubgroupTransport::Create(t, bad).has_value()) return Internal("a bad group was accepted");
+    }
+    return Status::Ok();
+  });
+  ExpectAllOk(statuses);
 }
 
 }  // namespace
