@@ -312,6 +312,8 @@ TEST(ConfigParseTest, SiteSettingsThatCannotWorkAreRejected) {
       {"[exchange.outer]\ninner = \"site\"\noptimizer = \"nesterov\"\n[exchange]\nkind = \"allreduce\"\n"
        "[exchange.compression]\ncodec = \"top-k\"",
        "exchange.outer.inner: \"site\" sends plain parameters across sites; a codec is set"},
+      {"[exchange.outer]\ninner = \"site-gossip\"\noptimizer = \"nesterov\"\n[exchange]\nkind = \"gossip\"",
+       "exchange.outer.inner: \"site-gossip\" needs an outer all-reduce across sites; exchange.kind is \"gossip\""},
   };
   ExpectEachRejectedAtItsLine(cases);
 }
