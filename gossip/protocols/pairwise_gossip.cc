@@ -1,11 +1,9 @@
 // PairwiseGossip (pairwise_gossip.h): the responder thread, the initiator's
 // attempts, deferral, step notices and the staleness wait.
 //
-// Wire: every message is a 24-byte header, then (VALUE and ACCEPT) the codec's
-// encoding of the sender's public value:
-//   [0] type  [1] flags (bit 0: sender has finished)  [2..7] 0
-//   [8..15] u64 seq (the initiator's request id; answers echo it; notices 0)
-//   [16..23] i64 step (the sender's step counter: the last round it passed to Mix)
+// Wire: every message is a header (pairwise_wire.h: type, finished flag, seq,
+// step), then (VALUE and ACCEPT) the codec's encoding of the sender's public
+// value.
 // An exchange: the initiator sends REQUEST (the header alone) with
 // GossipTag(kPairwise, stream, epoch, 0); the responder posts a receive for
 // the value from it (round field 2) and answers CLEAR, or declines; only then
@@ -26,55 +24,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <thread>
 
 #include "common/log.h"
 #include "gossip/collectives/collective.h"
 #include "gossip/protocols/dpsgd_gossip.h"
+#include "gossip/protocols/pairwise_wire.h"
 
 namespace chorus::gossip {
 namespace {
-
-constexpr size_t kHeaderBytes = 24;
-
-enum MessageType : uint8_t {
-  kRequest = 1,
-  kAccept = 2,
-  kDeclineBusy = 3,
-  kDeclineRejected = 4,
-  kNotice = 5,  // header only: the sender's step, and whether it has finished
-  kClear = 6,   // answer to REQUEST: the responder's receive for the value is posted
-};
-
-constexpr uint8_t kFlagFinished = 1;
-
-}  // namespace
-
-struct PairwiseGossip::Message {
-  uint8_t type = 0;
-  uint8_t flags = 0;
-  uint64_t seq = 0;
-  int64_t step = 0;
-};
-
-namespace {
-
-void WriteMessageHeader(const uint8_t type, uint8_t flags, uint64_t seq, int64_t step,
-                        std::byte* out) {
-  std::memset(out, 0, kHeaderBytes);
-  out[0] = static_cast<std::byte>(type);
-  out[1] = static_cast<std::byte>(flags);
-  std::memcpy(out + 8, &seq, 8);
-  std::memcpy(out + 16, &step, 8);
-}
-
-std::vector<std::byte> HeaderOnly(uint8_t type, uint8_t flags, uint64_t seq, int64_t step) {
-  std::vector<std::byte> out(kHeaderBytes);
-  WriteMessageHeader(type, flags, seq, step, out.data());
-  return out;
-}
 
 Tag RequestTag(uint8_t stream, uint32_t epoch) {
   return GossipTag(GossipMessageKind::kPairwise, stream, epoch, 0);
@@ -84,12 +43,6 @@ Tag AnswerTag(uint8_t stream, uint32_t epoch) {
 }
 Tag ValueTag(uint8_t stream, uint32_t epoch) {
   return GossipTag(GossipMessageKind::kPairwise, stream, epoch, 2);
-}
-
-uint64_t ReadSeq(std::span<const std::byte> bytes) {
-  uint64_t seq = 0;
-  std::memcpy(&seq, bytes.data() + 8, 8);
-  return seq;
 }
 
 // Counts an averaging this node completed, on either side.
@@ -189,8 +142,8 @@ void PairwiseGossip::ResponderLoop() {
     n = public_.size();
   }
   const Tag tag = RequestTag(options_.tag_stream, options_.epoch);
-  std::vector<std::byte> header(kHeaderBytes);
-  std::vector<std::byte> value(kHeaderBytes + codec_->WireBytes(n));
+  std::vector<std::byte> header(kPairwiseHeaderBytes);
+  std::vector<std::byte> value(kPairwiseHeaderBytes + codec_->WireBytes(n));
   auto record_error = [&](const Status& s) {
     CHORUS_LOG_WARN(Subsys::kGossip, "pairwise responder (rank ", transport_.rank(),
                     ") stopped: ", s.ToString());
@@ -223,8 +176,9 @@ void PairwiseGossip::ResponderLoop() {
       ++s.messages_received;
     });
     const auto bytes = std::span<const std::byte>(header).first(done->bytes);
-    if (bytes.size() == kHeaderBytes && static_cast<uint8_t>(bytes[0]) == kRequest) {
-      ReceiveValue(done->source, bytes, value);
+    const Result<PairwiseHeader> head = ReadPairwiseHeader(bytes);
+    if (head && head->type == PairwiseType::kRequest && bytes.size() == kPairwiseHeaderBytes) {
+      ReceiveValue(done->source, head->seq, value);
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -233,8 +187,8 @@ void PairwiseGossip::ResponderLoop() {
   }
 }
 
-std::vector<std::byte> PairwiseGossip::OwnHeaderLocked(uint8_t type, uint64_t seq) const {
-  return HeaderOnly(type, finished_ ? kFlagFinished : 0, seq, step_);
+std::vector<std::byte> PairwiseGossip::OwnHeaderLocked(PairwiseType type, uint64_t seq) const {
+  return PairwiseHeaderOnly({type, finished_, seq, step_});
 }
 
 void PairwiseGossip::ReleaseOrKeepBuffer(RequestPtr& request, std::vector<std::byte>& buffer) {
@@ -248,14 +202,13 @@ void PairwiseGossip::ReleaseOrKeepBuffer(RequestPtr& request, std::vector<std::b
   }
 }
 
-void PairwiseGossip::ReceiveValue(Rank from, std::span<const std::byte> header, std::vector<std::byte>& value) {
-  const uint64_t seq = ReadSeq(header);
+void PairwiseGossip::ReceiveValue(Rank from, uint64_t seq, std::vector<std::byte>& value) {
   const Tag answer_tag = AnswerTag(options_.tag_stream, options_.epoch);
   {
     std::lock_guard<std::mutex> lock(mu_);
     ReapLocked();
     if (busy_ && from > transport_.rank()) {
-      SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineBusy, seq));
+      SendLocked(from, answer_tag, OwnHeaderLocked(PairwiseType::kDeclineBusy, seq));
       return;
     }
   }
@@ -273,7 +226,7 @@ void PairwiseGossip::ReceiveValue(Rank from, std::span<const std::byte> header, 
     RequestPtr request = std::move(*posted);
     if (attempt == 0) {
       std::lock_guard<std::mutex> lock(mu_);
-      SendLocked(from, answer_tag, OwnHeaderLocked(kClear, seq));
+      SendLocked(from, answer_tag, OwnHeaderLocked(PairwiseType::kClear, seq));
     }
     // Polled, not waited on with a deadline: a transport's Wait that reaches
     // its deadline cancels the receive, and the value would then arrive with
@@ -293,7 +246,7 @@ void PairwiseGossip::ReceiveValue(Rank from, std::span<const std::byte> header, 
       ++s.messages_received;
     });
     const auto bytes = std::span<const std::byte>(value).first(done->bytes);
-    if (bytes.size() >= kHeaderBytes && ReadSeq(bytes) != seq) continue;
+    if (const Result<PairwiseHeader> head = ReadPairwiseHeader(bytes); head && head->seq != seq) continue;
     std::lock_guard<std::mutex> lock(mu_);
     ReapLocked();
     HandleRequestLocked(from, bytes);
@@ -352,7 +305,7 @@ void PairwiseGossip::SendNoticesLocked() {
   ReapLocked();
   const Tag tag = RequestTag(options_.tag_stream, options_.epoch);
   for (Rank peer : neighbors_) {
-    SendLocked(peer, tag, OwnHeaderLocked(kNotice, 0));
+    SendLocked(peer, tag, OwnHeaderLocked(PairwiseType::kNotice, 0));
   }
 }
 
@@ -369,38 +322,32 @@ void PairwiseGossip::RecordNoticeLocked(Rank from, int64_t round, bool finished)
 }
 
 void PairwiseGossip::HandleRequestLocked(Rank from, std::span<const std::byte> bytes) {
-  if (bytes.size() == kHeaderBytes && static_cast<uint8_t>(bytes[0]) == kNotice) {
-    int64_t round = 0;
-    std::memcpy(&round, bytes.data() + 16, 8);
-    RecordNoticeLocked(from, round, (static_cast<uint8_t>(bytes[1]) & kFlagFinished) != 0);
+  const Result<PairwiseHeader> head = ReadPairwiseHeader(bytes);
+  if (head && head->type == PairwiseType::kNotice && bytes.size() == kPairwiseHeaderBytes) {
+    RecordNoticeLocked(from, head->step, head->finished);
     return;
   }
-  if (bytes.size() < kHeaderBytes || static_cast<uint8_t>(bytes[0]) != kRequest) {
+  if (!head || head->type != PairwiseType::kRequest) {
     CHORUS_LOG_WARN(Subsys::kGossip, "pairwise: ignoring a malformed request of ", bytes.size(),
-                    " bytes from rank ", from);
+                    " bytes from rank ", from, ": ", head ? std::string("not a request") : head.error().message());
     return;
   }
-  Message request;
-  request.type = kRequest;
-  request.flags = static_cast<uint8_t>(bytes[1]);
-  std::memcpy(&request.seq, bytes.data() + 8, 8);
-  std::memcpy(&request.step, bytes.data() + 16, 8);
+  const PairwiseHeader& request = *head;
   if (busy_) {
     if (from < transport_.rank()) {
       deferred_.emplace_back(from, std::vector<std::byte>(bytes.begin(), bytes.end()));
     } else {
       SendLocked(from, AnswerTag(options_.tag_stream, options_.epoch),
-                 OwnHeaderLocked(kDeclineBusy, request.seq));
+                 OwnHeaderLocked(PairwiseType::kDeclineBusy, request.seq));
     }
     return;
   }
-  ServeLocked(from, request, bytes.subspan(kHeaderBytes));
+  ServeLocked(from, request, bytes.subspan(kPairwiseHeaderBytes));
 }
 
-void PairwiseGossip::ServeLocked(Rank from, const Message& request,
+void PairwiseGossip::ServeLocked(Rank from, const PairwiseHeader& request,
                                  std::span<const std::byte> payload) {
   const Tag answer_tag = AnswerTag(options_.tag_stream, options_.epoch);
-  const uint8_t flags = finished_ ? kFlagFinished : 0;
   const int64_t staleness = std::abs(step_ - request.step);
   Status decoded = codec_->Decode(payload, scratch_);
   if (!decoded.ok()) {
@@ -411,12 +358,12 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
       CHORUS_LOG_WARN(Subsys::kGossip, "pairwise: request from rank ", from,
                       " rejected: ", decoded.ToString());
     }
-    SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
+    SendLocked(from, answer_tag, OwnHeaderLocked(PairwiseType::kDeclineRejected, request.seq));
     return;
   }
   if (options_.max_relative_distance > 0 &&
       RejectOutlier(RelativeDistance(public_, scratch_), from, options_.max_relative_distance)) {
-    SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
+    SendLocked(from, answer_tag, OwnHeaderLocked(PairwiseType::kDeclineRejected, request.seq));
     return;
   }
   NoteAccepted(from);
@@ -426,19 +373,19 @@ void PairwiseGossip::ServeLocked(Rank from, const Message& request,
       codec_->Encode(public_, MessageSeed(options_.seed, transport_.rank(), step_), &answer);
   if (!encoded.ok()) {
     CHORUS_LOG_WARN(Subsys::kGossip, "pairwise: cannot encode an answer: ", encoded.ToString());
-    SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
+    SendLocked(from, answer_tag, OwnHeaderLocked(PairwiseType::kDeclineRejected, request.seq));
     return;
   }
   if (!codec_->Lossless()) {
     // Both sides must use the decoded values so that their deltas cancel.
     Status own = codec_->Decode(answer, own_sent_);
     if (!own.ok()) {
-      SendLocked(from, answer_tag, OwnHeaderLocked(kDeclineRejected, request.seq));
+      SendLocked(from, answer_tag, OwnHeaderLocked(PairwiseType::kDeclineRejected, request.seq));
       return;
     }
   }
-  answer.insert(answer.begin(), kHeaderBytes, std::byte{0});
-  WriteMessageHeader(kAccept, flags, request.seq, step_, answer.data());
+  answer.insert(answer.begin(), kPairwiseHeaderBytes, std::byte{0});
+  WritePairwiseHeader({PairwiseType::kAccept, finished_, request.seq, step_}, answer);
   MoveHalfwayLocked(codec_->Lossless() ? std::span<const float>(public_) : std::span<const float>(own_sent_));
   SendLocked(from, answer_tag, std::move(answer));
   UpdateStats([&](GossipStats& s) {
@@ -471,13 +418,13 @@ void PairwiseGossip::SyncLocked(std::span<float> params) {
   }
 }
 
-Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type) {
-  std::vector<std::byte> answer(kHeaderBytes + codec_->WireBytes(length()));
+Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, PairwiseType* answer_type) {
+  std::vector<std::byte> answer(kPairwiseHeaderBytes + codec_->WireBytes(length()));
   std::vector<std::byte> request;
   CHORUS_ASSIGN_OR_RETURN(const uint64_t seq, BeginRequest(round, request));
   // From here on every exit must clear busy_ and serve what was deferred (EndAttempt).
   std::vector<RequestPtr> requests;
-  Result<size_t> bytes = ExchangeRequest(peer, deadline, request, answer, requests);
+  Result<size_t> bytes = ExchangeRequest(peer, seq, deadline, request, answer, requests);
   if (!bytes) {
     // An answer half received from, or a request half sent to, a peer that
     // froze may still be written or read by the provider.
@@ -487,9 +434,9 @@ Status PairwiseGossip::Attempt(Rank peer, int64_t round, Deadline deadline, uint
   const std::span<const std::byte> received = std::span<const std::byte>(answer).first(*bytes);
   int64_t peer_step = 0;
   Status header = ReadAnswerHeader(peer, seq, received, answer_type, &peer_step);
-  if (!header.ok() || *answer_type != kAccept) return EndAttempt(std::move(header));
+  if (!header.ok() || *answer_type != PairwiseType::kAccept) return EndAttempt(std::move(header));
   std::lock_guard<std::mutex> lock(mu_);
-  Status mixed = MixAnswerLocked(peer, peer_step, received.subspan(kHeaderBytes));
+  Status mixed = MixAnswerLocked(peer, peer_step, received.subspan(kPairwiseHeaderBytes));
   EndAttemptLocked();
   return mixed;
 }
@@ -504,22 +451,22 @@ Result<uint64_t> PairwiseGossip::BeginRequest(int64_t round, std::vector<std::by
   } else {
     CHORUS_RETURN_IF_ERROR(codec_->Decode(request, own_sent_).WithContext("own request"));
   }
-  request.insert(request.begin(), kHeaderBytes, std::byte{0});
-  WriteMessageHeader(kRequest, finished_ ? kFlagFinished : 0, seq, step_, request.data());
+  request.insert(request.begin(), kPairwiseHeaderBytes, std::byte{0});
+  WritePairwiseHeader({PairwiseType::kRequest, finished_, seq, step_}, request);
   busy_ = true;
   return seq;
 }
 
-Result<size_t> PairwiseGossip::ExchangeRequest(Rank peer, Deadline deadline, std::span<const std::byte> request,
+Result<size_t> PairwiseGossip::ExchangeRequest(Rank peer, uint64_t seq, Deadline deadline, std::span<const std::byte> request,
                                                std::span<std::byte> answer, std::vector<RequestPtr>& requests) {
   // The header alone first: the peer clears it (its receive for the value is
   // posted) or declines.
   CHORUS_ASSIGN_OR_RETURN(
       const size_t bytes,
-      SendAndAwaitAnswer(peer, RequestTag(options_.tag_stream, options_.epoch), request.first(kHeaderBytes),
+      SendAndAwaitAnswer(peer, RequestTag(options_.tag_stream, options_.epoch), request.first(kPairwiseHeaderBytes),
                          deadline, answer, requests));
-  const bool cleared = bytes == kHeaderBytes && static_cast<uint8_t>(answer[0]) == kClear &&
-                       ReadSeq(answer) == ReadSeq(request);
+  const Result<PairwiseHeader> head = ReadPairwiseHeader(answer.first(bytes));
+  const bool cleared = bytes == kPairwiseHeaderBytes && head && head->type == PairwiseType::kClear && head->seq == seq;
   if (!cleared) return bytes;
   return SendAndAwaitAnswer(peer, ValueTag(options_.tag_stream, options_.epoch), request, deadline, answer,
                             requests);
@@ -550,22 +497,18 @@ Result<size_t> PairwiseGossip::SendAndAwaitAnswer(Rank peer, Tag tag, std::span<
 }
 
 Status PairwiseGossip::ReadAnswerHeader(Rank peer, uint64_t seq, std::span<const std::byte> answer,
-                                        uint8_t* answer_type, int64_t* peer_step) {
-  if (answer.size() < kHeaderBytes) {
-    return DataLoss("pairwise: answer of " + std::to_string(answer.size()) + " bytes from rank " +
-                    std::to_string(peer) + " is shorter than its header");
-  }
-  uint64_t answer_seq = 0;
-  *answer_type = static_cast<uint8_t>(answer[0]);
-  std::memcpy(&answer_seq, answer.data() + 8, 8);
-  std::memcpy(peer_step, answer.data() + 16, 8);
-  if (answer_seq != seq) {
+                                        PairwiseType* answer_type, int64_t* peer_step) {
+  const Result<PairwiseHeader> head = ReadPairwiseHeader(answer);
+  if (!head) return head.error().WithContext("pairwise: answer from rank " + std::to_string(peer));
+  *answer_type = head->type;
+  *peer_step = head->step;
+  if (head->seq != seq) {
     return DataLoss("pairwise: answer from rank " + std::to_string(peer) + " is for request " +
-                    std::to_string(answer_seq) + ", expected " + std::to_string(seq));
+                    std::to_string(head->seq) + ", expected " + std::to_string(seq));
   }
-  if (*answer_type != kAccept && *answer_type != kDeclineBusy && *answer_type != kDeclineRejected) {
-    return DataLoss("pairwise: unknown answer type " + std::to_string(*answer_type) + " from rank " +
-                    std::to_string(peer));
+  if (head->type != PairwiseType::kAccept && head->type != PairwiseType::kDeclineBusy && head->type != PairwiseType::kDeclineRejected) {
+    return DataLoss("pairwise: an answer of type " + std::to_string(static_cast<int>(head->type)) + " from rank " +
+                    std::to_string(peer) + " (not ACCEPT or a decline)");
   }
   return Status::Ok();
 }
@@ -708,10 +651,10 @@ Status PairwiseGossip::Average(int64_t round, Deadline deadline) {
   if (peer < 0) return Status::Ok();  // nobody heard from in this graph yet
   int busy_declines = 0;
   while (true) {
-    uint8_t type = 0;
+    PairwiseType type = PairwiseType::kRequest;
     Status s = Attempt(peer, round, deadline, &type);
     if (!s.ok()) return Fail(s, round);
-    if (type != kDeclineBusy) return Status::Ok();  // accepted, or rejected for non-finite values
+    if (type != PairwiseType::kDeclineBusy) return Status::Ok();  // accepted, or rejected for non-finite values
     UpdateStats([](GossipStats& st) { ++st.declined_busy; });
     if (++busy_declines >= options_.max_attempts) return Status::Ok();
     std::this_thread::sleep_for(options_.retry_interval);

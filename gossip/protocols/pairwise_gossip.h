@@ -87,6 +87,7 @@
 #include "gossip/codecs/codec.h"
 #include "gossip/protocols/gossip_protocol.h"
 #include "gossip/protocols/gossip_tags.h"
+#include "gossip/protocols/pairwise_wire.h"
 #include "common/split_mix64.h"
 
 namespace chorus::gossip {
@@ -148,7 +149,6 @@ class PairwiseGossip final : public GossipProtocol {
   [[nodiscard]] Status Finish(std::span<float> params, Deadline deadline);
 
  private:
-  struct Message;
   struct Outgoing {
     Rank to = -1;
     std::vector<std::byte> bytes;
@@ -167,21 +167,21 @@ class PairwiseGossip final : public GossipProtocol {
   void StartResponder();
   void StopResponder();
   void ResponderLoop();
-  // The responder's side of an exchange after REQUEST's header (`header`) from
+  // The responder's side of an exchange after REQUEST's header (request `seq`) from
   // `from`: declines at once when busy towards a higher rank, else posts the
   // receive for the value into `value`, answers CLEAR, waits for the value
   // (value_wait, or a stop) and handles it (HandleRequestLocked). A requester
   // that never sends it is only logged: its attempt fails on its side.
-  void ReceiveValue(Rank from, std::span<const std::byte> header, std::vector<std::byte>& value);
+  void ReceiveValue(Rank from, uint64_t seq, std::vector<std::byte>& value);
   // A header-only message of `type` for `seq` with this node's step and
   // finished flag (under mu_).
-  std::vector<std::byte> OwnHeaderLocked(uint8_t type, uint64_t seq) const;
+  std::vector<std::byte> OwnHeaderLocked(PairwiseType type, uint64_t seq) const;
   // Request::Release, and on failure KeepForGood(buffer) and a fresh buffer of
   // its size: the provider may still write into the old one.
   static void ReleaseOrKeepBuffer(RequestPtr& request, std::vector<std::byte>& buffer);
   // Handles one request (under mu_): serve, defer or decline.
   void HandleRequestLocked(Rank from, std::span<const std::byte> bytes);
-  void ServeLocked(Rank from, const Message& request, std::span<const std::byte> payload);
+  void ServeLocked(Rank from, const PairwiseHeader& request, std::span<const std::byte> payload);
   void ServeDeferredLocked();
   void SendLocked(Rank to, Tag tag, std::vector<std::byte> bytes);
   // Reaps completed sends; a neighbour's send that failed kUnavailable is
@@ -212,7 +212,7 @@ class PairwiseGossip final : public GossipProtocol {
   // params += pending; pending = 0; public = params.
   void SyncLocked(std::span<float> params);
   // One attempt: request to `peer`, wait for the answer. Sets *answer_type.
-  Status Attempt(Rank peer, int64_t round, Deadline deadline, uint8_t* answer_type);
+  Status Attempt(Rank peer, int64_t round, Deadline deadline, PairwiseType* answer_type);
   // Attempt's steps. Encodes public_ into `request` (header first), fixes
   // own_sent_ and marks this node busy; returns the request's seq.
   Result<uint64_t> BeginRequest(int64_t round, std::vector<std::byte>& request);
@@ -220,7 +220,7 @@ class PairwiseGossip final : public GossipProtocol {
   // through SendAndAwaitAnswer; returns the last answer's size. The requests
   // stay in the caller's `requests`, so that one cancelled on an error is
   // released only after the attempt ends.
-  Result<size_t> ExchangeRequest(Rank peer, Deadline deadline, std::span<const std::byte> request,
+  Result<size_t> ExchangeRequest(Rank peer, uint64_t seq, Deadline deadline, std::span<const std::byte> request,
                                  std::span<std::byte> answer, std::vector<RequestPtr>& requests);
   // Posts the answer's receive, then sends `message` with `tag`, and waits for
   // both (appended to `requests`); returns the answer's size.
@@ -229,7 +229,7 @@ class PairwiseGossip final : public GossipProtocol {
   // Reads the answer's header into the out-parameters; an error for a short
   // answer, another request's answer or an unknown type.
   Status ReadAnswerHeader(Rank peer, uint64_t seq, std::span<const std::byte> answer,
-                          uint8_t* answer_type, int64_t* peer_step);
+                          PairwiseType* answer_type, int64_t* peer_step);
   // Moves public_ halfway to the accepted answer's value (non-finite: counted, not mixed).
   Status MixAnswerLocked(Rank peer, int64_t peer_step, std::span<const std::byte> payload);
   // No longer busy: serves what was deferred; returns `status`.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/split_mix64.h"
+#include "gossip/protocols/pairwise_wire.h"
 #include "tests/gossip/gossip_test_util.h"
 #include "topologies/graph_builders.h"
 
@@ -643,6 +644,39 @@ TEST(PairwiseGossipTest, AValueSlowerThanTheRespondersWakeIsStillReceived) {
   // cancels at its deadline) would leave the value unreceived and the
   // requester waiting for its answer until the Mix deadline.
   ExpectLedgerRunClean(RunWithLedger(2, 4, std::chrono::milliseconds(10), std::chrono::milliseconds(2)));
+}
+
+// The header's writer and reader agree, and the payload after it is left alone.
+TEST(PairwiseWireTest, HeaderRoundTrips) {
+  const PairwiseHeader sent{PairwiseType::kAccept, true, 0x0102030405060708ull, -42};
+  std::vector<std::byte> message = PairwiseHeaderOnly(sent);
+  ASSERT_EQ(message.size(), kPairwiseHeaderBytes);
+  message.push_back(std::byte{0x7f});  // a payload byte
+  auto read = ReadPairwiseHeader(message);
+  ASSERT_TRUE(read.has_value()) << read.error().ToString();
+  EXPECT_EQ(read->type, sent.type);
+  EXPECT_TRUE(read->finished);
+  EXPECT_EQ(read->seq, sent.seq);
+  EXPECT_EQ(read->step, sent.step);
+}
+
+// A short message, an unknown type, an unknown flag and a reserved byte
+// that is not 0 are refused, each naming what is wrong.
+TEST(PairwiseWireTest, RefusesBadHeaders) {
+  const std::vector<std::byte> good = PairwiseHeaderOnly({PairwiseType::kNotice, false, 0, 7});
+  auto refused = [&](size_t byte, std::byte value, size_t size, const std::string& what) {
+    std::vector<std::byte> m = good;
+    m.resize(size);
+    if (byte < size) m[byte] = value;
+    auto read = ReadPairwiseHeader(m);
+    ASSERT_FALSE(read.has_value()) << what;
+    EXPECT_EQ(read.error().code(), StatusCode::kDataLoss);
+    EXPECT_NE(read.error().message().find(what), std::string::npos) << read.error().message();
+  };
+  refused(0, std::byte{0}, kPairwiseHeaderBytes - 1, "shorter than");
+  refused(0, std::byte{7}, kPairwiseHeaderBytes, "unknown type 7");
+  refused(1, std::byte{2}, kPairwiseHeaderBytes, "unknown flags 2");
+  refused(5, std::byte{1}, kPairwiseHeaderBytes, "reserved byte 5");
 }
 
 }  // namespace
