@@ -3,18 +3,13 @@
 #include "gossip/protocols/push_sum_gossip.h"
 
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "gossip/protocols/dpsgd_gossip.h"
+#include "gossip/protocols/push_sum_wire.h"
 #include "topologies/mixing_weights.h"
 
 namespace chorus::gossip {
-namespace {
-
-constexpr size_t kShareHeaderBytes = 16;  // f64 share p, f64 sender weight w
-
-}  // namespace
 
 Result<std::unique_ptr<PushSumGossip>> PushSumGossip::Create(Transport& transport,
                                                              topologies::Graph graph,
@@ -79,16 +74,12 @@ Result<double> PushSumGossip::ExchangeShares(const std::vector<int>& from, int64
       continue;
     }
     to.push_back(pw.peer);
-    std::vector<std::byte> m(kShareHeaderBytes + send_.size());
-    std::memcpy(m.data(), &pw.weight, 8);
-    std::memcpy(m.data() + 8, &w_, 8);
-    std::memcpy(m.data() + kShareHeaderBytes, send_.data(), send_.size());
-    messages.push_back(std::move(m));
+    messages.push_back(EncodePushSumShare(pw.weight, w_, send_));
   }
   std::vector<std::span<const std::byte>> payloads(messages.begin(), messages.end());
   const Tag tag =
       GossipTag(GossipMessageKind::kPushSum, options_.tag_stream, options_.epoch, round);
-  Status exchanged = Exchange(to, payloads, from, kShareHeaderBytes + codec_->WireBytes(x_.size()), tag,
+  Status exchanged = Exchange(to, payloads, from, kPushSumHeaderBytes + codec_->WireBytes(x_.size()), tag,
                               deadline, &inboxes_);
   if (!exchanged.ok()) return Err(Fail(exchanged, round));
   return self_share;
@@ -110,22 +101,13 @@ Result<PushSumGossip::ShareSums> PushSumGossip::SumShares(double self_share, con
   sums.w = self_share * w_;
   decoded_.resize(n);
   for (size_t k = 0; k < from.size(); ++k) {
-    const auto& m = inboxes_[k];
-    if (m.size() < kShareHeaderBytes) {
-      return Err(Fail(DataLoss("push-sum: message from rank " + std::to_string(from[k]) + " of " +
-                               std::to_string(m.size()) + " bytes has no share header"),
-                      round));
+    Result<PushSumShare> share = DecodePushSumShare(inboxes_[k]);
+    if (!share) {
+      return Err(Fail(share.error().WithContext("push-sum: from rank " + std::to_string(from[k])), round));
     }
-    double p = 0.0;
-    double w = 0.0;
-    std::memcpy(&p, m.data(), 8);
-    std::memcpy(&w, m.data() + 8, 8);
-    if (!(std::isfinite(p) && p > 0.0 && p <= 1.0)) {
-      return Err(Fail(DataLoss("push-sum: message from rank " + std::to_string(from[k]) +
-                               " has share " + std::to_string(p) + " outside (0, 1]"),
-                      round));
-    }
-    Status s = codec_->Decode(std::span<const std::byte>(m).subspan(kShareHeaderBytes), decoded_);
+    const double p = share->share;
+    const double w = share->weight;
+    Status s = codec_->Decode(share->values, decoded_);
     if (IsNonFiniteRejection(s) || !(std::isfinite(w) && w > 0.0)) {
       ++sums.rejected;
       continue;

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <string>
 #include <vector>
 
+#include "gossip/protocols/push_sum_wire.h"
 #include "tests/gossip/gossip_test_util.h"
 #include "topologies/graph_builders.h"
 
@@ -140,6 +143,31 @@ TEST(PushSumGossipTest, RejectsNonFiniteShares) {
   EXPECT_EQ(rejected, 8u);
   for (int r = 1; r < 4; ++r) {
     for (float v : run.final_z[r]) ASSERT_TRUE(std::isfinite(v)) << "rank " << r;
+  }
+}
+
+// A share encodes to its header and the codec's bytes, and decodes back.
+TEST(PushSumWireTest, ShareRoundTrips) {
+  const std::vector<std::byte> values = {std::byte{1}, std::byte{2}, std::byte{3}};
+  const std::vector<std::byte> message = EncodePushSumShare(0.25, 3.5, values);
+  ASSERT_EQ(message.size(), kPushSumHeaderBytes + values.size());
+  auto share = DecodePushSumShare(message);
+  ASSERT_TRUE(share.has_value()) << share.error().ToString();
+  EXPECT_EQ(share->share, 0.25);
+  EXPECT_EQ(share->weight, 3.5);
+  EXPECT_EQ(std::vector<std::byte>(share->values.begin(), share->values.end()), values);
+}
+
+// A message without the whole header, and shares outside (0, 1], are refused.
+TEST(PushSumWireTest, RefusesShortMessagesAndBadShares) {
+  const std::vector<std::byte> whole = EncodePushSumShare(0.5, 1.0, {});
+  auto shortened = DecodePushSumShare(std::span<const std::byte>(whole).first(kPushSumHeaderBytes - 1));
+  ASSERT_FALSE(shortened.has_value());
+  EXPECT_NE(shortened.error().message().find("15 bytes"), std::string::npos) << shortened.error().message();
+  for (double p : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    auto bad = DecodePushSumShare(EncodePushSumShare(p, 1.0, {}));
+    ASSERT_FALSE(bad.has_value()) << p;
+    EXPECT_NE(bad.error().message().find("outside (0, 1]"), std::string::npos) << bad.error().message();
   }
 }
 
