@@ -7,7 +7,6 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -16,21 +15,6 @@
 
 namespace chorus::node {
 namespace {
-
-// The header that precedes the chunks: fixed size, little-endian fields.
-struct Header {
-  uint32_t magic = 0;
-  uint32_t version = 0;
-  uint64_t bytes = 0;
-  int64_t next_step = 0;
-  uint32_t crc32 = 0;
-  uint32_t chunk_bytes = 0;
-};
-static_assert(sizeof(Header) == 32, "the header travels as these 32 bytes");
-constexpr uint32_t kMagic = 0x534c4843;  // "CHLS"
-constexpr uint32_t kVersion = 1;
-// Larger than any model here by far; a header above it is corrupt, not a model.
-constexpr uint64_t kMaxStateBytes = uint64_t{64} << 30;
 
 uint32_t Crc32(std::span<const uint8_t> bytes) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -50,7 +34,7 @@ gossip::Tag RoundTagBase(uint64_t epoch, int round) {
 gossip::Tag HeaderTag(gossip::Tag round_base) { return round_base + (gossip::Tag{1} << 20); }
 gossip::Tag ChunkTag(gossip::Tag round_base) { return HeaderTag(round_base) + 1; }
 
-size_t Chunks(uint64_t bytes) { return static_cast<size_t>((bytes + kLiveStateChunkBytes - 1) / kLiveStateChunkBytes); }
+size_t Chunks(uint64_t bytes) { return LiveStateChunks(bytes); }
 
 std::string MiB(size_t bytes) {
   char text[32];
@@ -122,15 +106,8 @@ Result<Captured> CaptureWithCrc(LiveState& state, int64_t next_step) {
   return captured;
 }
 
-Header HeaderOf(const Captured& captured, int64_t next_step) {
-  return Header{kMagic, kVersion, captured.bytes.size(), next_step, captured.crc32,
-                static_cast<uint32_t>(kLiveStateChunkBytes)};
-}
-
-std::vector<uint8_t> HeaderBytes(const Header& header) {
-  std::vector<uint8_t> head(sizeof(Header));
-  std::memcpy(head.data(), &header, sizeof(Header));
-  return head;
+LiveStateHeader HeaderOf(const Captured& captured, int64_t next_step) {
+  return LiveStateHeader{captured.bytes.size(), next_step, captured.crc32};
 }
 
 // Posts `data` to `rank` with `tag`, its request added to `requests`.
@@ -163,10 +140,10 @@ Status PostChunks(gossip::Transport& transport, const std::vector<int>& to, size
 // when the provider keeps one (a chunk half sent to a receiver that froze may
 // still be read), the header's copy and `bytes` are kept for good (`bytes` is
 // then left empty).
-Status Send(gossip::Transport& transport, const std::vector<int>& to, const Header& header, size_t self_source,
+Status Send(gossip::Transport& transport, const std::vector<int>& to, const LiveStateHeader& header, size_t self_source,
             const Plan& plan, std::vector<uint8_t>& bytes, gossip::Tag round_base, Deadline deadline) {
   const bool with_header = self_source == 0;
-  std::vector<uint8_t> head = HeaderBytes(header);
+  std::vector<uint8_t> head = EncodeLiveStateHeader(header);
   std::vector<gossip::RequestPtr> requests;
   auto fail = [&](Status why) {
     gossip::ReleaseOrKeep(requests, head, bytes);
@@ -197,11 +174,11 @@ Status Send(gossip::Transport& transport, const std::vector<int>& to, const Head
 // Receives the header from the first source of `plan` and the chunks from
 // each as `plan` deals them, and checks them.
 Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const Plan& plan, const std::string& sender,
-                                     gossip::Tag round_base, Deadline deadline, Header* header) {
+                                     gossip::Tag round_base, Deadline deadline, LiveStateHeader* header) {
   const std::vector<int>& from = plan.sources;
   {
     // Received into the heap, which is kept if the provider keeps the request.
-    std::vector<uint8_t> head(sizeof(Header));
+    std::vector<uint8_t> head(kLiveStateHeaderBytes);
     std::vector<gossip::RequestPtr> requests;
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr h,
                             transport.Irecv(from[0], HeaderTag(round_base), std::as_writable_bytes(std::span(head))));
@@ -211,17 +188,9 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const Plan& p
       gossip::ReleaseOrKeep(requests, head);
       return Err(done.error().WithContext("receiving the live state's header from " + sender));
     }
-    if (done->bytes != sizeof(Header)) {
-      return Err(DataLoss("live state from " + sender + ": a header of " + std::to_string(done->bytes) +
-                          " bytes, expected " + std::to_string(sizeof(Header))));
-    }
-    std::memcpy(header, head.data(), sizeof(Header));
-  }
-  if (header->magic != kMagic || header->version != kVersion || header->bytes > kMaxStateBytes ||
-      header->chunk_bytes != kLiveStateChunkBytes) {
-    return Err(DataLoss("live state from " + sender + ": bad header (magic " + std::to_string(header->magic) +
-                        ", version " + std::to_string(header->version) + ", " + std::to_string(header->bytes) +
-                        " bytes in chunks of " + std::to_string(header->chunk_bytes) + ")"));
+    Result<LiveStateHeader> decoded = DecodeLiveStateHeader(std::as_bytes(std::span(head)).first(done->bytes));
+    if (!decoded) return Err(decoded.error().WithContext("live state from " + sender));
+    *header = *decoded;
   }
   if (!plan.chunk_source.empty() && Chunks(header->bytes) != plan.chunk_source.size()) {
     return Err(DataLoss("live state from " + sender + ": a header of " + std::to_string(header->bytes) +
@@ -281,15 +250,8 @@ Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collect
 namespace {
 
 // Exact small floats for GatherFromEveryRank: a 32-bit value in two 16-bit
-// halves, a size in three.
+// halves (as the fingerprint of live_state_wire.h holds it).
 float Half(uint64_t v, int shift) { return static_cast<float>((v >> shift) & 0xffff); }
-
-// A holder's capture: whether it holds the state, its CRC-32 and its size.
-constexpr size_t kFingerprintFloats = 6;
-std::array<float, kFingerprintFloats> Fingerprint(bool holds, uint32_t crc, uint64_t bytes) {
-  if (!holds) return {};
-  return {1.0f, Half(crc, 16), Half(crc, 0), Half(bytes, 32), Half(bytes, 16), Half(bytes, 0)};
-}
 
 // A capture's per-chunk CRC-32s, two floats per chunk.
 std::vector<float> ChunkFingerprints(const Captured& captured) {
@@ -340,30 +302,33 @@ Result<Plan> PlanTransfer(const gossip::Collective& collective, const Membership
                           gossip::Tag round_base, Deadline deadline, std::optional<Captured>* captured) {
   if (max_sources <= 1 || holders.size() < 2) return Plan{{holders[0]}, {}};
   const bool holds = std::find(holders.begin(), holders.end(), view.self_rank) != holders.end();
-  std::array<float, kFingerprintFloats> mine{};
+  std::array<float, kLiveStateFingerprintFloats> mine{};
   if (holds) {
     CHORUS_ASSIGN_OR_RETURN(*captured, CaptureWithCrc(state, next_step));
-    mine = Fingerprint(true, (*captured)->crc32, (*captured)->bytes.size());
+    mine = EncodeLiveStateFingerprint({true, (*captured)->crc32, (*captured)->bytes.size()});
   }
   // The third 2^20 tags of the round: after the needs' gather and the header.
   CHORUS_ASSIGN_OR_RETURN(const std::vector<float> all,
                           GatherFromEveryRank(collective, mine, round_base + (gossip::Tag{2} << 20), deadline));
-  auto of = [&](int rank) { return Slot(all, rank, kFingerprintFloats); };
+  auto of = [&](int rank) -> Result<LiveStateFingerprint> {
+    Result<LiveStateFingerprint> f = DecodeLiveStateFingerprint(Slot(all, rank, kLiveStateFingerprintFloats));
+    if (!f) return Err(f.error().WithContext("from " + view.members[static_cast<size_t>(rank)].name));
+    return f;
+  };
   const size_t n = std::min(holders.size(), static_cast<size_t>(max_sources));
   Plan plan{std::vector<int>(holders.begin(), holders.begin() + static_cast<std::ptrdiff_t>(n)), {}};
-  const std::span<const float> first = of(holders[0]);
-  const uint64_t size = (static_cast<uint64_t>(first[3]) << 32) | (static_cast<uint64_t>(first[4]) << 16) |
-                        static_cast<uint64_t>(first[5]);
-  const size_t chunks = Chunks(size);
+  CHORUS_ASSIGN_OR_RETURN(const LiveStateFingerprint first, of(holders[0]));
+  const size_t chunks = Chunks(first.bytes);
   bool all_same = true;
   for (int h : plan.sources) {
-    if (!Same(of(h).subspan(3), first.subspan(3))) {
+    CHORUS_ASSIGN_OR_RETURN(const LiveStateFingerprint other, of(h));
+    if (other.bytes != first.bytes) {
       CHORUS_LOG_INFO(Subsys::kNode, "the holders of the live state at epoch ", view.epoch, " hold states of ",
                       "different sizes (", view.members[static_cast<size_t>(h)].name, " and ",
                       view.members[static_cast<size_t>(holders[0])].name, "): one of them sends it all");
       return Plan{{holders[0]}, {}};
     }
-    all_same = all_same && Same(of(h), first);
+    all_same = all_same && other.holds == first.holds && other.crc32 == first.crc32;
   }
   if (all_same) {
     plan.chunk_source = DealChunks(chunks, n, [](size_t, size_t) { return true; });
@@ -437,7 +402,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
       CHORUS_ASSIGN_OR_RETURN(captured, CaptureWithCrc(state, next_step));
     }
     std::vector<uint8_t>& bytes = captured->bytes;
-    const Header header = HeaderOf(*captured, next_step);
+    const LiveStateHeader header = HeaderOf(*captured, next_step);
     const size_t index = static_cast<size_t>(self - sources.begin());
     CHORUS_RETURN_IF_ERROR(Send(transport, receivers, header, index, plan, bytes, round_base, deadline));
     shared.bytes = header.bytes;
@@ -456,7 +421,7 @@ Result<LiveStateShared> ShareLiveState(const gossip::Collective& collective, con
                    std::to_string(sources[i]) + ")";
   }
   if (sources.size() > 1) sender_text += ", striped";
-  Header header;
+  LiveStateHeader header;
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
                           Receive(transport, plan, sender_text, round_base, deadline, &header));
   CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + JoinNames(source_names)));
@@ -477,7 +442,7 @@ Result<std::unique_ptr<LiveStatePush>> LiveStatePush::Start(gossip::Transport& t
   std::unique_ptr<LiveStatePush> push(new LiveStatePush(deadline));
   push->to_ = view.members[static_cast<size_t>(to)].name;
   CHORUS_ASSIGN_OR_RETURN(Captured captured, CaptureWithCrc(state, next_step));
-  push->head_ = HeaderBytes(HeaderOf(captured, next_step));
+  push->head_ = EncodeLiveStateHeader(HeaderOf(captured, next_step));
   push->bytes_ = std::move(captured.bytes);
   const gossip::Tag round_base = RoundTagBase(view.epoch, kPushRound);
   CHORUS_RETURN_IF_ERROR(Post(transport, to, HeaderTag(round_base), push->head_, push->requests_));
@@ -512,7 +477,7 @@ Result<int64_t> ReceivePushedLiveState(gossip::Transport& transport, const Membe
                                        LiveState& state, Deadline deadline) {
   const std::string& sender = view.members[static_cast<size_t>(from)].name;
   const double t0 = NowSeconds();
-  Header header;
+  LiveStateHeader header;
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Receive(transport, Plan{{from}, {}}, sender,
                                                               RoundTagBase(view.epoch, kPushRound), deadline, &header));
   CHORUS_RETURN_IF_ERROR(state.Restore(bytes, "live state from " + sender));

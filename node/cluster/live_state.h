@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "gossip/collectives/collective.h"
 #include "node/cluster/cluster_session.h"
+#include "node/cluster/live_state_wire.h"
 #include "node/control/membership.h"
 
 namespace chorus::node {
@@ -83,9 +84,6 @@ inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch)
 // range of kTagsPerCollective at + 3 << 37, between the collectives at the
 // end of training and the resume-step agreement.
 inline gossip::Tag SiteProbeTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{3} << 37); }
-
-// The bytes of one message of the transfer.
-inline constexpr size_t kLiveStateChunkBytes = size_t{1} << 20;
 
 struct LiveStateShared {
   int receivers = 0;        // members that needed the state

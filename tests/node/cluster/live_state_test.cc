@@ -7,10 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gossip/transport/local/local_transport.h"
+#include "node/cluster/live_state_wire.h"
 
 namespace chorus::node {
 namespace {
@@ -218,6 +222,56 @@ TEST(LiveStateTest, NobodyHoldingItIsRefusedOnEveryMember) {
     EXPECT_EQ(results[static_cast<size_t>(r)].error().code(), StatusCode::kFailedPrecondition);
     EXPECT_NE(results[static_cast<size_t>(r)].error().message().find("holds the cluster's state"), std::string::npos);
   }
+}
+
+// The header and a fingerprint decode to what was encoded.
+TEST(LiveStateWireTest, HeaderAndFingerprintRoundTrip) {
+  const LiveStateHeader sent{3 * kLiveStateChunkBytes + 5, -9, 0xdeadbeef};
+  const std::vector<uint8_t> bytes = EncodeLiveStateHeader(sent);
+  ASSERT_EQ(bytes.size(), kLiveStateHeaderBytes);
+  auto header = DecodeLiveStateHeader(std::as_bytes(std::span(bytes)));
+  ASSERT_TRUE(header.has_value()) << header.error().ToString();
+  EXPECT_EQ(header->bytes, sent.bytes);
+  EXPECT_EQ(header->next_step, sent.next_step);
+  EXPECT_EQ(header->crc32, sent.crc32);
+  EXPECT_EQ(LiveStateChunks(header->bytes), 4u);
+
+  const LiveStateFingerprint held{true, 0xfedcba98, (uint64_t{5} << 32) + 77};
+  const auto floats = EncodeLiveStateFingerprint(held);
+  auto fingerprint = DecodeLiveStateFingerprint(floats);
+  ASSERT_TRUE(fingerprint.has_value()) << fingerprint.error().ToString();
+  EXPECT_TRUE(fingerprint->holds);
+  EXPECT_EQ(fingerprint->crc32, held.crc32);
+  EXPECT_EQ(fingerprint->bytes, held.bytes);
+}
+
+// A header of another size, magic or chunk size, and a fingerprint whose
+// floats are not 16-bit integers or that names a size past the limit, are
+// refused: a corrupt size never becomes an allocation.
+TEST(LiveStateWireTest, RefusesBadHeadersAndFingerprints) {
+  std::vector<uint8_t> bytes = EncodeLiveStateHeader({10, 1, 2});
+  auto refused = [](Result<LiveStateHeader> r, const std::string& what) {
+    ASSERT_FALSE(r.has_value()) << what;
+    EXPECT_NE(r.error().message().find(what), std::string::npos) << r.error().message();
+  };
+  refused(DecodeLiveStateHeader(std::as_bytes(std::span(bytes)).first(31)), "31 bytes");
+  bytes[0] ^= 1;
+  refused(DecodeLiveStateHeader(std::as_bytes(std::span(bytes))), "magic");
+  bytes[0] ^= 1;
+  const uint64_t huge = kMaxLiveStateBytes + 1;
+  std::memcpy(bytes.data() + 8, &huge, sizeof(huge));
+  refused(DecodeLiveStateHeader(std::as_bytes(std::span(bytes))), "above the limit");
+
+  std::array<float, kLiveStateFingerprintFloats> floats = EncodeLiveStateFingerprint({true, 1, 2});
+  floats[4] = 0.5f;
+  EXPECT_FALSE(DecodeLiveStateFingerprint(floats).has_value());
+  floats[4] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(DecodeLiveStateFingerprint(floats).has_value());
+  floats[4] = 0.0f;
+  floats[3] = 65535.0f;  // a size of about 2^48 bytes
+  auto past = DecodeLiveStateFingerprint(floats);
+  ASSERT_FALSE(past.has_value());
+  EXPECT_NE(past.error().message().find("above the limit"), std::string::npos) << past.error().message();
 }
 
 }  // namespace
