@@ -17,6 +17,7 @@
 #include "node/exchange/trainer_state.h"
 #include "node/config/config_fields.h"
 #include "node/exchange/gossip_exchange.h"
+#include "node/exchange/outer_sync_wire.h"
 
 namespace chorus::node {
 namespace {
@@ -336,8 +337,7 @@ Status OuterExchange::AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, De
   std::vector<std::byte> payload;
   std::vector<float> own(n), other(n);
   if (!codec_) {
-    payload.resize(n * sizeof(float));
-    std::memcpy(payload.data(), sync.params.data(), payload.size());
+    payload = EncodeOuterSyncMessage(std::span<const float>(sync.params).first(n), {});
   } else {
     std::vector<float> delta(n);
     for (size_t i = 0; i < n; ++i) delta[i] = anchor[i] - sync.params[i];
@@ -346,9 +346,7 @@ Status OuterExchange::AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, De
                                                       gossip::MessageSeed(config_.train.seed, self, sync.step),
                                                       std::span<float>(residual_.data() + range.begin, n), own,
                                                       &wire));
-    payload.resize(n * sizeof(float) + wire.size());
-    std::memcpy(payload.data(), anchor.data(), n * sizeof(float));
-    std::memcpy(payload.data() + n * sizeof(float), wire.data(), wire.size());
+    payload = EncodeOuterSyncMessage(anchor, wire);
   }
   const size_t bytes = payload.size();
   std::vector<std::vector<std::byte>> inboxes;
@@ -356,14 +354,15 @@ Status OuterExchange::AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, De
   std::vector<double> params_sum(n, 0.0), delta_sum(n, 0.0);
   for (size_t g = 0, k = 0; g < group.size(); ++g) {
     const bool mine = group[g] == self;
-    const std::byte* message = mine ? payload.data() : inboxes[k++].data();
-    std::memcpy(other.data(), message, n * sizeof(float));  // parameters, or outer parameters
+    // Parameters, or outer parameters, then the pseudo-gradient.
+    CHORUS_ASSIGN_OR_RETURN(const std::span<const std::byte> gradient,
+                            ReadOuterSyncMessage(mine ? payload : inboxes[k++], other));
     for (size_t i = 0; i < n; ++i) params_sum[i] += other[i];
     if (codec_) {
       std::span<const float> decoded = own;
       if (!mine) {
         CHORUS_RETURN_IF_ERROR(
-            codec_->Decode(std::span<const std::byte>(message + n * sizeof(float), bytes - n * sizeof(float)), other)
+            codec_->Decode(gradient, other)
                 .WithContext("outer sync: rank " + std::to_string(group[g]) + "'s pseudo-gradient"));
         decoded = other;
       }

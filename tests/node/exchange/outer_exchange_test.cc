@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "node/exchange/outer_sync_wire.h"
 #include "tests/node/exchange/exchange_test_nodes.h"
 
 namespace chorus::node {
@@ -180,6 +182,29 @@ TEST(OuterExchangeTest, TheOuterStateTravelsAndAWrongOneIsRefused) {
     return Status::Ok();
   });
   ASSERT_TRUE(statuses[0].ok()) << statuses[0].ToString();
+}
+
+// The sync's message: the parameters, then the pseudo-gradient's bytes, both back.
+TEST(OuterSyncWireTest, MessageRoundTrips) {
+  const std::vector<float> params = {1.5f, -2.0f, 3.25f};
+  const std::vector<std::byte> gradient = {std::byte{9}, std::byte{8}};
+  const std::vector<std::byte> message = EncodeOuterSyncMessage(params, gradient);
+  ASSERT_EQ(message.size(), 3 * sizeof(float) + 2);
+  std::vector<float> read(3);
+  auto rest = ReadOuterSyncMessage(message, read);
+  ASSERT_TRUE(rest.has_value()) << rest.error().ToString();
+  EXPECT_EQ(read, params);
+  EXPECT_EQ(std::vector<std::byte>(rest->begin(), rest->end()), gradient);
+}
+
+// A message shorter than the fragment's parameters is refused, not read past.
+TEST(OuterSyncWireTest, RefusesAShortMessage) {
+  const std::vector<std::byte> message = EncodeOuterSyncMessage(std::vector<float>{1.0f, 2.0f}, {});
+  std::vector<float> read(3);
+  auto rest = ReadOuterSyncMessage(message, read);
+  ASSERT_FALSE(rest.has_value());
+  EXPECT_EQ(rest.error().code(), StatusCode::kDataLoss);
+  EXPECT_NE(rest.error().message().find("8 bytes"), std::string::npos) << rest.error().message();
 }
 
 }  // namespace
