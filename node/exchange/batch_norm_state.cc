@@ -1,28 +1,26 @@
 // The model's non-trained state made one on every member (see batch_norm_state.h).
 #include "node/exchange/batch_norm_state.h"
 
-#include <cstring>
 #include <vector>
+
+#include "node/exchange/trainer_state_wire.h"
 
 namespace chorus::node {
 namespace {
 
 // Rank 0's running statistics and batch count to every member, in one
-// message: the floats, then the count's 8 bytes.
+// message (trainer_state_wire.h).
 Status TakeRankZeroState(const gossip::Collective& world, trainer::Model& model, gossip::Tag tag_base,
                          Deadline deadline) {
   const std::span<float> values = model.buffer_values();
-  std::vector<std::byte> bytes(values.size_bytes() + sizeof(int64_t));
-  int64_t tracked = model.num_batches_tracked();
-  std::memcpy(bytes.data(), values.data(), values.size_bytes());
-  std::memcpy(bytes.data() + values.size_bytes(), &tracked, sizeof(tracked));
+  std::vector<std::byte> bytes = EncodeBatchNormState(values, model.num_batches_tracked());
   gossip::CollectiveOptions o;
   o.tag_base = tag_base;
   o.deadline = deadline;
   CHORUS_RETURN_IF_ERROR(world.Broadcast(std::span<std::byte>(bytes), 0, o).WithContext("BatchNorm state"));
-  std::memcpy(values.data(), bytes.data(), values.size_bytes());
-  std::memcpy(&tracked, bytes.data() + values.size_bytes(), sizeof(tracked));
-  model.set_num_batches_tracked(tracked);
+  const Result<int64_t> tracked = ReadBatchNormState(bytes, values);
+  if (!tracked) return tracked.error().WithContext("BatchNorm state from rank 0");
+  model.set_num_batches_tracked(*tracked);
   return Status::Ok();
 }
 

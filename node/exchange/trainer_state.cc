@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "node/exchange/batch_norm_state.h"
+#include "node/exchange/trainer_state_wire.h"
 
 namespace chorus::node {
 
@@ -20,9 +21,10 @@ Status BroadcastTrainerState(const gossip::Collective& world, trainer::Trainer& 
   };
   CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(trainer.MasterWeights())));
   CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(trainer.Momentum())));
-  trainer::LossScalerState scaler = trainer.loss_scaler().state();
-  CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(std::span(&scaler, 1))));
-  CHORUS_RETURN_IF_ERROR(trainer.loss_scaler().Restore(scaler));
+  std::array<std::byte, kLossScalerStateBytes> scaler = EncodeLossScalerState(trainer.loss_scaler().state());
+  CHORUS_RETURN_IF_ERROR(broadcast(scaler));
+  CHORUS_ASSIGN_OR_RETURN(const trainer::LossScalerState state, DecodeLossScalerState(scaler));
+  CHORUS_RETURN_IF_ERROR(trainer.loss_scaler().Restore(state));
   for (std::span<float> state : extra) CHORUS_RETURN_IF_ERROR(broadcast(std::as_writable_bytes(state)));
   trainer.RefreshWorkingCopy();
   return BroadcastBatchNormState(world, trainer, options.tag_base, deadline);
