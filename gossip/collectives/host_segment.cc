@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <random>
 #include <thread>
 
 #include "common/page_bytes.h"
 #include "common/shm_names.h"
+#include "gossip/collectives/host_segment_wire.h"
 
 namespace chorus::gossip {
 
@@ -23,8 +23,6 @@ namespace {
 
 constexpr uint64_t kMagic = 0x6765536f72686343ull;  // "ChroSeg" + version byte
 constexpr uint32_t kVersion = 1;
-constexpr size_t kNameBytes = 64;
-constexpr char kNamePrefix[] = "chorus-seg-";
 
 struct Header {
   uint64_t magic;
@@ -56,7 +54,7 @@ size_t SegmentBytes(int members, size_t slot_bytes) {
 
 std::string FreshName() {
   std::random_device rd;
-  return std::string("/") + kNamePrefix + std::to_string(getpid()) + "-" +
+  return std::string("/") + kSegmentNamePrefix + std::to_string(getpid()) + "-" +
          std::to_string((uint64_t{rd()} << 32) | rd());
 }
 
@@ -132,10 +130,10 @@ struct Handshake {
 
 // The leader sends `wire` (the name, or empty when it could not create the
 // segment) to every member; the first error stops it.
-Status SendName(const Handshake& h, const std::array<char, kNameBytes>& wire) {
+Status SendName(const Handshake& h, const std::array<std::byte, kSegmentNameBytes>& wire) {
   Status s = Status::Ok();
   for (int i = 1; i < h.local.size() && s.ok(); ++i) {
-    s = h.transport.Send(h.local.RankAt(i), h.name_tag, std::as_bytes(std::span(wire)), h.deadline);
+    s = h.transport.Send(h.local.RankAt(i), h.name_tag, wire, h.deadline);
   }
   return s;
 }
@@ -160,13 +158,13 @@ Status CollectAcks(const Handshake& h, const std::string& name) {
 // members' answers, unlinks the name and tells every member the verdict.
 Result<Mapping> LeadAttach(const Handshake& h, size_t bytes, size_t slot_bytes) {
   const int n = h.local.size();
-  UnlinkShmNamesOfDeadProcesses(kNamePrefix, '-');  // a leader that died between creating and unlinking
+  UnlinkShmNamesOfDeadProcesses(kSegmentNamePrefix, '-');  // a leader that died between creating and unlinking
   Mapping mapping;
   mapping.name = FreshName();
   const std::string& name = mapping.name;
   Result<std::byte*> created = CreateNamed(name, bytes, n, slot_bytes);
-  std::array<char, kNameBytes> wire{};  // empty: "I could not create it", so members fail at once
-  if (created) std::memcpy(wire.data(), name.data(), std::min(name.size(), kNameBytes - 1));
+  // Empty: "I could not create it", so members fail at once.
+  const std::array<std::byte, kSegmentNameBytes> wire = EncodeSegmentName(created ? name : std::string());
   Status s = SendName(h, wire);
   if (!created) return Err(created.error().WithContext("creating the host's shared memory"));
   mapping.base = *created;
@@ -190,13 +188,12 @@ Result<Mapping> LeadAttach(const Handshake& h, size_t bytes, size_t slot_bytes) 
 // for the leader's verdict.
 Result<Mapping> JoinAttach(const Handshake& h, size_t bytes, size_t slot_bytes) {
   const Rank leader = h.local.RankAt(0);
-  std::array<char, kNameBytes> wire{};
-  CHORUS_ASSIGN_OR_RETURN(Completion c, h.transport.Recv(leader, h.name_tag,
-                                                         std::as_writable_bytes(std::span(wire)), h.deadline));
-  (void)c;
-  wire.back() = '\0';
+  std::array<std::byte, kSegmentNameBytes> wire{};
+  CHORUS_ASSIGN_OR_RETURN(Completion c, h.transport.Recv(leader, h.name_tag, wire, h.deadline));
+  Result<std::string> decoded = DecodeSegmentName(std::span<const std::byte>(wire).first(c.bytes));
+  if (!decoded) return Err(decoded.error().WithContext("from rank " + std::to_string(leader)));
   Mapping mapping;
-  mapping.name = wire.data();
+  mapping.name = std::move(*decoded);
   const std::string& name = mapping.name;
   if (name.empty()) {
     return Err(FailedPrecondition("rank " + std::to_string(leader) +

@@ -21,6 +21,7 @@
 #include "gossip/collectives/allreduce_shared_memory.h"
 #include "gossip/collectives/collective.h"
 #include "gossip/collectives/host_segment.h"
+#include "gossip/collectives/host_segment_wire.h"
 #include "tests/gossip/gossip_test_util.h"
 
 namespace chorus::gossip {
@@ -270,6 +271,30 @@ TEST(HostSegmentTest, DefaultSlotSizeShrinksWithTheMemberCount) {
     return Status::Ok();
   });
   for (const Status& s : statuses) EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// A segment's name, and the empty name of a leader that had none, travel back.
+TEST(HostSegmentWireTest, NameRoundTrips) {
+  for (const std::string name : {std::string("/chorus-seg-1234-567890123"), std::string()}) {
+    auto read = DecodeSegmentName(EncodeSegmentName(name));
+    ASSERT_TRUE(read.has_value()) << read.error().ToString();
+    EXPECT_EQ(*read, name);
+  }
+}
+
+// Only "/chorus-seg-" and digits reach shm_open: another name, a name
+// without its NUL, bytes after it, or a short message are refused.
+TEST(HostSegmentWireTest, RefusesOtherNames) {
+  EXPECT_FALSE(DecodeSegmentName(EncodeSegmentName("/etc-passwd")).has_value());
+  EXPECT_FALSE(DecodeSegmentName(EncodeSegmentName("/chorus-seg-1/../x")).has_value());
+  EXPECT_FALSE(DecodeSegmentName(EncodeSegmentName("/chorus-seg-")).has_value());
+  auto full = EncodeSegmentName("/chorus-seg-1-2");
+  full.back() = std::byte{'7'};
+  auto unterminated = DecodeSegmentName(full);
+  ASSERT_FALSE(unterminated.has_value());
+  EXPECT_NE(unterminated.error().message().find("byte 63"), std::string::npos) << unterminated.error().message();
+  full.back() = std::byte{0};
+  EXPECT_FALSE(DecodeSegmentName(std::span<const std::byte>(full).first(32)).has_value());
 }
 
 }  // namespace
