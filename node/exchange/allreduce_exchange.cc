@@ -41,7 +41,9 @@ Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Confi
         built, "setting up the all-reduce at epoch " + std::to_string(session->view.epoch), 0, /*abandon=*/false));
   }
   AllreduceExchange* self = ex.get();
-  trainer->SetGradientReadyHook([self, poison = PoisonFaultAsked()](int param) {
+  const std::optional<PoisonFault> poison_fault = PoisonFaultAsked();
+  if (poison_fault && poison_fault->claim) ex->claim_fault_ = poison_fault;
+  trainer->SetGradientReadyHook([self, poison = poison_fault](int param) {
     if (!self->engine_ || !self->hook_error_.ok()) return;
     const size_t n = self->trainer_->Parameters().size();
     if (poison && self->engine_->step() >= poison->from_step) {
@@ -250,13 +252,15 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
 
 Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   const MembershipView& view = session_->view;
+  double weight = local_samples;
+  if (claim_fault_ && step >= claim_fault_->from_step) weight *= claim_fault_->factor;  // fault injection
   CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
                           GatherFigures(*collective_, view.epoch, CheckedSum::kGradients, engine_->LastContribution(),
-                                        local_samples, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+                                        weight, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   std::vector<std::string> names(view.size());
   for (int r = 0; r < view.size(); ++r) names[r] = view.members[r].name;
   const PoisonVerdict verdict = JudgeContributions(figures.reports, figures.sum_norm, figures.sum_finite,
-                                                   config_.exchange.poison_norm_bound);
+                                                   config_.exchange.poison_norm_bound, view.GlobalBatch());
   ReportVerdict(verdict, poison_.Record(verdict, names), names, view.self_rank, step, "step",
                 config_.exchange.poison_expel_after, session_->control.get());
   if (verdict.abandon && !step_abandoned_) {

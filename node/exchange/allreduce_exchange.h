@@ -121,6 +121,7 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   uint64_t failed_steps_ = 0;
   bool checks_contributions_ = false;  // exchange.poison_check over at least 3 members
   PoisonLedger poison_;
+  std::optional<PoisonFault> claim_fault_;  // fault injection: overstated samples (poison_check.h)
 };
 
 // Each [exchange.crossovers] key: its KiB field, the byte size it sets, and

@@ -17,6 +17,8 @@ namespace {
 // How far the sum's norm may exceed the sum of the reported norms before a
 // report is taken for a lie: FP16 on the wire rounds every partial sum.
 constexpr double kSumSlack = 1.05;
+// The weights are sample counts sent as floats: exact, but summed in double.
+constexpr double kWeightSlack = 1.0 + 1e-6;
 
 std::string Figure(double v) {
   char buffer[32];
@@ -29,23 +31,53 @@ std::string Figure(double v) {
 Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
                                       const gossip::StepContribution& c, double weight, Deadline deadline) {
   const float scaled = weight > 0 && c.finite ? static_cast<float>(c.norm / weight) : -1.0f;
-  const float mine[5] = {c.finite ? static_cast<float>(c.norm) : 0.0f, c.finite ? 1.0f : 0.0f, scaled,
-                         c.reduced_finite ? static_cast<float>(c.reduced_norm) : 0.0f, c.reduced_finite ? 1.0f : 0.0f};
+  const float mine[6] = {c.finite ? static_cast<float>(c.norm) : 0.0f,
+                         c.finite ? 1.0f : 0.0f,
+                         scaled,
+                         c.reduced_finite ? static_cast<float>(c.reduced_norm) : 0.0f,
+                         c.reduced_finite ? 1.0f : 0.0f,
+                         static_cast<float>(weight)};
   const gossip::Tag tag =
       EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30);
   CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, mine, tag, deadline,
                                                                       gossip::AllreduceAlgorithm::kRecursiveDoubling));
   GatheredFigures out;
-  const size_t n = all.size() / 5;
+  const size_t n = all.size() / 6;
   out.reports.resize(n);
-  for (size_t r = 0; r < n; ++r) out.reports[r] = {all[5 * r], all[5 * r + 1] > 0.5f, all[5 * r + 2]};
+  for (size_t r = 0; r < n; ++r) out.reports[r] = {all[6 * r], all[6 * r + 1] > 0.5f, all[6 * r + 2], all[6 * r + 5]};
   out.sum_norm = all[3];
   out.sum_finite = all[4] > 0.5f;
   return out;
 }
 
+// The members' claimed weights against the most they can hold together
+// (`max_total`; 0: unchecked): a claim above it alone names its member, a
+// total above it abandons the step unattributed. Empty when all is well.
+PoisonVerdict JudgeWeights(std::span<const ContributionReport> reports, double max_total) {
+  PoisonVerdict verdict;
+  if (max_total <= 0) return verdict;
+  double total = 0;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    total += std::max(0.0, reports[r].weight);
+    if (reports[r].weight > max_total) {
+      verdict.offenders.push_back(static_cast<int>(r));
+      verdict.why += (verdict.why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " claims " +
+                     Figure(reports[r].weight) + " samples";
+    }
+  }
+  if (!verdict.offenders.empty()) {
+    verdict.why += " of a global batch of " + Figure(max_total);
+  } else if (total > max_total * kWeightSlack) {
+    verdict.unattributed = true;
+    verdict.why = "the members claim " + Figure(total) + " samples of a global batch of " + Figure(max_total) +
+                  ": a member overstated its samples";
+  }
+  verdict.abandon = !verdict.why.empty();
+  return verdict;
+}
+
 PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, double reduced_norm,
-                                 bool reduced_finite, double norm_bound) {
+                                 bool reduced_finite, double norm_bound, double max_total_weight) {
   PoisonVerdict verdict;
   const size_t n = reports.size();
   if (n < 3) return verdict;
@@ -68,6 +100,8 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
     }
     return verdict;  // the sum is non-finite: no member applies it
   }
+  // A member's weight scales its norm for the outlier test: checked first.
+  if (PoisonVerdict weights = JudgeWeights(reports, max_total_weight); weights.abandon) return weights;
   if (norm_bound > 0 && norms.size() >= 3) {
     std::vector<double> sorted = norms;
     std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
@@ -156,10 +190,13 @@ std::optional<PoisonFault> PoisonFaultAsked() {
   long long step = 0;
   if (std::sscanf(text, "nan@%lld", &step) == 1) {
     p.nan = true;
-  } else if (std::sscanf(text, "x%lf@%lld", &factor, &step) == 2) {
+  } else if (int end = 0; std::sscanf(text, "x%lf@%lld%n", &factor, &step, &end) == 2 &&
+                          (text[end] == '\0' || std::string_view(text + end) == "+claim")) {
     p.factor = static_cast<float>(factor);
+    p.claim = text[end] != '\0';
   } else {
-    CHORUS_LOG_WARN(Subsys::kNode, "CHORUS_FAULT_POISON=", text, " is neither nan@STEP nor xFACTOR@STEP: ignored");
+    CHORUS_LOG_WARN(Subsys::kNode, "CHORUS_FAULT_POISON=", text,
+                    " is neither nan@STEP nor xFACTOR@STEP[+claim]: ignored");
     return std::nullopt;
   }
   p.from_step = step;

@@ -23,6 +23,11 @@
 //    exceeds `norm_bound` times the median of the finite ones (at least 3 of
 //    them): named, and the step abandoned on every member (no update; the
 //    replicas stay equal).
+//  - Before the outlier test, the weights that scale it: a member claiming
+//    more samples than the whole global batch is named, and claims that sum
+//    above it abandon the step unattributed (a member overstating its
+//    samples to shrink its norm per sample). The global batch is the view's
+//    (the members' batches), which load balancing re-splits but keeps.
 //  - Otherwise a sum inconsistent with the reports: abandoned, unattributed.
 #pragma once
 
@@ -53,6 +58,8 @@ struct ContributionReport {
   // contributions carry their batch share: at an epoch's end one member may
   // hold a full batch and another one sample); < 0: it contributed nothing.
   double scaled_norm = 0;
+  // What the member says it weighs (its samples this step under all-reduce).
+  double weight = 0;
 };
 
 struct PoisonVerdict {
@@ -78,9 +85,11 @@ struct GatheredFigures {
                                                     CheckedSum which, const gossip::StepContribution& mine,
                                                     double weight, Deadline deadline);
 
-// `reduced_norm`, `reduced_finite`: the all-reduced sum's (the same on every rank).
+// `reduced_norm`, `reduced_finite`: the all-reduced sum's (the same on every
+// rank). `max_total_weight`: the most the members' weights may sum to (the
+// global batch under all-reduce; 0: unchecked).
 PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, double reduced_norm,
-                                 bool reduced_finite, double norm_bound);
+                                 bool reduced_finite, double norm_bound, double max_total_weight = 0);
 
 // Offences over a run, by member name: what summary.json reports, and who is
 // expelled (named in `expel_after` checked steps in a row; 0: never).
@@ -114,11 +123,13 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
 
 // Fault injection for tests (docs/testing.md): CHORUS_FAULT_POISON="nan@S"
 // or "xF@S" makes a node's contribution NaN, or F times its own, from step S
-// on: a member with a bug or bad intent. nullopt when unset (or malformed,
-// which is logged).
+// on: a member with a bug or bad intent; "xF@S+claim" also claims F times its
+// samples under all-reduce (to look like a member of a larger batch). nullopt
+// when unset (or malformed, which is logged).
 struct PoisonFault {
   bool nan = false;
   float factor = 1;
+  bool claim = false;
   int64_t from_step = 0;
   float Apply(float v) const;
 };

@@ -86,6 +86,9 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
 INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                          ::testing::Values(PoisonVariant{"nan", "nan@5", "allreduce-ring.toml"},
                                            PoisonVariant{"scaled", "x1000@5", "allreduce-ring.toml"},
+                                           // 1000x its gradient and 1000x its samples: the same norm
+                                           // per sample as the others, a claim above the global batch.
+                                           PoisonVariant{"scaled_claim", "x1000@5+claim", "allreduce-ring.toml"},
                                            PoisonVariant{"diloco_nan", "nan@5", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"},
                                            PoisonVariant{"dpsgd_nan", "nan@5", "gossip-dpsgd-ring.toml"},

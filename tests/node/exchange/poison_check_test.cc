@@ -76,6 +76,34 @@ TEST(PoisonCheckTest, TwoMembersCannotTellWhichIsWrong) {
   EXPECT_TRUE(JudgeContributions(reports, 0, false, 10.0).why.empty());
 }
 
+// Four members of batch 16 (a global batch of 64). A poisoner sending 1000x
+// its gradient and claiming 1000x its samples hides from the outlier test
+// per sample; its claim above the whole global batch names it. One that
+// claims only what keeps its claim under the batch (48 of 64) still pushes
+// the claims' sum over it: the step is abandoned, unattributed.
+TEST(PoisonCheckTest, ClaimedSamplesAboveTheGlobalBatchAreCaught) {
+  std::vector<ContributionReport> reports;
+  for (double norm : {1.0, 1.1, 0.9}) reports.push_back({norm, true, norm / 16, 16});
+  reports.push_back({1000.0, true, 1000.0 / 16000, 16000});
+  EXPECT_TRUE(JudgeContributions(reports, 900.0, true, 10.0).why.empty()) << "hidden without the batch";
+  const PoisonVerdict named = JudgeContributions(reports, 900.0, true, 10.0, /*max_total_weight=*/64);
+  EXPECT_EQ(named.offenders, std::vector<int>({3}));
+  EXPECT_TRUE(named.abandon);
+  EXPECT_FALSE(named.unattributed);
+  EXPECT_NE(named.why.find("rank 3 claims 1.6e+04 samples of a global batch of 64"), std::string::npos)
+      << named.why;
+  reports[3] = {60.0, true, 60.0 / 48, 48};
+  const PoisonVerdict over = JudgeContributions(reports, 60.0, true, 10.0, 64);
+  EXPECT_TRUE(over.offenders.empty());
+  EXPECT_TRUE(over.abandon);
+  EXPECT_TRUE(over.unattributed);
+  EXPECT_NE(over.why.find("claim 96 samples"), std::string::npos) << over.why;
+  // Honest members at an epoch's end (fewer samples) or re-split by speed (same total).
+  for (ContributionReport& r : reports) r = {1.0, true, 1.0 / 8, 8};
+  reports[0] = {2.0, true, 2.0 / 40, 40};
+  EXPECT_TRUE(JudgeContributions(reports, 2.5, true, 10.0, 64).why.empty());
+}
+
 TEST(PoisonCheckTest, AMemberNamedInStepsInARowIsExpelledOnce) {
   PoisonLedger ledger(/*expel_after=*/3);
   const std::vector<std::string> names = {"node0", "node1", "node2"};
