@@ -10,13 +10,17 @@
 # fuzzers: scripts/test.sh builds the unit tests so and runs them there, so
 # one sanitizer build serves both. FUZZ_JOBS fuzzers run at a time (default:
 # one per core), FUZZ_BUILD_JOBS compilers (default: one per core).
-# FUZZ_BUILD_ONLY=1 builds and runs nothing.
+# FUZZ_BUILD_ONLY=1 builds and runs nothing. FUZZ_TOTAL_SECONDS, when set,
+# is the whole run's time instead: each target gets it divided by the rounds
+# in which FUZZ_JOBS of them run side by side (scripts/test.sh uses this, so
+# that a new target costs the others time, not the run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRA_PACKAGES=clang ./scripts/setup.sh
 seconds=${1:-60}
 shift || true
-all=(control_message control_frame config safetensors checkpoint codec idx compare data_seal)
+all=(control_message control_frame config safetensors checkpoint codec idx compare data_seal
+     pairwise_wire push_sum_wire live_state_wire outer_sync_wire trainer_state_wire segment_name)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 dir=build-fuzz
@@ -72,6 +76,11 @@ fuzz_one() {
 }
 
 fuzz_jobs=${FUZZ_JOBS:-$jobs}
+if [ -n "${FUZZ_TOTAL_SECONDS:-}" ]; then
+  rounds=$(((${#targets[@]} + fuzz_jobs - 1) / fuzz_jobs))
+  seconds=$((FUZZ_TOTAL_SECONDS / rounds))
+  [ "$seconds" -ge 1 ] || seconds=1
+fi
 running=0
 for t in "${targets[@]}"; do
   echo "== fuzz_$t for ${seconds}s"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the hand-made seeds of the file-format fuzz targets into fuzz/seeds/.
+"""Writes the hand-made seeds of the file-format and data-plane message fuzz
+targets into fuzz/seeds/.
 
 Small inputs that reach deep into each parser (every field present, one of
 each shape), so that a short run of scripts/fuzz.sh mutates from there rather
@@ -79,6 +80,29 @@ model = "mlp"
 epochs = 1
 batch_size = 64
 """)
+
+# Data-plane messages (little-endian, as the readers of each *_wire.h take them).
+def pairwise(kind, flags, seq, step, payload=b""):
+    return struct.pack("<BB6xQq", kind, flags, seq, step) + payload
+
+write("pairwise_wire", "request", pairwise(1, 0, 1, 3))
+write("pairwise_wire", "accept-with-value", pairwise(2, 0, 1, 4, f32(0.5, -1)))
+write("pairwise_wire", "notice-finished", pairwise(5, 1, 0, 9))
+write("pairwise_wire", "clear", pairwise(6, 0, 7, 2))
+write("push_sum_wire", "half-share", struct.pack("<dd", 0.5, 1.0) + f32(1, 2, 3))
+write("push_sum_wire", "whole-share-no-values", struct.pack("<dd", 1.0, 0.25))
+# live_state_wire: byte 0 even, a header; odd, a fingerprint of floats.
+write("live_state_wire", "header", b"\x00" + struct.pack("<IIQqII", 0x534C4843, 1, 3 << 20, 42, 0xDEADBEEF, 1 << 20))
+write("live_state_wire", "fingerprint", b"\x01" + f32(1, 0xDEAD, 0xBEEF, 0, 48, 5))
+write("live_state_wire", "fingerprint-not-held", b"\x01" + f32(0, 0, 0, 0, 0, 0))
+# outer_sync_wire: byte 0 the parameter count.
+write("outer_sync_wire", "params-and-gradient", b"\x03" + f32(1, 2, 3) + bytes([1, 2, 3, 4]))
+write("outer_sync_wire", "params-only", b"\x02" + f32(-1, 0.5))
+# trainer_state_wire: byte 0 zero, a loss scaler state; else that many statistics.
+write("trainer_state_wire", "loss-scaler", b"\x00" + struct.pack("<dqq", 65536.0, 12, 1))
+write("trainer_state_wire", "batch-norm", b"\x03" + f32(0.1, 0.2, 1.5) + struct.pack("<q", 100))
+write("segment_name", "name", b"/chorus-seg-1234-9876543210".ljust(64, b"\x00"))
+write("segment_name", "none", bytes(64))
 
 if len(sys.argv) > 1:
     with open(sys.argv[1], "rb") as f:
