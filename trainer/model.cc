@@ -112,6 +112,7 @@ Status Model::Initialise(uint64_t seed) {
   size_t param_total = 0, buffer_total = 0;
   for (const auto& layer : layers_) {
     layer_first_param_.push_back(params_.size());
+    layer_first_buffer_.push_back(buffers_.size());
     param_specs.push_back(layer->Parameters());
     buffer_specs.push_back(layer->Buffers());
     if ((!param_specs.back().empty() || !buffer_specs.back().empty()) && layer->name().empty()) {
@@ -135,6 +136,7 @@ Status Model::Initialise(uint64_t seed) {
     }
   }
   layer_first_param_.push_back(params_.size());
+  layer_first_buffer_.push_back(buffers_.size());
   master_.assign(param_total, 0.0f);
   grads_.assign(param_total, 0.0f);
   buffer_values_.assign(buffer_total, 0.0f);
@@ -157,23 +159,7 @@ Status Model::Initialise(uint64_t seed) {
   }
   RefreshWorkingCopy();
 
-  // Bind layers to their slices. Layers compute with the FP16 working copy
-  // (expanded to FP32) in kFp16 and with the master itself in kFp32.
-  const float* compute = precision_ == Precision::kFp16 ? working_float_.data() : master_.data();
-  p = 0;
-  b = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    std::vector<const float*> weights;
-    std::vector<float*> grads, buffers;
-    for (size_t k = 0; k < param_specs[i].size(); ++k, ++p) {
-      weights.push_back(compute + params_[p].offset);
-      grads.push_back(grads_.data() + params_[p].offset);
-    }
-    for (size_t k = 0; k < buffer_specs[i].size(); ++k, ++b) {
-      buffers.push_back(buffer_values_.data() + buffers_[b].offset);
-    }
-    layers_[i]->Bind(weights, grads, buffers);
-  }
+  BindLayers();
 
   // Which activations backward reads.
   const size_t count = layers_.size();
@@ -303,6 +289,31 @@ const float* Model::Forward(const float* images, int n, bool training) {
     std::swap(in, out);
   }
   return in;
+}
+
+// Layers compute with the FP16 working copy (expanded to FP32) in kFp16 and
+// with the master itself in kFp32, and write their gradients into grads_.
+void Model::BindLayers() {
+  const float* compute = precision_ == Precision::kFp16 ? working_float_.data() : master_.data();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<const float*> weights;
+    std::vector<float*> grads, buffers;
+    for (size_t p = layer_first_param_[i]; p < layer_first_param_[i + 1]; ++p) {
+      weights.push_back(compute + params_[p].offset);
+      grads.push_back(grads_.data() + params_[p].offset);
+    }
+    for (size_t b = layer_first_buffer_[i]; b < layer_first_buffer_[i + 1]; ++b) {
+      buffers.push_back(buffer_values_.data() + buffers_[b].offset);
+    }
+    layers_[i]->Bind(weights, grads, buffers);
+  }
+}
+
+void Model::ReplaceGradientStorage() {
+  auto fresh = std::make_unique<std::vector<float, PageAllocator<float>>>(grads_.size(), 0.0f);
+  std::swap(*fresh, grads_);
+  (void)fresh.release();  // kept for good: someone may still write into it
+  BindLayers();
 }
 
 void Model::FinishParameterGradients(size_t layer, double loss_scale, double gradient_weight,

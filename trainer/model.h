@@ -83,6 +83,11 @@ class Model {
   std::span<const float> master() const { return master_; }
   std::span<float> gradients() { return grads_; }
   std::span<const float> gradients() const { return grads_; }
+  // Moves the gradients to fresh zeroed storage and keeps the old for good,
+  // never freed: for when a transport may still write into it (a receive the
+  // provider kept after its cancel, Transport::UnreleasedBuffers). Spans of
+  // gradients() taken before point into the old storage.
+  void ReplaceGradientStorage();
   // BatchNorm running statistics, laid out as buffers().
   std::span<float> buffer_values() { return buffer_values_; }
   std::span<const float> buffer_values() const { return buffer_values_; }
@@ -137,6 +142,8 @@ class Model {
   Model(std::string name, SampleShape input, std::vector<std::unique_ptr<Layer>> layers,
         Precision precision, const kernels::Context& ctx);
   Status Initialise(uint64_t seed);
+  // Binds each layer to its slices of the weights, gradients and buffers.
+  void BindLayers();
   // Sizes the buffers a pass of `n` images needs (training adds the stored
   // activations and the gradient ping-pong).
   void EnsureCapacity(int n, bool training);
@@ -154,8 +161,10 @@ class Model {
 
   std::vector<ParameterInfo> params_;
   std::vector<BufferInfo> buffers_;
-  // [layers + 1]: the parameters of layer i are [first[i], first[i + 1]).
+  // [layers + 1]: the parameters of layer i are [first[i], first[i + 1]),
+  // and its buffers likewise.
   std::vector<size_t> layer_first_param_;
+  std::vector<size_t> layer_first_buffer_;
   // On pages: the exchanges send and receive parameters and gradients in
   // place (common/page_bytes.h).
   std::vector<float, PageAllocator<float>> master_, grads_;

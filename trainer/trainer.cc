@@ -278,6 +278,11 @@ std::span<float> Trainer::Gradients() {
   return model_->gradients();
 }
 
+void Trainer::ReplaceGradientStorage() {
+  model_->ReplaceGradientStorage();
+  grads_ = HostMirror{.stale = true};  // on a GPU, downloaded again on use
+}
+
 std::span<float> Trainer::Momentum() {
   Pull(momentum_, &DeviceModel::DownloadMomentum, optimizer_->momentum());
   momentum_.out = device_ != nullptr;

@@ -127,6 +127,10 @@ class Trainer {
   // The unscaled FP32 gradients of the last pass (on a GPU: downloaded, and
   // uploaded again by ApplyUpdate since the caller may change them).
   std::span<float> Gradients();
+  // Moves the host gradients to fresh storage and keeps the old for good
+  // (Model::ReplaceGradientStorage): for when a transport may still write
+  // into spans of Gradients() taken before.
+  void ReplaceGradientStorage();
   // The optimizer's momentum (on a GPU: downloaded; uploaded by RefreshWorkingCopy).
   std::span<float> Momentum();
   std::span<const ParameterInfo> Parameters() const { return model_->parameters(); }

@@ -167,6 +167,16 @@ Status AllreduceExchange::BuildEngine(size_t first_bucket_bytes) {
   options.fp16_wire = config_.exchange.fp16_wire;
   checks_contributions_ = config_.exchange.poison_check && view.size() >= 3;
   options.measure_contributions = checks_contributions_;
+  // Over FP32 the engine sums the gradients in place: a receive the provider
+  // kept after its cancel (the old engine's) may still write into them, so
+  // they move to fresh storage, the old kept for good.
+  const int unreleased = session_->transport->UnreleasedBuffers();
+  if (unreleased > unreleased_at_engine_) {
+    trainer_->ReplaceGradientStorage();
+    CHORUS_LOG_WARN(Subsys::kGossip, "gradients moved to fresh storage: the provider may still write into the old (",
+                    unreleased, " cancelled operation(s) not released)");
+  }
+  unreleased_at_engine_ = unreleased;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
                                                                 trainer_->Gradients(), options));
   resolved_ = ResolvedAlgorithms(*collective_, options.allreduce, buckets, WireElementBytes());

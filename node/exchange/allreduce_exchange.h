@@ -121,7 +121,8 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   uint64_t failed_steps_ = 0;
   bool checks_contributions_ = false;  // exchange.poison_check over at least 3 members
   PoisonLedger poison_;
-  std::optional<PoisonFault> claim_fault_;  // fault injection: overstated samples (poison_check.h)
+  std::optional<PoisonFault> claim_fault_;
+  int unreleased_at_engine_ = 0;  // the transport's UnreleasedBuffers when the engine was built  // fault injection: overstated samples (poison_check.h)
 };
 
 // Each [exchange.crossovers] key: its KiB field, the byte size it sets, and

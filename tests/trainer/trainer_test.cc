@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -188,6 +190,30 @@ TEST(Trainer, RefreshWorkingCopyAfterExternalChange) {
   auto eb = b->Evaluate(data, 8);
   ASSERT_TRUE(ea && eb);
   EXPECT_EQ(ea->loss, eb->loss);
+}
+
+// Fresh gradient storage mid-run (a transport may still write into the old):
+// training goes on bitwise as without it, and the old storage is neither
+// written by the layers nor freed.
+TEST(Trainer, ReplacedGradientStorageTrainsAlikeAndLeavesTheOldAlone) {
+  for (const char* model : {"mlp", "cnn-bn"}) {
+    SCOPED_TRACE(model);
+    const Dataset data = MakeSyntheticDataset(96, 8);
+    auto a = MakeTrainer(SmallOptions(model));
+    auto b = MakeTrainer(SmallOptions(model));
+    Train(*a, data, 3);
+    Train(*b, data, 3);
+    const std::span<float> old = b->Gradients();
+    b->ReplaceGradientStorage();
+    EXPECT_NE(b->Gradients().data(), old.data());
+    std::fill(old.begin(), old.end(), 7.0f);  // what a late receive could write
+    Train(*a, data, 3, 3);
+    Train(*b, data, 3, 3);
+    EXPECT_EQ(a->ParameterChecksum(), b->ParameterChecksum());
+    EXPECT_TRUE(std::all_of(old.begin(), old.end(), [](float g) { return g == 7.0f; }));
+    const std::span<float> ga = a->Gradients(), gb = b->Gradients();
+    EXPECT_TRUE(std::equal(ga.begin(), ga.end(), gb.begin()));
+  }
 }
 
 TEST(Trainer, EvaluateChecksTheDataSet) {
