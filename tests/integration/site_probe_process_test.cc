@@ -5,7 +5,8 @@
 // nodes time a probe between every pair at formation and group themselves:
 // the nodes that said cluster.site = "auto" land in their real site, and a
 // node that named the wrong site is reported. Needs root (namespaces and
-// tc); skipped otherwise, with the reason.
+// tc); skipped otherwise, with the reason. A node that joins later is
+// measured in at its admission.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -40,6 +41,31 @@ std::set<std::set<std::string>> GroupsOf(const nlohmann::json& report) {
   return groups;
 }
 
+// `chorus node` i of a hand-started cluster in `link`'s namespace i, node 0
+// listening on `port0`, with exchange.site_probe, cluster.site `site`, a
+// host group of its own and `more` settings.
+std::unique_ptr<ChorusProcess> StartProbingNode(EmulatedLink& link, int i, int port0, const fs::path& out,
+                                                const std::string& name, const std::string& site,
+                                                const std::vector<std::string>& more) {
+  const std::string listen = link.host(i) + ":" + (i == 0 ? std::to_string(port0) : "0");
+  const std::string bootstrap = link.host(0) + ":" + std::to_string(port0);
+  std::vector<std::string> sets = {
+      "run.node_name=\"node" + std::to_string(i) + "\"", "run.output_dir=\"" + out.string() + "\"",
+      "run.name=\"" + name + "\"", "run.progress=\"off\"", "cluster.listen=\"" + listen + "\"",
+      "cluster.bootstrap=[\"" + bootstrap + "\"]", "cluster.token=\"" + name + "\"", "cluster.join_timeout_s=60",
+      "cluster.site=\"" + site + "\"", "cluster.host_group=\"host" + std::to_string(i) + "\"",
+      "fabric.provider=\"tcp;ofi_rxm\"", "exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\"",
+      "exchange.site_probe=true", "train.threads=1", "train.batch_size=32", "train.eval_every_epochs=0",
+      "data.dir=\"" + std::string(kDataDir) + "\"", "data.test_limit=500"};
+  sets.insert(sets.end(), more.begin(), more.end());
+  std::vector<std::string> args = {"node", std::string(testing::kConfigsDir) + "/single-mlp.toml"};
+  for (const std::string& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  return std::make_unique<ChorusProcess>(args, std::vector<std::string>{}, link.ns(i));
+}
+
 TEST(SiteProbeProcessTest, EightNodesInTwoEmulatedSitesFindTheirSitesAndAWrongSiteIsReported) {
   Status available = EmulatedLink::Available();
   if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
@@ -55,7 +81,6 @@ TEST(SiteProbeProcessTest, EightNodesInTwoEmulatedSitesFindTheirSitesAndAWrongSi
   const fs::path out = fs::temp_directory_path() / ("chorus-site-probe-" + std::to_string(getpid()));
   const std::string name = "site-probe";
   const int port0 = 29500 + static_cast<int>(getpid() % 1000);
-  const std::string bootstrap = link.host(0) + ":" + std::to_string(port0);
   // Nodes 0, 2, 4 and 6 in site 0 ("lab"), the others in site 1 ("home").
   // Node 3 claims "lab"; nodes 5 and 6 leave it to the measurement.
   auto site_setting = [](int i) -> std::string {
@@ -65,23 +90,9 @@ TEST(SiteProbeProcessTest, EightNodesInTwoEmulatedSitesFindTheirSitesAndAWrongSi
   };
   std::vector<std::unique_ptr<ChorusProcess>> nodes;
   for (int i = 0; i < kNodes; ++i) {
-    const std::string listen = link.host(i) + ":" + (i == 0 ? std::to_string(port0) : "0");
-    std::vector<std::string> sets = {
-        "run.node_name=\"node" + std::to_string(i) + "\"", "run.output_dir=\"" + out.string() + "\"",
-        "run.name=\"" + name + "\"", "run.progress=\"off\"", "cluster.listen=\"" + listen + "\"",
-        "cluster.bootstrap=[\"" + bootstrap + "\"]", "cluster.token=\"" + name + "\"",
-        "cluster.min_nodes=" + std::to_string(kNodes), "cluster.join_timeout_s=60",
-        "cluster.site=\"" + site_setting(i) + "\"", "cluster.host_group=\"host" + std::to_string(i) + "\"",
-        "fabric.provider=\"tcp;ofi_rxm\"", "exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\"",
-        "exchange.site_probe=true", "train.threads=1", "train.epochs=1", "train.batch_size=32",
-        "train.eval_every_epochs=0", "data.dir=\"" + std::string(kDataDir) + "\"", "data.train_limit=1024",
-        "data.test_limit=500"};
-    std::vector<std::string> args = {"node", std::string(testing::kConfigsDir) + "/single-mlp.toml"};
-    for (const std::string& s : sets) {
-      args.push_back("--set");
-      args.push_back(s);
-    }
-    nodes.push_back(std::make_unique<ChorusProcess>(args, std::vector<std::string>{}, link.ns(i)));
+    nodes.push_back(StartProbingNode(link, i, port0, out, name, site_setting(i),
+                                     {"cluster.min_nodes=" + std::to_string(kNodes), "train.epochs=1",
+                                      "data.train_limit=1024"}));
   }
   std::string outputs;
   for (int i = 0; i < kNodes; ++i) {
@@ -106,6 +117,47 @@ TEST(SiteProbeProcessTest, EightNodesInTwoEmulatedSitesFindTheirSitesAndAWrongSi
   // The nodes that asked took the site most of their measured group named.
   EXPECT_NE(nodes[6]->Output().find("this node's site is \"lab\""), std::string::npos) << outputs;
   EXPECT_NE(nodes[5]->Output().find("this node's site is \"home\""), std::string::npos) << outputs;
+  std::error_code ignored;
+  fs::remove_all(out, ignored);
+}
+
+// A node joins mid-run with cluster.site = "auto": the members measure
+// again at the admission, the joiner among them, and it lands in its real
+// site (named after what the others there said).
+TEST(SiteProbeProcessTest, ANodeThatJoinsMidRunIsMeasuredIntoItsSite) {
+  Status available = EmulatedLink::Available();
+  if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  constexpr int kNodes = 4;
+  SiteLinks sites{{0, 1, 0, 1}, LinkShape{100e6 / 8, 0.0}};
+  Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(kNodes, LinkShape{10e9 / 8, 0.0}, &sites);
+  ASSERT_TRUE(made) << made.error().message();
+  EmulatedLink& link = **made;
+  const fs::path out = fs::temp_directory_path() / ("chorus-site-probe-join-" + std::to_string(getpid()));
+  const std::string name = "site-probe-join";
+  const int port0 = 29500 + static_cast<int>((getpid() + 500) % 1000);
+  const std::vector<std::string> more = {"cluster.min_nodes=3", "cluster.admit_every_steps=10",
+                                         "train.epochs=3", "data.train_limit=6000"};
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(StartProbingNode(link, i, port0, out, name, i % 2 == 0 ? "lab" : "home", more));
+  }
+  ASSERT_TRUE(nodes[0]->WaitFor("links measured in .* this node's site is \"lab\"", 120)) << nodes[0]->Output();
+  nodes.push_back(StartProbingNode(link, 3, port0, out, name, "auto", more));
+  EXPECT_TRUE(nodes[3]->WaitFor("links measured in .* this node's site is \"home\"", 120)) << nodes[3]->Output();
+  std::string outputs;
+  for (int i = 0; i < kNodes; ++i) {
+    const std::optional<int> status = nodes[i]->Wait(240);
+    outputs += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i;
+  }
+  const std::set<std::set<std::string>> expected = {{"node0", "node2"}, {"node1", "node3"}};
+  for (int i = 0; i < kNodes; ++i) {
+    const nlohmann::json summary = testing::ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object() && summary.contains("site_probe")) << "node" << i << "\n" << outputs;
+    EXPECT_EQ(GroupsOf(summary["site_probe"]), expected) << "node" << i << ": " << summary["site_probe"].dump();
+    EXPECT_EQ(summary["world_size"], kNodes) << "node" << i;
+  }
   std::error_code ignored;
   fs::remove_all(out, ignored);
 }
