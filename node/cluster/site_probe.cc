@@ -86,14 +86,21 @@ std::string GroupName(const MembershipView& view, const topologies::LinkGroups& 
 
 }  // namespace
 
+size_t ProbeBytes(const SiteProbeOptions& options, int n) {
+  const size_t transfers = static_cast<size_t>(std::max(1, n - 1)) * static_cast<size_t>(std::max(1, options.repeats));
+  const size_t fit = options.max_bytes_per_node / transfers;
+  return std::min(options.bytes, std::max(options.min_bytes, fit));
+}
+
 Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView& view,
                              const SiteProbeOptions& options, gossip::Tag tag_base, Deadline deadline) {
   const int n = view.size(), self = view.self_rank;
   if (options.bytes < 1 || options.repeats < 1) return Err(InvalidArgument("site probe: bytes and repeats must be >= 1"));
   const auto start = std::chrono::steady_clock::now();
   SiteProbe probe;
+  probe.bytes = ProbeBytes(options, n);
   std::vector<float> row(static_cast<size_t>(n), 0.0f);
-  std::vector<std::byte> payload(options.bytes, std::byte{0x5a});
+  std::vector<std::byte> payload(probe.bytes, std::byte{0x5a});
   const int m = n % 2 == 0 ? n : n + 1;
   for (int round = 0; round < m - 1; ++round) {
     const int peer = Partner(self, round, m);
@@ -185,6 +192,7 @@ nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
           {"cheapest_pair_s", cheapest},
           {"dearest_pair_s", dearest},
           {"seconds", probe.seconds},
+          {"bytes_per_probe", probe.bytes},
           {"contradictions", contradictions}};
 }
 

@@ -18,8 +18,10 @@
 // (members of one named site measured apart, two named sites measured as
 // one) is reported.
 //
-// Bounded: n (n - 1) / 2 pairs of `repeats` x (bytes + 3) bytes, all by
-// `deadline`. Must not: decide membership.
+// Bounded: each member sends at most (n - 1) x repeats x (ProbeBytes + 2)
+// bytes (max_bytes_per_node, unless min_bytes needs more past ~128
+// members), all by `deadline`; it takes n - 1 rounds of repeats x two round
+// trips and a transfer each. Must not: decide membership.
 #pragma once
 
 #include <cstddef>
@@ -40,15 +42,26 @@ namespace chorus::node {
 inline constexpr const char* kMeasuredSite = "auto";
 
 struct SiteProbeOptions {
-  size_t bytes = 512 * 1024;  // each probe's transfer
-  int repeats = 3;            // probes per pair; the cheapest counts
-  double min_gap = 3.0;       // the least ratio between far and near links that makes sites
+  size_t bytes = 512 * 1024;  // each probe's transfer, at most
+  // What one member sends in all: with many members each transfer shrinks
+  // to fit (ProbeBytes), but not under min_bytes (a transfer that still
+  // takes a slow link's bandwidth well above a fast link's round trip).
+  size_t max_bytes_per_node = size_t{24} << 20;
+  size_t min_bytes = 64 * 1024;
+  int repeats = 3;       // probes per pair; the cheapest counts
+  double min_gap = 3.0;  // the least ratio between far and near links that makes sites
 };
+
+// Each probe's transfer among n members: bytes, or less so that a member's
+// (n - 1) x repeats transfers fit max_bytes_per_node, and at least
+// min_bytes (and never more than bytes).
+size_t ProbeBytes(const SiteProbeOptions& options, int n);
 
 struct SiteProbe {
   std::vector<double> cost_s;  // [i * n + j]: pair (i, j)'s cheapest probe, seconds (0 on the diagonal)
   topologies::LinkGroups groups;
   double seconds = 0.0;  // what the probe took here
+  size_t bytes = 0;      // each probe's transfer (ProbeBytes)
 };
 
 // Collective over `view`'s members, once the transport's peers are theirs.
