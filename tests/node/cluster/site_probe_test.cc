@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/gossip/gossip_test_util.h"
+#include "tests/node/exchange/exchange_test_nodes.h"
 
 namespace chorus::node {
 namespace {
@@ -35,14 +36,7 @@ TEST(SiteProbeTest, TwelveMembersSendNoMoreThanTheirBoundAndMeasureEveryPair) {
   std::vector<SiteProbe> probes(kMembers);
   std::vector<uint64_t> sent(kMembers);
   auto statuses = gossip::testing::RunGossipNodes(kMembers, [&](int r, gossip::Transport& t, gossip::LocalHub&) {
-    MembershipView view;
-    view.self_rank = r;
-    for (int i = 0; i < kMembers; ++i) {
-      Member m;
-      m.rank = i;
-      m.name = "node" + std::to_string(i);
-      view.members.push_back(m);
-    }
+    const MembershipView view = View(r, kMembers);
     const uint64_t before = t.Stats().bytes_sent;
     Result<SiteProbe> probe = ProbeSites(t, view, o, /*tag_base=*/1 << 20, Deadline::AfterSeconds(60));
     if (!probe) return probe.error();
