@@ -488,6 +488,13 @@ Status GossipExchange::Reform(const Status& failure, int64_t next_step) {
 void GossipExchange::RetireProtocol() {
   if (protocol_ == nullptr) return;
   protocol_->Retire(trainer_->MasterWeights());
+  const gossip::GossipStats s = protocol_->Stats();
+  retired_counts_.rejected_nonfinite += s.rejected_nonfinite;
+  retired_counts_.rejected_outliers += s.rejected_outliers;
+  retired_counts_.mix_rounds += s.mix_rounds;
+  retired_counts_.exchanges += s.exchanges;
+  retired_counts_.staleness_waits += s.staleness_waits;
+  retired_counts_.staleness_wait_seconds += s.staleness_wait_seconds;
   trainer_->RefreshWorkingCopy();
   const int unreleased = session_->transport->UnreleasedBuffers();
   if (unreleased == 0) {
@@ -566,16 +573,18 @@ nlohmann::json GossipExchange::Metrics() const {
                       {"reforms", reforms_},
                       {"admissions", admissions_}};
   if (protocol_) {
-    gossip::GossipStats s = protocol_->Stats();
+    // Counts over the run: the protocols a re-form retired, and this one.
+    const gossip::GossipStats s = protocol_->Stats();
+    const gossip::GossipStats& r = retired_counts_;
     m["consensus_distance_estimate"] = s.neighbor_distance;
-    m["rejected_nonfinite"] = s.rejected_nonfinite;
-    m["poison"] = {{"rejected_outliers", s.rejected_outliers}, {"expelled", expelled_}};
-    m["mix_rounds"] = s.mix_rounds;
-    m["exchanges"] = s.exchanges;
+    m["rejected_nonfinite"] = r.rejected_nonfinite + s.rejected_nonfinite;
+    m["poison"] = {{"rejected_outliers", r.rejected_outliers + s.rejected_outliers}, {"expelled", expelled_}};
+    m["mix_rounds"] = r.mix_rounds + s.mix_rounds;
+    m["exchanges"] = r.exchanges + s.exchanges;
     m["max_staleness_seen"] = s.max_staleness_seen;
     if (pairwise_) {
-      m["staleness_waits"] = s.staleness_waits;
-      m["staleness_wait_seconds"] = s.staleness_wait_seconds;
+      m["staleness_waits"] = r.staleness_waits + s.staleness_waits;
+      m["staleness_wait_seconds"] = r.staleness_wait_seconds + s.staleness_wait_seconds;
     }
   }
   meter_.AddMetrics(m);

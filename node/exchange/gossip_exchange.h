@@ -114,6 +114,9 @@ class GossipExchange final : public Exchange {
   // Protocols whose buffers a receive the provider never released may still
   // write into: kept, stopped, instead of freed (RetireProtocol).
   std::vector<std::unique_ptr<gossip::GossipProtocol>> retired_;
+  // The counters of the protocols retired so far (re-forms, admissions):
+  // the metrics count over the run, not since the last rebuild.
+  gossip::GossipStats retired_counts_;
   bool pairwise_ = false;
   double spectral_gap_ = 0.0;
   double known_spectral_gap_ = -1.0;  // for the first graph only (Create)
