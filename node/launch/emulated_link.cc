@@ -155,25 +155,65 @@ Result<std::unique_ptr<EmulatedLink>> EmulatedLink::Create(int nodes, const Link
   return link;
 }
 
+void EmulatedLink::ProbeNetem() {
+  // On a veth pair, which the links are made of anyway (a kernel may lack dummy devices).
+  const std::string dev = "c" + std::to_string(index_) + "p0", peer = "c" + std::to_string(index_) + "p1";
+  Result<std::string> r = RunCommand({"ip", "-n", switch_ns_, "link", "add", dev, "type", "veth", "peer", "name", peer});
+  if (r) {
+    r = RunCommand({"tc", "-n", switch_ns_, "qdisc", "add", "dev", dev, "root", "netem", "delay", "1ms"});
+    (void)RunCommand({"ip", "-n", switch_ns_, "link", "del", dev});
+  }
+  netem_ = r.has_value();
+  if (!netem_) latency_note_ = "latency not emulated: " + r.error().message() + " (this kernel has no sch_netem)";
+}
+
 Status EmulatedLink::ShapeDevice(const std::string& ns, const std::string& dev, const LinkShape& shape,
                                  double latency_share) {
   auto run = [](const std::vector<std::string>& argv) -> Status { return StatusOf(RunCommand(argv)); };
   // tbf needs a bucket of at least one maximal (GSO) packet; 2 ms of traffic
   // keeps the average rate exact without large bursts.
   const std::string burst = std::to_string(static_cast<long long>(std::max(shape.bytes_per_s * 0.002, 131072.0)));
-  if (shape.latency_s > 0.0 && latency_note_.empty()) {
-    Result<std::string> r = RunCommand({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem",
-                                        "delay", TcTime(shape.latency_s * latency_share), "limit", "100000"});
-    if (r) {
-      latency_emulated_ = true;
-      return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf", "rate",
-                  TcRate(shape.bytes_per_s), "burst", burst, "latency", "100ms"});
-    }
-    latency_emulated_ = false;
-    latency_note_ = "latency not emulated: " + r.error().message() + " (this kernel has no sch_netem); bandwidth only";
+  if (shape.latency_s > 0.0 && netem_) {
+    CHORUS_RETURN_IF_ERROR(run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay",
+                                TcTime(shape.latency_s * latency_share), "limit", "100000"}));
+    return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf", "rate",
+                TcRate(shape.bytes_per_s), "burst", burst, "latency", "100ms"});
   }
   return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(shape.bytes_per_s), "burst",
               burst, "latency", "100ms"});
+}
+
+// A site's uplink from its bridge to the core bridge br0: one veth pair
+// shaped with the site link (half its latency on each end, under netem), or,
+// without netem and with a latency, two veth pairs whose loose ends a
+// DelayForwarder joins with half the latency each way (bandwidth still on
+// the bridge ends).
+Status EmulatedLink::BuildUplink(int s) {
+  auto run = [](const std::vector<std::string>& argv) -> Status { return StatusOf(RunCommand(argv)); };
+  const std::string k = std::to_string(index_), bridge = "site" + std::to_string(s);
+  const std::string site_end = "c" + k + "u" + std::to_string(s), core_end = "c" + k + "w" + std::to_string(s);
+  const bool forward = between_.latency_s > 0.0 && !netem_;
+  const std::string site_loose = "c" + k + "x" + std::to_string(s), core_loose = "c" + k + "y" + std::to_string(s);
+  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", site_end, "type", "veth", "peer", "name",
+                              forward ? site_loose : core_end}));
+  if (forward) {
+    CHORUS_RETURN_IF_ERROR(
+        run({"ip", "-n", switch_ns_, "link", "add", core_end, "type", "veth", "peer", "name", core_loose}));
+    for (const std::string& loose : {site_loose, core_loose}) {
+      CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", loose, "up"}));
+    }
+  }
+  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", site_end, "master", bridge, "up"}));
+  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", core_end, "master", "br0", "up"}));
+  // Out of the site on site_end, into the other site on its core_end: half the latency each.
+  CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, site_end, between_, 0.5));
+  CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, core_end, between_, 0.5));
+  if (!forward) return Status::Ok();
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<DelayForwarder> f,
+                          DelayForwarder::Start(switch_ns_, site_loose, core_loose, between_.latency_s * 0.5,
+                                                between_.latency_s * 0.5));
+  forwarders_.push_back(std::move(f));
+  return Status::Ok();
 }
 
 Status EmulatedLink::Build(int nodes, const LinkShape& shape, const SiteLinks* sites) {
@@ -192,7 +232,7 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape, const SiteLinks* s
     return run({"ip", "-n", switch_ns_, "link", "set", name, "up"});
   };
   CHORUS_RETURN_IF_ERROR(add_bridge("br0"));
-  latency_emulated_ = false;
+  if (shape.latency_s > 0.0 || (sites != nullptr && sites->between.latency_s > 0.0)) ProbeNetem();
 
   // Each site's bridge, and its uplink to the core bridge br0.
   std::vector<std::string> node_bridge(static_cast<size_t>(nodes), "br0");
@@ -201,17 +241,8 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape, const SiteLinks* s
     between_ = sites->between;
     const int num_sites = 1 + *std::max_element(site_of_node_.begin(), site_of_node_.end());
     for (int s = 0; s < num_sites; ++s) {
-      const std::string bridge = "site" + std::to_string(s);
-      const std::string site_end = "c" + std::to_string(k) + "u" + std::to_string(s);
-      const std::string core_end = "c" + std::to_string(k) + "w" + std::to_string(s);
-      CHORUS_RETURN_IF_ERROR(add_bridge(bridge));
-      CHORUS_RETURN_IF_ERROR(
-          run({"ip", "-n", switch_ns_, "link", "add", site_end, "type", "veth", "peer", "name", core_end}));
-      CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", site_end, "master", bridge, "up"}));
-      CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", core_end, "master", "br0", "up"}));
-      // Out of the site on site_end, into the other site on its core_end: half the latency each.
-      CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, site_end, between_, 0.5));
-      CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, core_end, between_, 0.5));
+      CHORUS_RETURN_IF_ERROR(add_bridge("site" + std::to_string(s)));
+      CHORUS_RETURN_IF_ERROR(BuildUplink(s));
     }
     for (int i = 0; i < nodes; ++i) node_bridge[static_cast<size_t>(i)] = "site" + std::to_string(site_of_node_[i]);
   }
@@ -243,6 +274,7 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape, const SiteLinks* s
 }
 
 EmulatedLink::~EmulatedLink() {
+  forwarders_.clear();  // their threads stop before their interfaces go
   for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) {
     Result<std::string> r = RunCommand({"ip", "netns", "del", *it});
     if (!r) std::fprintf(stderr, "link emulation: %s\n", r.error().message().c_str());
@@ -273,7 +305,7 @@ std::string EmulatedLink::Describe() const {
   if (shape_.latency_s > 0.0) {
     char lat[64];
     std::snprintf(lat, sizeof(lat), "%.3g ms", shape_.latency_s * 1e3);
-    s += latency_emulated_ ? std::string(", ") + lat + " one-way (netem)" : "; " + latency_note_;
+    s += netem_ ? std::string(", ") + lat + " one-way (netem)" : "; " + latency_note_ + ", bandwidth only";
   }
   if (!site_of_node_.empty()) {
     const int num_sites = 1 + *std::max_element(site_of_node_.begin(), site_of_node_.end());
@@ -281,7 +313,7 @@ std::string EmulatedLink::Describe() const {
     std::snprintf(between, sizeof(between), "%.3g Mbit/s, %.3g ms one-way", between_.bytes_per_s * 8.0 / 1e6,
                   between_.latency_s * 1e3);
     s += "; " + std::to_string(num_sites) + " sites joined by " + between;
-    if (between_.latency_s > 0.0 && !latency_emulated_) s += " (latency not emulated)";
+    if (between_.latency_s > 0.0 && !netem_) s += " (the latency by a delay in user space)";
   }
   return s;
 }

@@ -15,6 +15,9 @@
 // traffic inside a site crosses the node links only; traffic between two
 // sites crosses both sites' uplinks too (latency the site link's one-way
 // latency, bandwidth the site link's, shared by everything a site sends out).
+// Without sch_netem the uplinks' latency comes from a DelayForwarder in the
+// switch namespace (delay_forwarder.h); the nodes' own links then have
+// bandwidth only.
 //
 // Root only (CAP_NET_ADMIN); Available() says why not. Everything created is
 // removed by the destructor (deleting a namespace deletes its veth ends), and a
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "node/launch/delay_forwarder.h"
 
 namespace chorus::node {
 
@@ -69,8 +73,11 @@ class EmulatedLink {
   [[nodiscard]] Status Cut(int i);
   [[nodiscard]] Status Heal(int i);
 
-  // False when the kernel has no sch_netem: bandwidth is shaped, latency is not.
-  bool latency_emulated() const { return latency_emulated_; }
+  // Whether every latency asked for is emulated: the nodes' own links need
+  // sch_netem (without it their bandwidth is shaped, their latency is not);
+  // the link between sites uses netem, else a DelayForwarder.
+  bool latency_emulated() const { return netem_ || shape_.latency_s == 0.0; }
+  bool site_latency_emulated() const { return netem_ || !forwarders_.empty() || between_.latency_s == 0.0; }
   // "4 nodes, 1 Gbit/s, 1 ms one-way (netem)" or "... latency not emulated: ...".
   std::string Describe() const;
 
@@ -83,6 +90,9 @@ class EmulatedLink {
   Status ShapeDevice(const std::string& ns, const std::string& dev, const LinkShape& shape, double latency_share);
 
   Status SetSwitchPort(int i, bool up);
+  // Whether tc takes netem here (netem_; latency_note_ says why not).
+  void ProbeNetem();
+  Status BuildUplink(int site);
 
   std::string switch_ns_;
   int index_ = 0;  // k in the names above
@@ -91,8 +101,9 @@ class EmulatedLink {
   LinkShape shape_;
   std::vector<int> site_of_node_;  // empty: one switch
   LinkShape between_;
-  bool latency_emulated_ = false;
+  bool netem_ = false;
   std::string latency_note_;
+  std::vector<std::unique_ptr<DelayForwarder>> forwarders_;  // site uplinks' latency without netem
 };
 
 // Runs `argv` (argv[0] looked up on PATH), waits, and returns its stdout; a

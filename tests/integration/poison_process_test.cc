@@ -70,7 +70,9 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     // All-reduce and DiLoCo name it at every check; a member whose third
     // check failed because the others had expelled node3 already counts two.
     // Under gossip only its neighbours see it.
-    if (poison.contains("named")) EXPECT_GE(poison["named"].value("node3", 0), 2) << poison.dump();
+    if (poison.contains("named")) {
+      EXPECT_GE(poison["named"].value("node3", 0), 2) << poison.dump();
+    }
     if (poison["expelled"] == nlohmann::json::array({"node3"})) {
       ++expelled_by;
       // Under gossip the expeller rejected node3's values three times in a

@@ -190,6 +190,7 @@ Status SetUpLinks(CompareRun& run) {
   run.link = std::move(*made);
   run.link_json["emulated"] = true;
   run.link_json["latency_emulated"] = run.link->latency_emulated();
+  if (sites) run.link_json["site_latency_emulated"] = run.link->site_latency_emulated();
   run.link_json["note"] = run.link->Describe();
   std::fprintf(stderr, "compare: emulated links: %s\n", run.link->Describe().c_str());
   return Status::Ok();

@@ -114,6 +114,10 @@ std::string LinkSentence(const nlohmann::json& link) {
     out += ", modelled in virtual time";
   } else if (link.value("emulated", false)) {
     out += link.value("latency_emulated", true) ? ", emulated (tc)" : ", bandwidth emulated (tc), latency not";
+    if (link.contains("site_link")) {
+      out += link.value("site_latency_emulated", true) ? "; the link between sites emulated"
+                                                       : "; the link between sites: bandwidth only";
+    }
   } else {
     out += ", not emulated: the runs used loopback unshaped";
   }
