@@ -263,12 +263,31 @@ Result<topologies::Graph> GossipExchange::BuildGraph(int n) const {
   return PlacedBySite(std::move(graph), session_->view, config_.exchange.link_aware);
 }
 
+namespace {
+
+// The directed edges of `graph` over all its rounds whose ends are in
+// different sites (`sites` by rank).
+int64_t SiteCrossings(const topologies::Graph& graph, const std::vector<std::string>& sites) {
+  int64_t crossings = 0;
+  for (int t = 0; t < graph.Period(); ++t) {
+    for (int i = 0; i < graph.NumNodes(); ++i) {
+      for (int j : graph.OutNeighbors(i, t)) crossings += sites[static_cast<size_t>(i)] != sites[static_cast<size_t>(j)];
+    }
+  }
+  return crossings;
+}
+
+}  // namespace
+
 Result<topologies::Graph> PlacedBySite(topologies::Graph graph, const MembershipView& view, bool link_aware) {
   const std::vector<std::string> sites = SiteKeys(view, link_aware);
   if (sites.empty() || view.size() != graph.NumNodes()) return graph;
   CHORUS_ASSIGN_OR_RETURN(const std::vector<int> order, topologies::LinkAwareOrder(sites, HostKeys(view)));
   if (std::is_sorted(order.begin(), order.end())) return graph;  // one site, hosts in rank order
-  return topologies::PlaceGraph(graph, order, "in site order");
+  CHORUS_ASSIGN_OR_RETURN(topologies::Graph placed, topologies::PlaceGraph(graph, order, "in site order"));
+  // Rank order may cross less: an exponential graph over sites that
+  // interleave keeps its long hops inside them.
+  return SiteCrossings(placed, sites) < SiteCrossings(graph, sites) ? std::move(placed) : std::move(graph);
 }
 
 Result<topologies::Graph> GossipGraph(const Config& config, int n) {

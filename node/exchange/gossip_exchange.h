@@ -147,9 +147,10 @@ class GossipExchange final : public Exchange {
 // protocols; InvalidArgument for a directed graph under one of them.
 [[nodiscard]] Result<topologies::Graph> GossipGraph(const Config& config, int n);
 // `graph` over `view`'s members placed in link-aware order (topologies::PlaceGraph
-// with LinkAwareOrder of their sites and hosts) when `link_aware` and that
-// order is not rank order: its short edges inside sites, few across them,
-// the spectral gap unchanged.
+// with LinkAwareOrder of their sites and hosts) when `link_aware`, that
+// order is not rank order, and the placed graph has fewer edges across
+// sites over its rounds than in rank order: its short edges inside sites,
+// few across them, the spectral gap unchanged.
 [[nodiscard]] Result<topologies::Graph> PlacedBySite(topologies::Graph graph, const MembershipView& view,
                                                      bool link_aware);
 

@@ -50,7 +50,9 @@ TEST(SiteProbeTest, TwelveMembersSendNoMoreThanTheirBoundAndMeasureEveryPair) {
     // The transfers, their pings and answers, and the costs gathered (a few floats).
     EXPECT_LE(sent[r], o.max_bytes_per_node + 11 * 3 * 2 + 4096) << "rank " << r;
     for (int j = 0; j < kMembers; ++j) {
-      if (j != r) EXPECT_GT(probes[r].cost_s[static_cast<size_t>(r * kMembers + j)], 0.0) << r << "-" << j;
+      if (j != r) {
+        EXPECT_GT(probes[r].cost_s[static_cast<size_t>(r * kMembers + j)], 0.0) << r << "-" << j;
+      }
     }
   }
 }

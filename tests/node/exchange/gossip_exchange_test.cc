@@ -17,6 +17,7 @@
 #include "node/exchange/allreduce_exchange.h"
 #include "node/exchange/first_bucket_tuner.h"
 #include "node/exchange/trainer_state.h"
+#include "topologies/graph_builders.h"
 #include "tests/node/exchange/exchange_test_nodes.h"
 
 namespace chorus::node {
@@ -337,6 +338,32 @@ TEST(GossipExchangeTest, ConsensusControlAddsRoundsWhileTheDistanceIsAboveItsBou
       EXPECT_GE(metrics[r]["consensus_control_distance"].get<double>(), 0.0) << r;
     }
   }
+}
+
+// 16 members in 4 sites that interleave (member i in site i mod 4): the ring
+// is placed by site (4 edges across instead of 16), the one-peer
+// exponential graph stays in rank order, where its hops of 4 and 8 stay
+// inside sites (32 edges across of 64, against 44 placed).
+TEST(GossipExchangeTest, AGraphIsPlacedBySiteOnlyWhereThatCrossesLess) {
+  MembershipView view = View(0, 16);
+  for (int i = 0; i < 16; ++i) view.members[static_cast<size_t>(i)].site = "site" + std::to_string(i % 4);
+  auto crossings = [&](const topologies::Graph& g) {
+    int across = 0;
+    for (int t = 0; t < g.Period(); ++t) {
+      for (int i = 0; i < 16; ++i) {
+        for (int j : g.OutNeighbors(i, t)) across += i % 4 != j % 4;
+      }
+    }
+    return across;
+  };
+  Result<topologies::Graph> ring = PlacedBySite(*topologies::BidirectionalRingGraph(16), view, true);
+  ASSERT_TRUE(ring) << ring.error().ToString();
+  EXPECT_EQ(crossings(*ring), 8);  // 4 undirected edges, both ways
+  Result<topologies::Graph> one_peer = PlacedBySite(*topologies::OnePeerExponentialGraph(16), view, true);
+  ASSERT_TRUE(one_peer) << one_peer.error().ToString();
+  EXPECT_EQ(crossings(*one_peer), 32);
+  EXPECT_EQ(one_peer->OutNeighbors(0, 2), std::vector<int>({4}));  // rank order: 0 -> 0 + 4
+  EXPECT_EQ(crossings(*PlacedBySite(*topologies::BidirectionalRingGraph(16), view, false)), 32);
 }
 
 TEST(GossipExchangeTest, FinishLeavesOneModelBatchNormIncluded) {
