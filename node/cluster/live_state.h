@@ -74,7 +74,7 @@ class LiveState {
 // (+ 1 << 39, four ranges of 2^20, six with an outer optimizer's, and a
 // seventh for the outer exchange's failed-sync agreement), the collectives
 // at the end of training
-// (+ 1 << 38, four ranges of 2^20), the resume-step agreement (+ 3 << 38) and
+// (+ 1 << 38, five ranges of 2^20), the resume-step agreement (+ 3 << 38) and
 // the values gathered from members (+ 5 << 37: Exchange::GatherFromMembers;
 // + 1 << 30 the overlap model's figures, + 2 << 30 and + 3 << 30 the
 // all-reduce's and the outer step's contribution checks, poison_check.h).

@@ -114,7 +114,8 @@ class Exchange {
 
 // The tags of the collectives an exchange runs outside its protocol at
 // Finish, in membership epoch `epoch`: FinishTagBase + k * kTagsPerCollective
-// for k = 0..3 (live_state.h lists every range of EpochTagBase's).
+// for k = 0..4 (k = 4: the site average before the representatives' last,
+// with gossip inside sites; live_state.h lists every range of EpochTagBase's).
 inline gossip::Tag FinishTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{1} << 38); }
 
 // The tags of a re-form's broadcasts of the trainer's state in membership

@@ -97,6 +97,13 @@ Result<std::string> RunCommand(const std::vector<std::string>& argv) {
                          (err.empty() ? "" : ": " + err)));
 }
 
+namespace {
+
+// RunCommand for a step of building links, whose output nobody reads.
+Status Run(const std::vector<std::string>& argv) { return StatusOf(RunCommand(argv)); }
+
+}  // namespace
+
 Status EmulatedLink::Available() {
   if (geteuid() != 0) {
     return PermissionDenied("link emulation needs root (network namespaces and tc); running as uid " +
@@ -169,17 +176,16 @@ void EmulatedLink::ProbeNetem() {
 
 Status EmulatedLink::ShapeDevice(const std::string& ns, const std::string& dev, const LinkShape& shape,
                                  double latency_share) {
-  auto run = [](const std::vector<std::string>& argv) -> Status { return StatusOf(RunCommand(argv)); };
   // tbf needs a bucket of at least one maximal (GSO) packet; 2 ms of traffic
   // keeps the average rate exact without large bursts.
   const std::string burst = std::to_string(static_cast<long long>(std::max(shape.bytes_per_s * 0.002, 131072.0)));
   if (shape.latency_s > 0.0 && netem_) {
-    CHORUS_RETURN_IF_ERROR(run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay",
+    CHORUS_RETURN_IF_ERROR(Run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay",
                                 TcTime(shape.latency_s * latency_share), "limit", "100000"}));
-    return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf", "rate",
+    return Run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf", "rate",
                 TcRate(shape.bytes_per_s), "burst", burst, "latency", "100ms"});
   }
-  return run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(shape.bytes_per_s), "burst",
+  return Run({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(shape.bytes_per_s), "burst",
               burst, "latency", "100ms"});
 }
 
@@ -189,22 +195,21 @@ Status EmulatedLink::ShapeDevice(const std::string& ns, const std::string& dev, 
 // DelayForwarder joins with half the latency each way (bandwidth still on
 // the bridge ends).
 Status EmulatedLink::BuildUplink(int s) {
-  auto run = [](const std::vector<std::string>& argv) -> Status { return StatusOf(RunCommand(argv)); };
   const std::string k = std::to_string(index_), bridge = "site" + std::to_string(s);
   const std::string site_end = "c" + k + "u" + std::to_string(s), core_end = "c" + k + "w" + std::to_string(s);
   const bool forward = between_.latency_s > 0.0 && !netem_;
   const std::string site_loose = "c" + k + "x" + std::to_string(s), core_loose = "c" + k + "y" + std::to_string(s);
-  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", site_end, "type", "veth", "peer", "name",
+  CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "add", site_end, "type", "veth", "peer", "name",
                               forward ? site_loose : core_end}));
   if (forward) {
     CHORUS_RETURN_IF_ERROR(
-        run({"ip", "-n", switch_ns_, "link", "add", core_end, "type", "veth", "peer", "name", core_loose}));
+        Run({"ip", "-n", switch_ns_, "link", "add", core_end, "type", "veth", "peer", "name", core_loose}));
     for (const std::string& loose : {site_loose, core_loose}) {
-      CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", loose, "up"}));
+      CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "set", loose, "up"}));
     }
   }
-  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", site_end, "master", bridge, "up"}));
-  CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "set", core_end, "master", "br0", "up"}));
+  CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "set", site_end, "master", bridge, "up"}));
+  CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "set", core_end, "master", "br0", "up"}));
   // Out of the site on site_end, into the other site on its core_end: half the latency each.
   CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, site_end, between_, 0.5));
   CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, core_end, between_, 0.5));
@@ -222,14 +227,13 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape, const SiteLinks* s
   index_ = k;
   const std::string prefix = "chorus" + std::to_string(k);
   switch_ns_ = prefix + "sw";
-  auto run = [](const std::vector<std::string>& argv) -> Status { return StatusOf(RunCommand(argv)); };
   // A leftover from a killed run with the same index goes first.
   (void)RunCommand({"ip", "netns", "del", switch_ns_});
-  CHORUS_RETURN_IF_ERROR(run({"ip", "netns", "add", switch_ns_}));
+  CHORUS_RETURN_IF_ERROR(Run({"ip", "netns", "add", switch_ns_}));
   namespaces_.push_back(switch_ns_);
   auto add_bridge = [&](const std::string& name) -> Status {
-    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", name, "type", "bridge"}));
-    return run({"ip", "-n", switch_ns_, "link", "set", name, "up"});
+    CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "add", name, "type", "bridge"}));
+    return Run({"ip", "-n", switch_ns_, "link", "set", name, "up"});
   };
   CHORUS_RETURN_IF_ERROR(add_bridge("br0"));
   if (shape.latency_s > 0.0 || (sites != nullptr && sites->between.latency_s > 0.0)) ProbeNetem();
@@ -253,17 +257,17 @@ Status EmulatedLink::Build(int nodes, const LinkShape& shape, const SiteLinks* s
     const std::string switch_dev = "c" + std::to_string(k) + "s" + std::to_string(i);
     const std::string host = "10.213." + std::to_string(k) + "." + std::to_string(i + 1);
     (void)RunCommand({"ip", "netns", "del", ns});
-    CHORUS_RETURN_IF_ERROR(run({"ip", "netns", "add", ns}));
+    CHORUS_RETURN_IF_ERROR(Run({"ip", "netns", "add", ns}));
     namespaces_.push_back(ns);
     // Created inside the switch namespace, so the root namespace never sees it.
-    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", switch_ns_, "link", "add", switch_dev, "type", "veth", "peer", "name",
+    CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "add", switch_dev, "type", "veth", "peer", "name",
                                 node_dev, "netns", ns}));
     CHORUS_RETURN_IF_ERROR(
-        run({"ip", "-n", switch_ns_, "link", "set", switch_dev, "master", node_bridge[static_cast<size_t>(i)], "up"}));
-    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", node_dev, "name", "eth0"}));
-    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "addr", "add", host + "/24", "dev", "eth0"}));
-    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", "eth0", "up"}));
-    CHORUS_RETURN_IF_ERROR(run({"ip", "-n", ns, "link", "set", "lo", "up"}));
+        Run({"ip", "-n", switch_ns_, "link", "set", switch_dev, "master", node_bridge[static_cast<size_t>(i)], "up"}));
+    CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", ns, "link", "set", node_dev, "name", "eth0"}));
+    CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", ns, "addr", "add", host + "/24", "dev", "eth0"}));
+    CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", ns, "link", "set", "eth0", "up"}));
+    CHORUS_RETURN_IF_ERROR(Run({"ip", "-n", ns, "link", "set", "lo", "up"}));
     if (shape.bytes_per_s > 0.0) {
       CHORUS_RETURN_IF_ERROR(ShapeDevice(ns, "eth0", shape, 0.5));
       CHORUS_RETURN_IF_ERROR(ShapeDevice(switch_ns_, switch_dev, shape, 0.5));
