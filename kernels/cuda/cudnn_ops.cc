@@ -10,14 +10,20 @@
 // forward, backward-data and backward-filter passes are chosen once at Create
 // by cuDNN's heuristics (cudnnGet*Algorithm_v7: no GPU memory, no timing runs);
 // in the backward passes deterministic algorithms are preferred, so that two
-// runs of a step give the same bits. workspace_bytes() is the largest of the
-// three workspaces.
-//   Forward: y = broadcast(b) (cudnnAddTensor, beta = 0), then
-//            y = conv(x, w) + 1 * y (cudnnConvolutionForward, beta = 1): the
-//            FP16 bias joins the FP32 sum before the one rounding of y, as on
-//            the CPU (which also starts y from the bias and adds the GEMM).
+// runs of a step give the same bits.
+//   Forward: y = half(conv(x, w) + b), rounded once, as on the CPU (which
+//            starts y from the bias and adds the GEMM in FP32). cuDNN's FP16
+//            forward does not promise that: with the bias blended in as
+//            beta * y, some algorithms round the sum to FP16 before adding it
+//            (the CNN's conv2 on sm_90). So x and w are expanded to FP32
+//            (exact), cuDNN convolves FP32 tensors (TF32 tensor cores hold
+//            FP16 values exactly; FP32 accumulation) into an FP32 sum, and
+//            conv.cu adds the bias and rounds once.
 //   Backward: db = sums of dy over N, P, Q (cudnnConvolutionBackwardBias),
-//            dw (BackwardFilter), dx (BackwardData, when dx != nullptr).
+//            dw (BackwardFilter), dx (BackwardData, when dx != nullptr), on
+//            the FP16 tensors: each output is one FP32 sum, rounded once.
+// workspace_bytes(): the largest workspace of the three algorithms, then the
+// forward's FP32 x, w and sum.
 //
 // BatchNormPlan: spatial BatchNorm over x [N, C, HW] seen by cuDNN as the FP16
 // tensor [N, C, HW, 1]; gamma, beta, means and variances are FP32 [1, C, 1, 1]
@@ -34,6 +40,7 @@
 // Nothing here allocates device memory after Create; the caller passes the
 // convolution workspace. Descriptors are owned by the plans.
 #include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,11 +49,24 @@
 #include "kernels/cuda/ops.h"
 
 namespace chorus::kernels::cuda {
+
+// conv.cu
+namespace conv_kernels {
+Status BiasToHalf(Device::Impl& impl, int n, int channels, size_t plane, const float* sum,
+                  const Half* bias, Half* y);
+}  // namespace conv_kernels
+
 namespace {
 
 // Algorithms needing more workspace than this are passed over (FFT variants
 // can ask for hundreds of MiB on large images).
 constexpr size_t kMaxConvWorkspaceBytes = size_t{256} << 20;
+// Start of each part of a plan's workspace (cudaMalloc gives 256-byte blocks).
+constexpr size_t kWorkspaceAlign = 256;
+
+size_t AlignUp(size_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
 
 std::string Describe(const Conv2dShape& s) {
   return "conv N=" + std::to_string(s.n) + " C=" + std::to_string(s.c) +
@@ -87,6 +107,10 @@ class CudnnConvPlan final : public ConvPlan {
  public:
   explicit CudnnConvPlan(const Conv2dShape& shape) : shape_(shape) {}
   ~CudnnConvPlan() override {
+    if (conv32_ != nullptr) cudnnDestroyConvolutionDescriptor(conv32_);
+    if (w32_ != nullptr) cudnnDestroyFilterDescriptor(w32_);
+    if (y32_ != nullptr) cudnnDestroyTensorDescriptor(y32_);
+    if (x32_ != nullptr) cudnnDestroyTensorDescriptor(x32_);
     if (conv_ != nullptr) cudnnDestroyConvolutionDescriptor(conv_);
     if (w_ != nullptr) cudnnDestroyFilterDescriptor(w_);
     if (bias_ != nullptr) cudnnDestroyTensorDescriptor(bias_);
@@ -96,8 +120,9 @@ class CudnnConvPlan final : public ConvPlan {
   CudnnConvPlan(const CudnnConvPlan&) = delete;
   CudnnConvPlan& operator=(const CudnnConvPlan&) = delete;
 
-  // The descriptors of x, w, y and bias for shape_, then the algorithm of each
-  // pass (forward, backward data, backward filter) and the largest workspace.
+  // The descriptors of x, w, y and bias for shape_ (FP16, and FP32 for the
+  // forward), then the algorithm of each pass (forward, backward data, backward
+  // filter) and the workspace's layout.
   Status Init(Device& d) {
     const Conv2dShape& s = shape_;
     if (s.n <= 0 || s.c <= 0 || s.h <= 0 || s.w <= 0 || s.k <= 0 || s.r <= 0 || s.s <= 0 ||
@@ -109,7 +134,9 @@ class CudnnConvPlan final : public ConvPlan {
     cudnnHandle_t handle = d.impl().cudnn;
     CHORUS_RETURN_IF_ERROR(PickForward(handle));
     CHORUS_RETURN_IF_ERROR(PickBackwardData(handle));
-    return PickBackwardFilter(handle);
+    CHORUS_RETURN_IF_ERROR(PickBackwardFilter(handle));
+    LayOutWorkspace();
+    return Status::Ok();
   }
 
  private:
@@ -120,6 +147,11 @@ class CudnnConvPlan final : public ConvPlan {
                                  "cudnnCreateTensorDescriptor");
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&conv_),
+                                 "cudnnCreateConvolutionDescriptor");
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&x32_), "cudnnCreateTensorDescriptor");
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&y32_), "cudnnCreateTensorDescriptor");
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&w32_), "cudnnCreateFilterDescriptor");
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&conv32_),
                                  "cudnnCreateConvolutionDescriptor");
     return Status::Ok();
   }
@@ -159,6 +191,30 @@ class CudnnConvPlan final : public ConvPlan {
     CHORUS_CUDNN_RETURN_IF_ERROR(
         cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, 1, s.k, 1, 1),
         "cudnnSetTensor4dDescriptor(bias)");
+    return DescribeForwardShapes();
+  }
+
+  // The forward's FP32 x, w and sum, and its convolution: FP32 compute, tensor
+  // cores allowed (TF32 keeps the 11 significant bits of an FP16 value).
+  Status DescribeForwardShapes() {
+    const Conv2dShape& s = shape_;
+    CHORUS_CUDNN_RETURN_IF_ERROR(
+        cudnnSetTensor4dDescriptor(x32_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w),
+        "cudnnSetTensor4dDescriptor(x, float)");
+    CHORUS_CUDNN_RETURN_IF_ERROR(
+        cudnnSetFilter4dDescriptor(w32_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.k, s.c, s.r, s.s),
+        "cudnnSetFilter4dDescriptor(w, float)");
+    CHORUS_CUDNN_RETURN_IF_ERROR(
+        cudnnSetConvolution2dDescriptor(conv32_, s.pad, s.pad, s.stride, s.stride,
+                                        /*dilation_h=*/1, /*dilation_w=*/1,
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+        "cudnnSetConvolution2dDescriptor(float)");
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv32_, CUDNN_TENSOR_OP_MATH),
+                                 "cudnnSetConvolutionMathType(float)");
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(y32_, CUDNN_TENSOR_NCHW,
+                                                            CUDNN_DATA_FLOAT, s.n, s.k, s.OutH(),
+                                                            s.OutW()),
+                                 "cudnnSetTensor4dDescriptor(y, float)");
     return Status::Ok();
   }
 
@@ -166,18 +222,18 @@ class CudnnConvPlan final : public ConvPlan {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
     CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnGetConvolutionForwardAlgorithm_v7(handle, x_, w_, conv_, y_,
+        cudnnGetConvolutionForwardAlgorithm_v7(handle, x32_, w32_, conv32_, y32_,
                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
         "cudnnGetConvolutionForwardAlgorithm_v7");
     auto picked = PickAlgorithm("forward convolution", perf, count,
                                 /*prefer_deterministic=*/false,
                                 [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
                                   return cudnnGetConvolutionForwardWorkspaceSize(
-                                      handle, x_, w_, conv_, y_, algo, bytes);
+                                      handle, x32_, w32_, conv32_, y32_, algo, bytes);
                                 });
     if (!picked) return picked.error().WithContext(Describe(shape_));
     fwd_algo_ = picked->first;
-    workspace_ = std::max(workspace_, picked->second);
+    algo_workspace_ = std::max(algo_workspace_, picked->second);
     return Status::Ok();
   }
 
@@ -196,7 +252,7 @@ class CudnnConvPlan final : public ConvPlan {
                                 });
     if (!picked) return picked.error().WithContext(Describe(shape_));
     bwd_data_algo_ = picked->first;
-    workspace_ = std::max(workspace_, picked->second);
+    algo_workspace_ = std::max(algo_workspace_, picked->second);
     return Status::Ok();
   }
 
@@ -215,8 +271,20 @@ class CudnnConvPlan final : public ConvPlan {
                                 });
     if (!picked) return picked.error().WithContext(Describe(shape_));
     bwd_filter_algo_ = picked->first;
-    workspace_ = std::max(workspace_, picked->second);
+    algo_workspace_ = std::max(algo_workspace_, picked->second);
     return Status::Ok();
+  }
+
+  // [algorithm workspace | x32 | w32 | sum32], each part 256-byte aligned.
+  void LayOutWorkspace() {
+    const Conv2dShape& s = shape_;
+    const size_t x_count = static_cast<size_t>(s.n) * s.c * s.h * s.w;
+    const size_t w_count = static_cast<size_t>(s.k) * s.c * s.r * s.s;
+    const size_t y_count = static_cast<size_t>(s.n) * s.k * s.OutH() * s.OutW();
+    x32_offset_ = AlignUp(algo_workspace_);
+    w32_offset_ = x32_offset_ + AlignUp(x_count * sizeof(float));
+    sum32_offset_ = w32_offset_ + AlignUp(w_count * sizeof(float));
+    workspace_ = sum32_offset_ + AlignUp(y_count * sizeof(float));
   }
 
  public:
@@ -225,32 +293,32 @@ class CudnnConvPlan final : public ConvPlan {
 
   Status Forward(Device& d, const Half* x, const Half* w, const Half* b, Half* y,
                  void* workspace) override {
-    if (workspace == nullptr && workspace_ > 0) {
+    if (workspace == nullptr) {
       return InvalidArgument("ConvPlan::Forward: no workspace (" + std::to_string(workspace_) +
                              " bytes needed) for " + Describe(shape_));
     }
-    cudnnHandle_t handle = d.impl().cudnn;
-    // Scaling factors are float for FP16 data (cuDNN: float unless double data).
-    const float one = 1.0f, zero = 0.0f;
-    float beta = 0.0f;
-    if (b != nullptr) {
-      // y = broadcast b over N, P, Q (beta = 0: y is not read).
-      CHORUS_CUDNN_RETURN_IF_ERROR(cudnnAddTensor(handle, &one, bias_, b, &zero, y_, y),
-                                   "cudnnAddTensor(conv bias)");
-      beta = 1.0f;
-    }
+    const Conv2dShape& s = shape_;
+    std::byte* base = static_cast<std::byte*>(workspace);
+    float* x32 = reinterpret_cast<float*>(base + x32_offset_);
+    float* w32 = reinterpret_cast<float*>(base + w32_offset_);
+    float* sum32 = reinterpret_cast<float*>(base + sum32_offset_);
+    CHORUS_RETURN_IF_ERROR(HalfToFloat(d, x, x32, static_cast<size_t>(s.n) * s.c * s.h * s.w));
+    CHORUS_RETURN_IF_ERROR(HalfToFloat(d, w, w32, static_cast<size_t>(s.k) * s.c * s.r * s.s));
+    const float one = 1.0f, zero = 0.0f;  // sum32 = conv(x32, w32), not read
     CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnConvolutionForward(handle, &one, x_, x, w_, w, conv_, fwd_algo_, workspace, workspace_,
-                                &beta, y_, y),
+        cudnnConvolutionForward(d.impl().cudnn, &one, x32_, x32, w32_, w32, conv32_, fwd_algo_,
+                                workspace, algo_workspace_, &zero, y32_, sum32),
         "cudnnConvolutionForward");
-    return Status::Ok();
+    const size_t plane = static_cast<size_t>(s.OutH()) * s.OutW();
+    return conv_kernels::BiasToHalf(d.impl(), s.n, s.k, plane, sum32, b, y);
   }
 
   Status Backward(Device& d, const Half* x, const Half* w, const Half* dy, Half* dx, Half* dw,
                   Half* db, void* workspace) override {
-    if (workspace == nullptr && workspace_ > 0) {
-      return InvalidArgument("ConvPlan::Backward: no workspace (" + std::to_string(workspace_) +
-                             " bytes needed) for " + Describe(shape_));
+    if (workspace == nullptr && algo_workspace_ > 0) {
+      return InvalidArgument("ConvPlan::Backward: no workspace (" +
+                             std::to_string(algo_workspace_) + " bytes needed) for " +
+                             Describe(shape_));
     }
     cudnnHandle_t handle = d.impl().cudnn;
     const float one = 1.0f, zero = 0.0f;
@@ -262,13 +330,13 @@ class CudnnConvPlan final : public ConvPlan {
     if (dw != nullptr) {
       CHORUS_CUDNN_RETURN_IF_ERROR(
           cudnnConvolutionBackwardFilter(handle, &one, x_, x, y_, dy, conv_, bwd_filter_algo_,
-                                         workspace, workspace_, &zero, w_, dw),
+                                         workspace, algo_workspace_, &zero, w_, dw),
           "cudnnConvolutionBackwardFilter");
     }
     if (dx != nullptr) {
       CHORUS_CUDNN_RETURN_IF_ERROR(
           cudnnConvolutionBackwardData(handle, &one, w_, w, y_, dy, conv_, bwd_data_algo_,
-                                       workspace, workspace_, &zero, x_, dx),
+                                       workspace, algo_workspace_, &zero, x_, dx),
           "cudnnConvolutionBackwardData");
     }
     return Status::Ok();
@@ -276,13 +344,19 @@ class CudnnConvPlan final : public ConvPlan {
 
  private:
   Conv2dShape shape_;
+  // FP16 (backward) and FP32 (forward) views of x, w, y and the convolution.
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnTensorDescriptor_t x32_ = nullptr, y32_ = nullptr;
+  cudnnFilterDescriptor_t w32_ = nullptr;
+  cudnnConvolutionDescriptor_t conv32_ = nullptr;
   cudnnConvolutionFwdAlgo_t fwd_algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_ = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-  size_t workspace_ = 0;
+  size_t algo_workspace_ = 0;  // the largest of the three algorithms' workspaces
+  size_t x32_offset_ = 0, w32_offset_ = 0, sum32_offset_ = 0;
+  size_t workspace_ = 0;       // all of it (LayOutWorkspace)
 };
 
 class CudnnBatchNormPlan final : public BatchNormPlan {

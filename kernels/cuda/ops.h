@@ -66,7 +66,7 @@ class ConvPlan {
   virtual const Conv2dShape& shape() const = 0;
   // Bytes of device workspace Forward and Backward need.
   virtual size_t workspace_bytes() const = 0;
-  // x [N,C,H,W], w [K,C,R,S], b [K] -> y [N,K,P,Q].
+  // x [N,C,H,W], w [K,C,R,S], b [K] -> y [N,K,P,Q] = conv(x, w) + b, rounded once.
   [[nodiscard]] virtual Status Forward(Device& d, const Half* x, const Half* w, const Half* b,
                                        Half* y, void* workspace) = 0;
   // dy -> dx (skipped when nullptr), dw, db.

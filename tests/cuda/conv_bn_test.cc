@@ -159,6 +159,52 @@ TEST_F(ConvBnTest, ConvForwardMatchesCpu) {
   }
 }
 
+// The bias joins the FP32 sum before the one rounding of y. x = 1, and per
+// filter the centre tap of channel 0 is 1 and tap (0, 0) is 2^-12 (zero
+// elsewhere), b = -1: where both taps see the image, the sum is 1 + 2^-12
+// exactly (in any order) and y must be 2^-12; rounding the sum to FP16 first
+// (to 1) and then adding the bias gives 0. The CNN's shapes at the training
+// batch as well: the algorithm cuDNN picks depends on the batch.
+TEST_F(ConvBnTest, ConvForwardRoundsOnceAfterTheBias) {
+  std::vector<Conv2dShape> shapes(std::begin(kConvShapes), std::end(kConvShapes));
+  shapes.push_back(Shape(32, 1, 28, 28, 32, 5, 5, 2, 1));
+  shapes.push_back(Shape(32, 32, 14, 14, 64, 5, 5, 2, 1));
+  const double small = std::ldexp(1.0, -12);
+  for (const Conv2dShape& s : shapes) {
+    if (s.r * s.s < 2) continue;  // no second tap
+    SCOPED_TRACE(Describe(s));
+    const size_t taps = static_cast<size_t>(s.r) * s.s;
+    std::vector<float> x(static_cast<size_t>(s.n) * s.c * s.h * s.w, 1.0f);
+    std::vector<float> w(static_cast<size_t>(s.k) * s.c * taps, 0.0f);
+    for (int k = 0; k < s.k; ++k) {
+      float* filter = w.data() + static_cast<size_t>(k) * s.c * taps;  // channel 0
+      filter[static_cast<size_t>(s.r / 2) * s.s + s.s / 2] = 1.0f;
+      filter[0] = static_cast<float>(small);
+    }
+    const std::vector<float> b(static_cast<size_t>(s.k), -1.0f);
+    const std::vector<double> xd = ToDouble(x), wd = ToDouble(w), bd = ToDouble(b);
+    std::vector<double> exact(static_cast<size_t>(s.n) * s.k * s.OutH() * s.OutW());
+    std::vector<double> cpu_workspace(s.WorkspaceElems());
+    kernels::Conv2dForward<double>(kernels::Context{}, s, xd.data(), wd.data(), bd.data(),
+                                   exact.data(), cpu_workspace.data());
+    const std::vector<float> want = ToFloat(ToHalf(ToFloatVec(exact)));
+    ASSERT_GT(std::count(want.begin(), want.end(), static_cast<float>(small)), 0);
+
+    auto plan = ConvPlan::Create(device(), s);
+    ASSERT_TRUE(plan.has_value()) << plan.error().ToString();
+    auto workspace = DeviceArray<uint8_t>::Create(device(), (*plan)->workspace_bytes());
+    ASSERT_TRUE(workspace.has_value());
+    DeviceArray<Half> gx = UploadHalf(x), gw = UploadHalf(w), gb = UploadHalf(b);
+    DeviceArray<Half> gy = NanHalf(want.size());
+    const Status st =
+        (*plan)->Forward(device(), gx.data(), gw.data(), gb.data(), gy.data(), workspace->data());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    // 2^-20 absolute: an FFT or Winograd algorithm's FP32 error on sums of
+    // order 1 (~1e-7), a few FP16 steps at 2^-12 and far below 2^-12 itself.
+    EXPECT_TRUE(AllClose(DownloadHalf(gy), want, std::ldexp(1.0, -20), kHalfRel));
+  }
+}
+
 TEST_F(ConvBnTest, ConvBackwardMatchesCpu) {
   uint32_t seed = 2000;
   for (const Conv2dShape& s : kConvShapes) {

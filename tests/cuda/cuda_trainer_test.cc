@@ -7,6 +7,13 @@
 // through the layers. One pass: loss within 1e-3 relative, gradients within
 // 2% of the largest gradient of their tensor. After training, accuracy within
 // 1.5 points of the CPU run.
+// The CNNs' fc1 gradients are sums over the batch that nearly cancel: one
+// ReLU mask flipped after fc1 moves fc1.bias by ~15% of its largest value.
+// At seed 7 three pre-activations lie within 6e-5 of zero; a difference in
+// summation order moves them by ~2e-6, but an op that rounds its output twice
+// (a convolution rounded to FP16 before its bias is added) moves them by up
+// to ~8e-5 and flips two. So this holds only while each op, as on the CPU,
+// rounds its output once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,6 +80,23 @@ double WorstRelativeError(std::span<const ParameterInfo> params, std::span<const
   return worst;
 }
 
+// max |g| over a tensor.
+double MaxAbsOf(const ParameterInfo& p, std::span<const float> g) {
+  double m = 0.0;
+  for (size_t i = p.offset; i < p.offset + p.count; ++i) m = std::max(m, std::fabs(double{g[i]}));
+  return m;
+}
+
+// The bias of a layer that a BatchNorm follows (cnn-bn's conv1.bias, conv2.bias):
+// BatchNorm's dx sums to zero per channel, so this gradient is zero in exact
+// arithmetic and what each side computes is the FP16 rounding left over from
+// the N * H * W terms that cancel: compared with itself it means nothing.
+bool FeedsBatchNorm(std::span<const ParameterInfo> params, size_t i) {
+  return params[i].kind == ParamKind::kBias && i > 0 && i + 1 < params.size() &&
+         params[i - 1].layer == params[i].layer &&
+         params[i + 1].kind == ParamKind::kBnScale && params[i + 1].layer == params[i].layer + 1;
+}
+
 TEST_F(CudaTrainerTest, OnePassMatchesTheCpuForEveryModel) {
   const Dataset data = MakeSyntheticDataset(256, 11);
   for (const char* model : {"mlp", "cnn", "cnn-bn"}) {
@@ -92,7 +116,21 @@ TEST_F(CudaTrainerTest, OnePassMatchesTheCpuForEveryModel) {
     std::string where;
     const std::vector<float> cg(cpu->Gradients().begin(), cpu->Gradients().end());
     const std::vector<float> gg(gpu->Gradients().begin(), gpu->Gradients().end());
-    EXPECT_LT(WorstRelativeError(cpu->Parameters(), gg, cg, &where), 0.02) << where;
+    const std::span<const ParameterInfo> params = cpu->Parameters();
+    std::vector<ParameterInfo> compared;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!FeedsBatchNorm(params, i)) {
+        compared.push_back(params[i]);
+        continue;
+      }
+      // Cancelled on both sides: below 1e-3 of the layer's weight gradient
+      // (the CPU: 1.4e-4 at seed 7); a bias gradient that did not cancel would
+      // be of the weight gradient's order.
+      const ParameterInfo& weight = params[i - 1];
+      EXPECT_LT(MaxAbsOf(params[i], cg), 1e-3 * MaxAbsOf(weight, cg)) << params[i].name << " cpu";
+      EXPECT_LT(MaxAbsOf(params[i], gg), 1e-3 * MaxAbsOf(weight, gg)) << params[i].name << " gpu";
+    }
+    EXPECT_LT(WorstRelativeError(compared, gg, cg, &where), 0.02) << where;
     // And the update: LARS on the same gradients (the GPU uploads its own back).
     ASSERT_TRUE(cpu->ApplyUpdate(0));
     ASSERT_TRUE(gpu->ApplyUpdate(0));
