@@ -45,6 +45,11 @@ Tag ValueTag(uint8_t stream, uint32_t epoch) {
   return GossipTag(GossipMessageKind::kPairwise, stream, epoch, 2);
 }
 
+// In virtual time, how long the responder waits for a message it knows is
+// coming (a value it cleared, a request whose turn came): the turn may come
+// late in wall time on a crowded host.
+constexpr Duration kOrderedValueWait = std::chrono::seconds(600);
+
 // Counts an averaging this node completed, on either side.
 void CountExchange(GossipStats& s, int64_t staleness) {
   ++s.exchanges;
@@ -127,12 +132,39 @@ Status PairwiseGossip::SetTopology(topologies::Graph graph, uint32_t epoch,
 
 void PairwiseGossip::StartResponder() {
   stop_.store(false);
+  if (EventOrder* order = transport_.Order()) order->OpenServing(RequestTag(options_.tag_stream, options_.epoch));
   responder_ = std::thread([this] { ResponderLoop(); });
 }
 
 void PairwiseGossip::StopResponder() {
   stop_.store(true);
-  if (responder_.joinable()) responder_.join();
+  if (!responder_.joinable()) return;
+  responder_.join();
+  if (EventOrder* order = transport_.Order()) order->CloseServing();
+}
+
+Result<Completion> PairwiseGossip::NextRequest(std::vector<std::byte>& header) {
+  const Tag tag = RequestTag(options_.tag_stream, options_.epoch);
+  EventOrder* order = transport_.Order();
+  Rank source = kAnySource;
+  if (order != nullptr) {
+    // In virtual time the requests are taken in the order they arrive there.
+    CHORUS_ASSIGN_OR_RETURN(source, order->AwaitMessage(Deadline::After(options_.responder_wake)));
+  }
+  CHORUS_ASSIGN_OR_RETURN(RequestPtr request, transport_.Irecv(source, tag, header));
+  // In virtual time the message is there and its turn has come (a slice
+  // could end the wait on a crowded host while another event of the same
+  // moment goes first, and drop what the receive took).
+  Result<Completion> done = request->Wait(order != nullptr ? Deadline::After(kOrderedValueWait)
+                                                           : Deadline::After(options_.responder_wake));
+  if (!done && done.error().code() == StatusCode::kDeadlineExceeded) {
+    // Woken by the slice to look at stop_: cancel and repost, but keep a message
+    // that completed the receive in between.
+    request->Cancel();
+    done = request->Wait(Deadline::Now());
+  }
+  if (!done) ReleaseOrKeepBuffer(request, header);
+  return done;
 }
 
 void PairwiseGossip::ResponderLoop() {
@@ -141,7 +173,7 @@ void PairwiseGossip::ResponderLoop() {
     std::lock_guard<std::mutex> lock(mu_);
     n = public_.size();
   }
-  const Tag tag = RequestTag(options_.tag_stream, options_.epoch);
+  if (EventOrder* order = transport_.Order()) order->ServeHere();
   std::vector<std::byte> header(kPairwiseHeaderBytes);
   std::vector<std::byte> value(kPairwiseHeaderBytes + codec_->WireBytes(n));
   auto record_error = [&](const Status& s) {
@@ -151,21 +183,8 @@ void PairwiseGossip::ResponderLoop() {
     responder_status_ = s.WithContext("pairwise responder");
   };
   while (!stop_.load()) {
-    auto posted = transport_.Irecv(kAnySource, tag, header);
-    if (!posted) {
-      record_error(posted.error());
-      return;
-    }
-    RequestPtr request = std::move(*posted);
-    Result<Completion> done = request->Wait(Deadline::After(options_.responder_wake));
-    if (!done && done.error().code() == StatusCode::kDeadlineExceeded) {
-      // Woken by the slice to look at stop_: cancel and repost, but keep a message
-      // that completed the receive in between.
-      request->Cancel();
-      done = request->Wait(Deadline::Now());
-    }
+    Result<Completion> done = NextRequest(header);
     if (!done) {
-      ReleaseOrKeepBuffer(request, header);
       const StatusCode code = done.error().code();
       if (code == StatusCode::kDeadlineExceeded || code == StatusCode::kCancelled) continue;
       record_error(done.error());
@@ -231,10 +250,17 @@ void PairwiseGossip::ReceiveValue(Rank from, uint64_t seq, std::vector<std::byte
     // Polled, not waited on with a deadline: a transport's Wait that reaches
     // its deadline cancels the receive, and the value would then arrive with
     // no receive posted for it. Sleeps are capped at 200 us, as in WaitAll.
-    Backoff backoff(std::chrono::microseconds(200));
-    while (!request->Done() && !stop_.load() && !give_up.Expired()) backoff.Pause();
-    if (!request->Done()) request->Cancel();
-    Result<Completion> done = request->Wait(Deadline::Now());
+    // In virtual time the wait is an event of its own (event_order.h), and
+    // wall time says nothing about a peer: it waits as long as a step may.
+    Result<Completion> done = Err(Cancelled(""));
+    if (transport_.Order() != nullptr) {
+      done = request->Wait(Deadline::After(std::max<Duration>(options_.value_wait, kOrderedValueWait)));
+    } else {
+      Backoff backoff(std::chrono::microseconds(200));
+      while (!request->Done() && !stop_.load() && !give_up.Expired()) backoff.Pause();
+      if (!request->Done()) request->Cancel();
+      done = request->Wait(Deadline::Now());
+    }
     if (!done) {
       ReleaseOrKeepBuffer(request, value);
       CHORUS_LOG_DEBUG(Subsys::kGossip, "pairwise: no value from rank ", from, " for request ", seq, ": ",
@@ -318,6 +344,7 @@ void PairwiseGossip::RecordNoticeLocked(Rank from, int64_t round, bool finished)
   }
   neighbor_round_[i] = std::max(neighbor_round_[i], round);
   if (finished) neighbor_finished_[i] = 1;
+  if (EventOrder* order = transport_.Order()) order->WakeOwner();
   neighbors_cv_.notify_all();
 }
 
@@ -547,6 +574,7 @@ void PairwiseGossip::EndAttemptLocked() {
 
 Status PairwiseGossip::Mix(std::span<float> params, int64_t round, Deadline deadline) {
   CHORUS_RETURN_IF_ERROR(CheckMixable(params));
+  if (EventOrder* order = transport_.Order()) CHORUS_RETURN_IF_ERROR(order->AwaitTurn(deadline));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!responder_status_.ok()) return Fail(responder_status_, round);
@@ -615,22 +643,33 @@ Status PairwiseGossip::WaitForNeighborsLocked(std::unique_lock<std::mutex>& lock
   constexpr Duration kMaxSlice = std::chrono::milliseconds(10);
   Duration slice = std::max<Duration>(options_.retry_interval, std::chrono::microseconds(50));
   *waited = false;
+  // In virtual time the wait holds nobody back, and the node goes on when
+  // its turn comes after the notice that ended it.
+  EventOrder* order = transport_.Order();
+  auto end = [&](Status status) {
+    if (order == nullptr || !*waited) return status;
+    lock.unlock();
+    Status turn = order->Unpark(deadline);
+    lock.lock();
+    return status.ok() ? turn : status;
+  };
   while (true) {
     ReapLocked();
     int first = -1;
     for (size_t i = 0; i < neighbors_.size(); ++i) {
       if (done(i)) continue;
       if (first < 0) first = static_cast<int>(i);
-      if (!neighbor_error_[i].ok()) return neighbor_error_[i].WithContext(what(i));
+      if (!neighbor_error_[i].ok()) return end(neighbor_error_[i].WithContext(what(i)));
       if (transport_.PeerMarkedDead(neighbors_[i])) {
-        return Unavailable(what(i) + ": rank " + std::to_string(neighbors_[i]) + " is dead");
+        return end(Unavailable(what(i) + ": rank " + std::to_string(neighbors_[i]) + " is dead"));
       }
     }
-    if (first < 0) return Status::Ok();
+    if (first < 0) return end(Status::Ok());
+    if (order != nullptr) order->Park();
     *waited = true;
-    if (!responder_status_.ok()) return responder_status_;
-    if (interrupted()) return Aborted("interrupted while " + what(first));
-    if (deadline.Expired()) return DeadlineExceeded(what(first));
+    if (!responder_status_.ok()) return end(responder_status_);
+    if (interrupted()) return end(Aborted("interrupted while " + what(first)));
+    if (deadline.Expired()) return end(DeadlineExceeded(what(first)));
     neighbors_cv_.wait_for(lock, std::min<Duration>(slice, deadline.Remaining()));
     slice = std::min<Duration>(slice * 2, kMaxSlice);
   }
@@ -657,7 +696,12 @@ Status PairwiseGossip::Average(int64_t round, Deadline deadline) {
     if (type != PairwiseType::kDeclineBusy) return Status::Ok();  // accepted, or rejected for non-finite values
     UpdateStats([](GossipStats& st) { ++st.declined_busy; });
     if (++busy_declines >= options_.max_attempts) return Status::Ok();
-    std::this_thread::sleep_for(options_.retry_interval);
+    if (EventOrder* order = transport_.Order()) {
+      order->Pause(std::chrono::duration<double>(options_.retry_interval).count());
+      if (Status turn = order->AwaitTurn(deadline); !turn.ok()) return Fail(turn, round);
+    } else {
+      std::this_thread::sleep_for(options_.retry_interval);
+    }
     peer = pick();
     if (peer < 0) return Status::Ok();
   }
@@ -665,6 +709,7 @@ Status PairwiseGossip::Average(int64_t round, Deadline deadline) {
 
 Status PairwiseGossip::Finish(std::span<float> params, Deadline deadline) {
   CHORUS_RETURN_IF_ERROR(CheckMixable(params));
+  if (EventOrder* order = transport_.Order()) CHORUS_RETURN_IF_ERROR(order->AwaitTurn(deadline));
   {
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;

@@ -66,6 +66,14 @@
 // Stats().neighbor_distance: ||x_i - x_j|| / ||x_i|| of the last exchange the
 // initiator completed.
 //
+// In a simulation (Transport::Order, event_order.h) the same protocol runs in
+// virtual time: the responder is the node's server actor and takes requests
+// in the order they arrive there; Mix, each retry and Finish wait for the
+// node's turn before they read or change what the responder also touches;
+// the staleness and finishing waits park the node, and a notice wakes it at
+// the notice's moment. Waits that would end on wall-clock slices wait as
+// long as a step may instead (a slice could drop a taken message).
+//
 // Must not: touch params outside Mix / SetTopology, or block the responder on
 // anything but its receive (sends are non-blocking and reaped later).
 #pragma once
@@ -167,6 +175,10 @@ class PairwiseGossip final : public GossipProtocol {
   void StartResponder();
   void StopResponder();
   void ResponderLoop();
+  // The responder's next request header (or notice) into `header`; waits at
+  // most responder_wake (kDeadlineExceeded), in virtual time for the
+  // earliest to arrive (event_order.h).
+  Result<Completion> NextRequest(std::vector<std::byte>& header);
   // The responder's side of an exchange after REQUEST's header (request `seq`) from
   // `from`: declines at once when busy towards a higher rank, else posts the
   // receive for the value into `value`, answers CLEAR, waits for the value

@@ -48,6 +48,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "gossip/transport/event_order.h"
 
 namespace chorus::gossip {
 
@@ -251,6 +252,11 @@ class Transport {
   // can crash after a partition: docs/libfabric.md). Nothing is sent or
   // received afterwards.
   virtual void EndForExit() {}
+
+  // The simulation's event order (event_order.h) where the transport keeps
+  // one (the in-process transport under ordered virtual time); null
+  // elsewhere: events happen when they happen.
+  virtual EventOrder* Order() { return nullptr; }
 
   virtual TransportStats Stats() const = 0;
   // "local", "fabric(tcp;ofi_rxm 117.0)"...

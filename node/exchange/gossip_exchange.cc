@@ -183,6 +183,7 @@ class GossipExchange::OwnPaceMode final : public GossipExchange::Mode {
   // An operation that ended because the control plane holds a newer view
   // follows that view; any other failure is handled as in lock step.
   Status Failure(const Status& ended, const std::string& what, int64_t next_step) override {
+    if (x_.session_->control == nullptr) return x_.Failed(ended, what, next_step);  // the simulator's: one view
     const MembershipView latest = x_.session_->control->View();
     if (latest.self_rank < 0 || latest.epoch <= x_.session_->view.epoch) return x_.Failed(ended, what, next_step);
     CHORUS_LOG_INFO(Subsys::kGossip, what, " ended for membership epoch ", latest.epoch, " (", latest.Describe(),

@@ -62,11 +62,13 @@ Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int
 
 Result<std::optional<json>> TrainingLoop::Run() {
   const TrainConfig& tc = s_.config->train;
-  free_running_ = PacingOf(*s_.config, *s_.exchange, s_.session) == Pacing::kOwnPace;
+  free_running_ = PacingOf(*s_.config, *s_.exchange, s_.session) == Pacing::kOwnPace ||
+                  (s_.cluster_samples && s_.session != nullptr && tc.stop == StopSetting::kSamples &&
+                   s_.exchange->Transitions().StepsRunApart());
   if (free_running_) {
     // No barrier: joiners are admitted by the coordinator alone, until the
     // run's budget is near, and every view is followed between steps.
-    if (s_.config->cluster.admit_every_steps > 0) {
+    if (s_.config->cluster.admit_every_steps > 0 && s_.session->control != nullptr) {
       s_.session->control->AdmitOnItsOwn(static_cast<uint64_t>(tc.epochs) * static_cast<uint64_t>(s_.train->count));
     }
     s_.session->SetOwnPace();
@@ -472,7 +474,7 @@ Result<json> TrainingLoop::Summarise() {
     // The cluster's sample counter as this node saw it at the end: the total
     // the budget was checked against, and each incarnation's part.
     summary["cluster_samples"] = ClusterSamples();
-    summary["sample_counts"] = s_.session->control->SampleCounts();
+    if (s_.session->control != nullptr) summary["sample_counts"] = s_.session->control->SampleCounts();
   }
   summary["test_accuracy"] = final_eval.accuracy;
   summary["test_loss"] = final_eval.loss;

@@ -131,6 +131,11 @@ struct LoopSetup {
   // (< 0: not measured). Null: the exchange's.
   std::function<void(int64_t, std::span<const float>)> after_step;
   std::function<double(int64_t)> exact_distance;
+  // The simulator's sample budget: the cluster's samples so far, given this
+  // node's own (each node reports its own at every call). Set, and with
+  // train.stop = "samples" under an exchange whose steps run apart, the node
+  // trains at its own pace without a control plane. Null: the control plane's.
+  std::function<uint64_t(uint64_t own_samples)> cluster_samples;
 
   // A real node's: may be null.
   ClusterSession* session = nullptr;    // resume and stop agreement run over its control plane

@@ -85,12 +85,14 @@ trainer::CheckpointInfo TrainingLoop::Position(int64_t next_step) const {
   info.schedule_steps_per_epoch = s_.trainer->options().steps_per_epoch;
   info.global_batch = s_.trainer->options().global_batch;
   info.exchange_state = s_.exchange->SavedState();
-  if (free_running_) info.sample_counts = SampleCounter::Encode(s_.session->control->SampleCounts());
+  if (free_running_ && s_.session->control != nullptr) {
+    info.sample_counts = SampleCounter::Encode(s_.session->control->SampleCounts());
+  }
   return info;
 }
 
 Status TrainingLoop::MergeSampleCounts(const trainer::CheckpointInfo& info, const std::string& from) {
-  if (!free_running_ || info.sample_counts.empty()) return Status::Ok();
+  if (!free_running_ || info.sample_counts.empty() || s_.session->control == nullptr) return Status::Ok();
   CHORUS_ASSIGN_OR_RETURN(auto counts, SampleCounter::Decode(info.sample_counts, from));
   s_.session->control->MergeSampleCounts(counts);
   return Status::Ok();
@@ -238,6 +240,7 @@ Status TrainingLoop::AdmitIfDue() {
 // the older epoch end as soon as the control plane installs the view).
 Status TrainingLoop::FollowViewOnItsOwn() {
   ClusterSession* session = s_.session;
+  if (session->control == nullptr) return Status::Ok();  // the simulator's: one view
   if (session->control->Epoch() <= session->view.epoch) return Status::Ok();  // every step: no copy
   const MembershipView latest = session->control->View();
   if (latest.epoch <= session->view.epoch || latest.self_rank < 0) return Status::Ok();
@@ -322,6 +325,7 @@ void TrainingLoop::ApplySampleWeights() {
 
 uint64_t TrainingLoop::ClusterSamples(bool estimate) const {
   if (!free_running_) return static_cast<uint64_t>(samples_done_);
+  if (s_.cluster_samples) return s_.cluster_samples(static_cast<uint64_t>(samples_done_)) + resumed_samples_;
   const ControlPlane& control = *s_.session->control;
   return (estimate ? control.ClusterSamplesEstimate() : control.ClusterSamples()) + resumed_samples_;
 }

@@ -15,54 +15,12 @@
 // callback is the caller's code) and added under it.
 #include "gossip/transport/local/local_transport.h"
 
+#include "gossip/transport/local/local_hub_state.h"
+
 #include <algorithm>
 #include <cstring>
 
 namespace chorus::gossip {
-
-struct LocalHub::Op {
-  enum class Kind { kSend, kRecv };
-  Kind kind = Kind::kSend;
-  int owner = -1;           // slot that posted it
-  Rank peer = kAnySource;   // dest (send) or source (recv), in the owner's view
-  int peer_slot = -1;       // -1: any source
-  Tag tag = 0;
-  std::span<std::byte> recv_buffer;
-  bool done = false;
-  bool posted = false;      // still in the owner's posted list, at `pos`
-  std::list<std::shared_ptr<Op>>::iterator pos;
-  Status status;
-  Completion completion;
-  Clock::time_point visible_at = Clock::time_point::min();  // link model delay
-  double virtual_done = 0.0;  // virtual time: send NIC done / receive arrival
-  std::condition_variable cv;
-};
-
-struct LocalHub::Message {
-  int from = -1;
-  Tag tag = 0;
-  std::vector<std::byte> data;
-  Clock::time_point ready_at;
-  double virtual_arrival = 0.0;
-  std::shared_ptr<Op> send_op;
-};
-
-struct LocalHub::Slot {
-  std::string name;
-  bool dead = false;
-  Rank self = -1;
-  std::vector<int> rank_to_slot;       // this slot's view of the membership
-  std::vector<std::string> rank_names;
-  std::vector<bool> peer_dead;         // by rank, from MarkPeerDead
-  std::vector<bool> peer_other_site;   // by rank, PeerInfo::other_site
-  std::deque<Message> unexpected;
-  std::list<std::shared_ptr<Op>> posted;
-  std::deque<TagFilter> discard;  // the latest kMaxDiscardFilters
-  std::vector<Clock::time_point> link_free_at;  // by destination slot
-  double virtual_now = 0.0;       // virtual time: this slot's clock
-  double virtual_nic_free = 0.0;  // virtual time: when its NIC is free again
-  TransportStats stats;
-};
 
 namespace {
 
@@ -114,6 +72,7 @@ class CpuCall {
 
 bool LocalRequest::Done() {
   std::lock_guard<std::mutex> lock(*mu_);
+  if (hub_->Ordered() && op_->kind == LocalHub::Op::Kind::kRecv) return hub_->OrderedDoneLocked(*op_);
   return op_->done && Clock::now() >= op_->visible_at;
 }
 
@@ -124,6 +83,9 @@ Result<Completion> LocalRequest::Wait(Deadline deadline) {
   const CpuCall call(*hub_, op_->owner);
   std::unique_lock<std::mutex> lock(*mu_);
   hub_->ChargeLocked(op_->owner, cpu);
+  if (hub_->Ordered() && op_->kind == LocalHub::Op::Kind::kRecv) {
+    return hub_->OrderedWaitLocked(lock, *op_, deadline, peer_name_);
+  }
   while (true) {
     const auto now = Clock::now();
     if (op_->done && now >= op_->visible_at) return ResultLocked();
@@ -167,6 +129,8 @@ LocalHub::LocalHub(const LocalHubOptions& options) : options_(options) {
       slot->rank_to_slot[r] = r;
       slot->rank_names[r] = options.name_prefix + std::to_string(r);
     }
+    // Ordered: a node not started yet holds the others back at time 0.
+    if (Ordered()) slot->lanes[kOwnerLane].state = Lane::State::kRunning;
     slots_.push_back(std::move(slot));
   }
 }
@@ -179,6 +143,10 @@ Result<std::unique_ptr<LocalTransport>> LocalHub::MakeTransport(int slot) {
   if (slot < 0 || slot >= world_size()) {
     return Err(InvalidArgument("local hub: slot " + std::to_string(slot) + " out of range [0, " +
                                std::to_string(world_size()) + ")"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Ordered()) SetLanesLocked(slot, true);
   }
   return std::make_unique<LocalTransport>(shared_from_this(), slot);
 }
@@ -275,7 +243,8 @@ std::pair<double, double> LocalHub::VirtualSendLocked(int from, int to, size_t b
   const LocalVirtualTime& v = options_.virtual_time;
   if (!v.enabled) return {0.0, 0.0};
   Slot& src = *slots_[from];
-  const double start = std::max(src.virtual_now, src.virtual_nic_free);
+  const double sent_at = Ordered() ? LaneClockLocked(from, LaneOfCallerLocked(from)) : src.virtual_now;
+  const double start = std::max(sent_at, src.virtual_nic_free);
   const double done =
       start + (v.bytes_per_second > 0 ? static_cast<double>(bytes) / v.bytes_per_second : 0.0);
   src.virtual_nic_free = done;
@@ -296,8 +265,14 @@ std::pair<double, double> LocalHub::VirtualSendLocked(int from, int to, size_t b
 
 void LocalHub::ObserveCompletionLocked(const Op& op) {
   if (!options_.virtual_time.enabled || op.owner < 0) return;
+  if (Ordered()) {
+    // A receive moved its lane's clock when its turn came; a server's sends
+    // do not hold it (nor the owner, who may reap them).
+    if (op.kind == Op::Kind::kRecv || op.lane != kOwnerLane || LaneOfCallerLocked(op.owner) != kOwnerLane) return;
+  }
   double& now = slots_[op.owner]->virtual_now;
   now = std::max(now, op.virtual_done);
+  if (Ordered()) ScheduleLocked();
 }
 
 double LocalHub::CpuCharge(int slot) const {
@@ -306,7 +281,13 @@ double LocalHub::CpuCharge(int slot) const {
 }
 
 void LocalHub::ChargeLocked(int slot, double seconds) {
-  if (seconds > 0 && slot >= 0 && slot < world_size()) slots_[slot]->virtual_now += seconds;
+  if (!(seconds > 0) || slot < 0 || slot >= world_size()) return;
+  if (!Ordered()) {
+    slots_[slot]->virtual_now += seconds;
+    return;
+  }
+  LaneClockLocked(slot, LaneOfCallerLocked(slot)) += seconds;
+  ScheduleLocked();
 }
 
 void LocalHub::CpuResume(int slot) const {
@@ -324,6 +305,7 @@ void LocalHub::AdvanceVirtual(int slot, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!options_.virtual_time.enabled || slot < 0 || slot >= world_size() || !(seconds > 0)) return;
   slots_[slot]->virtual_now += seconds;
+  if (Ordered()) ScheduleLocked();
 }
 
 void LocalHub::AdvanceVirtualTo(int slot, double time) {
@@ -331,6 +313,7 @@ void LocalHub::AdvanceVirtualTo(int slot, double time) {
   if (!options_.virtual_time.enabled || slot < 0 || slot >= world_size()) return;
   double& now = slots_[slot]->virtual_now;
   now = std::max(now, time);
+  if (Ordered()) ScheduleLocked();
 }
 
 double LocalHub::VirtualNicFree(int slot) const {
@@ -366,6 +349,7 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
   auto op = std::make_shared<Op>();
   op->kind = Op::Kind::kSend;
   op->owner = from;
+  if (Ordered()) op->lane = LaneOfCallerLocked(from);
   op->peer = dest;
   op->peer_slot = to;
   op->tag = tag;
@@ -416,6 +400,7 @@ Result<RequestPtr> LocalHub::Send(int from, Rank dest, Tag tag, std::span<const 
   }
   op->done = true;
   op->visible_at = ready_at;
+  if (Ordered()) ScheduleLocked();
   std::string peer_name = PeerNameLocked(from, dest);
   lock.unlock();
   return std::make_unique<LocalRequest>(shared_from_this(), &mu_, std::move(op),
@@ -441,6 +426,7 @@ Result<RequestPtr> LocalHub::Recv(int at, Rank source, Tag tag, std::span<std::b
   auto op = std::make_shared<Op>();
   op->kind = Op::Kind::kRecv;
   op->owner = at;
+  if (Ordered()) op->lane = LaneOfCallerLocked(at);
   op->peer = source;
   op->peer_slot = from;
   op->tag = tag;
@@ -468,6 +454,7 @@ Result<RequestPtr> LocalHub::Recv(int at, Rank source, Tag tag, std::span<std::b
       self.stats.messages_received += 1;
     }
     self.unexpected.erase(match);
+    if (Ordered()) ScheduleLocked();
   } else {
     if (from != -1 && (self.peer_dead[source] || slots_[from]->dead)) {
       return Err(Unavailable("receive from " + peer_name + ": peer is dead"));
@@ -544,6 +531,7 @@ void LocalHub::MarkPeerDeadLocked(int at, Rank peer) {
       FailOpLocked(*msg.send_op, Unavailable("send to " + name + ": peer marked dead"));
     }
   }
+  if (Ordered()) ScheduleLocked();
 }
 
 void LocalHub::Kill(int slot) {
@@ -573,6 +561,10 @@ void LocalHub::Kill(int slot) {
     }
     RemoveUnposted(other.posted);
   }
+  if (Ordered()) {
+    SetLanesLocked(slot, false);
+    ScheduleLocked();
+  }
 }
 
 // ---- LocalTransport ----
@@ -580,7 +572,10 @@ void LocalHub::Kill(int slot) {
 LocalTransport::LocalTransport(std::shared_ptr<LocalHub> hub, int slot)
     : hub_(std::move(hub)), slot_(slot) {}
 
-LocalTransport::~LocalTransport() = default;
+LocalTransport::~LocalTransport() {
+  std::lock_guard<std::mutex> lock(hub_->mu_);
+  if (hub_->Ordered()) hub_->SetLanesLocked(slot_, false);
+}
 
 std::vector<uint8_t> LocalTransport::LocalAddress() const { return LocalHub::EncodeAddress(slot_); }
 
@@ -642,5 +637,7 @@ TransportStats LocalTransport::Stats() const {
 }
 
 std::string LocalTransport::Describe() const { return "local(" + hub_->SlotName(slot_) + ")"; }
+
+EventOrder* LocalTransport::Order() { return hub_->Ordered() ? this : nullptr; }
 
 }  // namespace chorus::gossip

@@ -34,6 +34,18 @@
 // the calls' own work (copying messages) is the link model's and is not
 // charged (cpu_resume marks where the caller's work starts again).
 //
+// Ordered virtual time (LocalVirtualTime::ordered, for protocols that answer
+// from a thread of their own): LocalTransport::Order() gives the
+// simulation's event order (event_order.h). Each slot has an owner lane (its
+// clock) and, while a server is open, a server lane with a clock of its own;
+// a thread that called ServeHere sends and waits on the server lane, every
+// other thread on the owner lane. Every receive's Wait then returns only when
+// its message's arrival is the earliest event of the hub, and moves that
+// lane's clock to it; a send is stamped with the sending lane's clock, and
+// its Wait moves no clock but the owner's for the owner's own sends. Done()
+// of a receive is true only when its Wait would return at once. Waits of
+// threads on the owner lane must not overlap (the lane has one state).
+//
 // Must not: touch libfabric or the network; share a hub between unrelated tests.
 #pragma once
 
@@ -49,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "gossip/transport/event_order.h"
 #include "gossip/transport/transport.h"
 
 namespace chorus::gossip {
@@ -81,6 +94,8 @@ struct LocalVirtualTime {
   std::vector<int> site_of_slot;
   double site_latency_s = 0.0;
   double site_bytes_per_second = 0.0;
+  // Events in virtual-time order (file comment); needs enabled.
+  bool ordered = false;
 };
 
 struct LocalHubOptions {
@@ -93,7 +108,7 @@ struct LocalHubOptions {
 class LocalHub;
 
 // The Transport of one hub slot. Created by LocalHub::MakeTransport.
-class LocalTransport final : public Transport {
+class LocalTransport final : public Transport, private EventOrder {
  public:
   LocalTransport(std::shared_ptr<LocalHub> hub, int slot);
   ~LocalTransport() override;
@@ -112,10 +127,23 @@ class LocalTransport final : public Transport {
   TransportStats Stats() const override;
   void SetOtherSites(const std::vector<bool>& other_site) override;
   std::string Describe() const override;
+  // This transport under ordered virtual time, else null.
+  EventOrder* Order() override;
 
   int slot() const { return slot_; }
 
  private:
+  // EventOrder (event_order.h), on this slot's lanes.
+  Status AwaitTurn(Deadline deadline) override;
+  void Pause(double seconds) override;
+  void OpenServing(Tag tag) override;
+  void ServeHere() override;
+  void CloseServing() override;
+  Result<Rank> AwaitMessage(Deadline deadline) override;
+  void Park() override;
+  Status Unpark(Deadline deadline) override;
+  void WakeOwner() override;
+
   friend class LocalHub;
   std::shared_ptr<LocalHub> hub_;
   const int slot_;
@@ -157,6 +185,9 @@ class LocalHub : public std::enable_shared_from_this<LocalHub> {
   struct Op;
   struct Message;
   struct Slot;
+  struct Lane;
+  static constexpr int kOwnerLane = 0;
+  static constexpr int kServerLane = 1;
 
   explicit LocalHub(const LocalHubOptions& options);
   // Cancels a pending op (hub mutex held): it leaves its posted list at once.
@@ -170,6 +201,25 @@ class LocalHub : public std::enable_shared_from_this<LocalHub> {
   double CpuCharge(int slot) const;
   void ChargeLocked(int slot, double seconds);
   void CpuResume(int slot) const;
+
+  // Ordered virtual time (local_event_order.cc; hub mutex held throughout).
+  bool Ordered() const { return options_.virtual_time.enabled && options_.virtual_time.ordered; }
+  // The lane of the calling thread on `slot`: kServerLane after its ServeHere.
+  int LaneOfCallerLocked(int slot) const;
+  double& LaneClockLocked(int slot, int lane);
+  // The earliest time of the lane's next event (+inf: none known).
+  double BoundLocked(int slot, int lane) const;
+  // Whether the lane's next event is the hub's earliest (ties: lower slot,
+  // then the owner).
+  bool IsFirstLocked(int slot, int lane) const;
+  // Wakes the lane whose event is now the earliest, when it waits for that.
+  void ScheduleLocked();
+  // Ordered Wait of a receive (LocalRequest::Wait).
+  Result<Completion> OrderedWaitLocked(std::unique_lock<std::mutex>& lock, Op& op, Deadline deadline,
+                                       const std::string& peer_name);
+  bool OrderedDoneLocked(const Op& op) const;
+  // A slot's lanes: on at MakeTransport, off when its transport goes.
+  void SetLanesLocked(int slot, bool on);
 
  private:
   friend class LocalTransport;

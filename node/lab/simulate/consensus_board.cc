@@ -8,15 +8,31 @@
 namespace chorus::node {
 
 void VirtualConsensusBoard::Watch(const std::vector<int64_t>& steps) {
+  WatchByRank(std::vector<std::vector<int64_t>>(static_cast<size_t>(nodes_), steps));
+}
+
+void VirtualConsensusBoard::WatchByRank(const std::vector<std::vector<int64_t>>& steps_by_rank) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int64_t s : steps) pending_[s].copies.resize(static_cast<size_t>(nodes_));
+  steps_by_rank_ = steps_by_rank;
+  steps_by_rank_.resize(static_cast<size_t>(nodes_));
+  size_t points = steps_by_rank_.empty() ? 0 : steps_by_rank_[0].size();
+  for (const auto& steps : steps_by_rank_) points = std::min(points, steps.size());
+  pending_.assign(points, Pending{});
+  for (Pending& p : pending_) p.copies.resize(static_cast<size_t>(nodes_));
+}
+
+int VirtualConsensusBoard::PointLocked(int rank, int64_t step) const {
+  if (rank < 0 || rank >= static_cast<int>(steps_by_rank_.size())) return -1;
+  const std::vector<int64_t>& steps = steps_by_rank_[static_cast<size_t>(rank)];
+  const size_t k = static_cast<size_t>(std::find(steps.begin(), steps.end(), step) - steps.begin());
+  return k < pending_.size() ? static_cast<int>(k) : -1;
 }
 
 void VirtualConsensusBoard::Deposit(int64_t step, int rank, std::span<const float> master) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = pending_.find(step);
-  if (it == pending_.end() || rank < 0 || rank >= nodes_) return;
-  Pending& p = it->second;
+  const int k = PointLocked(rank, step);
+  if (k < 0) return;
+  Pending& p = pending_[static_cast<size_t>(k)];
   std::vector<float>& copy = p.copies[static_cast<size_t>(rank)];
   if (!copy.empty()) return;  // one copy per node and step
   lock.unlock();
@@ -31,12 +47,13 @@ void VirtualConsensusBoard::Deposit(int64_t step, int rank, std::span<const floa
   cv_.notify_all();
 }
 
-double VirtualConsensusBoard::Distance(int64_t step, double timeout_s) {
+double VirtualConsensusBoard::Distance(int rank, int64_t step, double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = pending_.find(step);
-  if (it == pending_.end()) return -1.0;
-  const bool done = cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return it->second.done; });
-  return done ? it->second.distance : -1.0;
+  const int k = PointLocked(rank, step);
+  if (k < 0) return -1.0;
+  const Pending& p = pending_[static_cast<size_t>(k)];
+  const bool done = cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return p.done; });
+  return done ? p.distance : -1.0;
 }
 
 double VirtualConsensusBoard::Compute(const std::vector<std::vector<float>>& copies) {

@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/quantile.h"
 #include "gossip/transport/local/local_transport.h"
@@ -53,11 +55,6 @@ std::string Unsupported(const CompareMethod& m, int nodes) {
   Config set = DefaultConfig();
   for (const std::string& o : m.overrides) {
     if (!ApplyOverride(&set, o, "method " + m.name).ok()) return "";
-  }
-  if (set.exchange.protocol == GossipProtocolKind::kPairwiseAsync) {
-    return "asynchronous pairwise gossip has no sound virtual time: a node answers a peer's "
-           "request from its responder thread at a wall-clock moment, so the parameters it "
-           "sends belong to no defined virtual instant (run it with `chorus compare`)";
   }
   if (set.topology.kind == topologies::GraphKind::kComplete && nodes > kMaxCompleteGraphNodes) {
     return "gossip on the complete graph keeps " + std::to_string(nodes - 1) +
@@ -203,15 +200,25 @@ Result<std::map<int, Config>> ConfigsByBatch(const Config& method_config, const 
   return configs;
 }
 
+// Whether the method's nodes answer one another from threads of their own
+// (pairwise gossip's responders): its hub then orders every event
+// (event_order.h).
+bool AnswersFromThreads(const Config& config) {
+  return config.exchange.kind == ExchangeKind::kGossip && config.exchange.protocol == GossipProtocolKind::kPairwiseAsync;
+}
+
 // What every node of one method shares: the data, one hub in virtual time
-// with the options' link model (and `cpu_meter`'s charges, when not null), the
-// final evaluations and every rank's batch.
+// with the options' link model (and `cpu_meter`'s charges, when not null;
+// every event in order when `ordered`), the final evaluations and every
+// rank's batch.
 VirtualNodeSpec SharedSpec(const SimulateOptions& options, const SharedData& data, EvalCache* final_eval,
-                           double spectral_gap, ExchangeCpuMeter* cpu_meter, const std::vector<int>* batches) {
+                           double spectral_gap, ExchangeCpuMeter* cpu_meter, const std::vector<int>* batches,
+                           bool ordered) {
   gossip::LocalHubOptions hub_options;
   hub_options.world_size = options.nodes;
   hub_options.name_prefix = "node";
   hub_options.virtual_time.enabled = true;
+  hub_options.virtual_time.ordered = ordered;
   hub_options.virtual_time.latency_s = options.latency_s;
   hub_options.virtual_time.bytes_per_second = options.bytes_per_second;
   if (options.sites > 1) {
@@ -230,6 +237,7 @@ VirtualNodeSpec SharedSpec(const SimulateOptions& options, const SharedData& dat
   shared.final_eval = final_eval;
   shared.spectral_gap = spectral_gap;
   shared.cpu_meter = cpu_meter;
+  shared.ordered = ordered;
   return shared;
 }
 
@@ -247,8 +255,6 @@ std::vector<VirtualNodeSpec> NodeSpecs(const SimulateOptions& options, const Vir
   const int64_t steps_per_epoch = ClusterStepsPerEpoch(config, shared.train->count, global_batch).value_or(0);
   const int64_t total_steps = steps_per_epoch * config.train.epochs;
   const std::vector<int> eval_ranks = SpreadRanks(options.eval_nodes, n);
-  const std::vector<int64_t> eval_steps = EvalSteps(options.evals, total_steps);
-  if (shared.board != nullptr) shared.board->Watch(eval_steps);
   std::vector<VirtualNodeSpec> specs;
   specs.reserve(n);
   for (int r = 0; r < n; ++r) {
@@ -260,12 +266,34 @@ std::vector<VirtualNodeSpec> NodeSpecs(const SimulateOptions& options, const Vir
     const double slower = spread / NodeSpeed(options, r);
     spec.forward_backward_s = compute.at(batch).forward_backward_s * slower;
     spec.update_s = compute.at(batch).update_s * slower;
+    specs.push_back(std::move(spec));
+  }
+  // Evaluation points: the same steps on every node; at their own pace,
+  // each node's share of the budget's steps by its modelled speed, so that
+  // the k-th points of all nodes come at about one virtual moment.
+  std::vector<std::vector<int64_t>> points(static_cast<size_t>(n), EvalSteps(options.evals, total_steps));
+  if (shared.ledger != nullptr) {
+    // The budget's samples at every node's modelled rate end at one moment.
+    double samples_per_s = 0.0;
+    for (int r = 0; r < n; ++r) {
+      const VirtualNodeSpec& s = specs[static_cast<size_t>(r)];
+      samples_per_s += batches[static_cast<size_t>(r)] / (s.forward_backward_s + s.update_s);
+    }
+    const double end_s = static_cast<double>(total_steps) * global_batch / samples_per_s;
+    for (int r = 0; r < n; ++r) {
+      const VirtualNodeSpec& s = specs[static_cast<size_t>(r)];
+      const int64_t steps = std::max<int64_t>(1, std::llround(end_s / (s.forward_backward_s + s.update_s)));
+      points[static_cast<size_t>(r)] = EvalSteps(options.evals, steps);
+    }
+  }
+  if (shared.board != nullptr) shared.board->WatchByRank(points);
+  for (int r = 0; r < n; ++r) {
+    VirtualNodeSpec& spec = specs[static_cast<size_t>(r)];
     if (std::find(eval_ranks.begin(), eval_ranks.end(), r) != eval_ranks.end()) {
-      spec.eval_steps = eval_steps;
+      spec.eval_steps = points[static_cast<size_t>(r)];
     }
     spec.log_every = std::max<int64_t>(1, total_steps / options.log_points);
     spec.dir = method_dir + "/node" + std::to_string(r);
-    specs.push_back(std::move(spec));
   }
   return specs;
 }
@@ -300,6 +328,36 @@ Result<std::vector<json>> RunNodes(std::vector<VirtualNodeSpec> specs) {
   return summaries;
 }
 
+// Under ordered events a node does not wait at an evaluation for the others'
+// copies (it would hold back the events that bring them): the exact
+// distances go into the evaluating nodes' records once every node is done.
+Status FillExactDistances(const std::string& method_dir, const std::vector<int>& ranks,
+                          VirtualConsensusBoard& board) {
+  for (int r : ranks) {
+    const std::string path = method_dir + "/node" + std::to_string(r) + "/metrics.jsonl";
+    std::ifstream in(path);
+    if (!in) return NotFound("simulate: cannot read " + path);
+    std::string out;
+    std::string line;
+    while (std::getline(in, line)) {
+      json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (record.is_object() && record.contains("eval_accuracy") && record.contains("step") &&
+          record["step"].is_number_integer()) {
+        const double d = board.Distance(r, record["step"].get<int64_t>(), /*timeout_s=*/0.0);
+        if (d >= 0) {
+          record["consensus_distance_exact"] = d;
+          line = record.dump();
+        }
+      }
+      out += line + "\n";
+    }
+    in.close();
+    CHORUS_RETURN_IF_ERROR(WriteFileAtomic(
+        path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(out.data()), out.size())));
+  }
+  return Status::Ok();
+}
+
 SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& method,
                           const SharedData& data, const ComputeByBatch& compute) {
   SimulatedMethod out;
@@ -323,14 +381,20 @@ SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& m
   std::optional<ExchangeCpuMeter> cpu_meter;
   if (options.exchange_cpu_scale > 0) cpu_meter.emplace(options.nodes, options.exchange_cpu_scale);
   VirtualNodeSpec shared = SharedSpec(options, data, &final_eval, *spectral_gap,
-                                      cpu_meter ? &*cpu_meter : nullptr, &batches);
+                                      cpu_meter ? &*cpu_meter : nullptr, &batches, AnswersFromThreads(*config));
   VirtualConsensusBoard board(options.nodes);
   shared.board = &board;
+  SampleLedger ledger(options.nodes);
+  if (shared.ordered && config->train.stop == StopSetting::kSamples) shared.ledger = &ledger;
   const std::string method_dir = options.out_dir + "/" + method.name;
   std::error_code ec;
   fs::remove_all(method_dir, ec);  // a previous simulation's nodes must not mix in
   Result<std::vector<json>> summaries = RunNodes(NodeSpecs(options, shared, *configs, compute, method_dir));
   if (!summaries) return fail(summaries.error());
+  if (shared.ordered) {
+    Status filled = FillExactDistances(method_dir, SpreadRanks(options.eval_nodes, options.nodes), board);
+    if (!filled.ok()) return fail(filled);
+  }
   out.summaries = std::move(*summaries);
   out.wall_seconds = NowSeconds() - wall_start;
   return out;

@@ -35,11 +35,16 @@
 // evaluate during training, at `evals` evenly spaced steps on the first
 // `eval_samples` test images; every node evaluates its final model there.
 //
-// Not supported, with the reason in the error: pairwise-async (an answer to a
-// request happens at a wall-clock moment, so which parameters it carries has no
-// defined virtual time) and the complete-graph local SGD of `chorus compare`
-// past 32 nodes (every node holds n - 1 full inboxes: n^2 vectors in memory);
-// local-sgd-hypercube is the scalable local SGD.
+// Asynchronous pairwise gossip answers requests from a responder thread per
+// node; its hub orders every event in virtual time (event_order.h: an answer
+// carries what the node held at the moment the request arrived there, and
+// requests are taken in the order they arrive), so that the same options
+// give the same virtual times for it too. Its nodes train equal step counts
+// (no control plane paces them; train.stop = "samples" acts as "epochs").
+//
+// Not supported, with the reason in the error: the complete-graph local SGD
+// of `chorus compare` past 32 nodes (every node holds n - 1 full inboxes: n^2
+// vectors in memory); local-sgd-hypercube is the scalable local SGD.
 //
 // Must not: sleep, read the wall clock for anything it reports (except
 // wall_seconds), or write outside out_dir.

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <optional>
 
+#include "common/log.h"
 #include "node/cluster/cluster_session.h"
 #include "node/exchange/exchange.h"
 #include "node/exchange/exchange_factory.h"
@@ -69,6 +70,36 @@ class VirtualClock final : public StepClock {
   const double update_s_;
   const int batch_;
 };
+
+// The simulation's own hooks into the training loop: the consensus board's
+// copies and distances, and the sample budget's ledger (at the node's turn).
+void AttachSimulationHooks(const VirtualNodeSpec& spec, ClusterSession& session, LoopSetup* setup) {
+  LoopSetup& s = *setup;
+  const Config& config = *spec.config;
+  if (spec.board != nullptr) {
+    VirtualConsensusBoard* board = spec.board;
+    const int rank = spec.rank;
+    const double timeout_s = config.fabric.op_timeout_s;
+    s.after_step = [board, rank](int64_t step, std::span<const float> master) { board->Deposit(step, rank, master); };
+    if (!spec.ordered) {
+      s.exact_distance = [board, rank, timeout_s](int64_t step) { return board->Distance(rank, step, timeout_s); };
+    }
+  }
+  if (spec.ledger != nullptr && session.transport->Order() != nullptr) {
+    SampleLedger* ledger = spec.ledger;
+    gossip::EventOrder* order = session.transport->Order();
+    const int rank = spec.rank;
+    const double timeout_s = config.fabric.op_timeout_s;
+    s.session = &session;  // its pace (no control plane: nothing else of a cluster's)
+    s.cluster_samples = [ledger, order, rank, timeout_s](uint64_t own) {
+      // Reported and read at this node's turn: the total holds what every
+      // node reported before this moment, never what one reports later.
+      const Status turn = order->AwaitTurn(Deadline::AfterSeconds(timeout_s));
+      if (!turn.ok()) CHORUS_LOG_WARN(Subsys::kNode, "sample budget: ", turn.ToString());
+      return ledger->Report(rank, own);
+    };
+  }
+}
 
 // The training of one node; returns its summary.
 Result<json> Train(const VirtualNodeSpec& spec) {
@@ -136,13 +167,7 @@ Result<json> Train(const VirtualNodeSpec& spec) {
       return spec.final_eval->Evaluate(t, *spec.eval_set, checksum);
     };
   }
-  if (spec.board != nullptr) {
-    VirtualConsensusBoard* board = spec.board;
-    const int rank = spec.rank;
-    const double timeout_s = config.fabric.op_timeout_s;
-    s.after_step = [board, rank](int64_t step, std::span<const float> master) { board->Deposit(step, rank, master); };
-    s.exact_distance = [board, timeout_s](int64_t step) { return board->Distance(step, timeout_s); };
-  }
+  AttachSimulationHooks(spec, session, &s);
   TrainingLoop loop(std::move(s));
   CHORUS_ASSIGN_OR_RETURN(std::optional<json> summary, loop.Run());
   if (!summary) return Err(Internal("stopped without a stop request"));
@@ -153,6 +178,12 @@ Result<json> Train(const VirtualNodeSpec& spec) {
 }
 
 }  // namespace
+
+uint64_t SampleLedger::Report(int rank, uint64_t own) {
+  std::lock_guard<std::mutex> lock(mu_);
+  own_.at(static_cast<size_t>(rank)) = own;
+  return std::accumulate(own_.begin(), own_.end(), uint64_t{0});
+}
 
 Result<trainer::EvalResult> EvalCache::Evaluate(trainer::Trainer& trainer,
                                                 const trainer::Dataset& data, uint64_t checksum) {

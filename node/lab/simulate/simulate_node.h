@@ -51,6 +51,22 @@ class EvalCache {
   std::map<uint64_t, trainer::EvalResult> results_;
 };
 
+// The samples every node has trained so far, for train.stop = "samples"
+// (TrainingLoop's cluster_samples). Read at a node's turn in virtual time
+// (event_order.h), the total counts every step that ended before that
+// moment: the budget stops the nodes at one virtual moment, each after as
+// many steps as its speed allowed. Thread-safe.
+class SampleLedger {
+ public:
+  explicit SampleLedger(int nodes) : own_(static_cast<size_t>(nodes), 0) {}
+  // Node `rank` has trained `own` samples; returns every node's sum.
+  uint64_t Report(int rank, uint64_t own);
+
+ private:
+  std::mutex mu_;
+  std::vector<uint64_t> own_;
+};
+
 struct VirtualNodeSpec {
   const Config* config = nullptr;  // the method's resolved config at this node's batch (shared, read-only)
   int rank = 0;
@@ -75,6 +91,13 @@ struct VirtualNodeSpec {
   // Every node's copies at the evaluation steps: the exact consensus distance
   // of any method (may be null: not measured).
   VirtualConsensusBoard* board = nullptr;
+  // The hub orders every event (event_order.h): the node leaves its copies
+  // on the board but does not wait there for the others' (the simulation
+  // fills the distances in afterwards).
+  bool ordered = false;
+  // Shared by the method's nodes when they train at their own pace under a
+  // sample budget (ordered events only); null: equal step counts.
+  SampleLedger* ledger = nullptr;
 };
 
 // Trains one virtual node to the end (consensus phase and final evaluation
