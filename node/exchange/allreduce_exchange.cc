@@ -260,6 +260,11 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
   return Failed(s, "step " + std::to_string(step) + ": all-reduce", step + 1, /*abandon=*/true);
 }
 
+void AllreduceExchange::SetMemberShares(const std::vector<int>& shares) {
+  shares_ = shares;
+  shares_epoch_ = session_->view.epoch;
+}
+
 Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   const MembershipView& view = session_->view;
   double weight = local_samples;
@@ -269,8 +274,14 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
                                         weight, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   std::vector<std::string> names(view.size());
   for (int r = 0; r < view.size(); ++r) names[r] = view.members[r].name;
+  WeightBounds bounds;
+  bounds.max_total = view.GlobalBatch();
+  // The shares of this membership only (a re-form installs new ones).
+  if (shares_epoch_ == view.epoch && shares_.size() == static_cast<size_t>(view.size())) {
+    bounds.max_each.assign(shares_.begin(), shares_.end());
+  }
   const PoisonVerdict verdict = JudgeContributions(figures.reports, figures.sum_norm, figures.sum_finite,
-                                                   config_.exchange.poison_norm_bound, view.GlobalBatch());
+                                                   config_.exchange.poison_norm_bound, bounds);
   ReportVerdict(verdict, poison_.Record(verdict, names), names, view.self_rank, step, "step",
                 config_.exchange.poison_expel_after, session_->control.get());
   if (verdict.abandon && !step_abandoned_) {

@@ -53,6 +53,7 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   // them one).
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t /*step*/) override { return 0.0; }
   Weighting SampleWeighting() const override { return Weighting::kGradient; }
+  void SetMemberShares(const std::vector<int>& shares) override;
   [[nodiscard]] Result<std::vector<double>> GatherFromMembers(double mine) override;
 
   MembershipTransitions& Transitions() override { return *this; }
@@ -122,6 +123,8 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   bool checks_contributions_ = false;  // exchange.poison_check over at least 3 members
   PoisonLedger poison_;
   std::optional<PoisonFault> claim_fault_;
+  std::vector<int> shares_;  // every member's batch share (SetMemberShares), by rank
+  uint64_t shares_epoch_ = 0;  // the membership epoch they are of
   int unreleased_at_engine_ = 0;  // the transport's UnreleasedBuffers when the engine was built  // fault injection: overstated samples (poison_check.h)
 };
 

@@ -59,6 +59,10 @@ class Exchange {
   // the other gossip protocols do not weight.
   enum class Weighting { kNone, kGradient, kUpdate };
   virtual Weighting SampleWeighting() const { return Weighting::kNone; }
+  // Every member's batch share from the next step on, in rank order (the
+  // members' batches, or load balancing's split of them): the most samples
+  // each may claim in the contribution check. Called whenever they change.
+  virtual void SetMemberShares(const std::vector<int>& /*shares*/) {}
   // Every member's `mine`, in rank order: a collective of the current
   // membership that every member calls between the same steps (load
   // balancing's speeds). Empty when a member was lost on the way and the

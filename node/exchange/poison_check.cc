@@ -50,24 +50,29 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
   return out;
 }
 
-// The members' claimed weights against the most they can hold together
-// (`max_total`; 0: unchecked): a claim above it alone names its member, a
-// total above it abandons the step unattributed. Empty when all is well.
-PoisonVerdict JudgeWeights(std::span<const ContributionReport> reports, double max_total) {
+// The members' claimed weights against the most they can hold (WeightBounds):
+// a claim above its member's share, or above the whole batch, names that
+// member; a total above the batch abandons the step unattributed. Empty when
+// all is well.
+PoisonVerdict JudgeWeights(std::span<const ContributionReport> reports, const WeightBounds& bounds) {
   PoisonVerdict verdict;
-  if (max_total <= 0) return verdict;
+  const double max_total = bounds.max_total;
+  const bool shares = bounds.max_each.size() == reports.size();
+  if (max_total <= 0 && !shares) return verdict;
   double total = 0;
   for (size_t r = 0; r < reports.size(); ++r) {
     total += std::max(0.0, reports[r].weight);
-    if (reports[r].weight > max_total) {
+    const double most = shares ? bounds.max_each[r] : max_total;
+    if (reports[r].weight > most * kWeightSlack) {
       verdict.offenders.push_back(static_cast<int>(r));
       verdict.why += (verdict.why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " claims " +
-                     Figure(reports[r].weight) + " samples";
+                     Figure(reports[r].weight) + " samples of " +
+                     (shares ? "its share of " + Figure(most) : "a global batch of " + Figure(max_total));
     }
   }
   if (!verdict.offenders.empty()) {
-    verdict.why += " of a global batch of " + Figure(max_total);
-  } else if (total > max_total * kWeightSlack) {
+    verdict.why += shares && max_total > 0 ? " (global batch " + Figure(max_total) + ")" : "";
+  } else if (max_total > 0 && total > max_total * kWeightSlack) {
     verdict.unattributed = true;
     verdict.why = "the members claim " + Figure(total) + " samples of a global batch of " + Figure(max_total) +
                   ": a member overstated its samples";
@@ -77,7 +82,7 @@ PoisonVerdict JudgeWeights(std::span<const ContributionReport> reports, double m
 }
 
 PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, double reduced_norm,
-                                 bool reduced_finite, double norm_bound, double max_total_weight) {
+                                 bool reduced_finite, double norm_bound, const WeightBounds& bounds) {
   PoisonVerdict verdict;
   const size_t n = reports.size();
   if (n < 3) return verdict;
@@ -101,7 +106,7 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
     return verdict;  // the sum is non-finite: no member applies it
   }
   // A member's weight scales its norm for the outlier test: checked first.
-  if (PoisonVerdict weights = JudgeWeights(reports, max_total_weight); weights.abandon) return weights;
+  if (PoisonVerdict weights = JudgeWeights(reports, bounds); weights.abandon) return weights;
   if (norm_bound > 0 && norms.size() >= 3) {
     std::vector<double> sorted = norms;
     std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());

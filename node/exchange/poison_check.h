@@ -24,10 +24,12 @@
 //    them): named, and the step abandoned on every member (no update; the
 //    replicas stay equal).
 //  - Before the outlier test, the weights that scale it: a member claiming
-//    more samples than the whole global batch is named, and claims that sum
-//    above it abandon the step unattributed (a member overstating its
-//    samples to shrink its norm per sample). The global batch is the view's
-//    (the members' batches), which load balancing re-splits but keeps.
+//    more samples than its share of the global batch is named (a member
+//    overstating its samples to shrink its norm per sample); claims that sum
+//    above the global batch abandon the step unattributed where the shares
+//    are not known. The shares are the members' batches, or load
+//    balancing's split of them, which every member computes alike; a member
+//    may hold fewer (an epoch's last batch), never more.
 //  - Otherwise a sum inconsistent with the reports: abandoned, unattributed.
 #pragma once
 
@@ -85,11 +87,18 @@ struct GatheredFigures {
                                                     CheckedSum which, const gossip::StepContribution& mine,
                                                     double weight, Deadline deadline);
 
+// The most the members may claim: each its share (`max_each`, by rank; empty:
+// unknown), and all together `max_total` (the global batch under all-reduce;
+// 0: unchecked).
+struct WeightBounds {
+  std::vector<double> max_each;
+  double max_total = 0;
+};
+
 // `reduced_norm`, `reduced_finite`: the all-reduced sum's (the same on every
-// rank). `max_total_weight`: the most the members' weights may sum to (the
-// global batch under all-reduce; 0: unchecked).
+// rank).
 PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, double reduced_norm,
-                                 bool reduced_finite, double norm_bound, double max_total_weight = 0);
+                                 bool reduced_finite, double norm_bound, const WeightBounds& bounds = {});
 
 // Offences over a run, by member name: what summary.json reports, and who is
 // expelled (named in `expel_after` checked steps in a row; 0: never).

@@ -321,6 +321,7 @@ int TrainingLoop::SelfRank() const {
 void TrainingLoop::ApplySampleWeights() {
   const int own = free_running_ ? s_.config->train.batch_size : shares_[static_cast<size_t>(SelfRank())];
   node::ApplySampleWeights(s_.exchange->SampleWeighting(), *s_.trainer, shares_, own);
+  if (!free_running_) s_.exchange->SetMemberShares(shares_);
 }
 
 uint64_t TrainingLoop::ClusterSamples(bool estimate) const {

@@ -99,6 +99,9 @@ INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                                            // 1000x its gradient and 1000x its samples: the same norm
                                            // per sample as the others, a claim above the global batch.
                                            PoisonVariant{"scaled_claim", "x1000@5+claim", "allreduce-ring.toml"},
+                                           // Twice its gradient and its samples: a claim under the global
+                                           // batch, above its share.
+                                           PoisonVariant{"share_claim", "x2@5+claim", "allreduce-ring.toml"},
                                            PoisonVariant{"diloco_nan", "nan@5", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"},
                                            PoisonVariant{"dpsgd_nan", "nan@5", "gossip-dpsgd-ring.toml"},

@@ -86,14 +86,14 @@ TEST(PoisonCheckTest, ClaimedSamplesAboveTheGlobalBatchAreCaught) {
   for (double norm : {1.0, 1.1, 0.9}) reports.push_back({norm, true, norm / 16, 16});
   reports.push_back({1000.0, true, 1000.0 / 16000, 16000});
   EXPECT_TRUE(JudgeContributions(reports, 900.0, true, 10.0).why.empty()) << "hidden without the batch";
-  const PoisonVerdict named = JudgeContributions(reports, 900.0, true, 10.0, /*max_total_weight=*/64);
+  const PoisonVerdict named = JudgeContributions(reports, 900.0, true, 10.0, WeightBounds{{}, 64});
   EXPECT_EQ(named.offenders, std::vector<int>({3}));
   EXPECT_TRUE(named.abandon);
   EXPECT_FALSE(named.unattributed);
   EXPECT_NE(named.why.find("rank 3 claims 1.6e+04 samples of a global batch of 64"), std::string::npos)
       << named.why;
   reports[3] = {60.0, true, 60.0 / 48, 48};
-  const PoisonVerdict over = JudgeContributions(reports, 60.0, true, 10.0, 64);
+  const PoisonVerdict over = JudgeContributions(reports, 60.0, true, 10.0, WeightBounds{{}, 64});
   EXPECT_TRUE(over.offenders.empty());
   EXPECT_TRUE(over.abandon);
   EXPECT_TRUE(over.unattributed);
@@ -101,7 +101,32 @@ TEST(PoisonCheckTest, ClaimedSamplesAboveTheGlobalBatchAreCaught) {
   // Honest members at an epoch's end (fewer samples) or re-split by speed (same total).
   for (ContributionReport& r : reports) r = {1.0, true, 1.0 / 8, 8};
   reports[0] = {2.0, true, 2.0 / 40, 40};
-  EXPECT_TRUE(JudgeContributions(reports, 2.5, true, 10.0, 64).why.empty());
+  EXPECT_TRUE(JudgeContributions(reports, 2.5, true, 10.0, WeightBounds{{}, 64}).why.empty());
+}
+
+// With every member's share known, a member claiming more than its own is
+// named although its claim is under the global batch (and its doubled update
+// hides in the norm per sample): 4 members of 16, one claiming 32 with twice
+// the gradient. By the total alone the step was only abandoned, unattributed,
+// every step. Fewer than its share (an epoch's last batch) is honest.
+TEST(PoisonCheckTest, AClaimAboveTheMembersShareNamesItUnderTheGlobalBatch) {
+  std::vector<ContributionReport> reports;
+  for (double norm : {1.0, 1.1, 0.9}) reports.push_back({norm, true, norm / 16, 16});
+  reports.push_back({2.0, true, 2.0 / 32, 32});
+  const PoisonVerdict total_only = JudgeContributions(reports, 3.0, true, 10.0, WeightBounds{{}, 64});
+  EXPECT_TRUE(total_only.unattributed);
+  EXPECT_TRUE(total_only.offenders.empty());
+  const WeightBounds shares{{16, 16, 16, 16}, 64};
+  const PoisonVerdict named = JudgeContributions(reports, 3.0, true, 10.0, shares);
+  EXPECT_EQ(named.offenders, std::vector<int>({3}));
+  EXPECT_TRUE(named.abandon);
+  EXPECT_NE(named.why.find("rank 3 claims 32 samples of its share of 16"), std::string::npos) << named.why;
+  reports[3] = {0.5, true, 0.5 / 8, 8};  // half a batch left at the epoch's end
+  EXPECT_TRUE(JudgeContributions(reports, 2.0, true, 10.0, shares).why.empty());
+  // Shares re-split by speed (load balancing): 40, 8, 8, 8 of 64.
+  for (ContributionReport& r : reports) r = {1.0, true, 1.0 / 8, 8};
+  reports[0] = {2.0, true, 2.0 / 40, 40};
+  EXPECT_TRUE(JudgeContributions(reports, 2.5, true, 10.0, WeightBounds{{40, 8, 8, 8}, 64}).why.empty());
 }
 
 TEST(PoisonCheckTest, AMemberNamedInStepsInARowIsExpelledOnce) {
