@@ -156,24 +156,31 @@ class CudnnConvPlan final : public ConvPlan {
     return Status::Ok();
   }
 
-  // x and w from shape_, the convolution (cross-correlation, FP32 accumulation,
-  // tensor cores allowed), then y as cuDNN computes it (it must be ours) and bias.
-  Status DescribeShapes() {
+  // x, w and the convolution of shape_ with elements of `type`: a
+  // cross-correlation with FP32 accumulation, tensor cores as `math` allows.
+  Status DescribeInputs(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                        cudnnDataType_t type, cudnnMathType_t math) {
     const Conv2dShape& s = shape_;
+    const std::string of = type == CUDNN_DATA_HALF ? "(half)" : "(float)";
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, s.n, s.c, s.h, s.w),
+                                 ("cudnnSetTensor4dDescriptor(x) " + of).c_str());
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NCHW, s.k, s.c, s.r, s.s),
+                                 ("cudnnSetFilter4dDescriptor(w) " + of).c_str());
     CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, s.n, s.c, s.h, s.w),
-        "cudnnSetTensor4dDescriptor(x)");
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, s.k, s.c, s.r, s.s),
-        "cudnnSetFilter4dDescriptor(w)");
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetConvolution2dDescriptor(conv_, s.pad, s.pad, s.stride, s.stride,
+        cudnnSetConvolution2dDescriptor(conv, s.pad, s.pad, s.stride, s.stride,
                                         /*dilation_h=*/1, /*dilation_w=*/1,
                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-        "cudnnSetConvolution2dDescriptor");
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetConvolutionMathType(conv_, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION),
-        "cudnnSetConvolutionMathType");
+        ("cudnnSetConvolution2dDescriptor " + of).c_str());
+    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv, math),
+                                 ("cudnnSetConvolutionMathType " + of).c_str());
+    return Status::Ok();
+  }
+
+  // The FP16 x, w and convolution of shape_ (tensor cores allowed), then y as
+  // cuDNN computes it (it must be ours), the bias, and the forward's FP32 ones.
+  Status DescribeShapes() {
+    const Conv2dShape& s = shape_;
+    CHORUS_RETURN_IF_ERROR(DescribeInputs(x_, w_, conv_, CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
     // cuDNN's output size must be ours ((H + 2 pad - R) / stride + 1, ...).
     int yn = 0, yk = 0, yp = 0, yq = 0;
     CHORUS_CUDNN_RETURN_IF_ERROR(
@@ -198,19 +205,7 @@ class CudnnConvPlan final : public ConvPlan {
   // cores allowed (TF32 keeps the 11 significant bits of an FP16 value).
   Status DescribeForwardShapes() {
     const Conv2dShape& s = shape_;
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetTensor4dDescriptor(x32_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w),
-        "cudnnSetTensor4dDescriptor(x, float)");
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetFilter4dDescriptor(w32_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.k, s.c, s.r, s.s),
-        "cudnnSetFilter4dDescriptor(w, float)");
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetConvolution2dDescriptor(conv32_, s.pad, s.pad, s.stride, s.stride,
-                                        /*dilation_h=*/1, /*dilation_w=*/1,
-                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-        "cudnnSetConvolution2dDescriptor(float)");
-    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv32_, CUDNN_TENSOR_OP_MATH),
-                                 "cudnnSetConvolutionMathType(float)");
+    CHORUS_RETURN_IF_ERROR(DescribeInputs(x32_, w32_, conv32_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH));
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(y32_, CUDNN_TENSOR_NCHW,
                                                             CUDNN_DATA_FLOAT, s.n, s.k, s.OutH(),
                                                             s.OutW()),

@@ -15,6 +15,7 @@
 #include "gossip/protocols/pairwise_gossip.h"
 #include "gossip/transport/local/local_transport.h"
 #include "tests/gossip/gossip_test_util.h"
+#include "tests/gossip/transport/transport_test_util.h"
 #include "topologies/graph_builders.h"
 
 namespace chorus::gossip {
@@ -38,13 +39,7 @@ struct VirtualRun {
 // steps), mixing after each; then Finish. Each thread drops its transport when
 // done, as a simulated node does (an owner that stays would hold the others).
 VirtualRun RunVirtual(int64_t max_staleness, double end_s) {
-  LocalHubOptions hub_options;
-  hub_options.world_size = kVirtualNodes;
-  hub_options.virtual_time.enabled = true;
-  hub_options.virtual_time.latency_s = 50e-6;
-  hub_options.virtual_time.bytes_per_second = 1.25e9;
-  hub_options.virtual_time.ordered = true;
-  auto hub = LocalHub::Create(hub_options);
+  auto hub = testing::VirtualTimeHub(kVirtualNodes, 50e-6, 1.25e9, /*ordered=*/true);
   std::vector<std::unique_ptr<Transport>> transports = hub->MakeAll();
   Result<topologies::Graph> graph = topologies::BidirectionalRingGraph(kVirtualNodes);
   EXPECT_TRUE(graph);

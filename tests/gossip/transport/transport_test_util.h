@@ -29,6 +29,20 @@ inline bool Sealed(TransportKind kind) {
 // The key a sealed world uses in membership epoch `epoch`.
 inline DataKey WorldKey(uint64_t epoch) { return PublicTestKey("test world epoch " + std::to_string(epoch)); }
 
+// A hub of `n` slots in virtual time: latency_s per message, bytes_per_second
+// per sender NIC (<= 0: infinite), events in order when `ordered`
+// (event_order.h).
+inline std::shared_ptr<LocalHub> VirtualTimeHub(int n, double latency_s, double bytes_per_second,
+                                                bool ordered = false) {
+  LocalHubOptions options;
+  options.world_size = n;
+  options.virtual_time.enabled = true;
+  options.virtual_time.latency_s = latency_s;
+  options.virtual_time.bytes_per_second = bytes_per_second;
+  options.virtual_time.ordered = ordered;
+  return LocalHub::Create(options);
+}
+
 inline std::string KindName(TransportKind kind) {
   switch (kind) {
     case TransportKind::kLocal: return "Local";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gossip/transport/local/local_transport.h"
+#include "tests/gossip/transport/transport_test_util.h"
 
 namespace chorus::gossip {
 namespace {
@@ -20,21 +21,13 @@ constexpr Tag kServedTag = 5;
 constexpr Tag kAnswerTag = 6;
 
 std::shared_ptr<LocalHub> OrderedTestHub(int n) {
-  LocalHubOptions options;
-  options.world_size = n;
-  options.virtual_time.enabled = true;
-  options.virtual_time.latency_s = kOrderLatency;
-  options.virtual_time.ordered = true;
-  return LocalHub::Create(options);
+  return testing::VirtualTimeHub(n, kOrderLatency, /*bytes_per_second=*/0, /*ordered=*/true);
 }
 
 Deadline OrderSoon() { return Deadline::AfterSeconds(20); }
 
 TEST(LocalEventOrder, OnlyAnOrderedHubHasAnOrder) {
-  LocalHubOptions plain;
-  plain.world_size = 2;
-  plain.virtual_time.enabled = true;
-  EXPECT_EQ(LocalHub::Create(plain)->MakeAll()[0]->Order(), nullptr);
+  EXPECT_EQ(testing::VirtualTimeHub(2, kOrderLatency, 0)->MakeAll()[0]->Order(), nullptr);
   EXPECT_NE(OrderedTestHub(2)->MakeAll()[0]->Order(), nullptr);
 }
 

@@ -21,14 +21,7 @@ constexpr double kBytesPerSecond = 1e6;    // beta: 1 MB/s
 constexpr size_t kBytes = 10000;           // B / beta = 10 ms
 constexpr double kSerialise = kBytes / kBytesPerSecond;
 
-std::shared_ptr<LocalHub> VirtualHub(int n) {
-  LocalHubOptions options;
-  options.world_size = n;
-  options.virtual_time.enabled = true;
-  options.virtual_time.latency_s = kLatency;
-  options.virtual_time.bytes_per_second = kBytesPerSecond;
-  return LocalHub::Create(options);
-}
+std::shared_ptr<LocalHub> VirtualHub(int n) { return testing::VirtualTimeHub(n, kLatency, kBytesPerSecond); }
 
 Deadline VirtualSoon() { return Deadline::AfterSeconds(10); }
 
