@@ -437,6 +437,7 @@ Result<json> TrainingLoop::Summarise() {
   const double train_seconds = s_.clock->Now() - t_start_ - eval_seconds_;
   // Every member finishes over the latest view (no joiner is admitted this late).
   if (free_running_) CHORUS_RETURN_IF_ERROR(FollowViewOnItsOwn());
+  if (s_.trained) s_.trained(step_, s_.trainer->MasterWeights());
   CHORUS_RETURN_IF_ERROR(s_.exchange->Finish());
   const double finish_seconds = s_.clock->Now() - t_start_ - eval_seconds_ - train_seconds;
   trainer::Trainer& trainer = *s_.trainer;

@@ -131,6 +131,9 @@ struct LoopSetup {
   // (< 0: not measured). Null: the exchange's.
   std::function<void(int64_t, std::span<const float>)> after_step;
   std::function<double(int64_t)> exact_distance;
+  // And trained(steps done, master) once the last step is done, before the
+  // exchange's Finish (its consensus phase) changes the weights.
+  std::function<void(int64_t, std::span<const float>)> trained;
   // The simulator's sample budget: the cluster's samples so far, given this
   // node's own (each node reports its own at every call). Set, and with
   // train.stop = "samples" under an exchange whose steps run apart, the node

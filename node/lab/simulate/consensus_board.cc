@@ -47,6 +47,18 @@ void VirtualConsensusBoard::Deposit(int64_t step, int rank, std::span<const floa
   cv_.notify_all();
 }
 
+void VirtualConsensusBoard::Finished(int64_t step, int rank, std::span<const float> master) {
+  std::vector<int64_t> later;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rank < 0 || rank >= static_cast<int>(steps_by_rank_.size())) return;
+    for (int64_t s : steps_by_rank_[static_cast<size_t>(rank)]) {
+      if (s > step) later.push_back(s);
+    }
+  }
+  for (int64_t s : later) Deposit(s, rank, master);
+}
+
 double VirtualConsensusBoard::Distance(int rank, int64_t step, double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
   const int k = PointLocked(rank, step);

@@ -31,6 +31,11 @@ class VirtualConsensusBoard {
   // Node `rank` has completed `step` steps with weights `master`; copied
   // when that is one of its points, ignored otherwise.
   void Deposit(int64_t step, int rank, std::span<const float> master);
+  // Node `rank` trained its last step (`step` steps) with weights `master`:
+  // the copy for each of its points past `step`. Nodes at their own pace
+  // stop at one moment, some before their last point's step (its share is
+  // a prediction from compute alone); their weights then are that point's.
+  void Finished(int64_t step, int rank, std::span<const float> master);
   // The distance at node `rank`'s point after `step` steps, once every node
   // has left its copy for that point; waits at most `timeout_s` (a node that
   // failed never leaves one) and then gives -1, as for a step that is not

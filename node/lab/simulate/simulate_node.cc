@@ -81,6 +81,7 @@ void AttachSimulationHooks(const VirtualNodeSpec& spec, ClusterSession& session,
     const int rank = spec.rank;
     const double timeout_s = config.fabric.op_timeout_s;
     s.after_step = [board, rank](int64_t step, std::span<const float> master) { board->Deposit(step, rank, master); };
+    s.trained = [board, rank](int64_t step, std::span<const float> master) { board->Finished(step, rank, master); };
     if (!spec.ordered) {
       s.exact_distance = [board, rank, timeout_s](int64_t step) { return board->Distance(rank, step, timeout_s); };
     }

@@ -37,7 +37,8 @@ TEST(VirtualConsensusBoardTest, DistanceOfEveryNodesCopyAtTheWatchedSteps) {
 }
 
 // Nodes at their own pace meet at their k-th points after different step
-// counts: node 0's 4th step and node 1's 2nd are one point.
+// counts: node 0's 4th step and node 1's 2nd are one point; a node that
+// stops before a point leaves its last weights for it.
 TEST(VirtualConsensusBoardTest, PointsByRankPairTheNodesOwnSteps) {
   VirtualConsensusBoard board(2);
   board.WatchByRank({{4, 8}, {2, 4}});
@@ -46,8 +47,12 @@ TEST(VirtualConsensusBoardTest, PointsByRankPairTheNodesOwnSteps) {
   board.Deposit(2, 1, std::vector<float>{3.0f, 0.0f});  // its first: with node 0's step 4
   EXPECT_NEAR(board.Distance(0, 4, 1.0), 0.5, 1e-12);   // mean 2: each 1 away, over 2
   EXPECT_NEAR(board.Distance(1, 2, 1.0), 0.5, 1e-12);
-  EXPECT_EQ(board.Distance(0, 8, 0.05), -1.0);          // node 0 never reached step 8
+  EXPECT_EQ(board.Distance(0, 8, 0.05), -1.0);          // node 0 has not reached step 8
   EXPECT_EQ(board.Distance(1, 8, 1.0), -1.0);           // not one of node 1's points
+  // Node 0 stops after 6 steps: its last weights stand for its point at 8.
+  board.Finished(6, 0, std::vector<float>{1.0f, 0.0f});
+  board.Finished(4, 1, std::vector<float>{5.0f, 0.0f});  // every point reached: no copy
+  EXPECT_EQ(board.Distance(0, 8, 1.0), 0.0);
 }
 
 TEST(VirtualConsensusBoardTest, ANodeThatNeverLeavesItsCopyEndsTheWaitAtTheTimeout) {
