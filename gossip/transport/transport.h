@@ -214,7 +214,9 @@ class Transport {
   // has not released after the cancel is given up after a short wait
   // (FabricOptions::dead_peer_release_wait) rather than the cancel timeout,
   // and counts as unreleased. Not for the other members whose operations
-  // end with the epoch. Bookkeeping only, like PeerGone.
+  // end with the epoch, except where the nodes follow new views at their own
+  // pace (a join must pause nobody; node/cluster/installed_peers.h).
+  // Bookkeeping only, like PeerGone.
   virtual void PeerSilent(Rank /*peer*/) {}
 
   // Drops, unreceived, every message from any peer whose tag `filter`

@@ -38,7 +38,7 @@ void InstalledPeers::Installed(gossip::Transport& transport) {
   if (!declared.empty()) {
     EndEpochLocked(transport, declared + " was declared dead while it was installed");
   } else if (NewerViewEndsEpochLocked() && latest_epoch_ > view_.epoch) {
-    EndEpochLocked(transport, SupersededBy(latest_epoch_));
+    EndSupersededEpochLocked(transport, latest_epoch_);
   }
 }
 
@@ -56,7 +56,19 @@ void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport
   std::lock_guard<std::mutex> lock(mu_);
   latest_epoch_ = std::max(latest_epoch_, latest.epoch);
   if (NewerViewEndsEpochLocked() && installed_ && latest.epoch > view_.epoch) {
-    EndEpochLocked(transport, SupersededBy(latest.epoch));
+    EndSupersededEpochLocked(transport, latest.epoch);
+  }
+}
+
+void InstalledPeers::EndSupersededEpochLocked(gossip::Transport& transport, uint64_t latest) {
+  EndEpochLocked(transport, SupersededBy(latest));
+  if (!own_pace_ || recovery_ != Recovery::kTraining) return;
+  // Every member moved on to the newer epoch and ended this one's operations
+  // too: a message in flight between two of them will not complete, and
+  // waiting the cancel timeout for its release would pause this node at
+  // every join. The short wait of a silent peer's, then its buffer is kept.
+  for (const Member& m : view_.members) {
+    if (m.rank != view_.self_rank) transport.PeerSilent(m.rank);
   }
 }
 

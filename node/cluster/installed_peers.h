@@ -82,6 +82,11 @@ class InstalledPeers {
   void MarkDeadLocked(const Member& member, gossip::Transport& transport, const char* when);
   // Ends view_'s data-plane operations (`why`): marks every other member dead.
   void EndEpochLocked(gossip::Transport& transport, const std::string& why);
+  // EndEpochLocked for a newer view (`latest`); at its own pace while
+  // training, what the provider has not released is given up after a
+  // silent peer's short wait (Transport::PeerSilent), not the cancel
+  // timeout: the members are alive, and a join must pause nobody.
+  void EndSupersededEpochLocked(gossip::Transport& transport, uint64_t latest);
 
   std::mutex mu_;  // held while marking, so a mark never meets a renumbering
   MembershipView view_;

@@ -101,7 +101,9 @@ struct FabricOptions {
   // peer (a segmented send to a frozen or cut-off node is never released),
   // and every survivor's re-form would otherwise wait cancel_timeout for it.
   // The other members' operations, failed with the epoch, keep the full
-  // wait: a live peer's message in flight still lands in their buffers.
+  // wait: a live peer's message in flight still lands in their buffers;
+  // except where nodes follow new views at their own pace, whose every
+  // member ends the epoch's operations at once (a join must pause nobody).
   std::chrono::milliseconds dead_peer_release_wait{200};
   // shm only. A killed peer can leave a provider call spinning for ever (shm's
   // send lock lives in the receiver's region); the transport's watchdog

@@ -51,6 +51,36 @@ StatusCode ReceiveFrom(gossip::Transport& transport, gossip::Rank rank) {
   return got ? StatusCode::kOk : got.error().code();
 }
 
+// A transport that forwards to `inner` and records which peers were given
+// the short release wait (PeerSilent).
+class SilenceRecorder final : public gossip::Transport {
+ public:
+  explicit SilenceRecorder(gossip::Transport& inner) : inner_(inner) {}
+  std::vector<uint8_t> LocalAddress() const override { return inner_.LocalAddress(); }
+  Status SetPeers(gossip::Rank self, std::span<const gossip::PeerInfo> peers) override {
+    return inner_.SetPeers(self, peers);
+  }
+  gossip::Rank rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Result<gossip::RequestPtr> Isend(gossip::Rank dest, gossip::Tag tag, std::span<const std::byte> data) override {
+    return inner_.Isend(dest, tag, data);
+  }
+  Result<gossip::RequestPtr> Irecv(gossip::Rank source, gossip::Tag tag, std::span<std::byte> data) override {
+    return inner_.Irecv(source, tag, data);
+  }
+  void MarkPeerDead(gossip::Rank peer) override { inner_.MarkPeerDead(peer); }
+  bool PeerMarkedDead(gossip::Rank peer) const override { return inner_.PeerMarkedDead(peer); }
+  void PeerSilent(gossip::Rank peer) override { silent.push_back(peer); }
+  void Discard(gossip::TagFilter filter) override { inner_.Discard(filter); }
+  gossip::TransportStats Stats() const override { return inner_.Stats(); }
+  std::string Describe() const override { return "recorder"; }
+
+  std::vector<gossip::Rank> silent;
+
+ private:
+  gossip::Transport& inner_;
+};
+
 class InstalledPeersTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -181,6 +211,26 @@ TEST_F(InstalledPeersTest, ADeathDeclaredWhileRecoveringMarksNothingUntilAnInsta
   ASSERT_TRUE(Install(installed_, *transport_, PeersView(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}})).ok());
   EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
   installed_.SetRecovery(InstalledPeers::Recovery::kTraining);
+}
+
+// At their own pace the nodes follow a join's view between steps: every
+// member ends the old epoch's operations at once, so what the provider holds
+// of them is given up after a silent peer's short wait, not the cancel
+// timeout (a join pauses nobody). In lock step a newer view changes nothing
+// while training, and a re-form keeps the full wait.
+TEST_F(InstalledPeersTest, AtTheirOwnPaceANewerViewEndsTheEpochWithTheShortWait) {
+  SilenceRecorder recorder(*transport_);
+  const MembershipView joined = PeersView(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}, {"node3", 3}});
+  installed_.SetRecovery(InstalledPeers::Recovery::kReforming);
+  installed_.ViewChanged(joined, recorder);
+  EXPECT_TRUE(recorder.silent.empty());
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
+  installed_.SetRecovery(InstalledPeers::Recovery::kTraining);
+  ASSERT_TRUE(Install(installed_, *transport_, joined).ok());
+  installed_.SetFollowsViewsOnItsOwn(true);
+  installed_.ViewChanged(PeersView(2, {{"node0", 0}, {"node1", 1}, {"node2", 2}, {"node3", 3}}), recorder);
+  EXPECT_EQ(recorder.silent, (std::vector<gossip::Rank>{1, 2, 3}));
+  EXPECT_EQ(ReceiveFrom(*transport_, 3), StatusCode::kUnavailable);
 }
 
 }  // namespace
