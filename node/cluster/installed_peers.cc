@@ -61,15 +61,12 @@ void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport
 }
 
 void InstalledPeers::EndSupersededEpochLocked(gossip::Transport& transport, uint64_t latest) {
-  EndEpochLocked(transport, SupersededBy(latest));
-  if (!own_pace_ || recovery_ != Recovery::kTraining) return;
-  // Every member moved on to the newer epoch and ended this one's operations
-  // too: a message in flight between two of them will not complete, and
-  // waiting the cancel timeout for its release would pause this node at
-  // every join. The short wait of a silent peer's, then its buffer is kept.
-  for (const Member& m : view_.members) {
-    if (m.rank != view_.self_rank) transport.PeerSilent(m.rank);
-  }
+  // At its own pace every member moved on to the newer epoch and ended this
+  // one's operations too: a message in flight between two of them will not
+  // complete, and waiting the cancel timeout for its release would pause
+  // this node at every join. The short wait of a silent peer's, then its
+  // buffer is kept.
+  EndEpochLocked(transport, SupersededBy(latest), /*short_wait=*/own_pace_ && recovery_ == Recovery::kTraining);
 }
 
 const Member* InstalledPeers::RecordDeathLocked(const std::string& name, bool declared) {
@@ -91,10 +88,12 @@ void InstalledPeers::MemberDead(const MemberFailure& failure, gossip::Transport&
   if (m != nullptr && installed_ && failure.gone) transport.PeerGone(m->rank);
 }
 
-void InstalledPeers::EndEpochLocked(gossip::Transport& transport, const std::string& why) {
+void InstalledPeers::EndEpochLocked(gossip::Transport& transport, const std::string& why, bool short_wait) {
   CHORUS_LOG_WARN(Subsys::kFabric, "ending epoch ", view_.epoch, "'s data-plane operations: ", why);
   for (const Member& m : view_.members) {
-    if (m.rank != view_.self_rank) transport.MarkPeerDead(m.rank);
+    if (m.rank == view_.self_rank) continue;
+    transport.MarkPeerDead(m.rank);
+    if (short_wait) transport.PeerSilent(m.rank);
   }
 }
 

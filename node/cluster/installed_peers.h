@@ -80,8 +80,9 @@ class InstalledPeers {
   // when view_ does not name it or it is this node.
   const Member* RecordDeathLocked(const std::string& name, bool declared);
   void MarkDeadLocked(const Member& member, gossip::Transport& transport, const char* when);
-  // Ends view_'s data-plane operations (`why`): marks every other member dead.
-  void EndEpochLocked(gossip::Transport& transport, const std::string& why);
+  // Ends view_'s data-plane operations (`why`): marks every other member
+  // dead, with `short_wait` also silent (Transport::PeerSilent).
+  void EndEpochLocked(gossip::Transport& transport, const std::string& why, bool short_wait = false);
   // EndEpochLocked for a newer view (`latest`); at its own pace while
   // training, what the provider has not released is given up after a
   // silent peer's short wait (Transport::PeerSilent), not the cancel

@@ -32,8 +32,8 @@ const MembershipView* ClusterView(const ClusterSession* session) {
   return session != nullptr && session->view.size() >= 2 ? &session->view : nullptr;
 }
 
-Pacing PacingOf(const Config& config, Exchange& exchange, const ClusterSession* session) {
-  const bool clustered = session != nullptr && session->control != nullptr;
+Pacing PacingOf(const Config& config, Exchange& exchange, const ClusterSession* session, bool own_sample_counter) {
+  const bool clustered = session != nullptr && (session->control != nullptr || own_sample_counter);
   const bool apart = exchange.Transitions().StepsRunApart();
   return clustered && config.train.stop == StopSetting::kSamples && apart ? Pacing::kOwnPace : Pacing::kLockstep;
 }
@@ -62,9 +62,8 @@ Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int
 
 Result<std::optional<json>> TrainingLoop::Run() {
   const TrainConfig& tc = s_.config->train;
-  free_running_ = PacingOf(*s_.config, *s_.exchange, s_.session) == Pacing::kOwnPace ||
-                  (s_.cluster_samples && s_.session != nullptr && tc.stop == StopSetting::kSamples &&
-                   s_.exchange->Transitions().StepsRunApart());
+  free_running_ =
+      PacingOf(*s_.config, *s_.exchange, s_.session, static_cast<bool>(s_.cluster_samples)) == Pacing::kOwnPace;
   if (free_running_) {
     // No barrier: joiners are admitted by the coordinator alone, until the
     // run's budget is near, and every view is followed between steps.

@@ -165,10 +165,13 @@ const MembershipView* ClusterView(const ClusterSession* session);
 // node happened to form in: the same whatever the start order and
 // cluster.min_nodes.
 enum class Pacing { kLockstep, kOwnPace };
-// kOwnPace for a cluster node (a session with a control plane) under
-// train.stop = "samples" and an exchange whose steps run apart
-// (MembershipTransitions::StepsRunApart), else kLockstep.
-Pacing PacingOf(const Config& config, Exchange& exchange, const ClusterSession* session);
+// kOwnPace for a cluster node under train.stop = "samples" and an exchange
+// whose steps run apart (MembershipTransitions::StepsRunApart), else
+// kLockstep. A cluster node has a session with a control plane, or (the
+// simulator's) a sample counter of its own (`own_sample_counter`:
+// LoopSetup::cluster_samples).
+Pacing PacingOf(const Config& config, Exchange& exchange, const ClusterSession* session,
+                bool own_sample_counter = false);
 
 // The steps per epoch of a cluster whose batches sum to `global_batch`
 // (BatchSampler's rule: every member runs floor(train_images / global_batch)).

@@ -50,32 +50,29 @@ double LocalHub::BoundLocked(int slot, int lane) const {
       // A failed receive returns at once; a matched one at its arrival.
       return l.op->status.ok() ? std::max(clock, l.op->virtual_done) : clock;
     case State::kMessage: {
-      double earliest = kNever;
-      for (const Message& m : s.unexpected) {
-        if (m.tag == l.tag && RankOfSlotLocked(slot, m.from) >= 0) earliest = std::min(earliest, m.virtual_arrival);
-      }
-      return earliest == kNever ? kNever : std::max(clock, earliest);
+      const Message* served = ServedMessageLocked(slot);
+      return served == nullptr ? kNever : std::max(clock, served->virtual_arrival);
     }
   }
   return kNever;
 }
 
-bool LocalHub::IsFirstLocked(int slot, int lane) const {
-  const double bound = BoundLocked(slot, lane);
-  if (bound == kNever) return false;
-  const int id = 2 * slot + lane;
-  for (int s = 0; s < world_size(); ++s) {
-    for (int l = 0; l < 2; ++l) {
-      const int other = 2 * s + l;
-      if (other == id) continue;
-      const double b = BoundLocked(s, l);
-      if (b < bound || (b == bound && other < id)) return false;
+const LocalHub::Message* LocalHub::ServedMessageLocked(int slot) const {
+  const Slot& s = *slots_[slot];
+  const Tag tag = s.lanes[kServerLane].tag;
+  const Message* first = nullptr;
+  for (const Message& m : s.unexpected) {
+    if (m.tag != tag || RankOfSlotLocked(slot, m.from) < 0) continue;
+    if (first == nullptr || m.virtual_arrival < first->virtual_arrival ||
+        (m.virtual_arrival == first->virtual_arrival && m.from < first->from)) {
+      first = &m;
     }
   }
-  return true;
+  return first;
 }
 
-void LocalHub::ScheduleLocked() {
+int LocalHub::FirstLaneLocked() const {
+  // Lanes in id order, a strictly smaller bound replacing: ties go to the lower id.
   double best = kNever;
   int best_id = -1;
   for (int s = 0; s < world_size(); ++s) {
@@ -87,6 +84,15 @@ void LocalHub::ScheduleLocked() {
       }
     }
   }
+  return best_id;
+}
+
+void LocalHub::WaitOnLaneLocked(std::unique_lock<std::mutex>& lock, Lane& lane, Deadline deadline) {
+  lane.cv.wait_until(lock, deadline.IsNever() ? Clock::now() + std::chrono::seconds(1) : deadline.when());
+}
+
+void LocalHub::ScheduleLocked() {
+  const int best_id = FirstLaneLocked();
   if (best_id < 0) return;
   Lane& first = slots_[best_id / 2]->lanes[best_id % 2];
   if (first.state == State::kTurn || first.state == State::kOp || first.state == State::kMessage) {
@@ -131,11 +137,7 @@ Result<Completion> LocalHub::OrderedWaitLocked(std::unique_lock<std::mutex>& loc
       return op.completion;
     }
     if (deadline.Expired()) break;
-    if (deadline.IsNever()) {
-      l.cv.wait(lock);
-    } else {
-      l.cv.wait_until(lock, deadline.when());
-    }
+    WaitOnLaneLocked(lock, l, deadline);
   }
   leave();
   Status timeout = DeadlineExceeded("receive from " + peer_name + " (tag " + std::to_string(op.tag) +
@@ -158,7 +160,7 @@ Status LocalTransport::AwaitTurn(Deadline deadline) {
       hub_->ScheduleLocked();
       return DeadlineExceeded(hub_->SlotName(slot_) + ": its turn in virtual time did not come by the deadline");
     }
-    l.cv.wait_until(lock, deadline.IsNever() ? Clock::now() + std::chrono::seconds(1) : deadline.when());
+    hub_->WaitOnLaneLocked(lock, l, deadline);
   }
   l.state = State::kRunning;
   hub_->ScheduleLocked();
@@ -196,14 +198,7 @@ Result<Rank> LocalTransport::AwaitMessage(Deadline deadline) {
   hub_->ScheduleLocked();
   while (true) {
     if (hub_->IsFirstLocked(slot_, LocalHub::kServerLane)) {
-      const LocalHub::Message* first = nullptr;
-      for (const LocalHub::Message& m : s.unexpected) {
-        if (m.tag != l.tag || hub_->RankOfSlotLocked(slot_, m.from) < 0) continue;
-        if (first == nullptr || m.virtual_arrival < first->virtual_arrival ||
-            (m.virtual_arrival == first->virtual_arrival && m.from < first->from)) {
-          first = &m;
-        }
-      }
+      const LocalHub::Message* first = hub_->ServedMessageLocked(slot_);
       l.clock = std::max(l.clock, first->virtual_arrival);
       l.state = State::kRunning;
       const Rank source = hub_->RankOfSlotLocked(slot_, first->from);
@@ -211,7 +206,7 @@ Result<Rank> LocalTransport::AwaitMessage(Deadline deadline) {
       return source;
     }
     if (deadline.Expired()) return Err(DeadlineExceeded(hub_->SlotName(slot_) + ": no message to serve"));
-    l.cv.wait_until(lock, deadline.IsNever() ? Clock::now() + std::chrono::seconds(1) : deadline.when());
+    hub_->WaitOnLaneLocked(lock, l, deadline);
   }
 }
 

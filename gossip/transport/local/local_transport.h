@@ -209,9 +209,16 @@ class LocalHub : public std::enable_shared_from_this<LocalHub> {
   double& LaneClockLocked(int slot, int lane);
   // The earliest time of the lane's next event (+inf: none known).
   double BoundLocked(int slot, int lane) const;
-  // Whether the lane's next event is the hub's earliest (ties: lower slot,
-  // then the owner).
-  bool IsFirstLocked(int slot, int lane) const;
+  // The lane (2 * slot + lane) whose next event is the hub's earliest (ties:
+  // lower slot, then the owner); -1 when no bound is known.
+  int FirstLaneLocked() const;
+  bool IsFirstLocked(int slot, int lane) const { return FirstLaneLocked() == 2 * slot + lane; }
+  // The earliest queued message with the tag `slot`'s server takes, from a
+  // member (ties: the lower slot); null when none.
+  const Message* ServedMessageLocked(int slot) const;
+  // One wait of a lane for its turn (woken by ScheduleLocked), until the
+  // deadline or at most a second when it has none.
+  void WaitOnLaneLocked(std::unique_lock<std::mutex>& lock, Lane& lane, Deadline deadline);
   // Wakes the lane whose event is now the earliest, when it waits for that.
   void ScheduleLocked();
   // Ordered Wait of a receive (LocalRequest::Wait).
