@@ -58,8 +58,8 @@ uint64_t Fnv1a64(std::span<const float> x) {
 
 Result<double> MeasureConsensusDistance(const Collective& world, std::span<const float> params,
                                         const AllreduceOptions& options, Tag tag_base,
-                                        std::vector<float>* mean) {
-  std::vector<float> local_mean;
+                                        std::vector<float>* mean, std::vector<float>* distances_out) {
+  std::vector<float> local_mean, local_distances;
   std::vector<float>& m = mean ? *mean : local_mean;
   m.assign(params.begin(), params.end());
   AllreduceOptions sum = WithTags(options, tag_base, options.deadline);
@@ -73,7 +73,8 @@ Result<double> MeasureConsensusDistance(const Collective& world, std::span<const
     diff2 += d * d;
     norm2 += static_cast<double>(m[i]) * static_cast<double>(m[i]);
   }
-  std::vector<float> distances(world.size(), 0.0f);
+  std::vector<float>& distances = distances_out ? *distances_out : local_distances;
+  distances.assign(world.size(), 0.0f);
   distances[world.rank()] = static_cast<float>(std::sqrt(diff2));
   CHORUS_RETURN_IF_ERROR(
       world.Allreduce(std::span<float>(distances),

@@ -75,10 +75,13 @@ struct ConsensusReport {
 
 // The exact consensus distance (file comment). Uses the tag ranges starting at
 // tag_base and tag_base + kTagsPerCollective. When `mean` is not null it gets
-// x_mean (same bytes on every rank).
+// x_mean (same bytes on every rank); `distances`, when not null, holds the
+// second all-reduce's buffer (a caller that must keep what a provider may
+// still write into after a failed wait passes both).
 Result<double> MeasureConsensusDistance(const Collective& world, std::span<const float> params,
                                         const AllreduceOptions& options, Tag tag_base,
-                                        std::vector<float>* mean = nullptr);
+                                        std::vector<float>* mean = nullptr,
+                                        std::vector<float>* distances = nullptr);
 
 // Runs the consensus phase on every rank of `world` (all with the same options and
 // graph). `graph`: the kGossip graph over the world's ranks (undirected), or null

@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "node/cluster/live_state.h"
 #include "node/control/membership.h"
+#include "node/exchange/background_consensus_meter.h"
 #include "node/exchange/membership_transitions.h"
 
 namespace chorus::node {
@@ -100,6 +101,16 @@ class Exchange {
   // member lost during the measurement is no error here: the result is
   // kNotMeasured and the exchange's next step meets the failure.
   [[nodiscard]] virtual Result<double> ExactConsensusDistance(int64_t /*step*/) { return kNotMeasured; }
+  // Where the members evaluate at their own steps (pairwise-async),
+  // ExactConsensusDistance does not measure; at the evaluation that ends the
+  // `epochs_done`-th epoch the loop calls this instead, and the exchange
+  // starts the measurement keyed by it beside training
+  // (background_consensus_meter.h). False where nothing started.
+  virtual bool StartConsensusMeasurement(int64_t /*epochs_done*/) { return false; }
+  // What StartConsensusMeasurement's measurements gave since the last call
+  // (distance kNotMeasured where one failed); with `wait`, the one in
+  // progress ends first.
+  virtual std::vector<ConsensusMeasurement> TakeConsensusMeasurements(bool /*wait*/) { return {}; }
   // False where the members do not all evaluate after the same steps (a
   // simulation evaluates on a sample of its nodes): ExactConsensusDistance
   // then does not measure. True by default.

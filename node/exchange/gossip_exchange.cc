@@ -582,11 +582,22 @@ Result<double> GossipExchange::ExactConsensusDistance(int64_t step) {
                         kNotMeasured);
 }
 
+bool GossipExchange::StartConsensusMeasurement(int64_t epochs_done) {
+  if (!pairwise_ || !evaluations_in_lockstep_ || virtual_time_ || session_->view.size() < 2) return false;
+  return background_meter_.Start(*session_->transport, session_->view, trainer_->MasterWeights(), epochs_done,
+                                 config_.fabric.op_timeout_s);
+}
+
 nlohmann::json GossipExchange::Metrics() const {
-  gossip::TransportStats t = session_->transport->Stats();
-  nlohmann::json m = {{"bytes_sent", t.bytes_sent - meter_.bytes_sent()},
-                      {"bytes_received", t.bytes_received - meter_.bytes_received()},
-                      {"bytes_sent_across_sites", t.bytes_sent_across_sites - meter_.bytes_sent_across_sites()},
+  // The measurements' bytes left out. The background meter counts a message
+  // when it is posted, the transport maybe later: never below zero.
+  const BackgroundConsensusMeter& b = background_meter_;
+  const uint64_t b_sent = b.bytes_sent(), b_received = b.bytes_received(), b_across = b.bytes_sent_across_sites();
+  const gossip::TransportStats t = session_->transport->Stats();
+  auto minus = [](uint64_t total, uint64_t a, uint64_t c) { return total > a + c ? total - a - c : uint64_t{0}; };
+  nlohmann::json m = {{"bytes_sent", minus(t.bytes_sent, meter_.bytes_sent(), b_sent)},
+                      {"bytes_received", minus(t.bytes_received, meter_.bytes_received(), b_received)},
+                      {"bytes_sent_across_sites", minus(t.bytes_sent_across_sites, meter_.bytes_sent_across_sites(), b_across)},
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"spectral_gap", spectral_gap_},
@@ -608,6 +619,7 @@ nlohmann::json GossipExchange::Metrics() const {
     }
   }
   meter_.AddMetrics(m);
+  background_meter_.AddMetrics(m);
   if (config_.exchange.consensus_control > 0.0) {
     m["mix_rounds_per_step"] = mix_rounds_;
     if (control_distance_ >= 0.0) m["consensus_control_distance"] = control_distance_;

@@ -57,6 +57,12 @@ class GossipExchange final : public Exchange {
   // gossip::kDistanceTagStream at call index 2 * step; a second call after the
   // same step returns the first's result without communicating.
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t step) override;
+  // Pairwise-async in real time: the measurement beside training
+  // (background_consensus_meter.h); its bytes stay out of the counts too.
+  bool StartConsensusMeasurement(int64_t epochs_done) override;
+  std::vector<ConsensusMeasurement> TakeConsensusMeasurements(bool wait) override {
+    return background_meter_.Take(wait);
+  }
   // Lock step or own pace, as the session's pacing says (PacingOf).
   MembershipTransitions& Transitions() override;
   // Push-sum's mass carries a node's samples into the average (kUpdate). The
@@ -124,6 +130,7 @@ class GossipExchange final : public Exchange {
   // ExactConsensusDistance: the last step measured and its result, and what
   // the measurements cost.
   ConsensusMeter meter_;
+  BackgroundConsensusMeter background_meter_;
   GossipCorrections corrections_;
   // The contribution check (poison_check.h): a fault to inject, and the
   // members this node expelled for repeated outliers.

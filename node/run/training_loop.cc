@@ -339,6 +339,7 @@ json TrainingLoop::BaseRecord(int epoch) const {
 // The steps since the last record: mean loss, this step's lr and loss scale,
 // samples/s. A record at an epoch's last step counts that epoch as done.
 Status TrainingLoop::RecordWindow(int epoch, bool epoch_end, const trainer::UpdateResult& update) {
+  CHORUS_RETURN_IF_ERROR(AppendConsensusMeasurements(/*wait=*/false));
   json r = BaseRecord(epoch_end ? epoch + 1 : epoch);
   const double now = s_.clock->Now();
   r["loss"] = window_.loss / static_cast<double>(std::max<int64_t>(1, window_.steps));
@@ -376,6 +377,12 @@ Status TrainingLoop::Evaluate(const trainer::Dataset& set, int epoch, bool whole
     distance = std::max(Exchange::kNotMeasured, s_.exact_distance(step_));
   } else {
     CHORUS_ASSIGN_OR_RETURN(distance, s_.exchange->ExactConsensusDistance(step_));
+  }
+  if (distance == Exchange::kNotMeasured && whole_test_set && !s_.exact_distance &&
+      s_.exchange->StartConsensusMeasurement(epoch)) {
+    json c = BaseRecord(epoch);
+    c.erase("consensus_distance_estimate");  // the window records carry it
+    consensus_records_[epoch] = std::move(c);
   }
   eval_seconds_ += s_.clock->Now() - e0;
   json r = BaseRecord(epoch);
@@ -429,10 +436,29 @@ Status TrainingLoop::EndEpoch(int epoch) {
   return Status::Ok();
 }
 
+Status TrainingLoop::AppendConsensusMeasurements(bool wait) {
+  for (const ConsensusMeasurement& m : s_.exchange->TakeConsensusMeasurements(wait)) {
+    auto record = consensus_records_.find(m.key);
+    if (record == consensus_records_.end()) continue;
+    if (m.distance >= 0.0) {
+      record->second["consensus_distance_exact"] = m.distance;
+      record->second["consensus_point"] = m.key;
+      CHORUS_RETURN_IF_ERROR(s_.metrics->Append(record->second));
+    }
+    consensus_records_.erase(record);
+  }
+  return Status::Ok();
+}
+
 // The end of training: the exchange's Finish (the consensus phase may change
 // the weights, so what is evaluated and exported comes after it), the final
 // evaluation, the model file, and the summary's fields.
 Result<json> TrainingLoop::Summarise() {
+  // The last measurement beside training is of this view's members: it ends
+  // before this node follows a newer one. An evaluation's cost, not training's.
+  const double m0 = s_.clock->Now();
+  CHORUS_RETURN_IF_ERROR(AppendConsensusMeasurements(/*wait=*/true));
+  eval_seconds_ += s_.clock->Now() - m0;
   const double train_seconds = s_.clock->Now() - t_start_ - eval_seconds_;
   // Every member finishes over the latest view (no joiner is admitted this late).
   if (free_running_) CHORUS_RETURN_IF_ERROR(FollowViewOnItsOwn());

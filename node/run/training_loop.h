@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -293,6 +294,11 @@ class TrainingLoop final : public LiveState {
   // A record's fields every record has; `epoch` as the record counts it.
   nlohmann::json BaseRecord(int epoch) const;
   Status Evaluate(const trainer::Dataset& set, int epoch, bool whole_test_set);
+  // The records of the consensus measurements that ended beside training
+  // (Exchange::StartConsensusMeasurement): each the record of the moment it
+  // started, with consensus_distance_exact and consensus_point (the epochs
+  // done, the same on every member); with `wait`, the one in progress first.
+  Status AppendConsensusMeasurements(bool wait);
 
   struct BalanceWindow {  // the compute since the last split (BalanceIfDue)
     double seconds = 0.0;
@@ -326,6 +332,8 @@ class TrainingLoop final : public LiveState {
   int64_t steps_to_catch_up_ = 0;   // steps to train without the exchange (CatchUpStep) before the agreed one
   double t_start_ = 0.0;
   double eval_seconds_ = 0.0;   // evaluations, kept out of `time`
+  // The records of the measurements started beside training, by point.
+  std::map<int64_t, nlohmann::json> consensus_records_;
   int64_t samples_done_ = 0;
   double last_loss_ = 0.0;
   size_t next_at_step_ = 0;     // EvalPlan::at_steps

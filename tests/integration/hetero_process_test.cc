@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -232,15 +233,31 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// The consensus records of a node's metrics.jsonl: consensus_point ->
+// consensus_distance_exact.
+std::map<int64_t, double> ConsensusPoints(const fs::path& metrics) {
+  std::map<int64_t, double> points;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (r.is_object() && r.contains("consensus_point")) {
+      points[r["consensus_point"].get<int64_t>()] = r["consensus_distance_exact"].get<double>();
+    }
+  }
+  return points;
+}
+
 // One node sleeps three times its compute (4x slower). Under stop =
 // "samples" with pairwise gossip each trains at its own pace: the fast one
 // takes at least 2.5x the slow one's steps, and together they train the
 // budget (epochs x the training set), overshooting it by little. (At 3x
 // slower the fast node's 2.8x on an idle host fell to 2.2x beside another
-// test on 2 cores: it needs a core, the sleeping one does not.)
+// test on 2 cores: it needs a core, the sleeping one does not.) At each
+// epoch's end both measure the exact consensus distance beside training,
+// each at its own step, and record the same value.
 TEST(HeteroSamplesTest, FastPairwiseNodeTrainsMoreStepsUnderASampleBudget) {
   HandCluster cluster("hetero-samples");
-  const std::vector<std::string> shared = {"train.model=\"cnn\"", "train.epochs=1", "data.train_limit=6000",
+  const std::vector<std::string> shared = {"train.model=\"cnn\"", "train.epochs=2", "data.train_limit=3000", "train.eval_every_epochs=1",
                                            "train.stop=\"samples\"", "exchange.kind=\"gossip\"",
                                            "exchange.protocol=\"pairwise-async\"", "topology.kind=\"ring\"",
                                            "exchange.period=2"};
@@ -252,6 +269,15 @@ TEST(HeteroSamplesTest, FastPairwiseNodeTrainsMoreStepsUnderASampleBudget) {
   EXPECT_GE(samples, 6000);
   EXPECT_LE(samples, 6000 * 1.15) << "the nodes stopped late";
   EXPECT_EQ(s[0]["parameter_checksum"], s[1]["parameter_checksum"]);
+  const std::map<int64_t, double> fast_points = ConsensusPoints(cluster.NodeDir(0) / "metrics.jsonl");
+  const std::map<int64_t, double> slow_points = ConsensusPoints(cluster.NodeDir(1) / "metrics.jsonl");
+  ASSERT_EQ(fast_points.size(), 2u) << cluster.Output(0);
+  EXPECT_EQ(fast_points, slow_points);
+  for (const auto& [point, distance] : fast_points) {
+    EXPECT_GT(distance, 0.0) << "epoch " << point << ": the replicas differ while they train";
+    EXPECT_LT(distance, 0.5) << "epoch " << point;
+  }
+  EXPECT_GT(s[0]["consensus_measure_bytes_sent"].get<double>(), 0.0);
 }
 
 // A third node joins two that train at their own pace: the coordinator's

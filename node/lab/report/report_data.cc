@@ -345,7 +345,7 @@ Status LoadInput(const std::string& input, RunSet* set, bool first) {
 // How the records of different nodes are matched into one point: the k-th
 // record of every node (evaluations: every node evaluates on the same schedule,
 // while asynchronous nodes are at different steps then), or equal steps.
-enum class GroupKey { kOrder, kStep };
+enum class GroupKey { kOrder, kStep, kConsensusPoint };
 
 struct Selected {
   const MetricsRecord* record;
@@ -376,18 +376,21 @@ double MaxIgnoringNaN(const std::vector<double>& values) {
 }
 
 // Groups the selected records of every node by `key` (order of appearance per
-// node when some record lacks a step) and averages `field` over nodes per group.
+// node when some record lacks a step, or a consensus point) and averages `field` over nodes per group.
 std::vector<CurvePoint> Aggregate(const NodeSeries& series, double MetricsRecord::*field, GroupKey key) {
-  bool by_step = key == GroupKey::kStep;
+  bool by_step = key == GroupKey::kStep, by_point = key == GroupKey::kConsensusPoint;
   for (const auto& node : series) {
-    for (const Selected& s : node) by_step = by_step && s.record->step >= 0;
+    for (const Selected& s : node) {
+      by_step = by_step && s.record->step >= 0;
+      by_point = by_point && s.record->consensus_point >= 0;
+    }
   }
   // key -> per node the last record with that key (a resumed node may repeat a step).
   std::map<int64_t, std::map<size_t, Selected>> groups;
   for (size_t n = 0; n < series.size(); ++n) {
     for (size_t i = 0; i < series[n].size(); ++i) {
       const MetricsRecord& r = *series[n][i].record;
-      const int64_t k = by_step ? r.step : static_cast<int64_t>(i);
+      const int64_t k = by_point ? r.consensus_point : by_step ? r.step : static_cast<int64_t>(i);
       groups[k].insert_or_assign(n, series[n][i]);
     }
   }
@@ -466,6 +469,8 @@ std::vector<MetricsRecord> ParseMetricsLines(std::string_view text, const std::s
     if (std::isnan(r.consensus_estimate))
       r.consensus_estimate = NumberOr(object, "consensus_distance", &bad_fields);
     r.consensus_exact = NumberOr(object, "consensus_distance_exact", &bad_fields);
+    const double point = NumberOr(object, "consensus_point", &bad_fields);
+    if (!std::isnan(point) && point >= 0) r.consensus_point = static_cast<int64_t>(point);
     r.eval_accuracy = NumberOr(object, "eval_accuracy", &bad_fields);
     r.eval_loss = NumberOr(object, "eval_loss", &bad_fields);
     records.push_back(r);
@@ -650,7 +655,16 @@ MethodCurves BuildMethodCurves(const MethodRun& method, std::vector<std::string>
   curves.accuracy = Aggregate(evals, &MetricsRecord::eval_accuracy, GroupKey::kOrder);
   curves.accuracy_by_time = AggregateByTime(evals, &MetricsRecord::eval_accuracy);
   curves.train_loss = Aggregate(losses, &MetricsRecord::loss, GroupKey::kStep);
-  curves.consensus = Aggregate(consensus, &MetricsRecord::consensus_exact, GroupKey::kStep);
+  // Measured at points (the nodes' own steps): only the records of points count.
+  bool at_points = false;
+  for (const auto& node : consensus) {
+    for (const Selected& s : node) at_points = at_points || s.record->consensus_point >= 0;
+  }
+  if (at_points) {
+    for (auto& node : consensus) std::erase_if(node, [](const Selected& s) { return s.record->consensus_point < 0; });
+  }
+  curves.consensus = Aggregate(consensus, &MetricsRecord::consensus_exact,
+                               at_points ? GroupKey::kConsensusPoint : GroupKey::kStep);
   curves.consensus_estimate = Aggregate(estimates, &MetricsRecord::consensus_estimate, GroupKey::kStep);
   for (std::vector<CurvePoint>* curve : {&curves.consensus, &curves.consensus_estimate}) {
     std::erase_if(*curve, [](const CurvePoint& p) { return p.nodes < kMinConsensusNodes; });

@@ -39,6 +39,9 @@ struct MetricsRecord {
   // consensus_distance_exact (evaluation records): the relative distance of
   // the farthest replica from the mean of all, the same on every node.
   double consensus_exact = kReportNaN;
+  // consensus_point: the measurement's key, the same on every node, where
+  // the nodes measure at their own steps (pairwise-async); -1 when absent.
+  int64_t consensus_point = -1;
   double eval_accuracy = kReportNaN;
   double eval_loss = kReportNaN;
 
@@ -148,8 +151,9 @@ struct MethodCurves {
   // Mean training loss of the logging records (grouped by step, else by order);
   // evaluation records only when a node has no other record with a loss.
   std::vector<CurvePoint> train_loss;
-  // The exact consensus distance of the evaluation records, grouped by step
-  // (every node records the same value).
+  // The exact consensus distance of the evaluation records, grouped by step,
+  // or by consensus_point where every such record has one (every node
+  // records the same value).
   std::vector<CurvePoint> consensus;
   // Mean neighbour estimate of the consensus distance, grouped like train_loss.
   std::vector<CurvePoint> consensus_estimate;

@@ -339,6 +339,7 @@ Status FillExactDistances(const std::string& method_dir, const std::vector<int>&
     if (!in) return NotFound("simulate: cannot read " + path);
     std::string out;
     std::string line;
+    int64_t point = 0;  // the node's k-th point is every node's k-th (WatchByRank)
     while (std::getline(in, line)) {
       json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (record.is_object() && record.contains("eval_accuracy") && record.contains("step") &&
@@ -346,6 +347,7 @@ Status FillExactDistances(const std::string& method_dir, const std::vector<int>&
         const double d = board.Distance(r, record["step"].get<int64_t>(), /*timeout_s=*/0.0);
         if (d >= 0) {
           record["consensus_distance_exact"] = d;
+          record["consensus_point"] = point++;
           line = record.dump();
         }
       }

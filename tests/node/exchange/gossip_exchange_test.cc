@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -99,6 +100,51 @@ TEST(GossipExchangeTest, ExactConsensusDistanceIsNotMeasuredWhereNodesDoNotEvalu
     for (int r = 0; r < c.n; ++r) {
       ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
       EXPECT_EQ(distances[r], Exchange::kNotMeasured);
+    }
+  }
+}
+
+// Pairwise-async nodes evaluate at their own steps: each starts the
+// measurement at its own moment, over a copy of its weights, and trains on;
+// all get the closed form, and its bytes stay out of training's. A member
+// that never starts it leaves the others unmeasured at their deadline, and
+// a node whose measurement is still in progress starts no other.
+TEST(GossipExchangeTest, PairwiseAsyncMeasuresTheDistanceBesideTraining) {
+  Config config = MakeConfig(ExchangeKind::kGossip);
+  config.exchange.protocol = GossipProtocolKind::kPairwiseAsync;
+  config.fabric.op_timeout_s = 1.0;
+  for (bool all_start : {true, false}) {
+    SCOPED_TRACE(all_start ? "every member" : "rank 2 never starts it");
+    const int n = 3;
+    std::vector<std::vector<ConsensusMeasurement>> got(n);
+    std::vector<nlohmann::json> metrics(n);
+    std::vector<int> second_started(n, -1);
+    auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+      SetClosedFormMaster(*node.trainer, r);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 * r));
+      if (!all_start && r == 2) return Status::Ok();
+      if (!node.exchange->StartConsensusMeasurement(1)) return Internal("not started");
+      // Training goes on: the measurement holds its own copy.
+      for (float& x : node.trainer->MasterWeights()) x = 0.0f;
+      if (!all_start) second_started[r] = node.exchange->StartConsensusMeasurement(2) ? 1 : 0;
+      got[r] = node.exchange->TakeConsensusMeasurements(/*wait=*/true);
+      metrics[r] = node.exchange->Metrics();
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      if (!all_start && r == 2) continue;
+      ASSERT_EQ(got[r].size(), 1u) << "rank " << r;
+      EXPECT_EQ(got[r][0].key, 1);
+      EXPECT_EQ(metrics[r]["bytes_sent"].get<uint64_t>(), 0u) << "rank " << r;
+      if (all_start) {
+        EXPECT_NEAR(got[r][0].distance, (n - 1.0) / (n + 1.0), 1e-6) << "rank " << r;
+        EXPECT_EQ(got[r][0].distance, got[0][0].distance);
+        EXPECT_GT(metrics[r]["consensus_measure_bytes_sent"].get<uint64_t>(), 0u);
+      } else {
+        EXPECT_LT(got[r][0].distance, 0.0) << "rank " << r << ": measured without rank 2";
+        EXPECT_EQ(second_started[r], 0) << "rank " << r << " started a second measurement beside the first";
+      }
     }
   }
 }

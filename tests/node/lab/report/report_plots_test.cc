@@ -92,6 +92,37 @@ TEST(ReportPlotsTest, ConsensusIsNeverFromASingleNode) {
   EXPECT_EQ(data->curves[0].train_loss.back().nodes, 1);
 }
 
+// Pairwise nodes measure at their own steps: their records of one
+// measurement share its consensus_point, and one point of two nodes results.
+TEST(ReportPlotsTest, ConsensusRecordsOfOnePointAtDifferentStepsMakeOnePoint) {
+  chorus::testing::TempDir dir("report_consensus_points");
+  WriteComparison(dir.path(), {{"pairwise", "gossip", true}});
+  for (int n = 0; n < 2; ++n) {
+    const fs::path metrics = fs::path(dir.path()) / "pairwise" / ("node" + std::to_string(n)) / "metrics.jsonl";
+    std::string lines = chorus::testing::ReadTextFile(metrics);
+    for (int point = 1; point <= 2; ++point) {
+      lines += json({{"step", 7 * point + 3 * n},
+                     {"time", 0.7 * point},
+                     {"epoch", point},
+                     {"consensus_distance_exact", 0.1 / point},
+                     {"consensus_point", point}})
+                   .dump() +
+               "\n";
+    }
+    chorus::testing::WriteTextFile(metrics, lines);
+  }
+  Result<ReportData> data = LoadReportData({dir.path()}, -1);
+  ASSERT_TRUE(data) << data.error().ToString();
+  // The evaluation record's distance has no point: grouped by points, the
+  // two measurements, each over both nodes.
+  const std::vector<CurvePoint>& consensus = data->curves[0].consensus;
+  ASSERT_EQ(consensus.size(), 2u);
+  EXPECT_EQ(consensus[0].nodes, 2);
+  EXPECT_DOUBLE_EQ(consensus[0].value, 0.1);
+  EXPECT_EQ(consensus[0].step, -1) << "the nodes measured at different steps";
+  EXPECT_DOUBLE_EQ(consensus[1].value, 0.05);
+}
+
 TEST(ReportPlotsTest, ConsensusPlotHoldsTheMethodsTheTableShowsAConsensusFor) {
   chorus::testing::TempDir dir("report_consensus_members");
   WriteComparison(dir.path(),
