@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU table: Chorus's GPU trainer beside PyTorch eager AMP, back to back
+# The GPU table: Chorus's GPU trainer beside PyTorch AMP (eager, and the whole
+# step captured in a CUDA graph), back to back
 # on the same GPU, mlp / cnn / cnn-bn at batch 64, 256 and 1024 (medians of 7
 # windows), then the kernel bandwidths (docs/gpu.md, "Benchmarks"). Run on a
 # machine with a GPU, from the repository root, after building
@@ -17,5 +18,8 @@ echo "== PyTorch eager AMP (SGD foreach: cheaper than LARS)"
 python3 bench/torch_amp_gpu.py --models "$models" --batches "$batches"
 echo "== PyTorch eager AMP, LARS with foreach ops"
 python3 bench/torch_amp_gpu.py --models "$models" --batches "$batches" --optimizer lars
+echo "== PyTorch AMP, the whole step in one CUDA graph (static loss scale), SGD and LARS"
+python3 bench/torch_amp_gpu.py --models "$models" --batches "$batches" --cuda-graph
+python3 bench/torch_amp_gpu.py --models "$models" --batches "$batches" --cuda-graph --optimizer lars
 echo "== Kernel bandwidth"
 "$build/bench/chorus_bench_kernels_gpu"

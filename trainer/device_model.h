@@ -63,11 +63,13 @@ class DeviceModel {
     bool gradients_finite = true;
   };
   // One training pass of n images [n, input] (host memory) and labels [n]:
-  // leaves the unscaled FP32 gradients on the device and says whether they are
-  // all finite. Updates the BatchNorm running statistics.
+  // leaves the unscaled FP32 gradients times `gradient_weight` (the node's
+  // sample weight, Trainer::SetSampleWeights) on the device and says whether
+  // they are all finite. Updates the BatchNorm running statistics.
   [[nodiscard]] virtual Result<TrainPass> ForwardBackward(const float* images,
                                                           const int32_t* labels, int n,
-                                                          double loss_scale) = 0;
+                                                          double loss_scale,
+                                                          double gradient_weight) = 0;
   // Finite check of the device gradients (after UploadGradients).
   [[nodiscard]] virtual Result<bool> GradientsFinite() = 0;
   // One optimizer step at `lr` on the device: master, momentum, working copy.

@@ -145,16 +145,11 @@ Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
     CHORUS_ASSIGN_OR_RETURN(
         const DeviceModel::TrainPass pass,
         device_->ForwardBackward(batch.images.data(), batch.labels.data(), batch.size,
-                                 loss_scaler_.scale()));
+                                 loss_scaler_.scale(), gradient_weight_));
     model_->set_num_batches_tracked(model_->num_batches_tracked() + 1);
     buffers_.stale = true;
     grads_ = HostMirror{.stale = true};
     device_grads_finite_ = pass.gradients_finite;
-    if (gradient_weight_ != 1.0) {
-      const float w = static_cast<float>(gradient_weight_);
-      for (float& g : Gradients()) g *= w;  // uploaded again by ApplyUpdate
-      CHORUS_RETURN_IF_ERROR(std::exchange(device_error_, Status::Ok()));
-    }
     if (gradient_ready_) {
       // Someone reduces gradients as they become final: on a GPU they all are
       // at once, so hand them over (in the CPU model's order, last first).

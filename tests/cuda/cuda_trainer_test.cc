@@ -211,6 +211,28 @@ TEST_F(CudaTrainerTest, CheckpointRoundTripsThroughTheHost) {
   std::filesystem::remove(path);
 }
 
+// A node's sample weight scales its gradients on the device, in the pass
+// that unscales them (as the CPU model does), not on the host: a weight of
+// one half gives exactly half the unweighted gradients (a power of two
+// changes no rounding).
+TEST_F(CudaTrainerTest, TheSampleWeightScalesTheGradientsOnTheDevice) {
+  const Dataset data = MakeSyntheticDataset(64, 3);
+  const Batch batch = FirstBatch(data, 32);
+  auto plain = Make(Options("cnn-bn", "cuda:0"));
+  auto weighted = Make(Options("cnn-bn", "cuda:0"));
+  ASSERT_TRUE(plain && weighted);
+  weighted->SetSampleWeights(0.5, 1.0);
+  ASSERT_TRUE(plain->ForwardBackward(batch));
+  ASSERT_TRUE(weighted->ForwardBackward(batch));
+  const std::span<float> gp = plain->Gradients(), gw = weighted->Gradients();
+  ASSERT_EQ(gp.size(), gw.size());
+  std::vector<float> half(gp.size());
+  for (size_t i = 0; i < gp.size(); ++i) half[i] = 0.5f * gp[i];
+  std::string where;
+  EXPECT_LT(WorstRelativeError(plain->Parameters(), std::vector<float>(gw.begin(), gw.end()), half, &where), 1e-6)
+      << where;
+}
+
 // A CPU node and a GPU node under all-reduce, in one process: each computes
 // gradients on its half of the batch, the host averages them (as the fusion
 // engine does through Gradients()), both apply them. The replicas stay close

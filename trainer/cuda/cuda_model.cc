@@ -106,7 +106,7 @@ class CudaModel final : public DeviceModel {
   }
 
   Result<TrainPass> ForwardBackward(const float* images, const int32_t* labels, int n,
-                                    double loss_scale) override;
+                                    double loss_scale, double gradient_weight) override;
   Result<bool> GradientsFinite() override;
   Status Step(double lr) override;
   Result<std::vector<double>> LastLocalLr() override { return optimizer_->LastLocalLr(*device_); }
@@ -527,10 +527,12 @@ Status CudaModel::Run(Pass& pass, const float* images, const int32_t* labels) {
 
 Result<DeviceModel::TrainPass> CudaModel::ForwardBackward(const float* images,
                                                           const int32_t* labels, int n,
-                                                          double loss_scale) {
+                                                          double loss_scale, double gradient_weight) {
   CHORUS_ASSIGN_OR_RETURN(Pass * pass, GetPass(n, /*training=*/true));
   host_scalars_[kLossScale] = static_cast<float>(loss_scale);
-  host_scalars_[kInverseScale] = static_cast<float>(1.0 / loss_scale);
+  // The unscaling applies the sample weight too, as the CPU model's does
+  // (Model::FinishParameterGradients): one pass, no host round trip.
+  host_scalars_[kInverseScale] = static_cast<float>(gradient_weight / loss_scale);
   CHORUS_RETURN_IF_ERROR(Run(*pass, images, labels));
   TrainPass out;
   out.result.loss = static_cast<double>(host_loss_sum_[0]) / n;
