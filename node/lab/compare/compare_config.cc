@@ -536,88 +536,102 @@ const std::vector<std::string>& CompareKeys() {
   return keys;
 }
 
-const std::vector<CompareMethod>& BuiltinMethods() {
-  static const std::vector<CompareMethod> methods = {
-      // The host's shared memory off: a comparison's nodes stand for separate
-      // machines, and an all-reduce through it would send no bytes the
-      // table could count against the others'.
-      {"allreduce", "all-reduce (auto)", "allreduce",
-       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.shared_memory=false"}},
-      {"tree-allreduce", "tree all-reduce", "allreduce",
-       {"exchange.kind=allreduce", "exchange.algorithm=tree"}},
-      {"dpsgd-ring", "D-PSGD ring", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring"}},
-      {"dpsgd-one-peer-exp", "D-PSGD one-peer exp.", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential"}},
-      {"pairwise-async", "async pairwise gossip", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=pairwise-async", "topology.kind=ring", "train.stop=samples"}},
-      {"choco-sign", "CHOCO sign", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=sign",
-        "topology.kind=ring"}},
-      {"local-sgd", "local SGD (H=8)", "local-sgd",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=complete", "exchange.period=8"}},
-      {"diloco", "DiLoCo (H=10)", "low-communication",
-       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
-        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=10"}},
-      // H = 5, not DiLoCo's 10: a random pair's average mixes slowly, and at
-      // 64-128 nodes the replicas drifted apart between syncs
-      // (docs/performance.md, "NoLoCo and streaming DiLoCo at 128 nodes").
-      {"noloco", "NoLoCo (H=5, random pairs)", "low-communication",
-       {"exchange.kind=gossip", "exchange.outer.optimizer=nesterov", "exchange.outer.peers=random",
-        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=5"}},
-      {"ring-allreduce", "ring all-reduce", "allreduce",
-       {"exchange.kind=allreduce", "exchange.algorithm=ring"}},
-      {"halving-doubling-allreduce", "halving-doubling all-reduce", "allreduce",
-       {"exchange.kind=allreduce", "exchange.algorithm=halving-doubling"}},
-      {"balanced-allreduce", "load-balanced all-reduce", "allreduce",
-       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.shared_memory=false", "train.balance=time"}},
-      {"push-sum-one-peer-exp", "push-sum one-peer exp.", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=push-sum", "topology.kind=one-peer-exponential"}},
-      {"choco-topk", "CHOCO top-1%", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=top-k",
-        "exchange.compression.ratio=0.01", "topology.kind=ring"}},
-      {"streaming-diloco", "streaming DiLoCo (H=16, 4 fragments)", "low-communication",
-       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
-        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=16",
-        "exchange.outer.fragments=4", "exchange.outer.delay=2", "exchange.outer.local_mix=0"}},
-      {"dpsgd-qgm-ring", "D-PSGD ring, quasi-global momentum, global-batch LARS norm", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring",
-        "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch"}},
-      {"dpsgd-qgm-one-peer-exp", "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
-        "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch"}},
-      {"d2-ring", "D2 ring", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.correction=d2"}},
-      {"gossip-pga-ring", "Gossip-PGA ring (exact average every 16)", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.global_average_every=16"}},
-      {"dpsgd-cc-ring", "D-PSGD ring, consensus control", "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.consensus_control=0.01"}},
-      // At 64 simulated nodes within 0.3 pp of the all-reduce, where the
-      // same without consensus control lost 1.75 (docs/performance.md,
-      // "64 and 128 nodes, with more mixing where it is needed").
-      {"dpsgd-qgm-cc-one-peer-exp", "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm, consensus control",
-       "gossip",
-       {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
-        "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch", "exchange.consensus_control=0.02",
-        "exchange.consensus_control_every=5"}},
-      {"sparse-diloco", "sparse DiLoCo (H=5, top-2% 8-bit)", "low-communication",
-       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
-        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=5",
-        "exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
-        "exchange.compression.value_bits=8"}},
-      // Sites (compare.sites): the ring in rank order, for the link-aware
-      // ring's gain when ranks alternate between sites; and two levels.
-      {"ring-allreduce-rank-order", "ring all-reduce in rank order", "allreduce",
-       {"exchange.kind=allreduce", "exchange.algorithm=ring", "exchange.link_aware=false"}},
-      {"two-level-diloco", "two levels: all-reduce in sites, DiLoCo across (H=64)", "low-communication",
-       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
-        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=64",
-        "exchange.outer.inner=site"}},
-      {"two-level-gossip-diloco", "two levels: one-peer gossip in sites, DiLoCo across (H=64)", "low-communication",
-       {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
-        "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=64",
-        "exchange.outer.inner=site-gossip", "topology.kind=one-peer-exponential"}},
+namespace {
+
+// The methods for sites (compare.sites), after the others.
+std::vector<CompareMethod> BuiltinSiteMethods() {
+  return {
+    // Sites (compare.sites): the ring in rank order, for the link-aware
+    // ring's gain when ranks alternate between sites; and two levels.
+    {"ring-allreduce-rank-order", "ring all-reduce in rank order", "allreduce",
+     {"exchange.kind=allreduce", "exchange.algorithm=ring", "exchange.link_aware=false"}},
+    {"two-level-diloco", "two levels: all-reduce in sites, DiLoCo across (H=64)", "low-communication",
+     {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+      "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=64",
+      "exchange.outer.inner=site"}},
+    {"two-level-gossip-diloco", "two levels: one-peer gossip in sites, DiLoCo across (H=64)", "low-communication",
+     {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+      "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=64",
+      "exchange.outer.inner=site-gossip", "topology.kind=one-peer-exponential"}},
   };
+}
+
+}  // namespace
+
+const std::vector<CompareMethod>& BuiltinMethods() {
+  static const std::vector<CompareMethod> methods = [] {
+    std::vector<CompareMethod> all = {
+        // The host's shared memory off: a comparison's nodes stand for separate
+        // machines, and an all-reduce through it would send no bytes the
+        // table could count against the others'.
+        {"allreduce", "all-reduce (auto)", "allreduce",
+         {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.shared_memory=false"}},
+        {"tree-allreduce", "tree all-reduce", "allreduce",
+         {"exchange.kind=allreduce", "exchange.algorithm=tree"}},
+        {"dpsgd-ring", "D-PSGD ring", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring"}},
+        {"dpsgd-one-peer-exp", "D-PSGD one-peer exp.", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential"}},
+        {"pairwise-async", "async pairwise gossip", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=pairwise-async", "topology.kind=ring", "train.stop=samples"}},
+        {"choco-sign", "CHOCO sign", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=sign",
+          "topology.kind=ring"}},
+        {"local-sgd", "local SGD (H=8)", "local-sgd",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=complete", "exchange.period=8"}},
+        {"diloco", "DiLoCo (H=10)", "low-communication",
+         {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+          "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=10"}},
+        // H = 5, not DiLoCo's 10: a random pair's average mixes slowly, and at
+        // 64-128 nodes the replicas drifted apart between syncs
+        // (docs/performance.md, "NoLoCo and streaming DiLoCo at 128 nodes").
+        {"noloco", "NoLoCo (H=5, random pairs)", "low-communication",
+         {"exchange.kind=gossip", "exchange.outer.optimizer=nesterov", "exchange.outer.peers=random",
+          "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=5"}},
+        {"ring-allreduce", "ring all-reduce", "allreduce",
+         {"exchange.kind=allreduce", "exchange.algorithm=ring"}},
+        {"halving-doubling-allreduce", "halving-doubling all-reduce", "allreduce",
+         {"exchange.kind=allreduce", "exchange.algorithm=halving-doubling"}},
+        {"balanced-allreduce", "load-balanced all-reduce", "allreduce",
+         {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.shared_memory=false", "train.balance=time"}},
+        {"push-sum-one-peer-exp", "push-sum one-peer exp.", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=push-sum", "topology.kind=one-peer-exponential"}},
+        {"choco-topk", "CHOCO top-1%", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=choco", "exchange.compression.codec=top-k",
+          "exchange.compression.ratio=0.01", "topology.kind=ring"}},
+        {"streaming-diloco", "streaming DiLoCo (H=16, 4 fragments)", "low-communication",
+         {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+          "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=16",
+          "exchange.outer.fragments=4", "exchange.outer.delay=2", "exchange.outer.local_mix=0"}},
+        {"dpsgd-qgm-ring", "D-PSGD ring, quasi-global momentum, global-batch LARS norm", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring",
+          "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch"}},
+        {"dpsgd-qgm-one-peer-exp", "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
+          "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch"}},
+        {"d2-ring", "D2 ring", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.correction=d2"}},
+        {"gossip-pga-ring", "Gossip-PGA ring (exact average every 16)", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.global_average_every=16"}},
+        {"dpsgd-cc-ring", "D-PSGD ring, consensus control", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.consensus_control=0.01"}},
+        // At 64 simulated nodes within 0.3 pp of the all-reduce, where the
+        // same without consensus control lost 1.75 (docs/performance.md,
+        // "64 and 128 nodes, with more mixing where it is needed").
+        {"dpsgd-qgm-cc-one-peer-exp", "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm, consensus control",
+         "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
+          "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch", "exchange.consensus_control=0.02",
+          "exchange.consensus_control_every=5"}},
+        {"sparse-diloco", "sparse DiLoCo (H=5, top-2% 8-bit)", "low-communication",
+         {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+          "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=5",
+          "exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
+          "exchange.compression.value_bits=8"}},
+    };
+    for (CompareMethod& m : BuiltinSiteMethods()) all.push_back(std::move(m));
+    return all;
+  }();
   return methods;
 }
 
