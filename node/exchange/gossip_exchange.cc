@@ -597,7 +597,8 @@ nlohmann::json GossipExchange::Metrics() const {
   auto minus = [](uint64_t total, uint64_t a, uint64_t c) { return total > a + c ? total - a - c : uint64_t{0}; };
   nlohmann::json m = {{"bytes_sent", minus(t.bytes_sent, meter_.bytes_sent(), b_sent)},
                       {"bytes_received", minus(t.bytes_received, meter_.bytes_received(), b_received)},
-                      {"bytes_sent_across_sites", minus(t.bytes_sent_across_sites, meter_.bytes_sent_across_sites(), b_across)},
+                      {"bytes_sent_across_sites",
+                       minus(t.bytes_sent_across_sites, meter_.bytes_sent_across_sites(), b_across)},
                       {"membership_epoch", session_->view.epoch},
                       {"world_size", session_->view.size()},
                       {"spectral_gap", spectral_gap_},

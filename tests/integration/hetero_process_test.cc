@@ -257,7 +257,8 @@ std::map<int64_t, double> ConsensusPoints(const fs::path& metrics) {
 // each at its own step, and record the same value.
 TEST(HeteroSamplesTest, FastPairwiseNodeTrainsMoreStepsUnderASampleBudget) {
   HandCluster cluster("hetero-samples");
-  const std::vector<std::string> shared = {"train.model=\"cnn\"", "train.epochs=2", "data.train_limit=3000", "train.eval_every_epochs=1",
+  const std::vector<std::string> shared = {"train.model=\"cnn\"", "train.epochs=2", "data.train_limit=3000",
+                                           "train.eval_every_epochs=1",
                                            "train.stop=\"samples\"", "exchange.kind=\"gossip\"",
                                            "exchange.protocol=\"pairwise-async\"", "topology.kind=\"ring\"",
                                            "exchange.period=2"};

@@ -618,8 +618,8 @@ const std::vector<CompareMethod>& BuiltinMethods() {
         // At 64 simulated nodes within 0.3 pp of the all-reduce, where the
         // same without consensus control lost 1.75 (docs/performance.md,
         // "64 and 128 nodes, with more mixing where it is needed").
-        {"dpsgd-qgm-cc-one-peer-exp", "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm, consensus control",
-         "gossip",
+        {"dpsgd-qgm-cc-one-peer-exp",
+         "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm, consensus control", "gossip",
          {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
           "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch", "exchange.consensus_control=0.02",
           "exchange.consensus_control_every=5"}},
