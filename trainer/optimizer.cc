@@ -157,6 +157,7 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
   const bool with_history = estimate && have_previous_;
   if (with_history) ++ema_steps_;
   const double debias = with_history ? 1.0 - std::pow(kEma, static_cast<double>(ema_steps_)) : 1.0;
+  const std::span<const float> mean = lars && mean_gradient_ ? mean_gradient_(gradients) : std::span<const float>();
   for (size_t i = 0, c = 0; i < table_.size(); ++i) {
     const bool decayed = IsDecayedWeight(table_[i].kind);
     double w_sq = 0.0, g_sq = 0.0, g_dot = 0.0;
@@ -180,6 +181,9 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
           last_norm_ratio_[i] = std::sqrt(global_sq / sq);
           g_norm *= last_norm_ratio_[i];
         }
+      }
+      if (mean.size() == gradients.size()) {
+        g_norm = std::sqrt(kernels::SumSquares(kNormContext, table_[i].count, mean.data() + table_[i].offset));
       }
       if (w_norm > 0.0 && g_norm > 0.0) local_lr = options_.eta * w_norm / (g_norm + wd * w_norm);
     }

@@ -92,6 +92,19 @@ class Optimizer {
   // gradient norm over its local one, from the last Step (1 otherwise).
   std::span<const double> last_norm_ratio() const { return last_norm_ratio_; }
 
+  // Where every member's gradient can be seen (`chorus simulate
+  // --exact-lars-norm`, whose nodes share a process): returns the members'
+  // mean gradient of this step (empty where it is not known), from which
+  // LARS's trust ratio then takes each tensor's norm, as an all-reduce node's
+  // does. Every member calls it once a step, with an empty gradient on a step
+  // the loss scaler skips (SkipStep), so that all call it alike.
+  using MeanGradientFn = std::function<std::span<const float>(std::span<const float> gradient)>;
+  void SetMeanGradient(MeanGradientFn mean_gradient) { mean_gradient_ = std::move(mean_gradient); }
+  // A step the loss scaler skipped: MeanGradientFn's call without a gradient.
+  void SkipStep() {
+    if (mean_gradient_) mean_gradient_({});
+  }
+
   // The momentum buffer (same layout as the master); checkpoints read and restore it.
   std::span<float> momentum() { return momentum_; }
   std::span<const float> momentum() const { return momentum_; }
@@ -122,6 +135,7 @@ class Optimizer {
   int64_t ema_steps_ = 0;
   bool have_previous_ = false;
   std::vector<double> last_norm_ratio_;
+  MeanGradientFn mean_gradient_;
   bool prepared_ = false;                        // Prepare ran since the last Step
   std::vector<float> coeff_, decay_;       // per tensor, for the current Step
 };

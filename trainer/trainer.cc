@@ -197,6 +197,7 @@ Result<UpdateResult> Trainer::ApplyUpdate(int64_t step, double schedule_step) {
                        model_->RefreshWorkingCopy(offset, count);
                      });
   } else {
+    if (device_ == nullptr) optimizer_->SkipStep();
     CHORUS_LOG_DEBUG(Subsys::kTrainer, "step ", step, ": Inf/NaN gradients, update skipped, ",
                      "loss scale now ", loss_scaler_.scale());
   }

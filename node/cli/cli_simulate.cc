@@ -51,6 +51,7 @@ struct SimulateArgs {
   std::vector<double> speeds;
   std::vector<int> batch_sizes;
   double exchange_cpu_scale = 1.0;
+  bool exact_lars_norm = false;
   int eval_nodes = 4, evals = 4, eval_samples = 1000;
   double timeout_s = 600.0;
   std::vector<std::string> sets;
@@ -129,6 +130,9 @@ void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
                   "virtual clocks; 0: only bytes and latency cost time, and virtual times repeat exactly")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--exact-lars-norm", args->exact_lars_norm,
+                "LARS's trust ratio on every node from the norm of all nodes' mean gradient, as an "
+                "all-reduce node sees it (lock-step methods; the times are then not comparable)");
   cmd->add_option("--eval-nodes", args->eval_nodes,
                   "Nodes that evaluate during training (spread over the ranks; all evaluate at the end)")
       ->capture_default_str()
@@ -205,6 +209,7 @@ Result<SimulateOptions> SimulateOptionsFrom(const SimulateArgs& args, const Conf
   options.speeds = args.speeds;
   options.batch_sizes = args.batch_sizes;
   options.exchange_cpu_scale = args.exchange_cpu_scale;
+  options.exact_lars_norm = args.exact_lars_norm;
   options.eval_nodes = args.eval_nodes;
   options.evals = args.evals;
   options.eval_samples = args.eval_samples;

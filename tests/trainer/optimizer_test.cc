@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
 namespace chorus::trainer {
@@ -90,6 +91,28 @@ TEST(Lars, AppliesTrustRatioToWeights) {
   EXPECT_NEAR(opt->last_local_lr()[0], local, 1e-7);  // w itself is float-rounded
   EXPECT_NEAR(w[0], 2.988 - v0, kTol);
   EXPECT_NEAR(w[1], 3.904 - v1, kTol);
+}
+
+// With the members' mean gradient at hand (SetMeanGradient), the trust
+// ratio takes its norm; the step still follows the node's own gradient. A
+// skipped step calls it without a gradient.
+TEST(Lars, TrustRatioFromTheMembersMeanGradient) {
+  auto opt = Make(OptimizerKind::kLars, 0.9, 0.1, 0.01, Table({{2, ParamKind::kWeight}}));
+  const std::vector<float> mean = {0.0f, 0.5f};  // ||mean|| = 0.5
+  std::vector<size_t> given;
+  opt->SetMeanGradient([&](std::span<const float> gradient) -> std::span<const float> {
+    given.push_back(gradient.size());
+    return mean;
+  });
+  std::vector<float> w = {3.0f, 4.0f};
+  const std::vector<float> g = {0.0f, 2.0f};
+  opt->Step(w, g, 2.0);
+  // ||w|| = 5: local_lr = 0.01 * 5 / (0.5 + 0.1 * 5) = 0.05, where its own
+  // gradient's norm (2) gives 0.02.
+  EXPECT_NEAR(opt->last_local_lr()[0], 0.05, 1e-12);
+  EXPECT_NEAR(w[1], 4.0 - 2.0 * 0.05 * (2.0 + 0.1 * 4.0), kTol) << "the step follows its own gradient";
+  opt->SkipStep();
+  EXPECT_EQ(given, (std::vector<size_t>{2, 0}));
 }
 
 // norm_batch_ratio b / B = 1/16: the trust ratio sees the global batch's

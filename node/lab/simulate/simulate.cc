@@ -388,6 +388,11 @@ SimulatedMethod RunMethod(const SimulateOptions& options, const CompareMethod& m
   shared.board = &board;
   SampleLedger ledger(options.nodes);
   if (shared.ordered && config->train.stop == StopSetting::kSamples) shared.ledger = &ledger;
+  MeanGradientBarrier mean_gradient(options.nodes, options.timeout_s);
+  if (options.exact_lars_norm) {
+    if (shared.ordered) return fail(InvalidArgument("--exact-lars-norm: " + method.name + "'s nodes run steps apart"));
+    shared.mean_gradient = &mean_gradient;
+  }
   const std::string method_dir = options.out_dir + "/" + method.name;
   std::error_code ec;
   fs::remove_all(method_dir, ec);  // a previous simulation's nodes must not mix in

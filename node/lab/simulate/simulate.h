@@ -95,6 +95,11 @@ struct SimulateOptions {
   std::vector<double> speeds;
   std::vector<int> batch_sizes;
   double exchange_cpu_scale = 1.0;  // >= 0; 0: the exchanges' CPU work costs no time
+  // LARS's trust ratio on every node from the norm of the members' mean
+  // gradient, as an all-reduce node's (mean_gradient_barrier.h): what a
+  // method would reach if its nodes knew it. Lock-step methods only; the
+  // barrier's waits are not virtual time, so the times are not comparable.
+  bool exact_lars_norm = false;
   // Evaluation (file comment).
   int eval_nodes = 4;     // >= 1; clamped to nodes
   int evals = 4;          // >= 1 evaluation points during training

@@ -118,6 +118,12 @@ Result<json> Train(const VirtualNodeSpec& spec) {
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<trainer::Trainer> trainer,
       trainer::Trainer::Create(MakeTrainerOptions(config, global_batch, steps_per_epoch)));
+  if (spec.mean_gradient != nullptr) {
+    trainer->optimizer().SetMeanGradient(
+        [barrier = spec.mean_gradient, slot](std::span<const float> gradient) {
+          return barrier->Arrive(slot, gradient);
+        });
+  }
 
   ClusterSession session;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<gossip::LocalTransport> transport, hub.MakeTransport(slot));

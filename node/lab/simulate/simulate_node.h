@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "gossip/transport/local/local_transport.h"
 #include "node/lab/simulate/consensus_board.h"
+#include "node/lab/simulate/mean_gradient_barrier.h"
 #include "node/lab/simulate/exchange_cpu_meter.h"
 #include "node/config/config.h"
 #include "trainer/dataset.h"
@@ -98,6 +99,9 @@ struct VirtualNodeSpec {
   // Shared by the method's nodes when they train at their own pace under a
   // sample budget (ordered events only); null: equal step counts.
   SampleLedger* ledger = nullptr;
+  // Every node's gradient meets the others' here each step, and LARS takes
+  // the norm of their mean (SimulateOptions::exact_lars_norm); null: its own.
+  MeanGradientBarrier* mean_gradient = nullptr;
 };
 
 // Trains one virtual node to the end (consensus phase and final evaluation
