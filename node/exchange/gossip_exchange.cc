@@ -413,6 +413,9 @@ void GossipExchange::ExpelRepeatOutliers() {
   for (gossip::Rank r : protocol_->TakeRepeatOutliers(config_.exchange.poison_expel_after)) {
     if (r < 0 || r >= view.size() || r == view.self_rank) continue;
     const std::string& name = view.members[r].name;
+    // A protocol rebuilt before the view without it came counts afresh: one
+    // expulsion per member.
+    if (std::find(expelled_.begin(), expelled_.end(), name) != expelled_.end()) continue;
     expelled_.push_back(name);
     const std::string why = "its parameters were rejected as outliers " +
                             std::to_string(config_.exchange.poison_expel_after) + " times in a row";
@@ -604,20 +607,22 @@ nlohmann::json GossipExchange::Metrics() const {
                       {"spectral_gap", spectral_gap_},
                       {"reforms", reforms_},
                       {"admissions", admissions_}};
+  // Counts over the run: the protocols a re-form retired, and this one. Also
+  // between a retirement and the next protocol (a view followed as the run
+  // ends), so that what was rejected and expelled is never left out.
+  const gossip::GossipStats s = protocol_ ? protocol_->Stats() : gossip::GossipStats{};
+  const gossip::GossipStats& r = retired_counts_;
   if (protocol_) {
-    // Counts over the run: the protocols a re-form retired, and this one.
-    const gossip::GossipStats s = protocol_->Stats();
-    const gossip::GossipStats& r = retired_counts_;
     m["consensus_distance_estimate"] = s.neighbor_distance;
-    m["rejected_nonfinite"] = r.rejected_nonfinite + s.rejected_nonfinite;
-    m["poison"] = {{"rejected_outliers", r.rejected_outliers + s.rejected_outliers}, {"expelled", expelled_}};
-    m["mix_rounds"] = r.mix_rounds + s.mix_rounds;
-    m["exchanges"] = r.exchanges + s.exchanges;
     m["max_staleness_seen"] = s.max_staleness_seen;
-    if (pairwise_) {
-      m["staleness_waits"] = r.staleness_waits + s.staleness_waits;
-      m["staleness_wait_seconds"] = r.staleness_wait_seconds + s.staleness_wait_seconds;
-    }
+  }
+  m["rejected_nonfinite"] = r.rejected_nonfinite + s.rejected_nonfinite;
+  m["poison"] = {{"rejected_outliers", r.rejected_outliers + s.rejected_outliers}, {"expelled", expelled_}};
+  m["mix_rounds"] = r.mix_rounds + s.mix_rounds;
+  m["exchanges"] = r.exchanges + s.exchanges;
+  if (pairwise_) {
+    m["staleness_waits"] = r.staleness_waits + s.staleness_waits;
+    m["staleness_wait_seconds"] = r.staleness_wait_seconds + s.staleness_wait_seconds;
   }
   meter_.AddMetrics(m);
   background_meter_.AddMetrics(m);

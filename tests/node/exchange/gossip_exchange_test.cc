@@ -357,6 +357,35 @@ TEST(GossipExchangeTest, AnExactAverageReplacesTheMixingEveryPSteps) {
   EXPECT_GT(spread_after_mix[0], 0.1);  // node 0's ring neighbours are 1 and 4: its round gives 2, not 3
 }
 
+// A neighbour whose parameters are rejected as outliers poison_expel_after
+// times in a row is expelled, by its neighbours only, and named once in the
+// metrics however long its values keep being rejected before the view
+// without it comes.
+TEST(GossipExchangeTest, ARepeatOutlierIsExpelledOnce) {
+  const int n = 4;
+  Config config = MakeConfig(ExchangeKind::kGossip);
+  config.exchange.poison_expel_after = 3;
+  std::vector<nlohmann::json> metrics(n);
+  auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    for (int64_t step = 0; step < 8; ++step) {
+      SetClosedFormMaster(*node.trainer, 0);
+      if (r == 3) {
+        for (float& x : node.trainer->MasterWeights()) x *= 1e4f;
+      }
+      CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
+    }
+    metrics[r] = node.exchange->Metrics();
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+  // Ring neighbours of rank 3: ranks 0 and 2, each rejecting it 8 times.
+  for (int r : {0, 2}) {
+    EXPECT_EQ(metrics[r]["poison"]["expelled"], nlohmann::json::array({"node3"})) << "rank " << r << ": " << metrics[r];
+    EXPECT_GE(metrics[r]["poison"]["rejected_outliers"].get<int64_t>(), 6) << "rank " << r;
+  }
+  EXPECT_EQ(metrics[1]["poison"]["expelled"], nlohmann::json::array()) << metrics[1];
+}
+
 // Consensus control doubles the rounds a step while the measured distance is
 // above its bound (up to the cap) and halves them under a quarter of it;
 // every rank measures the same distance, so all run the same rounds.
