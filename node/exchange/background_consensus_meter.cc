@@ -115,10 +115,10 @@ std::vector<ConsensusMeasurement> BackgroundConsensusMeter::Take(bool wait) {
   return std::exchange(done_, {});
 }
 
-void BackgroundConsensusMeter::AddMetrics(nlohmann::json& metrics) const {
-  if (last_ == nullptr) return;
-  metrics["consensus_measure_bytes_sent"] = bytes_sent();
-  metrics["consensus_measure_seconds"] = seconds();
+MeasureCost BackgroundConsensusMeter::cost() const {
+  const Counts& c = *counts_;
+  return {c.sent.load(), c.received.load(), c.sent_across_sites.load(), static_cast<double>(c.micros.load()) * 1e-6,
+          last_ != nullptr};
 }
 
 }  // namespace chorus::node

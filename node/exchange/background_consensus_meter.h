@@ -25,10 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "gossip/transport/transport.h"
 #include "node/control/membership.h"
+#include "node/exchange/consensus_meter.h"
 
 namespace chorus::node {
 
@@ -59,12 +58,8 @@ class BackgroundConsensusMeter {
   // with `wait`, the one in progress first ends.
   std::vector<ConsensusMeasurement> Take(bool wait);
 
-  uint64_t bytes_sent() const { return counts_->sent.load(); }
-  uint64_t bytes_received() const { return counts_->received.load(); }
-  uint64_t bytes_sent_across_sites() const { return counts_->sent_across_sites.load(); }
-  double seconds() const { return static_cast<double>(counts_->micros.load()) * 1e-6; }
-  // consensus_measure_bytes_sent and consensus_measure_seconds, once one started.
-  void AddMetrics(nlohmann::json& metrics) const;
+  // What the measurements cost so far (the one in progress: what it posted).
+  MeasureCost cost() const;
 
   // Shared with the measuring thread's transport wrapper.
   struct Counts {

@@ -33,10 +33,9 @@ double ConsensusMeter::Measure(ClusterSession& session, const gossip::Collective
   }();
   const int64_t end = NowMicros();
   const gossip::TransportStats after = transport.Stats();
-  bytes_sent_ += after.bytes_sent - before.bytes_sent;
-  bytes_received_ += after.bytes_received - before.bytes_received;
-  bytes_sent_across_sites_ += after.bytes_sent_across_sites - before.bytes_sent_across_sites;
-  seconds_ += static_cast<double>(end - begin) * 1e-6;
+  cost_ += {after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received,
+            after.bytes_sent_across_sites - before.bytes_sent_across_sites,
+            static_cast<double>(end - begin) * 1e-6, true};
   if (trace != nullptr) trace->Add("consensus distance", 1, begin, end, step);
   step_ = step;
   distance_ = distance ? *distance : not_measured;
@@ -47,10 +46,26 @@ double ConsensusMeter::Measure(ClusterSession& session, const gossip::Collective
   return distance_;
 }
 
-void ConsensusMeter::AddMetrics(nlohmann::json& metrics) const {
-  if (step_ < 0) return;
-  metrics["consensus_measure_bytes_sent"] = bytes_sent_;
-  metrics["consensus_measure_seconds"] = seconds_;
+MeasureCost& MeasureCost::operator+=(const MeasureCost& o) {
+  sent += o.sent;
+  received += o.received;
+  sent_across_sites += o.sent_across_sites;
+  seconds += o.seconds;
+  measured = measured || o.measured;
+  return *this;
+}
+
+nlohmann::json MeasureCost::TrainingBytes(const gossip::TransportStats& totals) const {
+  auto less = [](uint64_t total, uint64_t part) { return total > part ? total - part : uint64_t{0}; };
+  return {{"bytes_sent", less(totals.bytes_sent, sent)},
+          {"bytes_received", less(totals.bytes_received, received)},
+          {"bytes_sent_across_sites", less(totals.bytes_sent_across_sites, sent_across_sites)}};
+}
+
+void MeasureCost::AddMetrics(nlohmann::json& metrics) const {
+  if (!measured) return;
+  metrics["consensus_measure_bytes_sent"] = sent;
+  metrics["consensus_measure_seconds"] = seconds;
 }
 
 }  // namespace chorus::node

@@ -20,6 +20,22 @@
 
 namespace chorus::node {
 
+// What the consensus measurements cost a node, kept out of training's
+// counts: the bytes they sent and received, and their seconds.
+struct MeasureCost {
+  uint64_t sent = 0, received = 0, sent_across_sites = 0;
+  double seconds = 0.0;
+  bool measured = false;  // at least one measurement ran
+
+  MeasureCost& operator+=(const MeasureCost& o);
+  // bytes_sent, bytes_received and bytes_sent_across_sites of training: the
+  // transport's `totals` less these (never below zero: a meter may count a
+  // message before the transport does).
+  nlohmann::json TrainingBytes(const gossip::TransportStats& totals) const;
+  // consensus_measure_bytes_sent and consensus_measure_seconds, once measured.
+  void AddMetrics(nlohmann::json& metrics) const;
+};
+
 class ConsensusMeter {
  public:
   // `tag_stream`: the gossip tag stream of its calls (gossip_tags.h); two
@@ -34,19 +50,14 @@ class ConsensusMeter {
   double Measure(ClusterSession& session, const gossip::Collective* world, std::span<const float> master,
                  int64_t step, double op_timeout_s, TraceWriter* trace, double not_measured);
 
-  // Bytes the measurements sent and received, and the seconds they took.
-  uint64_t bytes_sent() const { return bytes_sent_; }
-  uint64_t bytes_received() const { return bytes_received_; }
-  uint64_t bytes_sent_across_sites() const { return bytes_sent_across_sites_; }
-  // consensus_measure_bytes_sent and consensus_measure_seconds, once measured.
-  void AddMetrics(nlohmann::json& metrics) const;
+  // What the measurements cost so far.
+  const MeasureCost& cost() const { return cost_; }
 
  private:
   uint8_t tag_stream_;
   int64_t step_ = -1;
   double distance_ = 0.0;
-  uint64_t bytes_sent_ = 0, bytes_received_ = 0, bytes_sent_across_sites_ = 0;
-  double seconds_ = 0.0;
+  MeasureCost cost_;
 };
 
 }  // namespace chorus::node

@@ -592,21 +592,16 @@ bool GossipExchange::StartConsensusMeasurement(int64_t epochs_done) {
 }
 
 nlohmann::json GossipExchange::Metrics() const {
-  // The measurements' bytes left out. The background meter counts a message
-  // when it is posted, the transport maybe later: never below zero.
-  const BackgroundConsensusMeter& b = background_meter_;
-  const uint64_t b_sent = b.bytes_sent(), b_received = b.bytes_received(), b_across = b.bytes_sent_across_sites();
-  const gossip::TransportStats t = session_->transport->Stats();
-  auto minus = [](uint64_t total, uint64_t a, uint64_t c) { return total > a + c ? total - a - c : uint64_t{0}; };
-  nlohmann::json m = {{"bytes_sent", minus(t.bytes_sent, meter_.bytes_sent(), b_sent)},
-                      {"bytes_received", minus(t.bytes_received, meter_.bytes_received(), b_received)},
-                      {"bytes_sent_across_sites",
-                       minus(t.bytes_sent_across_sites, meter_.bytes_sent_across_sites(), b_across)},
-                      {"membership_epoch", session_->view.epoch},
-                      {"world_size", session_->view.size()},
-                      {"spectral_gap", spectral_gap_},
-                      {"reforms", reforms_},
-                      {"admissions", admissions_}};
+  // The measurements' bytes left out (the background meter's read first: it
+  // may count a message before the transport does).
+  MeasureCost measures = background_meter_.cost();
+  measures += meter_.cost();
+  nlohmann::json m = measures.TrainingBytes(session_->transport->Stats());
+  m.update({{"membership_epoch", session_->view.epoch},
+             {"world_size", session_->view.size()},
+             {"spectral_gap", spectral_gap_},
+             {"reforms", reforms_},
+             {"admissions", admissions_}});
   // Counts over the run: the protocols a re-form retired, and this one. Also
   // between a retirement and the next protocol (a view followed as the run
   // ends), so that what was rejected and expelled is never left out.
@@ -624,8 +619,7 @@ nlohmann::json GossipExchange::Metrics() const {
     m["staleness_waits"] = r.staleness_waits + s.staleness_waits;
     m["staleness_wait_seconds"] = r.staleness_wait_seconds + s.staleness_wait_seconds;
   }
-  meter_.AddMetrics(m);
-  background_meter_.AddMetrics(m);
+  measures.AddMetrics(m);
   if (config_.exchange.consensus_control > 0.0) {
     m["mix_rounds_per_step"] = mix_rounds_;
     if (control_distance_ >= 0.0) m["consensus_control_distance"] = control_distance_;

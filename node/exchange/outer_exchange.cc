@@ -579,21 +579,18 @@ Status OuterExchange::RestoreSavedState(const std::map<std::string, std::vector<
 }
 
 nlohmann::json OuterExchange::Metrics() const {
-  gossip::TransportStats t = session_->transport->Stats();
-  nlohmann::json m = {{"bytes_sent", t.bytes_sent - meter_.bytes_sent()},
-                      {"bytes_received", t.bytes_received - meter_.bytes_received()},
-                      {"bytes_sent_across_sites", t.bytes_sent_across_sites - meter_.bytes_sent_across_sites()},
-                      {"membership_epoch", session_->view.epoch},
-                      {"world_size", session_->view.size()},
-                      {"reforms", reforms_},
-                      {"admissions", admissions_},
-                      {"outer_syncs_retried", syncs_retried_},
-                      {"outer_steps", outer_steps_},
-                      {"sites", sites_ ? sites_->Metrics() : nlohmann::json(nullptr)},
-                      {"outer_overlap_seconds", overlapped_seconds_},
-                      {"outer_wait_seconds", waited_seconds_},
-                      {"poison", poison_.Summary()}};
-  meter_.AddMetrics(m);
+  nlohmann::json m = meter_.cost().TrainingBytes(session_->transport->Stats());
+  m.update({{"membership_epoch", session_->view.epoch},
+             {"world_size", session_->view.size()},
+             {"reforms", reforms_},
+             {"admissions", admissions_},
+             {"outer_syncs_retried", syncs_retried_},
+             {"outer_steps", outer_steps_},
+             {"sites", sites_ ? sites_->Metrics() : nlohmann::json(nullptr)},
+             {"outer_overlap_seconds", overlapped_seconds_},
+             {"outer_wait_seconds", waited_seconds_},
+             {"poison", poison_.Summary()}});
+  meter_.cost().AddMetrics(m);
   if (consensus_before_ >= 0) m["consensus_distance_before"] = consensus_before_;
   return m;
 }

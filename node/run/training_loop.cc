@@ -378,14 +378,16 @@ Status TrainingLoop::Evaluate(const trainer::Dataset& set, int epoch, bool whole
   } else {
     CHORUS_ASSIGN_OR_RETURN(distance, s_.exchange->ExactConsensusDistance(step_));
   }
-  if (distance == Exchange::kNotMeasured && whole_test_set && !s_.exact_distance &&
-      s_.exchange->StartConsensusMeasurement(epoch)) {
-    json c = BaseRecord(epoch);
+  const bool measuring = distance == Exchange::kNotMeasured && whole_test_set && !s_.exact_distance &&
+                         s_.exchange->StartConsensusMeasurement(epoch);
+  eval_seconds_ += s_.clock->Now() - e0;
+  json r = BaseRecord(epoch);
+  if (measuring) {
+    // The measurement's own record, written when it ends, from this moment's.
+    json c = r;
     c.erase("consensus_distance_estimate");  // the window records carry it
     consensus_records_[epoch] = std::move(c);
   }
-  eval_seconds_ += s_.clock->Now() - e0;
-  json r = BaseRecord(epoch);
   r["eval_accuracy"] = eval.accuracy;
   r["eval_loss"] = eval.loss;
   r["eval_samples"] = set.count;
