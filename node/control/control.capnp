@@ -76,6 +76,13 @@ struct EpochView {
   stopped @7 :List(Text);    # departed members that left before the end of their run
   dataSalt @8 :Data;         # random, fresh per view: with the cluster key, the
                              # epoch's data-plane key (ClusterKey::DataKey)
+  expelled @9 :List(Expulsion);  # every name the cluster expelled so far: refused for the run
+}
+
+# A node name the members expelled for what it sent (poison), and why.
+struct Expulsion {
+  name @0 :Text;
+  why @1 :Text;
 }
 
 struct EpochAck {
@@ -93,6 +100,8 @@ struct EpochAck {
 # `incarnation`: the sender's name and process id (sample_counter.h), whose
 # count `samples` is. `counts`: the sender's whole grow-only sample counter,
 # every incarnation it knows of, departed ones included; receivers merge it.
+# `expelled`: every name the sender knows the cluster expelled; receivers merge
+# it, so that the coordinator refuses the name's rejoin whoever expelled it.
 struct Heartbeat {
   epoch @0 :UInt64;
   sender @1 :Text;
@@ -101,6 +110,7 @@ struct Heartbeat {
   dead @4 :List(Text);
   incarnation @5 :Text;
   counts @6 :List(SampleCount);
+  expelled @7 :List(Expulsion);
 }
 
 struct SampleCount {

@@ -572,8 +572,8 @@ void ControlPlaneImpl::HandleJoin(const std::shared_ptr<Connection>& conn, const
     conn->Send(msg::Reject{code, reason});
     conn->CloseAfterFlush(Status::Ok());
   };
-  if (auto out = expelled_.find(info.name); out != expelled_.end()) {
-    return refuse(RejectCode::kExpelled, "node name '" + info.name + "' was expelled from this cluster: " + out->second);
+  if (std::string expelled = ExpelledReason(info.name); !expelled.empty()) {
+    return refuse(RejectCode::kExpelled, expelled);
   }
   if (std::string terms = JoinTermsRefusal(info.name, join.shared_settings, join.resume); !terms.empty()) {
     refuse(RejectCode::kSettingsMismatch, terms);

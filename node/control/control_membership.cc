@@ -177,18 +177,6 @@ bool ControlPlaneImpl::RestartsMember(const std::shared_ptr<Connection>& conn, c
   return true;
 }
 
-void ControlPlaneImpl::Expel(const std::string& name, const std::string& why) {
-  asio::post(io_, [this, name, why] {
-    Locked([&] {
-      const Member* m = view_.Find(name);
-      if (m == nullptr || name == self_.name) return;
-      expelled_.emplace(name, why);  // a rejoin under the name is refused (HandleJoin)
-      if (dead_.count(name)) return;
-      DeclareDead(name, m->rank, "expelled: " + why, /*gone=*/false);
-    });
-  });
-}
-
 void ControlPlaneImpl::DeclareDead(const std::string& name, int rank, const std::string& why, bool gone) {
   CHORUS_LOG_WARN(Subsys::kControl, "member ", name, " (rank ", rank, ") is dead: ", why);
   dead_.insert(name);
@@ -229,6 +217,7 @@ void ControlPlaneImpl::MaybeFormEpoch0() {
   v.data_salt = RandomSalt();
   v.proposer = self_.name;
   v.members = AssignInitialRanks(std::move(candidates));
+  v.expelled = expelled_;
   for (const Applicant& a : applicants_) {
     if (a.conn->established()) a.conn->Send(msg::Welcome{v});
   }
@@ -273,6 +262,7 @@ void ControlPlaneImpl::MaybePropose() {
   v.departed = departed;
   v.finished = finished;
   v.stopped = stopped;
+  v.expelled = expelled_;
   for (size_t i = num_survivors; i < members.size(); ++i) v.joined.push_back(members[i].name);
   v.members = std::move(members);
   proposal_ = Proposal{v, {}};
@@ -380,6 +370,7 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
   if (view_.self_rank < 0) return LeaveAsRemoved(v);
   self_.rank = view_.self_rank;
   if (phase_ != Phase::kLeaving) phase_ = Phase::kMember;
+  LearnExpulsions(v.expelled, v.proposer);
   ForgetNonMembers();
   RegisterKnownMembers();
   DropOldBarriers();
@@ -537,6 +528,7 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
   if (view_.Find(h.sender) && !Gone(h.sender)) {
     samples_.Merge(h.counts);
     if (!h.incarnation.empty()) samples_.Raise(h.incarnation, h.samples);
+    LearnExpulsions(h.expelled, h.sender);
     SamplesHeard& heard = samples_heard_[h.sender];
     const Clock::time_point now = Clock::now();
     if (heard.incarnation != h.incarnation) heard = SamplesHeard{h.incarnation, 0, now, 0.0};  // restarted
@@ -636,6 +628,7 @@ void ControlPlaneImpl::OnTick() {
                            IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
   heartbeat.incarnation = incarnation_;
   heartbeat.counts = samples_.counts();
+  heartbeat.expelled = expelled_;
   for (const Member& m : view_.members) {
     if (dead_.count(m.name)) heartbeat.dead.push_back(m.name);
   }

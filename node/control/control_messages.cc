@@ -61,6 +61,15 @@ void SetTextList(capnp::List<capnp::Text>::Builder list, const std::vector<std::
   for (size_t i = 0; i < items.size(); ++i) list.set(i, TextOf(items[i]));
 }
 
+void SetExpulsions(capnp::List<wire::Expulsion>::Builder list, const std::map<std::string, std::string>& expelled) {
+  unsigned i = 0;
+  for (const auto& [name, why] : expelled) {
+    list[i].setName(TextOf(name));
+    list[i].setWhy(TextOf(why));
+    ++i;
+  }
+}
+
 void SetEpochView(wire::EpochView::Builder b, const msg::EpochView& v) {
   b.setEpoch(v.epoch);
   b.setProposalId(v.proposal_id);
@@ -72,6 +81,7 @@ void SetEpochView(wire::EpochView::Builder b, const msg::EpochView& v) {
   SetTextList(b.initFinished(v.finished.size()), v.finished);
   SetTextList(b.initStopped(v.stopped.size()), v.stopped);
   b.setDataSalt(DataOf(v.data_salt));
+  SetExpulsions(b.initExpelled(static_cast<unsigned>(v.expelled.size())), v.expelled);
 }
 
 void SetState(wire::State::Builder b, const msg::State& m) {
@@ -164,6 +174,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           SetTextList(b.initDead(m.dead.size()), m.dead);
           b.setIncarnation(TextOf(m.incarnation));
           SetSampleCounts(b.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
+          SetExpulsions(b.initExpelled(static_cast<unsigned>(m.expelled.size())), m.expelled);
         } else if constexpr (std::is_same_v<T, msg::Leave>) {
           auto b = env.initLeave();
           b.setEpoch(m.epoch);
@@ -243,6 +254,12 @@ std::vector<std::string> GetTextList(capnp::List<capnp::Text>::Reader list) {
   return out;
 }
 
+std::map<std::string, std::string> GetExpulsions(capnp::List<wire::Expulsion>::Reader list) {
+  std::map<std::string, std::string> out;
+  for (auto e : list) out.emplace(StringOf(e.getName()), StringOf(e.getWhy()));
+  return out;
+}
+
 Result<msg::EpochView> GetEpochView(wire::EpochView::Reader r) {
   msg::EpochView v;
   v.epoch = r.getEpoch();
@@ -254,6 +271,7 @@ Result<msg::EpochView> GetEpochView(wire::EpochView::Reader r) {
   v.finished = GetTextList(r.getFinished());
   v.stopped = GetTextList(r.getStopped());
   v.data_salt = BytesOf(r.getDataSalt());
+  v.expelled = GetExpulsions(r.getExpelled());
   return v;
 }
 
@@ -290,6 +308,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
         uint64_t& slot = h.counts[StringOf(c.getIncarnation())];
         slot = std::max(slot, c.getSamples());
       }
+      h.expelled = GetExpulsions(r.getExpelled());
       return h;
     }
     case wire::Envelope::LEAVE: {

@@ -78,6 +78,7 @@ struct EpochView {
   std::vector<std::string> finished;  // departed members that left at their run's end
   std::vector<std::string> stopped;   // departed members that left before it
   std::vector<uint8_t> data_salt;     // fresh per view (ClusterKey::DataKey)
+  std::map<std::string, std::string> expelled = {};  // every name expelled so far, with why
 };
 struct Welcome {
   EpochView view;
@@ -100,6 +101,7 @@ struct Heartbeat {
   std::vector<std::string> dead = {};  // members the sender declared dead in `epoch`
   std::string incarnation = {};        // the sender's (sample_counter.h), whose count `samples` is
   std::map<std::string, uint64_t> counts = {};  // the sender's sample counter, every incarnation it knows
+  std::map<std::string, std::string> expelled = {};  // every name the sender knows was expelled, with why
 };
 struct Leave {
   uint64_t epoch = 0;

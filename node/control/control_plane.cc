@@ -94,6 +94,7 @@ MembershipView ControlPlane::View() const { return impl_->View(); }
 uint64_t ControlPlane::Epoch() const { return impl_->Epoch(); }
 Status ControlPlane::Failure() const { return impl_->Failure(); }
 bool ControlPlane::Removed() const { return impl_->Removed(); }
+std::string ControlPlane::ExpelledSelf() const { return impl_->ExpelledSelf(); }
 std::vector<std::string> ControlPlane::RejoinAddresses() const { return impl_->RejoinAddresses(); }
 void ControlPlane::OnViewChange(std::function<void(const MembershipView&)> callback) {
   impl_->OnViewChange(std::move(callback));

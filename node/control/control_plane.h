@@ -151,8 +151,14 @@ class ControlPlane {
   // because it is silent: a member whose contributions were rejected as
   // poison (node/exchange/poison_check.h). `why` goes to the log. A join
   // under that name is refused for the rest of the run (kExpelled: the
-  // joiner exits). No-op for this node or a non-member. Any thread.
+  // joiner exits), by every member: the name travels in heartbeats and
+  // views. A name no longer in the view is still refused. `name` this node's
+  // own: it learned that the others expel it (ExpelledSelf). Any thread.
   void Expel(const std::string& name, const std::string& why);
+  // Why the others expelled this node, as far as it knows (its own poison
+  // check, or an expulsion of its name heard from a member); empty when they
+  // did not. Such a node does not join again (cluster.rejoin).
+  std::string ExpelledSelf() const;
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
 

@@ -70,6 +70,7 @@ class ControlPlaneImpl : public Connection::Listener {
   MembershipView View() const;
   uint64_t Epoch() const;
   bool Removed() const;
+  std::string ExpelledSelf() const;
   std::vector<std::string> RejoinAddresses() const;
   Status Failure() const;
   void OnViewChange(std::function<void(const MembershipView&)> callback);
@@ -287,9 +288,17 @@ class ControlPlaneImpl : public Connection::Listener {
   // name belongs to a live member.
   bool RestartsMember(const std::shared_ptr<Connection>& conn, const Member& info);
   void DeclareDead(const std::string& name, int rank, const std::string& why, bool gone);
-  // Names this node expelled (Expel), with why: their joins are refused for
-  // the run (every member expels alike, so whoever coordinates refuses).
+  // Names the cluster expelled, with why: by this node (Expel) or by others
+  // (heard in heartbeats and views). Their joins are refused for the run.
   std::map<std::string, std::string> expelled_;
+  std::string expelled_self_;  // why the others expel this node (ExpelledSelf); empty: they do not
+  // control_expulsion.cc: merges expulsions `from` reported; the coordinator
+  // drops a live member among them, as its expeller has.
+  void LearnExpulsions(const std::map<std::string, std::string>& expelled, const std::string& from);
+  // Why a join under `name` is refused as expelled; empty when it is not.
+  std::string ExpelledReason(const std::string& name) const;
+  // Refuses (kExpelled) and forgets the waiting joiners whose name was expelled.
+  void RefuseExpelledApplicants();
   void HandleProposal(const std::shared_ptr<Connection>& conn, const msg::EpochProposal& p);
   void HandleAck(const msg::EpochAck& ack);
   void HandleWelcome(const std::shared_ptr<Connection>& conn, const msg::Welcome& w);

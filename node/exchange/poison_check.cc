@@ -178,7 +178,8 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
     if (self_rank >= 0 && self_rank < static_cast<int>(names.size()) && name == names[self_rank]) {
       CHORUS_LOG_ERROR(Subsys::kNode, "this node's contributions were rejected ", expel_after,
                        " times in a row: the others expel it");
-    } else if (control != nullptr) {
+    }
+    if (control != nullptr) {
       control->Expel(name, "its contributions were rejected " + std::to_string(expel_after) +
                                " times in a row (last: " + verdict.why + ")");
     }

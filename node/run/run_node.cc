@@ -261,6 +261,10 @@ bool RejoinsAfterRemoval(const NodeRun& run, const NodeOptions& options, bool la
     return false;
   }
   const ControlPlane& control = *run.session->control;
+  if (std::string expelled = control.ExpelledSelf(); !expelled.empty()) {
+    CHORUS_LOG_ERROR(Subsys::kNode, "the cluster expelled this node (", expelled, "): not joining it again");
+    return false;
+  }
   const Deadline heard = Deadline::AfterSeconds(run.config.cluster.dead_timeout_s);
   while (!lacks_state && !control.Removed() && !heard.Expired()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -2,14 +2,16 @@
 // own), DiLoCo's outer step (its pseudo-gradient) or gossip (its parameters
 // as sent, under D-PSGD and pairwise), started by hand with the others as
 // `chorus node` processes: the others name it in their logs and
-// summary.json, do not use what it sent, expel it after three in a row, and
-// end with one model that trained.
+// summary.json, do not use what it sent, expel it after three in a row,
+// refuse it when it asks to join again under its name, and end with one
+// model that trained.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -38,16 +40,22 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   const std::string name = "poison-" + GetParam().name;
   const fs::path out = fs::temp_directory_path() / ("chorus-poison-test-" + std::to_string(getpid()));
   const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 7).Next();
-  std::vector<std::unique_ptr<ChorusProcess>> nodes;
-  for (int i = 0; i < 4; ++i) {
-    const std::vector<std::string> args = testing::HandNodeArgs(
+  auto args = [&](int i) {
+    return testing::HandNodeArgs(
         GetParam().config, i, port0, out.string(), name,
         {"cluster.min_nodes=4", "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
          "cluster.dead_timeout_s=3", "fabric.op_timeout_s=60", "train.threads=1", "train.epochs=3",
          "train.batch_size=32", "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"});
+  };
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 4; ++i) {
     std::vector<std::string> env;
-    if (i == 3) env.push_back("CHORUS_FAULT_POISON=" + GetParam().fault);
-    nodes.push_back(std::make_unique<ChorusProcess>(args, env));
+    std::vector<std::string> a = args(i);
+    if (i == 3) {
+      env.push_back("CHORUS_FAULT_POISON=" + GetParam().fault);
+      a.insert(a.end(), {"--set", "cluster.rejoin=true"});
+    }
+    nodes.push_back(std::make_unique<ChorusProcess>(a, env));
   }
   auto outputs = [&] {
     std::string all;
@@ -88,6 +96,21 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
   }
   EXPECT_GE(expelled_by, 1) << "no survivor's summary.json says it expelled node3 (once)\n" << outputs();
+  // The poisoner is not admitted again. One that knows it was expelled (it
+  // saw the checks that named it) does not ask; one that does not know asks
+  // again under its name (cluster.rejoin), and whoever coordinates refuses
+  // it, though only some members may have expelled it (unless the run ended
+  // first). ControlExpulsionTest covers the refusal without the race.
+  EXPECT_FALSE(std::regex_search(outputs(), std::regex("epoch [1-9][0-9]*: members [^\n]*node3")))
+      << "node3 was admitted again\n" << outputs();
+  (void)nodes[3]->Wait(1);
+  const std::string out3 = nodes[3]->Output();
+  if (out3.find("the cluster expelled this node") != std::string::npos) {
+    EXPECT_EQ(out3.find("rejoining the cluster"), std::string::npos) << outputs();
+  }
+  if (out3.find("refused by") != std::string::npos) {
+    EXPECT_NE(out3.find("node name 'node3' was expelled from this cluster"), std::string::npos) << outputs();
+  }
   nodes[3]->Signal(SIGKILL);
   (void)nodes[3]->Wait(10);
   fs::remove_all(out);

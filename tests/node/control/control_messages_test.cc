@@ -33,6 +33,7 @@ msg::EpochView SampleView() {
   v.joined = {"node5"};
   v.finished = {"node4"};
   v.stopped = {"node2"};
+  v.expelled = {{"node3", "its contributions were rejected 3 times"}, {"node7", "sent NaN"}};
   return v;
 }
 
@@ -55,6 +56,7 @@ void ExpectSameView(const msg::EpochView& a, const msg::EpochView& b) {
   EXPECT_EQ(a.joined, b.joined);
   EXPECT_EQ(a.finished, b.finished);
   EXPECT_EQ(a.stopped, b.stopped);
+  EXPECT_EQ(a.expelled, b.expelled);
 }
 
 TEST(ControlMessagesTest, HelloAndProofRoundTrip) {
@@ -84,7 +86,8 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(ack.proposal_id, 99u);
   EXPECT_EQ(ack.sender, "node2");
   auto hb = std::get<msg::Heartbeat>(RoundTrip(msg::Heartbeat{
-      3, "node1", 640, 4, {"node2", "node3"}, "node1#00ff", {{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}}}));
+      3, "node1", 640, 4, {"node2", "node3"}, "node1#00ff", {{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}},
+      {{"node6", "sent NaN"}}}));
   EXPECT_EQ(hb.epoch, 3u);
   EXPECT_EQ(hb.sender, "node1");
   EXPECT_EQ(hb.samples, 640u);
@@ -92,6 +95,7 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(hb.dead, (std::vector<std::string>{"node2", "node3"}));
   EXPECT_EQ(hb.incarnation, "node1#00ff");
   EXPECT_EQ(hb.counts, (std::map<std::string, uint64_t>{{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}}));
+  EXPECT_EQ(hb.expelled, (std::map<std::string, std::string>{{"node6", "sent NaN"}}));
   auto leave = std::get<msg::Leave>(RoundTrip(msg::Leave{4, "node4"}));
   EXPECT_EQ(leave.epoch, 4u);
   EXPECT_EQ(leave.name, "node4");

@@ -27,15 +27,10 @@ namespace chorus::node {
 namespace {
 
 using testing::Local;
+using testing::StartOrDie;
 
 ClusterConfig TestConfig(int min_nodes, std::vector<std::string> bootstrap, std::string token = "t0k3n") {
   return testing::ControlTestConfig("127.0.0.1:0", min_nodes, std::move(bootstrap), 1.0, std::move(token));
-}
-
-std::unique_ptr<ControlPlane> StartOrDie(const ClusterConfig& config, LocalNodeInfo local) {
-  Result<std::unique_ptr<ControlPlane>> cp = ControlPlane::Start(config, std::move(local));
-  EXPECT_TRUE(cp.has_value()) << cp.error().ToString();
-  return cp ? std::move(*cp) : nullptr;
 }
 
 std::vector<std::string> Names(const MembershipView& v) {

@@ -2,9 +2,12 @@
 // cluster configuration with short timeouts.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "node/control/control_plane.h"
 
@@ -38,6 +41,13 @@ inline LocalNodeInfo Local(const std::string& name, const std::string& chorus_ve
   info.provider = "tcp;ofi_rxm";
   info.provider_version = "117.0";
   return info;
+}
+
+// Starts a control plane; a failure fails the test and gives null.
+inline std::unique_ptr<ControlPlane> StartOrDie(const ClusterConfig& config, LocalNodeInfo local) {
+  Result<std::unique_ptr<ControlPlane>> cp = ControlPlane::Start(config, std::move(local));
+  EXPECT_TRUE(cp.has_value()) << cp.error().ToString();
+  return cp ? std::move(*cp) : nullptr;
 }
 
 }  // namespace chorus::node::testing

@@ -1,0 +1,71 @@
+// Expulsion: a member that sent poison is declared dead, and its name is
+// refused for the rest of the run by every member. The name travels in
+// heartbeats and views, so that whoever coordinates refuses its rejoin, also
+// after the expeller itself has gone, and after the view dropped the name.
+#include "node/control/control_plane_impl.h"
+
+namespace chorus::node {
+
+void ControlPlaneImpl::Expel(const std::string& name, const std::string& why) {
+  asio::post(io_, [this, name, why] {
+    Locked([&] {
+      if (name == self_.name) {
+        expelled_self_ = why;
+        return;
+      }
+      // Recorded even when the view has dropped the name already (another
+      // member's verdict came first): the name must stay refused.
+      expelled_.emplace(name, why);
+      RefuseExpelledApplicants();
+      const Member* m = view_.Find(name);
+      if (m == nullptr || dead_.count(name)) return;
+      DeclareDead(name, m->rank, "expelled: " + why, /*gone=*/false);
+    });
+  });
+}
+
+void ControlPlaneImpl::LearnExpulsions(const std::map<std::string, std::string>& expelled, const std::string& from) {
+  for (const auto& [name, why] : expelled) {
+    if (name == self_.name) {
+      if (expelled_self_.empty()) {
+        CHORUS_LOG_ERROR(Subsys::kControl, "member ", from, " reports that the cluster expelled this node: ", why);
+      }
+      expelled_self_ = why;
+      continue;
+    }
+    if (!expelled_.emplace(name, why).second) continue;
+    CHORUS_LOG_WARN(Subsys::kControl, "member ", from, " reports that ", name, " was expelled: ", why,
+                    "; its name is refused from now on");
+    const Member* m = view_.Find(name);
+    if (!IsCoordinator() || m == nullptr || Gone(name)) continue;
+    DeclareDead(name, m->rank, "expelled by " + from + ": " + why, /*gone=*/false);
+  }
+  RefuseExpelledApplicants();
+}
+
+std::string ControlPlaneImpl::ExpelledSelf() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return expelled_self_;
+}
+
+std::string ControlPlaneImpl::ExpelledReason(const std::string& name) const {
+  auto out = expelled_.find(name);
+  if (out == expelled_.end()) return std::string();
+  return "node name '" + name + "' was expelled from this cluster: " + out->second;
+}
+
+void ControlPlaneImpl::RefuseExpelledApplicants() {
+  for (auto it = applicants_.begin(); it != applicants_.end();) {
+    const std::string reason = ExpelledReason(it->info.name);
+    if (reason.empty()) {
+      ++it;
+      continue;
+    }
+    CHORUS_LOG_WARN(Subsys::kControl, "refusing the waiting join of ", it->conn->Describe(), ": ", reason);
+    it->conn->Send(msg::Reject{RejectCode::kExpelled, reason});
+    it->conn->CloseAfterFlush(Status::Ok());
+    it = applicants_.erase(it);
+  }
+}
+
+}  // namespace chorus::node
