@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "kernels/vector_clones.h"
@@ -111,7 +112,7 @@ double Dot(size_t n, const float* a, const float* b) {
 // microseconds).
 bool Optimizer::Prepare(std::span<const float> master, std::span<const float> gradients) {
   const bool lars = options_.kind == OptimizerKind::kLars;
-  const bool estimate = lars && options_.norm_batch_ratio < 1.0;
+  const bool estimate = lars && options_.norm_batch_ratio < 1.0 && !options_.peer_products;
   const int chunks = static_cast<int>(chunks_.size());
   const int threads = ThreadsFor(master.size());
   const float* w = master.data();
@@ -148,13 +149,15 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
   float* v = momentum_.data();
 
   const bool estimate = lars && options_.norm_batch_ratio < 1.0;
+  const bool successive = estimate && !options_.peer_products;  // products of successive gradients
   if (estimate && ema_dot_.size() != table_.size()) {
     ema_dot_.assign(table_.size(), 0.0);
     ema_sq_.assign(table_.size(), 0.0);
-    previous_gradient_.assign(gradients.size(), 0.0f);
+    if (successive) previous_gradient_.assign(gradients.size(), 0.0f);
   }
+  const std::vector<double> peer = std::exchange(peer_products_, {});
   constexpr double kEma = 0.9;
-  const bool with_history = estimate && have_previous_;
+  const bool with_history = successive ? have_previous_ : estimate && peer.size() == table_.size();
   if (with_history) ++ema_steps_;
   const double debias = with_history ? 1.0 - std::pow(kEma, static_cast<double>(ema_steps_)) : 1.0;
   const std::span<const float> mean = lars && mean_gradient_ ? mean_gradient_(gradients) : std::span<const float>();
@@ -166,6 +169,7 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
       g_sq += chunk_g_sq_[c];
       g_dot += chunk_g_dot_[c];
     }
+    if (!successive && with_history) g_dot = peer[i];
     double local_lr = 1.0;
     if (lars && decayed) {
       const double w_norm = std::sqrt(w_sq);
@@ -196,7 +200,7 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
   for (int c = 0; c < chunks; ++c) {
     const Chunk& chunk = chunks_[c];
     const size_t o = chunk.offset;
-    if (estimate) std::copy(g + o, g + o + chunk.count, previous_gradient_.data() + o);
+    if (successive) std::copy(g + o, g + o + chunk.count, previous_gradient_.data() + o);
     if (lars) {
       MomentumUpdateLars(chunk.count, momentum, coeff_[chunk.param], decay_[chunk.param], g + o,
                          v + o, w + o);
@@ -206,7 +210,7 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
     }
     if (on_updated) on_updated(o, chunk.count);
   }
-  have_previous_ = estimate;
+  have_previous_ = successive;
 }
 
 }  // namespace chorus::trainer

@@ -24,7 +24,13 @@
 // ||g_t||^2 is ||E g||^2 plus the noise of b samples, so
 //   ||g_B||^2 ~= D + (S - D) b / B,   D = EMA <g_t, g_{t-1}>, S = EMA ||g_t||^2
 // (EMAs with a factor 0.9, debiased; D clamped to [0, S]). The first step,
-// with no predecessor, uses the local norm.
+// with no predecessor, uses the local norm. At a large lr successive
+// gradients point against each other along the sharp directions, so that D
+// comes out small (biased, not noisy: docs/performance.md). With
+// `peer_products` D is instead the EMA of <g_i, g_j>, this node's gradient
+// with another node's of the same step, from independent samples at (nearly)
+// the same point (SetPeerProducts: a sketch sent along the gossip graph's
+// edges); a step without products uses the local norm.
 //
 // Norms are accumulated in double in a fixed order (deterministic for any thread
 // count). The optimizer never checks for Inf/NaN (the loss scaler decides
@@ -52,6 +58,9 @@ struct OptimizerOptions {
   // LARS: b / B, this node's batch over the global batch whose gradient norm
   // the trust ratio should see (see above); 1: the local gradient's own.
   double norm_batch_ratio = 1.0;
+  // LARS with norm_batch_ratio < 1: the products come from SetPeerProducts,
+  // not from successive gradients (see above).
+  bool peer_products = false;
 };
 
 [[nodiscard]] Status ValidateOptimizerOptions(const OptimizerOptions& options);
@@ -92,6 +101,11 @@ class Optimizer {
   // gradient norm over its local one, from the last Step (1 otherwise).
   std::span<const double> last_norm_ratio() const { return last_norm_ratio_; }
 
+  // peer_products: each tensor's <g, g_peer> for the next Step (in table
+  // order; excluded kinds' entries unused), from peers' gradients of the
+  // same step. Used by that Step only; another size is ignored.
+  void SetPeerProducts(std::vector<double> products) { peer_products_ = std::move(products); }
+
   // Where every member's gradient can be seen (`chorus simulate
   // --exact-lars-norm`, whose nodes share a process): returns the members'
   // mean gradient of this step (empty where it is not known), from which
@@ -101,7 +115,9 @@ class Optimizer {
   using MeanGradientFn = std::function<std::span<const float>(std::span<const float> gradient)>;
   void SetMeanGradient(MeanGradientFn mean_gradient) { mean_gradient_ = std::move(mean_gradient); }
   // A step the loss scaler skipped: MeanGradientFn's call without a gradient.
+  // The peer products given for it are dropped.
   void SkipStep() {
+    peer_products_.clear();
     if (mean_gradient_) mean_gradient_({});
   }
 
@@ -132,6 +148,7 @@ class Optimizer {
   std::vector<float> previous_gradient_;
   std::vector<double> chunk_g_dot_;
   std::vector<double> ema_dot_, ema_sq_;
+  std::vector<double> peer_products_;  // for the next Step (SetPeerProducts)
   int64_t ema_steps_ = 0;
   bool have_previous_ = false;
   std::vector<double> last_norm_ratio_;

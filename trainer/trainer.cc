@@ -108,6 +108,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) 
     }
     optimizer_options.norm_batch_ratio =
         NormBatchRatio(options.batch_size, schedule.global_batch, options.lars_norm_nodes);
+    optimizer_options.peer_products = options.lars_norm_peer;
   }
   std::vector<ParameterInfo> table(model->parameters().begin(), model->parameters().end());
   CHORUS_ASSIGN_OR_RETURN(auto optimizer, Optimizer::Create(optimizer_options, std::move(table)));

@@ -62,6 +62,9 @@ struct TrainerOptions {
   // norm_batch_ratio), for a node whose update uses its own gradient: 1 (or
   // less): its own norm; 0: the global batch's. CPU only.
   int lars_norm_nodes = 1;
+  // With lars_norm_nodes != 1: that norm is estimated from products with
+  // peers' gradients (Optimizer::SetPeerProducts), not successive ones.
+  bool lars_norm_peer = false;
   double warmup_epochs = 1.0;       // linear warm-up length
   double lr_decay_power = 2.0;      // polynomial decay to 0 at the end of training
   LossScalerOptions loss_scale;     // `enabled` is set from precision

@@ -64,12 +64,14 @@ inline Tag GossipTag(GossipMessageKind kind, uint8_t stream, uint32_t epoch, int
 // consensus distance that a node measures during training for the records,
 // the one consensus control measures, the exact averages of Gossip-PGA, the
 // gossip inside a site of a two-level exchange, and the exact consensus
-// distance measured beside training (node/exchange/background_consensus_meter.h).
+// distance measured beside training (node/exchange/background_consensus_meter.h),
+// the gradient sketches of LARS's peer norm (node/exchange/peer_gradient_products.h).
 inline constexpr uint8_t kDistanceTagStream = 254;
 inline constexpr uint8_t kConsensusControlTagStream = 253;
 inline constexpr uint8_t kGlobalAverageTagStream = 252;
 inline constexpr uint8_t kSiteGossipTagStream = 251;
 inline constexpr uint8_t kBackgroundDistanceTagStream = 250;
+inline constexpr uint8_t kPeerSketchTagStream = 249;
 
 // tag_base of the call_index-th collective call that gossip code makes on
 // (stream, epoch); successive calls get disjoint ranges of kTagsPerCollective.

@@ -90,14 +90,18 @@ inline constexpr EnumName<GossipCorrection> kGossipCorrectionNames[] = {{GossipC
 // that gossips every step, estimated from the node's own (trainer/optimizer.h):
 // its own batch's (local; auto is local), the batches of the nodes one gossip
 // round averages (mixed: the node and its neighbours on the graph, all of them
-// on the complete graph), or the global batch's (global-batch). Elsewhere the
-// node's own: an all-reduce's gradient is the global batch's already, and
-// local steps between outer steps average nothing.
-enum class LarsNorm { kAuto, kLocal, kMixed, kGlobalBatch };
+// on the complete graph), or the global batch's (global-batch); or the
+// global batch's estimated from products with the gossip peers' gradients of
+// the same step (peer: D-PSGD and CHOCO, which send a sketch of the gradient
+// along the graph's edges every step: node/exchange/peer_gradient_products.h).
+// Elsewhere the node's own: an all-reduce's gradient is the global batch's
+// already, and local steps between outer steps average nothing.
+enum class LarsNorm { kAuto, kLocal, kMixed, kGlobalBatch, kPeer };
 inline constexpr EnumName<LarsNorm> kLarsNormNames[] = {{LarsNorm::kAuto, "auto"},
                                                        {LarsNorm::kLocal, "local"},
                                                        {LarsNorm::kMixed, "mixed"},
-                                                       {LarsNorm::kGlobalBatch, "global-batch"}};
+                                                       {LarsNorm::kGlobalBatch, "global-batch"},
+                                                       {LarsNorm::kPeer, "peer"}};
 
 // The name of a node setting's value, as written in TOML.
 // exchange.outer.optimizer: the outer step of low-communication training

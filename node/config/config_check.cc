@@ -135,6 +135,14 @@ void CheckTrain(const Config& config, Checker& check) {
   check.NumberAtLeast("train.weight_decay", train.weight_decay, 0.0);
   check.NumberAbove("train.lars_eta", train.lars_eta, 0.0);
   check.IntAtLeast("train.lars_norm_nodes", train.lars_norm_nodes, 0);
+  const GossipProtocolKind protocol = config.exchange.protocol;
+  if (train.lars_norm == LarsNorm::kPeer && config.exchange.kind == ExchangeKind::kGossip &&
+      protocol != GossipProtocolKind::kDpsgd && protocol != GossipProtocolKind::kChoco) {
+    check.Fail("train.lars_norm",
+               "\"peer\" exchanges a sketch of the gradient with the graph's neighbours at every step, in lock "
+               "step: exchange.protocol \"dpsgd\" or \"choco\", not \"" + std::string(SettingName(protocol)) + "\"",
+               "exchange.protocol");
+  }
   check.NumberAtLeast("train.warmup_epochs", train.warmup_epochs, 0.0);
   check.NumberAtLeast("train.lr_decay_power", train.lr_decay_power, 0.0);
   check.IntInRange("train.threads", train.threads, 1, 256);

@@ -116,9 +116,10 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_CHOICE(train, lars_norm, kLarsNormNames, AnyValue,
                          "gossip mixing every step, on a CPU: the gradient norm of LARS's trust ratio, estimated "
                          "from this node's: its own batch's (local; auto), the batches of the nodes a gossip round "
-                         "averages (mixed) or the global batch's (global-batch): "),
+                         "averages (mixed) or the global batch's (global-batch), or the global batch's from products "
+                         "with the gossip peers' gradients of the step (peer; D-PSGD and CHOCO): "),
     CHORUS_CONFIG_FIELD(train, lars_norm_nodes,
-                        "lars_norm mixed / global-batch: the norm of at most this many nodes' batches, >= 0 (0: "
+                        "lars_norm mixed / global-batch / peer: the norm of at most this many nodes' batches, >= 0 (0: "
                         "no cap)"),
     CHORUS_CONFIG_FIELD(train, warmup_epochs, "linear warm-up"),
     CHORUS_CONFIG_FIELD(train, lr_decay_power, "polynomial decay power"),

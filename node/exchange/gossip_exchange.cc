@@ -320,6 +320,12 @@ Status GossipExchange::BuildProtocol() {
                   " nodes: my out-neighbours (round 0):", neighbours.str(), "; spectral gap ",
                   spectral_gap_);
 
+  graph_ = graph;
+  if (!peer_products_ && trainer_->optimizer().options().peer_products) {
+    std::vector<PeerGradientProducts::Tensor> tensors;
+    for (const trainer::ParameterInfo& p : trainer_->Parameters()) tensors.push_back({p.offset, p.count});
+    peer_products_.emplace(std::move(tensors), config_.train.seed);
+  }
   const ExchangeConfig& ec = config_.exchange;
   gossip::CodecOptions codec;
   codec.kind = ec.compression.codec;
@@ -374,6 +380,22 @@ std::string GossipExchange::Describe() const {
 
 Status GossipExchange::AfterBackward(int64_t step, int /*local_samples*/) {
   if (corrections_.active()) corrections_.BeforeUpdate(step, trainer_->MasterWeights(), trainer_->Momentum());
+  if (!peer_products_ || !graph_ || !protocol_) return Status::Ok();
+  const int self = session_->view.self_rank;
+  const gossip::Tag tag = gossip::GossipTag(gossip::GossipMessageKind::kDpsgd, gossip::kPeerSketchTagStream,
+                                            static_cast<uint32_t>(session_->view.epoch), step);
+  Result<std::vector<double>> products =
+      peer_products_->Exchange(*session_->transport, trainer_->Gradients(), graph_->OutNeighbors(self, step),
+                               graph_->InNeighbors(self, step), tag,
+                               Deadline::AfterSeconds(config_.fabric.op_timeout_s), step);
+  // A failed swap is the step's mix's failure too, which handles it: this
+  // step's trust ratio takes the node's own norm.
+  if (!products) {
+    CHORUS_LOG_DEBUG(Subsys::kGossip, "step ", step, ": gradient sketches: ", products.error().ToString());
+  } else if (!products->empty()) {
+    trainer_->optimizer().SetPeerProducts(std::move(*products));
+    ++peer_sketch_steps_;
+  }
   return Status::Ok();
 }
 
@@ -620,6 +642,9 @@ nlohmann::json GossipExchange::Metrics() const {
     m["staleness_wait_seconds"] = r.staleness_wait_seconds + s.staleness_wait_seconds;
   }
   measures.AddMetrics(m);
+  if (peer_products_) {
+    m["lars_peer_norm"] = {{"steps", peer_sketch_steps_}, {"rejected_sketches", peer_products_->rejected()}};
+  }
   if (config_.exchange.consensus_control > 0.0) {
     m["mix_rounds_per_step"] = mix_rounds_;
     if (control_distance_ >= 0.0) m["consensus_control_distance"] = control_distance_;

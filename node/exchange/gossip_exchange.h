@@ -23,6 +23,7 @@
 #include "node/exchange/exchange.h"
 #include "node/exchange/gossip_corrections.h"
 #include "node/exchange/membership_transitions.h"
+#include "node/exchange/peer_gradient_products.h"
 #include "node/exchange/poison_check.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
@@ -42,7 +43,9 @@ class GossipExchange final : public Exchange {
 
   std::string Describe() const override;
   // Quasi-global momentum and D^2 (gossip_corrections.h): x_t and the
-  // momentum before the update.
+  // momentum before the update. LARS's peer norm (train.lars_norm "peer"):
+  // the gradient's sketch swapped with the step's neighbours, whose products
+  // the optimizer's step takes (peer_gradient_products.h).
   [[nodiscard]] Status AfterBackward(int64_t step, int local_samples) override;
   // The mixing of the step: the protocol's round (consensus control's rounds),
   // or every exchange.global_average_every steps the exact average; the
@@ -132,6 +135,10 @@ class GossipExchange final : public Exchange {
   ConsensusMeter meter_;
   BackgroundConsensusMeter background_meter_;
   GossipCorrections corrections_;
+  // LARS's peer norm: the sketches' exchange, over graph_ (the protocol's).
+  std::optional<PeerGradientProducts> peer_products_;
+  std::optional<topologies::Graph> graph_;
+  uint64_t peer_sketch_steps_ = 0;  // steps whose products reached the optimizer
   // The contribution check (poison_check.h): a fault to inject, and the
   // members this node expelled for repeated outliers.
   std::optional<PoisonFault> poison_fault_ = PoisonFaultAsked();

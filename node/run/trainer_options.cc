@@ -7,7 +7,7 @@
 
 namespace chorus::node {
 
-int LarsNormNodes(const Config& config, int nodes) {
+LarsNorm EffectiveLarsNorm(const Config& config) {
   const bool lars_on_cpu = config.train.optimizer == trainer::OptimizerKind::kLars && !config.train.device.on_gpu();
   const bool mixes_every_step = config.exchange.kind == ExchangeKind::kGossip &&
                                 config.exchange.outer.optimizer == OuterOptimizer::kNone &&
@@ -15,10 +15,14 @@ int LarsNormNodes(const Config& config, int nodes) {
   // auto is the node's own norm: a larger one paid at 16 to 64 simulated
   // nodes and drove the replicas apart at 128 (docs/performance.md, "Gossip
   // at parity"), so the methods that use one name it.
-  const LarsNorm norm = lars_on_cpu && mixes_every_step ? config.train.lars_norm : LarsNorm::kLocal;
+  return lars_on_cpu && mixes_every_step ? config.train.lars_norm : LarsNorm::kLocal;
+}
+
+int LarsNormNodes(const Config& config, int nodes) {
   int m = 1;
-  switch (norm) {
+  switch (EffectiveLarsNorm(config)) {
     case LarsNorm::kGlobalBatch:
+    case LarsNorm::kPeer:
       m = 0;
       break;
     case LarsNorm::kMixed: {
@@ -47,6 +51,7 @@ trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batc
   o.weight_decay = t.weight_decay;
   o.lars_eta = t.lars_eta;
   o.lars_norm_nodes = LarsNormNodes(config, config.train.batch_size > 0 ? global_batch / config.train.batch_size : 1);
+  o.lars_norm_peer = EffectiveLarsNorm(config) == LarsNorm::kPeer;
   o.warmup_epochs = t.warmup_epochs;
   o.lr_decay_power = t.lr_decay_power;
   o.loss_scale.initial_scale = config.loss_scale.initial;

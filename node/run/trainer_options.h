@@ -19,5 +19,8 @@ trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batc
 // LARS that gossips every step (the graph over `nodes` for mixed); 1 for
 // every other node.
 int LarsNormNodes(const Config& config, int nodes);
+// train.lars_norm where it applies (a CPU node with LARS that gossips every
+// step); kLocal for every other node.
+LarsNorm EffectiveLarsNorm(const Config& config);
 
 }  // namespace chorus::node

@@ -174,11 +174,11 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
 }
 
 // The gossip step's additions over real processes and the default transport:
-// quasi-global momentum, D^2, an exact average every 5 steps and consensus
-// control measuring every 3 (each tested on closed forms in-process,
-// tests/node/exchange/); here together, as a user sets them: every node ends
-// with the one model, well above chance, having run the averages and the
-// measurements the settings ask for.
+// quasi-global momentum, D^2, an exact average every 5 steps, consensus
+// control measuring every 3 and LARS's peer norm (each tested on closed forms
+// in-process, tests/node/exchange/); here together, as a user sets them:
+// every node ends with the one model, well above chance, having run the
+// averages, the measurements and the sketches' swaps the settings ask for.
 TEST(GossipCorrectionsProcessTest, QuasiGlobalMomentumD2AveragesAndConsensusControlAcrossProcesses) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
@@ -188,7 +188,7 @@ TEST(GossipCorrectionsProcessTest, QuasiGlobalMomentumD2AveragesAndConsensusCont
       {"exchange.kind=\"gossip\"", "exchange.protocol=\"dpsgd\"", "topology.kind=\"ring\"",
        "exchange.gossip_momentum=\"quasi-global\"", "exchange.correction=\"d2\"", "exchange.global_average_every=5",
        "exchange.consensus_control=0.01", "exchange.consensus_control_every=3",
-       "exchange.consensus_control_max_rounds=4"});
+       "exchange.consensus_control_max_rounds=4", "train.lars_norm=\"peer\""});
   ASSERT_EQ(run.exit_status, 0) << run.output;
   EXPECT_NE(run.output.find("quasi-global momentum, d2, an exact average every 5 steps, consensus control under 0.01"),
             std::string::npos)
@@ -204,6 +204,9 @@ TEST(GossipCorrectionsProcessTest, QuasiGlobalMomentumD2AveragesAndConsensusCont
     EXPECT_EQ(summary["global_averages"].get<int>(), 4) << "node" << i;
     EXPECT_GE(summary["mix_rounds_per_step"].get<int>(), 1) << "node" << i;
     EXPECT_GT(summary["consensus_control_distance"].get<double>(), 0.0) << "node" << i;
+    // A sketch from each ring neighbour at every step, none left out.
+    EXPECT_EQ(summary["lars_peer_norm"]["steps"].get<int>(), 20) << "node" << i << ": " << summary.dump();
+    EXPECT_EQ(summary["lars_peer_norm"]["rejected_sketches"].get<int>(), 0) << "node" << i;
   }
 }
 

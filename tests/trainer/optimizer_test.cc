@@ -159,6 +159,47 @@ TEST(Lars, GlobalBatchNormFromSuccessiveGradients) {
   EXPECT_DOUBLE_EQ((*plain)->last_norm_ratio()[0], 1.0);
 }
 
+// peer_products: D is the product with a peer's gradient of the same step
+// (SetPeerProducts), from the first step on; a step without products (or
+// one skipped, which drops them) takes the node's own norm.
+TEST(Lars, GlobalBatchNormFromPeerProducts) {
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kLars;
+  o.momentum = 0.0;
+  o.weight_decay = 0.0;
+  o.eta = 0.01;
+  o.norm_batch_ratio = 1.0 / 16;
+  o.peer_products = true;
+  auto made = Optimizer::Create(o, Table({{4, ParamKind::kWeight}, {1, ParamKind::kBias}}));
+  ASSERT_TRUE(made.has_value());
+  Optimizer& opt = **made;
+  std::vector<float> w = {30.0f, 40.0f, 0.0f, 0.0f, 1.0f};
+  const std::vector<float> g = {1, 1, 1, 1, 1};  // S = 4 on the weight
+  // Step 1, a peer's product of 1: ||g_B||^2 = 1 + 3 / 16.
+  opt.SetPeerProducts({1.0, 123.0});
+  opt.Step(w, g, 1.0);
+  EXPECT_NEAR(opt.last_norm_ratio()[0], std::sqrt((1.0 + 3.0 / 16) / 4.0), 1e-12);
+  EXPECT_DOUBLE_EQ(opt.last_local_lr()[1], 1.0);  // the bias: no trust ratio at all
+  // Step 2, no products: the node's own norm, the EMAs as they were.
+  opt.Step(w, g, 1.0);
+  EXPECT_DOUBLE_EQ(opt.last_norm_ratio()[0], 1.0);
+  // A skipped step drops the products given for it.
+  opt.SetPeerProducts({4.0, 0.0});
+  opt.SkipStep();
+  opt.Step(w, g, 1.0);
+  EXPECT_DOUBLE_EQ(opt.last_norm_ratio()[0], 1.0);
+  // Step 4, a product above the square is clamped to it: the own norm, never
+  // a larger step. The EMAs over steps 1 and 4 (0.9 and 1, debiased by
+  // 1 - 0.81): D = (0.09 * 1 + 0.1 * 9) / 0.19 > S = 4, clamped to 4.
+  opt.SetPeerProducts({9.0, 0.0});
+  opt.Step(w, g, 1.0);
+  EXPECT_NEAR(opt.last_norm_ratio()[0], 1.0, 1e-12);
+  // Products of another size are ignored.
+  opt.SetPeerProducts({1.0});
+  opt.Step(w, g, 1.0);
+  EXPECT_DOUBLE_EQ(opt.last_norm_ratio()[0], 1.0);
+}
+
 TEST(Lars, ZeroWeightNormUsesUnitRatio) {
   auto opt = Make(OptimizerKind::kLars, 0.9, 0.1, 0.01, Table({{2, ParamKind::kWeight}}));
   std::vector<float> w = {0.0f, 0.0f};

@@ -37,9 +37,11 @@ inline MembershipView View(int self, int n, const std::vector<int>& batches = {}
 }
 
 // Runs fn(rank, node) on n threads, each node with a fresh trainer of
-// `model` and the exchange `config` names; returns each rank's status.
+// `model` (its options changed by `tune`, if given) and the exchange
+// `config` names; returns each rank's status.
 inline std::vector<Status> RunNodes(int n, const Config& config, trainer::ModelKind model,
-                             const std::function<Status(int, Node&)>& fn, const std::vector<int>& batches = {}) {
+                                    const std::function<Status(int, Node&)>& fn, const std::vector<int>& batches = {},
+                                    const std::function<void(trainer::TrainerOptions&)>& tune = {}) {
   gossip::LocalHubOptions options;
   options.world_size = n;
   auto hub = gossip::LocalHub::Create(options);
@@ -54,6 +56,7 @@ inline std::vector<Status> RunNodes(int n, const Config& config, trainer::ModelK
         o.precision = trainer::Precision::kFp32;
         o.steps_per_epoch = 1;
         o.batch_size = 8;
+        if (tune) tune(o);
         CHORUS_ASSIGN_OR_RETURN(node.trainer, trainer::Trainer::Create(o));
         CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<gossip::LocalTransport> transport, hub->MakeTransport(r));
         node.session.transport = std::move(transport);

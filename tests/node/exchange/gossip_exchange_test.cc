@@ -357,6 +357,47 @@ TEST(GossipExchangeTest, AnExactAverageReplacesTheMixingEveryPSteps) {
   EXPECT_GT(spread_after_mix[0], 0.1);  // node 0's ring neighbours are 1 and 4: its round gives 2, not 3
 }
 
+// LARS's peer norm: every step each node swaps its gradient's sketch with
+// the step's peers on the one-peer exponential graph, and its trust ratio
+// takes the global batch's norm estimated from their products: below its
+// own batch's, whose noise the peers' products leave out.
+TEST(GossipExchangeTest, ThePeerNormSwapsSketchesEveryStepAndSeesTheGlobalBatch) {
+  const int n = 4;
+  Config config = MakeConfig(ExchangeKind::kGossip);
+  config.topology.kind = topologies::GraphKind::kOnePeerExponential;
+  std::vector<nlohmann::json> metrics(n);
+  std::vector<double> ratio(n);
+  auto tune = [](trainer::TrainerOptions& o) {
+    o.lars_norm_nodes = 0;  // the global batch's
+    o.lars_norm_peer = true;
+    o.global_batch = 32;
+  };
+  auto statuses = RunNodes(
+      n, config, trainer::ModelKind::kMlp,
+      [&](int r, Node& node) -> Status {
+        for (int64_t step = 0; step < 3; ++step) {
+          const int first = 8 * (4 * static_cast<int>(step) + r);
+          CHORUS_ASSIGN_OR_RETURN(trainer::ForwardBackwardResult pass, node.trainer->ForwardBackward(Images(first, 8)));
+          (void)pass;
+          CHORUS_RETURN_IF_ERROR(node.exchange->AfterBackward(step, 8));
+          CHORUS_ASSIGN_OR_RETURN(trainer::UpdateResult update, node.trainer->ApplyUpdate(step));
+          (void)update;
+          CHORUS_RETURN_IF_ERROR(node.exchange->AfterUpdate(step));
+        }
+        ratio[r] = node.trainer->optimizer().last_norm_ratio()[0];
+        metrics[r] = node.exchange->Metrics();
+        return Status::Ok();
+      },
+      {}, tune);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    EXPECT_EQ(metrics[r]["lars_peer_norm"]["steps"], 3) << metrics[r].dump();
+    EXPECT_EQ(metrics[r]["lars_peer_norm"]["rejected_sketches"], 0) << r;
+    EXPECT_LT(ratio[r], 1.0) << "node " << r << ": the global batch's norm is below its own";
+    EXPECT_GE(ratio[r], 0.5 - 1e-9) << "node " << r << ": at least the norm of 4 batches of pure noise";
+  }
+}
+
 // A neighbour whose parameters are rejected as outliers poison_expel_after
 // times in a row is expelled, by its neighbours only, and named once in the
 // metrics however long its values keep being rejected before the view

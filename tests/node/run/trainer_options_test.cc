@@ -61,6 +61,15 @@ TEST(LarsNormNodesTest, ExplicitSettingsAndTheCap) {
   c.train.lars_norm = LarsNorm::kMixed;
   c.train.lars_norm_nodes = 2;
   EXPECT_EQ(LarsNormNodes(c, 16), 2);  // the ring's 3, capped
+  EXPECT_FALSE(MakeTrainerOptions(c, 256, 10).lars_norm_peer);
+  // peer: the global batch's, from the peers' products.
+  c.train.lars_norm = LarsNorm::kPeer;
+  c.train.lars_norm_nodes = 0;
+  EXPECT_EQ(LarsNormNodes(c, 16), 0);
+  EXPECT_TRUE(MakeTrainerOptions(c, 256, 10).lars_norm_peer);
+  c.exchange.period = 2;  // not every step: the node's own
+  EXPECT_EQ(LarsNormNodes(c, 16), 1);
+  EXPECT_FALSE(MakeTrainerOptions(c, 256, 10).lars_norm_peer);
 }
 
 }  // namespace

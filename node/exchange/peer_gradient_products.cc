@@ -1,0 +1,66 @@
+// See peer_gradient_products.h.
+#include "node/exchange/peer_gradient_products.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/split_mix64.h"
+#include "gossip/protocols/message_round.h"
+
+namespace chorus::node {
+
+size_t PeerGradientProducts::SketchOffset(uint64_t seed, int64_t step) {
+  SplitMix64 draw(seed ^ (static_cast<uint64_t>(step) * 0xd1b54a32d192ed03ULL));
+  return static_cast<size_t>(draw.Below(kSketchStride));
+}
+
+void PeerGradientProducts::Sketch(std::span<const float> gradient, size_t offset, std::vector<float>* sketch) {
+  sketch->clear();
+  for (size_t i = offset; i < gradient.size(); i += kSketchStride) sketch->push_back(gradient[i]);
+}
+
+void PeerGradientProducts::AddProducts(std::span<const float> a, std::span<const float> b,
+                                       std::span<const Tensor> tensors, size_t offset, std::span<double> products) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t t = 0; t < tensors.size() && t < products.size(); ++t) {
+    const size_t begin = tensors[t].offset, end = tensors[t].offset + tensors[t].count;
+    // The first sampled element at or after `begin`: offset + k * stride.
+    size_t k = begin <= offset ? 0 : (begin - offset + kSketchStride - 1) / kSketchStride;
+    double sum = 0.0;
+    for (; k < n && offset + k * kSketchStride < end; ++k) sum += static_cast<double>(a[k]) * b[k];
+    products[t] += static_cast<double>(kSketchStride) * sum;
+  }
+}
+
+Result<std::vector<double>> PeerGradientProducts::Exchange(gossip::Transport& transport,
+                                                           std::span<const float> gradient, std::span<const int> to,
+                                                           std::span<const int> from, gossip::Tag tag,
+                                                           Deadline deadline, int64_t step) {
+  const size_t offset = SketchOffset(seed_, step);
+  Sketch(gradient, offset, &mine_);
+  const size_t bytes = mine_.size() * sizeof(float);
+  send_.resize(bytes);
+  if (bytes > 0) std::memcpy(send_.data(), mine_.data(), bytes);
+  inboxes_.resize(from.size());
+  for (auto& inbox : inboxes_) inbox.assign(bytes, std::byte{0});
+  CHORUS_RETURN_IF_ERROR(
+      gossip::SwapExactly(transport, to, send_, from, tag, deadline, &inboxes_, "gradient sketch"));
+  std::vector<double> products(tensors_.size(), 0.0);
+  int accepted = 0;
+  for (const std::vector<std::byte>& inbox : inboxes_) {
+    theirs_.resize(mine_.size());
+    if (bytes > 0) std::memcpy(theirs_.data(), inbox.data(), bytes);
+    if (!std::all_of(theirs_.begin(), theirs_.end(), [](float v) { return std::isfinite(v); })) {
+      ++rejected_;
+      continue;
+    }
+    AddProducts(mine_, theirs_, tensors_, offset, products);
+    ++accepted;
+  }
+  if (accepted == 0) return std::vector<double>();
+  for (double& p : products) p /= accepted;
+  return products;
+}
+
+}  // namespace chorus::node

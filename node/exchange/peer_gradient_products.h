@@ -1,0 +1,73 @@
+// PeerGradientProducts: what train.lars_norm = "peer" takes from the gossip
+// graph at every step. Each tensor's product <g_i, g_j> of this node's
+// gradient with its peers' gradients of the same step, for LARS's estimate of
+// the global batch's gradient norm (trainer/optimizer.h, peer_products): two
+// nodes' gradients are taken from independent samples at nearly the same
+// point, so their product estimates ||E g||^2 without the bias of one node's
+// successive gradients at a large lr.
+//
+// A peer gets a sketch, not the gradient: every kSketchStride-th element of
+// the flat gradient, from an offset drawn per step from the seed (the same
+// on every node). Every element is sampled with probability 1 / stride over
+// the draw, so stride * (the sum of a tensor's sampled products) is an
+// unbiased estimate of the tensor's product. FP32, size / stride floats to
+// each of the step's out-neighbours (3% of an FP32 model's bytes), from each
+// in-neighbour.
+//
+// A sketch with a non-finite value (a poisoned or overflowed peer) is left
+// out; a large one can only raise the product, and the optimizer clamps it
+// to the node's own norm, so a peer cannot make this node's step larger.
+//
+// Must not: block without a deadline; not thread-safe (the training thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gossip/transport/transport.h"
+
+namespace chorus::node {
+
+class PeerGradientProducts {
+ public:
+  static constexpr size_t kSketchStride = 32;
+  struct Tensor {
+    size_t offset = 0;  // in the flat gradient
+    size_t count = 0;
+  };
+
+  PeerGradientProducts(std::vector<Tensor> tensors, uint64_t seed) : tensors_(std::move(tensors)), seed_(seed) {}
+
+  // The sketch's first element at `step`, in [0, kSketchStride): the same on every node.
+  static size_t SketchOffset(uint64_t seed, int64_t step);
+  // Every kSketchStride-th element of `gradient` from `offset`.
+  static void Sketch(std::span<const float> gradient, size_t offset, std::vector<float>* sketch);
+  // Adds, for each tensor, kSketchStride times the sum of the products of the
+  // sampled elements of `a` and `b` (sketches from `offset`) in it.
+  static void AddProducts(std::span<const float> a, std::span<const float> b, std::span<const Tensor> tensors,
+                          size_t offset, std::span<double> products);
+
+  // Sends this node's sketch of `gradient` to `to` and receives one from each
+  // of `from` (on `tag`); returns each tensor's product averaged over the
+  // peers whose sketch was finite, or an empty vector when none was. A
+  // transport failure is returned as it is.
+  [[nodiscard]] Result<std::vector<double>> Exchange(gossip::Transport& transport, std::span<const float> gradient,
+                                                     std::span<const int> to, std::span<const int> from,
+                                                     gossip::Tag tag, Deadline deadline, int64_t step);
+
+  uint64_t rejected() const { return rejected_; }  // peers' sketches left out (non-finite)
+
+ private:
+  std::vector<Tensor> tensors_;
+  uint64_t seed_;
+  std::vector<std::byte> send_;
+  std::vector<std::vector<std::byte>> inboxes_;
+  std::vector<float> mine_, theirs_;
+  uint64_t rejected_ = 0;
+};
+
+}  // namespace chorus::node
