@@ -119,13 +119,19 @@ TEST(Lars, TrustRatioFromTheMembersMeanGradient) {
 // estimated norm, ||g_B||^2 = D + (S - D) / 16 with D the product of
 // successive gradients and S the square (EMAs, debiased: after one pair, the
 // pair's own values).
-TEST(Lars, GlobalBatchNormFromSuccessiveGradients) {
+// LARS without momentum or decay, estimating the norm of 16 nodes' batches.
+OptimizerOptions SixteenNodesLars() {
   OptimizerOptions o;
   o.kind = OptimizerKind::kLars;
   o.momentum = 0.0;
   o.weight_decay = 0.0;
   o.eta = 0.01;
   o.norm_batch_ratio = 1.0 / 16;
+  return o;
+}
+
+TEST(Lars, GlobalBatchNormFromSuccessiveGradients) {
+  OptimizerOptions o = SixteenNodesLars();
   auto made = Optimizer::Create(o, Table({{4, ParamKind::kWeight}, {1, ParamKind::kBias}}));
   ASSERT_TRUE(made.has_value());
   Optimizer& opt = **made;
@@ -163,12 +169,7 @@ TEST(Lars, GlobalBatchNormFromSuccessiveGradients) {
 // (SetPeerProducts), from the first step on; a step without products (or
 // one skipped, which drops them) takes the node's own norm.
 TEST(Lars, GlobalBatchNormFromPeerProducts) {
-  OptimizerOptions o;
-  o.kind = OptimizerKind::kLars;
-  o.momentum = 0.0;
-  o.weight_decay = 0.0;
-  o.eta = 0.01;
-  o.norm_batch_ratio = 1.0 / 16;
+  OptimizerOptions o = SixteenNodesLars();
   o.peer_products = true;
   auto made = Optimizer::Create(o, Table({{4, ParamKind::kWeight}, {1, ParamKind::kBias}}));
   ASSERT_TRUE(made.has_value());

@@ -623,6 +623,14 @@ const std::vector<CompareMethod>& BuiltinMethods() {
          {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
           "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch", "exchange.consensus_control=0.02",
           "exchange.consensus_control_every=5"}},
+        // The same with the global batch's norm from the peers' gradients:
+        // within 1 pp of the all-reduce from 16 to 128 simulated nodes
+        // (docs/performance.md, "LARS's norm from the peers' gradients").
+        {"dpsgd-qgm-cc-peer-norm-one-peer-exp",
+         "D-PSGD one-peer exp., quasi-global momentum, peer LARS norm, consensus control", "gossip",
+         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
+          "exchange.gossip_momentum=quasi-global", "train.lars_norm=peer", "exchange.consensus_control=0.02",
+          "exchange.consensus_control_every=5"}},
         {"sparse-diloco", "sparse DiLoCo (H=5, top-2% 8-bit)", "low-communication",
          {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
           "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=5",
