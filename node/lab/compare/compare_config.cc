@@ -538,6 +538,41 @@ const std::vector<std::string>& CompareKeys() {
 
 namespace {
 
+// The gossip step's corrections and the LARS norms, between streaming and
+// sparse DiLoCo in the list.
+std::vector<CompareMethod> BuiltinGossipCorrectionMethods() {
+  return {
+    {"dpsgd-qgm-ring", "D-PSGD ring, quasi-global momentum, global-batch LARS norm", "gossip",
+     {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring",
+      "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch"}},
+    {"dpsgd-qgm-one-peer-exp", "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm", "gossip",
+     {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
+      "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch"}},
+    {"d2-ring", "D2 ring", "gossip",
+     {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.correction=d2"}},
+    {"gossip-pga-ring", "Gossip-PGA ring (exact average every 16)", "gossip",
+     {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.global_average_every=16"}},
+    {"dpsgd-cc-ring", "D-PSGD ring, consensus control", "gossip",
+     {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.consensus_control=0.01"}},
+    // At 64 simulated nodes within 0.3 pp of the all-reduce, where the
+    // same without consensus control lost 1.75 (docs/performance.md,
+    // "64 and 128 nodes, with more mixing where it is needed").
+    {"dpsgd-qgm-cc-one-peer-exp",
+     "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm, consensus control", "gossip",
+     {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
+      "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch", "exchange.consensus_control=0.02",
+      "exchange.consensus_control_every=5"}},
+    // The same with the global batch's norm from the peers' gradients:
+    // within 1 pp of the all-reduce from 16 to 128 simulated nodes
+    // (docs/performance.md, "LARS's norm from the peers' gradients").
+    {"dpsgd-qgm-cc-peer-norm-one-peer-exp",
+     "D-PSGD one-peer exp., quasi-global momentum, peer LARS norm, consensus control", "gossip",
+     {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
+      "exchange.gossip_momentum=quasi-global", "train.lars_norm=peer", "exchange.consensus_control=0.02",
+      "exchange.consensus_control_every=5"}},
+  };
+}
+
 // The methods for sites (compare.sites), after the others.
 std::vector<CompareMethod> BuiltinSiteMethods() {
   return {
@@ -603,40 +638,13 @@ const std::vector<CompareMethod>& BuiltinMethods() {
          {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
           "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=16",
           "exchange.outer.fragments=4", "exchange.outer.delay=2", "exchange.outer.local_mix=0"}},
-        {"dpsgd-qgm-ring", "D-PSGD ring, quasi-global momentum, global-batch LARS norm", "gossip",
-         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring",
-          "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch"}},
-        {"dpsgd-qgm-one-peer-exp", "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm", "gossip",
-         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
-          "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch"}},
-        {"d2-ring", "D2 ring", "gossip",
-         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.correction=d2"}},
-        {"gossip-pga-ring", "Gossip-PGA ring (exact average every 16)", "gossip",
-         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.global_average_every=16"}},
-        {"dpsgd-cc-ring", "D-PSGD ring, consensus control", "gossip",
-         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=ring", "exchange.consensus_control=0.01"}},
-        // At 64 simulated nodes within 0.3 pp of the all-reduce, where the
-        // same without consensus control lost 1.75 (docs/performance.md,
-        // "64 and 128 nodes, with more mixing where it is needed").
-        {"dpsgd-qgm-cc-one-peer-exp",
-         "D-PSGD one-peer exp., quasi-global momentum, global-batch LARS norm, consensus control", "gossip",
-         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
-          "exchange.gossip_momentum=quasi-global", "train.lars_norm=global-batch", "exchange.consensus_control=0.02",
-          "exchange.consensus_control_every=5"}},
-        // The same with the global batch's norm from the peers' gradients:
-        // within 1 pp of the all-reduce from 16 to 128 simulated nodes
-        // (docs/performance.md, "LARS's norm from the peers' gradients").
-        {"dpsgd-qgm-cc-peer-norm-one-peer-exp",
-         "D-PSGD one-peer exp., quasi-global momentum, peer LARS norm, consensus control", "gossip",
-         {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
-          "exchange.gossip_momentum=quasi-global", "train.lars_norm=peer", "exchange.consensus_control=0.02",
-          "exchange.consensus_control_every=5"}},
-        {"sparse-diloco", "sparse DiLoCo (H=5, top-2% 8-bit)", "low-communication",
-         {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
-          "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=5",
-          "exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
-          "exchange.compression.value_bits=8"}},
     };
+    for (CompareMethod& m : BuiltinGossipCorrectionMethods()) all.push_back(std::move(m));
+    all.push_back({"sparse-diloco", "sparse DiLoCo (H=5, top-2% 8-bit)", "low-communication",
+                   {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+                    "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=5",
+                    "exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
+                    "exchange.compression.value_bits=8"}});
     for (CompareMethod& m : BuiltinSiteMethods()) all.push_back(std::move(m));
     return all;
   }();
