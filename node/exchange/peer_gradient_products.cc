@@ -2,8 +2,7 @@
 #include "node/exchange/peer_gradient_products.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
+#include <string>
 
 #include "common/split_mix64.h"
 #include "gossip/protocols/message_round.h"
@@ -37,24 +36,26 @@ Result<std::vector<double>> PeerGradientProducts::Exchange(gossip::Transport& tr
                                                            std::span<const float> gradient, std::span<const int> to,
                                                            std::span<const int> from, gossip::Tag tag,
                                                            Deadline deadline, int64_t step) {
+  if (!codec_) {
+    CHORUS_ASSIGN_OR_RETURN(codec_, gossip::MakeCodec(gossip::CodecOptions{}));
+  }
   const size_t offset = SketchOffset(seed_, step);
   Sketch(gradient, offset, &mine_);
-  const size_t bytes = mine_.size() * sizeof(float);
-  send_.resize(bytes);
-  if (bytes > 0) std::memcpy(send_.data(), mine_.data(), bytes);
+  CHORUS_RETURN_IF_ERROR(codec_->Encode(mine_, 0, &send_));
   inboxes_.resize(from.size());
-  for (auto& inbox : inboxes_) inbox.assign(bytes, std::byte{0});
+  for (auto& inbox : inboxes_) inbox.assign(codec_->WireBytes(mine_.size()), std::byte{0});
   CHORUS_RETURN_IF_ERROR(
       gossip::SwapExactly(transport, to, send_, from, tag, deadline, &inboxes_, "gradient sketch"));
   std::vector<double> products(tensors_.size(), 0.0);
   int accepted = 0;
-  for (const std::vector<std::byte>& inbox : inboxes_) {
-    theirs_.resize(mine_.size());
-    if (bytes > 0) std::memcpy(theirs_.data(), inbox.data(), bytes);
-    if (!std::all_of(theirs_.begin(), theirs_.end(), [](float v) { return std::isfinite(v); })) {
+  theirs_.resize(mine_.size());
+  for (size_t k = 0; k < inboxes_.size(); ++k) {
+    const Status decoded = codec_->Decode(inboxes_[k], theirs_);
+    if (gossip::IsNonFiniteRejection(decoded)) {
       ++rejected_;
       continue;
     }
+    CHORUS_RETURN_IF_ERROR(decoded.WithContext("gradient sketch from rank " + std::to_string(from[k])));
     AddProducts(mine_, theirs_, tensors_, offset, products);
     ++accepted;
   }

@@ -12,7 +12,8 @@
 // the draw, so stride * (the sum of a tensor's sampled products) is an
 // unbiased estimate of the tensor's product. FP32, size / stride floats to
 // each of the step's out-neighbours (3% of an FP32 model's bytes), from each
-// in-neighbour.
+// in-neighbour, in the dense codec's wire format (gossip/codecs/codec.h:
+// its header, size and finiteness checks).
 //
 // A sketch with a non-finite value (a poisoned or overflowed peer) is left
 // out; a large one can only raise the product, and the optimizer clamps it
@@ -23,11 +24,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "gossip/codecs/codec.h"
 #include "gossip/transport/transport.h"
 
 namespace chorus::node {
@@ -66,6 +69,7 @@ class PeerGradientProducts {
   uint64_t seed_;
   std::vector<std::byte> send_;
   std::vector<std::vector<std::byte>> inboxes_;
+  std::unique_ptr<gossip::Codec> codec_;  // none: FP32 as it is
   std::vector<float> mine_, theirs_;
   uint64_t rejected_ = 0;
 };

@@ -16,12 +16,9 @@ namespace {
 
 using testing::Local;
 using testing::StartOrDie;
+using testing::TestConfig;
 
 constexpr double kExpelWait = 10.0;
-
-ClusterConfig ExpelConfig(int min_nodes, std::vector<std::string> bootstrap) {
-  return testing::ControlTestConfig("127.0.0.1:0", min_nodes, std::move(bootstrap));
-}
 
 // Three members by rank: [0] coordinates, [1] expels, [2] is expelled.
 struct Trio {
@@ -32,10 +29,10 @@ struct Trio {
 
 Trio FormThree() {
   std::vector<std::unique_ptr<ControlPlane>> nodes;
-  nodes.push_back(StartOrDie(ExpelConfig(3, {}), Local("a")));
+  nodes.push_back(StartOrDie(TestConfig(3, {}), Local("a")));
   const std::string boot = nodes[0]->advertise_address();
-  nodes.push_back(StartOrDie(ExpelConfig(3, {boot}), Local("b")));
-  nodes.push_back(StartOrDie(ExpelConfig(3, {boot}), Local("c")));
+  nodes.push_back(StartOrDie(TestConfig(3, {boot}), Local("b")));
+  nodes.push_back(StartOrDie(TestConfig(3, {boot}), Local("c")));
   Trio trio;
   trio.by_rank.resize(3);
   for (auto& n : nodes) {
@@ -54,7 +51,7 @@ Trio FormThree() {
 
 // The name's new process asks the coordinator to join: refused as expelled, naming why.
 void ExpectRejoinRefused(const std::string& name, const std::string& coordinator_address) {
-  auto again = StartOrDie(ExpelConfig(3, {coordinator_address}), Local(name));
+  auto again = StartOrDie(TestConfig(3, {coordinator_address}), Local(name));
   ASSERT_TRUE(again);
   Result<MembershipView> v = again->WaitForEpoch0(Deadline::AfterSeconds(kExpelWait));
   ASSERT_FALSE(v.has_value()) << "the expelled name was admitted again";

@@ -28,10 +28,8 @@ namespace {
 
 using testing::Local;
 using testing::StartOrDie;
+using testing::TestConfig;
 
-ClusterConfig TestConfig(int min_nodes, std::vector<std::string> bootstrap, std::string token = "t0k3n") {
-  return testing::ControlTestConfig("127.0.0.1:0", min_nodes, std::move(bootstrap), 1.0, std::move(token));
-}
 
 std::vector<std::string> Names(const MembershipView& v) {
   std::vector<std::string> names;

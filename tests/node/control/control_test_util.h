@@ -30,6 +30,11 @@ inline ClusterConfig ControlTestConfig(std::string listen, int min_nodes, std::v
   return c;
 }
 
+// ControlTestConfig on any free port of 127.0.0.1, with a 1 s dead timeout.
+inline ClusterConfig TestConfig(int min_nodes, std::vector<std::string> bootstrap, std::string token = "t0k3n") {
+  return ControlTestConfig("127.0.0.1:0", min_nodes, std::move(bootstrap), 1.0, std::move(token));
+}
+
 inline LocalNodeInfo Local(const std::string& name, const std::string& chorus_version = "0.1.0") {
   LocalNodeInfo info;
   info.name = name;

@@ -82,7 +82,8 @@ TEST(PeerGradientProductsTest, ThreeNodesOnARingSwapSketchesAndLeaveOutANonFinit
   gradients[2][offset + 10 * kStride] = std::numeric_limits<float>::quiet_NaN();
   const gossip::Tag tag = 77;
   std::vector<std::future<Result<std::vector<double>>>> done;
-  std::vector<PeerGradientProducts> nodes(3, PeerGradientProducts(kTensors, 99));
+  std::vector<PeerGradientProducts> nodes;
+  for (int r = 0; r < 3; ++r) nodes.emplace_back(kTensors, 99);
   for (int r = 0; r < 3; ++r) {
     done.push_back(std::async(std::launch::async, [&, r] {
       const std::vector<int> peers = {(r + 1) % 3, (r + 2) % 3};
