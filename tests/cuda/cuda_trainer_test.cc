@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -62,15 +63,20 @@ class CudaTrainerTest : public GpuTest {
   }
 };
 
-// max |a - b| over a tensor, relative to max |b| of that tensor.
+// max |a - b| over a tensor, relative to max |b| of that tensor; with a
+// label, each tensor's figures are printed (the per-tensor record of a GPU run).
 double WorstRelativeError(std::span<const ParameterInfo> params, std::span<const float> a,
-                          std::span<const float> b, std::string* where) {
+                          std::span<const float> b, std::string* where, const char* label = nullptr) {
   double worst = 0.0;
   for (const ParameterInfo& p : params) {
     double scale = 1e-12, diff = 0.0;
     for (size_t i = p.offset; i < p.offset + p.count; ++i) {
       scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
       diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    }
+    if (label != nullptr) {
+      std::printf("[ GPU ] %s %-12s max|ref| %.2e max|diff| %.2e relative %.1e\n", label, p.name.c_str(), scale, diff,
+                  diff / scale);
     }
     if (diff / scale > worst) {
       worst = diff / scale;
@@ -130,7 +136,8 @@ TEST_F(CudaTrainerTest, OnePassMatchesTheCpuForEveryModel) {
       EXPECT_LT(MaxAbsOf(params[i], cg), 1e-3 * MaxAbsOf(weight, cg)) << params[i].name << " cpu";
       EXPECT_LT(MaxAbsOf(params[i], gg), 1e-3 * MaxAbsOf(weight, gg)) << params[i].name << " gpu";
     }
-    EXPECT_LT(WorstRelativeError(compared, gg, cg, &where), 0.02) << where;
+    const std::string label = std::string(model) + " gradient";
+    EXPECT_LT(WorstRelativeError(compared, gg, cg, &where, label.c_str()), 0.02) << where;
     // And the update: LARS on the same gradients (the GPU uploads its own back).
     ASSERT_TRUE(cpu->ApplyUpdate(0));
     ASSERT_TRUE(gpu->ApplyUpdate(0));
