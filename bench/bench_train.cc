@@ -116,10 +116,12 @@ chorus::Result<std::vector<double>> Measure(const Args& a, chorus::trainer::Trai
   chorus::trainer::Batch x;
   int epoch = 0;
   int64_t step = 0;
+  CHORUS_RETURN_IF_ERROR(trainer.HoldTrainingSet(train));
+  const chorus::trainer::BatchContents contents = trainer.ContentsFor(train);
   auto one_step = [&]() -> chorus::Status {
-    if (!sampler.Next(train, &x)) {
+    if (!sampler.Next(train, &x, contents)) {
       sampler.StartEpoch(++epoch);
-      sampler.Next(train, &x);
+      sampler.Next(train, &x, contents);
     }
     auto r = trainer.TrainStep(x, step++);
     return r ? chorus::Status::Ok() : r.error();

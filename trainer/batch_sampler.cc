@@ -48,7 +48,7 @@ std::vector<int32_t> EpochPermutation(int n, uint64_t seed, int epoch) {
   return perm;
 }
 
-Status MakeBatch(const Dataset& dataset, std::span<const int32_t> indices, Batch* out) {
+Status MakeBatch(const Dataset& dataset, std::span<const int32_t> indices, Batch* out, BatchContents contents) {
   for (size_t k = 0; k < indices.size(); ++k) {
     if (indices[k] < 0 || indices[k] >= dataset.count) {
       return OutOfRange("MakeBatch: index " + std::to_string(indices[k]) + " (position " +
@@ -68,13 +68,19 @@ Status MakeBatch(const Dataset& dataset, std::span<const int32_t> indices, Batch
   out->channels = dataset.channels;
   out->height = dataset.height;
   out->width = dataset.width;
-  out->images.resize(indices.size() * static_cast<size_t>(image_size));
+  out->rows.assign(indices.begin(), indices.end());
+  out->source = &dataset;
   out->labels.resize(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) out->labels[k] = dataset.labels[static_cast<size_t>(indices[k])];
+  if (contents == BatchContents::kRows) {
+    out->images.clear();
+    return Status::Ok();
+  }
+  out->images.resize(indices.size() * static_cast<size_t>(image_size));
   for (size_t k = 0; k < indices.size(); ++k) {
-    const size_t i = static_cast<size_t>(indices[k]);
-    std::memcpy(out->images.data() + k * image_size, dataset.images.data() + i * image_size,
+    std::memcpy(out->images.data() + k * image_size,
+                dataset.images.data() + static_cast<size_t>(indices[k]) * image_size,
                 static_cast<size_t>(image_size) * sizeof(float));
-    out->labels[k] = dataset.labels[i];
   }
   return Status::Ok();
 }
@@ -344,7 +350,7 @@ int BatchSampler::BatchesTakenInPartition() const {
   return static_cast<int>((cursor_ + b - 1) / b);
 }
 
-bool BatchSampler::Next(const Dataset& dataset, Batch* out) {
+bool BatchSampler::Next(const Dataset& dataset, Batch* out, BatchContents contents) {
   if (dataset.count != dataset_size_) {
     CHORUS_LOG_ERROR(Subsys::kData, "BatchSampler built for ", dataset_size_, " samples was given ",
                      dataset.description, " with ", dataset.count, " samples; ending the epoch");
@@ -354,7 +360,7 @@ bool BatchSampler::Next(const Dataset& dataset, Batch* out) {
   const size_t b = static_cast<size_t>(batch_size());
   if (left == 0 || (drop_last_ && left < b)) return false;
   const size_t take = std::min(left, b);
-  const Status status = MakeBatch(dataset, std::span<const int32_t>(shard_).subspan(cursor_, take), out);
+  const Status status = MakeBatch(dataset, std::span<const int32_t>(shard_).subspan(cursor_, take), out, contents);
   if (!status.ok()) {
     CHORUS_LOG_ERROR(Subsys::kData, "BatchSampler: ", status.ToString());
     return false;

@@ -22,8 +22,10 @@
 namespace chorus::trainer {
 
 // Copies the samples `indices` of `dataset` into `out` (reusing its storage), in
-// that order. Errors name the first index outside 0..dataset.count-1.
-[[nodiscard]] Status MakeBatch(const Dataset& dataset, std::span<const int32_t> indices, Batch* out);
+// that order: their labels and indices, and with kImages their images.
+// Errors name the first index outside 0..dataset.count-1.
+[[nodiscard]] Status MakeBatch(const Dataset& dataset, std::span<const int32_t> indices, Batch* out,
+                               BatchContents contents = BatchContents::kImages);
 
 // The permutation of 0..n-1 for (seed, epoch), identical on every platform.
 std::vector<int32_t> EpochPermutation(int n, uint64_t seed, int epoch);
@@ -97,7 +99,7 @@ class BatchSampler {
   // Fills `out` with the next batch of this epoch; false when the epoch is done
   // (and `out` is left unchanged). `dataset.count` must equal dataset_size:
   // otherwise it logs an error and returns false.
-  bool Next(const Dataset& dataset, Batch* out);
+  bool Next(const Dataset& dataset, Batch* out, BatchContents contents = BatchContents::kImages);
   // The indices of the batch Next handed out last (empty after StartEpoch,
   // Repartition, Restore or PutBack).
   std::span<const int32_t> LastBatch() const;

@@ -70,6 +70,16 @@ class DeviceModel {
                                                           const int32_t* labels, int n,
                                                           double loss_scale,
                                                           double gradient_weight) = 0;
+  // Keeps a training set on the device (FP16, as the pass would round it, and
+  // its labels): `count` images of `image` floats each. Replaces any set held
+  // before.
+  [[nodiscard]] virtual Status HoldTrainingSet(std::span<const float> images, std::span<const int32_t> labels,
+                                               int count, size_t image) = 0;
+  // ForwardBackward on the held set's samples `rows` [n]: the batch is gathered
+  // on the device (one copy of n indices per step), the same pass bit for bit.
+  // Errors name a row outside the set, or that none is held.
+  [[nodiscard]] virtual Result<TrainPass> ForwardBackwardRows(const int32_t* rows, int n, double loss_scale,
+                                                              double gradient_weight) = 0;
   // Finite check of the device gradients (after UploadGradients).
   [[nodiscard]] virtual Result<bool> GradientsFinite() = 0;
   // One optimizer step at `lr` on the device: master, momentum, working copy.

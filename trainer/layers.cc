@@ -2,6 +2,7 @@
 // allocation of parameters here.
 #include "trainer/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace chorus::trainer {
@@ -103,6 +104,8 @@ void Conv2d::Forward(const LayerRun& run, int n, const float* x, float* y) {
 void Conv2d::Backward(const LayerRun& run, int n, const float* x, const float* y,
                       const float* dy, float* dx) {
   kernels::Conv2dBackward<float>(*run.ctx, ShapeFor(n), x, w_, dy, dx, dw_, db_, run.workspace);
+  // Computed with the rest (oneDNN's backward takes the bias with the weights), then replaced.
+  if (bias_gradient_cancelled_) std::fill(db_, db_ + output_shape().c, 0.0f);
 }
 
 // ---- BatchNorm2d ---------------------------------------------------------------

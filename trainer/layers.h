@@ -50,9 +50,16 @@ class Conv2d final : public Layer {
                 float* dx) override;
   // The op shape of a batch of n (the GPU model builds its cuDNN plans from it).
   kernels::Conv2dShape ShapeFor(int n) const;
+  // For a convolution that a BatchNorm follows: the bias shifts each channel's
+  // batch mean, which BatchNorm subtracts, so its gradient is zero in exact
+  // arithmetic. Backward writes that zero instead of the rounding residue of
+  // N * H * W terms that cancel (and the GPU skips the reduction).
+  void CancelBiasGradient() { bias_gradient_cancelled_ = true; }
+  bool bias_gradient_cancelled() const { return bias_gradient_cancelled_; }
 
  private:
   int kernel_, pad_;
+  bool bias_gradient_cancelled_ = false;
   const float* w_ = nullptr;
   const float* b_ = nullptr;
   float* dw_ = nullptr;

@@ -49,6 +49,7 @@ std::vector<std::unique_ptr<Layer>> MakeCnn(bool batch_norm) {
   for (int i = 0; i < 2; ++i) {
     const std::string index = std::to_string(i + 1);
     auto conv = std::make_unique<Conv2d>("conv" + index, shape, channels[i], 5, 2);
+    if (batch_norm) conv->CancelBiasGradient();
     shape = conv->output_shape();
     layers.push_back(std::move(conv));
     if (batch_norm) layers.push_back(std::make_unique<BatchNorm2d>("bn" + index, shape));

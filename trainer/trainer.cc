@@ -3,9 +3,11 @@
 #include "trainer/trainer.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "common/log.h"
+#include "trainer/batch_sampler.h"
 
 namespace chorus::trainer {
 namespace {
@@ -137,16 +139,37 @@ Trainer::Trainer(const TrainerOptions& options, std::unique_ptr<Model> model,
       loss_scaler_(scaler),
       schedule_(schedule) {}
 
+Status Trainer::HoldTrainingSet(const Dataset& dataset) {
+  if (device_ == nullptr) return Status::Ok();
+  held_ = nullptr;
+  CHORUS_RETURN_IF_ERROR(device_->HoldTrainingSet(dataset.images, dataset.labels, dataset.count,
+                                                  static_cast<size_t>(dataset.ImageSize())));
+  held_ = &dataset;
+  return Status::Ok();
+}
+
 Result<ForwardBackwardResult> Trainer::ForwardBackward(const Batch& batch) {
-  CHORUS_RETURN_IF_ERROR(CheckImages(*model_, batch.size, batch.channels, batch.height,
-                                     batch.width, batch.images.size(), batch.labels.size(),
-                                     batch.labels.data(), "training batch"));
+  const bool rows_only = batch.images.empty() && batch.source != nullptr && batch.size > 0;
+  if (rows_only && (batch.source != held_ || device_ == nullptr)) {
+    CHORUS_RETURN_IF_ERROR(MakeBatch(*batch.source, batch.rows, &gathered_));
+    return ForwardBackward(gathered_);
+  }
+  if (rows_only && batch.rows.size() != static_cast<size_t>(batch.size)) {
+    return Err(InvalidArgument("training batch has " + std::to_string(batch.rows.size()) + " rows for " +
+                               std::to_string(batch.size) + " images"));
+  }
+  const size_t image_values =
+      rows_only ? static_cast<size_t>(batch.size) * model_->input_shape().Elements() : batch.images.size();
+  CHORUS_RETURN_IF_ERROR(CheckImages(*model_, batch.size, batch.channels, batch.height, batch.width, image_values,
+                                     batch.labels.size(), batch.labels.data(), "training batch"));
   if (device_ != nullptr) {
     CHORUS_RETURN_IF_ERROR(PushHostChanges());
     CHORUS_ASSIGN_OR_RETURN(
         const DeviceModel::TrainPass pass,
-        device_->ForwardBackward(batch.images.data(), batch.labels.data(), batch.size,
-                                 loss_scaler_.scale(), gradient_weight_));
+        rows_only ? device_->ForwardBackwardRows(batch.rows.data(), batch.size, loss_scaler_.scale(),
+                                                 gradient_weight_)
+                  : device_->ForwardBackward(batch.images.data(), batch.labels.data(), batch.size,
+                                             loss_scaler_.scale(), gradient_weight_));
     model_->set_num_batches_tracked(model_->num_batches_tracked() + 1);
     buffers_.stale = true;
     grads_ = HostMirror{.stale = true};

@@ -111,8 +111,19 @@ class Trainer {
   [[nodiscard]] static Result<std::unique_ptr<Trainer>> Create(const TrainerOptions& options);
 
   // Training forward + backward. The batch must be [size, 1, 28, 28] with labels
-  // in range; size >= 1.
+  // in range; size >= 1. A batch of rows alone (BatchContents::kRows) is
+  // gathered on the device that holds its data set, else on the host.
   [[nodiscard]] Result<ForwardBackwardResult> ForwardBackward(const Batch& batch);
+  // GPU: keeps `dataset` (the training set) on the device, so that batches of
+  // its rows alone are gathered there: one copy of the indices per step
+  // instead of the images. `dataset` must outlive the trainer and not change.
+  // On the CPU nothing is kept. Errors from the upload.
+  [[nodiscard]] Status HoldTrainingSet(const Dataset& dataset);
+  // What a batch of `dataset` should carry here: its rows alone where the
+  // device holds it, else its images.
+  BatchContents ContentsFor(const Dataset& dataset) const {
+    return held_ == &dataset ? BatchContents::kRows : BatchContents::kImages;
+  }
   // Finite check, loss-scaler update, optimizer step at lr(step), working-copy refresh.
   [[nodiscard]] Result<UpdateResult> ApplyUpdate(int64_t step);
   // The same at a schedule position other than `step` (lr_schedule.h: where the
@@ -190,6 +201,8 @@ class Trainer {
   StepDoneHook step_done_;
   double gradient_weight_ = 1.0;
   double update_weight_ = 1.0;
+  const Dataset* held_ = nullptr;  // the training set the device holds
+  Batch gathered_;                 // a batch of rows gathered on the host
 
   // GPU only. One host copy of device state: `stale` when the device has newer
   // values, `out` when a mutable span was handed out (the caller may have

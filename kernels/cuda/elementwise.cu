@@ -64,6 +64,22 @@ bool Aligned(const void* p, size_t bytes) {
 
 // ---- Streaming kernels: `groups` groups of V elements each -------------------------
 
+// Rows of `groups` groups of V halves: group g of output row k is group g of
+// table row rows[k]; thread k < n also copies row k's label.
+template <int V>
+__global__ void GatherRowsKernel(const uint16_t* __restrict__ table, const int32_t* __restrict__ labels,
+                                 size_t groups, const int32_t* __restrict__ rows, int n,
+                                 uint16_t* __restrict__ out, int32_t* __restrict__ out_labels) {
+  const size_t total = static_cast<size_t>(n) * groups;
+  for (size_t i = ThreadIndex(); i < total; i += GridStride()) {
+    const size_t k = i / groups;
+    const size_t source = static_cast<size_t>(rows[k]) * groups + (i - k * groups);
+    reinterpret_cast<HalfVec<V>*>(out)[i] = reinterpret_cast<const HalfVec<V>*>(table)[source];
+  }
+  for (size_t k = ThreadIndex(); k < static_cast<size_t>(n); k += GridStride()) out_labels[k] = labels[rows[k]];
+}
+
+
 template <int V>
 __global__ void FloatToHalfKernel(const float* __restrict__ x, uint16_t* __restrict__ y,
                                   size_t groups) {
@@ -419,6 +435,23 @@ Status RoundToHalf(Device& d, const float* x, Half* y_half, float* y_float, size
             x + offset, y_half != nullptr ? y_half + offset : nullptr,
             y_float != nullptr ? y_float + offset : nullptr, groups);
       });
+}
+
+// ---- Gather from a data set on the device ---------------------------------------------
+
+Status GatherRows(Device& d, const Half* table, const int32_t* labels, size_t row, const int32_t* rows,
+                  int n, Half* out, int32_t* out_labels) {
+  if (n <= 0 || row == 0) return Status::Ok();
+  const size_t total = static_cast<size_t>(n) * row;
+  // Four halves (8 bytes) per load where every row starts 8-byte aligned.
+  if (row % kVec == 0 && Aligned(table, 8) && Aligned(out, 8)) {
+    GatherRowsKernel<kVec><<<GridFor(d.impl(), total / kVec, kThreads), kThreads, 0, d.impl().stream>>>(
+        table, labels, row / kVec, rows, n, out, out_labels);
+  } else {
+    GatherRowsKernel<1><<<GridFor(d.impl(), total, kThreads), kThreads, 0, d.impl().stream>>>(
+        table, labels, row, rows, n, out, out_labels);
+  }
+  return LaunchStatus("GatherRows");
 }
 
 // ---- Activation and pooling -------------------------------------------------------------

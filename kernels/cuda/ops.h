@@ -34,6 +34,14 @@ namespace chorus::kernels::cuda {
 [[nodiscard]] Status RoundToHalf(Device& d, const float* x, Half* y_half, float* y_float,
                                  size_t count);
 
+// ---- A data set held on the device ---------------------------------------------
+
+// A batch gathered from a data set on the device: out[k, :] = table[rows[k], :]
+// (rows of `row` FP16 elements) and out_labels[k] = labels[rows[k]], k < n.
+// Every rows[k] must lie in the table (the caller checks them on the host).
+[[nodiscard]] Status GatherRows(Device& d, const Half* table, const int32_t* labels, size_t row,
+                                const int32_t* rows, int n, Half* out, int32_t* out_labels);
+
 // ---- GEMM and fully connected (cuBLAS / cuBLASLt, FP16 in, FP32 accumulate) ----
 
 // Row-major, as kernels::Gemm: C[M,N] = alpha op(A) op(B) + beta C, A,B FP16.

@@ -163,6 +163,10 @@ Status BuildTraining(NodeRun& run, bool resume) {
   CHORUS_ASSIGN_OR_RETURN(run.steps_per_epoch, ClusterStepsPerEpoch(config, run.train.count, run.global_batch));
   CHORUS_ASSIGN_OR_RETURN(run.trainer,
                           trainer::Trainer::Create(MakeTrainerOptions(config, run.global_batch, run.steps_per_epoch)));
+  if (const Status held = run.trainer->HoldTrainingSet(run.train); !held.ok()) {
+    CHORUS_LOG_WARN(Subsys::kNode, run.node_name, ": the training set stays on the host (", held.ToString(),
+                    "): each step gathers and uploads its batch");
+  }
   ClusterSession* session = run.session ? &*run.session : nullptr;
   CHORUS_ASSIGN_OR_RETURN(run.exchange, MakeExchange(config, session, run.trainer.get(), run.trace.get()));
   CHORUS_ASSIGN_OR_RETURN(run.metrics, MetricsWriter::Open(run.run_dir + "/metrics.jsonl", resume));

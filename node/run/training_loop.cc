@@ -166,11 +166,12 @@ Status TrainingLoop::AfterStep(int epoch, const trainer::ForwardBackwardResult& 
 }
 
 bool TrainingLoop::NextBatch(trainer::Batch* batch) {
-  if (!free_running_) return sampler_->Next(*s_.train, batch);
+  const trainer::BatchContents contents = s_.trainer->ContentsFor(*s_.train);
+  if (!free_running_) return sampler_->Next(*s_.train, batch, contents);
   if (EpochDone()) return false;
-  if (sampler_->Next(*s_.train, batch)) return true;
+  if (sampler_->Next(*s_.train, batch, contents)) return true;
   sampler_->StartEpoch(sampler_->epoch() + 1);  // this node's next pass over the data
-  return sampler_->Next(*s_.train, batch);
+  return sampler_->Next(*s_.train, batch, contents);
 }
 
 bool TrainingLoop::EpochDone() const {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -146,6 +147,29 @@ TEST(Model, TinyModelGradientMatchesFiniteDifferences) {
   }
   EXPECT_EQ(checked, 6 * 5 + 5 + 5 * 3 + 3);
   EXPECT_GT(Norm(grads), 1e-2) << "gradient must not be trivially zero";
+}
+
+// A convolution that BatchNorm follows has a zero bias gradient in exact
+// arithmetic (the bias shifts the batch mean BatchNorm subtracts): cnn-bn
+// writes that zero; cnn, without BatchNorm, has a real one.
+TEST(Model, TheConvBiasBeforeBatchNormHasAZeroGradient) {
+  const Dataset data = MakeSyntheticDataset(16, 5);
+  for (const auto& [name, cancelled] : {std::pair{"cnn-bn", true}, std::pair{"cnn", false}}) {
+    auto model = MakeModel(name, Precision::kFp16);
+    model->ForwardBackward(data.images.data(), data.labels.data(), 16, 1024.0, nullptr);
+    for (const ParameterInfo& p : model->parameters()) {
+      if (p.name != "conv1.bias" && p.name != "conv2.bias") continue;
+      const auto g = model->gradients().subspan(p.offset, p.count);
+      const double largest = std::abs(*std::max_element(g.begin(), g.end(), [](float a, float b) {
+        return std::abs(a) < std::abs(b);
+      }));
+      if (cancelled) {
+        EXPECT_EQ(largest, 0.0) << name << " " << p.name;
+      } else {
+        EXPECT_GT(largest, 1e-4) << name << " " << p.name;
+      }
+    }
+  }
 }
 
 TEST(Model, Fp16GradientsAgreeWithFp32) {

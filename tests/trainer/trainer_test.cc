@@ -85,6 +85,34 @@ TEST(Trainer, ForwardBackwardChecksTheBatch) {
   EXPECT_EQ(ok->samples, 2);
 }
 
+// A batch of rows alone trains as the batch of their images: on the CPU the
+// trainer gathers it on the host (nothing is held there), bit for bit.
+TEST(Trainer, ABatchOfRowsTrainsAsItsImages) {
+  const Dataset data = MakeSyntheticDataset(96, 4);
+  auto images = MakeTrainer(SmallOptions("cnn-bn"));
+  auto rows = MakeTrainer(SmallOptions("cnn-bn"));
+  ASSERT_TRUE(rows->HoldTrainingSet(data).ok());
+  EXPECT_EQ(rows->ContentsFor(data), BatchContents::kImages);  // the CPU holds nothing
+  BatchSampler a(data.count, 16, 5, 0, 1), b(data.count, 16, 5, 0, 1);
+  a.StartEpoch(0);
+  b.StartEpoch(0);
+  Batch x, y;
+  for (int step = 0; a.Next(data, &x) && b.Next(data, &y, BatchContents::kRows); ++step) {
+    ASSERT_TRUE(y.images.empty());
+    ASSERT_EQ(y.labels, x.labels);
+    ASSERT_EQ(y.rows, x.rows);
+    auto p = images->TrainStep(x, step);
+    auto q = rows->TrainStep(y, step);
+    ASSERT_TRUE(p && q) << (q ? "" : q.error().ToString());
+    EXPECT_EQ(p->pass.loss, q->pass.loss);
+  }
+  EXPECT_EQ(images->ParameterChecksum(), rows->ParameterChecksum());
+  y.rows[0] = -1;
+  auto refused = rows->ForwardBackward(y);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().ToString().find("index -1 (position 0)"), std::string::npos) << refused.error().ToString();
+}
+
 TEST(Trainer, LearnsSyntheticDataAndFiresHooks) {
   TrainerOptions o = SmallOptions("mlp");
   o.base_lr = 2.0;  // peak lr 0.125 at batch 16; LARS step ~ lr * eta of the weight norm

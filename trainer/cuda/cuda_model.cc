@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "common/log.h"
@@ -33,6 +35,7 @@ struct DeviceLayer {
   size_t in_elems = 0, out_elems = 0;  // per sample
   size_t weight = 0, bias = 0;         // parameter offsets (BatchNorm: gamma, beta)
   size_t weight_count = 0, bias_count = 0;
+  bool bias_gradient_cancelled = false;  // Conv2d::bias_gradient_cancelled: stays zero
   size_t running_mean = 0, running_var = 0;  // buffer offsets (BatchNorm)
   // BatchNorm scratch: batch statistics kept from forward for backward, and the
   // FP32 parameter gradients before they join the FP16 gradient buffer.
@@ -43,6 +46,7 @@ struct DeviceLayer {
 struct Pass {
   int n = 0;
   bool training = false;
+  bool from_rows = false;  // the batch is gathered from the held training set
   std::vector<std::unique_ptr<cu::ConvPlan>> conv;        // per layer (null: not a conv)
   std::vector<std::unique_ptr<cu::BatchNormPlan>> bn;     // per layer (null: not BatchNorm)
   std::vector<cu::DeviceArray<Half>> act_storage;
@@ -54,6 +58,8 @@ struct Pass {
   cu::DeviceArray<int32_t> labels;
   cu::PinnedArray<float> host_images;
   cu::PinnedArray<int32_t> host_labels;
+  cu::DeviceArray<int32_t> rows;  // from_rows: the samples' indices in the held set
+  cu::PinnedArray<int32_t> host_rows;
   int eager_runs = 0;
   std::unique_ptr<cu::Device::Graph> graph;
   bool graph_failed = false;
@@ -107,6 +113,10 @@ class CudaModel final : public DeviceModel {
 
   Result<TrainPass> ForwardBackward(const float* images, const int32_t* labels, int n,
                                     double loss_scale, double gradient_weight) override;
+  Status HoldTrainingSet(std::span<const float> images, std::span<const int32_t> labels, int count,
+                         size_t image) override;
+  Result<TrainPass> ForwardBackwardRows(const int32_t* rows, int n, double loss_scale,
+                                        double gradient_weight) override;
   Result<bool> GradientsFinite() override;
   Status Step(double lr) override;
   Result<std::vector<double>> LastLocalLr() override { return optimizer_->LastLocalLr(*device_); }
@@ -116,10 +126,16 @@ class CudaModel final : public DeviceModel {
  private:
   Status Upload(std::span<const float> host, float* device, size_t count);
   Status Download(const float* device, size_t count, std::span<float> host);
-  Result<Pass*> GetPass(int n, bool training);
-  // Copies the batch into the pass's pinned staging and runs the pass (from its
-  // graph when there is one), then waits for it.
+  Result<Pass*> GetPass(int n, bool training, bool from_rows = false);
+  // Copies the batch into the pass's pinned staging and runs the pass.
   Status Run(Pass& pass, const float* images, const int32_t* labels);
+  // Runs the pass whose inputs are staged (from its graph when there is one),
+  // then waits for it.
+  Status Run(Pass& pass);
+  // The loss scale and the factor that unscales (and weights) the gradients.
+  void SetTrainingScalars(double loss_scale, double gradient_weight);
+  // What a training pass left in the pinned outputs.
+  TrainPass TrainingResult(int n) const;
   // Enqueues the whole pass on the stream (eagerly or into a capture).
   Status Enqueue(Pass& pass);
   Status EnqueueForward(Pass& pass);
@@ -139,7 +155,11 @@ class CudaModel final : public DeviceModel {
   cu::PinnedArray<int32_t> host_correct_, host_nonfinite_;
   cu::PinnedArray<float> staging_;  // host <-> device copies of parameter-sized vectors
   std::unique_ptr<cu::FusedOptimizer> optimizer_;
-  std::map<std::pair<int, bool>, std::unique_ptr<Pass>> passes_;
+  std::map<std::tuple<int, bool, bool>, std::unique_ptr<Pass>> passes_;
+  // The held training set: FP16 images [held_count_, input] and labels.
+  cu::DeviceArray<Half> held_images_;
+  cu::DeviceArray<int32_t> held_labels_;
+  int held_count_ = 0;
   int64_t graph_replays_ = 0;
 };
 
@@ -162,6 +182,8 @@ Status CudaModel::Init() {
   cu::Device& d = *device_;
   CHORUS_RETURN_IF_ERROR(UploadMaster(model_.master()));
   CHORUS_RETURN_IF_ERROR(d.Zero(momentum_.data(), momentum_.bytes()));
+  // Nothing writes a cancelled bias gradient (Conv2d::bias_gradient_cancelled).
+  CHORUS_RETURN_IF_ERROR(d.Zero(grads16_.data(), grads16_.bytes()));
   CHORUS_RETURN_IF_ERROR(UploadBuffers(model_.buffer_values()));
   return d.Synchronize("uploading the model");
 }
@@ -189,8 +211,9 @@ Status CudaModel::DescribeLayer(size_t index, size_t* next_buffer) {
   const size_t count = model_.first_parameter(index + 1) - first;
   if (dynamic_cast<const Linear*>(layer) != nullptr) {
     dl.kind = Kind::kLinear;
-  } else if (dynamic_cast<const Conv2d*>(layer) != nullptr) {
+  } else if (const auto* conv = dynamic_cast<const Conv2d*>(layer); conv != nullptr) {
     dl.kind = Kind::kConv;
+    dl.bias_gradient_cancelled = conv->bias_gradient_cancelled();
   } else if (dynamic_cast<const BatchNorm2d*>(layer) != nullptr) {
     dl.kind = Kind::kBatchNorm;
   } else if (dynamic_cast<const Relu*>(layer) != nullptr) {
@@ -295,8 +318,8 @@ Status CudaModel::Download(const float* device, size_t count, std::span<float> h
   return Status::Ok();
 }
 
-Result<Pass*> CudaModel::GetPass(int n, bool training) {
-  const auto key = std::make_pair(n, training);
+Result<Pass*> CudaModel::GetPass(int n, bool training, bool from_rows) {
+  const auto key = std::make_tuple(n, training, from_rows);
   auto it = passes_.find(key);
   if (it != passes_.end()) return it->second.get();
   // Batch sizes are few (the training batch, the evaluation batch and their
@@ -306,6 +329,7 @@ Result<Pass*> CudaModel::GetPass(int n, bool training) {
   auto pass = std::make_unique<Pass>();
   pass->n = n;
   pass->training = training;
+  pass->from_rows = from_rows;
   const size_t batch = static_cast<size_t>(n);
   const size_t count = layers_.size();
   pass->conv.resize(count);
@@ -344,10 +368,15 @@ Result<Pass*> CudaModel::GetPass(int n, bool training) {
     for (size_t i = 0; i <= count; ++i) pass->act.push_back(pass->act_storage[i % 2].data());
   }
   const size_t image = model_.input_shape().Elements();
-  CHORUS_RETURN_IF_ERROR(Make(d, batch * image, &pass->images));
   CHORUS_RETURN_IF_ERROR(Make(d, batch, &pass->labels));
-  CHORUS_RETURN_IF_ERROR(MakePinned(d, batch * image, &pass->host_images));
-  CHORUS_RETURN_IF_ERROR(MakePinned(d, batch, &pass->host_labels));
+  if (from_rows) {
+    CHORUS_RETURN_IF_ERROR(Make(d, batch, &pass->rows));
+    CHORUS_RETURN_IF_ERROR(MakePinned(d, batch, &pass->host_rows));
+  } else {
+    CHORUS_RETURN_IF_ERROR(Make(d, batch * image, &pass->images));
+    CHORUS_RETURN_IF_ERROR(MakePinned(d, batch * image, &pass->host_images));
+    CHORUS_RETURN_IF_ERROR(MakePinned(d, batch, &pass->host_labels));
+  }
   Pass* raw = pass.get();
   passes_.emplace(key, std::move(pass));
   return raw;
@@ -423,8 +452,9 @@ Status CudaModel::EnqueueBackward(Pass& pass) {
                                                   dy, dx_or_null, g + l.weight, g + l.bias));
         break;
       case Kind::kConv:
-        CHORUS_RETURN_IF_ERROR(pass.conv[i]->Backward(d, x, w + l.weight, dy, dx_or_null,
-                                                      g + l.weight, g + l.bias,
+        // A cancelled bias gradient is not reduced: it keeps the zeros Init wrote.
+        CHORUS_RETURN_IF_ERROR(pass.conv[i]->Backward(d, x, w + l.weight, dy, dx_or_null, g + l.weight,
+                                                      l.bias_gradient_cancelled ? nullptr : g + l.bias,
                                                       pass.workspace.data()));
         break;
       case Kind::kBatchNorm:
@@ -468,13 +498,19 @@ Status CudaModel::Enqueue(Pass& pass) {
   const size_t batch = static_cast<size_t>(pass.n);
   const size_t image = model_.input_shape().Elements();
   // Inputs from pinned memory (a graph's copy nodes read them at replay time).
-  CHORUS_RETURN_IF_ERROR(d.CopyToDevice(pass.images.data(), pass.host_images.data(),
-                                        batch * image * sizeof(float)));
-  CHORUS_RETURN_IF_ERROR(
-      d.CopyToDevice(pass.labels.data(), pass.host_labels.data(), batch * sizeof(int32_t)));
   CHORUS_RETURN_IF_ERROR(
       d.CopyToDevice(scalars_.data(), host_scalars_.data(), 2 * sizeof(float)));  // scale, 1/scale
-  CHORUS_RETURN_IF_ERROR(cu::FloatToHalf(d, pass.images.data(), pass.act[0], batch * image));
+  if (pass.from_rows) {
+    CHORUS_RETURN_IF_ERROR(d.CopyToDevice(pass.rows.data(), pass.host_rows.data(), batch * sizeof(int32_t)));
+    CHORUS_RETURN_IF_ERROR(cu::GatherRows(d, held_images_.data(), held_labels_.data(), image,
+                                          pass.rows.data(), pass.n, pass.act[0], pass.labels.data()));
+  } else {
+    CHORUS_RETURN_IF_ERROR(d.CopyToDevice(pass.images.data(), pass.host_images.data(),
+                                          batch * image * sizeof(float)));
+    CHORUS_RETURN_IF_ERROR(
+        d.CopyToDevice(pass.labels.data(), pass.host_labels.data(), batch * sizeof(int32_t)));
+    CHORUS_RETURN_IF_ERROR(cu::FloatToHalf(d, pass.images.data(), pass.act[0], batch * image));
+  }
   CHORUS_RETURN_IF_ERROR(EnqueueForward(pass));
   CHORUS_RETURN_IF_ERROR(cu::SoftmaxCrossEntropy(
       d, pass.n, model_.num_classes(), pass.act[layers_.size()], pass.labels.data(),
@@ -491,11 +527,15 @@ Status CudaModel::Enqueue(Pass& pass) {
 }
 
 Status CudaModel::Run(Pass& pass, const float* images, const int32_t* labels) {
-  cu::Device& d = *device_;
   const size_t batch = static_cast<size_t>(pass.n);
   std::memcpy(pass.host_images.data(), images,
               batch * model_.input_shape().Elements() * sizeof(float));
   std::memcpy(pass.host_labels.data(), labels, batch * sizeof(int32_t));
+  return Run(pass);
+}
+
+Status CudaModel::Run(Pass& pass) {
+  cu::Device& d = *device_;
   // The first run of a pass is eager (libraries initialise lazily, which a
   // capture forbids); the second is captured into a graph and replayed after.
   if (options_.cuda_graphs && pass.graph == nullptr && !pass.graph_failed &&
@@ -529,16 +569,80 @@ Result<DeviceModel::TrainPass> CudaModel::ForwardBackward(const float* images,
                                                           const int32_t* labels, int n,
                                                           double loss_scale, double gradient_weight) {
   CHORUS_ASSIGN_OR_RETURN(Pass * pass, GetPass(n, /*training=*/true));
+  SetTrainingScalars(loss_scale, gradient_weight);
+  CHORUS_RETURN_IF_ERROR(Run(*pass, images, labels));
+  return TrainingResult(n);
+}
+
+void CudaModel::SetTrainingScalars(double loss_scale, double gradient_weight) {
   host_scalars_[kLossScale] = static_cast<float>(loss_scale);
   // The unscaling applies the sample weight too, as the CPU model's does
   // (Model::FinishParameterGradients): one pass, no host round trip.
   host_scalars_[kInverseScale] = static_cast<float>(gradient_weight / loss_scale);
-  CHORUS_RETURN_IF_ERROR(Run(*pass, images, labels));
+}
+
+DeviceModel::TrainPass CudaModel::TrainingResult(int n) const {
   TrainPass out;
   out.result.loss = static_cast<double>(host_loss_sum_[0]) / n;
   out.result.correct = host_correct_[0];
   out.gradients_finite = host_nonfinite_[0] == 0;
   return out;
+}
+
+Status CudaModel::HoldTrainingSet(std::span<const float> images, std::span<const int32_t> labels, int count,
+                                  size_t image) {
+  const size_t total = static_cast<size_t>(count) * image;
+  if (count < 1 || image != model_.input_shape().Elements() || images.size() != total ||
+      labels.size() != static_cast<size_t>(count)) {
+    return InvalidArgument("HoldTrainingSet: " + std::to_string(images.size()) + " floats and " +
+                           std::to_string(labels.size()) + " labels for " + std::to_string(count) +
+                           " images of " + std::to_string(image) + " floats; the model takes " +
+                           std::to_string(model_.input_shape().Elements()));
+  }
+  cu::Device& d = *device_;
+  // Graphs captured before name the old set's memory.
+  passes_.clear();
+  held_count_ = 0;
+  CHORUS_RETURN_IF_ERROR(Make(d, total, &held_images_));
+  CHORUS_RETURN_IF_ERROR(Make(d, labels.size(), &held_labels_));
+  // In chunks through pinned memory, rounded to FP16 on the device as every
+  // pass rounds its input (FloatToHalf): the held set gives the same bits.
+  const size_t chunk = std::min<size_t>(total, size_t{1} << 22);
+  cu::PinnedArray<float> pinned;
+  cu::DeviceArray<float> floats;
+  CHORUS_RETURN_IF_ERROR(MakePinned(d, chunk, &pinned));
+  CHORUS_RETURN_IF_ERROR(Make(d, chunk, &floats));
+  for (size_t at = 0; at < total; at += chunk) {
+    const size_t take = std::min(chunk, total - at);
+    std::memcpy(pinned.data(), images.data() + at, take * sizeof(float));
+    CHORUS_RETURN_IF_ERROR(d.CopyToDevice(floats.data(), pinned.data(), take * sizeof(float)));
+    CHORUS_RETURN_IF_ERROR(cu::FloatToHalf(d, floats.data(), held_images_.data() + at, take));
+    CHORUS_RETURN_IF_ERROR(d.Synchronize("training set upload"));
+  }
+  cu::PinnedArray<int32_t> pinned_labels;
+  CHORUS_RETURN_IF_ERROR(MakePinned(d, labels.size(), &pinned_labels));
+  std::memcpy(pinned_labels.data(), labels.data(), labels.size_bytes());
+  CHORUS_RETURN_IF_ERROR(d.CopyToDevice(held_labels_.data(), pinned_labels.data(), labels.size_bytes()));
+  CHORUS_RETURN_IF_ERROR(d.Synchronize("training set upload"));
+  held_count_ = count;
+  return Status::Ok();
+}
+
+Result<DeviceModel::TrainPass> CudaModel::ForwardBackwardRows(const int32_t* rows, int n, double loss_scale,
+                                                               double gradient_weight) {
+  if (held_count_ == 0) return Err(FailedPrecondition("ForwardBackwardRows: no training set is held on the device"));
+  for (int k = 0; k < n; ++k) {
+    if (rows[k] < 0 || rows[k] >= held_count_) {
+      return Err(OutOfRange("ForwardBackwardRows: row " + std::to_string(rows[k]) + " (position " +
+                            std::to_string(k) + ") is outside the held set's 0.." +
+                            std::to_string(held_count_ - 1)));
+    }
+  }
+  CHORUS_ASSIGN_OR_RETURN(Pass * pass, GetPass(n, /*training=*/true, /*from_rows=*/true));
+  std::memcpy(pass->host_rows.data(), rows, static_cast<size_t>(n) * sizeof(int32_t));
+  SetTrainingScalars(loss_scale, gradient_weight);
+  CHORUS_RETURN_IF_ERROR(Run(*pass));
+  return TrainingResult(n);
 }
 
 Result<bool> CudaModel::GradientsFinite() {
