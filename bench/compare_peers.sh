@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 peers=$PEERS
 work=$(mktemp -d)
 cp -r "$peers"/. "$work"/ && chmod -R u+w "$work"
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}  # a Python with PyTorch
 step=${1:-train}
 
 # Open MPI's MPI_Allreduce over one class of transport, $n ranks (built once

@@ -14,7 +14,13 @@
 #      a share of the global batch in proportion to its measured speed?
 #   4. the training table beside PyTorch AMP, eager and with the whole step in
 #      one CUDA graph (bench/torch_amp_gpu.py), with the ratios;
-#   5. the kernel bandwidths (chorus_bench_kernels_gpu).
+#   5. the kernel bandwidths (chorus_bench_kernels_gpu);
+#   6. where the machine has 8 cores or more (a GPU host's CPUs are the
+#      multi-core machine a 2-core development host lacks): the all-reduce
+#      with a core per rank (bench/allreduce_cores.sh, GPU_CHECK_CORE_ROUNDS
+#      rounds, default 1), what the data plane's guards cost at 4 nodes
+#      (bench/guard_cost.sh) and, with PEERS set (bench/compare_peers.sh),
+#      4-node training against PyTorch DDP.
 # GPU_CHECK_WINDOWS / GPU_CHECK_WINDOW_S size step 4 (default 3 windows of
 # 1 s, the median reported). Outputs go to runs/gpu-check/.
 set -uo pipefail
@@ -141,6 +147,31 @@ note "$(tail -1 "$out/table.txt")"
 
 section "5. kernel bandwidth"
 "$build/bench/chorus_bench_kernels_gpu" | tee "$out/kernels.txt"
+
+if (( $(nproc) >= 8 )); then
+  section "6. the CPUs: all-reduce with a core per rank, training against DDP"
+  ROUNDS=${GPU_CHECK_CORE_ROUNDS:-1} CHORUS="$build/chorus" bench/allreduce_cores.sh | tee "$out/allreduce.txt"
+  note "all-reduce, 4 ranks with a core each, median us (tcp;ofi_rxm ring / net ring / tcp;ofi_rxm auto at 1 MiB): \
+$(awk '$1 == "default" && $4 == 1048576 {printf "%s %s %s; ", $2, $3, $5}' "$out/allreduce.txt")"
+  ROUNDS=${GPU_CHECK_CORE_ROUNDS:-1} EPOCHS=2 CHORUS="$build/chorus" bench/guard_cost.sh | tee "$out/guard.txt"
+  note "the data plane's guards, 4 nodes with cores of their own: $(awk '$2 ~ /^[0-9.]+$/ && $3 == "s" \
+{printf "%s %s; ", $1, $4}' "$out/guard.txt")"
+  if [[ -n "${PEERS:-}" ]]; then
+    PY=python3 ROUNDS=1 bench/compare_peers.sh ddp 2>&1 | tee "$out/ddp.txt"
+    note "4-node MLP training, s/epoch: $(python3 - "$out/ddp.txt" <<'PY'
+import json, sys
+ddp, chorus = [], []
+for line in open(sys.argv[1]):
+    if line.startswith("{") and '"kind": "ddp"' in line:
+        ddp.append(json.loads(line)["epoch_s"])
+    elif line.startswith("chorus "):
+        f = line.split()
+        chorus.append(f"{f[1]} {f[f.index('s/epoch') + 1]}")
+print(f"DDP (gloo) {sorted(ddp)[len(ddp) // 2]:.2f}; " if ddp else "DDP: none; ", "; ".join(chorus))
+PY
+)"
+  fi
+fi
 
 section "summary"
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

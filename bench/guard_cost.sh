@@ -3,8 +3,9 @@
 # fabric.encrypt) and the contribution check (exchange.poison_check).
 # ROUNDS rounds (default 3), each running every setting once so that they
 # alternate, of
-#   - a 4-node ring all-reduce training run (configs/allreduce-ring.toml,
-#     EPOCHS epochs, default 1): the median of the nodes' train_seconds,
+#   - a NODES-node (default 4) ring all-reduce training run
+#     (configs/allreduce-ring.toml, EPOCHS epochs, default 1; NODES=2 on a
+#     2-core host gives each node a core): the median of the nodes' train_seconds,
 #     under the settings open (neither guard), mac (MACs only), check (the
 #     contribution check only), default (both, as shipped) and encrypt
 #     (encryption and the check);
@@ -29,7 +30,8 @@ for round in $(seq "${ROUNDS:-3}"); do
       check) auth=false ;;
       encrypt) enc=true ;;
     esac
-    timeout 900 "$chorus" launch -n 4 configs/allreduce-ring.toml --set train.epochs="${EPOCHS:-1}" \
+    timeout 900 "$chorus" launch -n "${NODES:-4}" configs/allreduce-ring.toml --set train.epochs="${EPOCHS:-1}" \
+      --set cluster.min_nodes="${NODES:-4}" \
       --set fabric.authenticate=$auth --set fabric.encrypt=$enc --set exchange.poison_check=$check \
       --set run.progress=off --set run.output_dir="$out/train-$setting-$round" > "$out/train-$setting-$round.log" 2>&1 ||
       echo "# training with $setting, round $round failed: $(tail -1 "$out/train-$setting-$round.log")"
@@ -57,7 +59,7 @@ for s in settings:
         secs = [json.load(open(f))["train_seconds"] for f in glob.glob(f"{run}/node*/summary.json")]
         if secs:
             train[s].append(median(secs))
-print("4-node ring all-reduce, configs/allreduce-ring.toml: median train_seconds over rounds (ratio to off)")
+print(f"{os.environ.get('NODES', '4')}-node ring all-reduce, configs/allreduce-ring.toml: median train_seconds over rounds (ratio to off)")
 base = median(train["open"])
 for s in settings:
     m = median(train[s])
