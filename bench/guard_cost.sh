@@ -15,6 +15,10 @@
 # then the median per setting and its ratio to "open" ("off" for the benches).
 #   bench/guard_cost.sh
 #   ROUNDS=5 EPOCHS=3 BENCH=1 bench/guard_cost.sh
+#   NODES=2 MODEL=cnn-bn SETTINGS="open mac" bench/guard_cost.sh   # a core per node, a longer step
+# MODEL (default the config's mlp) and SETTINGS (default all five) narrow
+# the training runs; the table also gives the median over rounds of each
+# round's ratio to "open", steadier where the host's speed drifts.
 # Needs ./build (scripts/build.sh); CHORUS=path overrides the binary.
 set -u
 cd "$(dirname "$0")/.."
@@ -22,7 +26,7 @@ chorus=${CHORUS:-./build/chorus}
 out=$(mktemp -d)
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(date -u +%F), commit $(git rev-parse --short HEAD 2>/dev/null)"
 for round in $(seq "${ROUNDS:-3}"); do
-  for setting in open mac check default encrypt; do
+  for setting in ${SETTINGS:-open mac check default encrypt}; do
     auth=true; enc=false; check=true
     case $setting in
       open) auth=false; check=false ;;
@@ -31,7 +35,7 @@ for round in $(seq "${ROUNDS:-3}"); do
       encrypt) enc=true ;;
     esac
     timeout 900 "$chorus" launch -n "${NODES:-4}" configs/allreduce-ring.toml --set train.epochs="${EPOCHS:-1}" \
-      --set cluster.min_nodes="${NODES:-4}" \
+      --set cluster.min_nodes="${NODES:-4}" --set train.model="\"${MODEL:-mlp}\"" \
       --set fabric.authenticate=$auth --set fabric.encrypt=$enc --set exchange.poison_check=$check \
       --set run.progress=off --set run.output_dir="$out/train-$setting-$round" > "$out/train-$setting-$round.log" 2>&1 ||
       echo "# training with $setting, round $round failed: $(tail -1 "$out/train-$setting-$round.log")"
@@ -61,9 +65,19 @@ for s in settings:
             train[s].append(median(secs))
 print(f"{os.environ.get('NODES', '4')}-node ring all-reduce, configs/allreduce-ring.toml: median train_seconds over rounds (ratio to off)")
 base = median(train["open"])
+paired = {s: [] for s in settings}
 for s in settings:
+    for f in glob.glob(f"{out}/train-{s}-*"):
+        r = f.rsplit("-", 1)[1]
+        mine = [json.load(open(x))["train_seconds"] for x in glob.glob(f"{f}/*/node*/summary.json")]
+        opened = [json.load(open(x))["train_seconds"] for x in glob.glob(f"{out}/train-open-{r}/*/node*/summary.json")]
+        if mine and opened:
+            paired[s].append(median(mine) / median(opened))
+for s in settings:
+    if not train[s]:
+        continue
     m = median(train[s])
-    print(f"  {s:8s} {m:8.2f} s  x{m / base:.3f}  ({len(train[s])} rounds)")
+    print(f"  {s:8s} {m:8.2f} s  x{m / base:.3f}  ({len(train[s])} rounds; median of the rounds' ratios x{median(paired[s]):.3f})")
 def rows(kind, pattern, key_cols, value_col):
     table = {}
     for s in seals:
