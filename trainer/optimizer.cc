@@ -156,6 +156,7 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
     if (successive) previous_gradient_.assign(gradients.size(), 0.0f);
   }
   const std::vector<double> peer = std::exchange(peer_products_, {});
+  const std::vector<double> mean_sq = std::exchange(mean_squares_, {});
   constexpr double kEma = 0.9;
   const bool with_history = successive ? have_previous_ : estimate && peer.size() == table_.size();
   if (with_history) ++ema_steps_;
@@ -185,6 +186,9 @@ void Optimizer::Step(std::span<float> master, std::span<const float> gradients, 
           last_norm_ratio_[i] = std::sqrt(global_sq / sq);
           g_norm *= last_norm_ratio_[i];
         }
+      }
+      if (mean_sq.size() == table_.size() && std::isfinite(mean_sq[i]) && std::isfinite(g_sq)) {
+        g_norm = std::sqrt(std::max(mean_sq[i], mean_squares_floor_ * g_sq));
       }
       if (mean.size() == gradients.size()) {
         g_norm = std::sqrt(kernels::SumSquares(kNormContext, table_[i].count, mean.data() + table_[i].offset));

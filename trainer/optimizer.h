@@ -61,6 +61,10 @@ struct OptimizerOptions {
   // LARS with norm_batch_ratio < 1: the products come from SetPeerProducts,
   // not from successive gradients (see above).
   bool peer_products = false;
+  // LARS: an exchange gives the members' mean gradient's norm each step
+  // (SetMeanSquares); what the optimizer does with it does not depend on this
+  // flag, which tells the exchange to (train.lars_norm = "mean-sketch").
+  bool mean_squares = false;
 };
 
 [[nodiscard]] Status ValidateOptimizerOptions(const OptimizerOptions& options);
@@ -105,6 +109,17 @@ class Optimizer {
   // order; excluded kinds' entries unused), from peers' gradients of the
   // same step. Used by that Step only; another size is ignored.
   void SetPeerProducts(std::vector<double> products) { peer_products_ = std::move(products); }
+  // Each tensor's estimated squared norm of the members' mean gradient (of a
+  // recent step: node/exchange/mean_sketch.h), for the next Step: LARS's
+  // trust ratio takes its root in place of the node's own norm, an
+  // all-reduce node's norm. Not below `floor` times the node's own square
+  // (its batch over the global batch: the mean of independent noise), so
+  // that members who cancel one another cannot make a step much larger.
+  // Used by that Step only; another size is ignored.
+  void SetMeanSquares(std::vector<double> squares, double floor) {
+    mean_squares_ = std::move(squares);
+    mean_squares_floor_ = floor;
+  }
 
   // Where every member's gradient can be seen (`chorus simulate
   // --exact-lars-norm`, whose nodes share a process): returns the members'
@@ -118,6 +133,7 @@ class Optimizer {
   // The peer products given for it are dropped.
   void SkipStep() {
     peer_products_.clear();
+    mean_squares_.clear();
     if (mean_gradient_) mean_gradient_({});
   }
 
@@ -149,6 +165,8 @@ class Optimizer {
   std::vector<double> chunk_g_dot_;
   std::vector<double> ema_dot_, ema_sq_;
   std::vector<double> peer_products_;  // for the next Step (SetPeerProducts)
+  std::vector<double> mean_squares_;   // for the next Step (SetMeanSquares)
+  double mean_squares_floor_ = 0.0;
   int64_t ema_steps_ = 0;
   bool have_previous_ = false;
   std::vector<double> last_norm_ratio_;

@@ -112,6 +112,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options) 
         NormBatchRatio(options.batch_size, schedule.global_batch, options.lars_norm_nodes);
     optimizer_options.peer_products = options.lars_norm_peer;
   }
+  if (options.lars_norm_mean && options.device.on_gpu()) {
+    return Err(InvalidArgument("trainer: the LARS norm of the members' mean gradient runs on the CPU optimizer only"));
+  }
+  optimizer_options.mean_squares = options.lars_norm_mean;
   std::vector<ParameterInfo> table(model->parameters().begin(), model->parameters().end());
   CHORUS_ASSIGN_OR_RETURN(auto optimizer, Optimizer::Create(optimizer_options, std::move(table)));
   std::unique_ptr<DeviceModel> device;

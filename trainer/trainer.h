@@ -65,6 +65,9 @@ struct TrainerOptions {
   // With lars_norm_nodes != 1: that norm is estimated from products with
   // peers' gradients (Optimizer::SetPeerProducts), not successive ones.
   bool lars_norm_peer = false;
+  // LARS: the norm of the members' mean gradient, which an exchange hands the
+  // optimizer each step (Optimizer::SetMeanSquares). CPU only.
+  bool lars_norm_mean = false;
   double warmup_epochs = 1.0;       // linear warm-up length
   double lr_decay_power = 2.0;      // polynomial decay to 0 at the end of training
   LossScalerOptions loss_scale;     // `enabled` is set from precision

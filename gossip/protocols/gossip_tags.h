@@ -65,7 +65,8 @@ inline Tag GossipTag(GossipMessageKind kind, uint8_t stream, uint32_t epoch, int
 // the one consensus control measures, the exact averages of Gossip-PGA, the
 // gossip inside a site of a two-level exchange, and the exact consensus
 // distance measured beside training (node/exchange/background_consensus_meter.h),
-// the gradient sketches of LARS's peer norm (node/exchange/peer_gradient_products.h).
+// the gradient sketches of LARS's peer or mean-gradient norm
+// (node/exchange/peer_gradient_products.h, mean_sketch.h: one or the other).
 inline constexpr uint8_t kDistanceTagStream = 254;
 inline constexpr uint8_t kConsensusControlTagStream = 253;
 inline constexpr uint8_t kGlobalAverageTagStream = 252;

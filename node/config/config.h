@@ -93,15 +93,19 @@ inline constexpr EnumName<GossipCorrection> kGossipCorrectionNames[] = {{GossipC
 // on the complete graph), or the global batch's (global-batch); or the
 // global batch's estimated from products with the gossip peers' gradients of
 // the same step (peer: D-PSGD and CHOCO, which send a sketch of the gradient
-// along the graph's edges every step: node/exchange/peer_gradient_products.h).
+// along the graph's edges every step: node/exchange/peer_gradient_products.h);
+// or the members' mean gradient's, from gradient sketches averaged exactly
+// along the one-peer exponential or complete graph, a few steps old
+// (mean-sketch: node/exchange/mean_sketch.h).
 // Elsewhere the node's own: an all-reduce's gradient is the global batch's
 // already, and local steps between outer steps average nothing.
-enum class LarsNorm { kAuto, kLocal, kMixed, kGlobalBatch, kPeer };
+enum class LarsNorm { kAuto, kLocal, kMixed, kGlobalBatch, kPeer, kMeanSketch };
 inline constexpr EnumName<LarsNorm> kLarsNormNames[] = {{LarsNorm::kAuto, "auto"},
                                                        {LarsNorm::kLocal, "local"},
                                                        {LarsNorm::kMixed, "mixed"},
                                                        {LarsNorm::kGlobalBatch, "global-batch"},
-                                                       {LarsNorm::kPeer, "peer"}};
+                                                       {LarsNorm::kPeer, "peer"},
+                                                       {LarsNorm::kMeanSketch, "mean-sketch"}};
 
 // The name of a node setting's value, as written in TOML.
 // exchange.outer.optimizer: the outer step of low-communication training

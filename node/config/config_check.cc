@@ -136,12 +136,24 @@ void CheckTrain(const Config& config, Checker& check) {
   check.NumberAbove("train.lars_eta", train.lars_eta, 0.0);
   check.IntAtLeast("train.lars_norm_nodes", train.lars_norm_nodes, 0);
   const GossipProtocolKind protocol = config.exchange.protocol;
-  if (train.lars_norm == LarsNorm::kPeer && config.exchange.kind == ExchangeKind::kGossip &&
-      protocol != GossipProtocolKind::kDpsgd && protocol != GossipProtocolKind::kChoco) {
+  const bool sketches = train.lars_norm == LarsNorm::kPeer || train.lars_norm == LarsNorm::kMeanSketch;
+  const std::string norm_name(NameOf(kLarsNormNames, train.lars_norm));
+  if (sketches && config.exchange.kind == ExchangeKind::kGossip && protocol != GossipProtocolKind::kDpsgd &&
+      protocol != GossipProtocolKind::kChoco) {
     check.Fail("train.lars_norm",
-               "\"peer\" exchanges a sketch of the gradient with the graph's neighbours at every step, in lock "
-               "step: exchange.protocol \"dpsgd\" or \"choco\", not \"" + std::string(SettingName(protocol)) + "\"",
+               "\"" + norm_name + "\" exchanges a sketch of the gradient with the graph's neighbours at every "
+               "step, in lock step: exchange.protocol \"dpsgd\" or \"choco\", not \"" +
+                   std::string(SettingName(protocol)) + "\"",
                "exchange.protocol");
+  }
+  const topologies::GraphKind graph = config.topology.kind;
+  if (train.lars_norm == LarsNorm::kMeanSketch && config.exchange.kind == ExchangeKind::kGossip &&
+      graph != topologies::GraphKind::kOnePeerExponential && graph != topologies::GraphKind::kComplete) {
+    check.Fail("train.lars_norm",
+               "\"mean-sketch\" averages the members' gradient sketches exactly along the graph: topology.kind "
+               "\"one-peer-exponential\" or \"complete\", not \"" +
+                   std::string(topologies::GraphKindName(graph)) + "\"",
+               "topology.kind");
   }
   check.NumberAtLeast("train.warmup_epochs", train.warmup_epochs, 0.0);
   check.NumberAtLeast("train.lr_decay_power", train.lr_decay_power, 0.0);

@@ -117,7 +117,9 @@ const FieldSpec kFields[] = {
                          "gossip mixing every step, on a CPU: the gradient norm of LARS's trust ratio, estimated "
                          "from this node's: its own batch's (local; auto), the batches of the nodes a gossip round "
                          "averages (mixed) or the global batch's (global-batch), or the global batch's from products "
-                         "with the gossip peers' gradients of the step (peer; D-PSGD and CHOCO): "),
+                         "with the gossip peers' gradients of the step (peer; D-PSGD and CHOCO), or the members' mean "
+                         "gradient's from sketches averaged along the one-peer exponential or complete graph "
+                         "(mean-sketch; D-PSGD and CHOCO): "),
     CHORUS_CONFIG_FIELD(train, lars_norm_nodes,
                         "lars_norm mixed / global-batch / peer: the norm of at most this many nodes' batches, >= 0 (0: "
                         "no cap)"),

@@ -321,10 +321,14 @@ Status GossipExchange::BuildProtocol() {
                   spectral_gap_);
 
   graph_ = graph;
+  std::vector<PeerGradientProducts::Tensor> tensors;
+  for (const trainer::ParameterInfo& p : trainer_->Parameters()) tensors.push_back({p.offset, p.count});
   if (!peer_products_ && trainer_->optimizer().options().peer_products) {
-    std::vector<PeerGradientProducts::Tensor> tensors;
-    for (const trainer::ParameterInfo& p : trainer_->Parameters()) tensors.push_back({p.offset, p.count});
-    peer_products_.emplace(std::move(tensors), config_.train.seed);
+    peer_products_.emplace(tensors, config_.train.seed);
+  }
+  if (trainer_->optimizer().options().mean_squares) {
+    // Its rounds follow the graph, which a new membership rebuilds.
+    mean_sketch_.emplace(tensors, config_.train.seed, graph.Period());
   }
   const ExchangeConfig& ec = config_.exchange;
   gossip::CodecOptions codec;
@@ -378,9 +382,11 @@ std::string GossipExchange::Describe() const {
          CorrectionsDescription(config_.exchange) + ", " + session_->transport->Describe() + ")";
 }
 
-Status GossipExchange::AfterBackward(int64_t step, int /*local_samples*/) {
+Status GossipExchange::AfterBackward(int64_t step, int local_samples) {
   if (corrections_.active()) corrections_.BeforeUpdate(step, trainer_->MasterWeights(), trainer_->Momentum());
-  if (!peer_products_ || !graph_ || !protocol_) return Status::Ok();
+  if (!graph_ || !protocol_) return Status::Ok();
+  if (mean_sketch_) return MeanSketchStep(step, local_samples);
+  if (!peer_products_) return Status::Ok();
   const int self = session_->view.self_rank;
   const gossip::Tag tag = gossip::GossipTag(gossip::GossipMessageKind::kDpsgd, gossip::kPeerSketchTagStream,
                                             static_cast<uint32_t>(session_->view.epoch), step);
@@ -395,6 +401,28 @@ Status GossipExchange::AfterBackward(int64_t step, int /*local_samples*/) {
   } else if (!products->empty()) {
     trainer_->optimizer().SetPeerProducts(std::move(*products));
     ++peer_sketch_steps_;
+  }
+  return Status::Ok();
+}
+
+// train.lars_norm = "mean-sketch": the members' sketches averaged exactly;
+// the mean's norm goes to this step's optimizer. A failed round is the
+// step's mix's failure too, which handles it.
+Status GossipExchange::MeanSketchStep(int64_t step, int /*local_samples*/) {
+  const uint32_t epoch = static_cast<uint32_t>(session_->view.epoch);
+  const int rounds = mean_sketch_->rounds();
+  auto tag_of = [&](int round) {
+    return gossip::GossipTag(gossip::GossipMessageKind::kDpsgd, gossip::kPeerSketchTagStream, epoch,
+                             step * rounds + round);
+  };
+  Result<std::vector<double>> squares =
+      mean_sketch_->Step(*session_->transport, trainer_->Gradients(), *graph_, session_->view.self_rank, tag_of,
+                         Deadline::AfterSeconds(config_.fabric.op_timeout_s), step);
+  if (!squares) {
+    CHORUS_LOG_DEBUG(Subsys::kGossip, "step ", step, ": mean gradient sketches: ", squares.error().ToString());
+  } else if (!squares->empty()) {
+    trainer_->optimizer().SetMeanSquares(std::move(*squares), 1.0 / static_cast<double>(session_->view.size()));
+    ++mean_sketch_steps_;
   }
   return Status::Ok();
 }
@@ -644,6 +672,10 @@ nlohmann::json GossipExchange::Metrics() const {
   measures.AddMetrics(m);
   if (peer_products_) {
     m["lars_peer_norm"] = {{"steps", peer_sketch_steps_}, {"rejected_sketches", peer_products_->rejected()}};
+  }
+  if (mean_sketch_) {
+    m["lars_mean_norm"] = {{"steps", mean_sketch_steps_}, {"rounds", mean_sketch_->rounds()},
+                           {"rejected_sketches", mean_sketch_->rejected()}};
   }
   if (config_.exchange.consensus_control > 0.0) {
     m["mix_rounds_per_step"] = mix_rounds_;

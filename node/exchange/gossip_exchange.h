@@ -22,6 +22,7 @@
 #include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
 #include "node/exchange/gossip_corrections.h"
+#include "node/exchange/mean_sketch.h"
 #include "node/exchange/membership_transitions.h"
 #include "node/exchange/peer_gradient_products.h"
 #include "node/exchange/poison_check.h"
@@ -77,6 +78,8 @@ class GossipExchange final : public Exchange {
 
  private:
   GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace);
+  // AfterBackward under train.lars_norm = "mean-sketch" (mean_sketch.h).
+  [[nodiscard]] Status MeanSketchStep(int64_t step, int local_samples);
   [[nodiscard]] Result<topologies::Graph> BuildGraph(int n) const;
   [[nodiscard]] Status BuildProtocol();
   // A failed operation (`what`): stops (exchange.on_failure = "stop") or
@@ -139,6 +142,9 @@ class GossipExchange final : public Exchange {
   std::optional<PeerGradientProducts> peer_products_;
   std::optional<topologies::Graph> graph_;
   uint64_t peer_sketch_steps_ = 0;  // steps whose products reached the optimizer
+  // LARS's mean-gradient norm: the sketches' averages, over graph_.
+  std::optional<MeanSketch> mean_sketch_;
+  uint64_t mean_sketch_steps_ = 0;  // steps whose mean's norm reached the optimizer
   // The contribution check (poison_check.h): a fault to inject, and the
   // members this node expelled for repeated outliers.
   std::optional<PoisonFault> poison_fault_ = PoisonFaultAsked();

@@ -33,6 +33,7 @@ int LarsNormNodes(const Config& config, int nodes) {
     }
     case LarsNorm::kLocal:
     case LarsNorm::kAuto:
+    case LarsNorm::kMeanSketch:  // the exchange hands the optimizer the mean's norm (SetMeanSquares)
       return 1;
   }
   const int cap = config.train.lars_norm_nodes;
@@ -52,6 +53,7 @@ trainer::TrainerOptions MakeTrainerOptions(const Config& config, int global_batc
   o.lars_eta = t.lars_eta;
   o.lars_norm_nodes = LarsNormNodes(config, config.train.batch_size > 0 ? global_batch / config.train.batch_size : 1);
   o.lars_norm_peer = EffectiveLarsNorm(config) == LarsNorm::kPeer;
+  o.lars_norm_mean = EffectiveLarsNorm(config) == LarsNorm::kMeanSketch;
   o.warmup_epochs = t.warmup_epochs;
   o.lr_decay_power = t.lr_decay_power;
   o.loss_scale.initial_scale = config.loss_scale.initial;

@@ -173,6 +173,21 @@ TEST_P(TrainingProcessTest, GossipEndsWithOneModelOnEveryNode) {
   }
 }
 
+// Every node's summary.json of a 4-node run, after checking that they end
+// with one model, well above chance (0.1) after one epoch of 5120 images.
+std::vector<nlohmann::json> OneModelAboveChance(const LaunchedRun& run) {
+  std::vector<nlohmann::json> summaries;
+  for (int i = 0; i < 4; ++i) {
+    summaries.push_back(ReadJson(run.dir / ("node" + std::to_string(i)) / "summary.json"));
+    const nlohmann::json& summary = summaries.back();
+    EXPECT_TRUE(summary.is_object()) << "node" << i;
+    if (!summary.is_object()) return {};
+    EXPECT_EQ(summary["parameter_checksum"], summaries[0]["parameter_checksum"]) << "node" << i;
+    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.5) << "node" << i;
+  }
+  return summaries;
+}
+
 // The gossip step's additions over real processes and the default transport:
 // quasi-global momentum, D^2, an exact average every 5 steps, consensus
 // control measuring every 3 and LARS's peer norm (each tested on closed forms
@@ -193,13 +208,9 @@ TEST(GossipCorrectionsProcessTest, QuasiGlobalMomentumD2AveragesAndConsensusCont
   EXPECT_NE(run.output.find("quasi-global momentum, d2, an exact average every 5 steps, consensus control under 0.01"),
             std::string::npos)
       << run.output;
-  std::string checksum;
-  for (int i = 0; i < 4; ++i) {
-    auto summary = ReadJson(run.dir / ("node" + std::to_string(i)) / "summary.json");
-    ASSERT_TRUE(summary.is_object()) << "node" << i;
-    if (i == 0) checksum = summary["parameter_checksum"].get<std::string>();
-    EXPECT_EQ(summary["parameter_checksum"].get<std::string>(), checksum) << "node" << i;
-    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.5) << "node" << i;
+  const std::vector<nlohmann::json> summaries = OneModelAboveChance(run);
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    const nlohmann::json& summary = summaries[i];
     // 20 steps (5120 images, 4 x 64 a step): averages after steps 4, 9, 14, 19.
     EXPECT_EQ(summary["global_averages"].get<int>(), 4) << "node" << i;
     EXPECT_GE(summary["mix_rounds_per_step"].get<int>(), 1) << "node" << i;
@@ -207,6 +218,26 @@ TEST(GossipCorrectionsProcessTest, QuasiGlobalMomentumD2AveragesAndConsensusCont
     // A sketch from each ring neighbour at every step, none left out.
     EXPECT_EQ(summary["lars_peer_norm"]["steps"].get<int>(), 20) << "node" << i << ": " << summary.dump();
     EXPECT_EQ(summary["lars_peer_norm"]["rejected_sketches"].get<int>(), 0) << "node" << i;
+  }
+}
+
+// LARS's mean-gradient norm over real processes: on the one-peer exponential
+// graph of 4 nodes (2 rounds a step, exact) every node gets it at every step
+// and they end with one model, well above chance.
+TEST(GossipCorrectionsProcessTest, TheMeanSketchNormAcrossProcesses) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  LaunchedRun run = LaunchTraining("mean-sketch", 4,
+                                   {"exchange.kind=\"gossip\"", "exchange.protocol=\"dpsgd\"",
+                                    "topology.kind=\"one-peer-exponential\"", "train.lars_norm=\"mean-sketch\""});
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  const std::vector<nlohmann::json> summaries = OneModelAboveChance(run);
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    const nlohmann::json& summary = summaries[i];
+    EXPECT_EQ(summary["lars_mean_norm"]["steps"].get<int>(), 20) << "node" << i << ": " << summary.dump();
+    EXPECT_EQ(summary["lars_mean_norm"]["rounds"].get<int>(), 2) << "node" << i;
+    EXPECT_EQ(summary["lars_mean_norm"]["rejected_sketches"].get<int>(), 0) << "node" << i;
   }
 }
 

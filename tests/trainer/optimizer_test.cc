@@ -201,6 +201,27 @@ TEST(Lars, GlobalBatchNormFromPeerProducts) {
   EXPECT_DOUBLE_EQ(opt.last_norm_ratio()[0], 1.0);
 }
 
+// SetMeanSquares: the trust ratio takes the members' mean gradient's norm
+// for that Step only, not below the floor times the node's own square; a
+// skipped step drops it, and another size is ignored.
+TEST(Lars, MeanSquaresReplaceTheOwnNormAboveTheirFloor) {
+  auto opt = Make(OptimizerKind::kLars, 0.0, 0.0, 0.01, Table({{4, ParamKind::kWeight}, {1, ParamKind::kBias}}));
+  const std::vector<float> g = {1, 1, 1, 1, 1};  // own norm 2 on the weight
+  auto lr_with = [&](std::vector<double> squares) {
+    std::vector<float> w = {30.0f, 40.0f, 0.0f, 0.0f, 1.0f};  // norm 50
+    if (!squares.empty()) opt->SetMeanSquares(std::move(squares), 1.0 / 16);
+    opt->Step(w, g, 1.0);
+    return opt->last_local_lr()[0];
+  };
+  EXPECT_NEAR(lr_with({}), 0.01 * 50 / 2, 1e-12);
+  EXPECT_NEAR(lr_with({1.0, 7.0}), 0.01 * 50 / 1, 1e-12);
+  EXPECT_NEAR(lr_with({0.01, 7.0}), 0.01 * 50 / 0.5, 1e-12);  // the floor: 4 / 16
+  EXPECT_NEAR(lr_with({1.0}), 0.01 * 50 / 2, 1e-12);
+  opt->SetMeanSquares({1.0, 7.0}, 1.0 / 16);
+  opt->SkipStep();
+  EXPECT_NEAR(lr_with({}), 0.01 * 50 / 2, 1e-12);
+}
+
 TEST(Lars, ZeroWeightNormUsesUnitRatio) {
   auto opt = Make(OptimizerKind::kLars, 0.9, 0.1, 0.01, Table({{2, ParamKind::kWeight}}));
   std::vector<float> w = {0.0f, 0.0f};

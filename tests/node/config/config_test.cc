@@ -483,11 +483,12 @@ TEST(ConfigParseTest, GossipCorrectionAndLarsNormChecksNameTheKey) {
       {"[exchange]\ngossip_momentum = \"global\"",
        "exchange.gossip_momentum: expected one of \"local\", \"quasi-global\""},
       {"[train]\nlars_norm = \"global\"",
-       "train.lars_norm: expected one of \"auto\", \"local\", \"mixed\", \"global-batch\", \"peer\""},
+       "train.lars_norm: expected one of \"auto\", \"local\", \"mixed\", \"global-batch\", \"peer\", \"mean-sketch\""},
       {"[train]\nlars_norm_nodes = -1", "train.lars_norm_nodes: expected an integer >= 0, got -1"},
       {"[train]\nlars_norm = \"peer\"\n[exchange]\nkind = \"gossip\"\nprotocol = \"pairwise-async\"",
-       "train.lars_norm: \"peer\" exchanges a sketch of the gradient with the graph's neighbours at every step, in "
-       "lock step: exchange.protocol \"dpsgd\" or \"choco\", not \"pairwise-async\""},
+       "every step, in lock step: exchange.protocol \"dpsgd\" or \"choco\", not \"pairwise-async\""},
+      {"[train]\nlars_norm = \"mean-sketch\"\n[exchange]\nkind = \"gossip\"\n[topology]\nkind = \"ring\"",
+       "sketches exactly along the graph: topology.kind \"one-peer-exponential\" or \"complete\", not \"ring\""},
   };
   ExpectEachRejectedAtItsLine(cases);
 }

@@ -67,9 +67,15 @@ TEST(LarsNormNodesTest, ExplicitSettingsAndTheCap) {
   c.train.lars_norm_nodes = 0;
   EXPECT_EQ(LarsNormNodes(c, 16), 0);
   EXPECT_TRUE(MakeTrainerOptions(c, 256, 10).lars_norm_peer);
+  // mean-sketch: no estimate of the node's own; the exchange hands over the mean's norm.
+  c.train.lars_norm = LarsNorm::kMeanSketch;
+  EXPECT_EQ(LarsNormNodes(c, 16), 1);
+  EXPECT_TRUE(MakeTrainerOptions(c, 256, 10).lars_norm_mean);
+  EXPECT_FALSE(MakeTrainerOptions(c, 256, 10).lars_norm_peer);
   c.exchange.period = 2;  // not every step: the node's own
   EXPECT_EQ(LarsNormNodes(c, 16), 1);
   EXPECT_FALSE(MakeTrainerOptions(c, 256, 10).lars_norm_peer);
+  EXPECT_FALSE(MakeTrainerOptions(c, 256, 10).lars_norm_mean);
 }
 
 }  // namespace
