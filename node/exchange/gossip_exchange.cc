@@ -329,6 +329,12 @@ Status GossipExchange::BuildProtocol() {
   if (trainer_->optimizer().options().mean_squares) {
     // Its rounds follow the graph, which a new membership rebuilds.
     mean_sketch_.emplace(tensors, config_.train.seed, graph.Period());
+    const int n = static_cast<int>(view.size());
+    if (config_.topology.kind == topologies::GraphKind::kOnePeerExponential && (n & (n - 1)) != 0) {
+      CHORUS_LOG_WARN(Subsys::kGossip, "train.lars_norm = \"mean-sketch\" over ", n,
+                      " members: the one-peer exponential graph's rounds average exactly only a power of two; "
+                      "LARS's norm is that of a weighted mean");
+    }
   }
   const ExchangeConfig& ec = config_.exchange;
   gossip::CodecOptions codec;
