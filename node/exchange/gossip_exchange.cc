@@ -388,10 +388,10 @@ std::string GossipExchange::Describe() const {
          CorrectionsDescription(config_.exchange) + ", " + session_->transport->Describe() + ")";
 }
 
-Status GossipExchange::AfterBackward(int64_t step, int local_samples) {
+Status GossipExchange::AfterBackward(int64_t step, int /*local_samples*/) {
   if (corrections_.active()) corrections_.BeforeUpdate(step, trainer_->MasterWeights(), trainer_->Momentum());
   if (!graph_ || !protocol_) return Status::Ok();
-  if (mean_sketch_) return MeanSketchStep(step, local_samples);
+  if (mean_sketch_) return MeanSketchStep(step);
   if (!peer_products_) return Status::Ok();
   const int self = session_->view.self_rank;
   const gossip::Tag tag = gossip::GossipTag(gossip::GossipMessageKind::kDpsgd, gossip::kPeerSketchTagStream,
@@ -414,7 +414,7 @@ Status GossipExchange::AfterBackward(int64_t step, int local_samples) {
 // train.lars_norm = "mean-sketch": the members' sketches averaged exactly;
 // the mean's norm goes to this step's optimizer. A failed round is the
 // step's mix's failure too, which handles it.
-Status GossipExchange::MeanSketchStep(int64_t step, int /*local_samples*/) {
+Status GossipExchange::MeanSketchStep(int64_t step) {
   const uint32_t epoch = static_cast<uint32_t>(session_->view.epoch);
   const int rounds = mean_sketch_->rounds();
   auto tag_of = [&](int round) {

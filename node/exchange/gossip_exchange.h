@@ -79,7 +79,7 @@ class GossipExchange final : public Exchange {
  private:
   GossipExchange(const Config& config, ClusterSession* session, trainer::Trainer* trainer, TraceWriter* trace);
   // AfterBackward under train.lars_norm = "mean-sketch" (mean_sketch.h).
-  [[nodiscard]] Status MeanSketchStep(int64_t step, int local_samples);
+  [[nodiscard]] Status MeanSketchStep(int64_t step);
   [[nodiscard]] Result<topologies::Graph> BuildGraph(int n) const;
   [[nodiscard]] Status BuildProtocol();
   // A failed operation (`what`): stops (exchange.on_failure = "stop") or

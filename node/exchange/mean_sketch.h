@@ -27,13 +27,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
-#include "gossip/codecs/codec.h"
 #include "gossip/transport/transport.h"
 #include "node/exchange/peer_gradient_products.h"
 #include "topologies/graph.h"
@@ -58,7 +56,7 @@ class MeanSketch {
   [[nodiscard]] Result<std::vector<double>> Step(gossip::Transport& transport, std::span<const float> gradient,
                                                  const topologies::Graph& graph, int self, TagOf tag_of,
                                                  Deadline deadline, int64_t step) {
-    CHORUS_RETURN_IF_ERROR(Start(gradient, step));
+    Start(gradient, step);
     bool finite = true;
     for (int k = 0; k < rounds_; ++k) {
       CHORUS_ASSIGN_OR_RETURN(const bool round_finite, Round(transport, graph.OutNeighbors(self, k),
@@ -70,11 +68,11 @@ class MeanSketch {
   }
 
   int rounds() const { return rounds_; }
-  uint64_t rejected() const { return rejected_; }  // in-neighbours' sketches left out (non-finite)
+  uint64_t rejected() const { return swap_.rejected(); }  // in-neighbours' sketches left out (non-finite)
 
  private:
   // The step's sketch of `gradient` becomes this node's average.
-  [[nodiscard]] Status Start(std::span<const float> gradient, int64_t step);
+  void Start(std::span<const float> gradient, int64_t step);
   // One round; false when an in-neighbour's average was not finite (it is
   // left out of this node's average, which is no longer the mean).
   [[nodiscard]] Result<bool> Round(gossip::Transport& transport, std::span<const int> to, std::span<const int> from,
@@ -88,11 +86,7 @@ class MeanSketch {
   size_t offset_ = 0;           // the step's sketch offset
   std::vector<float> average_;  // this node's average of the step's sketches
   std::vector<double> sum_;
-  std::vector<std::byte> send_;
-  std::vector<std::vector<std::byte>> inboxes_;
-  std::unique_ptr<gossip::Codec> codec_;  // none: FP32 as it is
-  std::vector<float> theirs_;
-  uint64_t rejected_ = 0;
+  SketchSwap swap_;
 };
 
 }  // namespace chorus::node

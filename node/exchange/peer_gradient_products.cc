@@ -32,33 +32,43 @@ void PeerGradientProducts::AddProducts(std::span<const float> a, std::span<const
   }
 }
 
-Result<std::vector<double>> PeerGradientProducts::Exchange(gossip::Transport& transport,
-                                                           std::span<const float> gradient, std::span<const int> to,
-                                                           std::span<const int> from, gossip::Tag tag,
-                                                           Deadline deadline, int64_t step) {
+Result<int> SketchSwap::Swap(gossip::Transport& transport, std::span<const float> mine, std::span<const int> to,
+                             std::span<const int> from, gossip::Tag tag, Deadline deadline, std::string_view what,
+                             const std::function<void(std::span<const float>)>& take) {
   if (!codec_) {
     CHORUS_ASSIGN_OR_RETURN(codec_, gossip::MakeCodec(gossip::CodecOptions{}));
   }
-  const size_t offset = SketchOffset(seed_, step);
-  Sketch(gradient, offset, &mine_);
-  CHORUS_RETURN_IF_ERROR(codec_->Encode(mine_, 0, &send_));
+  CHORUS_RETURN_IF_ERROR(codec_->Encode(mine, 0, &send_));
   inboxes_.resize(from.size());
-  for (auto& inbox : inboxes_) inbox.assign(codec_->WireBytes(mine_.size()), std::byte{0});
-  CHORUS_RETURN_IF_ERROR(
-      gossip::SwapExactly(transport, to, send_, from, tag, deadline, &inboxes_, "gradient sketch"));
-  std::vector<double> products(tensors_.size(), 0.0);
-  int accepted = 0;
-  theirs_.resize(mine_.size());
+  for (auto& inbox : inboxes_) inbox.assign(send_.size(), std::byte{0});
+  CHORUS_RETURN_IF_ERROR(gossip::SwapExactly(transport, to, send_, from, tag, deadline, &inboxes_, what));
+  theirs_.resize(mine.size());
+  int taken = 0;
   for (size_t k = 0; k < inboxes_.size(); ++k) {
     const Status decoded = codec_->Decode(inboxes_[k], theirs_);
     if (gossip::IsNonFiniteRejection(decoded)) {
       ++rejected_;
       continue;
     }
-    CHORUS_RETURN_IF_ERROR(decoded.WithContext("gradient sketch from rank " + std::to_string(from[k])));
-    AddProducts(mine_, theirs_, tensors_, offset, products);
-    ++accepted;
+    CHORUS_RETURN_IF_ERROR(decoded.WithContext(std::string(what) + " from rank " + std::to_string(from[k])));
+    take(theirs_);
+    ++taken;
   }
+  return taken;
+}
+
+Result<std::vector<double>> PeerGradientProducts::Exchange(gossip::Transport& transport,
+                                                           std::span<const float> gradient, std::span<const int> to,
+                                                           std::span<const int> from, gossip::Tag tag,
+                                                           Deadline deadline, int64_t step) {
+  const size_t offset = SketchOffset(seed_, step);
+  Sketch(gradient, offset, &mine_);
+  std::vector<double> products(tensors_.size(), 0.0);
+  CHORUS_ASSIGN_OR_RETURN(const int accepted,
+                          swap_.Swap(transport, mine_, to, from, tag, deadline, "gradient sketch",
+                                     [&](std::span<const float> theirs) {
+                                       AddProducts(mine_, theirs, tensors_, offset, products);
+                                     }));
   if (accepted == 0) return std::vector<double>();
   for (double& p : products) p /= accepted;
   return products;

@@ -24,8 +24,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -34,6 +36,29 @@
 #include "gossip/transport/transport.h"
 
 namespace chorus::node {
+
+// One swap of gradient sketches with the step's graph peers, in the dense
+// codec's wire format (its header, size and finiteness checks): what the
+// peer norm and the mean-gradient norm (mean_sketch.h) both send. Keeps the
+// buffers from swap to swap.
+class SketchSwap {
+ public:
+  // Sends `mine` to `to`, receives a sketch of its size from each of `from`
+  // (on `tag`) and calls take(theirs) with each finite one; a non-finite one
+  // is left out and counted. Returns how many were taken. A transport or
+  // format failure is returned as it is, naming `what` and the peer.
+  [[nodiscard]] Result<int> Swap(gossip::Transport& transport, std::span<const float> mine, std::span<const int> to,
+                                 std::span<const int> from, gossip::Tag tag, Deadline deadline, std::string_view what,
+                                 const std::function<void(std::span<const float>)>& take);
+  uint64_t rejected() const { return rejected_; }  // peers' sketches left out (non-finite)
+
+ private:
+  std::unique_ptr<gossip::Codec> codec_;  // none: FP32 as it is
+  std::vector<std::byte> send_;
+  std::vector<std::vector<std::byte>> inboxes_;
+  std::vector<float> theirs_;
+  uint64_t rejected_ = 0;
+};
 
 class PeerGradientProducts {
  public:
@@ -62,16 +87,13 @@ class PeerGradientProducts {
                                                      std::span<const int> to, std::span<const int> from,
                                                      gossip::Tag tag, Deadline deadline, int64_t step);
 
-  uint64_t rejected() const { return rejected_; }  // peers' sketches left out (non-finite)
+  uint64_t rejected() const { return swap_.rejected(); }  // peers' sketches left out (non-finite)
 
  private:
   std::vector<Tensor> tensors_;
   uint64_t seed_;
-  std::vector<std::byte> send_;
-  std::vector<std::vector<std::byte>> inboxes_;
-  std::unique_ptr<gossip::Codec> codec_;  // none: FP32 as it is
-  std::vector<float> mine_, theirs_;
-  uint64_t rejected_ = 0;
+  SketchSwap swap_;
+  std::vector<float> mine_;
 };
 
 }  // namespace chorus::node

@@ -605,19 +605,16 @@ Status CudaModel::HoldTrainingSet(std::span<const float> images, std::span<const
   held_count_ = 0;
   CHORUS_RETURN_IF_ERROR(Make(d, total, &held_images_));
   CHORUS_RETURN_IF_ERROR(Make(d, labels.size(), &held_labels_));
-  // In chunks through pinned memory, rounded to FP16 on the device as every
-  // pass rounds its input (FloatToHalf): the held set gives the same bits.
-  const size_t chunk = std::min<size_t>(total, size_t{1} << 22);
-  cu::PinnedArray<float> pinned;
+  // Upload's staging at a time, rounded to FP16 on the device as every pass
+  // rounds its input (FloatToHalf): the held set gives the same bits. The
+  // stream orders each cast before the next chunk's copy overwrites `floats`.
+  const size_t chunk = std::min(staging_.size(), total);
   cu::DeviceArray<float> floats;
-  CHORUS_RETURN_IF_ERROR(MakePinned(d, chunk, &pinned));
   CHORUS_RETURN_IF_ERROR(Make(d, chunk, &floats));
   for (size_t at = 0; at < total; at += chunk) {
     const size_t take = std::min(chunk, total - at);
-    std::memcpy(pinned.data(), images.data() + at, take * sizeof(float));
-    CHORUS_RETURN_IF_ERROR(d.CopyToDevice(floats.data(), pinned.data(), take * sizeof(float)));
+    CHORUS_RETURN_IF_ERROR(Upload(images.subspan(at, take), floats.data(), take));
     CHORUS_RETURN_IF_ERROR(cu::FloatToHalf(d, floats.data(), held_images_.data() + at, take));
-    CHORUS_RETURN_IF_ERROR(d.Synchronize("training set upload"));
   }
   cu::PinnedArray<int32_t> pinned_labels;
   CHORUS_RETURN_IF_ERROR(MakePinned(d, labels.size(), &pinned_labels));
