@@ -60,9 +60,9 @@ Result<std::string> ReadFileText(const std::string& path, uint64_t max_bytes) {
   return ReadFile<std::string>(path, max_bytes);
 }
 
-Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) {
+Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, int mode) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode));
   if (fd < 0) return ErrnoStatus(errno, "create " + tmp);
   auto fail = [&](const Status& why) {
     ::close(fd);

@@ -23,8 +23,9 @@ namespace chorus {
 
 // Writes `bytes` to `path` through a temporary file beside it: write, fsync,
 // rename over `path`, fsync of the folder. On any error the temporary file is
-// removed and `path` is untouched. The folder must exist.
-[[nodiscard]] Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes);
+// removed and `path` is untouched. The folder must exist. A new file gets
+// `mode` (0600 for secrets; the umask applies).
+[[nodiscard]] Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, int mode = 0644);
 
 
 }  // namespace chorus

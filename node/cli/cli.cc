@@ -45,6 +45,7 @@ void BuildApp(CLI::App& app, CliContext& context) {
   RegisterCompareCommand(app, context);
   RegisterSimulateCommand(app, context);
   RegisterChaosCommand(app, context);
+  RegisterCredentialCommands(app, context);
 }
 
 // The flags of `app`'s subcommands, depth first, into *out (`path`: the words before them).

@@ -44,6 +44,8 @@ void RegisterReportCommand(CLI::App& app, CliContext& context);
 void RegisterCompareCommand(CLI::App& app, CliContext& context);
 // `chorus simulate [CONFIG]`: many virtual nodes in virtual time (cli_simulate.cc, simulate.h).
 void RegisterSimulateCommand(CLI::App& app, CliContext& context);
+// `chorus credential issuer|issue|show`: per-node credentials (cli_credential.cc, credentials.h).
+void RegisterCredentialCommands(CLI::App& app, CliContext& context);
 // `chorus chaos CONFIG`: a local cluster under a seeded schedule of faults (cli_chaos.cc, chaos.h).
 void RegisterChaosCommand(CLI::App& app, CliContext& context);
 

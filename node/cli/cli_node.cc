@@ -11,6 +11,7 @@
 #include "node/cli/cli_commands.h"
 #include "node/cli/cli_common.h"
 #include "node/config/config_parse.h"
+#include "node/control/credentials.h"
 #include "node/run/logging.h"
 #include "node/run/run_node.h"
 
@@ -49,6 +50,12 @@ void RegisterNodeCommand(CLI::App& app, CliContext& context) {
                                           {args->threads, "train.threads", "--threads", false},
                                           {args->log_level, "run.log_level", "--log-level", true}});
     Result<Config> config = LoadConfig(args->config_file, overrides);
+    if (config && config->run.node_name.empty() && !config->cluster.credential.empty()) {
+      // A node with a credential uses its name (the control plane refuses any other).
+      Result<std::string> name = CredentialName(config->cluster.credential);
+      if (!name) config = Err(name.error().WithContext("cluster.credential"));
+      if (name) config->run.node_name = *name;
+    }
     if (!config) {
       context.exit_code = CommandError("node", config.error().message(), kExitUsage);
       return;

@@ -207,6 +207,10 @@ struct ClusterConfig {
   std::string advertise;               // address peers use to reach us (default: listen)
   std::vector<std::string> bootstrap;  // "host:port" of any running members
   std::string token;                   // shared cluster secret (never sent)
+  // Per-node credentials (node/control/credentials.h): the issuer's public
+  // key, hex; set, every member must show a credential of it for its name.
+  std::string issuer;
+  std::string credential;              // this node's credential file (needed with issuer)
   int min_nodes = 1;                   // epoch 0 is fixed once this many are present
   double join_timeout_s = 60.0;
   // Members admit waiting joiners at admission points: a control-plane

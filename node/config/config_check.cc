@@ -193,6 +193,25 @@ void CheckData(const Config& config, Checker& check) {
   check.IntAtLeast("data.test_limit", config.data.test_limit, 0);
 }
 
+// Per-node credentials: a well-formed issuer key, and a credential file
+// exactly when there is an issuer (the control plane reads the file).
+void CheckCredentials(const ClusterConfig& cluster, Checker& check) {
+  const bool hex = std::all_of(cluster.issuer.begin(), cluster.issuer.end(),
+                               [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  if (!cluster.issuer.empty() && (cluster.issuer.size() != 64 || !hex)) {
+    check.Fail("cluster.issuer",
+               "expected the issuer's public key, 64 hex digits (`chorus credential issuer` prints it), got " +
+                   TomlQuote(cluster.issuer));
+  }
+  if (!cluster.issuer.empty() && cluster.credential.empty()) {
+    check.Fail("cluster.credential", "expected this node's credential file: cluster.issuer is set",
+               "cluster.issuer");
+  }
+  if (cluster.issuer.empty() && !cluster.credential.empty()) {
+    check.Fail("cluster.credential", "a credential without cluster.issuer is never shown", "cluster.issuer");
+  }
+}
+
 void CheckCluster(const Config& config, Checker& check) {
   const ClusterConfig& cluster = config.cluster;
   check.Address("cluster.listen", cluster.listen, /*allow_port_zero=*/true);
@@ -223,6 +242,7 @@ void CheckCluster(const Config& config, Checker& check) {
   check.IntAtLeast("cluster.rank_hint", cluster.rank_hint, -1);
   check.IntAtLeast("cluster.admit_every_steps", cluster.admit_every_steps, 0);
   check.NumberAtLeast("cluster.admit_every_s", cluster.admit_every_s, 0.0);
+  CheckCredentials(cluster, check);
 }
 
 void CheckFabric(const Config& config, Checker& check) {

@@ -155,6 +155,11 @@ const FieldSpec kFields[] = {
                         "the port listen bound"),
     CHORUS_CONFIG_FIELD(cluster, bootstrap, "host:port of running members"),
     CHORUS_CONFIG_FIELD(cluster, token, "shared cluster secret (never sent)"),
+    CHORUS_CONFIG_FIELD(cluster, issuer,
+                        "public key (hex) of the cluster's credential issuer: every member must show a credential "
+                        "of it for its name (`chorus credential`); empty: the token alone admits"),
+    CHORUS_CONFIG_FIELD(cluster, credential,
+                        "this node's credential file (needed with issuer; run.node_name defaults to its name)"),
     CHORUS_CONFIG_FIELD(cluster, min_nodes, "epoch 0 is fixed once this many are present"),
     CHORUS_CONFIG_FIELD(cluster, join_timeout_s, "> 0"),
     CHORUS_CONFIG_FIELD(cluster, admit_every_steps,

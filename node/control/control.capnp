@@ -29,11 +29,17 @@ struct Hello {
   nodeName @1 :Text;
   nonce @2 :Data;            # 32 random bytes, fresh for this connection
   proof @3 :Data;            # acceptor only: HMAC over the dialer's nonce; empty from the dialer
+  ephemeral @4 :Data;        # 32-byte X25519 public key, fresh for this connection (session keys)
+  # With cluster.issuer (per-node credentials, node/control/credentials.h):
+  credentialKey @5 :Data;        # the node's Ed25519 public key
+  credentialSignature @6 :Data;  # the issuer's signature over nodeName and credentialKey
+  transcriptSignature @7 :Data;  # acceptor only: its signature of the handshake transcript
 }
 
 # The dialer's answer to the acceptor's nonce; completes the handshake.
 struct Proof {
   proof @0 :Data;
+  transcriptSignature @1 :Data;  # with cluster.issuer: the dialer's signature of the transcript
 }
 
 # What a node tells the cluster about itself (join info). `rank` is -1 in a join
@@ -194,6 +200,7 @@ enum RejectCode {
   settingsMismatch @6;       # [exchange] / [topology] differ from the coordinator's
   runEnded @7;               # the cluster ended its run before admitting the joiner: nothing is left to train
   expelled @8;               # the members expelled a node of that name for what it sent (poison)
+  credentialRefused @9;      # cluster.issuer is set and the dialer's credential does not verify
 }
 
 struct Reject {

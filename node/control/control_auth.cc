@@ -86,10 +86,29 @@ MacKey ClusterKey::DataKey(uint64_t epoch, std::span<const uint8_t> salt) const 
   return out;
 }
 
-MacKey ClusterKey::SessionKey(Direction direction, const Nonce& dialer_nonce,
-                              const Nonce& acceptor_nonce) const {
-  return HmacParts(key_,
-                   {Bytes("session "), Bytes(DirectionLabel(direction)), dialer_nonce, acceptor_nonce});
+MacKey ClusterKey::SessionKey(Direction direction, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
+                              const SharedSecret& ephemeral) const {
+  return HmacParts(key_, {Bytes("session "), Bytes(DirectionLabel(direction)), dialer_nonce, acceptor_nonce,
+                          ephemeral});
+}
+
+EphemeralKey::EphemeralKey() {
+  randombytes_buf(secret_.data(), secret_.size());
+  crypto_scalarmult_base(public_.data(), secret_.data());
+}
+
+EphemeralKey::~EphemeralKey() { sodium_memzero(secret_.data(), secret_.size()); }
+
+Result<SharedSecret> EphemeralKey::Shared(std::span<const uint8_t> peer) const {
+  static_assert(crypto_scalarmult_BYTES == kEphemeralKeyBytes && crypto_scalarmult_SCALARBYTES == kEphemeralKeyBytes);
+  if (peer.size() != kEphemeralKeyBytes) {
+    return Err(InvalidArgument("an ephemeral key of " + std::to_string(peer.size()) + " bytes, not 32"));
+  }
+  SharedSecret shared;
+  if (crypto_scalarmult(shared.data(), secret_.data(), peer.data()) != 0) {
+    return Err(InvalidArgument("a degenerate ephemeral key (a low-order point)"));
+  }
+  return shared;
 }
 
 }  // namespace chorus::node

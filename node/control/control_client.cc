@@ -54,7 +54,7 @@ Duration Capped(Duration d) { return std::min<Duration>(d, std::chrono::hours(1)
 
 Result<ProbeResult> ProbeNode(const std::string& address, const std::string& token,
                               const VersionInfo& versions, const std::string& probe_name,
-                              Deadline deadline) {
+                              Deadline deadline, std::shared_ptr<const NodeCredentials> credentials) {
   CHORUS_RETURN_IF_ERROR(InitSodium());
   asio::io_context io;
   auto key = std::make_shared<const ClusterKey>(ClusterKey::FromToken(token));
@@ -69,7 +69,7 @@ Result<ProbeResult> ProbeNode(const std::string& address, const std::string& tok
       return;
     }
     conn = Connection::Create(std::move(*socket), Connection::Role::kDialer, key,
-                              HandshakeIdentity{versions, probe_name}, options, &listener);
+                              HandshakeIdentity{versions, probe_name, std::move(credentials)}, options, &listener);
     conn->Start();
   });
   while (!dial_error && !listener.finished()) {

@@ -7,11 +7,13 @@
 // the cluster or keep the connection.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "common/clock.h"
 #include "common/status.h"
 #include "node/control/control_messages.h"
+#include "node/control/credentials.h"
 
 namespace chorus::node {
 
@@ -26,6 +28,7 @@ struct ProbeResult {
 // versions), Unavailable / DeadlineExceeded when the address does not answer.
 [[nodiscard]] Result<ProbeResult> ProbeNode(const std::string& address, const std::string& token,
                                             const VersionInfo& versions, const std::string& probe_name,
-                                            Deadline deadline);
+                                            Deadline deadline,
+                                            std::shared_ptr<const NodeCredentials> credentials = nullptr);
 
 }  // namespace chorus::node

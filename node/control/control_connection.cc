@@ -1,15 +1,21 @@
 // Asio connection with the control-plane handshake (see control_connection.h).
 //
-// Handshake, with K the cluster key (control_auth.h):
-//   dialer   -> acceptor  hello{versions, name, Nd}            MAC: handshake key d->a
-//   acceptor -> dialer    hello{versions, name, Na, proof(Nd)} MAC: handshake key a->d
+// Handshake, with K the cluster key (control_auth.h), E the ephemeral X25519
+// keys and C the per-node credentials (credentials.h; only with cluster.issuer):
+//   dialer   -> acceptor  hello{versions, name, Nd, Ed, Cd}                   MAC: handshake key d->a
+//   acceptor -> dialer    hello{versions, name, Na, proof(Nd), Ea, Ca, sig_a} MAC: handshake key a->d
 //                         or reject{code, reason}
-//   dialer   -> acceptor  proof{proof(Na)}                     MAC: session key d->a
-// then both directions use session keys derived from (K, Nd, Na). A hello that
-// does not verify is answered with a reject (authenticated with the acceptor's
+//   dialer   -> acceptor  proof{proof(Na), sig_d}                             MAC: session key d->a
+// then both directions use session keys derived from (K, Nd, Na, DH(Ed, Ea)).
+// sig_a and sig_d sign the transcript (nonces, ephemeral keys, names) with
+// the credentials' keys; the acceptor refuses a dialer whose credential is
+// not the issuer's before it answers (kCredentialRefused). A hello that does
+// not verify is answered with a reject (authenticated with the acceptor's
 // key, which a dialer with another token cannot verify; it still reports the
 // reason, marked as unauthenticated).
 #include "node/control/control_connection.h"
+
+#include <sodium.h>
 
 #include <atomic>
 #include <sstream>
@@ -56,6 +62,7 @@ Status StatusForReject(RejectCode code, std::string message) {
       return FailedPrecondition(std::move(message));
     case RejectCode::kAuthenticationFailed:
     case RejectCode::kExpelled:
+    case RejectCode::kCredentialRefused:
       return PermissionDenied(std::move(message));
     case RejectCode::kProtocol:
       return InvalidArgument(std::move(message));
@@ -119,9 +126,7 @@ void Connection::Start() {
   });
   if (role_ == Role::kDialer) {
     own_nonce_ = RandomNonce();
-    msg::Hello hello{identity_.versions, identity_.node_name,
-                     std::vector<uint8_t>(own_nonce_.begin(), own_nonce_.end()), {}};
-    SendRaw(hello, handshake_sealer_);
+    SendRaw(OwnHello({}), handshake_sealer_);
   }
   ReadHeader();
 }
@@ -211,6 +216,92 @@ void Connection::OnHandshakeFrame(std::span<const uint8_t> payload, std::span<co
   }
 }
 
+msg::Hello Connection::OwnHello(std::vector<uint8_t> proof) const {
+  msg::Hello hello;
+  hello.versions = identity_.versions;
+  hello.node_name = identity_.node_name;
+  hello.nonce.assign(own_nonce_.begin(), own_nonce_.end());
+  hello.proof = std::move(proof);
+  hello.ephemeral.assign(ephemeral_.public_key().begin(), ephemeral_.public_key().end());
+  if (identity_.credentials) {
+    const Credential& c = identity_.credentials->credential();
+    hello.credential_key.assign(c.node_key.begin(), c.node_key.end());
+    hello.credential_signature.assign(c.issuer_signature.begin(), c.issuer_signature.end());
+  }
+  return hello;
+}
+
+Status Connection::StartSession(const msg::Hello& peer_hello) {
+  peer_ephemeral_ = peer_hello.ephemeral;
+  Result<SharedSecret> shared = ephemeral_.Shared(peer_ephemeral_);
+  if (!shared) return shared.error().WithContext("hello of " + Describe());
+  const bool dialer = role_ == Role::kDialer;
+  const Nonce& nd = dialer ? own_nonce_ : peer_nonce_;
+  const Nonce& na = dialer ? peer_nonce_ : own_nonce_;
+  const Direction out = dialer ? Direction::kDialerToAcceptor : Direction::kAcceptorToDialer;
+  const Direction in = dialer ? Direction::kAcceptorToDialer : Direction::kDialerToAcceptor;
+  session_sealer_.emplace(key_->SessionKey(out, nd, na, *shared));
+  session_opener_.emplace(key_->SessionKey(in, nd, na, *shared));
+  sodium_memzero(shared->data(), shared->size());
+  // The peer's credential, checked later against the transcript.
+  peer_credential_ = Credential{peer_hello.node_name, {}, {}};
+  if (peer_hello.credential_key.size() == kSignPublicKeyBytes &&
+      peer_hello.credential_signature.size() == kSignatureBytes) {
+    std::copy(peer_hello.credential_key.begin(), peer_hello.credential_key.end(), peer_credential_.node_key.begin());
+    std::copy(peer_hello.credential_signature.begin(), peer_hello.credential_signature.end(),
+              peer_credential_.issuer_signature.begin());
+  }
+  return Status::Ok();
+}
+
+std::vector<uint8_t> Connection::Transcript(Role signer) const {
+  static constexpr std::string_view kDomain = "chorus handshake transcript v1";
+  const bool dialer = role_ == Role::kDialer;
+  const std::string_view label = signer == Role::kDialer ? "dialer" : "acceptor";
+  std::vector<uint8_t> t(kDomain.begin(), kDomain.end());
+  t.insert(t.end(), label.begin(), label.end());
+  auto add = [&t](std::span<const uint8_t> bytes) {
+    const uint32_t n = static_cast<uint32_t>(bytes.size());
+    for (int i = 0; i < 4; ++i) t.push_back(static_cast<uint8_t>(n >> (8 * i)));
+    t.insert(t.end(), bytes.begin(), bytes.end());
+  };
+  auto text = [](const std::string& s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  const std::span<const uint8_t> own_e(ephemeral_.public_key());
+  add(dialer ? std::span<const uint8_t>(own_nonce_) : std::span<const uint8_t>(peer_nonce_));
+  add(dialer ? std::span<const uint8_t>(peer_nonce_) : std::span<const uint8_t>(own_nonce_));
+  add(dialer ? own_e : std::span<const uint8_t>(peer_ephemeral_));
+  add(dialer ? std::span<const uint8_t>(peer_ephemeral_) : own_e);
+  add(text(dialer ? identity_.node_name : peer_name_));
+  add(text(dialer ? peer_name_ : identity_.node_name));
+  return t;
+}
+
+bool Connection::IssuedCredential() {
+  const Status issued = identity_.credentials->CheckIssued(peer_credential_, peer_name_);
+  if (issued.ok()) return true;
+  RejectAndClose(RejectCode::kCredentialRefused,
+                 identity_.node_name + " refuses you: " + issued.message() +
+                     " (this cluster admits only nodes with a credential of its issuer: cluster.issuer, "
+                     "cluster.credential)",
+                 issued.WithContext("refusing " + Describe() + " (cluster.issuer)"));
+  return false;
+}
+
+std::vector<uint8_t> Connection::SignTranscript() const {
+  if (!identity_.credentials) return {};
+  const Signature s = identity_.credentials->Sign(Transcript(role_));
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+Status Connection::CheckPeerCredential(std::span<const uint8_t> transcript_signature) const {
+  if (!identity_.credentials) return Status::Ok();
+  const Role peer_role = role_ == Role::kDialer ? Role::kAcceptor : Role::kDialer;
+  return identity_.credentials->CheckPeer(peer_credential_, peer_name_, transcript_signature,
+                                          Transcript(peer_role));
+}
+
 bool Connection::TakePeerHello(const msg::Hello& hello) {
   peer_name_ = hello.node_name;
   peer_versions_ = hello.versions;
@@ -257,13 +348,15 @@ void Connection::AcceptorOnHello(std::span<const uint8_t> payload, std::span<con
   }
   std::copy(hello->nonce.begin(), hello->nonce.end(), peer_nonce_.begin());
   own_nonce_ = RandomNonce();
+  if (Status session = StartSession(*hello); !session.ok()) {
+    RejectAndClose(RejectCode::kProtocol, session.message(), InvalidArgument(session.message()));
+    return;
+  }
+  if (identity_.credentials && !IssuedCredential()) return;
   const Mac proof = key_->ProveNonce(Direction::kAcceptorToDialer, peer_nonce_);
-  msg::Hello reply{identity_.versions, identity_.node_name,
-                   std::vector<uint8_t>(own_nonce_.begin(), own_nonce_.end()),
-                   std::vector<uint8_t>(proof.begin(), proof.end())};
+  msg::Hello reply = OwnHello(std::vector<uint8_t>(proof.begin(), proof.end()));
+  reply.transcript_signature = SignTranscript();
   SendRaw(reply, handshake_sealer_);
-  session_sealer_.emplace(key_->SessionKey(Direction::kAcceptorToDialer, peer_nonce_, own_nonce_));
-  session_opener_.emplace(key_->SessionKey(Direction::kDialerToAcceptor, peer_nonce_, own_nonce_));
   state_ = State::kAwaitProof;
 }
 
@@ -302,10 +395,16 @@ void Connection::DialerOnHello(std::span<const uint8_t> payload, std::span<const
     return;
   }
   std::copy(hello->nonce.begin(), hello->nonce.end(), peer_nonce_.begin());
-  session_sealer_.emplace(key_->SessionKey(Direction::kDialerToAcceptor, own_nonce_, peer_nonce_));
-  session_opener_.emplace(key_->SessionKey(Direction::kAcceptorToDialer, own_nonce_, peer_nonce_));
+  if (Status session = StartSession(*hello); !session.ok()) {
+    Close(InvalidArgument(session.message()));
+    return;
+  }
+  if (Status credential = CheckPeerCredential(hello->transcript_signature); !credential.ok()) {
+    Close(credential.WithContext("refusing " + Describe() + " (cluster.issuer)"));
+    return;
+  }
   const Mac proof = key_->ProveNonce(Direction::kDialerToAcceptor, peer_nonce_);
-  SendRaw(msg::Proof{std::vector<uint8_t>(proof.begin(), proof.end())}, *session_sealer_);
+  SendRaw(msg::Proof{std::vector<uint8_t>(proof.begin(), proof.end()), SignTranscript()}, *session_sealer_);
   Established();
 }
 
@@ -324,6 +423,10 @@ void Connection::AcceptorOnProof(std::span<const uint8_t> payload, std::span<con
   const auto* proof = std::get_if<msg::Proof>(&*decoded);
   if (!proof || !key_->CheckNonceProof(Direction::kDialerToAcceptor, own_nonce_, proof->proof)) {
     Close(PermissionDenied(Describe() + " did not prove that it holds the cluster key"));
+    return;
+  }
+  if (Status credential = CheckPeerCredential(proof->transcript_signature); !credential.ok()) {
+    Close(credential.WithContext("refusing " + Describe() + " (cluster.issuer)"));
     return;
   }
   Established();

@@ -29,6 +29,7 @@
 #include "node/control/control_auth.h"
 #include "node/control/control_frame.h"
 #include "node/control/control_messages.h"
+#include "node/control/credentials.h"
 
 namespace chorus::node {
 
@@ -36,6 +37,10 @@ namespace chorus::node {
 struct HandshakeIdentity {
   VersionInfo versions;
   std::string node_name;
+  // With cluster.issuer: this node's credential for node_name. Every peer
+  // must then show one of the same issuer for the name it gives, and this
+  // node shows its own; null: neither.
+  std::shared_ptr<const NodeCredentials> credentials;
 };
 
 struct ConnectionOptions {
@@ -109,6 +114,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Records the peer's name and versions from its hello; false when they cannot
   // talk to ours (then a Reject is on its way and the connection closes).
   [[nodiscard]] bool TakePeerHello(const msg::Hello& hello);
+  // The session keys from both nonces and the ephemeral keys; the error names
+  // what is wrong with the peer's ephemeral key.
+  [[nodiscard]] Status StartSession(const msg::Hello& peer_hello);
+  // What both sides sign with their credentials: the nonces, the ephemeral
+  // keys and the names, dialer's first, after the signer's role.
+  std::vector<uint8_t> Transcript(Role signer) const;
+  // With credentials: whether the peer's credential (from its hello) and its
+  // signature of the transcript verify; Ok without credentials.
+  [[nodiscard]] Status CheckPeerCredential(std::span<const uint8_t> transcript_signature) const;
+  // The acceptor's early check (before it answers): whether the dialer's
+  // credential is this cluster issuer's for its name; false after refusing it.
+  [[nodiscard]] bool IssuedCredential();
+  // This node's signature of the transcript (empty without credentials).
+  std::vector<uint8_t> SignTranscript() const;
+  // This node's hello: its nonce and ephemeral key, `proof`, its credential.
+  msg::Hello OwnHello(std::vector<uint8_t> proof) const;
   void Established();
   // Sends a Reject under the handshake key and closes once it is out.
   void RejectAndClose(RejectCode code, const std::string& reason, const Status& log_reason);
@@ -130,6 +151,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Nonce own_nonce_{};
   Nonce peer_nonce_{};
+  EphemeralKey ephemeral_;
+  std::vector<uint8_t> peer_ephemeral_;
+  Credential peer_credential_;  // from the peer's hello, checked only with identity_.credentials
   FrameSealer handshake_sealer_;
   FrameOpener handshake_opener_;
   std::optional<FrameSealer> session_sealer_;

@@ -77,7 +77,7 @@ void ControlPlaneImpl::JudgeRefusals() {
 
 std::shared_ptr<Connection> ControlPlaneImpl::StartDialed(asio::ip::tcp::socket socket) {
   auto conn = Connection::Create(std::move(socket), Connection::Role::kDialer, key_,
-                                 HandshakeIdentity{versions_, self_.name}, conn_options_, this);
+                                 HandshakeIdentity{versions_, self_.name, credentials_}, conn_options_, this);
   conns_.insert(conn);
   conn->Start();
   return conn;

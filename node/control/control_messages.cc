@@ -111,6 +111,7 @@ wire::RejectCode ToWire(RejectCode code) {
     case RejectCode::kSettingsMismatch: return wire::RejectCode::SETTINGS_MISMATCH;
     case RejectCode::kRunEnded: return wire::RejectCode::RUN_ENDED;
     case RejectCode::kExpelled: return wire::RejectCode::EXPELLED;
+    case RejectCode::kCredentialRefused: return wire::RejectCode::CREDENTIAL_REFUSED;
   }
   return wire::RejectCode::OTHER;
 }
@@ -126,6 +127,7 @@ RejectCode FromWire(wire::RejectCode code) {
     case wire::RejectCode::SETTINGS_MISMATCH: return RejectCode::kSettingsMismatch;
     case wire::RejectCode::RUN_ENDED: return RejectCode::kRunEnded;
     case wire::RejectCode::EXPELLED: return RejectCode::kExpelled;
+    case wire::RejectCode::CREDENTIAL_REFUSED: return RejectCode::kCredentialRefused;
   }
   return RejectCode::kOther;  // a code from a newer schema
 }
@@ -149,8 +151,14 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setNodeName(TextOf(m.node_name));
           b.setNonce(DataOf(m.nonce));
           b.setProof(DataOf(m.proof));
+          b.setEphemeral(DataOf(m.ephemeral));
+          b.setCredentialKey(DataOf(m.credential_key));
+          b.setCredentialSignature(DataOf(m.credential_signature));
+          b.setTranscriptSignature(DataOf(m.transcript_signature));
         } else if constexpr (std::is_same_v<T, msg::Proof>) {
-          env.initProof().setProof(DataOf(m.proof));
+          auto b = env.initProof();
+          b.setProof(DataOf(m.proof));
+          b.setTranscriptSignature(DataOf(m.transcript_signature));
         } else if constexpr (std::is_same_v<T, msg::Join>) {
           auto b = env.initJoin();
           SetNodeInfo(b.initInfo(), m.info);
@@ -275,15 +283,19 @@ Result<msg::EpochView> GetEpochView(wire::EpochView::Reader r) {
   return v;
 }
 
+msg::Hello GetHello(wire::Hello::Reader r) {
+  return msg::Hello{GetVersions(r.getVersions()),    StringOf(r.getNodeName()),
+                    BytesOf(r.getNonce()),           BytesOf(r.getProof()),
+                    BytesOf(r.getEphemeral()),       BytesOf(r.getCredentialKey()),
+                    BytesOf(r.getCredentialSignature()), BytesOf(r.getTranscriptSignature())};
+}
+
 Result<ControlMessage> Extract(wire::Envelope::Reader env) {
   switch (env.which()) {
-    case wire::Envelope::HELLO: {
-      auto r = env.getHello();
-      return msg::Hello{GetVersions(r.getVersions()), StringOf(r.getNodeName()), BytesOf(r.getNonce()),
-                        BytesOf(r.getProof())};
-    }
+    case wire::Envelope::HELLO:
+      return GetHello(env.getHello());
     case wire::Envelope::PROOF:
-      return msg::Proof{BytesOf(env.getProof().getProof())};
+      return msg::Proof{BytesOf(env.getProof().getProof()), BytesOf(env.getProof().getTranscriptSignature())};
     case wire::Envelope::JOIN: {
       CHORUS_ASSIGN_OR_RETURN(Member info, GetNodeInfo(env.getJoin().getInfo()));
       return msg::Join{std::move(info), StringOf(env.getJoin().getSharedSettings()), env.getJoin().getResume()};
@@ -382,6 +394,7 @@ std::string_view RejectCodeName(RejectCode code) {
     case RejectCode::kSettingsMismatch: return "settings mismatch";
     case RejectCode::kRunEnded: return "run ended";
     case RejectCode::kExpelled: return "expelled";
+    case RejectCode::kCredentialRefused: return "credential refused";
   }
   return "?";
 }

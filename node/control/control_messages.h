@@ -48,6 +48,7 @@ enum class RejectCode {
   kSettingsMismatch,  // a joiner's shared settings differ from the coordinator's
   kRunEnded,          // the cluster ended its run before admitting the joiner
   kExpelled,          // the members expelled a node of that name (ControlPlane::Expel)
+  kCredentialRefused,  // cluster.issuer is set and the dialer's credential does not verify
 };
 std::string_view RejectCodeName(RejectCode code);
 
@@ -58,9 +59,15 @@ struct Hello {
   std::string node_name;
   std::vector<uint8_t> nonce;  // 32 random bytes
   std::vector<uint8_t> proof;  // acceptor only: proof over the dialer's nonce
+  std::vector<uint8_t> ephemeral;  // X25519 public key (32 bytes)
+  // Per-node credentials (credentials.h); empty without cluster.issuer.
+  std::vector<uint8_t> credential_key;
+  std::vector<uint8_t> credential_signature;
+  std::vector<uint8_t> transcript_signature;  // acceptor only
 };
 struct Proof {
   std::vector<uint8_t> proof;
+  std::vector<uint8_t> transcript_signature;  // with credentials
 };
 struct Join {
   Member info;  // rank is -1

@@ -61,6 +61,16 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
   if (config.min_nodes < 1) return Err(InvalidArgument("cluster.min_nodes must be >= 1"));
   Member self;
   self.name = local.name;
+  std::shared_ptr<const NodeCredentials> credentials;
+  if (!config.issuer.empty()) {
+    CHORUS_ASSIGN_OR_RETURN(const SignPublicKey issuer, ParseIssuerKey(config.issuer));
+    if (config.credential.empty()) {
+      return Err(InvalidArgument("cluster.issuer is set and cluster.credential is not: this node has no "
+                                 "credential to show (`chorus credential issue` makes one)"));
+    }
+    CHORUS_ASSIGN_OR_RETURN(credentials, NodeCredentials::Load(config.credential, issuer, self.name));
+    self.name = credentials->credential().name;
+  }
   if (self.name.empty()) {
     self.name = config.rank_hint >= 0 ? "node" + std::to_string(config.rank_hint)
                                       : HostName() + "-" + std::to_string(getpid());
@@ -76,7 +86,8 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
   VersionInfo versions{local.chorus_version, local.libfabric_version, local.provider,
                        local.provider_version};
 
-  auto impl = std::make_unique<ControlPlaneImpl>(config, std::move(self), std::move(versions));
+  auto impl =
+      std::make_unique<ControlPlaneImpl>(config, std::move(self), std::move(versions), std::move(credentials));
   impl->set_join_terms(std::move(local.shared_settings), local.resume);
   CHORUS_RETURN_IF_ERROR(impl->Listen(local.listen_fd));
   impl->StartThread();
@@ -127,12 +138,14 @@ void ControlPlane::Expel(const std::string& name, const std::string& why) { impl
 // ---------------------------------------------------------------------------
 // Start-up and shutdown
 
-ControlPlaneImpl::ControlPlaneImpl(const ClusterConfig& config, Member self, VersionInfo versions)
+ControlPlaneImpl::ControlPlaneImpl(const ClusterConfig& config, Member self, VersionInfo versions,
+                                   std::shared_ptr<const NodeCredentials> credentials)
     : config_(config),
       self_(std::move(self)),
       incarnation_(NewIncarnation(self_.name)),
       versions_(std::move(versions)),
       key_(std::make_shared<const ClusterKey>(ClusterKey::FromToken(config.token))),
+      credentials_(std::move(credentials)),
       heartbeat_interval_(SecondsToDuration(config.heartbeat_interval_s)),
       join_timeout_(SecondsToDuration(config.join_timeout_s)),
       suspect_after_(SecondsToDuration(config.suspect_timeout_s)),
@@ -270,7 +283,7 @@ void ControlPlaneImpl::StartThread() {
 Status ControlPlaneImpl::SelfCheck() {
   const Deadline deadline = Deadline::After(std::clamp<Duration>(join_timeout_, std::chrono::seconds(1),
                                                                   std::chrono::seconds(5)));
-  Result<ProbeResult> probe = ProbeNode(advertise_, config_.token, versions_, self_.name, deadline);
+  Result<ProbeResult> probe = ProbeNode(advertise_, config_.token, versions_, self_.name, deadline, credentials_);
   if (!probe) {
     return FailedPrecondition("self-check failed: this node cannot complete a hello with its own advertised "
                               "address " + advertise_ + " (" + probe.error().ToString() +
@@ -316,7 +329,7 @@ void ControlPlaneImpl::StartAccept() {
         CHORUS_LOG_WARN(Subsys::kControl, "accepting on ", listen_display_, ": ", ec.message());
       } else if (!Terminal()) {
         auto conn = Connection::Create(std::move(socket), Connection::Role::kAcceptor, key_,
-                                       HandshakeIdentity{versions_, self_.name}, conn_options_, this);
+                                       HandshakeIdentity{versions_, self_.name, credentials_}, conn_options_, this);
         conns_.insert(conn);
         conn->Start();
       }

@@ -44,7 +44,8 @@ constexpr auto kMaxControlDialTime = std::chrono::seconds(2);
 
 class ControlPlaneImpl : public Connection::Listener {
  public:
-  ControlPlaneImpl(const ClusterConfig& config, Member self, VersionInfo versions);
+  ControlPlaneImpl(const ClusterConfig& config, Member self, VersionInfo versions,
+                   std::shared_ptr<const NodeCredentials> credentials);
   ~ControlPlaneImpl() override;
 
   // ---- start-up (caller's thread, before the public object exists) ----
@@ -357,6 +358,7 @@ class ControlPlaneImpl : public Connection::Listener {
   std::string shared_settings_;
   bool resume_ = false;
   std::shared_ptr<const ClusterKey> key_;
+  std::shared_ptr<const NodeCredentials> credentials_;  // with cluster.issuer
   ConnectionOptions conn_options_;
   Duration heartbeat_interval_;
   Duration join_timeout_;

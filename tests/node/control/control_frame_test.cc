@@ -82,11 +82,14 @@ TEST_F(ControlFrameTest, SessionKeysDifferPerConnectionAndDirection) {
   const ClusterKey key = ClusterKey::FromToken("token");
   const Nonce dialer_a = RandomNonce(), acceptor_a = RandomNonce();
   const Nonce dialer_b = RandomNonce(), acceptor_b = RandomNonce();
-  const MacKey a_up = key.SessionKey(Direction::kDialerToAcceptor, dialer_a, acceptor_a);
-  const MacKey a_down = key.SessionKey(Direction::kAcceptorToDialer, dialer_a, acceptor_a);
-  const MacKey b_up = key.SessionKey(Direction::kDialerToAcceptor, dialer_b, acceptor_b);
+  const SharedSecret ephemeral{7};
+  const MacKey a_up = key.SessionKey(Direction::kDialerToAcceptor, dialer_a, acceptor_a, ephemeral);
+  const MacKey a_down = key.SessionKey(Direction::kAcceptorToDialer, dialer_a, acceptor_a, ephemeral);
+  const MacKey b_up = key.SessionKey(Direction::kDialerToAcceptor, dialer_b, acceptor_b, ephemeral);
   EXPECT_NE(a_up, a_down);
   EXPECT_NE(a_up, b_up);
+  // The same nonces with another ephemeral secret (a relay that made its own): another key.
+  EXPECT_NE(a_up, key.SessionKey(Direction::kDialerToAcceptor, dialer_a, acceptor_a, SharedSecret{8}));
   // A frame recorded on connection A does not verify on connection B.
   FrameSealer sealer_a(a_up);
   FrameOpener opener_b(b_up);

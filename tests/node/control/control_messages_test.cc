@@ -61,14 +61,22 @@ void ExpectSameView(const msg::EpochView& a, const msg::EpochView& b) {
 
 TEST(ControlMessagesTest, HelloAndProofRoundTrip) {
   msg::Hello hello{{"0.1.0", "1.17", "tcp;ofi_rxm", "117.0"}, "node3", std::vector<uint8_t>(32, 0xab),
-                   std::vector<uint8_t>(32, 0xcd)};
+                   std::vector<uint8_t>(32, 0xcd),  std::vector<uint8_t>(32, 0x11),
+                   std::vector<uint8_t>(32, 0x22),  std::vector<uint8_t>(64, 0x33),
+                   std::vector<uint8_t>(64, 0x44)};
   auto back = std::get<msg::Hello>(RoundTrip(hello));
   EXPECT_EQ(back.versions, hello.versions);
   EXPECT_EQ(back.node_name, "node3");
   EXPECT_EQ(back.nonce, hello.nonce);
   EXPECT_EQ(back.proof, hello.proof);
-  auto proof = std::get<msg::Proof>(RoundTrip(msg::Proof{std::vector<uint8_t>(32, 9)}));
+  EXPECT_EQ(back.ephemeral, hello.ephemeral);
+  EXPECT_EQ(back.credential_key, hello.credential_key);
+  EXPECT_EQ(back.credential_signature, hello.credential_signature);
+  EXPECT_EQ(back.transcript_signature, hello.transcript_signature);
+  auto proof =
+      std::get<msg::Proof>(RoundTrip(msg::Proof{std::vector<uint8_t>(32, 9), std::vector<uint8_t>(64, 5)}));
   EXPECT_EQ(proof.proof, std::vector<uint8_t>(32, 9));
+  EXPECT_EQ(proof.transcript_signature, std::vector<uint8_t>(64, 5));
 }
 
 TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
