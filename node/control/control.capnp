@@ -3,7 +3,8 @@
 # A frame on the TCP control connection is
 #   [u32 little-endian length L][L bytes: this Envelope, capnp flat encoding][32-byte HMAC]
 # (node/control/control_frame.h). The cluster token is never sent: frames are authenticated
-# with HMAC-SHA256 under keys derived from it (node/control/control_auth.h).
+# with HMAC-SHA256 under keys derived from it (node/control/control_auth.h), and every frame
+# after the handshake is encrypted (ChaCha20) under the session keys.
 #
 # Connection life: the dialing side sends `hello` (with a fresh nonce); the
 # accepting side answers `hello` (its own nonce, and a proof over the dialer's

@@ -178,8 +178,8 @@ void Connection::ReadBody(uint32_t length) {
 
 void Connection::OnFrame() {
   auto self = shared_from_this();
-  std::span<const uint8_t> all(body_);
-  std::span<const uint8_t> payload = all.first(body_.size() - kFrameMacBytes);
+  std::span<uint8_t> all(body_);
+  std::span<uint8_t> payload = all.first(body_.size() - kFrameMacBytes);
   std::span<const uint8_t> mac = all.last(kFrameMacBytes);
   if (state_ != State::kEstablished) {
     OnHandshakeFrame(payload, mac);
@@ -204,7 +204,7 @@ void Connection::OnFrame() {
   if (state_ == State::kAwaitProof || state_ == State::kEstablished) ReadHeader();
 }
 
-void Connection::OnHandshakeFrame(std::span<const uint8_t> payload, std::span<const uint8_t> mac) {
+void Connection::OnHandshakeFrame(std::span<uint8_t> payload, std::span<const uint8_t> mac) {
   if (state_ == State::kAwaitHello) {
     if (role_ == Role::kAcceptor) {
       AcceptorOnHello(payload, mac);
@@ -240,8 +240,8 @@ Status Connection::StartSession(const msg::Hello& peer_hello) {
   const Nonce& na = dialer ? peer_nonce_ : own_nonce_;
   const Direction out = dialer ? Direction::kDialerToAcceptor : Direction::kAcceptorToDialer;
   const Direction in = dialer ? Direction::kAcceptorToDialer : Direction::kDialerToAcceptor;
-  session_sealer_.emplace(key_->SessionKey(out, nd, na, *shared));
-  session_opener_.emplace(key_->SessionKey(in, nd, na, *shared));
+  session_sealer_.emplace(key_->SessionKey(out, nd, na, *shared), /*encrypt=*/true);
+  session_opener_.emplace(key_->SessionKey(in, nd, na, *shared), /*encrypt=*/true);
   sodium_memzero(shared->data(), shared->size());
   // The peer's credential, checked later against the transcript.
   peer_credential_ = Credential{peer_hello.node_name, {}, {}};
@@ -314,7 +314,7 @@ bool Connection::TakePeerHello(const msg::Hello& hello) {
   return false;
 }
 
-void Connection::AcceptorOnHello(std::span<const uint8_t> payload, std::span<const uint8_t> mac) {
+void Connection::AcceptorOnHello(std::span<uint8_t> payload, std::span<const uint8_t> mac) {
   const Status auth = handshake_opener_.Open(payload, mac);
   Result<ControlMessage> decoded = DecodeMessage(payload);
   const msg::Hello* hello = decoded ? std::get_if<msg::Hello>(&*decoded) : nullptr;
@@ -360,7 +360,7 @@ void Connection::AcceptorOnHello(std::span<const uint8_t> payload, std::span<con
   state_ = State::kAwaitProof;
 }
 
-void Connection::DialerOnHello(std::span<const uint8_t> payload, std::span<const uint8_t> mac) {
+void Connection::DialerOnHello(std::span<uint8_t> payload, std::span<const uint8_t> mac) {
   const Status auth = handshake_opener_.Open(payload, mac);
   Result<ControlMessage> decoded = DecodeMessage(payload);
   if (!auth.ok()) {
@@ -408,7 +408,7 @@ void Connection::DialerOnHello(std::span<const uint8_t> payload, std::span<const
   Established();
 }
 
-void Connection::AcceptorOnProof(std::span<const uint8_t> payload, std::span<const uint8_t> mac) {
+void Connection::AcceptorOnProof(std::span<uint8_t> payload, std::span<const uint8_t> mac) {
   const Status auth = session_opener_->Open(payload, mac);
   if (!auth.ok()) {
     Close(PermissionDenied("the handshake proof of " + Describe() +

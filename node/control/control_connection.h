@@ -107,10 +107,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadHeader();
   void ReadBody(uint32_t length);
   void OnFrame();
-  void OnHandshakeFrame(std::span<const uint8_t> payload, std::span<const uint8_t> mac);
-  void AcceptorOnHello(std::span<const uint8_t> payload, std::span<const uint8_t> mac);
-  void DialerOnHello(std::span<const uint8_t> payload, std::span<const uint8_t> mac);
-  void AcceptorOnProof(std::span<const uint8_t> payload, std::span<const uint8_t> mac);
+  void OnHandshakeFrame(std::span<uint8_t> payload, std::span<const uint8_t> mac);
+  void AcceptorOnHello(std::span<uint8_t> payload, std::span<const uint8_t> mac);
+  void DialerOnHello(std::span<uint8_t> payload, std::span<const uint8_t> mac);
+  void AcceptorOnProof(std::span<uint8_t> payload, std::span<const uint8_t> mac);
   // Records the peer's name and versions from its hello; false when they cannot
   // talk to ours (then a Reject is on its way and the connection closes).
   [[nodiscard]] bool TakePeerHello(const msg::Hello& hello);

@@ -1,9 +1,12 @@
 // Frame header, sealing and verification (see control_frame.h).
 #include "node/control/control_frame.h"
 
+#include <sodium.h>
+
 #include <array>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace chorus::node {
 namespace {
@@ -20,7 +23,31 @@ std::array<uint8_t, 4> Le32(uint32_t v) {
   return out;
 }
 
+// The key that encrypts a direction's session frames, derived from its MAC key.
+MacKey CipherKey(const MacKey& mac_key) {
+  static constexpr std::string_view kLabel = "frame cipher";
+  return HmacParts(mac_key, {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kLabel.data()),
+                                                      kLabel.size())});
+}
+
+// ChaCha20 of `bytes` in place; frame `seq`'s nonce (unique under one key:
+// every connection has fresh keys, and each direction numbers its frames).
+void CipherInPlace(const MacKey& key, uint64_t seq, std::span<uint8_t> bytes) {
+  std::array<uint8_t, crypto_stream_chacha20_ietf_NONCEBYTES> nonce{};
+  const auto seq_bytes = Le64(seq);
+  std::memcpy(nonce.data(), seq_bytes.data(), seq_bytes.size());
+  crypto_stream_chacha20_ietf_xor(bytes.data(), bytes.data(), bytes.size(), nonce.data(), key.data());
+}
+
 }  // namespace
+
+FrameSealer::FrameSealer(const MacKey& key, bool encrypt) : key_(key) {
+  if (encrypt) cipher_key_ = CipherKey(key);
+}
+
+FrameOpener::FrameOpener(const MacKey& key, bool encrypt) : key_(key) {
+  if (encrypt) cipher_key_ = CipherKey(key);
+}
 
 Mac FrameMac(const MacKey& key, uint64_t seq, std::span<const uint8_t> payload) {
   const auto seq_bytes = Le64(seq);
@@ -43,19 +70,22 @@ Result<uint32_t> ParseFrameLength(std::span<const uint8_t, kFrameLengthBytes> he
 
 std::vector<uint8_t> FrameSealer::Seal(std::span<const uint8_t> payload) {
   const auto len_bytes = Le32(static_cast<uint32_t>(payload.size()));
-  const Mac mac = FrameMac(key_, seq_++, payload);
   std::vector<uint8_t> frame(kFrameLengthBytes + payload.size() + kFrameMacBytes);
   std::memcpy(frame.data(), len_bytes.data(), kFrameLengthBytes);
-  if (!payload.empty()) std::memcpy(frame.data() + kFrameLengthBytes, payload.data(), payload.size());
+  const std::span<uint8_t> body(frame.data() + kFrameLengthBytes, payload.size());
+  if (!payload.empty()) std::memcpy(body.data(), payload.data(), payload.size());
+  if (cipher_key_) CipherInPlace(*cipher_key_, seq_, body);
+  const Mac mac = FrameMac(key_, seq_++, body);
   std::memcpy(frame.data() + kFrameLengthBytes + payload.size(), mac.data(), kFrameMacBytes);
   return frame;
 }
 
-Status FrameOpener::Open(std::span<const uint8_t> payload, std::span<const uint8_t> mac) {
+Status FrameOpener::Open(std::span<uint8_t> payload, std::span<const uint8_t> mac) {
   const Mac expected = FrameMac(key_, seq_, payload);
   if (!MacEquals(expected, mac)) {
     return PermissionDenied("HMAC of frame " + std::to_string(seq_) + " does not verify");
   }
+  if (cipher_key_) CipherInPlace(*cipher_key_, seq_, payload);
   ++seq_;
   return Status::Ok();
 }
@@ -72,10 +102,11 @@ Result<std::vector<uint8_t>> OpenFrame(std::span<const uint8_t> frame, FrameOpen
     return Err(DataLoss("frame of " + std::to_string(frame.size()) + " bytes, header says " +
                         std::to_string(expected)));
   }
-  std::span<const uint8_t> payload = frame.subspan(kFrameLengthBytes, length);
+  std::span<const uint8_t> body = frame.subspan(kFrameLengthBytes, length);
   std::span<const uint8_t> mac = frame.subspan(kFrameLengthBytes + length, kFrameMacBytes);
+  std::vector<uint8_t> payload(body.begin(), body.end());
   CHORUS_RETURN_IF_ERROR(opener.Open(payload, mac));
-  return std::vector<uint8_t>(payload.begin(), payload.end());
+  return payload;
 }
 
 }  // namespace chorus::node

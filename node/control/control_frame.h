@@ -7,11 +7,16 @@
 // numbers its frames 0, 1, 2, ...; a FrameSealer writes them and a FrameOpener
 // checks them in order, so a frame replayed, dropped or reordered within a
 // connection does not verify either. L is checked against a limit before
-// anything is allocated. Must not: parse the payload (control_messages.h does),
+// anything is allocated. Session frames (after the handshake) are encrypted
+// too: the payload is ChaCha20 ciphertext (RFC 8439, nonce the sequence
+// number) under a key derived from the direction's key, and the HMAC covers
+// the ciphertext (encrypt-then-MAC). So what the members tell each other (a
+// view's data-plane salt among it) stays between them. Must not: parse the payload (control_messages.h does),
 // touch sockets, or log.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -36,27 +41,32 @@ Mac FrameMac(const MacKey& key, uint64_t seq, std::span<const uint8_t> payload);
 // Writes the frames of one direction.
 class FrameSealer {
  public:
-  explicit FrameSealer(const MacKey& key) : key_(key) {}
+  // `encrypt`: session frames (see the file comment).
+  explicit FrameSealer(const MacKey& key, bool encrypt = false);
   // The whole frame (header, payload, MAC) for the next sequence number.
   std::vector<uint8_t> Seal(std::span<const uint8_t> payload);
   uint64_t next_seq() const { return seq_; }
 
  private:
   MacKey key_;
+  std::optional<MacKey> cipher_key_;  // session frames only
   uint64_t seq_ = 0;
 };
 
 // Checks the frames of one direction, in order.
 class FrameOpener {
  public:
-  explicit FrameOpener(const MacKey& key) : key_(key) {}
-  // Verifies `mac` for the next sequence number; advances only on success.
-  // PermissionDenied (naming the sequence number) when it does not verify.
-  [[nodiscard]] Status Open(std::span<const uint8_t> payload, std::span<const uint8_t> mac);
+  // `encrypt`: session frames, decrypted once they verified.
+  explicit FrameOpener(const MacKey& key, bool encrypt = false);
+  // Verifies `mac` for the next sequence number and decrypts `payload` in
+  // place; advances only on success. PermissionDenied (naming the sequence
+  // number) when it does not verify; `payload` is then left as it came.
+  [[nodiscard]] Status Open(std::span<uint8_t> payload, std::span<const uint8_t> mac);
   uint64_t next_seq() const { return seq_; }
 
  private:
   MacKey key_;
+  std::optional<MacKey> cipher_key_;
   uint64_t seq_ = 0;
 };
 

@@ -1,5 +1,6 @@
 // Framing and keys of the control plane: frames round-trip with their HMAC,
-// and a tampered, replayed, reordered, oversized or foreign frame is refused.
+// session frames are encrypted, and a tampered, replayed, reordered,
+// oversized or foreign frame is refused.
 #include "node/control/control_frame.h"
 
 #include <gtest/gtest.h>
@@ -37,6 +38,34 @@ TEST_F(ControlFrameTest, SealedFrameOpensWithTheSameKey) {
   ASSERT_TRUE(opened.has_value()) << opened.error().ToString();
   EXPECT_EQ(*opened, payload);
   EXPECT_EQ(opener.next_seq(), 1u);
+}
+
+TEST_F(ControlFrameTest, SessionFramesCarryCiphertextThatOnlyTheirKeyOpens) {
+  const MacKey key = ClusterKey::FromToken("token").SessionKey(Direction::kDialerToAcceptor, RandomNonce(),
+                                                               RandomNonce(), SharedSecret{3});
+  FrameSealer sealer(key, /*encrypt=*/true);
+  FrameOpener opener(key, /*encrypt=*/true);
+  const std::vector<uint8_t> payload = Payload(40);
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<uint8_t> frame = sealer.Seal(payload);
+    ASSERT_EQ(frame.size(), kFrameLengthBytes + payload.size() + kFrameMacBytes);
+    const std::vector<uint8_t> body(frame.begin() + kFrameLengthBytes, frame.end() - kFrameMacBytes);
+    size_t same = 0;
+    for (size_t b = 0; b < body.size(); ++b) same += body[b] == payload[b];
+    EXPECT_LT(same, 4u) << "frame " << i << " carries its payload in clear";
+    Result<std::vector<uint8_t>> opened = OpenFrame(frame, opener);
+    ASSERT_TRUE(opened.has_value()) << opened.error().ToString();
+    EXPECT_EQ(*opened, payload) << "frame " << i;
+  }
+  // An opener that does not decrypt sees only the ciphertext, and one of
+  // another key nothing at all.
+  FrameSealer again(key, /*encrypt=*/true);
+  FrameOpener plain(key);
+  Result<std::vector<uint8_t>> ciphertext = OpenFrame(again.Seal(payload), plain);
+  ASSERT_TRUE(ciphertext.has_value());
+  EXPECT_NE(*ciphertext, payload);
+  FrameOpener other(ClusterKey::FromToken("token").HandshakeKey(Direction::kDialerToAcceptor), true);
+  EXPECT_FALSE(OpenFrame(FrameSealer(key, true).Seal(payload), other).has_value());
 }
 
 TEST_F(ControlFrameTest, EveryTamperedByteIsRejected) {
