@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "node/config/config_check.h"
 #include "node/config/config_parse.h"
+#include "node/control/credentials.h"
 #include "node/lab/compare/compare_config.h"
 #include "trainer/dataset.h"
 
@@ -23,8 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // What a node checks only when it starts, checked here too: the data set's
-// files in data.dir, and in a comparison file its [compare] table (as
-// `chorus compare` reads it). The first problem, naming file, line or key.
+// files in data.dir, its credential (with cluster.issuer), and in a
+// comparison file its [compare] table (as `chorus compare` reads it). The first problem, naming file, line or key.
 Status CheckBeyondTheSettings(const std::string& file, const Config& config) {
   for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                            "t10k-labels-idx1-ubyte.gz"}) {
@@ -32,6 +33,16 @@ Status CheckBeyondTheSettings(const std::string& file, const Config& config) {
       return NotFound(SettingOrigin(config, "data.dir") + ": data.dir: no " + name + " in " + config.data.dir +
                       " (Fashion-MNIST: Debian's " + trainer::kFashionMnistPackage + " puts it in " +
                       trainer::kFashionMnistDefaultDir + ")");
+    }
+  }
+  if (!config.cluster.issuer.empty()) {
+    // The credential as the control plane reads it: its issuer, its name.
+    Result<SignPublicKey> issuer = ParseIssuerKey(config.cluster.issuer);
+    Result<std::shared_ptr<const NodeCredentials>> credential =
+        issuer ? NodeCredentials::Load(config.cluster.credential, *issuer, config.run.node_name)
+               : Err(issuer.error());
+    if (!credential) {
+      return credential.error().WithContext(SettingOrigin(config, "cluster.credential") + ": cluster.credential");
     }
   }
   Result<std::string> text = ReadFileText(file);

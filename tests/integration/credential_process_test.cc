@@ -55,6 +55,15 @@ TEST(CredentialProcessTest, NodesWithTheIssuersCredentialsTrainAndAStrangersIsRe
                      (out / "node2.cred").string()});
   ASSERT_FALSE(issuer.empty() || stranger.empty());
 
+  // `config check` reads the credential as the node would: the stranger's is not the issuer's.
+  ChorusProcess check({"config", "check", std::string(testing::kConfigsDir) + "/allreduce-ring.toml", "--set",
+                       "cluster.issuer=\"" + issuer + "\"", "--set",
+                       "cluster.credential=\"" + (out / "node2.cred").string() + "\""});
+  EXPECT_EQ(testing::ExitStatus(check, 30), 2) << check.Output();
+  EXPECT_NE(check.Output().find("node2.cred: issued by " + stranger + ", not by cluster.issuer " + issuer),
+            std::string::npos)
+      << check.Output();
+
   PortPicker ports(static_cast<uint32_t>(getpid()) + 23);
   const int port0 = ports.Next();
   auto node = [&](int i, const std::string& issuer_key) {
@@ -62,8 +71,8 @@ TEST(CredentialProcessTest, NodesWithTheIssuersCredentialsTrainAndAStrangersIsRe
         "allreduce-ring.toml", i, port0, out.string(), name,
         {"cluster.min_nodes=2", "cluster.join_timeout_s=20", "cluster.issuer=\"" + issuer_key + "\"",
          "cluster.credential=\"" + (out / ("node" + std::to_string(i) + ".cred")).string() + "\"",
-         "train.threads=1", "train.epochs=2", "train.eval_every_epochs=0", "data.train_limit=6000",
-         "data.test_limit=1000"}));
+         "train.threads=1", "train.epochs=2", "train.eval_every_epochs=0", "train.slowdown=3.0",
+         "data.train_limit=24000", "data.test_limit=1000"}));
   };
   std::vector<std::unique_ptr<ChorusProcess>> members;
   members.push_back(node(0, issuer));
@@ -73,9 +82,10 @@ TEST(CredentialProcessTest, NodesWithTheIssuersCredentialsTrainAndAStrangersIsRe
     for (size_t i = 0; i < members.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + members[i]->Output();
     return all;
   };
-  ASSERT_TRUE(members[0]->WaitFor("cluster formed", 60)) << outputs();
+  ASSERT_TRUE(members[0]->WaitFor("listening on", 60)) << outputs();
 
-  // The token is right; the credential is another issuer's.
+  // The token is right; the credential is another issuer's. It dials node0
+  // while the members form or train (they train for seconds).
   std::unique_ptr<ChorusProcess> intruder = node(2, stranger);
   EXPECT_EQ(testing::ExitStatus(*intruder, 60), 1) << intruder->Output();
   EXPECT_NE(intruder->Output().find("'node2' showed no credential of this cluster's issuer"), std::string::npos)
