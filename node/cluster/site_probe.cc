@@ -26,15 +26,29 @@ double Seconds(std::chrono::steady_clock::time_point from) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
 }
 
-// One pair's probes, from the lower rank: the cheapest of `repeats`.
+// What a ping asks of the answerer.
+enum : uint8_t { kPingDone = 0, kPingProbe = 1, kPingReady = 2 };
+
+// One pair's probes, from the lower rank: the cheapest of `repeats`, or of
+// fewer when one took repeat_below_s or more. An untimed round trip first
+// waits until the answerer has finished its previous round (a pair across
+// sites there) and has the connection up, so the first timed probe
+// measures the link alone; each probe then starts with a ping of
+// kPingProbe, and a ping of kPingDone ends them.
 Result<double> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag, const SiteProbeOptions& o,
                         std::vector<std::byte>& payload, Deadline deadline) {
+  static const std::byte kReady[1] = {std::byte{kPingReady}};
+  static const std::byte kProbe[1] = {std::byte{kPingProbe}};
+  static const std::byte kDone[1] = {std::byte{kPingDone}};
   std::byte one[1] = {std::byte{1}};
   std::vector<gossip::RequestPtr> sends;
+  CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ready, t.Isend(peer, tag + 0, kReady));
+  sends.push_back(std::move(ready));
+  CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 1, one, deadline)));
   double cheapest = 0.0;
   for (int k = 0; k < o.repeats; ++k) {
     const auto start = std::chrono::steady_clock::now();
-    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ping, t.Isend(peer, tag + 0, one));
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ping, t.Isend(peer, tag + 0, kProbe));
     sends.push_back(std::move(ping));
     CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 1, one, deadline)));
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr data, t.Isend(peer, tag + 2, payload));
@@ -42,22 +56,36 @@ Result<double> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag
     CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 3, one, deadline)));
     const double took = Seconds(start);
     cheapest = k == 0 ? took : std::min(cheapest, took);
+    if (took >= o.repeat_below_s) break;
   }
+  CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr done, t.Isend(peer, tag + 0, kDone));
+  sends.push_back(std::move(done));
   CHORUS_RETURN_IF_ERROR(gossip::WaitAll(sends, deadline));
   return cheapest;
 }
 
-// The higher rank's side: answer each probe.
+// The higher rank's side: answer the ready ping and each probe until the
+// ping that ends them.
 Status Answer(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag, const SiteProbeOptions& o,
               std::vector<std::byte>& payload, Deadline deadline) {
-  std::byte one[1] = {std::byte{1}};
+  static const std::byte kAnswer[1] = {std::byte{1}};
+  std::byte ping[1] = {std::byte{kPingProbe}};
   std::vector<gossip::RequestPtr> sends;
-  for (int k = 0; k < o.repeats; ++k) {
-    CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 0, one, deadline)));
-    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr pong, t.Isend(peer, tag + 1, one));
+  int pings = 0;
+  while (true) {
+    CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 0, ping, deadline)));
+    const auto what = static_cast<uint8_t>(ping[0]);
+    if (what == kPingDone) break;
+    if (++pings > o.repeats + 1 || what > kPingReady) {
+      CHORUS_RETURN_IF_ERROR(gossip::WaitAll(sends, deadline));
+      return DataLoss("site probe: ping " + std::to_string(pings) + " (" + std::to_string(what) + "), more than " +
+                      std::to_string(o.repeats) + " probes after the ready one");
+    }
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr pong, t.Isend(peer, tag + 1, kAnswer));
     sends.push_back(std::move(pong));
+    if (what == kPingReady) continue;
     CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 2, payload, deadline)));
-    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ack, t.Isend(peer, tag + 3, one));
+    CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ack, t.Isend(peer, tag + 3, kAnswer));
     sends.push_back(std::move(ack));
   }
   return gossip::WaitAll(sends, deadline);

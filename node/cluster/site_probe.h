@@ -21,7 +21,8 @@
 // Bounded: each member sends at most (n - 1) x repeats x (ProbeBytes + 2)
 // bytes (max_bytes_per_node, unless min_bytes needs more past ~128
 // members), all by `deadline`; it takes n - 1 rounds of repeats x two round
-// trips and a transfer each. Must not: decide membership.
+// trips and a transfer each, one of them for a pair whose first probe took
+// repeat_below_s or more. Must not: decide membership.
 #pragma once
 
 #include <cstddef>
@@ -49,6 +50,10 @@ struct SiteProbeOptions {
   size_t max_bytes_per_node = size_t{24} << 20;
   size_t min_bytes = 64 * 1024;
   int repeats = 3;       // probes per pair; the cheapest counts
+  // A probe that took this long is not repeated: repeats filter a fast
+  // link's noise, and a slow link (another site's) is slow every time, so
+  // its repeats would only hold up the rounds after it.
+  double repeat_below_s = 0.05;
   double min_gap = 3.0;  // the least ratio between far and near links that makes sites
 };
 

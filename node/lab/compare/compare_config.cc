@@ -661,6 +661,8 @@ const std::vector<CompareMethod>& BuiltinMethods() {
 std::vector<std::string> DefaultMethodNames() {
   std::vector<std::string> names;
   for (size_t i = 0; i < 9; ++i) names.push_back(BuiltinMethods()[i].name);
+  // The decentralized recipe that keeps up with the all-reduce, beside the plain graphs.
+  names.insert(names.begin() + 4, "dpsgd-qgm-mean-norm-one-peer-exp");
   return names;
 }
 

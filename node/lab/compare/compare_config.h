@@ -92,7 +92,8 @@ const std::vector<std::string>& CompareKeys();
 // The methods `methods = [...]` may name, the default matrix first
 // (docs/cli-and-configs.md lists them; a test holds it to this list).
 const std::vector<CompareMethod>& BuiltinMethods();
-// The default matrix: the first nine of BuiltinMethods().
+// The default matrix: the first nine of BuiltinMethods(), and after the
+// plain one-peer D-PSGD its mean-norm recipe (dpsgd-qgm-mean-norm-one-peer-exp).
 std::vector<std::string> DefaultMethodNames();
 // The method called `name`: the one in `defined` if there is one, else the
 // built-in one; nullptr when neither has it.

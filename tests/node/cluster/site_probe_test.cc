@@ -25,27 +25,46 @@ TEST(SiteProbeTest, EachTransferShrinksWithTheMembersToKeepAMembersBytesBounded)
   }
 }
 
-// Twelve members over the in-process transport (links alike: one site):
-// each sends at most its bound, and every pair is measured.
-TEST(SiteProbeTest, TwelveMembersSendNoMoreThanTheirBoundAndMeasureEveryPair) {
-  constexpr int kMembers = 12;
+constexpr int kProbeMembers = 12;
+
+// A probe among kProbeMembers local threads: each member's result and bytes sent.
+struct ProbeRun {
+  std::vector<SiteProbe> probes = std::vector<SiteProbe>(kProbeMembers);
+  std::vector<uint64_t> sent = std::vector<uint64_t>(kProbeMembers);
+  std::vector<Status> statuses;
+};
+ProbeRun RunProbe(const SiteProbeOptions& o) {
+  ProbeRun run;
+  run.statuses = gossip::testing::RunGossipNodes(kProbeMembers, [&](int r, gossip::Transport& t, gossip::LocalHub&) {
+    const MembershipView view = View(r, kProbeMembers);
+    const uint64_t before = t.Stats().bytes_sent;
+    Result<SiteProbe> probe = ProbeSites(t, view, o, /*tag_base=*/1 << 20, Deadline::AfterSeconds(60));
+    if (!probe) return probe.error();
+    run.probes[r] = *probe;
+    run.sent[r] = t.Stats().bytes_sent - before;
+    return Status::Ok();
+  });
+  return run;
+}
+
+SiteProbeOptions SmallProbes() {
   SiteProbeOptions o;
   o.bytes = 64 * 1024;
   o.min_bytes = 1024;
   o.max_bytes_per_node = 11 * 3 * 4096;  // 4 KiB per transfer
-  std::vector<SiteProbe> probes(kMembers);
-  std::vector<uint64_t> sent(kMembers);
-  auto statuses = gossip::testing::RunGossipNodes(kMembers, [&](int r, gossip::Transport& t, gossip::LocalHub&) {
-    const MembershipView view = View(r, kMembers);
-    const uint64_t before = t.Stats().bytes_sent;
-    Result<SiteProbe> probe = ProbeSites(t, view, o, /*tag_base=*/1 << 20, Deadline::AfterSeconds(60));
-    if (!probe) return probe.error();
-    probes[r] = *probe;
-    sent[r] = t.Stats().bytes_sent - before;
-    return Status::Ok();
-  });
+  return o;
+}
+
+// Twelve members over the in-process transport (links alike: one site):
+// each sends at most its bound, and every pair is measured.
+TEST(SiteProbeTest, TwelveMembersSendNoMoreThanTheirBoundAndMeasureEveryPair) {
+  constexpr int kMembers = kProbeMembers;
+  const SiteProbeOptions o = SmallProbes();
+  const ProbeRun run = RunProbe(o);
+  const std::vector<SiteProbe>& probes = run.probes;
+  const std::vector<uint64_t>& sent = run.sent;
   for (int r = 0; r < kMembers; ++r) {
-    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+    ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r].ToString();
     EXPECT_EQ(probes[r].bytes, 4096u);
     // The transfers, their pings and answers, and the costs gathered (a few floats).
     EXPECT_LE(sent[r], o.max_bytes_per_node + 11 * 3 * 2 + 4096) << "rank " << r;
@@ -53,6 +72,27 @@ TEST(SiteProbeTest, TwelveMembersSendNoMoreThanTheirBoundAndMeasureEveryPair) {
       if (j != r) {
         EXPECT_GT(probes[r].cost_s[static_cast<size_t>(r * kMembers + j)], 0.0) << r << "-" << j;
       }
+    }
+  }
+}
+
+// A pair whose first probe took repeat_below_s is not probed again: the
+// member that starts it sends one transfer instead of `repeats`. Rank r
+// starts the pairs with the 11 - r ranks above it.
+TEST(SiteProbeTest, AProbeAsSlowAsTheBoundIsNotRepeated) {
+  SiteProbeOptions o = SmallProbes();
+  o.repeat_below_s = 1e9;  // never slow enough: every pair three times
+  const ProbeRun all = RunProbe(o);
+  o.repeat_below_s = 0.0;  // always: every pair once
+  const ProbeRun once = RunProbe(o);
+  constexpr uint64_t kGatherSlack = 4096;
+  for (int r = 0; r < kProbeMembers; ++r) {
+    ASSERT_TRUE(all.statuses[r].ok() && once.statuses[r].ok()) << "rank " << r;
+    const uint64_t started = static_cast<uint64_t>(kProbeMembers - 1 - r);
+    EXPECT_GE(all.sent[r], started * 3 * 4096) << "rank " << r;
+    EXPECT_LE(once.sent[r], started * 4096 + 3 * kProbeMembers * 2 + kGatherSlack) << "rank " << r;
+    for (int j = 0; j < kProbeMembers; ++j) {
+      if (j != r) EXPECT_GT(once.probes[r].cost_s[static_cast<size_t>(r * kProbeMembers + j)], 0.0) << r << "-" << j;
     }
   }
 }

@@ -39,16 +39,18 @@ TEST(CompareConfigTest, EveryComparisonFileParses) {
   EXPECT_GE(files, 3);
 }
 
-TEST(CompareConfigTest, DefaultsToTheNineMethodMatrix) {
+TEST(CompareConfigTest, DefaultsToTheTenMethodMatrix) {
   TempDir dir;
   Result<CompareConfig> config = ParseCompareFile(Write(dir, "c.toml", "[train]\nepochs = 1\n"));
   ASSERT_TRUE(config) << ErrorOf(config);
-  ASSERT_EQ(config->methods.size(), 9u);
+  ASSERT_EQ(config->methods.size(), 10u);
   EXPECT_EQ(config->methods[0].name, "allreduce");
-  EXPECT_EQ(config->methods[6].name, "local-sgd");
-  EXPECT_EQ(config->methods[7].name, "diloco");
-  EXPECT_EQ(config->methods[8].name, "noloco");
-  EXPECT_EQ(config->methods[7].family, "low-communication");
+  EXPECT_EQ(config->methods[4].name, "dpsgd-qgm-mean-norm-one-peer-exp");
+  EXPECT_EQ(config->methods[4].family, "gossip");
+  EXPECT_EQ(config->methods[7].name, "local-sgd");
+  EXPECT_EQ(config->methods[8].name, "diloco");
+  EXPECT_EQ(config->methods[9].name, "noloco");
+  EXPECT_EQ(config->methods[8].family, "low-communication");
   EXPECT_EQ(config->nodes, 4);
   EXPECT_DOUBLE_EQ(config->target_accuracy, 0.85);
   EXPECT_FALSE(config->link.enabled);
