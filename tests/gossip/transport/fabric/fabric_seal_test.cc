@@ -3,6 +3,12 @@
 // number are dropped and counted, and the receive still takes the real message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <thread>
+#include <vector>
+
 #include "tests/gossip/transport/transport_test_util.h"
 
 namespace chorus::gossip {
@@ -72,6 +78,52 @@ TEST_P(FabricSeal, MessagesFromAnEndpointThatIsNotAMemberAreDropped) {
   EXPECT_EQ(directed, real);
   (*f1)->Cancel();
   (*f2)->Cancel();
+}
+
+// A rogue sends a message far longer than an any-source receive, sealed
+// under a key of its own (two iovecs, as a member's messages go): rxm 1.17
+// never completes that receive (docs/libfabric.md, "Sealed messages"), but
+// a receiver that gives up on it and posts again (pairwise gossip's
+// responder does, every responder_wake) takes the next member's message.
+TEST_P(FabricSeal, AReceiveHeldByALongForeignMessageCanBeCancelledAndPostedAgain) {
+  auto world = MakeWorld(GetParam(), 2);
+  ASSERT_TRUE(world) << world.error().ToString();
+  Transport& victim = (*world)[1];
+  FabricOptions options;
+  options.provider = testing::ProviderOf(GetParam());
+  options.node_name = "rogue";
+  auto rogue = MakeFabricTransport(options);
+  ASSERT_TRUE(rogue) << rogue.error().ToString();
+  std::vector<PeerInfo> rogue_view = {{0, (*rogue)->LocalAddress(), "rogue"}, {1, victim.LocalAddress(), "node1"}};
+  ASSERT_TRUE((*rogue)->SetEpochKey(0, WorldKey(7)).ok());
+  ASSERT_TRUE((*rogue)->SetPeers(0, rogue_view).ok());
+
+  // A rendezvous-sized receive (above rxm's 16 KiB eager limit).
+  std::vector<uint8_t> any(256 * 1024, 0);
+  auto held = victim.Irecv(kAnySource, 6, std::as_writable_bytes(std::span<uint8_t>(any)));
+  ASSERT_TRUE(held);
+  const std::vector<uint8_t> huge(1 << 20, 0x66);
+  auto f = (*rogue)->Isend(1, 6, std::as_bytes(std::span<const uint8_t>(huge)));
+  ASSERT_TRUE(f);
+  // Given up on as a responder does (over net the rogue's first send may
+  // still wait at its first-contact gate then: the repost is what counts).
+  auto first = (*held)->Wait(Deadline::AfterSeconds(3));
+  EXPECT_FALSE(first.has_value() && first->bytes > 0) << "a forged message was delivered";
+  (*held)->Cancel();
+
+  std::vector<uint8_t> again_buffer(256 * 1024, 0);
+  auto again = victim.Irecv(kAnySource, 6, std::as_writable_bytes(std::span<uint8_t>(again_buffer)));
+  ASSERT_TRUE(again);
+  const std::vector<uint8_t> real(100 * 1024, 5);
+  auto sent = (*world)[0].Isend(1, 6, std::as_bytes(std::span<const uint8_t>(real)));
+  ASSERT_TRUE(sent);
+  auto got = (*again)->Wait(SealSoon());
+  ASSERT_TRUE(got) << got.error().ToString();
+  EXPECT_EQ(got->source, 0);
+  EXPECT_EQ(got->bytes, real.size());
+  EXPECT_TRUE(std::equal(real.begin(), real.end(), again_buffer.begin()));
+  ASSERT_TRUE((*sent)->Wait(SealSoon()));
+  (*f)->Cancel();
 }
 
 // Rank 0 seals under epoch 1's key while rank 1 is still at epoch 0 (a
