@@ -55,7 +55,15 @@ void InstalledPeers::SetFollowsViewsOnItsOwn(bool own_pace) {
 void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport& transport) {
   std::lock_guard<std::mutex> lock(mu_);
   latest_epoch_ = std::max(latest_epoch_, latest.epoch);
-  if (NewerViewEndsEpochLocked() && installed_ && latest.epoch > view_.epoch) {
+  if (!installed_ || latest.epoch <= view_.epoch) return;
+  if (latest.self_rank < 0) {
+    // This node is out (removed, or it left): no member of the installed
+    // epoch waits for it any more, so nothing it waits for will come. A
+    // node frozen while the members attached shared memory waited there to
+    // its deadline after it learned it was removed, and rejoined that late.
+    EndEpochLocked(transport, "this node is no member of epoch " + std::to_string(latest.epoch),
+                   /*short_wait=*/true);
+  } else if (NewerViewEndsEpochLocked()) {
     EndSupersededEpochLocked(transport, latest.epoch);
   }
 }

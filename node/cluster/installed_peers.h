@@ -72,7 +72,9 @@ class InstalledPeers {
   // than the installed one ends the installed epoch's operations too, so
   // that none waits for a peer that has moved on to the newer epoch.
   void SetFollowsViewsOnItsOwn(bool own_pace);
-  // From the control thread: the control plane installed `latest`.
+  // From the control thread: the control plane installed `latest`. One
+  // without this node (self_rank -1: removed, or it left) ends the installed
+  // epoch's operations with every member, whatever the recovery.
   void ViewChanged(const MembershipView& latest, gossip::Transport& transport);
 
  private:

@@ -233,5 +233,28 @@ TEST_F(InstalledPeersTest, AtTheirOwnPaceANewerViewEndsTheEpochWithTheShortWait)
   EXPECT_EQ(ReceiveFrom(*transport_, 3), StatusCode::kUnavailable);
 }
 
+// A view without this node (the others removed it) ends the installed
+// epoch's operations with every member at once, whatever the recovery: none
+// of them waits for this node any more.
+TEST_F(InstalledPeersTest, AViewWithoutThisNodeEndsTheInstalledEpoch) {
+  SilenceRecorder recorder(*transport_);
+  std::vector<std::byte> in(8);
+  auto pending = transport_->Irecv(2, 7, in);
+  ASSERT_TRUE(pending);
+  // An older or equal view without it changes nothing.
+  MembershipView stale = PeersView(0, {{"node1", 1}, {"node2", 2}});
+  stale.self_rank = -1;
+  installed_.ViewChanged(stale, recorder);
+  EXPECT_FALSE((*pending)->Done());
+  MembershipView removed = PeersView(1, {{"node1", 1}, {"node2", 2}});
+  removed.self_rank = -1;
+  installed_.ViewChanged(removed, recorder);
+  auto ended = (*pending)->Wait(Deadline::AfterSeconds(5));
+  ASSERT_FALSE(ended);
+  EXPECT_EQ(ended.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
+  EXPECT_EQ(recorder.silent, (std::vector<gossip::Rank>{1, 2}));
+}
+
 }  // namespace
 }  // namespace chorus::node
