@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <span>
 #include <thread>
 #include <vector>
@@ -27,6 +28,18 @@ class FabricSeal : public ::testing::TestWithParam<TransportKind> {
   void SetUp() override {
     if (!FabricProviderVersion(testing::ProviderOf(GetParam()))) GTEST_SKIP() << "provider unavailable";
   }
+  // An endpoint that is not a member and knows `victim`'s address (its own
+  // view names it as rank 1), sealing under a key of its own when `sealed`.
+  Result<std::unique_ptr<Transport>> Rogue(Transport& victim, bool sealed) {
+    FabricOptions options;
+    options.provider = testing::ProviderOf(GetParam());
+    options.node_name = "rogue";
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Transport> rogue, MakeFabricTransport(options));
+    const std::vector<PeerInfo> view = {{0, rogue->LocalAddress(), "rogue"}, {1, victim.LocalAddress(), "node1"}};
+    if (sealed) CHORUS_RETURN_IF_ERROR(rogue->SetEpochKey(0, WorldKey(7)));
+    CHORUS_RETURN_IF_ERROR(rogue->SetPeers(0, view));
+    return rogue;
+  }
 };
 
 // A rogue endpoint that knows the victim's address and the protocol's tags
@@ -36,13 +49,8 @@ TEST_P(FabricSeal, MessagesFromAnEndpointThatIsNotAMemberAreDropped) {
   auto world = MakeWorld(GetParam(), 2);
   ASSERT_TRUE(world) << world.error().ToString();
   Transport& victim = (*world)[1];
-  FabricOptions options;
-  options.provider = testing::ProviderOf(GetParam());
-  options.node_name = "rogue";
-  auto rogue = MakeFabricTransport(options);
+  auto rogue = Rogue(victim, /*sealed=*/false);
   ASSERT_TRUE(rogue) << rogue.error().ToString();
-  std::vector<PeerInfo> rogue_view = {{0, (*rogue)->LocalAddress(), "rogue"}, {1, victim.LocalAddress(), "node1"}};
-  ASSERT_TRUE((*rogue)->SetPeers(0, rogue_view).ok());
 
   uint64_t any = 0;
   uint64_t directed = 0;
@@ -89,14 +97,8 @@ TEST_P(FabricSeal, AReceiveHeldByALongForeignMessageCanBeCancelledAndPostedAgain
   auto world = MakeWorld(GetParam(), 2);
   ASSERT_TRUE(world) << world.error().ToString();
   Transport& victim = (*world)[1];
-  FabricOptions options;
-  options.provider = testing::ProviderOf(GetParam());
-  options.node_name = "rogue";
-  auto rogue = MakeFabricTransport(options);
+  auto rogue = Rogue(victim, /*sealed=*/true);
   ASSERT_TRUE(rogue) << rogue.error().ToString();
-  std::vector<PeerInfo> rogue_view = {{0, (*rogue)->LocalAddress(), "rogue"}, {1, victim.LocalAddress(), "node1"}};
-  ASSERT_TRUE((*rogue)->SetEpochKey(0, WorldKey(7)).ok());
-  ASSERT_TRUE((*rogue)->SetPeers(0, rogue_view).ok());
 
   // A rendezvous-sized receive (above rxm's 16 KiB eager limit).
   std::vector<uint8_t> any(256 * 1024, 0);
