@@ -4,7 +4,8 @@
 // node1 forged pairwise requests and answers at the protocol's tags, and
 // messages at the live-state tags a joiner would take, while they train.
 // node1's data plane drops every one (counted in summary.json), and the
-// three end with one model that trained.
+// three end with one model that trained. Under D-PSGD the forged
+// parameters change nothing: the three end with a clean run's model.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -15,6 +16,8 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -119,6 +122,82 @@ TEST(RogueProcessTest, ANodeDropsEveryMessageOfAnEndpointThatIsNotAMember) {
                   summary["data_plane_rejected"].get<int>(), summary["test_accuracy"].get<double>());
     }
   }
+  for (auto& s : sends) s->Cancel();
+  fs::remove_all(out);
+}
+
+// Three `chorus node` processes of `config` under `out`/`name`, node1's data
+// plane on `victim_port`; `sets` as --set for all.
+std::vector<std::unique_ptr<ChorusProcess>> StartThree(const std::string& config, const fs::path& out,
+                                                       const std::string& name, int port0, uint16_t victim_port,
+                                                       const std::vector<std::string>& sets) {
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> all = {"cluster.min_nodes=3", "fabric.port=" + std::to_string(i == 1 ? victim_port : 0)};
+    all.insert(all.end(), sets.begin(), sets.end());
+    nodes.push_back(std::make_unique<ChorusProcess>(testing::HandNodeArgs(config, i, port0, out.string(), name, all)));
+  }
+  return nodes;
+}
+
+// The three nodes' final checksums, once all exited 0 ("" for a node that did not).
+std::vector<std::string> Checksums(std::vector<std::unique_ptr<ChorusProcess>>& nodes, const fs::path& run) {
+  std::vector<std::string> sums;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::optional<int> status = nodes[i]->Wait(300);
+    const bool ok = status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+    EXPECT_TRUE(ok) << "node" << i << "\n" << nodes[i]->Output();
+    const nlohmann::json summary = ReadJson(run / ("node" + std::to_string(i)) / "summary.json");
+    sums.push_back(ok && summary.is_object() ? summary["parameter_checksum"].get<std::string>() : "");
+  }
+  return sums;
+}
+
+// D-PSGD on a ring, whose receives name their member: a rogue endpoint sends
+// forged parameters (1e6 in every float, small and model-sized) at the tags
+// of its first rounds while the three train. None is taken, and the three
+// end with exactly the model of the same run without the rogue (lock-step
+// D-PSGD on one thread is deterministic).
+TEST(RogueProcessTest, DpsgdNodesEndWithTheModelOfARunWithoutTheRogue) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  if (!gossip::FabricProviderVersion(gossip::FabricProvider::kTcpRxm)) GTEST_SKIP() << "no tcp;ofi_rxm";
+  const fs::path out = fs::temp_directory_path() / ("chorus-rogue-dpsgd-test-" + std::to_string(getpid()));
+  PortPicker ports(static_cast<uint32_t>(getpid()) + 13);
+  const int port0 = ports.Next();
+  const uint16_t victim_port = ports.Next();
+  const std::vector<std::string> sets = {"train.threads=1", "train.epochs=2", "train.batch_size=32",
+                                         "train.slowdown=2.0", "train.eval_every_epochs=0",
+                                         "data.train_limit=6000", "data.test_limit=1000"};
+  auto clean = StartThree("gossip-dpsgd-ring.toml", out, "clean", port0, victim_port, sets);
+  const std::vector<std::string> expected = Checksums(clean, out / "clean");
+  ASSERT_FALSE(expected[0].empty());
+
+  auto nodes = StartThree("gossip-dpsgd-ring.toml", out, "attacked", port0, victim_port, sets);
+  ASSERT_TRUE(nodes[1]->WaitFor("cluster formed", 60)) << nodes[1]->Output();
+  gossip::FabricOptions options;
+  options.provider = gossip::FabricProvider::kTcpRxm;
+  options.node_name = "rogue";
+  auto rogue = gossip::MakeFabricTransport(options);
+  ASSERT_TRUE(rogue) << rogue.error().ToString();
+  const std::vector<gossip::PeerInfo> view = {{0, (*rogue)->LocalAddress(), "rogue"},
+                                              {1, LoopbackAddress(victim_port), "node1"}};
+  ASSERT_TRUE((*rogue)->SetPeers(0, view).ok());
+  std::vector<float> forged(235146, 1e6f);  // the MLP's parameter count
+  std::vector<gossip::RequestPtr> sends;
+  for (int round = 0; round < 8; ++round) {
+    const gossip::Tag tag = gossip::GossipTag(gossip::GossipMessageKind::kDpsgd, 0, 0, round);
+    for (size_t floats : {size_t{16}, forged.size()}) {
+      auto send = (*rogue)->Isend(1, tag, std::as_bytes(std::span<const float>(forged.data(), floats)));
+      ASSERT_TRUE(send) << send.error().ToString();
+      sends.push_back(std::move(*send));
+    }
+  }
+  const std::vector<std::string> got = Checksums(nodes, out / "attacked");
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], expected[0]) << "node" << i << " ended with another model than the run without the rogue";
+  }
+  std::printf("forged D-PSGD messages sent: %zu; all three nodes ended with the clean run's model %s\n",
+              sends.size(), expected[0].c_str());
   for (auto& s : sends) s->Cancel();
   fs::remove_all(out);
 }
