@@ -38,9 +38,11 @@ Status CheckBeyondTheSettings(const std::string& file, const Config& config) {
   if (!config.cluster.issuer.empty()) {
     // The credential as the control plane reads it: its issuer, its name.
     Result<SignPublicKey> issuer = ParseIssuerKey(config.cluster.issuer);
+    Result<std::vector<SignPublicKey>> revoked = ParseRevokedKeys(config.cluster.revoked);
     Result<std::shared_ptr<const NodeCredentials>> credential =
-        issuer ? NodeCredentials::Load(config.cluster.credential, *issuer, config.run.node_name)
-               : Err(issuer.error());
+        !issuer    ? Err(issuer.error())
+        : !revoked ? Err(revoked.error())
+                   : NodeCredentials::Load(config.cluster.credential, *issuer, config.run.node_name, *revoked);
     if (!credential) {
       return credential.error().WithContext(SettingOrigin(config, "cluster.credential") + ": cluster.credential");
     }

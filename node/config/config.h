@@ -211,6 +211,9 @@ struct ClusterConfig {
   // key, hex; set, every member must show a credential of it for its name.
   std::string issuer;
   std::string credential;              // this node's credential file (needed with issuer)
+  // Public keys (hex) of credentials the issuer revoked: refused whatever
+  // name they show (`chorus credential show` prints a credential's key).
+  std::vector<std::string> revoked;
   int min_nodes = 1;                   // epoch 0 is fixed once this many are present
   double join_timeout_s = 60.0;
   // Members admit waiting joiners at admission points: a control-plane

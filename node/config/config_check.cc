@@ -210,6 +210,19 @@ void CheckCredentials(const ClusterConfig& cluster, Checker& check) {
   if (cluster.issuer.empty() && !cluster.credential.empty()) {
     check.Fail("cluster.credential", "a credential without cluster.issuer is never shown", "cluster.issuer");
   }
+  for (size_t i = 0; i < cluster.revoked.size(); ++i) {
+    const std::string& key = cluster.revoked[i];
+    if (key.size() != 64 || !std::all_of(key.begin(), key.end(), [](char c) {
+          return std::isxdigit(static_cast<unsigned char>(c));
+        })) {
+      check.Fail("cluster.revoked[" + std::to_string(i) + "]",
+                 "expected a credential's public key, 64 hex digits (`chorus credential show` prints it), got " +
+                     TomlQuote(key));
+    }
+  }
+  if (cluster.issuer.empty() && !cluster.revoked.empty()) {
+    check.Fail("cluster.revoked", "revoked credentials without cluster.issuer: nobody shows one", "cluster.issuer");
+  }
 }
 
 void CheckCluster(const Config& config, Checker& check) {

@@ -160,6 +160,8 @@ const FieldSpec kFields[] = {
                         "of it for its name (`chorus credential`); empty: the token alone admits"),
     CHORUS_CONFIG_FIELD(cluster, credential,
                         "this node's credential file (needed with issuer; run.node_name defaults to its name)"),
+    CHORUS_CONFIG_FIELD(cluster, revoked,
+                        "public keys (hex) of credentials the issuer revoked: refused whatever name they show"),
     CHORUS_CONFIG_FIELD(cluster, min_nodes, "epoch 0 is fixed once this many are present"),
     CHORUS_CONFIG_FIELD(cluster, join_timeout_s, "> 0"),
     CHORUS_CONFIG_FIELD(cluster, admit_every_steps,

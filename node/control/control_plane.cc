@@ -68,7 +68,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
       return Err(InvalidArgument("cluster.issuer is set and cluster.credential is not: this node has no "
                                  "credential to show (`chorus credential issue` makes one)"));
     }
-    CHORUS_ASSIGN_OR_RETURN(credentials, NodeCredentials::Load(config.credential, issuer, self.name));
+    CHORUS_ASSIGN_OR_RETURN(std::vector<SignPublicKey> revoked, ParseRevokedKeys(config.revoked));
+    CHORUS_ASSIGN_OR_RETURN(credentials,
+                            NodeCredentials::Load(config.credential, issuer, self.name, std::move(revoked)));
     self.name = credentials->credential().name;
   }
   if (self.name.empty()) {

@@ -5,6 +5,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <toml++/toml.h>
@@ -114,6 +115,16 @@ Result<SignPublicKey> ParseIssuerKey(std::string_view hex) {
   return FromHex<kSignPublicKeyBytes>(hex, "cluster.issuer");
 }
 
+Result<std::vector<SignPublicKey>> ParseRevokedKeys(const std::vector<std::string>& hex) {
+  std::vector<SignPublicKey> keys;
+  for (size_t i = 0; i < hex.size(); ++i) {
+    CHORUS_ASSIGN_OR_RETURN(SignPublicKey key,
+                            FromHex<kSignPublicKeyBytes>(hex[i], "cluster.revoked[" + std::to_string(i) + "]"));
+    keys.push_back(key);
+  }
+  return keys;
+}
+
 // ---------------------------------------------------------------------------
 // Issuer
 
@@ -162,7 +173,8 @@ Result<NodeCredentials> Issuer::Issue(const std::string& name) const {
 
 Result<std::shared_ptr<const NodeCredentials>> NodeCredentials::Load(const std::string& path,
                                                                     const std::optional<SignPublicKey>& issuer,
-                                                                    const std::string& name) {
+                                                                    const std::string& name,
+                                                                    std::vector<SignPublicKey> revoked) {
   CHORUS_RETURN_IF_ERROR(InitSodium());
   CHORUS_ASSIGN_OR_RETURN(auto table, ParseTable(path));
   auto c = std::shared_ptr<NodeCredentials>(new NodeCredentials());
@@ -187,11 +199,15 @@ Result<std::shared_ptr<const NodeCredentials>> NodeCredentials::Load(const std::
     return Err(InvalidArgument(path + ": a credential for '" + c->credential_.name + "', and this node is '" +
                                name + "' (the name a node uses must be its credential's)"));
   }
+  c->revoked_ = std::move(revoked);
+  if (c->Revoked(c->credential_.node_key)) {
+    return Err(InvalidArgument(path + ": its key " + KeyHex(c->credential_.node_key) + " is in cluster.revoked"));
+  }
   return std::shared_ptr<const NodeCredentials>(std::move(c));
 }
 
 NodeCredentials::NodeCredentials(const NodeCredentials& other)
-    : credential_(other.credential_), issuer_(other.issuer_), secret_(other.secret_) {}
+    : credential_(other.credential_), issuer_(other.issuer_), secret_(other.secret_), revoked_(other.revoked_) {}
 NodeCredentials::~NodeCredentials() { sodium_memzero(secret_.data(), secret_.size()); }
 
 Status NodeCredentials::Save(const std::string& path) const {
@@ -215,7 +231,17 @@ Status NodeCredentials::CheckIssued(const Credential& peer, std::string_view nam
     return PermissionDenied(who + " showed no credential of this cluster's issuer (cluster.issuer " +
                             KeyHex(issuer_) + ") for that name");
   }
+  if (Revoked(peer.node_key)) {
+    return PermissionDenied(who + " showed a revoked credential (key " + KeyHex(peer.node_key) +
+                            ", in cluster.revoked)");
+  }
   return Status::Ok();
+}
+
+bool NodeCredentials::Revoked(const SignPublicKey& key) const {
+  return std::any_of(revoked_.begin(), revoked_.end(), [&](const SignPublicKey& r) {
+    return sodium_memcmp(r.data(), key.data(), key.size()) == 0;
+  });
 }
 
 Status NodeCredentials::CheckPeer(const Credential& peer, std::string_view name, std::span<const uint8_t> signature,

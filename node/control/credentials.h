@@ -28,6 +28,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -53,6 +54,8 @@ std::string KeyHex(std::span<const uint8_t> bytes);
 // The issuer's public key from `hex` (cluster.issuer); InvalidArgument saying
 // what is wrong with it.
 [[nodiscard]] Result<SignPublicKey> ParseIssuerKey(std::string_view hex);
+// The node keys of cluster.revoked; InvalidArgument naming the entry.
+[[nodiscard]] Result<std::vector<SignPublicKey>> ParseRevokedKeys(const std::vector<std::string>& hex);
 
 class NodeCredentials;
 
@@ -87,12 +90,13 @@ class Issuer {
 class NodeCredentials {
  public:
   // Reads a credential file. InvalidArgument naming `path` when it is not
-  // one, when its key pair or signature does not verify, or when it is not
+  // one, when its key pair or signature does not verify, when it is not
   // `issuer`'s or not for `name` (cluster.issuer, the node's name; nullopt
-  // and "": whichever the file names).
-  [[nodiscard]] static Result<std::shared_ptr<const NodeCredentials>> Load(const std::string& path,
-                                                                          const std::optional<SignPublicKey>& issuer,
-                                                                          const std::string& name);
+  // and "": whichever the file names), or when its key is `revoked`, whose
+  // credentials CheckIssued refuses too (cluster.revoked).
+  [[nodiscard]] static Result<std::shared_ptr<const NodeCredentials>> Load(
+      const std::string& path, const std::optional<SignPublicKey>& issuer, const std::string& name,
+      std::vector<SignPublicKey> revoked = {});
   NodeCredentials(const NodeCredentials&);
   NodeCredentials& operator=(const NodeCredentials&) = delete;
   ~NodeCredentials();
@@ -115,9 +119,11 @@ class NodeCredentials {
  private:
   friend class Issuer;
   NodeCredentials() = default;
+  bool Revoked(const SignPublicKey& key) const;
   Credential credential_;
   SignPublicKey issuer_{};
   SignSecretKey secret_{};
+  std::vector<SignPublicKey> revoked_;
 };
 
 }  // namespace chorus::node

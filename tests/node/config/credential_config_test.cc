@@ -1,5 +1,6 @@
-// cluster.issuer and cluster.credential as the config reads them: a public
-// key of 64 hex digits, and a credential file exactly when there is one.
+// cluster.issuer, cluster.credential and cluster.revoked as the config reads
+// them: public keys of 64 hex digits (a bad entry named by its place), and a
+// credential file exactly when there is an issuer.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -24,6 +25,10 @@ TEST(ConfigParseTest, AnIssuerIsAPublicKeyAndNeedsACredential) {
        "x.toml:2:1: cluster.credential: expected this node's credential file: cluster.issuer is set"},
       {"[cluster]\ncredential = \"n.cred\"",
        "x.toml:2:1: cluster.credential: a credential without cluster.issuer is never shown"},
+      {"[cluster]\nrevoked = [\"" + key + "\", \"xyz\"]\nissuer = \"" + key + "\"\ncredential = \"n.cred\"",
+       "x.toml:2:80: cluster.revoked[1]: expected a credential's public key, 64 hex digits"},
+      {"[cluster]\nrevoked = [\"" + key + "\"]",
+       "x.toml:2:1: cluster.revoked: revoked credentials without cluster.issuer: nobody shows one"},
   };
   for (const auto& [text, expected] : cases) {
     SCOPED_TRACE(text);

@@ -217,5 +217,37 @@ TEST_F(CredentialFiles, ControlPlanesAdmitOnlyTheIssuersCredentialsUnderTheirNam
       << to_plain.error().message();
 }
 
+// cluster.revoked: a credential the issuer revoked is refused by the member
+// it dials, under its own name too, and a node cannot start with its own.
+TEST_F(CredentialFiles, ARevokedCredentialIsRefused) {
+  auto b_credential = LoadOrDie(IssueFile("b"), "b");
+  ASSERT_TRUE(b_credential);
+  ClusterConfig revoking = WithCredential(TestConfig(2, {}), IssueFile("a"));
+  revoking.revoked = {KeyHex(b_credential->credential().node_key)};
+  auto a = StartOrDie(revoking, Local("a"));
+  ASSERT_TRUE(a);
+  const VersionInfo versions{"0.1.0", "1.17", "tcp;ofi_rxm", "117.0"};
+  Result<ProbeResult> as_b = ProbeNode(a->advertise_address(), "t0k3n", versions, "b",
+                                       Deadline::AfterSeconds(kCredentialWait), b_credential);
+  ASSERT_FALSE(as_b);
+  EXPECT_NE(as_b.error().message().find("'b' showed a revoked credential"), std::string::npos)
+      << as_b.error().message();
+
+  ClusterConfig own = WithCredential(TestConfig(2, {a->advertise_address()}), Path("b.cred"));
+  own.revoked = revoking.revoked;
+  Result<std::unique_ptr<ControlPlane>> b = ControlPlane::Start(own, Local("b"));
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message().find("is in cluster.revoked"), std::string::npos) << b.error().message();
+
+  // Another credential of the issuer joins.
+  ClusterConfig c_config = WithCredential(TestConfig(2, {a->advertise_address()}), IssueFile("c"));
+  c_config.revoked = revoking.revoked;
+  auto c = StartOrDie(c_config, Local("c"));
+  ASSERT_TRUE(c);
+  Result<MembershipView> v = c->WaitForEpoch0(Deadline::AfterSeconds(kCredentialWait));
+  ASSERT_TRUE(v) << v.error().ToString();
+  EXPECT_EQ(v->size(), 2);
+}
+
 }  // namespace
 }  // namespace chorus::node
