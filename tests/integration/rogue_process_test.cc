@@ -48,6 +48,19 @@ std::vector<uint8_t> LoopbackAddress(uint16_t port) {
   return blob;
 }
 
+// A tcp;ofi_rxm endpoint of the test's own whose view names the node whose
+// data plane listens on `victim_port` as rank 1, itself rank 0.
+Result<std::unique_ptr<gossip::Transport>> RogueTo(uint16_t victim_port) {
+  gossip::FabricOptions options;
+  options.provider = gossip::FabricProvider::kTcpRxm;
+  options.node_name = "rogue";
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<gossip::Transport> rogue, gossip::MakeFabricTransport(options));
+  const std::vector<gossip::PeerInfo> view = {{0, rogue->LocalAddress(), "rogue"},
+                                              {1, LoopbackAddress(victim_port), "node1"}};
+  CHORUS_RETURN_IF_ERROR(rogue->SetPeers(0, view));
+  return rogue;
+}
+
 TEST(RogueProcessTest, ANodeDropsEveryMessageOfAnEndpointThatIsNotAMember) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   if (!gossip::FabricProviderVersion(gossip::FabricProvider::kTcpRxm)) GTEST_SKIP() << "no tcp;ofi_rxm";
@@ -72,14 +85,8 @@ TEST(RogueProcessTest, ANodeDropsEveryMessageOfAnEndpointThatIsNotAMember) {
   };
   ASSERT_TRUE(nodes[1]->WaitFor("cluster formed", 60)) << outputs();
 
-  gossip::FabricOptions options;
-  options.provider = gossip::FabricProvider::kTcpRxm;
-  options.node_name = "rogue";
-  auto rogue = gossip::MakeFabricTransport(options);
+  auto rogue = RogueTo(victim_port);
   ASSERT_TRUE(rogue) << rogue.error().ToString();
-  const std::vector<gossip::PeerInfo> view = {{0, (*rogue)->LocalAddress(), "rogue"},
-                                              {1, LoopbackAddress(victim_port), "node1"}};
-  ASSERT_TRUE((*rogue)->SetPeers(0, view).ok());
   // Forged values: 1e6 in every float, under the tags pairwise gossip and the
   // live-state transfer use at the first epochs, in a small and an eager size.
   std::vector<float> forged(1000, 1e6f);
@@ -174,14 +181,8 @@ TEST(RogueProcessTest, DpsgdNodesEndWithTheModelOfARunWithoutTheRogue) {
 
   auto nodes = StartThree("gossip-dpsgd-ring.toml", out, "attacked", port0, victim_port, sets);
   ASSERT_TRUE(nodes[1]->WaitFor("cluster formed", 60)) << nodes[1]->Output();
-  gossip::FabricOptions options;
-  options.provider = gossip::FabricProvider::kTcpRxm;
-  options.node_name = "rogue";
-  auto rogue = gossip::MakeFabricTransport(options);
+  auto rogue = RogueTo(victim_port);
   ASSERT_TRUE(rogue) << rogue.error().ToString();
-  const std::vector<gossip::PeerInfo> view = {{0, (*rogue)->LocalAddress(), "rogue"},
-                                              {1, LoopbackAddress(victim_port), "node1"}};
-  ASSERT_TRUE((*rogue)->SetPeers(0, view).ok());
   std::vector<float> forged(235146, 1e6f);  // the MLP's parameter count
   std::vector<gossip::RequestPtr> sends;
   for (int round = 0; round < 8; ++round) {
