@@ -233,6 +233,10 @@ struct ClusterConfig {
   // again by itself, as a new process under its name, through its bootstrap
   // list and the members it knew (RunNode).
   bool rejoin = true;
+  // Distinct members whose own checks must name a member (as sending poison)
+  // before the cluster expels it: one member's word, true or not, expels
+  // nobody, so up to expel_quorum - 1 lying members cannot expel an honest one.
+  int expel_quorum = 2;
   // Only join a formed cluster: never found one, never join one that is
   // still forming, and refuse forming nodes' probes so that they choose their
   // founder among themselves. A node rejoining by itself sets it, so that the

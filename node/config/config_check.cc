@@ -233,6 +233,7 @@ void CheckCluster(const Config& config, Checker& check) {
     check.Address("cluster.bootstrap[" + std::to_string(i) + "]", cluster.bootstrap[i], false);
   }
   check.IntAtLeast("cluster.min_nodes", cluster.min_nodes, 1);
+  check.IntAtLeast("cluster.expel_quorum", cluster.expel_quorum, 1);
   check.NumberAbove("cluster.join_timeout_s", cluster.join_timeout_s, 0.0);
   check.NumberAbove("cluster.heartbeat_interval_s", cluster.heartbeat_interval_s, 0.0);
   check.NumberAbove("cluster.suspect_timeout_s", cluster.suspect_timeout_s, 0.0);

@@ -107,8 +107,9 @@ struct EpochAck {
 # `incarnation`: the sender's name and process id (sample_counter.h), whose
 # count `samples` is. `counts`: the sender's whole grow-only sample counter,
 # every incarnation it knows of, departed ones included; receivers merge it.
-# `expelled`: every name the sender knows the cluster expelled; receivers merge
-# it, so that the coordinator refuses the name's rejoin whoever expelled it.
+# `accusations`: the names the sender's own checks ask the cluster to expel;
+# a receiver counts each sender's word once (never relayed), and expels a name
+# once `cluster.expel_quorum` members accused it.
 struct Heartbeat {
   epoch @0 :UInt64;
   sender @1 :Text;
@@ -117,7 +118,7 @@ struct Heartbeat {
   dead @4 :List(Text);
   incarnation @5 :Text;
   counts @6 :List(SampleCount);
-  expelled @7 :List(Expulsion);
+  accusations @7 :List(Expulsion);
 }
 
 struct SampleCount {

@@ -1,8 +1,15 @@
 // Expulsion: a member that sent poison is declared dead, and its name is
-// refused for the rest of the run by every member. The name travels in
-// heartbeats and views, so that whoever coordinates refuses its rejoin, also
-// after the expeller itself has gone, and after the view dropped the name.
+// refused for the rest of the run by every member. A member's check that
+// names another is an accusation (Expel), which its heartbeats carry to every
+// member; each member counts the accusers it heard itself, over their own
+// authenticated connections, and convicts once cluster.expel_quorum distinct
+// members accused the same name. So a lying member, alone, expels nobody.
+// Convictions travel in views, so that whoever coordinates refuses the
+// name's rejoin, also after the accusers have gone, and after the view
+// dropped the name.
 #include "node/control/control_plane_impl.h"
+
+#include <algorithm>
 
 namespace chorus::node {
 
@@ -13,15 +20,41 @@ void ControlPlaneImpl::Expel(const std::string& name, const std::string& why) {
         expelled_self_ = why;
         return;
       }
-      // Recorded even when the view has dropped the name already (another
-      // member's verdict came first): the name must stay refused.
-      expelled_.emplace(name, why);
-      RefuseExpelledApplicants();
-      const Member* m = view_.Find(name);
-      if (m == nullptr || dead_.count(name)) return;
-      DeclareDead(name, m->rank, "expelled: " + why, /*gone=*/false);
+      own_accusations_.emplace(name, why);
+      Accuse(name, self_.name, why);
     });
   });
+}
+
+void ControlPlaneImpl::LearnAccusations(const std::map<std::string, std::string>& accused,
+                                        const std::string& accuser) {
+  for (const auto& [name, why] : accused) Accuse(name, accuser, why);
+}
+
+void ControlPlaneImpl::Accuse(const std::string& name, const std::string& accuser, const std::string& why) {
+  if (expelled_.count(name)) return;
+  std::map<std::string, std::string>& by = accusations_[name];
+  if (!by.emplace(accuser, why).second) return;
+  const int quorum = std::max(1, config_.expel_quorum);
+  std::string accusers;
+  for (const auto& [who, _] : by) accusers += (accusers.empty() ? "" : ", ") + who;
+  if (static_cast<int>(by.size()) < quorum) {
+    CHORUS_LOG_WARN(Subsys::kControl, accuser, " asks to expel ", name, ": ", why, " (", by.size(), " of the ",
+                    quorum, " members needed)");
+    return;
+  }
+  const std::string verdict = why + " (named by " + accusers + ")";
+  if (name == self_.name) {
+    expelled_self_ = verdict;
+    return;
+  }
+  // Recorded even when the view has dropped the name already (it died, or a
+  // view from elsewhere came first): the name must stay refused.
+  expelled_.emplace(name, verdict);
+  RefuseExpelledApplicants();
+  const Member* m = view_.Find(name);
+  if (m == nullptr || dead_.count(name)) return;
+  DeclareDead(name, m->rank, "expelled: " + verdict, /*gone=*/false);
 }
 
 void ControlPlaneImpl::LearnExpulsions(const std::map<std::string, std::string>& expelled, const std::string& from) {

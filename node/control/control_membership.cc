@@ -528,7 +528,7 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
   if (view_.Find(h.sender) && !Gone(h.sender)) {
     samples_.Merge(h.counts);
     if (!h.incarnation.empty()) samples_.Raise(h.incarnation, h.samples);
-    LearnExpulsions(h.expelled, h.sender);
+    if (h.sender == conn->peer_name()) LearnAccusations(h.accusations, h.sender);
     SamplesHeard& heard = samples_heard_[h.sender];
     const Clock::time_point now = Clock::now();
     if (heard.incarnation != h.incarnation) heard = SamplesHeard{h.incarnation, 0, now, 0.0};  // restarted
@@ -628,7 +628,7 @@ void ControlPlaneImpl::OnTick() {
                            IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
   heartbeat.incarnation = incarnation_;
   heartbeat.counts = samples_.counts();
-  heartbeat.expelled = expelled_;
+  heartbeat.accusations = own_accusations_;
   for (const Member& m : view_.members) {
     if (dead_.count(m.name)) heartbeat.dead.push_back(m.name);
   }

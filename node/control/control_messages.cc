@@ -182,7 +182,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           SetTextList(b.initDead(m.dead.size()), m.dead);
           b.setIncarnation(TextOf(m.incarnation));
           SetSampleCounts(b.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
-          SetExpulsions(b.initExpelled(static_cast<unsigned>(m.expelled.size())), m.expelled);
+          SetExpulsions(b.initAccusations(static_cast<unsigned>(m.accusations.size())), m.accusations);
         } else if constexpr (std::is_same_v<T, msg::Leave>) {
           auto b = env.initLeave();
           b.setEpoch(m.epoch);
@@ -320,7 +320,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
         uint64_t& slot = h.counts[StringOf(c.getIncarnation())];
         slot = std::max(slot, c.getSamples());
       }
-      h.expelled = GetExpulsions(r.getExpelled());
+      h.accusations = GetExpulsions(r.getAccusations());
       return h;
     }
     case wire::Envelope::LEAVE: {

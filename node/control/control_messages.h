@@ -108,7 +108,8 @@ struct Heartbeat {
   std::vector<std::string> dead = {};  // members the sender declared dead in `epoch`
   std::string incarnation = {};        // the sender's (sample_counter.h), whose count `samples` is
   std::map<std::string, uint64_t> counts = {};  // the sender's sample counter, every incarnation it knows
-  std::map<std::string, std::string> expelled = {};  // every name the sender knows was expelled, with why
+  // The sender's own accusations (ControlPlane::Expel): name -> why.
+  std::map<std::string, std::string> accusations = {};
 };
 struct Leave {
   uint64_t epoch = 0;

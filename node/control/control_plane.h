@@ -146,14 +146,16 @@ class ControlPlane {
   // its run's end (Leave with LeaveKind::kStopping) is reported once, as
   // kStopped. Keep it short.
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
-  // Declares the member `name` dead (as for silence: its failure is reported,
-  // and the others drop it from the next view) because of what it sent, not
-  // because it is silent: a member whose contributions were rejected as
-  // poison (node/exchange/poison_check.h). `why` goes to the log. A join
-  // under that name is refused for the rest of the run (kExpelled: the
-  // joiner exits), by every member: the name travels in heartbeats and
-  // views. A name no longer in the view is still refused. `name` this node's
-  // own: it learned that the others expel it (ExpelledSelf). Any thread.
+  // This node's check names the member `name` as sending poison
+  // (node/exchange/poison_check.h): an accusation, which this node's
+  // heartbeats carry to every member. Once cluster.expel_quorum distinct
+  // members accused it (this one included), a member convicts: it declares
+  // `name` dead (as for silence: its failure is reported, and the others drop
+  // it from the next view), and a join under that name is refused for the
+  // rest of the run (kExpelled: the joiner exits), also once the name is no
+  // longer in the view; the conviction travels in views. `why` goes to the
+  // log. `name` this node's own: its own check names it, so it knows the
+  // others expel it (ExpelledSelf). Any thread.
   void Expel(const std::string& name, const std::string& why);
   // Why the others expelled this node, as far as it knows (its own poison
   // check, or an expulsion of its name heard from a member); empty when they

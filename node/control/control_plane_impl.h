@@ -289,12 +289,22 @@ class ControlPlaneImpl : public Connection::Listener {
   // name belongs to a live member.
   bool RestartsMember(const std::shared_ptr<Connection>& conn, const Member& info);
   void DeclareDead(const std::string& name, int rank, const std::string& why, bool gone);
-  // Names the cluster expelled, with why: by this node (Expel) or by others
-  // (heard in heartbeats and views). Their joins are refused for the run.
+  // Names the cluster expelled, with why: convicted here (config_.expel_quorum
+  // distinct members accused it) or learned from a view's proposer. Their
+  // joins are refused for the run.
   std::map<std::string, std::string> expelled_;
   std::string expelled_self_;  // why the others expel this node (ExpelledSelf); empty: they do not
-  // control_expulsion.cc: merges expulsions `from` reported; the coordinator
-  // drops a live member among them, as its expeller has.
+  // Accusations by accused name: accuser -> why. This node's own (Expel), and
+  // each member's own as its heartbeats carry them over its own connection:
+  // never relayed, so one member's word counts once.
+  std::map<std::string, std::map<std::string, std::string>> accusations_;
+  std::map<std::string, std::string> own_accusations_;  // what this node's heartbeats carry
+  // control_expulsion.cc: counts `accuser`'s accusation of `name`; at the
+  // quorum, convicts: the name is refused and a live member declared dead.
+  void Accuse(const std::string& name, const std::string& accuser, const std::string& why);
+  void LearnAccusations(const std::map<std::string, std::string>& accused, const std::string& accuser);
+  // Merges the expulsions of a view from its proposer; the coordinator drops
+  // a live member among them.
   void LearnExpulsions(const std::map<std::string, std::string>& expelled, const std::string& from);
   // Why a join under `name` is refused as expelled; empty when it is not.
   std::string ExpelledReason(const std::string& name) const;

@@ -475,7 +475,7 @@ void GossipExchange::ExpelRepeatOutliers() {
     expelled_.push_back(name);
     const std::string why = "its parameters were rejected as outliers " +
                             std::to_string(config_.exchange.poison_expel_after) + " times in a row";
-    CHORUS_LOG_WARN(Subsys::kNode, "expelling ", name, " (rank ", r, "): ", why);
+    CHORUS_LOG_WARN(Subsys::kNode, "asking the cluster to expel ", name, " (rank ", r, "): ", why);
     if (session_->control) session_->control->Expel(name, why);
   }
 }

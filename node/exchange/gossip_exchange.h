@@ -106,8 +106,9 @@ class GossipExchange final : public Exchange {
   [[nodiscard]] Status MakeOneModel(const gossip::Collective& world, bool identical, Deadline deadline);
   // The protocol's rounds of `step`: one, or consensus control's mix_rounds_
   // (round ids step * max_rounds + r, the same on every member).
-  // Expels the neighbours whose values the protocol rejected as outliers
-  // exchange.poison_expel_after times in a row (ControlPlane::Expel).
+  // Accuses the neighbours whose values the protocol rejected as outliers
+  // exchange.poison_expel_after times in a row (ControlPlane::Expel: the
+  // cluster expels one that cluster.expel_quorum members accuse).
   void ExpelRepeatOutliers();
   [[nodiscard]] Status MixRounds(int64_t step);
   // Gossip-PGA: every member's master replaced by the members' mean.

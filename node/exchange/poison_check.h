@@ -1,7 +1,8 @@
 // A check of every member's contribution to a step's all-reduce, before the
 // step's update is applied: what a member with a bug or bad intent sends
 // (non-finite values, an update many times larger than the others') is named
-// and not applied, and a member named in several steps in a row is expelled.
+// and not applied, and a member named in several steps in a row is accused
+// (ControlPlane::Expel; expelled once cluster.expel_quorum members accuse it).
 //
 // Under all-reduce the sum hides who sent what, so each rank measures its own
 // contribution before it enters the sum (FusionEngine::LastContribution) and

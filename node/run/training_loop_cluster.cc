@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
 #include <numeric>
 #include <thread>
 
@@ -192,6 +193,18 @@ void HoldAtFirstAdmissionIfAsked(int64_t step) {
   std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, std::atof(text))));
 }
 
+// Fault injection for tests (docs/testing.md): CHORUS_FAULT_ACCUSE=NAME@STEP
+// makes this node ask the cluster to expel NAME at its admission points from
+// step STEP on, though NAME sent nothing wrong: a lying member.
+void AccuseIfAsked(ControlPlane& control, int64_t step) {
+  static const char* text = std::getenv("CHORUS_FAULT_ACCUSE");
+  if (text == nullptr) return;
+  const std::string_view spec(text);
+  const size_t at = spec.rfind('@');
+  if (at == std::string_view::npos || at == 0 || step < std::atoll(text + at + 1)) return;
+  control.Expel(std::string(spec.substr(0, at)), "fault injection: a lying member (CHORUS_FAULT_ACCUSE)");
+}
+
 }  // namespace
 
 // Admission points: the members agree at each on the next one (the largest
@@ -219,6 +232,7 @@ Status TrainingLoop::AdmitIfDue() {
   rate_since_time_ = now;
   const uint64_t epoch = session->view.epoch;
   HoldAtFirstAdmissionIfAsked(step_);
+  AccuseIfAsked(*session->control, step_);
   if (const std::string lost = LostMembers(*session); !lost.empty()) {
     CHORUS_LOG_INFO(Subsys::kNode, "admission point before step ", step_, ": ", lost,
                     " left; meeting the members that re-form");

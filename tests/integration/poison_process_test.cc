@@ -4,7 +4,7 @@
 // `chorus node` processes: the others name it in their logs and
 // summary.json, do not use what it sent, expel it after three in a row,
 // refuse it when it asks to join again under its name, and end with one
-// model that trained.
+// model that trained. And a member that lies about another expels nobody.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -35,18 +35,21 @@ struct PoisonVariant {
 
 class PoisonProcessTest : public ::testing::TestWithParam<PoisonVariant> {};
 
+std::vector<std::string> PoisonNodeArgs(const std::string& config, int i, int port0, const fs::path& out,
+                                        const std::string& name) {
+  return testing::HandNodeArgs(
+      config, i, port0, out.string(), name,
+      {"cluster.min_nodes=4", "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
+       "cluster.dead_timeout_s=3", "fabric.op_timeout_s=60", "train.threads=1", "train.epochs=3",
+       "train.batch_size=32", "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"});
+}
+
 TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-" + GetParam().name;
   const fs::path out = fs::temp_directory_path() / ("chorus-poison-test-" + std::to_string(getpid()));
   const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 7).Next();
-  auto args = [&](int i) {
-    return testing::HandNodeArgs(
-        GetParam().config, i, port0, out.string(), name,
-        {"cluster.min_nodes=4", "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
-         "cluster.dead_timeout_s=3", "fabric.op_timeout_s=60", "train.threads=1", "train.epochs=3",
-         "train.batch_size=32", "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"});
-  };
+  auto args = [&](int i) { return PoisonNodeArgs(GetParam().config, i, port0, out, name); };
   std::vector<std::unique_ptr<ChorusProcess>> nodes;
   for (int i = 0; i < 4; ++i) {
     std::vector<std::string> env;
@@ -113,6 +116,47 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   }
   nodes[3]->Signal(SIGKILL);
   (void)nodes[3]->Wait(10);
+  fs::remove_all(out);
+}
+
+// A member that asks the cluster to expel an honest one (it lies, or its
+// check is wrong): one member's word expels nobody (cluster.expel_quorum is
+// 2), so all four train on and end with one model.
+TEST(PoisonProcessTest, ALyingMemberAloneExpelsNobody) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  const std::string name = "poison-liar";
+  const fs::path out = fs::temp_directory_path() / ("chorus-liar-test-" + std::to_string(getpid()));
+  const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 11).Next();
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<std::string> env;
+    if (i == 3) env.push_back("CHORUS_FAULT_ACCUSE=node1@5");
+    nodes.push_back(
+        std::make_unique<ChorusProcess>(PoisonNodeArgs("gossip-dpsgd-ring.toml", i, port0, out, name), env));
+  }
+  auto outputs = [&] {
+    std::string all;
+    for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
+    return all;
+  };
+  std::string checksum;
+  for (int i = 0; i < 4; ++i) {
+    std::optional<int> status = nodes[i]->Wait(300);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
+    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
+    EXPECT_EQ(summary["world_size"], 4) << outputs();
+    const std::string c = summary["parameter_checksum"].get<std::string>();
+    if (checksum.empty()) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
+  }
+  // Every member heard the accusation and counted it as one of two.
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NE(nodes[i]->Output().find("node3 asks to expel node1: fault injection"), std::string::npos)
+        << "node" << i << "\n" << outputs();
+  }
+  EXPECT_NE(outputs().find("(1 of the 2 members needed)"), std::string::npos) << outputs();
+  EXPECT_EQ(outputs().find("is dead: expelled"), std::string::npos) << outputs();
   fs::remove_all(out);
 }
 

@@ -1,14 +1,17 @@
-// Expulsion in one process: several ControlPlanes on 127.0.0.1. A name that
-// one member expelled is refused by whoever coordinates, not only by the
-// expeller, also when the expeller has gone since, and also when the view had
-// dropped the name before the expulsion.
+// Expulsion in one process: several ControlPlanes on 127.0.0.1. One member's
+// accusation expels nobody; cluster.expel_quorum members' do, and then the
+// name is refused by whoever coordinates, not only by the accusers, also
+// when they have gone since, and also when the view had dropped the name
+// before the accusations.
 #include "node/control/control_plane.h"
 #include "tests/node/control/control_test_util.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace chorus::node {
@@ -20,38 +23,45 @@ using testing::TestConfig;
 
 constexpr double kExpelWait = 10.0;
 
-// Three members by rank: [0] coordinates, [1] expels, [2] is expelled.
-struct Trio {
+// Members by rank: [0] coordinates, the last one is accused.
+struct Formed {
   std::vector<std::unique_ptr<ControlPlane>> by_rank;
   std::vector<std::string> names;  // by rank
   std::string coordinator_address;
 };
 
-Trio FormThree() {
+ClusterConfig QuorumConfig(int n, std::vector<std::string> bootstrap, int quorum) {
+  ClusterConfig c = TestConfig(n, std::move(bootstrap));
+  c.expel_quorum = quorum;
+  return c;
+}
+
+Formed Form(int n, int quorum) {
   std::vector<std::unique_ptr<ControlPlane>> nodes;
-  nodes.push_back(StartOrDie(TestConfig(3, {}), Local("a")));
+  nodes.push_back(StartOrDie(QuorumConfig(n, {}, quorum), Local("a")));
   const std::string boot = nodes[0]->advertise_address();
-  nodes.push_back(StartOrDie(TestConfig(3, {boot}), Local("b")));
-  nodes.push_back(StartOrDie(TestConfig(3, {boot}), Local("c")));
-  Trio trio;
-  trio.by_rank.resize(3);
-  for (auto& n : nodes) {
-    Result<MembershipView> v = n->WaitForEpoch0(Deadline::AfterSeconds(kExpelWait));
+  for (int i = 1; i < n; ++i) {
+    nodes.push_back(StartOrDie(QuorumConfig(n, {boot}, quorum), Local(std::string(1, static_cast<char>('a' + i)))));
+  }
+  Formed f;
+  f.by_rank.resize(static_cast<size_t>(n));
+  for (auto& node : nodes) {
+    Result<MembershipView> v = node->WaitForEpoch0(Deadline::AfterSeconds(kExpelWait));
     if (!v) {
       ADD_FAILURE() << v.error().ToString();
       return {};
     }
-    if (v->self_rank == 0) trio.coordinator_address = n->advertise_address();
-    trio.names.clear();
-    for (const Member& m : v->members) trio.names.push_back(m.name);
-    trio.by_rank[static_cast<size_t>(v->self_rank)] = std::move(n);
+    if (v->self_rank == 0) f.coordinator_address = node->advertise_address();
+    f.names.clear();
+    for (const Member& m : v->members) f.names.push_back(m.name);
+    f.by_rank[static_cast<size_t>(v->self_rank)] = std::move(node);
   }
-  return trio;
+  return f;
 }
 
 // The name's new process asks the coordinator to join: refused as expelled, naming why.
-void ExpectRejoinRefused(const std::string& name, const std::string& coordinator_address) {
-  auto again = StartOrDie(TestConfig(3, {coordinator_address}), Local(name));
+void ExpectRejoinRefused(const std::string& name, const std::string& coordinator_address, int quorum) {
+  auto again = StartOrDie(QuorumConfig(3, {coordinator_address}, quorum), Local(name));
   ASSERT_TRUE(again);
   Result<MembershipView> v = again->WaitForEpoch0(Deadline::AfterSeconds(kExpelWait));
   ASSERT_FALSE(v.has_value()) << "the expelled name was admitted again";
@@ -60,30 +70,67 @@ void ExpectRejoinRefused(const std::string& name, const std::string& coordinator
   EXPECT_NE(v.error().message().find("sent NaN"), std::string::npos) << v.error().message();
 }
 
-TEST(ControlExpulsionTest, TheCoordinatorRefusesANameAnotherMemberExpelledAfterTheExpellerLeft) {
-  Trio t = FormThree();
-  ASSERT_EQ(t.by_rank.size(), 3u);
-  const std::string victim = t.names[2];
-  t.by_rank[1]->Expel(victim, "sent NaN");
-  Result<MembershipView> v = t.by_rank[0]->WaitForEpochAbove(0, Deadline::AfterSeconds(kExpelWait));
+TEST(ControlExpulsionTest, OneMembersWordExpelsNobodyAndASecondMembersDoes) {
+  Formed f = Form(4, /*quorum=*/2);
+  ASSERT_EQ(f.by_rank.size(), 4u);
+  const std::string victim = f.names[3];
+  f.by_rank[1]->Expel(victim, "sent NaN");
+  // Twenty heartbeats: every member heard the accusation, and nobody acted.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  for (const auto& node : f.by_rank) {
+    EXPECT_EQ(node->Epoch(), 0u) << node->name();
+    EXPECT_TRUE(node->ExpelledSelf().empty()) << node->name();
+  }
+  f.by_rank[2]->Expel(victim, "sent NaN");
+  Result<MembershipView> v = f.by_rank[0]->WaitForEpochAbove(0, Deadline::AfterSeconds(kExpelWait));
+  ASSERT_TRUE(v.has_value()) << v.error().ToString();
+  EXPECT_EQ(v->members.size(), 3u);
+  EXPECT_EQ(v->Find(victim), nullptr);
+  // The accusers go: the coordinator, which accused nobody, still refuses the name.
+  f.by_rank[3].reset();
+  f.by_rank[2].reset();
+  f.by_rank[1].reset();
+  ExpectRejoinRefused(victim, f.coordinator_address, 2);
+}
+
+TEST(ControlExpulsionTest, OneMembersRepeatedWordCountsOnce) {
+  // Each member's accusation counts once: the same member asking again adds
+  // nothing towards a quorum, nor does its asking about another name.
+  Formed f = Form(3, /*quorum=*/2);
+  ASSERT_EQ(f.by_rank.size(), 3u);
+  f.by_rank[1]->Expel(f.names[2], "sent NaN");
+  f.by_rank[1]->Expel(f.names[2], "sent NaN again");
+  f.by_rank[1]->Expel(f.names[0], "sent NaN");
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  for (const auto& node : f.by_rank) EXPECT_EQ(node->Epoch(), 0u) << node->name();
+}
+
+TEST(ControlExpulsionTest, AQuorumOfOneIsAnyMembersWord) {
+  Formed f = Form(3, /*quorum=*/1);
+  ASSERT_EQ(f.by_rank.size(), 3u);
+  const std::string victim = f.names[2];
+  f.by_rank[1]->Expel(victim, "sent NaN");
+  Result<MembershipView> v = f.by_rank[0]->WaitForEpochAbove(0, Deadline::AfterSeconds(kExpelWait));
   ASSERT_TRUE(v.has_value()) << v.error().ToString();
   EXPECT_EQ(v->members.size(), 2u);
-  t.by_rank[2].reset();
-  t.by_rank[1].reset();  // the expeller goes: the coordinator still knows
-  ExpectRejoinRefused(victim, t.coordinator_address);
+  f.by_rank[2].reset();
+  f.by_rank[1].reset();  // the accuser goes: the coordinator still knows
+  ExpectRejoinRefused(victim, f.coordinator_address, 1);
 }
 
 TEST(ControlExpulsionTest, AnExpulsionAfterTheViewDroppedTheNameStillRefusesIt) {
-  Trio t = FormThree();
-  ASSERT_EQ(t.by_rank.size(), 3u);
-  const std::string victim = t.names[2];
-  t.by_rank[2].reset();  // silent, then dead: the view drops it first
-  Result<MembershipView> v = t.by_rank[1]->WaitForEpochAbove(0, Deadline::AfterSeconds(kExpelWait));
+  Formed f = Form(4, /*quorum=*/2);
+  ASSERT_EQ(f.by_rank.size(), 4u);
+  const std::string victim = f.names[3];
+  f.by_rank[3].reset();  // silent, then dead: the view drops it first
+  Result<MembershipView> v = f.by_rank[1]->WaitForEpochAbove(0, Deadline::AfterSeconds(kExpelWait));
   ASSERT_TRUE(v.has_value()) << v.error().ToString();
-  ASSERT_EQ(v->members.size(), 2u);
-  t.by_rank[1]->Expel(victim, "sent NaN");  // its poison is judged after the view dropped it
-  // The coordinator learns it from the expeller's heartbeats.
-  ExpectRejoinRefused(victim, t.coordinator_address);
+  ASSERT_EQ(v->members.size(), 3u);
+  // Its poison is judged after the view dropped it; the coordinator hears
+  // both accusations in the accusers' heartbeats.
+  f.by_rank[1]->Expel(victim, "sent NaN");
+  f.by_rank[2]->Expel(victim, "sent NaN");
+  ExpectRejoinRefused(victim, f.coordinator_address, 2);
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(hb.dead, (std::vector<std::string>{"node2", "node3"}));
   EXPECT_EQ(hb.incarnation, "node1#00ff");
   EXPECT_EQ(hb.counts, (std::map<std::string, uint64_t>{{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}}));
-  EXPECT_EQ(hb.expelled, (std::map<std::string, std::string>{{"node6", "sent NaN"}}));
+  EXPECT_EQ(hb.accusations, (std::map<std::string, std::string>{{"node6", "sent NaN"}}));
   auto leave = std::get<msg::Leave>(RoundTrip(msg::Leave{4, "node4"}));
   EXPECT_EQ(leave.epoch, 4u);
   EXPECT_EQ(leave.name, "node4");
