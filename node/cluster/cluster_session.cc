@@ -59,12 +59,15 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
 }
 
 Status ClusterSession::MeasureSites(Deadline deadline) {
-  Result<SiteProbe> probe = ProbeSites(*transport, view, *site_probe, SiteProbeTagBase(view.epoch), deadline);
+  Result<SiteProbe> probe =
+      ProbeSites(*transport, view, *site_probe, SiteProbeTagBase(view.epoch), deadline, &known_links_);
   if (!probe) return probe.error().WithContext("measuring the links at epoch " + std::to_string(view.epoch));
+  known_links_.Remember(*probe, view);
   const std::vector<std::string> contradictions = ApplyMeasuredSites(probe->groups, &view);
   transport->SetOtherSites(OtherSites(view));
   site_probe_report = SiteProbeJson(*probe, view, contradictions);
-  CHORUS_LOG_INFO(Subsys::kNode, "epoch ", view.epoch, ": links measured in ", probe->seconds, " s: ",
+  CHORUS_LOG_INFO(Subsys::kNode, "epoch ", view.epoch, ": links measured in ", probe->seconds, " s (",
+                  probe->measured_pairs, " pairs probed, ", probe->known_pairs, " known): ",
                   site_probe_report["groups"].dump(), " (gap ", probe->groups.gap, "x); this node's site is \"",
                   view.members[view.self_rank].SiteKey(), "\"");
   for (const std::string& c : contradictions) CHORUS_LOG_WARN(Subsys::kNode, "cluster.site: ", c);

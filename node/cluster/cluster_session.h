@@ -66,7 +66,8 @@ struct ClusterSession {
   // BeginEpoch and again after SetPeers (control-plane barriers, by `deadline`).
   // With `site_probe` (exchange.site_probe), and in lock step, the members
   // then measure their links and install the measured sites
-  // (site_probe.h) before anything else runs over the view.
+  // (site_probe.h) before anything else runs over the view; pairs measured
+  // in the last probe are not measured again.
   [[nodiscard]] Status InstallPeers(const MembershipView& view, Deadline deadline);
 
   std::optional<SiteProbeOptions> site_probe;
@@ -75,9 +76,10 @@ struct ClusterSession {
 
  private:
   bool own_pace_ = false;
-  // Measures the members' links and installs the measured sites in `view`
-  // and the transport.
+  // Measures the members' links (those not known from the last probe) and
+  // installs the measured sites in `view` and the transport.
   [[nodiscard]] Status MeasureSites(Deadline deadline);
+  KnownLinks known_links_;  // the last probe that ended here
   // A control-plane barrier of the current epoch, its error naming `name`.
   [[nodiscard]] Status DataPlaneBarrier(const std::string& name, uint64_t epoch, Deadline deadline);
 };

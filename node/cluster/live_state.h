@@ -80,9 +80,10 @@ class LiveState {
 // all-reduce's and the outer step's contribution checks, poison_check.h).
 inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{7} << 37); }
 
-// The tags of the site probe in membership epoch `epoch` (site_probe.h): one
-// range of kTagsPerCollective at + 3 << 37, between the collectives at the
-// end of training and the resume-step agreement.
+// The tags of the site probe in membership epoch `epoch` (site_probe.h):
+// three ranges of kTagsPerCollective at + 3 << 37 (the pairs' probes, and two
+// gathers), between the collectives at the end of training and the
+// resume-step agreement.
 inline gossip::Tag SiteProbeTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{3} << 37); }
 
 struct LiveStateShared {

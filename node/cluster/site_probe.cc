@@ -112,6 +112,12 @@ std::string GroupName(const MembershipView& view, const topologies::LinkGroups& 
   return votes > 0 ? best : "site-" + lowest;
 }
 
+// 16 bits of the view's random data salt (0 for a view without one).
+int ViewId(const MembershipView& view) {
+  if (view.data_salt.size() < 2) return 0;
+  return (static_cast<int>(view.data_salt[0]) << 8) | static_cast<int>(view.data_salt[1]);
+}
+
 }  // namespace
 
 size_t ProbeBytes(const SiteProbeOptions& options, int n) {
@@ -120,19 +126,74 @@ size_t ProbeBytes(const SiteProbeOptions& options, int n) {
   return std::min(options.bytes, std::max(options.min_bytes, fit));
 }
 
+std::string LinkIdentity(const Member& member) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string id = member.name + "@";
+  for (uint8_t b : member.data_address) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
+void KnownLinks::Remember(const SiteProbe& probe, const MembershipView& view) {
+  const int n = view.size();
+  epoch = static_cast<int64_t>(view.epoch);
+  view_id = ViewId(view);
+  cost_s.clear();
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      std::pair<std::string, std::string> key{LinkIdentity(view.members[i]), LinkIdentity(view.members[j])};
+      if (key.second < key.first) std::swap(key.first, key.second);
+      cost_s[key] = probe.cost_s[static_cast<size_t>(i * n + j)];
+    }
+  }
+}
+
+std::optional<double> KnownLinks::Find(const Member& a, const Member& b) const {
+  std::pair<std::string, std::string> key{LinkIdentity(a), LinkIdentity(b)};
+  if (key.second < key.first) std::swap(key.first, key.second);
+  auto it = cost_s.find(key);
+  if (it == cost_s.end()) return std::nullopt;
+  return it->second;
+}
+
 Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView& view,
-                             const SiteProbeOptions& options, gossip::Tag tag_base, Deadline deadline) {
+                             const SiteProbeOptions& options, gossip::Tag tag_base, Deadline deadline,
+                             const KnownLinks* known) {
   const int n = view.size(), self = view.self_rank;
   if (options.bytes < 1 || options.repeats < 1) return Err(InvalidArgument("site probe: bytes and repeats must be >= 1"));
   const auto start = std::chrono::steady_clock::now();
   SiteProbe probe;
   probe.bytes = ProbeBytes(options, n);
+  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(transport, HostKeys(view)));
+  // Which pairs both members know from the same last probe: each member's
+  // (epoch, view id), exact in floats (epochs up to 2^24).
+  const std::vector<float> mine =
+      known != nullptr && known->epoch >= 0
+          ? std::vector<float>{static_cast<float>(known->epoch), static_cast<float>(known->view_id)}
+          : std::vector<float>{-1.0f, 0.0f};
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> last,
+                          GatherFromEveryRank(world, mine, tag_base + 2 * gossip::kTagsPerCollective, deadline));
+  // Every member decides alike from the gathered views; only the pair's own
+  // members look the value up, and both hold it.
+  auto is_known = [&](int i, int j) {
+    const size_t a = 2 * static_cast<size_t>(i), b = 2 * static_cast<size_t>(j);
+    return last[a] >= 0 && last[a] == last[b] && last[a + 1] == last[b + 1];
+  };
   std::vector<float> row(static_cast<size_t>(n), 0.0f);
   std::vector<std::byte> payload(probe.bytes, std::byte{0x5a});
   const int m = n % 2 == 0 ? n : n + 1;
   for (int round = 0; round < m - 1; ++round) {
     const int peer = Partner(self, round, m);
     if (peer >= n) continue;  // a bye
+    if (is_known(self, peer)) {
+      const std::optional<double> cost = known->Find(view.members[self], view.members[peer]);
+      if (!cost) return Err(Internal("site probe: the link with " + view.members[peer].name +
+                                     " is missing from this member's last probe"));
+      if (self < peer) row[static_cast<size_t>(peer)] = static_cast<float>(*cost);
+      continue;
+    }
     const gossip::Tag tag = tag_base + static_cast<gossip::Tag>(round) * 4;
     if (self < peer) {
       Result<double> cost = Initiate(transport, peer, tag, options, payload, deadline);
@@ -143,15 +204,15 @@ Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView&
       if (!s.ok()) return Err(s.WithContext("site probe from " + view.members[peer].name));
     }
   }
-  CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(transport, HostKeys(view)));
   CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
-                          GatherFromEveryRank(world, row, tag_base + (gossip::Tag{1} << 16), deadline));
+                          GatherFromEveryRank(world, row, tag_base + gossip::kTagsPerCollective, deadline));
   probe.cost_s.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0.0);
   for (int i = 0; i < n; ++i) {
     for (int j = i + 1; j < n; ++j) {
-      const double c = all[static_cast<size_t>(i * n + j)];  // measured by i, the lower rank
+      const double c = all[static_cast<size_t>(i * n + j)];  // measured (or known) by i, the lower rank
       probe.cost_s[static_cast<size_t>(i * n + j)] = c;
       probe.cost_s[static_cast<size_t>(j * n + i)] = c;
+      ++(is_known(i, j) ? probe.known_pairs : probe.measured_pairs);
     }
   }
   CHORUS_ASSIGN_OR_RETURN(probe.groups, topologies::GroupByLinkCost(probe.cost_s, n, options.min_gap));
@@ -221,6 +282,8 @@ nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
           {"dearest_pair_s", dearest},
           {"seconds", probe.seconds},
           {"bytes_per_probe", probe.bytes},
+          {"measured_pairs", probe.measured_pairs},
+          {"known_pairs", probe.known_pairs},
           {"contradictions", contradictions}};
 }
 

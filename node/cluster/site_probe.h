@@ -23,10 +23,21 @@
 // members), all by `deadline`; it takes n - 1 rounds of repeats x two round
 // trips and a transfer each, one of them for a pair whose first probe took
 // repeat_below_s or more. Must not: decide membership.
+//
+// Pairs measured before are not measured again (KnownLinks): a re-form after
+// departures measures nothing, and one with joiners only the pairs with a
+// joiner. A pair is known when both its members ended the same last probe
+// (the members first gather which view each one's last probe was over; a
+// member that restarted has none), so both hold that probe's gathered matrix
+// and agree without another message; its lower rank supplies the value.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -67,12 +78,35 @@ struct SiteProbe {
   topologies::LinkGroups groups;
   double seconds = 0.0;  // what the probe took here
   size_t bytes = 0;      // each probe's transfer (ProbeBytes)
+  int measured_pairs = 0;  // pairs probed this time, in the whole view
+  int known_pairs = 0;     // pairs taken from the members' last probe
 };
 
+// The links of this member's last probe that ended: its epoch, and every pair
+// of its view by the members' identities (LinkIdentity).
+struct KnownLinks {
+  int64_t epoch = -1;  // -1: none yet
+  // 16 bits of that view's random data salt: two parts of a split cluster
+  // may probe under the same epoch number, never under the same view.
+  int view_id = 0;
+  std::map<std::pair<std::string, std::string>, double> cost_s;  // identities in order
+
+  // Remembers `probe`, which ended over `view`.
+  void Remember(const SiteProbe& probe, const MembershipView& view);
+  // The pair's cost, when known (either order of the identities).
+  std::optional<double> Find(const Member& a, const Member& b) const;
+};
+
+// A member as the links know it: its name and data-plane address, so that
+// a process restarted under the name is measured afresh.
+std::string LinkIdentity(const Member& member);
+
 // Collective over `view`'s members, once the transport's peers are theirs.
-// `tag_base`: a range of gossip::kTagsPerCollective for this view alone.
+// `tag_base`: three ranges of gossip::kTagsPerCollective for this view alone.
+// `known`: this member's last probe (KnownLinks), or null to measure every pair.
 [[nodiscard]] Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView& view,
-                                           const SiteProbeOptions& options, gossip::Tag tag_base, Deadline deadline);
+                                           const SiteProbeOptions& options, gossip::Tag tag_base, Deadline deadline,
+                                           const KnownLinks* known = nullptr);
 
 // Gives every member of `view` whose site is kMeasuredSite its group's name,
 // and returns what the measurement contradicts in the named sites, one line

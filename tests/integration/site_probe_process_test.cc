@@ -122,7 +122,7 @@ TEST(SiteProbeProcessTest, EightNodesInTwoEmulatedSitesFindTheirSitesAndAWrongSi
 }
 
 // A node joins mid-run with cluster.site = "auto": the members measure
-// again at the admission, the joiner among them, and it lands in its real
+// again at the admission, the joiner's pairs only, and it lands in its real
 // site (named after what the others there said).
 TEST(SiteProbeProcessTest, ANodeThatJoinsMidRunIsMeasuredIntoItsSite) {
   Status available = EmulatedLink::Available();
@@ -157,6 +157,10 @@ TEST(SiteProbeProcessTest, ANodeThatJoinsMidRunIsMeasuredIntoItsSite) {
     ASSERT_TRUE(summary.is_object() && summary.contains("site_probe")) << "node" << i << "\n" << outputs;
     EXPECT_EQ(GroupsOf(summary["site_probe"]), expected) << "node" << i << ": " << summary["site_probe"].dump();
     EXPECT_EQ(summary["world_size"], kNodes) << "node" << i;
+    // The three members' pairs are known from their first probe: only the
+    // joiner's are measured.
+    EXPECT_EQ(summary["site_probe"]["measured_pairs"], kNodes - 1) << "node" << i << "\n" << outputs;
+    EXPECT_EQ(summary["site_probe"]["known_pairs"], (kNodes - 1) * (kNodes - 2) / 2) << "node" << i;
   }
   std::error_code ignored;
   fs::remove_all(out, ignored);

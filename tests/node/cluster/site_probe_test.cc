@@ -1,5 +1,6 @@
 // The site probe's transfer size: a member's bytes stay bounded as the
-// members grow, and a probe among local threads sends no more than that.
+// members grow, and a probe among local threads sends no more than that;
+// pairs known from the last probe are not measured again.
 #include "node/cluster/site_probe.h"
 
 #include <gtest/gtest.h>
@@ -94,6 +95,65 @@ TEST(SiteProbeTest, AProbeAsSlowAsTheBoundIsNotRepeated) {
     for (int j = 0; j < kProbeMembers; ++j) {
       if (j != r) EXPECT_GT(once.probes[r].cost_s[static_cast<size_t>(r * kProbeMembers + j)], 0.0) << r << "-" << j;
     }
+  }
+}
+
+// Known links: the same members probing again measure nothing; a member
+// that is another process now (a joiner, or a restart: no last probe) is
+// measured with every member, the pairs of the others are not; and a member
+// whose last probe was over another view measures all its pairs.
+TEST(SiteProbeTest, ALaterProbeMeasuresOnlyThePairsNotKnownFromTheLastOne) {
+  constexpr int kMembers = kProbeMembers, kPairs = kMembers * (kMembers - 1) / 2;
+  const SiteProbeOptions o = SmallProbes();
+  std::vector<SiteProbe> first(kMembers), again(kMembers), joined(kMembers), other(kMembers);
+  std::vector<uint64_t> sent_again(kMembers), sent_joined(kMembers);
+  auto probe = [&](gossip::Transport& t, const MembershipView& view, gossip::Tag base, const KnownLinks* known,
+                   SiteProbe* out, uint64_t* sent) -> Status {
+    const uint64_t before = t.Stats().bytes_sent;
+    Result<SiteProbe> p = ProbeSites(t, view, o, base, Deadline::AfterSeconds(60), known);
+    if (!p) return p.error();
+    *out = *p;
+    if (sent != nullptr) *sent = t.Stats().bytes_sent - before;
+    return Status::Ok();
+  };
+  const std::vector<Status> statuses =
+      gossip::testing::RunGossipNodes(kMembers, [&](int r, gossip::Transport& t, gossip::LocalHub&) -> Status {
+        MembershipView v = View(r, kMembers);
+        v.epoch = 1;
+        CHORUS_RETURN_IF_ERROR(probe(t, v, gossip::Tag{1} << 24, nullptr, &first[r], nullptr));
+        KnownLinks known;
+        known.Remember(first[r], v);
+        CHORUS_RETURN_IF_ERROR(probe(t, v, gossip::Tag{2} << 24, &known, &again[r], &sent_again[r]));
+        // The last rank is another process now: another name, and no last probe.
+        v.epoch = 2;
+        v.members[kMembers - 1].name = "node11b";
+        if (r == kMembers - 1) known = KnownLinks{};
+        CHORUS_RETURN_IF_ERROR(probe(t, v, gossip::Tag{3} << 24, &known, &joined[r], &sent_joined[r]));
+        // Rank 0's last probe is taken for another view's.
+        KnownLinks elsewhere = known;
+        if (r == 0) elsewhere.view_id += 1;
+        return probe(t, v, gossip::Tag{4} << 24, &elsewhere, &other[r], nullptr);
+      });
+  constexpr uint64_t kGatherSlack = 4096;
+  for (int r = 0; r < kMembers; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+    EXPECT_EQ(again[r].measured_pairs, 0) << "rank " << r;
+    EXPECT_EQ(again[r].known_pairs, kPairs) << "rank " << r;
+    EXPECT_EQ(again[r].cost_s, first[r].cost_s) << "rank " << r;
+    EXPECT_LE(sent_again[r], kGatherSlack) << "rank " << r << ": only the gathers";
+    EXPECT_EQ(joined[r].measured_pairs, kMembers - 1) << "rank " << r;
+    EXPECT_EQ(joined[r].known_pairs, kPairs - (kMembers - 1)) << "rank " << r;
+    if (r < kMembers - 1) {
+      // One pair to start, with the new process (three probes).
+      EXPECT_LE(sent_joined[r], 3 * 4096 + 3 * 2 + kGatherSlack) << "rank " << r;
+      for (int j = 0; j < kMembers - 1; ++j) {
+        const size_t at = static_cast<size_t>(r * kMembers + j);
+        EXPECT_EQ(joined[r].cost_s[at], first[r].cost_s[at]) << r << "-" << j;
+      }
+    }
+    EXPECT_GT(joined[r].cost_s[static_cast<size_t>(r * kMembers + (r + 1) % kMembers)], 0.0) << "rank " << r;
+    EXPECT_EQ(joined[r].cost_s, joined[0].cost_s) << "rank " << r << " installed other costs";
+    EXPECT_EQ(other[r].measured_pairs, (kMembers - 1) + (kMembers - 2)) << "rank " << r;
   }
 }
 
