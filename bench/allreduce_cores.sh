@@ -7,12 +7,12 @@
 #   RANKS=8 ROUNDS=5 bench/allreduce_cores.sh
 # Variants (docs/libfabric.md, "Rendezvous above 16 KiB" and "Progress and
 # waiting"):
-#   default     the transport as nodes run it
-#   no-backoff  waits spin 5 ms before they sleep, the progress thread sleeps
-#               at most 10 us: whether rxm's rendezvous waits for the
-#               progress thread's back-off
-#   rxm-eager   rxm's dynamic receive buffers with a 1 MiB eager limit (no
-#               rendezvous up to 1 MiB)
+#   default         the transport as nodes run it (over tcp;ofi_rxm: rxm's
+#                   eager mode, no rendezvous up to 1 MiB)
+#   no-backoff      waits spin 5 ms before they sleep, the progress thread
+#                   sleeps at most 10 us
+#   rxm-rendezvous  rxm's own protocols (--rxm-eager-limit 0): rendezvous
+#                   above 16 KiB
 # Needs ./build (scripts/build.sh); CHORUS=path overrides the binary.
 set -u
 cd "$(dirname "$0")/.."
@@ -23,14 +23,14 @@ cores=$(nproc)
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cores cores, $ranks ranks, $(date -u +%F)"
 [ "$cores" -ge $((ranks + 2)) ] || echo "# warning: fewer than RANKS + 2 cores: the ranks share cores and the figures rank the scheduler"
 for round in $(seq "${ROUNDS:-3}"); do
-  for variant in default no-backoff rxm-eager; do
+  for variant in default no-backoff rxm-rendezvous; do
     extra=()
     case $variant in
       no-backoff) extra=(--wait-spin-us 5000 --progress-max-sleep-us 10) ;;
-      rxm-eager) extra=(--rxm-eager-limit 1048576) ;;
+      rxm-rendezvous) extra=(--rxm-eager-limit 0) ;;
     esac
     providers='tcp;ofi_rxm,net'
-    [ "$variant" = rxm-eager ] && providers='tcp;ofi_rxm'
+    [ "$variant" = rxm-rendezvous ] && providers='tcp;ofi_rxm'
     timeout 600 "$chorus" bench allreduce --ranks "$ranks" --provider "$providers" \
       --algorithms ring,halving-doubling,auto --min-size 262144 --max-size 16777216 \
       --seconds 0.5 --warmup 0.5 "${extra[@]}" > "$out/$variant-$round.txt" 2>&1 ||
@@ -49,9 +49,9 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.txt"))):
         f = line.split()
         if len(f) >= 9 and f[0].isdigit() and f[2] == "float":
             times[(variant, provider, f[3], int(f[0]))].append(float(f[5]))
-print("%-11s %-12s %-17s %9s %10s  %s" % ("variant", "provider", "algorithm", "size", "median_us", "rounds"))
+print("%-14s %-12s %-17s %9s %10s  %s" % ("variant", "provider", "algorithm", "size", "median_us", "rounds"))
 for key in sorted(times, key=lambda k: (k[1], k[3], k[2], k[0])):
     v = times[key]
-    print("%-11s %-12s %-17s %9d %10.1f  %s" % (key[0], key[1], key[2], key[3], statistics.median(v),
+    print("%-14s %-12s %-17s %9d %10.1f  %s" % (key[0], key[1], key[2], key[3], statistics.median(v),
                                                " ".join("%.0f" % x for x in v)))
 PYEOF

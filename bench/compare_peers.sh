@@ -7,6 +7,7 @@
 #   bench/compare_peers.sh p2p      # fi_pingpong vs chorus bench p2p, medians of ROUNDS
 #   bench/compare_peers.sh allreduce  # Open MPI MPI_Allreduce and torch.distributed gloo vs chorus bench allreduce, 4 ranks, medians of ROUNDS
 #   bench/compare_peers.sh pairs      # the same, one size and provider at a time right after its Open MPI run: median of the pairs' ratios
+#                                     # (PROVIDERS="net,tcp;ofi_rxm" picks providers; CHORUS_FLAGS adds flags to chorus bench allreduce)
 # Needs ./build (scripts/build.sh); PEERS, the folder of the peer baseline
 # scripts (PyTorch CPU training, DDP with gloo, Open MPI all-reduce,
 # torch.distributed all-reduce; not part of this repository), which is copied
@@ -232,12 +233,15 @@ if [ "$step" = pairs ]; then
     AR_BUDGET=0.8 mpi_allreduce "$1" "$2" | awk '{print $3}'
   }
   chorus() {  # $1 provider $2 bytes -> median us of the float32 row
+    # shellcheck disable=SC2086  # CHORUS_FLAGS: extra flags, split on spaces
     ./build/chorus bench allreduce --ranks $n --provider "$1" --algorithms "${ALGORITHMS:-auto}" \
-      --min-size "$2" --max-size "$2" --seconds 0.8 --warmup 0.3 2>/dev/null | awk '$3 == "float" {print $6; exit}'
+      --min-size "$2" --max-size "$2" --seconds 0.8 --warmup 0.3 ${CHORUS_FLAGS:-} 2>/dev/null |
+      awk '$3 == "float" {print $6; exit}'
   }
+  IFS=, read -r -a providers <<< "${PROVIDERS:-shm,net,tcp;ofi_rxm}"
   for round in $(seq "${ROUNDS:-7}"); do
     for size in ${SIZES:-4096 1048576 16777216}; do
-      for provider in shm net 'tcp;ofi_rxm'; do
+      for provider in "${providers[@]}"; do
         class=$([ "$provider" = shm ] && echo shm || echo tcp)
         if [ $((round % 2)) = 1 ]; then peer=$(ompi $class $size); mine=$(chorus "$provider" $size)
         else mine=$(chorus "$provider" $size); peer=$(ompi $class $size); fi

@@ -3,6 +3,7 @@
 // hands it to fi_getinfo as it is. Plain C++: no libfabric headers.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 #include "common/enum_names.h"
@@ -20,5 +21,10 @@ inline constexpr EnumName<FabricProvider> kFabricProviderNames[] = {
     {FabricProvider::kShm, "shm"},
 };
 inline std::string_view ProviderName(FabricProvider provider) { return NameOf(kFabricProviderNames, provider); }
+
+// tcp;ofi_rxm: the largest message sent eagerly by default
+// (FabricOptions::rxm_eager_limit, fabric.rxm_eager_kib): every message of a
+// fused all-reduce bucket's size (1 MiB) and below.
+inline constexpr size_t kDefaultRxmEagerLimit = size_t{1} << 20;
 
 }  // namespace chorus::gossip

@@ -55,7 +55,7 @@ struct BenchAllreduceOptions {
   // FabricOptions::busy_poll in microseconds; < 0 picks gossip::BusyPollFor(provider, ranks).
   int busy_poll_us = -1;
   // FabricOptions::rxm_eager_limit over tcp;ofi_rxm (0: rxm's own protocols).
-  size_t rxm_eager_limit = 0;
+  size_t rxm_eager_limit = gossip::kDefaultRxmEagerLimit;
   TransportKnobs knobs;
   // What `auto` picks by, as a node with these [exchange.crossovers] would on
   // each provider (-1 sizes: the provider's default).

@@ -84,7 +84,7 @@ struct BenchAllreduceArgs {
   double warmup = BenchAllreduceOptions{}.warmup_seconds;
   int busy_poll_us = -1;
   TransportKnobs knobs;
-  size_t rxm_eager_limit = 0;
+  size_t rxm_eager_limit = gossip::kDefaultRxmEagerLimit;
   std::string config;
   bool fit_crossovers = false;
 };
@@ -113,7 +113,7 @@ void AddBenchAllreduceOptions(CLI::App* cmd, BenchAllreduceArgs* args) {
   AddTransportKnobs(*cmd, &args->knobs);
   cmd->add_option("--rxm-eager-limit", args->rxm_eager_limit,
                   "tcp;ofi_rxm only: messages up to this size go eagerly into the posted receive instead of by "
-                  "rendezvous (rxm's dynamic receive buffers; 0: rxm's own 16 KiB; see docs/libfabric.md)")
+                  "rendezvous (fabric.rxm_eager_kib; 0: rxm's own rendezvous above 16 KiB; see docs/libfabric.md)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_option("--config", args->config,

@@ -108,6 +108,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
     fabric.progress_max_sleep = std::chrono::microseconds(config.fabric.progress_max_sleep_us);
     fabric.authenticate = config.fabric.authenticate;
     fabric.encrypt = config.fabric.encrypt;
+    fabric.rxm_eager_limit = static_cast<size_t>(config.fabric.rxm_eager_kib) << 10;
     fabric.on_wedged = [before_exit](const Status& why) {
       CHORUS_LOG_ERROR(Subsys::kFabric, "data plane wedged: ", why.message(),
                        "; exiting with status 1 so that the other members go on without this node");

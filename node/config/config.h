@@ -262,6 +262,10 @@ struct FabricConfig {
   int port = 0;                          // tcp;ofi_rxm / net listen port (0: any free port; shm: 0)
   bool authenticate = true;              // a MAC on every data-plane message (not over shm)
   bool encrypt = false;                  // and the payload encrypted
+  // tcp;ofi_rxm: messages up to this many KiB go eagerly into the posted
+  // receive (gossip::FabricOptions::rxm_eager_limit); 0: rxm's rendezvous
+  // above 16 KiB. Every member must use the same (a shared setting).
+  int rxm_eager_kib = static_cast<int>(gossip::kDefaultRxmEagerLimit >> 10);
 
   bool operator==(const FabricConfig&) const = default;
 };

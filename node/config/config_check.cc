@@ -264,6 +264,7 @@ void CheckFabric(const Config& config, Checker& check) {
   check.IntAtLeast("fabric.busy_poll_us", config.fabric.busy_poll_us, 0);
   check.IntAtLeast("fabric.wait_spin_us", config.fabric.wait_spin_us, 0);
   check.IntAtLeast("fabric.progress_max_sleep_us", config.fabric.progress_max_sleep_us, 1);
+  check.IntInRange("fabric.rxm_eager_kib", config.fabric.rxm_eager_kib, 0, 16384);
   if (config.exchange.poison_norm_bound != 0) {
     check.NumberAbove("exchange.poison_norm_bound", config.exchange.poison_norm_bound, 1.0);
   }

@@ -500,6 +500,12 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   Result<MrRegistration> Register(const void* address, size_t length);
 
   const FabricOptions options_;
+  // Under rxm's eager mode (FabricOptions::rxm_eager_limit) every receive
+  // ends with this iovec of the eager limit's size: a message longer than
+  // its receive, up to the limit, spills into it instead of truncating,
+  // which in that mode ends the connection's stream for good. What lands
+  // here is never read; the completion's length names the message too long.
+  std::vector<std::byte> overflow_sink_;
   std::string describe_;
   bool registering_ = false;
 

@@ -170,36 +170,43 @@ Status FabricCore::Submit(const std::shared_ptr<FabricOp>& op) {
 }
 
 ssize_t FabricCore::TryPost(FabricOp& op) {
-  if (op.seal) {
-    // The payload, then the trailer: one message on the wire. A receive
-    // scatters the first op.length bytes into the caller's buffer and the
-    // rest into the trailer, so a message shorter than the buffer leaves part
-    // of its trailer in the buffer (Unseal puts it together).
-    iovec iov[2] = {{op.data, op.length}, {op.trailer.data(), op.trailer.size()}};
-    void* desc[2] = {op.desc, op.trailer_desc};
-    const size_t first = op.length == 0 ? 1 : 0;  // no empty iovec
-    const size_t count = 2 - first;
-    if (FabricOp::IsSend(op.kind)) {
-      if (watches_peer_processes_ && PeerProcessExited(op.addr)) return kPeerProcessExited;
-      return InProvider(op.addr, [&] {
-        return fi_tsendv(ep_.get(), iov + first, desc + first, count, op.addr, op.tag, &op.ctx.context);
-      });
-    }
-    return InProvider(op.addr, [&] {
-      return fi_trecvv(ep_.get(), iov + first, desc + first, count, op.addr, op.tag, /*ignore=*/0,
-                       &op.ctx.context);
-    });
+  const bool send = FabricOp::IsSend(op.kind);
+  if (send && watches_peer_processes_ && PeerProcessExited(op.addr)) return kPeerProcessExited;
+  // The payload, then the trailer of a sealed message: one message on the
+  // wire. A receive scatters the first op.length bytes into the caller's
+  // buffer and the rest into the trailer, so a message shorter than the
+  // buffer leaves part of its trailer in the buffer (Unseal puts it
+  // together); under rxm's eager mode the overflow sink comes last.
+  iovec iov[3];
+  void* desc[3];
+  size_t count = 0;
+  if (op.length > 0 || !op.seal) {
+    iov[count] = {op.data, op.length};
+    desc[count++] = op.desc;
   }
-  if (FabricOp::IsSend(op.kind)) {
-    if (watches_peer_processes_ && PeerProcessExited(op.addr)) return kPeerProcessExited;
-    return InProvider(op.addr, [&] {
-      return fi_tsend(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, &op.ctx.context);
-    });
+  if (op.seal) {
+    iov[count] = {op.trailer.data(), op.trailer.size()};
+    desc[count++] = op.trailer_desc;
+  }
+  if (op.kind == FabricOp::Kind::kRecv && !overflow_sink_.empty()) {
+    iov[count] = {overflow_sink_.data(), overflow_sink_.size()};
+    desc[count++] = nullptr;
+  }
+  if (send) {
+    if (count == 1) {
+      return InProvider(op.addr, [&] { return fi_tsend(ep_.get(), iov[0].iov_base, iov[0].iov_len, desc[0],
+                                                       op.addr, op.tag, &op.ctx.context); });
+    }
+    return InProvider(op.addr, [&] { return fi_tsendv(ep_.get(), iov, desc, count, op.addr, op.tag, &op.ctx.context); });
   }
   // Receives from an exited process stay posted: its last messages may wait
   // here, whole (shm copies small ones into the receiver's region).
+  if (count == 1) {
+    return InProvider(op.addr, [&] { return fi_trecv(ep_.get(), iov[0].iov_base, iov[0].iov_len, desc[0], op.addr,
+                                                     op.tag, /*ignore=*/0, &op.ctx.context); });
+  }
   return InProvider(op.addr, [&] {
-    return fi_trecv(ep_.get(), op.data, op.length, op.desc, op.addr, op.tag, /*ignore=*/0, &op.ctx.context);
+    return fi_trecvv(ep_.get(), iov, desc, count, op.addr, op.tag, /*ignore=*/0, &op.ctx.context);
   });
 }
 

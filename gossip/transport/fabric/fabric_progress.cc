@@ -96,14 +96,25 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
     auto it = peers_.rank_of.find(source);
     from = it == peers_.rank_of.end() ? -1 : it->second;
   }
+  // Only a receive with the overflow sink completes longer than its buffer.
+  const size_t capacity = op.length + (op.seal ? kSealTrailerBytes : 0);
+  if (entry.len > capacity && !op.seal) {
+    Finish(op,
+           DataLoss(op.Describe() + ": message of " + std::to_string(entry.len) + " bytes exceeds the " +
+                    std::to_string(op.length) + "-byte buffer"),
+           {}, /*reaped=*/true);
+    return 1;
+  }
   if (op.seal) {
     // Counted, and checked further, by Unseal in the request's thread.
     if (from < 0) {
       op.rejected = "it came from fi_addr " + std::to_string(source) + ", which is not a member";
     } else if (entry.len < kSealTrailerBytes) {
       op.rejected = "its " + std::to_string(entry.len) + " bytes are shorter than a seal";
+    } else if (entry.len > capacity) {
+      op.rejected = "it was " + std::to_string(entry.len - capacity) + " bytes longer than the buffer";
     }
-    const size_t payload = entry.len < kSealTrailerBytes ? 0 : entry.len - kSealTrailerBytes;
+    const size_t payload = entry.len < kSealTrailerBytes ? 0 : std::min(op.length, entry.len - kSealTrailerBytes);
     Finish(op, Status::Ok(), Completion{from, entry.tag, payload}, /*reaped=*/true);
     return 1;
   }

@@ -146,16 +146,15 @@ Status FabricCore::Open() {
     return InvalidArgument("fabric port " + std::to_string(options_.port) +
                            ": shm endpoints have no port (only tcp;ofi_rxm and net listen on one)");
   }
-  if (options_.rxm_eager_limit != 0 && options_.provider != FabricProvider::kTcpRxm) {
-    return InvalidArgument("fabric rxm_eager_limit " + std::to_string(options_.rxm_eager_limit) +
-                           ": only tcp;ofi_rxm has it");
-  }
   CHORUS_ASSIGN_OR_RETURN(info_, GetInfo(options_.provider, options_.bind_address, options_.port));
   CHORUS_RETURN_IF_ERROR(CheckProviderFits());
   ConfigureForProvider();
   {
     std::optional<RxmEagerScope> rxm_eager;
     if (options_.provider == FabricProvider::kTcpRxm) rxm_eager.emplace(options_.rxm_eager_limit);
+    if (options_.provider == FabricProvider::kTcpRxm && options_.rxm_eager_limit > 0) {
+      overflow_sink_.assign(options_.rxm_eager_limit, std::byte{0});
+    }
     CHORUS_RETURN_IF_ERROR(OpenFabricAndDomain());
     CHORUS_RETURN_IF_ERROR(OpenCqAndAv());
     if (registering_) {

@@ -78,20 +78,20 @@ struct FabricOptions {
   std::chrono::microseconds wait_spin_per_mib{1000};
   // Longest sleep of the progress thread between empty polls while idle.
   std::chrono::microseconds progress_max_sleep{1000};
-  // tcp;ofi_rxm only. 0: rxm's own protocols (messages above its 16 KiB eager
+  // tcp;ofi_rxm only (ignored elsewhere). > 0: messages up to this many bytes
+  // go eagerly, read by tcp straight into the posted receive (rxm's dynamic
+  // receive buffers, FI_OFI_RXM_ENABLE_DYN_RBUF=1 and FI_OFI_RXM_EAGER_LIMIT);
+  // one that arrives before its receive waits in a buffer of its own size.
+  // Every receive then ends with an overflow iovec of this size, so that a
+  // message longer than its receive is a kDataLoss error (sealed: dropped)
+  // instead of a truncation, which in this mode would end the connection's
+  // stream for good. 0: rxm's own protocols (messages above its 16 KiB eager
   // limit go by rendezvous: a request, the receiver's RMA read, then an
-  // acknowledgement, each needing the other side's progress). > 0: messages up
-  // to this many bytes go eagerly, read by tcp straight into the posted
-  // receive (rxm's dynamic receive buffers, FI_OFI_RXM_ENABLE_DYN_RBUF=1 and
-  // FI_OFI_RXM_EAGER_LIMIT); one that arrives before its receive waits in a
-  // buffer of its own size. The price, in libfabric 1.17: a message longer
-  // than its receive buffer (a protocol bug or a bad peer; still a kDataLoss
-  // error) leaves that connection's stream unusable, and later messages from
-  // that peer never arrive. Every endpoint of a cluster must use the same
-  // value (rxm refuses connections between different eager limits). The
-  // FI_OFI_RXM_* variables, when set in the environment, win.
-  // Measured: docs/libfabric.md ("Rendezvous above 16 KiB").
-  size_t rxm_eager_limit = 0;
+  // acknowledgement, each needing the other side's progress). Every endpoint
+  // of a cluster must use the same value (rxm refuses connections between
+  // different eager limits). The FI_OFI_RXM_* variables, when set in the
+  // environment, win. Measured: docs/libfabric.md ("Eager transfers").
+  size_t rxm_eager_limit = kDefaultRxmEagerLimit;
   // How long a cancelled or abandoned operation's completion is awaited before
   // the request gives up (its context stays owned by the transport).
   std::chrono::milliseconds cancel_timeout{2000};

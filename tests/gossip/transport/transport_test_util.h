@@ -1,7 +1,7 @@
 // Test helpers shared by the transport tests: build a connected world of N
-// transports of one kind (local hub, libfabric tcp;ofi_rxm, net, shm, and
-// tcp;ofi_rxm and net with every message sealed under an epoch key) and
-// fill / check byte patterns.
+// transports of one kind (local hub, libfabric tcp;ofi_rxm in its eager mode
+// and by rendezvous, net, shm, and tcp;ofi_rxm and net with every message
+// sealed under an epoch key) and fill / check byte patterns.
 //
 // Must not: hide failures (every helper returns Result or asserts).
 #pragma once
@@ -20,10 +20,19 @@
 
 namespace chorus::gossip::testing {
 
-enum class TransportKind { kLocal, kTcp, kNet, kShm, kTcpSealed, kNetSealed };
+// kTcp and kTcpSealed run rxm's eager mode (FabricOptions::rxm_eager_limit's
+// default); the rendezvous kinds run its own protocols (rxm_eager_limit 0).
+enum class TransportKind {
+  kLocal, kTcp, kNet, kShm, kTcpSealed, kNetSealed, kTcpRendezvous, kTcpRendezvousSealed
+};
 
 inline bool Sealed(TransportKind kind) {
-  return kind == TransportKind::kTcpSealed || kind == TransportKind::kNetSealed;
+  return kind == TransportKind::kTcpSealed || kind == TransportKind::kNetSealed ||
+         kind == TransportKind::kTcpRendezvousSealed;
+}
+
+inline bool RxmRendezvous(TransportKind kind) {
+  return kind == TransportKind::kTcpRendezvous || kind == TransportKind::kTcpRendezvousSealed;
 }
 
 // The key a sealed world uses in membership epoch `epoch`.
@@ -51,6 +60,8 @@ inline std::string KindName(TransportKind kind) {
     case TransportKind::kShm: return "FabricShm";
     case TransportKind::kTcpSealed: return "FabricTcpRxmSealed";
     case TransportKind::kNetSealed: return "FabricNetSealed";
+    case TransportKind::kTcpRendezvous: return "FabricTcpRxmRendezvous";
+    case TransportKind::kTcpRendezvousSealed: return "FabricTcpRxmRendezvousSealed";
   }
   return "?";
 }
@@ -85,6 +96,7 @@ inline Result<World> MakeWorld(TransportKind kind, int n, FabricOptions fabric =
     world.transports = world.hub->MakeAll();
   } else {
     fabric.provider = ProviderOf(kind);
+    if (RxmRendezvous(kind)) fabric.rxm_eager_limit = 0;
     for (int r = 0; r < n; ++r) {
       fabric.node_name = PeerName(r);
       CHORUS_ASSIGN_OR_RETURN(auto t, MakeFabricTransport(fabric));

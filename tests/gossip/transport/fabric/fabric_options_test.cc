@@ -145,7 +145,8 @@ TEST(FabricTransport, RegistrationCacheIsReused) {
 // FabricOptions::rxm_eager_limit: large messages go eagerly (also one sent
 // before its receive is posted), and the setting stays with its endpoints: the
 // environment is Chorus's default again afterwards, and a later endpoint
-// without it still moves large messages by rendezvous.
+// without it (0) still moves large messages by rendezvous. Other providers
+// ignore it.
 TEST(FabricTransport, RxmEagerLimitMovesLargeMessagesAndStaysWithItsEndpoints) {
   if (!FabricProviderVersion(FabricProvider::kTcpRxm)) GTEST_SKIP() << "tcp;ofi_rxm unavailable";
   if (std::getenv("FI_OFI_RXM_ENABLE_DYN_RBUF") != nullptr && std::string(std::getenv("FI_OFI_RXM_ENABLE_DYN_RBUF")) != "0") {
@@ -187,16 +188,19 @@ TEST(FabricTransport, RxmEagerLimitMovesLargeMessagesAndStaysWithItsEndpoints) {
   ASSERT_NE(dyn, nullptr);
   EXPECT_STREQ(dyn, "0");
   EXPECT_EQ(std::getenv("FI_OFI_RXM_EAGER_LIMIT"), nullptr);
-  auto plain = MakeWorld(TransportKind::kTcp, 2);
+  FabricOptions rendezvous;
+  rendezvous.rxm_eager_limit = 0;
+  auto plain = MakeWorld(TransportKind::kTcp, 2, rendezvous);
   ASSERT_TRUE(plain) << plain.error().ToString();
   exchange(*plain, /*send_first=*/false);
 
-  FabricOptions net;
-  net.provider = FabricProvider::kNet;
-  net.rxm_eager_limit = kBytes;
-  auto refused = MakeFabricTransport(net);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message().find("only tcp;ofi_rxm"), std::string::npos) << refused.error().ToString();
+  if (FabricProviderVersion(FabricProvider::kNet)) {
+    FabricOptions net;
+    net.provider = FabricProvider::kNet;
+    net.rxm_eager_limit = kBytes;
+    auto opened = MakeFabricTransport(net);
+    EXPECT_TRUE(opened) << opened.error().ToString();
+  }
 }
 
 }  // namespace

@@ -477,8 +477,11 @@ TEST(FabricTransport, NewMembershipFailsReceivesFromPeersThatLeft) {
   EXPECT_EQ(gone.error().code(), StatusCode::kInvalidArgument);
 }
 
-// Rank 0 starts a send of `data` (1 MiB: rxm's rendezvous) to rank 1, which
-// posts no receive; returned once the rendezvous is under way.
+// Above rxm's eager limit, so sent by rendezvous.
+constexpr size_t kRendezvousBytes = 2 * kDefaultRxmEagerLimit;
+
+// Rank 0 starts a send of `data` (kRendezvousBytes: rxm's rendezvous) to rank
+// 1, which posts no receive; returned once the rendezvous is under way.
 RequestPtr StartUnreceivedSend(Transport& t0, std::span<const std::byte> data) {
   auto send = t0.Isend(1, 9, data);
   EXPECT_TRUE(send) << send.error().ToString();
@@ -488,7 +491,7 @@ RequestPtr StartUnreceivedSend(Transport& t0, std::span<const std::byte> data) {
   return std::move(*send);
 }
 
-// rxm 1.17 does not release a 1 MiB send (rendezvous) that its peer never
+// rxm 1.17 does not release a send by rendezvous that its peer never
 // receives, even after fi_cancel: destroying the request waits the cancel
 // timeout for the release. Once the peer is gone (Transport::PeerGone: it can
 // no longer read the buffer) the request is given up at once, its context
@@ -505,7 +508,7 @@ TEST(FabricTransport, ASendToAGonePeerIsGivenUpWithoutTheCancelTimeout) {
     auto world = MakeWorld(TransportKind::kTcp, 2, options);
     ASSERT_TRUE(world) << world.error().ToString();
     Transport& t0 = (*world)[0];
-    std::vector<std::byte> big(1 << 20);
+    std::vector<std::byte> big(kRendezvousBytes);
     RequestPtr send = StartUnreceivedSend(t0, big);
     ASSERT_TRUE(send && !send->Done());
     t0.MarkPeerDead(1);
@@ -526,7 +529,7 @@ TEST(FabricTransport, ASendToAGonePeerIsGivenUpWithoutTheCancelTimeout) {
 
 // A peer declared dead for its silence (maybe only frozen or cut off) is not
 // gone, but what the provider still holds for it is awaited only
-// dead_peer_release_wait (Transport::PeerSilent): the same unreleased 1 MiB
+// dead_peer_release_wait (Transport::PeerSilent): the same unreleased
 // send is given up in about that time, not after cancel_timeout (60 s
 // here), and counts as unreleased.
 TEST(FabricTransport, ASendToAPeerMarkedDeadIsGivenUpAfterTheShortWait) {
@@ -537,7 +540,7 @@ TEST(FabricTransport, ASendToAPeerMarkedDeadIsGivenUpAfterTheShortWait) {
   auto world = MakeWorld(TransportKind::kTcp, 2, options);
   ASSERT_TRUE(world) << world.error().ToString();
   Transport& t0 = (*world)[0];
-  std::vector<std::byte> big(1 << 20);
+  std::vector<std::byte> big(kRendezvousBytes);
   RequestPtr send = StartUnreceivedSend(t0, big);
   ASSERT_TRUE(send && !send->Done());
   t0.MarkPeerDead(1);
@@ -550,8 +553,8 @@ TEST(FabricTransport, ASendToAPeerMarkedDeadIsGivenUpAfterTheShortWait) {
   KeepForGood(big);  // the provider may still read it
 }
 
-// A send whose request gave up before rxm released it (a 1 MiB rendezvous
-// its peer has not received yet; rxm 1.17 does not cancel sends) still has
+// A send whose request gave up before rxm released it (a rendezvous its
+// peer has not received yet; rxm 1.17 does not cancel sends) still has
 // its buffer read when the peer receives: Release says so, it counts in
 // UnreleasedBuffers until the provider completes it, and the peer gets
 // every byte.
@@ -562,7 +565,7 @@ TEST(FabricTransport, ASendNotReleasedAfterCancelCountsUntilItCompletes) {
   auto world = MakeWorld(TransportKind::kTcp, 2, options);
   ASSERT_TRUE(world) << world.error().ToString();
   Transport& t0 = (*world)[0];
-  const size_t n = size_t{1} << 20;
+  const size_t n = kRendezvousBytes;
   const std::vector<std::byte> data = Pattern(7, n);
   RequestPtr send = StartUnreceivedSend(t0, data);
   ASSERT_TRUE(send && !send->Done());
