@@ -51,9 +51,7 @@ const UserRxmEnvironment& UserRxm() {
 
 // Provider settings Chorus depends on, applied before libfabric reads its
 // environment (its first fi_getinfo in the process) and never over a value the
-// user set:
-//  - FI_OFI_RXM_ENABLE_DYN_RBUF=0: rxm's dynamic receive buffers lose the
-//    stream after a truncated receive; its bounce buffers handle truncation.
+// user set (rxm's eager mode is set per endpoint: RxmEagerScope):
 //  - FI_OFI_RXM_SAR_LIMIT=16384 (the eager limit): no segmentation-and-
 //    reassembly protocol, so messages above 16 KiB go by rendezvous; SAR-sized
 //    messages stalled for milliseconds on oversubscribed hosts.
@@ -66,7 +64,6 @@ const UserRxmEnvironment& UserRxm() {
 void ApplyProviderEnvironment() {
   static const bool applied = [] {
     (void)UserRxm();
-    setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/0);
     setenv("FI_OFI_RXM_SAR_LIMIT", "16384", /*overwrite=*/0);
     setenv("FI_NET_MAX_SAVED", "1024", /*overwrite=*/0);
     return true;
@@ -77,23 +74,24 @@ void ApplyProviderEnvironment() {
 // Holds rxm's eager settings in the environment while one tcp;ofi_rxm
 // endpoint opens (rxm reads FI_OFI_RXM_ENABLE_DYN_RBUF when its domain opens
 // and FI_OFI_RXM_EAGER_LIMIT when its endpoint does, each time from the
-// environment), then puts Chorus's defaults back, so that one transport's
-// FabricOptions::rxm_eager_limit never leaks into another's. Every rxm Open
-// holds it, so no other endpoint opens in between. Variables the user set are
-// left alone.
+// environment), then removes them, so that one transport's
+// FabricOptions::rxm_eager_limit never leaks into another's, nor into the
+// environment of a process this one starts (which would take them for the
+// user's and open its endpoints in another mode: rxm then refuses the
+// connections between the two). Every rxm Open holds it, so no other endpoint
+// opens in between. Variables the user set are left alone.
 class RxmEagerScope {
  public:
   explicit RxmEagerScope(size_t eager_limit) : lock_(Mutex()) {
     const UserRxmEnvironment& user = UserRxm();
-    if (eager_limit == 0) return;
-    if (!user.dyn_rbuf) setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "1", /*overwrite=*/1);
-    if (!user.eager_limit) setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(eager_limit).c_str(), /*overwrite=*/1);
-    changed_ = true;
+    if (!user.dyn_rbuf) setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", eager_limit > 0 ? "1" : "0", /*overwrite=*/1);
+    if (!user.eager_limit && eager_limit > 0) {
+      setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(eager_limit).c_str(), /*overwrite=*/1);
+    }
   }
   ~RxmEagerScope() {
-    if (!changed_) return;
     const UserRxmEnvironment& user = UserRxm();
-    if (!user.dyn_rbuf) setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", /*overwrite=*/1);
+    if (!user.dyn_rbuf) unsetenv("FI_OFI_RXM_ENABLE_DYN_RBUF");
     if (!user.eager_limit) unsetenv("FI_OFI_RXM_EAGER_LIMIT");
   }
   RxmEagerScope(const RxmEagerScope&) = delete;
@@ -105,7 +103,6 @@ class RxmEagerScope {
     return mu;
   }
   std::lock_guard<std::mutex> lock_;
-  bool changed_ = false;
 };
 
 }  // namespace
