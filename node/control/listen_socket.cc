@@ -38,11 +38,24 @@ Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host) {
   return std::make_pair(fd, static_cast<uint16_t>(ntohs(addr.sin_port)));
 }
 
+namespace {
+int rejoin_copy = -1;  // a dup of the handed-over socket, kept across exec
+}  // namespace
+
 Result<int> InheritedListenFd() {
   const char* text = std::getenv(kListenFdEnv);
   if (text == nullptr || *text == '\0') return -1;
   CHORUS_ASSIGN_OR_RETURN(int64_t fd, ParseEnvInteger(kListenFdEnv, text, 0));
+  if (rejoin_copy < 0) rejoin_copy = fcntl(static_cast<int>(fd), F_DUPFD, 3);  // no close-on-exec
   return static_cast<int>(fd);
+}
+
+void ListenFdForRejoin() {
+  if (rejoin_copy >= 0) {
+    setenv(kListenFdEnv, std::to_string(rejoin_copy).c_str(), /*overwrite=*/1);
+  } else {
+    unsetenv(kListenFdEnv);
+  }
 }
 
 }  // namespace chorus::node

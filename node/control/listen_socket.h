@@ -25,7 +25,15 @@ inline constexpr const char* kListenFdEnv = "CHORUS_LISTEN_FD";
 [[nodiscard]] Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host);
 
 // The control-plane socket `chorus launch` handed over (kListenFdEnv), or -1
-// when none was; a malformed variable is an error naming it.
+// when none was; a malformed variable is an error naming it. The control
+// plane takes the fd over (and closes it); a copy stays open for the process
+// that rejoins in this one's place (ListenFdForRejoin).
 [[nodiscard]] Result<int> InheritedListenFd();
+
+// Before this process execs itself to rejoin: sets kListenFdEnv to the copy of
+// the handed-over socket, which stays open across exec, or removes it when no
+// socket was handed over. The launcher keeps its own copy open, so the
+// address is taken: the new image must serve the same socket.
+void ListenFdForRejoin();
 
 }  // namespace chorus::node

@@ -29,6 +29,7 @@
 #include "node/cluster/cluster_session.h"
 #include "node/cluster/step_agreement.h"
 #include "node/config/config_describe.h"
+#include "node/control/listen_socket.h"
 #include "node/exchange/exchange.h"
 #include "node/exchange/exchange_factory.h"
 #include "node/outputs/metrics.h"
@@ -319,6 +320,10 @@ Status RejoinAsNewProcess(const std::vector<std::string>& through) {
   // Join only: the node must not found a cluster of its own when the others
   // are out of reach for a while (a split shattered into single nodes).
   args.insert(args.end(), {"--set", "cluster.bootstrap=[" + list + "]", "--set", "cluster.join_only=true"});
+  // The socket `chorus launch` handed to node0 closed with this process's
+  // control plane, and its number may hold another file by now: the new
+  // image serves the copy kept for it.
+  ListenFdForRejoin();
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

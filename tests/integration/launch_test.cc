@@ -2,11 +2,15 @@
 // lines, stops them cleanly, and fails naming each node that did not exit 0.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -189,6 +193,45 @@ TEST(LaunchTest, ALateTrainingNodeEndsWithTheSameModel) {
         << "node" << i;
     EXPECT_EQ(summaries[static_cast<size_t>(i)]["steps"], summaries[0]["steps"]) << "node" << i;
   }
+  std::filesystem::remove_all(out);
+}
+
+// node0 serves the socket launch bound for it. Frozen past the dead timeout,
+// it is removed and rejoins as a new process (cluster.rejoin), which must
+// listen by itself: the handed-over socket closed with the old image, and
+// its descriptor number held another file when the new image looked at it.
+TEST(LaunchTest, ALaunchedNode0FrozenAndRemovedRejoinsAsANewProcess) {
+  if (!std::filesystem::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
+  }
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("chorus-launch-rejoin-" + std::to_string(getpid()));
+  std::filesystem::remove_all(out);
+  std::vector<std::string> args = {"launch", "-n", "3"};
+  for (const std::string& s : FastClusterSets("launch-rejoin")) args.push_back(s);
+  const std::vector<std::string> sets = {
+      "run.output_dir=\"" + out.string() + "\"", "run.name=\"rejoin\"", "run.progress=\"off\"", "train.threads=1",
+      "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1", "cluster.dead_timeout_s=2",
+      "train.epochs=4", "data.train_limit=60000", "data.test_limit=1000", "train.slowdown=2.0",
+      "exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\""};
+  for (const std::string& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  ChorusProcess launch(args);
+  const pid_t node0 = PidOf(launch, "node0");
+  ASSERT_GT(node0, 0);
+  ASSERT_TRUE(launch.WaitFor("\\[node0\\] .*cluster formed", 60)) << launch.Output();
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // training
+  ::kill(node0, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  ::kill(node0, SIGCONT);
+  EXPECT_TRUE(launch.WaitFor("\\[node0\\] .*rejoining the cluster as a new process", 60)) << launch.Output();
+  EXPECT_TRUE(launch.WaitFor("epoch [1-9][0-9]*: members node0 node1 node2|members node1 node2 node0", 90))
+      << launch.Output();
+  EXPECT_EQ(ExitStatus(launch, 240), 0) << launch.Output();
+  const std::string text = launch.Output();
+  EXPECT_EQ(text.find("the listening socket handed over"), std::string::npos) << text;
   std::filesystem::remove_all(out);
 }
 
