@@ -14,7 +14,7 @@
 #include "common/files.h"
 #include "node/config/config_check.h"
 #include "node/config/config_parse.h"
-#include "node/control/credentials.h"
+#include "node/control/control_plane.h"
 #include "node/lab/compare/compare_config.h"
 #include "trainer/dataset.h"
 
@@ -35,17 +35,11 @@ Status CheckBeyondTheSettings(const std::string& file, const Config& config) {
                       trainer::kFashionMnistDefaultDir + ")");
     }
   }
-  if (!config.cluster.issuer.empty()) {
-    // The credential as the control plane reads it: its issuer, its name.
-    Result<SignPublicKey> issuer = ParseIssuerKey(config.cluster.issuer);
-    Result<std::vector<SignPublicKey>> revoked = ParseRevokedKeys(config.cluster.revoked);
-    Result<std::shared_ptr<const NodeCredentials>> credential =
-        !issuer    ? Err(issuer.error())
-        : !revoked ? Err(revoked.error())
-                   : NodeCredentials::Load(config.cluster.credential, *issuer, config.run.node_name, *revoked);
-    if (!credential) {
-      return credential.error().WithContext(SettingOrigin(config, "cluster.credential") + ": cluster.credential");
-    }
+  // The credential as the control plane reads it: its issuer, its name.
+  if (Result<std::shared_ptr<const NodeCredentials>> credential =
+          LoadClusterCredential(config.cluster, config.run.node_name);
+      !credential) {
+    return credential.error().WithContext(SettingOrigin(config, "cluster.credential") + ": cluster.credential");
   }
   Result<std::string> text = ReadFileText(file);
   static const std::regex kCompareTable(R"((^|\n)[ \t]*\[\[?[ \t]*compare[ \t]*[.\]])");

@@ -193,12 +193,16 @@ void CheckData(const Config& config, Checker& check) {
   check.IntAtLeast("data.test_limit", config.data.test_limit, 0);
 }
 
+// An Ed25519 public key as the credential files write it: 64 hex digits.
+bool IsPublicKeyHex(const std::string& key) {
+  return key.size() == 64 &&
+         std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+
 // Per-node credentials: a well-formed issuer key, and a credential file
 // exactly when there is an issuer (the control plane reads the file).
 void CheckCredentials(const ClusterConfig& cluster, Checker& check) {
-  const bool hex = std::all_of(cluster.issuer.begin(), cluster.issuer.end(),
-                               [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
-  if (!cluster.issuer.empty() && (cluster.issuer.size() != 64 || !hex)) {
+  if (!cluster.issuer.empty() && !IsPublicKeyHex(cluster.issuer)) {
     check.Fail("cluster.issuer",
                "expected the issuer's public key, 64 hex digits (`chorus credential issuer` prints it), got " +
                    TomlQuote(cluster.issuer));
@@ -212,9 +216,7 @@ void CheckCredentials(const ClusterConfig& cluster, Checker& check) {
   }
   for (size_t i = 0; i < cluster.revoked.size(); ++i) {
     const std::string& key = cluster.revoked[i];
-    if (key.size() != 64 || !std::all_of(key.begin(), key.end(), [](char c) {
-          return std::isxdigit(static_cast<unsigned char>(c));
-        })) {
+    if (!IsPublicKeyHex(key)) {
       check.Fail("cluster.revoked[" + std::to_string(i) + "]",
                  "expected a credential's public key, 64 hex digits (`chorus credential show` prints it), got " +
                      TomlQuote(key));

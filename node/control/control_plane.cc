@@ -48,6 +48,18 @@ constexpr auto kShutdownFlushTime = std::chrono::milliseconds(1500);
 ControlPlane::ControlPlane(std::unique_ptr<ControlPlaneImpl> impl) : impl_(std::move(impl)) {}
 ControlPlane::~ControlPlane() = default;
 
+Result<std::shared_ptr<const NodeCredentials>> LoadClusterCredential(const ClusterConfig& config,
+                                                                   const std::string& name) {
+  if (config.issuer.empty()) return std::shared_ptr<const NodeCredentials>();
+  CHORUS_ASSIGN_OR_RETURN(const SignPublicKey issuer, ParseIssuerKey(config.issuer));
+  if (config.credential.empty()) {
+    return Err(InvalidArgument("cluster.issuer is set and cluster.credential is not: this node has no "
+                               "credential to show (`chorus credential issue` makes one)"));
+  }
+  CHORUS_ASSIGN_OR_RETURN(std::vector<SignPublicKey> revoked, ParseRevokedKeys(config.revoked));
+  return NodeCredentials::Load(config.credential, issuer, name, std::move(revoked));
+}
+
 Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& config,
                                                           LocalNodeInfo local) {
   CHORUS_RETURN_IF_ERROR(InitSodium());
@@ -61,18 +73,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
   if (config.min_nodes < 1) return Err(InvalidArgument("cluster.min_nodes must be >= 1"));
   Member self;
   self.name = local.name;
-  std::shared_ptr<const NodeCredentials> credentials;
-  if (!config.issuer.empty()) {
-    CHORUS_ASSIGN_OR_RETURN(const SignPublicKey issuer, ParseIssuerKey(config.issuer));
-    if (config.credential.empty()) {
-      return Err(InvalidArgument("cluster.issuer is set and cluster.credential is not: this node has no "
-                                 "credential to show (`chorus credential issue` makes one)"));
-    }
-    CHORUS_ASSIGN_OR_RETURN(std::vector<SignPublicKey> revoked, ParseRevokedKeys(config.revoked));
-    CHORUS_ASSIGN_OR_RETURN(credentials,
-                            NodeCredentials::Load(config.credential, issuer, self.name, std::move(revoked)));
-    self.name = credentials->credential().name;
-  }
+  CHORUS_ASSIGN_OR_RETURN(std::shared_ptr<const NodeCredentials> credentials,
+                          LoadClusterCredential(config, self.name));
+  if (credentials) self.name = credentials->credential().name;
   if (self.name.empty()) {
     self.name = config.rank_hint >= 0 ? "node" + std::to_string(config.rank_hint)
                                       : HostName() + "-" + std::to_string(getpid());

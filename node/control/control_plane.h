@@ -51,6 +51,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "node/config/config.h"
+#include "node/control/credentials.h"
 #include "node/control/membership.h"
 
 namespace chorus::node {
@@ -87,6 +88,13 @@ struct LocalNodeInfo {
   // control plane owns it from Start on.
   int listen_fd = -1;
 };
+
+// This node's credential as cluster.issuer, cluster.credential and
+// cluster.revoked name it, for the node `name` ("" : the file's name); null
+// when the cluster has no issuer. What a starting node and `config check`
+// read alike (NodeCredentials::Load's errors).
+[[nodiscard]] Result<std::shared_ptr<const NodeCredentials>> LoadClusterCredential(const ClusterConfig& config,
+                                                                                  const std::string& name);
 
 class ControlPlaneImpl;
 

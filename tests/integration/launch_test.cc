@@ -33,6 +33,11 @@ std::vector<std::string> LaunchArgs(int n, const std::string& hold) {
   return args;
 }
 
+// Each of `sets` as "--set KEY=VALUE" after `args`.
+void AppendSets(const std::vector<std::string>& sets, std::vector<std::string>& args) {
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+}
+
 pid_t PidOf(ChorusProcess& launch, const std::string& node) {
   auto m = launch.WaitFor("launch: started " + node + " \\(pid (\\d+)\\)", 5);
   EXPECT_TRUE(m.has_value()) << launch.Output();
@@ -173,10 +178,7 @@ TEST(LaunchTest, ALateTrainingNodeEndsWithTheSameModel) {
       "train.epochs=4", "data.train_limit=48000", "data.test_limit=1000", "cluster.admit_every_steps=10",
       "cluster.admit_every_s=0",
       "exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\""};
-  for (const std::string& s : sets) {
-    args.push_back("--set");
-    args.push_back(s);
-  }
+  AppendSets(sets, args);
   ChorusProcess launch(args);
   ASSERT_EQ(ExitStatus(launch, 240), 0) << launch.Output();
   const std::string text = launch.Output();
@@ -214,10 +216,7 @@ TEST(LaunchTest, ALaunchedNode0FrozenAndRemovedRejoinsAsANewProcess) {
       "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1", "cluster.dead_timeout_s=2",
       "train.epochs=4", "data.train_limit=60000", "data.test_limit=1000", "train.slowdown=2.0",
       "exchange.kind=\"allreduce\"", "exchange.algorithm=\"ring\""};
-  for (const std::string& s : sets) {
-    args.push_back("--set");
-    args.push_back(s);
-  }
+  AppendSets(sets, args);
   ChorusProcess launch(args);
   const pid_t node0 = PidOf(launch, "node0");
   ASSERT_GT(node0, 0);

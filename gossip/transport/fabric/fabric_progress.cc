@@ -58,6 +58,21 @@ int FabricCore::Poll(bool block) {
   return handled;
 }
 
+namespace {
+
+// A message longer than its receive: truncated by the provider (FI_ETRUNC),
+// or spilled into the overflow sink of rxm's eager mode.
+Status LongerThanItsBuffer(const FabricOp& op, size_t message_bytes) {
+  return DataLoss(op.Describe() + ": message of " + std::to_string(message_bytes) + " bytes exceeds the " +
+                  std::to_string(op.length) + "-byte buffer");
+}
+// The same, sealed: why the message is dropped unauthenticated.
+std::string SealedLongerThanItsBuffer(size_t extra_bytes) {
+  return "it was " + std::to_string(extra_bytes) + " bytes longer than the buffer";
+}
+
+}  // namespace
+
 int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t source) {
   FabricOp& op = *OpOf(entry.op_context);
   if (op.kind == FabricOp::Kind::kPeek) {
@@ -99,10 +114,7 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
   // Only a receive with the overflow sink completes longer than its buffer.
   const size_t capacity = op.length + (op.seal ? kSealTrailerBytes : 0);
   if (entry.len > capacity && !op.seal) {
-    Finish(op,
-           DataLoss(op.Describe() + ": message of " + std::to_string(entry.len) + " bytes exceeds the " +
-                    std::to_string(op.length) + "-byte buffer"),
-           {}, /*reaped=*/true);
+    Finish(op, LongerThanItsBuffer(op, entry.len), {}, /*reaped=*/true);
     return 1;
   }
   if (op.seal) {
@@ -112,7 +124,7 @@ int FabricCore::HandleCompletion(const fi_cq_tagged_entry& entry, fi_addr_t sour
     } else if (entry.len < kSealTrailerBytes) {
       op.rejected = "its " + std::to_string(entry.len) + " bytes are shorter than a seal";
     } else if (entry.len > capacity) {
-      op.rejected = "it was " + std::to_string(entry.len - capacity) + " bytes longer than the buffer";
+      op.rejected = SealedLongerThanItsBuffer(entry.len - capacity);
     }
     const size_t payload = entry.len < kSealTrailerBytes ? 0 : std::min(op.length, entry.len - kSealTrailerBytes);
     Finish(op, Status::Ok(), Completion{from, entry.tag, payload}, /*reaped=*/true);
@@ -155,12 +167,11 @@ int FabricCore::HandleCqError() {
   } else if (err.err == FI_ETRUNC && op.seal) {
     // Longer than any message the members send here: it cannot be
     // authenticated (its end is lost), so it is dropped like a forgery.
-    op.rejected = "it was " + std::to_string(err.olen) + " bytes longer than the buffer";
+    op.rejected = SealedLongerThanItsBuffer(err.olen);
     Finish(op, Status::Ok(), Completion{op.peer, op.tag, 0}, /*reaped=*/true);
     return 1;
   } else if (err.err == FI_ETRUNC) {
-    status = DataLoss(op.Describe() + ": message of " + std::to_string(op.length + err.olen) +
-                      " bytes exceeds the " + std::to_string(op.length) + "-byte buffer");
+    status = LongerThanItsBuffer(op, op.length + err.olen);
   } else {
     char buf[256] = {0};
     const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
