@@ -625,6 +625,23 @@ inline Result<InfoOwner> GetInfo(FabricProvider provider, const std::string& bin
   return GetInfo(ProviderName(provider), bind_address, port, extra_caps, extra_order);
 }
 
+// The eager mode an rxm endpoint runs in, given FabricOptions::rxm_eager_limit
+// and rxm's variables as the user set them (null: unset), which win over the
+// configuration as libfabric's variables do:
+//  - FI_OFI_RXM_EAGER_LIMIT=N: N bytes go eagerly (an unreadable value: rxm's
+//    own default, 16 KiB, taken as the rendezvous mode: limit 0);
+//  - FI_OFI_RXM_ENABLE_DYN_RBUF off (0, false, no, off) without a limit: the
+//    rendezvous mode, since rxm would then copy every eager message through
+//    bounce buffers of the limit's size, a thousand of them per endpoint;
+//  - neither: the configured limit.
+// `note` says why the result differs from the configuration (empty when not).
+inline constexpr size_t kRxmDefaultEagerLimit = 16384;  // rxm's own, and Chorus's SAR limit
+struct RxmEagerPlan {
+  size_t eager_limit = 0;  // 0: rxm's rendezvous above 16 KiB
+  std::string note;
+};
+[[nodiscard]] RxmEagerPlan PlanRxmEager(size_t configured, const char* user_dyn_rbuf, const char* user_eager_limit);
+
 // The Request handle of an op (fabric_transport.cc).
 [[nodiscard]] Result<RequestPtr> MakeFabricRequest(std::shared_ptr<FabricCore> core,
                                                    std::shared_ptr<FabricOp> op);

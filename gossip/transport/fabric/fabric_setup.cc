@@ -9,11 +9,14 @@
 #include "gossip/transport/fabric/fabric_core.h"
 
 #include <bit>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "common/log.h"
@@ -37,15 +40,19 @@ InfoOwner MakeHints(const FabricApi& fi, std::string_view provider, uint64_t ext
   return hints;
 }
 
-// Whether the user set rxm's dynamic-receive-buffer variables before Chorus
+// rxm's dynamic-receive-buffer variables as the user set them before Chorus
 // touched them (read once, before ApplyProviderEnvironment sets its default).
 struct UserRxmEnvironment {
-  bool dyn_rbuf = false;
-  bool eager_limit = false;
+  std::optional<std::string> dyn_rbuf;
+  std::optional<std::string> eager_limit;
 };
 const UserRxmEnvironment& UserRxm() {
-  static const UserRxmEnvironment user{std::getenv("FI_OFI_RXM_ENABLE_DYN_RBUF") != nullptr,
-                                       std::getenv("FI_OFI_RXM_EAGER_LIMIT") != nullptr};
+  static const UserRxmEnvironment user = [] {
+    UserRxmEnvironment read;
+    if (const char* v = std::getenv("FI_OFI_RXM_ENABLE_DYN_RBUF")) read.dyn_rbuf = v;
+    if (const char* v = std::getenv("FI_OFI_RXM_EAGER_LIMIT")) read.eager_limit = v;
+    return read;
+  }();
   return user;
 }
 
@@ -82,6 +89,7 @@ void ApplyProviderEnvironment() {
 // opens in between. Variables the user set are left alone.
 class RxmEagerScope {
  public:
+  // `eager_limit`: PlanRxmEager's.
   explicit RxmEagerScope(size_t eager_limit) : lock_(Mutex()) {
     const UserRxmEnvironment& user = UserRxm();
     if (!user.dyn_rbuf) setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", eager_limit > 0 ? "1" : "0", /*overwrite=*/1);
@@ -105,7 +113,40 @@ class RxmEagerScope {
   std::lock_guard<std::mutex> lock_;
 };
 
+void WarnOnce(const std::string& note) {
+  static std::once_flag once;
+  std::call_once(once, [&] { CHORUS_LOG_WARN(Subsys::kFabric, note); });
+}
+
+bool SaysOff(std::string_view value) {
+  std::string lower(value);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == "0" || lower == "false" || lower == "no" || lower == "off";
+}
+
 }  // namespace
+
+RxmEagerPlan PlanRxmEager(size_t configured, const char* user_dyn_rbuf, const char* user_eager_limit) {
+  const std::string configured_text = "fabric.rxm_eager_kib = " + std::to_string(configured >> 10);
+  if (user_eager_limit != nullptr) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long parsed = std::strtoull(user_eager_limit, &end, 10);
+    const bool readable = *user_eager_limit != '\0' && *end == '\0' && errno == 0 && user_eager_limit[0] != '-';
+    const size_t limit = readable && parsed > kRxmDefaultEagerLimit ? static_cast<size_t>(parsed) : 0;
+    if (limit == configured) return {limit, {}};
+    return {limit, "FI_OFI_RXM_EAGER_LIMIT=" + std::string(user_eager_limit) + " in the environment wins over " +
+                       configured_text + (readable ? "" : " (not a byte count: rxm's default, 16 KiB)") +
+                       (limit > 0 ? ": messages up to " + std::to_string(limit) + " bytes go eagerly"
+                                  : ": messages above 16 KiB go by rendezvous")};
+  }
+  if (user_dyn_rbuf != nullptr && SaysOff(user_dyn_rbuf) && configured > 0) {
+    return {0, "FI_OFI_RXM_ENABLE_DYN_RBUF=" + std::string(user_dyn_rbuf) + " in the environment: " +
+                   configured_text + " is ignored (rxm would copy every eager message through bounce buffers of " +
+                   "that size) and messages above 16 KiB go by rendezvous"};
+  }
+  return {configured, {}};
+}
 
 Result<InfoOwner> GetInfo(std::string_view provider_name, const std::string& bind_address, uint16_t port,
                           uint64_t extra_caps, uint64_t extra_order) {
@@ -148,9 +189,13 @@ Status FabricCore::Open() {
   ConfigureForProvider();
   {
     std::optional<RxmEagerScope> rxm_eager;
-    if (options_.provider == FabricProvider::kTcpRxm) rxm_eager.emplace(options_.rxm_eager_limit);
-    if (options_.provider == FabricProvider::kTcpRxm && options_.rxm_eager_limit > 0) {
-      overflow_sink_.assign(options_.rxm_eager_limit, std::byte{0});
+    if (options_.provider == FabricProvider::kTcpRxm) {
+      const UserRxmEnvironment& user = UserRxm();
+      const RxmEagerPlan plan = PlanRxmEager(options_.rxm_eager_limit, user.dyn_rbuf ? user.dyn_rbuf->c_str() : nullptr,
+                                             user.eager_limit ? user.eager_limit->c_str() : nullptr);
+      if (!plan.note.empty()) WarnOnce(plan.note);
+      rxm_eager.emplace(plan.eager_limit);
+      if (plan.eager_limit > 0) overflow_sink_.assign(plan.eager_limit, std::byte{0});
     }
     CHORUS_RETURN_IF_ERROR(OpenFabricAndDomain());
     CHORUS_RETURN_IF_ERROR(OpenCqAndAv());

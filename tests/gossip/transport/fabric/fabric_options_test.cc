@@ -202,5 +202,34 @@ TEST(FabricTransport, RxmEagerLimitMovesLargeMessagesAndStaysWithItsEndpoints) {
   }
 }
 
+// rxm's variables set by the user win over the configuration, and a user who
+// turned rxm's dynamic receive buffers off gets the rendezvous mode, not an
+// eager limit rxm would serve with a thousand bounce buffers of its size.
+TEST(FabricTransport, RxmEagerPlanFollowsTheUsersVariables) {
+  using fabric::PlanRxmEager;
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(PlanRxmEager(kMiB, nullptr, nullptr).eager_limit, kMiB);
+  EXPECT_TRUE(PlanRxmEager(kMiB, nullptr, nullptr).note.empty());
+  EXPECT_EQ(PlanRxmEager(0, nullptr, nullptr).eager_limit, 0u);
+  EXPECT_EQ(PlanRxmEager(kMiB, "1", nullptr).eager_limit, kMiB);
+  for (const char* off : {"0", "false", "No", "OFF"}) {
+    const fabric::RxmEagerPlan plan = PlanRxmEager(kMiB, off, nullptr);
+    EXPECT_EQ(plan.eager_limit, 0u) << off;
+    EXPECT_NE(plan.note.find("FI_OFI_RXM_ENABLE_DYN_RBUF=" + std::string(off)), std::string::npos) << plan.note;
+    EXPECT_NE(plan.note.find("fabric.rxm_eager_kib = 1024"), std::string::npos) << plan.note;
+  }
+  EXPECT_TRUE(PlanRxmEager(0, "0", nullptr).note.empty());
+  const fabric::RxmEagerPlan user = PlanRxmEager(kMiB, "0", "262144");
+  EXPECT_EQ(user.eager_limit, 262144u);
+  EXPECT_NE(user.note.find("FI_OFI_RXM_EAGER_LIMIT=262144"), std::string::npos) << user.note;
+  EXPECT_TRUE(PlanRxmEager(262144, nullptr, "262144").note.empty());
+  EXPECT_EQ(PlanRxmEager(kMiB, nullptr, "16384").eager_limit, 0u);
+  for (const char* bad : {"", "lots", "-1", "12k"}) {
+    const fabric::RxmEagerPlan plan = PlanRxmEager(kMiB, nullptr, bad);
+    EXPECT_EQ(plan.eager_limit, 0u) << bad;
+    EXPECT_NE(plan.note.find("not a byte count"), std::string::npos) << plan.note;
+  }
+}
+
 }  // namespace
 }  // namespace chorus::gossip
