@@ -631,8 +631,8 @@ inline Result<InfoOwner> GetInfo(FabricProvider provider, const std::string& bin
 //  - FI_OFI_RXM_EAGER_LIMIT=N: N bytes go eagerly (an unreadable value: rxm's
 //    own default, 16 KiB, taken as the rendezvous mode: limit 0);
 //  - FI_OFI_RXM_ENABLE_DYN_RBUF off (0, false, no, off) without a limit: the
-//    rendezvous mode, since rxm would then copy every eager message through
-//    bounce buffers of the limit's size, a thousand of them per endpoint;
+//    rendezvous mode, since rxm would then receive into bounce buffers of
+//    its own, posted in advance at the limit's size, and copy out of them;
 //  - neither: the configured limit.
 // `note` says why the result differs from the configuration (empty when not).
 inline constexpr size_t kRxmDefaultEagerLimit = 16384;  // rxm's own, and Chorus's SAR limit
