@@ -34,9 +34,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <system_error>
 #include <memory>
 #include <optional>
@@ -44,6 +47,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/clock.h"
@@ -91,6 +95,7 @@ struct RowSpec {
   AllreduceAlgorithm algorithm;
   DType dtype;
   size_t bytes;
+  int round = 1;
 };
 
 // One rank's result for one row (sent as raw bytes over the socketpair: same
@@ -106,13 +111,29 @@ struct RowResult {
 // rows measure the network path), and shared-memory rows are left out.
 bool AttachesHostSegment(gossip::FabricProvider provider) { return provider == gossip::FabricProvider::kShm; }
 
+// One round: algorithm by algorithm; with several (BenchAllreduceOptions::
+// rounds), size by size with the algorithms alternated, every round again.
 std::vector<RowSpec> Rows(const BenchAllreduceOptions& o, gossip::FabricProvider provider) {
   std::vector<RowSpec> rows;
-  for (AllreduceAlgorithm a : o.algorithms) {
-    if (a == AllreduceAlgorithm::kSharedMemory && !AttachesHostSegment(provider)) continue;
+  auto measured = [&](AllreduceAlgorithm a) {
+    return a != AllreduceAlgorithm::kSharedMemory || AttachesHostSegment(provider);
+  };
+  if (o.rounds <= 1) {
+    for (AllreduceAlgorithm a : o.algorithms) {
+      for (DType t : {DType::kFloat32, DType::kFloat16}) {
+        for (size_t s : o.sizes) {
+          if (measured(a) && s >= DTypeBytes(t)) rows.push_back({a, t, s - s % DTypeBytes(t)});
+        }
+      }
+    }
+    return rows;
+  }
+  for (int round = 1; round <= o.rounds; ++round) {
     for (DType t : {DType::kFloat32, DType::kFloat16}) {
       for (size_t s : o.sizes) {
-        if (s >= DTypeBytes(t)) rows.push_back({a, t, s - s % DTypeBytes(t)});
+        for (AllreduceAlgorithm a : o.algorithms) {
+          if (measured(a) && s >= DTypeBytes(t)) rows.push_back({a, t, s - s % DTypeBytes(t), round});
+        }
       }
     }
   }
@@ -508,7 +529,9 @@ Status Coordinate(gossip::FabricProvider provider, int n, const std::vector<int>
                   std::vector<gossip::AllreduceTiming>& timings) {
   CHORUS_RETURN_IF_ERROR(ConnectRanks(n, fds));
   PrintTableHeader(provider, n, o);
+  int round = 1;
   for (const RowSpec& row : Rows(o, provider)) {
+    if (row.round != round) std::printf("# round %d of %d\n", round = row.round, o.rounds);
     CHORUS_ASSIGN_OR_RETURN(std::vector<RowResult> results, GatherRow(row, n, fds, o));
     CHORUS_RETURN_IF_ERROR(PrintRow(provider, row, n, results, check_failed, timings));
   }
@@ -587,6 +610,49 @@ Status RunProviderAndWorldSize(gossip::FabricProvider provider, int n, const Ben
   return status;
 }
 
+// Per (bytes, world size, algorithm): the median of the rounds' times.
+std::vector<gossip::AllreduceTiming> MedianOverRounds(const std::vector<gossip::AllreduceTiming>& timings) {
+  std::map<std::tuple<int, size_t, AllreduceAlgorithm>, std::vector<double>> by_cell;
+  for (const gossip::AllreduceTiming& t : timings) by_cell[{t.world_size, t.bytes, t.algorithm}].push_back(t.time_us);
+  std::vector<gossip::AllreduceTiming> medians;
+  for (auto& [key, times] : by_cell) {
+    medians.push_back({std::get<1>(key), std::get<0>(key), std::get<2>(key), Quantile(times, 0.5)});
+  }
+  return medians;
+}
+
+// The medians over rounds (float32), one line per world size and buffer size,
+// and auto's time against the fastest measured algorithm where auto ran.
+void PrintRoundMedians(gossip::FabricProvider provider, const BenchAllreduceOptions& o,
+                       const std::vector<gossip::AllreduceTiming>& medians) {
+  std::printf("# %s, float32: median time (us) over %d rounds per algorithm%s\n", ProviderText(provider), o.rounds,
+              std::count(o.algorithms.begin(), o.algorithms.end(), AllreduceAlgorithm::kAuto) > 0
+                  ? "; auto/best: auto's median against the fastest other algorithm's"
+                  : "");
+  std::printf("#%5s %12s", "ranks", "size(B)");
+  for (AllreduceAlgorithm a : o.algorithms) std::printf(" %18s", AlgorithmText(a).c_str());
+  std::printf("\n");
+  std::map<std::pair<int, size_t>, std::map<AllreduceAlgorithm, double>> cells;
+  for (const gossip::AllreduceTiming& t : medians) cells[{t.world_size, t.bytes}][t.algorithm] = t.time_us;
+  for (const auto& [key, times] : cells) {
+    std::printf("%6d %12zu", key.first, key.second);
+    double best = std::numeric_limits<double>::infinity();
+    for (AllreduceAlgorithm a : o.algorithms) {
+      const auto it = times.find(a);
+      if (it == times.end()) {
+        std::printf(" %18s", "-");
+        continue;
+      }
+      std::printf(" %18.1f", it->second);
+      if (a != AllreduceAlgorithm::kAuto) best = std::min(best, it->second);
+    }
+    const auto autos = times.find(AllreduceAlgorithm::kAuto);
+    if (autos != times.end() && std::isfinite(best)) std::printf("   auto/best %.2f", autos->second / best);
+    std::printf("\n");
+  }
+  std::printf("\n");
+}
+
 // Prints the crossovers fitted to one provider's float32 rows, as TOML.
 void PrintFittedCrossovers(gossip::FabricProvider provider, const BenchAllreduceOptions& o,
                            const std::vector<gossip::AllreduceTiming>& timings) {
@@ -660,6 +726,10 @@ int RunBenchAllreduce(const BenchAllreduceOptions& options) {
       }
       if (check_failed) rc = 1;
       std::printf("\n");
+    }
+    if (options.rounds > 1) {
+      timings = MedianOverRounds(timings);
+      PrintRoundMedians(provider, options, timings);
     }
     if (options.fit_crossovers) PrintFittedCrossovers(provider, options, timings);
   }

@@ -45,6 +45,12 @@ struct BenchAllreduceOptions {
   std::vector<size_t> sizes;
   // Timed time per (algorithm, type, size) that the iteration count aims at.
   double seconds_per_size = 1.0;
+  // Rounds over every row. Above 1 the rows run size by size with the
+  // algorithms alternated inside each size, every round again, and each
+  // provider ends with the median over rounds per (algorithm, size) and what
+  // `auto` ran against the fastest: on a host whose speed drifts, neighbours
+  // in time are compared, not rows minutes apart. The fit takes the medians.
+  int rounds = 1;
   // Bounds on the timed iterations per size.
   int min_iterations = 5;
   int max_iterations = 2000;

@@ -82,6 +82,7 @@ struct BenchAllreduceArgs {
   bool quick = false;
   double seconds = BenchAllreduceOptions{}.seconds_per_size;
   double warmup = BenchAllreduceOptions{}.warmup_seconds;
+  int rounds = BenchAllreduceOptions{}.rounds;
   int busy_poll_us = -1;
   TransportKnobs knobs;
   size_t rxm_eager_limit = gossip::kDefaultRxmEagerLimit;
@@ -108,6 +109,11 @@ void AddBenchAllreduceOptions(CLI::App* cmd, BenchAllreduceArgs* args) {
       ->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "Untimed seconds of all-reduces before the first row")
       ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--rounds", args->rounds,
+                  "Rounds over every row; above 1 the algorithms alternate size by size and each provider ends "
+                  "with the medians over rounds (and auto against the best), which --fit-crossovers then fits")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--busy-poll-us", args->busy_poll_us, kBusyPollHelp)->capture_default_str();
   AddTransportKnobs(*cmd, &args->knobs);
@@ -194,6 +200,7 @@ Result<BenchAllreduceOptions> BenchAllreduceOptionsFrom(const BenchAllreduceArgs
   }
   options.seconds_per_size = args.seconds;
   options.warmup_seconds = args.warmup;
+  options.rounds = args.rounds;
   CHORUS_ASSIGN_OR_RETURN(options.ranks, ParseRanks(args.ranks));
   CHORUS_ASSIGN_OR_RETURN(options.algorithms, ParseAlgorithms(args.algorithms));
   if (options.fit_crossovers) CHORUS_RETURN_IF_ERROR(CheckFitAlgorithms(options.algorithms));

@@ -263,5 +263,24 @@ TEST(CliTest, BenchAllreduceFitsCrossoversANodeTakes) {
   std::filesystem::remove_all(dir);
 }
 
+// --rounds: the algorithms alternate size by size, every round again, and the
+// provider's table of medians has one line per size with auto against the best.
+TEST(CliTest, BenchAllreduceRoundsAlternateAndEndWithMedians) {
+  Outcome run = RunChorus(
+      "bench allreduce --rounds 2 --ranks 2 --provider 'tcp;ofi_rxm' --algorithms ring,auto --min-size 4KiB "
+      "--max-size 16KiB --seconds 0.02 --warmup 0");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("# round 2 of 2\n"));
+  const size_t ring_4k = run.output.find("        4096          1024  float              ring");
+  const size_t auto_4k = run.output.find("        4096          1024  float              auto");
+  const size_t ring_16k = run.output.find("       16384          4096  float              ring");
+  ASSERT_NE(ring_16k, std::string::npos) << run.output;
+  EXPECT_LT(ring_4k, auto_4k) << run.output;  // size by size, the algorithms alternated
+  EXPECT_LT(auto_4k, ring_16k) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("float32: median time (us) over 2 rounds per algorithm"));
+  EXPECT_THAT(run.output, ::testing::ContainsRegex("\n +2 +4096 +[0-9.]+ +[0-9.]+   auto/best [0-9.]+\n"));
+  EXPECT_THAT(run.output, ::testing::ContainsRegex("\n +2 +16384 +[0-9.]+ +[0-9.]+   auto/best [0-9.]+\n"));
+}
+
 }  // namespace
 }  // namespace chorus::node
