@@ -174,8 +174,9 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(cluster, dead_timeout_s, ">= suspect_timeout_s"),
     CHORUS_CONFIG_FIELD(cluster, rejoin, "a node the others removed (frozen, cut off) joins again by itself"),
     CHORUS_CONFIG_FIELD(cluster, expel_quorum,
-                        "distinct members whose own checks must name a member as sending poison before it is "
-                        "expelled (1: any member's word)"),
+                        "distinct members whose word removes a member: their own checks naming it as sending "
+                        "poison (expelled), or their reports that it is dead while the coordinator hears it "
+                        "(1: any member's word)"),
     CHORUS_CONFIG_FIELD(cluster, join_only,
                         "only join a formed cluster: never found one (a node rejoining by itself sets it)"),
     CHORUS_CONFIG_FIELD(cluster, host_group, "empty: hostname"),

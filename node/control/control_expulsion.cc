@@ -6,10 +6,13 @@
 // members accused the same name. So a lying member, alone, expels nobody.
 // Convictions travel in views, so that whoever coordinates refuses the
 // name's rejoin, also after the accusers have gone, and after the view
-// dropped the name.
+// dropped the name. Reports that a member is dead are weighed the same way
+// by the coordinator: one member's word removes nobody (JudgeDeathReports).
 #include "node/control/control_plane_impl.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 namespace chorus::node {
 
@@ -98,6 +101,51 @@ void ControlPlaneImpl::RefuseExpelledApplicants() {
     it->conn->Send(msg::Reject{RejectCode::kExpelled, reason});
     it->conn->CloseAfterFlush(Status::Ok());
     it = applicants_.erase(it);
+  }
+}
+
+void ControlPlaneImpl::NoteDeathReport(const std::string& name, const std::string& reporter, Clock::time_point now) {
+  if (name == self_.name || view_.Find(name) == nullptr || Gone(name)) return;
+  auto [it, fresh] = death_reports_.try_emplace(name);
+  if (fresh) it->second.first_at = now;
+  if (!it->second.reporters.insert(reporter).second) return;  // heartbeats repeat it
+  CHORUS_LOG_INFO(Subsys::kControl, reporter, " declared ", name, " dead (", it->second.reporters.size(),
+                  " member(s) so far)");
+}
+
+void ControlPlaneImpl::JudgeDeaths(Clock::time_point now) {
+  for (auto it = death_reports_.begin(); it != death_reports_.end();) {
+    std::set<std::string>& reporters = it->second.reporters;
+    std::erase_if(reporters, [&](const std::string& r) { return Gone(r) || view_.Find(r) == nullptr; });
+    if (reporters.empty() || Gone(it->first) || view_.Find(it->first) == nullptr) {
+      it = death_reports_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (death_reports_.empty()) return;
+  CoordinatorJudgement judge;
+  judge.silent_here = [&](const std::string& name) { return liveness_.IsSuspect(name) || liveness_.IsLost(name); };
+  judge.stalled_lately = now - stalled_at_ <= dead_after_;
+  judge.quorum = config_.expel_quorum;
+  judge.grace = dead_after_;
+  for (const DeathVerdict& v : JudgeDeathReports(death_reports_, judge, now)) {
+    const Member* m = view_.Find(v.name);
+    if (m == nullptr || Gone(v.name)) continue;
+    DeclareDead(v.name, m->rank, v.why, /*gone=*/false);
+  }
+}
+
+void ControlPlaneImpl::ClaimDeadIfAsked(msg::Heartbeat& heartbeat) const {
+  static const char* text = std::getenv("CHORUS_FAULT_CLAIM_DEAD");
+  if (text == nullptr) return;
+  const std::string_view spec(text);
+  const size_t at = spec.rfind('@');
+  if (at == std::string_view::npos || at == 0 || progress_step_ < std::atoll(text + at + 1)) return;
+  const std::string name(spec.substr(0, at));
+  if (name == self_.name || view_.Find(name) == nullptr || Gone(name)) return;
+  if (std::find(heartbeat.dead.begin(), heartbeat.dead.end(), name) == heartbeat.dead.end()) {
+    heartbeat.dead.push_back(name);
   }
 }
 

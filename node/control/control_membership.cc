@@ -269,7 +269,7 @@ void ControlPlaneImpl::MaybePropose() {
   for (const Member& m : v.members) {
     if (m.name != self_.name) proposal_->waiting.insert(m.name);
   }
-  MembershipView preview{v.epoch, -1, v.members, v.departed, v.joined};
+  MembershipView preview{v.epoch, -1, v.members, v.departed, v.joined, {}, {}};
   CHORUS_LOG_INFO(Subsys::kControl, "proposing ", preview.Describe());
   if (proposal_->waiting.empty()) {
     Commit();
@@ -371,6 +371,7 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
   self_.rank = view_.self_rank;
   if (phase_ != Phase::kLeaving) phase_ = Phase::kMember;
   LearnExpulsions(v.expelled, v.proposer);
+  death_reports_.clear();
   ForgetNonMembers();
   RegisterKnownMembers();
   DropOldBarriers();
@@ -540,16 +541,12 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
     }
     // A member that declared others dead has ended this epoch's operations
     // with them, so the epoch cannot go on with both: the coordinator drops
-    // them too, though it may hear them (it was frozen, and judges them
-    // afresh; or only that member's link to them failed). Else the members
-    // wait for an epoch the coordinator never proposes.
-    if (h.epoch == view_.epoch && IsCoordinator()) {
-      for (const std::string& name : h.dead) {
-        const Member* m = view_.Find(name);
-        if (m == nullptr || name == self_.name || Gone(name)) continue;
-        DeclareDead(name, m->rank, "declared dead by " + h.sender + ", which ended this epoch's operations with it",
-                    /*gone=*/false);
-      }
+    // one side (JudgeDeathReports), though it may hear both (it was frozen,
+    // and judges them afresh; or only that member's link to them failed).
+    // Else the members wait for an epoch the coordinator never proposes.
+    if (h.epoch == view_.epoch && IsCoordinator() && h.sender == conn->peer_name()) {
+      for (const std::string& name : h.dead) NoteDeathReport(name, h.sender, now);
+      JudgeDeaths(now);
     }
   }
   if (h.sender != self_.name && (!view_.Find(h.sender) || Gone(h.sender)) && h.epoch <= view_.epoch) {
@@ -593,7 +590,7 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
       return;
     }
     EndRemoved(s.epoch, " (learned from " + conn->Describe() + ")");
-    view_ = MembershipView{s.epoch, -1, s.members, {}, {}};
+    view_ = MembershipView{s.epoch, -1, s.members, {}, {}, {}, {}};
     to_announce_.push_back(view_);
     CloseAll();
     cv_.notify_all();
@@ -632,6 +629,7 @@ void ControlPlaneImpl::OnTick() {
   for (const Member& m : view_.members) {
     if (dead_.count(m.name)) heartbeat.dead.push_back(m.name);
   }
+  ClaimDeadIfAsked(heartbeat);
   for (const auto& [name, conn] : peers_) {
     if (conn->established()) conn->Send(heartbeat);
   }
@@ -645,6 +643,7 @@ void ControlPlaneImpl::OnTick() {
     stalled_at_ = now;
   }
   CheckLiveness(now);
+  if (IsCoordinator()) JudgeDeaths(now);
   ProbeDeparted(now);
   DialMissing();
   SendProposal();

@@ -306,6 +306,18 @@ class ControlPlaneImpl : public Connection::Listener {
   // Merges the expulsions of a view from its proposer; the coordinator drops
   // a live member among them.
   void LearnExpulsions(const std::map<std::string, std::string>& expelled, const std::string& from);
+  // Coordinator: the members others declared dead in this epoch, by name,
+  // until judged (JudgeDeathReports in membership.h); cleared by each view.
+  std::map<std::string, DeathReport> death_reports_;
+  // control_expulsion.cc: records `reporter`'s heartbeat naming `name` dead.
+  void NoteDeathReport(const std::string& name, const std::string& reporter, Clock::time_point now);
+  // Fault injection for tests (docs/testing.md): CHORUS_FAULT_CLAIM_DEAD=
+  // NAME@STEP makes this node's heartbeats name NAME dead from its step STEP
+  // on, though it hears NAME: a lying member.
+  void ClaimDeadIfAsked(msg::Heartbeat& heartbeat) const;
+  // Declares dead whom the reports condemn (a confirmed name, or the reporters
+  // of one the coordinator heard all along).
+  void JudgeDeaths(Clock::time_point now);
   // Why a join under `name` is refused as expelled; empty when it is not.
   std::string ExpelledReason(const std::string& name) const;
   // Refuses (kExpelled) and forgets the waiting joiners whose name was expelled.

@@ -166,4 +166,50 @@ std::vector<bool> OtherSites(const MembershipView& view) {
   return other;
 }
 
+namespace {
+std::string Listed(const std::set<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+}  // namespace
+
+std::vector<DeathVerdict> JudgeDeathReports(std::map<std::string, DeathReport>& reports,
+                                            const CoordinatorJudgement& judge, Clock::time_point now) {
+  std::vector<DeathVerdict> verdicts;
+  std::set<std::string> condemned;
+  auto condemn = [&](const std::string& name, std::string why) {
+    if (condemned.insert(name).second) verdicts.push_back({name, std::move(why)});
+  };
+  const size_t quorum = static_cast<size_t>(std::max(1, judge.quorum));
+  for (auto it = reports.begin(); it != reports.end();) {
+    const std::string& name = it->first;
+    const DeathReport& report = it->second;
+    const std::string by =
+        "declared dead by " + Listed(report.reporters) + ", which ended this epoch's operations with it";
+    if (judge.silent_here(name)) {
+      condemn(name, by + " (silent here too)");
+    } else if (judge.stalled_lately) {
+      condemn(name, by + " (this coordinator stalled lately and cannot judge)");
+    } else if (report.reporters.size() >= quorum) {
+      const size_t n = report.reporters.size();
+      condemn(name, by + " (" + std::to_string(n) + (n == 1 ? " member)" : " members)"));
+    } else if (now - report.first_at >= judge.grace) {
+      // Of two members that declared each other dead, the first judged goes.
+      if (!condemned.count(name)) {
+        for (const std::string& reporter : report.reporters) {
+          condemn(reporter, "it alone declared " + name + " dead, whom this coordinator has heard for the " +
+                                SecondsText(now - report.first_at) +
+                                " s since: one member's word removes nobody, and the epoch cannot go on with both");
+        }
+      }
+    } else {
+      ++it;
+      continue;
+    }
+    it = reports.erase(it);
+  }
+  return verdicts;
+}
+
 }  // namespace chorus::node

@@ -9,7 +9,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -171,5 +173,36 @@ class LivenessTable {
   Duration dead_after_;
   std::map<std::string, Entry> entries_;
 };
+
+// What the coordinator does with the members that others declared dead in
+// the current epoch (their heartbeats name them). A member that declared a
+// peer dead has ended the epoch's data-plane operations with it, so the epoch
+// cannot go on with both; but one member's word must not remove another
+// (it may lie, or only its own link may have failed). A report is confirmed,
+// and the named member dropped, when the coordinator itself finds the member
+// silent or its connection lost, when the coordinator cannot judge (it stalled
+// lately), or when `quorum` members reported it. A report still unconfirmed
+// after `grace` (the coordinator heard the named member all along) removes
+// its reporters instead; of two members that declared each other dead (a link
+// cut between them), only one goes.
+struct DeathReport {
+  std::set<std::string> reporters;
+  Clock::time_point first_at;  // when the coordinator first heard the report
+};
+struct DeathVerdict {
+  std::string name;  // to declare dead
+  std::string why;
+};
+struct CoordinatorJudgement {
+  std::function<bool(const std::string&)> silent_here;  // suspect or lost at the coordinator
+  bool stalled_lately = false;
+  int quorum = 2;
+  Duration grace{};
+};
+// Consumes the reports it decides (confirmed or expired) from `reports`, keyed
+// by the name declared dead; the caller has removed reporters and names no
+// longer in the view. Verdicts in name order, each name at most once.
+std::vector<DeathVerdict> JudgeDeathReports(std::map<std::string, DeathReport>& reports,
+                                            const CoordinatorJudgement& judge, Clock::time_point now);
 
 }  // namespace chorus::node

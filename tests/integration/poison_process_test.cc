@@ -4,13 +4,15 @@
 // `chorus node` processes: the others name it in their logs and
 // summary.json, do not use what it sent, expel it after three in a row,
 // refuse it when it asks to join again under its name, and end with one
-// model that trained. And a member that lies about another expels nobody.
+// model that trained. And a member that lies about another removes nobody:
+// neither its accusation alone nor its report that the other is dead.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -119,6 +121,51 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   fs::remove_all(out);
 }
 
+// Four hand-started nodes of `config` with the extra `sets` (--set), node3
+// with the fault `env` and `node3_sets` too; waits for each to end (300 s at
+// most).
+struct LiarRun {
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  std::vector<std::optional<int>> statuses;
+  std::string Outputs() const {
+    std::string all;
+    for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
+    return all;
+  }
+};
+LiarRun RunWithALiar(const std::string& config, const std::string& env, const std::vector<std::string>& sets,
+                     const std::vector<std::string>& node3_sets, const fs::path& out, const std::string& name,
+                     uint32_t port_salt) {
+  const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + port_salt).Next();
+  LiarRun run;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<std::string> args = PoisonNodeArgs(config, i, port0, out, name);
+    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+    for (const std::string& set : i == 3 ? node3_sets : std::vector<std::string>{}) {
+      args.insert(args.end(), {"--set", set});
+    }
+    run.nodes.push_back(std::make_unique<ChorusProcess>(
+        args, i == 3 ? std::vector<std::string>{env} : std::vector<std::string>{}));
+  }
+  for (auto& node : run.nodes) run.statuses.push_back(node->Wait(300));
+  return run;
+}
+
+// Nodes [0, n) exited with status 0 and wrote one model in a world of `world`.
+void ExpectOneModel(const LiarRun& run, int n, int world, const fs::path& out, const std::string& name) {
+  std::string checksum;
+  for (int i = 0; i < n; ++i) {
+    const std::optional<int>& status = run.statuses[static_cast<size_t>(i)];
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << run.Outputs();
+    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << run.Outputs();
+    EXPECT_EQ(summary["world_size"], world) << run.Outputs();
+    const std::string c = summary["parameter_checksum"].get<std::string>();
+    if (checksum.empty()) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
+  }
+}
+
 // A member that asks the cluster to expel an honest one (it lies, or its
 // check is wrong): one member's word expels nobody (cluster.expel_quorum is
 // 2), so all four train on and end with one model.
@@ -126,37 +173,36 @@ TEST(PoisonProcessTest, ALyingMemberAloneExpelsNobody) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-liar";
   const fs::path out = fs::temp_directory_path() / ("chorus-liar-test-" + std::to_string(getpid()));
-  const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 11).Next();
-  std::vector<std::unique_ptr<ChorusProcess>> nodes;
-  for (int i = 0; i < 4; ++i) {
-    std::vector<std::string> env;
-    if (i == 3) env.push_back("CHORUS_FAULT_ACCUSE=node1@5");
-    nodes.push_back(
-        std::make_unique<ChorusProcess>(PoisonNodeArgs("gossip-dpsgd-ring.toml", i, port0, out, name), env));
-  }
-  auto outputs = [&] {
-    std::string all;
-    for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
-    return all;
-  };
-  std::string checksum;
-  for (int i = 0; i < 4; ++i) {
-    std::optional<int> status = nodes[i]->Wait(300);
-    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
-    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
-    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
-    EXPECT_EQ(summary["world_size"], 4) << outputs();
-    const std::string c = summary["parameter_checksum"].get<std::string>();
-    if (checksum.empty()) checksum = c;
-    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
-  }
+  const LiarRun run = RunWithALiar("gossip-dpsgd-ring.toml", "CHORUS_FAULT_ACCUSE=node1@5", {}, {}, out, name, 11);
+  ExpectOneModel(run, 4, 4, out, name);
   // Every member heard the accusation and counted it as one of two.
   for (int i = 0; i < 4; ++i) {
-    EXPECT_NE(nodes[i]->Output().find("node3 asks to expel node1: fault injection"), std::string::npos)
-        << "node" << i << "\n" << outputs();
+    EXPECT_NE(run.nodes[i]->Output().find("node3 asks to expel node1: fault injection"), std::string::npos)
+        << "node" << i << "\n" << run.Outputs();
   }
-  EXPECT_NE(outputs().find("(1 of the 2 members needed)"), std::string::npos) << outputs();
-  EXPECT_EQ(outputs().find("is dead: expelled"), std::string::npos) << outputs();
+  EXPECT_NE(run.Outputs().find("(1 of the 2 members needed)"), std::string::npos) << run.Outputs();
+  EXPECT_EQ(run.Outputs().find("is dead: expelled"), std::string::npos) << run.Outputs();
+  fs::remove_all(out);
+}
+
+// A member whose heartbeats say an honest member is dead, though the
+// coordinator hears that member: its word removes nobody but itself (the
+// epoch cannot go on with both), and the other three end with one model.
+TEST(PoisonProcessTest, AMemberThatCallsAnotherDeadAloneRemovesOnlyItself) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  const std::string name = "poison-dead-claim";
+  const fs::path out = fs::temp_directory_path() / ("chorus-dead-claim-test-" + std::to_string(getpid()));
+  // Long enough for the coordinator's grace (dead_timeout_s, 3 s) from step 5 on.
+  const LiarRun run = RunWithALiar("allreduce-ring.toml", "CHORUS_FAULT_CLAIM_DEAD=node1@5", {"train.epochs=24"},
+                                   {"cluster.rejoin=false"}, out, name, 13);
+  ExpectOneModel(run, 3, 3, out, name);
+  EXPECT_TRUE(run.statuses[3].has_value()) << "the liar did not end\n" << run.Outputs();
+  EXPECT_NE(run.nodes[0]->Output().find("node3 declared node1 dead (1 member(s) so far)"), std::string::npos)
+      << run.Outputs();
+  EXPECT_NE(run.nodes[0]->Output().find("member node3 (rank 3) is dead: it alone declared node1 dead"),
+            std::string::npos)
+      << run.Outputs();
+  EXPECT_EQ(run.Outputs().find("member node1 (rank 1) is dead"), std::string::npos) << run.Outputs();
   fs::remove_all(out);
 }
 

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
 #include <random>
 
 namespace chorus::node {
@@ -184,6 +187,84 @@ TEST(ControlMembershipTest, RefusedDialsAfterALostConnectionDeclareDeathBeforeTh
   EXPECT_EQ(events[0].name, "c");
   EXPECT_EQ(events[0].change, LivenessTable::Change::kDead);
   EXPECT_EQ(events[0].refused_dials, 0);
+}
+
+// The coordinator's weighing of members that others declared dead.
+struct Reports {
+  std::map<std::string, DeathReport> by_name;
+  Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+  void Add(const std::string& name, const std::string& reporter, Duration after = {}) {
+    auto [it, fresh] = by_name.try_emplace(name);
+    if (fresh) it->second.first_at = t0 + after;
+    it->second.reporters.insert(reporter);
+  }
+};
+
+CoordinatorJudgement Hearing(std::set<std::string> silent = {}, bool stalled = false) {
+  CoordinatorJudgement judge;
+  judge.silent_here = [silent](const std::string& name) { return silent.count(name) > 0; };
+  judge.stalled_lately = stalled;
+  judge.quorum = 2;
+  judge.grace = std::chrono::seconds(2);
+  return judge;
+}
+
+std::vector<std::string> Condemned(const std::vector<DeathVerdict>& verdicts) {
+  std::vector<std::string> names;
+  for (const DeathVerdict& v : verdicts) names.push_back(v.name);
+  return names;
+}
+
+TEST(ControlMembershipTest, ADeathReportTheCoordinatorConfirmsDropsTheNamedMember) {
+  Reports r;
+  r.Add("x", "a");
+  const std::vector<DeathVerdict> v = JudgeDeathReports(r.by_name, Hearing({"x"}), r.t0);
+  EXPECT_EQ(Condemned(v), std::vector<std::string>{"x"});
+  EXPECT_NE(v[0].why.find("declared dead by a, which ended this epoch's operations with it (silent here too)"),
+            std::string::npos)
+      << v[0].why;
+  EXPECT_TRUE(r.by_name.empty());
+  // A coordinator that stalled cannot judge, and takes the word.
+  r.Add("x", "a");
+  EXPECT_EQ(Condemned(JudgeDeathReports(r.by_name, Hearing({}, /*stalled=*/true), r.t0)),
+            std::vector<std::string>{"x"});
+}
+
+TEST(ControlMembershipTest, OneMembersDeathReportWaitsThenRemovesItsReporterAndAQuorumRemovesTheNamed) {
+  Reports r;
+  r.Add("x", "a");
+  const CoordinatorJudgement judge = Hearing();
+  // Within the grace: nobody goes, and the report stays to be judged again.
+  EXPECT_TRUE(JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::seconds(1)).empty());
+  ASSERT_EQ(r.by_name.size(), 1u);
+  // A second member's word within the grace confirms it.
+  r.Add("x", "b");
+  std::vector<DeathVerdict> v = JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::seconds(1));
+  EXPECT_EQ(Condemned(v), std::vector<std::string>{"x"});
+  EXPECT_NE(v[0].why.find("declared dead by a, b,"), std::string::npos) << v[0].why;
+  // Alone past the grace, with the named member heard all along: the reporter goes.
+  r.Add("y", "a");
+  v = JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::seconds(2));
+  EXPECT_EQ(Condemned(v), std::vector<std::string>{"a"});
+  EXPECT_NE(v[0].why.find("it alone declared y dead"), std::string::npos) << v[0].why;
+  EXPECT_TRUE(r.by_name.empty());
+}
+
+TEST(ControlMembershipTest, OfTwoMembersThatDeclaredEachOtherDeadOneGoes) {
+  Reports r;
+  r.Add("b", "c");
+  r.Add("c", "b", std::chrono::milliseconds(300));
+  const CoordinatorJudgement judge = Hearing();
+  EXPECT_EQ(Condemned(JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::milliseconds(2400))),
+            std::vector<std::string>{"c"});
+  // The other report is decided too: its reporter is the one condemned.
+  EXPECT_TRUE(r.by_name.empty());
+  // Judged at different times, the second report waits; the caller drops it once its named member is gone.
+  r.Add("b", "c");
+  r.Add("c", "b", std::chrono::seconds(1));
+  EXPECT_EQ(Condemned(JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::milliseconds(2500))),
+            std::vector<std::string>{"c"});
+  EXPECT_EQ(r.by_name.size(), 1u);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <future>
+#include <utility>
 #include <thread>
 
 namespace chorus::node {
@@ -89,6 +90,48 @@ TEST(ControlPartitionTest, ACoordinatorCutOffFromTheLargerPartLeavesInsteadOfTra
   ASSERT_TRUE(link.Heal(0).ok());
   std::this_thread::sleep_for(std::chrono::seconds(2));  // a split probe's period: nothing yields
   for (auto* cp : {b->get(), c->get()}) EXPECT_TRUE(cp->Failure().ok()) << cp->Failure().ToString();
+}
+
+// n1 and n2 lose the link between them (a blackhole route each way) while
+// both still reach the coordinator n0, and each declares the other dead. One
+// member's word removes nobody: the coordinator, which hears both, removes
+// one of the two (the reporter of the first report it judges), not both, and
+// the other two go on in the next epoch.
+TEST(ControlPartitionTest, OfTwoMembersCutFromEachOtherTheCoordinatorRemovesOne) {
+  Status available = EmulatedLink::Available();
+  if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
+  Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(3, LinkShape{});
+  ASSERT_TRUE(made) << made.error().message();
+  EmulatedLink& link = **made;
+  auto a = StartIn(link.ns(0), PartitionConfig(link.host(0), {}, 2.0), Local("n0"));
+  ASSERT_TRUE(a) << a.error().ToString();
+  const std::string boot = (*a)->advertise_address();
+  auto b = StartIn(link.ns(1), PartitionConfig(link.host(1), {boot}, 2.0), Local("n1"));
+  auto c = StartIn(link.ns(2), PartitionConfig(link.host(2), {boot}, 2.0), Local("n2"));
+  ASSERT_TRUE(b && c);
+  for (auto* cp : {a->get(), b->get(), c->get()}) {
+    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kPartitionWait));
+    ASSERT_TRUE(v) << v.error().ToString();
+  }
+  ASSERT_EQ((*b)->View().members[0].name, "n0") << "n0 (lowest address) coordinates";
+  for (const auto& [from, to] : {std::pair{1, 2}, std::pair{2, 1}}) {
+    Result<std::string> cut = RunCommand({"ip", "-n", link.ns(from), "route", "add", "blackhole", link.host(to) + "/32"});
+    ASSERT_TRUE(cut) << cut.error().ToString();
+  }
+  Result<MembershipView> next = (*a)->WaitForEpochAbove(0, Deadline::AfterSeconds(kPartitionWait));
+  ASSERT_TRUE(next) << next.error().ToString();
+  ASSERT_EQ(next->members.size(), 2u) << next->Describe();
+  EXPECT_EQ(next->members[0].name, "n0");
+  const std::string kept = next->members[1].name;
+  ControlPlane* kept_plane = kept == "n1" ? b->get() : c->get();
+  ControlPlane* removed_plane = kept == "n1" ? c->get() : b->get();
+  Result<MembershipView> theirs = kept_plane->WaitForEpochAbove(0, Deadline::AfterSeconds(kPartitionWait));
+  ASSERT_TRUE(theirs) << kept << ": " << theirs.error().ToString();
+  EXPECT_EQ(theirs->epoch, next->epoch);
+  const Deadline by = Deadline::AfterSeconds(kPartitionWait);
+  while (!removed_plane->Removed() && !by.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(removed_plane->Removed()) << removed_plane->Failure().ToString();
+  EXPECT_TRUE(kept_plane->Failure().ok()) << kept_plane->Failure().ToString();
 }
 
 }  // namespace

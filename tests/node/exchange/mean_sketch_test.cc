@@ -124,7 +124,8 @@ TEST(MeanSketchTest, ANonFiniteSketchSpoilsItsReceiversEstimateAndEveryRoundStil
   const auto spoiled = RunStep(*exponential, /*bad=*/3);
   for (int r = 0; r < 8; ++r) {
     ASSERT_TRUE(spoiled[r].has_value()) << "node " << r << ": " << spoiled[r].error().ToString();
-    if (r != 3) EXPECT_TRUE(spoiled[r]->empty()) << "node " << r;  // the infinity reaches every node by the end
+    if (r == 3) continue;
+    EXPECT_TRUE(spoiled[r]->empty()) << "node " << r;  // the infinity reaches every node by the end
   }
 }
 
