@@ -18,7 +18,7 @@ AllreduceCrossovers CrossoversForProvider(FabricProvider provider) {
     x.large_tree_min_bytes = x.halving_doubling_max_bytes + 1;
   }
   if (provider == FabricProvider::kTcpRxm) {
-    x.small_tree_max_bytes = 16 * 1024;
+    x.small_tree_max_bytes = 4 * 1024 * 1024;
     x.recursive_doubling_max_bytes = 256 * 1024;
     x.halving_doubling_min_bytes = x.recursive_doubling_max_bytes + 1;
   }

@@ -115,13 +115,16 @@ struct AllreduceCrossovers {
 // - net (tcp's native RDM endpoint): the double binary tree above 2 MiB
 //   (large_tree_min_bytes), where it beat halving-doubling and the ring at 2 and
 //   4 ranks; halving-doubling stays at 1 MiB;
-// - tcp;ofi_rxm: recursive doubling up to 256 KiB (the tree did not win there);
-// - net and tcp;ofi_rxm with more ranks than cores: one binary tree up to 64 KiB
-//   over net and 16 KiB over tcp;ofi_rxm (small_tree_max_bytes), since the time
-//   follows the number of messages all ranks send;
+// - tcp;ofi_rxm: recursive doubling up to 256 KiB (the tree did not win there),
+//   halving-doubling from there to 2 MiB;
+// - net with more ranks than cores: one binary tree up to 64 KiB
+//   (small_tree_max_bytes), since the time follows the number of messages all
+//   ranks send; tcp;ofi_rxm: the tree (two above 64 KiB) up to 4 MiB, where it
+//   won or tied at 4 ranks on 2 cores;
 // - shm keeps the defaults.
 // Measurements: docs/performance.md ("2026-11-23: net's large buffers and rxm's
-// recursive doubling", "2026-11-24: more ranks than cores (the small tree)").
+// recursive doubling", "2026-11-24: more ranks than cores (the small tree)",
+// "2026-11-30: auto in rxm's eager mode").
 AllreduceCrossovers CrossoversForProvider(FabricProvider provider);
 
 // AllreduceOptions::segment_bytes when it is 0: 512 KiB for 2 ranks, and for

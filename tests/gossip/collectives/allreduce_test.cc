@@ -124,13 +124,16 @@ TEST(AllreduceAutoTest, SmallTreeWhenRanksOutnumberCores) {
   EXPECT_EQ(ChooseAllreduceAlgorithm(64, 2, 1, x, kNoHostMemory, 1), AllreduceAlgorithm::kRecursiveDoubling);
   // Host memory still wins.
   EXPECT_EQ(ChooseAllreduceAlgorithm(64, 4, 1, x, true, 2), AllreduceAlgorithm::kSharedMemory);
-  // The providers' defaults: net to 64 KiB, tcp;ofi_rxm to 16 KiB, never over shm.
+  // The providers' defaults: net to 64 KiB, tcp;ofi_rxm to 4 MiB, never over shm.
+  const AllreduceCrossovers rxm = CrossoversForProvider(FabricProvider::kTcpRxm);
   EXPECT_EQ(ChooseAllreduceAlgorithm(64 << 10, 4, 1, CrossoversForProvider(FabricProvider::kNet), kNoHostMemory, 2),
             AllreduceAlgorithm::kTree);
-  EXPECT_EQ(ChooseAllreduceAlgorithm(16 << 10, 4, 1, CrossoversForProvider(FabricProvider::kTcpRxm), kNoHostMemory, 2),
-            AllreduceAlgorithm::kTree);
-  EXPECT_EQ(ChooseAllreduceAlgorithm((16 << 10) + 4, 4, 1, CrossoversForProvider(FabricProvider::kTcpRxm), kNoHostMemory, 2),
-            AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm(4 << 20, 4, 1, rxm, kNoHostMemory, 2), AllreduceAlgorithm::kTree);
+  EXPECT_EQ(ChooseAllreduceAlgorithm((4 << 20) + 4, 4, 1, rxm, kNoHostMemory, 2), AllreduceAlgorithm::kRing);
+  // tcp;ofi_rxm with a core per rank: recursive doubling to 256 KiB, then halving-doubling.
+  EXPECT_EQ(ChooseAllreduceAlgorithm(256 << 10, 2, 1, rxm, kNoHostMemory, 2), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ChooseAllreduceAlgorithm((256 << 10) + 4, 2, 1, rxm, kNoHostMemory, 2),
+            AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 1, CrossoversForProvider(FabricProvider::kShm), kNoHostMemory, 2),
             AllreduceAlgorithm::kRecursiveDoubling);
 }
