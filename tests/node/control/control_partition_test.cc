@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <future>
 #include <utility>
 #include <thread>
@@ -43,6 +44,28 @@ ClusterConfig PartitionConfig(const std::string& host, std::vector<std::string> 
   return testing::ControlTestConfig(host + ":0", /*min_nodes=*/3, std::move(bootstrap), dead_timeout_s);
 }
 
+// n0, n1 and n2 started in the namespaces of `link` with these dead
+// timeouts, the others bootstrapping from n0, and formed: n0 (the lowest
+// address) coordinates. Fatal failures end the caller (ASSERT_NO_FATAL_FAILURE).
+void FormThree(EmulatedLink& link, std::array<double, 3> dead_timeouts,
+               std::vector<std::unique_ptr<ControlPlane>>& planes) {
+  std::string boot;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> bootstrap;
+    if (i > 0) bootstrap.push_back(boot);
+    auto started = StartIn(link.ns(i), PartitionConfig(link.host(i), bootstrap, dead_timeouts[i]),
+                           Local("n" + std::to_string(i)));
+    ASSERT_TRUE(started) << started.error().ToString();
+    planes.push_back(std::move(*started));
+    if (i == 0) boot = planes[0]->advertise_address();
+  }
+  for (auto& cp : planes) {
+    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kPartitionWait));
+    ASSERT_TRUE(v) << v.error().ToString();
+  }
+  ASSERT_EQ(planes[1]->View().members[0].name, "n0") << "n0 (lowest address) coordinates";
+}
+
 // The coordinator is cut off and, with the shorter dead timeout, declares
 // the other two dead first. One member of three is the small side of the
 // cut: it leaves rather than form an epoch of its own (which would train a
@@ -56,31 +79,25 @@ TEST(ControlPartitionTest, ACoordinatorCutOffFromTheLargerPartLeavesInsteadOfTra
   ASSERT_TRUE(made) << made.error().message();
   EmulatedLink& link = **made;
 
-  auto a = StartIn(link.ns(0), PartitionConfig(link.host(0), {}, 1.0), Local("n0"));
-  ASSERT_TRUE(a) << a.error().ToString();
-  const std::string boot = (*a)->advertise_address();
-  auto b = StartIn(link.ns(1), PartitionConfig(link.host(1), {boot}, 3.0), Local("n1"));
-  auto c = StartIn(link.ns(2), PartitionConfig(link.host(2), {boot}, 3.0), Local("n2"));
-  ASSERT_TRUE(b && c);
-  for (auto* cp : {a->get(), b->get(), c->get()}) {
-    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kPartitionWait));
-    ASSERT_TRUE(v) << v.error().ToString();
-  }
-  ASSERT_EQ((*b)->View().members[0].name, "n0") << "n0 (lowest address) coordinates";
+  std::vector<std::unique_ptr<ControlPlane>> planes;
+  ASSERT_NO_FATAL_FAILURE(FormThree(link, {1.0, 3.0, 3.0}, planes));
+  ControlPlane* a = planes[0].get();
+  ControlPlane* b = planes[1].get();
+  ControlPlane* c = planes[2].get();
 
   ASSERT_TRUE(link.Cut(0).ok());
   const Deadline by = Deadline::AfterSeconds(kPartitionWait);
-  while (!(*a)->Removed() && !by.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE((*a)->Removed()) << (*a)->Failure().ToString();
-  EXPECT_NE((*a)->Failure().message().find("is cut off from the cluster at epoch 0: it hears 1 of its 3 members"),
+  while (!a->Removed() && !by.Expired()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(a->Removed()) << a->Failure().ToString();
+  EXPECT_NE(a->Failure().message().find("is cut off from the cluster at epoch 0: it hears 1 of its 3 members"),
             std::string::npos)
-      << (*a)->Failure().ToString();
-  EXPECT_EQ((*a)->View().epoch, 0u) << "no epoch of its own";
-  const std::vector<std::string> rejoin = (*a)->RejoinAddresses();
-  for (auto* cp : {b->get(), c->get()}) {
+      << a->Failure().ToString();
+  EXPECT_EQ(a->View().epoch, 0u) << "no epoch of its own";
+  const std::vector<std::string> rejoin = a->RejoinAddresses();
+  for (auto* cp : {b, c}) {
     EXPECT_NE(std::find(rejoin.begin(), rejoin.end(), cp->advertise_address()), rejoin.end()) << cp->name();
   }
-  for (auto* cp : {b->get(), c->get()}) {
+  for (auto* cp : {b, c}) {
     Result<MembershipView> v = cp->WaitForEpochAbove(0, Deadline::AfterSeconds(kPartitionWait));
     ASSERT_TRUE(v) << cp->name() << ": " << v.error().ToString();
     ASSERT_EQ(v->members.size(), 2u) << cp->name();
@@ -89,7 +106,7 @@ TEST(ControlPartitionTest, ACoordinatorCutOffFromTheLargerPartLeavesInsteadOfTra
   }
   ASSERT_TRUE(link.Heal(0).ok());
   std::this_thread::sleep_for(std::chrono::seconds(2));  // a split probe's period: nothing yields
-  for (auto* cp : {b->get(), c->get()}) EXPECT_TRUE(cp->Failure().ok()) << cp->Failure().ToString();
+  for (auto* cp : {b, c}) EXPECT_TRUE(cp->Failure().ok()) << cp->Failure().ToString();
 }
 
 // n1 and n2 lose the link between them (a blackhole route each way) while
@@ -103,28 +120,22 @@ TEST(ControlPartitionTest, OfTwoMembersCutFromEachOtherTheCoordinatorRemovesOne)
   Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(3, LinkShape{});
   ASSERT_TRUE(made) << made.error().message();
   EmulatedLink& link = **made;
-  auto a = StartIn(link.ns(0), PartitionConfig(link.host(0), {}, 2.0), Local("n0"));
-  ASSERT_TRUE(a) << a.error().ToString();
-  const std::string boot = (*a)->advertise_address();
-  auto b = StartIn(link.ns(1), PartitionConfig(link.host(1), {boot}, 2.0), Local("n1"));
-  auto c = StartIn(link.ns(2), PartitionConfig(link.host(2), {boot}, 2.0), Local("n2"));
-  ASSERT_TRUE(b && c);
-  for (auto* cp : {a->get(), b->get(), c->get()}) {
-    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kPartitionWait));
-    ASSERT_TRUE(v) << v.error().ToString();
-  }
-  ASSERT_EQ((*b)->View().members[0].name, "n0") << "n0 (lowest address) coordinates";
+  std::vector<std::unique_ptr<ControlPlane>> planes;
+  ASSERT_NO_FATAL_FAILURE(FormThree(link, {2.0, 2.0, 2.0}, planes));
+  ControlPlane* a = planes[0].get();
+  ControlPlane* b = planes[1].get();
+  ControlPlane* c = planes[2].get();
   for (const auto& [from, to] : {std::pair{1, 2}, std::pair{2, 1}}) {
     Result<std::string> cut = RunCommand({"ip", "-n", link.ns(from), "route", "add", "blackhole", link.host(to) + "/32"});
     ASSERT_TRUE(cut) << cut.error().ToString();
   }
-  Result<MembershipView> next = (*a)->WaitForEpochAbove(0, Deadline::AfterSeconds(kPartitionWait));
+  Result<MembershipView> next = a->WaitForEpochAbove(0, Deadline::AfterSeconds(kPartitionWait));
   ASSERT_TRUE(next) << next.error().ToString();
   ASSERT_EQ(next->members.size(), 2u) << next->Describe();
   EXPECT_EQ(next->members[0].name, "n0");
   const std::string kept = next->members[1].name;
-  ControlPlane* kept_plane = kept == "n1" ? b->get() : c->get();
-  ControlPlane* removed_plane = kept == "n1" ? c->get() : b->get();
+  ControlPlane* kept_plane = kept == "n1" ? b : c;
+  ControlPlane* removed_plane = kept == "n1" ? c : b;
   Result<MembershipView> theirs = kept_plane->WaitForEpochAbove(0, Deadline::AfterSeconds(kPartitionWait));
   ASSERT_TRUE(theirs) << kept << ": " << theirs.error().ToString();
   EXPECT_EQ(theirs->epoch, next->epoch);
