@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "common/log.h"
 #include "gossip/protocols/choco_gossip.h"
@@ -440,15 +441,17 @@ Status GossipExchange::AfterUpdate(int64_t step) {
   const ExchangeConfig& ec = config_.exchange;
   const bool global = ec.global_average_every > 0 && (step + 1) % ec.global_average_every == 0;
   // Fault injection (poison_check.h): what this node sends is poisoned; for
-  // a factor its own model is restored after the mix.
+  // a factor its own model is restored after the mix, as it was (dividing
+  // the mixed model instead shrank it at every mix, so that a few steps in
+  // its messages looked like everyone's again).
   const bool poisoned = poison_fault_ && step >= poison_fault_->from_step;
+  std::vector<float> own;
   if (poisoned) {
+    if (!poison_fault_->nan) own.assign(master.begin(), master.end());
     for (float& w : master) w = poison_fault_->Apply(w);
   }
   Status s = global ? GlobalAverage(step) : MixRounds(step);
-  if (poisoned && !poison_fault_->nan) {
-    for (float& w : master) w /= poison_fault_->factor;
-  }
+  if (!own.empty()) std::copy(own.begin(), own.end(), master.begin());
   if (s.ok()) ExpelRepeatOutliers();
   if (trace_) trace_->Add(global ? "global average" : "gossip mix", 1, begin, NowMicros(), step);
   if (!s.ok()) {  // the round is dropped

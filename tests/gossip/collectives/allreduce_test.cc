@@ -130,10 +130,6 @@ TEST(AllreduceAutoTest, SmallTreeWhenRanksOutnumberCores) {
             AllreduceAlgorithm::kTree);
   EXPECT_EQ(ChooseAllreduceAlgorithm(4 << 20, 4, 1, rxm, kNoHostMemory, 2), AllreduceAlgorithm::kTree);
   EXPECT_EQ(ChooseAllreduceAlgorithm((4 << 20) + 4, 4, 1, rxm, kNoHostMemory, 2), AllreduceAlgorithm::kRing);
-  // tcp;ofi_rxm with a core per rank: recursive doubling to 256 KiB, then halving-doubling.
-  EXPECT_EQ(ChooseAllreduceAlgorithm(256 << 10, 2, 1, rxm, kNoHostMemory, 2), AllreduceAlgorithm::kRecursiveDoubling);
-  EXPECT_EQ(ChooseAllreduceAlgorithm((256 << 10) + 4, 2, 1, rxm, kNoHostMemory, 2),
-            AllreduceAlgorithm::kHalvingDoubling);
   EXPECT_EQ(ChooseAllreduceAlgorithm(4096, 4, 1, CrossoversForProvider(FabricProvider::kShm), kNoHostMemory, 2),
             AllreduceAlgorithm::kRecursiveDoubling);
 }
