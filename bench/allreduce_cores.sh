@@ -13,6 +13,11 @@
 #                   sleeps at most 10 us
 #   rxm-rendezvous  rxm's own protocols (--rxm-eager-limit 0): rendezvous
 #                   above 16 KiB
+# FIT=1 then fits `auto` to this host: every algorithm and `auto` over both
+# providers, alternated size by size for ROUNDS rounds (`bench allreduce
+# --rounds --fit-crossovers`, 16 KiB .. 16 MiB, at least 2 rounds), printing auto against the
+# best per size and the [exchange.crossovers] tables that would make it pick
+# the best (the defaults in collective_options.cc come from such tables).
 # Needs ./build (scripts/build.sh); CHORUS=path overrides the binary.
 set -u
 cd "$(dirname "$0")/.."
@@ -55,3 +60,13 @@ for key in sorted(times, key=lambda k: (k[1], k[3], k[2], k[0])):
     print("%-14s %-12s %-17s %9d %10.1f  %s" % (key[0], key[1], key[2], key[3], statistics.median(v),
                                                " ".join("%.0f" % x for x in v)))
 PYEOF
+if [ "${FIT:-0}" = 1 ]; then
+  echo "# auto against the best, and the fitted crossovers, with a core per rank"
+  fit_rounds=$(( ${ROUNDS:-3} < 2 ? 2 : ${ROUNDS:-3} ))  # alternated: medians of at least two
+  timeout 900 "$chorus" bench allreduce --ranks "$ranks" --provider 'tcp;ofi_rxm,net' \
+    --algorithms ring,tree,halving-doubling,recursive-doubling,auto --min-size 16384 --max-size 16777216 \
+    --rounds "$fit_rounds" --seconds 0.25 --warmup 0.5 --fit-crossovers > "$out/fit.txt" 2>&1 ||
+    echo "# the fit failed: $(tail -1 "$out/fit.txt")"
+  awk '/median time \(us\) over|^# \[exchange.crossovers\] fitted|^# no crossovers/ {p = 1} p {print} /^$/ {p = 0}' \
+    "$out/fit.txt"
+fi
