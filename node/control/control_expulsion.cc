@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <string_view>
+#include <optional>
+
+#include "common/fault_spec.h"
 
 namespace chorus::node {
 
@@ -137,12 +139,9 @@ void ControlPlaneImpl::JudgeDeaths(Clock::time_point now) {
 }
 
 void ControlPlaneImpl::ClaimDeadIfAsked(msg::Heartbeat& heartbeat) const {
-  static const char* text = std::getenv("CHORUS_FAULT_CLAIM_DEAD");
-  if (text == nullptr) return;
-  const std::string_view spec(text);
-  const size_t at = spec.rfind('@');
-  if (at == std::string_view::npos || at == 0 || progress_step_ < std::atoll(text + at + 1)) return;
-  const std::string name(spec.substr(0, at));
+  static const std::optional<NameAtStep> fault = ParseNameAtStep(std::getenv("CHORUS_FAULT_CLAIM_DEAD"));
+  if (!fault || progress_step_ < fault->step) return;
+  const std::string& name = fault->name;
   if (name == self_.name || view_.Find(name) == nullptr || Gone(name)) return;
   if (std::find(heartbeat.dead.begin(), heartbeat.dead.end(), name) == heartbeat.dead.end()) {
     heartbeat.dead.push_back(name);

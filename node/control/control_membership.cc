@@ -529,7 +529,10 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
   if (view_.Find(h.sender) && !Gone(h.sender)) {
     samples_.Merge(h.counts);
     if (!h.incarnation.empty()) samples_.Raise(h.incarnation, h.samples);
-    if (h.sender == conn->peer_name()) LearnAccusations(h.accusations, h.sender);
+    // A member's word (accusations, dead reports) counts only over its own
+    // authenticated connection: never relayed, so it counts once.
+    const bool own_word = h.sender == conn->peer_name();
+    if (own_word) LearnAccusations(h.accusations, h.sender);
     SamplesHeard& heard = samples_heard_[h.sender];
     const Clock::time_point now = Clock::now();
     if (heard.incarnation != h.incarnation) heard = SamplesHeard{h.incarnation, 0, now, 0.0};  // restarted
@@ -544,7 +547,7 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
     // one side (JudgeDeathReports), though it may hear both (it was frozen,
     // and judges them afresh; or only that member's link to them failed).
     // Else the members wait for an epoch the coordinator never proposes.
-    if (h.epoch == view_.epoch && IsCoordinator() && h.sender == conn->peer_name()) {
+    if (h.epoch == view_.epoch && IsCoordinator() && own_word) {
       for (const std::string& name : h.dead) NoteDeathReport(name, h.sender, now);
       JudgeDeaths(now);
     }

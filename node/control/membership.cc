@@ -6,6 +6,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "common/enum_names.h"
 #include "node/config/host_port.h"
 
 namespace chorus::node {
@@ -166,14 +167,6 @@ std::vector<bool> OtherSites(const MembershipView& view) {
   return other;
 }
 
-namespace {
-std::string Listed(const std::set<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-}  // namespace
-
 std::vector<DeathVerdict> JudgeDeathReports(std::map<std::string, DeathReport>& reports,
                                             const CoordinatorJudgement& judge, Clock::time_point now) {
   std::vector<DeathVerdict> verdicts;
@@ -186,7 +179,7 @@ std::vector<DeathVerdict> JudgeDeathReports(std::map<std::string, DeathReport>& 
     const std::string& name = it->first;
     const DeathReport& report = it->second;
     const std::string by =
-        "declared dead by " + Listed(report.reporters) + ", which ended this epoch's operations with it";
+        "declared dead by " + JoinNames({report.reporters.begin(), report.reporters.end()}) + ", which ended this epoch's operations with it";
     if (judge.silent_here(name)) {
       condemn(name, by + " (silent here too)");
     } else if (judge.stalled_lately) {

@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <string_view>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/enum_names.h"
+#include "common/fault_spec.h"
 #include "common/log.h"
 #include "node/control/sample_counter.h"
 #include "node/exchange/trainer_state.h"
@@ -197,12 +199,9 @@ void HoldAtFirstAdmissionIfAsked(int64_t step) {
 // makes this node ask the cluster to expel NAME at its admission points from
 // step STEP on, though NAME sent nothing wrong: a lying member.
 void AccuseIfAsked(ControlPlane& control, int64_t step) {
-  static const char* text = std::getenv("CHORUS_FAULT_ACCUSE");
-  if (text == nullptr) return;
-  const std::string_view spec(text);
-  const size_t at = spec.rfind('@');
-  if (at == std::string_view::npos || at == 0 || step < std::atoll(text + at + 1)) return;
-  control.Expel(std::string(spec.substr(0, at)), "fault injection: a lying member (CHORUS_FAULT_ACCUSE)");
+  static const std::optional<NameAtStep> fault = ParseNameAtStep(std::getenv("CHORUS_FAULT_ACCUSE"));
+  if (!fault || step < fault->step) return;
+  control.Expel(fault->name, "fault injection: a lying member (CHORUS_FAULT_ACCUSE)");
 }
 
 }  // namespace

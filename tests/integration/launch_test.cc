@@ -155,6 +155,16 @@ TEST(LaunchTest, ASignalBeforeALateNodesTimeMeansItNeverStarts) {
   EXPECT_EQ(out.find("[node2]"), std::string::npos) << out;
 }
 
+bool HasDataset() { return std::filesystem::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz"); }
+
+// An empty output directory for one test's runs, named after it and this process.
+std::filesystem::path FreshOutDir(const std::string& tag) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("chorus-launch-" + tag + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(out);
+  return out;
+}
+
 // Training: 4 nodes under ring all-reduce, node3 starting 2 s after the
 // others. It is admitted at an admission point (every 10 steps), takes the
 // live model from a member, and ends with the others' model and step count.
@@ -163,12 +173,8 @@ TEST(LaunchTest, ASignalBeforeALateNodesTimeMeansItNeverStarts) {
 // (some 15000 samples/s per MLP node), where node3, started at 2 s, was
 // admitted near step 390; 12000 images would end in 1 s, before it starts.
 TEST(LaunchTest, ALateTrainingNodeEndsWithTheSameModel) {
-  if (!std::filesystem::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
-  }
-  const std::filesystem::path out =
-      std::filesystem::temp_directory_path() / ("chorus-launch-late-" + std::to_string(getpid()));
-  std::filesystem::remove_all(out);
+  if (!HasDataset()) GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
+  const std::filesystem::path out = FreshOutDir("late");
   std::vector<std::string> args = {"launch", "-n", "4", "--join-after", "3:2"};
   for (const std::string& s : FastClusterSets("launch-late-train")) args.push_back(s);
   // Looser failure detection: 4 busy nodes on 2 shared cores are not dead.
@@ -203,12 +209,8 @@ TEST(LaunchTest, ALateTrainingNodeEndsWithTheSameModel) {
 // listen by itself: the handed-over socket closed with the old image, and
 // its descriptor number held another file when the new image looked at it.
 TEST(LaunchTest, ALaunchedNode0FrozenAndRemovedRejoinsAsANewProcess) {
-  if (!std::filesystem::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
-  }
-  const std::filesystem::path out =
-      std::filesystem::temp_directory_path() / ("chorus-launch-rejoin-" + std::to_string(getpid()));
-  std::filesystem::remove_all(out);
+  if (!HasDataset()) GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
+  const std::filesystem::path out = FreshOutDir("rejoin");
   std::vector<std::string> args = {"launch", "-n", "3"};
   for (const std::string& s : FastClusterSets("launch-rejoin")) args.push_back(s);
   const std::vector<std::string> sets = {

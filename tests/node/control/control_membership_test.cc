@@ -21,9 +21,11 @@ Member Named(const std::string& name, int hint = -1, const std::string& address 
   return m;
 }
 
-std::vector<std::string> NamesOf(const std::vector<Member>& members) {
+// The names of members, or of the members death verdicts condemn.
+template <typename Named>
+std::vector<std::string> NamesOf(const std::vector<Named>& named) {
   std::vector<std::string> names;
-  for (const Member& m : members) names.push_back(m.name);
+  for (const Named& n : named) names.push_back(n.name);
   return names;
 }
 
@@ -209,24 +211,18 @@ CoordinatorJudgement Hearing(std::set<std::string> silent = {}, bool stalled = f
   return judge;
 }
 
-std::vector<std::string> Condemned(const std::vector<DeathVerdict>& verdicts) {
-  std::vector<std::string> names;
-  for (const DeathVerdict& v : verdicts) names.push_back(v.name);
-  return names;
-}
-
 TEST(ControlMembershipTest, ADeathReportTheCoordinatorConfirmsDropsTheNamedMember) {
   Reports r;
   r.Add("x", "a");
   const std::vector<DeathVerdict> v = JudgeDeathReports(r.by_name, Hearing({"x"}), r.t0);
-  EXPECT_EQ(Condemned(v), std::vector<std::string>{"x"});
+  EXPECT_EQ(NamesOf(v), std::vector<std::string>{"x"});
   EXPECT_NE(v[0].why.find("declared dead by a, which ended this epoch's operations with it (silent here too)"),
             std::string::npos)
       << v[0].why;
   EXPECT_TRUE(r.by_name.empty());
   // A coordinator that stalled cannot judge, and takes the word.
   r.Add("x", "a");
-  EXPECT_EQ(Condemned(JudgeDeathReports(r.by_name, Hearing({}, /*stalled=*/true), r.t0)),
+  EXPECT_EQ(NamesOf(JudgeDeathReports(r.by_name, Hearing({}, /*stalled=*/true), r.t0)),
             std::vector<std::string>{"x"});
 }
 
@@ -240,12 +236,12 @@ TEST(ControlMembershipTest, OneMembersDeathReportWaitsThenRemovesItsReporterAndA
   // A second member's word within the grace confirms it.
   r.Add("x", "b");
   std::vector<DeathVerdict> v = JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::seconds(1));
-  EXPECT_EQ(Condemned(v), std::vector<std::string>{"x"});
+  EXPECT_EQ(NamesOf(v), std::vector<std::string>{"x"});
   EXPECT_NE(v[0].why.find("declared dead by a, b,"), std::string::npos) << v[0].why;
   // Alone past the grace, with the named member heard all along: the reporter goes.
   r.Add("y", "a");
   v = JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::seconds(2));
-  EXPECT_EQ(Condemned(v), std::vector<std::string>{"a"});
+  EXPECT_EQ(NamesOf(v), std::vector<std::string>{"a"});
   EXPECT_NE(v[0].why.find("it alone declared y dead"), std::string::npos) << v[0].why;
   EXPECT_TRUE(r.by_name.empty());
 }
@@ -255,14 +251,14 @@ TEST(ControlMembershipTest, OfTwoMembersThatDeclaredEachOtherDeadOneGoes) {
   r.Add("b", "c");
   r.Add("c", "b", std::chrono::milliseconds(300));
   const CoordinatorJudgement judge = Hearing();
-  EXPECT_EQ(Condemned(JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::milliseconds(2400))),
+  EXPECT_EQ(NamesOf(JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::milliseconds(2400))),
             std::vector<std::string>{"c"});
   // The other report is decided too: its reporter is the one condemned.
   EXPECT_TRUE(r.by_name.empty());
   // Judged at different times, the second report waits; the caller drops it once its named member is gone.
   r.Add("b", "c");
   r.Add("c", "b", std::chrono::seconds(1));
-  EXPECT_EQ(Condemned(JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::milliseconds(2500))),
+  EXPECT_EQ(NamesOf(JudgeDeathReports(r.by_name, judge, r.t0 + std::chrono::milliseconds(2500))),
             std::vector<std::string>{"c"});
   EXPECT_EQ(r.by_name.size(), 1u);
 }

@@ -44,27 +44,42 @@ ClusterConfig PartitionConfig(const std::string& host, std::vector<std::string> 
   return testing::ControlTestConfig(host + ":0", /*min_nodes=*/3, std::move(bootstrap), dead_timeout_s);
 }
 
-// n0, n1 and n2 started in the namespaces of `link` with these dead
-// timeouts, the others bootstrapping from n0, and formed: n0 (the lowest
-// address) coordinates. Fatal failures end the caller (ASSERT_NO_FATAL_FAILURE).
-void FormThree(EmulatedLink& link, std::array<double, 3> dead_timeouts,
-               std::vector<std::unique_ptr<ControlPlane>>& planes) {
-  std::string boot;
-  for (int i = 0; i < 3; ++i) {
-    std::vector<std::string> bootstrap;
-    if (i > 0) bootstrap.push_back(boot);
-    auto started = StartIn(link.ns(i), PartitionConfig(link.host(i), bootstrap, dead_timeouts[i]),
-                           Local("n" + std::to_string(i)));
-    ASSERT_TRUE(started) << started.error().ToString();
-    planes.push_back(std::move(*started));
-    if (i == 0) boot = planes[0]->advertise_address();
+// Three nodes in network namespaces of their own (EmulatedLink); skipped
+// with the reason where link emulation is unavailable.
+class ControlPartitionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Status available = EmulatedLink::Available();
+    if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
+    Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(3, LinkShape{});
+    ASSERT_TRUE(made) << made.error().message();
+    link_ = std::move(*made);
   }
-  for (auto& cp : planes) {
-    Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kPartitionWait));
-    ASSERT_TRUE(v) << v.error().ToString();
+
+  // n0, n1 and n2 started with these dead timeouts, the others
+  // bootstrapping from n0, and formed: n0 (the lowest address) coordinates.
+  // Fatal failures end the caller (ASSERT_NO_FATAL_FAILURE).
+  void FormThree(std::array<double, 3> dead_timeouts) {
+    std::string boot;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<std::string> bootstrap;
+      if (i > 0) bootstrap.push_back(boot);
+      auto started = StartIn(link_->ns(i), PartitionConfig(link_->host(i), bootstrap, dead_timeouts[i]),
+                             Local("n" + std::to_string(i)));
+      ASSERT_TRUE(started) << started.error().ToString();
+      planes_.push_back(std::move(*started));
+      if (i == 0) boot = planes_[0]->advertise_address();
+    }
+    for (auto& cp : planes_) {
+      Result<MembershipView> v = cp->WaitForEpoch0(Deadline::AfterSeconds(kPartitionWait));
+      ASSERT_TRUE(v) << v.error().ToString();
+    }
+    ASSERT_EQ(planes_[1]->View().members[0].name, "n0") << "n0 (lowest address) coordinates";
   }
-  ASSERT_EQ(planes[1]->View().members[0].name, "n0") << "n0 (lowest address) coordinates";
-}
+
+  std::unique_ptr<EmulatedLink> link_;
+  std::vector<std::unique_ptr<ControlPlane>> planes_;  // by name: n0, n1, n2
+};
 
 // The coordinator is cut off and, with the shorter dead timeout, declares
 // the other two dead first. One member of three is the small side of the
@@ -72,18 +87,12 @@ void FormThree(EmulatedLink& link, std::array<double, 3> dead_timeouts,
 // second model until the cut heals, or to the end of the run if it never
 // does), with the others' addresses to join again through; the two re-form
 // without it and are never removed.
-TEST(ControlPartitionTest, ACoordinatorCutOffFromTheLargerPartLeavesInsteadOfTrainingAlone) {
-  Status available = EmulatedLink::Available();
-  if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
-  Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(3, LinkShape{});
-  ASSERT_TRUE(made) << made.error().message();
-  EmulatedLink& link = **made;
-
-  std::vector<std::unique_ptr<ControlPlane>> planes;
-  ASSERT_NO_FATAL_FAILURE(FormThree(link, {1.0, 3.0, 3.0}, planes));
-  ControlPlane* a = planes[0].get();
-  ControlPlane* b = planes[1].get();
-  ControlPlane* c = planes[2].get();
+TEST_F(ControlPartitionTest, ACoordinatorCutOffFromTheLargerPartLeavesInsteadOfTrainingAlone) {
+  ASSERT_NO_FATAL_FAILURE(FormThree({1.0, 3.0, 3.0}));
+  EmulatedLink& link = *link_;
+  ControlPlane* a = planes_[0].get();
+  ControlPlane* b = planes_[1].get();
+  ControlPlane* c = planes_[2].get();
 
   ASSERT_TRUE(link.Cut(0).ok());
   const Deadline by = Deadline::AfterSeconds(kPartitionWait);
@@ -114,17 +123,12 @@ TEST(ControlPartitionTest, ACoordinatorCutOffFromTheLargerPartLeavesInsteadOfTra
 // member's word removes nobody: the coordinator, which hears both, removes
 // one of the two (the reporter of the first report it judges), not both, and
 // the other two go on in the next epoch.
-TEST(ControlPartitionTest, OfTwoMembersCutFromEachOtherTheCoordinatorRemovesOne) {
-  Status available = EmulatedLink::Available();
-  if (!available.ok()) GTEST_SKIP() << "link emulation unavailable here: " << available.message();
-  Result<std::unique_ptr<EmulatedLink>> made = EmulatedLink::Create(3, LinkShape{});
-  ASSERT_TRUE(made) << made.error().message();
-  EmulatedLink& link = **made;
-  std::vector<std::unique_ptr<ControlPlane>> planes;
-  ASSERT_NO_FATAL_FAILURE(FormThree(link, {2.0, 2.0, 2.0}, planes));
-  ControlPlane* a = planes[0].get();
-  ControlPlane* b = planes[1].get();
-  ControlPlane* c = planes[2].get();
+TEST_F(ControlPartitionTest, OfTwoMembersCutFromEachOtherTheCoordinatorRemovesOne) {
+  ASSERT_NO_FATAL_FAILURE(FormThree({2.0, 2.0, 2.0}));
+  EmulatedLink& link = *link_;
+  ControlPlane* a = planes_[0].get();
+  ControlPlane* b = planes_[1].get();
+  ControlPlane* c = planes_[2].get();
   for (const auto& [from, to] : {std::pair{1, 2}, std::pair{2, 1}}) {
     Result<std::string> cut = RunCommand({"ip", "-n", link.ns(from), "route", "add", "blackhole", link.host(to) + "/32"});
     ASSERT_TRUE(cut) << cut.error().ToString();
