@@ -129,6 +129,32 @@ Status Collective::Allreduce(std::span<uint16_t> half, const AllreduceOptions& o
   return AllreduceImpl(half, options);
 }
 
+namespace {
+
+template <typename T>
+Status Audit(const CollectiveGroup& world, std::span<T> data, const AllreduceOptions& given, bool oversubscribed,
+             AuditFigures* figures) {
+  AllreduceOptions options = given;
+  if (options.segment_elems == 0) {
+    const size_t bytes = options.segment_bytes > 0 ? options.segment_bytes
+                                                   : DefaultSegmentBytes(world.size(), oversubscribed);
+    options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
+  }
+  return AllreduceAudited(world, data, options, figures);
+}
+
+}  // namespace
+
+Status Collective::AuditedAllreduce(std::span<float> data, const AllreduceOptions& options,
+                                    AuditFigures* figures) const {
+  return Audit(world_, data, options, Oversubscribed(), figures);
+}
+
+Status Collective::AuditedAllreduce(std::span<uint16_t> half, const AllreduceOptions& options,
+                                    AuditFigures* figures) const {
+  return Audit(world_, half, options, Oversubscribed(), figures);
+}
+
 Status Collective::Broadcast(std::span<std::byte> data, Rank root,
                              const CollectiveOptions& options) const {
   const int root_index = world_.IndexOf(root);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gossip/collectives/allreduce_audited.h"
 #include "gossip/collectives/collective_group.h"
 #include "gossip/collectives/collective_options.h"
 #include "gossip/collectives/host_segment.h"
@@ -55,6 +56,13 @@ class Collective {
   // in FP32 and rounded to FP16 after each addition.
   [[nodiscard]] Status Allreduce(std::span<float> data, const AllreduceOptions& options) const;
   [[nodiscard]] Status Allreduce(std::span<uint16_t> half, const AllreduceOptions& options) const;
+  // The same sum, audited (allreduce_audited.h): each member's chunks go whole
+  // to the rank that sums them, and `figures` says what this rank sent,
+  // received and summed. options.algorithm is ignored.
+  [[nodiscard]] Status AuditedAllreduce(std::span<float> data, const AllreduceOptions& options,
+                                        AuditFigures* figures) const;
+  [[nodiscard]] Status AuditedAllreduce(std::span<uint16_t> half, const AllreduceOptions& options,
+                                        AuditFigures* figures) const;
   // Copies `root`'s `data` to every rank (same length everywhere); binary tree,
   // pipelined by options.segment_bytes. With identify_missing_peers the root too
   // returns only once every rank has joined.

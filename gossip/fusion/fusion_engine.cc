@@ -104,6 +104,7 @@ Status FusionEngine::WaitAll(Deadline deadline) {
   next_ = 0;
   ++step_;
   last_contribution_ = {std::sqrt(sums_.sumsq), sums_.finite, std::sqrt(sums_.reduced_sumsq), sums_.reduced_finite};
+  last_audit_ = std::move(sums_.audit);
   sums_ = Sums{};
   last_timings_.swap(timings_);
   timings_.assign(buckets, BucketTiming{});
@@ -118,6 +119,11 @@ int64_t FusionEngine::step() const {
 StepContribution FusionEngine::LastContribution() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_contribution_;
+}
+
+AuditFigures FusionEngine::LastAudit() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_audit_;
 }
 
 std::vector<BucketTiming> FusionEngine::LastStepTimings() const {
@@ -177,20 +183,23 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
   }
   Status s;
   size_t wire_bytes = data.size_bytes();
+  const bool audited = audited_.load(std::memory_order_relaxed);
   if (options_.fp16_wire) {
     std::vector<uint16_t>& half = half_staging_[bucket];
     const float wire = wire_scale_.load(std::memory_order_relaxed);
     const float pre = options.pre_scale * wire;
     for (size_t i = 0; i < data.size(); ++i) half[i] = FloatToHalfBits(data[i] * pre);
     options.pre_scale = 1.0f;
-    s = collective_.Allreduce(std::span<uint16_t>(half), options);
+    s = audited ? collective_.AuditedAllreduce(std::span<uint16_t>(half), options, &sums.audit)
+                : collective_.Allreduce(std::span<uint16_t>(half), options);
+    sums.audit.Scale(1.0 / (static_cast<double>(wire) * wire));
     if (s.ok()) {
       const float unscale = 1.0f / wire;
       for (size_t i = 0; i < data.size(); ++i) data[i] = HalfBitsToFloat(half[i]) * unscale;
     }
     wire_bytes = half.size() * sizeof(uint16_t);
   } else {
-    s = collective_.Allreduce(data, options);
+    s = audited ? collective_.AuditedAllreduce(data, options, &sums.audit) : collective_.Allreduce(data, options);
   }
   if (s.ok() && options_.measure_contributions) {
     for (float v : data) {
@@ -202,6 +211,7 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
     sums_.reduced_sumsq += sums.reduced_sumsq;
     sums_.finite = sums_.finite && sums.finite;
     sums_.reduced_finite = sums_.reduced_finite && sums.reduced_finite;
+    sums_.audit.Add(sums.audit);
   }
   if (s.ok() && !b.contiguous) bucketer_.Unpack(bucket, data, grads_);
 

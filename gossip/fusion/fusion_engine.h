@@ -111,6 +111,12 @@ class FusionEngine {
   // same on every rank (the loss scale, equal on every node under all-reduce);
   // set between steps. 1 until set.
   void SetWireScale(float scale) { wire_scale_.store(scale > 0 ? scale : 1.0f, std::memory_order_relaxed); }
+  // From the next step on, every bucket goes through Collective::AuditedAllreduce
+  // (each member's contribution whole to the rank that sums it) instead of
+  // the chosen algorithm, and LastAudit says what this rank sent, received
+  // and summed. The same on every rank; set between steps.
+  void SetAudited(bool on) { audited_.store(on, std::memory_order_relaxed); }
+  bool audited() const { return audited_.load(std::memory_order_relaxed); }
 
   const GradientBucketer& bucketer() const { return bucketer_; }
   // Steps completed by WaitAll so far.
@@ -120,6 +126,10 @@ class FusionEngine {
   // The step WaitAll last completed (FusionOptions::measure_contributions;
   // zeros without it).
   StepContribution LastContribution() const;
+  // The step WaitAll last completed, audited (SetAudited): its buckets'
+  // AuditFigures added up, in the units of LastContribution (pre_scale
+  // applied, the wire scale taken out); empty when it was not audited.
+  AuditFigures LastAudit() const;
 
  private:
   FusionEngine(const Collective& collective, GradientBucketer bucketer, std::span<float> grads,
@@ -133,6 +143,7 @@ class FusionEngine {
   std::vector<std::vector<float>> staging_;  // by bucket; empty for contiguous ones
   std::vector<std::vector<uint16_t>> half_staging_;  // by bucket, when fp16_wire
   std::atomic<float> wire_scale_{1.0f};
+  std::atomic<bool> audited_{false};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -147,9 +158,11 @@ class FusionEngine {
   struct Sums {
     double sumsq = 0, reduced_sumsq = 0;
     bool finite = true, reduced_finite = true;
+    AuditFigures audit;  // audited buckets only
   };
   Sums sums_;                 // under mu_ once a bucket is done
   StepContribution last_contribution_;
+  AuditFigures last_audit_;
   Status failed_;
   bool stop_ = false;
   std::thread worker_;
