@@ -77,7 +77,8 @@ class LiveState {
 // (+ 1 << 38, five ranges of 2^20), the resume-step agreement (+ 3 << 38) and
 // the values gathered from members (+ 5 << 37: Exchange::GatherFromMembers;
 // + 1 << 30 the overlap model's figures, + 2 << 30 and + 3 << 30 the
-// all-reduce's and the outer step's contribution checks, poison_check.h).
+// all-reduce's and the outer step's contribution checks, poison_check.h,
+// + 4 << 30 an audited step's figures, poison_audit.h).
 inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{7} << 37); }
 
 // The tags of the site probe in membership epoch `epoch` (site_probe.h):

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "common/quantile.h"
 #include "node/cluster/step_agreement.h"
 #include "node/exchange/batch_norm_state.h"
+#include "node/exchange/poison_audit.h"
 #include "node/exchange/trainer_state.h"
 
 namespace chorus::node {
@@ -43,6 +45,7 @@ Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Confi
   AllreduceExchange* self = ex.get();
   const std::optional<PoisonFault> poison_fault = PoisonFaultAsked();
   if (poison_fault && poison_fault->claim) ex->claim_fault_ = poison_fault;
+  if (poison_fault && poison_fault->lie) ex->lie_fault_ = poison_fault;
   trainer->SetGradientReadyHook([self, poison = poison_fault](int param) {
     if (!self->engine_ || !self->hook_error_.ok()) return;
     const size_t n = self->trainer_->Parameters().size();
@@ -93,6 +96,16 @@ std::string ResolvedAlgorithms(const gossip::Collective& collective, const gossi
            (n == 1 ? " bucket" : " buckets");
   }
   return out;
+}
+
+// Fault injection (PoisonFault::lie): this member reports what it contributes
+// as it was before the factor: its norm, and in an audited step what it sent
+// each member (what it received it reports as measured).
+void LieAbout(const PoisonFault& fault, int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) {
+  const double f = fault.factor != 0 ? fault.factor : 1.0;
+  mine->norm /= std::fabs(f);
+  for (gossip::ChunkFigure& sent : audit->sent) sent.sumsq /= f * f;
+  if (!audit->empty()) audit->received[self] = audit->sent[self];
 }
 
 }  // namespace
@@ -267,11 +280,14 @@ void AllreduceExchange::SetMemberShares(const std::vector<int>& shares) {
 
 Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   const MembershipView& view = session_->view;
+  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
   double weight = local_samples;
   if (claim_fault_ && step >= claim_fault_->from_step) weight *= claim_fault_->factor;  // fault injection
+  gossip::StepContribution mine = engine_->LastContribution();
+  gossip::AuditFigures audit = engine_->LastAudit();
+  if (lie_fault_ && step >= lie_fault_->from_step) LieAbout(*lie_fault_, view.self_rank, &mine, &audit);
   CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
-                          GatherFigures(*collective_, view.epoch, CheckedSum::kGradients, engine_->LastContribution(),
-                                        weight, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+                          GatherFigures(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, deadline));
   std::vector<std::string> names(view.size());
   for (int r = 0; r < view.size(); ++r) names[r] = view.members[r].name;
   WeightBounds bounds;
@@ -280,14 +296,28 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   if (shares_epoch_ == view.epoch && shares_.size() == static_cast<size_t>(view.size())) {
     bounds.max_each.assign(shares_.begin(), shares_.end());
   }
-  const PoisonVerdict verdict = JudgeContributions(figures.reports, figures.sum_norm, figures.sum_finite,
-                                                   config_.exchange.poison_norm_bound, bounds);
-  ReportVerdict(verdict, poison_.Record(verdict, names), names, view.self_rank, step, "step",
+  PoisonVerdict verdict;
+  if (!audit.empty()) {
+    CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all,
+                            GatherAudit(*collective_, view.epoch, audit, deadline));
+    verdict = JudgeAudit(all, figures.reports, config_.exchange.poison_norm_bound, bounds);
+  } else {
+    verdict = JudgeContributions(figures.reports, figures.sum_norm, figures.sum_finite,
+                                 config_.exchange.poison_norm_bound, bounds);
+  }
+  ReportVerdict(verdict, poison_.Record(verdict, names, !audit.empty()), names, view.self_rank, step, "step",
                 config_.exchange.poison_expel_after, session_->control.get());
   if (verdict.abandon && !step_abandoned_) {
     // As for a re-form's failed step: applied nowhere, its batch trained again.
     if (live_ != nullptr) live_->PutBackStep();
     step_abandoned_ = true;
+  }
+  if (verdict.unattributed && !engine_->audited()) {
+    // Every member judged the same figures: all audit from the same step on.
+    engine_->SetAudited(true);
+    CHORUS_LOG_WARN(Subsys::kGossip, "from step ", step + 1, " on, epoch ", view.epoch,
+                    "'s all-reduce is audited: each member's gradients go whole to the member that sums them, "
+                    "which measures them (a member misreported its own)");
   }
   return Status::Ok();
 }

@@ -97,8 +97,10 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   // applied nowhere, and its batch is trained again (LiveState::PutBackStep).
   [[nodiscard]] Status ReformAt(const MembershipView& next, int64_t next_step, bool abandon);
   // After step `step`'s all-reduce: every member's contribution gathered and
-  // judged (poison_check.h); the step is abandoned when the verdict says so,
-  // and members named too often in a row are expelled.
+  // judged (poison_check.h; poison_audit.h once a member misreported its own
+  // in this epoch, which audits its remaining steps); the step is abandoned
+  // when the verdict says so, and members named too often in a row are
+  // expelled.
   // `local_samples`: this member's samples in the step (its weight).
   [[nodiscard]] Status CheckContributions(int64_t step, int local_samples);
 
@@ -122,10 +124,11 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   uint64_t failed_steps_ = 0;
   bool checks_contributions_ = false;  // exchange.poison_check over at least 3 members
   PoisonLedger poison_;
-  std::optional<PoisonFault> claim_fault_;
+  std::optional<PoisonFault> claim_fault_;  // fault injection: overstated samples (poison_check.h)
+  std::optional<PoisonFault> lie_fault_;  // fault injection: a misreported contribution (poison_check.h)
   std::vector<int> shares_;  // every member's batch share (SetMemberShares), by rank
   uint64_t shares_epoch_ = 0;  // the membership epoch they are of
-  int unreleased_at_engine_ = 0;  // the transport's UnreleasedBuffers when the engine was built  // fault injection: overstated samples (poison_check.h)
+  int unreleased_at_engine_ = 0;  // the transport's UnreleasedBuffers when the engine was built
 };
 
 // Each [exchange.crossovers] key: its KiB field, the byte size it sets, and

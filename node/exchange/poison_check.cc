@@ -136,8 +136,10 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
   return verdict;
 }
 
-std::vector<std::string> PoisonLedger::Record(const PoisonVerdict& verdict, std::span<const std::string> names) {
+std::vector<std::string> PoisonLedger::Record(const PoisonVerdict& verdict, std::span<const std::string> names,
+                                              bool audited) {
   ++checked_;
+  if (audited) ++audited_;
   if (verdict.abandon || !verdict.offenders.empty()) ++rejected_;
   if (verdict.unattributed) ++unattributed_;
   std::set<std::string> named;
@@ -162,6 +164,7 @@ nlohmann::json PoisonLedger::Summary() const {
   return {{"checked_steps", checked_},
           {"rejected_steps", rejected_},
           {"unattributed_steps", unattributed_},
+          {"audited_steps", audited_},
           {"named", named},
           {"expelled", std::vector<std::string>(expelled_.begin(), expelled_.end())}};
 }
@@ -197,12 +200,14 @@ std::optional<PoisonFault> PoisonFaultAsked() {
   if (std::sscanf(text, "nan@%lld", &step) == 1) {
     p.nan = true;
   } else if (int end = 0; std::sscanf(text, "x%lf@%lld%n", &factor, &step, &end) == 2 &&
-                          (text[end] == '\0' || std::string_view(text + end) == "+claim")) {
+                          (text[end] == '\0' || std::string_view(text + end) == "+claim" ||
+                           std::string_view(text + end) == "+lie")) {
     p.factor = static_cast<float>(factor);
-    p.claim = text[end] != '\0';
+    p.claim = std::string_view(text + end) == "+claim";
+    p.lie = std::string_view(text + end) == "+lie";
   } else {
     CHORUS_LOG_WARN(Subsys::kNode, "CHORUS_FAULT_POISON=", text,
-                    " is neither nan@STEP nor xFACTOR@STEP[+claim]: ignored");
+                    " is neither nan@STEP nor xFACTOR@STEP[+claim|+lie]: ignored");
     return std::nullopt;
   }
   p.from_step = step;

@@ -10,7 +10,9 @@
 // rank judges the same figures and reaches the same verdict. A member could
 // misreport its own figures; the sum then betrays that someone did (its norm
 // above the sum of the reported norms, or non-finite with every report
-// finite), and the step is not applied, though no one is named.
+// finite), and the step is not applied, though no one is named; the rest of
+// the membership epoch's all-reduce is then audited, which names it
+// (poison_audit.h).
 //
 // Rules (JudgeContributions), over n >= 3 reports (with 2, a disagreement
 // cannot say which side is wrong, and the check is off):
@@ -108,8 +110,11 @@ class PoisonLedger {
   explicit PoisonLedger(int expel_after) : expel_after_(expel_after) {}
   // One checked step; `names` by rank. Returns the members to expel now
   // (once each).
-  std::vector<std::string> Record(const PoisonVerdict& verdict, std::span<const std::string> names);
-  // {"checked_steps", "rejected_steps", "unattributed_steps", "named": {name: times named}, "expelled": [...]}
+  // `audited`: the step's all-reduce was audited (poison_audit.h).
+  std::vector<std::string> Record(const PoisonVerdict& verdict, std::span<const std::string> names,
+                                  bool audited = false);
+  // {"checked_steps", "rejected_steps", "unattributed_steps", "audited_steps", "named": {name: times named},
+  //  "expelled": [...]}
   // (a lone FP16 overflow names an honest member once; poison repeats).
   nlohmann::json Summary() const;
 
@@ -118,6 +123,7 @@ class PoisonLedger {
   int64_t checked_ = 0;
   int64_t rejected_ = 0;
   int64_t unattributed_ = 0;
+  int64_t audited_ = 0;
   std::map<std::string, int64_t> offences_;
   std::map<std::string, int> in_a_row_;
   std::set<std::string> expelled_;
@@ -134,12 +140,15 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
 // Fault injection for tests (docs/testing.md): CHORUS_FAULT_POISON="nan@S"
 // or "xF@S" makes a node's contribution NaN, or F times its own, from step S
 // on: a member with a bug or bad intent; "xF@S+claim" also claims F times its
-// samples under all-reduce (to look like a member of a larger batch). nullopt
-// when unset (or malformed, which is logged).
+// samples under all-reduce (to look like a member of a larger batch);
+// "xF@S+lie" reports its contribution as it was before the factor (under
+// all-reduce: its norm, and in audited steps what it sent each member).
+// nullopt when unset (or malformed, which is logged).
 struct PoisonFault {
   bool nan = false;
   float factor = 1;
   bool claim = false;
+  bool lie = false;
   int64_t from_step = 0;
   float Apply(float v) const;
 };

@@ -1,5 +1,5 @@
 // A member that poisons the all-reduce (NaN gradients, or 1000 times its
-// own), DiLoCo's outer step (its pseudo-gradient) or gossip (its parameters
+// own, also while it reports its norm as if it had not), DiLoCo's outer step (its pseudo-gradient) or gossip (its parameters
 // as sent, under D-PSGD and pairwise), started by hand with the others as
 // `chorus node` processes: the others name it in their logs and
 // summary.json, do not use what it sent, expel it after three in a row,
@@ -85,6 +85,10 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     // Under gossip only its neighbours see it.
     if (poison.contains("named")) {
       EXPECT_GE(poison["named"].value("node3", 0), 2) << poison.dump();
+    }
+    if (GetParam().fault.ends_with("+lie")) {
+      EXPECT_GE(poison.value("unattributed_steps", 0), 1) << poison.dump();
+      EXPECT_GE(poison.value("audited_steps", 0), 2) << poison.dump();
     }
     if (poison["expelled"] == nlohmann::json::array({"node3"})) {
       ++expelled_by;
@@ -215,6 +219,9 @@ INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                                            // Twice its gradient and its samples: a claim under the global
                                            // batch, above its share.
                                            PoisonVariant{"share_claim", "x2@5+claim", "allreduce-ring.toml"},
+                                           // 1000x its gradient, reporting the norm it would have had:
+                                           // the sum betrays a lie, and the audited steps name it.
+                                           PoisonVariant{"scaled_lie", "x1000@5+lie", "allreduce-ring.toml"},
                                            PoisonVariant{"diloco_nan", "nan@5", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"},
                                            PoisonVariant{"dpsgd_nan", "nan@5", "gossip-dpsgd-ring.toml"},

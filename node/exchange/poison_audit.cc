@@ -1,0 +1,181 @@
+// GatherAudit and JudgeAudit (see poison_audit.h).
+#include "node/exchange/poison_audit.h"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "node/cluster/live_state.h"
+
+namespace chorus::node {
+namespace {
+
+// A figure crosses the gather as its norm (a sum of squares may not fit a
+// float) and a finite flag; a non-finite message's norm is 0.
+constexpr size_t kFloatsPerFigure = 2;
+// What a member's summed chunk may exceed its inputs' norms by: FP16 on the
+// wire rounds after every addition.
+constexpr double kAuditSumSlack = 1.05;
+// How far a sender's and its receiver's figure of one message may differ:
+// both measure the same bytes in the same order, so only float rounding of
+// the gathered norms.
+constexpr double kAgreement = 1e-5;
+
+void Put(const gossip::ChunkFigure& f, std::vector<float>& out) {
+  out.push_back(f.finite ? static_cast<float>(std::sqrt(f.sumsq)) : 0.0f);
+  out.push_back(f.finite ? 1.0f : 0.0f);
+}
+
+gossip::ChunkFigure Take(const float* in) {
+  const double norm = in[0];
+  return {norm * norm, in[1] > 0.5f};
+}
+
+bool Agree(const gossip::ChunkFigure& a, const gossip::ChunkFigure& b) {
+  if (a.finite != b.finite) return false;
+  const double x = std::sqrt(a.sumsq), y = std::sqrt(b.sumsq);
+  return std::fabs(x - y) <= kAgreement * std::max(x, y);
+}
+
+std::string Norm(double sumsq) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.3g", std::sqrt(sumsq));
+  return buffer;
+}
+
+std::string Describe(const gossip::ChunkFigure& f) { return f.finite ? "norm " + Norm(f.sumsq) : "non-finite"; }
+
+// Members whose figures of a message disagree with the other end's.
+PoisonVerdict JudgeDisputes(std::span<const gossip::AuditFigures> figures) {
+  const int n = static_cast<int>(figures.size());
+  std::vector<std::set<int>> partners(n);
+  std::string detail;
+  auto dispute = [&](int a, int b, const std::string& what) {
+    partners[a].insert(b);
+    partners[b].insert(a);
+    if (detail.size() < 400) detail += (detail.empty() ? "" : "; ") + what;
+  };
+  for (int j = 0; j < n; ++j) {
+    for (int k = 0; k < n; ++k) {
+      if (j == k) continue;
+      const gossip::ChunkFigure& said = figures[j].sent[k];
+      const gossip::ChunkFigure& seen = figures[k].received[j];
+      if (!Agree(said, seen)) {
+        dispute(j, k, "rank " + std::to_string(j) + " says it sent rank " + std::to_string(k) + " " +
+                          Describe(said) + ", which measured " + Describe(seen));
+      }
+      const gossip::ChunkFigure& summed = figures[k].summed;
+      const gossip::ChunkFigure& got = figures[j].gathered[k];
+      if (!Agree(summed, got)) {
+        dispute(k, j, "rank " + std::to_string(k) + " says it sent its summed chunk with " + Describe(summed) +
+                          ", rank " + std::to_string(j) + " measured " + Describe(got));
+      }
+    }
+  }
+  PoisonVerdict verdict;
+  for (int r = 0; r < n; ++r) {
+    if (partners[r].size() >= 2) verdict.offenders.push_back(r);
+  }
+  const bool lone_pair = verdict.offenders.empty();
+  for (int r = 0; r < n && lone_pair; ++r) {
+    if (!partners[r].empty()) verdict.offenders.push_back(r);
+  }
+  if (verdict.offenders.empty()) return verdict;
+  verdict.abandon = true;
+  verdict.why = std::string(lone_pair ? "a pair at odds over what passed between them (one of the two lies; "
+                                        "both named): "
+                                      : "at odds with two or more members over what it sent or received: ") +
+                detail;
+  return verdict;
+}
+
+// Members whose summed chunk exceeds what went into it.
+PoisonVerdict JudgeSums(std::span<const gossip::AuditFigures> figures) {
+  PoisonVerdict verdict;
+  const int n = static_cast<int>(figures.size());
+  for (int k = 0; k < n; ++k) {
+    double bound = 0;
+    bool inputs_finite = true;
+    for (int r = 0; r < n; ++r) {
+      bound += std::sqrt(figures[r].sent[k].sumsq);
+      inputs_finite = inputs_finite && figures[r].sent[k].finite;
+    }
+    const gossip::ChunkFigure& summed = figures[k].summed;
+    if ((inputs_finite && !summed.finite) || std::sqrt(summed.sumsq) > kAuditSumSlack * bound + 1e-30) {
+      verdict.offenders.push_back(k);
+      verdict.why += (verdict.why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(k) +
+                     "'s summed chunk (" + Describe(summed) + ") exceeds its inputs (norms " +
+                     Norm(bound * bound) + " in all)";
+    }
+  }
+  verdict.abandon = !verdict.offenders.empty();
+  return verdict;
+}
+
+}  // namespace
+
+Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& collective, uint64_t epoch,
+                                                      const gossip::AuditFigures& mine, Deadline deadline) {
+  const size_t n = mine.sent.size();
+  if (n != static_cast<size_t>(collective.size())) {
+    return Err(Internal("audit figures of " + std::to_string(n) + " ranks for a collective of " +
+                        std::to_string(collective.size())));
+  }
+  std::vector<float> row;
+  row.reserve((3 * n + 1) * kFloatsPerFigure);
+  for (size_t r = 0; r < n; ++r) {
+    Put(mine.sent[r], row);
+    Put(mine.received[r], row);
+    Put(mine.gathered[r], row);
+  }
+  Put(mine.summed, row);
+  const gossip::Tag tag = EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (gossip::Tag{4} << 30);
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, row, tag, deadline));
+  std::vector<gossip::AuditFigures> out(n);
+  for (size_t r = 0; r < n; ++r) {
+    const float* in = all.data() + r * row.size();
+    gossip::AuditFigures& f = out[r];
+    f.sent.resize(n);
+    f.received.resize(n);
+    f.gathered.resize(n);
+    for (size_t k = 0; k < n; ++k, in += 3 * kFloatsPerFigure) {
+      f.sent[k] = Take(in);
+      f.received[k] = Take(in + kFloatsPerFigure);
+      f.gathered[k] = Take(in + 2 * kFloatsPerFigure);
+    }
+    f.summed = Take(in);
+  }
+  return out;
+}
+
+PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::span<const ContributionReport> reports,
+                         double norm_bound, const WeightBounds& bounds) {
+  const size_t n = figures.size();
+  if (n < 3 || reports.size() != n) return {};
+  for (const gossip::AuditFigures& f : figures) {
+    if (f.sent.size() != n || f.received.size() != n || f.gathered.size() != n) return {};
+  }
+  PoisonVerdict verdict = JudgeDisputes(figures);
+  if (!verdict.abandon) verdict = JudgeSums(figures);
+  if (!verdict.abandon) {
+    // No figure is disputed: what each member says it sent is what was measured.
+    std::vector<ContributionReport> measured(n);
+    double sum_sumsq = 0;
+    bool sum_finite = true;
+    for (size_t r = 0; r < n; ++r) {
+      gossip::ChunkFigure whole;
+      for (size_t k = 0; k < n; ++k) whole.Add(figures[r].sent[k]);
+      const double norm = std::sqrt(whole.sumsq);
+      const double weight = reports[r].weight;
+      measured[r] = {norm, whole.finite, weight > 0 && whole.finite ? norm / weight : -1.0, weight};
+      sum_sumsq += figures[r].summed.sumsq;
+      sum_finite = sum_finite && figures[r].summed.finite;
+    }
+    verdict = JudgeContributions(measured, std::sqrt(sum_sumsq), sum_finite, norm_bound, bounds);
+  }
+  if (!verdict.why.empty()) verdict.why = "audited step: " + verdict.why;
+  return verdict;
+}
+
+}  // namespace chorus::node

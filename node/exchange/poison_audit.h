@@ -1,0 +1,47 @@
+// The audited check of an all-reduce step: who sent what, measured by the
+// members that received it, for when a member misreported its own figures.
+//
+// poison_check.h's check trusts each member's report of its own contribution
+// and catches a lie only by its effect: the sum contradicts the reports, and
+// the step is abandoned with nobody named. A member that lies every step
+// would stall the cluster unnamed. So after such a step the all-reduce of
+// the rest of the membership epoch runs audited
+// (gossip/collectives/allreduce_audited.h): every member's chunk reaches the
+// rank that sums it whole, every rank measures what it sent, received and
+// summed, and the members gather those figures (one all-reduce of about 6n
+// floats per rank). Every rank judges the same figures (JudgeAudit):
+//  - A message's figure as its sender gives it and as its receiver measured
+//    it are of the same bytes: they differ only when one of the two lies. A
+//    member at odds with two or more others is the liar and is named; a
+//    lone pair at odds cannot say which of the two lies, and both are named
+//    (so a liar that picks one victim takes it down with itself, never
+//    alone).
+//  - A summed chunk larger than the sum of its inputs' norms (5% for FP16
+//    rounding), or non-finite from finite inputs, names the rank that summed it.
+//  - Otherwise the contributions as measured, not as reported, go through
+//    JudgeContributions: non-finite ones and outliers are named.
+// Any of these abandons the step on every member, as poison_check.h does.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gossip/collectives/collective.h"
+#include "node/exchange/poison_check.h"
+
+namespace chorus::node {
+
+// Every rank's AuditFigures of one step, by rank (the same on every rank).
+[[nodiscard]] Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& collective,
+                                                                    uint64_t epoch,
+                                                                    const gossip::AuditFigures& mine,
+                                                                    Deadline deadline);
+
+// `reports`: the step's gathered reports (GatherFigures), for each member's
+// claimed weight; `figures`: GatherAudit's. The rules are in the file comment.
+PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::span<const ContributionReport> reports,
+                         double norm_bound, const WeightBounds& bounds = {});
+
+}  // namespace chorus::node
