@@ -4,7 +4,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -98,16 +97,6 @@ std::string ResolvedAlgorithms(const gossip::Collective& collective, const gossi
   return out;
 }
 
-// Fault injection (PoisonFault::lie): this member reports what it contributes
-// as it was before the factor: its norm, and in an audited step what it sent
-// each member (what it received it reports as measured).
-void LieAbout(const PoisonFault& fault, int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) {
-  const double f = fault.factor != 0 ? fault.factor : 1.0;
-  mine->norm /= std::fabs(f);
-  for (gossip::ChunkFigure& sent : audit->sent) sent.sumsq /= f * f;
-  if (!audit->empty()) audit->received[self] = audit->sent[self];
-}
-
 }  // namespace
 
 Status AllreduceExchange::Build() {
@@ -192,6 +181,7 @@ Status AllreduceExchange::BuildEngine(size_t first_bucket_bytes) {
   unreleased_at_engine_ = unreleased;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
                                                                 trainer_->Gradients(), options));
+  engine_->SetAudited(checks_contributions_ && audit_epoch_ == view.epoch);  // a rebuild keeps the epoch's audit
   resolved_ = ResolvedAlgorithms(*collective_, options.allreduce, buckets, WireElementBytes());
   hook_error_ = Status::Ok();
   return Status::Ok();
@@ -285,7 +275,7 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   if (claim_fault_ && step >= claim_fault_->from_step) weight *= claim_fault_->factor;  // fault injection
   gossip::StepContribution mine = engine_->LastContribution();
   gossip::AuditFigures audit = engine_->LastAudit();
-  if (lie_fault_ && step >= lie_fault_->from_step) LieAbout(*lie_fault_, view.self_rank, &mine, &audit);
+  if (lie_fault_ && step >= lie_fault_->from_step) lie_fault_->Misreport(view.self_rank, &mine, &audit);
   CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
                           GatherFigures(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, deadline));
   std::vector<std::string> names(view.size());
@@ -314,6 +304,7 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   }
   if (verdict.unattributed && !engine_->audited()) {
     // Every member judged the same figures: all audit from the same step on.
+    audit_epoch_ = view.epoch;
     engine_->SetAudited(true);
     CHORUS_LOG_WARN(Subsys::kGossip, "from step ", step + 1, " on, epoch ", view.epoch,
                     "'s all-reduce is audited: each member's gradients go whole to the member that sums them, "

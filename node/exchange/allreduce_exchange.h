@@ -18,6 +18,7 @@
 // Must not: change the model other than through the trainer's buffers.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -125,6 +126,9 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   bool checks_contributions_ = false;  // exchange.poison_check over at least 3 members
   PoisonLedger poison_;
   std::optional<PoisonFault> claim_fault_;  // fault injection: overstated samples (poison_check.h)
+  // The membership epoch whose steps are audited (poison_audit.h): one in
+  // which a member misreported its own contribution.
+  uint64_t audit_epoch_ = UINT64_MAX;
   std::optional<PoisonFault> lie_fault_;  // fault injection: a misreported contribution (poison_check.h)
   std::vector<int> shares_;  // every member's batch share (SetMemberShares), by rank
   uint64_t shares_epoch_ = 0;  // the membership epoch they are of

@@ -17,6 +17,7 @@
 #include "node/exchange/trainer_state.h"
 #include "node/config/config_fields.h"
 #include "node/exchange/gossip_exchange.h"
+#include "node/exchange/poison_audit.h"
 #include "node/exchange/outer_sync_wire.h"
 
 namespace chorus::node {
@@ -240,6 +241,7 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
 
 Status OuterExchange::Communicate(OuterSync& sync) {
   sync.begin_us = NowMicros();
+  sync.audit = {};  // a failed attempt's (a re-form may run the sync again)
   const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
   const gossip::Tag tag_base = SyncTagBase(session_->view.epoch, sync.step);
   Status s = config_.exchange.kind == ExchangeKind::kAllreduce ? AverageOverAll(sync, tag_base, deadline)
@@ -266,6 +268,17 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
     if (sites_ && config_.exchange.outer.site_representatives) {
       return sites_->AverageAcrossSites(std::span<float>(sync.base), o,
                                         SiteBroadcastTagBase(session_->view.epoch, sync.step));
+    }
+    if (audit_epoch_.load() == session_->view.epoch) {
+      // Audited: the members' pseudo-gradients themselves are summed, so
+      // that what each sent is measured as what it is checked as.
+      const std::span<const float> anchor(anchor_.data() + fragments_[static_cast<size_t>(sync.fragment)].begin,
+                                          sync.base.size());
+      for (size_t i = 0; i < sync.base.size(); ++i) sync.base[i] = anchor[i] - sync.params[i];
+      o.pre_scale = 1.0f / static_cast<float>(world);
+      CHORUS_RETURN_IF_ERROR(collective_->AuditedAllreduce(std::span<float>(sync.base), o, &sync.audit));
+      for (size_t i = 0; i < sync.base.size(); ++i) sync.base[i] = anchor[i] - sync.base[i];
+      return Status::Ok();
     }
     o.post_scale = 1.0f / static_cast<float>(world);
     return collective_->Allreduce(std::span<float>(sync.base), o);
@@ -300,22 +313,40 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
     reduced_finite = reduced_finite && std::isfinite(mean);
   }
   gossip::StepContribution mine{std::sqrt(sumsq), finite, std::sqrt(reduced_sumsq), reduced_finite};
-  CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
-                          GatherFigures(*collective_, session_->view.epoch, CheckedSum::kPseudoGradients, mine,
-                                        /*weight=*/1.0, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   const MembershipView& view = session_->view;
+  gossip::AuditFigures audit = sync.audit;
+  if (poison_fault_ && poison_fault_->lie && sync.step >= poison_fault_->from_step) {
+    poison_fault_->Misreport(view.self_rank, &mine, &audit);  // fault injection
+  }
+  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
+  CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
+                          GatherFigures(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine,
+                                        /*weight=*/1.0, deadline));
   std::vector<std::string> names(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) names[r] = r < view.size() ? view.members[r].name : "rank " + std::to_string(r);
   // With a codec the sum is of compressed messages: no bound to hold it to.
   const bool sum_checked = !codec_;
-  PoisonVerdict verdict =
-      JudgeContributions(figures.reports, sum_checked ? figures.sum_norm : 0.0,
-                         !sum_checked || figures.sum_finite, config_.exchange.poison_norm_bound);
+  PoisonVerdict verdict;
+  if (!audit.empty()) {
+    CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all, GatherAudit(*collective_, view.epoch, audit,
+                                                                               deadline));
+    verdict = JudgeAudit(all, figures.reports, config_.exchange.poison_norm_bound);
+  } else {
+    verdict = JudgeContributions(figures.reports, sum_checked ? figures.sum_norm : 0.0,
+                                 !sum_checked || figures.sum_finite, config_.exchange.poison_norm_bound);
+  }
   // A non-finite mean would land on every member: never applied, whoever sent it.
   verdict.abandon = verdict.abandon || !verdict.offenders.empty() || !figures.sum_finite;
   if (verdict.abandon && verdict.why.empty()) verdict.why = "the mean pseudo-gradient is not finite";
-  ReportVerdict(verdict, poison_.Record(verdict, names), names, view.self_rank, sync.step, "outer sync after step",
-                config_.exchange.poison_expel_after, session_->control.get());
+  ReportVerdict(verdict, poison_.Record(verdict, names, !audit.empty()), names, view.self_rank, sync.step,
+                "outer sync after step", config_.exchange.poison_expel_after, session_->control.get());
+  if (verdict.unattributed && sum_checked && !sites_ && audit_epoch_.load() != view.epoch) {
+    // Every member judged the same figures: all audit from the next sync on.
+    audit_epoch_.store(view.epoch);
+    CHORUS_LOG_WARN(Subsys::kGossip, "from the outer sync after step ", sync.step, " on, epoch ", view.epoch,
+                    "'s outer syncs are audited: each member's pseudo-gradient goes whole to the member that sums "
+                    "it, which measures it (a member misreported its own)");
+  }
   if (verdict.abandon) std::copy_n(anchor_.begin() + static_cast<std::ptrdiff_t>(range.begin), range.count, sync.base.begin());
   return Status::Ok();
 }

@@ -43,6 +43,7 @@
 // Must not: change the model other than through the trainer's buffers.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -77,6 +78,7 @@ struct OuterSync {
   int64_t end_us = 0;
   std::future<Status> done;  // valid while it runs on the helper thread
   Status status;
+  gossip::AuditFigures audit;  // an audited sync's (poison_audit.h); empty otherwise
 };
 
 // Lock step only: the exchange is its own MembershipTransitions.
@@ -134,8 +136,9 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // the site's average (a failure re-forms, dropping a sync in flight).
   [[nodiscard]] Status InsideSite(int64_t step);
   // After AverageOverAll: every member's pseudo-gradient checked
-  // (poison_check.h); a sync the verdict abandons lands as no change (its
-  // base is the anchor) on every member.
+  // (poison_check.h; audited, poison_audit.h, for the rest of an epoch in
+  // which a member misreported its own); a sync the verdict abandons lands
+  // as no change (its base is the anchor) on every member.
   [[nodiscard]] Status CheckContributions(OuterSync& sync);
   // Waits for the sync in flight and lands its outer update (a failure
   // re-forms; the update is then dropped).
@@ -169,6 +172,9 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   std::vector<float> anchor_, velocity_, residual_;
   PoisonLedger poison_;
   std::optional<PoisonFault> poison_fault_;
+  // The membership epoch whose syncs over all members are audited
+  // (poison_audit.h): one in which a member misreported its pseudo-gradient.
+  std::atomic<uint64_t> audit_epoch_{UINT64_MAX};
   std::optional<OuterSync> in_flight_;
   std::optional<OuterSync> failed_;  // the sync whose failure the re-form in progress follows
   // Steps since each fragment last landed with delay 0 over every member:

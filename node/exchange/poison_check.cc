@@ -191,6 +191,15 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
 
 float PoisonFault::Apply(float v) const { return nan ? std::numeric_limits<float>::quiet_NaN() : v * factor; }
 
+void PoisonFault::Misreport(int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) const {
+  const double f = factor != 0 ? std::fabs(factor) : 1.0;
+  mine->norm /= f;
+  for (gossip::ChunkFigure& sent : audit->sent) sent.sumsq /= f * f;
+  if (!audit->empty() && self >= 0 && self < static_cast<int>(audit->sent.size())) {
+    audit->received[self] = audit->sent[self];
+  }
+}
+
 std::optional<PoisonFault> PoisonFaultAsked() {
   const char* text = std::getenv("CHORUS_FAULT_POISON");
   if (text == nullptr) return std::nullopt;

@@ -151,6 +151,9 @@ struct PoisonFault {
   bool lie = false;
   int64_t from_step = 0;
   float Apply(float v) const;
+  // `lie`: what rank `self` reports of its contribution, as it was before the
+  // factor: its norm, and (audited) what it sent each member.
+  void Misreport(int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) const;
 };
 std::optional<PoisonFault> PoisonFaultAsked();
 
