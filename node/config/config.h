@@ -342,6 +342,7 @@ struct ExchangeConfig {
   bool poison_check = true;
   double poison_norm_bound = 100.0;  // times the median contribution norm; 0: no norm check
   int poison_expel_after = 3;        // steps in a row a member is named before it is expelled; 0: never
+  bool poison_audit_always = false;  // every step audited (poison_audit.h), not only after a misreport
   double poison_distance_bound = 10.0;  // gossip: a neighbour's parameters farther than this x our norm; 0: off
   // gossip
   GossipProtocolKind protocol = GossipProtocolKind::kDpsgd;

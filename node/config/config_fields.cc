@@ -228,6 +228,10 @@ const FieldSpec kFields[] = {
                         "allreduce: a contribution norm above this many times the median is rejected; 0: off"),
     CHORUS_CONFIG_FIELD(exchange, poison_expel_after,
                         "allreduce: steps in a row a member is rejected before the others expel it; 0: never"),
+    CHORUS_CONFIG_FIELD(exchange, poison_audit_always,
+                        "allreduce and its outer step, with poison_check: audit every step (each member's "
+                        "contribution measured by the member that sums it; the ring's bytes, not pipelined); "
+                        "false: only the rest of a membership epoch in which a member misreported its own"),
     CHORUS_CONFIG_FIELD(exchange, poison_distance_bound,
                         "gossip (dpsgd, pairwise-async), with poison_check: a neighbour's parameters farther from "
                         "this node's than this many times their norm are rejected; 0: off"),

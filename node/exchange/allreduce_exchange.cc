@@ -181,7 +181,8 @@ Status AllreduceExchange::BuildEngine(size_t first_bucket_bytes) {
   unreleased_at_engine_ = unreleased;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
                                                                 trainer_->Gradients(), options));
-  engine_->SetAudited(checks_contributions_ && audit_epoch_ == view.epoch);  // a rebuild keeps the epoch's audit
+  engine_->SetAudited(checks_contributions_ &&
+                      (config_.exchange.poison_audit_always || audit_epoch_ == view.epoch));  // a rebuild keeps it
   resolved_ = ResolvedAlgorithms(*collective_, options.allreduce, buckets, WireElementBytes());
   hook_error_ = Status::Ok();
   return Status::Ok();

@@ -269,7 +269,8 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
       return sites_->AverageAcrossSites(std::span<float>(sync.base), o,
                                         SiteBroadcastTagBase(session_->view.epoch, sync.step));
     }
-    if (audit_epoch_.load() == session_->view.epoch) {
+    const bool checked = config_.exchange.poison_check && world >= 3;
+    if (checked && (config_.exchange.poison_audit_always || audit_epoch_.load() == session_->view.epoch)) {
       // Audited: the members' pseudo-gradients themselves are summed, so
       // that what each sent is measured as what it is checked as.
       const std::span<const float> anchor(anchor_.data() + fragments_[static_cast<size_t>(sync.fragment)].begin,
