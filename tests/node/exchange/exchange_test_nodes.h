@@ -2,6 +2,10 @@
 // exchange a config names: the harness of the exchange tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -79,6 +83,30 @@ inline trainer::Batch Images(int first, int n) {
     b.labels.push_back(k % 10);
   }
   return b;
+}
+
+// The MLP's gradients of Images(0, batch) in one FP32 pass: what every node of
+// an all-reduce over a split of those images must end with.
+inline std::vector<float> WholeBatchGradients(int batch) {
+  trainer::TrainerOptions o;
+  o.precision = trainer::Precision::kFp32;
+  o.steps_per_epoch = 1;
+  o.batch_size = batch;
+  std::unique_ptr<trainer::Trainer> whole = std::move(*trainer::Trainer::Create(o));
+  EXPECT_TRUE(whole->ForwardBackward(Images(0, batch)).has_value());
+  return std::vector<float>(whole->Gradients().begin(), whole->Gradients().end());
+}
+
+// Every element of `got` within 1e-5 of the largest |expected| (plus 1e-7):
+// the same gradient, summed in another order.
+inline void ExpectSameGradients(const std::vector<float>& got, const std::vector<float>& expected, int rank) {
+  ASSERT_EQ(got.size(), expected.size()) << "rank " << rank;
+  double err = 0.0, norm = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::abs(got[i] - expected[i])));
+    norm = std::max(norm, static_cast<double>(std::abs(expected[i])));
+  }
+  EXPECT_LT(err, 1e-5 * norm + 1e-7) << "rank " << rank;
 }
 
 }  // namespace chorus::node
