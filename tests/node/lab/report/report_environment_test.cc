@@ -164,6 +164,26 @@ TEST(ReportEnvironmentTest, VirtualTimeIsNotCappedBySharedCores) {
   EXPECT_THAT(report->environment_text, Not(HasSubstr("caps")));
 }
 
+// A simulation's time to target is only as fine as its evaluation points:
+// the text says how far apart they are. Real runs say nothing of it.
+TEST(ReportEnvironmentTest, ASimulationSaysHowFarApartItsEvaluationPointsAre) {
+  json compare = Compare("simulate");
+  compare["epochs"] = 4;
+  compare["simulation"] = {{"evals", 16}};
+  chorus::testing::TempDir dir("report_env_points");
+  WriteComparison(dir.path(), compare, Summary(nullptr, nullptr), {2, 2, 2, 2});
+  Result<ReportResult> report = BuildReportWithoutPlots(dir.path());
+  ASSERT_TRUE(report) << report.error().ToString();
+  EXPECT_THAT(report->environment_text,
+              HasSubstr("Time to target: the first of 16 evaluation points, one every 0.25 epochs, at or above the "
+                        "target (--evals places more)\n"));
+  chorus::testing::TempDir real("report_env_points_real");
+  WriteComparison(real.path(), Compare("compare"), Summary(nullptr, nullptr), {2, 2, 2, 2});
+  Result<ReportResult> real_report = BuildReportWithoutPlots(real.path());
+  ASSERT_TRUE(real_report) << real_report.error().ToString();
+  EXPECT_THAT(real_report->environment_text, Not(HasSubstr("Time to target")));
+}
+
 bool NotesUnequalEvaluations(const std::vector<std::string>& warnings) {
   for (const std::string& w : warnings) {
     if (w.find("different numbers of evaluation records") != std::string::npos) return true;
