@@ -52,7 +52,7 @@ struct SimulateArgs {
   std::vector<int> batch_sizes;
   double exchange_cpu_scale = 1.0;
   bool exact_lars_norm = false;
-  int eval_nodes = 4, evals = 4, eval_samples = 1000;
+  int eval_nodes = 4, evals = 0, eval_samples = 1000;
   double timeout_s = 600.0;
   std::vector<std::string> sets;
   std::string log_level = "warn";
@@ -137,9 +137,11 @@ void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
                   "Nodes that evaluate during training (spread over the ranks; all evaluate at the end)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--evals", args->evals, "Evaluation points during training")
+  cmd->add_option("--evals", args->evals,
+                  "Evaluation points during training (time to target is the first at or above it); 0: four per "
+                  "epoch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--eval-samples", args->eval_samples, "Test images per evaluation")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));

@@ -108,7 +108,7 @@ Status CheckOptions(const SimulateOptions& o) {
   else if (!(o.exchange_cpu_scale >= 0 && std::isfinite(o.exchange_cpu_scale)))
     bad = "exchange CPU scale must be >= 0";
   else if (o.eval_nodes < 1) bad = "eval nodes must be >= 1";
-  else if (o.evals < 1) bad = "evaluations must be >= 1";
+  else if (o.evals < 0) bad = "evaluations must be >= 0 (0: four per epoch)";
   else if (o.eval_samples < 1) bad = "eval samples must be >= 1";
   else if (o.log_points < 1) bad = "log points must be >= 1";
   else if (!(o.timeout_s > 0)) bad = "timeout must be > 0";
@@ -569,8 +569,12 @@ Result<StepCompute> MeasureStepCompute(const Config& config, int steps) {
   return StepCompute{Quantile(fb, 0.5), Quantile(up, 0.5)};
 }
 
-Result<SimulationResult> RunSimulation(const SimulateOptions& options) {
-  CHORUS_RETURN_IF_ERROR(CheckOptions(options));
+Result<SimulationResult> RunSimulation(const SimulateOptions& given) {
+  CHORUS_RETURN_IF_ERROR(CheckOptions(given));
+  SimulateOptions options = given;
+  // Time to target is the first evaluation point at or above it: four an
+  // epoch resolve it to a quarter epoch (one an epoch compared epoch times).
+  if (options.evals == 0) options.evals = std::max(4, 4 * options.base.train.epochs);
   // Each method's config must be valid before anything runs.
   for (const CompareMethod& m : options.methods) {
     auto c = MethodConfig(options, m);

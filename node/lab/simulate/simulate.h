@@ -102,7 +102,7 @@ struct SimulateOptions {
   bool exact_lars_norm = false;
   // Evaluation (file comment).
   int eval_nodes = 4;     // >= 1; clamped to nodes
-  int evals = 4;          // >= 1 evaluation points during training
+  int evals = 0;          // evaluation points during training; 0: four per epoch (at least 4)
   int eval_samples = 1000;  // >= 1; clamped to the test set
   int log_points = 10;    // about this many metrics records per node (plus epoch ends)
   double timeout_s = 600.0;  // wall-clock deadline of any one wait
