@@ -193,6 +193,7 @@ class RankRunner {
     opts.tag_base = NextTagBase();
     opts.deadline = Deadline::AfterSeconds(kCallSeconds);
     opts.identify_missing_peers = false;
+    opts.segment_bytes = o_.segment_bytes;
     return opts;
   }
 

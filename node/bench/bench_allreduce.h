@@ -62,6 +62,8 @@ struct BenchAllreduceOptions {
   int busy_poll_us = -1;
   // FabricOptions::rxm_eager_limit over tcp;ofi_rxm (0: rxm's own protocols).
   size_t rxm_eager_limit = gossip::kDefaultRxmEagerLimit;
+  // AllreduceOptions::segment_bytes of every call (0: DefaultSegmentBytes).
+  size_t segment_bytes = 0;
   TransportKnobs knobs;
   // What `auto` picks by, as a node with these [exchange.crossovers] would on
   // each provider (-1 sizes: the provider's default).

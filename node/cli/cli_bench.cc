@@ -86,6 +86,7 @@ struct BenchAllreduceArgs {
   int busy_poll_us = -1;
   TransportKnobs knobs;
   size_t rxm_eager_limit = gossip::kDefaultRxmEagerLimit;
+  size_t segment_bytes = 0;
   std::string config;
   bool fit_crossovers = false;
 };
@@ -120,6 +121,11 @@ void AddBenchAllreduceOptions(CLI::App* cmd, BenchAllreduceArgs* args) {
   cmd->add_option("--rxm-eager-limit", args->rxm_eager_limit,
                   "tcp;ofi_rxm only: messages up to this size go eagerly into the posted receive instead of by "
                   "rendezvous (fabric.rxm_eager_kib; 0: rxm's own rendezvous above 16 KiB; see docs/libfabric.md)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--segment-bytes", args->segment_bytes,
+                  "Pipelining segment of every algorithm (AllreduceOptions::segment_bytes; 0: the default for the "
+                  "world size and host)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_option("--config", args->config,
@@ -193,6 +199,7 @@ Result<BenchAllreduceOptions> BenchAllreduceOptionsFrom(const BenchAllreduceArgs
   CHORUS_ASSIGN_OR_RETURN(options.crossovers, ReadCrossovers(args.config));
   options.busy_poll_us = args.busy_poll_us;
   options.rxm_eager_limit = args.rxm_eager_limit;
+  options.segment_bytes = args.segment_bytes;
   options.knobs = args.knobs;
   options.providers.clear();
   for (const std::string& name : args.providers) {

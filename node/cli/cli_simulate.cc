@@ -73,6 +73,22 @@ void AddSimulateLinkOptions(CLI::App* cmd, SimulateArgs* args) {
       ->capture_default_str();
 }
 
+// Who evaluates during training, how often, on how many test images.
+void AddEvaluationOptions(CLI::App* cmd, SimulateArgs* args) {
+  cmd->add_option("--eval-nodes", args->eval_nodes,
+                  "Nodes that evaluate during training (spread over the ranks; all evaluate at the end)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--evals", args->evals,
+                  "Evaluation points during training (time to target is the first at or above it); 0: four per "
+                  "epoch")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--eval-samples", args->eval_samples, "Test images per evaluation")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+}
+
 void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
   cmd->add_option("config", args->config_file,
                   "TOML node config every virtual node starts from (model, lr, ...); default: the "
@@ -133,18 +149,8 @@ void AddSimulateOptions(CLI::App* cmd, SimulateArgs* args) {
   cmd->add_flag("--exact-lars-norm", args->exact_lars_norm,
                 "LARS's trust ratio on every node from the norm of all nodes' mean gradient, as an "
                 "all-reduce node sees it (lock-step methods; the times are then not comparable)");
-  cmd->add_option("--eval-nodes", args->eval_nodes,
-                  "Nodes that evaluate during training (spread over the ranks; all evaluate at the end)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--evals", args->evals,
-                  "Evaluation points during training (time to target is the first at or above it); 0: four per "
-                  "epoch")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--eval-samples", args->eval_samples, "Test images per evaluation")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
+  AddEvaluationOptions(cmd, args);
+
   cmd->add_option("--timeout", args->timeout_s, "Wall-clock deadline of any one wait, seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
