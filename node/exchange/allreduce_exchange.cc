@@ -307,7 +307,7 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
     // Every member judged the same figures: all audit from the same step on.
     audit_epoch_ = view.epoch;
     engine_->SetAudited(true);
-    CHORUS_LOG_WARN(Subsys::kGossip, "from step ", step + 1, " on, epoch ", view.epoch,
+    CHORUS_LOG_WARN(Subsys::kGossip, "after step ", step, ", the rest of epoch ", view.epoch,
                     "'s all-reduce is audited: each member's gradients go whole to the member that sums them, "
                     "which measures them (a member misreported its own)");
   }

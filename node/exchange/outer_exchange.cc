@@ -344,9 +344,9 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   if (verdict.unattributed && sum_checked && !sites_ && audit_epoch_.load() != view.epoch) {
     // Every member judged the same figures: all audit from the next sync on.
     audit_epoch_.store(view.epoch);
-    CHORUS_LOG_WARN(Subsys::kGossip, "from the outer sync after step ", sync.step, " on, epoch ", view.epoch,
-                    "'s outer syncs are audited: each member's pseudo-gradient goes whole to the member that sums "
-                    "it, which measures it (a member misreported its own)");
+    CHORUS_LOG_WARN(Subsys::kGossip, "after the outer sync after step ", sync.step, ", the rest of epoch ",
+                    view.epoch, "'s outer syncs are audited: each member's pseudo-gradient goes whole to the member "
+                    "that sums it, which measures it (a member misreported its own)");
   }
   if (verdict.abandon) std::copy_n(anchor_.begin() + static_cast<std::ptrdiff_t>(range.begin), range.count, sync.base.begin());
   return Status::Ok();
