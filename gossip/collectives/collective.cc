@@ -86,17 +86,26 @@ AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t b
                                   segment_ != nullptr, host_cores_);
 }
 
+namespace {
+
+// `options` with segment_elems set (where the caller left it 0) for
+// elements of T: options.segment_bytes, else the default for `algorithm`.
 template <typename T>
-Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& given) const {
-  AllreduceOptions options = given;
-  const AllreduceAlgorithm algorithm = Resolve(options, data.size_bytes());
+AllreduceOptions WithSegments(AllreduceOptions options, int world, bool oversubscribed, AllreduceAlgorithm algorithm) {
   if (options.segment_elems == 0) {
     const size_t bytes =
-        options.segment_bytes > 0
-            ? options.segment_bytes
-            : DefaultSegmentBytes(size(), Oversubscribed(), algorithm);
+        options.segment_bytes > 0 ? options.segment_bytes : DefaultSegmentBytes(world, oversubscribed, algorithm);
     options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
   }
+  return options;
+}
+
+}  // namespace
+
+template <typename T>
+Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& given) const {
+  const AllreduceAlgorithm algorithm = Resolve(given, data.size_bytes());
+  const AllreduceOptions options = WithSegments<T>(given, size(), Oversubscribed(), algorithm);
   switch (algorithm) {
     case AllreduceAlgorithm::kRing: return AllreduceRing(ring_, data, options);
     case AllreduceAlgorithm::kTree: return AllreduceTree(world_, data, options);
@@ -129,30 +138,18 @@ Status Collective::Allreduce(std::span<uint16_t> half, const AllreduceOptions& o
   return AllreduceImpl(half, options);
 }
 
-namespace {
-
-template <typename T>
-Status Audit(const CollectiveGroup& world, std::span<T> data, const AllreduceOptions& given, bool oversubscribed,
-             AuditFigures* figures) {
-  AllreduceOptions options = given;
-  if (options.segment_elems == 0) {
-    const size_t bytes = options.segment_bytes > 0 ? options.segment_bytes
-                                                   : DefaultSegmentBytes(world.size(), oversubscribed);
-    options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
-  }
-  return AllreduceAudited(world, data, options, figures);
-}
-
-}  // namespace
-
+// The audit's segments are the ring's: the same bytes per rank.
 Status Collective::AuditedAllreduce(std::span<float> data, const AllreduceOptions& options,
                                     AuditFigures* figures) const {
-  return Audit(world_, data, options, Oversubscribed(), figures);
+  return AllreduceAudited(world_, data,
+                          WithSegments<float>(options, size(), Oversubscribed(), AllreduceAlgorithm::kRing), figures);
 }
 
 Status Collective::AuditedAllreduce(std::span<uint16_t> half, const AllreduceOptions& options,
                                     AuditFigures* figures) const {
-  return Audit(world_, half, options, Oversubscribed(), figures);
+  return AllreduceAudited(world_, half,
+                          WithSegments<uint16_t>(options, size(), Oversubscribed(), AllreduceAlgorithm::kRing),
+                          figures);
 }
 
 Status Collective::Broadcast(std::span<std::byte> data, Rank root,

@@ -192,7 +192,7 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
     options.pre_scale = 1.0f;
     s = audited ? collective_.AuditedAllreduce(std::span<uint16_t>(half), options, &sums.audit)
                 : collective_.Allreduce(std::span<uint16_t>(half), options);
-    sums.audit.Scale(1.0 / (static_cast<double>(wire) * wire));
+    if (audited) sums.audit.Scale(1.0 / (static_cast<double>(wire) * wire));  // to LastContribution's units
     if (s.ok()) {
       const float unscale = 1.0f / wire;
       for (size_t i = 0; i < data.size(); ++i) data[i] = HalfBitsToFloat(half[i]) * unscale;

@@ -178,8 +178,8 @@ std::vector<DeathVerdict> JudgeDeathReports(std::map<std::string, DeathReport>& 
   for (auto it = reports.begin(); it != reports.end();) {
     const std::string& name = it->first;
     const DeathReport& report = it->second;
-    const std::string by =
-        "declared dead by " + JoinNames({report.reporters.begin(), report.reporters.end()}) + ", which ended this epoch's operations with it";
+    const std::string by = "declared dead by " + JoinNames({report.reporters.begin(), report.reporters.end()}) +
+                           ", which ended this epoch's operations with it";
     if (judge.silent_here(name)) {
       condemn(name, by + " (silent here too)");
     } else if (judge.stalled_lately) {

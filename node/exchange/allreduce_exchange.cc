@@ -14,7 +14,6 @@
 #include "common/quantile.h"
 #include "node/cluster/step_agreement.h"
 #include "node/exchange/batch_norm_state.h"
-#include "node/exchange/poison_audit.h"
 #include "node/exchange/trainer_state.h"
 
 namespace chorus::node {
@@ -181,8 +180,7 @@ Status AllreduceExchange::BuildEngine(size_t first_bucket_bytes) {
   unreleased_at_engine_ = unreleased;
   CHORUS_ASSIGN_OR_RETURN(engine_, gossip::FusionEngine::Create(*collective_, std::move(bucketer),
                                                                 trainer_->Gradients(), options));
-  engine_->SetAudited(checks_contributions_ &&
-                      (config_.exchange.poison_audit_always || audit_epoch_ == view.epoch));  // a rebuild keeps it
+  engine_->SetAudited(checks_contributions_ && audit_.On(view.epoch));  // a rebuild keeps the epoch's audit
   resolved_ = ResolvedAlgorithms(*collective_, options.allreduce, buckets, WireElementBytes());
   hook_error_ = Status::Ok();
   return Status::Ok();
@@ -271,14 +269,11 @@ void AllreduceExchange::SetMemberShares(const std::vector<int>& shares) {
 
 Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   const MembershipView& view = session_->view;
-  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
   double weight = local_samples;
   if (claim_fault_ && step >= claim_fault_->from_step) weight *= claim_fault_->factor;  // fault injection
   gossip::StepContribution mine = engine_->LastContribution();
   gossip::AuditFigures audit = engine_->LastAudit();
   if (lie_fault_ && step >= lie_fault_->from_step) lie_fault_->Misreport(view.self_rank, &mine, &audit);
-  CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
-                          GatherFigures(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, deadline));
   std::vector<std::string> names(view.size());
   for (int r = 0; r < view.size(); ++r) names[r] = view.members[r].name;
   WeightBounds bounds;
@@ -287,30 +282,19 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   if (shares_epoch_ == view.epoch && shares_.size() == static_cast<size_t>(view.size())) {
     bounds.max_each.assign(shares_.begin(), shares_.end());
   }
-  PoisonVerdict verdict;
-  if (!audit.empty()) {
-    CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all,
-                            GatherAudit(*collective_, view.epoch, audit, deadline));
-    verdict = JudgeAudit(all, figures.reports, config_.exchange.poison_norm_bound, bounds);
-  } else {
-    verdict = JudgeContributions(figures.reports, figures.sum_norm, figures.sum_finite,
-                                 config_.exchange.poison_norm_bound, bounds);
-  }
-  ReportVerdict(verdict, poison_.Record(verdict, names, !audit.empty()), names, view.self_rank, step, "step",
+  CHORUS_ASSIGN_OR_RETURN(const StepCheck check,
+                          CheckStep(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, audit,
+                                    config_.exchange.poison_norm_bound, bounds, /*sum_checked=*/true,
+                                    Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+  const PoisonVerdict& verdict = check.verdict;
+  ReportVerdict(verdict, poison_.Record(verdict, names, check.audited), names, view.self_rank, step, "step",
                 config_.exchange.poison_expel_after, session_->control.get());
   if (verdict.abandon && !step_abandoned_) {
     // As for a re-form's failed step: applied nowhere, its batch trained again.
     if (live_ != nullptr) live_->PutBackStep();
     step_abandoned_ = true;
   }
-  if (verdict.unattributed && !engine_->audited()) {
-    // Every member judged the same figures: all audit from the same step on.
-    audit_epoch_ = view.epoch;
-    engine_->SetAudited(true);
-    CHORUS_LOG_WARN(Subsys::kGossip, "after step ", step, ", the rest of epoch ", view.epoch,
-                    "'s all-reduce is audited: each member's gradients go whole to the member that sums them, "
-                    "which measures them (a member misreported its own)");
-  }
+  if (audit_.Note(verdict, view.epoch, "step " + std::to_string(step), "all-reduce is")) engine_->SetAudited(true);
   return Status::Ok();
 }
 

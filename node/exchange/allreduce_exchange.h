@@ -18,7 +18,6 @@
 // Must not: change the model other than through the trainer's buffers.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -28,6 +27,7 @@
 #include "node/config/config.h"
 #include "node/exchange/exchange.h"
 #include "node/exchange/first_bucket_tuner.h"
+#include "node/exchange/poison_audit.h"
 #include "node/exchange/poison_check.h"
 #include "node/outputs/trace.h"
 #include "trainer/trainer.h"
@@ -72,7 +72,8 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
         session_(session),
         trainer_(trainer),
         trace_(trace),
-        poison_(config.exchange.poison_expel_after) {}
+        poison_(config.exchange.poison_expel_after),
+        audit_(config.exchange.poison_audit_always) {}
   [[nodiscard]] Status Build();
   // The bucketer and fusion engine over the built collective, with the first
   // bucket capped at `first_bucket_bytes` (0: bucket_kib).
@@ -126,9 +127,7 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   bool checks_contributions_ = false;  // exchange.poison_check over at least 3 members
   PoisonLedger poison_;
   std::optional<PoisonFault> claim_fault_;  // fault injection: overstated samples (poison_check.h)
-  // The membership epoch whose steps are audited (poison_audit.h): one in
-  // which a member misreported its own contribution.
-  uint64_t audit_epoch_ = UINT64_MAX;
+  AuditSwitch audit_;  // which epoch's steps are audited (poison_audit.h)
   std::optional<PoisonFault> lie_fault_;  // fault injection: a misreported contribution (poison_check.h)
   std::vector<int> shares_;  // every member's batch share (SetMemberShares), by rank
   uint64_t shares_epoch_ = 0;  // the membership epoch they are of

@@ -17,7 +17,6 @@
 #include "node/exchange/trainer_state.h"
 #include "node/config/config_fields.h"
 #include "node/exchange/gossip_exchange.h"
-#include "node/exchange/poison_audit.h"
 #include "node/exchange/outer_sync_wire.h"
 
 namespace chorus::node {
@@ -270,7 +269,7 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
                                         SiteBroadcastTagBase(session_->view.epoch, sync.step));
     }
     const bool checked = config_.exchange.poison_check && world >= 3;
-    if (checked && (config_.exchange.poison_audit_always || audit_epoch_.load() == session_->view.epoch)) {
+    if (checked && audit_.On(session_->view.epoch)) {
       // Audited: the members' pseudo-gradients themselves are summed, so
       // that what each sent is measured as what it is checked as.
       const std::span<const float> anchor(anchor_.data() + fragments_[static_cast<size_t>(sync.fragment)].begin,
@@ -319,34 +318,24 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   if (poison_fault_ && poison_fault_->lie && sync.step >= poison_fault_->from_step) {
     poison_fault_->Misreport(view.self_rank, &mine, &audit);  // fault injection
   }
-  const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
-  CHORUS_ASSIGN_OR_RETURN(GatheredFigures figures,
-                          GatherFigures(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine,
-                                        /*weight=*/1.0, deadline));
-  std::vector<std::string> names(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) names[r] = r < view.size() ? view.members[r].name : "rank " + std::to_string(r);
   // With a codec the sum is of compressed messages: no bound to hold it to.
   const bool sum_checked = !codec_;
-  PoisonVerdict verdict;
-  if (!audit.empty()) {
-    CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all, GatherAudit(*collective_, view.epoch, audit,
-                                                                               deadline));
-    verdict = JudgeAudit(all, figures.reports, config_.exchange.poison_norm_bound);
-  } else {
-    verdict = JudgeContributions(figures.reports, sum_checked ? figures.sum_norm : 0.0,
-                                 !sum_checked || figures.sum_finite, config_.exchange.poison_norm_bound);
-  }
+  CHORUS_ASSIGN_OR_RETURN(const StepCheck check,
+                          CheckStep(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine, /*weight=*/1.0,
+                                    audit, config_.exchange.poison_norm_bound, {}, sum_checked,
+                                    Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+  std::vector<std::string> names(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) names[r] = r < view.size() ? view.members[r].name : "rank " + std::to_string(r);
+  PoisonVerdict verdict = check.verdict;
   // A non-finite mean would land on every member: never applied, whoever sent it.
-  verdict.abandon = verdict.abandon || !verdict.offenders.empty() || !figures.sum_finite;
+  verdict.abandon = verdict.abandon || !verdict.offenders.empty() || !check.figures.sum_finite;
   if (verdict.abandon && verdict.why.empty()) verdict.why = "the mean pseudo-gradient is not finite";
-  ReportVerdict(verdict, poison_.Record(verdict, names, !audit.empty()), names, view.self_rank, sync.step,
+  ReportVerdict(verdict, poison_.Record(verdict, names, check.audited), names, view.self_rank, sync.step,
                 "outer sync after step", config_.exchange.poison_expel_after, session_->control.get());
-  if (verdict.unattributed && sum_checked && !sites_ && audit_epoch_.load() != view.epoch) {
-    // Every member judged the same figures: all audit from the next sync on.
-    audit_epoch_.store(view.epoch);
-    CHORUS_LOG_WARN(Subsys::kGossip, "after the outer sync after step ", sync.step, ", the rest of epoch ",
-                    view.epoch, "'s outer syncs are audited: each member's pseudo-gradient goes whole to the member "
-                    "that sums it, which measures it (a member misreported its own)");
+  // The audited path sums the pseudo-gradients without a codec and over every member.
+  if (sum_checked && !sites_) {
+    (void)audit_.Note(verdict, view.epoch, "the outer sync after step " + std::to_string(sync.step),
+                      "outer syncs are");
   }
   if (verdict.abandon) std::copy_n(anchor_.begin() + static_cast<std::ptrdiff_t>(range.begin), range.count, sync.base.begin());
   return Status::Ok();

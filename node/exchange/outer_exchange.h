@@ -43,7 +43,6 @@
 // Must not: change the model other than through the trainer's buffers.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -57,6 +56,7 @@
 #include "node/config/config.h"
 #include "node/exchange/consensus_meter.h"
 #include "node/exchange/exchange.h"
+#include "node/exchange/poison_audit.h"
 #include "node/exchange/poison_check.h"
 #include "node/exchange/site_levels.h"
 #include "node/outputs/trace.h"
@@ -117,7 +117,8 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
         trainer_(trainer),
         trace_(trace),
         poison_(config.exchange.poison_expel_after),
-        poison_fault_(PoisonFaultAsked()) {}
+        poison_fault_(PoisonFaultAsked()),
+        audit_(config.exchange.poison_audit_always) {}
 
 
   // The collective and the group graph over the current membership.
@@ -172,9 +173,7 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   std::vector<float> anchor_, velocity_, residual_;
   PoisonLedger poison_;
   std::optional<PoisonFault> poison_fault_;
-  // The membership epoch whose syncs over all members are audited
-  // (poison_audit.h): one in which a member misreported its pseudo-gradient.
-  std::atomic<uint64_t> audit_epoch_{UINT64_MAX};
+  AuditSwitch audit_;  // which epoch's syncs over all members are audited (poison_audit.h)
   std::optional<OuterSync> in_flight_;
   std::optional<OuterSync> failed_;  // the sync whose failure the re-form in progress follows
   // Steps since each fragment last landed with delay 0 over every member:

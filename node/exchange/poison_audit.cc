@@ -2,10 +2,10 @@
 #include "node/exchange/poison_audit.h"
 
 #include <cmath>
-#include <cstdio>
 #include <set>
 #include <string>
 
+#include "common/log.h"
 #include "node/cluster/live_state.h"
 
 namespace chorus::node {
@@ -38,11 +38,7 @@ bool Agree(const gossip::ChunkFigure& a, const gossip::ChunkFigure& b) {
   return std::fabs(x - y) <= kAgreement * std::max(x, y);
 }
 
-std::string Norm(double sumsq) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.3g", std::sqrt(sumsq));
-  return buffer;
-}
+std::string Norm(double sumsq) { return FigureText(std::sqrt(sumsq)); }
 
 std::string Describe(const gossip::ChunkFigure& f) { return f.finite ? "norm " + Norm(f.sumsq) : "non-finite"; }
 
@@ -176,6 +172,32 @@ PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::spa
   }
   if (!verdict.why.empty()) verdict.why = "audited step: " + verdict.why;
   return verdict;
+}
+
+Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
+                            const gossip::StepContribution& mine, double weight, const gossip::AuditFigures& audit,
+                            double norm_bound, const WeightBounds& bounds, bool sum_checked, Deadline deadline) {
+  StepCheck check;
+  CHORUS_ASSIGN_OR_RETURN(check.figures, GatherFigures(collective, epoch, which, mine, weight, deadline));
+  check.audited = !audit.empty();
+  if (check.audited) {
+    CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all, GatherAudit(collective, epoch, audit, deadline));
+    check.verdict = JudgeAudit(all, check.figures.reports, norm_bound, bounds);
+  } else {
+    check.verdict = JudgeContributions(check.figures.reports, sum_checked ? check.figures.sum_norm : 0.0,
+                                       !sum_checked || check.figures.sum_finite, norm_bound, bounds);
+  }
+  return check;
+}
+
+bool AuditSwitch::Note(const PoisonVerdict& verdict, uint64_t epoch, const std::string& after,
+                       const std::string& what) {
+  if (!verdict.unattributed || On(epoch)) return false;
+  epoch_.store(epoch);
+  CHORUS_LOG_WARN(Subsys::kGossip, "after ", after, ", the rest of epoch ", epoch, "'s ", what,
+                  " audited: each member's contribution goes whole to the member that sums it, which measures it "
+                  "(a member misreported its own)");
+  return true;
 }
 
 }  // namespace chorus::node

@@ -23,7 +23,10 @@
 // Any of these abandons the step on every member, as poison_check.h does.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/clock.h"
@@ -43,5 +46,38 @@ namespace chorus::node {
 // claimed weight; `figures`: GatherAudit's. The rules are in the file comment.
 PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::span<const ContributionReport> reports,
                          double norm_bound, const WeightBounds& bounds = {});
+
+// One check of a step's (or an outer sync's) contributions, as both exchanges
+// run it: every member's figures gathered (GatherFigures), and with `audit`
+// not empty every rank's AuditFigures too (GatherAudit); judged by JudgeAudit
+// then, else by JudgeContributions, the sum held to the reports only where
+// `sum_checked` (a codec's compressed sum has no such bound).
+struct StepCheck {
+  GatheredFigures figures;
+  PoisonVerdict verdict;
+  bool audited = false;
+};
+[[nodiscard]] Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
+                                          const gossip::StepContribution& mine, double weight,
+                                          const gossip::AuditFigures& audit, double norm_bound,
+                                          const WeightBounds& bounds, bool sum_checked, Deadline deadline);
+
+// Which membership epoch's checks are audited: the rest of one in which a
+// check found a misreport, or every one (exchange.poison_audit_always).
+// Every member judged the same figures, so all switch at the same step.
+// Thread-safe (the outer step checks on its helper thread).
+class AuditSwitch {
+ public:
+  explicit AuditSwitch(bool always) : always_(always) {}
+  bool On(uint64_t epoch) const { return always_ || epoch_.load() == epoch; }
+  // After a check of `epoch` (`after`: "step 12"; `what`: what is audited):
+  // an unattributed verdict audits the rest of the epoch. True when that
+  // just turned it on (logged).
+  bool Note(const PoisonVerdict& verdict, uint64_t epoch, const std::string& after, const std::string& what);
+
+ private:
+  const bool always_;
+  std::atomic<uint64_t> epoch_{UINT64_MAX};
+};
 
 }  // namespace chorus::node

@@ -20,13 +20,13 @@ constexpr double kSumSlack = 1.05;
 // The weights are sample counts sent as floats: exact, but summed in double.
 constexpr double kWeightSlack = 1.0 + 1e-6;
 
-std::string Figure(double v) {
+}  // namespace
+
+std::string FigureText(double v) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.3g", v);
   return buffer;
 }
-
-}  // namespace
 
 Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
                                       const gossip::StepContribution& c, double weight, Deadline deadline) {
@@ -66,15 +66,15 @@ PoisonVerdict JudgeWeights(std::span<const ContributionReport> reports, const We
     if (reports[r].weight > most * kWeightSlack) {
       verdict.offenders.push_back(static_cast<int>(r));
       verdict.why += (verdict.why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " claims " +
-                     Figure(reports[r].weight) + " samples of " +
-                     (shares ? "its share of " + Figure(most) : "a global batch of " + Figure(max_total));
+                     FigureText(reports[r].weight) + " samples of " +
+                     (shares ? "its share of " + FigureText(most) : "a global batch of " + FigureText(max_total));
     }
   }
   if (!verdict.offenders.empty()) {
-    verdict.why += shares && max_total > 0 ? " (global batch " + Figure(max_total) + ")" : "";
+    verdict.why += shares && max_total > 0 ? " (global batch " + FigureText(max_total) + ")" : "";
   } else if (max_total > 0 && total > max_total * kWeightSlack) {
     verdict.unattributed = true;
-    verdict.why = "the members claim " + Figure(total) + " samples of a global batch of " + Figure(max_total) +
+    verdict.why = "the members claim " + FigureText(total) + " samples of a global batch of " + FigureText(max_total) +
                   ": a member overstated its samples";
   }
   verdict.abandon = !verdict.why.empty();
@@ -116,12 +116,12 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
       if (reports[r].finite && scaled > norm_bound * median) {
         verdict.offenders.push_back(static_cast<int>(r));
         if (!verdict.why.empty()) verdict.why += "; ";
-        verdict.why += "rank " + std::to_string(r) + "'s update norm " + Figure(scaled) + " is " +
-                       Figure(scaled / median) + "x the median " + Figure(median);
+        verdict.why += "rank " + std::to_string(r) + "'s update norm " + FigureText(scaled) + " is " +
+                       FigureText(scaled / median) + "x the median " + FigureText(median);
       }
     }
     if (!verdict.offenders.empty()) {
-      verdict.why += " (bound " + Figure(norm_bound) + "x)";
+      verdict.why += " (bound " + FigureText(norm_bound) + "x)";
       verdict.abandon = true;
       return verdict;
     }
@@ -129,8 +129,8 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
   if (!reduced_finite || reduced_norm > kSumSlack * total + 1e-30) {
     verdict.abandon = true;
     verdict.unattributed = true;
-    verdict.why = "the sum (norm " + Figure(reduced_norm) + (reduced_finite ? "" : ", non-finite") +
-                  ") contradicts the norms the members reported (" + Figure(total) +
+    verdict.why = "the sum (norm " + FigureText(reduced_norm) + (reduced_finite ? "" : ", non-finite") +
+                  ") contradicts the norms the members reported (" + FigureText(total) +
                   " in all): a member misreported its contribution";
   }
   return verdict;

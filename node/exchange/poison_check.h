@@ -67,6 +67,9 @@ struct ContributionReport {
   double weight = 0;
 };
 
+// A figure for the verdicts' words: three significant digits ("%.3g").
+std::string FigureText(double v);
+
 struct PoisonVerdict {
   std::vector<int> offenders;  // ranks named, ascending
   bool abandon = false;        // no member may apply the step's update

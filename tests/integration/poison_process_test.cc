@@ -1,6 +1,7 @@
 // A member that poisons the all-reduce (NaN gradients, or 1000 times its
-// own, also while it reports its norm as if it had not), DiLoCo's outer step (its pseudo-gradient) or gossip (its parameters
-// as sent, under D-PSGD and pairwise), started by hand with the others as
+// own, also while it reports its norm as if it had not), DiLoCo's outer
+// step (its pseudo-gradient) or gossip (its parameters as sent, under D-PSGD
+// and pairwise), started by hand with the others as
 // `chorus node` processes: the others name it in their logs and
 // summary.json, do not use what it sent, expel it after three in a row,
 // refuse it when it asks to join again under its name, and end with one

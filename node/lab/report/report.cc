@@ -6,7 +6,6 @@
 #include "node/lab/report/report.h"
 
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <filesystem>
 
@@ -62,28 +61,6 @@ Result<ReportData> LoadReportData(const std::vector<std::string>& inputs, double
   }
   return data;
 }
-
-namespace {
-
-// A simulation's time to target is the first evaluation point at or above
-// it: say how far apart the points are, since a step's speed and a
-// method's epochs to the target only show at that resolution. Empty for
-// real runs (their points follow train.eval_every_epochs).
-std::string EvaluationPointsText(const nlohmann::json& settings) {
-  if (!settings.is_object() || !settings.contains("simulation") || !settings.contains("epochs")) return "";
-  const nlohmann::json& sim = settings["simulation"];
-  if (!sim.is_object() || !sim.contains("evals") || !sim["evals"].is_number() || !settings["epochs"].is_number()) {
-    return "";
-  }
-  const int evals = sim["evals"].get<int>();
-  if (evals < 1) return "";
-  char every[32];
-  std::snprintf(every, sizeof(every), "%.3g", settings["epochs"].get<double>() / evals);
-  return "Time to target: the first of " + std::to_string(evals) + " evaluation points, one every " + every +
-         " epochs, at or above the target (--evals places more)\n";
-}
-
-}  // namespace
 
 Result<ReportResult> BuildReport(const ReportOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(ReportData data, LoadReportData(options.inputs, options.target_accuracy));

@@ -86,6 +86,19 @@ RunEnvironment DescribeEnvironment(const RunSet& runs) {
   return env;
 }
 
+std::string EvaluationPointsText(const nlohmann::json& settings) {
+  if (!settings.is_object() || !settings.contains("simulation") || !settings.contains("epochs")) return "";
+  const nlohmann::json& sim = settings["simulation"];
+  if (!sim.is_object() || !sim.contains("evals") || !sim["evals"].is_number() || !settings["epochs"].is_number()) {
+    return "";
+  }
+  const int evals = sim["evals"].get<int>();
+  if (evals < 1) return "";
+  return "Time to target: the first of " + std::to_string(evals) + " evaluation points, one every " +
+         Format("%.3g", settings["epochs"].get<double>() / evals) +
+         " epochs, at or above the target (--evals places more)\n";
+}
+
 std::string SingleNodeBaselineText(const nlohmann::json& single_node) {
   const double sps = single_node.is_object() ? NumberIn(single_node, "samples_per_s") : kReportNaN;
   if (!(sps > 0)) return "not measured (efficiency unknown)";

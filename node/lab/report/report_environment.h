@@ -33,6 +33,13 @@ RunEnvironment DescribeEnvironment(const RunSet& runs);
 // "not measured (efficiency unknown)" when it is null or has no samples_per_s.
 std::string SingleNodeBaselineText(const nlohmann::json& single_node);
 
+// A simulation's time to target is the first evaluation point at or above
+// it: one line that says how far apart the points of `settings`
+// (compare.json) are, since a step's speed and a method's epochs to the
+// target only show at that resolution. Empty for real runs (their points
+// follow train.eval_every_epochs).
+std::string EvaluationPointsText(const nlohmann::json& settings);
+
 // A sentence for a compare.json setting whose value is an object (the single
 // node, link, straggler, node profiles, late joiner), for example "node 3 joins
 // 5 s after the others start"; "none" for null; "" for other keys and shapes.
