@@ -22,8 +22,8 @@
 #      and the crossovers fitted there), what the data plane's guards cost at 4 nodes
 #      (bench/guard_cost.sh) and, with PEERS set (bench/compare_peers.sh),
 #      4-node training against PyTorch DDP.
-# GPU_CHECK_WINDOWS / GPU_CHECK_WINDOW_S size step 4 (default 3 windows of
-# 1 s, the median reported). Outputs go to runs/gpu-check/.
+# GPU_CHECK_CPUS=0 skips step 6. GPU_CHECK_WINDOWS / GPU_CHECK_WINDOW_S size
+# step 4 (default 3 windows of 1 s, the median reported). Outputs go to runs/gpu-check/.
 set -uo pipefail
 build=${1:-build}
 windows=${GPU_CHECK_WINDOWS:-3}
@@ -149,7 +149,7 @@ note "$(tail -1 "$out/table.txt")"
 section "5. kernel bandwidth"
 "$build/bench/chorus_bench_kernels_gpu" | tee "$out/kernels.txt"
 
-if (( $(nproc) >= 8 )); then
+if (( $(nproc) >= 8 )) && [[ ${GPU_CHECK_CPUS:-1} == 1 ]]; then
   section "6. the CPUs: all-reduce with a core per rank, training against DDP"
   FIT=1 ROUNDS=${GPU_CHECK_CORE_ROUNDS:-1} CHORUS="$build/chorus" bench/allreduce_cores.sh | tee "$out/allreduce.txt"
   note "all-reduce, 4 ranks with a core each, median us (tcp;ofi_rxm ring / net ring / tcp;ofi_rxm auto at 1 MiB): \

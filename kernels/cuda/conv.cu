@@ -15,13 +15,16 @@ using half_bits::F2H;
 using half_bits::H2F;
 
 // y [planes * plane] = half(sum + bias[channel of the plane]); bias may be null.
-__global__ void BiasToHalfKernel(size_t count, size_t plane, int channels,
+// Index is uint32_t where the tensor allows (64-bit divisions per element cost
+// more than the memory traffic).
+template <typename Index>
+__global__ void BiasToHalfKernel(Index count, Index plane, Index channels,
                                  const float* __restrict__ sum, const uint16_t* __restrict__ bias,
                                  uint16_t* __restrict__ y) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<Index>(gridDim.x) * blockDim.x) {
     const float v = sum[i];
-    y[i] = F2H(bias != nullptr ? v + H2F(bias[(i / plane) % static_cast<size_t>(channels)]) : v);
+    y[i] = F2H(bias != nullptr ? v + H2F(bias[(i / plane) % channels]) : v);
   }
 }
 
@@ -37,8 +40,15 @@ Status BiasToHalf(Device::Impl& impl, int n, int channels, size_t plane, const f
                   const Half* bias, Half* y) {
   if (n <= 0 || channels <= 0 || plane == 0) return Status::Ok();
   const size_t count = static_cast<size_t>(n) * static_cast<size_t>(channels) * plane;
-  BiasToHalfKernel<<<GridFor(impl, count, kThreads), kThreads, 0, impl.stream>>>(
-      count, plane, channels, sum, bias, y);
+  const unsigned grid = GridFor(impl, count, kThreads);
+  if (count <= UINT32_MAX) {
+    BiasToHalfKernel<uint32_t><<<grid, kThreads, 0, impl.stream>>>(
+        static_cast<uint32_t>(count), static_cast<uint32_t>(plane), static_cast<uint32_t>(channels),
+        sum, bias, y);
+  } else {
+    BiasToHalfKernel<size_t><<<grid, kThreads, 0, impl.stream>>>(
+        count, plane, static_cast<size_t>(channels), sum, bias, y);
+  }
   return LaunchStatus("BiasToHalfKernel");
 }
 

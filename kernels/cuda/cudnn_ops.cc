@@ -1,4 +1,4 @@
-// Convolution and BatchNorm on the GPU through cuDNN's legacy (v7-style)
+// Convolution on the GPU through cuDNN's legacy (v7-style)
 // descriptor API, which cuDNN 9 still ships (deprecated, hence
 // -Wno-deprecated-declarations in kernels/CMakeLists.txt). We use it rather
 // than the graph API because these plans are small, fixed and well trodden.
@@ -19,23 +19,15 @@
 //            (exact), cuDNN convolves FP32 tensors (TF32 tensor cores hold
 //            FP16 values exactly; FP32 accumulation) into an FP32 sum, and
 //            conv.cu adds the bias and rounds once.
-//   Backward: db = sums of dy over N, P, Q (cudnnConvolutionBackwardBias),
-//            dw (BackwardFilter), dx (BackwardData, when dx != nullptr), on
-//            the FP16 tensors: each output is one FP32 sum, rounded once.
+//   Backward: db = sums of dy over N, P, Q in double, rounded once (own
+//            kernel, channels.cu: cuDNN's cudnnConvolutionBackwardBias ran at
+//            about a tenth of the memory bandwidth), dw (BackwardFilter), dx
+//            (BackwardData, when dx != nullptr), on the FP16 tensors: each
+//            output is one FP32 sum, rounded once.
 // workspace_bytes(): the largest workspace of the three algorithms, then the
-// forward's FP32 x, w and sum.
+// forward's FP32 x, w and sum, then the bias gradient's partial sums.
 //
-// BatchNormPlan: spatial BatchNorm over x [N, C, HW] seen by cuDNN as the FP16
-// tensor [N, C, HW, 1]; gamma, beta, means and variances are FP32 [1, C, 1, 1]
-// (cudnnDeriveBNTensorDescriptor). Training normalises with the biased batch
-// variance and writes cuDNN's resultSaveMean / resultSaveInvVariance, which
-// (despite the name) is 1 / sqrt(var + eps): our save_inv_std. The running
-// variance is updated with the unbiased batch variance var * m / (m - 1),
-// m = N * HW, as kernels::BatchNormForwardTrain: that is what cuDNN does
-// (PyTorch hands its running_var straight to cuDNN and documents it as
-// unbiased; tests/cuda/conv_bn_test.cc checks it on shapes where the factor
-// m / (m - 1) is visible). exponentialAverageFactor = shape.momentum gives
-// running = (1 - momentum) * running + momentum * batch.
+// BatchNorm is not here: channels.cu runs it on own kernels.
 //
 // Nothing here allocates device memory after Create; the caller passes the
 // convolution workspace. Descriptors are owned by the plans.
@@ -56,6 +48,13 @@ Status BiasToHalf(Device::Impl& impl, int n, int channels, size_t plane, const f
                   const Half* bias, Half* y);
 }  // namespace conv_kernels
 
+// channels.cu
+int ChannelSplits(const Device::Impl& impl, int n, int channels);
+namespace conv_kernels {
+Status BiasGradient(Device::Impl& impl, int n, int channels, size_t plane, const Half* dy,
+                    double* partial, Half* db);
+}  // namespace conv_kernels
+
 namespace {
 
 // Algorithms needing more workspace than this are passed over (FFT variants
@@ -74,11 +73,6 @@ std::string Describe(const Conv2dShape& s) {
          " K=" + std::to_string(s.k) + " R=" + std::to_string(s.r) +
          " S=" + std::to_string(s.s) + " pad=" + std::to_string(s.pad) +
          " stride=" + std::to_string(s.stride);
-}
-
-std::string Describe(const BatchNormShape& s) {
-  return "batchnorm N=" + std::to_string(s.n) + " C=" + std::to_string(s.c) +
-         " HW=" + std::to_string(s.hw);
 }
 
 // The first usable algorithm in cuDNN's ranking (best first): status success,
@@ -113,14 +107,13 @@ class CudnnConvPlan final : public ConvPlan {
     if (x32_ != nullptr) cudnnDestroyTensorDescriptor(x32_);
     if (conv_ != nullptr) cudnnDestroyConvolutionDescriptor(conv_);
     if (w_ != nullptr) cudnnDestroyFilterDescriptor(w_);
-    if (bias_ != nullptr) cudnnDestroyTensorDescriptor(bias_);
     if (y_ != nullptr) cudnnDestroyTensorDescriptor(y_);
     if (x_ != nullptr) cudnnDestroyTensorDescriptor(x_);
   }
   CudnnConvPlan(const CudnnConvPlan&) = delete;
   CudnnConvPlan& operator=(const CudnnConvPlan&) = delete;
 
-  // The descriptors of x, w, y and bias for shape_ (FP16, and FP32 for the
+  // The descriptors of x, w and y for shape_ (FP16, and FP32 for the
   // forward), then the algorithm of each pass (forward, backward data, backward
   // filter) and the workspace's layout.
   Status Init(Device& d) {
@@ -135,7 +128,7 @@ class CudnnConvPlan final : public ConvPlan {
     CHORUS_RETURN_IF_ERROR(PickForward(handle));
     CHORUS_RETURN_IF_ERROR(PickBackwardData(handle));
     CHORUS_RETURN_IF_ERROR(PickBackwardFilter(handle));
-    LayOutWorkspace();
+    LayOutWorkspace(ChannelSplits(d.impl(), s.n, s.k));
     return Status::Ok();
   }
 
@@ -143,8 +136,6 @@ class CudnnConvPlan final : public ConvPlan {
   Status CreateDescriptors() {
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
-    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&bias_),
-                                 "cudnnCreateTensorDescriptor");
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&conv_),
                                  "cudnnCreateConvolutionDescriptor");
@@ -177,7 +168,7 @@ class CudnnConvPlan final : public ConvPlan {
   }
 
   // The FP16 x, w and convolution of shape_ (tensor cores allowed), then y as
-  // cuDNN computes it (it must be ours), the bias, and the forward's FP32 ones.
+  // cuDNN computes it (it must be ours), and the forward's FP32 ones.
   Status DescribeShapes() {
     const Conv2dShape& s = shape_;
     CHORUS_RETURN_IF_ERROR(DescribeInputs(x_, w_, conv_, CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
@@ -195,9 +186,6 @@ class CudnnConvPlan final : public ConvPlan {
     CHORUS_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF,
                                                             s.n, s.k, s.OutH(), s.OutW()),
                                  "cudnnSetTensor4dDescriptor(y)");
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, 1, s.k, 1, 1),
-        "cudnnSetTensor4dDescriptor(bias)");
     return DescribeForwardShapes();
   }
 
@@ -270,8 +258,9 @@ class CudnnConvPlan final : public ConvPlan {
     return Status::Ok();
   }
 
-  // [algorithm workspace | x32 | w32 | sum32], each part 256-byte aligned.
-  void LayOutWorkspace() {
+  // [algorithm workspace | x32 | w32 | sum32 | bias partials], each part
+  // 256-byte aligned.
+  void LayOutWorkspace(int bias_splits) {
     const Conv2dShape& s = shape_;
     const size_t x_count = static_cast<size_t>(s.n) * s.c * s.h * s.w;
     const size_t w_count = static_cast<size_t>(s.k) * s.c * s.r * s.s;
@@ -279,7 +268,8 @@ class CudnnConvPlan final : public ConvPlan {
     x32_offset_ = AlignUp(algo_workspace_);
     w32_offset_ = x32_offset_ + AlignUp(x_count * sizeof(float));
     sum32_offset_ = w32_offset_ + AlignUp(w_count * sizeof(float));
-    workspace_ = sum32_offset_ + AlignUp(y_count * sizeof(float));
+    bias_offset_ = sum32_offset_ + AlignUp(y_count * sizeof(float));
+    workspace_ = bias_offset_ + AlignUp(static_cast<size_t>(s.k) * bias_splits * sizeof(double));
   }
 
  public:
@@ -310,17 +300,17 @@ class CudnnConvPlan final : public ConvPlan {
 
   Status Backward(Device& d, const Half* x, const Half* w, const Half* dy, Half* dx, Half* dw,
                   Half* db, void* workspace) override {
-    if (workspace == nullptr && algo_workspace_ > 0) {
-      return InvalidArgument("ConvPlan::Backward: no workspace (" +
-                             std::to_string(algo_workspace_) + " bytes needed) for " +
-                             Describe(shape_));
+    if (workspace == nullptr) {
+      return InvalidArgument("ConvPlan::Backward: no workspace (" + std::to_string(workspace_) +
+                             " bytes needed) for " + Describe(shape_));
     }
     cudnnHandle_t handle = d.impl().cudnn;
     const float one = 1.0f, zero = 0.0f;
+    const Conv2dShape& s = shape_;
     if (db != nullptr) {
-      CHORUS_CUDNN_RETURN_IF_ERROR(
-          cudnnConvolutionBackwardBias(handle, &one, y_, dy, &zero, bias_, db),
-          "cudnnConvolutionBackwardBias");
+      auto* partial = reinterpret_cast<double*>(static_cast<std::byte*>(workspace) + bias_offset_);
+      CHORUS_RETURN_IF_ERROR(conv_kernels::BiasGradient(
+          d.impl(), s.n, s.k, static_cast<size_t>(s.OutH()) * s.OutW(), dy, partial, db));
     }
     if (dw != nullptr) {
       CHORUS_CUDNN_RETURN_IF_ERROR(
@@ -340,7 +330,7 @@ class CudnnConvPlan final : public ConvPlan {
  private:
   Conv2dShape shape_;
   // FP16 (backward) and FP32 (forward) views of x, w, y and the convolution.
-  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnTensorDescriptor_t x32_ = nullptr, y32_ = nullptr;
@@ -350,100 +340,8 @@ class CudnnConvPlan final : public ConvPlan {
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_ = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
   size_t algo_workspace_ = 0;  // the largest of the three algorithms' workspaces
-  size_t x32_offset_ = 0, w32_offset_ = 0, sum32_offset_ = 0;
+  size_t x32_offset_ = 0, w32_offset_ = 0, sum32_offset_ = 0, bias_offset_ = 0;
   size_t workspace_ = 0;       // all of it (LayOutWorkspace)
-};
-
-class CudnnBatchNormPlan final : public BatchNormPlan {
- public:
-  explicit CudnnBatchNormPlan(const BatchNormShape& shape) : shape_(shape) {}
-  ~CudnnBatchNormPlan() override {
-    if (param_ != nullptr) cudnnDestroyTensorDescriptor(param_);
-    if (x_ != nullptr) cudnnDestroyTensorDescriptor(x_);
-  }
-  CudnnBatchNormPlan(const CudnnBatchNormPlan&) = delete;
-  CudnnBatchNormPlan& operator=(const CudnnBatchNormPlan&) = delete;
-
-  Status Init() {
-    const BatchNormShape& s = shape_;
-    if (s.n <= 0 || s.c <= 0 || s.hw <= 0) {
-      return InvalidArgument("BatchNormPlan: invalid shape: " + Describe(s));
-    }
-    if (!(s.eps >= CUDNN_BN_MIN_EPSILON) || !(s.eps > 0.0)) {
-      return InvalidArgument("BatchNormPlan: eps " + std::to_string(s.eps) +
-                             " must be > 0 (and >= CUDNN_BN_MIN_EPSILON)");
-    }
-    if (!(s.momentum >= 0.0 && s.momentum <= 1.0)) {
-      return InvalidArgument("BatchNormPlan: momentum " + std::to_string(s.momentum) +
-                             " must be in [0, 1]");
-    }
-    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
-    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&param_),
-                                 "cudnnCreateTensorDescriptor");
-    // x [N, C, HW] as the 4-D [N, C, HW, 1]: spatial mode reduces over N, H, W.
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, s.n, s.c, s.hw, 1),
-        "cudnnSetTensor4dDescriptor(batchnorm x)");
-    // [1, C, 1, 1], FLOAT for HALF data.
-    CHORUS_CUDNN_RETURN_IF_ERROR(cudnnDeriveBNTensorDescriptor(param_, x_, CUDNN_BATCHNORM_SPATIAL),
-                                 "cudnnDeriveBNTensorDescriptor");
-    return Status::Ok();
-  }
-
-  const BatchNormShape& shape() const override { return shape_; }
-
-  Status ForwardTrain(Device& d, const Half* x, const float* gamma, const float* beta, Half* y,
-                      float* save_mean, float* save_inv_std, float* running_mean,
-                      float* running_var) override {
-    // m = 1 has no unbiased variance (cuDNN would divide by m - 1 = 0); PyTorch
-    // refuses it too.
-    if (static_cast<size_t>(shape_.n) * static_cast<size_t>(shape_.hw) < 2) {
-      return InvalidArgument("BatchNormPlan::ForwardTrain: one value per channel: " +
-                             Describe(shape_));
-    }
-    // As the CPU op: running statistics move only when both are given.
-    const bool update_running = running_mean != nullptr && running_var != nullptr;
-    const float one = 1.0f, zero = 0.0f;  // y = 1 * BN(x) + 0 * y
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnBatchNormalizationForwardTraining(
-            d.impl().cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_, x, x_, y, param_, gamma,
-            beta, shape_.momentum, update_running ? running_mean : nullptr,
-            update_running ? running_var : nullptr, shape_.eps, save_mean, save_inv_std),
-        "cudnnBatchNormalizationForwardTraining");
-    return Status::Ok();
-  }
-
-  Status ForwardEval(Device& d, const Half* x, const float* gamma, const float* beta,
-                     const float* running_mean, const float* running_var, Half* y) override {
-    const float one = 1.0f, zero = 0.0f;
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnBatchNormalizationForwardInference(d.impl().cudnn, CUDNN_BATCHNORM_SPATIAL, &one,
-                                                &zero, x_, x, x_, y, param_, gamma, beta,
-                                                running_mean, running_var, shape_.eps),
-        "cudnnBatchNormalizationForwardInference");
-    return Status::Ok();
-  }
-
-  Status Backward(Device& d, const Half* x, const float* gamma, const float* save_mean,
-                  const float* save_inv_std, const Half* dy, Half* dx, float* dgamma,
-                  float* dbeta) override {
-    if (dx == nullptr || dgamma == nullptr || dbeta == nullptr) {
-      return InvalidArgument("BatchNormPlan::Backward: dx, dgamma and dbeta are required");
-    }
-    // dx = 1 * grad + 0 * dx; dgamma, dbeta likewise overwritten (not accumulated).
-    const float one = 1.0f, zero = 0.0f;
-    CHORUS_CUDNN_RETURN_IF_ERROR(
-        cudnnBatchNormalizationBackward(d.impl().cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
-                                        &zero, x_, x, x_, dy, x_, dx, param_, gamma, dgamma, dbeta,
-                                        shape_.eps, save_mean, save_inv_std),
-        "cudnnBatchNormalizationBackward");
-    return Status::Ok();
-  }
-
- private:
-  BatchNormShape shape_;
-  cudnnTensorDescriptor_t x_ = nullptr;
-  cudnnTensorDescriptor_t param_ = nullptr;
 };
 
 }  // namespace
@@ -452,13 +350,6 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(Device& d, const Conv2dShape&
   auto plan = std::make_unique<CudnnConvPlan>(shape);
   CHORUS_RETURN_IF_ERROR(plan->Init(d));
   return std::unique_ptr<ConvPlan>(std::move(plan));
-}
-
-Result<std::unique_ptr<BatchNormPlan>> BatchNormPlan::Create(Device& d,
-                                                             const BatchNormShape& shape) {
-  auto plan = std::make_unique<CudnnBatchNormPlan>(shape);
-  CHORUS_RETURN_IF_ERROR(plan->Init());
-  return std::unique_ptr<BatchNormPlan>(std::move(plan));
 }
 
 }  // namespace chorus::kernels::cuda

@@ -206,21 +206,23 @@ Status LaunchStreaming(Device& d, size_t count, bool vector_ok, const char* what
 // ---- Max-pooling ----------------------------------------------------------------------
 
 // One thread per output element: scans its size x size window row by row with
-// a strict > (first maximum kept), as kernels/cpu/pooling.cc.
-__global__ void MaxPoolForwardKernel(int size, int w, size_t plane_in, int out_h, int out_w,
-                                     size_t total_out, const uint16_t* __restrict__ x,
+// a strict > (first maximum kept), as kernels/cpu/pooling.cc. Indices are
+// 32-bit (the launchers check that the input fits the int32 argmax): 64-bit
+// divisions per element made these kernels several times slower.
+__global__ void MaxPoolForwardKernel(int size, int w, uint32_t plane_in, int out_h, int out_w,
+                                     uint32_t total_out, const uint16_t* __restrict__ x,
                                      uint16_t* __restrict__ y, int32_t* __restrict__ argmax) {
-  const size_t plane_out = static_cast<size_t>(out_h) * out_w;
-  for (size_t o = ThreadIndex(); o < total_out; o += GridStride()) {
-    const size_t plane = o / plane_out;
-    const size_t j = o - plane * plane_out;
-    const size_t p = j / out_w;
-    const size_t q = j - p * out_w;
-    const size_t base_in = plane * plane_in;
-    size_t best = base_in + p * size * w + q * size;
+  const uint32_t plane_out = static_cast<uint32_t>(out_h) * out_w;
+  for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < total_out; o += gridDim.x * blockDim.x) {
+    const uint32_t plane = o / plane_out;
+    const uint32_t j = o - plane * plane_out;
+    const uint32_t p = j / out_w;
+    const uint32_t q = j - p * out_w;
+    const uint32_t base_in = plane * plane_in;
+    uint32_t best = base_in + p * size * w + q * size;
     float best_value = H2F(x[best]);
     for (int dr = 0; dr < size; ++dr) {
-      const size_t row = base_in + (p * size + dr) * w + q * size;
+      const uint32_t row = base_in + (p * size + dr) * w + q * size;
       for (int ds = 0; ds < size; ++ds) {
         const float v = H2F(x[row + ds]);
         if (v > best_value) {
@@ -234,29 +236,33 @@ __global__ void MaxPoolForwardKernel(int size, int w, size_t plane_in, int out_h
   }
 }
 
-// One thread per input element: dx = dy of its window when it is the window's
-// argmax, else +0. Elements outside every window (H or W not divisible by
-// size) get +0. dy = -0 gives +0, as the CPU's 0 + dy.
-__global__ void MaxPoolBackwardKernel(int size, int w, size_t plane_in, int out_h, int out_w,
-                                      size_t total_in, const uint16_t* __restrict__ dy,
+// One thread per output element writes its whole window: dx = dy at the
+// window's argmax, +0 elsewhere (dy = -0 gives +0, as the CPU's 0 + dy). With
+// size 2 and w even, each row of the window is one 32-bit store. Elements
+// outside every window (H or W not divisible by size) are zeroed by the
+// launcher first.
+__global__ void MaxPoolBackwardKernel(int size, int w, uint32_t plane_in, int out_h, int out_w,
+                                      uint32_t total_out, bool pairs, const uint16_t* __restrict__ dy,
                                       const int32_t* __restrict__ argmax,
                                       uint16_t* __restrict__ dx) {
-  const size_t plane_out = static_cast<size_t>(out_h) * out_w;
-  for (size_t i = ThreadIndex(); i < total_in; i += GridStride()) {
-    const size_t plane = i / plane_in;
-    const size_t k = i - plane * plane_in;
-    const size_t r = k / w;
-    const size_t s = k - r * w;
-    const size_t p = r / size;
-    const size_t q = s / size;
-    uint16_t value = 0;
-    if (p < static_cast<size_t>(out_h) && q < static_cast<size_t>(out_w)) {
-      const size_t o = plane * plane_out + p * out_w + q;
-      if (static_cast<int64_t>(argmax[o]) == static_cast<int64_t>(i)) {
-        value = dy[o] == 0x8000u ? uint16_t{0} : dy[o];
+  const uint32_t plane_out = static_cast<uint32_t>(out_h) * out_w;
+  for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < total_out; o += gridDim.x * blockDim.x) {
+    const uint32_t plane = o / plane_out;
+    const uint32_t j = o - plane * plane_out;
+    const uint32_t p = j / out_w;
+    const uint32_t q = j - p * out_w;
+    const uint32_t first = plane * plane_in + p * size * w + q * size;
+    const uint32_t at = static_cast<uint32_t>(argmax[o]);
+    const uint16_t value = dy[o] == 0x8000u ? uint16_t{0} : dy[o];
+    for (int dr = 0; dr < size; ++dr) {
+      const uint32_t row = first + dr * w;
+      if (pairs) {
+        const uint32_t word = (at == row ? value : 0u) | (at == row + 1 ? uint32_t{value} << 16 : 0u);
+        reinterpret_cast<uint32_t*>(dx)[row / 2] = word;
+      } else {
+        for (int ds = 0; ds < size; ++ds) dx[row + ds] = at == row + ds ? value : uint16_t{0};
       }
     }
-    dx[i] = value;
   }
 }
 
@@ -476,33 +482,47 @@ Status ReluBackward(Device& d, size_t count, const Half* y, const Half* dy, Half
       });
 }
 
+// The n images of c planes of h x w fit 32-bit indices and the int32 argmax.
+Status CheckPoolInput(const char* what, size_t total) {
+  if (total > static_cast<size_t>(INT32_MAX) + 1) {
+    return InvalidArgument(std::string(what) + ": " + std::to_string(total) +
+                           " input elements do not fit the int32 argmax");
+  }
+  return Status::Ok();
+}
+
 Status MaxPoolForward(Device& d, int n, int c, int h, int w, int size, const Half* x, Half* y,
                       int32_t* argmax) {
   if (n <= 0 || c <= 0 || size <= 0) return Status::Ok();
   const int out_h = h / size, out_w = w / size;
-  const size_t planes = static_cast<size_t>(n) * c;
-  const size_t total_out = planes * static_cast<size_t>(out_h) * out_w;
+  const size_t total_out = static_cast<size_t>(n) * c * static_cast<size_t>(out_h) * out_w;
   if (total_out == 0) return Status::Ok();
-  const size_t plane_in = static_cast<size_t>(h) * w;
-  if (planes * plane_in > static_cast<size_t>(INT32_MAX) + 1) {
-    return InvalidArgument("MaxPoolForward: " + std::to_string(planes * plane_in) +
-                           " input elements do not fit the int32 argmax");
-  }
+  CHORUS_RETURN_IF_ERROR(
+      CheckPoolInput("MaxPoolForward", static_cast<size_t>(n) * c * static_cast<size_t>(h) * w));
   MaxPoolForwardKernel<<<GridFor(d.impl(), total_out, kThreads), kThreads, 0, d.impl().stream>>>(
-      size, w, plane_in, out_h, out_w, total_out, x, y, argmax);
+      size, w, static_cast<uint32_t>(h) * w, out_h, out_w, static_cast<uint32_t>(total_out), x, y,
+      argmax);
   return LaunchStatus("MaxPoolForward");
 }
 
 Status MaxPoolBackward(Device& d, int n, int c, int h, int w, int size, const Half* dy,
                        const int32_t* argmax, Half* dx) {
   if (n <= 0 || c <= 0 || size <= 0) return Status::Ok();
-  const int out_h = h / size, out_w = w / size;
-  const size_t plane_in = static_cast<size_t>(h) * w;
-  const size_t total_in = static_cast<size_t>(n) * c * plane_in;
+  const size_t total_in = static_cast<size_t>(n) * c * static_cast<size_t>(h) * w;
   if (total_in == 0) return Status::Ok();
-  MaxPoolBackwardKernel<<<GridFor(d.impl(), total_in, kThreads), kThreads, 0,
-                          d.impl().stream>>>(size, w, plane_in, out_h, out_w, total_in, dy,
-                                             argmax, dx);
+  CHORUS_RETURN_IF_ERROR(CheckPoolInput("MaxPoolBackward", total_in));
+  const int out_h = h / size, out_w = w / size;
+  const cudaStream_t stream = d.impl().stream;
+  if (h % size != 0 || w % size != 0 || out_h == 0 || out_w == 0) {
+    CHORUS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx, 0, total_in * sizeof(Half), stream),
+                                "cudaMemsetAsync(MaxPoolBackward)");
+  }
+  const size_t total_out = static_cast<size_t>(n) * c * static_cast<size_t>(out_h) * out_w;
+  if (total_out == 0) return Status::Ok();
+  const bool pairs = size == 2 && w % 2 == 0 && Aligned(dx, 4);
+  MaxPoolBackwardKernel<<<GridFor(d.impl(), total_out, kThreads), kThreads, 0, stream>>>(
+      size, w, static_cast<uint32_t>(h) * w, out_h, out_w, static_cast<uint32_t>(total_out), pairs,
+      dy, argmax, dx);
   return LaunchStatus("MaxPoolBackward");
 }
 

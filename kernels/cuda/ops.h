@@ -62,7 +62,7 @@ namespace chorus::kernels::cuda {
 [[nodiscard]] Status LinearBackward(Device& d, int n, int in, int out, const Half* x,
                                     const Half* w, const Half* dy, Half* dx, Half* dw, Half* db);
 
-// ---- Convolution and BatchNorm (cuDNN) ---------------------------------------------
+// ---- Convolution (cuDNN) and BatchNorm (own kernels) --------------------------------
 
 // Descriptors, chosen algorithms and workspace size for one Conv2dShape (the
 // batch size is shape.n; a new batch size needs a new plan).
@@ -83,7 +83,8 @@ class ConvPlan {
 };
 
 // Spatial BatchNorm over [N, C, HW]: FP16 x / y, FP32 per-channel parameters and
-// statistics (as kernels::BatchNorm*; running variance unbiased).
+// statistics (as kernels::BatchNorm*; running variance unbiased). Deterministic:
+// fixed-order sums in double, no atomics (kernels/cuda/channels.cu).
 class BatchNormPlan {
  public:
   [[nodiscard]] static Result<std::unique_ptr<BatchNormPlan>> Create(

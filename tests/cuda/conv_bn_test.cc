@@ -1,4 +1,5 @@
-// cuDNN convolution and BatchNorm plans (kernels/cuda/cudnn_ops.cc) against the
+// The convolution plan (cuDNN, kernels/cuda/cudnn_ops.cc, with its own bias
+// gradient) and the BatchNorm plan (own kernels, kernels/cuda/channels.cu) against the
 // CPU reference (kernels::Conv2d* / BatchNorm* in double) on the same
 // FP16-rounded inputs.
 //
@@ -7,7 +8,8 @@
 // reaches (H + 2 pad - R not a multiple of the stride: dx must be 0 there);
 // non-square filters; a 1x1 image; batch 1 and odd batches.
 // BatchNorm shapes: odd channel counts and HW = 1 (BatchNorm1d-like), the
-// CNN's bn1 / bn2, and m = N * HW = 2, the smallest valid batch.
+// CNN's bn1 / bn2, m = N * HW = 2, the smallest valid batch, and batches large
+// enough that each block of a channel sums several images (even and odd HW).
 //
 // Tolerances. FP16 outputs are rounded once after an FP32 computation in an
 // order (and, for convolutions, possibly an algorithm: Winograd, FFT) that
@@ -18,7 +20,7 @@
 //         Winograd / FFT transforms mix terms, so their rounding errors scale
 //         with the transformed magnitudes, not the output's.
 //   BatchNorm: FP32 statistics (relative error ~ 1e-6; 1e-4 allows tree or
-//         Welford reductions over m <= 1568 values); outputs in FP16 as above,
+//         shifted reductions over m <= 12544 values); outputs in FP16 as above,
 //         with 1e-3 of the output scale absolute for the statistics' error
 //         carried through the normalisation.
 #include <gtest/gtest.h>
@@ -278,6 +280,8 @@ const BatchNormShape kBnShapes[] = {
     BnShape(1, 1, 2),     // m = 2
     BnShape(2, 32, 784),  // CNN bn1 (batch 2)
     BnShape(3, 64, 196),  // CNN bn2 (batch 3)
+    BnShape(64, 32, 196), // several images per block
+    BnShape(33, 5, 9),    // odd HW, several images per block
 };
 
 struct BnData {
