@@ -205,6 +205,16 @@ Status LaunchStreaming(Device& d, size_t count, bool vector_ok, const char* what
 
 // ---- Max-pooling ----------------------------------------------------------------------
 
+// The flat input index of the top-left element of output o's window.
+__device__ __forceinline__ uint32_t WindowStart(uint32_t o, uint32_t plane_out, int out_w,
+                                                uint32_t plane_in, int size, int w) {
+  const uint32_t plane = o / plane_out;
+  const uint32_t j = o - plane * plane_out;
+  const uint32_t p = j / out_w;
+  const uint32_t q = j - p * out_w;
+  return plane * plane_in + p * size * w + q * size;
+}
+
 // One thread per output element: scans its size x size window row by row with
 // a strict > (first maximum kept), as kernels/cpu/pooling.cc. Indices are
 // 32-bit (the launchers check that the input fits the int32 argmax): 64-bit
@@ -214,15 +224,11 @@ __global__ void MaxPoolForwardKernel(int size, int w, uint32_t plane_in, int out
                                      uint16_t* __restrict__ y, int32_t* __restrict__ argmax) {
   const uint32_t plane_out = static_cast<uint32_t>(out_h) * out_w;
   for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < total_out; o += gridDim.x * blockDim.x) {
-    const uint32_t plane = o / plane_out;
-    const uint32_t j = o - plane * plane_out;
-    const uint32_t p = j / out_w;
-    const uint32_t q = j - p * out_w;
-    const uint32_t base_in = plane * plane_in;
-    uint32_t best = base_in + p * size * w + q * size;
+    const uint32_t first = WindowStart(o, plane_out, out_w, plane_in, size, w);
+    uint32_t best = first;
     float best_value = H2F(x[best]);
     for (int dr = 0; dr < size; ++dr) {
-      const uint32_t row = base_in + (p * size + dr) * w + q * size;
+      const uint32_t row = first + dr * w;
       for (int ds = 0; ds < size; ++ds) {
         const float v = H2F(x[row + ds]);
         if (v > best_value) {
@@ -247,11 +253,7 @@ __global__ void MaxPoolBackwardKernel(int size, int w, uint32_t plane_in, int ou
                                       uint16_t* __restrict__ dx) {
   const uint32_t plane_out = static_cast<uint32_t>(out_h) * out_w;
   for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < total_out; o += gridDim.x * blockDim.x) {
-    const uint32_t plane = o / plane_out;
-    const uint32_t j = o - plane * plane_out;
-    const uint32_t p = j / out_w;
-    const uint32_t q = j - p * out_w;
-    const uint32_t first = plane * plane_in + p * size * w + q * size;
+    const uint32_t first = WindowStart(o, plane_out, out_w, plane_in, size, w);
     const uint32_t at = static_cast<uint32_t>(argmax[o]);
     const uint16_t value = dy[o] == 0x8000u ? uint16_t{0} : dy[o];
     for (int dr = 0; dr < size; ++dr) {
