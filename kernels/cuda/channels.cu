@@ -42,6 +42,8 @@ using half_bits::H2F;
 constexpr unsigned kChannelThreads = 128;
 constexpr unsigned kChannelWarps = kChannelThreads / 32;
 constexpr unsigned kAllLanes = 0xffffffffu;
+// The reductions' grid is [splits, C]: a grid's y extent is at most 65535.
+constexpr int kMaxChannels = 65535;
 
 enum class SumOf : int {
   kX,          // a = sum x
@@ -369,6 +371,11 @@ namespace conv_kernels {
 Status BiasGradient(Device::Impl& impl, int n, int channels, size_t plane, const Half* dy,
                     double* partial, Half* db) {
   if (n <= 0 || channels <= 0 || plane == 0) return Status::Ok();
+  if (channels > kMaxChannels || plane > 0x7fffffffu) {
+    return InvalidArgument("conv bias gradient: " + std::to_string(channels) + " channels of " +
+                           std::to_string(plane) + " elements (at most " + std::to_string(kMaxChannels) +
+                           " channels, 2^31 elements)");
+  }
   BatchNormShape s;
   s.n = n;
   s.c = channels;
@@ -388,8 +395,9 @@ Result<std::unique_ptr<BatchNormPlan>> BatchNormPlan::Create(Device& d,
   if (s.n <= 0 || s.c <= 0 || s.hw <= 0) {
     return Err(InvalidArgument("BatchNormPlan: invalid shape: " + Describe(s)));
   }
-  if (static_cast<size_t>(s.n) * static_cast<size_t>(s.c) > 0x7fffffffu) {
-    return Err(InvalidArgument("BatchNormPlan: more than 2^31 planes: " + Describe(s)));
+  if (static_cast<size_t>(s.n) * static_cast<size_t>(s.c) > 0x7fffffffu || s.c > kMaxChannels) {
+    return Err(InvalidArgument("BatchNormPlan: more than 2^31 planes or " + std::to_string(kMaxChannels) +
+                               " channels: " + Describe(s)));
   }
   if (!(s.eps > 0.0) || !std::isfinite(s.eps)) {
     return Err(InvalidArgument("BatchNormPlan: eps " + std::to_string(s.eps) + " must be > 0"));
