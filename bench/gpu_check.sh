@@ -18,12 +18,14 @@
 #   6. where the machine has 8 cores or more (a GPU host's CPUs are the
 #      multi-core machine a 2-core development host lacks): the all-reduce
 #      with a core per rank (bench/allreduce_cores.sh, GPU_CHECK_CORE_ROUNDS
-#      rounds, default 1, and its FIT stage: auto against the best per size,
-#      and the crossovers fitted there), what the data plane's guards cost at 4 nodes
-#      (bench/guard_cost.sh) and, with PEERS set (bench/compare_peers.sh),
-#      4-node training against PyTorch DDP.
-# GPU_CHECK_CPUS=0 skips step 6. GPU_CHECK_WINDOWS / GPU_CHECK_WINDOW_S size
-# step 4 (default 3 windows of 1 s, the median reported). Outputs go to runs/gpu-check/.
+#      rounds, default 1, about 2.5 min a round; with GPU_CHECK_FIT=1 also
+#      its FIT stage, about 3 min more: auto against the best per size, and
+#      the crossovers fitted there), what the data plane's guards cost at 4
+#      nodes (bench/guard_cost.sh) and, with PEERS set
+#      (bench/compare_peers.sh), 4-node training against PyTorch DDP.
+# Steps 1-5 took 2.5 min on an H200. GPU_CHECK_CPUS=0 skips step 6.
+# GPU_CHECK_WINDOWS / GPU_CHECK_WINDOW_S size step 4 (default 3 windows of
+# 1 s, the median reported). Outputs go to runs/gpu-check/.
 set -uo pipefail
 build=${1:-build}
 windows=${GPU_CHECK_WINDOWS:-3}
@@ -151,7 +153,8 @@ section "5. kernel bandwidth"
 
 if (( $(nproc) >= 8 )) && [[ ${GPU_CHECK_CPUS:-1} == 1 ]]; then
   section "6. the CPUs: all-reduce with a core per rank, training against DDP"
-  FIT=1 ROUNDS=${GPU_CHECK_CORE_ROUNDS:-1} CHORUS="$build/chorus" bench/allreduce_cores.sh | tee "$out/allreduce.txt"
+  FIT=${GPU_CHECK_FIT:-0} ROUNDS=${GPU_CHECK_CORE_ROUNDS:-1} CHORUS="$build/chorus" bench/allreduce_cores.sh |
+    tee "$out/allreduce.txt"
   note "all-reduce, 4 ranks with a core each, median us (tcp;ofi_rxm ring / net ring / tcp;ofi_rxm auto at 1 MiB): \
 $(awk '$1 == "default" && $4 == 1048576 {printf "%s %s %s; ", $2, $3, $5}' "$out/allreduce.txt")"
   ROUNDS=${GPU_CHECK_CORE_ROUNDS:-1} EPOCHS=2 CHORUS="$build/chorus" bench/guard_cost.sh | tee "$out/guard.txt"
