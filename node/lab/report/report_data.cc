@@ -549,6 +549,20 @@ double RecordEpochs(const MetricsRecord& record, double samples_per_epoch) {
   return kReportNaN;
 }
 
+// A node's bytes sent or epochs at time t, from its records around t: its
+// latest record's value moved towards the next record's in proportion to the
+// time between them (a lock-step node that evaluates a moment after another
+// has by then sent nearly its next record's bytes, not its previous one's).
+template <typename Value>
+double AtTime(const std::vector<Selected>& node, size_t latest, double t, const Value& value) {
+  const double a = value(node[latest]);
+  if (latest + 1 >= node.size()) return a;
+  const double t0 = node[latest].record->time_s, t1 = node[latest + 1].record->time_s;
+  const double b = value(node[latest + 1]);
+  if (!(t1 > t0) || !(t > t0) || std::isnan(a) || std::isnan(b)) return a;
+  return a + (b - a) * std::min(1.0, (t - t0) / (t1 - t0));
+}
+
 // See MethodCurves::accuracy_by_time.
 std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double MetricsRecord::*field) {
   struct Event {
@@ -567,19 +581,21 @@ std::vector<CurvePoint> AggregateByTime(const NodeSeries& series, double Metrics
   // Nodes that never evaluate (a simulation samples a few) do not count.
   size_t evaluating = 0;
   for (const auto& node : series) evaluating += node.empty() ? 0 : 1;
-  std::vector<const Selected*> latest(series.size(), nullptr);
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  std::vector<size_t> latest(series.size(), kNone);
   size_t have = 0;
   std::vector<CurvePoint> out;
   for (const Event& e : events) {
-    if (latest[e.node] == nullptr) ++have;
-    latest[e.node] = &series[e.node][e.index];
+    if (latest[e.node] == kNone) ++have;
+    latest[e.node] = e.index;
     if (have < evaluating) continue;
     std::vector<double> values, bytes, epochs;
-    for (const Selected* s : latest) {
-      if (s == nullptr) continue;
-      values.push_back(s->record->*field);
-      bytes.push_back(s->record->bytes_sent);
-      epochs.push_back(s->epochs);
+    for (size_t n = 0; n < series.size(); ++n) {
+      if (latest[n] == kNone) continue;
+      const Selected& s = series[n][latest[n]];
+      values.push_back(s.record->*field);
+      bytes.push_back(AtTime(series[n], latest[n], e.time, [](const Selected& r) { return r.record->bytes_sent; }));
+      epochs.push_back(AtTime(series[n], latest[n], e.time, [](const Selected& r) { return r.epochs; }));
     }
     CurvePoint p;
     p.time_s = e.time;

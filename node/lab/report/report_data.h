@@ -144,9 +144,12 @@ struct MethodCurves {
   std::vector<CurvePoint> accuracy;
   // The same evaluations merged on the time axis: at each evaluation time of any
   // node (once every node has evaluated), the mean over nodes of each node's
-  // latest accuracy, bytes sent and epochs. Equal to `accuracy` for synchronous
-  // methods up to clock skew; for asynchronous ones with a straggler it shows
-  // the fast nodes' progress when it happens. Time to target is read here.
+  // latest accuracy, and of its bytes sent and epochs at that time (between two
+  // of its evaluations: interpolated in time). Close to `accuracy` for
+  // synchronous methods, though between two nodes' evaluations of one round it
+  // mixes rounds; for asynchronous ones with a straggler it shows the fast
+  // nodes' progress when it happens. Time to target is read here for methods
+  // whose nodes evaluate at different steps, from `accuracy` for lock-step ones.
   std::vector<CurvePoint> accuracy_by_time;
   // Mean training loss of the logging records (grouped by step, else by order);
   // evaluation records only when a node has no other record with a loss.

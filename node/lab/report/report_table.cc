@@ -5,6 +5,7 @@
 #include "node/lab/report/report_table.h"
 
 #include <algorithm>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -101,10 +102,17 @@ TableRow ComputeTableRow(const MethodRun& method, const MethodCurves& curves, do
   row.family = method.family;
   row.nodes = static_cast<int>(method.nodes.size());
   row.final_accuracy = SummaryMean(method, &NodeSummary::test_accuracy);
-  // The time-merged curve: a straggler's late evaluations must not define when
-  // the others got there (equal to the order-grouped one for synchronous methods).
+  // Nodes that evaluate at different steps: the time-merged curve, so that a
+  // straggler's late evaluations do not define when the others got there.
+  // Lock-step nodes (every point's nodes at one step): the order-grouped curve,
+  // one whole evaluation round a point. Merged by time, the first node's new
+  // evaluation averaged with the others' previous ones can cross the target a
+  // moment before the round completes, with the previous round's bytes.
+  const bool lock_step = !curves.accuracy.empty() &&
+                         std::all_of(curves.accuracy.begin(), curves.accuracy.end(),
+                                     [](const CurvePoint& p) { return p.step >= 0; });
   const std::vector<CurvePoint>& accuracy =
-      curves.accuracy_by_time.empty() ? curves.accuracy : curves.accuracy_by_time;
+      lock_step || curves.accuracy_by_time.empty() ? curves.accuracy : curves.accuracy_by_time;
   for (const CurvePoint& p : accuracy) {
     if (p.value >= target_accuracy) {
       row.time_to_target_s = p.time_s;
