@@ -3,7 +3,20 @@
 
 #include <cmath>
 
+#include "kernels/vector_clones.h"
+
 namespace chorus::node {
+namespace {
+
+// momentum = mu vhat + k (x - master), each element in double and rounded once.
+CHORUS_VECTOR_CLONES void QuasiGlobalMomentum(size_t n, double mu, double k, const float* vhat, const float* x,
+                                              const float* master, float* momentum) {
+  for (size_t i = 0; i < n; ++i) {
+    momentum[i] = static_cast<float>(mu * vhat[i] + k * (static_cast<double>(x[i]) - master[i]));
+  }
+}
+
+}  // namespace
 
 void GossipCorrections::BeforeUpdate(int64_t step, std::span<const float> master, std::span<const float> momentum) {
   if (!active()) return;
@@ -47,10 +60,8 @@ void GossipCorrections::AfterMix(int64_t step, std::span<const float> master, st
   // A step whose lr is 0 (or whose move cannot be read) keeps the optimizer's buffer.
   if (!(scale_ > 1e-12) || !std::isfinite(scale_)) return;
   const double mu = options_.momentum;
-  const double k = (1.0 - mu) / scale_;
-  for (size_t i = 0; i < momentum.size(); ++i) {
-    momentum[i] = static_cast<float>(mu * vhat_[i] + k * (static_cast<double>(x_[i]) - master[i]));
-  }
+  QuasiGlobalMomentum(momentum.size(), mu, (1.0 - mu) / scale_, vhat_.data(), x_.data(), master.data(),
+                      momentum.data());
   last_scale_ = scale_;
 }
 

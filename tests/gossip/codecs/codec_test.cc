@@ -661,5 +661,27 @@ TEST(CodecTest, RejectsNonFiniteValues) {
   EXPECT_TRUE(IsNonFiniteRejection(fp16->Decode(bytes, out)));
 }
 
+// The finite check scans blocks of 1024 without an early exit, then searches
+// the block that holds a bad value: it names the first one, wherever it is.
+TEST(CodecTest, NamesTheFirstNonFiniteElementInAnyBlock) {
+  auto codec = Make(Kind(CodecKind::kNone));
+  const size_t n = 3000;  // two whole blocks and part of a third
+  for (size_t at : {size_t{0}, size_t{1023}, size_t{1024}, size_t{2047}, size_t{2999}}) {
+    auto x = RandomVector(14, 0, n);
+    x[at] = NAN;
+    if (at + 5 < n) x[at + 5] = INFINITY;  // a later one is not the one named
+    std::vector<std::byte> bytes;
+    ASSERT_TRUE(codec->Encode(x, 0, &bytes).ok());
+    std::vector<float> out(n);
+    const Status s = codec->Decode(bytes, out);
+    EXPECT_TRUE(IsNonFiniteRejection(s)) << at;
+    EXPECT_NE(s.message().find("at element " + std::to_string(at)), std::string::npos) << s.ToString();
+  }
+  std::vector<std::byte> bytes;
+  ASSERT_TRUE(codec->Encode(RandomVector(15, 0, n), 0, &bytes).ok());
+  std::vector<float> out(n);
+  EXPECT_TRUE(codec->Decode(bytes, out).ok());
+}
+
 }  // namespace
 }  // namespace chorus::gossip

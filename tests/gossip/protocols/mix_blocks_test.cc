@@ -2,6 +2,7 @@
 // double gives, for every row count the graphs use and lengths that end
 // inside a block; their distance estimate matches to rounding.
 #include "gossip/protocols/mix_blocks.h"
+#include "gossip/protocols/gossip_protocol.h"
 
 #include <gtest/gtest.h>
 
@@ -89,6 +90,24 @@ TEST(MixBlocks, StepTowardsIsTheElementwiseStep) {
         }
         return static_cast<double>(c.x[i]) + gamma * step;
       });
+}
+
+// The laned relative distance against one running sum in double, for lengths
+// that end inside a lane group.
+TEST(RelativeDistanceTest, MatchesTheSumOneElementAtATime) {
+  for (size_t n : kLengths) {
+    const std::vector<float> a = RandomVector(21, 0, n), b = RandomVector(21, 1, n);
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+      diff += d * d;
+      norm += static_cast<double>(a[i]) * static_cast<double>(a[i]);
+    }
+    EXPECT_NEAR(RelativeDistance(a, b), std::sqrt(diff / norm), 1e-12) << n;
+    EXPECT_EQ(RelativeDistance(a, a), 0.0) << n;
+  }
+  const std::vector<float> zeros(9, 0.0f);
+  EXPECT_EQ(RelativeDistance(zeros, RandomVector(22, 0, 9)), 0.0);  // no norm: no distance
 }
 
 }  // namespace
