@@ -103,20 +103,19 @@ __global__ void ChannelSumsKernel(SumOf what, int n, int channels, int hw, int s
   double a = 0.0, b = 0.0;
   for (int i = s; i < n; i += splits) {
     const size_t offset = (static_cast<size_t>(i) * channels + c) * hw;
-    ForPlane<V>(x + offset, dy != nullptr ? dy + offset : nullptr, hw,
-                [&](uint16_t xv, uint16_t gv) {
-               const double v = H2F(xv);
-               if (what == SumOf::kX) {
-                 a += v;
-               } else if (what == SumOf::kShifted) {
-                 a += v - mean;
-                 b += (v - mean) * (v - mean);
-               } else {
-                 const double g = H2F(gv);
-                 a += g;
-                 b += g * (v - mean);
-               }
-             });
+    ForPlane<V>(x + offset, dy != nullptr ? dy + offset : nullptr, hw, [&](uint16_t xv, uint16_t gv) {
+      const double v = H2F(xv);
+      if (what == SumOf::kX) {
+        a += v;
+      } else if (what == SumOf::kShifted) {
+        a += v - mean;
+        b += (v - mean) * (v - mean);
+      } else {
+        const double g = H2F(gv);
+        a += g;
+        b += g * (v - mean);
+      }
+    });
   }
   a = BlockSum(a, shared);
   if (what != SumOf::kX) b = BlockSum(b, shared);
