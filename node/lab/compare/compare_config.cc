@@ -577,6 +577,16 @@ std::vector<CompareMethod> BuiltinGossipCorrectionMethods() {
      "gossip",
      {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
       "exchange.gossip_momentum=quasi-global", "train.lars_norm=mean-sketch"}},
+    // The peer-norm recipe with FP16 messages, at most two mixing rounds a
+    // step: at 32 and 64 simulated nodes (with train.lars_eta 0.02) within
+    // 0.3 pp of the all-reduce in under half its time to target
+    // (docs/performance.md, "FP16 gossip messages").
+    {"dpsgd-qgm-cc-peer-norm-fp16-one-peer-exp",
+     "D-PSGD one-peer exp., quasi-global momentum, peer LARS norm, consensus control, FP16 messages", "gossip",
+     {"exchange.kind=gossip", "exchange.protocol=dpsgd", "topology.kind=one-peer-exponential",
+      "exchange.gossip_momentum=quasi-global", "train.lars_norm=peer", "exchange.consensus_control=0.05",
+      "exchange.consensus_control_every=5", "exchange.consensus_control_max_rounds=2",
+      "exchange.compression.codec=fp16"}},
   };
 }
 
