@@ -551,8 +551,8 @@ double RecordEpochs(const MetricsRecord& record, double samples_per_epoch) {
 
 // A node's bytes sent or epochs at time t, from its records around t: its
 // latest record's value moved towards the next record's in proportion to the
-// time between them (a lock-step node that evaluates a moment after another
-// has by then sent nearly its next record's bytes, not its previous one's).
+// time between them (a node that evaluates a moment after another has by then
+// sent nearly its next record's bytes, not its previous one's).
 template <typename Value>
 double AtTime(const std::vector<Selected>& node, size_t latest, double t, const Value& value) {
   const double a = value(node[latest]);

@@ -5,7 +5,6 @@
 #include "node/lab/report/report_table.h"
 
 #include <algorithm>
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
