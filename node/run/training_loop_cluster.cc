@@ -164,6 +164,12 @@ Status TrainingLoop::ResumeFromCheckpoint() {
     CHORUS_RETURN_IF_ERROR(s_.exchange->Transitions().Resumed(step_ + steps_to_catch_up_));
     steps_to_catch_up_ += s_.exchange->Transitions().TakeStepsToCatchUp();
     CHORUS_RETURN_IF_ERROR(FollowMembership());
+    // Every member runs on from one step: the first admission point is the
+    // same for all. FollowMembership sets it only for a node whose shard it
+    // cuts again, and a node resumed from an epoch's end keeps its shard: it
+    // met the others at the resume step, where a node that took the live
+    // state did not come (each waited for the other until a timeout).
+    next_admission_step_ = step_ + steps_to_catch_up_ + s_.config->cluster.admit_every_steps;
   }
   return Status::Ok();
 }

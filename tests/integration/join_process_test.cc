@@ -319,6 +319,37 @@ TEST(JoinFaultTest, FourNodesResumeTogetherAfterThreeReformedWithoutOne) {
   EXPECT_EQ(cluster.node(3).Output().find("skipping"), std::string::npos) << cluster.node(3).Output();
 }
 
+// The same with the three killed rather than stopped: each resumes from its
+// last epoch's end (no stop wrote a checkpoint), where it keeps its shard,
+// while node3 takes the live state. All four must agree on the first
+// admission point after the resume step: the resumed three once met at the
+// resume step itself and node3 did not come (each waited until a timeout).
+TEST(JoinFaultTest, FourNodesResumeTogetherFromEpochEndsAfterThreeReformedWithoutOne) {
+  if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  JoinHandCluster cluster("resume-from-epoch-ends",
+                          {"cluster.min_nodes=4", "train.checkpoint_every_epochs=1", "train.epochs=12"});
+  for (int i = 0; i < 4; ++i) cluster.Start(i);
+  ASSERT_TRUE(cluster.KillOnceCheckpointed(3)) << cluster.Outputs();
+  ASSERT_TRUE(cluster.node(0).WaitFor("members node0 node1 node2 \\(departed", 30)) << cluster.Outputs();
+  // An epoch's end as three: node0's checkpoint is written again.
+  const fs::path checkpoint = cluster.dir(0) / "checkpoint.safetensors";
+  const auto before = fs::last_write_time(checkpoint);
+  for (int t = 0; t < 1200 && fs::last_write_time(checkpoint) == before; ++t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_NE(fs::last_write_time(checkpoint), before) << cluster.Outputs();
+  for (int i = 0; i < 3; ++i) cluster.node(i).Signal(SIGKILL);
+  for (int i = 0; i < 3; ++i) {
+    std::optional<int> status = cluster.node(i).Wait(60);
+    ASSERT_TRUE(status && WIFSIGNALED(*status)) << "node" << i << "\n" << cluster.Outputs();
+  }
+  for (int i = 0; i < 4; ++i) cluster.Start(i, {}, {"--resume"});
+  ASSERT_TRUE(cluster.node(0).WaitFor("resumed from .* after epoch", 60)) << cluster.Outputs();
+  ASSERT_TRUE(cluster.node(3).WaitFor("received the live state from node[0-2] .*CRC-32 verified", 90))
+      << cluster.Outputs();
+  cluster.ExpectOneModel({0, 1, 2, 3}, 240);
+}
+
 // A node that asks to join a cluster too close to its end (here no admission
 // point ever comes: admit_every_steps = 0) is told that the run ended when
 // the members finish, and exits 0 without a model, rather than form a
