@@ -41,7 +41,7 @@ for round in $(seq "${ROUNDS:-3}"); do
       --seconds 0.5 --warmup 0.5 "${extra[@]}" > "$out/$variant-$round.txt" 2>&1 ||
       echo "# $variant round $round failed: $(tail -1 "$out/$variant-$round.txt")"
     # Each run's lines as it ends (commented), so that a run cut short keeps them.
-    grep -E '^# provider |^[0-9]+ .* float ' "$out/$variant-$round.txt" | sed "s/^/# $variant round $round: /"
+    grep -E '^# provider |^ *[0-9]+ .* float ' "$out/$variant-$round.txt" | sed "s/^/# $variant round $round: /"
   done
 done
 python3 - "$out" <<'PYEOF'
