@@ -3,14 +3,11 @@
 // codec_sign.cc and codec_sparse.cc.
 #include "gossip/codecs/codec.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "gossip/codecs/codec_wire.h"
-#include "kernels/vector_clones.h"
+#include "kernels/ops.h"
 
 namespace chorus::gossip {
 
@@ -123,34 +120,11 @@ Status CheckChunk(const Header& h, size_t chunk, CodecKind kind) {
                   std::to_string(got) + " elements but the receiver expects " + std::to_string(chunk));
 }
 
-namespace {
-
-// The index of the first Inf or NaN of v[0, n), or n. Blocks of 1024 are
-// scanned without an early exit (one OR of exponent tests, which vectorises);
-// only a block that holds one is searched element by element.
-CHORUS_VECTOR_CLONES size_t FirstNonFinite(const float* v, size_t n) {
-  constexpr size_t kBlock = 1024;
-  for (size_t begin = 0; begin < n; begin += kBlock) {
-    const size_t end = std::min(n, begin + kBlock);
-    uint32_t found = 0;
-    for (size_t i = begin; i < end; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, v + i, sizeof(bits));
-      found |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-    }
-    if (found == 0) continue;
-    for (size_t i = begin; i < end; ++i) {
-      if (!std::isfinite(v[i])) return i;
-    }
-  }
-  return n;
-}
-
-}  // namespace
-
 Status CheckFinite(std::span<const float> out, CodecKind kind) {
-  const size_t i = FirstNonFinite(out.data(), out.size());
-  if (i == out.size()) return Status::Ok();
+  // The kernels' vectorised scan; the element is looked for only on a failure.
+  if (kernels::AllFinite(kernels::Context{}, out.size(), out.data())) return Status::Ok();
+  size_t i = 0;
+  while (i < out.size() && std::isfinite(out[i])) ++i;
   return OutOfRange("codec " + std::string(CodecKindName(kind)) + ": non-finite value at element " +
                     std::to_string(i));
 }

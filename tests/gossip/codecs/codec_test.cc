@@ -661,8 +661,8 @@ TEST(CodecTest, RejectsNonFiniteValues) {
   EXPECT_TRUE(IsNonFiniteRejection(fp16->Decode(bytes, out)));
 }
 
-// The finite check scans blocks of 1024 without an early exit, then searches
-// the block that holds a bad value: it names the first one, wherever it is.
+// The finite check scans the whole message at once (kernels::AllFinite), then
+// searches it only on a failure: it names the first bad value, wherever it is.
 TEST(CodecTest, NamesTheFirstNonFiniteElementInAnyBlock) {
   auto codec = Make(Kind(CodecKind::kNone));
   const size_t n = 3000;  // two whole blocks and part of a third
