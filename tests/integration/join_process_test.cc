@@ -103,6 +103,12 @@ class JoinHandCluster {
     node(i).Signal(SIGKILL);
     return node(i).Wait(10).has_value();
   }
+  // Nodes 0-3 started, node3 killed once it has a checkpoint and the other
+  // three re-formed without it (node0 says so within 30 s); false otherwise.
+  bool StartFourAndLoseNode3() {
+    for (int i = 0; i < 4; ++i) Start(i);
+    return KillOnceCheckpointed(3) && node(0).WaitFor("members node0 node1 node2 \\(departed", 30).has_value();
+  }
   fs::path dir(int i) const { return out_ / name_ / ("node" + std::to_string(i)); }
   std::string address0() const { return "127.0.0.1:" + std::to_string(port0_); }
 
@@ -291,6 +297,11 @@ TEST(JoinFaultTest, AKilledNodeStartedAgainWithTheSameNameRejoins) {
   cluster.ExpectOneModel({0, 1, 2}, 240);
 }
 
+// The resume tests' runs: checkpoints at each epoch's end, and long enough
+// (on an idle host the three finished 5 epochs before they were stopped).
+const std::vector<std::string> kResumeSettings = {"cluster.min_nodes=4", "train.checkpoint_every_epochs=1",
+                                                  "train.epochs=12"};
+
 // Four nodes train; node3 is killed once it has a checkpoint, the other three
 // re-form and train on, and are stopped (SIGINT: each writes a checkpoint of
 // where the cluster stood). Then all four are started again with --resume:
@@ -300,12 +311,8 @@ TEST(JoinFaultTest, AKilledNodeStartedAgainWithTheSameNameRejoins) {
 // left from that one position, and the four end with one model.
 TEST(JoinFaultTest, FourNodesResumeTogetherAfterThreeReformedWithoutOne) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  // 12 epochs: on an idle host the three finished 5 before the SIGINT.
-  JoinHandCluster cluster("resume-after-reform",
-                          {"cluster.min_nodes=4", "train.checkpoint_every_epochs=1", "train.epochs=12"});
-  for (int i = 0; i < 4; ++i) cluster.Start(i);
-  ASSERT_TRUE(cluster.KillOnceCheckpointed(3)) << cluster.Outputs();
-  ASSERT_TRUE(cluster.node(0).WaitFor("members node0 node1 node2 \\(departed", 30)) << cluster.Outputs();
+  JoinHandCluster cluster("resume-after-reform", kResumeSettings);
+  ASSERT_TRUE(cluster.StartFourAndLoseNode3()) << cluster.Outputs();
   std::this_thread::sleep_for(std::chrono::seconds(2));  // a few steps as three
   for (int i = 0; i < 3; ++i) cluster.node(i).Signal(SIGINT);
   for (int i = 0; i < 3; ++i) {
@@ -326,11 +333,8 @@ TEST(JoinFaultTest, FourNodesResumeTogetherAfterThreeReformedWithoutOne) {
 // resume step itself and node3 did not come (each waited until a timeout).
 TEST(JoinFaultTest, FourNodesResumeTogetherFromEpochEndsAfterThreeReformedWithoutOne) {
   if (!fs::exists(fs::path(kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  JoinHandCluster cluster("resume-from-epoch-ends",
-                          {"cluster.min_nodes=4", "train.checkpoint_every_epochs=1", "train.epochs=12"});
-  for (int i = 0; i < 4; ++i) cluster.Start(i);
-  ASSERT_TRUE(cluster.KillOnceCheckpointed(3)) << cluster.Outputs();
-  ASSERT_TRUE(cluster.node(0).WaitFor("members node0 node1 node2 \\(departed", 30)) << cluster.Outputs();
+  JoinHandCluster cluster("resume-from-epoch-ends", kResumeSettings);
+  ASSERT_TRUE(cluster.StartFourAndLoseNode3()) << cluster.Outputs();
   // An epoch's end as three: node0's checkpoint is written again.
   const fs::path checkpoint = cluster.dir(0) / "checkpoint.safetensors";
   const auto before = fs::last_write_time(checkpoint);
