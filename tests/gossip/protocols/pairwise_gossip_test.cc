@@ -47,11 +47,13 @@ struct PairwiseRun {
 
 // Each node steps (sleeping sleep(rank) per step) until it has done max_steps or
 // `duration` has passed, then calls Finish. Past `duration` they go on (up to
-// 20 s) while a node has yet to serve an averaging: on a loaded host the
-// threads of a short run may not all have been scheduled to serve.
+// 20 s) while a node has yet to serve an averaging or to take min_steps: on a
+// loaded host (the sanitizer build beside other tests) the threads of a short
+// run may not all have been scheduled, and a run bounded by time alone does
+// too few averagings to converge.
 PairwiseRun RunPairwise(const topologies::Graph& graph, const PairwiseOptions& options,
                         std::chrono::microseconds (*sleep)(int), int max_steps,
-                        std::chrono::milliseconds duration) {
+                        std::chrono::milliseconds duration, int64_t min_steps = 0) {
   const int n = graph.NumNodes();
   PairwiseRun run;
   run.start.resize(n);
@@ -60,23 +62,23 @@ PairwiseRun RunPairwise(const topologies::Graph& graph, const PairwiseOptions& o
   run.steps.assign(n, 0);
   const auto stop_at = Clock::now() + duration;
   const auto give_up_at = Clock::now() + std::chrono::seconds(20);
-  std::atomic<int> served_ranks{0};
+  std::atomic<int> ready_ranks{0};
   auto keep_going = [&] {
     const auto now = Clock::now();
-    return now < stop_at || (served_ranks.load() < n && now < give_up_at);
+    return now < stop_at || (ready_ranks.load() < n && now < give_up_at);
   };
   auto statuses = RunGossipNodes(n, [&](int r, Transport& t, LocalHub&) -> Status {
     auto x = RandomVector(91, r, 48, 1.0, 2.0);
     run.start[r] = x;
     CHORUS_ASSIGN_OR_RETURN(auto p, PairwiseGossip::Create(t, graph, options, x));
     int64_t step = 0;
-    bool served = false;
+    bool ready = false;
     for (; step < max_steps && keep_going(); ++step) {
       if (sleep) std::this_thread::sleep_for(sleep(r));
       CHORUS_RETURN_IF_ERROR(p->Mix(x, step, Deadline::AfterSeconds(20)));
-      if (!served && p->Stats().served > 0) {
-        served = true;
-        served_ranks.fetch_add(1);
+      if (!ready && p->Stats().served > 0 && step + 1 >= min_steps) {
+        ready = true;
+        ready_ranks.fetch_add(1);
       }
     }
     CHORUS_RETURN_IF_ERROR(p->Finish(x, Deadline::AfterSeconds(20)));
@@ -102,7 +104,9 @@ void ExpectSumConserved(const PairwiseRun& run) {
 
 // Rank 7 sleeps 7 ms a step more than rank 0: enough to stay slower when a
 // loaded host (the sanitizer build beside other tests) stretches every Mix to
-// 10 ms or more, which 0.3 ms a rank did not (22 steps against 25).
+// 10 ms or more, which 0.3 ms a rank did not (22 steps against 25). Unloaded,
+// rank 7 takes about 40 steps in the 300 ms; every rank takes at least that
+// many, so that a loaded host does the same averagings, only later.
 std::chrono::microseconds SpeedByRank(int rank) {
   return std::chrono::microseconds(100 + 1000 * rank);
 }
@@ -110,7 +114,7 @@ std::chrono::microseconds SpeedByRank(int rank) {
 TEST(PairwiseGossipTest, NodesOfDifferentSpeedsConvergeToTheAverage) {
   const auto graph = Must(topologies::HypercubeGraph(8));
   auto run =
-      RunPairwise(graph, PairwiseOptions{}, &SpeedByRank, 1 << 30, std::chrono::milliseconds(300));
+      RunPairwise(graph, PairwiseOptions{}, &SpeedByRank, 1 << 30, std::chrono::milliseconds(300), 40);
   ExpectSumConserved(run);
   // Hundreds of pairwise averagings on a hypercube: the spread is at float
   // rounding level (~1e-7); 1e-5 leaves room for the last few exchanges.
