@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "common/log.h"
 #include "gossip/protocols/consensus.h"
@@ -21,6 +23,19 @@
 
 namespace chorus::node {
 namespace {
+
+// The norm of v / world, and whether v is finite: a contribution in the
+// mean's share, as the poison check compares it.
+std::pair<double, bool> ShareOfMean(std::span<const float> v, int world) {
+  double sumsq = 0;
+  bool finite = true;
+  for (float f : v) {
+    const double d = static_cast<double>(f) / world;
+    sumsq += d * d;
+    finite = finite && std::isfinite(f);
+  }
+  return {std::sqrt(sumsq), finite};
+}
 
 constexpr const char* kAnchorName = "outer.anchor";
 constexpr const char* kVelocityName = "outer.velocity";
@@ -241,6 +256,7 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
 Status OuterExchange::Communicate(OuterSync& sync) {
   sync.begin_us = NowMicros();
   sync.audit = {};  // a failed attempt's (a re-form may run the sync again)
+  sync.sent.reset();
   const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
   const gossip::Tag tag_base = SyncTagBase(session_->view.epoch, sync.step);
   Status s = config_.exchange.kind == ExchangeKind::kAllreduce ? AverageOverAll(sync, tag_base, deadline)
@@ -259,26 +275,20 @@ Status OuterExchange::Communicate(OuterSync& sync) {
 // partial sum again (sparse_ring_reduce.h): bytes per node that do not grow
 // with the node count, the same decoded sum on every node, and what each
 // compression dropped kept in the residual of the node that dropped it.
+// Audited (the rest of an epoch in which a member misreported its own), the
+// pseudo-gradients are summed whole over every member instead, with neither
+// the codec nor the site representatives between a member and the check.
 Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Deadline deadline) {
   const int world = collective_->size();
+  if (config_.exchange.poison_check && world >= 3 && audit_.On(session_->view.epoch)) {
+    return AuditedAverage(sync, tag_base, deadline);
+  }
   if (!codec_) {
     std::copy(sync.params.begin(), sync.params.end(), sync.base.begin());
     gossip::AllreduceOptions o = AllreduceOptionsAt(tag_base, deadline);
     if (sites_ && config_.exchange.outer.site_representatives) {
       return sites_->AverageAcrossSites(std::span<float>(sync.base), o,
                                         SiteBroadcastTagBase(session_->view.epoch, sync.step));
-    }
-    const bool checked = config_.exchange.poison_check && world >= 3;
-    if (checked && audit_.On(session_->view.epoch)) {
-      // Audited: the members' pseudo-gradients themselves are summed, so
-      // that what each sent is measured as what it is checked as.
-      const std::span<const float> anchor(anchor_.data() + fragments_[static_cast<size_t>(sync.fragment)].begin,
-                                          sync.base.size());
-      for (size_t i = 0; i < sync.base.size(); ++i) sync.base[i] = anchor[i] - sync.params[i];
-      o.pre_scale = 1.0f / static_cast<float>(world);
-      CHORUS_RETURN_IF_ERROR(collective_->AuditedAllreduce(std::span<float>(sync.base), o, &sync.audit));
-      for (size_t i = 0; i < sync.base.size(); ++i) sync.base[i] = anchor[i] - sync.base[i];
-      return Status::Ok();
     }
     o.post_scale = 1.0f / static_cast<float>(world);
     return collective_->Allreduce(std::span<float>(sync.base), o);
@@ -291,16 +301,38 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
   CHORUS_RETURN_IF_ERROR(gossip::SparseRingAllreduce(*session_->transport, *codec_, x, residual, sum, tag_base,
                                                      gossip::MessageSeed(config_.train.seed, 0, sync.step),
                                                      deadline));
+  // What this member put into the sum: its vector less what its encodings
+  // dropped (the sum over the members is exactly the decoded sum).
+  for (size_t i = 0; i < range.count; ++i) x[i] -= residual[i];
+  sync.sent = ShareOfMean(x, world);
   for (size_t i = 0; i < range.count; ++i) {
     sync.base[i] = anchor[i] - static_cast<float>(sum[i] / static_cast<float>(world));
   }
   return Status::Ok();
 }
 
+Status OuterExchange::AuditedAverage(OuterSync& sync, gossip::Tag tag_base, Deadline deadline) {
+  const gossip::FragmentRange range = fragments_[static_cast<size_t>(sync.fragment)];
+  const std::span<const float> anchor(anchor_.data() + range.begin, range.count);
+  const std::span<float> residual(residual_.data() + range.begin, range.count);
+  for (size_t i = 0; i < range.count; ++i) {
+    sync.base[i] = anchor[i] - sync.params[i] + (codec_ ? residual[i] : 0.0f);
+  }
+  const int world = collective_->size();
+  if (codec_) sync.sent = ShareOfMean(sync.base, world);  // the residual goes too: nothing is dropped
+  gossip::AllreduceOptions o = AllreduceOptionsAt(tag_base, deadline);
+  o.pre_scale = 1.0f / static_cast<float>(world);
+  CHORUS_RETURN_IF_ERROR(collective_->AuditedAllreduce(std::span<float>(sync.base), o, &sync.audit));
+  for (size_t i = 0; i < range.count; ++i) sync.base[i] = anchor[i] - sync.base[i];
+  if (codec_) std::fill(residual.begin(), residual.end(), 0.0f);
+  return Status::Ok();
+}
+
 Status OuterExchange::CheckContributions(OuterSync& sync) {
   const gossip::FragmentRange range = fragments_[static_cast<size_t>(sync.fragment)];
   const int world = collective_->size();
-  // This member's pseudo-gradient, in the mean's share (1 / world), and the mean's.
+  // This member's contribution, in the mean's share (1 / world): its
+  // pseudo-gradient unless AverageOverAll said otherwise; and the mean's.
   double sumsq = 0, reduced_sumsq = 0;
   bool finite = true, reduced_finite = true;
   for (size_t i = 0; i < range.count; ++i) {
@@ -313,16 +345,17 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
     reduced_finite = reduced_finite && std::isfinite(mean);
   }
   gossip::StepContribution mine{std::sqrt(sumsq), finite, std::sqrt(reduced_sumsq), reduced_finite};
+  if (sync.sent) std::tie(mine.norm, mine.finite) = *sync.sent;
   const MembershipView& view = session_->view;
   gossip::AuditFigures audit = sync.audit;
   if (poison_fault_ && poison_fault_->lie && sync.step >= poison_fault_->from_step) {
     poison_fault_->Misreport(view.self_rank, &mine, &audit);  // fault injection
   }
-  // With a codec the sum is of compressed messages: no bound to hold it to.
-  const bool sum_checked = !codec_;
+  // Every path's sum is the sum of what the members report they put in
+  // (with a codec, exactly: what each kept), so it is held to the reports.
   CHORUS_ASSIGN_OR_RETURN(const StepCheck check,
                           CheckStep(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine, /*weight=*/1.0,
-                                    audit, config_.exchange.poison_norm_bound, {}, sum_checked,
+                                    audit, config_.exchange.poison_norm_bound, {}, /*sum_checked=*/true,
                                     Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   std::vector<std::string> names(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) names[r] = r < view.size() ? view.members[r].name : "rank " + std::to_string(r);
@@ -332,11 +365,8 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   if (verdict.abandon && verdict.why.empty()) verdict.why = "the mean pseudo-gradient is not finite";
   ReportVerdict(verdict, poison_.Record(verdict, names, check.audited), names, view.self_rank, sync.step,
                 "outer sync after step", config_.exchange.poison_expel_after, session_->control.get());
-  // The audited path sums the pseudo-gradients without a codec and over every member.
-  if (sum_checked && !sites_) {
-    (void)audit_.Note(verdict, view.epoch, "the outer sync after step " + std::to_string(sync.step),
-                      "outer syncs are");
-  }
+  (void)audit_.Note(verdict, view.epoch, "the outer sync after step " + std::to_string(sync.step),
+                    "outer syncs are");
   if (verdict.abandon) std::copy_n(anchor_.begin() + static_cast<std::ptrdiff_t>(range.begin), range.count, sync.base.begin());
   return Status::Ok();
 }

@@ -79,6 +79,10 @@ struct OuterSync {
   std::future<Status> done;  // valid while it runs on the helper thread
   Status status;
   gossip::AuditFigures audit;  // an audited sync's (poison_audit.h); empty otherwise
+  // What this member put into the sum (norm in the mean's share, finite)
+  // where that is not its pseudo-gradient: with a codec, what its encodings
+  // kept, or (audited) the pseudo-gradient with its residual.
+  std::optional<std::pair<double, bool>> sent;
 };
 
 // Lock step only: the exchange is its own MembershipTransitions.
@@ -129,6 +133,9 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // The communication of `sync`: its base from the group.
   [[nodiscard]] Status Communicate(OuterSync& sync);
   [[nodiscard]] Status AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
+  // AverageOverAll in an audited epoch: every member's pseudo-gradient (and
+  // residual) summed whole, flat over every member, each measured.
+  [[nodiscard]] Status AuditedAverage(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
   [[nodiscard]] Status AverageOverGroup(OuterSync& sync, gossip::Tag tag_base, Deadline deadline);
   // The outer collectives' all-reduce options: the configured algorithm
   // and crossovers, at `tag_base`, by `deadline`.

@@ -34,6 +34,8 @@ struct PoisonVariant {
   std::string name;
   std::string fault;   // CHORUS_FAULT_POISON of node3
   std::string config;  // under configs/
+  std::vector<std::string> sets = {};        // --set for every node
+  std::vector<std::string> node3_sets = {};  // and for node3, after those
 };
 
 class PoisonProcessTest : public ::testing::TestWithParam<PoisonVariant> {};
@@ -57,6 +59,10 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   for (int i = 0; i < 4; ++i) {
     std::vector<std::string> env;
     std::vector<std::string> a = args(i);
+    for (const std::string& set : GetParam().sets) a.insert(a.end(), {"--set", set});
+    for (const std::string& set : i == 3 ? GetParam().node3_sets : std::vector<std::string>{}) {
+      a.insert(a.end(), {"--set", set});
+    }
     if (i == 3) {
       env.push_back("CHORUS_FAULT_POISON=" + GetParam().fault);
       a.insert(a.end(), {"--set", "cluster.rejoin=true"});
@@ -226,6 +232,16 @@ INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                                            PoisonVariant{"diloco_nan", "nan@5", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled_lie", "x1000@5+lie", "diloco.toml"},
+                                           // The same with top-2% 8-bit pseudo-gradients: the sum is of
+                                           // what each member's encodings kept, which it reports.
+                                           PoisonVariant{"sparse_diloco_scaled_lie", "x1000@5+lie", "diloco.toml",
+                                                         {"exchange.compression.codec=top-k",
+                                                          "exchange.compression.ratio=0.02",
+                                                          "exchange.compression.value_bits=8"}},
+                                           // Two sites, node3 alone in its own and so its representative.
+                                           PoisonVariant{"site_diloco_scaled_lie", "x1000@5+lie", "diloco.toml",
+                                                         {"exchange.outer.inner=site", "cluster.site=a"},
+                                                         {"cluster.site=b"}},
                                            PoisonVariant{"dpsgd_nan", "nan@5", "gossip-dpsgd-ring.toml"},
                                            PoisonVariant{"dpsgd_scaled", "x1000@5", "gossip-dpsgd-ring.toml"},
                                            PoisonVariant{"pairwise_scaled", "x1000@5", "gossip-pairwise.toml"}),
