@@ -49,26 +49,33 @@ std::vector<std::string> PoisonNodeArgs(const std::string& config, int i, int po
        "train.batch_size=32", "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"});
 }
 
+// Four hand-started nodes of `variant`, node3 the poisoner (it asks to join
+// again when expelled).
+std::vector<std::unique_ptr<ChorusProcess>> StartWithAPoisoner(const PoisonVariant& variant, int port0,
+                                                               const fs::path& out, const std::string& name) {
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<std::string> env;
+    std::vector<std::string> a = PoisonNodeArgs(variant.config, i, port0, out, name);
+    for (const std::string& set : variant.sets) a.insert(a.end(), {"--set", set});
+    for (const std::string& set : i == 3 ? variant.node3_sets : std::vector<std::string>{}) {
+      a.insert(a.end(), {"--set", set});
+    }
+    if (i == 3) {
+      env.push_back("CHORUS_FAULT_POISON=" + variant.fault);
+      a.insert(a.end(), {"--set", "cluster.rejoin=true"});
+    }
+    nodes.push_back(std::make_unique<ChorusProcess>(a, env));
+  }
+  return nodes;
+}
+
 TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-" + GetParam().name;
   const fs::path out = fs::temp_directory_path() / ("chorus-poison-test-" + std::to_string(getpid()));
   const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 7).Next();
-  auto args = [&](int i) { return PoisonNodeArgs(GetParam().config, i, port0, out, name); };
-  std::vector<std::unique_ptr<ChorusProcess>> nodes;
-  for (int i = 0; i < 4; ++i) {
-    std::vector<std::string> env;
-    std::vector<std::string> a = args(i);
-    for (const std::string& set : GetParam().sets) a.insert(a.end(), {"--set", set});
-    for (const std::string& set : i == 3 ? GetParam().node3_sets : std::vector<std::string>{}) {
-      a.insert(a.end(), {"--set", set});
-    }
-    if (i == 3) {
-      env.push_back("CHORUS_FAULT_POISON=" + GetParam().fault);
-      a.insert(a.end(), {"--set", "cluster.rejoin=true"});
-    }
-    nodes.push_back(std::make_unique<ChorusProcess>(a, env));
-  }
+  std::vector<std::unique_ptr<ChorusProcess>> nodes = StartWithAPoisoner(GetParam(), port0, out, name);
   auto outputs = [&] {
     std::string all;
     for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
