@@ -298,13 +298,24 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
   const std::span<float> residual(residual_.data() + range.begin, range.count);
   std::vector<float> x(range.count), sum(range.count);
   for (size_t i = 0; i < range.count; ++i) x[i] = anchor[i] - sync.params[i] + residual[i];
+  // A non-finite vector cannot be encoded (a codec's scale would be
+  // non-finite), and failing here would leave the others waiting on the
+  // ring: this member puts nothing in and reports what it had, so that the
+  // check names it and no member applies the sync.
+  const bool finite = std::all_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
+  if (!finite) {
+    sync.sent = ShareOfMean(x, world);
+    std::fill(x.begin(), x.end(), 0.0f);
+  }
   CHORUS_RETURN_IF_ERROR(gossip::SparseRingAllreduce(*session_->transport, *codec_, x, residual, sum, tag_base,
                                                      gossip::MessageSeed(config_.train.seed, 0, sync.step),
                                                      deadline));
-  // What this member put into the sum: its vector less what its encodings
-  // dropped (the sum over the members is exactly the decoded sum).
-  for (size_t i = 0; i < range.count; ++i) x[i] -= residual[i];
-  sync.sent = ShareOfMean(x, world);
+  if (finite) {
+    // What this member put into the sum: its vector less what its encodings
+    // dropped (the sum over the members is exactly the decoded sum).
+    for (size_t i = 0; i < range.count; ++i) x[i] -= residual[i];
+    sync.sent = ShareOfMean(x, world);
+  }
   for (size_t i = 0; i < range.count; ++i) {
     sync.base[i] = anchor[i] - static_cast<float>(sum[i] / static_cast<float>(world));
   }
