@@ -87,9 +87,21 @@ struct EpochView {
 }
 
 # A node name the members expelled for what it sent (poison), and why.
+# With cluster.issuer, `proofs` carries the accusers' signed words
+# (accusation_proof.h): one, the sender's, in a heartbeat's accusations; at
+# least cluster.expel_quorum in a view's expelled names, so that a member
+# checks a conviction instead of taking the proposer's word for it.
 struct Expulsion {
   name @0 :Text;
   why @1 :Text;
+  proofs @2 :List(AccusationProof);
+}
+
+struct AccusationProof {
+  accuser @0 :Text;
+  credentialKey @1 :Data;        # the accuser's Ed25519 public key
+  credentialSignature @2 :Data;  # the issuer's signature over accuser and credentialKey
+  signature @3 :Data;            # the accuser's signature of the accusation
 }
 
 struct EpochAck {

@@ -86,6 +86,13 @@ MacKey ClusterKey::DataKey(uint64_t epoch, std::span<const uint8_t> salt) const 
   return out;
 }
 
+MacKey ClusterKey::Tag(std::string_view label) const {
+  MacKey out;
+  crypto_generichash(out.data(), out.size(), reinterpret_cast<const uint8_t*>(label.data()), label.size(),
+                     key_.data(), key_.size());
+  return out;
+}
+
 MacKey ClusterKey::SessionKey(Direction direction, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
                               const SharedSecret& ephemeral) const {
   return HmacParts(key_, {Bytes("session "), Bytes(DirectionLabel(direction)), dialer_nonce, acceptor_nonce,

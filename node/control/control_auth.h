@@ -92,6 +92,9 @@ class ClusterKey {
   // view's random data salt), so that every view, even one that reuses an
   // epoch number (a new run with the same token), has a key of its own.
   MacKey DataKey(uint64_t epoch, std::span<const uint8_t> salt) const;
+  // A public name of the cluster for what members sign (accusation_proof.h):
+  // BLAKE2b keyed with K over `label`. It reveals nothing of K.
+  MacKey Tag(std::string_view label) const;
 
  private:
   explicit ClusterKey(const MacKey& key) : key_(key) {}

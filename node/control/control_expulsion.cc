@@ -6,8 +6,10 @@
 // members accused the same name. So a lying member, alone, expels nobody.
 // Convictions travel in views, so that whoever coordinates refuses the
 // name's rejoin, also after the accusers have gone, and after the view
-// dropped the name. Reports that a member is dead are weighed the same way
-// by the coordinator: one member's word removes nobody (JudgeDeathReports).
+// dropped the name; with credentials each carries its accusers' signed
+// words, which every member checks (accusation_proof.h). Reports that a
+// member is dead are weighed the same way by the coordinator: one member's
+// word removes nobody (JudgeDeathReports).
 #include "node/control/control_plane_impl.h"
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <optional>
 
 #include "common/fault_spec.h"
+#include "node/control/accusation_proof.h"
 
 namespace chorus::node {
 
@@ -25,32 +28,54 @@ void ControlPlaneImpl::Expel(const std::string& name, const std::string& why) {
         expelled_self_ = why;
         return;
       }
-      own_accusations_.emplace(name, why);
-      Accuse(name, self_.name, why);
+      msg::Expulsion accusation{why};
+      if (credentials_) accusation.proofs.push_back(SignAccusation(*credentials_, accusation_cluster_, name));
+      own_accusations_.emplace(name, accusation);
+      Accuse(name, self_.name, accusation);
     });
   });
 }
 
-void ControlPlaneImpl::LearnAccusations(const std::map<std::string, std::string>& accused,
-                                        const std::string& accuser) {
-  for (const auto& [name, why] : accused) Accuse(name, accuser, why);
+void ControlPlaneImpl::LearnAccusations(const msg::Expulsions& accused, const std::string& accuser) {
+  for (const auto& [name, accusation] : accused) {
+    if (credentials_) {
+      // Only the sender's own proof counts here; it must hold.
+      msg::Expulsion own{accusation.why};
+      for (const msg::AccusationProof& p : accusation.proofs) {
+        if (p.accuser == accuser) own.proofs.push_back(p);
+      }
+      Status s = own.proofs.empty() ? PermissionDenied("it carries no proof signed by " + accuser)
+                                    : CheckAccusation(*credentials_, accusation_cluster_, name, own.proofs[0]);
+      if (!s.ok()) {
+        if (refused_accusations_.emplace(name, accuser).second) {
+          CHORUS_LOG_ERROR(Subsys::kControl, "refusing ", accuser, "'s accusation of ", name, ": ", s.message());
+        }
+        continue;
+      }
+      Accuse(name, accuser, own);
+      continue;
+    }
+    Accuse(name, accuser, msg::Expulsion{accusation.why});
+  }
 }
 
-void ControlPlaneImpl::Accuse(const std::string& name, const std::string& accuser, const std::string& why) {
+void ControlPlaneImpl::Accuse(const std::string& name, const std::string& accuser, const msg::Expulsion& accusation) {
   if (expelled_.count(name)) return;
-  std::map<std::string, std::string>& by = accusations_[name];
-  if (!by.emplace(accuser, why).second) return;
+  std::map<std::string, msg::Expulsion>& by = accusations_[name];
+  if (!by.emplace(accuser, accusation).second) return;
   const int quorum = std::max(1, config_.expel_quorum);
   std::string accusers;
   for (const auto& [who, _] : by) accusers += (accusers.empty() ? "" : ", ") + who;
+  const std::string& why = accusation.why;
   if (static_cast<int>(by.size()) < quorum) {
     CHORUS_LOG_WARN(Subsys::kControl, accuser, " asks to expel ", name, ": ", why, " (", by.size(), " of the ",
                     quorum, " members needed)");
     return;
   }
-  const std::string verdict = why + " (named by " + accusers + ")";
+  msg::Expulsion verdict{why + " (named by " + accusers + ")"};
+  for (const auto& [who, a] : by) verdict.proofs.insert(verdict.proofs.end(), a.proofs.begin(), a.proofs.end());
   if (name == self_.name) {
-    expelled_self_ = verdict;
+    expelled_self_ = verdict.why;
     return;
   }
   // Recorded even when the view has dropped the name already (it died, or a
@@ -59,11 +84,26 @@ void ControlPlaneImpl::Accuse(const std::string& name, const std::string& accuse
   RefuseExpelledApplicants();
   const Member* m = view_.Find(name);
   if (m == nullptr || dead_.count(name)) return;
-  DeclareDead(name, m->rank, "expelled: " + verdict, /*gone=*/false);
+  DeclareDead(name, m->rank, "expelled: " + verdict.why, /*gone=*/false);
 }
 
-void ControlPlaneImpl::LearnExpulsions(const std::map<std::string, std::string>& expelled, const std::string& from) {
-  for (const auto& [name, why] : expelled) {
+bool ControlPlaneImpl::ProvenExpulsion(const std::string& name, const msg::Expulsion& e, const std::string& from) {
+  if (!credentials_) return true;
+  const ProvenAccusers proven = CheckAccusations(*credentials_, accusation_cluster_, name, e.proofs);
+  const size_t quorum = static_cast<size_t>(std::max(1, config_.expel_quorum));
+  if (proven.accusers.size() >= quorum) return true;
+  if (refused_accusations_.emplace(name, from).second) {
+    CHORUS_LOG_ERROR(Subsys::kControl, "refusing ", from, "'s word that ", name,
+                     " was expelled: it carries the signed accusations of ", proven.accusers.size(), " of the ",
+                     quorum, " members needed", proven.refused.empty() ? "" : " (" + proven.refused + ")");
+  }
+  return false;
+}
+
+void ControlPlaneImpl::LearnExpulsions(const msg::Expulsions& expelled, const std::string& from) {
+  for (const auto& [name, e] : expelled) {
+    if (!ProvenExpulsion(name, e, from)) continue;
+    const std::string& why = e.why;
     if (name == self_.name) {
       if (expelled_self_.empty()) {
         CHORUS_LOG_ERROR(Subsys::kControl, "member ", from, " reports that the cluster expelled this node: ", why);
@@ -71,7 +111,7 @@ void ControlPlaneImpl::LearnExpulsions(const std::map<std::string, std::string>&
       expelled_self_ = why;
       continue;
     }
-    if (!expelled_.emplace(name, why).second) continue;
+    if (!expelled_.emplace(name, e).second) continue;
     CHORUS_LOG_WARN(Subsys::kControl, "member ", from, " reports that ", name, " was expelled: ", why,
                     "; its name is refused from now on");
     const Member* m = view_.Find(name);
@@ -79,6 +119,21 @@ void ControlPlaneImpl::LearnExpulsions(const std::map<std::string, std::string>&
     DeclareDead(name, m->rank, "expelled by " + from + ": " + why, /*gone=*/false);
   }
   RefuseExpelledApplicants();
+}
+
+msg::Expulsions ControlPlaneImpl::ExpelledForViews() const {
+  msg::Expulsions out = expelled_;
+  const char* forged = std::getenv("CHORUS_FAULT_FORGE_EXPULSION");
+  if (forged == nullptr || *forged == '\0' || out.count(forged)) return out;
+  msg::Expulsion e{"fault injection: a forged conviction"};
+  if (credentials_) {
+    e.proofs.push_back(SignAccusation(*credentials_, accusation_cluster_, forged));
+    msg::AccusationProof other = e.proofs.back();  // another member's name on this node's signature
+    other.accuser = other.accuser == "node1" ? "node2" : "node1";
+    e.proofs.push_back(other);
+  }
+  out.emplace(forged, e);
+  return out;
 }
 
 std::string ControlPlaneImpl::ExpelledSelf() const {
@@ -89,7 +144,7 @@ std::string ControlPlaneImpl::ExpelledSelf() const {
 std::string ControlPlaneImpl::ExpelledReason(const std::string& name) const {
   auto out = expelled_.find(name);
   if (out == expelled_.end()) return std::string();
-  return "node name '" + name + "' was expelled from this cluster: " + out->second;
+  return "node name '" + name + "' was expelled from this cluster: " + out->second.why;
 }
 
 void ControlPlaneImpl::RefuseExpelledApplicants() {

@@ -217,7 +217,7 @@ void ControlPlaneImpl::MaybeFormEpoch0() {
   v.data_salt = RandomSalt();
   v.proposer = self_.name;
   v.members = AssignInitialRanks(std::move(candidates));
-  v.expelled = expelled_;
+  v.expelled = ExpelledForViews();
   for (const Applicant& a : applicants_) {
     if (a.conn->established()) a.conn->Send(msg::Welcome{v});
   }
@@ -262,7 +262,7 @@ void ControlPlaneImpl::MaybePropose() {
   v.departed = departed;
   v.finished = finished;
   v.stopped = stopped;
-  v.expelled = expelled_;
+  v.expelled = ExpelledForViews();
   for (size_t i = num_survivors; i < members.size(); ++i) v.joined.push_back(members[i].name);
   v.members = std::move(members);
   proposal_ = Proposal{v, {}};

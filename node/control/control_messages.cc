@@ -61,11 +61,18 @@ void SetTextList(capnp::List<capnp::Text>::Builder list, const std::vector<std::
   for (size_t i = 0; i < items.size(); ++i) list.set(i, TextOf(items[i]));
 }
 
-void SetExpulsions(capnp::List<wire::Expulsion>::Builder list, const std::map<std::string, std::string>& expelled) {
+void SetExpulsions(capnp::List<wire::Expulsion>::Builder list, const msg::Expulsions& expelled) {
   unsigned i = 0;
-  for (const auto& [name, why] : expelled) {
+  for (const auto& [name, e] : expelled) {
     list[i].setName(TextOf(name));
-    list[i].setWhy(TextOf(why));
+    list[i].setWhy(TextOf(e.why));
+    auto proofs = list[i].initProofs(static_cast<unsigned>(e.proofs.size()));
+    for (unsigned j = 0; j < e.proofs.size(); ++j) {
+      proofs[j].setAccuser(TextOf(e.proofs[j].accuser));
+      proofs[j].setCredentialKey(DataOf(e.proofs[j].credential_key));
+      proofs[j].setCredentialSignature(DataOf(e.proofs[j].credential_signature));
+      proofs[j].setSignature(DataOf(e.proofs[j].signature));
+    }
     ++i;
   }
 }
@@ -262,9 +269,16 @@ std::vector<std::string> GetTextList(capnp::List<capnp::Text>::Reader list) {
   return out;
 }
 
-std::map<std::string, std::string> GetExpulsions(capnp::List<wire::Expulsion>::Reader list) {
-  std::map<std::string, std::string> out;
-  for (auto e : list) out.emplace(StringOf(e.getName()), StringOf(e.getWhy()));
+msg::Expulsions GetExpulsions(capnp::List<wire::Expulsion>::Reader list) {
+  msg::Expulsions out;
+  for (auto e : list) {
+    msg::Expulsion x{StringOf(e.getWhy())};
+    for (auto p : e.getProofs()) {
+      x.proofs.push_back({StringOf(p.getAccuser()), BytesOf(p.getCredentialKey()),
+                          BytesOf(p.getCredentialSignature()), BytesOf(p.getSignature())});
+    }
+    out.emplace(StringOf(e.getName()), std::move(x));
+  }
   return out;
 }
 

@@ -75,6 +75,24 @@ struct Join {
   bool resume = false;          // see LocalNodeInfo::resume
 };
 // An epoch as proposed and as committed.
+// One member's signed word that a name must be expelled (with
+// cluster.issuer; accusation_proof.h): its credential and its signature.
+struct AccusationProof {
+  std::string accuser;
+  std::vector<uint8_t> credential_key;
+  std::vector<uint8_t> credential_signature;
+  std::vector<uint8_t> signature;
+  bool operator==(const AccusationProof&) const = default;
+};
+// Why a name is (to be) expelled, and the accusers' proofs (none without
+// cluster.issuer).
+struct Expulsion {
+  std::string why;
+  std::vector<AccusationProof> proofs = {};
+  bool operator==(const Expulsion&) const = default;
+};
+using Expulsions = std::map<std::string, Expulsion>;  // by name
+
 struct EpochView {
   uint64_t epoch = 0;
   uint64_t proposal_id = 0;
@@ -85,7 +103,7 @@ struct EpochView {
   std::vector<std::string> finished;  // departed members that left at their run's end
   std::vector<std::string> stopped;   // departed members that left before it
   std::vector<uint8_t> data_salt;     // fresh per view (ClusterKey::DataKey)
-  std::map<std::string, std::string> expelled = {};  // every name expelled so far, with why
+  Expulsions expelled = {};           // every name expelled so far, with why
 };
 struct Welcome {
   EpochView view;
@@ -108,8 +126,8 @@ struct Heartbeat {
   std::vector<std::string> dead = {};  // members the sender declared dead in `epoch`
   std::string incarnation = {};        // the sender's (sample_counter.h), whose count `samples` is
   std::map<std::string, uint64_t> counts = {};  // the sender's sample counter, every incarnation it knows
-  // The sender's own accusations (ControlPlane::Expel): name -> why.
-  std::map<std::string, std::string> accusations = {};
+  // The sender's own accusations (ControlPlane::Expel), each with its proof.
+  Expulsions accusations = {};
 };
 struct Leave {
   uint64_t epoch = 0;

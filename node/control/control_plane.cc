@@ -164,6 +164,7 @@ ControlPlaneImpl::ControlPlaneImpl(const ClusterConfig& config, Member self, Ver
   // A handshake gets as long as a member may stay silent, and at least 2 s.
   conn_options_.handshake_timeout =
       std::max<Duration>(SecondsToDuration(config.dead_timeout_s), std::chrono::seconds(2));
+  accusation_cluster_ = key_->Tag("chorus accusations");
 }
 
 // What is still queued on a connection (a Leave sent the moment before the

@@ -290,22 +290,38 @@ class ControlPlaneImpl : public Connection::Listener {
   bool RestartsMember(const std::shared_ptr<Connection>& conn, const Member& info);
   void DeclareDead(const std::string& name, int rank, const std::string& why, bool gone);
   // Names the cluster expelled, with why: convicted here (config_.expel_quorum
-  // distinct members accused it) or learned from a view's proposer. Their
-  // joins are refused for the run.
-  std::map<std::string, std::string> expelled_;
+  // distinct members accused it) or learned from a view's proposer (with
+  // credentials, only with that many accusers' proofs: accusation_proof.h).
+  // Their joins are refused for the run.
+  msg::Expulsions expelled_;
   std::string expelled_self_;  // why the others expel this node (ExpelledSelf); empty: they do not
-  // Accusations by accused name: accuser -> why. This node's own (Expel), and
-  // each member's own as its heartbeats carry them over its own connection:
-  // never relayed, so one member's word counts once.
-  std::map<std::string, std::map<std::string, std::string>> accusations_;
-  std::map<std::string, std::string> own_accusations_;  // what this node's heartbeats carry
+  // Accusations by accused name, then by accuser: why, and with credentials
+  // the accuser's proof. This node's own (Expel), and each member's own as
+  // its heartbeats carry them over its own connection: never relayed, so one
+  // member's word counts once.
+  std::map<std::string, std::map<std::string, msg::Expulsion>> accusations_;
+  msg::Expulsions own_accusations_;  // what this node's heartbeats carry
+  // Accusations and convictions refused for want of proof: (name, who), each
+  // logged once.
+  std::set<std::pair<std::string, std::string>> refused_accusations_;
+  // The cluster in what members sign (ClusterKey::Tag).
+  MacKey accusation_cluster_{};
   // control_expulsion.cc: counts `accuser`'s accusation of `name`; at the
   // quorum, convicts: the name is refused and a live member declared dead.
-  void Accuse(const std::string& name, const std::string& accuser, const std::string& why);
-  void LearnAccusations(const std::map<std::string, std::string>& accused, const std::string& accuser);
-  // Merges the expulsions of a view from its proposer; the coordinator drops
-  // a live member among them.
-  void LearnExpulsions(const std::map<std::string, std::string>& expelled, const std::string& from);
+  void Accuse(const std::string& name, const std::string& accuser, const msg::Expulsion& accusation);
+  void LearnAccusations(const msg::Expulsions& accused, const std::string& accuser);
+  // Merges the expulsions of a view from its proposer (with credentials,
+  // those proven by a quorum of accusers); the coordinator drops a live
+  // member among them.
+  void LearnExpulsions(const msg::Expulsions& expelled, const std::string& from);
+  // With credentials: whether `e` proves (by at least config_.expel_quorum
+  // accusers' proofs) that `name` was expelled; logs a refusal once per
+  // (name, from). Always true without credentials.
+  bool ProvenExpulsion(const std::string& name, const msg::Expulsion& e, const std::string& from);
+  // The expelled names this node's views carry (expelled_; plus, under
+  // CHORUS_FAULT_FORGE_EXPULSION=NAME, NAME with this node's own proof and a
+  // forged one: a lying proposer, for tests).
+  msg::Expulsions ExpelledForViews() const;
   // Coordinator: the members others declared dead in this epoch, by name,
   // until judged (JudgeDeathReports in membership.h); cleared by each view.
   std::map<std::string, DeathReport> death_reports_;

@@ -245,13 +245,13 @@ bool NodeCredentials::Revoked(const SignPublicKey& key) const {
 }
 
 Status NodeCredentials::CheckPeer(const Credential& peer, std::string_view name, std::span<const uint8_t> signature,
-                                  std::span<const uint8_t> transcript) const {
+                                  std::span<const uint8_t> transcript, std::string_view what) const {
   CHORUS_RETURN_IF_ERROR(CheckIssued(peer, name));
   const std::string who = "'" + std::string(name) + "'";
   if (signature.size() != kSignatureBytes ||
       crypto_sign_verify_detached(signature.data(), transcript.data(), transcript.size(), peer.node_key.data()) != 0) {
-    return PermissionDenied(who + " did not sign the handshake with its credential's key (a copied credential "
-                            "without its secret key?)");
+    return PermissionDenied(who + " did not sign " + std::string(what) +
+                            " with its credential's key (a copied credential without its secret key?)");
   }
   return Status::Ok();
 }

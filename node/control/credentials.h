@@ -111,10 +111,11 @@ class NodeCredentials {
   // PermissionDenied saying which check failed.
   [[nodiscard]] Status CheckIssued(const Credential& peer, std::string_view name) const;
   // Ok when `peer` is a credential of this node's issuer for `name` and
-  // `signature` is its holder's over `transcript`; PermissionDenied saying
-  // which check failed.
+  // `signature` is its holder's over `transcript` (`what` it signed, for the
+  // error); PermissionDenied saying which check failed.
   [[nodiscard]] Status CheckPeer(const Credential& peer, std::string_view name,
-                                 std::span<const uint8_t> signature, std::span<const uint8_t> transcript) const;
+                                 std::span<const uint8_t> signature, std::span<const uint8_t> transcript,
+                                 std::string_view what = "the handshake") const;
 
  private:
   friend class Issuer;

@@ -29,6 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 namespace chorus::node::testing {
@@ -163,6 +165,37 @@ inline std::vector<std::string> HandNodeArgs(const std::string& config, int i, i
     args.push_back(s);
   }
   return args;
+}
+
+// Runs `chorus credential ARGS...` to its end; the printed cluster.issuer
+// (empty, with a test failure, when it printed none).
+inline std::string CredentialCommand(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"credential"};
+  all.insert(all.end(), args.begin(), args.end());
+  ChorusProcess p(all);
+  EXPECT_EQ(ExitStatus(p, 30), 0) << p.Output();
+  std::smatch m;
+  const std::string out = p.Output();
+  if (!std::regex_search(out, m, std::regex("issuer = \"([0-9a-f]{64})\""))) {
+    ADD_FAILURE() << "no issuer in\n" << out;
+    return "";
+  }
+  return m[1].str();
+}
+
+// An issuer in `dir`/issuer.toml and credentials `dir`/node<i>.cred for
+// node0..node<n-1>; the --set values that make node i use its own.
+inline std::vector<std::vector<std::string>> IssueNodeCredentials(const std::filesystem::path& dir, int n) {
+  std::filesystem::create_directories(dir);
+  const std::string issuer = CredentialCommand({"issuer", (dir / "issuer.toml").string()});
+  std::vector<std::vector<std::string>> sets;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "node" + std::to_string(i);
+    const std::string path = (dir / (name + ".cred")).string();
+    (void)CredentialCommand({"issue", "--issuer", (dir / "issuer.toml").string(), "--name", name, path});
+    sets.push_back({"cluster.issuer=\"" + issuer + "\"", "cluster.credential=\"" + path + "\""});
+  }
+  return sets;
 }
 
 // Short cluster timeouts as --set arguments (heartbeat 0.1 s, suspect 0.5 s, dead 1 s).

@@ -22,23 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChorusProcess;
+using testing::CredentialCommand;
 using testing::PortPicker;
 using testing::ReadJson;
-
-// Runs `chorus credential ARGS...` to its end; the printed cluster.issuer.
-std::string CredentialCommand(const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"credential"};
-  all.insert(all.end(), args.begin(), args.end());
-  ChorusProcess p(all);
-  EXPECT_EQ(testing::ExitStatus(p, 30), 0) << p.Output();
-  std::smatch m;
-  const std::string out = p.Output();
-  if (!std::regex_search(out, m, std::regex("issuer = \"([0-9a-f]{64})\""))) {
-    ADD_FAILURE() << "no issuer in\n" << out;
-    return "";
-  }
-  return m[1].str();
-}
 
 TEST(CredentialProcessTest, NodesWithTheIssuersCredentialsTrainAndAStrangersIsRefused) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";

@@ -36,6 +36,7 @@ struct PoisonVariant {
   std::string config;  // under configs/
   std::vector<std::string> sets = {};        // --set for every node
   std::vector<std::string> node3_sets = {};  // and for node3, after those
+  bool credentials = false;                  // per-node credentials (cluster.issuer)
 };
 
 class PoisonProcessTest : public ::testing::TestWithParam<PoisonVariant> {};
@@ -54,10 +55,14 @@ std::vector<std::string> PoisonNodeArgs(const std::string& config, int i, int po
 std::vector<std::unique_ptr<ChorusProcess>> StartWithAPoisoner(const PoisonVariant& variant, int port0,
                                                                const fs::path& out, const std::string& name) {
   std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  const std::vector<std::vector<std::string>> credentials =
+      variant.credentials ? testing::IssueNodeCredentials(out / "credentials", 4)
+                          : std::vector<std::vector<std::string>>(4);
   for (int i = 0; i < 4; ++i) {
     std::vector<std::string> env;
     std::vector<std::string> a = PoisonNodeArgs(variant.config, i, port0, out, name);
     for (const std::string& set : variant.sets) a.insert(a.end(), {"--set", set});
+    for (const std::string& set : credentials[i]) a.insert(a.end(), {"--set", set});
     for (const std::string& set : i == 3 ? variant.node3_sets : std::vector<std::string>{}) {
       a.insert(a.end(), {"--set", set});
     }
@@ -85,6 +90,9 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   // others see it go.
   ASSERT_TRUE(nodes[0]->WaitFor("members node0 node1 node2 \\(departed ranks 3\\)", 120)) << outputs();
   EXPECT_NE(outputs().find("member node3 (rank 3) is dead: expelled"), std::string::npos) << outputs();
+  // With credentials every conviction a view carries is proven (the accusers' signed words).
+  EXPECT_FALSE(std::regex_search(outputs(), std::regex("refusing \\S+('s word that|'s accusation of)")))
+      << outputs();
   std::string checksum;
   int expelled_by = 0;
   for (int i = 0; i < 3; ++i) {
@@ -224,6 +232,38 @@ TEST(PoisonProcessTest, AMemberThatCallsAnotherDeadAloneRemovesOnlyItself) {
   fs::remove_all(out);
 }
 
+// A proposer that lies in its views: node0, which founds the cluster, puts
+// node2 among the expelled names of every view it proposes, with its own
+// signed accusation and one it forged in node1's name. With per-node
+// credentials every member checks a conviction's proofs: none takes node2
+// for expelled, node2 does not leave, and all four end with one model.
+TEST(PoisonProcessTest, AViewThatConvictsWithoutProofIsRefused) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  const std::string name = "poison-forged-view";
+  const fs::path out = fs::temp_directory_path() / ("chorus-forged-view-test-" + std::to_string(getpid()));
+  const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 17).Next();
+  const std::vector<std::vector<std::string>> credentials = testing::IssueNodeCredentials(out / "credentials", 4);
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<std::string> args = PoisonNodeArgs("allreduce-ring.toml", i, port0, out, name);
+    for (const std::string& set : credentials[i]) args.insert(args.end(), {"--set", set});
+    nodes.push_back(std::make_unique<ChorusProcess>(
+        args, i == 0 ? std::vector<std::string>{"CHORUS_FAULT_FORGE_EXPULSION=node2"} : std::vector<std::string>{}));
+  }
+  LiarRun run{std::move(nodes), {}};
+  for (auto& node : run.nodes) run.statuses.push_back(node->Wait(300));
+  ExpectOneModel(run, 4, 4, out, name);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_NE(run.nodes[i]->Output().find("refusing node0's word that node2 was expelled: it carries the signed "
+                                          "accusations of 1 of the 2 members needed"),
+              std::string::npos)
+        << "node" << i << "\n" << run.Outputs();
+  }
+  EXPECT_EQ(run.nodes[2]->Output().find("expelled this node"), std::string::npos) << run.Outputs();
+  EXPECT_EQ(run.Outputs().find("node2 was expelled: fault injection"), std::string::npos) << run.Outputs();
+  fs::remove_all(out);
+}
+
 INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                          ::testing::Values(PoisonVariant{"nan", "nan@5", "allreduce-ring.toml"},
                                            PoisonVariant{"scaled", "x1000@5", "allreduce-ring.toml"},
@@ -253,6 +293,9 @@ INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                                            PoisonVariant{"site_diloco_scaled_lie", "x1000@5+lie", "diloco.toml",
                                                          {"exchange.outer.inner=site", "cluster.site=a"},
                                                          {"cluster.site=b"}},
+                                           // The convictions travel in views with the accusers' proofs.
+                                           PoisonVariant{"scaled_with_credentials", "x1000@5", "allreduce-ring.toml",
+                                                         {}, {}, /*credentials=*/true},
                                            PoisonVariant{"dpsgd_nan", "nan@5", "gossip-dpsgd-ring.toml"},
                                            PoisonVariant{"dpsgd_scaled", "x1000@5", "gossip-dpsgd-ring.toml"},
                                            PoisonVariant{"pairwise_scaled", "x1000@5", "gossip-pairwise.toml"}),

@@ -33,7 +33,9 @@ msg::EpochView SampleView() {
   v.joined = {"node5"};
   v.finished = {"node4"};
   v.stopped = {"node2"};
-  v.expelled = {{"node3", "its contributions were rejected 3 times"}, {"node7", "sent NaN"}};
+  v.expelled = {{"node3", {"its contributions were rejected 3 times",
+                            {{"node0", {1, 2, 3}, {4, 5}, {6, 7, 8, 9}}, {"node1", {10}, {11}, {12}}}}},
+                {"node7", {"sent NaN"}}};
   return v;
 }
 
@@ -95,7 +97,7 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(ack.sender, "node2");
   auto hb = std::get<msg::Heartbeat>(RoundTrip(msg::Heartbeat{
       3, "node1", 640, 4, {"node2", "node3"}, "node1#00ff", {{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}},
-      {{"node6", "sent NaN"}}}));
+      {{"node6", {"sent NaN", {{"node1", {1}, {2}, {3}}}}}}}));
   EXPECT_EQ(hb.epoch, 3u);
   EXPECT_EQ(hb.sender, "node1");
   EXPECT_EQ(hb.samples, 640u);
@@ -103,7 +105,7 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(hb.dead, (std::vector<std::string>{"node2", "node3"}));
   EXPECT_EQ(hb.incarnation, "node1#00ff");
   EXPECT_EQ(hb.counts, (std::map<std::string, uint64_t>{{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}}));
-  EXPECT_EQ(hb.accusations, (std::map<std::string, std::string>{{"node6", "sent NaN"}}));
+  EXPECT_EQ(hb.accusations, (msg::Expulsions{{"node6", {"sent NaN", {{"node1", {1}, {2}, {3}}}}}}));
   auto leave = std::get<msg::Leave>(RoundTrip(msg::Leave{4, "node4"}));
   EXPECT_EQ(leave.epoch, 4u);
   EXPECT_EQ(leave.name, "node4");
