@@ -67,7 +67,8 @@ Status ClusterSession::MeasureSites(Deadline deadline) {
   transport->SetOtherSites(OtherSites(view));
   site_probe_report = SiteProbeJson(*probe, view, contradictions);
   CHORUS_LOG_INFO(Subsys::kNode, "epoch ", view.epoch, ": links measured in ", probe->seconds, " s (",
-                  probe->measured_pairs, " pairs probed, ", probe->known_pairs, " known): ",
+                  probe->measured_pairs, " pairs probed, ", probe->known_pairs, " known, ", probe->inferred_pairs,
+                  " from a site's first member): ",
                   site_probe_report["groups"].dump(), " (gap ", probe->groups.gap, "x); this node's site is \"",
                   view.members[view.self_rank].SiteKey(), "\"");
   for (const std::string& c : contradictions) CHORUS_LOG_WARN(Subsys::kNode, "cluster.site: ", c);

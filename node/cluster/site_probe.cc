@@ -141,7 +141,9 @@ void KnownLinks::Remember(const SiteProbe& probe, const MembershipView& view) {
   epoch = static_cast<int64_t>(view.epoch);
   view_id = ViewId(view);
   cost_s.clear();
+  group.clear();
   for (int i = 0; i < n; ++i) {
+    group[LinkIdentity(view.members[i])] = probe.groups.group_of_rank[static_cast<size_t>(i)];
     for (int j = i + 1; j < n; ++j) {
       std::pair<std::string, std::string> key{LinkIdentity(view.members[i]), LinkIdentity(view.members[j])};
       if (key.second < key.first) std::swap(key.first, key.second);
@@ -158,6 +160,59 @@ std::optional<double> KnownLinks::Find(const Member& a, const Member& b) const {
   return it->second;
 }
 
+namespace {
+
+// Which pairs of a view a probe measures, from every member's gathered last
+// probe: (epoch, view id, its group's lowest rank in this view or -1), the
+// same on every member.
+class PairPlan {
+ public:
+  explicit PairPlan(std::vector<float> last) : last_(std::move(last)) {}
+  // Both members ended the same last probe.
+  bool Known(int i, int j) const {
+    return Epoch(i) >= 0 && Epoch(i) == Epoch(j) && last_[3 * At(i) + 1] == last_[3 * At(j) + 1];
+  }
+  // For a joiner's pair with a member of a group that has another lowest
+  // rank: that rank, whose cost with the joiner the pair takes; else -1.
+  int InferredFrom(int i, int j) const {
+    if (Known(i, j) || (Epoch(i) < 0) == (Epoch(j) < 0)) return -1;
+    const int old = Epoch(i) < 0 ? j : i;
+    const int lowest = Lowest(old);
+    // The lowest rank must have ended the same probe, so that it counts
+    // itself its group's lowest and measures its pair with the joiner.
+    return lowest >= 0 && lowest != old && Known(old, lowest) && Lowest(lowest) == lowest ? lowest : -1;
+  }
+  // Of a pair InferredFrom names a rank for: its member with no last probe.
+  int JoinerOf(int i, int j) const { return Epoch(i) < 0 ? i : j; }
+
+ private:
+  static size_t At(int rank) { return static_cast<size_t>(rank); }
+  float Epoch(int rank) const { return last_[3 * At(rank)]; }
+  int Lowest(int rank) const { return static_cast<int>(last_[3 * At(rank) + 2]); }
+  std::vector<float> last_;
+};
+
+// What this member gathers for PairPlan: its last probe's epoch and view id
+// and its group's lowest rank among the members of `view` that ended that
+// probe too (by identity); -1s without one.
+std::vector<float> LastProbeOf(const MembershipView& view, const KnownLinks* known) {
+  if (known == nullptr || known->epoch < 0) return {-1.0f, 0.0f, -1.0f};
+  auto group_of = [&](int r) {
+    auto it = known->group.find(LinkIdentity(view.members[static_cast<size_t>(r)]));
+    return it == known->group.end() ? -1 : it->second;
+  };
+  const int mine = group_of(view.self_rank);
+  int lowest = -1;
+  for (int r = 0; r < view.size() && lowest < 0 && mine >= 0; ++r) {
+    // A member of this group in the last probe is also in this view only if
+    // its identity is: it ended that probe too.
+    if (group_of(r) == mine) lowest = r;
+  }
+  return {static_cast<float>(known->epoch), static_cast<float>(known->view_id), static_cast<float>(lowest)};
+}
+
+}  // namespace
+
 Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView& view,
                              const SiteProbeOptions& options, gossip::Tag tag_base, Deadline deadline,
                              const KnownLinks* known) {
@@ -167,27 +222,20 @@ Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView&
   SiteProbe probe;
   probe.bytes = ProbeBytes(options, n);
   CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(transport, HostKeys(view)));
-  // Which pairs both members know from the same last probe: each member's
-  // (epoch, view id), exact in floats (epochs up to 2^24).
-  const std::vector<float> mine =
-      known != nullptr && known->epoch >= 0
-          ? std::vector<float>{static_cast<float>(known->epoch), static_cast<float>(known->view_id)}
-          : std::vector<float>{-1.0f, 0.0f};
+  // Every member decides alike from the gathered last probes (exact in
+  // floats: epochs and ranks up to 2^24); only a known pair's own members
+  // look the value up, and both hold it.
   CHORUS_ASSIGN_OR_RETURN(std::vector<float> last,
-                          GatherFromEveryRank(world, mine, tag_base + 2 * gossip::kTagsPerCollective, deadline));
-  // Every member decides alike from the gathered views; only the pair's own
-  // members look the value up, and both hold it.
-  auto is_known = [&](int i, int j) {
-    const size_t a = 2 * static_cast<size_t>(i), b = 2 * static_cast<size_t>(j);
-    return last[a] >= 0 && last[a] == last[b] && last[a + 1] == last[b + 1];
-  };
+                          GatherFromEveryRank(world, LastProbeOf(view, known),
+                                              tag_base + 2 * gossip::kTagsPerCollective, deadline));
+  const PairPlan plan(std::move(last));
   std::vector<float> row(static_cast<size_t>(n), 0.0f);
   std::vector<std::byte> payload(probe.bytes, std::byte{0x5a});
   const int m = n % 2 == 0 ? n : n + 1;
   for (int round = 0; round < m - 1; ++round) {
     const int peer = Partner(self, round, m);
-    if (peer >= n) continue;  // a bye
-    if (is_known(self, peer)) {
+    if (peer >= n || plan.InferredFrom(self, peer) >= 0) continue;  // a bye, or filled in below
+    if (plan.Known(self, peer)) {
       const std::optional<double> cost = known->Find(view.members[self], view.members[peer]);
       if (!cost) return Err(Internal("site probe: the link with " + view.members[peer].name +
                                      " is missing from this member's last probe"));
@@ -206,13 +254,16 @@ Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView&
   }
   CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
                           GatherFromEveryRank(world, row, tag_base + gossip::kTagsPerCollective, deadline));
+  // Measured (or known) by i, the lower rank.
+  auto pair_cost = [&](int i, int j) { return all[static_cast<size_t>(std::min(i, j) * n + std::max(i, j))]; };
   probe.cost_s.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0.0);
   for (int i = 0; i < n; ++i) {
     for (int j = i + 1; j < n; ++j) {
-      const double c = all[static_cast<size_t>(i * n + j)];  // measured (or known) by i, the lower rank
+      const int from = plan.InferredFrom(i, j);
+      const double c = from < 0 ? pair_cost(i, j) : pair_cost(plan.JoinerOf(i, j), from);
       probe.cost_s[static_cast<size_t>(i * n + j)] = c;
       probe.cost_s[static_cast<size_t>(j * n + i)] = c;
-      ++(is_known(i, j) ? probe.known_pairs : probe.measured_pairs);
+      ++(plan.Known(i, j) ? probe.known_pairs : from >= 0 ? probe.inferred_pairs : probe.measured_pairs);
     }
   }
   CHORUS_ASSIGN_OR_RETURN(probe.groups, topologies::GroupByLinkCost(probe.cost_s, n, options.min_gap));
@@ -284,6 +335,7 @@ nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
           {"bytes_per_probe", probe.bytes},
           {"measured_pairs", probe.measured_pairs},
           {"known_pairs", probe.known_pairs},
+          {"inferred_pairs", probe.inferred_pairs},
           {"contradictions", contradictions}};
 }
 

@@ -30,6 +30,14 @@
 // (the members first gather which view each one's last probe was over; a
 // member that restarted has none), so both hold that probe's gathered matrix
 // and agree without another message; its lower rank supplies the value.
+// A joiner (a member with no last probe) is measured against one member of
+// each group of the others' last probe, its lowest rank (each member
+// gathers its group's lowest rank with its last view), and against the
+// other joiners; its pairs with the rest of a group take the cost it
+// measured with that group's lowest rank (inferred: the members of a group
+// are near each other, so a joiner is near all of them or none). So a
+// joiner's probe takes rounds for the sites and the joiners, not for every
+// member.
 #pragma once
 
 #include <cstddef>
@@ -80,6 +88,7 @@ struct SiteProbe {
   size_t bytes = 0;      // each probe's transfer (ProbeBytes)
   int measured_pairs = 0;  // pairs probed this time, in the whole view
   int known_pairs = 0;     // pairs taken from the members' last probe
+  int inferred_pairs = 0;  // a joiner's pairs taken from its pair with the group's lowest rank
 };
 
 // The links of this member's last probe that ended: its epoch, and every pair
@@ -90,6 +99,7 @@ struct KnownLinks {
   // may probe under the same epoch number, never under the same view.
   int view_id = 0;
   std::map<std::pair<std::string, std::string>, double> cost_s;  // identities in order
+  std::map<std::string, int> group;  // by identity: its group in that probe
 
   // Remembers `probe`, which ended over `view`.
   void Remember(const SiteProbe& probe, const MembershipView& view);

@@ -158,8 +158,10 @@ TEST(SiteProbeProcessTest, ANodeThatJoinsMidRunIsMeasuredIntoItsSite) {
     EXPECT_EQ(GroupsOf(summary["site_probe"]), expected) << "node" << i << ": " << summary["site_probe"].dump();
     EXPECT_EQ(summary["world_size"], kNodes) << "node" << i;
     // The three members' pairs are known from their first probe: only the
-    // joiner's are measured.
-    EXPECT_EQ(summary["site_probe"]["measured_pairs"], kNodes - 1) << "node" << i << "\n" << outputs;
+    // joiner's are measured, with the first member of each site ({node0,
+    // node2} and {node1}); its pair with node2 takes its cost with node0.
+    EXPECT_EQ(summary["site_probe"]["measured_pairs"], 2) << "node" << i << "\n" << outputs;
+    EXPECT_EQ(summary["site_probe"]["inferred_pairs"], 1) << "node" << i << "\n" << outputs;
     EXPECT_EQ(summary["site_probe"]["known_pairs"], (kNodes - 1) * (kNodes - 2) / 2) << "node" << i;
   }
   std::error_code ignored;

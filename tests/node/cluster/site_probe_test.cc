@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/gossip/gossip_test_util.h"
@@ -101,8 +104,9 @@ TEST(SiteProbeTest, AProbeAsSlowAsTheBoundIsNotRepeated) {
 
 // Known links: the same members probing again measure nothing; a member
 // that is another process now (a joiner, or a restart: no last probe) is
-// measured with every member, the pairs of the others are not; and a member
-// whose last probe was over another view measures all its pairs.
+// measured with the first member of the one site, the pairs of the others
+// are not; and a member whose last probe was over another view measures all
+// its pairs.
 TEST(SiteProbeTest, ALaterProbeMeasuresOnlyThePairsNotKnownFromTheLastOne) {
   constexpr int kMembers = kProbeMembers, kPairs = kMembers * (kMembers - 1) / 2;
   const SiteProbeOptions o = SmallProbes();
@@ -142,11 +146,14 @@ TEST(SiteProbeTest, ALaterProbeMeasuresOnlyThePairsNotKnownFromTheLastOne) {
     EXPECT_EQ(again[r].known_pairs, kPairs) << "rank " << r;
     EXPECT_EQ(again[r].cost_s, first[r].cost_s) << "rank " << r;
     EXPECT_LE(sent_again[r], kGatherSlack) << "rank " << r << ": only the gathers";
-    EXPECT_EQ(joined[r].measured_pairs, kMembers - 1) << "rank " << r;
+    // One site: the new process is measured with rank 0 alone, and its
+    // pairs with the others take that cost.
+    EXPECT_EQ(joined[r].measured_pairs, 1) << "rank " << r;
+    EXPECT_EQ(joined[r].inferred_pairs, kMembers - 2) << "rank " << r;
     EXPECT_EQ(joined[r].known_pairs, kPairs - (kMembers - 1)) << "rank " << r;
     if (r < kMembers - 1) {
-      // One pair to start, with the new process (three probes).
-      EXPECT_LE(sent_joined[r], 3 * 4096 + 3 * 2 + kGatherSlack) << "rank " << r;
+      // Rank 0 starts one pair, with the new process (three probes); the others none.
+      EXPECT_LE(sent_joined[r], (r == 0 ? 3 * 4096 + 3 * 2 : 0) + kGatherSlack) << "rank " << r;
       for (int j = 0; j < kMembers - 1; ++j) {
         const size_t at = static_cast<size_t>(r * kMembers + j);
         EXPECT_EQ(joined[r].cost_s[at], first[r].cost_s[at]) << r << "-" << j;
@@ -156,6 +163,85 @@ TEST(SiteProbeTest, ALaterProbeMeasuresOnlyThePairsNotKnownFromTheLastOne) {
     EXPECT_EQ(joined[r].cost_s, joined[0].cost_s) << "rank " << r << " installed other costs";
     EXPECT_EQ(other[r].measured_pairs, (kMembers - 1) + (kMembers - 2)) << "rank " << r;
   }
+}
+
+// A transport whose sends to another site (rank parity) wait `delay` first:
+// two sites over the in-process transport.
+class TwoSiteTransport final : public gossip::Transport {
+ public:
+  TwoSiteTransport(gossip::Transport& inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
+  std::vector<uint8_t> LocalAddress() const override { return inner_.LocalAddress(); }
+  Status SetPeers(gossip::Rank self, std::span<const gossip::PeerInfo> peers) override {
+    return inner_.SetPeers(self, peers);
+  }
+  gossip::Rank rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Result<gossip::RequestPtr> Isend(gossip::Rank dest, gossip::Tag tag, std::span<const std::byte> data) override {
+    if (dest % 2 != rank() % 2) std::this_thread::sleep_for(delay_);
+    return inner_.Isend(dest, tag, data);
+  }
+  Result<gossip::RequestPtr> Irecv(gossip::Rank source, gossip::Tag tag, std::span<std::byte> data) override {
+    return inner_.Irecv(source, tag, data);
+  }
+  void MarkPeerDead(gossip::Rank peer) override { inner_.MarkPeerDead(peer); }
+  bool PeerMarkedDead(gossip::Rank peer) const override { return inner_.PeerMarkedDead(peer); }
+  void Discard(gossip::TagFilter filter) override { inner_.Discard(filter); }
+  gossip::TransportStats Stats() const override { return inner_.Stats(); }
+  std::string Describe() const override { return "two sites over " + inner_.Describe(); }
+
+ private:
+  gossip::Transport& inner_;
+  const std::chrono::milliseconds delay_;
+};
+
+// Two sites (even and odd ranks): one joiner is measured with the first
+// member of each site and lands in its own; two joiners also with each
+// other. The groups match a probe of every pair.
+TEST(SiteProbeTest, AJoinerIsMeasuredWithOneMemberOfEachSite) {
+  constexpr int kMembers = 8, kPairs = kMembers * (kMembers - 1) / 2;
+  const SiteProbeOptions o = SmallProbes();
+  std::vector<SiteProbe> first(kMembers), one(kMembers), two(kMembers);
+  const std::vector<Status> statuses =
+      gossip::testing::RunGossipNodes(kMembers, [&](int r, gossip::Transport& local, gossip::LocalHub&) -> Status {
+        TwoSiteTransport t(local, std::chrono::milliseconds(20));
+        MembershipView v = View(r, kMembers);
+        v.epoch = 1;
+        auto probe = [&](gossip::Tag base, const KnownLinks& known, SiteProbe* out) -> Status {
+          CHORUS_ASSIGN_OR_RETURN(*out, ProbeSites(t, v, o, base, Deadline::AfterSeconds(60), &known));
+          return Status::Ok();
+        };
+        CHORUS_RETURN_IF_ERROR(probe(gossip::Tag{1} << 24, KnownLinks{}, &first[r]));
+        KnownLinks known;
+        known.Remember(first[r], v);
+        // Rank 7 is another process now; then ranks 6 and 7.
+        v.epoch = 2;
+        v.members[7].name = "node7b";
+        CHORUS_RETURN_IF_ERROR(probe(gossip::Tag{2} << 24, r == 7 ? KnownLinks{} : known, &one[r]));
+        v.epoch = 3;
+        v.members[6].name = "node6b";
+        return probe(gossip::Tag{3} << 24, r >= 6 ? KnownLinks{} : known, &two[r]);
+      });
+  for (int r = 0; r < kMembers; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+    ASSERT_EQ(first[r].groups.groups, 2) << "rank " << r;
+    for (int j = 0; j < kMembers; ++j) {
+      EXPECT_EQ(first[r].groups.group_of_rank[j], j % 2) << "rank " << r << " puts " << j;
+      EXPECT_EQ(one[r].groups.group_of_rank, first[r].groups.group_of_rank) << "rank " << r;
+      EXPECT_EQ(two[r].groups.group_of_rank, first[r].groups.group_of_rank) << "rank " << r;
+    }
+    // One joiner: with ranks 0 and 1; its 5 other pairs inferred.
+    EXPECT_EQ(one[r].measured_pairs, 2) << "rank " << r;
+    EXPECT_EQ(one[r].inferred_pairs, 5) << "rank " << r;
+    EXPECT_EQ(one[r].known_pairs, kPairs - 7) << "rank " << r;
+    // Two: each with ranks 0 and 1, and with each other; 4 pairs each inferred.
+    EXPECT_EQ(two[r].measured_pairs, 5) << "rank " << r;
+    EXPECT_EQ(two[r].inferred_pairs, 8) << "rank " << r;
+    EXPECT_EQ(two[r].known_pairs, 15) << "rank " << r;
+    EXPECT_EQ(two[r].cost_s, two[0].cost_s) << "rank " << r << " installed other costs";
+  }
+  // The joiner's inferred pairs take the cost it measured with its site's first member.
+  EXPECT_EQ(one[0].cost_s[7 * kMembers + 3], one[0].cost_s[7 * kMembers + 1]);
+  EXPECT_EQ(one[0].cost_s[7 * kMembers + 4], one[0].cost_s[7 * kMembers + 0]);
 }
 
 }  // namespace
