@@ -54,7 +54,8 @@ uint64_t SparseRingBytesPerRank(const Codec& codec, size_t n, int ranks) {
 
 Status SparseRingAllreduce(Transport& transport, const Codec& codec, std::span<const float> x,
                            std::span<float> residual, std::span<float> result, Tag tag_base, uint64_t seed,
-                           Deadline deadline, SparseRingStats* stats) {
+                           Deadline deadline, SparseRingStats* stats,
+                           const std::function<void(std::span<float>)>& alter_forwarded) {
   const int n = transport.size(), self = transport.rank();
   if (residual.size() != x.size() || result.size() != x.size()) {
     return InvalidArgument("sparse ring: x, residual and result differ in length");
@@ -122,6 +123,11 @@ Status SparseRingAllreduce(Transport& transport, const Codec& codec, std::span<c
     CHORUS_RETURN_IF_ERROR(codec.Decode(in, into).WithContext("sparse ring: chunk " + std::to_string(recv_chunk) +
                                                                "'s total from rank " + std::to_string(prev)));
     out.swap(in);  // forwarded unchanged at the next step
+    if (alter_forwarded && s + 2 < n) {  // fault injection; the last total is not sent on
+      std::vector<float> altered(into.begin(), into.end());
+      alter_forwarded(altered);
+      CHORUS_RETURN_IF_ERROR(codec.Encode(altered, MessageSeed(seed, self, n + s), &out));
+    }
   }
   return Status::Ok();
 }

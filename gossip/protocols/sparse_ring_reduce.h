@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "common/clock.h"
@@ -46,9 +47,13 @@ struct SparseRingStats {
 // `residual`: set to what this rank's encodings dropped (its size is x's);
 // `result`: the sum over the ranks, as decoded (x's size). `seed`: the
 // codec's randomness for this call (mixed with the rank and the step).
+// `alter_forwarded`: fault injection for tests, null otherwise: applied to
+// each total this rank forwards in the all-gather (decoded, altered and
+// encoded again), as a member that alters what it passes on would.
 [[nodiscard]] Status SparseRingAllreduce(Transport& transport, const Codec& codec, std::span<const float> x,
                                          std::span<float> residual, std::span<float> result, Tag tag_base,
-                                         uint64_t seed, Deadline deadline, SparseRingStats* stats = nullptr);
+                                         uint64_t seed, Deadline deadline, SparseRingStats* stats = nullptr,
+                                         const std::function<void(std::span<float>)>& alter_forwarded = {});
 
 // The bytes one rank sends in SparseRingAllreduce of `n` elements over `ranks`.
 uint64_t SparseRingBytesPerRank(const Codec& codec, size_t n, int ranks);

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <tuple>
 
 #include "common/log.h"
@@ -307,9 +308,15 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
     sync.sent = ShareOfMean(x, world);
     std::fill(x.begin(), x.end(), 0.0f);
   }
+  std::function<void(std::span<float>)> alter;  // fault injection: a member that alters what it forwards
+  if (poison_fault_ && poison_fault_->forward && sync.step >= poison_fault_->from_step) {
+    alter = [f = poison_fault_->factor](std::span<float> v) {
+      for (float& e : v) e *= f;
+    };
+  }
   CHORUS_RETURN_IF_ERROR(gossip::SparseRingAllreduce(*session_->transport, *codec_, x, residual, sum, tag_base,
                                                      gossip::MessageSeed(config_.train.seed, 0, sync.step),
-                                                     deadline));
+                                                     deadline, nullptr, alter));
   if (finite) {
     // What this member put into the sum: its vector less what its encodings
     // dropped (the sum over the members is exactly the decoded sum).

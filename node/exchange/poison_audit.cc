@@ -186,6 +186,11 @@ Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch
   } else {
     check.verdict = JudgeContributions(check.figures.reports, sum_checked ? check.figures.sum_norm : 0.0,
                                        !sum_checked || check.figures.sum_finite, norm_bound, bounds);
+    // Named offenders stand; otherwise members that disagree on the sum
+    // abandon it (a member altered what it forwarded).
+    if (check.verdict.offenders.empty() && !check.verdict.abandon) {
+      if (PoisonVerdict sums = JudgeSums(check.figures); sums.abandon) check.verdict = sums;
+    }
   }
   return check;
 }

@@ -47,7 +47,37 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
   for (size_t r = 0; r < n; ++r) out.reports[r] = {all[6 * r], all[6 * r + 1] > 0.5f, all[6 * r + 2], all[6 * r + 5]};
   out.sum_norm = all[3];
   out.sum_finite = all[4] > 0.5f;
+  for (size_t r = 0; r < n; ++r) {
+    out.sum_norms.push_back(all[6 * r + 3]);
+    out.sums_finite.push_back(all[6 * r + 4] > 0.5f);
+  }
   return out;
+}
+
+PoisonVerdict JudgeSums(const GatheredFigures& figures) {
+  PoisonVerdict verdict;
+  const size_t n = figures.sum_norms.size();
+  if (n < 3 || figures.sums_finite.size() != n) return verdict;
+  // The same sum everywhere; its norm is summed bucket by bucket in the
+  // order the buckets complete, which may differ by rank: a few float ulps.
+  constexpr double kAgreement = 1e-5;
+  std::string differ;
+  for (size_t r = 1; r < n; ++r) {
+    const double a = figures.sum_norms[0], b = figures.sum_norms[r];
+    const bool same = figures.sums_finite[r] == figures.sums_finite[0] &&
+                      (!figures.sums_finite[0] || std::fabs(a - b) <= kAgreement * std::max(std::fabs(a), std::fabs(b)));
+    if (!same) {
+      differ += (differ.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " " +
+                (figures.sums_finite[r] ? FigureText(b) : "non-finite");
+    }
+  }
+  if (differ.empty()) return verdict;
+  verdict.abandon = true;
+  verdict.unattributed = true;
+  verdict.why = "the members hold different sums (rank 0 " +
+                (figures.sums_finite[0] ? FigureText(figures.sum_norms[0]) : std::string("non-finite")) + "; " +
+                differ + "): a member altered what it forwarded or misreports its own";
+  return verdict;
 }
 
 // The members' claimed weights against the most they can hold (WeightBounds):
@@ -189,7 +219,10 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
   }
 }
 
-float PoisonFault::Apply(float v) const { return nan ? std::numeric_limits<float>::quiet_NaN() : v * factor; }
+float PoisonFault::Apply(float v) const {
+  if (forward) return v;
+  return nan ? std::numeric_limits<float>::quiet_NaN() : v * factor;
+}
 
 void PoisonFault::Misreport(int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) const {
   const double f = factor != 0 ? std::fabs(factor) : 1.0;
@@ -210,13 +243,14 @@ std::optional<PoisonFault> PoisonFaultAsked() {
     p.nan = true;
   } else if (int end = 0; std::sscanf(text, "x%lf@%lld%n", &factor, &step, &end) == 2 &&
                           (text[end] == '\0' || std::string_view(text + end) == "+claim" ||
-                           std::string_view(text + end) == "+lie")) {
+                           std::string_view(text + end) == "+lie" || std::string_view(text + end) == "+forward")) {
     p.factor = static_cast<float>(factor);
     p.claim = std::string_view(text + end) == "+claim";
     p.lie = std::string_view(text + end) == "+lie";
+    p.forward = std::string_view(text + end) == "+forward";
   } else {
     CHORUS_LOG_WARN(Subsys::kNode, "CHORUS_FAULT_POISON=", text,
-                    " is neither nan@STEP nor xFACTOR@STEP[+claim|+lie]: ignored");
+                    " is neither nan@STEP nor xFACTOR@STEP[+claim|+lie|+forward]: ignored");
     return std::nullopt;
   }
   p.from_step = step;

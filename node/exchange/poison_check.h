@@ -87,6 +87,10 @@ struct GatheredFigures {
   std::vector<ContributionReport> reports;
   double sum_norm = 0;
   bool sum_finite = true;
+  // Every rank's view of the sum, by rank (the same bits on every rank
+  // unless a member altered what it forwarded or misreports its own).
+  std::vector<double> sum_norms;
+  std::vector<bool> sums_finite;
 };
 // `weight`: what the member's contribution is scaled by (ContributionReport::scaled_norm).
 [[nodiscard]] Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch,
@@ -100,6 +104,14 @@ struct WeightBounds {
   std::vector<double> max_each;
   double max_total = 0;
 };
+
+// Whether the members' views of the sum agree: every all-reduce leaves the
+// same sum on every rank, so a disagreement means a member altered what it
+// forwarded (a ring's all-gather passes each chunk's total along) or
+// misreports its view. Abandoned, unattributed (which of the two lied is not
+// known: the audited path, which forwards nothing, settles it); an empty
+// verdict when they agree.
+PoisonVerdict JudgeSums(const GatheredFigures& figures);
 
 // `reduced_norm`, `reduced_finite`: the all-reduced sum's (the same on every
 // rank).
@@ -145,14 +157,18 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
 // on: a member with a bug or bad intent; "xF@S+claim" also claims F times its
 // samples under all-reduce (to look like a member of a larger batch);
 // "xF@S+lie" reports its contribution as it was before the factor (under
-// all-reduce: its norm, and in audited steps what it sent each member).
+// all-reduce: its norm, and in audited steps what it sent each member);
+// "xF@S+forward" sends its own contribution as it is, and F times each sum
+// it forwards to the next member (sparse DiLoCo's ring all-gather).
 // nullopt when unset (or malformed, which is logged).
 struct PoisonFault {
   bool nan = false;
   float factor = 1;
   bool claim = false;
   bool lie = false;
+  bool forward = false;
   int64_t from_step = 0;
+  // A value of its own contribution (unchanged with `forward`).
   float Apply(float v) const;
   // `lie`: what rank `self` reports of its contribution, as it was before the
   // factor: its norm, and (audited) what it sent each member.

@@ -232,6 +232,40 @@ TEST(PoisonProcessTest, AMemberThatCallsAnotherDeadAloneRemovesOnlyItself) {
   fs::remove_all(out);
 }
 
+// A member of sparse DiLoCo's ring that sends its own pseudo-gradient as it
+// is but a thousandth of each sum it forwards in the all-gather: the
+// members after it would hold another mean than those before it, and no
+// sum exceeds what the members reported. Their views of the sum disagree,
+// so the sync is abandoned, and the rest of the epoch is audited, where
+// nothing is forwarded: all four end with one model.
+TEST(PoisonProcessTest, AMemberThatAltersWhatItForwardsSplitsNoReplica) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  const std::string name = "poison-forward";
+  const fs::path out = fs::temp_directory_path() / ("chorus-forward-test-" + std::to_string(getpid()));
+  const LiarRun run = RunWithALiar("diloco.toml", "CHORUS_FAULT_POISON=x0.001@5+forward",
+                                   {"exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
+                                    "exchange.compression.value_bits=8"},
+                                   {}, out, name, 19);
+  ExpectOneModel(run, 4, 4, out, name);
+  for (int i = 0; i < 4; ++i) {
+    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << run.Outputs();
+    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
+    const nlohmann::json& poison = summary["poison"];
+    EXPECT_GE(poison.value("unattributed_steps", 0), 1) << poison.dump();
+    EXPECT_GE(poison.value("audited_steps", 0), 2) << poison.dump();
+  }
+  EXPECT_NE(run.Outputs().find("the members hold different sums"), std::string::npos) << run.Outputs();
+  // The replicas stayed together until the final average (0.50 apart when
+  // the altered sums landed; 0.003 here, the last inner steps' drift).
+  std::smatch m;
+  const std::string outputs = run.Outputs();
+  ASSERT_TRUE(std::regex_search(outputs, m, std::regex("replicas averaged \\(relative distance ([0-9.e-]+)")))
+      << outputs;
+  EXPECT_LT(std::stod(m[1].str()), 0.05) << outputs;
+  fs::remove_all(out);
+}
+
 // A proposer that lies in its views: node0, which founds the cluster, puts
 // node2 among the expelled names of every view it proposes, with its own
 // signed accusation and one it forged in node1's name. With per-node

@@ -1,5 +1,5 @@
-// JudgeContributions and PoisonLedger on hand-made figures: who is named,
-// when the step is abandoned, and who is expelled.
+// JudgeContributions, JudgeSums and PoisonLedger on hand-made figures: who
+// is named, when the step is abandoned, and who is expelled.
 #include "node/exchange/poison_check.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,27 @@ std::vector<ContributionReport> Norms(std::initializer_list<double> norms) {
   std::vector<ContributionReport> out;
   for (double n : norms) out.push_back({n, true, n});
   return out;
+}
+
+GatheredFigures Sums(std::vector<double> norms, std::vector<bool> finite) {
+  GatheredFigures f;
+  f.sum_norms = std::move(norms);
+  f.sums_finite = std::move(finite);
+  return f;
+}
+
+TEST(PoisonCheckTest, MembersThatHoldDifferentSumsAbandonTheStepUnattributed) {
+  // A few ulps apart (the buckets' norms summed in another order): agreed.
+  EXPECT_FALSE(JudgeSums(Sums({2.0, 2.0 * (1 + 1e-7), 2.0, 2.0}, {true, true, true, true})).abandon);
+  const PoisonVerdict v = JudgeSums(Sums({2.0, 2.0, 0.002, 0.002}, {true, true, true, true}));
+  EXPECT_TRUE(v.abandon);
+  EXPECT_TRUE(v.unattributed);
+  EXPECT_TRUE(v.offenders.empty());
+  EXPECT_NE(v.why.find("rank 2 0.002, rank 3 0.002"), std::string::npos) << v.why;
+  EXPECT_TRUE(JudgeSums(Sums({2.0, 2.0, 2.0, 0.0}, {true, true, true, false})).abandon);
+  // All non-finite (the loss scale overflowed): they agree; 2 members: no check.
+  EXPECT_FALSE(JudgeSums(Sums({0.0, 0.0, 0.0}, {false, false, false})).abandon);
+  EXPECT_FALSE(JudgeSums(Sums({1.0, 5.0}, {true, true})).abandon);
 }
 
 TEST(PoisonCheckTest, AnOutlierNormIsNamedAndTheStepAbandoned) {
