@@ -64,8 +64,8 @@ PoisonVerdict JudgeSums(const GatheredFigures& figures) {
   std::string differ;
   for (size_t r = 1; r < n; ++r) {
     const double a = figures.sum_norms[0], b = figures.sum_norms[r];
-    const bool same = figures.sums_finite[r] == figures.sums_finite[0] &&
-                      (!figures.sums_finite[0] || std::fabs(a - b) <= kAgreement * std::max(std::fabs(a), std::fabs(b)));
+    const bool close = std::fabs(a - b) <= kAgreement * std::max(std::fabs(a), std::fabs(b));
+    const bool same = figures.sums_finite[r] == figures.sums_finite[0] && (!figures.sums_finite[0] || close);
     if (!same) {
       differ += (differ.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " " +
                 (figures.sums_finite[r] ? FigureText(b) : "non-finite");
