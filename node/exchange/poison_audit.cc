@@ -176,7 +176,7 @@ PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::spa
 
 Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
                             const gossip::StepContribution& mine, double weight, const gossip::AuditFigures& audit,
-                            double norm_bound, const WeightBounds& bounds, bool sum_checked, Deadline deadline) {
+                            double norm_bound, const WeightBounds& bounds, Deadline deadline) {
   StepCheck check;
   CHORUS_ASSIGN_OR_RETURN(check.figures, GatherFigures(collective, epoch, which, mine, weight, deadline));
   check.audited = !audit.empty();
@@ -184,8 +184,8 @@ Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch
     CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all, GatherAudit(collective, epoch, audit, deadline));
     check.verdict = JudgeAudit(all, check.figures.reports, norm_bound, bounds);
   } else {
-    check.verdict = JudgeContributions(check.figures.reports, sum_checked ? check.figures.sum_norm : 0.0,
-                                       !sum_checked || check.figures.sum_finite, norm_bound, bounds);
+    check.verdict = JudgeContributions(check.figures.reports, check.figures.sum_norm, check.figures.sum_finite,
+                                       norm_bound, bounds);
     // Named offenders stand; otherwise members that disagree on the sum
     // abandon it (a member altered what it forwarded).
     if (check.verdict.offenders.empty() && !check.verdict.abandon) {

@@ -50,8 +50,8 @@ PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::spa
 // One check of a step's (or an outer sync's) contributions, as both exchanges
 // run it: every member's figures gathered (GatherFigures), and with `audit`
 // not empty every rank's AuditFigures too (GatherAudit); judged by JudgeAudit
-// then, else by JudgeContributions, the sum held to the reports only where
-// `sum_checked` (a codec's compressed sum has no such bound).
+// then, else by JudgeContributions (the sum held to the reports) and, when
+// that finds nothing, JudgeSums (the members' views of the sum agree).
 struct StepCheck {
   GatheredFigures figures;
   PoisonVerdict verdict;
@@ -60,7 +60,7 @@ struct StepCheck {
 [[nodiscard]] Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
                                           const gossip::StepContribution& mine, double weight,
                                           const gossip::AuditFigures& audit, double norm_bound,
-                                          const WeightBounds& bounds, bool sum_checked, Deadline deadline);
+                                          const WeightBounds& bounds, Deadline deadline);
 
 // Which membership epoch's checks are audited: the rest of one in which a
 // check found a misreport, or every one (exchange.poison_audit_always).
