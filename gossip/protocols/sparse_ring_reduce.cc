@@ -25,6 +25,17 @@ Chunk ChunkOf(size_t len, int n, int c) {
 
 int Mod(int a, int n) { return ((a % n) + n) % n; }
 
+// With `stats`, a decode that found non-finite values: `into` becomes zeros
+// and it is counted (SparseRingStats::nonfinite_received), so that the ring
+// goes on instead of leaving the others waiting. Any other failure, or any
+// failure without `stats`, stands.
+Status TakeNonFiniteAsZeros(Status decoded, std::span<float> into, SparseRingStats* stats) {
+  if (decoded.ok() || !IsNonFiniteRejection(decoded) || stats == nullptr) return decoded;
+  std::fill(into.begin(), into.end(), 0.0f);
+  ++stats->nonfinite_received;
+  return Status::Ok();
+}
+
 // One ring step: `out` to the successor and the predecessor's message into
 // `in` (sized to what it must hold), both on `tag`.
 Status RingStep(Transport& transport, int next, int prev, Tag tag, std::vector<std::byte>& out,
@@ -98,9 +109,9 @@ Status SparseRingAllreduce(Transport& transport, const Codec& codec, std::span<c
     CHORUS_RETURN_IF_ERROR(RingStep(transport, next, prev, tag_base + static_cast<Tag>(s), out, inbox, stats, deadline)
                                .WithContext("sparse ring reduce-scatter step " + std::to_string(s)));
     partial.assign(rk.count, 0.0f);
-    CHORUS_RETURN_IF_ERROR(codec.Decode(in, partial).WithContext("sparse ring: rank " + std::to_string(prev) +
-                                                                   "'s partial sum of chunk " +
-                                                                   std::to_string(recv_chunk)));
+    CHORUS_RETURN_IF_ERROR(TakeNonFiniteAsZeros(codec.Decode(in, partial), partial, stats)
+                               .WithContext("sparse ring: rank " + std::to_string(prev) + "'s partial sum of chunk " +
+                                            std::to_string(recv_chunk)));
     for (size_t i = 0; i < rk.count; ++i) partial[i] += x[rk.begin + i];
   }
 
@@ -120,8 +131,9 @@ Status SparseRingAllreduce(Transport& transport, const Codec& codec, std::span<c
                                     stats, deadline)
                                .WithContext("sparse ring all-gather step " + std::to_string(s)));
     std::span<float> into = result.subspan(rk.begin, rk.count);
-    CHORUS_RETURN_IF_ERROR(codec.Decode(in, into).WithContext("sparse ring: chunk " + std::to_string(recv_chunk) +
-                                                               "'s total from rank " + std::to_string(prev)));
+    CHORUS_RETURN_IF_ERROR(TakeNonFiniteAsZeros(codec.Decode(in, into), into, stats)
+                               .WithContext("sparse ring: chunk " + std::to_string(recv_chunk) +
+                                            "'s total from rank " + std::to_string(prev)));
     out.swap(in);  // forwarded unchanged at the next step
     if (alter_forwarded && s + 2 < n) {  // fault injection; the last total is not sent on
       std::vector<float> altered(into.begin(), into.end());

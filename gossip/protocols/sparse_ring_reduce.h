@@ -41,6 +41,11 @@ namespace chorus::gossip {
 struct SparseRingStats {
   uint64_t bytes_sent = 0;
   uint64_t messages_sent = 0;
+  // Messages from the predecessor that decoded to non-finite values: taken
+  // as zeros, so that the ring goes on (this rank's result then differs from
+  // the ranks' before the sender; the caller must not use it as it is).
+  // Without a stats object such a message fails the call instead.
+  uint64_t nonfinite_received = 0;
 };
 
 // `x`: this rank's vector (error feedback already added: delta + residual);

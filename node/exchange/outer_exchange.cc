@@ -258,6 +258,7 @@ Status OuterExchange::Communicate(OuterSync& sync) {
   sync.begin_us = NowMicros();
   sync.audit = {};  // a failed attempt's (a re-form may run the sync again)
   sync.sent.reset();
+  sync.received_nonfinite = false;
   const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
   const gossip::Tag tag_base = SyncTagBase(session_->view.epoch, sync.step);
   Status s = config_.exchange.kind == ExchangeKind::kAllreduce ? AverageOverAll(sync, tag_base, deadline)
@@ -314,9 +315,18 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
       for (float& e : v) e *= f;
     };
   }
+  gossip::SparseRingStats ring;
   CHORUS_RETURN_IF_ERROR(gossip::SparseRingAllreduce(*session_->transport, *codec_, x, residual, sum, tag_base,
                                                      gossip::MessageSeed(config_.train.seed, 0, sync.step),
-                                                     deadline, nullptr, alter));
+                                                     deadline, &ring, alter));
+  if (ring.nonfinite_received > 0) {
+    // Only a member that bypassed its own check sends them: the members'
+    // views of the mean then disagree, which abandons the sync.
+    CHORUS_LOG_WARN(Subsys::kGossip, "outer sync after step ", sync.step, ": ", ring.nonfinite_received,
+                    " message(s) of the sparse ring from rank ", (collective_->rank() + world - 1) % world,
+                    " held non-finite values: taken as zeros");
+    sync.received_nonfinite = true;
+  }
   if (finite) {
     // What this member put into the sum: its vector less what its encodings
     // dropped (the sum over the members is exactly the decoded sum).
@@ -364,6 +374,7 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   }
   gossip::StepContribution mine{std::sqrt(sumsq), finite, std::sqrt(reduced_sumsq), reduced_finite};
   if (sync.sent) std::tie(mine.norm, mine.finite) = *sync.sent;
+  if (sync.received_nonfinite) mine.reduced_finite = false;
   const MembershipView& view = session_->view;
   gossip::AuditFigures audit = sync.audit;
   if (poison_fault_ && poison_fault_->lie && sync.step >= poison_fault_->from_step) {

@@ -83,6 +83,9 @@ struct OuterSync {
   // where that is not its pseudo-gradient: with a codec, what its encodings
   // kept, or (audited) the pseudo-gradient with its residual.
   std::optional<std::pair<double, bool>> sent;
+  // With a codec: the predecessor on the ring sent non-finite values, taken
+  // as zeros; this member's view of the mean is then reported non-finite.
+  bool received_nonfinite = false;
 };
 
 // Lock step only: the exchange is its own MembershipTransitions.

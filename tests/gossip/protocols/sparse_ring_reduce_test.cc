@@ -112,5 +112,43 @@ TEST(SparseRingReduceTest, BytesPerRankStayNearTwoMessagesAtAnyRankCount) {
   }
 }
 
+// A rank that sends NaN in every message at the ring's tags (as a member
+// that bypassed its own check would): the others do not wait on it or fail.
+// Its successor takes the messages as zeros and counts them; a rank that
+// passes no stats object fails as before.
+TEST(SparseRingReduceTest, NonFiniteMessagesAreTakenAsZerosAndCounted) {
+  constexpr int n = 3;
+  constexpr size_t len = 300;  // chunks of 100
+  CodecOptions o;
+  o.kind = CodecKind::kFp16;
+  auto codec = std::move(*MakeCodec(o));
+  const std::vector<float> nan(len / n, std::nanf(""));
+  std::vector<std::vector<float>> residual(n, std::vector<float>(len)), result(n, std::vector<float>(len));
+  std::vector<SparseRingStats> stats(n);
+  std::vector<Status> statuses = testing::RunRanks(n, n, [&](int r, Transport& t) -> Status {
+    if (r < n - 1) {
+      const std::vector<float> x = testing::RandomVector(11, r, len);
+      return SparseRingAllreduce(t, *codec, x, residual[r], result[r], 100, 5, Deadline::AfterSeconds(60),
+                                 r == 0 ? &stats[r] : nullptr);
+    }
+    // Rank 2: NaN at each of the 2 (n - 1) steps, to rank 0; rank 1's messages taken.
+    std::vector<std::byte> out, in(codec->WireBytes(len / n));
+    CHORUS_RETURN_IF_ERROR(codec->Encode(nan, 1, &out));
+    for (int s = 0; s < 2 * (n - 1); ++s) {
+      CHORUS_ASSIGN_OR_RETURN(RequestPtr send, t.Isend(0, 100 + static_cast<Tag>(s), out));
+      CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(1, 100 + static_cast<Tag>(s), in, Deadline::AfterSeconds(60))));
+      CHORUS_RETURN_IF_ERROR(StatusOf(send->Wait(Deadline::AfterSeconds(60))));
+    }
+    return Status::Ok();
+  });
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0].ToString();
+  EXPECT_EQ(stats[0].nonfinite_received, 2u * (n - 1));
+  for (float v : result[0]) ASSERT_TRUE(std::isfinite(v));
+  // Without a stats object rank 1 fails on the NaN that rank 0 forwards, naming it.
+  EXPECT_FALSE(statuses[1].ok());
+  EXPECT_TRUE(IsNonFiniteRejection(statuses[1])) << statuses[1].ToString();
+  EXPECT_TRUE(statuses[2].ok()) << statuses[2].ToString();
+}
+
 }  // namespace
 }  // namespace chorus::gossip
