@@ -21,6 +21,7 @@
 #include "gossip/collectives/allreduce_auto.h"
 #include "gossip/collectives/collective.h"
 #include "gossip/transport/local/local_transport.h"
+#include "tests/gossip/forwarding_transport.h"
 #include "tests/gossip/gossip_test_util.h"
 #include "tests/gossip/transport/transport_test_util.h"
 
@@ -694,37 +695,23 @@ TEST(AllreduceTest, HalfAndFloatBuffersOfOneSizeSendAsManyMessages) {
 
 // A transport that logs the order of its posts ('r' receive, 's' send, and the
 // tag) and passes them on.
-class PostOrderTransport final : public Transport {
+class PostOrderTransport final : public testing::ForwardingTransport {
  public:
   struct Post {
     char kind;
     Tag tag;
   };
-  explicit PostOrderTransport(Transport& inner) : inner_(inner) {}
-  std::vector<uint8_t> LocalAddress() const override { return inner_.LocalAddress(); }
-  Status SetPeers(Rank self, std::span<const PeerInfo> peers) override {
-    return inner_.SetPeers(self, peers);
-  }
-  Rank rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+  using ForwardingTransport::ForwardingTransport;
   Result<RequestPtr> Isend(Rank dest, Tag tag, std::span<const std::byte> data) override {
     posts.push_back({'s', tag});
-    return inner_.Isend(dest, tag, data);
+    return inner().Isend(dest, tag, data);
   }
   Result<RequestPtr> Irecv(Rank source, Tag tag, std::span<std::byte> data) override {
     posts.push_back({'r', tag});
-    return inner_.Irecv(source, tag, data);
+    return inner().Irecv(source, tag, data);
   }
-  void MarkPeerDead(Rank peer) override { inner_.MarkPeerDead(peer); }
-  bool PeerMarkedDead(Rank peer) const override { return inner_.PeerMarkedDead(peer); }
-  void Discard(TagFilter filter) override { inner_.Discard(filter); }
-  TransportStats Stats() const override { return inner_.Stats(); }
-  std::string Describe() const override { return "post order over " + inner_.Describe(); }
 
   std::vector<Post> posts;
-
- private:
-  Transport& inner_;
 };
 
 // Whether the first receive with `tag` was posted before the first send with it

@@ -275,7 +275,7 @@ TEST(HostSegmentTest, DefaultSlotSizeShrinksWithTheMemberCount) {
 
 // A segment's name, and the empty name of a leader that had none, travel back.
 TEST(HostSegmentWireTest, NameRoundTrips) {
-  for (const std::string name : {std::string("/chorus-seg-1234-567890123"), std::string()}) {
+  for (const std::string& name : {std::string("/chorus-seg-1234-567890123"), std::string()}) {
     auto read = DecodeSegmentName(EncodeSegmentName(name));
     ASSERT_TRUE(read.has_value()) << read.error().ToString();
     EXPECT_EQ(*read, name);

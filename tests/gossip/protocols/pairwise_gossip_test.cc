@@ -22,6 +22,7 @@
 
 #include "common/split_mix64.h"
 #include "gossip/protocols/pairwise_wire.h"
+#include "tests/gossip/forwarding_transport.h"
 #include "tests/gossip/gossip_test_util.h"
 #include "topologies/graph_builders.h"
 
@@ -536,30 +537,22 @@ class ReceiveLedger {
 
 // A transport that tells a ReceiveLedger about its posts and passes them on,
 // sending messages above the eager size `large_send_delay` late (a slow sender).
-class LedgerTransport final : public Transport {
+class LedgerTransport final : public testing::ForwardingTransport {
  public:
   LedgerTransport(Transport& inner, ReceiveLedger& ledger, std::chrono::milliseconds large_send_delay)
-      : inner_(inner), ledger_(ledger), large_send_delay_(large_send_delay) {}
-  std::vector<uint8_t> LocalAddress() const override { return inner_.LocalAddress(); }
-  Status SetPeers(Rank self, std::span<const PeerInfo> peers) override { return inner_.SetPeers(self, peers); }
-  Rank rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+      : ForwardingTransport(inner), ledger_(ledger), large_send_delay_(large_send_delay) {}
   Result<RequestPtr> Isend(Rank dest, Tag tag, std::span<const std::byte> data) override {
     ledger_.Sending(rank(), dest, tag, data.size());
     if (data.size() > ReceiveLedger::kEagerBytes) std::this_thread::sleep_for(large_send_delay_);
-    return inner_.Isend(dest, tag, data);
+    return inner().Isend(dest, tag, data);
   }
   Result<RequestPtr> Irecv(Rank source, Tag tag, std::span<std::byte> data) override {
     auto request = std::make_unique<LedgerRequest>(ledger_);
     ledger_.Posted(rank(), source, tag, data.size(), request.get());
-    CHORUS_ASSIGN_OR_RETURN(request->inner, inner_.Irecv(source, tag, data));
+    CHORUS_ASSIGN_OR_RETURN(request->inner, inner().Irecv(source, tag, data));
     return RequestPtr(std::move(request));
   }
-  void MarkPeerDead(Rank peer) override { inner_.MarkPeerDead(peer); }
-  bool PeerMarkedDead(Rank peer) const override { return inner_.PeerMarkedDead(peer); }
-  void Discard(TagFilter filter) override { inner_.Discard(filter); }
-  TransportStats Stats() const override { return inner_.Stats(); }
-  std::string Describe() const override { return "ledger over " + inner_.Describe(); }
+  std::string Describe() const override { return "ledger over " + inner().Describe(); }
 
  private:
   struct LedgerRequest final : Request {
@@ -584,7 +577,6 @@ class LedgerTransport final : public Transport {
     ReceiveLedger& ledger;
     RequestPtr inner;
   };
-  Transport& inner_;
   ReceiveLedger& ledger_;
   std::chrono::milliseconds large_send_delay_;
 };

@@ -10,6 +10,7 @@
 
 #include "gossip/transport/local/local_transport.h"
 #include "node/cluster/installed_peers.h"
+#include "tests/gossip/forwarding_transport.h"
 
 namespace chorus::node {
 namespace {
@@ -53,32 +54,12 @@ StatusCode ReceiveFrom(gossip::Transport& transport, gossip::Rank rank) {
 
 // A transport that forwards to `inner` and records which peers were given
 // the short release wait (PeerSilent).
-class SilenceRecorder final : public gossip::Transport {
+class SilenceRecorder final : public gossip::testing::ForwardingTransport {
  public:
-  explicit SilenceRecorder(gossip::Transport& inner) : inner_(inner) {}
-  std::vector<uint8_t> LocalAddress() const override { return inner_.LocalAddress(); }
-  Status SetPeers(gossip::Rank self, std::span<const gossip::PeerInfo> peers) override {
-    return inner_.SetPeers(self, peers);
-  }
-  gossip::Rank rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  Result<gossip::RequestPtr> Isend(gossip::Rank dest, gossip::Tag tag, std::span<const std::byte> data) override {
-    return inner_.Isend(dest, tag, data);
-  }
-  Result<gossip::RequestPtr> Irecv(gossip::Rank source, gossip::Tag tag, std::span<std::byte> data) override {
-    return inner_.Irecv(source, tag, data);
-  }
-  void MarkPeerDead(gossip::Rank peer) override { inner_.MarkPeerDead(peer); }
-  bool PeerMarkedDead(gossip::Rank peer) const override { return inner_.PeerMarkedDead(peer); }
+  explicit SilenceRecorder(gossip::Transport& inner) : ForwardingTransport(inner) {}
   void PeerSilent(gossip::Rank peer) override { silent.push_back(peer); }
-  void Discard(gossip::TagFilter filter) override { inner_.Discard(filter); }
-  gossip::TransportStats Stats() const override { return inner_.Stats(); }
-  std::string Describe() const override { return "recorder"; }
 
   std::vector<gossip::Rank> silent;
-
- private:
-  gossip::Transport& inner_;
 };
 
 class InstalledPeersTest : public ::testing::Test {

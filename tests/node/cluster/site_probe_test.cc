@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/gossip/forwarding_transport.h"
 #include "tests/gossip/gossip_test_util.h"
 #include "tests/node/exchange/exchange_test_nodes.h"
 
@@ -167,30 +168,16 @@ TEST(SiteProbeTest, ALaterProbeMeasuresOnlyThePairsNotKnownFromTheLastOne) {
 
 // A transport whose sends to another site (rank parity) wait `delay` first:
 // two sites over the in-process transport.
-class TwoSiteTransport final : public gossip::Transport {
+class TwoSiteTransport final : public gossip::testing::ForwardingTransport {
  public:
-  TwoSiteTransport(gossip::Transport& inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
-  std::vector<uint8_t> LocalAddress() const override { return inner_.LocalAddress(); }
-  Status SetPeers(gossip::Rank self, std::span<const gossip::PeerInfo> peers) override {
-    return inner_.SetPeers(self, peers);
-  }
-  gossip::Rank rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+  TwoSiteTransport(gossip::Transport& inner, std::chrono::milliseconds delay)
+      : ForwardingTransport(inner), delay_(delay) {}
   Result<gossip::RequestPtr> Isend(gossip::Rank dest, gossip::Tag tag, std::span<const std::byte> data) override {
     if (dest % 2 != rank() % 2) std::this_thread::sleep_for(delay_);
-    return inner_.Isend(dest, tag, data);
+    return inner().Isend(dest, tag, data);
   }
-  Result<gossip::RequestPtr> Irecv(gossip::Rank source, gossip::Tag tag, std::span<std::byte> data) override {
-    return inner_.Irecv(source, tag, data);
-  }
-  void MarkPeerDead(gossip::Rank peer) override { inner_.MarkPeerDead(peer); }
-  bool PeerMarkedDead(gossip::Rank peer) const override { return inner_.PeerMarkedDead(peer); }
-  void Discard(gossip::TagFilter filter) override { inner_.Discard(filter); }
-  gossip::TransportStats Stats() const override { return inner_.Stats(); }
-  std::string Describe() const override { return "two sites over " + inner_.Describe(); }
 
  private:
-  gossip::Transport& inner_;
   const std::chrono::milliseconds delay_;
 };
 
