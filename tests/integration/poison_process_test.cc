@@ -50,27 +50,30 @@ std::vector<std::string> PoisonNodeArgs(const std::string& config, int i, int po
        "train.batch_size=32", "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"});
 }
 
-// Four hand-started nodes of `variant`, node3 the poisoner (it asks to join
-// again when expelled).
-std::vector<std::unique_ptr<ChorusProcess>> StartWithAPoisoner(const PoisonVariant& variant, int port0,
-                                                               const fs::path& out, const std::string& name) {
-  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+// Four hand-started nodes of `config` (PoisonNodeArgs), each with `sets`
+// (--set) and its own credential when `credentials`; node `faulty` also with
+// the environment `env` and `faulty_sets`.
+struct PoisonCluster {
+  std::string config;
+  std::vector<std::string> sets = {};
+  int faulty = 3;
+  std::vector<std::string> env = {};
+  std::vector<std::string> faulty_sets = {};
+  bool credentials = false;
+};
+std::vector<std::unique_ptr<ChorusProcess>> StartFour(const PoisonCluster& f, int port0, const fs::path& out,
+                                                      const std::string& name) {
   const std::vector<std::vector<std::string>> credentials =
-      variant.credentials ? testing::IssueNodeCredentials(out / "credentials", 4)
-                          : std::vector<std::vector<std::string>>(4);
+      f.credentials ? testing::IssueNodeCredentials(out / "credentials", 4) : std::vector<std::vector<std::string>>(4);
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
   for (int i = 0; i < 4; ++i) {
-    std::vector<std::string> env;
-    std::vector<std::string> a = PoisonNodeArgs(variant.config, i, port0, out, name);
-    for (const std::string& set : variant.sets) a.insert(a.end(), {"--set", set});
-    for (const std::string& set : credentials[i]) a.insert(a.end(), {"--set", set});
-    for (const std::string& set : i == 3 ? variant.node3_sets : std::vector<std::string>{}) {
-      a.insert(a.end(), {"--set", set});
+    std::vector<std::string> args = PoisonNodeArgs(f.config, i, port0, out, name);
+    for (const std::string& set : f.sets) args.insert(args.end(), {"--set", set});
+    for (const std::string& set : credentials[i]) args.insert(args.end(), {"--set", set});
+    for (const std::string& set : i == f.faulty ? f.faulty_sets : std::vector<std::string>{}) {
+      args.insert(args.end(), {"--set", set});
     }
-    if (i == 3) {
-      env.push_back("CHORUS_FAULT_POISON=" + variant.fault);
-      a.insert(a.end(), {"--set", "cluster.rejoin=true"});
-    }
-    nodes.push_back(std::make_unique<ChorusProcess>(a, env));
+    nodes.push_back(std::make_unique<ChorusProcess>(args, i == f.faulty ? f.env : std::vector<std::string>{}));
   }
   return nodes;
 }
@@ -80,7 +83,12 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   const std::string name = "poison-" + GetParam().name;
   const fs::path out = fs::temp_directory_path() / ("chorus-poison-test-" + std::to_string(getpid()));
   const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 7).Next();
-  std::vector<std::unique_ptr<ChorusProcess>> nodes = StartWithAPoisoner(GetParam(), port0, out, name);
+  // node3 poisons, and asks to join again when expelled.
+  const PoisonVariant& v = GetParam();
+  std::vector<std::string> node3_sets = v.node3_sets;
+  node3_sets.push_back("cluster.rejoin=true");
+  std::vector<std::unique_ptr<ChorusProcess>> nodes =
+      StartFour({v.config, v.sets, 3, {"CHORUS_FAULT_POISON=" + v.fault}, node3_sets, v.credentials}, port0, out, name);
   auto outputs = [&] {
     std::string all;
     for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
@@ -147,9 +155,7 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   fs::remove_all(out);
 }
 
-// Four hand-started nodes of `config` with the extra `sets` (--set), node3
-// with the fault `env` and `node3_sets` too; waits for each to end (300 s at
-// most).
+// StartFour, then waits for each node to end (300 s at most).
 struct LiarRun {
   std::vector<std::unique_ptr<ChorusProcess>> nodes;
   std::vector<std::optional<int>> statuses;
@@ -159,20 +165,9 @@ struct LiarRun {
     return all;
   }
 };
-LiarRun RunWithALiar(const std::string& config, const std::string& env, const std::vector<std::string>& sets,
-                     const std::vector<std::string>& node3_sets, const fs::path& out, const std::string& name,
-                     uint32_t port_salt) {
-  const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + port_salt).Next();
+LiarRun RunFour(const PoisonCluster& f, const fs::path& out, const std::string& name, uint32_t port_salt) {
   LiarRun run;
-  for (int i = 0; i < 4; ++i) {
-    std::vector<std::string> args = PoisonNodeArgs(config, i, port0, out, name);
-    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-    for (const std::string& set : i == 3 ? node3_sets : std::vector<std::string>{}) {
-      args.insert(args.end(), {"--set", set});
-    }
-    run.nodes.push_back(std::make_unique<ChorusProcess>(
-        args, i == 3 ? std::vector<std::string>{env} : std::vector<std::string>{}));
-  }
+  run.nodes = StartFour(f, PortPicker(static_cast<uint32_t>(getpid()) + port_salt).Next(), out, name);
   for (auto& node : run.nodes) run.statuses.push_back(node->Wait(300));
   return run;
 }
@@ -199,7 +194,7 @@ TEST(PoisonProcessTest, ALyingMemberAloneExpelsNobody) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-liar";
   const fs::path out = fs::temp_directory_path() / ("chorus-liar-test-" + std::to_string(getpid()));
-  const LiarRun run = RunWithALiar("gossip-dpsgd-ring.toml", "CHORUS_FAULT_ACCUSE=node1@5", {}, {}, out, name, 11);
+  const LiarRun run = RunFour({"gossip-dpsgd-ring.toml", {}, 3, {"CHORUS_FAULT_ACCUSE=node1@5"}}, out, name, 11);
   ExpectOneModel(run, 4, 4, out, name);
   // Every member heard the accusation and counted it as one of two.
   for (int i = 0; i < 4; ++i) {
@@ -219,8 +214,9 @@ TEST(PoisonProcessTest, AMemberThatCallsAnotherDeadAloneRemovesOnlyItself) {
   const std::string name = "poison-dead-claim";
   const fs::path out = fs::temp_directory_path() / ("chorus-dead-claim-test-" + std::to_string(getpid()));
   // Long enough for the coordinator's grace (dead_timeout_s, 3 s) from step 5 on.
-  const LiarRun run = RunWithALiar("allreduce-ring.toml", "CHORUS_FAULT_CLAIM_DEAD=node1@5", {"train.epochs=24"},
-                                   {"cluster.rejoin=false"}, out, name, 13);
+  const LiarRun run = RunFour({"allreduce-ring.toml", {"train.epochs=24"}, 3, {"CHORUS_FAULT_CLAIM_DEAD=node1@5"},
+                               {"cluster.rejoin=false"}},
+                              out, name, 13);
   ExpectOneModel(run, 3, 3, out, name);
   EXPECT_TRUE(run.statuses[3].has_value()) << "the liar did not end\n" << run.Outputs();
   EXPECT_NE(run.nodes[0]->Output().find("node3 declared node1 dead (1 member(s) so far)"), std::string::npos)
@@ -242,10 +238,12 @@ TEST(PoisonProcessTest, AMemberThatAltersWhatItForwardsSplitsNoReplica) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-forward";
   const fs::path out = fs::temp_directory_path() / ("chorus-forward-test-" + std::to_string(getpid()));
-  const LiarRun run = RunWithALiar("diloco.toml", "CHORUS_FAULT_POISON=x0.001@5+forward",
-                                   {"exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
-                                    "exchange.compression.value_bits=8"},
-                                   {}, out, name, 19);
+  const LiarRun run = RunFour({"diloco.toml",
+                               {"exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
+                                "exchange.compression.value_bits=8"},
+                               3,
+                               {"CHORUS_FAULT_POISON=x0.001@5+forward"}},
+                              out, name, 19);
   ExpectOneModel(run, 4, 4, out, name);
   for (int i = 0; i < 4; ++i) {
     const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
@@ -275,17 +273,8 @@ TEST(PoisonProcessTest, AViewThatConvictsWithoutProofIsRefused) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-forged-view";
   const fs::path out = fs::temp_directory_path() / ("chorus-forged-view-test-" + std::to_string(getpid()));
-  const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 17).Next();
-  const std::vector<std::vector<std::string>> credentials = testing::IssueNodeCredentials(out / "credentials", 4);
-  std::vector<std::unique_ptr<ChorusProcess>> nodes;
-  for (int i = 0; i < 4; ++i) {
-    std::vector<std::string> args = PoisonNodeArgs("allreduce-ring.toml", i, port0, out, name);
-    for (const std::string& set : credentials[i]) args.insert(args.end(), {"--set", set});
-    nodes.push_back(std::make_unique<ChorusProcess>(
-        args, i == 0 ? std::vector<std::string>{"CHORUS_FAULT_FORGE_EXPULSION=node2"} : std::vector<std::string>{}));
-  }
-  LiarRun run{std::move(nodes), {}};
-  for (auto& node : run.nodes) run.statuses.push_back(node->Wait(300));
+  const LiarRun run = RunFour(
+      {"allreduce-ring.toml", {}, 0, {"CHORUS_FAULT_FORGE_EXPULSION=node2"}, {}, /*credentials=*/true}, out, name, 17);
   ExpectOneModel(run, 4, 4, out, name);
   for (int i = 1; i < 4; ++i) {
     EXPECT_NE(run.nodes[i]->Output().find("refusing node0's word that node2 was expelled: it carries the signed "
