@@ -1,4 +1,4 @@
-// Collective (see collective.h): algorithm choice, broadcast and barrier.
+// Collective (see collective.h): algorithm choice, broadcast, all-gather and barrier.
 #include "gossip/collectives/collective.h"
 
 #include <algorithm>
@@ -172,6 +172,35 @@ Status Collective::Broadcast(std::span<std::byte> data, Rank root,
 
 // Dissemination barrier: in round k rank i signals i + 2^k and waits for i - 2^k;
 // after ceil(log2 n) rounds every rank has heard, through some chain, from all.
+Status Collective::Allgather(std::span<float> all, const CollectiveOptions& options) const {
+  const int n = size();
+  const int self = rank();
+  if (all.size() % static_cast<size_t>(n) != 0) {
+    return InvalidArgument("all-gather: " + std::to_string(all.size()) + " floats do not split into " +
+                           std::to_string(n) + " equal parts");
+  }
+  const size_t k = all.size() / static_cast<size_t>(n);
+  if (n < 2 || k == 0) return Status::Ok();
+  auto part = [&](int r) { return all.subspan(static_cast<size_t>(r) * k, k); };
+  const Tag tag = CollectiveTag(options.tag_base, CollectivePhase::kDirectGather);
+  const size_t segment = std::max<size_t>(1, options.segment_bytes / sizeof(float));
+  auto exchange = [&]() -> Status {
+    std::vector<RequestPtr> sends;
+    for (int r = 0; r < n; ++r) {
+      if (r != self) CHORUS_RETURN_IF_ERROR(detail::SendSegments<float>(world_, r, tag, part(self), segment, &sends));
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r == self) continue;
+      CHORUS_RETURN_IF_ERROR(detail::ReceiveSegments<float>(world_, r, tag, part(r), false, segment,
+                                                            options.inflight_segments, options.deadline,
+                                                            "all-gather from rank " + std::to_string(r)));
+    }
+    return WaitAll(sends, options.deadline);
+  };
+  return detail::RunCollective(world_, options.tag_base, options.deadline, options.identify_missing_peers,
+                               "all-gather", exchange);
+}
+
 Status Collective::Barrier(const CollectiveOptions& options) const {
   const int n = size();
   const int i = rank();

@@ -68,6 +68,16 @@ class Collective {
   // returns only once every rank has joined.
   [[nodiscard]] Status Broadcast(std::span<std::byte> data, Rank root,
                                  const CollectiveOptions& options) const;
+  // Every rank's part of `all` (k = all.size() / size() floats each; this
+  // rank's at rank() * k, filled by the caller) on every rank. Direct: each
+  // part travels in one message from its rank to each other, so no rank
+  // passes on another's. An all-reduce of zero-padded parts would gather the
+  // same values in fewer rounds, but its ranks forward each other's parts,
+  // and one that alters what it forwards changes another member's figures in
+  // some members' views only: what a member reports about itself must reach
+  // every member as that member sent it. Errors name the rank that sent
+  // nothing (n - 1 messages each way, no hello needed).
+  [[nodiscard]] Status Allgather(std::span<float> all, const CollectiveOptions& options) const;
   // Returns once every rank has entered it (dissemination barrier, ceil(log2 n) rounds).
   [[nodiscard]] Status Barrier(const CollectiveOptions& options) const;
 

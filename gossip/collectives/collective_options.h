@@ -45,6 +45,7 @@ enum class CollectivePhase : uint32_t {
   kSegmentAttach = 11,      // step 0: segment name, leader -> member; step 1: the answer
   kAuditScatter = 12,       // audited all-reduce: each member's chunk to the rank that sums it
   kAuditGather = 13,        // audited all-reduce: each summed chunk to every rank
+  kDirectGather = 14,       // Collective::Allgather: each rank's part, from it, to every rank
 };
 
 inline Tag CollectiveTag(Tag base, CollectivePhase phase, uint32_t step = 0) {

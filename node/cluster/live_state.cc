@@ -234,16 +234,15 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const Plan& p
 
 Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
                                                std::span<const float> mine, gossip::Tag tag_base,
-                                               Deadline deadline, gossip::AllreduceAlgorithm algorithm) {
+                                               Deadline deadline) {
   const size_t k = mine.size();
   std::vector<float> all(k * static_cast<size_t>(collective.size()), 0.0f);
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * collective.rank()));
-  if (collective.size() < 2) return all;
-  gossip::AllreduceOptions o;
-  o.algorithm = algorithm;
+  gossip::CollectiveOptions o;
   o.tag_base = tag_base;
   o.deadline = deadline;
-  CHORUS_RETURN_IF_ERROR(collective.Allreduce(std::span<float>(all), o));
+  o.identify_missing_peers = false;  // each receive names its rank
+  CHORUS_RETURN_IF_ERROR(collective.Allgather(std::span<float>(all), o));
   return all;
 }
 

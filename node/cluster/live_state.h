@@ -55,17 +55,13 @@ class LiveState {
   virtual void PutBackStep() = 0;
 };
 
-// Every rank's `mine` (the same length on each), rank r's at r * mine.size():
-// an all-reduce of a vector in which each rank fills only its own part. Every
-// slot is one rank's value plus zeros, exact under any algorithm; the
-// contribution check, which pays it every step, takes recursive doubling's
-// log2(n) rounds over the ring's 2(n - 1).
-// Exact for the small values members agree on (steps below 2^24, flags).
+// Every rank's `mine` (the same length on each), rank r's at r * mine.size(),
+// each exactly as its rank sent it (Collective::Allgather: direct, so no rank
+// passes on another's figures, which the contribution check judges every
+// step). One round of n - 1 small messages each way.
 [[nodiscard]] Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
                                                              std::span<const float> mine, gossip::Tag tag_base,
-                                                             Deadline deadline,
-                                                             gossip::AllreduceAlgorithm algorithm =
-                                                                 gossip::AllreduceAlgorithm::kRing);
+                                                             Deadline deadline);
 
 // The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
 // fusion buckets (EpochTagBase + b << 20, b < 2^17; an outer exchange, which

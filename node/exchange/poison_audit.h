@@ -8,8 +8,8 @@
 // the rest of the membership epoch runs audited
 // (gossip/collectives/allreduce_audited.h): every member's chunk reaches the
 // rank that sums it whole, every rank measures what it sent, received and
-// summed, and the members gather those figures (one all-reduce of about 6n
-// floats per rank). Every rank judges the same figures (JudgeAudit):
+// summed, and the members gather those figures (about 6n floats per rank, a
+// direct all-gather). Every rank judges the same figures (JudgeAudit):
 //  - A message's figure as its sender gives it and as its receiver measured
 //    it are of the same bytes: they differ only when one of the two lies. A
 //    member at odds with two or more others is the liar and is named; a

@@ -39,8 +39,7 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
                          static_cast<float>(weight)};
   const gossip::Tag tag =
       EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30);
-  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, mine, tag, deadline,
-                                                                      gossip::AllreduceAlgorithm::kRecursiveDoubling));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, mine, tag, deadline));
   GatheredFigures out;
   const size_t n = all.size() / 6;
   out.reports.resize(n);

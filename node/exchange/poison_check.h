@@ -6,8 +6,9 @@
 //
 // Under all-reduce the sum hides who sent what, so each rank measures its own
 // contribution before it enters the sum (FusionEngine::LastContribution) and
-// the members gather those figures (one small all-reduce per step): every
-// rank judges the same figures and reaches the same verdict. A member could
+// the members gather those figures (one small direct all-gather per step,
+// each member's figures from it alone): every rank judges the same figures
+// and reaches the same verdict. A member could
 // misreport its own figures; the sum then betrays that someone did (its norm
 // above the sum of the reported norms, or non-finite with every report
 // finite), and the step is not applied, though no one is named; the rest of
@@ -80,7 +81,7 @@ struct PoisonVerdict {
 // Which check gathers the figures (live_state.h lists every tag range).
 enum class CheckedSum { kGradients = 2, kPseudoGradients = 3 };
 
-// Every member's figures of one check, gathered (one small all-reduce):
+// Every member's figures of one check, gathered (GatherFromEveryRank):
 // reports by rank, and rank 0's view of the sum (norm, finite), the same on
 // every rank.
 struct GatheredFigures {
