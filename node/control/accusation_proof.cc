@@ -51,7 +51,7 @@ Status CheckAccusation(const NodeCredentials& verifier, std::span<const uint8_t>
   std::copy(proof.credential_key.begin(), proof.credential_key.end(), c.node_key.begin());
   std::copy(proof.credential_signature.begin(), proof.credential_signature.end(), c.issuer_signature.begin());
   return verifier.CheckPeer(c, proof.accuser, proof.signature, AccusationTranscript(cluster, accused, proof.accuser),
-                           "the accusation of '" + std::string(accused) + "'");
+                           "the accusation of '" + std::string(accused) + "' in this run");
 }
 
 ProvenAccusers CheckAccusations(const NodeCredentials& verifier, std::span<const uint8_t> cluster,

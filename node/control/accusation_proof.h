@@ -9,10 +9,12 @@
 // name anyway), and a view's proposer is trusted with the list as with the
 // membership itself.
 //
-// What an accuser signs: a domain label, the cluster (a digest of the key
-// derived from cluster.token, ClusterKey::Tag), the accused name and its own.
-// Not the reason, which is free text. A proof stays valid in any run with
-// the same token and issuer.
+// What an accuser signs: a domain label, the cluster and the run (a digest
+// of the key derived from cluster.token and of the run's salt, drawn with
+// epoch 0 and carried by every view: ClusterKey::Tag), the accused name and
+// its own. Not the reason, which is free text. So a proof holds in the run it
+// was signed in only: a proposer cannot bring a conviction of an earlier run
+// of the same token and issuer into this one.
 #pragma once
 
 #include <set>

@@ -84,6 +84,8 @@ struct EpochView {
   dataSalt @8 :Data;         # random, fresh per view: with the cluster key, the
                              # epoch's data-plane key (ClusterKey::DataKey)
   expelled @9 :List(Expulsion);  # every name the cluster expelled so far: refused for the run
+  runSalt @10 :Data;         # random, drawn with epoch 0 and copied into every later view:
+                             # names the run in what members sign (accusation_proof.h)
 }
 
 # A node name the members expelled for what it sent (poison), and why.

@@ -86,10 +86,14 @@ MacKey ClusterKey::DataKey(uint64_t epoch, std::span<const uint8_t> salt) const 
   return out;
 }
 
-MacKey ClusterKey::Tag(std::string_view label) const {
+MacKey ClusterKey::Tag(std::string_view label, std::span<const uint8_t> run) const {
+  crypto_generichash_state state;
+  crypto_generichash_init(&state, key_.data(), key_.size(), kMacKeyBytes);
+  crypto_generichash_update(&state, reinterpret_cast<const uint8_t*>(label.data()), label.size());
+  crypto_generichash_update(&state, run.data(), run.size());
   MacKey out;
-  crypto_generichash(out.data(), out.size(), reinterpret_cast<const uint8_t*>(label.data()), label.size(),
-                     key_.data(), key_.size());
+  crypto_generichash_final(&state, out.data(), out.size());
+  sodium_memzero(&state, sizeof(state));
   return out;
 }
 

@@ -93,8 +93,10 @@ class ClusterKey {
   // epoch number (a new run with the same token), has a key of its own.
   MacKey DataKey(uint64_t epoch, std::span<const uint8_t> salt) const;
   // A public name of the cluster for what members sign (accusation_proof.h):
-  // BLAKE2b keyed with K over `label`. It reveals nothing of K.
-  MacKey Tag(std::string_view label) const;
+  // BLAKE2b keyed with K over `label` and `run` (the run's salt,
+  // EpochView.runSalt), so that two runs of one token have different names.
+  // It reveals nothing of K.
+  MacKey Tag(std::string_view label, std::span<const uint8_t> run = {}) const;
 
  private:
   explicit ClusterKey(const MacKey& key) : key_(key) {}

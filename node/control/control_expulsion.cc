@@ -100,6 +100,18 @@ bool ControlPlaneImpl::ProvenExpulsion(const std::string& name, const msg::Expul
   return false;
 }
 
+void ControlPlaneImpl::AdoptRun(const msg::EpochView& v) {
+  if (v.run_salt.empty() || v.run_salt == run_salt_) return;
+  if (!run_salt_.empty()) {
+    CHORUS_LOG_ERROR(Subsys::kControl, v.proposer, "'s view of epoch ", v.epoch,
+                     " names another run than the one this node joined; keeping this node's (accusations signed in "
+                     "another run do not count in this one)");
+    return;
+  }
+  run_salt_ = v.run_salt;
+  accusation_cluster_ = key_->Tag("chorus accusations", run_salt_);
+}
+
 void ControlPlaneImpl::LearnExpulsions(const msg::Expulsions& expelled, const std::string& from) {
   for (const auto& [name, e] : expelled) {
     if (!ProvenExpulsion(name, e, from)) continue;

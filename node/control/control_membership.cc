@@ -215,8 +215,10 @@ void ControlPlaneImpl::MaybeFormEpoch0() {
   v.epoch = 0;
   v.proposal_id = RandomId();
   v.data_salt = RandomSalt();
+  v.run_salt = RandomSalt();
   v.proposer = self_.name;
   v.members = AssignInitialRanks(std::move(candidates));
+  AdoptRun(v);  // what this view carries is signed in its run
   v.expelled = ExpelledForViews();
   for (const Applicant& a : applicants_) {
     if (a.conn->established()) a.conn->Send(msg::Welcome{v});
@@ -258,6 +260,7 @@ void ControlPlaneImpl::MaybePropose() {
   v.epoch = view_.epoch + 1;
   v.proposal_id = RandomId();
   v.data_salt = RandomSalt();
+  v.run_salt = run_salt_;
   v.proposer = self_.name;
   v.departed = departed;
   v.finished = finished;
@@ -370,6 +373,7 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
   if (view_.self_rank < 0) return LeaveAsRemoved(v);
   self_.rank = view_.self_rank;
   if (phase_ != Phase::kLeaving) phase_ = Phase::kMember;
+  AdoptRun(v);
   LearnExpulsions(v.expelled, v.proposer);
   death_reports_.clear();
   ForgetNonMembers();
@@ -605,6 +609,7 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
   v.proposer = conn->peer_name();
   v.members = s.members;
   v.data_salt = s.data_salt;
+  v.run_salt = run_salt_;
   for (const Member& m : view_.members) {
     bool kept = false;
     for (const Member& n : s.members) kept |= n.name == m.name;

@@ -89,6 +89,7 @@ void SetEpochView(wire::EpochView::Builder b, const msg::EpochView& v) {
   SetTextList(b.initStopped(v.stopped.size()), v.stopped);
   b.setDataSalt(DataOf(v.data_salt));
   SetExpulsions(b.initExpelled(static_cast<unsigned>(v.expelled.size())), v.expelled);
+  b.setRunSalt(DataOf(v.run_salt));
 }
 
 void SetState(wire::State::Builder b, const msg::State& m) {
@@ -294,6 +295,7 @@ Result<msg::EpochView> GetEpochView(wire::EpochView::Reader r) {
   v.stopped = GetTextList(r.getStopped());
   v.data_salt = BytesOf(r.getDataSalt());
   v.expelled = GetExpulsions(r.getExpelled());
+  v.run_salt = BytesOf(r.getRunSalt());
   return v;
 }
 

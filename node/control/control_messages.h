@@ -104,6 +104,7 @@ struct EpochView {
   std::vector<std::string> stopped;   // departed members that left before it
   std::vector<uint8_t> data_salt;     // fresh per view (ClusterKey::DataKey)
   Expulsions expelled = {};           // every name expelled so far, with why
+  std::vector<uint8_t> run_salt;      // drawn with epoch 0, the same in every later view
 };
 struct Welcome {
   EpochView view;

@@ -304,8 +304,14 @@ class ControlPlaneImpl : public Connection::Listener {
   // Accusations and convictions refused for want of proof: (name, who), each
   // logged once.
   std::set<std::pair<std::string, std::string>> refused_accusations_;
-  // The cluster in what members sign (ClusterKey::Tag).
+  // The run (EpochView.runSalt) as this node first learned it: epoch 0's, or
+  // the view that admitted it; never replaced, so no later proposer can make
+  // another run's signed accusations count.
+  std::vector<uint8_t> run_salt_;
+  // The cluster and the run in what members sign (ClusterKey::Tag), from
+  // run_salt_ once known.
   MacKey accusation_cluster_{};
+  void AdoptRun(const msg::EpochView& v);
   // control_expulsion.cc: counts `accuser`'s accusation of `name`; at the
   // quorum, convicts: the name is refused and a live member declared dead.
   void Accuse(const std::string& name, const std::string& accuser, const msg::Expulsion& accusation);

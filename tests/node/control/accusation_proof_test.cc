@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "node/control/control_auth.h"
+
 namespace chorus::node {
 namespace {
 
@@ -54,6 +56,23 @@ TEST_F(AccusationProofTest, AProofChecksForWhatItWasSignedFor) {
   borrowed.signature = proof.signature;
   const Status b = CheckAccusation(nodes_[0], kCluster, "node3", borrowed);
   EXPECT_NE(b.message().find("'node2' did not sign the accusation of 'node3'"), std::string::npos) << b.message();
+}
+
+// Two runs of one token and issuer name the cluster differently
+// (ClusterKey::Tag over each run's salt), so a conviction signed in one
+// cannot be carried into the other.
+TEST_F(AccusationProofTest, AProofOfAnotherRunOfTheSameTokenIsRefused) {
+  const ClusterKey key = ClusterKey::FromToken("the same token");
+  const std::vector<uint8_t> run_a = {1, 1, 1, 1}, run_b = {2, 2, 2, 2};
+  const MacKey in_a = key.Tag("chorus accusations", run_a);
+  const MacKey in_b = key.Tag("chorus accusations", run_b);
+  EXPECT_NE(in_a, in_b);
+  EXPECT_EQ(in_a, ClusterKey::FromToken("the same token").Tag("chorus accusations", run_a));
+  EXPECT_NE(in_a, ClusterKey::FromToken("another token").Tag("chorus accusations", run_a));
+  const msg::AccusationProof proof = SignAccusation(nodes_[1], in_a, "node3");
+  EXPECT_TRUE(CheckAccusation(nodes_[0], in_a, "node3", proof).ok());
+  const Status s = CheckAccusation(nodes_[0], in_b, "node3", proof);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
 }
 
 TEST_F(AccusationProofTest, AnyAlteredByteIsRefused) {

@@ -4,11 +4,14 @@
 // when they have gone since, and also when the view had dropped the name
 // before the accusations.
 #include "node/control/control_plane.h"
+#include "node/control/credentials.h"
 #include "tests/node/control/control_test_util.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -131,6 +134,50 @@ TEST(ControlExpulsionTest, AnExpulsionAfterTheViewDroppedTheNameStillRefusesIt) 
   f.by_rank[1]->Expel(victim, "sent NaN");
   f.by_rank[2]->Expel(victim, "sent NaN");
   ExpectRejoinRefused(victim, f.coordinator_address, 2);
+}
+
+// With credentials, accusations are signed over the cluster and its run
+// (EpochView.runSalt, drawn with epoch 0): a member admitted after epoch 0
+// learns the run from the view that admits it, so its signed word counts
+// towards a quorum like a founder's.
+TEST(ControlExpulsionTest, AJoinersSignedAccusationCountsInTheRunItJoined) {
+  Result<Issuer> issuer = Issuer::Generate();
+  ASSERT_TRUE(issuer) << issuer.error().ToString();
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("run_accusations_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto config = [&](const std::string& name, std::vector<std::string> bootstrap) {
+    Result<NodeCredentials> c = issuer->Issue(name);
+    EXPECT_TRUE(c) << c.error().ToString();
+    const std::string path = (dir / (name + ".cred")).string();
+    EXPECT_TRUE(c->Save(path).ok());
+    ClusterConfig cc = QuorumConfig(3, std::move(bootstrap), /*quorum=*/2);
+    cc.issuer = KeyHex(issuer->public_key());
+    cc.credential = path;
+    return cc;
+  };
+  std::vector<std::unique_ptr<ControlPlane>> nodes;
+  nodes.push_back(StartOrDie(config("a", {}), Local("a")));
+  const std::string boot = nodes[0]->advertise_address();
+  nodes.push_back(StartOrDie(config("b", {boot}), Local("b")));
+  nodes.push_back(StartOrDie(config("c", {boot}), Local("c")));
+  for (auto& node : nodes) {
+    Result<MembershipView> v = node->WaitForEpoch0(Deadline::AfterSeconds(kExpelWait));
+    ASSERT_TRUE(v) << v.error().ToString();
+    node->AdmitOnItsOwn(uint64_t{1} << 62);  // whoever coordinates admits d without a training loop
+  }
+  nodes.push_back(StartOrDie(config("d", {boot}), Local("d")));
+  Result<MembershipView> joined = nodes[3]->WaitForEpoch0(Deadline::AfterSeconds(kExpelWait));
+  ASSERT_TRUE(joined) << joined.error().ToString();
+  ASSERT_GE(joined->epoch, 1u);
+  // The joiner and one founder accuse c: two credential holders of one run.
+  nodes[3]->Expel("c", "sent NaN");
+  nodes[1]->Expel("c", "sent NaN");
+  Result<MembershipView> v = nodes[0]->WaitForEpochAbove(joined->epoch, Deadline::AfterSeconds(kExpelWait));
+  ASSERT_TRUE(v.has_value()) << v.error().ToString();
+  EXPECT_EQ(v->members.size(), 3u);
+  EXPECT_EQ(v->Find("c"), nullptr);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ msg::EpochView SampleView() {
   v.expelled = {{"node3", {"its contributions were rejected 3 times",
                             {{"node0", {1, 2, 3}, {4, 5}, {6, 7, 8, 9}}, {"node1", {10}, {11}, {12}}}}},
                 {"node7", {"sent NaN"}}};
+  v.data_salt = {9, 8, 7};
+  v.run_salt = {6, 5, 4, 3};
   return v;
 }
 
@@ -59,6 +61,8 @@ void ExpectSameView(const msg::EpochView& a, const msg::EpochView& b) {
   EXPECT_EQ(a.finished, b.finished);
   EXPECT_EQ(a.stopped, b.stopped);
   EXPECT_EQ(a.expelled, b.expelled);
+  EXPECT_EQ(a.data_salt, b.data_salt);
+  EXPECT_EQ(a.run_salt, b.run_salt);
 }
 
 TEST(ControlMessagesTest, HelloAndProofRoundTrip) {
