@@ -224,6 +224,10 @@ float PoisonFault::Apply(float v) const {
 }
 
 void PoisonFault::Misreport(int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) const {
+  if (nan) {
+    *mine = {0.0, true, mine->reduced_norm, mine->reduced_finite};
+    for (gossip::ChunkFigure& sent : audit->sent) sent = {};
+  }
   const double f = factor != 0 ? std::fabs(factor) : 1.0;
   mine->norm /= f;
   for (gossip::ChunkFigure& sent : audit->sent) sent.sumsq /= f * f;
@@ -238,8 +242,10 @@ std::optional<PoisonFault> PoisonFaultAsked() {
   PoisonFault p;
   double factor = 0;
   long long step = 0;
-  if (std::sscanf(text, "nan@%lld", &step) == 1) {
+  if (int end = 0; std::sscanf(text, "nan@%lld%n", &step, &end) == 1 &&
+                   (text[end] == '\0' || std::string_view(text + end) == "+lie")) {
     p.nan = true;
+    p.lie = std::string_view(text + end) == "+lie";
   } else if (int end = 0; std::sscanf(text, "x%lf@%lld%n", &factor, &step, &end) == 2 &&
                           (text[end] == '\0' || std::string_view(text + end) == "+claim" ||
                            std::string_view(text + end) == "+lie" || std::string_view(text + end) == "+forward")) {
@@ -249,7 +255,7 @@ std::optional<PoisonFault> PoisonFaultAsked() {
     p.forward = std::string_view(text + end) == "+forward";
   } else {
     CHORUS_LOG_WARN(Subsys::kNode, "CHORUS_FAULT_POISON=", text,
-                    " is neither nan@STEP nor xFACTOR@STEP[+claim|+lie|+forward]: ignored");
+                    " is neither nan@STEP[+lie] nor xFACTOR@STEP[+claim|+lie|+forward]: ignored");
     return std::nullopt;
   }
   p.from_step = step;

@@ -160,7 +160,9 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
 // "xF@S+lie" reports its contribution as it was before the factor (under
 // all-reduce: its norm, and in audited steps what it sent each member);
 // "xF@S+forward" sends its own contribution as it is, and F times each sum
-// it forwards to the next member (sparse DiLoCo's ring all-gather).
+// it forwards to the next member (sparse DiLoCo's ring all-gather);
+// "nan@S+lie" sends NaN and reports a finite contribution of norm 0 (and in
+// audited steps that it sent each member finite zeros).
 // nullopt when unset (or malformed, which is logged).
 struct PoisonFault {
   bool nan = false;
@@ -172,7 +174,8 @@ struct PoisonFault {
   // A value of its own contribution (unchanged with `forward`).
   float Apply(float v) const;
   // `lie`: what rank `self` reports of its contribution, as it was before the
-  // factor: its norm, and (audited) what it sent each member.
+  // factor: its norm, and (audited) what it sent each member; with `nan`,
+  // finite and of norm 0.
   void Misreport(int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) const;
 };
 std::optional<PoisonFault> PoisonFaultAsked();

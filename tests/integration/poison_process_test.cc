@@ -299,7 +299,11 @@ INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                                            // 1000x its gradient, reporting the norm it would have had:
                                            // the sum betrays a lie, and the audited steps name it.
                                            PoisonVariant{"scaled_lie", "x1000@5+lie", "allreduce-ring.toml"},
+                                           // NaN, reported as a finite zero contribution: the sum is not
+                                           // finite while every report is, and the audited steps name it.
+                                           PoisonVariant{"nan_lie", "nan@5+lie", "allreduce-ring.toml"},
                                            PoisonVariant{"diloco_nan", "nan@5", "diloco.toml"},
+                                           PoisonVariant{"diloco_nan_lie", "nan@5+lie", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled_lie", "x1000@5+lie", "diloco.toml"},
                                            // The same with top-2% 8-bit pseudo-gradients: the sum is of
