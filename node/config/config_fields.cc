@@ -227,7 +227,8 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(exchange, poison_norm_bound,
                         "allreduce: a contribution norm above this many times the median is rejected; 0: off"),
     CHORUS_CONFIG_FIELD(exchange, poison_expel_after,
-                        "allreduce: steps in a row a member is rejected before the others expel it; 0: never"),
+                        "allreduce: steps in a row a member is rejected before the others expel it (one an audit "
+                        "finds misstating what it sent: at once); 0: never"),
     CHORUS_CONFIG_FIELD(exchange, poison_audit_always,
                         "allreduce and its outer step, with poison_check: audit every step (each member's "
                         "contribution measured by the member that sums it; the ring's bytes, not pipelined); "

@@ -30,10 +30,28 @@ void ControlPlaneImpl::Expel(const std::string& name, const std::string& why) {
       }
       msg::Expulsion accusation{why};
       if (credentials_) accusation.proofs.push_back(SignAccusation(*credentials_, accusation_cluster_, name));
-      own_accusations_.emplace(name, accusation);
+      const bool first = own_accusations_.emplace(name, accusation).second;
       Accuse(name, self_.name, accusation);
+      // The word goes out now, not at the next heartbeat: until the quorum
+      // hears it, every step the accused takes part in is abandoned.
+      if (first && (phase_ == Phase::kMember || phase_ == Phase::kLeaving)) SendHeartbeat();
     });
   });
+}
+
+void ControlPlaneImpl::SendHeartbeat() {
+  msg::Heartbeat heartbeat{view_.epoch, self_.name, progress_samples_,
+                           IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
+  heartbeat.incarnation = incarnation_;
+  heartbeat.counts = samples_.counts();
+  heartbeat.accusations = own_accusations_;
+  for (const Member& m : view_.members) {
+    if (dead_.count(m.name)) heartbeat.dead.push_back(m.name);
+  }
+  ClaimDeadIfAsked(heartbeat);
+  for (const auto& [name, conn] : peers_) {
+    if (conn->established()) conn->Send(heartbeat);
+  }
 }
 
 void ControlPlaneImpl::LearnAccusations(const msg::Expulsions& accused, const std::string& accuser) {

@@ -629,18 +629,7 @@ void ControlPlaneImpl::OnTick() {
   const bool stalled = StalledSinceLastTick(now);
   last_tick_ = now;
   if (phase_ != Phase::kMember && phase_ != Phase::kLeaving) return;
-  msg::Heartbeat heartbeat{view_.epoch, self_.name, progress_samples_,
-                           IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
-  heartbeat.incarnation = incarnation_;
-  heartbeat.counts = samples_.counts();
-  heartbeat.accusations = own_accusations_;
-  for (const Member& m : view_.members) {
-    if (dead_.count(m.name)) heartbeat.dead.push_back(m.name);
-  }
-  ClaimDeadIfAsked(heartbeat);
-  for (const auto& [name, conn] : peers_) {
-    if (conn->established()) conn->Send(heartbeat);
-  }
+  SendHeartbeat();
   if (stalled) {
     // This node did not run for a while (suspended, starved): the others'
     // silence is ours. Judge them again from now on.

@@ -331,6 +331,10 @@ class ControlPlaneImpl : public Connection::Listener {
   // Coordinator: the members others declared dead in this epoch, by name,
   // until judged (JudgeDeathReports in membership.h); cleared by each view.
   std::map<std::string, DeathReport> death_reports_;
+  // control_expulsion.cc: every member gets this node's heartbeat (its
+  // progress, its accusations, the members it holds dead); each tick, and at
+  // once on a new accusation.
+  void SendHeartbeat();
   // control_expulsion.cc: records `reporter`'s heartbeat naming `name` dead.
   void NoteDeathReport(const std::string& name, const std::string& reporter, Clock::time_point now);
   // Fault injection for tests (docs/testing.md): CHORUS_FAULT_CLAIM_DEAD=

@@ -284,7 +284,7 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   }
   CHORUS_ASSIGN_OR_RETURN(const StepCheck check,
                           CheckStep(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, audit,
-                                    config_.exchange.poison_norm_bound, bounds,
+                                    config_.exchange.poison_norm_bound, bounds, config_.cluster.expel_quorum,
                                     Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   const PoisonVerdict& verdict = check.verdict;
   ReportVerdict(verdict, poison_.Record(verdict, names, check.audited), names, view.self_rank, step, "step",

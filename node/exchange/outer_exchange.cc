@@ -384,7 +384,7 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   // (with a codec, exactly: what each kept), so it is held to the reports.
   CHORUS_ASSIGN_OR_RETURN(const StepCheck check,
                           CheckStep(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine, /*weight=*/1.0,
-                                    audit, config_.exchange.poison_norm_bound, {},
+                                    audit, config_.exchange.poison_norm_bound, {}, config_.cluster.expel_quorum,
                                     Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   std::vector<std::string> names(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) names[r] = r < view.size() ? view.members[r].name : "rank " + std::to_string(r);

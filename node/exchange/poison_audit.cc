@@ -1,6 +1,7 @@
 // GatherAudit and JudgeAudit (see poison_audit.h).
 #include "node/exchange/poison_audit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -42,14 +43,18 @@ std::string Norm(double sumsq) { return FigureText(std::sqrt(sumsq)); }
 
 std::string Describe(const gossip::ChunkFigure& f) { return f.finite ? "norm " + Norm(f.sumsq) : "non-finite"; }
 
-// Members whose figures of a message disagree with the other end's.
-PoisonVerdict JudgeDisputes(std::span<const gossip::AuditFigures> figures) {
+// Members whose figures of a message disagree with the other end's. A
+// member at odds with `alone` or more others is named alone; every other
+// disputed pair names both ends.
+PoisonVerdict JudgeDisputes(std::span<const gossip::AuditFigures> figures, size_t alone) {
   const int n = static_cast<int>(figures.size());
   std::vector<std::set<int>> partners(n);
+  std::set<std::pair<int, int>> pairs;
   std::string detail;
   auto dispute = [&](int a, int b, const std::string& what) {
     partners[a].insert(b);
     partners[b].insert(a);
+    pairs.emplace(std::min(a, b), std::max(a, b));
     if (detail.size() < 400) detail += (detail.empty() ? "" : "; ") + what;
   };
   for (int j = 0; j < n; ++j) {
@@ -69,20 +74,32 @@ PoisonVerdict JudgeDisputes(std::span<const gossip::AuditFigures> figures) {
       }
     }
   }
-  PoisonVerdict verdict;
+  std::set<int> named_alone, offenders;
   for (int r = 0; r < n; ++r) {
-    if (partners[r].size() >= 2) verdict.offenders.push_back(r);
+    if (partners[r].size() >= alone) named_alone.insert(r);
   }
-  const bool lone_pair = verdict.offenders.empty();
-  for (int r = 0; r < n && lone_pair; ++r) {
-    if (!partners[r].empty()) verdict.offenders.push_back(r);
+  offenders = named_alone;
+  bool paired = false;
+  for (const auto& [a, b] : pairs) {
+    if (named_alone.count(a) || named_alone.count(b)) continue;
+    offenders.insert(a);
+    offenders.insert(b);
+    paired = true;
   }
-  if (verdict.offenders.empty()) return verdict;
+  PoisonVerdict verdict;
+  if (offenders.empty()) return verdict;
+  verdict.offenders.assign(offenders.begin(), offenders.end());
+  verdict.liars.assign(named_alone.begin(), named_alone.end());
   verdict.abandon = true;
-  verdict.why = std::string(lone_pair ? "a pair at odds over what passed between them (one of the two lies; "
-                                        "both named): "
-                                      : "at odds with two or more members over what it sent or received: ") +
-                detail;
+  if (!named_alone.empty()) {
+    verdict.why = "at odds with " + std::to_string(alone) + " or more members over what it sent or received";
+  }
+  if (paired) {
+    verdict.why += std::string(verdict.why.empty() ? "" : "; ") +
+                   "pairs at odds over what passed between them (one of each pair lies, and fewer than " +
+                   std::to_string(alone) + " members at odds with one cannot say which: both named)";
+  }
+  verdict.why += ": " + detail;
   return verdict;
 }
 
@@ -146,13 +163,13 @@ Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& 
 }
 
 PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::span<const ContributionReport> reports,
-                         double norm_bound, const WeightBounds& bounds) {
+                         double norm_bound, const WeightBounds& bounds, int quorum) {
   const size_t n = figures.size();
   if (n < 3 || reports.size() != n) return {};
   for (const gossip::AuditFigures& f : figures) {
     if (f.sent.size() != n || f.received.size() != n || f.gathered.size() != n) return {};
   }
-  PoisonVerdict verdict = JudgeDisputes(figures);
+  PoisonVerdict verdict = JudgeDisputes(figures, static_cast<size_t>(std::max(2, quorum)));
   if (!verdict.abandon) verdict = JudgeSums(figures);
   if (!verdict.abandon) {
     // No figure is disputed: what each member says it sent is what was measured.
@@ -176,13 +193,13 @@ PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::spa
 
 Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
                             const gossip::StepContribution& mine, double weight, const gossip::AuditFigures& audit,
-                            double norm_bound, const WeightBounds& bounds, Deadline deadline) {
+                            double norm_bound, const WeightBounds& bounds, int quorum, Deadline deadline) {
   StepCheck check;
   CHORUS_ASSIGN_OR_RETURN(check.figures, GatherFigures(collective, epoch, which, mine, weight, deadline));
   check.audited = !audit.empty();
   if (check.audited) {
     CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all, GatherAudit(collective, epoch, audit, deadline));
-    check.verdict = JudgeAudit(all, check.figures.reports, norm_bound, bounds);
+    check.verdict = JudgeAudit(all, check.figures.reports, norm_bound, bounds, quorum);
   } else {
     check.verdict = JudgeContributions(check.figures.reports, check.figures.sum_norm, check.figures.sum_finite,
                                        norm_bound, bounds);

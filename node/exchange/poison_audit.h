@@ -12,10 +12,12 @@
 // direct all-gather). Every rank judges the same figures (JudgeAudit):
 //  - A message's figure as its sender gives it and as its receiver measured
 //    it are of the same bytes: they differ only when one of the two lies. A
-//    member at odds with two or more others is the liar and is named; a
-//    lone pair at odds cannot say which of the two lies, and both are named
-//    (so a liar that picks one victim takes it down with itself, never
-//    alone).
+//    member at odds with `quorum` (cluster.expel_quorum, at least 2) or more
+//    others is the liar and is named alone; any other pair at odds cannot
+//    say which of the two lies, and both are named. So a liar that picks
+//    victims takes them down with itself, never alone, and fewer than
+//    `quorum` colluding members (the most the quorum tolerates) cannot frame
+//    an honest member without being named with it.
 //  - A summed chunk larger than the sum of its inputs' norms (5% for FP16
 //    rounding), or non-finite from finite inputs, names the rank that summed it.
 //  - Otherwise the contributions as measured, not as reported, go through
@@ -43,9 +45,10 @@ namespace chorus::node {
                                                                     Deadline deadline);
 
 // `reports`: the step's gathered reports (GatherFigures), for each member's
-// claimed weight; `figures`: GatherAudit's. The rules are in the file comment.
+// claimed weight; `figures`: GatherAudit's; `quorum`: cluster.expel_quorum.
+// The rules are in the file comment.
 PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::span<const ContributionReport> reports,
-                         double norm_bound, const WeightBounds& bounds = {});
+                         double norm_bound, const WeightBounds& bounds = {}, int quorum = 2);
 
 // One check of a step's (or an outer sync's) contributions, as both exchanges
 // run it: every member's figures gathered (GatherFigures), and with `audit`
@@ -60,7 +63,7 @@ struct StepCheck {
 [[nodiscard]] Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
                                           const gossip::StepContribution& mine, double weight,
                                           const gossip::AuditFigures& audit, double norm_bound,
-                                          const WeightBounds& bounds, Deadline deadline);
+                                          const WeightBounds& bounds, int quorum, Deadline deadline);
 
 // Which membership epoch's checks are audited: the rest of one in which a
 // check found a misreport, or every one (exchange.poison_audit_always).

@@ -178,10 +178,15 @@ std::vector<std::string> PoisonLedger::Record(const PoisonVerdict& verdict, std:
   for (auto it = in_a_row_.begin(); it != in_a_row_.end();) {
     it = named.count(it->first) ? std::next(it) : in_a_row_.erase(it);
   }
+  std::set<std::string> liars;
+  for (int r : verdict.liars) {
+    if (r >= 0 && r < static_cast<int>(names.size())) liars.insert(names[r]);
+  }
   std::vector<std::string> expel;
   for (const std::string& name : named) {
     ++offences_[name];
-    const int row = ++in_a_row_[name];
+    int& row = ++in_a_row_[name];
+    if (liars.count(name)) row = std::max(row, expel_after_);
     if (expel_after_ > 0 && row >= expel_after_ && expelled_.insert(name).second) expel.push_back(name);
   }
   return expel;
@@ -207,14 +212,16 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
   CHORUS_LOG_WARN(Subsys::kNode, what, " ", index, ": ", who.empty() ? "" : "rejected the contribution of " + who + ": ",
                   verdict.why, verdict.abandon ? "; not applied on any member" : "");
   for (const std::string& name : expel) {
+    const bool lied = std::any_of(verdict.liars.begin(), verdict.liars.end(), [&](int r) {
+      return r >= 0 && r < static_cast<int>(names.size()) && names[r] == name;
+    });
+    const std::string reason =
+        lied ? "it misstated what it sent or received in an audited check"
+             : "its contributions were rejected " + std::to_string(expel_after) + " times in a row";
     if (self_rank >= 0 && self_rank < static_cast<int>(names.size()) && name == names[self_rank]) {
-      CHORUS_LOG_ERROR(Subsys::kNode, "this node's contributions were rejected ", expel_after,
-                       " times in a row: the others expel it");
+      CHORUS_LOG_ERROR(Subsys::kNode, "this node is expelled: ", reason);
     }
-    if (control != nullptr) {
-      control->Expel(name, "its contributions were rejected " + std::to_string(expel_after) +
-                               " times in a row (last: " + verdict.why + ")");
-    }
+    if (control != nullptr) control->Expel(name, reason + " (last: " + verdict.why + ")");
   }
 }
 

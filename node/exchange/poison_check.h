@@ -76,6 +76,12 @@ struct PoisonVerdict {
   bool abandon = false;        // no member may apply the step's update
   bool unattributed = false;   // the sum contradicts the reports; nobody named
   std::string why;             // for the log; empty when all is well
+  // Of `offenders`, those an audit named alone for misstating what they sent
+  // or received: both ends of a message measure the same bytes, so no honest
+  // member does that once, and they are accused at once (PoisonLedger),
+  // not after expel_after checks as an outlier is (an FP16 overflow names an
+  // honest member once).
+  std::vector<int> liars;
 };
 
 // Which check gathers the figures (live_state.h lists every tag range).

@@ -78,6 +78,27 @@ std::vector<std::unique_ptr<ChorusProcess>> StartFour(const PoisonCluster& f, in
   return nodes;
 }
 
+// The poisoner is not admitted again. One that knows it was expelled (it
+// saw the checks that named it) does not ask; one that does not know asks
+// again under its name (cluster.rejoin), and whoever coordinates refuses
+// it, though only some members may have expelled it (unless the run ended
+// first). ControlExpulsionTest covers the refusal without the race. Then
+// the poisoner is stopped.
+void ExpectThePoisonerStaysOut(ChorusProcess& poisoner, const std::string& outputs) {
+  EXPECT_FALSE(std::regex_search(outputs, std::regex("epoch [1-9][0-9]*: members [^\n]*node3")))
+      << "node3 was admitted again\n" << outputs;
+  (void)poisoner.Wait(1);
+  const std::string out3 = poisoner.Output();
+  if (out3.find("the cluster expelled this node") != std::string::npos) {
+    EXPECT_EQ(out3.find("rejoining the cluster"), std::string::npos) << outputs;
+  }
+  if (out3.find("refused by") != std::string::npos) {
+    EXPECT_NE(out3.find("node name 'node3' was expelled from this cluster"), std::string::npos) << outputs;
+  }
+  poisoner.Signal(SIGKILL);
+  (void)poisoner.Wait(10);
+}
+
 TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-" + GetParam().name;
@@ -102,7 +123,7 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   EXPECT_FALSE(std::regex_search(outputs(), std::regex("refusing \\S+('s word that|'s accusation of)")))
       << outputs();
   std::string checksum;
-  int expelled_by = 0;
+  int expelled_by = 0, named_in_audit = 0;
   for (int i = 0; i < 3; ++i) {
     std::optional<int> status = nodes[i]->Wait(300);
     EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
@@ -110,15 +131,18 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
     EXPECT_EQ(summary["world_size"], 3) << outputs();
     const nlohmann::json& poison = summary["poison"];
+    const bool lies = GetParam().fault.ends_with("+lie");
     // All-reduce and DiLoCo name it at every check; a member whose third
     // check failed because the others had expelled node3 already counts two.
-    // Under gossip only its neighbours see it.
-    if (poison.contains("named")) {
+    // Under gossip only its neighbours see it. A liar is named by the first
+    // audited check and accused at once (poison_check.h, PoisonVerdict::liars),
+    // so a member whose audited check the expulsion cut short names it in none.
+    if (poison.contains("named") && !lies) {
       EXPECT_GE(poison["named"].value("node3", 0), 2) << poison.dump();
     }
-    if (GetParam().fault.ends_with("+lie")) {
+    if (lies) {
       EXPECT_GE(poison.value("unattributed_steps", 0), 1) << poison.dump();
-      EXPECT_GE(poison.value("audited_steps", 0), 2) << poison.dump();
+      if (poison["named"].value("node3", 0) >= 1) ++named_in_audit;
     }
     if (poison["expelled"] == nlohmann::json::array({"node3"})) {
       ++expelled_by;
@@ -129,29 +153,17 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
             << "node" << i << ": " << summary.dump();
       }
     }
-    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
+    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i << ": " << poison.dump();
     const std::string c = summary["parameter_checksum"].get<std::string>();
     if (checksum.empty()) checksum = c;
     EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
   }
   EXPECT_GE(expelled_by, 1) << "no survivor's summary.json says it expelled node3 (once)\n" << outputs();
-  // The poisoner is not admitted again. One that knows it was expelled (it
-  // saw the checks that named it) does not ask; one that does not know asks
-  // again under its name (cluster.rejoin), and whoever coordinates refuses
-  // it, though only some members may have expelled it (unless the run ended
-  // first). ControlExpulsionTest covers the refusal without the race.
-  EXPECT_FALSE(std::regex_search(outputs(), std::regex("epoch [1-9][0-9]*: members [^\n]*node3")))
-      << "node3 was admitted again\n" << outputs();
-  (void)nodes[3]->Wait(1);
-  const std::string out3 = nodes[3]->Output();
-  if (out3.find("the cluster expelled this node") != std::string::npos) {
-    EXPECT_EQ(out3.find("rejoining the cluster"), std::string::npos) << outputs();
+  if (GetParam().fault.ends_with("+lie")) {
+    EXPECT_GE(named_in_audit, 2) << "fewer than the quorum of survivors named the liar in an audited check\n"
+                                 << outputs();
   }
-  if (out3.find("refused by") != std::string::npos) {
-    EXPECT_NE(out3.find("node name 'node3' was expelled from this cluster"), std::string::npos) << outputs();
-  }
-  nodes[3]->Signal(SIGKILL);
-  (void)nodes[3]->Wait(10);
+  ExpectThePoisonerStaysOut(*nodes[3], outputs());
   fs::remove_all(out);
 }
 

@@ -62,9 +62,10 @@ TEST(PoisonAuditTest, AMemberThatMisreportsWhatItSentIsNamedAlone) {
   f[2].received[2] = f[2].sent[2];
   const PoisonVerdict v = JudgeAudit(f, Weights(4), 10.0);
   EXPECT_EQ(v.offenders, std::vector<int>({2}));
+  EXPECT_EQ(v.liars, std::vector<int>({2}));
   EXPECT_TRUE(v.abandon);
   EXPECT_FALSE(v.unattributed);
-  EXPECT_NE(v.why.find("two or more"), std::string::npos) << v.why;
+  EXPECT_NE(v.why.find("at odds with 2 or more members"), std::string::npos) << v.why;
 }
 
 // Without the lie, the measured norm is an outlier: named by measurement.
@@ -84,11 +85,37 @@ TEST(PoisonAuditTest, ALonePairAtOddsNamesBoth) {
   f[3].received[0].sumsq = 1e6;  // rank 3 says rank 0 sent it a huge chunk
   const PoisonVerdict v = JudgeAudit(f, Weights(4), 10.0);
   EXPECT_EQ(v.offenders, std::vector<int>({0, 3}));
+  EXPECT_TRUE(v.liars.empty());
   EXPECT_TRUE(v.abandon);
   EXPECT_NE(v.why.find("pair"), std::string::npos) << v.why;
   // Framing two senders makes the framer the one at odds with two.
   f[3].received[1].sumsq = 1e6;
   EXPECT_EQ(JudgeAudit(f, Weights(4), 10.0).offenders, std::vector<int>({3}));
+}
+
+// Receivers that collude to frame an honest sender, fewer than the quorum
+// (cluster.expel_quorum 3 tolerates two lying members): each is at odds with
+// the sender only, so every pair names both ends, and the framers are named
+// with their victim. At the default quorum of 2 two framers are beyond what
+// the quorum tolerates (they could expel anyone by their word alone), and
+// the sender at odds with both is named alone.
+TEST(PoisonAuditTest, ReceiversThatColludeBelowTheQuorumAreNamedWithTheSenderTheyFrame) {
+  auto f = Honest(Even(5, 1.0));
+  f[3].received[1].sumsq = 1e6;
+  f[4].received[1].sumsq = 1e6;
+  PoisonVerdict v = JudgeAudit(f, Weights(5), 10.0, {}, /*quorum=*/3);
+  EXPECT_EQ(v.offenders, std::vector<int>({1, 3, 4}));
+  EXPECT_TRUE(v.liars.empty());  // nobody is known to lie: no one is expelled at once
+  EXPECT_TRUE(v.abandon);
+  EXPECT_NE(v.why.find("both named"), std::string::npos) << v.why;
+  EXPECT_EQ(JudgeAudit(f, Weights(5), 10.0, {}, /*quorum=*/2).offenders, std::vector<int>({1}));
+  // A sender that lies to every receiver is at odds with four: named alone at either quorum.
+  auto lie = Honest(Even(5, 1.0));
+  for (int k = 0; k < 5; ++k) {
+    if (k != 2) lie[2].sent[k].sumsq = 1e-6;
+  }
+  EXPECT_EQ(JudgeAudit(lie, Weights(5), 10.0, {}, /*quorum=*/3).offenders, std::vector<int>({2}));
+  EXPECT_EQ(JudgeAudit(lie, Weights(5), 10.0, {}, /*quorum=*/4).offenders, std::vector<int>({2}));
 }
 
 // A member that sends others a summed chunk larger than its inputs allow

@@ -174,5 +174,24 @@ TEST(PoisonCheckTest, AMemberNamedInStepsInARowIsExpelledOnce) {
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(never.Record(named, names).empty());
 }
 
+// A member an audit names alone for misstating what it sent lied (both
+// ends of a message measure the same bytes): accused at its first naming.
+// Whoever an audit names with another (a pair at odds) waits for its
+// checks in a row like an outlier.
+TEST(PoisonCheckTest, AMemberAnAuditFindsLyingIsExpelledAtOnce) {
+  PoisonLedger ledger(/*expel_after=*/3);
+  const std::vector<std::string> names = {"node0", "node1", "node2", "node3"};
+  PoisonVerdict verdict;
+  verdict.offenders = {0, 1, 3};
+  verdict.liars = {3};
+  verdict.abandon = true;
+  verdict.why = "x";
+  EXPECT_EQ(ledger.Record(verdict, names, /*audited=*/true), std::vector<std::string>({"node3"}));
+  EXPECT_TRUE(ledger.Record(verdict, names, true).empty());
+  EXPECT_EQ(ledger.Record(verdict, names, true), std::vector<std::string>({"node0", "node1"}));
+  PoisonLedger never(0);
+  EXPECT_TRUE(never.Record(verdict, names, true).empty());
+}
+
 }  // namespace
 }  // namespace chorus::node
