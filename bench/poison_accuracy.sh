@@ -7,6 +7,9 @@
 # and what the survivors' summary.json says of the poison.
 #   bench/poison_accuracy.sh
 #   FAULT=nan@20 CONFIGS="allreduce-ring.toml" EPOCHS=5 bench/poison_accuracy.sh
+# SETS: more settings for every node, space-separated KEY=VALUE (--set); the
+# site average's poisoner, in one site of four:
+#   FAULT=x1000@20+site CONFIGS=diloco.toml SETS="exchange.outer.inner=site cluster.site=a" bench/poison_accuracy.sh
 # Needs ./build (scripts/build.sh); CHORUS=path overrides the binary.
 set -u
 cd "$(dirname "$0")/.."
@@ -16,7 +19,8 @@ step=${STEP:-20}
 fault=${FAULT:-x1000@$step}
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(date -u +%F), commit $(git rev-parse --short HEAD 2>/dev/null), fault $fault"
 run() {  # config, name, fault ("" for none)
-  local config=$1 name=$2 poison=$3 port=$((20000 + RANDOM % 20000)) pids=()
+  local config=$1 name=$2 poison=$3 port=$((20000 + RANDOM % 20000)) pids=() sets=()
+  for set in ${SETS:-}; do sets+=(--set "$set"); done
   for i in 0 1 2 3; do
     local listen=127.0.0.1:0
     [ $i = 0 ] && listen=127.0.0.1:$port
@@ -25,7 +29,7 @@ run() {  # config, name, fault ("" for none)
     env "${env[@]}" "$chorus" node "configs/$config" --set run.node_name="\"node$i\"" \
       --set run.output_dir="\"$out\"" --set run.name="\"$name\"" --set run.progress='"off"' \
       --set cluster.listen="\"$listen\"" --set cluster.bootstrap="[\"127.0.0.1:$port\"]" \
-      --set cluster.min_nodes=4 --set train.epochs="${EPOCHS:-3}" > "$out/$name-node$i.log" 2>&1 &
+      --set cluster.min_nodes=4 --set train.epochs="${EPOCHS:-3}" "${sets[@]}" > "$out/$name-node$i.log" 2>&1 &
     pids+=($!)
   done
   wait "${pids[0]}" "${pids[1]}" "${pids[2]}"
@@ -51,7 +55,8 @@ if clean is None or poisoned is None:
 a, b = clean["test_accuracy"], poisoned["test_accuracy"]
 print(f"{base}: clean {a:.4f} ({clean['world_size']} nodes at the end), poisoned {b:.4f} "
       f"({poisoned['world_size']} nodes), difference {100 * (b - a):+.2f} pp; node0's poison: "
-      f"{json.dumps(poisoned.get('poison'))}")
+      f"{json.dumps(poisoned.get('poison'))}"
+      + (f", site_poison: {json.dumps(poisoned['site_poison'])}" if 'site_poison' in poisoned else ""))
 PYEOF
 done
 echo "# logs and summaries: $out"

@@ -72,9 +72,10 @@ class LiveState {
 // at the end of training
 // (+ 1 << 38, five ranges of 2^20), the resume-step agreement (+ 3 << 38) and
 // the values gathered from members (+ 5 << 37: Exchange::GatherFromMembers;
-// + 1 << 30 the overlap model's figures, + 2 << 30 and + 3 << 30 the
-// all-reduce's and the outer step's contribution checks, poison_check.h,
-// + 4 << 30 an audited step's figures, poison_audit.h).
+// + 1 << 30 the overlap model's figures, + 2 << 30, + 3 << 30 and + 5 << 30
+// the all-reduce's, the outer step's and the site average's contribution
+// checks, poison_check.h, each with an audited step's figures at + 1 << 29,
+// poison_audit.h).
 inline gossip::Tag LiveStateTagBase(uint64_t epoch) { return EpochTagBase(epoch) + (gossip::Tag{7} << 37); }
 
 // The tags of the site probe in membership epoch `epoch` (site_probe.h):

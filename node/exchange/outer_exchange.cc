@@ -201,9 +201,15 @@ Status OuterExchange::InsideSite(int64_t step) {
   const bool sync_due = gossip::FragmentDue(step + 1, oc.fragments, oc.period) >= 0;
   const Deadline deadline = Deadline::AfterSeconds(config_.fabric.op_timeout_s);
   const gossip::Tag tag_base = SiteAverageTagBase(session_->view.epoch, step);
-  Status s = sites_->gossips() && !sync_due
-                 ? sites_->MixInSite(trainer_->MasterWeights(), step, deadline)
-                 : sites_->AverageInSite(trainer_->MasterWeights(), AllreduceOptionsAt(tag_base, deadline));
+  Status s;
+  if (sites_->gossips() && !sync_due) {
+    s = sites_->MixInSite(trainer_->MasterWeights(), step, deadline);
+  } else {
+    Result<StepCheck> check = site_check_.Average(*sites_, trainer_->MasterWeights(),
+                                                  AllreduceOptionsAt(tag_base, deadline), session_->view.epoch, step);
+    if (check) ReportSiteCheck(*check, step);
+    s = check ? Status::Ok() : check.error();
+  }
   if (s.ok()) {
     trainer_->RefreshWorkingCopy();
     return s;
@@ -211,6 +217,18 @@ Status OuterExchange::InsideSite(int64_t step) {
   if (in_flight_ && in_flight_->done.valid()) in_flight_->done.wait();  // over the ended epoch: dropped
   in_flight_.reset();
   return Failed(s, "step " + std::to_string(step) + ": exchange inside the site", step + 1);
+}
+
+void OuterExchange::ReportSiteCheck(const StepCheck& check, int64_t step) {
+  if (check.figures.reports.empty()) return;  // nothing checked
+  const MembershipView& view = session_->view;
+  std::vector<std::string> names;
+  for (int r : sites_->site_ranks()) {
+    names.push_back(r < view.size() ? view.members[r].name : "rank " + std::to_string(r));
+  }
+  const int self = sites_->site() != nullptr ? sites_->site()->rank() : -1;
+  ReportVerdict(check.verdict, site_poison_.Record(check.verdict, names, check.audited), names, self, step,
+                "site average after step", config_.exchange.poison_expel_after, session_->control.get());
 }
 
 Status OuterExchange::AfterUpdate(int64_t step) {
@@ -239,7 +257,7 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
   sync.land_step = step + config_.exchange.outer.delay;
   sync.params.assign(master.begin() + static_cast<std::ptrdiff_t>(range.begin),
                      master.begin() + static_cast<std::ptrdiff_t>(range.begin + range.count));
-  if (poison_fault_ && step >= poison_fault_->from_step) {  // fault injection: a poisoned pseudo-gradient
+  if (poison_fault_ && !poison_fault_->site && step >= poison_fault_->from_step) {  // fault injection
     for (size_t i = 0; i < range.count; ++i) {
       const float anchor = anchor_[range.begin + i];
       sync.params[i] = anchor - poison_fault_->Apply(anchor - sync.params[i]);
@@ -310,7 +328,7 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
     std::fill(x.begin(), x.end(), 0.0f);
   }
   std::function<void(std::span<float>)> alter;  // fault injection: a member that alters what it forwards
-  if (poison_fault_ && poison_fault_->forward && sync.step >= poison_fault_->from_step) {
+  if (poison_fault_ && poison_fault_->forward && !poison_fault_->site && sync.step >= poison_fault_->from_step) {
     alter = [f = poison_fault_->factor](std::span<float> v) {
       for (float& e : v) e *= f;
     };
@@ -377,7 +395,7 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   if (sync.received_nonfinite) mine.reduced_finite = false;
   const MembershipView& view = session_->view;
   gossip::AuditFigures audit = sync.audit;
-  if (poison_fault_ && poison_fault_->lie && sync.step >= poison_fault_->from_step) {
+  if (poison_fault_ && poison_fault_->lie && !poison_fault_->site && sync.step >= poison_fault_->from_step) {
     poison_fault_->Misreport(view.self_rank, &mine, &audit);  // fault injection
   }
   // Every path's sum is the sum of what the members report they put in
@@ -669,7 +687,8 @@ nlohmann::json OuterExchange::Metrics() const {
              {"sites", sites_ ? sites_->Metrics() : nlohmann::json(nullptr)},
              {"outer_overlap_seconds", overlapped_seconds_},
              {"outer_wait_seconds", waited_seconds_},
-             {"poison", poison_.Summary()}});
+             {"poison", poison_.Summary()},
+             {"site_poison", site_poison_.Summary()}});
   meter_.cost().AddMetrics(m);
   if (consensus_before_ >= 0) m["consensus_distance_before"] = consensus_before_;
   return m;

@@ -58,6 +58,7 @@
 #include "node/exchange/exchange.h"
 #include "node/exchange/poison_audit.h"
 #include "node/exchange/poison_check.h"
+#include "node/exchange/site_average_check.h"
 #include "node/exchange/site_levels.h"
 #include "node/outputs/trace.h"
 #include "topologies/graph.h"
@@ -125,8 +126,11 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
         trace_(trace),
         poison_(config.exchange.poison_expel_after),
         poison_fault_(PoisonFaultAsked()),
-        audit_(config.exchange.poison_audit_always) {}
-
+        audit_(config.exchange.poison_audit_always),
+        site_poison_(config.exchange.poison_expel_after),
+        site_check_({config.exchange.poison_check, config.exchange.poison_norm_bound, config.cluster.expel_quorum,
+                     config.exchange.poison_audit_always, config.fabric.op_timeout_s},
+                    poison_fault_) {}
 
   // The collective and the group graph over the current membership.
   [[nodiscard]] Status Build();
@@ -146,6 +150,9 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // Two levels: the exchange inside the site after step `step`, gossip or
   // the site's average (a failure re-forms, dropping a sync in flight).
   [[nodiscard]] Status InsideSite(int64_t step);
+  // The site average's check after step `step` (SiteAverageCheck): logged,
+  // recorded, and its offenders accused.
+  void ReportSiteCheck(const StepCheck& check, int64_t step);
   // After AverageOverAll: every member's pseudo-gradient checked
   // (poison_check.h; audited, poison_audit.h, for the rest of an epoch in
   // which a member misreported its own); a sync the verdict abandons lands
@@ -184,6 +191,10 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   PoisonLedger poison_;
   std::optional<PoisonFault> poison_fault_;
   AuditSwitch audit_;  // which epoch's syncs over all members are audited (poison_audit.h)
+  // The averages inside the site, checked on the training thread (the
+  // syncs' ledger is the helper thread's).
+  PoisonLedger site_poison_;
+  SiteAverageCheck site_check_;
   std::optional<OuterSync> in_flight_;
   std::optional<OuterSync> failed_;  // the sync whose failure the re-form in progress follows
   // Steps since each fragment last landed with delay 0 over every member:

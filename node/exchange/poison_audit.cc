@@ -129,7 +129,8 @@ PoisonVerdict JudgeSums(std::span<const gossip::AuditFigures> figures) {
 }  // namespace
 
 Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& collective, uint64_t epoch,
-                                                      const gossip::AuditFigures& mine, Deadline deadline) {
+                                                      CheckedSum which, const gossip::AuditFigures& mine,
+                                                      Deadline deadline) {
   const size_t n = mine.sent.size();
   if (n != static_cast<size_t>(collective.size())) {
     return Err(Internal("audit figures of " + std::to_string(n) + " ranks for a collective of " +
@@ -143,7 +144,8 @@ Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& 
     Put(mine.gathered[r], row);
   }
   Put(mine.summed, row);
-  const gossip::Tag tag = EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (gossip::Tag{4} << 30);
+  const gossip::Tag tag =
+      EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30) + (gossip::Tag{1} << 29);
   CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, row, tag, deadline));
   std::vector<gossip::AuditFigures> out(n);
   for (size_t r = 0; r < n; ++r) {
@@ -198,7 +200,8 @@ Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch
   CHORUS_ASSIGN_OR_RETURN(check.figures, GatherFigures(collective, epoch, which, mine, weight, deadline));
   check.audited = !audit.empty();
   if (check.audited) {
-    CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all, GatherAudit(collective, epoch, audit, deadline));
+    CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all,
+                            GatherAudit(collective, epoch, which, audit, deadline));
     check.verdict = JudgeAudit(all, check.figures.reports, norm_bound, bounds, quorum);
   } else {
     check.verdict = JudgeContributions(check.figures.reports, check.figures.sum_norm, check.figures.sum_finite,

@@ -39,8 +39,9 @@
 namespace chorus::node {
 
 // Every rank's AuditFigures of one step, by rank (the same on every rank).
+// `which`: the check's tags (its range of GatherFigures', + 1 << 29).
 [[nodiscard]] Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& collective,
-                                                                    uint64_t epoch,
+                                                                    uint64_t epoch, CheckedSum which,
                                                                     const gossip::AuditFigures& mine,
                                                                     Deadline deadline);
 

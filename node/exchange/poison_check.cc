@@ -249,20 +249,34 @@ std::optional<PoisonFault> PoisonFaultAsked() {
   PoisonFault p;
   double factor = 0;
   long long step = 0;
-  if (int end = 0; std::sscanf(text, "nan@%lld%n", &step, &end) == 1 &&
-                   (text[end] == '\0' || std::string_view(text + end) == "+lie")) {
-    p.nan = true;
-    p.lie = std::string_view(text + end) == "+lie";
-  } else if (int end = 0; std::sscanf(text, "x%lf@%lld%n", &factor, &step, &end) == 2 &&
-                          (text[end] == '\0' || std::string_view(text + end) == "+claim" ||
-                           std::string_view(text + end) == "+lie" || std::string_view(text + end) == "+forward")) {
+  int end = 0;
+  bool known = false;
+  if (std::sscanf(text, "nan@%lld%n", &step, &end) == 1) {
+    p.nan = known = true;
+  } else if (end = 0; std::sscanf(text, "x%lf@%lld%n", &factor, &step, &end) == 2) {
     p.factor = static_cast<float>(factor);
-    p.claim = std::string_view(text + end) == "+claim";
-    p.lie = std::string_view(text + end) == "+lie";
-    p.forward = std::string_view(text + end) == "+forward";
-  } else {
+    known = true;
+  }
+  // The suffixes, each "+name", in any order: +claim and +forward with xF only.
+  for (std::string_view rest = known ? std::string_view(text + end) : ""; known && !rest.empty();) {
+    const size_t next = rest.find('+', 1);
+    const std::string_view flag = rest.substr(0, next);
+    rest = next == std::string_view::npos ? std::string_view() : rest.substr(next);
+    if (flag == "+lie") {
+      p.lie = true;
+    } else if (flag == "+site") {
+      p.site = true;
+    } else if (flag == "+claim" && !p.nan) {
+      p.claim = true;
+    } else if (flag == "+forward" && !p.nan) {
+      p.forward = true;
+    } else {
+      known = false;
+    }
+  }
+  if (!known) {
     CHORUS_LOG_WARN(Subsys::kNode, "CHORUS_FAULT_POISON=", text,
-                    " is neither nan@STEP[+lie] nor xFACTOR@STEP[+claim|+lie|+forward]: ignored");
+                    " is neither nan@STEP[+lie][+site] nor xFACTOR@STEP[+claim|+lie|+forward][+site]: ignored");
     return std::nullopt;
   }
   p.from_step = step;

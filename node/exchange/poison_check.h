@@ -85,7 +85,7 @@ struct PoisonVerdict {
 };
 
 // Which check gathers the figures (live_state.h lists every tag range).
-enum class CheckedSum { kGradients = 2, kPseudoGradients = 3 };
+enum class CheckedSum { kGradients = 2, kPseudoGradients = 3, kSiteParameters = 5 };
 
 // Every member's figures of one check, gathered (GatherFromEveryRank):
 // reports by rank, and rank 0's view of the sum (norm, finite), the same on
@@ -168,7 +168,9 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
 // "xF@S+forward" sends its own contribution as it is, and F times each sum
 // it forwards to the next member (sparse DiLoCo's ring all-gather);
 // "nan@S+lie" sends NaN and reports a finite contribution of norm 0 (and in
-// audited steps that it sent each member finite zeros).
+// audited steps that it sent each member finite zeros); "+site" poisons what
+// the node mixes inside its site (the outer exchange's inner average) and
+// nothing else. Suffixes combine ("x1000@5+site+lie").
 // nullopt when unset (or malformed, which is logged).
 struct PoisonFault {
   bool nan = false;
@@ -176,6 +178,7 @@ struct PoisonFault {
   bool claim = false;
   bool lie = false;
   bool forward = false;
+  bool site = false;
   int64_t from_step = 0;
   // A value of its own contribution (unchanged with `forward`).
   float Apply(float v) const;

@@ -28,6 +28,7 @@ Result<SiteLevels> SiteLevels::Build(const gossip::Collective& world, const Memb
   levels.site_size_ = static_cast<int>(mine.size());
   levels.world_size_ = view.size();
   levels.representative_ = mine.front();
+  levels.site_ranks_ = mine;
   if (mine.size() > 1) {
     CHORUS_ASSIGN_OR_RETURN(gossip::Collective site, world.Subgroup(std::vector<gossip::Rank>(mine.begin(), mine.end())));
     levels.site_ = std::make_shared<gossip::Collective>(std::move(site));
@@ -82,6 +83,17 @@ Status SiteLevels::AverageInSite(std::span<float> params, gossip::AllreduceOptio
   options.post_scale = 1.0f / static_cast<float>(site_size_);
   Status s = site_->Allreduce(params, options);
   if (!s.ok()) return s.WithContext("average inside the site");
+  ++averages_;
+  average_seconds_ += static_cast<double>(NowMicros() - start) * 1e-6;
+  return Status::Ok();
+}
+
+Status SiteLevels::SumInSite(std::span<float> values, const gossip::AllreduceOptions& options,
+                             gossip::AuditFigures* audit) {
+  if (!site_) return Status::Ok();
+  const int64_t start = NowMicros();
+  Status s = audit != nullptr ? site_->AuditedAllreduce(values, options, audit) : site_->Allreduce(values, options);
+  if (!s.ok()) return s.WithContext("sum inside the site");
   ++averages_;
   average_seconds_ += static_cast<double>(NowMicros() - start) * 1e-6;
   return Status::Ok();

@@ -82,6 +82,15 @@ class SiteLevels {
   // Averages `params` with this node's site (nothing alone in it); `options`
   // gives the algorithm, tags and deadline (its scales are set here).
   [[nodiscard]] Status AverageInSite(std::span<float> params, gossip::AllreduceOptions options);
+  // Sums `values` over this node's site with `options` as given (its
+  // pre_scale too), audited (Collective::AuditedAllreduce) when `audit` is
+  // not null; counted as an average. Nothing alone in the site.
+  [[nodiscard]] Status SumInSite(std::span<float> values, const gossip::AllreduceOptions& options,
+                                 gossip::AuditFigures* audit);
+  // The collective over this node's site (null alone in it), and the site's
+  // members as ranks of the world, by their index in it.
+  const gossip::Collective* site() const { return site_.get(); }
+  const std::vector<int>& site_ranks() const { return site_ranks_; }
 
   // `mean` holds this node's parameters (equal across its site) and gets the
   // mean over every member: among the representatives with `options` (its
@@ -112,6 +121,7 @@ class SiteLevels {
   int site_size_ = 1;
   int world_size_ = 1;
   gossip::Rank representative_ = 0;  // of this node's site
+  std::vector<int> site_ranks_;      // this node's site, as world ranks
   uint64_t averages_ = 0;
   double average_seconds_ = 0.0;
   double gossip_seconds_ = 0.0;

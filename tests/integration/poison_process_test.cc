@@ -130,7 +130,9 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
     ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
     EXPECT_EQ(summary["world_size"], 3) << outputs();
-    const nlohmann::json& poison = summary["poison"];
+    // What a member mixes inside its site has its own check and ledger.
+    const bool inside_site = GetParam().fault.find("+site") != std::string::npos;
+    const nlohmann::json& poison = summary[inside_site ? "site_poison" : "poison"];
     const bool lies = GetParam().fault.ends_with("+lie");
     // All-reduce and DiLoCo name it at every check; a member whose third
     // check failed because the others had expelled node3 already counts two.
@@ -332,6 +334,12 @@ INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                                            PoisonVariant{"site_diloco_scaled_lie", "x1000@5+lie", "diloco.toml",
                                                          {"exchange.outer.inner=site", "cluster.site=a"},
                                                          {"cluster.site=b"}},
+                                           // Four members of one site: node3 sends 1000x its displacement
+                                           // into the site's average after every inner step.
+                                           PoisonVariant{"site_inner_scaled", "x1000@5+site", "diloco.toml",
+                                                         {"exchange.outer.inner=site", "cluster.site=a"}},
+                                           PoisonVariant{"site_inner_scaled_lie", "x1000@5+site+lie", "diloco.toml",
+                                                         {"exchange.outer.inner=site", "cluster.site=a"}},
                                            // The convictions travel in views with the accusers' proofs.
                                            PoisonVariant{"scaled_with_credentials", "x1000@5", "allreduce-ring.toml",
                                                          {}, {}, /*credentials=*/true},

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
+#include <optional>
 
 namespace chorus::node {
 namespace {
@@ -191,6 +193,33 @@ TEST(PoisonCheckTest, AMemberAnAuditFindsLyingIsExpelledAtOnce) {
   EXPECT_EQ(ledger.Record(verdict, names, true), std::vector<std::string>({"node0", "node1"}));
   PoisonLedger never(0);
   EXPECT_TRUE(never.Record(verdict, names, true).empty());
+}
+
+// CHORUS_FAULT_POISON: a value and a step, then suffixes in any order;
+// anything else is ignored (logged), so that a typo injects nothing.
+TEST(PoisonCheckTest, TheFaultSpecTakesItsSuffixesInAnyOrder) {
+  auto asked = [](const char* spec) {
+    ::setenv("CHORUS_FAULT_POISON", spec, 1);
+    std::optional<PoisonFault> f = PoisonFaultAsked();
+    ::unsetenv("CHORUS_FAULT_POISON");
+    return f;
+  };
+  std::optional<PoisonFault> f = asked("x1000@5+site+lie");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->factor, 1000.0f);
+  EXPECT_EQ(f->from_step, 5);
+  EXPECT_TRUE(f->site && f->lie);
+  EXPECT_FALSE(f->claim || f->forward || f->nan);
+  f = asked("nan@7+lie");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_TRUE(f->nan && f->lie && !f->site);
+  f = asked("x2@3+claim");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_TRUE(f->claim);
+  EXPECT_FALSE(asked("nan@7+claim").has_value());  // a claim scales samples: xF only
+  EXPECT_FALSE(asked("x10@5+sight").has_value());
+  EXPECT_FALSE(asked("x10@5 ").has_value());
+  EXPECT_FALSE(asked("poison").has_value());
 }
 
 }  // namespace

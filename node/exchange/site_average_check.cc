@@ -1,0 +1,64 @@
+// SiteAverageCheck (see site_average_check.h).
+#include "node/exchange/site_average_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace chorus::node {
+
+Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float> params,
+                                            gossip::AllreduceOptions options, uint64_t epoch, int64_t step) {
+  const gossip::Collective* site = levels.site();
+  if (site == nullptr) return StepCheck{};
+  const int n = levels.site_size();
+  if (!settings_.check || n < 3 || last_epoch_ != epoch || last_.size() != params.size()) {
+    CHORUS_RETURN_IF_ERROR(levels.AverageInSite(params, options));
+    last_.assign(params.begin(), params.end());
+    last_epoch_ = epoch;
+    return StepCheck{};
+  }
+  // This member's displacement from the last average, in the mean's share.
+  const bool poisons = fault_ && fault_->site && step >= fault_->from_step;
+  std::vector<float> moved(params.size());
+  double sumsq = 0;
+  bool finite = true;
+  for (size_t i = 0; i < params.size(); ++i) {
+    float v = params[i] - last_[i];
+    if (poisons) v = fault_->Apply(v);  // fault injection
+    moved[i] = v;
+    sumsq += static_cast<double>(v) * v;
+    finite = finite && std::isfinite(v);
+  }
+  const double share = 1.0 / n;
+  options.pre_scale = static_cast<float>(share);
+  options.post_scale = 1.0f;
+  gossip::AuditFigures audit;
+  CHORUS_RETURN_IF_ERROR(levels.SumInSite(moved, options, audit_.On(epoch) ? &audit : nullptr));
+  double reduced_sumsq = 0;
+  bool reduced_finite = true;
+  for (float v : moved) {
+    reduced_sumsq += static_cast<double>(v) * v;
+    reduced_finite = reduced_finite && std::isfinite(v);
+  }
+  gossip::StepContribution mine{std::sqrt(sumsq) * share, finite, std::sqrt(reduced_sumsq), reduced_finite};
+  if (poisons && fault_->lie) fault_->Misreport(site->rank(), &mine, &audit);  // fault injection
+  CHORUS_ASSIGN_OR_RETURN(StepCheck check,
+                          CheckStep(*site, epoch, CheckedSum::kSiteParameters, mine, /*weight=*/1.0, audit,
+                                    settings_.norm_bound, {}, settings_.quorum,
+                                    Deadline::AfterSeconds(settings_.op_timeout_s)));
+  PoisonVerdict& verdict = check.verdict;
+  // A non-finite mean would land on every member of the site: never applied.
+  verdict.abandon = verdict.abandon || !verdict.offenders.empty() || !check.figures.sum_finite;
+  if (verdict.abandon && verdict.why.empty()) verdict.why = "the site's mean displacement is not finite";
+  if (verdict.abandon) {
+    std::copy(last_.begin(), last_.end(), params.begin());  // the step undone on every member of the site
+  } else {
+    for (size_t i = 0; i < params.size(); ++i) params[i] = last_[i] + moved[i];
+    last_.assign(params.begin(), params.end());
+  }
+  (void)audit_.Note(verdict, epoch, "the site average after step " + std::to_string(step), "site averages are");
+  return check;
+}
+
+}  // namespace chorus::node
