@@ -20,7 +20,8 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
   }
   // This member's displacement from the last average, in the mean's share.
   const bool poisons = fault_ && fault_->site && step >= fault_->from_step;
-  std::vector<float> moved(params.size());
+  std::vector<float>& moved = next_;
+  moved.resize(params.size());
   double sumsq = 0;
   bool finite = true;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -35,11 +36,14 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
   options.post_scale = 1.0f;
   gossip::AuditFigures audit;
   CHORUS_RETURN_IF_ERROR(levels.SumInSite(moved, options, audit_.On(epoch) ? &audit : nullptr));
+  // The mean displacement's figures, and the next average in its place.
   double reduced_sumsq = 0;
   bool reduced_finite = true;
-  for (float v : moved) {
+  for (size_t i = 0; i < moved.size(); ++i) {
+    const float v = moved[i];
     reduced_sumsq += static_cast<double>(v) * v;
     reduced_finite = reduced_finite && std::isfinite(v);
+    moved[i] = last_[i] + v;
   }
   gossip::StepContribution mine{std::sqrt(sumsq) * share, finite, std::sqrt(reduced_sumsq), reduced_finite};
   if (poisons && fault_->lie) fault_->Misreport(site->rank(), &mine, &audit);  // fault injection
@@ -54,8 +58,8 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
   if (verdict.abandon) {
     std::copy(last_.begin(), last_.end(), params.begin());  // the step undone on every member of the site
   } else {
-    for (size_t i = 0; i < params.size(); ++i) params[i] = last_[i] + moved[i];
-    last_.assign(params.begin(), params.end());
+    std::copy(moved.begin(), moved.end(), params.begin());
+    last_.swap(moved);
   }
   (void)audit_.Note(verdict, epoch, "the site average after step " + std::to_string(step), "site averages are");
   return check;

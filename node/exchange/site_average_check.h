@@ -60,6 +60,7 @@ class SiteAverageCheck {
   const std::optional<PoisonFault> fault_;
   AuditSwitch audit_;
   std::vector<float> last_;  // the site's last average, alike on its members
+  std::vector<float> next_;  // this step's displacement, then the next average
   uint64_t last_epoch_ = UINT64_MAX;
 };
 
