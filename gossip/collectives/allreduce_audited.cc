@@ -113,17 +113,8 @@ Status AuditedSum(const CollectiveGroup& group, std::span<T> data, const Allredu
   f.summed = Measure<T>(chunk(self));
   f.gathered[self] = f.summed;
 
-  for (int k = 0; k < n; ++k) {
-    if (k != self) CHORUS_RETURN_IF_ERROR(detail::SendSegments<T>(group, k, gather, chunk(self), segment, &sends));
-  }
-  for (int k = 0; k < n; ++k) {
-    if (k == self) continue;
-    CHORUS_RETURN_IF_ERROR(detail::ReceiveSegments<T>(group, k, gather, chunk(k), false, segment,
-                                                      options.inflight_segments, options.deadline,
-                                                      "audited all-gather from rank " + std::to_string(k)));
-    f.gathered[k] = Measure<T>(chunk(k));
-  }
-  return WaitAll(sends, options.deadline, "audited all-gather sends");
+  return detail::DirectAllgather<T>(group, gather, chunk, segment, options.inflight_segments, options.deadline,
+                                    "audited all-gather", [&](int k) { f.gathered[k] = Measure<T>(chunk(k)); });
 }
 
 template <typename T>

@@ -174,7 +174,6 @@ Status Collective::Broadcast(std::span<std::byte> data, Rank root,
 // after ceil(log2 n) rounds every rank has heard, through some chain, from all.
 Status Collective::Allgather(std::span<float> all, const CollectiveOptions& options) const {
   const int n = size();
-  const int self = rank();
   if (all.size() % static_cast<size_t>(n) != 0) {
     return InvalidArgument("all-gather: " + std::to_string(all.size()) + " floats do not split into " +
                            std::to_string(n) + " equal parts");
@@ -185,17 +184,8 @@ Status Collective::Allgather(std::span<float> all, const CollectiveOptions& opti
   const Tag tag = CollectiveTag(options.tag_base, CollectivePhase::kDirectGather);
   const size_t segment = std::max<size_t>(1, options.segment_bytes / sizeof(float));
   auto exchange = [&]() -> Status {
-    std::vector<RequestPtr> sends;
-    for (int r = 0; r < n; ++r) {
-      if (r != self) CHORUS_RETURN_IF_ERROR(detail::SendSegments<float>(world_, r, tag, part(self), segment, &sends));
-    }
-    for (int r = 0; r < n; ++r) {
-      if (r == self) continue;
-      CHORUS_RETURN_IF_ERROR(detail::ReceiveSegments<float>(world_, r, tag, part(r), false, segment,
-                                                            options.inflight_segments, options.deadline,
-                                                            "all-gather from rank " + std::to_string(r)));
-    }
-    return WaitAll(sends, options.deadline);
+    return detail::DirectAllgather<float>(world_, tag, part, segment, options.inflight_segments, options.deadline,
+                                          "all-gather");
   };
   return detail::RunCollective(world_, options.tag_base, options.deadline, options.identify_missing_peers,
                                "all-gather", exchange);

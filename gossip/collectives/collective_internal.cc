@@ -199,6 +199,29 @@ Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, st
 
 // ---- RunCollective ----
 
+template <typename T>
+Status DirectAllgather(const CollectiveGroup& group, Tag tag, const std::function<std::span<T>(int)>& part,
+                       size_t segment, int window, Deadline deadline, std::string_view what,
+                       const std::function<void(int)>& received) {
+  const int n = group.size();
+  const int self = group.self();
+  std::vector<RequestPtr> sends;
+  for (int k = 0; k < n; ++k) {
+    if (k != self) CHORUS_RETURN_IF_ERROR(SendSegments<T>(group, k, tag, part(self), segment, &sends));
+  }
+  for (int k = 0; k < n; ++k) {
+    if (k == self) continue;
+    CHORUS_RETURN_IF_ERROR(ReceiveSegments<T>(group, k, tag, part(k), false, segment, window, deadline,
+                                              std::string(what) + " from rank " + std::to_string(k)));
+    if (received) received(k);
+  }
+  for (RequestPtr& r : sends) {
+    auto done = r->Wait(deadline);
+    if (!done) return done.error().WithContext(std::string(what) + " sends");
+  }
+  return Status::Ok();
+}
+
 Status RunCollective(const CollectiveGroup& group, Tag tag_base, Deadline deadline,
                      bool identify_missing_peers, std::string_view what,
                      const std::function<Status()>& body) {
@@ -270,6 +293,11 @@ template class RecvStream<std::byte>;
   template Status ReceiveSegments<T>(const CollectiveGroup&, int, Tag, std::span<T>, bool,     \
                                      size_t, int, Deadline, std::string_view,                 \
                                      const std::function<Status()>&);
+template Status DirectAllgather<float>(const CollectiveGroup&, Tag, const std::function<std::span<float>(int)>&,
+                                       size_t, int, Deadline, std::string_view, const std::function<void(int)>&);
+template Status DirectAllgather<uint16_t>(const CollectiveGroup&, Tag,
+                                          const std::function<std::span<uint16_t>(int)>&, size_t, int, Deadline,
+                                          std::string_view, const std::function<void(int)>&);
 CHORUS_INSTANTIATE_SEGMENTS(float)
 CHORUS_INSTANTIATE_SEGMENTS(uint16_t)
 CHORUS_INSTANTIATE_SEGMENTS(std::byte)

@@ -129,6 +129,15 @@ Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, st
                        std::string_view what,
                        const std::function<Status()>& once_posted = nullptr);
 
+// Every member's part to every other, directly (nobody passes on another's):
+// sends part(self) to each member, then receives each member k's part(k) in
+// place and calls received(k) (may be null), then waits for the sends.
+// Errors name `what` and the member.
+template <typename T>
+Status DirectAllgather(const CollectiveGroup& group, Tag tag, const std::function<std::span<T>(int)>& part,
+                       size_t segment, int window, Deadline deadline, std::string_view what,
+                       const std::function<void(int)>& received = nullptr);
+
 // "rank 3" or "ranks 1, 4".
 std::string RankList(const std::vector<Rank>& ranks);
 
