@@ -687,8 +687,8 @@ nlohmann::json OuterExchange::Metrics() const {
              {"sites", sites_ ? sites_->Metrics() : nlohmann::json(nullptr)},
              {"outer_overlap_seconds", overlapped_seconds_},
              {"outer_wait_seconds", waited_seconds_},
-             {"poison", poison_.Summary()},
-             {"site_poison", site_poison_.Summary()}});
+             {"poison", poison_.Summary()}});
+  if (config_.exchange.outer.inner != OuterInner::kAlone) m["site_poison"] = site_poison_.Summary();
   meter_.cost().AddMetrics(m);
   if (consensus_before_ >= 0) m["consensus_distance_before"] = consensus_before_;
   return m;
