@@ -257,7 +257,7 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
   sync.land_step = step + config_.exchange.outer.delay;
   sync.params.assign(master.begin() + static_cast<std::ptrdiff_t>(range.begin),
                      master.begin() + static_cast<std::ptrdiff_t>(range.begin + range.count));
-  if (poison_fault_ && !poison_fault_->site && step >= poison_fault_->from_step) {  // fault injection
+  if (poison_fault_ && step >= poison_fault_->from_step) {  // fault injection: a poisoned pseudo-gradient
     for (size_t i = 0; i < range.count; ++i) {
       const float anchor = anchor_[range.begin + i];
       sync.params[i] = anchor - poison_fault_->Apply(anchor - sync.params[i]);
@@ -328,7 +328,7 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
     std::fill(x.begin(), x.end(), 0.0f);
   }
   std::function<void(std::span<float>)> alter;  // fault injection: a member that alters what it forwards
-  if (poison_fault_ && poison_fault_->forward && !poison_fault_->site && sync.step >= poison_fault_->from_step) {
+  if (poison_fault_ && poison_fault_->forward && sync.step >= poison_fault_->from_step) {
     alter = [f = poison_fault_->factor](std::span<float> v) {
       for (float& e : v) e *= f;
     };
@@ -395,7 +395,7 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   if (sync.received_nonfinite) mine.reduced_finite = false;
   const MembershipView& view = session_->view;
   gossip::AuditFigures audit = sync.audit;
-  if (poison_fault_ && poison_fault_->lie && !poison_fault_->site && sync.step >= poison_fault_->from_step) {
+  if (poison_fault_ && poison_fault_->lie && sync.step >= poison_fault_->from_step) {
     poison_fault_->Misreport(view.self_rank, &mine, &audit);  // fault injection
   }
   // Every path's sum is the sum of what the members report they put in

@@ -130,7 +130,7 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
         site_poison_(config.exchange.poison_expel_after),
         site_check_({config.exchange.poison_check, config.exchange.poison_norm_bound, config.cluster.expel_quorum,
                      config.exchange.poison_audit_always, config.fabric.op_timeout_s},
-                    poison_fault_) {}
+                    PoisonFaultAsked(/*inside_site=*/true)) {}
 
   // The collective and the group graph over the current membership.
   [[nodiscard]] Status Build();

@@ -243,7 +243,7 @@ void PoisonFault::Misreport(int self, gossip::StepContribution* mine, gossip::Au
   }
 }
 
-std::optional<PoisonFault> PoisonFaultAsked() {
+std::optional<PoisonFault> PoisonFaultAsked(bool inside_site) {
   const char* text = std::getenv("CHORUS_FAULT_POISON");
   if (text == nullptr) return std::nullopt;
   PoisonFault p;
@@ -279,6 +279,7 @@ std::optional<PoisonFault> PoisonFaultAsked() {
                     " is neither nan@STEP[+lie][+site] nor xFACTOR@STEP[+claim|+lie|+forward][+site]: ignored");
     return std::nullopt;
   }
+  if (p.site != inside_site) return std::nullopt;
   p.from_step = step;
   CHORUS_LOG_WARN(Subsys::kNode, "fault injection: this node poisons what it contributes from step ", step, " (",
                   text, ")");

@@ -187,6 +187,8 @@ struct PoisonFault {
   // finite and of norm 0.
   void Misreport(int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) const;
 };
-std::optional<PoisonFault> PoisonFaultAsked();
+// The fault asked for this exchange: one with `site` for the average inside
+// a site (inside_site), one without for everything else; nullopt otherwise.
+std::optional<PoisonFault> PoisonFaultAsked(bool inside_site = false);
 
 }  // namespace chorus::node

@@ -19,7 +19,7 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
     return StepCheck{};
   }
   // This member's displacement from the last average, in the mean's share.
-  const bool poisons = fault_ && fault_->site && step >= fault_->from_step;
+  const bool poisons = fault_ && step >= fault_->from_step;
   std::vector<float>& moved = next_;
   moved.resize(params.size());
   double sumsq = 0;

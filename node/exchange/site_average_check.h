@@ -43,7 +43,7 @@ class SiteAverageCheck {
     bool audit_always = false;  // exchange.poison_audit_always
     double op_timeout_s = 60.0;
   };
-  // `fault`: fault injection (PoisonFault::site), nullopt in production.
+  // `fault`: fault injection (PoisonFaultAsked(true)), nullopt in production.
   SiteAverageCheck(const Settings& settings, std::optional<PoisonFault> fault)
       : settings_(settings), fault_(fault), audit_(settings.audit_always) {}
 

@@ -198,13 +198,16 @@ TEST(PoisonCheckTest, AMemberAnAuditFindsLyingIsExpelledAtOnce) {
 // CHORUS_FAULT_POISON: a value and a step, then suffixes in any order;
 // anything else is ignored (logged), so that a typo injects nothing.
 TEST(PoisonCheckTest, TheFaultSpecTakesItsSuffixesInAnyOrder) {
-  auto asked = [](const char* spec) {
+  auto asked = [](const char* spec, bool inside_site = false) {
     ::setenv("CHORUS_FAULT_POISON", spec, 1);
-    std::optional<PoisonFault> f = PoisonFaultAsked();
+    std::optional<PoisonFault> f = PoisonFaultAsked(inside_site);
     ::unsetenv("CHORUS_FAULT_POISON");
     return f;
   };
-  std::optional<PoisonFault> f = asked("x1000@5+site+lie");
+  // A +site fault is the site average's alone, and only it.
+  EXPECT_FALSE(asked("x1000@5+site+lie").has_value());
+  EXPECT_FALSE(asked("x1000@5+lie", /*inside_site=*/true).has_value());
+  std::optional<PoisonFault> f = asked("x1000@5+site+lie", /*inside_site=*/true);
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->factor, 1000.0f);
   EXPECT_EQ(f->from_step, 5);
