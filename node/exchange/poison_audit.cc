@@ -18,10 +18,6 @@ constexpr size_t kFloatsPerFigure = 2;
 // What a member's summed chunk may exceed its inputs' norms by: FP16 on the
 // wire rounds after every addition.
 constexpr double kAuditSumSlack = 1.05;
-// How far a sender's and its receiver's figure of one message may differ:
-// both measure the same bytes in the same order, so only float rounding of
-// the gathered norms.
-constexpr double kAgreement = 1e-5;
 
 void Put(const gossip::ChunkFigure& f, std::vector<float>& out) {
   out.push_back(f.finite ? static_cast<float>(std::sqrt(f.sumsq)) : 0.0f);
@@ -33,10 +29,10 @@ gossip::ChunkFigure Take(const float* in) {
   return {norm * norm, in[1] > 0.5f};
 }
 
+// A sender's and its receiver's figure of one message measure the same
+// bytes in the same order: only float rounding of the gathered norms.
 bool Agree(const gossip::ChunkFigure& a, const gossip::ChunkFigure& b) {
-  if (a.finite != b.finite) return false;
-  const double x = std::sqrt(a.sumsq), y = std::sqrt(b.sumsq);
-  return std::fabs(x - y) <= kAgreement * std::max(x, y);
+  return FiguresAgree(std::sqrt(a.sumsq), a.finite, std::sqrt(b.sumsq), b.finite);
 }
 
 std::string Norm(double sumsq) { return FigureText(std::sqrt(sumsq)); }

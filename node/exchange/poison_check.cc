@@ -53,19 +53,22 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
   return out;
 }
 
+bool FiguresAgree(double a, bool a_finite, double b, bool b_finite) {
+  constexpr double kAgreement = 1e-5;
+  if (a_finite != b_finite) return false;
+  return !a_finite || std::fabs(a - b) <= kAgreement * std::max(std::fabs(a), std::fabs(b));
+}
+
 PoisonVerdict JudgeSums(const GatheredFigures& figures) {
   PoisonVerdict verdict;
   const size_t n = figures.sum_norms.size();
   if (n < 3 || figures.sums_finite.size() != n) return verdict;
   // The same sum everywhere; its norm is summed bucket by bucket in the
   // order the buckets complete, which may differ by rank: a few float ulps.
-  constexpr double kAgreement = 1e-5;
   std::string differ;
   for (size_t r = 1; r < n; ++r) {
-    const double a = figures.sum_norms[0], b = figures.sum_norms[r];
-    const bool close = std::fabs(a - b) <= kAgreement * std::max(std::fabs(a), std::fabs(b));
-    const bool same = figures.sums_finite[r] == figures.sums_finite[0] && (!figures.sums_finite[0] || close);
-    if (!same) {
+    const double b = figures.sum_norms[r];
+    if (!FiguresAgree(figures.sum_norms[0], figures.sums_finite[0], b, figures.sums_finite[r])) {
       differ += (differ.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " " +
                 (figures.sums_finite[r] ? FigureText(b) : "non-finite");
     }

@@ -71,6 +71,12 @@ struct ContributionReport {
 // A figure for the verdicts' words: three significant digits ("%.3g").
 std::string FigureText(double v);
 
+// Two members' figures of the same values (norms, with their finite flags)
+// agree: both finite within float rounding of the gathered norms (1e-5
+// relative), or both non-finite. What the checks hold members' views of one
+// sum, and the two ends of one message, to.
+bool FiguresAgree(double a, bool a_finite, double b, bool b_finite);
+
 struct PoisonVerdict {
   std::vector<int> offenders;  // ranks named, ascending
   bool abandon = false;        // no member may apply the step's update
