@@ -2,6 +2,7 @@
 #include "node/exchange/outer_exchange.h"
 
 #include <algorithm>
+#include <numeric>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -24,6 +25,14 @@
 
 namespace chorus::node {
 namespace {
+
+// The names of `ranks` of `view` (by position), for the checks' verdicts;
+// "rank N" for a rank the view does not hold.
+std::vector<std::string> MemberNames(const MembershipView& view, const std::vector<int>& ranks) {
+  std::vector<std::string> names;
+  for (int r : ranks) names.push_back(r >= 0 && r < view.size() ? view.members[r].name : "rank " + std::to_string(r));
+  return names;
+}
 
 // The norm of v / world, and whether v is finite: a contribution in the
 // mean's share, as the poison check compares it.
@@ -221,11 +230,7 @@ Status OuterExchange::InsideSite(int64_t step) {
 
 void OuterExchange::ReportSiteCheck(const StepCheck& check, int64_t step) {
   if (check.figures.reports.empty()) return;  // nothing checked
-  const MembershipView& view = session_->view;
-  std::vector<std::string> names;
-  for (int r : sites_->site_ranks()) {
-    names.push_back(r < view.size() ? view.members[r].name : "rank " + std::to_string(r));
-  }
+  const std::vector<std::string> names = MemberNames(session_->view, sites_->site_ranks());
   const int self = sites_->site() != nullptr ? sites_->site()->rank() : -1;
   ReportVerdict(check.verdict, site_poison_.Record(check.verdict, names, check.audited), names, self, step,
                 "site average after step", config_.exchange.poison_expel_after, session_->control.get());
@@ -400,16 +405,15 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   }
   // Every path's sum is the sum of what the members report they put in
   // (with a codec, exactly: what each kept), so it is held to the reports.
-  CHORUS_ASSIGN_OR_RETURN(const StepCheck check,
+  CHORUS_ASSIGN_OR_RETURN(StepCheck check,
                           CheckStep(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine, /*weight=*/1.0,
                                     audit, config_.exchange.poison_norm_bound, {}, config_.cluster.expel_quorum,
                                     Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
-  std::vector<std::string> names(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) names[r] = r < view.size() ? view.members[r].name : "rank " + std::to_string(r);
-  PoisonVerdict verdict = check.verdict;
-  // A non-finite mean would land on every member: never applied, whoever sent it.
-  verdict.abandon = verdict.abandon || !verdict.offenders.empty() || !check.figures.sum_finite;
-  if (verdict.abandon && verdict.why.empty()) verdict.why = "the mean pseudo-gradient is not finite";
+  std::vector<int> ranks(static_cast<size_t>(world));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  const std::vector<std::string> names = MemberNames(view, ranks);
+  AbandonUnlessLandable(check, "the mean pseudo-gradient");
+  const PoisonVerdict& verdict = check.verdict;
   ReportVerdict(verdict, poison_.Record(verdict, names, check.audited), names, view.self_rank, sync.step,
                 "outer sync after step", config_.exchange.poison_expel_after, session_->control.get());
   (void)audit_.Note(verdict, view.epoch, "the outer sync after step " + std::to_string(sync.step),

@@ -211,6 +211,12 @@ Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch
   return check;
 }
 
+void AbandonUnlessLandable(StepCheck& check, const std::string& mean) {
+  PoisonVerdict& verdict = check.verdict;
+  verdict.abandon = verdict.abandon || !verdict.offenders.empty() || !check.figures.sum_finite;
+  if (verdict.abandon && verdict.why.empty()) verdict.why = mean + " is not finite";
+}
+
 bool AuditSwitch::Note(const PoisonVerdict& verdict, uint64_t epoch, const std::string& after,
                        const std::string& what) {
   if (!verdict.unattributed || On(epoch)) return false;

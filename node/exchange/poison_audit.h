@@ -66,6 +66,12 @@ struct StepCheck {
                                           const gossip::AuditFigures& audit, double norm_bound,
                                           const WeightBounds& bounds, int quorum, Deadline deadline);
 
+// For a mean every member applies as it lands (an outer sync's, a site
+// average's, where no loss scaler skips a non-finite one): a named member
+// or a non-finite mean abandons it, whoever sent it; `mean` names it in the
+// verdict's words ("the mean pseudo-gradient").
+void AbandonUnlessLandable(StepCheck& check, const std::string& mean);
+
 // Which membership epoch's checks are audited: the rest of one in which a
 // check found a misreport, or every one (exchange.poison_audit_always).
 // Every member judged the same figures, so all switch at the same step.

@@ -51,10 +51,8 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
                           CheckStep(*site, epoch, CheckedSum::kSiteParameters, mine, /*weight=*/1.0, audit,
                                     settings_.norm_bound, {}, settings_.quorum,
                                     Deadline::AfterSeconds(settings_.op_timeout_s)));
-  PoisonVerdict& verdict = check.verdict;
-  // A non-finite mean would land on every member of the site: never applied.
-  verdict.abandon = verdict.abandon || !verdict.offenders.empty() || !check.figures.sum_finite;
-  if (verdict.abandon && verdict.why.empty()) verdict.why = "the site's mean displacement is not finite";
+  AbandonUnlessLandable(check, "the site's mean displacement");
+  const PoisonVerdict& verdict = check.verdict;
   if (verdict.abandon) {
     std::copy(last_.begin(), last_.end(), params.begin());  // the step undone on every member of the site
   } else {
