@@ -9,7 +9,9 @@
 #     under the settings open (neither guard), mac (MACs only), check (the
 #     contribution check only), default (both, as shipped) and encrypt
 #     (encryption and the check), and on request audit (as shipped, every
-#     step audited: exchange.poison_audit_always; 3 nodes or more);
+#     step audited: exchange.poison_audit_always; 3 nodes or more) and
+#     oneround (as shipped, the check's figures gathered in one round:
+#     exchange.poison_agreement_up_to = 0; the second round runs at 4 nodes or more);
 #   - chorus bench p2p and chorus bench allreduce --ranks 4 at 1 MiB and
 #     64 MiB over tcp;ofi_rxm with --seal off, mac and encrypt (only with
 #     BENCH=1: a few minutes more).
@@ -18,6 +20,7 @@
 #   ROUNDS=5 EPOCHS=3 BENCH=1 bench/guard_cost.sh
 #   NODES=2 MODEL=cnn-bn SETTINGS="open mac" bench/guard_cost.sh   # a core per node, a longer step
 #   SETTINGS="open default audit" bench/guard_cost.sh                # what an audited step costs
+#   SETTINGS="open oneround default" bench/guard_cost.sh             # what the agreement's second round costs
 # MODEL (default the config's mlp) and SETTINGS (default all five) narrow
 # the training runs; the table also gives the median over rounds of each
 # round's ratio to "open", steadier where the host's speed drifts.
@@ -29,9 +32,10 @@ out=$(mktemp -d)
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(date -u +%F), commit $(git rev-parse --short HEAD 2>/dev/null)"
 for round in $(seq "${ROUNDS:-3}"); do
   for setting in ${SETTINGS:-open mac check default encrypt}; do
-    auth=true; enc=false; check=true; audit=false
+    auth=true; enc=false; check=true; audit=false; agree=32
     case $setting in
       audit) audit=true ;;
+      oneround) agree=0 ;;
       open) auth=false; check=false ;;
       mac) check=false ;;
       check) auth=false ;;
@@ -40,7 +44,7 @@ for round in $(seq "${ROUNDS:-3}"); do
     timeout 900 "$chorus" launch -n "${NODES:-4}" configs/allreduce-ring.toml --set train.epochs="${EPOCHS:-1}" \
       --set cluster.min_nodes="${NODES:-4}" --set train.model="\"${MODEL:-mlp}\"" \
       --set fabric.authenticate=$auth --set fabric.encrypt=$enc --set exchange.poison_check=$check \
-      --set exchange.poison_audit_always=$audit \
+      --set exchange.poison_audit_always=$audit --set exchange.poison_agreement_up_to=$agree \
       --set run.progress=off --set run.output_dir="$out/train-$setting-$round" > "$out/train-$setting-$round.log" 2>&1 ||
       echo "# training with $setting, round $round failed: $(tail -1 "$out/train-$setting-$round.log")"
   done
@@ -58,7 +62,7 @@ python3 - "$out" <<'PYEOF'
 import glob, json, os, re, statistics, sys
 out = sys.argv[1]
 seals = ["off", "mac", "encrypt"]
-settings = ["open", "mac", "check", "default", "encrypt", "audit"]
+settings = ["open", "mac", "check", "default", "encrypt", "audit", "oneround"]
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 train = {s: [] for s in settings}

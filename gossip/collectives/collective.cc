@@ -170,27 +170,77 @@ Status Collective::Broadcast(std::span<std::byte> data, Rank root,
       [&] { return detail::TreeBroadcastFrom(world_, data, root_index, params); });
 }
 
-// Dissemination barrier: in round k rank i signals i + 2^k and waits for i - 2^k;
-// after ceil(log2 n) rounds every rank has heard, through some chain, from all.
-Status Collective::Allgather(std::span<float> all, const CollectiveOptions& options) const {
-  const int n = size();
-  if (all.size() % static_cast<size_t>(n) != 0) {
-    return InvalidArgument("all-gather: " + std::to_string(all.size()) + " floats do not split into " +
-                           std::to_string(n) + " equal parts");
-  }
-  const size_t k = all.size() / static_cast<size_t>(n);
-  if (n < 2 || k == 0) return Status::Ok();
+namespace {
+
+// One direct round of an all-gather of `all`'s k-float parts; `bend` as
+// Collective::PartFor says (may be null).
+Status DirectGatherRound(const CollectiveGroup& world, std::span<float> all, size_t k,
+                         const CollectiveOptions& options, const Collective::PartFor& bend) {
+  const int n = world.size();
+  const int self = world.self();
   auto part = [&](int r) { return all.subspan(static_cast<size_t>(r) * k, k); };
-  const Tag tag = CollectiveTag(options.tag_base, CollectivePhase::kDirectGather);
-  const size_t segment = std::max<size_t>(1, options.segment_bytes / sizeof(float));
-  auto exchange = [&]() -> Status {
-    return detail::DirectAllgather<float>(world_, tag, part, segment, options.inflight_segments, options.deadline,
-                                          "all-gather");
-  };
-  return detail::RunCollective(world_, options.tag_base, options.deadline, options.identify_missing_peers,
-                               "all-gather", exchange);
+  std::vector<std::vector<float>> bent;  // what `bend` made of this rank's part, by destination
+  std::function<std::span<const float>(int)> outgoing;
+  if (bend) {
+    bent.resize(static_cast<size_t>(n));
+    for (int d = 0; d < n; ++d) {
+      bent[d].assign(part(self).begin(), part(self).end());
+      if (d != self) bend(d, std::span<float>(bent[d]));
+    }
+    outgoing = [&](int d) { return std::span<const float>(bent[d]); };
+  }
+  return detail::DirectAllgather<float>(world, CollectiveTag(options.tag_base, CollectivePhase::kDirectGather), part,
+                                        std::max<size_t>(1, options.segment_bytes / sizeof(float)),
+                                        options.inflight_segments, options.deadline, "all-gather", nullptr, outgoing);
 }
 
+// The parts' size, or InvalidArgument naming `what`.
+Result<size_t> PartSize(std::span<float> all, int n, const std::string& what) {
+  if (all.size() % static_cast<size_t>(n) != 0) {
+    return Err(InvalidArgument(what + ": " + std::to_string(all.size()) + " floats do not split into " +
+                               std::to_string(n) + " equal parts"));
+  }
+  return all.size() / static_cast<size_t>(n);
+}
+
+}  // namespace
+
+Status Collective::Allgather(std::span<float> all, const CollectiveOptions& options, const PartFor& bend) const {
+  CHORUS_ASSIGN_OR_RETURN(const size_t k, PartSize(all, size(), "all-gather"));
+  if (size() < 2 || k == 0) return Status::Ok();
+  return detail::RunCollective(world_, options.tag_base, options.deadline, options.identify_missing_peers,
+                               "all-gather", [&] { return DirectGatherRound(world_, all, k, options, bend); });
+}
+
+Status Collective::AgreedAllgather(std::span<float> all, const CollectiveOptions& options,
+                                   std::vector<int>* equivocators, const PartFor& bend) const {
+  const int n = size();
+  const int self = rank();
+  if (equivocators != nullptr) equivocators->clear();
+  CHORUS_ASSIGN_OR_RETURN(const size_t k, PartSize(all, n, "agreed all-gather"));
+  if (n < 2 || k == 0) return Status::Ok();
+  // The second round's parts: each rank's whole table as it received it.
+  std::vector<float> echoes;
+  auto echo = [&](int r) { return std::span<float>(echoes).subspan(static_cast<size_t>(r) * n * k, n * k); };
+  auto exchange = [&]() -> Status {
+    CHORUS_RETURN_IF_ERROR(DirectGatherRound(world_, all, k, options, bend));
+    if (n < 4) return Status::Ok();
+    echoes.assign(static_cast<size_t>(n) * n * k, 0.0f);
+    std::copy(all.begin(), all.end(), echo(self).begin());
+    return detail::DirectAllgather<float>(world_, CollectiveTag(options.tag_base, CollectivePhase::kEchoGather), echo,
+                                          std::max<size_t>(1, options.segment_bytes / sizeof(float)),
+                                          options.inflight_segments, options.deadline, "all-gather's echoes");
+  };
+  CHORUS_RETURN_IF_ERROR(detail::RunCollective(world_, options.tag_base, options.deadline,
+                                               options.identify_missing_peers, "agreed all-gather", exchange));
+  if (n < 4) return Status::Ok();
+  std::vector<int> liars = detail::ResolveByMajority(all, echoes, n, self);
+  if (equivocators != nullptr) *equivocators = std::move(liars);
+  return Status::Ok();
+}
+
+// Dissemination barrier: in round k rank i signals i + 2^k and waits for i - 2^k;
+// after ceil(log2 n) rounds every rank has heard, through some chain, from all.
 Status Collective::Barrier(const CollectiveOptions& options) const {
   const int n = size();
   const int i = rank();

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -77,7 +78,27 @@ class Collective {
   // some members' views only: what a member reports about itself must reach
   // every member as that member sent it. Errors name the rank that sent
   // nothing (n - 1 messages each way, no hello needed).
-  [[nodiscard]] Status Allgather(std::span<float> all, const CollectiveOptions& options) const;
+  // `bend`: what this rank sends `dest` in place of its own part (a copy it
+  // may alter): fault injection for tests, a member that equivocates.
+  using PartFor = std::function<void(int dest, std::span<float> part)>;
+  [[nodiscard]] Status Allgather(std::span<float> all, const CollectiveOptions& options,
+                                 const PartFor& bend = nullptr) const;
+  // Allgather, then every rank sends every other its copy of every part, and
+  // takes for each other rank's part the value that most of its n - 1 copies
+  // (the one from that rank, one from each other rank) hold
+  // (detail::ResolveByMajority): the oral-messages agreement of Lamport,
+  // Shostak and Pease with one traitor. With n >= 4 and at most one member
+  // lying, every honest rank ends with the same parts: an honest rank's part
+  // as it sent it (its n - 2 honest copies outvote one lie), and a liar's as
+  // the value most honest ranks got, or, where no value has a majority, NaN
+  // in every float and the liar's rank in `equivocators` (ascending), on
+  // every honest rank alike (they all hold the same copies of its part). An
+  // honest member sends one part to all, so it is never among them. Below 4
+  // ranks no agreement without signatures tolerates a liar: a plain
+  // Allgather, `equivocators` empty. Twice Allgather's messages, the second
+  // n times the size.
+  [[nodiscard]] Status AgreedAllgather(std::span<float> all, const CollectiveOptions& options,
+                                       std::vector<int>* equivocators, const PartFor& bend = nullptr) const;
   // Returns once every rank has entered it (dissemination barrier, ceil(log2 n) rounds).
   [[nodiscard]] Status Barrier(const CollectiveOptions& options) const;
 

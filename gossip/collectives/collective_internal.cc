@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "kernels/vector_clones.h"
@@ -202,12 +205,15 @@ Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, st
 template <typename T>
 Status DirectAllgather(const CollectiveGroup& group, Tag tag, const std::function<std::span<T>(int)>& part,
                        size_t segment, int window, Deadline deadline, std::string_view what,
-                       const std::function<void(int)>& received) {
+                       const std::function<void(int)>& received,
+                       const std::function<std::span<const T>(int)>& outgoing) {
   const int n = group.size();
   const int self = group.self();
   std::vector<RequestPtr> sends;
   for (int k = 0; k < n; ++k) {
-    if (k != self) CHORUS_RETURN_IF_ERROR(SendSegments<T>(group, k, tag, part(self), segment, &sends));
+    if (k == self) continue;
+    const std::span<const T> mine = outgoing ? outgoing(k) : std::span<const T>(part(self));
+    CHORUS_RETURN_IF_ERROR(SendSegments<T>(group, k, tag, mine, segment, &sends));
   }
   for (int k = 0; k < n; ++k) {
     if (k == self) continue;
@@ -220,6 +226,34 @@ Status DirectAllgather(const CollectiveGroup& group, Tag tag, const std::functio
     if (!done) return done.error().WithContext(std::string(what) + " sends");
   }
   return Status::Ok();
+}
+
+std::vector<int> ResolveByMajority(std::span<float> all, std::span<const float> echoes, int n, int self) {
+  const size_t k = all.size() / static_cast<size_t>(n);
+  std::vector<int> none;
+  for (int s = 0; s < n; ++s) {
+    if (s == self) continue;
+    std::vector<std::span<const float>> copies = {all.subspan(static_cast<size_t>(s) * k, k)};
+    for (int r = 0; r < n; ++r) {
+      if (r != s && r != self) copies.push_back(echoes.subspan((static_cast<size_t>(r) * n + s) * k, k));
+    }
+    auto same = [&](std::span<const float> a, std::span<const float> b) {
+      return std::memcmp(a.data(), b.data(), k * sizeof(float)) == 0;
+    };
+    std::optional<std::vector<float>> chosen;
+    for (size_t c = 0; c < copies.size() && !chosen; ++c) {
+      const auto held = std::count_if(copies.begin(), copies.end(), [&](auto other) { return same(copies[c], other); });
+      if (2 * static_cast<size_t>(held) > copies.size()) chosen.emplace(copies[c].begin(), copies[c].end());
+    }
+    float* out = all.data() + static_cast<size_t>(s) * k;
+    if (chosen) {
+      std::copy(chosen->begin(), chosen->end(), out);
+    } else {
+      std::fill(out, out + k, std::numeric_limits<float>::quiet_NaN());
+      none.push_back(s);
+    }
+  }
+  return none;
 }
 
 Status RunCollective(const CollectiveGroup& group, Tag tag_base, Deadline deadline,
@@ -294,10 +328,12 @@ template class RecvStream<std::byte>;
                                      size_t, int, Deadline, std::string_view,                 \
                                      const std::function<Status()>&);
 template Status DirectAllgather<float>(const CollectiveGroup&, Tag, const std::function<std::span<float>(int)>&,
-                                       size_t, int, Deadline, std::string_view, const std::function<void(int)>&);
+                                       size_t, int, Deadline, std::string_view, const std::function<void(int)>&,
+                                       const std::function<std::span<const float>(int)>&);
 template Status DirectAllgather<uint16_t>(const CollectiveGroup&, Tag,
                                           const std::function<std::span<uint16_t>(int)>&, size_t, int, Deadline,
-                                          std::string_view, const std::function<void(int)>&);
+                                          std::string_view, const std::function<void(int)>&,
+                                          const std::function<std::span<const uint16_t>(int)>&);
 CHORUS_INSTANTIATE_SEGMENTS(float)
 CHORUS_INSTANTIATE_SEGMENTS(uint16_t)
 CHORUS_INSTANTIATE_SEGMENTS(std::byte)

@@ -130,13 +130,24 @@ Status ReceiveSegments(const CollectiveGroup& group, int peer_index, Tag tag, st
                        const std::function<Status()>& once_posted = nullptr);
 
 // Every member's part to every other, directly (nobody passes on another's):
-// sends part(self) to each member, then receives each member k's part(k) in
-// place and calls received(k) (may be null), then waits for the sends.
-// Errors name `what` and the member.
+// sends part(self) to each member (or outgoing(k) to member k, where given),
+// then receives each member k's part(k) in place and calls received(k) (may
+// be null), then waits for the sends. Errors name `what` and the member.
 template <typename T>
 Status DirectAllgather(const CollectiveGroup& group, Tag tag, const std::function<std::span<T>(int)>& part,
                        size_t segment, int window, Deadline deadline, std::string_view what,
-                       const std::function<void(int)>& received = nullptr);
+                       const std::function<void(int)>& received = nullptr,
+                       const std::function<std::span<const T>(int)>& outgoing = nullptr);
+
+// Collective::AgreedAllgather's choice on rank `self` of `n`: `all` holds the
+// parts (k floats each) as this rank received them, `echoes` every rank's
+// copy of all of them (rank r's n * k floats at r * n * k; this rank's own
+// and each part's sender's are not read). For each other rank s, the value
+// that more than half of the n - 1 copies of its part hold (the one s sent
+// here, and the ones each rank other than s and self relayed), compared bit
+// for bit, goes into `all`; where none does, NaN in every float. Returns the
+// ranks of those without a majority, ascending.
+std::vector<int> ResolveByMajority(std::span<float> all, std::span<const float> echoes, int n, int self);
 
 // "rank 3" or "ranks 1, 4".
 std::string RankList(const std::vector<Rank>& ranks);

@@ -46,6 +46,7 @@ enum class CollectivePhase : uint32_t {
   kAuditScatter = 12,       // audited all-reduce: each member's chunk to the rank that sums it
   kAuditGather = 13,        // audited all-reduce: each summed chunk to every rank
   kDirectGather = 14,       // Collective::Allgather: each rank's part, from it, to every rank
+  kEchoGather = 15,         // Collective::AgreedAllgather: each rank's copy of every part, to every rank
 };
 
 inline Tag CollectiveTag(Tag base, CollectivePhase phase, uint32_t step = 0) {

@@ -58,10 +58,16 @@ class LiveState {
 // Every rank's `mine` (the same length on each), rank r's at r * mine.size(),
 // each exactly as its rank sent it (Collective::Allgather: direct, so no rank
 // passes on another's figures, which the contribution check judges every
-// step). One round of n - 1 small messages each way.
+// step). One round of n - 1 small messages each way. With `equivocators`,
+// Collective::AgreedAllgather's two rounds instead: every honest rank holds
+// the same parts even where one member sent different ones to different
+// ranks (those without a majority are NaN and named there). `bend`: fault
+// injection (Collective::PartFor).
 [[nodiscard]] Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
                                                              std::span<const float> mine, gossip::Tag tag_base,
-                                                             Deadline deadline);
+                                                             Deadline deadline,
+                                                             std::vector<int>* equivocators = nullptr,
+                                                             const gossip::Collective::PartFor& bend = nullptr);
 
 // The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
 // fusion buckets (EpochTagBase + b << 20, b < 2^17; an outer exchange, which

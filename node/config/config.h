@@ -343,6 +343,7 @@ struct ExchangeConfig {
   double poison_norm_bound = 100.0;  // times the median contribution norm; 0: no norm check
   int poison_expel_after = 3;        // steps in a row a member is named before it is expelled; 0: never
   bool poison_audit_always = false;  // every step audited (poison_audit.h), not only after a misreport
+  int poison_agreement_up_to = 32;   // figures gathered in agreement (Collective::AgreedAllgather) up to n members
   double poison_distance_bound = 10.0;  // gossip: a neighbour's parameters farther than this x our norm; 0: off
   // gossip
   GossipProtocolKind protocol = GossipProtocolKind::kDpsgd;

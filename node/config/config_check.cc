@@ -271,6 +271,7 @@ void CheckFabric(const Config& config, Checker& check) {
     check.NumberAbove("exchange.poison_norm_bound", config.exchange.poison_norm_bound, 1.0);
   }
   check.IntAtLeast("exchange.poison_expel_after", config.exchange.poison_expel_after, 0);
+  check.IntAtLeast("exchange.poison_agreement_up_to", config.exchange.poison_agreement_up_to, 0);
   check.NumberAtLeast("exchange.poison_distance_bound", config.exchange.poison_distance_bound, 0.0);
   if (config.fabric.encrypt && !config.fabric.authenticate) {
     check.Fail("fabric.encrypt", "needs fabric.authenticate = true (the MAC is what makes a message trustworthy)");

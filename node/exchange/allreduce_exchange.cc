@@ -43,7 +43,7 @@ Result<std::unique_ptr<AllreduceExchange>> AllreduceExchange::Create(const Confi
   AllreduceExchange* self = ex.get();
   const std::optional<PoisonFault> poison_fault = PoisonFaultAsked();
   if (poison_fault && poison_fault->claim) ex->claim_fault_ = poison_fault;
-  if (poison_fault && poison_fault->lie) ex->lie_fault_ = poison_fault;
+  if (poison_fault && (poison_fault->lie || poison_fault->equivocate)) ex->report_fault_ = poison_fault;
   trainer->SetGradientReadyHook([self, poison = poison_fault](int param) {
     if (!self->engine_ || !self->hook_error_.ok()) return;
     const size_t n = self->trainer_->Parameters().size();
@@ -273,18 +273,19 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   if (claim_fault_ && step >= claim_fault_->from_step) weight *= claim_fault_->factor;  // fault injection
   gossip::StepContribution mine = engine_->LastContribution();
   gossip::AuditFigures audit = engine_->LastAudit();
-  if (lie_fault_ && step >= lie_fault_->from_step) lie_fault_->Misreport(view.self_rank, &mine, &audit);
+  const bool faulty = report_fault_ && step >= report_fault_->from_step;
+  if (faulty && report_fault_->lie) report_fault_->Misreport(view.self_rank, &mine, &audit);
   std::vector<std::string> names(view.size());
   for (int r = 0; r < view.size(); ++r) names[r] = view.members[r].name;
-  WeightBounds bounds;
-  bounds.max_total = view.GlobalBatch();
+  CheckRules rules = CheckRulesFrom(config_);
+  rules.equivocate = faulty && report_fault_->EquivocatesNow();
+  rules.bounds.max_total = view.GlobalBatch();
   // The shares of this membership only (a re-form installs new ones).
   if (shares_epoch_ == view.epoch && shares_.size() == static_cast<size_t>(view.size())) {
-    bounds.max_each.assign(shares_.begin(), shares_.end());
+    rules.bounds.max_each.assign(shares_.begin(), shares_.end());
   }
   CHORUS_ASSIGN_OR_RETURN(const StepCheck check,
-                          CheckStep(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, audit,
-                                    config_.exchange.poison_norm_bound, bounds, config_.cluster.expel_quorum,
+                          CheckStep(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, audit, rules,
                                     Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   const PoisonVerdict& verdict = check.verdict;
   ReportVerdict(verdict, poison_.Record(verdict, names, check.audited), names, view.self_rank, step, "step",

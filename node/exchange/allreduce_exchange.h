@@ -128,7 +128,8 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   PoisonLedger poison_;
   std::optional<PoisonFault> claim_fault_;  // fault injection: overstated samples (poison_check.h)
   AuditSwitch audit_;  // which epoch's steps are audited (poison_audit.h)
-  std::optional<PoisonFault> lie_fault_;  // fault injection: a misreported contribution (poison_check.h)
+  // Fault injection: a misreported or equivocated contribution (poison_check.h).
+  std::optional<PoisonFault> report_fault_;
   std::vector<int> shares_;  // every member's batch share (SetMemberShares), by rank
   uint64_t shares_epoch_ = 0;  // the membership epoch they are of
   int unreleased_at_engine_ = 0;  // the transport's UnreleasedBuffers when the engine was built

@@ -400,15 +400,15 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   if (sync.received_nonfinite) mine.reduced_finite = false;
   const MembershipView& view = session_->view;
   gossip::AuditFigures audit = sync.audit;
-  if (poison_fault_ && poison_fault_->lie && sync.step >= poison_fault_->from_step) {
-    poison_fault_->Misreport(view.self_rank, &mine, &audit);  // fault injection
-  }
+  const bool faulty = poison_fault_ && sync.step >= poison_fault_->from_step;  // fault injection
+  if (faulty && poison_fault_->lie) poison_fault_->Misreport(view.self_rank, &mine, &audit);
+  CheckRules rules = CheckRulesFrom(config_);
+  rules.equivocate = faulty && poison_fault_->EquivocatesNow();
   // Every path's sum is the sum of what the members report they put in
   // (with a codec, exactly: what each kept), so it is held to the reports.
   CHORUS_ASSIGN_OR_RETURN(StepCheck check,
                           CheckStep(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine, /*weight=*/1.0,
-                                    audit, config_.exchange.poison_norm_bound, {}, config_.cluster.expel_quorum,
-                                    Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
+                                    audit, rules, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   std::vector<int> ranks(static_cast<size_t>(world));
   std::iota(ranks.begin(), ranks.end(), 0);
   const std::vector<std::string> names = MemberNames(view, ranks);

@@ -128,8 +128,8 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
         poison_fault_(PoisonFaultAsked()),
         audit_(config.exchange.poison_audit_always),
         site_poison_(config.exchange.poison_expel_after),
-        site_check_({config.exchange.poison_check, config.exchange.poison_norm_bound, config.cluster.expel_quorum,
-                     config.exchange.poison_audit_always, config.fabric.op_timeout_s},
+        site_check_({config.exchange.poison_check, CheckRulesFrom(config), config.exchange.poison_audit_always,
+                     config.fabric.op_timeout_s},
                     PoisonFaultAsked(/*inside_site=*/true)) {}
 
   // The collective and the group graph over the current membership.

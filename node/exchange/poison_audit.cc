@@ -126,7 +126,7 @@ PoisonVerdict JudgeSums(std::span<const gossip::AuditFigures> figures) {
 
 Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& collective, uint64_t epoch,
                                                       CheckedSum which, const gossip::AuditFigures& mine,
-                                                      Deadline deadline) {
+                                                      Deadline deadline, std::vector<int>* equivocators) {
   const size_t n = mine.sent.size();
   if (n != static_cast<size_t>(collective.size())) {
     return Err(Internal("audit figures of " + std::to_string(n) + " ranks for a collective of " +
@@ -142,7 +142,7 @@ Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& 
   Put(mine.summed, row);
   const gossip::Tag tag =
       EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30) + (gossip::Tag{1} << 29);
-  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, row, tag, deadline));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, row, tag, deadline, equivocators));
   std::vector<gossip::AuditFigures> out(n);
   for (size_t r = 0; r < n; ++r) {
     const float* in = all.data() + r * row.size();
@@ -191,17 +191,28 @@ PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::spa
 
 Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
                             const gossip::StepContribution& mine, double weight, const gossip::AuditFigures& audit,
-                            double norm_bound, const WeightBounds& bounds, int quorum, Deadline deadline) {
+                            const CheckRules& rules, Deadline deadline) {
   StepCheck check;
-  CHORUS_ASSIGN_OR_RETURN(check.figures, GatherFigures(collective, epoch, which, mine, weight, deadline));
+  CHORUS_ASSIGN_OR_RETURN(check.figures, GatherFigures(collective, epoch, which, mine, weight, rules, deadline));
+  std::vector<int>& equivocators = check.figures.equivocators;
   check.audited = !audit.empty();
+  std::vector<gossip::AuditFigures> all;
   if (check.audited) {
-    CHORUS_ASSIGN_OR_RETURN(std::vector<gossip::AuditFigures> all,
-                            GatherAudit(collective, epoch, which, audit, deadline));
-    check.verdict = JudgeAudit(all, check.figures.reports, norm_bound, bounds, quorum);
+    std::vector<int> in_audit;
+    CHORUS_ASSIGN_OR_RETURN(all, GatherAudit(collective, epoch, which, audit, deadline,
+                                             rules.Agree(collective) ? &in_audit : nullptr));
+    equivocators.insert(equivocators.end(), in_audit.begin(), in_audit.end());
+    std::sort(equivocators.begin(), equivocators.end());
+    equivocators.erase(std::unique(equivocators.begin(), equivocators.end()), equivocators.end());
+  }
+  if (!equivocators.empty()) {
+    check.verdict = JudgeEquivocators(equivocators);
+    if (check.audited) check.verdict.why = "audited step: " + check.verdict.why;
+  } else if (check.audited) {
+    check.verdict = JudgeAudit(all, check.figures.reports, rules.norm_bound, rules.bounds, rules.quorum);
   } else {
     check.verdict = JudgeContributions(check.figures.reports, check.figures.sum_norm, check.figures.sum_finite,
-                                       norm_bound, bounds);
+                                       rules.norm_bound, rules.bounds);
     // Named offenders stand; otherwise members that disagree on the sum
     // abandon it (a member altered what it forwarded).
     if (check.verdict.offenders.empty() && !check.verdict.abandon) {

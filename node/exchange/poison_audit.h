@@ -40,10 +40,13 @@ namespace chorus::node {
 
 // Every rank's AuditFigures of one step, by rank (the same on every rank).
 // `which`: the check's tags (its range of GatherFigures', + 1 << 29).
+// With `equivocators`, gathered in agreement (CheckRules::agree_up_to), and the
+// ranks whose figures no majority of copies agreed on go there.
 [[nodiscard]] Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& collective,
                                                                     uint64_t epoch, CheckedSum which,
                                                                     const gossip::AuditFigures& mine,
-                                                                    Deadline deadline);
+                                                                    Deadline deadline,
+                                                                    std::vector<int>* equivocators = nullptr);
 
 // `reports`: the step's gathered reports (GatherFigures), for each member's
 // claimed weight; `figures`: GatherAudit's; `quorum`: cluster.expel_quorum.
@@ -53,9 +56,11 @@ PoisonVerdict JudgeAudit(std::span<const gossip::AuditFigures> figures, std::spa
 
 // One check of a step's (or an outer sync's) contributions, as both exchanges
 // run it: every member's figures gathered (GatherFigures), and with `audit`
-// not empty every rank's AuditFigures too (GatherAudit); judged by JudgeAudit
-// then, else by JudgeContributions (the sum held to the reports) and, when
-// that finds nothing, JudgeSums (the members' views of the sum agree).
+// not empty every rank's AuditFigures too (GatherAudit); a member whose
+// figures reached the others in differing copies is judged by
+// JudgeEquivocators, else the figures by JudgeAudit where audited, else by
+// JudgeContributions (the sum held to the reports) and, when that finds
+// nothing, JudgeSums (the members' views of the sum agree).
 struct StepCheck {
   GatheredFigures figures;
   PoisonVerdict verdict;
@@ -63,8 +68,8 @@ struct StepCheck {
 };
 [[nodiscard]] Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
                                           const gossip::StepContribution& mine, double weight,
-                                          const gossip::AuditFigures& audit, double norm_bound,
-                                          const WeightBounds& bounds, int quorum, Deadline deadline);
+                                          const gossip::AuditFigures& audit, const CheckRules& rules,
+                                          Deadline deadline);
 
 // For a mean every member applies as it lands (an outer sync's, a site
 // average's, where no loss scaler skips a non-finite one): a named member

@@ -29,7 +29,8 @@ std::string FigureText(double v) {
 }
 
 Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch, CheckedSum which,
-                                      const gossip::StepContribution& c, double weight, Deadline deadline) {
+                                      const gossip::StepContribution& c, double weight, const CheckRules& rules,
+                                      Deadline deadline) {
   const float scaled = weight > 0 && c.finite ? static_cast<float>(c.norm / weight) : -1.0f;
   const float mine[6] = {c.finite ? static_cast<float>(c.norm) : 0.0f,
                          c.finite ? 1.0f : 0.0f,
@@ -39,8 +40,16 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
                          static_cast<float>(weight)};
   const gossip::Tag tag =
       EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30);
-  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, mine, tag, deadline));
   GatheredFigures out;
+  gossip::Collective::PartFor bend;
+  if (rules.equivocate) {  // fault injection: the norms (fields 0 and 2) differ by destination
+    bend = [](int dest, std::span<float> part) {
+      for (size_t i : {size_t{0}, size_t{2}}) part[i] *= 1.0f + 999.0f * static_cast<float>(dest);
+    };
+  }
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
+                          GatherFromEveryRank(collective, mine, tag, deadline,
+                                              rules.Agree(collective) ? &out.equivocators : nullptr, bend));
   const size_t n = all.size() / 6;
   out.reports.resize(n);
   for (size_t r = 0; r < n; ++r) out.reports[r] = {all[6 * r], all[6 * r + 1] > 0.5f, all[6 * r + 2], all[6 * r + 5]};
@@ -51,6 +60,26 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
     out.sums_finite.push_back(all[6 * r + 4] > 0.5f);
   }
   return out;
+}
+
+CheckRules CheckRulesFrom(const Config& config) {
+  CheckRules rules;
+  rules.norm_bound = config.exchange.poison_norm_bound;
+  rules.quorum = config.cluster.expel_quorum;
+  rules.agree_up_to = config.exchange.poison_agreement_up_to;
+  return rules;
+}
+
+PoisonVerdict JudgeEquivocators(std::span<const int> ranks) {
+  PoisonVerdict verdict;
+  if (ranks.empty()) return verdict;
+  verdict.offenders.assign(ranks.begin(), ranks.end());
+  verdict.liars = verdict.offenders;
+  verdict.abandon = true;
+  for (int r : ranks) verdict.why += (verdict.why.empty() ? "rank " : ", rank ") + std::to_string(r);
+  verdict.why += " sent different figures to different members (no majority of the copies the members relayed "
+                 "agrees)";
+  return verdict;
 }
 
 bool FiguresAgree(double a, bool a_finite, double b, bool b_finite) {
@@ -269,6 +298,8 @@ std::optional<PoisonFault> PoisonFaultAsked(bool inside_site) {
       p.lie = true;
     } else if (flag == "+site") {
       p.site = true;
+    } else if (flag == "+equivocate") {
+      p.equivocate = true;
     } else if (flag == "+claim" && !p.nan) {
       p.claim = true;
     } else if (flag == "+forward" && !p.nan) {
@@ -279,7 +310,8 @@ std::optional<PoisonFault> PoisonFaultAsked(bool inside_site) {
   }
   if (!known) {
     CHORUS_LOG_WARN(Subsys::kNode, "CHORUS_FAULT_POISON=", text,
-                    " is neither nan@STEP[+lie][+site] nor xFACTOR@STEP[+claim|+lie|+forward][+site]: ignored");
+                    " is neither nan@STEP[+lie][+site][+equivocate] nor "
+                    "xFACTOR@STEP[+claim|+lie|+forward][+site][+equivocate]: ignored");
     return std::nullopt;
   }
   if (p.site != inside_site) return std::nullopt;

@@ -51,6 +51,7 @@
 #include "common/status.h"
 #include "gossip/collectives/collective.h"
 #include "gossip/fusion/fusion_engine.h"
+#include "node/config/config.h"
 
 namespace chorus::node {
 
@@ -104,11 +105,10 @@ struct GatheredFigures {
   // unless a member altered what it forwarded or misreports its own).
   std::vector<double> sum_norms;
   std::vector<bool> sums_finite;
+  // Ranks whose figures reached the members in copies no majority agreed on
+  // (CheckRules::agree_up_to; their fields are NaN), the same on every honest rank.
+  std::vector<int> equivocators;
 };
-// `weight`: what the member's contribution is scaled by (ContributionReport::scaled_norm).
-[[nodiscard]] Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch,
-                                                    CheckedSum which, const gossip::StepContribution& mine,
-                                                    double weight, Deadline deadline);
 
 // The most the members may claim: each its share (`max_each`, by rank; empty:
 // unknown), and all together `max_total` (the global batch under all-reduce;
@@ -117,6 +117,38 @@ struct WeightBounds {
   std::vector<double> max_each;
   double max_total = 0;
 };
+
+// What a check judges by, from the node's config.
+struct CheckRules {
+  double norm_bound = 100;  // exchange.poison_norm_bound
+  WeightBounds bounds;
+  int quorum = 2;  // cluster.expel_quorum
+  // exchange.poison_agreement_up_to: up to this many members the figures
+  // are gathered by Collective::AgreedAllgather, so that a member that sends
+  // different figures to different members cannot make them judge it
+  // differently (from 4 members: with 3 no agreement without signatures
+  // tolerates a liar). Its second round costs each member n - 1 messages of
+  // n times the first's figures, so it stops where that outweighs it.
+  int agree_up_to = 32;
+  // Fault injection (PoisonFault::equivocate): this member's norms reach
+  // member k times 1 + 999 k.
+  bool equivocate = false;
+  // Whether `collective`'s gathers run in agreement.
+  bool Agree(const gossip::Collective& collective) const { return collective.size() <= agree_up_to; }
+};
+
+// norm_bound, quorum and agree_up_to as `config` sets them.
+CheckRules CheckRulesFrom(const Config& config);
+
+// `weight`: what the member's contribution is scaled by (ContributionReport::scaled_norm).
+[[nodiscard]] Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint64_t epoch,
+                                                    CheckedSum which, const gossip::StepContribution& mine,
+                                                    double weight, const CheckRules& rules, Deadline deadline);
+
+// Members whose figures reached the others in differing copies (an honest
+// member sends one copy to all): named, as liars (accused at once), and the
+// step abandoned; an empty verdict for none.
+PoisonVerdict JudgeEquivocators(std::span<const int> ranks);
 
 // Whether the members' views of the sum agree: every all-reduce leaves the
 // same sum on every rank, so a disagreement means a member altered what it
@@ -176,7 +208,11 @@ void ReportVerdict(const PoisonVerdict& verdict, const std::vector<std::string>&
 // "nan@S+lie" sends NaN and reports a finite contribution of norm 0 (and in
 // audited steps that it sent each member finite zeros); "+site" poisons what
 // the node mixes inside its site (the outer exchange's inner average) and
-// nothing else. Suffixes combine ("x1000@5+site+lie").
+// nothing else; "+equivocate" sends its check figures to member k with its
+// norms times 1 + 999 k (CheckRules::equivocate) at every other check from
+// step S on, so that no member names it in checks in a row as an outlier
+// (its contribution is F times its own, honest at x1). Suffixes combine
+// ("x1000@5+site+lie").
 // nullopt when unset (or malformed, which is logged).
 struct PoisonFault {
   bool nan = false;
@@ -185,13 +221,20 @@ struct PoisonFault {
   bool lie = false;
   bool forward = false;
   bool site = false;
+  bool equivocate = false;
   int64_t from_step = 0;
   // A value of its own contribution (unchanged with `forward`).
   float Apply(float v) const;
+  // With `equivocate`: whether this check (one from step S on) equivocates,
+  // every other one; each call is a check.
+  bool EquivocatesNow() { return equivocate && checks_++ % 2 == 0; }
   // `lie`: what rank `self` reports of its contribution, as it was before the
   // factor: its norm, and (audited) what it sent each member; with `nan`,
   // finite and of norm 0.
   void Misreport(int self, gossip::StepContribution* mine, gossip::AuditFigures* audit) const;
+
+ private:
+  int64_t checks_ = 0;
 };
 // The fault asked for this exchange: one with `site` for the average inside
 // a site (inside_site), one without for everything else; nullopt otherwise.

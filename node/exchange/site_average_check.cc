@@ -47,9 +47,10 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
   }
   gossip::StepContribution mine{std::sqrt(sumsq) * share, finite, std::sqrt(reduced_sumsq), reduced_finite};
   if (poisons && fault_->lie) fault_->Misreport(site->rank(), &mine, &audit);  // fault injection
+  CheckRules rules = settings_.rules;
+  rules.equivocate = poisons && fault_->EquivocatesNow();
   CHORUS_ASSIGN_OR_RETURN(StepCheck check,
-                          CheckStep(*site, epoch, CheckedSum::kSiteParameters, mine, /*weight=*/1.0, audit,
-                                    settings_.norm_bound, {}, settings_.quorum,
+                          CheckStep(*site, epoch, CheckedSum::kSiteParameters, mine, /*weight=*/1.0, audit, rules,
                                     Deadline::AfterSeconds(settings_.op_timeout_s)));
   AbandonUnlessLandable(check, "the site's mean displacement");
   const PoisonVerdict& verdict = check.verdict;

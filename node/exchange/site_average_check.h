@@ -38,8 +38,7 @@ class SiteAverageCheck {
  public:
   struct Settings {
     bool check = true;          // exchange.poison_check
-    double norm_bound = 100.0;  // exchange.poison_norm_bound
-    int quorum = 2;             // cluster.expel_quorum
+    CheckRules rules;           // CheckRulesFrom
     bool audit_always = false;  // exchange.poison_audit_always
     double op_timeout_s = 60.0;
   };
@@ -57,7 +56,7 @@ class SiteAverageCheck {
 
  private:
   const Settings settings_;
-  const std::optional<PoisonFault> fault_;
+  std::optional<PoisonFault> fault_;
   AuditSwitch audit_;
   std::vector<float> last_;  // the site's last average, alike on its members
   std::vector<float> next_;  // this step's displacement, then the next average

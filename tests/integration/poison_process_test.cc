@@ -123,7 +123,7 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   EXPECT_FALSE(std::regex_search(outputs(), std::regex("refusing \\S+('s word that|'s accusation of)")))
       << outputs();
   std::string checksum;
-  int expelled_by = 0, named_in_audit = 0;
+  int expelled_by = 0, named_at_once = 0;
   for (int i = 0; i < 3; ++i) {
     std::optional<int> status = nodes[i]->Wait(300);
     EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
@@ -134,18 +134,19 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     const bool inside_site = GetParam().fault.find("+site") != std::string::npos;
     const nlohmann::json& poison = summary[inside_site ? "site_poison" : "poison"];
     const bool lies = GetParam().fault.ends_with("+lie");
+    const bool equivocates = GetParam().fault.find("+equivocate") != std::string::npos;
     // All-reduce and DiLoCo name it at every check; a member whose third
     // check failed because the others had expelled node3 already counts two.
     // Under gossip only its neighbours see it. A liar is named by the first
     // audited check and accused at once (poison_check.h, PoisonVerdict::liars),
     // so a member whose audited check the expulsion cut short names it in none.
-    if (poison.contains("named") && !lies) {
+    // An equivocator is named by its first check, alike by every member that
+    // judged it (exchange.poison_agreement_up_to), and accused at once: likewise.
+    if (poison.contains("named") && !lies && !equivocates) {
       EXPECT_GE(poison["named"].value("node3", 0), 2) << poison.dump();
     }
-    if (lies) {
-      EXPECT_GE(poison.value("unattributed_steps", 0), 1) << poison.dump();
-      if (poison["named"].value("node3", 0) >= 1) ++named_in_audit;
-    }
+    if (lies) EXPECT_GE(poison.value("unattributed_steps", 0), 1) << poison.dump();
+    if ((lies || equivocates) && poison["named"].value("node3", 0) >= 1) ++named_at_once;
     if (poison["expelled"] == nlohmann::json::array({"node3"})) {
       ++expelled_by;
       // Under gossip the expeller rejected node3's values three times in a
@@ -161,9 +162,9 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
     EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
   }
   EXPECT_GE(expelled_by, 1) << "no survivor's summary.json says it expelled node3 (once)\n" << outputs();
-  if (GetParam().fault.ends_with("+lie")) {
-    EXPECT_GE(named_in_audit, 2) << "fewer than the quorum of survivors named the liar in an audited check\n"
-                                 << outputs();
+  if (GetParam().fault.ends_with("+lie") || GetParam().fault.find("+equivocate") != std::string::npos) {
+    EXPECT_GE(named_at_once, 2) << "fewer than the quorum of survivors named the liar at its first check\n"
+                                << outputs();
   }
   ExpectThePoisonerStaysOut(*nodes[3], outputs());
   fs::remove_all(out);
@@ -316,10 +317,12 @@ INSTANTIATE_TEST_SUITE_P(Faults, PoisonProcessTest,
                                            // NaN, reported as a finite zero contribution: the sum is not
                                            // finite while every report is, and the audited steps name it.
                                            PoisonVariant{"nan_lie", "nan@5+lie", "allreduce-ring.toml"},
+                                           PoisonVariant{"equivocate", "x1@5+equivocate", "allreduce-ring.toml"},
                                            PoisonVariant{"diloco_nan", "nan@5", "diloco.toml"},
                                            PoisonVariant{"diloco_nan_lie", "nan@5+lie", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled", "x1000@5", "diloco.toml"},
                                            PoisonVariant{"diloco_scaled_lie", "x1000@5+lie", "diloco.toml"},
+                                           PoisonVariant{"diloco_equivocate", "x1@5+equivocate", "diloco.toml"},
                                            // The same with top-2% 8-bit pseudo-gradients: the sum is of
                                            // what each member's encodings kept, which it reports.
                                            PoisonVariant{"sparse_diloco_scaled_lie", "x1000@5+lie", "diloco.toml",

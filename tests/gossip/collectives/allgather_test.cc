@@ -1,10 +1,14 @@
 // Collective::Allgather: every rank's part on every rank, each exactly as its
-// rank sent it, even when another rank alters everything it sends.
+// rank sent it, even when another rank alters everything it sends; and
+// Collective::AgreedAllgather: the same parts on every honest rank even when
+// one rank sends different parts to different ranks or lies in its echoes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "gossip/collectives/collective.h"
@@ -130,6 +134,149 @@ TEST(AllgatherTest, AMemberThatAltersWhatItSendsChangesNoOtherMembersPart) {
                 return c.Allreduce(all, reduce);
               }),
               0);
+  }
+}
+
+// A member that sends each rank a different part in the phase `phase` (the
+// first round's, or the echoes'): every float it sends rank d is multiplied
+// by 1 + 1000 d.
+class EquivocatingTransport final : public testing::ForwardingTransport {
+ public:
+  EquivocatingTransport(Transport& inner, CollectivePhase phase) : ForwardingTransport(inner), phase_(phase) {}
+  Result<RequestPtr> Isend(Rank dest, Tag tag, std::span<const std::byte> data) override {
+    if (((tag >> kTagPhaseShift) & 0xf) != static_cast<Tag>(phase_)) return inner().Isend(dest, tag, data);
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::byte>& copy = kept_.emplace_back(data.begin(), data.end());
+    for (size_t i = 0; i + sizeof(float) <= copy.size(); i += sizeof(float)) {
+      float v;
+      std::memcpy(&v, copy.data() + i, sizeof(float));
+      v *= 1.0f + 1000.0f * static_cast<float>(dest);
+      std::memcpy(copy.data() + i, &v, sizeof(float));
+    }
+    return inner().Isend(dest, tag, copy);
+  }
+
+ private:
+  const CollectivePhase phase_;
+  std::mutex mu_;
+  std::deque<std::vector<std::byte>> kept_;
+};
+
+struct Gathered {
+  std::vector<std::vector<float>> all;           // by rank
+  std::vector<std::vector<int>> equivocators;    // by rank
+};
+
+// Every rank's table after gathering PartOf(r, k) over `n` ranks, rank 0
+// sending through an EquivocatingTransport of `phase` (none: honest), with
+// AgreedAllgather (`agreed`) or Allgather.
+Gathered GatherWithRankZero(int n, size_t k, std::optional<CollectivePhase> phase, bool agreed,
+                            const Collective::PartFor& bend = nullptr) {
+  Gathered g{std::vector<std::vector<float>>(n, std::vector<float>(k * n, 0.0f)), std::vector<std::vector<int>>(n)};
+  auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+    std::optional<EquivocatingTransport> lying;
+    if (r == 0 && phase) lying.emplace(t, *phase);
+    CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(lying ? static_cast<Transport&>(*lying) : t));
+    const std::vector<float> mine = PartOf(r, k);
+    std::copy(mine.begin(), mine.end(), g.all[r].begin() + static_cast<std::ptrdiff_t>(r * k));
+    CollectiveOptions options;
+    options.deadline = Deadline::AfterSeconds(30);
+    if (!agreed) return c.Allgather(std::span<float>(g.all[r]), options);
+    return c.AgreedAllgather(std::span<float>(g.all[r]), options, &g.equivocators[r], r == 0 ? bend : nullptr);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+  return g;
+}
+
+// Whether every rank but 0 holds the same table, bit for bit (NaN included).
+bool HonestRanksAgree(const Gathered& g) {
+  for (size_t r = 2; r < g.all.size(); ++r) {
+    if (std::memcmp(g.all[r].data(), g.all[1].data(), g.all[1].size() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+// Whether honest rank r holds every honest rank's part as it was sent.
+bool HonestPartsIntact(const Gathered& g, int r, size_t k) {
+  for (size_t j = 1; j < g.all.size(); ++j) {
+    const std::vector<float> want = PartOf(static_cast<int>(j), k);
+    if (!std::equal(want.begin(), want.end(), g.all[r].begin() + static_cast<std::ptrdiff_t>(j * k))) return false;
+  }
+  return true;
+}
+
+TEST(AgreedAllgatherTest, EveryRankGetsEveryRanksPartAndNobodyIsNamed) {
+  for (int n : {2, 3, 4, 5, 7}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const Gathered g = GatherWithRankZero(n, 6, std::nullopt, /*agreed=*/true);
+    for (int r = 0; r < n; ++r) {
+      for (int j = 0; j < n; ++j) {
+        const std::vector<float> want = PartOf(j, 6);
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), g.all[r].begin() + static_cast<std::ptrdiff_t>(j * 6)))
+            << "rank " << r << "'s copy of rank " << j << "'s part";
+      }
+      EXPECT_TRUE(g.equivocators[r].empty());
+    }
+  }
+}
+
+// Rank 0 sends every rank a different part. The one-round gather leaves the
+// honest ranks with different tables (so they would judge rank 0
+// differently); in agreement they hold the same, rank 0's part NaN and rank
+// 0 named on each, every honest part as sent.
+TEST(AgreedAllgatherTest, AMemberThatSendsEachRankADifferentPartIsNamedAlikeByAll) {
+  constexpr size_t k = 6;
+  for (int n : {4, 5, 8}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    EXPECT_FALSE(HonestRanksAgree(GatherWithRankZero(n, k, CollectivePhase::kDirectGather, /*agreed=*/false)));
+    const Gathered g = GatherWithRankZero(n, k, CollectivePhase::kDirectGather, /*agreed=*/true);
+    EXPECT_TRUE(HonestRanksAgree(g));
+    for (int r = 1; r < n; ++r) {
+      EXPECT_EQ(g.equivocators[r], std::vector<int>({0})) << "rank " << r;
+      EXPECT_TRUE(std::isnan(g.all[r][0])) << "rank " << r;
+      EXPECT_TRUE(HonestPartsIntact(g, r, k)) << "rank " << r;
+    }
+  }
+}
+
+// At 3 ranks no agreement tolerates a liar without signatures: a plain gather.
+TEST(AgreedAllgatherTest, ThreeRanksGatherInOneRoundAndNameNobody) {
+  const Gathered g = GatherWithRankZero(3, 6, CollectivePhase::kDirectGather, /*agreed=*/true);
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_TRUE(g.equivocators[r].empty());
+    EXPECT_TRUE(HonestPartsIntact(g, r, 6));
+  }
+  EXPECT_FALSE(HonestRanksAgree(g));
+}
+
+// Rank 0 gathers honestly but relays every part altered, differently to each
+// rank: one lying copy among n - 1 outvoted, nobody named, every honest part
+// as sent.
+TEST(AgreedAllgatherTest, ALiarsEchoesAreOutvoted) {
+  for (int n : {4, 5, 8}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const Gathered g = GatherWithRankZero(n, 6, CollectivePhase::kEchoGather, /*agreed=*/true);
+    EXPECT_TRUE(HonestRanksAgree(g));
+    for (int r = 1; r < n; ++r) {
+      EXPECT_TRUE(g.equivocators[r].empty()) << "rank " << r;
+      EXPECT_TRUE(HonestPartsIntact(g, r, 6)) << "rank " << r;
+      const std::vector<float> zero = PartOf(0, 6);
+      EXPECT_TRUE(std::equal(zero.begin(), zero.end(), g.all[r].begin())) << "rank " << r << "'s copy of rank 0's";
+    }
+  }
+}
+
+// A part altered for one rank only (through `bend`): the others' copies
+// outvote it, so every honest rank holds the part most got, and nobody is
+// named (the equivocation changed nothing).
+TEST(AgreedAllgatherTest, APartAlteredForOneRankIsOutvoted) {
+  const Gathered g = GatherWithRankZero(5, 6, std::nullopt, /*agreed=*/true, [](int dest, std::span<float> part) {
+    if (dest == 2) part[0] = -1.0f;
+  });
+  EXPECT_TRUE(HonestRanksAgree(g));
+  for (int r = 1; r < 5; ++r) {
+    EXPECT_TRUE(g.equivocators[r].empty());
+    EXPECT_EQ(g.all[r][0], PartOf(0, 6)[0]) << "rank " << r;
   }
 }
 

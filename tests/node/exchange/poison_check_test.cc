@@ -195,6 +195,17 @@ TEST(PoisonCheckTest, AMemberAnAuditFindsLyingIsExpelledAtOnce) {
   EXPECT_TRUE(never.Record(verdict, names, true).empty());
 }
 
+TEST(PoisonCheckTest, EquivocatorsAreNamedAsLiarsAndTheStepAbandoned) {
+  EXPECT_TRUE(JudgeEquivocators({}).why.empty());
+  const std::vector<int> ranks = {1, 3};
+  const PoisonVerdict v = JudgeEquivocators(ranks);
+  EXPECT_EQ(v.offenders, ranks);
+  EXPECT_EQ(v.liars, ranks);
+  EXPECT_TRUE(v.abandon);
+  EXPECT_FALSE(v.unattributed);
+  EXPECT_NE(v.why.find("rank 1, rank 3 sent different figures"), std::string::npos) << v.why;
+}
+
 // CHORUS_FAULT_POISON: a value and a step, then suffixes in any order;
 // anything else is ignored (logged), so that a typo injects nothing.
 TEST(PoisonCheckTest, TheFaultSpecTakesItsSuffixesInAnyOrder) {
@@ -219,6 +230,9 @@ TEST(PoisonCheckTest, TheFaultSpecTakesItsSuffixesInAnyOrder) {
   f = asked("x2@3+claim");
   ASSERT_TRUE(f.has_value());
   EXPECT_TRUE(f->claim);
+  f = asked("x1@3+equivocate");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_TRUE(f->equivocate && !f->lie);
   EXPECT_FALSE(asked("nan@7+claim").has_value());  // a claim scales samples: xF only
   EXPECT_FALSE(asked("x10@5+sight").has_value());
   EXPECT_FALSE(asked("x10@5 ").has_value());

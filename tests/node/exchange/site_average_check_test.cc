@@ -2,7 +2,8 @@
 // average their parameters after each step; the first average of an epoch
 // is plain, later ones sum displacements from it and check them, and a
 // member that sends a thousand times its displacement is named while the
-// step is undone on every member.
+// step is undone on every member; one that sends different figures to
+// different members is named alike by all.
 #include "node/exchange/site_average_check.h"
 
 #include <gtest/gtest.h>
@@ -42,12 +43,12 @@ struct Outcome {
 
 // Each rank: a plain average of its start, then one clean step, then one in
 // which rank 3 (with `fault`) poisons its displacement.
-std::vector<Outcome> RunThreeSteps(const PoisonFault& fault) {
+std::vector<Outcome> RunThreeSteps(const PoisonFault& fault, const CheckRules& rules = {}) {
   std::vector<Outcome> out(kMembers);
   auto statuses = gossip::testing::RunRanks(kMembers, kMembers, [&](int r, gossip::Transport& t) -> Status {
     CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(t));
     CHORUS_ASSIGN_OR_RETURN(SiteLevels levels, SiteLevels::Build(world, OneSite(r)));
-    SiteAverageCheck check({true, 100.0, 2, false, 30.0}, r == 3 ? std::optional<PoisonFault>(fault) : std::nullopt);
+    SiteAverageCheck check({true, rules, false, 30.0}, r == 3 ? std::optional<PoisonFault>(fault) : std::nullopt);
     std::vector<float> params(kParams);
     for (size_t i = 0; i < kParams; ++i) params[i] = static_cast<float>(i) + 0.5f * static_cast<float>(r);
     gossip::AllreduceOptions o;
@@ -107,6 +108,33 @@ TEST(SiteAverageCheckTest, AMisreportUndoesTheStepUnattributed) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_TRUE(out[r].poisoned.unattributed) << out[r].poisoned.why;
     EXPECT_TRUE(out[r].poisoned.abandon);
+    EXPECT_EQ(out[r].params, out[0].params);
+  }
+}
+
+// A member that contributes honestly but reports its norm to member k times
+// 1 + 999 k: in one round, member 0 lands the step and members 1 and 2 undo
+// it (their replicas part); in agreement every member names it a liar and
+// undoes the step, and the replicas stay one.
+TEST(SiteAverageCheckTest, AMemberThatSendsDifferentFiguresToEachIsNamedAlikeByAll) {
+  PoisonFault fault;
+  fault.site = true;
+  fault.equivocate = true;
+  fault.from_step = 2;
+  CheckRules one_round;
+  one_round.agree_up_to = 0;
+  const std::vector<Outcome> split = RunThreeSteps(fault, one_round);
+  EXPECT_FALSE(split[0].poisoned.abandon) << split[0].poisoned.why;
+  EXPECT_TRUE(split[1].poisoned.abandon);
+  EXPECT_NE(split[0].params, split[1].params);
+
+  const std::vector<Outcome> out = RunThreeSteps(fault);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(out[r].poisoned.offenders, std::vector<int>({3})) << out[r].poisoned.why;
+    EXPECT_EQ(out[r].poisoned.liars, std::vector<int>({3}));
+    EXPECT_TRUE(out[r].poisoned.abandon);
+    EXPECT_NE(out[r].poisoned.why.find("different figures"), std::string::npos) << out[r].poisoned.why;
     EXPECT_EQ(out[r].params, out[0].params);
   }
 }
