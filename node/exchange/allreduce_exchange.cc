@@ -288,8 +288,9 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
                           CheckStep(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, audit, rules,
                                     Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   const PoisonVerdict& verdict = check.verdict;
-  ReportVerdict(verdict, poison_.Record(verdict, names, check.audited), names, view.self_rank, step, "step",
-                config_.exchange.poison_expel_after, session_->control.get());
+  const std::vector<std::string> expel = poison_.Record(verdict, names, check.audited, check.figures.agreed);
+  ReportVerdict(verdict, expel, names, view.self_rank, step, "step", config_.exchange.poison_expel_after,
+                session_->control.get());
   if (verdict.abandon && !step_abandoned_) {
     // As for a re-form's failed step: applied nowhere, its batch trained again.
     if (live_ != nullptr) live_->PutBackStep();

@@ -232,8 +232,10 @@ void OuterExchange::ReportSiteCheck(const StepCheck& check, int64_t step) {
   if (check.figures.reports.empty()) return;  // nothing checked
   const std::vector<std::string> names = MemberNames(session_->view, sites_->site_ranks());
   const int self = sites_->site() != nullptr ? sites_->site()->rank() : -1;
-  ReportVerdict(check.verdict, site_poison_.Record(check.verdict, names, check.audited), names, self, step,
-                "site average after step", config_.exchange.poison_expel_after, session_->control.get());
+  const std::vector<std::string> expel =
+      site_poison_.Record(check.verdict, names, check.audited, check.figures.agreed);
+  ReportVerdict(check.verdict, expel, names, self, step, "site average after step",
+                config_.exchange.poison_expel_after, session_->control.get());
 }
 
 Status OuterExchange::AfterUpdate(int64_t step) {
@@ -414,8 +416,9 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   const std::vector<std::string> names = MemberNames(view, ranks);
   AbandonUnlessLandable(check, "the mean pseudo-gradient");
   const PoisonVerdict& verdict = check.verdict;
-  ReportVerdict(verdict, poison_.Record(verdict, names, check.audited), names, view.self_rank, sync.step,
-                "outer sync after step", config_.exchange.poison_expel_after, session_->control.get());
+  const std::vector<std::string> expel = poison_.Record(verdict, names, check.audited, check.figures.agreed);
+  ReportVerdict(verdict, expel, names, view.self_rank, sync.step, "outer sync after step",
+                config_.exchange.poison_expel_after, session_->control.get());
   (void)audit_.Note(verdict, view.epoch, "the outer sync after step " + std::to_string(sync.step),
                     "outer syncs are");
   if (verdict.abandon) std::copy_n(anchor_.begin() + static_cast<std::ptrdiff_t>(range.begin), range.count, sync.base.begin());

@@ -41,6 +41,7 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
   const gossip::Tag tag =
       EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30);
   GatheredFigures out;
+  out.agreed = rules.Agree(collective) && collective.size() >= 4;
   gossip::Collective::PartFor bend;
   if (rules.equivocate) {  // fault injection: the norms (fields 0 and 2) differ by destination
     bend = [](int dest, std::span<float> part) {
@@ -49,7 +50,7 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
   }
   CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
                           GatherFromEveryRank(collective, mine, tag, deadline,
-                                              rules.Agree(collective) ? &out.equivocators : nullptr, bend));
+                                              out.agreed ? &out.equivocators : nullptr, bend));
   const size_t n = all.size() / 6;
   out.reports.resize(n);
   for (size_t r = 0; r < n; ++r) out.reports[r] = {all[6 * r], all[6 * r + 1] > 0.5f, all[6 * r + 2], all[6 * r + 5]};
@@ -198,9 +199,10 @@ PoisonVerdict JudgeContributions(std::span<const ContributionReport> reports, do
 }
 
 std::vector<std::string> PoisonLedger::Record(const PoisonVerdict& verdict, std::span<const std::string> names,
-                                              bool audited) {
+                                              bool audited, bool agreed) {
   ++checked_;
   if (audited) ++audited_;
+  if (agreed) ++agreed_;
   if (verdict.abandon || !verdict.offenders.empty()) ++rejected_;
   if (verdict.unattributed) ++unattributed_;
   std::set<std::string> named;
@@ -231,6 +233,7 @@ nlohmann::json PoisonLedger::Summary() const {
           {"rejected_steps", rejected_},
           {"unattributed_steps", unattributed_},
           {"audited_steps", audited_},
+          {"agreed_steps", agreed_},
           {"named", named},
           {"expelled", std::vector<std::string>(expelled_.begin(), expelled_.end())}};
 }

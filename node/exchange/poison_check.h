@@ -108,6 +108,7 @@ struct GatheredFigures {
   // Ranks whose figures reached the members in copies no majority agreed on
   // (CheckRules::agree_up_to; their fields are NaN), the same on every honest rank.
   std::vector<int> equivocators;
+  bool agreed = false;  // gathered in agreement (4 members or more, up to agree_up_to)
 };
 
 // The most the members may claim: each its share (`max_each`, by rank; empty:
@@ -170,11 +171,12 @@ class PoisonLedger {
   explicit PoisonLedger(int expel_after) : expel_after_(expel_after) {}
   // One checked step; `names` by rank. Returns the members to expel now
   // (once each).
-  // `audited`: the step's all-reduce was audited (poison_audit.h).
+  // `audited`: the step's all-reduce was audited (poison_audit.h);
+  // `agreed`: its figures were gathered in agreement (GatheredFigures::agreed).
   std::vector<std::string> Record(const PoisonVerdict& verdict, std::span<const std::string> names,
-                                  bool audited = false);
-  // {"checked_steps", "rejected_steps", "unattributed_steps", "audited_steps", "named": {name: times named},
-  //  "expelled": [...]}
+                                  bool audited = false, bool agreed = false);
+  // {"checked_steps", "rejected_steps", "unattributed_steps", "audited_steps", "agreed_steps",
+  //  "named": {name: times named}, "expelled": [...]}
   // (a lone FP16 overflow names an honest member once; poison repeats).
   nlohmann::json Summary() const;
 
@@ -184,6 +186,7 @@ class PoisonLedger {
   int64_t rejected_ = 0;
   int64_t unattributed_ = 0;
   int64_t audited_ = 0;
+  int64_t agreed_ = 0;
   std::map<std::string, int64_t> offences_;
   std::map<std::string, int> in_a_row_;
   std::set<std::string> expelled_;

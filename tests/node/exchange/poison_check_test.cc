@@ -166,9 +166,10 @@ TEST(PoisonCheckTest, AMemberNamedInStepsInARowIsExpelledOnce) {
   EXPECT_TRUE(ledger.Record(named, names).empty());
   EXPECT_TRUE(ledger.Record(named, names).empty());
   EXPECT_EQ(ledger.Record(named, names), std::vector<std::string>({"node1"}));
-  EXPECT_TRUE(ledger.Record(named, names).empty()) << "expelled once";
+  EXPECT_TRUE(ledger.Record(named, names, /*audited=*/false, /*agreed=*/true).empty()) << "expelled once";
   const nlohmann::json s = ledger.Summary();
   EXPECT_EQ(s["checked_steps"], 7);
+  EXPECT_EQ(s["agreed_steps"], 1);
   EXPECT_EQ(s["rejected_steps"], 6);
   EXPECT_EQ(s["named"]["node1"], 6);
   EXPECT_EQ(s["expelled"], nlohmann::json::array({"node1"}));
