@@ -110,6 +110,8 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
     fabric.authenticate = config.fabric.authenticate;
     fabric.encrypt = config.fabric.encrypt;
     fabric.rxm_eager_limit = static_cast<size_t>(config.fabric.rxm_eager_kib) << 10;
+    // Fault injection for tests (docs/testing.md): a member replaying a message of an earlier epoch.
+    fabric.replay_fault = std::getenv("CHORUS_FAULT_REPLAY") != nullptr;
     fabric.on_wedged = [before_exit](const Status& why) {
       CHORUS_LOG_ERROR(Subsys::kFabric, "data plane wedged: ", why.message(),
                        "; exiting with status 1 so that the other members go on without this node");

@@ -5,7 +5,9 @@
 // messages at the live-state tags a joiner would take, while they train.
 // node1's data plane drops every one (counted in summary.json), and the
 // three end with one model that trained. Under D-PSGD the forged
-// parameters change nothing: the three end with a clean run's model.
+// parameters change nothing: the three end with a clean run's model. And a
+// member that replays a message of an earlier epoch in a later one has it
+// dropped.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -200,6 +202,56 @@ TEST(RogueProcessTest, DpsgdNodesEndWithTheModelOfARunWithoutTheRogue) {
   std::printf("forged D-PSGD messages sent: %zu; all three nodes ended with the clean run's model %s\n",
               sends.size(), expected[0].c_str());
   for (auto& s : sends) s->Cancel();
+  fs::remove_all(out);
+}
+
+// A member replays: node1 keeps the first message it sealed in epoch 0 and,
+// once node3 has joined (epoch 1), sends it again, unchanged, under the tag
+// of its first send of the new epoch, just before that send
+// (CHORUS_FAULT_REPLAY), so that the receive meant for that send takes it.
+// The sender is a member, so only the seal stands between the replay and
+// the ring's sum: its receiver drops it (counted), the step re-forms, and
+// the four train on to one model.
+TEST(RogueProcessTest, AMemberThatReplaysAMessageOfAnEarlierEpochHasItDropped) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  if (!gossip::FabricProviderVersion(gossip::FabricProvider::kTcpRxm)) GTEST_SKIP() << "no tcp;ofi_rxm";
+  const std::string name = "replay";
+  const fs::path out = fs::temp_directory_path() / ("chorus-replay-test-" + std::to_string(getpid()));
+  const int port0 = PortPicker(static_cast<uint32_t>(getpid()) + 17).Next();
+  auto start = [&](int i) {
+    return std::make_unique<ChorusProcess>(
+        testing::HandNodeArgs("allreduce-ring.toml", i, port0, out.string(), name,
+                              {"cluster.min_nodes=3", "train.threads=1", "train.epochs=3", "train.batch_size=32",
+                               "train.slowdown=6.0", "train.eval_every_epochs=0", "data.train_limit=6000",
+                               "data.test_limit=1000"}),
+        i == 1 ? std::vector<std::string>{"CHORUS_FAULT_REPLAY=1"} : std::vector<std::string>{});
+  };
+  std::vector<std::unique_ptr<ChorusProcess>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(start(i));
+  auto outputs = [&] {
+    std::string all;
+    for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
+    return all;
+  };
+  ASSERT_TRUE(nodes[0]->WaitFor("cluster formed", 60)) << outputs();
+  nodes.push_back(start(3));
+  ASSERT_TRUE(nodes[1]->WaitFor("replays its first message of epoch 0", 120)) << outputs();
+  std::string checksum;
+  int64_t rejected = 0;
+  for (int i = 0; i < 4; ++i) {
+    std::optional<int> status = nodes[i]->Wait(300);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
+    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
+    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
+    rejected += summary.value("data_plane_rejected", int64_t{0});
+    const std::string c = summary["parameter_checksum"].get<std::string>();
+    if (checksum.empty()) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model\n" << outputs();
+  }
+  EXPECT_GE(rejected, 1) << "no member dropped the replayed message\n" << outputs();
+  std::printf("a member replayed 1 message of epoch 0 in epoch 1: dropped by its receiver (%lld rejected in all); "
+              "four nodes, one model\n", static_cast<long long>(rejected));
   fs::remove_all(out);
 }
 

@@ -406,6 +406,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   // ciphertext copy the op owns when encrypting) and registers the trailer
   // where the provider needs it.
   Status AttachSeal(FabricOp& op, std::shared_ptr<DataSeal> seal);
+  // FabricOptions::replay_fault for a send `op` just sealed (fabric_seal.cc).
+  Status ReplayFault(const FabricOp& op);
   // A tracked op of the transport's own (first contact, drain) to or from
   // `addr`, with a buffer of `bytes` it owns; not yet posted.
   Result<std::shared_ptr<FabricOp>> NewOwnedOp(FabricOp::Kind kind, Tag tag, fi_addr_t addr,
@@ -524,6 +526,11 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   PeerTable peers_;
   std::map<std::string, fi_addr_t> av_entries_;  // by address blob; under peers_mu_
   std::shared_ptr<DataSeal> seal_;               // SetSeal's; under peers_mu_
+  // FabricOptions::replay_fault: the kept message (its op, whose buffer it
+  // owns), and whether it went again. Under replay_mu_.
+  std::mutex replay_mu_;
+  std::shared_ptr<FabricOp> replay_;
+  bool replayed_ = false;
   std::atomic<uint64_t> messages_rejected_{0};
   std::atomic<int64_t> next_reject_log_ns_{0};   // rejections are logged at most once a second
 

@@ -81,6 +81,7 @@ Status FabricCore::AttachSeal(FabricOp& op, std::shared_ptr<DataSeal> seal) {
     op.trailer_mr = std::move(reg->owner);
   }
   op.seal = std::move(seal);
+  if (options_.replay_fault && op.kind == FabricOp::Kind::kSend) return ReplayFault(op);
   return Status::Ok();
 }
 

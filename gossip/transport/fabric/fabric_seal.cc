@@ -1,10 +1,10 @@
 // FabricCore's sealed receives (design in fabric_core.h and data_seal.h):
 // installing an epoch's seal, and checking what a sealed receive took: a
-// message that does not verify is dropped and counted; the receive fails
-// (kDataLoss) when it came from a member, and is posted again when it came
-// from an endpoint that is not one. Must not: run under cq_mu_ (a MAC over a
-// large message would stall every other operation's progress), or deliver a
-// message that did not verify.
+// message that does not verify is dropped and counted, and the receive is
+// posted again for the real one, whoever sent it (a member's message longer
+// than the receive fails it, kDataLoss, as unsealed). Must not: run under cq_mu_
+// (a MAC over a large message would stall every other operation's
+// progress), or deliver a message that did not verify.
 #include <algorithm>
 #include <cstring>
 
@@ -27,7 +27,8 @@ Result<std::shared_ptr<FabricOp>> FabricCore::Unseal(std::shared_ptr<FabricOp> o
     completion = op->completion;
   }
   std::string why = op->rejected;
-  if (why.empty()) {
+  const bool truncated = !why.empty();
+  if (!truncated) {
     // The message's last kSealTrailerBytes are its trailer; when it was
     // shorter than the buffer, their first part landed in the buffer.
     auto* data = static_cast<std::byte*>(op->data);
@@ -55,14 +56,21 @@ Result<std::shared_ptr<FabricOp>> FabricCore::Unseal(std::shared_ptr<FabricOp> o
     CHORUS_LOG_WARN(Subsys::kFabric, describe_, ": dropped a message that failed authentication on ", op->Describe(),
                     ": ", why, " (", messages_rejected_.load(), " dropped so far; at most one line a second)");
   }
-  // From a member's own connection, a message that fails its seal was
-  // changed after it was sealed (seen: a provider writing a late receive
-  // into a buffer the sender then sent) or is not that member's at all;
-  // either way no real message follows it, and the receive fails (as a
-  // truncation does) rather than wait for one: the exchange re-forms.
-  if (completion.source >= 0) return Err(DataLoss(op->Describe() + ": dropped, it failed authentication: " + why));
-  // From an endpoint that is not a member: the real message may still come,
-  // to the same receive posted again.
+  // The real message may still come, to the same receive posted again: from
+  // an endpoint that is not a member, and from a member's own connection as
+  // well, where a message that fails its seal is a forgery or a replay (of
+  // another epoch, or of a sequence number already taken) that a member sent
+  // ahead of its real one. A real message changed after it was sealed (seen
+  // once: a provider's late write into a buffer the sender then sent) has no
+  // other behind it: the receive then runs to its deadline
+  // (fabric.op_timeout_s) as with a silent member. Failing the receive at
+  // once instead let one replayed message end the epoch's collective on
+  // every member, with no member dead to re-form without. A member's
+  // message longer than the receive breaks the transport's contract as it
+  // would unsealed, and fails the receive.
+  if (truncated && completion.source >= 0) {
+    return Err(DataLoss(op->Describe() + ": dropped, it failed authentication: " + why));
+  }
   auto again = NewOp(FabricOp::Kind::kRecv, op->tag);
   again->peer = op->peer;
   again->addr = op->addr;
@@ -80,6 +88,39 @@ Result<std::shared_ptr<FabricOp>> FabricCore::Unseal(std::shared_ptr<FabricOp> o
   Track(again);
   CHORUS_RETURN_IF_ERROR(Submit(again));
   return again;
+}
+
+Status FabricCore::ReplayFault(const FabricOp& op) {
+  std::lock_guard<std::mutex> lock(replay_mu_);
+  if (replayed_) return Status::Ok();
+  const auto* wire = static_cast<const std::byte*>(op.data);  // the ciphertext when encrypting
+  if (!replay_) {
+    replay_ = NewOp(FabricOp::Kind::kSend, op.tag);
+    replay_->owned.assign(wire, wire + op.length);
+    CHORUS_RETURN_IF_ERROR(AttachBuffer(*replay_, replay_->owned.data(), replay_->owned.size()));
+    replay_->trailer = op.trailer;
+    replay_->seal = op.seal;
+    replay_->peer = op.peer;
+    replay_->self = op.self;
+    return Status::Ok();
+  }
+  if (op.seal->epoch() == replay_->seal->epoch()) return Status::Ok();
+  replayed_ = true;
+  replay_->tag = op.tag;
+  replay_->addr = op.addr;
+  replay_->peer = op.peer;
+  replay_->peer_name = op.peer_name;
+  if (registering_) {
+    auto reg = mr_cache_->Get(replay_->trailer.data(), replay_->trailer.size());
+    if (!reg) return reg.error().WithContext(replay_->Describe() + "'s seal");
+    replay_->trailer_desc = reg->desc;
+    replay_->trailer_mr = std::move(reg->owner);
+  }
+  CHORUS_LOG_WARN(Subsys::kFabric, "fault injection: ", describe_, " replays its first message of epoch ",
+                  replay_->seal->epoch(), " (", replay_->length, " bytes) to ", op.peer_name, " in epoch ",
+                  op.seal->epoch(), " under the tag of its send there");
+  Track(replay_);
+  return Submit(replay_);
 }
 
 }  // namespace chorus::gossip::fabric

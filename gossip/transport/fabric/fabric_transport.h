@@ -120,6 +120,12 @@ struct FabricOptions {
   // Ignored over shm. Every member must agree (shared settings).
   bool authenticate = true;
   bool encrypt = false;
+  // Fault injection for tests (a member replaying a message of an earlier
+  // epoch; the node sets it from CHORUS_FAULT_REPLAY): the first message
+  // sealed under the first epoch key is kept as it went on the wire, and
+  // sent again, unchanged, under the tag of the first send sealed under a
+  // later key, just before that send, so that the receive of that send takes it.
+  bool replay_fault = false;
   std::function<void(const Status&)> on_wedged;
 };
 
