@@ -20,8 +20,9 @@
 //    messages arrive; ones the peer had already sent may be lost). Lengths in
 //    Chorus's protocols are fixed by both sides, so a truncation means a bug or
 //    a bad peer, never normal operation. Under an epoch key (SetEpochKey) a
-//    truncated message cannot be authenticated and is dropped (counted) as
-//    well; a receive from any source then stays posted.
+//    truncated message cannot be authenticated and is dropped (counted) like
+//    any message that fails its seal, and the receive stays posted for the
+//    real one (a bad peer's message must not end an honest exchange).
 //  - A message shorter than the receive buffer leaves the buffer's bytes
 //    past its length unspecified (a sealed message's trailer lands there).
 //  - Buffers must stay alive and untouched until the request completes or is

@@ -455,7 +455,9 @@ std::vector<std::string> SiteOf(int i) { return {std::string("cluster.site=\"") 
 // Four nodes in two sites end with one model that learned, the replicas one
 // after every outer step; inside a site every step was averaged, and only
 // the two representatives sent parameters to the other site (the others only
-// the contribution check's figures: 80 bytes per outer step here).
+// the contribution check's figures, gathered in agreement: 240 bytes per outer
+// step here, to each of the other site's two members its own 6 floats and
+// its copy of all four members' 24).
 TEST(SiteProcessTest, TwoSitesEndWithOneModelAndOnlyRepresentativesCrossSites) {
   if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
   OuterHandCluster cluster("outer-two-level", 4, kTwoLevel);
@@ -478,7 +480,7 @@ TEST(SiteProcessTest, TwoSitesEndWithOneModelAndOnlyRepresentativesCrossSites) {
       ++representatives;
       EXPECT_GT(across, 0) << "node" << i;
     } else {
-      EXPECT_LE(across, 4 * 5 * 20) << "node" << i;
+      EXPECT_LE(across, 4 * 300) << "node" << i;
     }
   }
   EXPECT_EQ(representatives, 2);

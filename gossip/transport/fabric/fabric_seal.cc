@@ -1,8 +1,8 @@
 // FabricCore's sealed receives (design in fabric_core.h and data_seal.h):
 // installing an epoch's seal, and checking what a sealed receive took: a
-// message that does not verify is dropped and counted, and the receive is
-// posted again for the real one, whoever sent it (a member's message longer
-// than the receive fails it, kDataLoss, as unsealed). Must not: run under cq_mu_
+// message that does not verify (a message longer than the receive included)
+// is dropped and counted, and the receive is posted again for the real one,
+// whoever sent it. Must not: run under cq_mu_
 // (a MAC over a large message would stall every other operation's
 // progress), or deliver a message that did not verify.
 #include <algorithm>
@@ -27,8 +27,7 @@ Result<std::shared_ptr<FabricOp>> FabricCore::Unseal(std::shared_ptr<FabricOp> o
     completion = op->completion;
   }
   std::string why = op->rejected;
-  const bool truncated = !why.empty();
-  if (!truncated) {
+  if (why.empty()) {
     // The message's last kSealTrailerBytes are its trailer; when it was
     // shorter than the buffer, their first part landed in the buffer.
     auto* data = static_cast<std::byte*>(op->data);
@@ -65,12 +64,10 @@ Result<std::shared_ptr<FabricOp>> FabricCore::Unseal(std::shared_ptr<FabricOp> o
   // other behind it: the receive then runs to its deadline
   // (fabric.op_timeout_s) as with a silent member. Failing the receive at
   // once instead let one replayed message end the epoch's collective on
-  // every member, with no member dead to re-form without. A member's
-  // message longer than the receive breaks the transport's contract as it
-  // would unsealed, and fails the receive.
-  if (truncated && completion.source >= 0) {
-    return Err(DataLoss(op->Describe() + ": dropped, it failed authentication: " + why));
-  }
+  // every member, with no member dead to re-form without. A message longer
+  // than the receive goes the same way: unsealed it fails the receive
+  // (kDataLoss), but sealed it cannot be authenticated, so it is one more
+  // that a member may send ahead of its real one.
   auto again = NewOp(FabricOp::Kind::kRecv, op->tag);
   again->peer = op->peer;
   again->addr = op->addr;
