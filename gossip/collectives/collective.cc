@@ -172,6 +172,11 @@ Status Collective::Broadcast(std::span<std::byte> data, Rank root,
 
 namespace {
 
+// Floats per message segment of a gather.
+size_t SegmentFloats(const CollectiveOptions& options) {
+  return std::max<size_t>(1, options.segment_bytes / sizeof(float));
+}
+
 // One direct round of an all-gather of `all`'s k-float parts; `bend` as
 // Collective::PartFor says (may be null).
 Status DirectGatherRound(const CollectiveGroup& world, std::span<float> all, size_t k,
@@ -190,8 +195,8 @@ Status DirectGatherRound(const CollectiveGroup& world, std::span<float> all, siz
     outgoing = [&](int d) { return std::span<const float>(bent[d]); };
   }
   return detail::DirectAllgather<float>(world, CollectiveTag(options.tag_base, CollectivePhase::kDirectGather), part,
-                                        std::max<size_t>(1, options.segment_bytes / sizeof(float)),
-                                        options.inflight_segments, options.deadline, "all-gather", nullptr, outgoing);
+                                        SegmentFloats(options), options.inflight_segments, options.deadline,
+                                        "all-gather", nullptr, outgoing);
 }
 
 // The parts' size, or InvalidArgument naming `what`.
@@ -224,16 +229,16 @@ Status Collective::AgreedAllgather(std::span<float> all, const CollectiveOptions
   auto echo = [&](int r) { return std::span<float>(echoes).subspan(static_cast<size_t>(r) * n * k, n * k); };
   auto exchange = [&]() -> Status {
     CHORUS_RETURN_IF_ERROR(DirectGatherRound(world_, all, k, options, bend));
-    if (n < 4) return Status::Ok();
+    if (n < kMinRanksForAgreement) return Status::Ok();
     echoes.assign(static_cast<size_t>(n) * n * k, 0.0f);
     std::copy(all.begin(), all.end(), echo(self).begin());
     return detail::DirectAllgather<float>(world_, CollectiveTag(options.tag_base, CollectivePhase::kEchoGather), echo,
-                                          std::max<size_t>(1, options.segment_bytes / sizeof(float)),
-                                          options.inflight_segments, options.deadline, "all-gather's echoes");
+                                          SegmentFloats(options), options.inflight_segments, options.deadline,
+                                          "all-gather's echoes");
   };
   CHORUS_RETURN_IF_ERROR(detail::RunCollective(world_, options.tag_base, options.deadline,
                                                options.identify_missing_peers, "agreed all-gather", exchange));
-  if (n < 4) return Status::Ok();
+  if (n < kMinRanksForAgreement) return Status::Ok();
   std::vector<int> liars = detail::ResolveByMajority(all, echoes, n, self);
   if (equivocators != nullptr) *equivocators = std::move(liars);
   return Status::Ok();

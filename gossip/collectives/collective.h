@@ -93,10 +93,11 @@ class Collective {
   // the value most honest ranks got, or, where no value has a majority, NaN
   // in every float and the liar's rank in `equivocators` (ascending), on
   // every honest rank alike (they all hold the same copies of its part). An
-  // honest member sends one part to all, so it is never among them. Below 4
-  // ranks no agreement without signatures tolerates a liar: a plain
+  // honest member sends one part to all, so it is never among them. Below
+  // kMinRanksForAgreement ranks no agreement without signatures tolerates a liar: a plain
   // Allgather, `equivocators` empty. Twice Allgather's messages, the second
   // n times the size.
+  static constexpr int kMinRanksForAgreement = 4;
   [[nodiscard]] Status AgreedAllgather(std::span<float> all, const CollectiveOptions& options,
                                        std::vector<int>* equivocators, const PartFor& bend = nullptr) const;
   // Returns once every rank has entered it (dissemination barrier, ceil(log2 n) rounds).

@@ -41,7 +41,7 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
   const gossip::Tag tag =
       EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30);
   GatheredFigures out;
-  out.agreed = rules.Agree(collective) && collective.size() >= 4;
+  out.agreed = rules.Agree(collective);
   gossip::Collective::PartFor bend;
   if (rules.equivocate) {  // fault injection: the norms (fields 0 and 2) differ by destination
     bend = [](int dest, std::span<float> part) {

@@ -134,8 +134,11 @@ struct CheckRules {
   // Fault injection (PoisonFault::equivocate): this member's norms reach
   // member k times 1 + 999 k.
   bool equivocate = false;
-  // Whether `collective`'s gathers run in agreement.
-  bool Agree(const gossip::Collective& collective) const { return collective.size() <= agree_up_to; }
+  // Whether `collective`'s gathers run in agreement (from
+  // Collective::kMinRanksForAgreement members, below which it is one round).
+  bool Agree(const gossip::Collective& collective) const {
+    return collective.size() >= gossip::Collective::kMinRanksForAgreement && collective.size() <= agree_up_to;
+  }
 };
 
 // norm_bound, quorum and agree_up_to as `config` sets them.

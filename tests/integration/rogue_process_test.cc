@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -61,6 +62,35 @@ Result<std::unique_ptr<gossip::Transport>> RogueTo(uint16_t victim_port) {
                                               {1, LoopbackAddress(victim_port), "node1"}};
   CHORUS_RETURN_IF_ERROR(rogue->SetPeers(0, view));
   return rogue;
+}
+
+// Waits for each node to end (300 s at most) and reads its summary.json
+// under `run`: by node, an object where it exited 0 and wrote one; a failure
+// names any other (with `outputs`), and its entry is not an object.
+std::vector<nlohmann::json> Summaries(std::vector<std::unique_ptr<ChorusProcess>>& nodes, const fs::path& run,
+                                      const std::function<std::string()>& outputs) {
+  std::vector<nlohmann::json> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::optional<int> status = nodes[i]->Wait(300);
+    const bool ok = status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+    EXPECT_TRUE(ok) << "node" << i << "\n" << outputs();
+    nlohmann::json summary = ReadJson(run / ("node" + std::to_string(i)) / "summary.json");
+    EXPECT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
+    out.push_back(ok && summary.is_object() ? std::move(summary) : nlohmann::json());
+  }
+  return out;
+}
+
+// Every node of `summaries` trained (test accuracy above 0.70) to one model.
+void ExpectOneTrainedModel(const std::vector<nlohmann::json>& summaries, const std::string& outputs) {
+  std::string checksum;
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    if (!summaries[i].is_object()) continue;  // Summaries failed it
+    EXPECT_GT(summaries[i]["test_accuracy"].get<double>(), 0.70) << "node" << i;
+    const std::string c = summaries[i]["parameter_checksum"].get<std::string>();
+    if (checksum.empty()) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model\n" << outputs;
+  }
 }
 
 TEST(RogueProcessTest, ANodeDropsEveryMessageOfAnEndpointThatIsNotAMember) {
@@ -111,26 +141,17 @@ TEST(RogueProcessTest, ANodeDropsEveryMessageOfAnEndpointThatIsNotAMember) {
     ++sent;
   }
 
-  std::string checksum;
-  for (int i = 0; i < 3; ++i) {
-    std::optional<int> status = nodes[i]->Wait(300);
-    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
-    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
-    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
-    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
-    const std::string c = summary["parameter_checksum"].get<std::string>();
-    if (checksum.empty()) checksum = c;
-    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
-    if (i == 1) {
-      // The any-source request receive took some of them; every one it took
-      // was dropped (the rest wait unmatched: no member's receive takes them).
-      EXPECT_GE(summary["data_plane_rejected"].get<int>(), 1) << "of " << sent << " forged messages\n" << outputs();
-      EXPECT_LE(summary["data_plane_rejected"].get<int>(), sent);
-      std::printf("forged messages sent %d: taken by an any-source receive and dropped %d, the rest matched no "
-                  "receive (those name members); one model, test accuracy %.4f\n", sent,
-                  summary["data_plane_rejected"].get<int>(), summary["test_accuracy"].get<double>());
-    }
-  }
+  const std::vector<nlohmann::json> summaries = Summaries(nodes, out / name, outputs);
+  ExpectOneTrainedModel(summaries, outputs());
+  const nlohmann::json& summary = summaries[1];
+  ASSERT_TRUE(summary.is_object());
+  // The any-source request receive took some of them; every one it took was
+  // dropped (the rest wait unmatched: no member's receive takes them).
+  EXPECT_GE(summary["data_plane_rejected"].get<int>(), 1) << "of " << sent << " forged messages\n" << outputs();
+  EXPECT_LE(summary["data_plane_rejected"].get<int>(), sent);
+  std::printf("forged messages sent %d: taken by an any-source receive and dropped %d, the rest matched no "
+              "receive (those name members); one model, test accuracy %.4f\n", sent,
+              summary["data_plane_rejected"].get<int>(), summary["test_accuracy"].get<double>());
   for (auto& s : sends) s->Cancel();
   fs::remove_all(out);
 }
@@ -152,12 +173,13 @@ std::vector<std::unique_ptr<ChorusProcess>> StartThree(const std::string& config
 // The three nodes' final checksums, once all exited 0 ("" for a node that did not).
 std::vector<std::string> Checksums(std::vector<std::unique_ptr<ChorusProcess>>& nodes, const fs::path& run) {
   std::vector<std::string> sums;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    std::optional<int> status = nodes[i]->Wait(300);
-    const bool ok = status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
-    EXPECT_TRUE(ok) << "node" << i << "\n" << nodes[i]->Output();
-    const nlohmann::json summary = ReadJson(run / ("node" + std::to_string(i)) / "summary.json");
-    sums.push_back(ok && summary.is_object() ? summary["parameter_checksum"].get<std::string>() : "");
+  const auto outputs = [&] {
+    std::string all;
+    for (auto& node : nodes) all += node->Output();
+    return all;
+  };
+  for (const nlohmann::json& summary : Summaries(nodes, run, outputs)) {
+    sums.push_back(summary.is_object() ? summary["parameter_checksum"].get<std::string>() : "");
   }
   return sums;
 }
@@ -236,18 +258,11 @@ TEST(RogueProcessTest, AMemberThatReplaysAMessageOfAnEarlierEpochHasItDropped) {
   ASSERT_TRUE(nodes[0]->WaitFor("cluster formed", 60)) << outputs();
   nodes.push_back(start(3));
   ASSERT_TRUE(nodes[1]->WaitFor("replays its first message of epoch 0", 120)) << outputs();
-  std::string checksum;
+  const std::vector<nlohmann::json> summaries = Summaries(nodes, out / name, outputs);
+  ExpectOneTrainedModel(summaries, outputs());
   int64_t rejected = 0;
-  for (int i = 0; i < 4; ++i) {
-    std::optional<int> status = nodes[i]->Wait(300);
-    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
-    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
-    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
-    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
-    rejected += summary.value("data_plane_rejected", int64_t{0});
-    const std::string c = summary["parameter_checksum"].get<std::string>();
-    if (checksum.empty()) checksum = c;
-    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model\n" << outputs();
+  for (const nlohmann::json& summary : summaries) {
+    if (summary.is_object()) rejected += summary.value("data_plane_rejected", int64_t{0});
   }
   EXPECT_GE(rejected, 1) << "no member dropped the replayed message\n" << outputs();
   std::printf("a member replayed 1 message of epoch 0 in epoch 1: dropped by its receiver (%lld rejected in all); "
