@@ -14,6 +14,10 @@ std::string SupersededBy(uint64_t epoch) {
   return "epoch " + std::to_string(epoch) + " superseded it";
 }
 
+std::string AskedToReform(uint64_t epoch) {
+  return "a member whose exchange failed asked for epoch " + std::to_string(epoch) + " over the same members";
+}
+
 }  // namespace
 
 void InstalledPeers::BeginInstall(const MembershipView& next) {
@@ -39,6 +43,8 @@ void InstalledPeers::Installed(gossip::Transport& transport) {
     EndEpochLocked(transport, declared + " was declared dead while it was installed");
   } else if (NewerViewEndsEpochLocked() && latest_epoch_ > view_.epoch) {
     EndSupersededEpochLocked(transport, latest_epoch_);
+  } else if (reform_epoch_ > view_.epoch && recovery_ == Recovery::kTraining) {
+    EndEpochLocked(transport, AskedToReform(reform_epoch_));
   }
 }
 
@@ -55,6 +61,7 @@ void InstalledPeers::SetFollowsViewsOnItsOwn(bool own_pace) {
 void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport& transport) {
   std::lock_guard<std::mutex> lock(mu_);
   latest_epoch_ = std::max(latest_epoch_, latest.epoch);
+  if (latest.reform) reform_epoch_ = std::max(reform_epoch_, latest.epoch);
   if (!installed_ || latest.epoch <= view_.epoch) return;
   if (latest.self_rank < 0) {
     // This node is out (removed, or it left): no member of the installed
@@ -65,6 +72,8 @@ void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport
                    /*short_wait=*/true);
   } else if (NewerViewEndsEpochLocked()) {
     EndSupersededEpochLocked(transport, latest.epoch);
+  } else if (latest.reform && recovery_ == Recovery::kTraining) {
+    EndEpochLocked(transport, AskedToReform(latest.epoch));
   }
 }
 

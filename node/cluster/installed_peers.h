@@ -74,7 +74,10 @@ class InstalledPeers {
   void SetFollowsViewsOnItsOwn(bool own_pace);
   // From the control thread: the control plane installed `latest`. One
   // without this node (self_rank -1: removed, or it left) ends the installed
-  // epoch's operations with every member, whatever the recovery.
+  // epoch's operations with every member, whatever the recovery; one a
+  // member asked for over the same members (latest.reform) ends them while
+  // training: that member's exchange failed, and the others' would wait for
+  // it to their deadline.
   void ViewChanged(const MembershipView& latest, gossip::Transport& transport);
 
  private:
@@ -101,6 +104,11 @@ class InstalledPeers {
     return recovery_ == Recovery::kReforming || (own_pace_ && recovery_ == Recovery::kTraining);
   }
   uint64_t latest_epoch_ = 0;  // the newest view the control plane has installed
+  // The newest view a member asked for over the same members
+  // (MembershipView::reform): while training, it ends the installed epoch's
+  // operations as a death does, also once a view being installed when it
+  // came is (Installed).
+  uint64_t reform_epoch_ = 0;
   // Deaths by data address (unique per process, as bytes): true once declared
   // dead (MemberDead), false while only the connection was lost.
   std::map<std::string, bool> dead_;

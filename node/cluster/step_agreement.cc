@@ -59,6 +59,25 @@ bool MemberLost(const Status& s) {
          s.code() == StatusCode::kAborted;
 }
 
+namespace {
+
+// The view after `epoch`. A death or a leave starts one without being asked;
+// when none has come within 2 * cluster.dead_timeout_s (the longest a death
+// takes to be declared), no member is gone (the failure was the exchange's
+// own: a member's training stalled past fabric.op_timeout_s, a message was
+// refused), and this node asks for the next epoch over the same members.
+Result<MembershipView> NextEpoch(ClusterSession& session, const Config& config, uint64_t epoch) {
+  const double death_s = 2 * config.cluster.dead_timeout_s;
+  Result<MembershipView> next = session.control->WaitForEpochAbove(epoch, Deadline::AfterSeconds(death_s));
+  if (next || next.error().code() != StatusCode::kDeadlineExceeded) return next;
+  CHORUS_LOG_WARN(Subsys::kGossip, "no member is gone ", death_s, " s after the failure: asking for an epoch over "
+                  "the same members");
+  session.control->RequestReform(epoch);
+  return session.control->WaitForEpochAbove(epoch, Deadline::AfterSeconds(death_s + 10));
+}
+
+}  // namespace
+
 Status ReformOverSurvivors(ClusterSession& session, const Config& config, const Status& failure,
                            const std::string& what, const std::function<Status(const MembershipView&)>& attempt) {
   const int attempts = std::max(1, session.view.size());
@@ -71,8 +90,7 @@ Status ReformOverSurvivors(ClusterSession& session, const Config& config, const 
   } recovered{*session.installed};
   for (int i = 1;; ++i) {
     CHORUS_LOG_WARN(Subsys::kGossip, "waiting for the membership epoch after ", epoch, " to re-form the ", what);
-    const Deadline deadline = Deadline::AfterSeconds(2 * config.cluster.dead_timeout_s + 10);
-    CHORUS_ASSIGN_OR_RETURN(MembershipView next, session.control->WaitForEpochAbove(epoch, deadline));
+    CHORUS_ASSIGN_OR_RETURN(MembershipView next, NextEpoch(session, config, epoch));
     if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
     session.installed->SetRecovery(Recovery::kReforming);  // a newer epoch now ends the attempt
     Status s = attempt(next);

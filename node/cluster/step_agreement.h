@@ -42,9 +42,12 @@ inline Deadline ReformDeadline(const Config& config) {
 // or left (Unavailable, DeadlineExceeded, Aborted): a failure to re-form after.
 bool MemberLost(const Status& s);
 
-// Re-forms an exchange after `failure` (a member died): waits for the
-// membership epoch after the session's (by 2 * cluster.dead_timeout_s + 10 s),
-// then runs `attempt` at it, which installs the new view and resynchronises.
+// Re-forms an exchange after `failure` (a member died, or the exchange failed
+// on its own): waits for the membership epoch after the session's, which a
+// death starts; when none came within 2 * cluster.dead_timeout_s, asks for
+// one over the same members (ControlPlane::RequestReform) and waits as long
+// again and 10 s. Then runs `attempt` at it, which installs the new view and
+// resynchronises.
 // An attempt fails when another member dies during it (a collective or a
 // barrier meets the dead one, or the epoch moves on): then this waits for the
 // epoch that drops that member and tries again, as long as errors are those of

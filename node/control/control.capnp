@@ -86,6 +86,8 @@ struct EpochView {
   expelled @9 :List(Expulsion);  # every name the cluster expelled so far: refused for the run
   runSalt @10 :Data;         # random, drawn with epoch 0 and copied into every later view:
                              # names the run in what members sign (accusation_proof.h)
+  reform @11 :Bool;          # a member asked for it (Heartbeat.reform): it ends the previous
+                             # epoch's data-plane operations on every member, as a death does
 }
 
 # A node name the members expelled for what it sent (poison), and why.
@@ -133,6 +135,8 @@ struct Heartbeat {
   incarnation @5 :Text;
   counts @6 :List(SampleCount);
   accusations @7 :List(Expulsion);
+  reform @8 :Bool;           # the sender's exchange failed in `epoch` with no member gone:
+                             # it asks the coordinator for the next epoch over the same members
 }
 
 struct SampleCount {

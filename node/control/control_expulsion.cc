@@ -39,9 +39,34 @@ void ControlPlaneImpl::Expel(const std::string& name, const std::string& why) {
   });
 }
 
+void ControlPlaneImpl::RequestReform(uint64_t epoch) {
+  asio::post(io_, [this, epoch] {
+    Locked([&] {
+      if (phase_ != Phase::kMember || !formed_ || view_.epoch != epoch || reform_asked_ == epoch) return;
+      reform_asked_ = epoch;
+      CHORUS_LOG_WARN(Subsys::kControl, "asking ", ExpectedCoordinator(), " for epoch ", epoch + 1,
+                      " over the same members: an exchange failed in epoch ", epoch, " and no member is gone");
+      if (IsCoordinator()) {
+        reform_requested_ = true;
+        MaybePropose();
+      }
+      SendHeartbeat();  // now, not at the next tick: every member waits for that epoch
+    });
+  });
+}
+
+void ControlPlaneImpl::NoteReformRequest(const msg::Heartbeat& h) {
+  if (!h.reform || h.epoch != view_.epoch || !IsCoordinator() || reform_requested_) return;
+  CHORUS_LOG_WARN(Subsys::kControl, h.sender, " asks for epoch ", view_.epoch + 1,
+                  " over the same members: its exchange failed and no member is gone");
+  reform_requested_ = true;
+  MaybePropose();
+}
+
 void ControlPlaneImpl::SendHeartbeat() {
   msg::Heartbeat heartbeat{view_.epoch, self_.name, progress_samples_,
                            IsCoordinator() && !applicants_.empty() ? view_.epoch + 1 : 0};
+  heartbeat.reform = reform_asked_ == view_.epoch;
   heartbeat.incarnation = incarnation_;
   heartbeat.counts = samples_.counts();
   heartbeat.accusations = own_accusations_;

@@ -241,7 +241,7 @@ void ControlPlaneImpl::MaybePropose() {
     }
   }
   const bool admits = advance_requested_ || AdmitsOnItsOwnNow(!departed.empty());
-  if (departed.empty() && !admits) return;
+  if (departed.empty() && !admits && !reform_requested_) return;
   if (InMinorityPart(survivors.size())) {
     LeaveAsCutOff(survivors.size());
     return;
@@ -266,6 +266,7 @@ void ControlPlaneImpl::MaybePropose() {
   v.finished = finished;
   v.stopped = stopped;
   v.expelled = ExpelledForViews();
+  v.reform = reform_requested_;
   for (size_t i = num_survivors; i < members.size(); ++i) v.joined.push_back(members[i].name);
   v.members = std::move(members);
   proposal_ = Proposal{v, {}};
@@ -414,6 +415,7 @@ void ControlPlaneImpl::AdoptView(const msg::EpochView& v) {
   next.joined = v.joined;
   next.data_salt = v.data_salt;
   next.data_key = key_->DataKey(v.epoch, v.data_salt);
+  next.reform = v.reform;
   for (const Member& m : v.members) {
     if (m.name == self_.name) next.self_rank = m.rank;
   }
@@ -421,6 +423,7 @@ void ControlPlaneImpl::AdoptView(const msg::EpochView& v) {
   formed_ = true;
   proposal_.reset();
   advance_requested_ = false;
+  reform_requested_ = false;
 }
 
 void ControlPlaneImpl::EndRemoved(uint64_t epoch, const std::string& how) {
@@ -554,6 +557,7 @@ void ControlPlaneImpl::HandleHeartbeat(const std::shared_ptr<Connection>& conn, 
     if (h.epoch == view_.epoch && IsCoordinator() && own_word) {
       for (const std::string& name : h.dead) NoteDeathReport(name, h.sender, now);
       JudgeDeaths(now);
+      NoteReformRequest(h);
     }
   }
   if (h.sender != self_.name && (!view_.Find(h.sender) || Gone(h.sender)) && h.epoch <= view_.epoch) {

@@ -90,6 +90,7 @@ void SetEpochView(wire::EpochView::Builder b, const msg::EpochView& v) {
   b.setDataSalt(DataOf(v.data_salt));
   SetExpulsions(b.initExpelled(static_cast<unsigned>(v.expelled.size())), v.expelled);
   b.setRunSalt(DataOf(v.run_salt));
+  b.setReform(v.reform);
 }
 
 void SetState(wire::State::Builder b, const msg::State& m) {
@@ -191,6 +192,7 @@ void Fill(wire::Envelope::Builder env, const ControlMessage& message) {
           b.setIncarnation(TextOf(m.incarnation));
           SetSampleCounts(b.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
           SetExpulsions(b.initAccusations(static_cast<unsigned>(m.accusations.size())), m.accusations);
+          b.setReform(m.reform);
         } else if constexpr (std::is_same_v<T, msg::Leave>) {
           auto b = env.initLeave();
           b.setEpoch(m.epoch);
@@ -296,6 +298,7 @@ Result<msg::EpochView> GetEpochView(wire::EpochView::Reader r) {
   v.data_salt = BytesOf(r.getDataSalt());
   v.expelled = GetExpulsions(r.getExpelled());
   v.run_salt = BytesOf(r.getRunSalt());
+  v.reform = r.getReform();
   return v;
 }
 
@@ -337,6 +340,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
         slot = std::max(slot, c.getSamples());
       }
       h.accusations = GetExpulsions(r.getAccusations());
+      h.reform = r.getReform();
       return h;
     }
     case wire::Envelope::LEAVE: {

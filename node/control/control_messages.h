@@ -105,6 +105,7 @@ struct EpochView {
   std::vector<uint8_t> data_salt;     // fresh per view (ClusterKey::DataKey)
   Expulsions expelled = {};           // every name expelled so far, with why
   std::vector<uint8_t> run_salt;      // drawn with epoch 0, the same in every later view
+  bool reform = false;                // asked for by a member whose exchange failed (control.capnp)
 };
 struct Welcome {
   EpochView view;
@@ -129,6 +130,9 @@ struct Heartbeat {
   std::map<std::string, uint64_t> counts = {};  // the sender's sample counter, every incarnation it knows
   // The sender's own accusations (ControlPlane::Expel), each with its proof.
   Expulsions accusations = {};
+  // The sender's exchange failed in `epoch` and no member is gone: it asks for
+  // the next epoch over the same members (ControlPlane::RequestReform).
+  bool reform = false;
 };
 struct Leave {
   uint64_t epoch = 0;

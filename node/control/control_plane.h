@@ -171,6 +171,15 @@ class ControlPlane {
   std::string ExpelledSelf() const;
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
+  // This node's exchange failed in epoch `epoch` and no member is gone, so no
+  // death or leave will start the next epoch (a member's training stalled
+  // past fabric.op_timeout_s while its process lives, a message was
+  // refused): asks the coordinator, in this node's heartbeats, for the next
+  // epoch over the same members. That view (MembershipView::reform) ends the
+  // epoch's data-plane operations on every member, as a death does, so that
+  // all of them re-form in it. Nothing when the view is past `epoch`
+  // already. Any thread.
+  void RequestReform(uint64_t epoch);
 
   // Returns when every member of membership epoch `epoch` has called
   // Barrier(name, epoch). Aborted when this node's view is past `epoch`

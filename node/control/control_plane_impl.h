@@ -88,6 +88,7 @@ class ControlPlaneImpl : public Connection::Listener {
   void MergeSampleCounts(const std::map<std::string, uint64_t>& counts);
   void AdmitOnItsOwn(uint64_t until_samples);
   void Expel(const std::string& name, const std::string& why);
+  void RequestReform(uint64_t epoch);
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;
@@ -335,6 +336,9 @@ class ControlPlaneImpl : public Connection::Listener {
   // progress, its accusations, the members it holds dead); each tick, and at
   // once on a new accusation.
   void SendHeartbeat();
+  // control_expulsion.cc: coordinator: `h`'s sender, a member, asks for the
+  // next epoch over the same members (ControlPlane::RequestReform).
+  void NoteReformRequest(const msg::Heartbeat& h);
   // control_expulsion.cc: records `reporter`'s heartbeat naming `name` dead.
   void NoteDeathReport(const std::string& name, const std::string& reporter, Clock::time_point now);
   // Fault injection for tests (docs/testing.md): CHORUS_FAULT_CLAIM_DEAD=
@@ -513,6 +517,12 @@ class ControlPlaneImpl : public Connection::Listener {
   };
   std::optional<DeferredProposal> deferred_proposal_;
   bool advance_requested_ = false;
+  // Re-forming the same members (ControlPlane::RequestReform): the epoch
+  // this node asked to re-form (its heartbeats carry the request while its
+  // view is at it), and, at the coordinator, whether a member of the view
+  // asked: the next proposal then comes without a death or a joiner.
+  std::optional<uint64_t> reform_asked_;
+  bool reform_requested_ = false;
   // Barrier-free admission (ControlPlane::AdmitOnItsOwn): the coordinator
   // proposes waiting joiners by itself while the cluster's count is below
   // admit_until_samples_ less what it trains in a few heartbeats.

@@ -35,6 +35,7 @@ std::string MembershipView::Describe() const {
     }
     out << ')';
   }
+  if (reform) out << " (re-formed after a failed exchange)";
   return out.str();
 }
 

@@ -53,6 +53,10 @@ struct MembershipView {
   // (ClusterKey::DataKey); all zero in a view that no control plane made.
   std::vector<uint8_t> data_salt;
   std::array<uint8_t, 32> data_key{};
+  // A member asked for this epoch over the same members after its exchange
+  // failed with none gone (ControlPlane::RequestReform): it ends the previous
+  // epoch's data-plane operations on every member, as a death does.
+  bool reform = false;
 
   int size() const { return static_cast<int>(members.size()); }
   // The members' batches summed: the cluster's global batch.

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -25,6 +27,22 @@ constexpr int kEvalBatch = 256;
 // other (the previous step's sums end together), far less than this; a node
 // signalled alone waits twice this before it stops.
 constexpr double kStopAgreementSeconds = 0.5;
+
+// Fault injection for tests (docs/testing.md): CHORUS_FAULT_STALL=STEP:SECONDS
+// holds the training thread SECONDS after step STEP's forward and backward,
+// before its exchange (once), while the control plane keeps answering: a
+// node whose training stalls (swapping, a driver that hangs a while) but
+// whose process lives.
+void StallIfAsked(int64_t step) {
+  static bool stalled = false;
+  const char* text = std::getenv("CHORUS_FAULT_STALL");
+  if (stalled || text == nullptr) return;
+  const char* colon = std::strchr(text, ':');
+  if (colon == nullptr || std::atoll(text) != step) return;
+  stalled = true;
+  CHORUS_LOG_WARN(Subsys::kNode, "fault injection: the training thread stalls for ", colon + 1, " s at step ", step);
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, std::atof(colon + 1))));
+}
 
 }  // namespace
 
@@ -245,6 +263,7 @@ bool TrainingLoop::StopsBefore() {
 Status TrainingLoop::TrainStep(const trainer::Batch& batch, trainer::ForwardBackwardResult* pass,
                                trainer::UpdateResult* update, bool* abandoned) {
   CHORUS_RETURN_IF_ERROR(ForwardBackward(batch, /*with_exchange=*/true, pass));
+  StallIfAsked(step_);
   CHORUS_RETURN_IF_ERROR(s_.exchange->AfterBackward(step_, pass->samples));
   *abandoned = s_.exchange->Transitions().TakeStepAbandoned();
   if (*abandoned) {

@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <regex>
@@ -253,9 +255,6 @@ inline nlohmann::json ReadJson(const std::filesystem::path& path) {
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
-// The lines of `output` that contain any of `needles` (e.g. "launch:" and
-// "[node3]"): put before a whole launch's output in a failure message, they
-// say what one node did where the whole output is cut short.
 // Metrics records of one node that trained steps (they carry a loss and a
 // throughput); 0 while the file is missing.
 inline int TrainedRecords(const std::filesystem::path& metrics) {
@@ -268,6 +267,9 @@ inline int TrainedRecords(const std::filesystem::path& metrics) {
   return records;
 }
 
+// The lines of `output` that contain any of `needles` (e.g. "launch:" and
+// "[node3]"): put before a whole launch's output in a failure message, they
+// say what one node did where the whole output is cut short.
 inline std::string LinesWith(const std::string& output, const std::vector<std::string>& needles) {
   std::istringstream in(output);
   std::string picked;
@@ -278,6 +280,37 @@ inline std::string LinesWith(const std::string& output, const std::vector<std::s
     }
   }
   return picked;
+}
+
+// Waits for each of `nodes` to end (300 s at most) and reads its summary.json
+// under `run` (node i's in `run`/node<i>): by node, an object where it exited
+// 0 and wrote one; a failure names any other (with `outputs`), and its entry
+// is not an object.
+inline std::vector<nlohmann::json> Summaries(std::vector<std::unique_ptr<ChorusProcess>>& nodes,
+                                             const std::filesystem::path& run,
+                                             const std::function<std::string()>& outputs) {
+  std::vector<nlohmann::json> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::optional<int> status = nodes[i]->Wait(300);
+    const bool ok = status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+    EXPECT_TRUE(ok) << "node" << i << "\n" << outputs();
+    nlohmann::json summary = ReadJson(run / ("node" + std::to_string(i)) / "summary.json");
+    EXPECT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
+    out.push_back(ok && summary.is_object() ? std::move(summary) : nlohmann::json());
+  }
+  return out;
+}
+
+// Every node of `summaries` trained (test accuracy above 0.70) to one model.
+inline void ExpectOneTrainedModel(const std::vector<nlohmann::json>& summaries, const std::string& outputs) {
+  std::string checksum;
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    if (!summaries[i].is_object()) continue;  // Summaries failed it
+    EXPECT_GT(summaries[i]["test_accuracy"].get<double>(), 0.70) << "node" << i;
+    const std::string c = summaries[i]["parameter_checksum"].get<std::string>();
+    if (checksum.empty()) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model\n" << outputs;
+  }
 }
 
 }  // namespace chorus::node::testing

@@ -38,6 +38,8 @@ namespace fs = std::filesystem;
 using testing::ChorusProcess;
 using testing::PortPicker;
 using testing::ReadJson;
+using testing::Summaries;
+using testing::ExpectOneTrainedModel;
 
 // The fi_getname blob of a tcp;ofi_rxm endpoint at 127.0.0.1:port (a
 // struct sockaddr_in), as the rogue would read it off the wire.
@@ -62,35 +64,6 @@ Result<std::unique_ptr<gossip::Transport>> RogueTo(uint16_t victim_port) {
                                               {1, LoopbackAddress(victim_port), "node1"}};
   CHORUS_RETURN_IF_ERROR(rogue->SetPeers(0, view));
   return rogue;
-}
-
-// Waits for each node to end (300 s at most) and reads its summary.json
-// under `run`: by node, an object where it exited 0 and wrote one; a failure
-// names any other (with `outputs`), and its entry is not an object.
-std::vector<nlohmann::json> Summaries(std::vector<std::unique_ptr<ChorusProcess>>& nodes, const fs::path& run,
-                                      const std::function<std::string()>& outputs) {
-  std::vector<nlohmann::json> out;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    std::optional<int> status = nodes[i]->Wait(300);
-    const bool ok = status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
-    EXPECT_TRUE(ok) << "node" << i << "\n" << outputs();
-    nlohmann::json summary = ReadJson(run / ("node" + std::to_string(i)) / "summary.json");
-    EXPECT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
-    out.push_back(ok && summary.is_object() ? std::move(summary) : nlohmann::json());
-  }
-  return out;
-}
-
-// Every node of `summaries` trained (test accuracy above 0.70) to one model.
-void ExpectOneTrainedModel(const std::vector<nlohmann::json>& summaries, const std::string& outputs) {
-  std::string checksum;
-  for (size_t i = 0; i < summaries.size(); ++i) {
-    if (!summaries[i].is_object()) continue;  // Summaries failed it
-    EXPECT_GT(summaries[i]["test_accuracy"].get<double>(), 0.70) << "node" << i;
-    const std::string c = summaries[i]["parameter_checksum"].get<std::string>();
-    if (checksum.empty()) checksum = c;
-    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model\n" << outputs;
-  }
 }
 
 TEST(RogueProcessTest, ANodeDropsEveryMessageOfAnEndpointThatIsNotAMember) {

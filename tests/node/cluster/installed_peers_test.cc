@@ -237,5 +237,38 @@ TEST_F(InstalledPeersTest, AViewWithoutThisNodeEndsTheInstalledEpoch) {
   EXPECT_EQ(recorder.silent, (std::vector<gossip::Rank>{1, 2}));
 }
 
+// A view a member asked for over the same members (its exchange failed,
+// nobody is gone) ends the installed epoch while training, as a death does,
+// also when it came while another view was being installed; a node already
+// waiting to re-form is left alone, and the view it asked for is not ended
+// once installed.
+TEST_F(InstalledPeersTest, AViewAskedForOverTheSameMembersEndsTheEpochWhileTraining) {
+  MembershipView asked = PeersView(1, {{"node0", 0}, {"node1", 1}, {"node2", 2}});
+  asked.reform = true;
+  installed_.SetRecovery(InstalledPeers::Recovery::kWaiting);
+  installed_.ViewChanged(asked, *transport_);
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
+  installed_.SetRecovery(InstalledPeers::Recovery::kReforming);
+  ASSERT_TRUE(Install(installed_, *transport_, asked).ok());
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kDeadlineExceeded);
+  installed_.SetRecovery(InstalledPeers::Recovery::kTraining);
+
+  MembershipView again = PeersView(2, {{"node0", 0}, {"node1", 1}, {"node2", 2}});
+  again.reform = true;
+  installed_.ViewChanged(again, *transport_);
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
+  EXPECT_EQ(ReceiveFrom(*transport_, 2), StatusCode::kUnavailable);
+
+  MembershipView third = PeersView(4, {{"node0", 0}, {"node1", 1}, {"node2", 2}});
+  third.reform = true;
+  installed_.BeginInstall(PeersView(3, {{"node0", 0}, {"node1", 1}, {"node2", 2}}));
+  installed_.ViewChanged(third, *transport_);
+  std::vector<gossip::PeerInfo> peers;
+  for (int r = 0; r < 3; ++r) peers.push_back({r, gossip::LocalHub::EncodeAddress(r), "node" + std::to_string(r)});
+  ASSERT_TRUE(transport_->SetPeers(0, peers).ok());
+  installed_.Installed(*transport_);
+  EXPECT_EQ(ReceiveFrom(*transport_, 1), StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace chorus::node

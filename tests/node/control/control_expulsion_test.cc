@@ -2,7 +2,8 @@
 // accusation expels nobody; cluster.expel_quorum members' do, and then the
 // name is refused by whoever coordinates, not only by the accusers, also
 // when they have gone since, and also when the view had dropped the name
-// before the accusations.
+// before the accusations. And a member whose exchange failed with nobody
+// gone asks, in its heartbeats, for the next epoch over the same members.
 #include "node/control/control_plane.h"
 #include "node/control/credentials.h"
 #include "tests/node/control/control_test_util.h"
@@ -178,6 +179,37 @@ TEST(ControlExpulsionTest, AJoinersSignedAccusationCountsInTheRunItJoined) {
   EXPECT_EQ(v->members.size(), 3u);
   EXPECT_EQ(v->Find("c"), nullptr);
   std::filesystem::remove_all(dir);
+}
+
+// A member's exchange failed and no member is gone (ControlPlane::
+// RequestReform): every member moves to the next epoch over the same
+// members, marked as asked for; a request for an epoch already past is
+// ignored; the coordinator's own request needs no heartbeat.
+TEST(ControlReformTest, AMembersRequestBringsEveryMemberToTheNextEpochOverTheSameMembers) {
+  Formed f = Form(3, 2);
+  ASSERT_EQ(f.by_rank.size(), 3u);
+  f.by_rank[2]->RequestReform(0);
+  for (auto& node : f.by_rank) {
+    Result<MembershipView> v = node->WaitForEpochAbove(0, Deadline::AfterSeconds(kExpelWait));
+    ASSERT_TRUE(v.has_value()) << v.error().ToString();
+    EXPECT_EQ(v->epoch, 1u);
+    EXPECT_TRUE(v->reform);
+    EXPECT_TRUE(v->departed.empty());
+    EXPECT_TRUE(v->joined.empty());
+    ASSERT_EQ(v->size(), 3);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(v->members[static_cast<size_t>(r)].name, f.names[static_cast<size_t>(r)]);
+  }
+  f.by_rank[1]->RequestReform(0);  // epoch 1 is there already
+  f.by_rank[0]->RequestReform(1);
+  for (auto& node : f.by_rank) {
+    Result<MembershipView> v = node->WaitForEpochAbove(1, Deadline::AfterSeconds(kExpelWait));
+    ASSERT_TRUE(v.has_value()) << v.error().ToString();
+    EXPECT_EQ(v->epoch, 2u);
+    EXPECT_TRUE(v->reform);
+    EXPECT_EQ(v->size(), 3);
+  }
+  Result<MembershipView> none = f.by_rank[2]->WaitForEpochAbove(2, Deadline::AfterSeconds(1.0));
+  EXPECT_FALSE(none.has_value()) << "a stale request moved the cluster to epoch " << none->epoch;
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ msg::EpochView SampleView() {
                 {"node7", {"sent NaN"}}};
   v.data_salt = {9, 8, 7};
   v.run_salt = {6, 5, 4, 3};
+  v.reform = true;
   return v;
 }
 
@@ -63,6 +64,7 @@ void ExpectSameView(const msg::EpochView& a, const msg::EpochView& b) {
   EXPECT_EQ(a.expelled, b.expelled);
   EXPECT_EQ(a.data_salt, b.data_salt);
   EXPECT_EQ(a.run_salt, b.run_salt);
+  EXPECT_EQ(a.reform, b.reform);
 }
 
 TEST(ControlMessagesTest, HelloAndProofRoundTrip) {
@@ -101,7 +103,7 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(ack.sender, "node2");
   auto hb = std::get<msg::Heartbeat>(RoundTrip(msg::Heartbeat{
       3, "node1", 640, 4, {"node2", "node3"}, "node1#00ff", {{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}},
-      {{"node6", {"sent NaN", {{"node1", {1}, {2}, {3}}}}}}}));
+      {{"node6", {"sent NaN", {{"node1", {1}, {2}, {3}}}}}}, true}));
   EXPECT_EQ(hb.epoch, 3u);
   EXPECT_EQ(hb.sender, "node1");
   EXPECT_EQ(hb.samples, 640u);
@@ -110,6 +112,8 @@ TEST(ControlMessagesTest, MembershipMessagesRoundTrip) {
   EXPECT_EQ(hb.incarnation, "node1#00ff");
   EXPECT_EQ(hb.counts, (std::map<std::string, uint64_t>{{"node1#00ff", 640}, {"node2#01", uint64_t{1} << 40}}));
   EXPECT_EQ(hb.accusations, (msg::Expulsions{{"node6", {"sent NaN", {{"node1", {1}, {2}, {3}}}}}}));
+  EXPECT_TRUE(hb.reform);
+  EXPECT_FALSE(std::get<msg::Heartbeat>(RoundTrip(msg::Heartbeat{3, "node1"})).reform);
   auto leave = std::get<msg::Leave>(RoundTrip(msg::Leave{4, "node4"}));
   EXPECT_EQ(leave.epoch, 4u);
   EXPECT_EQ(leave.name, "node4");
