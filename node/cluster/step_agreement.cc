@@ -76,6 +76,27 @@ Result<MembershipView> NextEpoch(ClusterSession& session, const Config& config, 
   return session.control->WaitForEpochAbove(epoch, Deadline::AfterSeconds(death_s + 10));
 }
 
+// In lock step, the members of a view asked for over the same members
+// (MembershipView::reform) all re-form in it: they meet at a control-plane
+// barrier first. A member that does not come by the re-form's deadline
+// answers heartbeats (else it would have been declared dead) while its
+// training hangs: the others declare it dead (ControlPlane::
+// DeclareUnresponsive), the next epoch drops it, and the attempt there goes
+// on without it. Not at their own pace (each node follows a view on its own)
+// nor with joiners (they take the live state, not the re-form).
+Status MeetForReform(ClusterSession& session, const Config& config, const MembershipView& next) {
+  if (!next.reform || !next.joined.empty() || session.own_pace()) return Status::Ok();
+  std::vector<std::string> missing;
+  Status met = session.control->Barrier("chorus.re-form", next.epoch, ReformDeadline(config), &missing);
+  if (met.code() != StatusCode::kDeadlineExceeded) return met;
+  for (const std::string& name : missing) {
+    session.control->DeclareUnresponsive(
+        name, "it answers heartbeats but did not meet the re-form of epoch " + std::to_string(next.epoch) +
+                  " by its deadline: its training hangs");
+  }
+  return met;
+}
+
 }  // namespace
 
 Status ReformOverSurvivors(ClusterSession& session, const Config& config, const Status& failure,
@@ -93,7 +114,8 @@ Status ReformOverSurvivors(ClusterSession& session, const Config& config, const 
     CHORUS_ASSIGN_OR_RETURN(MembershipView next, NextEpoch(session, config, epoch));
     if (next.self_rank < 0) return Aborted("this node was removed from the cluster");
     session.installed->SetRecovery(Recovery::kReforming);  // a newer epoch now ends the attempt
-    Status s = attempt(next);
+    Status s = MeetForReform(session, config, next);
+    if (s.ok()) s = attempt(next);
     session.installed->SetRecovery(Recovery::kWaiting);
     if (s.ok()) {
       CHORUS_LOG_WARN(Subsys::kGossip, "re-formed the ", what, " over ", next.size(), " survivors at epoch ",

@@ -55,6 +55,18 @@ void ControlPlaneImpl::RequestReform(uint64_t epoch) {
   });
 }
 
+void ControlPlaneImpl::DeclareUnresponsive(const std::string& name, const std::string& why) {
+  asio::post(io_, [this, name, why] {
+    Locked([&] {
+      const Member* m = view_.Find(name);
+      if (phase_ != Phase::kMember || m == nullptr || name == self_.name || Gone(name)) return;
+      DeclareDead(name, m->rank, why, /*gone=*/false);
+      SendHeartbeat();  // the word goes out now: the coordinator weighs it
+      MaybePropose();
+    });
+  });
+}
+
 void ControlPlaneImpl::NoteReformRequest(const msg::Heartbeat& h) {
   if (!h.reform || h.epoch != view_.epoch || !IsCoordinator() || reform_requested_) return;
   CHORUS_LOG_WARN(Subsys::kControl, h.sender, " asks for epoch ", view_.epoch + 1,

@@ -718,7 +718,8 @@ void ControlPlaneImpl::ResendBarriers() {
 }
 
 Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch, bool advance, int64_t value,
-                                         Deadline deadline, bool* advance_seen, int64_t* agreed) {
+                                         Deadline deadline, bool* advance_seen, int64_t* agreed,
+                                         std::vector<std::string>* missing_out) {
   std::unique_lock<std::mutex> lock(mu_);
   if (phase_ != Phase::kMember) {
     return FailedPrecondition("barrier '" + name + "': " + self_.name + " is not a cluster member (" +
@@ -786,6 +787,7 @@ Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch
                    ": the membership changed to epoch " + std::to_string(view_.epoch) +
                    " before every member arrived");
   }
+  if (missing_out != nullptr) *missing_out = missing();
   return DeadlineExceeded("barrier '" + name + "' of epoch " + std::to_string(epoch) + ": no arrival from " +
                           JoinNames(missing()) + " by the deadline");
 }

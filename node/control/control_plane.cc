@@ -118,8 +118,9 @@ void ControlPlane::OnViewChange(std::function<void(const MembershipView&)> callb
 Result<MembershipView> ControlPlane::WaitForEpochAbove(uint64_t epoch, Deadline deadline) {
   return impl_->WaitForEpochAbove(epoch, deadline);
 }
-Status ControlPlane::Barrier(const std::string& name, uint64_t epoch, Deadline deadline) {
-  return impl_->Barrier(name, epoch, deadline);
+Status ControlPlane::Barrier(const std::string& name, uint64_t epoch, Deadline deadline,
+                             std::vector<std::string>* missing) {
+  return impl_->Barrier(name, epoch, deadline, missing);
 }
 Result<MembershipView> ControlPlane::AdvanceEpochIfPending(Deadline deadline, int64_t proposal, int64_t* agreed) {
   int64_t ignored = 0;
@@ -140,6 +141,9 @@ void ControlPlane::MergeSampleCounts(const std::map<std::string, uint64_t>& coun
 void ControlPlane::AdmitOnItsOwn(uint64_t until_samples) { impl_->AdmitOnItsOwn(until_samples); }
 void ControlPlane::Expel(const std::string& name, const std::string& why) { impl_->Expel(name, why); }
 void ControlPlane::RequestReform(uint64_t epoch) { impl_->RequestReform(epoch); }
+void ControlPlane::DeclareUnresponsive(const std::string& name, const std::string& why) {
+  impl_->DeclareUnresponsive(name, why);
+}
 
 // ---------------------------------------------------------------------------
 // Start-up and shutdown
@@ -661,10 +665,11 @@ std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {
   return names;
 }
 
-Status ControlPlaneImpl::Barrier(const std::string& name, uint64_t epoch, Deadline deadline) {
+Status ControlPlaneImpl::Barrier(const std::string& name, uint64_t epoch, Deadline deadline,
+                                 std::vector<std::string>* missing) {
   bool advance_seen = false;
   int64_t agreed = 0;
-  return BarrierInternal(name, epoch, false, 0, deadline, &advance_seen, &agreed);
+  return BarrierInternal(name, epoch, false, 0, deadline, &advance_seen, &agreed, missing);
 }
 
 Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline, int64_t proposal,

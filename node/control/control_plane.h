@@ -180,13 +180,23 @@ class ControlPlane {
   // all of them re-form in it. Nothing when the view is past `epoch`
   // already. Any thread.
   void RequestReform(uint64_t epoch);
+  // The member `name` answers heartbeats but did not meet a re-form the
+  // others met (its training hangs while its control thread runs): this node
+  // declares it dead, as for silence, and its heartbeats say so. The
+  // coordinator drops it once it hears that from cluster.expel_quorum
+  // members (one member's word removes nobody); the node, once it runs
+  // again, finds itself removed and rejoins (cluster.rejoin). `why` goes to
+  // the log. Any thread.
+  void DeclareUnresponsive(const std::string& name, const std::string& why);
 
   // Returns when every member of membership epoch `epoch` has called
   // Barrier(name, epoch). Aborted when this node's view is past `epoch`
   // already, or moves past it first (retry in the new epoch): a node still
   // installing an older epoch must not take part in the newer epoch's barrier
-  // of the same name. DeadlineExceeded names the members that did not arrive.
-  [[nodiscard]] Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline);
+  // of the same name. DeadlineExceeded names the members that did not arrive,
+  // also in `*missing` when given.
+  [[nodiscard]] Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline,
+                               std::vector<std::string>* missing = nullptr);
 
   // The epoch boundary of the training loop: every member calls it at the same
   // point. When nodes wait to join, the coordinator proposes the next epoch with

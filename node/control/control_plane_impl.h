@@ -77,7 +77,7 @@ class ControlPlaneImpl : public Connection::Listener {
   void OnViewChange(std::function<void(const MembershipView&)> callback);
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
-  Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline);
+  Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline, std::vector<std::string>* missing);
   Result<MembershipView> AdvanceEpochIfPending(Deadline deadline, int64_t proposal, int64_t* agreed);
   std::vector<std::string> PendingJoiners() const;
   Status Leave(Deadline deadline, LeaveKind kind);
@@ -89,6 +89,7 @@ class ControlPlaneImpl : public Connection::Listener {
   void AdmitOnItsOwn(uint64_t until_samples);
   void Expel(const std::string& name, const std::string& why);
   void RequestReform(uint64_t epoch);
+  void DeclareUnresponsive(const std::string& name, const std::string& why);
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;
@@ -400,7 +401,8 @@ class ControlPlaneImpl : public Connection::Listener {
   // The barrier `name` of membership epoch `epoch` (see ControlPlane::Barrier).
   // `value`: this node's proposal; `*agreed`: the largest of every member's.
   Status BarrierInternal(const std::string& name, uint64_t epoch, bool advance, int64_t value, Deadline deadline,
-                         bool* advance_seen, int64_t* agreed);
+                         bool* advance_seen, int64_t* agreed,
+                         std::vector<std::string>* missing = nullptr);
 
   // ---- immutable after construction / Listen() ----
   ClusterConfig config_;
