@@ -70,6 +70,12 @@ struct ClusterSession {
   // in the last probe are not measured again.
   [[nodiscard]] Status InstallPeers(const MembershipView& view, Deadline deadline);
 
+  // Failures with nobody gone (step_agreement.h): how often this node asked
+  // for an epoch over the same members, and how many members it declared
+  // dead for not meeting a re-form while they answered heartbeats.
+  int reforms_asked = 0;
+  int hung_members_declared = 0;
+
   std::optional<SiteProbeOptions> site_probe;
   // The last probe (SiteProbeJson); null before one.
   nlohmann::json site_probe_report;

@@ -73,6 +73,7 @@ Result<MembershipView> NextEpoch(ClusterSession& session, const Config& config, 
   CHORUS_LOG_WARN(Subsys::kGossip, "no member is gone ", death_s, " s after the failure: asking for an epoch over "
                   "the same members");
   session.control->RequestReform(epoch);
+  ++session.reforms_asked;
   return session.control->WaitForEpochAbove(epoch, Deadline::AfterSeconds(death_s + 10));
 }
 
@@ -90,6 +91,7 @@ Status MeetForReform(ClusterSession& session, const Config& config, const Member
   Status met = session.control->Barrier("chorus.re-form", next.epoch, ReformDeadline(config), &missing);
   if (met.code() != StatusCode::kDeadlineExceeded) return met;
   for (const std::string& name : missing) {
+    ++session.hung_members_declared;
     session.control->DeclareUnresponsive(
         name, "it answers heartbeats but did not meet the re-form of epoch " + std::to_string(next.epoch) +
                   " by its deadline: its training hangs");

@@ -508,6 +508,9 @@ Result<json> TrainingLoop::Summarise() {
     // Data-plane messages that failed authentication (forged, altered, of
     // another epoch, replayed): dropped, never used.
     summary["data_plane_rejected"] = s_.session->transport->Stats().messages_rejected;
+    // Exchanges that failed with nobody gone (step_agreement.h).
+    summary["reforms_asked"] = s_.session->reforms_asked;
+    summary["hung_members_declared"] = s_.session->hung_members_declared;
     // The links measured at the last membership change (exchange.site_probe).
     if (!s_.session->site_probe_report.is_null()) summary["site_probe"] = s_.session->site_probe_report;
   }

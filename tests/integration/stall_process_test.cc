@@ -34,13 +34,6 @@ void PrintTo(const StallVariant& v, std::ostream* os) { *os << v.name; }
 
 class StallProcessTest : public ::testing::TestWithParam<StallVariant> {};
 
-// The stall (14 s) outlasts a data-plane wait (fabric.op_timeout_s, 4 s) and
-// the others' wait for a new epoch after their exchange failed, had they
-// waited only for a death (2 * cluster.dead_timeout_s + 10 = 16 s, from 4 s):
-// before they asked for an epoch over the same members, every node gave up
-// the run there. They ask 6 s after their failure (2 * dead_timeout_s), 4 s
-// before the stalled node comes back: the view they asked for has ended its
-// operations of the old epoch by then, so it meets them at once.
 // Four `chorus node` processes of `config` (run `name`), node `stalled` with
 // CHORUS_FAULT_STALL=`stall` in its environment.
 struct StalledCluster {
@@ -91,17 +84,20 @@ TEST_P(StallProcessTest, TheOthersReformWithTheStalledMemberAndAllEndWithOneMode
   const std::vector<nlohmann::json> s = testing::Summaries(c.nodes, c.run, outputs);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   testing::ExpectOneTrainedModel(s, outputs());
-  int asked = 0;
+  int asked = 0;  // requests, over the four
   for (size_t i = 0; i < s.size(); ++i) {
     if (!s[i].is_object()) continue;
     EXPECT_GE(s[i]["reforms"].get<int>(), 1) << "node" << i << ": " << s[i].dump();
     EXPECT_EQ(s[i]["world_size"], 4) << "node" << i;
-    asked += c.nodes[i]->Output().find("asking for an epoch over the same members") != std::string::npos;
+    asked += s[i]["reforms_asked"].get<int>();
+    EXPECT_EQ(s[i]["reforms_asked"].get<int>() > 0,
+              c.nodes[i]->Output().find("asking for an epoch over the same members") != std::string::npos);
+    EXPECT_EQ(s[i]["hung_members_declared"], 0) << "node" << i;
   }
   EXPECT_NE(c.nodes[static_cast<size_t>(v.stalled)]->Output().find("the training thread stalls"), std::string::npos)
       << outputs();
   EXPECT_GE(asked, 1) << outputs();
-  std::printf("%s: node%d stalled 14 s; %d node(s) asked for an epoch over the same members; all four ended with "
+  std::printf("%s: node%d stalled 14 s; %d request(s) for an epoch over the same members; all four ended with "
               "one model in %.1f s\n", v.name.c_str(), v.stalled, asked, seconds);
 }
 
@@ -137,7 +133,10 @@ TEST(HangProcessTest, AMemberWhoseTrainingHangsPastTheReformIsDroppedAndTheOther
   EXPECT_TRUE(status == 0 || (status == 1 && nobody_left)) << "node0 exited " << status << "\n" << outputs();
   int declared = 0;
   for (int i = 1; i < 4; ++i) {
-    declared += c.nodes[static_cast<size_t>(i)]->Output().find("did not meet the re-form") != std::string::npos;
+    const int counted = s[static_cast<size_t>(i - 1)]["hung_members_declared"].get<int>();
+    EXPECT_EQ(counted > 0,
+              c.nodes[static_cast<size_t>(i)]->Output().find("did not meet the re-form") != std::string::npos);
+    declared += counted;
   }
   EXPECT_GE(declared, 2) << outputs();
   EXPECT_NE(c.nodes[0]->Output().find("rejoining the cluster"), std::string::npos) << outputs();
