@@ -208,6 +208,21 @@ Result<size_t> PartSize(std::span<float> all, int n, const std::string& what) {
   return all.size() / static_cast<size_t>(n);
 }
 
+// The agreed gather's second round: every rank sends every other its copy
+// of all of `table` (as the first round left it) and gets theirs, each
+// rank's at r * |table| in `*echoes`.
+Status EchoRound(const CollectiveGroup& world, std::span<const float> table, const CollectiveOptions& options,
+                 std::vector<float>* echoes) {
+  const int n = world.size();
+  const size_t size = table.size();
+  echoes->assign(static_cast<size_t>(n) * size, 0.0f);
+  auto echo = [&](int r) { return std::span<float>(*echoes).subspan(static_cast<size_t>(r) * size, size); };
+  std::copy(table.begin(), table.end(), echo(world.self()).begin());
+  return detail::DirectAllgather<float>(world, CollectiveTag(options.tag_base, CollectivePhase::kEchoGather), echo,
+                                        SegmentFloats(options), options.inflight_segments, options.deadline,
+                                        "all-gather's echoes");
+}
+
 }  // namespace
 
 Status Collective::Allgather(std::span<float> all, const CollectiveOptions& options, const PartFor& bend) const {
@@ -218,28 +233,68 @@ Status Collective::Allgather(std::span<float> all, const CollectiveOptions& opti
 }
 
 Status Collective::AgreedAllgather(std::span<float> all, const CollectiveOptions& options,
-                                   std::vector<int>* equivocators, const PartFor& bend) const {
+                                   std::vector<int>* equivocators, const PartFor& bend,
+                                   const PartSigner* signer) const {
   const int n = size();
   const int self = rank();
   if (equivocators != nullptr) equivocators->clear();
   CHORUS_ASSIGN_OR_RETURN(const size_t k, PartSize(all, n, "agreed all-gather"));
   if (n < 2 || k == 0) return Status::Ok();
+  if (signer != nullptr && n >= kMinRanksForSignedAgreement) {
+    return SignedAgreedAllgather(all, k, options, equivocators, bend, *signer);
+  }
   // The second round's parts: each rank's whole table as it received it.
   std::vector<float> echoes;
-  auto echo = [&](int r) { return std::span<float>(echoes).subspan(static_cast<size_t>(r) * n * k, n * k); };
-  auto exchange = [&]() -> Status {
-    CHORUS_RETURN_IF_ERROR(DirectGatherRound(world_, all, k, options, bend));
-    if (n < kMinRanksForAgreement) return Status::Ok();
-    echoes.assign(static_cast<size_t>(n) * n * k, 0.0f);
-    std::copy(all.begin(), all.end(), echo(self).begin());
-    return detail::DirectAllgather<float>(world_, CollectiveTag(options.tag_base, CollectivePhase::kEchoGather), echo,
-                                          SegmentFloats(options), options.inflight_segments, options.deadline,
-                                          "all-gather's echoes");
-  };
-  CHORUS_RETURN_IF_ERROR(detail::RunCollective(world_, options.tag_base, options.deadline,
-                                               options.identify_missing_peers, "agreed all-gather", exchange));
+  CHORUS_RETURN_IF_ERROR(detail::RunCollective(
+      world_, options.tag_base, options.deadline, options.identify_missing_peers, "agreed all-gather", [&]() -> Status {
+        CHORUS_RETURN_IF_ERROR(DirectGatherRound(world_, all, k, options, bend));
+        if (n < kMinRanksForAgreement) return Status::Ok();
+        return EchoRound(world_, all, options, &echoes);
+      }));
   if (n < kMinRanksForAgreement) return Status::Ok();
   std::vector<int> liars = detail::ResolveByMajority(all, echoes, n, self);
+  if (equivocators != nullptr) *equivocators = std::move(liars);
+  return Status::Ok();
+}
+
+// AgreedAllgather with every part signed by its sender: each part travels
+// with its signature (g floats after its k), in both rounds, and each rank
+// takes for every other the one part its valid signatures cover
+// (detail::ResolveBySignature).
+Status Collective::SignedAgreedAllgather(std::span<float> all, size_t k, const CollectiveOptions& options,
+                                         std::vector<int>* equivocators, const PartFor& bend,
+                                         const PartSigner& signer) const {
+  const int n = size();
+  const int self = rank();
+  const size_t g = signer.SignatureFloats();
+  const size_t w = k + g;
+  std::vector<float> table(static_cast<size_t>(n) * w, 0.0f);
+  const std::span<float> own = std::span<float>(table).subspan(static_cast<size_t>(self) * w, w);
+  const std::span<const float> mine = all.subspan(static_cast<size_t>(self) * k, k);
+  std::copy(mine.begin(), mine.end(), own.begin());
+  signer.Sign(options.tag_base, own.first(k), own.subspan(k, g));
+  // A bent part is signed as sent: a liar holds its own key.
+  PartFor signed_bend;
+  if (bend) {
+    signed_bend = [&](int dest, std::span<float> part) {
+      bend(dest, part.first(k));
+      signer.Sign(options.tag_base, part.first(k), part.subspan(k, g));
+    };
+  }
+  std::vector<float> echoes;
+  CHORUS_RETURN_IF_ERROR(detail::RunCollective(
+      world_, options.tag_base, options.deadline, options.identify_missing_peers, "agreed all-gather", [&]() -> Status {
+        CHORUS_RETURN_IF_ERROR(DirectGatherRound(world_, table, w, options, signed_bend));
+        return EchoRound(world_, table, options, &echoes);
+      }));
+  auto valid = [&](int sender, std::span<const float> part, std::span<const float> signature) {
+    return signer.Verify(world_.RankAt(sender), options.tag_base, part, signature);
+  };
+  std::vector<int> liars = detail::ResolveBySignature(table, echoes, n, self, k, valid);
+  for (int r = 0; r < n; ++r) {
+    const auto from = table.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * w);
+    std::copy(from, from + static_cast<std::ptrdiff_t>(k), all.begin() + static_cast<std::ptrdiff_t>(r * k));
+  }
   if (equivocators != nullptr) *equivocators = std::move(liars);
   return Status::Ok();
 }

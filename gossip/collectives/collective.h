@@ -27,6 +27,7 @@
 #include "gossip/collectives/collective_group.h"
 #include "gossip/collectives/collective_options.h"
 #include "gossip/collectives/host_segment.h"
+#include "gossip/collectives/part_signer.h"
 #include "gossip/transport/transport.h"
 #include "topologies/host_groups.h"
 
@@ -97,9 +98,17 @@ class Collective {
   // kMinRanksForAgreement ranks no agreement without signatures tolerates a liar: a plain
   // Allgather, `equivocators` empty. Twice Allgather's messages, the second
   // n times the size.
+  // With `signer` (part_signer.h), from kMinRanksForSignedAgreement ranks:
+  // every part travels signed by its sender in both rounds, and a rank takes
+  // for each other the one part that valid signatures of its sender cover
+  // (detail::ResolveBySignature); a sender whose valid signatures cover two
+  // parts, or none, gets NaN and is in `equivocators` on every honest rank
+  // alike. A relayer cannot alter a part unnoticed, so three ranks suffice.
   static constexpr int kMinRanksForAgreement = 4;
+  static constexpr int kMinRanksForSignedAgreement = 3;
   [[nodiscard]] Status AgreedAllgather(std::span<float> all, const CollectiveOptions& options,
-                                       std::vector<int>* equivocators, const PartFor& bend = nullptr) const;
+                                       std::vector<int>* equivocators, const PartFor& bend = nullptr,
+                                       const PartSigner* signer = nullptr) const;
   // Returns once every rank has entered it (dissemination barrier, ceil(log2 n) rounds).
   [[nodiscard]] Status Barrier(const CollectiveOptions& options) const;
 
@@ -126,6 +135,9 @@ class Collective {
   bool Oversubscribed() const;
 
  private:
+  Status SignedAgreedAllgather(std::span<float> all, size_t k, const CollectiveOptions& options,
+                               std::vector<int>* equivocators, const PartFor& bend,
+                               const PartSigner& signer) const;
   Collective(CollectiveGroup world, topologies::HostGroups hosts, CollectiveGroup ring,
              topologies::HostGroups ring_hosts, std::shared_ptr<HostSegment> segment, int host_cores)
       : world_(std::move(world)), hosts_(std::move(hosts)), ring_(std::move(ring)),

@@ -256,6 +256,39 @@ std::vector<int> ResolveByMajority(std::span<float> all, std::span<const float> 
   return none;
 }
 
+std::vector<int> ResolveBySignature(
+    std::span<float> table, std::span<const float> echoes, int n, int self, size_t k,
+    const std::function<bool(int, std::span<const float>, std::span<const float>)>& valid) {
+  const size_t w = table.size() / static_cast<size_t>(n);
+  std::vector<int> liars;
+  for (int s = 0; s < n; ++s) {
+    if (s == self) continue;
+    std::vector<std::span<const float>> copies = {table.subspan(static_cast<size_t>(s) * w, w)};
+    for (int r = 0; r < n; ++r) {
+      if (r != s && r != self) copies.push_back(echoes.subspan((static_cast<size_t>(r) * n + s) * w, w));
+    }
+    std::optional<std::vector<float>> signed_part;
+    bool two = false;
+    for (std::span<const float> c : copies) {
+      if (signed_part && std::memcmp(signed_part->data(), c.data(), k * sizeof(float)) == 0) continue;
+      if (!valid(s, c.first(k), c.subspan(k))) continue;  // a relayer's forgery, or s's own garbage
+      if (signed_part) {
+        two = true;
+        break;
+      }
+      signed_part.emplace(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    float* out = table.data() + static_cast<size_t>(s) * w;
+    if (signed_part && !two) {
+      std::copy(signed_part->begin(), signed_part->end(), out);
+    } else {
+      std::fill(out, out + k, std::numeric_limits<float>::quiet_NaN());
+      liars.push_back(s);
+    }
+  }
+  return liars;
+}
+
 Status RunCollective(const CollectiveGroup& group, Tag tag_base, Deadline deadline,
                      bool identify_missing_peers, std::string_view what,
                      const std::function<Status()>& body) {

@@ -149,6 +149,20 @@ Status DirectAllgather(const CollectiveGroup& group, Tag tag, const std::functio
 // ranks of those without a majority, ascending.
 std::vector<int> ResolveByMajority(std::span<float> all, std::span<const float> echoes, int n, int self);
 
+// The signed gather's choice (Collective::AgreedAllgather with a signer) on
+// rank `self` of `n`: `table` holds the parts as this rank received them,
+// each followed by its signature (w floats a rank, the part its first k),
+// `echoes` every rank's copy of the whole table (rank r's n * w floats at
+// r * n * w; this rank's own and each part's sender's are not read). For
+// each other rank s, of the copies of s's part (the one s sent here, the
+// ones the others relayed) those that `valid(s, part, signature)` accepts:
+// when they all hold one part, bit for bit, it goes into `table`; when they
+// hold two or more (s signed different parts) or none (s sent no valid
+// signature), NaN in every float of s's part, and s is returned (ascending).
+std::vector<int> ResolveBySignature(
+    std::span<float> table, std::span<const float> echoes, int n, int self, size_t k,
+    const std::function<bool(int, std::span<const float>, std::span<const float>)>& valid);
+
 // "rank 3" or "ranks 1, 4".
 std::string RankList(const std::vector<Rank>& ranks);
 

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "gossip/transport/fabric/fabric_transport.h"
 #include "node/cluster/live_state.h"
+#include "node/cluster/part_signatures.h"
 #include "node/config/config_describe.h"
 #include "node/config/config_parse.h"
 #include "node/config/host_port.h"
@@ -21,6 +22,9 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
   const uint64_t left_epoch = view.epoch;
   view = next;
   installed->BeginInstall(next);
+  if (control != nullptr && control->Credentials() != nullptr && next.self_rank >= 0) {
+    part_signer = std::make_shared<CredentialPartSigner>(control->Credentials(), next);
+  }
   if (!transport) return Status::Ok();
   std::vector<gossip::PeerInfo> peers;
   peers.reserve(next.members.size());

@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "gossip/protocols/gossip_tags.h"
+#include "gossip/collectives/part_signer.h"
 #include "gossip/transport/transport.h"
 #include "node/config/config.h"
 #include "node/control/control_plane.h"
@@ -75,6 +76,11 @@ struct ClusterSession {
   // dead for not meeting a re-form while they answered heartbeats.
   int reforms_asked = 0;
   int hung_members_declared = 0;
+
+  // With per-node credentials (cluster.issuer): signs and checks the parts
+  // of the figures gathered in agreement over the installed view
+  // (part_signatures.h); null without credentials. Set by InstallPeers.
+  std::shared_ptr<const gossip::PartSigner> part_signer;
 
   std::optional<SiteProbeOptions> site_probe;
   // The last probe (SiteProbeJson); null before one.

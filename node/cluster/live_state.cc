@@ -235,7 +235,8 @@ Result<std::vector<uint8_t>> Receive(gossip::Transport& transport, const Plan& p
 Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
                                                std::span<const float> mine, gossip::Tag tag_base,
                                                Deadline deadline, std::vector<int>* equivocators,
-                                               const gossip::Collective::PartFor& bend) {
+                                               const gossip::Collective::PartFor& bend,
+                                               const gossip::PartSigner* signer) {
   const size_t k = mine.size();
   std::vector<float> all(k * static_cast<size_t>(collective.size()), 0.0f);
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * collective.rank()));
@@ -244,7 +245,7 @@ Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collect
   o.deadline = deadline;
   o.identify_missing_peers = false;  // each receive names its rank
   if (equivocators != nullptr) {
-    CHORUS_RETURN_IF_ERROR(collective.AgreedAllgather(std::span<float>(all), o, equivocators, bend));
+    CHORUS_RETURN_IF_ERROR(collective.AgreedAllgather(std::span<float>(all), o, equivocators, bend, signer));
   } else {
     CHORUS_RETURN_IF_ERROR(collective.Allgather(std::span<float>(all), o, bend));
   }

@@ -62,12 +62,14 @@ class LiveState {
 // Collective::AgreedAllgather's two rounds instead: every honest rank holds
 // the same parts even where one member sent different ones to different
 // ranks (those without a majority are NaN and named there). `bend`: fault
-// injection (Collective::PartFor).
+// injection (Collective::PartFor). `signer`: the parts signed, so that three
+// ranks agree too (Collective::AgreedAllgather).
 [[nodiscard]] Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collective,
                                                              std::span<const float> mine, gossip::Tag tag_base,
                                                              Deadline deadline,
                                                              std::vector<int>* equivocators = nullptr,
-                                                             const gossip::Collective::PartFor& bend = nullptr);
+                                                             const gossip::Collective::PartFor& bend = nullptr,
+                                                             const gossip::PartSigner* signer = nullptr);
 
 // The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
 // fusion buckets (EpochTagBase + b << 20, b < 2^17; an outer exchange, which

@@ -111,6 +111,7 @@ uint64_t ControlPlane::Epoch() const { return impl_->Epoch(); }
 Status ControlPlane::Failure() const { return impl_->Failure(); }
 bool ControlPlane::Removed() const { return impl_->Removed(); }
 std::string ControlPlane::ExpelledSelf() const { return impl_->ExpelledSelf(); }
+std::shared_ptr<const NodeCredentials> ControlPlane::Credentials() const { return impl_->credentials(); }
 std::vector<std::string> ControlPlane::RejoinAddresses() const { return impl_->RejoinAddresses(); }
 void ControlPlane::OnViewChange(std::function<void(const MembershipView&)> callback) {
   impl_->OnViewChange(std::move(callback));

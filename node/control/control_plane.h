@@ -169,6 +169,9 @@ class ControlPlane {
   // check, or an expulsion of its name heard from a member); empty when they
   // did not. Such a node does not join again (cluster.rejoin).
   std::string ExpelledSelf() const;
+  // This node's credentials (cluster.issuer), null without; they never
+  // change while it runs.
+  std::shared_ptr<const NodeCredentials> Credentials() const;
   // Waits for a view with epoch > `epoch`. Aborted when this node was removed.
   [[nodiscard]] Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
   // This node's exchange failed in epoch `epoch` and no member is gone, so no

@@ -90,6 +90,7 @@ class ControlPlaneImpl : public Connection::Listener {
   void Expel(const std::string& name, const std::string& why);
   void RequestReform(uint64_t epoch);
   void DeclareUnresponsive(const std::string& name, const std::string& why);
+  std::shared_ptr<const NodeCredentials> credentials() const { return credentials_; }
 
   // ---- Connection::Listener (control thread) ----
   void OnEstablished(const std::shared_ptr<Connection>& conn) override;

@@ -224,6 +224,12 @@ Signature NodeCredentials::Sign(std::span<const uint8_t> transcript) const {
   return s;
 }
 
+bool NodeCredentials::SignedBy(const SignPublicKey& key, std::span<const uint8_t> signature,
+                               std::span<const uint8_t> transcript) {
+  return signature.size() == kSignatureBytes &&
+         crypto_sign_verify_detached(signature.data(), transcript.data(), transcript.size(), key.data()) == 0;
+}
+
 Status NodeCredentials::CheckIssued(const Credential& peer, std::string_view name) const {
   const std::string who = "'" + std::string(name) + "'";
   if (peer.name != name) return PermissionDenied(who + " showed a credential for '" + peer.name + "'");
@@ -248,8 +254,7 @@ Status NodeCredentials::CheckPeer(const Credential& peer, std::string_view name,
                                   std::span<const uint8_t> transcript, std::string_view what) const {
   CHORUS_RETURN_IF_ERROR(CheckIssued(peer, name));
   const std::string who = "'" + std::string(name) + "'";
-  if (signature.size() != kSignatureBytes ||
-      crypto_sign_verify_detached(signature.data(), transcript.data(), transcript.size(), peer.node_key.data()) != 0) {
+  if (!SignedBy(peer.node_key, signature, transcript)) {
     return PermissionDenied(who + " did not sign " + std::string(what) +
                             " with its credential's key (a copied credential without its secret key?)");
   }

@@ -107,6 +107,10 @@ class NodeCredentials {
 
   // This node's signature of a handshake transcript.
   Signature Sign(std::span<const uint8_t> transcript) const;
+  // Whether `signature` is `key`'s over `transcript` (the key's credential
+  // checked apart, CheckIssued).
+  static bool SignedBy(const SignPublicKey& key, std::span<const uint8_t> signature,
+                       std::span<const uint8_t> transcript);
   // Ok when `peer` is a credential of this node's issuer for `name`;
   // PermissionDenied saying which check failed.
   [[nodiscard]] Status CheckIssued(const Credential& peer, std::string_view name) const;

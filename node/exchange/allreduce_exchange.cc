@@ -278,6 +278,7 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   std::vector<std::string> names(view.size());
   for (int r = 0; r < view.size(); ++r) names[r] = view.members[r].name;
   CheckRules rules = CheckRulesFrom(config_);
+  rules.signer = session_->part_signer.get();
   rules.equivocate = faulty && report_fault_->EquivocatesNow();
   rules.bounds.max_total = view.GlobalBatch();
   // The shares of this membership only (a re-form installs new ones).

@@ -215,7 +215,8 @@ Status OuterExchange::InsideSite(int64_t step) {
     s = sites_->MixInSite(trainer_->MasterWeights(), step, deadline);
   } else {
     Result<StepCheck> check = site_check_.Average(*sites_, trainer_->MasterWeights(),
-                                                  AllreduceOptionsAt(tag_base, deadline), session_->view.epoch, step);
+                                                  AllreduceOptionsAt(tag_base, deadline), session_->view.epoch, step,
+                                                  session_->part_signer.get());
     if (check) ReportSiteCheck(*check, step);
     s = check ? Status::Ok() : check.error();
   }
@@ -405,6 +406,7 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   const bool faulty = poison_fault_ && sync.step >= poison_fault_->from_step;  // fault injection
   if (faulty && poison_fault_->lie) poison_fault_->Misreport(view.self_rank, &mine, &audit);
   CheckRules rules = CheckRulesFrom(config_);
+  rules.signer = session_->part_signer.get();
   rules.equivocate = faulty && poison_fault_->EquivocatesNow();
   // Every path's sum is the sum of what the members report they put in
   // (with a codec, exactly: what each kept), so it is held to the reports.

@@ -126,7 +126,8 @@ PoisonVerdict JudgeSums(std::span<const gossip::AuditFigures> figures) {
 
 Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& collective, uint64_t epoch,
                                                       CheckedSum which, const gossip::AuditFigures& mine,
-                                                      Deadline deadline, std::vector<int>* equivocators) {
+                                                      Deadline deadline, std::vector<int>* equivocators,
+                                                      const gossip::PartSigner* signer) {
   const size_t n = mine.sent.size();
   if (n != static_cast<size_t>(collective.size())) {
     return Err(Internal("audit figures of " + std::to_string(n) + " ranks for a collective of " +
@@ -142,7 +143,8 @@ Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& 
   Put(mine.summed, row);
   const gossip::Tag tag =
       EpochTagBase(epoch) + (gossip::Tag{5} << 37) + (static_cast<gossip::Tag>(which) << 30) + (gossip::Tag{1} << 29);
-  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all, GatherFromEveryRank(collective, row, tag, deadline, equivocators));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
+                          GatherFromEveryRank(collective, row, tag, deadline, equivocators, nullptr, signer));
   std::vector<gossip::AuditFigures> out(n);
   for (size_t r = 0; r < n; ++r) {
     const float* in = all.data() + r * row.size();
@@ -200,7 +202,7 @@ Result<StepCheck> CheckStep(const gossip::Collective& collective, uint64_t epoch
   if (check.audited) {
     std::vector<int> in_audit;
     CHORUS_ASSIGN_OR_RETURN(all, GatherAudit(collective, epoch, which, audit, deadline,
-                                             rules.Agree(collective) ? &in_audit : nullptr));
+                                             rules.Agree(collective) ? &in_audit : nullptr, rules.signer));
     equivocators.insert(equivocators.end(), in_audit.begin(), in_audit.end());
     std::sort(equivocators.begin(), equivocators.end());
     equivocators.erase(std::unique(equivocators.begin(), equivocators.end()), equivocators.end());

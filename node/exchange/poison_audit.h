@@ -41,12 +41,14 @@ namespace chorus::node {
 // Every rank's AuditFigures of one step, by rank (the same on every rank).
 // `which`: the check's tags (its range of GatherFigures', + 1 << 29).
 // With `equivocators`, gathered in agreement (CheckRules::agree_up_to), and the
-// ranks whose figures no majority of copies agreed on go there.
+// ranks whose figures no majority of copies agreed on (or, with `signer`, no
+// one signed copy) go there.
 [[nodiscard]] Result<std::vector<gossip::AuditFigures>> GatherAudit(const gossip::Collective& collective,
                                                                     uint64_t epoch, CheckedSum which,
                                                                     const gossip::AuditFigures& mine,
                                                                     Deadline deadline,
-                                                                    std::vector<int>* equivocators = nullptr);
+                                                                    std::vector<int>* equivocators = nullptr,
+                                                                    const gossip::PartSigner* signer = nullptr);
 
 // `reports`: the step's gathered reports (GatherFigures), for each member's
 // claimed weight; `figures`: GatherAudit's; `quorum`: cluster.expel_quorum.

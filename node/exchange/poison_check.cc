@@ -50,7 +50,7 @@ Result<GatheredFigures> GatherFigures(const gossip::Collective& collective, uint
   }
   CHORUS_ASSIGN_OR_RETURN(std::vector<float> all,
                           GatherFromEveryRank(collective, mine, tag, deadline,
-                                              out.agreed ? &out.equivocators : nullptr, bend));
+                                              out.agreed ? &out.equivocators : nullptr, bend, rules.signer));
   const size_t n = all.size() / 6;
   out.reports.resize(n);
   for (size_t r = 0; r < n; ++r) out.reports[r] = {all[6 * r], all[6 * r + 1] > 0.5f, all[6 * r + 2], all[6 * r + 5]};

@@ -127,17 +127,24 @@ struct CheckRules {
   // exchange.poison_agreement_up_to: up to this many members the figures
   // are gathered by Collective::AgreedAllgather, so that a member that sends
   // different figures to different members cannot make them judge it
-  // differently (from 4 members: with 3 no agreement without signatures
-  // tolerates a liar). Its second round costs each member n - 1 messages of
+  // differently (from 4 members, or 3 with signatures: unsigned, with 3 no
+  // agreement tolerates a liar). Its second round costs each member n - 1 messages of
   // n times the first's figures, so it stops where that outweighs it.
   int agree_up_to = 32;
   // Fault injection (PoisonFault::equivocate): this member's norms reach
   // member k times 1 + 999 k.
   bool equivocate = false;
+  // With per-node credentials, the session's signer of the parts
+  // (ClusterSession::part_signer): the figures travel signed, and three
+  // members agree too. Null without.
+  const gossip::PartSigner* signer = nullptr;
   // Whether `collective`'s gathers run in agreement (from
-  // Collective::kMinRanksForAgreement members, below which it is one round).
+  // Collective::kMinRanksForAgreement members, or kMinRanksForSignedAgreement
+  // with a signer; below, one round).
   bool Agree(const gossip::Collective& collective) const {
-    return collective.size() >= gossip::Collective::kMinRanksForAgreement && collective.size() <= agree_up_to;
+    const int least = signer != nullptr ? gossip::Collective::kMinRanksForSignedAgreement
+                                        : gossip::Collective::kMinRanksForAgreement;
+    return collective.size() >= least && collective.size() <= agree_up_to;
   }
 };
 

@@ -8,7 +8,8 @@
 namespace chorus::node {
 
 Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float> params,
-                                            gossip::AllreduceOptions options, uint64_t epoch, int64_t step) {
+                                            gossip::AllreduceOptions options, uint64_t epoch, int64_t step,
+                                            const gossip::PartSigner* signer) {
   const gossip::Collective* site = levels.site();
   if (site == nullptr) return StepCheck{};
   const int n = levels.site_size();
@@ -48,6 +49,7 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
   gossip::StepContribution mine{std::sqrt(sumsq) * share, finite, std::sqrt(reduced_sumsq), reduced_finite};
   if (poisons && fault_->lie) fault_->Misreport(site->rank(), &mine, &audit);  // fault injection
   CheckRules rules = settings_.rules;
+  rules.signer = signer;
   rules.equivocate = poisons && fault_->EquivocatesNow();
   CHORUS_ASSIGN_OR_RETURN(StepCheck check,
                           CheckStep(*site, epoch, CheckedSum::kSiteParameters, mine, /*weight=*/1.0, audit, rules,

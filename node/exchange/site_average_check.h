@@ -51,8 +51,10 @@ class SiteAverageCheck {
   // does, checked as the file comment says. The check's figures and verdict,
   // its ranks the site's (SiteLevels::site_ranks); an empty verdict where
   // nothing was checked. Every member of the site calls it at the same step.
+  // `signer`: the session's (ClusterSession::part_signer), null without credentials.
   [[nodiscard]] Result<StepCheck> Average(SiteLevels& levels, std::span<float> params,
-                                          gossip::AllreduceOptions options, uint64_t epoch, int64_t step);
+                                          gossip::AllreduceOptions options, uint64_t epoch, int64_t step,
+                                          const gossip::PartSigner* signer = nullptr);
 
  private:
   const Settings settings_;

@@ -42,15 +42,16 @@ struct PoisonVariant {
 class PoisonProcessTest : public ::testing::TestWithParam<PoisonVariant> {};
 
 std::vector<std::string> PoisonNodeArgs(const std::string& config, int i, int port0, const fs::path& out,
-                                        const std::string& name) {
+                                        const std::string& name, int nodes) {
   return testing::HandNodeArgs(
       config, i, port0, out.string(), name,
-      {"cluster.min_nodes=4", "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
+      {"cluster.min_nodes=" + std::to_string(nodes), "cluster.heartbeat_interval_s=0.2",
+       "cluster.suspect_timeout_s=1.5",
        "cluster.dead_timeout_s=3", "fabric.op_timeout_s=60", "train.threads=1", "train.epochs=3",
        "train.batch_size=32", "train.eval_every_epochs=0", "data.train_limit=6000", "data.test_limit=1000"});
 }
 
-// Four hand-started nodes of `config` (PoisonNodeArgs), each with `sets`
+// `nodes` (four) hand-started nodes of `config` (PoisonNodeArgs), each with `sets`
 // (--set) and its own credential when `credentials`; node `faulty` also with
 // the environment `env` and `faulty_sets`.
 struct PoisonCluster {
@@ -60,14 +61,16 @@ struct PoisonCluster {
   std::vector<std::string> env = {};
   std::vector<std::string> faulty_sets = {};
   bool credentials = false;
+  int nodes = 4;
 };
-std::vector<std::unique_ptr<ChorusProcess>> StartFour(const PoisonCluster& f, int port0, const fs::path& out,
+std::vector<std::unique_ptr<ChorusProcess>> StartNodes(const PoisonCluster& f, int port0, const fs::path& out,
                                                       const std::string& name) {
   const std::vector<std::vector<std::string>> credentials =
-      f.credentials ? testing::IssueNodeCredentials(out / "credentials", 4) : std::vector<std::vector<std::string>>(4);
+      f.credentials ? testing::IssueNodeCredentials(out / "credentials", f.nodes)
+                    : std::vector<std::vector<std::string>>(static_cast<size_t>(f.nodes));
   std::vector<std::unique_ptr<ChorusProcess>> nodes;
-  for (int i = 0; i < 4; ++i) {
-    std::vector<std::string> args = PoisonNodeArgs(f.config, i, port0, out, name);
+  for (int i = 0; i < f.nodes; ++i) {
+    std::vector<std::string> args = PoisonNodeArgs(f.config, i, port0, out, name, f.nodes);
     for (const std::string& set : f.sets) args.insert(args.end(), {"--set", set});
     for (const std::string& set : credentials[i]) args.insert(args.end(), {"--set", set});
     for (const std::string& set : i == f.faulty ? f.faulty_sets : std::vector<std::string>{}) {
@@ -109,7 +112,8 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   std::vector<std::string> node3_sets = v.node3_sets;
   node3_sets.push_back("cluster.rejoin=true");
   std::vector<std::unique_ptr<ChorusProcess>> nodes =
-      StartFour({v.config, v.sets, 3, {"CHORUS_FAULT_POISON=" + v.fault}, node3_sets, v.credentials}, port0, out, name);
+      StartNodes({v.config, v.sets, 3, {"CHORUS_FAULT_POISON=" + v.fault}, node3_sets, v.credentials}, port0, out,
+                 name);
   auto outputs = [&] {
     std::string all;
     for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
@@ -172,7 +176,7 @@ TEST_P(PoisonProcessTest, TheOthersNameThePoisonerExpelItAndTrainOn) {
   fs::remove_all(out);
 }
 
-// StartFour, then waits for each node to end (300 s at most).
+// StartNodes, then waits for each node to end (300 s at most).
 struct LiarRun {
   std::vector<std::unique_ptr<ChorusProcess>> nodes;
   std::vector<std::optional<int>> statuses;
@@ -182,9 +186,9 @@ struct LiarRun {
     return all;
   }
 };
-LiarRun RunFour(const PoisonCluster& f, const fs::path& out, const std::string& name, uint32_t port_salt) {
+LiarRun RunNodes(const PoisonCluster& f, const fs::path& out, const std::string& name, uint32_t port_salt) {
   LiarRun run;
-  run.nodes = StartFour(f, PortPicker(static_cast<uint32_t>(getpid()) + port_salt).Next(), out, name);
+  run.nodes = StartNodes(f, PortPicker(static_cast<uint32_t>(getpid()) + port_salt).Next(), out, name);
   for (auto& node : run.nodes) run.statuses.push_back(node->Wait(300));
   return run;
 }
@@ -211,7 +215,7 @@ TEST(PoisonProcessTest, ALyingMemberAloneExpelsNobody) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-liar";
   const fs::path out = fs::temp_directory_path() / ("chorus-liar-test-" + std::to_string(getpid()));
-  const LiarRun run = RunFour({"gossip-dpsgd-ring.toml", {}, 3, {"CHORUS_FAULT_ACCUSE=node1@5"}}, out, name, 11);
+  const LiarRun run = RunNodes({"gossip-dpsgd-ring.toml", {}, 3, {"CHORUS_FAULT_ACCUSE=node1@5"}}, out, name, 11);
   ExpectOneModel(run, 4, 4, out, name);
   // Every member heard the accusation and counted it as one of two.
   for (int i = 0; i < 4; ++i) {
@@ -231,7 +235,7 @@ TEST(PoisonProcessTest, AMemberThatCallsAnotherDeadAloneRemovesOnlyItself) {
   const std::string name = "poison-dead-claim";
   const fs::path out = fs::temp_directory_path() / ("chorus-dead-claim-test-" + std::to_string(getpid()));
   // Long enough for the coordinator's grace (dead_timeout_s, 3 s) from step 5 on.
-  const LiarRun run = RunFour({"allreduce-ring.toml", {"train.epochs=24"}, 3, {"CHORUS_FAULT_CLAIM_DEAD=node1@5"},
+  const LiarRun run = RunNodes({"allreduce-ring.toml", {"train.epochs=24"}, 3, {"CHORUS_FAULT_CLAIM_DEAD=node1@5"},
                                {"cluster.rejoin=false"}},
                               out, name, 13);
   ExpectOneModel(run, 3, 3, out, name);
@@ -255,7 +259,7 @@ TEST(PoisonProcessTest, AMemberThatAltersWhatItForwardsSplitsNoReplica) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-forward";
   const fs::path out = fs::temp_directory_path() / ("chorus-forward-test-" + std::to_string(getpid()));
-  const LiarRun run = RunFour({"diloco.toml",
+  const LiarRun run = RunNodes({"diloco.toml",
                                {"exchange.compression.codec=top-k", "exchange.compression.ratio=0.02",
                                 "exchange.compression.value_bits=8"},
                                3,
@@ -290,7 +294,7 @@ TEST(PoisonProcessTest, AViewThatConvictsWithoutProofIsRefused) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const std::string name = "poison-forged-view";
   const fs::path out = fs::temp_directory_path() / ("chorus-forged-view-test-" + std::to_string(getpid()));
-  const LiarRun run = RunFour(
+  const LiarRun run = RunNodes(
       {"allreduce-ring.toml", {}, 0, {"CHORUS_FAULT_FORGE_EXPULSION=node2"}, {}, /*credentials=*/true}, out, name, 17);
   ExpectOneModel(run, 4, 4, out, name);
   for (int i = 1; i < 4; ++i) {
@@ -301,6 +305,49 @@ TEST(PoisonProcessTest, AViewThatConvictsWithoutProofIsRefused) {
   }
   EXPECT_EQ(run.nodes[2]->Output().find("expelled this node"), std::string::npos) << run.Outputs();
   EXPECT_EQ(run.Outputs().find("node2 was expelled: fault injection"), std::string::npos) << run.Outputs();
+  fs::remove_all(out);
+}
+
+// Three members with per-node credentials: node2 equivocates (from step 5,
+// at every other check, the norms it sends member k are 1 + 999 k times its
+// own). Unsigned, three members cannot agree on who lied (a relayer may lie
+// too), so the check's figures were gathered in one round and node0 and
+// node1 judged node2 differently, one of them alone each time: never a
+// quorum of two. Signed, a relayed copy is node2's or refused, both hold
+// both of node2's signed figures after the echoes, name it alike at its
+// first equivocated check, and expel it; the two end with one model.
+TEST(PoisonProcessTest, ThreeMembersWithCredentialsNameAnEquivocatorAlike) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  const std::string name = "poison-signed-three";
+  const fs::path out = fs::temp_directory_path() / ("chorus-signed-three-test-" + std::to_string(getpid()));
+  PoisonCluster f{"allreduce-ring.toml", {}, 2, {"CHORUS_FAULT_POISON=x1@5+equivocate"}, {}, /*credentials=*/true};
+  f.nodes = 3;
+  std::vector<std::unique_ptr<ChorusProcess>> nodes =
+      StartNodes(f, PortPicker(static_cast<uint32_t>(getpid()) + 19).Next(), out, name);
+  auto outputs = [&] {
+    std::string all;
+    for (size_t i = 0; i < nodes.size(); ++i) all += "---- node" + std::to_string(i) + "\n" + nodes[i]->Output();
+    return all;
+  };
+  ASSERT_TRUE(nodes[0]->WaitFor("members node0 node1 \\(departed ranks 2\\)", 120)) << outputs();
+  std::string checksum;
+  for (int i = 0; i < 2; ++i) {
+    std::optional<int> status = nodes[i]->Wait(300);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node" << i << "\n" << outputs();
+    const nlohmann::json summary = ReadJson(out / name / ("node" + std::to_string(i)) / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << "node" << i << " wrote no summary\n" << outputs();
+    const nlohmann::json& poison = summary["poison"];
+    EXPECT_EQ(summary["world_size"], 2) << outputs();
+    EXPECT_GE(poison.value("agreed_steps", 0), 1) << "node" << i << ": " << poison.dump();
+    EXPECT_GE(poison["named"].value("node2", 0), 1) << "node" << i << ": " << poison.dump();
+    EXPECT_GT(summary["test_accuracy"].get<double>(), 0.70) << "node" << i;
+    const std::string c = summary["parameter_checksum"].get<std::string>();
+    if (checksum.empty()) checksum = c;
+    EXPECT_EQ(c, checksum) << "node" << i << " ended with another model";
+  }
+  EXPECT_NE(outputs().find("member node2 (rank 2) is dead: expelled"), std::string::npos) << outputs();
+  nodes[2]->Signal(SIGKILL);
+  (void)nodes[2]->Wait(10);
   fs::remove_all(out);
 }
 

@@ -1,7 +1,8 @@
 // Collective::Allgather: every rank's part on every rank, each exactly as its
 // rank sent it, even when another rank alters everything it sends; and
 // Collective::AgreedAllgather: the same parts on every honest rank even when
-// one rank sends different parts to different ranks or lies in its echoes.
+// one rank sends different parts to different ranks or lies in its echoes,
+// from four ranks, or from three with every part signed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -171,7 +172,7 @@ struct Gathered {
 // sending through an EquivocatingTransport of `phase` (none: honest), with
 // AgreedAllgather (`agreed`) or Allgather.
 Gathered GatherWithRankZero(int n, size_t k, std::optional<CollectivePhase> phase, bool agreed,
-                            const Collective::PartFor& bend = nullptr) {
+                            const Collective::PartFor& bend = nullptr, const PartSigner* signer = nullptr) {
   Gathered g{std::vector<std::vector<float>>(n, std::vector<float>(k * n, 0.0f)), std::vector<std::vector<int>>(n)};
   auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
     std::optional<EquivocatingTransport> lying;
@@ -182,7 +183,8 @@ Gathered GatherWithRankZero(int n, size_t k, std::optional<CollectivePhase> phas
     CollectiveOptions options;
     options.deadline = Deadline::AfterSeconds(30);
     if (!agreed) return c.Allgather(std::span<float>(g.all[r]), options);
-    return c.AgreedAllgather(std::span<float>(g.all[r]), options, &g.equivocators[r], r == 0 ? bend : nullptr);
+    return c.AgreedAllgather(std::span<float>(g.all[r]), options, &g.equivocators[r], r == 0 ? bend : nullptr,
+                             signer);
   });
   for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r].ToString();
   return g;
@@ -277,6 +279,130 @@ TEST(AgreedAllgatherTest, APartAlteredForOneRankIsOutvoted) {
   for (int r = 1; r < 5; ++r) {
     EXPECT_TRUE(g.equivocators[r].empty());
     EXPECT_EQ(g.all[r][0], PartOf(0, 6)[0]) << "rank " << r;
+  }
+}
+
+// A signer for the tests: rank r's signature is a hash of (r, the gather's
+// tag, the part) in its first two floats, so that what the
+// EquivocatingTransport alters on the way fails the check. Each rank runs
+// on its own thread (RunRanks) and signs as `self`.
+class HashSigner final : public PartSigner {
+ public:
+  size_t SignatureFloats() const override { return 4; }
+  void Sign(Tag gather, std::span<const float> part, std::span<float> signature) const override {
+    SignAs(Self(), gather, part, signature);
+  }
+  bool Verify(Rank sender, Tag gather, std::span<const float> part,
+              std::span<const float> signature) const override {
+    std::vector<float> want(SignatureFloats());
+    SignAs(sender, gather, part, want);
+    return signature.size() == want.size() && std::memcmp(signature.data(), want.data(), 2 * sizeof(float)) == 0;
+  }
+  static thread_local Rank self;
+
+ private:
+  static Rank Self() { return self; }
+  static void SignAs(Rank r, Tag gather, std::span<const float> part, std::span<float> signature) {
+    uint64_t h = 1469598103934665603ull ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(r + 1));
+    auto mix = [&](const void* p, size_t bytes) {
+      const auto* b = static_cast<const unsigned char*>(p);
+      for (size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    };
+    mix(&gather, sizeof(gather));
+    mix(part.data(), part.size_bytes());
+    std::fill(signature.begin(), signature.end(), 0.0f);
+    // The hash as two floats of 16 bits each way: exact, never NaN.
+    signature[0] = static_cast<float>(h & 0xffff);
+    signature[1] = static_cast<float>((h >> 16) & 0xffff);
+  }
+};
+thread_local Rank HashSigner::self = -1;
+
+// GatherWithRankZero with every part signed (HashSigner).
+Gathered SignedGather(int n, size_t k, std::optional<CollectivePhase> phase,
+                      const Collective::PartFor& bend = nullptr) {
+  const HashSigner signer;
+  Gathered g{std::vector<std::vector<float>>(n, std::vector<float>(k * n, 0.0f)), std::vector<std::vector<int>>(n)};
+  auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
+    HashSigner::self = r;
+    std::optional<EquivocatingTransport> lying;
+    if (r == 0 && phase) lying.emplace(t, *phase);
+    CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(lying ? static_cast<Transport&>(*lying) : t));
+    const std::vector<float> mine = PartOf(r, k);
+    std::copy(mine.begin(), mine.end(), g.all[r].begin() + static_cast<std::ptrdiff_t>(r * k));
+    CollectiveOptions options;
+    options.deadline = Deadline::AfterSeconds(30);
+    return c.AgreedAllgather(std::span<float>(g.all[r]), options, &g.equivocators[r], r == 0 ? bend : nullptr,
+                             &signer);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+  return g;
+}
+
+TEST(SignedAgreedAllgatherTest, EveryRankGetsEveryRanksPartAndNobodyIsNamed) {
+  for (int n : {2, 3, 4, 5}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const Gathered g = SignedGather(n, 6, std::nullopt);
+    for (int r = 0; r < n; ++r) {
+      for (int j = 0; j < n; ++j) {
+        const std::vector<float> want = PartOf(j, 6);
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), g.all[r].begin() + static_cast<std::ptrdiff_t>(j * 6)))
+            << "rank " << r << "'s copy of rank " << j << "'s part";
+      }
+      EXPECT_TRUE(g.equivocators[r].empty());
+    }
+  }
+}
+
+// Rank 0 signs a different part for each rank (a liar holds its own key).
+// At three ranks, unsigned, nothing can tell it from a relayer that lies;
+// signed, both honest ranks hold both of its signed parts after the echoes
+// and name it alike, with every honest part as sent. A part altered for one
+// rank alone is the same proof.
+TEST(SignedAgreedAllgatherTest, ThreeRanksNameAMemberThatSignsEachADifferentPart) {
+  const Collective::PartFor each = [](int dest, std::span<float> part) { part[0] += 1000.0f * dest; };
+  const Collective::PartFor one = [](int dest, std::span<float> part) {
+    if (dest == 2) part[0] = -1.0f;
+  };
+  for (int n : {3, 4, 5}) {
+    for (const Collective::PartFor* bend : {&each, &one}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (bend == &each ? " each" : " one"));
+      const Gathered g = SignedGather(n, 6, std::nullopt, *bend);
+      EXPECT_TRUE(HonestRanksAgree(g));
+      for (int r = 1; r < n; ++r) {
+        EXPECT_EQ(g.equivocators[r], std::vector<int>({0})) << "rank " << r;
+        EXPECT_TRUE(std::isnan(g.all[r][0])) << "rank " << r;
+        EXPECT_TRUE(HonestPartsIntact(g, r, 6)) << "rank " << r;
+      }
+    }
+  }
+}
+
+// Rank 0 gathers honestly but relays every part altered (its signature
+// with it): at three ranks one honest copy against one lie, and still no
+// honest rank is named or takes the lie, as the lie fails its signature.
+TEST(SignedAgreedAllgatherTest, ALiarsAlteredEchoesFailTheirSignatures) {
+  for (int n : {3, 4}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const Gathered g = SignedGather(n, 6, CollectivePhase::kEchoGather);
+    EXPECT_TRUE(HonestRanksAgree(g));
+    for (int r = 1; r < n; ++r) {
+      EXPECT_TRUE(g.equivocators[r].empty()) << "rank " << r;
+      EXPECT_TRUE(HonestPartsIntact(g, r, 6)) << "rank " << r;
+      const std::vector<float> zero = PartOf(0, 6);
+      EXPECT_TRUE(std::equal(zero.begin(), zero.end(), g.all[r].begin())) << "rank " << r << "'s copy of rank 0's";
+    }
+  }
+}
+
+// Rank 0's own parts arrive altered (on the wire, signature and all): no
+// copy carries its valid signature, so every honest rank names it alike.
+TEST(SignedAgreedAllgatherTest, AMemberWithoutAValidSignatureIsNamedByAll) {
+  const Gathered g = SignedGather(3, 6, CollectivePhase::kDirectGather);
+  EXPECT_TRUE(HonestRanksAgree(g));
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_EQ(g.equivocators[r], std::vector<int>({0})) << "rank " << r;
+    EXPECT_TRUE(HonestPartsIntact(g, r, 6)) << "rank " << r;
   }
 }
 
