@@ -228,65 +228,65 @@ Status DirectAllgather(const CollectiveGroup& group, Tag tag, const std::functio
   return Status::Ok();
 }
 
-std::vector<int> ResolveByMajority(std::span<float> all, std::span<const float> echoes, int n, int self) {
-  const size_t k = all.size() / static_cast<size_t>(n);
-  std::vector<int> none;
-  for (int s = 0; s < n; ++s) {
-    if (s == self) continue;
-    std::vector<std::span<const float>> copies = {all.subspan(static_cast<size_t>(s) * k, k)};
-    for (int r = 0; r < n; ++r) {
-      if (r != s && r != self) copies.push_back(echoes.subspan((static_cast<size_t>(r) * n + s) * k, k));
-    }
-    auto same = [&](std::span<const float> a, std::span<const float> b) {
-      return std::memcmp(a.data(), b.data(), k * sizeof(float)) == 0;
-    };
-    std::optional<std::vector<float>> chosen;
-    for (size_t c = 0; c < copies.size() && !chosen; ++c) {
-      const auto held = std::count_if(copies.begin(), copies.end(), [&](auto other) { return same(copies[c], other); });
-      if (2 * static_cast<size_t>(held) > copies.size()) chosen.emplace(copies[c].begin(), copies[c].end());
-    }
-    float* out = all.data() + static_cast<size_t>(s) * k;
-    if (chosen) {
-      std::copy(chosen->begin(), chosen->end(), out);
-    } else {
-      std::fill(out, out + k, std::numeric_limits<float>::quiet_NaN());
-      none.push_back(s);
-    }
-  }
-  return none;
-}
+namespace {
 
-std::vector<int> ResolveBySignature(
-    std::span<float> table, std::span<const float> echoes, int n, int self, size_t k,
-    const std::function<bool(int, std::span<const float>, std::span<const float>)>& valid) {
+// For each rank s but `self`, the copies of s's part (w floats a rank, the
+// part its first k): the one s sent (in `table`), and the ones each rank
+// other than s and self relayed (in `echoes`). `choose` picks the part to
+// keep; where it picks none, NaN in every float of the part, and s is
+// returned (ascending).
+using Choice = std::function<std::optional<std::vector<float>>(int, const std::vector<std::span<const float>>&)>;
+std::vector<int> Resolve(std::span<float> table, std::span<const float> echoes, int n, int self, size_t k,
+                         const Choice& choose) {
   const size_t w = table.size() / static_cast<size_t>(n);
-  std::vector<int> liars;
+  std::vector<int> unresolved;
   for (int s = 0; s < n; ++s) {
     if (s == self) continue;
     std::vector<std::span<const float>> copies = {table.subspan(static_cast<size_t>(s) * w, w)};
     for (int r = 0; r < n; ++r) {
       if (r != s && r != self) copies.push_back(echoes.subspan((static_cast<size_t>(r) * n + s) * w, w));
     }
+    const std::optional<std::vector<float>> chosen = choose(s, copies);
+    float* out = table.data() + static_cast<size_t>(s) * w;
+    if (chosen) {
+      std::copy(chosen->begin(), chosen->end(), out);
+    } else {
+      std::fill(out, out + k, std::numeric_limits<float>::quiet_NaN());
+      unresolved.push_back(s);
+    }
+  }
+  return unresolved;
+}
+
+}  // namespace
+
+std::vector<int> ResolveByMajority(std::span<float> all, std::span<const float> echoes, int n, int self) {
+  const size_t k = all.size() / static_cast<size_t>(n);
+  return Resolve(all, echoes, n, self, k, [&](int, const std::vector<std::span<const float>>& copies) {
+    auto same = [&](std::span<const float> a, std::span<const float> b) {
+      return std::memcmp(a.data(), b.data(), k * sizeof(float)) == 0;
+    };
+    for (std::span<const float> c : copies) {
+      const auto held = std::count_if(copies.begin(), copies.end(), [&](auto other) { return same(c, other); });
+      if (2 * static_cast<size_t>(held) > copies.size()) return std::optional(std::vector<float>(c.begin(), c.end()));
+    }
+    return std::optional<std::vector<float>>();
+  });
+}
+
+std::vector<int> ResolveBySignature(
+    std::span<float> table, std::span<const float> echoes, int n, int self, size_t k,
+    const std::function<bool(int, std::span<const float>, std::span<const float>)>& valid) {
+  return Resolve(table, echoes, n, self, k, [&](int s, const std::vector<std::span<const float>>& copies) {
     std::optional<std::vector<float>> signed_part;
-    bool two = false;
     for (std::span<const float> c : copies) {
       if (signed_part && std::memcmp(signed_part->data(), c.data(), k * sizeof(float)) == 0) continue;
       if (!valid(s, c.first(k), c.subspan(k))) continue;  // a relayer's forgery, or s's own garbage
-      if (signed_part) {
-        two = true;
-        break;
-      }
+      if (signed_part) return std::optional<std::vector<float>>();  // two signed parts: s equivocated
       signed_part.emplace(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k));
     }
-    float* out = table.data() + static_cast<size_t>(s) * w;
-    if (signed_part && !two) {
-      std::copy(signed_part->begin(), signed_part->end(), out);
-    } else {
-      std::fill(out, out + k, std::numeric_limits<float>::quiet_NaN());
-      liars.push_back(s);
-    }
-  }
-  return liars;
+    return signed_part;
+  });
 }
 
 Status RunCollective(const CollectiveGroup& group, Tag tag_base, Deadline deadline,

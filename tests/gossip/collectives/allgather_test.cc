@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -171,8 +172,10 @@ struct Gathered {
 // Every rank's table after gathering PartOf(r, k) over `n` ranks, rank 0
 // sending through an EquivocatingTransport of `phase` (none: honest), with
 // AgreedAllgather (`agreed`) or Allgather.
+// `signer_of(r)`: rank r's signer (none: unsigned).
 Gathered GatherWithRankZero(int n, size_t k, std::optional<CollectivePhase> phase, bool agreed,
-                            const Collective::PartFor& bend = nullptr, const PartSigner* signer = nullptr) {
+                            const Collective::PartFor& bend = nullptr,
+                            const std::function<const PartSigner*(int)>& signer_of = nullptr) {
   Gathered g{std::vector<std::vector<float>>(n, std::vector<float>(k * n, 0.0f)), std::vector<std::vector<int>>(n)};
   auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
     std::optional<EquivocatingTransport> lying;
@@ -184,7 +187,7 @@ Gathered GatherWithRankZero(int n, size_t k, std::optional<CollectivePhase> phas
     options.deadline = Deadline::AfterSeconds(30);
     if (!agreed) return c.Allgather(std::span<float>(g.all[r]), options);
     return c.AgreedAllgather(std::span<float>(g.all[r]), options, &g.equivocators[r], r == 0 ? bend : nullptr,
-                             signer);
+                             signer_of ? signer_of(r) : nullptr);
   });
   for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r].ToString();
   return g;
@@ -207,10 +210,55 @@ bool HonestPartsIntact(const Gathered& g, int r, size_t k) {
   return true;
 }
 
+// A signer for the tests: rank r's signature is a hash of (r, the gather's
+// tag, the part) in its first two floats, so that what the
+// EquivocatingTransport alters on the way fails the check.
+class HashSigner final : public PartSigner {
+ public:
+  explicit HashSigner(Rank self) : self_(self) {}
+  size_t SignatureFloats() const override { return 4; }
+  void Sign(Tag gather, std::span<const float> part, std::span<float> signature) const override {
+    SignAs(self_, gather, part, signature);
+  }
+  bool Verify(Rank sender, Tag gather, std::span<const float> part,
+              std::span<const float> signature) const override {
+    std::vector<float> want(SignatureFloats());
+    SignAs(sender, gather, part, want);
+    return signature.size() == want.size() && std::memcmp(signature.data(), want.data(), 2 * sizeof(float)) == 0;
+  }
+
+ private:
+  static void SignAs(Rank r, Tag gather, std::span<const float> part, std::span<float> signature) {
+    uint64_t h = 1469598103934665603ull ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(r + 1));
+    auto mix = [&](const void* p, size_t bytes) {
+      const auto* b = static_cast<const unsigned char*>(p);
+      for (size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    };
+    mix(&gather, sizeof(gather));
+    mix(part.data(), part.size_bytes());
+    std::fill(signature.begin(), signature.end(), 0.0f);
+    // The hash as two floats of 16 bits each way: exact, never NaN.
+    signature[0] = static_cast<float>(h & 0xffff);
+    signature[1] = static_cast<float>((h >> 16) & 0xffff);
+  }
+  const Rank self_;
+};
+
+// GatherWithRankZero in agreement with every part signed (HashSigner).
+Gathered SignedGather(int n, size_t k, std::optional<CollectivePhase> phase,
+                      const Collective::PartFor& bend = nullptr) {
+  std::vector<HashSigner> signers;
+  for (int r = 0; r < n; ++r) signers.emplace_back(r);
+  return GatherWithRankZero(n, k, phase, /*agreed=*/true, bend, [&](int r) { return &signers[r]; });
+}
+
+// Unsigned and signed alike.
 TEST(AgreedAllgatherTest, EveryRankGetsEveryRanksPartAndNobodyIsNamed) {
-  for (int n : {2, 3, 4, 5, 7}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    const Gathered g = GatherWithRankZero(n, 6, std::nullopt, /*agreed=*/true);
+  for (const auto& [n, sign] : std::vector<std::pair<int, bool>>{{2, false}, {3, false}, {4, false}, {5, false},
+                                                                 {7, false}, {2, true}, {3, true}, {4, true},
+                                                                 {5, true}}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + (sign ? " signed" : ""));
+    const Gathered g = sign ? SignedGather(n, 6, std::nullopt) : GatherWithRankZero(n, 6, std::nullopt, true);
     for (int r = 0; r < n; ++r) {
       for (int j = 0; j < n; ++j) {
         const std::vector<float> want = PartOf(j, 6);
@@ -252,12 +300,15 @@ TEST(AgreedAllgatherTest, ThreeRanksGatherInOneRoundAndNameNobody) {
 }
 
 // Rank 0 gathers honestly but relays every part altered, differently to each
-// rank: one lying copy among n - 1 outvoted, nobody named, every honest part
-// as sent.
-TEST(AgreedAllgatherTest, ALiarsEchoesAreOutvoted) {
-  for (int n : {4, 5, 8}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    const Gathered g = GatherWithRankZero(n, 6, CollectivePhase::kEchoGather, /*agreed=*/true);
+// rank: unsigned, one lying copy among n - 1 outvoted; signed, from three
+// ranks, one honest copy against one lie, and the lie fails its signature.
+// Either way nobody named, every honest part as sent.
+TEST(AgreedAllgatherTest, ALiarsEchoesAreOutvotedOrFailTheirSignatures) {
+  for (const auto& [n, sign] : std::vector<std::pair<int, bool>>{{4, false}, {5, false}, {8, false}, {3, true},
+                                                                 {4, true}}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + (sign ? " signed" : ""));
+    const Gathered g = sign ? SignedGather(n, 6, CollectivePhase::kEchoGather)
+                            : GatherWithRankZero(n, 6, CollectivePhase::kEchoGather, /*agreed=*/true);
     EXPECT_TRUE(HonestRanksAgree(g));
     for (int r = 1; r < n; ++r) {
       EXPECT_TRUE(g.equivocators[r].empty()) << "rank " << r;
@@ -282,78 +333,6 @@ TEST(AgreedAllgatherTest, APartAlteredForOneRankIsOutvoted) {
   }
 }
 
-// A signer for the tests: rank r's signature is a hash of (r, the gather's
-// tag, the part) in its first two floats, so that what the
-// EquivocatingTransport alters on the way fails the check. Each rank runs
-// on its own thread (RunRanks) and signs as `self`.
-class HashSigner final : public PartSigner {
- public:
-  size_t SignatureFloats() const override { return 4; }
-  void Sign(Tag gather, std::span<const float> part, std::span<float> signature) const override {
-    SignAs(Self(), gather, part, signature);
-  }
-  bool Verify(Rank sender, Tag gather, std::span<const float> part,
-              std::span<const float> signature) const override {
-    std::vector<float> want(SignatureFloats());
-    SignAs(sender, gather, part, want);
-    return signature.size() == want.size() && std::memcmp(signature.data(), want.data(), 2 * sizeof(float)) == 0;
-  }
-  static thread_local Rank self;
-
- private:
-  static Rank Self() { return self; }
-  static void SignAs(Rank r, Tag gather, std::span<const float> part, std::span<float> signature) {
-    uint64_t h = 1469598103934665603ull ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(r + 1));
-    auto mix = [&](const void* p, size_t bytes) {
-      const auto* b = static_cast<const unsigned char*>(p);
-      for (size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
-    };
-    mix(&gather, sizeof(gather));
-    mix(part.data(), part.size_bytes());
-    std::fill(signature.begin(), signature.end(), 0.0f);
-    // The hash as two floats of 16 bits each way: exact, never NaN.
-    signature[0] = static_cast<float>(h & 0xffff);
-    signature[1] = static_cast<float>((h >> 16) & 0xffff);
-  }
-};
-thread_local Rank HashSigner::self = -1;
-
-// GatherWithRankZero with every part signed (HashSigner).
-Gathered SignedGather(int n, size_t k, std::optional<CollectivePhase> phase,
-                      const Collective::PartFor& bend = nullptr) {
-  const HashSigner signer;
-  Gathered g{std::vector<std::vector<float>>(n, std::vector<float>(k * n, 0.0f)), std::vector<std::vector<int>>(n)};
-  auto statuses = RunRanks(n, n, [&](int r, Transport& t) -> Status {
-    HashSigner::self = r;
-    std::optional<EquivocatingTransport> lying;
-    if (r == 0 && phase) lying.emplace(t, *phase);
-    CHORUS_ASSIGN_OR_RETURN(Collective c, Collective::Create(lying ? static_cast<Transport&>(*lying) : t));
-    const std::vector<float> mine = PartOf(r, k);
-    std::copy(mine.begin(), mine.end(), g.all[r].begin() + static_cast<std::ptrdiff_t>(r * k));
-    CollectiveOptions options;
-    options.deadline = Deadline::AfterSeconds(30);
-    return c.AgreedAllgather(std::span<float>(g.all[r]), options, &g.equivocators[r], r == 0 ? bend : nullptr,
-                             &signer);
-  });
-  for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r].ToString();
-  return g;
-}
-
-TEST(SignedAgreedAllgatherTest, EveryRankGetsEveryRanksPartAndNobodyIsNamed) {
-  for (int n : {2, 3, 4, 5}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    const Gathered g = SignedGather(n, 6, std::nullopt);
-    for (int r = 0; r < n; ++r) {
-      for (int j = 0; j < n; ++j) {
-        const std::vector<float> want = PartOf(j, 6);
-        EXPECT_TRUE(std::equal(want.begin(), want.end(), g.all[r].begin() + static_cast<std::ptrdiff_t>(j * 6)))
-            << "rank " << r << "'s copy of rank " << j << "'s part";
-      }
-      EXPECT_TRUE(g.equivocators[r].empty());
-    }
-  }
-}
-
 // Rank 0 signs a different part for each rank (a liar holds its own key).
 // At three ranks, unsigned, nothing can tell it from a relayer that lies;
 // signed, both honest ranks hold both of its signed parts after the echoes
@@ -374,23 +353,6 @@ TEST(SignedAgreedAllgatherTest, ThreeRanksNameAMemberThatSignsEachADifferentPart
         EXPECT_TRUE(std::isnan(g.all[r][0])) << "rank " << r;
         EXPECT_TRUE(HonestPartsIntact(g, r, 6)) << "rank " << r;
       }
-    }
-  }
-}
-
-// Rank 0 gathers honestly but relays every part altered (its signature
-// with it): at three ranks one honest copy against one lie, and still no
-// honest rank is named or takes the lie, as the lie fails its signature.
-TEST(SignedAgreedAllgatherTest, ALiarsAlteredEchoesFailTheirSignatures) {
-  for (int n : {3, 4}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    const Gathered g = SignedGather(n, 6, CollectivePhase::kEchoGather);
-    EXPECT_TRUE(HonestRanksAgree(g));
-    for (int r = 1; r < n; ++r) {
-      EXPECT_TRUE(g.equivocators[r].empty()) << "rank " << r;
-      EXPECT_TRUE(HonestPartsIntact(g, r, 6)) << "rank " << r;
-      const std::vector<float> zero = PartOf(0, 6);
-      EXPECT_TRUE(std::equal(zero.begin(), zero.end(), g.all[r].begin())) << "rank " << r << "'s copy of rank 0's";
     }
   }
 }
