@@ -234,11 +234,12 @@ const FieldSpec kFields[] = {
                         "contribution measured by the member that sums it; the ring's bytes, not pipelined); "
                         "false: only the rest of a membership epoch in which a member misreported its own"),
     CHORUS_CONFIG_FIELD(exchange, poison_agreement_up_to,
-                        "allreduce and its outer step, with poison_check: up to this many members (and from 4) the "
-                        "check's figures are gathered in two rounds (each member relays its copies and every member "
-                        "takes the majority's), so that a member sending different figures to different members "
-                        "cannot make them judge it differently, and is named; the second round costs each member "
-                        "24 n (n - 1) bytes a step; 0: one round always"),
+                        "allreduce and its outer step, with poison_check: up to this many members (and from 4, or "
+                        "from 3 with cluster.issuer) the check's figures are gathered in two rounds (each member "
+                        "relays its copies and every member takes the majority's, or with cluster.issuer the one its "
+                        "sender signed), so that a member sending different figures to different members cannot make "
+                        "them judge it differently, and is named; the second round costs each member 24 n (n - 1) "
+                        "bytes a step, and 160 more a part when signed; 0: one round always"),
     CHORUS_CONFIG_FIELD(exchange, poison_distance_bound,
                         "gossip (dpsgd, pairwise-async), with poison_check: a neighbour's parameters farther from "
                         "this node's than this many times their norm are rejected; 0: off"),
