@@ -22,9 +22,10 @@ Status ClusterSession::InstallPeers(const MembershipView& next, Deadline deadlin
   const uint64_t left_epoch = view.epoch;
   view = next;
   installed->BeginInstall(next);
-  if (control != nullptr && control->Credentials() != nullptr && next.self_rank >= 0) {
-    part_signer = std::make_shared<CredentialPartSigner>(control->Credentials(), next);
-  }
+  const std::shared_ptr<const NodeCredentials> credentials = control != nullptr ? control->Credentials() : nullptr;
+  part_signer = credentials != nullptr && next.self_rank >= 0
+                    ? std::make_shared<CredentialPartSigner>(credentials, next)
+                    : nullptr;
   if (!transport) return Status::Ok();
   std::vector<gossip::PeerInfo> peers;
   peers.reserve(next.members.size());

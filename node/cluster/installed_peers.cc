@@ -14,10 +14,6 @@ std::string SupersededBy(uint64_t epoch) {
   return "epoch " + std::to_string(epoch) + " superseded it";
 }
 
-std::string AskedToReform(uint64_t epoch) {
-  return "a member whose exchange failed asked for epoch " + std::to_string(epoch) + " over the same members";
-}
-
 }  // namespace
 
 void InstalledPeers::BeginInstall(const MembershipView& next) {
@@ -43,8 +39,6 @@ void InstalledPeers::Installed(gossip::Transport& transport) {
     EndEpochLocked(transport, declared + " was declared dead while it was installed");
   } else if (NewerViewEndsEpochLocked() && latest_epoch_ > view_.epoch) {
     EndSupersededEpochLocked(transport, latest_epoch_);
-  } else if (reform_epoch_ > view_.epoch && recovery_ == Recovery::kTraining) {
-    EndEpochLocked(transport, AskedToReform(reform_epoch_));
   }
 }
 
@@ -72,8 +66,6 @@ void InstalledPeers::ViewChanged(const MembershipView& latest, gossip::Transport
                    /*short_wait=*/true);
   } else if (NewerViewEndsEpochLocked()) {
     EndSupersededEpochLocked(transport, latest.epoch);
-  } else if (latest.reform && recovery_ == Recovery::kTraining) {
-    EndEpochLocked(transport, AskedToReform(latest.epoch));
   }
 }
 

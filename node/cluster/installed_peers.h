@@ -99,9 +99,12 @@ class InstalledPeers {
   bool installed_ = false;
   Recovery recovery_ = Recovery::kTraining;
   bool own_pace_ = false;
-  // Whether a view newer than the installed one ends its operations now.
+  // Whether a view newer than the installed one ends its operations now: in
+  // a re-form attempt; while training, at its own pace, or when a member
+  // asked for a view newer than the installed one (reform_epoch_).
   bool NewerViewEndsEpochLocked() const {
-    return recovery_ == Recovery::kReforming || (own_pace_ && recovery_ == Recovery::kTraining);
+    return recovery_ == Recovery::kReforming ||
+           (recovery_ == Recovery::kTraining && (own_pace_ || reform_epoch_ > view_.epoch));
   }
   uint64_t latest_epoch_ = 0;  // the newest view the control plane has installed
   // The newest view a member asked for over the same members
