@@ -75,7 +75,7 @@ Status ClusterSession::MeasureSites(Deadline deadline) {
                   probe->measured_pairs, " pairs probed, ", probe->known_pairs, " known, ", probe->inferred_pairs,
                   " from a site's first member): ",
                   site_probe_report["groups"].dump(), " (gap ", probe->groups.gap, "x); this node's site is \"",
-                  view.members[view.self_rank].SiteKey(), "\"");
+                  view.members[view.self_rank].SiteKey(), "\"", MeasuredHere(*probe, view));
   for (const std::string& c : contradictions) CHORUS_LOG_WARN(Subsys::kNode, "cluster.site: ", c);
   return Status::Ok();
 }

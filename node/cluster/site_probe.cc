@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -30,13 +31,14 @@ double Seconds(std::chrono::steady_clock::time_point from) {
 enum : uint8_t { kPingDone = 0, kPingProbe = 1, kPingReady = 2 };
 
 // One pair's probes, from the lower rank: the cheapest of `repeats`, or of
-// fewer when one took repeat_below_s or more. An untimed round trip first
+// more while the two cheapest disagree (up to max_repeats), or of fewer
+// when one took repeat_below_s or more. An untimed round trip first
 // waits until the answerer has finished its previous round (a pair across
 // sites there) and has the connection up, so the first timed probe
 // measures the link alone; each probe then starts with a ping of
 // kPingProbe, and a ping of kPingDone ends them.
-Result<double> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag, const SiteProbeOptions& o,
-                        std::vector<std::byte>& payload, Deadline deadline) {
+Result<PairProbe> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag, const SiteProbeOptions& o,
+                           std::vector<std::byte>& payload, Deadline deadline) {
   static const std::byte kReady[1] = {std::byte{kPingReady}};
   static const std::byte kProbe[1] = {std::byte{kPingProbe}};
   static const std::byte kDone[1] = {std::byte{kPingDone}};
@@ -45,8 +47,10 @@ Result<double> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag
   CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ready, t.Isend(peer, tag + 0, kReady));
   sends.push_back(std::move(ready));
   CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 1, one, deadline)));
-  double cheapest = 0.0;
-  for (int k = 0; k < o.repeats; ++k) {
+  PairProbe pair{static_cast<int>(peer), 0.0, 0};
+  double second = 0.0;  // the second cheapest
+  for (int k = 0; k < std::max(o.repeats, o.max_repeats); ++k) {
+    if (k >= o.repeats && second > 0.0 && second <= o.agree * pair.cost_s) break;
     const auto start = std::chrono::steady_clock::now();
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ping, t.Isend(peer, tag + 0, kProbe));
     sends.push_back(std::move(ping));
@@ -55,13 +59,19 @@ Result<double> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag
     sends.push_back(std::move(data));
     CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 3, one, deadline)));
     const double took = Seconds(start);
-    cheapest = k == 0 ? took : std::min(cheapest, took);
+    if (k == 0 || took < pair.cost_s) {
+      second = k == 0 ? took : pair.cost_s;
+      pair.cost_s = took;
+    } else if (k == 1 || took < second) {
+      second = took;
+    }
+    ++pair.probes;
     if (took >= o.repeat_below_s) break;
   }
   CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr done, t.Isend(peer, tag + 0, kDone));
   sends.push_back(std::move(done));
   CHORUS_RETURN_IF_ERROR(gossip::WaitAll(sends, deadline));
-  return cheapest;
+  return pair;
 }
 
 // The higher rank's side: answer the ready ping and each probe until the
@@ -76,10 +86,10 @@ Status Answer(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag, const Si
     CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 0, ping, deadline)));
     const auto what = static_cast<uint8_t>(ping[0]);
     if (what == kPingDone) break;
-    if (++pings > o.repeats + 1 || what > kPingReady) {
+    if (++pings > std::max(o.repeats, o.max_repeats) + 1 || what > kPingReady) {
       CHORUS_RETURN_IF_ERROR(gossip::WaitAll(sends, deadline));
       return DataLoss("site probe: ping " + std::to_string(pings) + " (" + std::to_string(what) + "), more than " +
-                      std::to_string(o.repeats) + " probes after the ready one");
+                      std::to_string(std::max(o.repeats, o.max_repeats)) + " probes after the ready one");
     }
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr pong, t.Isend(peer, tag + 1, kAnswer));
     sends.push_back(std::move(pong));
@@ -121,7 +131,8 @@ int ViewId(const MembershipView& view) {
 }  // namespace
 
 size_t ProbeBytes(const SiteProbeOptions& options, int n) {
-  const size_t transfers = static_cast<size_t>(std::max(1, n - 1)) * static_cast<size_t>(std::max(1, options.repeats));
+  const size_t repeats = static_cast<size_t>(std::max({1, options.repeats, options.max_repeats}));
+  const size_t transfers = static_cast<size_t>(std::max(1, n - 1)) * repeats;
   const size_t fit = options.max_bytes_per_node / transfers;
   return std::min(options.bytes, std::max(options.min_bytes, fit));
 }
@@ -244,9 +255,10 @@ Result<SiteProbe> ProbeSites(gossip::Transport& transport, const MembershipView&
     }
     const gossip::Tag tag = tag_base + static_cast<gossip::Tag>(round) * 4;
     if (self < peer) {
-      Result<double> cost = Initiate(transport, peer, tag, options, payload, deadline);
-      if (!cost) return Err(cost.error().WithContext("site probe with " + view.members[peer].name));
-      row[static_cast<size_t>(peer)] = static_cast<float>(*cost);
+      Result<PairProbe> pair = Initiate(transport, peer, tag, options, payload, deadline);
+      if (!pair) return Err(pair.error().WithContext("site probe with " + view.members[peer].name));
+      row[static_cast<size_t>(peer)] = static_cast<float>(pair->cost_s);
+      probe.started.push_back(*pair);
     } else {
       Status s = Answer(transport, peer, tag, options, payload, deadline);
       if (!s.ok()) return Err(s.WithContext("site probe from " + view.members[peer].name));
@@ -310,6 +322,17 @@ std::vector<std::string> ApplyMeasuredSites(const topologies::LinkGroups& groups
   return contradictions;
 }
 
+std::string MeasuredHere(const SiteProbe& probe, const MembershipView& view) {
+  std::string text;
+  for (const PairProbe& pair : probe.started) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.3f", pair.cost_s * 1e3);
+    text += (text.empty() ? "; measured here: " : ", ") + view.members[static_cast<size_t>(pair.peer)].name + " " +
+            ms + " ms (" + std::to_string(pair.probes) + " probes)";
+  }
+  return text;
+}
+
 nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
                              const std::vector<std::string>& contradictions) {
   nlohmann::json groups = nlohmann::json::array();
@@ -326,6 +349,12 @@ nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
     cheapest = cheapest == 0.0 ? c : std::min(cheapest, c);
     dearest = std::max(dearest, c);
   }
+  nlohmann::json started = nlohmann::json::array();
+  for (const PairProbe& pair : probe.started) {
+    started.push_back({{"peer", view.members[static_cast<size_t>(pair.peer)].name},
+                       {"cost_s", pair.cost_s},
+                       {"probes", pair.probes}});
+  }
   return {{"groups", groups},
           {"gap", probe.groups.gap},
           {"threshold_s", probe.groups.threshold},
@@ -336,6 +365,7 @@ nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
           {"measured_pairs", probe.measured_pairs},
           {"known_pairs", probe.known_pairs},
           {"inferred_pairs", probe.inferred_pairs},
+          {"measured_here", started},
           {"contradictions", contradictions}};
 }
 

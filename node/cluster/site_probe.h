@@ -18,9 +18,9 @@
 // (members of one named site measured apart, two named sites measured as
 // one) is reported.
 //
-// Bounded: each member sends at most (n - 1) x repeats x (ProbeBytes + 2)
-// bytes (max_bytes_per_node, unless min_bytes needs more past ~128
-// members), all by `deadline`; it takes n - 1 rounds of repeats x two round
+// Bounded: each member sends at most (n - 1) x max_repeats x (ProbeBytes + 2)
+// bytes (max_bytes_per_node, unless min_bytes needs more past ~64
+// members), all by `deadline`; it takes n - 1 rounds of max_repeats x two round
 // trips and a transfer each, one of them for a pair whose first probe took
 // repeat_below_s or more. Must not: decide membership.
 //
@@ -68,7 +68,12 @@ struct SiteProbeOptions {
   // takes a slow link's bandwidth well above a fast link's round trip).
   size_t max_bytes_per_node = size_t{24} << 20;
   size_t min_bytes = 64 * 1024;
-  int repeats = 3;       // probes per pair; the cheapest counts
+  int repeats = 3;       // probes per pair at least; the cheapest counts
+  // More probes, up to max_repeats, while the two cheapest so far differ by
+  // more than `agree` times: a cheapest seen once may be a lull in the
+  // noise of a busy host, and one seen twice is the link's.
+  int max_repeats = 6;
+  double agree = 1.25;
   // A probe that took this long is not repeated: repeats filter a fast
   // link's noise, and a slow link (another site's) is slow every time, so
   // its repeats would only hold up the rounds after it.
@@ -77,9 +82,17 @@ struct SiteProbeOptions {
 };
 
 // Each probe's transfer among n members: bytes, or less so that a member's
-// (n - 1) x repeats transfers fit max_bytes_per_node, and at least
+// (n - 1) x max_repeats transfers fit max_bytes_per_node, and at least
 // min_bytes (and never more than bytes).
 size_t ProbeBytes(const SiteProbeOptions& options, int n);
+
+// A pair this member started: its peer's rank, its cheapest probe, and how
+// many probes it took.
+struct PairProbe {
+  int peer = -1;
+  double cost_s = 0.0;
+  int probes = 0;
+};
 
 struct SiteProbe {
   std::vector<double> cost_s;  // [i * n + j]: pair (i, j)'s cheapest probe, seconds (0 on the diagonal)
@@ -89,6 +102,7 @@ struct SiteProbe {
   int measured_pairs = 0;  // pairs probed this time, in the whole view
   int known_pairs = 0;     // pairs taken from the members' last probe
   int inferred_pairs = 0;  // a joiner's pairs taken from its pair with the group's lowest rank
+  std::vector<PairProbe> started;  // the pairs this member measured, in round order
 };
 
 // The links of this member's last probe that ended: its epoch, and every pair
@@ -125,6 +139,10 @@ std::vector<std::string> ApplyMeasuredSites(const topologies::LinkGroups& groups
 
 // The probe as summary.json and the logs give it: the groups by name, the
 // gap, and the cheapest and dearest pair cost.
+// "; measured here: <peer> <ms> ms (<probes> probes), ..." for the pairs
+// this member started, or "" when it started none.
+std::string MeasuredHere(const SiteProbe& probe, const MembershipView& view);
+
 nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
                              const std::vector<std::string>& contradictions);
 

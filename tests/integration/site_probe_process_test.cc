@@ -163,6 +163,7 @@ TEST(SiteProbeProcessTest, ANodeThatJoinsMidRunIsMeasuredIntoItsSite) {
     EXPECT_EQ(summary["site_probe"]["measured_pairs"], 2) << "node" << i << "\n" << outputs;
     EXPECT_EQ(summary["site_probe"]["inferred_pairs"], 1) << "node" << i << "\n" << outputs;
     EXPECT_EQ(summary["site_probe"]["known_pairs"], (kNodes - 1) * (kNodes - 2) / 2) << "node" << i;
+    if (i < 2) std::printf("node%d's probe: %s\n", i, summary["site_probe"].dump().c_str());
   }
   std::error_code ignored;
   fs::remove_all(out, ignored);

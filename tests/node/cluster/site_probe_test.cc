@@ -19,14 +19,14 @@ namespace chorus::node {
 namespace {
 
 TEST(SiteProbeTest, EachTransferShrinksWithTheMembersToKeepAMembersBytesBounded) {
-  const SiteProbeOptions o;  // 512 KiB at most, 64 KiB at least, 24 MiB per member, 3 repeats
+  const SiteProbeOptions o;  // 512 KiB at most, 64 KiB at least, 24 MiB per member, 3 to 6 repeats
   EXPECT_EQ(ProbeBytes(o, 2), o.bytes);
   EXPECT_EQ(ProbeBytes(o, 8), o.bytes);
-  EXPECT_EQ(ProbeBytes(o, 32), o.max_bytes_per_node / (31 * 3));
-  EXPECT_EQ(ProbeBytes(o, 128), o.max_bytes_per_node / (127 * 3));
-  EXPECT_EQ(ProbeBytes(o, 256), o.min_bytes);
-  for (int n : {2, 8, 16, 32, 64, 128}) {
-    EXPECT_LE(static_cast<size_t>(n - 1) * 3 * ProbeBytes(o, n), o.max_bytes_per_node) << n << " members";
+  EXPECT_EQ(ProbeBytes(o, 32), o.max_bytes_per_node / (31 * 6));
+  EXPECT_EQ(ProbeBytes(o, 64), o.max_bytes_per_node / (63 * 6));
+  EXPECT_EQ(ProbeBytes(o, 128), o.min_bytes);
+  for (int n : {2, 8, 16, 32, 64}) {
+    EXPECT_LE(static_cast<size_t>(n - 1) * 6 * ProbeBytes(o, n), o.max_bytes_per_node) << n << " members";
   }
 }
 
@@ -56,7 +56,7 @@ SiteProbeOptions SmallProbes() {
   SiteProbeOptions o;
   o.bytes = 64 * 1024;
   o.min_bytes = 1024;
-  o.max_bytes_per_node = 11 * 3 * 4096;  // 4 KiB per transfer
+  o.max_bytes_per_node = 11 * 6 * 4096;  // 4 KiB per transfer
   return o;
 }
 
@@ -72,7 +72,7 @@ TEST(SiteProbeTest, TwelveMembersSendNoMoreThanTheirBoundAndMeasureEveryPair) {
     ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r].ToString();
     EXPECT_EQ(probes[r].bytes, 4096u);
     // The transfers, their pings and answers, and the costs gathered (a few floats).
-    EXPECT_LE(sent[r], o.max_bytes_per_node + 11 * 3 * 2 + 4096) << "rank " << r;
+    EXPECT_LE(sent[r], o.max_bytes_per_node + 11 * 6 * 2 + 4096) << "rank " << r;
     for (int j = 0; j < kMembers; ++j) {
       if (j != r) {
         EXPECT_GT(probes[r].cost_s[static_cast<size_t>(r * kMembers + j)], 0.0) << r << "-" << j;
@@ -153,8 +153,8 @@ TEST(SiteProbeTest, ALaterProbeMeasuresOnlyThePairsNotKnownFromTheLastOne) {
     EXPECT_EQ(joined[r].inferred_pairs, kMembers - 2) << "rank " << r;
     EXPECT_EQ(joined[r].known_pairs, kPairs - (kMembers - 1)) << "rank " << r;
     if (r < kMembers - 1) {
-      // Rank 0 starts one pair, with the new process (three probes); the others none.
-      EXPECT_LE(sent_joined[r], (r == 0 ? 3 * 4096 + 3 * 2 : 0) + kGatherSlack) << "rank " << r;
+      // Rank 0 starts one pair, with the new process (three to six probes); the others none.
+      EXPECT_LE(sent_joined[r], (r == 0 ? 6 * 4096 + 6 * 2 : 0) + kGatherSlack) << "rank " << r;
       for (int j = 0; j < kMembers - 1; ++j) {
         const size_t at = static_cast<size_t>(r * kMembers + j);
         EXPECT_EQ(joined[r].cost_s[at], first[r].cost_s[at]) << r << "-" << j;
@@ -180,6 +180,58 @@ class TwoSiteTransport final : public gossip::testing::ForwardingTransport {
  private:
   const std::chrono::milliseconds delay_;
 };
+
+// A transport whose sends on kProbeAnswer (round 0's answer to a probe
+// under tag base kProbeBase) wait the next of `delays` first, and then no
+// more: a host busy for the first probes of a pair.
+constexpr gossip::Tag kProbeBase = gossip::Tag{1} << 20, kProbeAnswer = kProbeBase + 3;
+class BusyHostTransport final : public gossip::testing::ForwardingTransport {
+ public:
+  BusyHostTransport(gossip::Transport& inner, std::vector<std::chrono::milliseconds> delays)
+      : ForwardingTransport(inner), delays_(std::move(delays)) {}
+  Result<gossip::RequestPtr> Isend(gossip::Rank dest, gossip::Tag tag, std::span<const std::byte> data) override {
+    if (tag == kProbeAnswer && next_ < delays_.size()) std::this_thread::sleep_for(delays_[next_++]);
+    return inner().Isend(dest, tag, data);
+  }
+
+ private:
+  const std::vector<std::chrono::milliseconds> delays_;
+  size_t next_ = 0;
+};
+
+// A pair whose first three probes a busy host slowed, each by another
+// amount, is probed on until two probes agree, and keeps the link's cost,
+// not the busy host's; a pair slow alike every time keeps that cost after
+// three probes.
+TEST(SiteProbeTest, AProbeSlowedByABusyHostIsRepeatedUntilTwoProbesAgree) {
+  using std::chrono::milliseconds;
+  const SiteProbeOptions o = SmallProbes();
+  const std::vector<milliseconds> busy = {milliseconds(30), milliseconds(20), milliseconds(40)};
+  const std::vector<milliseconds> slow(static_cast<size_t>(o.max_repeats), milliseconds(20));
+  for (const bool slowed_alike : {false, true}) {
+    const std::vector<milliseconds>& delays = slowed_alike ? slow : busy;
+    std::vector<SiteProbe> probes(2);
+    const std::vector<Status> statuses =
+        gossip::testing::RunGossipNodes(2, [&](int r, gossip::Transport& local, gossip::LocalHub&) -> Status {
+          BusyHostTransport t(local, r == 1 ? delays : std::vector<milliseconds>{});
+          CHORUS_ASSIGN_OR_RETURN(probes[r], ProbeSites(t, View(r, 2), o, kProbeBase, Deadline::AfterSeconds(60)));
+          return Status::Ok();
+        });
+    ASSERT_TRUE(statuses[0].ok() && statuses[1].ok()) << statuses[0].ToString() << " " << statuses[1].ToString();
+    ASSERT_EQ(probes[0].started.size(), 1u);
+    EXPECT_TRUE(probes[1].started.empty());
+    const PairProbe& pair = probes[0].started[0];
+    EXPECT_EQ(pair.peer, 1);
+    EXPECT_LE(pair.probes, o.max_repeats);
+    if (!slowed_alike) {
+      EXPECT_GE(pair.probes, 5) << "two unslowed probes after the three slowed ones";
+      EXPECT_LT(pair.cost_s, 0.02) << "the link's cost, not the busy host's";
+    } else {
+      EXPECT_GE(pair.cost_s, 0.02);
+    }
+    EXPECT_EQ(probes[0].cost_s[1], probes[1].cost_s[1]);
+  }
+}
 
 // Two sites (even and odd ranks): one joiner is measured with the first
 // member of each site and lands in its own; two joiners also with each
