@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 
@@ -32,21 +33,26 @@ Result<Container> ReadFile(const std::string& path, uint64_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Err(ErrnoStatus(errno, "open " + path));
   FdCloser closer(fd);
-  Container data;
+  // Read straight into the container, sized by fstat and grown if the file
+  // grows while we read: no copy through a chunk.
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0 && static_cast<uint64_t>(st.st_size) <= max_bytes) {
-    data.reserve(static_cast<size_t>(st.st_size));
+  size_t want = size_t{1} << 16;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    want = static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(st.st_size), max_bytes) + 1);
   }
-  std::array<char, 1 << 16> chunk;
+  Container data;
+  size_t used = 0;
   for (;;) {
-    const ssize_t n = RetryOnEintr([&] { return ::read(fd, chunk.data(), chunk.size()); });
+    if (used == data.size()) data.resize(std::max(want, data.size() * 2));
+    const ssize_t n = RetryOnEintr([&] { return ::read(fd, data.data() + used, data.size() - used); });
     if (n < 0) return Err(ErrnoStatus(errno, "read " + path));
     if (n == 0) break;
-    data.insert(data.end(), chunk.begin(), chunk.begin() + n);
-    if (data.size() > max_bytes) {
+    used += static_cast<size_t>(n);
+    if (used > max_bytes) {
       return Err(ResourceExhausted(path + ": file is larger than " + std::to_string(max_bytes) + " bytes"));
     }
   }
+  data.resize(used);
   return data;
 }
 

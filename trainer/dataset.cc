@@ -1,7 +1,8 @@
 // IDX / Fashion-MNIST reading and the synthetic data set. See dataset.h.
 //
-// A file is read whole, gunzipped with zlib's inflate (so that a corrupt or
-// truncated stream and bytes after it are all caught, which gzread would hide),
+// A file is gunzipped with zlib's inflate as far as it is needed (so that a
+// corrupt or truncated stream and bytes after it are all caught, which gzread
+// would hide),
 // parsed as IDX, checked, and normalised through a 256-entry lookup table. No
 // shuffling or batching here.
 #include "trainer/dataset.h"
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <utility>
@@ -38,35 +40,84 @@ std::string Hex32(uint32_t v) {
 }
 
 
-bool IsGzip(const std::vector<uint8_t>& data) {
-  return data.size() >= 2 && data[0] == 0x1f && data[1] == 0x8b;
-}
+// A file's compressed bytes, read by offset in chunks as inflate takes them:
+// a prefix inflates only as much of the file as it needs.
+class CompressedFile {
+ public:
+  static Result<CompressedFile> Open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Err(ErrnoStatus(errno, "open " + path));
+    CompressedFile file(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return Err(ErrnoStatus(errno, "stat " + path));
+    file.size_ = static_cast<uint64_t>(std::max<off_t>(st.st_size, 0));
+    return file;
+  }
+  CompressedFile(CompressedFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
+  CompressedFile& operator=(CompressedFile&&) = delete;
+  ~CompressedFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
 
-// Inflates every gzip member in `in`; anything after the last member that is not
-// another gzip member is an error, as is a stream that ends early. With
+  uint64_t size() const { return size_; }
+  // Up to `n` bytes at `offset` into `out`; fewer only at the end of the file.
+  Result<size_t> ReadAt(uint64_t offset, uint8_t* out, size_t n, const std::string& path) const {
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = RetryOnEintr(
+          [&] { return ::pread(fd_, out + got, n - got, static_cast<off_t>(offset + got)); });
+      if (r < 0) return Err(ErrnoStatus(errno, "read " + path));
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  }
+
+ private:
+  explicit CompressedFile(int fd) : fd_(fd) {}
+  int fd_;
+  uint64_t size_ = 0;
+};
+
+bool IsGzip(const uint8_t* data, size_t n) { return n >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
+
+// Inflates every gzip member of `file`; anything after the last member that is
+// not another gzip member is an error, as is a stream that ends early. With
 // `stop_at` > 0, stops once that many bytes are out (fewer if the stream
-// holds fewer) and returns them: the rest is neither inflated nor checked.
-Result<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& in, const std::string& path, uint64_t stop_at = 0) {
+// holds fewer) and returns them: the rest is neither read, inflated nor
+// checked.
+Result<std::vector<uint8_t>> Gunzip(const CompressedFile& file, const std::string& path, uint64_t stop_at = 0) {
+  // ISIZE (last 4 bytes) is the uncompressed size mod 2^32 of the last member: a
+  // good first guess for the output size.
+  uint64_t guess = file.size() * 2;
+  uint8_t trailer[4];
+  if (file.size() >= 4) {
+    CHORUS_ASSIGN_OR_RETURN(size_t got, file.ReadAt(file.size() - 4, trailer, 4, path));
+    if (got == 4) {
+      guess = uint64_t{trailer[0]} | uint64_t{trailer[1]} << 8 | uint64_t{trailer[2]} << 16 |
+              uint64_t{trailer[3]} << 24;
+    }
+  }
+  // Capped by deflate's best ratio (about 1032:1) so a damaged trailer cannot
+  // make us allocate a gigabyte up front.
+  guess = std::min<uint64_t>(guess, file.size() * 1032);
+  if (stop_at > 0) guess = std::min(guess, stop_at);
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {  // 16 + : gzip wrapper only
     return Err(Internal(path + ": inflateInit2 failed"));
   }
-  std::vector<uint8_t> out;
-  // ISIZE (last 4 bytes) is the uncompressed size mod 2^32 of the last member: a
-  // good first guess for the output size.
-  uint64_t guess = in.size() * 2;
-  if (in.size() >= 4) {
-    const size_t e = in.size();
-    guess = uint64_t{in[e - 4]} | uint64_t{in[e - 3]} << 8 | uint64_t{in[e - 2]} << 16 |
-            uint64_t{in[e - 1]} << 24;
-  }
-  // Capped by deflate's best ratio (about 1032:1) so a damaged trailer cannot
-  // make us allocate a gigabyte up front.
-  guess = std::min<uint64_t>(guess, uint64_t{in.size()} * 1032);
-  if (stop_at > 0) guess = std::min(guess, stop_at);
-  out.resize(std::min<uint64_t>(std::max<uint64_t>(guess, 4096) + 1, kMaxIdxBytes + 1));
-
-  size_t in_pos = 0;
+  std::vector<uint8_t> out(std::min<uint64_t>(std::max<uint64_t>(guess, 4096) + 1, kMaxIdxBytes + 1));
+  std::vector<uint8_t> in(size_t{1} << 18);
+  uint64_t read = 0;  // compressed bytes read into `in` so far; read - zs.avail_in are consumed
+  // Moves what inflate has not taken to the front of `in` and reads more after it.
+  auto fill = [&]() -> Status {
+    if (zs.avail_in > 0) std::memmove(in.data(), zs.next_in, zs.avail_in);
+    CHORUS_ASSIGN_OR_RETURN(size_t got, file.ReadAt(read, in.data() + zs.avail_in, in.size() - zs.avail_in, path));
+    read += got;
+    zs.next_in = in.data();
+    zs.avail_in += static_cast<uInt>(got);
+    return Status::Ok();
+  };
   size_t out_pos = 0;
   Status status;
   for (;;) {
@@ -78,41 +129,44 @@ Result<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& in, const std::s
       }
       out.resize(std::min<uint64_t>(out.size() * 2, kMaxIdxBytes + 1));
     }
-    const size_t in_chunk = std::min<size_t>(in.size() - in_pos, std::numeric_limits<uInt>::max());
+    if (zs.avail_in == 0 && read < file.size()) {
+      if (status = fill(); !status.ok()) break;
+    }
     const size_t out_chunk = std::min<size_t>(out.size() - out_pos, std::numeric_limits<uInt>::max());
-    zs.next_in = const_cast<Bytef*>(in.data() + in_pos);
-    zs.avail_in = static_cast<uInt>(in_chunk);
     zs.next_out = out.data() + out_pos;
     zs.avail_out = static_cast<uInt>(out_chunk);
     const int ret = inflate(&zs, Z_NO_FLUSH);
-    in_pos += in_chunk - zs.avail_in;
     out_pos += out_chunk - zs.avail_out;
     if (stop_at > 0 && out_pos >= stop_at && (ret == Z_OK || ret == Z_STREAM_END || ret == Z_BUF_ERROR)) {
       out_pos = stop_at;
       break;
     }
     if (ret == Z_STREAM_END) {
-      const size_t left = in.size() - in_pos;
-      if (left == 0) break;
-      if (left >= 2 && in[in_pos] == 0x1f && in[in_pos + 1] == 0x8b) {
+      if (zs.avail_in < 2 && read < file.size()) {
+        if (status = fill(); !status.ok()) break;
+      }
+      const uint64_t at = read - zs.avail_in;
+      if (at == file.size()) break;
+      if (IsGzip(zs.next_in, zs.avail_in)) {
         inflateReset(&zs);  // another gzip member follows
         continue;
       }
-      status = DataLoss(path + ": " + std::to_string(left) +
-                        " unexpected bytes after the end of the gzip stream (at offset " +
-                        std::to_string(in_pos) + ")");
+      status = DataLoss(path + ": " + std::to_string(file.size() - at) +
+                        " unexpected bytes after the end of the gzip stream (at offset " + std::to_string(at) +
+                        ")");
       break;
     }
     if (ret == Z_OK) continue;
     if (ret == Z_BUF_ERROR && zs.avail_out == 0) continue;  // output full: grow
+    if (ret == Z_BUF_ERROR && zs.avail_in == 0 && read < file.size()) continue;  // more input to read
     if (ret == Z_BUF_ERROR) {
-      status = DataLoss(path + ": gzip stream is truncated (input ended after " +
-                        std::to_string(in.size()) + " compressed bytes)");
+      status = DataLoss(path + ": gzip stream is truncated (input ended after " + std::to_string(file.size()) +
+                        " compressed bytes)");
     } else if (ret == Z_MEM_ERROR) {
       status = ResourceExhausted(path + ": out of memory while inflating");
     } else {
       status = DataLoss(path + ": corrupt gzip stream near compressed offset " +
-                        std::to_string(in_pos) + ": " + (zs.msg ? zs.msg : "inflate error"));
+                        std::to_string(read - zs.avail_in) + ": " + (zs.msg ? zs.msg : "inflate error"));
     }
     break;
   }
@@ -206,15 +260,17 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint32_t expected_magic, u
     return Err(InvalidArgument(path + ": ReadIdxFile reads unsigned-byte IDX files only, asked for magic " +
                                Hex32(expected_magic)));
   }
-  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> file, ReadFileBytes(path, kMaxIdxBytes));
-  if (IsGzip(file)) {
+  CHORUS_ASSIGN_OR_RETURN(CompressedFile compressed, CompressedFile::Open(path));
+  uint8_t magic[2];
+  CHORUS_ASSIGN_OR_RETURN(size_t magic_bytes, compressed.ReadAt(0, magic, 2, path));
+  if (IsGzip(magic, magic_bytes)) {
     // A prefix: the header first (its dimensions give a record's size), then
     // the header and the records asked for. A header that does not parse is
     // inflated whole, for the error a whole read gives.
     uint64_t stop_at = 0;
     const size_t header_bytes = 4 + 4 * size_t{expected_magic & 0xff};
     if (max_records > 0) {
-      CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> head, Gunzip(file, path, header_bytes));
+      CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> head, Gunzip(compressed, path, header_bytes));
       if (head.size() == header_bytes && ReadBigEndian32(head.data()) == expected_magic) {
         uint64_t record = 1;
         for (size_t d = 1; d < (expected_magic & 0xff); ++d) record *= ReadBigEndian32(head.data() + 4 + 4 * d);
@@ -222,9 +278,10 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint32_t expected_magic, u
         if (record > 0 && record * records <= kMaxIdxBytes) stop_at = header_bytes + record * records;
       }
     }
-    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, Gunzip(file, path, stop_at));
+    CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, Gunzip(compressed, path, stop_at));
     return ParseIdx(std::move(raw), path, expected_magic, max_records);
   }
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> file, ReadFileBytes(path, kMaxIdxBytes));
   return ParseIdx(std::move(file), path, expected_magic, max_records);
 }
 

@@ -62,7 +62,7 @@ struct IdxArray {
 // than `expected_magic` or an element type other than unsigned byte
 // (kInvalidArgument); fewer or more data bytes than the dimensions say (kDataLoss).
 // With `max_records` > 0 and below the file's count, only the first
-// `max_records` records are read (a gzip stream is inflated that far): the
+// `max_records` records are read (a gzip file is read and inflated that far): the
 // dimensions stay as the header says, and damage or bytes past those records
 // go unseen.
 [[nodiscard]] Result<IdxArray> ReadIdxFile(const std::string& path, uint32_t expected_magic,

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,41 @@ TEST(IdxReaderTest, CorruptGzipStreamIsDataLoss) {
 // max_records reads a prefix: the first records, byte for byte, with the
 // header's dimensions; a stream cut after them reads, and read whole it is
 // still an error; a prefix the stream does not hold is DataLoss.
+// A file is inflated as it is read, in chunks: members whose ends fall
+// anywhere in a chunk, or across two, read as one, and a byte after the
+// last member is named with its offset.
+TEST(IdxReaderTest, MembersLargerThanAReadChunkAndABytePastTheLast) {
+  TempDir dir;
+  std::mt19937 rng(7);
+  std::vector<uint8_t> pixels(1000 * 784);
+  for (uint8_t& p : pixels) p = static_cast<uint8_t>(rng());  // incompressible: ~780 KB compressed
+  const std::vector<uint8_t> raw = IdxBytes(kIdxImagesMagic, {1000, 28, 28}, pixels);
+  std::vector<uint8_t> gz;
+  const size_t cuts[] = {0, 100000, 100001, 500000, raw.size()};
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+    const std::vector<uint8_t> member =
+        Gzip(std::vector<uint8_t>(raw.begin() + static_cast<ptrdiff_t>(cuts[i]),
+                                  raw.begin() + static_cast<ptrdiff_t>(cuts[i + 1])));
+    gz.insert(gz.end(), member.begin(), member.end());
+  }
+  WriteBytes(dir.File("m.gz"), gz);
+  Result<IdxArray> idx = ReadIdxFile(dir.File("m.gz"), kIdxImagesMagic);
+  ASSERT_TRUE(idx) << idx.error().ToString();
+  EXPECT_EQ(idx->bytes, pixels);
+  Result<IdxArray> prefix = ReadIdxFile(dir.File("m.gz"), kIdxImagesMagic, 700);
+  ASSERT_TRUE(prefix) << prefix.error().ToString();
+  EXPECT_EQ(prefix->bytes, std::vector<uint8_t>(pixels.begin(), pixels.begin() + 700 * 784));
+  gz.push_back(0);
+  WriteBytes(dir.File("m.gz"), gz);
+  Result<IdxArray> past = ReadIdxFile(dir.File("m.gz"), kIdxImagesMagic);
+  ASSERT_FALSE(past);
+  EXPECT_EQ(past.error().code(), StatusCode::kDataLoss);
+  EXPECT_NE(past.error().message().find("1 unexpected bytes after the end of the gzip stream (at offset " +
+                                        std::to_string(gz.size() - 1) + ")"),
+            std::string::npos)
+      << past.error().message();
+}
+
 TEST(IdxReaderTest, AskedForFewerRecordsReadsOnlyThePrefix) {
   TempDir dir;
   const std::vector<uint8_t> pixels = Pixels(400 * 784);
