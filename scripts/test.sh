@@ -57,6 +57,9 @@ fi
 # exit status 1 and a backtrace file in the working directory unless this is
 # set; with it a crash is reported as one.
 export IPATH_NO_BACKTRACE=1
+# What `chorus` sets for itself and re-executes for (node/main.cc): set here,
+# the hundreds of node processes the suite starts need not re-execute.
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1}
 # Two ctest slots a CPU: the multi-process tests take two each
 # (tests/CMakeLists.txt), so one of them runs a CPU as before, and the
 # one-process tests, which mostly wait, fill what they leave.
