@@ -86,9 +86,11 @@ bool IsGzip(const uint8_t* data, size_t n) { return n >= 2 && data[0] == 0x1f &&
 // `stop_at` > 0, stops once that many bytes are out (fewer if the stream
 // holds fewer) and returns them: the rest is neither read, inflated nor
 // checked.
-Result<std::vector<uint8_t>> Gunzip(const CompressedFile& file, const std::string& path, uint64_t stop_at = 0) {
-  // ISIZE (last 4 bytes) is the uncompressed size mod 2^32 of the last member: a
-  // good first guess for the output size.
+// Gunzip's first output size: ISIZE (the last 4 bytes, the uncompressed size
+// mod 2^32 of the last member) is a good guess, capped by deflate's best
+// ratio (about 1032:1) so that a damaged trailer cannot make us allocate a
+// gigabyte up front, and by `stop_at`.
+Result<uint64_t> FirstOutputSize(const CompressedFile& file, const std::string& path, uint64_t stop_at) {
   uint64_t guess = file.size() * 2;
   uint8_t trailer[4];
   if (file.size() >= 4) {
@@ -98,15 +100,30 @@ Result<std::vector<uint8_t>> Gunzip(const CompressedFile& file, const std::strin
               uint64_t{trailer[3]} << 24;
     }
   }
-  // Capped by deflate's best ratio (about 1032:1) so a damaged trailer cannot
-  // make us allocate a gigabyte up front.
   guess = std::min<uint64_t>(guess, file.size() * 1032);
   if (stop_at > 0) guess = std::min(guess, stop_at);
+  return std::min<uint64_t>(std::max<uint64_t>(guess, 4096) + 1, kMaxIdxBytes + 1);
+}
+
+// The error of an inflate that returned `ret` (neither progress nor the end
+// of a member) with `consumed` compressed bytes taken.
+Status InflateFailure(int ret, const z_stream& zs, uint64_t consumed, uint64_t file_size, const std::string& path) {
+  if (ret == Z_BUF_ERROR) {
+    return DataLoss(path + ": gzip stream is truncated (input ended after " + std::to_string(file_size) +
+                    " compressed bytes)");
+  }
+  if (ret == Z_MEM_ERROR) return ResourceExhausted(path + ": out of memory while inflating");
+  return DataLoss(path + ": corrupt gzip stream near compressed offset " + std::to_string(consumed) + ": " +
+                  (zs.msg ? zs.msg : "inflate error"));
+}
+
+Result<std::vector<uint8_t>> Gunzip(const CompressedFile& file, const std::string& path, uint64_t stop_at = 0) {
+  CHORUS_ASSIGN_OR_RETURN(uint64_t first_size, FirstOutputSize(file, path, stop_at));
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {  // 16 + : gzip wrapper only
     return Err(Internal(path + ": inflateInit2 failed"));
   }
-  std::vector<uint8_t> out(std::min<uint64_t>(std::max<uint64_t>(guess, 4096) + 1, kMaxIdxBytes + 1));
+  std::vector<uint8_t> out(first_size);
   std::vector<uint8_t> in(size_t{1} << 18);
   uint64_t read = 0;  // compressed bytes read into `in` so far; read - zs.avail_in are consumed
   // Moves what inflate has not taken to the front of `in` and reads more after it.
@@ -159,15 +176,7 @@ Result<std::vector<uint8_t>> Gunzip(const CompressedFile& file, const std::strin
     if (ret == Z_OK) continue;
     if (ret == Z_BUF_ERROR && zs.avail_out == 0) continue;  // output full: grow
     if (ret == Z_BUF_ERROR && zs.avail_in == 0 && read < file.size()) continue;  // more input to read
-    if (ret == Z_BUF_ERROR) {
-      status = DataLoss(path + ": gzip stream is truncated (input ended after " + std::to_string(file.size()) +
-                        " compressed bytes)");
-    } else if (ret == Z_MEM_ERROR) {
-      status = ResourceExhausted(path + ": out of memory while inflating");
-    } else {
-      status = DataLoss(path + ": corrupt gzip stream near compressed offset " +
-                        std::to_string(read - zs.avail_in) + ": " + (zs.msg ? zs.msg : "inflate error"));
-    }
+    status = InflateFailure(ret, zs, read - zs.avail_in, file.size(), path);
     break;
   }
   inflateEnd(&zs);

@@ -58,7 +58,9 @@ TEST(CredentialPartSignerTest, ASignatureChecksForItsSignerGatherEpochAndPartOnl
     const CredentialPartSigner fresh(Issued(*issuer, "b"), ViewOf(1, 7));
     EXPECT_FALSE(fresh.Verify(0, 41, part, tampered)) << "byte " << i << " of the signature altered";
     const bool issuer_signature = i >= kSignPublicKeyBytes && i < kSignPublicKeyBytes + kSignatureBytes;
-    if (!issuer_signature) EXPECT_FALSE(c.Verify(0, 41, part, tampered)) << "byte " << i << " altered";
+    if (!issuer_signature) {
+      EXPECT_FALSE(c.Verify(0, 41, part, tampered)) << "byte " << i << " altered";
+    }
   }
   EXPECT_FALSE(c.Verify(5, 41, part, signature)) << "a rank outside the view";
 }
