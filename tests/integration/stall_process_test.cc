@@ -35,10 +35,11 @@ void PrintTo(const StallVariant& v, std::ostream* os) { *os << v.name; }
 class StallProcessTest : public ::testing::TestWithParam<StallVariant> {};
 
 // Four `chorus node` processes of `config` (run `name`), node `stalled` with
-// CHORUS_FAULT_STALL=`stall` in its environment.
+// CHORUS_FAULT_STALL=`stall` in its environment and `stalled_sets` on top of
+// the settings below and `sets_for_all`.
 struct StalledCluster {
   StalledCluster(const std::string& config, const std::string& name, int stalled, const std::string& stall,
-                 const std::vector<std::string>& stalled_sets = {})
+                 const std::vector<std::string>& stalled_sets = {}, const std::vector<std::string>& sets_for_all = {})
       : out(fs::temp_directory_path() / ("chorus-stall-test-" + std::to_string(getpid()))), run(out / name) {
     const int port0 = testing::PortPicker(static_cast<uint32_t>(getpid()) + 17).Next();
     const std::vector<std::string> sets = {
@@ -49,6 +50,7 @@ struct StalledCluster {
         "data.train_limit=6000",    "data.test_limit=1000"};
     for (int i = 0; i < 4; ++i) {
       std::vector<std::string> env, own = sets;
+      own.insert(own.end(), sets_for_all.begin(), sets_for_all.end());
       if (i == stalled) {
         env.push_back("CHORUS_FAULT_STALL=" + stall);
         own.insert(own.end(), stalled_sets.begin(), stalled_sets.end());
@@ -108,17 +110,20 @@ INSTANTIATE_TEST_SUITE_P(Exchanges, StallProcessTest,
                          [](const ::testing::TestParamInfo<StallVariant>& info) { return info.param.name; });
 
 // The coordinator's training hangs for longer than the others' re-form may
-// wait (40 s; the re-form's deadline is 2 * fabric.op_timeout_s + 2 *
-// cluster.dead_timeout_s + 10 = 24 s) while its control thread answers: the
+// wait (30 s; their exchange fails 2 s in, fabric.op_timeout_s, they ask for
+// the re-form 2 * cluster.dead_timeout_s = 4 s later, and its deadline is
+// 2 * fabric.op_timeout_s + 2 * cluster.dead_timeout_s + 10 = 18 s after
+// that: 24 s in all) while its control thread answers: the
 // three meet at the re-form's barrier without it, declare it dead, and the
 // next epoch, proposed by node1, drops it. They train on to one model. node0,
 // once it runs again, finds itself removed and rejoins by itself: admitted
 // while the three train, or refused once they have ended the run (exit 0,
 // without a model), or, when the three have exited already, it finds nobody
-// by its cluster.join_timeout_s (10 s here) and exits 1 saying so.
+// by its cluster.join_timeout_s (5 s here) and exits 1 saying so.
 TEST(HangProcessTest, AMemberWhoseTrainingHangsPastTheReformIsDroppedAndTheOthersTrainOn) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
-  StalledCluster c("allreduce-ring.toml", "hang", 0, "8:40", {"cluster.join_timeout_s=10"});
+  StalledCluster c("allreduce-ring.toml", "hang", 0, "8:30", {"cluster.join_timeout_s=5"},
+                   {"fabric.op_timeout_s=2", "cluster.suspect_timeout_s=1", "cluster.dead_timeout_s=2"});
   const auto outputs = [&] { return c.Outputs(); };
   std::vector<nlohmann::json> s;
   for (int i = 1; i < 4; ++i) {
@@ -140,7 +145,7 @@ TEST(HangProcessTest, AMemberWhoseTrainingHangsPastTheReformIsDroppedAndTheOther
   }
   EXPECT_GE(declared, 2) << outputs();
   EXPECT_NE(c.nodes[0]->Output().find("rejoining the cluster"), std::string::npos) << outputs();
-  std::printf("node0's training hung 40 s: %d of the three declared it dead at the re-form; the three ended with "
+  std::printf("node0's training hung 30 s: %d of the three declared it dead at the re-form; the three ended with "
               "one model (world size %d at the end); node0 rejoined and exited %d%s\n", declared,
               s[0]["world_size"].get<int>(), status, nobody_left ? " (the three had ended)" : "");
 }
