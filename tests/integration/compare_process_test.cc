@@ -153,9 +153,11 @@ join_timeout_s = 20.0
 // A late joiner: node2 of 3 starts 1 s after the others in every method's
 // launch; the other two form the cluster (cluster.min_nodes = 2, not 3, or
 // they would wait for it) and node2 joins them while they train. The run is
-// long enough that node2 is admitted before the end: 4 epochs of 30000 images
-// train for about 4 s on a 2-core machine (6000 images: under 1 s, and node2
-// would find the cluster gone), with an admission point every 10 steps.
+// long enough that node2 is admitted before the end: 2 epochs of 12000 images
+// with each step's compute slept 4 times over (train.slowdown: the length of
+// 4 epochs of 30000 images, a fifth of their CPU) train for about 4 s on a
+// 2-core machine (unslowed: under 1 s, and node2 would find the cluster
+// gone), with an admission point every 10 steps.
 TEST(CompareProcessTest, ALateJoinerJoinsEveryMethodAndIsRecorded) {
   if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Fashion-MNIST not installed (" << kDataDir << ")";
@@ -170,11 +172,12 @@ late_joiner = { node = 2, after_s = 1.0 }
 [run]
 progress = "off"
 [train]
-epochs = 4
+epochs = 2
 batch_size = 32
 threads = 1
+slowdown = 4.0
 [data]
-train_limit = 30000
+train_limit = 12000
 test_limit = 500
 [cluster]
 token = "compare-late"
@@ -194,7 +197,11 @@ admit_every_s = 0
     SCOPED_TRACE(m.dump());
     EXPECT_EQ(m["exit_code"], 0);
     const fs::path method = dir / "late" / m["dir"].get<std::string>();
-    EXPECT_TRUE(ReadJson(method / "node2" / "summary.json").is_object());
+    const nlohmann::json joiner = ReadJson(method / "node2" / "summary.json");
+    ASSERT_TRUE(joiner.is_object());
+    // node2 trained beside the two: admitted mid-run, not after they ended.
+    EXPECT_EQ(joiner["world_size"], 3) << joiner.dump();
+    EXPECT_GT(joiner["steps"].get<int>(), 0) << joiner.dump();
     std::ifstream log(method / "launch.log");
     std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("launch: all 2 on-time nodes are in epoch 0"), std::string::npos) << text;
