@@ -153,10 +153,10 @@ join_timeout_s = 20.0
 // A late joiner: node2 of 3 starts 1 s after the others in every method's
 // launch; the other two form the cluster (cluster.min_nodes = 2, not 3, or
 // they would wait for it) and node2 joins them while they train. The run is
-// long enough that node2 is admitted before the end: 2 epochs of 12000 images
-// with each step's compute slept 4 times over (train.slowdown: the length of
-// 4 epochs of 30000 images, a fifth of their CPU) train for about 4 s on a
-// 2-core machine (unslowed: under 1 s, and node2 would find the cluster
+// long enough that node2 is admitted before the end: 3 epochs of 12000 images
+// with each step's compute slept 4 times over (train.slowdown; a third of the
+// CPU of the 4 epochs of 30000 images this took before) train for about 6 s
+// on a 2-core machine (unslowed: under 2 s, and node2 would find the cluster
 // gone), with an admission point every 10 steps.
 TEST(CompareProcessTest, ALateJoinerJoinsEveryMethodAndIsRecorded) {
   if (!fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
@@ -172,7 +172,7 @@ late_joiner = { node = 2, after_s = 1.0 }
 [run]
 progress = "off"
 [train]
-epochs = 2
+epochs = 3
 batch_size = 32
 threads = 1
 slowdown = 4.0
