@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 
 #include "common/posix_io.h"
@@ -14,25 +13,11 @@
 namespace chorus {
 namespace {
 
-// Closes the fd when it goes out of scope.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-
- private:
-  int fd_;
-};
-
 template <typename Container>
 Result<Container> ReadFile(const std::string& path, uint64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const OwnedFd owned(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const int fd = owned.get();
   if (fd < 0) return Err(ErrnoStatus(errno, "open " + path));
-  FdCloser closer(fd);
   // Read straight into the container, sized by fstat and grown if the file
   // grows while we read: no copy through a chunk.
   struct stat st {};
@@ -91,7 +76,7 @@ Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, 
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return ErrnoStatus(errno, "open directory " + dir + " of " + path);
-  FdCloser dir_closer(dir_fd);
+  const OwnedFd dir_closer(dir_fd);
   if (::fsync(dir_fd) != 0) return ErrnoStatus(errno, "fsync directory " + dir + " of " + path);
   return Status::Ok();
 }

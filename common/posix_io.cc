@@ -1,4 +1,4 @@
-// WriteAll, SendAll, ReadAll (see posix_io.h).
+// WriteAll, SendAll, ReadAll, ReadAtUpTo, OwnedFd (see posix_io.h).
 #include "common/posix_io.h"
 
 #include <sys/socket.h>
@@ -42,6 +42,23 @@ Status ReadAll(int fd, std::span<uint8_t> data, std::string_view what) {
     data = data.subspan(static_cast<size_t>(n));
   }
   return Status::Ok();
+}
+
+Result<size_t> ReadAtUpTo(int fd, uint64_t offset, std::span<uint8_t> data, std::string_view what) {
+  size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = RetryOnEintr(
+        [&] { return ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(offset + got)); });
+    if (n < 0) return Err(ErrnoStatus(errno, "read " + std::string(what)));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got;
+}
+
+void OwnedFd::Reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 }  // namespace chorus

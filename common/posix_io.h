@@ -33,6 +33,33 @@ auto RetryOnEintr(Call&& call) -> decltype(call()) {
 // closed (or the file ended) first.
 [[nodiscard]] Status ReadAll(int fd, std::span<uint8_t> data, std::string_view what);
 
+// Up to data.size() bytes at `offset` with pread(2): fewer only where the
+// file ends. `what` names the file in errors.
+[[nodiscard]] Result<size_t> ReadAtUpTo(int fd, uint64_t offset, std::span<uint8_t> data, std::string_view what);
+
+// A descriptor closed when it goes out of scope (or on Reset); movable.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd = -1) : fd_(fd) {}
+  ~OwnedFd() { Reset(); }
+  OwnedFd(OwnedFd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  OwnedFd& operator=(OwnedFd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = other.fd_;
+      other.fd_ = -1;
+    }
+    return *this;
+  }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+  void Reset();
+
+ private:
+  int fd_;
+};
+
 // The bytes of `text`, for the calls above and WriteFileAtomic (common/files.h).
 inline std::span<const uint8_t> AsBytes(std::string_view text) {
   return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};

@@ -8,6 +8,7 @@
 #include "trainer/dataset.h"
 
 #include "common/files.h"
+#include "common/posix_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -45,56 +46,38 @@ std::string Hex32(uint32_t v) {
 class CompressedFile {
  public:
   static Result<CompressedFile> Open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Err(ErrnoStatus(errno, "open " + path));
-    CompressedFile file(fd);
+    CompressedFile file(OwnedFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), path);
+    if (file.fd_.get() < 0) return Err(ErrnoStatus(errno, "open " + path));
     struct stat st {};
-    if (::fstat(fd, &st) != 0) return Err(ErrnoStatus(errno, "stat " + path));
+    if (::fstat(file.fd_.get(), &st) != 0) return Err(ErrnoStatus(errno, "stat " + path));
     file.size_ = static_cast<uint64_t>(std::max<off_t>(st.st_size, 0));
     return file;
-  }
-  CompressedFile(CompressedFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
-  CompressedFile& operator=(CompressedFile&&) = delete;
-  ~CompressedFile() {
-    if (fd_ >= 0) ::close(fd_);
   }
 
   uint64_t size() const { return size_; }
   // Up to `n` bytes at `offset` into `out`; fewer only at the end of the file.
-  Result<size_t> ReadAt(uint64_t offset, uint8_t* out, size_t n, const std::string& path) const {
-    size_t got = 0;
-    while (got < n) {
-      const ssize_t r = RetryOnEintr(
-          [&] { return ::pread(fd_, out + got, n - got, static_cast<off_t>(offset + got)); });
-      if (r < 0) return Err(ErrnoStatus(errno, "read " + path));
-      if (r == 0) break;
-      got += static_cast<size_t>(r);
-    }
-    return got;
+  Result<size_t> ReadAt(uint64_t offset, uint8_t* out, size_t n) const {
+    return ReadAtUpTo(fd_.get(), offset, {out, n}, path_);
   }
 
  private:
-  explicit CompressedFile(int fd) : fd_(fd) {}
-  int fd_;
+  CompressedFile(OwnedFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  OwnedFd fd_;
+  std::string path_;
   uint64_t size_ = 0;
 };
 
 bool IsGzip(const uint8_t* data, size_t n) { return n >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
 
-// Inflates every gzip member of `file`; anything after the last member that is
-// not another gzip member is an error, as is a stream that ends early. With
-// `stop_at` > 0, stops once that many bytes are out (fewer if the stream
-// holds fewer) and returns them: the rest is neither read, inflated nor
-// checked.
 // Gunzip's first output size: ISIZE (the last 4 bytes, the uncompressed size
 // mod 2^32 of the last member) is a good guess, capped by deflate's best
 // ratio (about 1032:1) so that a damaged trailer cannot make us allocate a
 // gigabyte up front, and by `stop_at`.
-Result<uint64_t> FirstOutputSize(const CompressedFile& file, const std::string& path, uint64_t stop_at) {
+Result<uint64_t> FirstOutputSize(const CompressedFile& file, uint64_t stop_at) {
   uint64_t guess = file.size() * 2;
   uint8_t trailer[4];
   if (file.size() >= 4) {
-    CHORUS_ASSIGN_OR_RETURN(size_t got, file.ReadAt(file.size() - 4, trailer, 4, path));
+    CHORUS_ASSIGN_OR_RETURN(size_t got, file.ReadAt(file.size() - 4, trailer, 4));
     if (got == 4) {
       guess = uint64_t{trailer[0]} | uint64_t{trailer[1]} << 8 | uint64_t{trailer[2]} << 16 |
               uint64_t{trailer[3]} << 24;
@@ -117,8 +100,13 @@ Status InflateFailure(int ret, const z_stream& zs, uint64_t consumed, uint64_t f
                   (zs.msg ? zs.msg : "inflate error"));
 }
 
+// Inflates every gzip member of `file`; anything after the last member that is
+// not another gzip member is an error, as is a stream that ends early. With
+// `stop_at` > 0, stops once that many bytes are out (fewer if the stream
+// holds fewer) and returns them: the rest is neither read, inflated nor
+// checked.
 Result<std::vector<uint8_t>> Gunzip(const CompressedFile& file, const std::string& path, uint64_t stop_at = 0) {
-  CHORUS_ASSIGN_OR_RETURN(uint64_t first_size, FirstOutputSize(file, path, stop_at));
+  CHORUS_ASSIGN_OR_RETURN(uint64_t first_size, FirstOutputSize(file, stop_at));
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {  // 16 + : gzip wrapper only
     return Err(Internal(path + ": inflateInit2 failed"));
@@ -129,7 +117,7 @@ Result<std::vector<uint8_t>> Gunzip(const CompressedFile& file, const std::strin
   // Moves what inflate has not taken to the front of `in` and reads more after it.
   auto fill = [&]() -> Status {
     if (zs.avail_in > 0) std::memmove(in.data(), zs.next_in, zs.avail_in);
-    CHORUS_ASSIGN_OR_RETURN(size_t got, file.ReadAt(read, in.data() + zs.avail_in, in.size() - zs.avail_in, path));
+    CHORUS_ASSIGN_OR_RETURN(size_t got, file.ReadAt(read, in.data() + zs.avail_in, in.size() - zs.avail_in));
     read += got;
     zs.next_in = in.data();
     zs.avail_in += static_cast<uInt>(got);
@@ -271,7 +259,7 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint32_t expected_magic, u
   }
   CHORUS_ASSIGN_OR_RETURN(CompressedFile compressed, CompressedFile::Open(path));
   uint8_t magic[2];
-  CHORUS_ASSIGN_OR_RETURN(size_t magic_bytes, compressed.ReadAt(0, magic, 2, path));
+  CHORUS_ASSIGN_OR_RETURN(size_t magic_bytes, compressed.ReadAt(0, magic, 2));
   if (IsGzip(magic, magic_bytes)) {
     // A prefix: the header first (its dimensions give a record's size), then
     // the header and the records asked for. A header that does not parse is

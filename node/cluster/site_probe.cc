@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -30,6 +31,25 @@ double Seconds(std::chrono::steady_clock::time_point from) {
 // What a ping asks of the answerer.
 enum : uint8_t { kPingDone = 0, kPingProbe = 1, kPingReady = 2 };
 
+// The most probes a pair takes.
+int MostProbes(const SiteProbeOptions& o) { return std::max({1, o.repeats, o.max_repeats}); }
+
+// The cheapest and second cheapest of the probes so far.
+struct TwoCheapest {
+  double first = std::numeric_limits<double>::infinity();
+  double second = std::numeric_limits<double>::infinity();
+  void Add(double took) {
+    if (took < first) {
+      second = first;
+      first = took;
+    } else if (took < second) {
+      second = took;
+    }
+  }
+  // Two probes, the dearer of them within `agree` times the cheaper.
+  bool Agree(double agree) const { return second <= agree * first; }
+};
+
 // One pair's probes, from the lower rank: the cheapest of `repeats`, or of
 // more while the two cheapest disagree (up to max_repeats), or of fewer
 // when one took repeat_below_s or more. An untimed round trip first
@@ -48,9 +68,9 @@ Result<PairProbe> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag 
   sends.push_back(std::move(ready));
   CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 1, one, deadline)));
   PairProbe pair{static_cast<int>(peer), 0.0, 0};
-  double second = 0.0;  // the second cheapest
-  for (int k = 0; k < std::max(o.repeats, o.max_repeats); ++k) {
-    if (k >= o.repeats && second > 0.0 && second <= o.agree * pair.cost_s) break;
+  TwoCheapest cheapest;
+  for (int k = 0; k < MostProbes(o); ++k) {
+    if (k >= o.repeats && cheapest.Agree(o.agree)) break;
     const auto start = std::chrono::steady_clock::now();
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr ping, t.Isend(peer, tag + 0, kProbe));
     sends.push_back(std::move(ping));
@@ -59,12 +79,8 @@ Result<PairProbe> Initiate(gossip::Transport& t, gossip::Rank peer, gossip::Tag 
     sends.push_back(std::move(data));
     CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 3, one, deadline)));
     const double took = Seconds(start);
-    if (k == 0 || took < pair.cost_s) {
-      second = k == 0 ? took : pair.cost_s;
-      pair.cost_s = took;
-    } else if (k == 1 || took < second) {
-      second = took;
-    }
+    cheapest.Add(took);
+    pair.cost_s = cheapest.first;
     ++pair.probes;
     if (took >= o.repeat_below_s) break;
   }
@@ -86,10 +102,10 @@ Status Answer(gossip::Transport& t, gossip::Rank peer, gossip::Tag tag, const Si
     CHORUS_RETURN_IF_ERROR(StatusOf(t.Recv(peer, tag + 0, ping, deadline)));
     const auto what = static_cast<uint8_t>(ping[0]);
     if (what == kPingDone) break;
-    if (++pings > std::max(o.repeats, o.max_repeats) + 1 || what > kPingReady) {
+    if (++pings > MostProbes(o) + 1 || what > kPingReady) {
       CHORUS_RETURN_IF_ERROR(gossip::WaitAll(sends, deadline));
       return DataLoss("site probe: ping " + std::to_string(pings) + " (" + std::to_string(what) + "), more than " +
-                      std::to_string(std::max(o.repeats, o.max_repeats)) + " probes after the ready one");
+                      std::to_string(MostProbes(o)) + " probes after the ready one");
     }
     CHORUS_ASSIGN_OR_RETURN(gossip::RequestPtr pong, t.Isend(peer, tag + 1, kAnswer));
     sends.push_back(std::move(pong));
@@ -131,8 +147,7 @@ int ViewId(const MembershipView& view) {
 }  // namespace
 
 size_t ProbeBytes(const SiteProbeOptions& options, int n) {
-  const size_t repeats = static_cast<size_t>(std::max({1, options.repeats, options.max_repeats}));
-  const size_t transfers = static_cast<size_t>(std::max(1, n - 1)) * repeats;
+  const size_t transfers = static_cast<size_t>(std::max(1, n - 1)) * static_cast<size_t>(MostProbes(options));
   const size_t fit = options.max_bytes_per_node / transfers;
   return std::min(options.bytes, std::max(options.min_bytes, fit));
 }

@@ -137,12 +137,13 @@ std::string LinkIdentity(const Member& member);
 // each (empty when nothing).
 std::vector<std::string> ApplyMeasuredSites(const topologies::LinkGroups& groups, MembershipView* view);
 
-// The probe as summary.json and the logs give it: the groups by name, the
-// gap, and the cheapest and dearest pair cost.
 // "; measured here: <peer> <ms> ms (<probes> probes), ..." for the pairs
 // this member started, or "" when it started none.
 std::string MeasuredHere(const SiteProbe& probe, const MembershipView& view);
 
+// The probe as summary.json and the logs give it: the groups by name, the
+// gap, the cheapest and dearest pair cost, and the pairs this member
+// started (measured_here).
 nlohmann::json SiteProbeJson(const SiteProbe& probe, const MembershipView& view,
                              const std::vector<std::string>& contradictions);
 

@@ -60,23 +60,6 @@ class SignalForwarding {
   struct sigaction old_pipe_ {};
 };
 
-// A descriptor closed when it goes out of scope (or on Reset).
-class OwnedFd {
- public:
-  explicit OwnedFd(int fd) : fd_(fd) {}
-  ~OwnedFd() { Reset(); }
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
-
 // Our environment without kListenFdEnv (only node0 gets one, its own).
 std::vector<std::string> ChildEnvironment() {
   const std::string drop = std::string(kListenFdEnv) + "=";
