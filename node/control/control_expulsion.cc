@@ -249,8 +249,9 @@ void ControlPlaneImpl::JudgeDeaths(Clock::time_point now) {
   }
   if (death_reports_.empty()) return;
   CoordinatorJudgement judge;
-  judge.silent_here = [&](const std::string& name) { return liveness_.IsSuspect(name) || liveness_.IsLost(name); };
-  judge.stalled_lately = now - stalled_at_ <= dead_after_;
+  judge.lost_here = [&](const std::string& name) { return liveness_.IsLost(name); };
+  judge.silent_here = [&](const std::string& name) { return liveness_.IsSuspect(name); };
+  judge.heard_since = stalled_at_;
   judge.quorum = config_.expel_quorum;
   judge.grace = dead_after_;
   for (const DeathVerdict& v : JudgeDeathReports(death_reports_, judge, now)) {

@@ -181,22 +181,25 @@ std::vector<DeathVerdict> JudgeDeathReports(std::map<std::string, DeathReport>& 
     const DeathReport& report = it->second;
     const std::string by = "declared dead by " + JoinNames({report.reporters.begin(), report.reporters.end()}) +
                            ", which ended this epoch's operations with it";
-    if (judge.silent_here(name)) {
-      condemn(name, by + " (silent here too)");
-    } else if (judge.stalled_lately) {
-      condemn(name, by + " (this coordinator stalled lately and cannot judge)");
+    const Duration heard_for = now - std::max(report.first_at, judge.heard_since);
+    if (judge.lost_here(name)) {
+      condemn(name, by + " (its connection here is lost too)");
     } else if (report.reporters.size() >= quorum) {
       const size_t n = report.reporters.size();
       condemn(name, by + " (" + std::to_string(n) + (n == 1 ? " member)" : " members)"));
-    } else if (now - report.first_at >= judge.grace) {
+    } else if (heard_for >= judge.grace && judge.silent_here(name)) {
+      condemn(name, by + " (silent here too)");
+    } else if (heard_for >= judge.grace) {
       // Of two members that declared each other dead, the first judged goes.
       if (!condemned.count(name)) {
         for (const std::string& reporter : report.reporters) {
           condemn(reporter, "it alone declared " + name + " dead, whom this coordinator has heard for the " +
-                                SecondsText(now - report.first_at) +
+                                SecondsText(heard_for) +
                                 " s since: one member's word removes nobody, and the epoch cannot go on with both");
         }
       }
+    } else if (now - report.first_at >= kStalledGraces * judge.grace) {
+      condemn(name, by + " (this coordinator kept stalling and cannot judge)");
     } else {
       ++it;
       continue;

@@ -183,12 +183,14 @@ class LivenessTable {
 // peer dead has ended the epoch's data-plane operations with it, so the epoch
 // cannot go on with both; but one member's word must not remove another
 // (it may lie, or only its own link may have failed). A report is confirmed,
-// and the named member dropped, when the coordinator itself finds the member
-// silent or its connection lost, when the coordinator cannot judge (it stalled
-// lately), or when `quorum` members reported it. A report still unconfirmed
-// after `grace` (the coordinator heard the named member all along) removes
-// its reporters instead; of two members that declared each other dead (a link
-// cut between them), only one goes.
+// and the named member dropped, at once when the named member's connection to
+// the coordinator is lost too or when `quorum` members reported it; otherwise
+// the coordinator listens for `grace` (counted from the report, or from its
+// own last stall, when others' silence said nothing): a named member still
+// silent then goes, one heard goes free and the reporters go instead (of two
+// members that declared each other dead, a link cut between them, only one
+// goes). A coordinator that keeps stalling for kStalledGraces graces cannot
+// judge, and takes the word so that the epoch goes on.
 struct DeathReport {
   std::set<std::string> reporters;
   Clock::time_point first_at;  // when the coordinator first heard the report
@@ -198,11 +200,13 @@ struct DeathVerdict {
   std::string why;
 };
 struct CoordinatorJudgement {
-  std::function<bool(const std::string&)> silent_here;  // suspect or lost at the coordinator
-  bool stalled_lately = false;
+  std::function<bool(const std::string&)> lost_here;    // its connection to the coordinator closed, no frame since
+  std::function<bool(const std::string&)> silent_here;  // suspect at the coordinator
+  Clock::time_point heard_since{};                      // the coordinator's last stall ended here
   int quorum = 2;
   Duration grace{};
 };
+inline constexpr int kStalledGraces = 4;
 // Consumes the reports it decides (confirmed or expired) from `reports`, keyed
 // by the name declared dead; the caller has removed reporters and names no
 // longer in the view. Verdicts in name order, each name at most once.

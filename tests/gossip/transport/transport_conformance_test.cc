@@ -343,7 +343,9 @@ TEST_P(TransportConformance, MessageLargerThanReceiveBufferIsAnError) {
       arrived = true;
     }
     EXPECT_TRUE(arrived) << "no message arrived after the truncation";
-    if (testing::Sealed(GetParam())) EXPECT_EQ(w[1].Stats().messages_rejected, rejected_before + 1);
+    if (testing::Sealed(GetParam())) {
+      EXPECT_EQ(w[1].Stats().messages_rejected, rejected_before + 1);
+    }
   }
 }
 

@@ -202,10 +202,12 @@ struct Reports {
   }
 };
 
-CoordinatorJudgement Hearing(std::set<std::string> silent = {}, bool stalled = false) {
+CoordinatorJudgement Hearing(std::set<std::string> silent = {}, std::set<std::string> lost = {},
+                             Clock::time_point heard_since = {}) {
   CoordinatorJudgement judge;
   judge.silent_here = [silent](const std::string& name) { return silent.count(name) > 0; };
-  judge.stalled_lately = stalled;
+  judge.lost_here = [lost](const std::string& name) { return lost.count(name) > 0; };
+  judge.heard_since = heard_since;
   judge.quorum = 2;
   judge.grace = std::chrono::seconds(2);
   return judge;
@@ -213,17 +215,41 @@ CoordinatorJudgement Hearing(std::set<std::string> silent = {}, bool stalled = f
 
 TEST(ControlMembershipTest, ADeathReportTheCoordinatorConfirmsDropsTheNamedMember) {
   Reports r;
+  // Its connection here is lost too: the named member goes at once.
   r.Add("x", "a");
-  const std::vector<DeathVerdict> v = JudgeDeathReports(r.by_name, Hearing({"x"}), r.t0);
+  std::vector<DeathVerdict> v = JudgeDeathReports(r.by_name, Hearing({}, {"x"}), r.t0);
   EXPECT_EQ(NamesOf(v), std::vector<std::string>{"x"});
-  EXPECT_NE(v[0].why.find("declared dead by a, which ended this epoch's operations with it (silent here too)"),
+  EXPECT_NE(v[0].why.find("declared dead by a, which ended this epoch's operations with it (its connection here"),
             std::string::npos)
       << v[0].why;
   EXPECT_TRUE(r.by_name.empty());
-  // A coordinator that stalled cannot judge, and takes the word.
+  // Silent here (a load spike can do that): it waits out the grace, then the named member goes if still silent.
   r.Add("x", "a");
-  EXPECT_EQ(NamesOf(JudgeDeathReports(r.by_name, Hearing({}, /*stalled=*/true), r.t0)),
-            std::vector<std::string>{"x"});
+  EXPECT_TRUE(JudgeDeathReports(r.by_name, Hearing({"x"}), r.t0 + std::chrono::seconds(1)).empty());
+  v = JudgeDeathReports(r.by_name, Hearing({"x"}), r.t0 + std::chrono::seconds(2));
+  EXPECT_EQ(NamesOf(v), std::vector<std::string>{"x"});
+  EXPECT_NE(v[0].why.find("(silent here too)"), std::string::npos) << v[0].why;
+}
+
+TEST(ControlMembershipTest, ACoordinatorThatStalledListensAGraceFromItsStallAndTakesTheWordOnlyIfItKeepsStalling) {
+  Reports r;
+  r.Add("x", "a");
+  // Stalled 1.5 s after the report: it cannot judge yet, and nobody goes at the report's grace.
+  const Clock::time_point stall = r.t0 + std::chrono::milliseconds(1500);
+  EXPECT_TRUE(JudgeDeathReports(r.by_name, Hearing({}, {}, stall), r.t0 + std::chrono::seconds(2)).empty());
+  // A grace after its stall, having heard x all along: the reporter goes.
+  std::vector<DeathVerdict> v = JudgeDeathReports(r.by_name, Hearing({}, {}, stall), stall + std::chrono::seconds(2));
+  EXPECT_EQ(NamesOf(v), std::vector<std::string>{"a"});
+  EXPECT_NE(v[0].why.find("heard for the 2 s since"), std::string::npos) << v[0].why;
+  // Stalling again and again: after kStalledGraces graces it takes the word.
+  r.Add("x", "a");
+  const Duration late = kStalledGraces * std::chrono::seconds(2);
+  EXPECT_TRUE(JudgeDeathReports(r.by_name, Hearing({}, {}, r.t0 + late - std::chrono::seconds(1)),
+                                r.t0 + late - std::chrono::milliseconds(1))
+                  .empty());
+  v = JudgeDeathReports(r.by_name, Hearing({}, {}, r.t0 + late - std::chrono::seconds(1)), r.t0 + late);
+  EXPECT_EQ(NamesOf(v), std::vector<std::string>{"x"});
+  EXPECT_NE(v[0].why.find("kept stalling"), std::string::npos) << v[0].why;
 }
 
 TEST(ControlMembershipTest, OneMembersDeathReportWaitsThenRemovesItsReporterAndAQuorumRemovesTheNamed) {
