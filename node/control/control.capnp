@@ -199,6 +199,7 @@ struct State {
   step @10 :Int64 = -1;      # the latest step reported; -1 when none was
   nextAdmissionStep @11 :Int64;  # the step of the next admission point; 0 when unknown
   dataSalt @12 :Data;        # formed: the current view's (EpochView.dataSalt)
+  reform @13 :Bool;          # formed: the current view was asked for over the same members (EpochView.reform)
 }
 
 # "Send your join to the coordinator instead." `formed`: the target is in a

@@ -614,6 +614,7 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
   v.members = s.members;
   v.data_salt = s.data_salt;
   v.run_salt = run_salt_;
+  v.reform = s.reform;
   for (const Member& m : view_.members) {
     bool kept = false;
     for (const Member& n : s.members) kept |= n.name == m.name;

@@ -107,6 +107,7 @@ void SetState(wire::State::Builder b, const msg::State& m) {
   b.setStep(m.step);
   b.setNextAdmissionStep(m.next_admission_step);
   b.setDataSalt(DataOf(m.data_salt));
+  b.setReform(m.reform);
 }
 
 wire::RejectCode ToWire(RejectCode code) {
@@ -373,6 +374,7 @@ Result<ControlMessage> Extract(wire::Envelope::Reader env) {
       state.step = r.getStep();
       state.next_admission_step = r.getNextAdmissionStep();
       state.data_salt = BytesOf(r.getDataSalt());
+      state.reform = r.getReform();
       return state;
     }
     case wire::Envelope::REDIRECT: {

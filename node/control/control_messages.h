@@ -172,6 +172,7 @@ struct State {
   int64_t step = -1;               // -1: none reported
   int64_t next_admission_step = 0;  // 0: unknown
   std::vector<uint8_t> data_salt;   // formed: the current view's
+  bool reform = false;              // formed: the current view's (EpochView.reform)
 };
 struct Redirect {
   std::string coordinator_name;

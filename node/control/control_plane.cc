@@ -566,6 +566,7 @@ msg::State ControlPlaneImpl::BuildState() const {
     state.step = progress_step_;
     state.next_admission_step = progress_next_admission_;
     state.data_salt = view_.data_salt;
+    state.reform = view_.reform;
   }
   return state;
 }

@@ -156,7 +156,9 @@ TEST(ControlMessagesTest, StateRedirectAndRejectRoundTrip) {
   state.address = "10.0.0.1:4000";
   state.step = 1234;
   state.next_admission_step = 100;
+  state.reform = true;
   auto s = std::get<msg::State>(RoundTrip(state));
+  EXPECT_TRUE(s.reform);
   EXPECT_TRUE(s.formed);
   EXPECT_EQ(s.epoch, 8u);
   EXPECT_EQ(s.members, state.members);
