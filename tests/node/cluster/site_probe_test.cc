@@ -200,14 +200,14 @@ class BusyHostTransport final : public gossip::testing::ForwardingTransport {
 };
 
 // A pair whose first three probes a busy host slowed, each by another
-// amount (4x and more apart, so that the suite's own load cannot make them
-// agree), is probed on until two probes agree, and keeps the link's cost,
+// amount (12x and more apart: under ctest -j3 beside the process tests the
+// 10 ms probe took 32 ms and agreed with the 40 ms one), is probed on until two probes agree, and keeps the link's cost,
 // not the busy host's; a pair slow alike every time keeps that cost.
 TEST(SiteProbeTest, AProbeSlowedByABusyHostIsRepeatedUntilTwoProbesAgree) {
   using std::chrono::milliseconds;
   SiteProbeOptions o = SmallProbes();
   o.repeat_below_s = 1.0;  // every probe here is repeated
-  const std::vector<milliseconds> busy = {milliseconds(40), milliseconds(10), milliseconds(80)};
+  const std::vector<milliseconds> busy = {milliseconds(120), milliseconds(10), milliseconds(480)};
   const std::vector<milliseconds> slow(static_cast<size_t>(o.max_repeats), milliseconds(20));
   for (const bool slowed_alike : {false, true}) {
     const std::vector<milliseconds>& delays = slowed_alike ? slow : busy;
