@@ -19,7 +19,7 @@ CredentialPartSigner::CredentialPartSigner(std::shared_ptr<const NodeCredentials
 std::vector<uint8_t> CredentialPartSigner::Transcript(gossip::Tag gather, const std::string& signer,
                                                       std::span<const float> part) const {
   std::vector<uint8_t> t;
-  t.reserve(kDomain.size() + context_.size() + 9 + signer.size() + part.size_bytes());
+  t.reserve(kDomain.size() + context_.size() + sizeof(gather) + 1 + signer.size() + part.size_bytes());
   t.insert(t.end(), kDomain.begin(), kDomain.end());
   t.insert(t.end(), context_.begin(), context_.end());
   for (int i = 0; i < 8; ++i) t.push_back(static_cast<uint8_t>(gather >> (8 * i)));

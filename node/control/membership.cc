@@ -187,11 +187,11 @@ std::vector<DeathVerdict> JudgeDeathReports(std::map<std::string, DeathReport>& 
     } else if (report.reporters.size() >= quorum) {
       const size_t n = report.reporters.size();
       condemn(name, by + " (" + std::to_string(n) + (n == 1 ? " member)" : " members)"));
-    } else if (heard_for >= judge.grace && judge.silent_here(name)) {
-      condemn(name, by + " (silent here too)");
     } else if (heard_for >= judge.grace) {
-      // Of two members that declared each other dead, the first judged goes.
-      if (!condemned.count(name)) {
+      if (judge.silent_here(name)) {
+        condemn(name, by + " (silent here too)");
+      } else if (!condemned.count(name)) {
+        // Of two members that declared each other dead, the first judged goes.
         for (const std::string& reporter : report.reporters) {
           condemn(reporter, "it alone declared " + name + " dead, whom this coordinator has heard for the " +
                                 SecondsText(heard_for) +
