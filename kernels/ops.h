@@ -164,6 +164,10 @@ double SoftmaxCrossEntropy(const Context& ctx, int n, int classes, const T* logi
 // optimizer's LARS norms call it per chunk).
 template <typename T>
 double SumSquares(const Context& ctx, size_t count, const T* x);
+// One thread's SumSquares (the same order and bits), on the calling thread,
+// and in *within whether every |x[i]| <= limit (false for a NaN): the
+// all-reduce's per-bucket contribution check, beside a busy trainer.
+double SumSquaresWithin(size_t count, const float* x, double limit, bool* within);
 // True when every element is finite.
 template <typename T>
 bool AllFinite(const Context& ctx, size_t count, const T* x);

@@ -6,13 +6,44 @@
 // the same condition variable until next_ reaches the bucket count.
 #include "gossip/fusion/fusion_engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "common/fp16.h"
+#include "kernels/ops.h"
 
 namespace chorus::gossip {
+
+namespace {
+
+// The wire's conversions, through the kernels' vectorised ones (the same
+// bits as FloatToHalfBits and HalfBitsToFloat) in blocks below their
+// threading size, so that they stay on this thread beside a busy trainer.
+constexpr size_t kConvertBlock = 4096;
+
+// half[i] = half(x[i] * scale); x is left as it is (a failed all-reduce
+// hands the caller back its own gradients).
+void ScaledToHalf(std::span<const float> x, float scale, uint16_t* half) {
+  float scaled[kConvertBlock];
+  for (size_t begin = 0; begin < x.size(); begin += kConvertBlock) {
+    const size_t n = std::min(kConvertBlock, x.size() - begin);
+    for (size_t i = 0; i < n; ++i) scaled[i] = x[begin + i] * scale;
+    kernels::FloatToHalf(scaled, half + begin, n);
+  }
+}
+
+// x[i] = float(half[i]) * scale.
+void HalfToScaled(const uint16_t* half, float scale, std::span<float> x) {
+  for (size_t begin = 0; begin < x.size(); begin += kConvertBlock) {
+    const size_t n = std::min(kConvertBlock, x.size() - begin);
+    kernels::HalfToFloat(half + begin, x.data() + begin, n);
+    for (size_t i = begin; i < begin + n; ++i) x[i] *= scale;
+  }
+}
+
+}  // namespace
 
 Result<std::unique_ptr<FusionEngine>> FusionEngine::Create(const Collective& collective,
                                                            GradientBucketer bucketer,
@@ -173,13 +204,8 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
   if (options_.measure_contributions) {
     const double pre = options.pre_scale;
     const double limit = options_.fp16_wire ? kHalfMax / (pre * wire_scale_.load(std::memory_order_relaxed))
-                                            : std::numeric_limits<double>::infinity();
-    double sumsq = 0;
-    for (float v : data) {
-      sumsq += static_cast<double>(v) * v;
-      if (!(std::fabs(static_cast<double>(v)) <= limit)) sums.finite = false;  // NaN too
-    }
-    sums.sumsq = sumsq * pre * pre;
+                                            : std::numeric_limits<float>::max();  // Inf and NaN not
+    sums.sumsq = kernels::SumSquaresWithin(data.size(), data.data(), limit, &sums.finite) * pre * pre;
   }
   Status s;
   size_t wire_bytes = data.size_bytes();
@@ -188,24 +214,21 @@ Status FusionEngine::RunBucket(size_t bucket, int64_t step) {
     std::vector<uint16_t>& half = half_staging_[bucket];
     const float wire = wire_scale_.load(std::memory_order_relaxed);
     const float pre = options.pre_scale * wire;
-    for (size_t i = 0; i < data.size(); ++i) half[i] = FloatToHalfBits(data[i] * pre);
+    ScaledToHalf(data, pre, half.data());
     options.pre_scale = 1.0f;
     s = audited ? collective_.AuditedAllreduce(std::span<uint16_t>(half), options, &sums.audit)
                 : collective_.Allreduce(std::span<uint16_t>(half), options);
     if (audited) sums.audit.Scale(1.0 / (static_cast<double>(wire) * wire));  // to LastContribution's units
     if (s.ok()) {
-      const float unscale = 1.0f / wire;
-      for (size_t i = 0; i < data.size(); ++i) data[i] = HalfBitsToFloat(half[i]) * unscale;
+      HalfToScaled(half.data(), 1.0f / wire, data);
     }
     wire_bytes = half.size() * sizeof(uint16_t);
   } else {
     s = audited ? collective_.AuditedAllreduce(data, options, &sums.audit) : collective_.Allreduce(data, options);
   }
   if (s.ok() && options_.measure_contributions) {
-    for (float v : data) {
-      sums.reduced_sumsq += static_cast<double>(v) * v;
-      if (!std::isfinite(v)) sums.reduced_finite = false;
-    }
+    sums.reduced_sumsq = kernels::SumSquaresWithin(data.size(), data.data(), std::numeric_limits<float>::max(),
+                                                   &sums.reduced_finite);
     std::lock_guard<std::mutex> lock(mu_);
     sums_.sumsq += sums.sumsq;
     sums_.reduced_sumsq += sums.reduced_sumsq;

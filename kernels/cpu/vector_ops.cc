@@ -1,5 +1,5 @@
 // CPU vector ops for the optimizer and mixed precision: SumSquares (double
-// accumulation), AllFinite, Axpy, Scale. OpenMP loops, static schedule, above a
+// accumulation), SumSquaresWithin, AllFinite, Axpy, Scale. OpenMP loops, static schedule, above a
 // size threshold; results of the reductions depend only on the thread count
 // (below the threshold: one thread, whatever the count). Only a parallel
 // SumSquares allocates (one partial sum per thread).
@@ -65,6 +65,31 @@ CHORUS_VECTOR_CLONES double SumSquaresBlock(size_t count, const float* x) {
   return SumSquaresBlock<float>(count, x);
 }
 
+// SumSquaresBlock's sum, in its order, and 1 when any |x[i]| is above
+// `limit` or NaN (an OR beside the sums, so the loop still vectorises).
+CHORUS_VECTOR_CLONES double SumSquaresWithinBlock(size_t count, const float* x, double limit, unsigned* over) {
+  constexpr size_t kLanes = 32;
+  double lane[kLanes] = {};
+  unsigned bad = 0;
+  size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const double v = static_cast<double>(x[i + j]);
+      lane[j] += v * v;
+      bad |= std::fabs(v) <= limit ? 0u : 1u;
+    }
+  }
+  double sum = 0.0;
+  for (size_t j = 0; j < kLanes; ++j) sum += lane[j];
+  for (; i < count; ++i) {
+    const double v = static_cast<double>(x[i]);
+    sum += v * v;
+    bad |= std::fabs(v) <= limit ? 0u : 1u;
+  }
+  *over = bad;
+  return sum;
+}
+
 template <typename T>
 [[gnu::always_inline]] inline void ScaleBlock(size_t count, T a, T* x) {
   for (size_t i = 0; i < count; ++i) x[i] *= a;
@@ -86,6 +111,13 @@ double SumSquares(const Context& ctx, size_t count, const T* x) {
   });
   double sum = 0.0;
   for (double p : partial) sum += p;
+  return sum;
+}
+
+double SumSquaresWithin(size_t count, const float* x, double limit, bool* within) {
+  unsigned over = 0;
+  const double sum = SumSquaresWithinBlock(count, x, limit, &over);
+  *within = over == 0;
   return sum;
 }
 

@@ -39,6 +39,35 @@ TEST(VectorOps, SumSquaresMultipliesInDouble) {
   EXPECT_EQ(SumSquares<float>(ctx, count, x.data()), static_cast<double>(count) * square);
 }
 
+TEST(VectorOps, SumSquaresWithinIsOneThreadsSumAndFindsValuesOverTheLimit) {
+  // Below SumSquares' threading size, so both run one block in one order.
+  for (size_t count : {size_t{0}, size_t{31}, size_t{32}, size_t{1000}, size_t{20001}}) {
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = std::sin(static_cast<float>(i)) * 3.0f;
+    bool within = false;
+    EXPECT_EQ(SumSquaresWithin(count, x.data(), 3.0, &within), SumSquares<float>(Context{}, count, x.data()))
+        << count;
+    EXPECT_TRUE(within) << count;
+    if (count == 0) continue;
+    for (size_t pos : {size_t{0}, count / 2, count - 1}) {
+      for (float bad : {3.5f, -3.5f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+        const float kept = x[pos];
+        x[pos] = bad;
+        SumSquaresWithin(count, x.data(), 3.0, &within);
+        EXPECT_FALSE(within) << count << " " << pos << " " << bad;
+        x[pos] = kept;
+      }
+    }
+    // Inf is above the largest float, and the limit itself is within.
+    x[count - 1] = std::numeric_limits<float>::max();
+    SumSquaresWithin(count, x.data(), std::numeric_limits<float>::max(), &within);
+    EXPECT_TRUE(within) << count;
+    x[count - 1] = std::numeric_limits<float>::infinity();
+    SumSquaresWithin(count, x.data(), std::numeric_limits<float>::max(), &within);
+    EXPECT_FALSE(within) << count;
+  }
+}
+
 TEST(VectorOps, AllFiniteFindsInfAndNan) {
   const Context ctx;
   for (size_t count : {size_t{5}, size_t{100003}}) {
