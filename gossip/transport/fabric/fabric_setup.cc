@@ -66,6 +66,12 @@ const UserRxmEnvironment& UserRxm() {
 //    unexpected messages, so a receive waiting for a later message would hang
 //    (its default, 4, hangs DifferentTagsAreMatchedIndependently); Chorus's
 //    exchanges keep far fewer than 1024 messages ahead of their receives.
+//  - FI_OFI_RXM_MSG_RX_SIZE=256: the receive buffers rxm posts to its shared
+//    receive queue at endpoint open (4096 by default, each a bounce buffer,
+//    touched and so zeroed by the kernel at once: the largest part of a
+//    node's start-up page faults). A buffer taken by an unexpected message is
+//    replaced from rxm's pool, so fewer posted only slows a burst of more
+//    than 256 messages read before the next progress call.
 // Why each, with the measurements: docs/libfabric.md ("Settings Chorus applies
 // to libfabric").
 void ApplyProviderEnvironment() {
@@ -73,6 +79,7 @@ void ApplyProviderEnvironment() {
     (void)UserRxm();
     setenv("FI_OFI_RXM_SAR_LIMIT", "16384", /*overwrite=*/0);
     setenv("FI_NET_MAX_SAVED", "1024", /*overwrite=*/0);
+    setenv("FI_OFI_RXM_MSG_RX_SIZE", "256", /*overwrite=*/0);
     return true;
   }();
   (void)applied;
