@@ -7,7 +7,10 @@
 # build compiles while the suite runs, one compiler at a time at the idle
 # scheduling class (chrt --idle): it takes only cycles the suite leaves
 # unused (its multi-process tests wait on each other and on timeouts much of
-# the time), and goes on with every CPU once the suite is done. Its log:
+# the time), and goes on with every CPU once the suite is done. Once built,
+# its unit tests run there too, still at the idle class; a pass there that
+# the suite's end did not cut short counts, anything else (cut short,
+# failed, not reached) runs them again after the suite. Its log:
 # build-fuzz.log.
 # Arguments go to the suite's ctest, and skip the last stage.
 set -euo pipefail
@@ -39,6 +42,13 @@ if [ "$sanitizer_stage" = 1 ]; then EXTRA_PACKAGES=clang ./scripts/setup.sh; els
 stage_done setup
 ./scripts/build.sh
 stage_done build
+# libinfinipath, loaded with libfabric, turns a crash of any test binary into
+# exit status 1 and a backtrace file in the working directory unless this is
+# set; with it a crash is reported as one.
+export IPATH_NO_BACKTRACE=1
+# What `chorus` sets for itself and re-executes for (node/main.cc): set here,
+# the hundreds of node processes the suite starts need not re-execute.
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1}
 unit_targets="chorus_common_tests chorus_topologies_tests chorus_kernels_tests chorus_gossip_tests chorus_trainer_tests"
 if [ "${SANITIZE_STAGE:-1}" = 0 ]; then unit_targets=""; fi
 sanitizer_build=""
@@ -48,18 +58,15 @@ if [ "$sanitizer_stage" = 1 ]; then
   # In a session of its own, so that an early exit stops the whole build.
   # One compiler at a time: two beside the suite slowed its tests by about
   # 40% (shared caches and memory bandwidth), one leaves a CPU to them.
-  EXTRA_TARGETS="$unit_targets" FUZZ_BUILD_ONLY=1 FUZZ_BUILD_JOBS=1 setsid "${idle[@]}" ./scripts/fuzz.sh \
-    >build-fuzz.log 2>&1 &
+  # A test that fails at the idle class (starved past a timeout) is run
+  # again after the suite: only that run's result counts.
+  rm -f build-fuzz/unit-tests.passed
+  EXTRA_TARGETS="$unit_targets" FUZZ_BUILD_ONLY=1 FUZZ_BUILD_JOBS=1 setsid "${idle[@]}" bash -c \
+    './scripts/fuzz.sh && if [ -n "$1" ]; then CTEST_JOBS=$(nproc) ./scripts/sanitizer_tests.sh; fi' \
+    _ "$unit_targets" >build-fuzz.log 2>&1 &
   sanitizer_build=$!
   trap 'kill -- -"$sanitizer_build" 2>/dev/null || true; report_stages' EXIT
 fi
-# libinfinipath, loaded with libfabric, turns a crash of any test binary into
-# exit status 1 and a backtrace file in the working directory unless this is
-# set; with it a crash is reported as one.
-export IPATH_NO_BACKTRACE=1
-# What `chorus` sets for itself and re-executes for (node/main.cc): set here,
-# the hundreds of node processes the suite starts need not re-execute.
-export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1}
 # Two ctest slots a CPU: the multi-process tests take two each
 # (tests/CMakeLists.txt), so one of them runs a CPU as before, and the
 # one-process tests, which mostly wait, fill what they leave.
@@ -93,10 +100,10 @@ if [ "$sanitizer_stage" = 1 ]; then
     exit 1
   fi
   stage_done "sanitizer build (after suite)"
-  if [ -n "$unit_targets" ]; then
-    source scripts/sanitizer_env.sh
-    (cd build-fuzz && ctest --output-on-failure -j"$slots" --timeout 900 \
-       -L 'common|topologies|kernels|gossip|trainer')
+  if [ -n "$unit_targets" ] && ./scripts/sanitizer_tests.sh --passed; then
+    echo "== unit tests under ASan+UBSan: passed during the suite ($(grep -E 'tests passed' build-fuzz.log | tail -1))"
+  elif [ -n "$unit_targets" ]; then
+    ./scripts/sanitizer_tests.sh
     stage_done "unit tests, ASan+UBSan"
   fi
   if [ "$fuzz_seconds" != 0 ]; then
