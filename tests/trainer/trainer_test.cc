@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include <cstring>
 #include <filesystem>
@@ -62,6 +63,26 @@ TEST(Trainer, CreateRejectsBadOptionsNamingThem) {
   o = SmallOptions("mlp");
   o.loss_scale.growth_factor = 0.5;
   EXPECT_NE(Trainer::Create(o).error().message().find("growth_factor"), std::string::npos);
+}
+
+TEST(Trainer, ParameterChecksumIsEqualForEqualWeightsAndChangesWithAnyOne) {
+  auto a = MakeTrainer(SmallOptions("mlp"));
+  auto b = MakeTrainer(SmallOptions("mlp"));
+  const uint64_t sum = a->ParameterChecksum();
+  EXPECT_EQ(b->ParameterChecksum(), sum);  // the same seed, the same weights
+  std::span<float> w = b->MasterWeights();
+  // In each of the four lanes, in the tail, and in a sign or a lowest bit.
+  for (size_t at : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{8}, w.size() / 2, w.size() - 1}) {
+    const float kept = w[at];
+    w[at] = -kept;
+    if (kept != 0.0f) {
+      EXPECT_NE(b->ParameterChecksum(), sum) << at;
+    }
+    w[at] = std::nextafter(kept, 2.0f * kept + 1.0f);
+    EXPECT_NE(b->ParameterChecksum(), sum) << at;
+    w[at] = kept;
+    EXPECT_EQ(b->ParameterChecksum(), sum) << at;
+  }
 }
 
 TEST(Trainer, ForwardBackwardChecksTheBatch) {
