@@ -333,11 +333,17 @@ void FabricCore::WakeProgress() {
   progress_cv_.notify_one();
 }
 
+std::chrono::microseconds BlockedNapCap(Clock::duration idle_for, std::chrono::microseconds max_sleep) {
+  const auto tenth = std::chrono::duration_cast<std::chrono::microseconds>(idle_for / 10);
+  return std::min(max_sleep, std::max(std::chrono::microseconds(100), tenth));
+}
+
 void FabricCore::ProgressLoop() {
   // Short timed sleeps should be short: the default 50 us timer slack would
   // dominate the 1-100 us back-off steps.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   int idle = 0;
+  Clock::time_point idle_since = Clock::now();  // the start of the current run of empty polls
   std::unique_lock<std::mutex> lock(progress_mu_);
   while (!progress_stop_) {
     if (spinning_waiters_.load() > 0) {
@@ -350,6 +356,7 @@ void FabricCore::ProgressLoop() {
                             [this] { return progress_stop_ || progress_wake_; });
       if (progress_wake_) progress_wake_ = false;
       idle = 0;
+      idle_since = Clock::now();
       continue;
     }
     lock.unlock();
@@ -357,6 +364,7 @@ void FabricCore::ProgressLoop() {
     lock.lock();
     if (handled > 0) {
       idle = 0;
+      idle_since = Clock::now();
       continue;
     }
     ++idle;
@@ -367,13 +375,14 @@ void FabricCore::ProgressLoop() {
       continue;
     }
     const auto cap = blocked_waiters_.load() > 0 || backlog_size_.load() > 0
-                         ? std::min(options_.progress_max_sleep, std::chrono::microseconds(100))
+                         ? BlockedNapCap(Clock::now() - idle_since, options_.progress_max_sleep)
                          : options_.progress_max_sleep;
     const auto sleep = std::min(cap, std::chrono::microseconds(int64_t{1} << std::min(idle - 8, 20)));
     progress_cv_.wait_for(lock, sleep, [this] { return progress_stop_ || progress_wake_; });
     if (progress_wake_) {
       progress_wake_ = false;
       idle = 0;
+      idle_since = Clock::now();
     }
   }
 }

@@ -1,6 +1,6 @@
 // FabricTransport's options beyond the conformance suite: provider and
-// library versions, busy polling, the memory-registration cache, and rxm's
-// opt-in eager limit.
+// library versions, busy polling, the progress thread's naps, the
+// memory-registration cache, and rxm's opt-in eager limit.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -93,6 +93,19 @@ TEST(FabricTransport, BusyPollingIsChosenOnlyForShmWithACorePerProcess) {
   // An explicit value (a bench's --busy-poll-us) wins, 0 included.
   EXPECT_EQ(BusyPollFor(FabricProvider::kTcpRxm, 1, 50).count(), 50);
   EXPECT_EQ(BusyPollFor(FabricProvider::kShm, 1, 0).count(), 0);
+}
+
+TEST(FabricTransport, ABlockedRequestsProgressNapsGrowWithTheWaitToTheLongestSleep) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  const microseconds longest(1000);
+  EXPECT_EQ(fabric::BlockedNapCap(microseconds(0), longest), microseconds(100));
+  EXPECT_EQ(fabric::BlockedNapCap(milliseconds(1), longest), microseconds(100));
+  EXPECT_EQ(fabric::BlockedNapCap(milliseconds(3), longest), microseconds(300));
+  EXPECT_EQ(fabric::BlockedNapCap(milliseconds(10), longest), longest);
+  EXPECT_EQ(fabric::BlockedNapCap(std::chrono::seconds(30), longest), longest);
+  // A longest sleep under 100 us is kept.
+  EXPECT_EQ(fabric::BlockedNapCap(std::chrono::seconds(30), microseconds(50)), microseconds(50));
 }
 
 TEST(FabricTransport, RegistrationCacheIsReused) {
