@@ -18,8 +18,8 @@
 // yielding between polls: no thread hand-off on short waits) and the progress thread,
 // which polls with exponential back-off (a few yields, then sleeps of 1 us
 // doubling up to `progress_max_sleep`; while a request is blocked or
-// backlogged, BlockedNapCap: 100 us, or a tenth of the time the polls have
-// found nothing when that is longer) so that idle endpoints cost almost nothing and 8 processes on 2
+// backlogged, BlockedNapCap: 100 us, or `progress_max_sleep` once the polls
+// have found nothing for 20 ms) so that idle endpoints cost almost nothing and 8 processes on 2
 // cores stay live. While a waiter is polling, the progress thread stands aside
 // (naps of up to `progress_max_sleep`): two pollers would only take turns for
 // the lock and the cores. Blocked waiters sleep on their op's condition
@@ -248,10 +248,12 @@ struct PeerTable {
 };
 
 // The progress thread's longest nap while a request is blocked or backlogged
-// and its polls have found nothing for `idle_for`: 100 us, or a tenth of
-// that time once longer, at most `max_sleep`. A completion is then noticed
-// within about a tenth of the wait so far, and a wait of seconds (a frozen
-// peer) costs a thousand wake-ups a second, not ten thousand.
+// and its polls have found nothing for `idle_for`: 100 us (at most
+// `max_sleep`) for the first kLongBlockedWait, then `max_sleep`. Waits inside
+// an all-reduce step keep the short naps (naps of a tenth of the wait so far
+// slowed the 2-rank all-reduce by 5-60%); a wait of seconds on a frozen peer
+// costs a thousand wake-ups a second, not ten thousand.
+inline constexpr Clock::duration kLongBlockedWait = std::chrono::milliseconds(20);
 std::chrono::microseconds BlockedNapCap(Clock::duration idle_for, std::chrono::microseconds max_sleep);
 
 // Everything a request needs; shared by the transport and its requests so a

@@ -334,8 +334,8 @@ void FabricCore::WakeProgress() {
 }
 
 std::chrono::microseconds BlockedNapCap(Clock::duration idle_for, std::chrono::microseconds max_sleep) {
-  const auto tenth = std::chrono::duration_cast<std::chrono::microseconds>(idle_for / 10);
-  return std::min(max_sleep, std::max(std::chrono::microseconds(100), tenth));
+  const std::chrono::microseconds cap = idle_for < kLongBlockedWait ? std::chrono::microseconds(100) : max_sleep;
+  return std::min(cap, max_sleep);
 }
 
 void FabricCore::ProgressLoop() {
