@@ -3,10 +3,10 @@
 #include "trainer/trainer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <utility>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "trainer/batch_sampler.h"
 
@@ -348,38 +348,7 @@ std::string Trainer::DeviceDescription() const {
   return device_ != nullptr ? device_->description() : std::string("cpu");
 }
 
-uint64_t Trainer::ParameterChecksum() const {
-  // FNV-1a over 64-bit words in four interleaved lanes (one multiply chain
-  // each, so four run at once: about 40x the byte-wise hash's speed), each
-  // lane mixed (MurmurHash3's finaliser) and the lanes and the tail bytes
-  // folded in FNV-1a. Each step is a bijection of a lane, so weights that
-  // differ in one word always give another checksum.
-  const std::span<const float> master = MasterWeights();
-  const auto* bytes = reinterpret_cast<const unsigned char*>(master.data());
-  const size_t size = master.size_bytes();
-  constexpr uint64_t kBasis = 14695981039346656037ull;  // FNV-1a 64
-  constexpr uint64_t kPrime = 1099511628211ull;
-  uint64_t lane[4] = {kBasis, kBasis ^ 1, kBasis ^ 2, kBasis ^ 3};
-  size_t i = 0;
-  for (; i + 32 <= size; i += 32) {
-    for (int j = 0; j < 4; ++j) {
-      uint64_t word;
-      std::memcpy(&word, bytes + i + 8 * j, sizeof(word));
-      lane[j] = (lane[j] ^ word) * kPrime;
-    }
-  }
-  uint64_t hash = kBasis;
-  for (uint64_t v : lane) {
-    v ^= v >> 33;
-    v *= 0xff51afd7ed558ccdull;
-    v ^= v >> 33;
-    v *= 0xc4ceb9fe1a85ec53ull;
-    v ^= v >> 33;
-    hash = (hash ^ v) * kPrime;
-  }
-  for (; i < size; ++i) hash = (hash ^ bytes[i]) * kPrime;
-  return hash;
-}
+uint64_t Trainer::ParameterChecksum() const { return WeightsChecksum(MasterWeights()); }
 
 Status Trainer::SetSchedule(int64_t steps_per_epoch, int global_batch) {
   if (steps_per_epoch < 1 || global_batch < 1) {

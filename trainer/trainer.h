@@ -162,8 +162,8 @@ class Trainer {
   std::string DeviceDescription() const;
   bool on_gpu() const { return device_ != nullptr; }
   const DeviceModel* device_model() const { return device_.get(); }
-  // A 64-bit hash of the master's bytes (FNV-1a over words, trainer.cc): equal
-  // on every node for equal weights.
+  // WeightsChecksum of the master (common/checksum.h): equal on every node for
+  // equal weights.
   uint64_t ParameterChecksum() const;
 
   void SetGradientReadyHook(GradientReadyHook hook) { gradient_ready_ = std::move(hook); }

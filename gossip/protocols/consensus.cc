@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "gossip/protocols/dpsgd_gossip.h"
 #include "gossip/protocols/gossip_tags.h"
@@ -45,16 +46,6 @@ Result<std::vector<uint64_t>> GatherChecksums(const Collective& world, uint64_t 
 }
 
 }  // namespace
-
-uint64_t Fnv1a64(std::span<const float> x) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(x.data());
-  for (size_t i = 0; i < x.size_bytes(); ++i) {
-    h ^= bytes[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 Result<double> MeasureConsensusDistance(const Collective& world, std::span<const float> params,
                                         const AllreduceOptions& options, Tag tag_base,
@@ -118,7 +109,7 @@ class TagBases {
 Status MakeIdentical(const Collective& world, std::span<float> params, const ConsensusOptions& options,
                      const AllreduceOptions& allreduce, TagBases& tags, ConsensusReport& report) {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    report.checksum = Fnv1a64(params);
+    report.checksum = WeightsChecksum(params);
     CHORUS_ASSIGN_OR_RETURN(auto sums,
                             GatherChecksums(world, report.checksum,
                                             WithTags(allreduce, tags.Next(), options.deadline)));
@@ -193,7 +184,7 @@ Result<ConsensusReport> GossipUntilBound(const Collective& world, const topologi
       ++report.gossip_rounds;
     }
   }
-  report.checksum = Fnv1a64(params);
+  report.checksum = WeightsChecksum(params);
   return report;
 }
 

@@ -10,7 +10,7 @@
 // Methods:
 //  - kAllreduceAverage: one exact all-reduce average; every replica takes x_mean.
 //    The all-reduce algorithms reduce each chunk once and copy the result, so all
-//    ranks get the same bytes; this is verified: each rank's FNV-1a checksum of
+//    ranks get the same bytes; this is verified: each rank's WeightsChecksum of
 //    its bytes goes through a small all-reduce (16-bit pieces, exact in float) and
 //    is compared. On a mismatch rank 0's bytes are broadcast (the report says so)
 //    and checked again. distance_after is then 0.
@@ -70,7 +70,7 @@ struct ConsensusReport {
   int measurements = 0;       // exact distance measurements made
   bool identical = false;     // kAllreduceAverage: every rank has the same bytes (verified)
   bool repaired = false;      // kAllreduceAverage: bytes differed and rank 0's were broadcast
-  uint64_t checksum = 0;      // FNV-1a 64 of this rank's final bytes
+  uint64_t checksum = 0;      // WeightsChecksum of this rank's final bytes
 };
 
 // The exact consensus distance (file comment). Uses the tag ranges starting at
@@ -88,8 +88,5 @@ Result<double> MeasureConsensusDistance(const Collective& world, std::span<const
 // for a complete graph; ignored by kAllreduceAverage.
 Result<ConsensusReport> RunConsensus(const Collective& world, const topologies::Graph* graph,
                                      std::span<float> params, const ConsensusOptions& options);
-
-// FNV-1a 64 of the bytes of x.
-uint64_t Fnv1a64(std::span<const float> x);
 
 }  // namespace chorus::gossip

@@ -44,30 +44,11 @@ CHORUS_VECTOR_CLONES size_t AnyNotFinite(size_t count, const float* x) {
 // ||x||^2 in double: 32 independent partial sums (combined in a fixed order)
 // let the compiler vectorise without reassociating, with four 8-lane
 // accumulators in flight so the adds' latency is hidden; the same bits on
-// every clone.
-template <typename T>
-[[gnu::always_inline]] inline double SumSquaresBlock(size_t count, const T* x) {
-  constexpr size_t kLanes = 32;
-  double lane[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= count; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
-      const double v = static_cast<double>(x[i + j]);
-      lane[j] += v * v;
-    }
-  }
-  double sum = 0.0;
-  for (size_t j = 0; j < kLanes; ++j) sum += lane[j];
-  for (; i < count; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return sum;
-}
-CHORUS_VECTOR_CLONES double SumSquaresBlock(size_t count, const float* x) {
-  return SumSquaresBlock<float>(count, x);
-}
-
-// SumSquaresBlock's sum, in its order, and 1 when any |x[i]| is above
-// `limit` or NaN (an OR beside the sums, so the loop still vectorises).
-CHORUS_VECTOR_CLONES double SumSquaresWithinBlock(size_t count, const float* x, double limit, unsigned* over) {
+// every clone. With kBound, *over is also set to 1 when any |x[i]| is above
+// `limit` or NaN (an OR beside the sums, so the loop still vectorises); the
+// sum is the same either way.
+template <typename T, bool kBound>
+[[gnu::always_inline]] inline double SumSquaresLanes(size_t count, const T* x, double limit, unsigned* over) {
   constexpr size_t kLanes = 32;
   double lane[kLanes] = {};
   unsigned bad = 0;
@@ -76,7 +57,7 @@ CHORUS_VECTOR_CLONES double SumSquaresWithinBlock(size_t count, const float* x, 
     for (size_t j = 0; j < kLanes; ++j) {
       const double v = static_cast<double>(x[i + j]);
       lane[j] += v * v;
-      bad |= std::fabs(v) <= limit ? 0u : 1u;
+      if constexpr (kBound) bad |= std::fabs(v) <= limit ? 0u : 1u;
     }
   }
   double sum = 0.0;
@@ -84,10 +65,20 @@ CHORUS_VECTOR_CLONES double SumSquaresWithinBlock(size_t count, const float* x, 
   for (; i < count; ++i) {
     const double v = static_cast<double>(x[i]);
     sum += v * v;
-    bad |= std::fabs(v) <= limit ? 0u : 1u;
+    if constexpr (kBound) bad |= std::fabs(v) <= limit ? 0u : 1u;
   }
-  *over = bad;
+  if constexpr (kBound) *over = bad;
   return sum;
+}
+template <typename T>
+[[gnu::always_inline]] inline double SumSquaresBlock(size_t count, const T* x) {
+  return SumSquaresLanes<T, false>(count, x, 0.0, nullptr);
+}
+CHORUS_VECTOR_CLONES double SumSquaresBlock(size_t count, const float* x) {
+  return SumSquaresBlock<float>(count, x);
+}
+CHORUS_VECTOR_CLONES double SumSquaresWithinBlock(size_t count, const float* x, double limit, unsigned* over) {
+  return SumSquaresLanes<float, true>(count, x, limit, over);
 }
 
 template <typename T>

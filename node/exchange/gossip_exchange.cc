@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "gossip/protocols/choco_gossip.h"
 #include "gossip/codecs/codec.h"
@@ -632,7 +633,7 @@ Status GossipExchange::MakeOneModel(const gossip::Collective& world, bool identi
     bo.tag_base = tag_base;
     bo.deadline = deadline;
     CHORUS_RETURN_IF_ERROR(world.Broadcast(std::as_writable_bytes(params), 0, bo).WithContext("final model"));
-    CHORUS_LOG_INFO(Subsys::kGossip, "every node takes rank 0's replica: checksum ", gossip::Fnv1a64(params));
+    CHORUS_LOG_INFO(Subsys::kGossip, "every node takes rank 0's replica: checksum ", WeightsChecksum(params));
   }
   trainer_->RefreshWorkingCopy();
   return AverageBatchNormState(world, *trainer_, tag_base + gossip::kTagsPerCollective, deadline);

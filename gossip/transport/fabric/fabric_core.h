@@ -251,7 +251,7 @@ struct PeerTable {
 // and its polls have found nothing for `idle_for`: 100 us (at most
 // `max_sleep`) for the first kLongBlockedWait, then `max_sleep`. Waits inside
 // an all-reduce step keep the short naps (naps of a tenth of the wait so far
-// slowed the 2-rank all-reduce by 5-60%); a wait of seconds on a frozen peer
+// slowed the 2-rank all-reduce by up to 60%); a wait of seconds on a frozen peer
 // costs a thousand wake-ups a second, not ten thousand.
 inline constexpr Clock::duration kLongBlockedWait = std::chrono::milliseconds(20);
 std::chrono::microseconds BlockedNapCap(Clock::duration idle_for, std::chrono::microseconds max_sleep);

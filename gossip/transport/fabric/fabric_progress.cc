@@ -334,8 +334,7 @@ void FabricCore::WakeProgress() {
 }
 
 std::chrono::microseconds BlockedNapCap(Clock::duration idle_for, std::chrono::microseconds max_sleep) {
-  const std::chrono::microseconds cap = idle_for < kLongBlockedWait ? std::chrono::microseconds(100) : max_sleep;
-  return std::min(cap, max_sleep);
+  return idle_for < kLongBlockedWait ? std::min(max_sleep, std::chrono::microseconds(100)) : max_sleep;
 }
 
 void FabricCore::ProgressLoop() {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/checksum.h"
 #include "tests/gossip/gossip_test_util.h"
 #include "topologies/graph_builders.h"
 
@@ -75,7 +76,7 @@ void CheckAllreduceAverage(int n, AllreduceAlgorithm algorithm) {
         << "rank " << r << " differs from rank 0";
     for (size_t i = 0; i < mean.size(); ++i) ASSERT_NEAR(end[r][i], mean[i], 1e-6) << i;
   }
-  EXPECT_EQ(Fnv1a64(end[0]), reports[0].checksum);
+  EXPECT_EQ(WeightsChecksum(end[0]), reports[0].checksum);
 }
 
 TEST(ConsensusTest, AllreduceAverageGivesBitwiseIdenticalReplicas) {
