@@ -61,7 +61,9 @@ int RunCluster(const ClusterArgs& args) {
   if (!logging) return CommandError("cluster", logging.error().message(), kExitFailure);
 
   // SIGINT/SIGTERM while joining (which waits up to cluster.join_timeout_s
-  // for the other nodes): exit at once; once a member: leave.
+  // for the other nodes): exit at once; once a member (from the moment the
+  // view forms, which is when `chorus launch` reports the cluster formed):
+  // leave.
   StopRequest stop;
   StopWording wording{"while joining the cluster", "leaving the cluster", "exiting now, without leaving"};
   Status watching = stop.Start([log = logging->get()] { FlushForExit(log); }, std::move(wording));
@@ -70,13 +72,12 @@ int RunCluster(const ClusterArgs& args) {
     return kExitFailure;
   }
 
-  Result<ClusterSession> session =
-      JoinCluster(*config, args.fabric, /*resume=*/false, stop.before_exit());
+  Result<ClusterSession> session = JoinCluster(*config, args.fabric, /*resume=*/false, stop.before_exit(),
+                                               [&stop] { stop.EnterStoppablePhase(); });
   if (!session) {
     CHORUS_LOG_ERROR(Subsys::kNode, session.error().ToString());
     return kExitFailure;
   }
-  stop.EnterStoppablePhase();
   ControlPlane& cp = *session->control;
   const MembershipView* formed = &session->view;
   PrintView(*formed);

@@ -88,7 +88,7 @@ Status ClusterSession::DataPlaneBarrier(const std::string& name, uint64_t epoch,
 }
 
 Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume,
-                                   std::function<void()> before_exit) {
+                                   std::function<void()> before_exit, const std::function<void()>& on_formed) {
   ClusterSession session;
   LocalNodeInfo local;
   CHORUS_ASSIGN_OR_RETURN(local.listen_fd, InheritedListenFd());
@@ -103,6 +103,7 @@ Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool 
   local.provider = ProviderName(config.fabric.provider);
   local.shared_settings = SharedSettingsText(config);
   local.resume = resume;
+  local.on_member = on_formed;
   Result<std::string> provider_version = gossip::FabricProviderVersion(config.fabric.provider);
   if (with_fabric) {
     if (!provider_version) return Err(provider_version.error());

@@ -104,8 +104,12 @@ struct ClusterSession {
 // `before_exit` (flush the logs): its control connections close, and the
 // other members go on without it at once. kCancelled, and only then: the
 // cluster ended its run before admitting this node (RunEndedBeforeAdmission).
+// `on_formed` runs the moment this node first holds a view, before that view
+// is logged and before the peers are installed (LocalNodeInfo::on_member):
+// where a stop request means "leave" from then on (`chorus cluster`).
 [[nodiscard]] Result<ClusterSession> JoinCluster(const Config& config, bool with_fabric, bool resume = false,
-                                                 std::function<void()> before_exit = {});
+                                                 std::function<void()> before_exit = {},
+                                                 const std::function<void()>& on_formed = {});
 
 // A JoinCluster failure that says the cluster's run is over: this node's job
 // is done without it training anything.

@@ -31,6 +31,7 @@
 // epoch change ends a barrier with Aborted.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "common/enum_names.h"
 #include "common/log.h"
@@ -380,6 +381,7 @@ void ControlPlaneImpl::InstallView(const msg::EpochView& v) {
   ForgetNonMembers();
   RegisterKnownMembers();
   DropOldBarriers();
+  if (on_member_) std::exchange(on_member_, nullptr)();
   CHORUS_LOG_INFO(Subsys::kControl, view_.Describe());
   to_announce_.push_back(view_);
   cv_.notify_all();

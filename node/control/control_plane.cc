@@ -94,6 +94,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Start(const ClusterConfig& c
   auto impl =
       std::make_unique<ControlPlaneImpl>(config, std::move(self), std::move(versions), std::move(credentials));
   impl->set_join_terms(std::move(local.shared_settings), local.resume);
+  impl->set_on_member(std::move(local.on_member));
   CHORUS_RETURN_IF_ERROR(impl->Listen(local.listen_fd));
   impl->StartThread();
   Status check = impl->SelfCheck();

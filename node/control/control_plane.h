@@ -87,6 +87,10 @@ struct LocalNodeInfo {
   // (CHORUS_LISTEN_FD), so no other process can take the port first. The
   // control plane owns it from Start on.
   int listen_fd = -1;
+  // Runs once, on the control thread, when this node first holds a view,
+  // before the view is logged or announced (a launcher reads that line as
+  // "the cluster formed"). Must not block or call the control plane.
+  std::function<void()> on_member;
 };
 
 // This node's credential as cluster.issuer, cluster.credential and

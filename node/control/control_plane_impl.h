@@ -57,6 +57,7 @@ class ControlPlaneImpl : public Connection::Listener {
     shared_settings_ = std::move(settings);
     resume_ = resume;
   }
+  void set_on_member(std::function<void()> on_member) { on_member_ = std::move(on_member); }
   // Takes `fd` over (closing it on failure); checks it listens on TCP/IP.
   [[nodiscard]] Status AdoptListener(int fd, uint16_t expected_port);
   void StartThread();
@@ -441,6 +442,7 @@ class ControlPlaneImpl : public Connection::Listener {
   std::atomic<bool> failed_{false};  // phase_ is kRemoved or kFailed (EndAs); read without mu_
   bool founder_ = false;  // the founder candidate: not formed, accepts joins for epoch 0
   bool formed_ = false;  // view_ holds an installed epoch
+  std::function<void()> on_member_;  // LocalNodeInfo::on_member, until it ran
   MembershipView view_;
   std::vector<std::function<void(const MembershipView&)>> callbacks_;
   std::vector<std::function<void(const MemberFailure&)>> failure_callbacks_;
