@@ -80,15 +80,21 @@ Result<MembershipView> NextEpoch(ClusterSession& session, const Config& config, 
 // In lock step, the members of a view asked for over the same members
 // (MembershipView::reform) all re-form in it: they meet at a control-plane
 // barrier first. A member that does not come by the re-form's deadline
-// answers heartbeats (else it would have been declared dead) while its
-// training hangs: the others declare it dead (ControlPlane::
-// DeclareUnresponsive), the next epoch drops it, and the attempt there goes
-// on without it. Not at their own pace (each node follows a view on its own)
-// nor with joiners (they take the live state, not the re-form).
+// answers heartbeats (else it would have been declared dead); while its
+// heartbeats say it trains (a slower node still in a long inner phase: the
+// exchange that failed timed out waiting for it), the others wait on, up to
+// kReformWaits deadlines. One whose training stands still hangs: the others
+// declare it dead (ControlPlane::DeclareUnresponsive), the next epoch drops
+// it, and the attempt there goes on without it. Not at their own pace (each
+// node follows a view on its own) nor with joiners (they take the live
+// state, not the re-form).
+constexpr int kReformWaits = 8;
+
 Status MeetForReform(ClusterSession& session, const Config& config, const MembershipView& next) {
   if (!next.reform || !next.joined.empty() || session.own_pace()) return Status::Ok();
   std::vector<std::string> missing;
-  Status met = session.control->Barrier("chorus.re-form", next.epoch, ReformDeadline(config), &missing);
+  Status met = session.control->BarrierWhileTraining("chorus.re-form", next.epoch, ReformDeadline(config),
+                                                     kReformWaits, &missing);
   if (met.code() != StatusCode::kDeadlineExceeded) return met;
   for (const std::string& name : missing) {
     ++session.hung_members_declared;

@@ -24,13 +24,10 @@
 // A newer proposal (a member died meanwhile) replaces an outstanding one; acks
 // name the proposal id, so a stale ack is ignored.
 //
-// Barriers. Every member sends its arrival (name, epoch, per-name sequence) to
-// every member; one completes when all members of the epoch arrived. Arrivals
-// are re-sent each tick to members still missing, and a node that already
-// completed answers a re-sent arrival once, so lost frames cannot wedge it. An
-// epoch change ends a barrier with Aborted.
+// Barriers: control_barrier.cc.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "common/enum_names.h"
@@ -39,10 +36,6 @@
 
 namespace chorus::node {
 namespace {
-
-// Completed barriers of one name kept to answer re-sent arrivals; older ones
-// are forgotten so that a barrier per training step does not grow memory.
-constexpr uint64_t kKeptBarriersPerName = 16;
 
 uint64_t RandomId() {
   const Nonce n = RandomNonce();
@@ -494,15 +487,6 @@ void ControlPlaneImpl::RegisterKnownMembers() {
   }
 }
 
-void ControlPlaneImpl::DropOldBarriers() {
-  for (auto it = barriers_.begin(); it != barriers_.end();) {
-    it = it->first.epoch < view_.epoch ? barriers_.erase(it) : std::next(it);
-  }
-  for (auto it = barrier_counters_.begin(); it != barrier_counters_.end();) {
-    it = it->first.first < view_.epoch ? barrier_counters_.erase(it) : std::next(it);
-  }
-}
-
 void ControlPlaneImpl::HandleLeave(const msg::Leave& leave) {
   if (leave.name == self_.name) return;
   if (!formed_) {
@@ -691,108 +675,6 @@ void ControlPlaneImpl::DialMissing() {
     if (m.name == self_.name || peers_.count(m.name) || Gone(m.name)) continue;
     if (m.rank < view_.self_rank || liveness_.IsSuspect(m.name) || liveness_.IsLost(m.name)) DialMember(m);
   }
-}
-
-// ---------------------------------------------------------------------------
-// Barriers
-
-void ControlPlaneImpl::HandleBarrier(const msg::Barrier& b) {
-  if (!formed_ || b.epoch < view_.epoch) return;
-  auto counter = barrier_counters_.find({b.epoch, b.name});
-  if (counter != barrier_counters_.end() && b.seq + kKeptBarriersPerName < counter->second) return;  // long done
-  BarrierState& st = barriers_[BarrierKey{b.epoch, b.name, b.seq}];
-  st.arrived.insert(b.sender);
-  st.advance |= b.advance;
-  st.value = std::max(st.value, b.value);
-  if (st.done && !b.reply) {
-    SendTo(b.sender, msg::Barrier{b.name, b.epoch, b.seq, self_.name, st.my_advance, true, st.my_value}, false);
-  }
-  cv_.notify_all();
-}
-
-void ControlPlaneImpl::ResendBarriers() {
-  for (const auto& [key, st] : barriers_) {
-    if (!st.mine || st.done || key.epoch != view_.epoch) continue;
-    const msg::Barrier arrival{key.name, key.epoch, key.seq, self_.name, st.my_advance, false, st.my_value};
-    for (const Member& m : view_.members) {
-      if (m.name != self_.name && !st.arrived.count(m.name)) SendTo(m.name, arrival, false);
-    }
-  }
-}
-
-Status ControlPlaneImpl::BarrierInternal(const std::string& name, uint64_t epoch, bool advance, int64_t value,
-                                         Deadline deadline, bool* advance_seen, int64_t* agreed,
-                                         std::vector<std::string>* missing_out) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (phase_ != Phase::kMember) {
-    return FailedPrecondition("barrier '" + name + "': " + self_.name + " is not a cluster member (" +
-                              std::string(PhaseName(phase_)) + ")");
-  }
-  // Not the current epoch's: a caller still installing an older epoch (its
-  // arrival would count in the newer epoch's barrier of the same name, and the
-  // members there would go on without it), or one this node has not seen.
-  if (epoch != view_.epoch) {
-    if (epoch < view_.epoch) {
-      return Aborted("barrier '" + name + "' of epoch " + std::to_string(epoch) +
-                     ": the membership changed to epoch " + std::to_string(view_.epoch) + " already");
-    }
-    return FailedPrecondition("barrier '" + name + "' of epoch " + std::to_string(epoch) + ": " +
-                              self_.name + " is at epoch " + std::to_string(view_.epoch));
-  }
-  const BarrierKey key{epoch, name, barrier_counters_[{epoch, name}]++};
-  {
-    BarrierState& st = barriers_[key];
-    st.arrived.insert(self_.name);
-    st.mine = true;
-    st.my_advance = advance;
-    st.advance |= advance;
-    st.my_value = value;
-    st.value = std::max(st.value, value);
-  }
-  const msg::Barrier arrival{name, epoch, key.seq, self_.name, advance, false, value};
-  asio::post(io_, [this, arrival] {
-    Locked([&] {
-      if (!formed_ || view_.epoch != arrival.epoch) return;
-      for (const Member& m : view_.members) {
-        if (m.name != self_.name) SendTo(m.name, arrival, true);
-      }
-    });
-  });
-  auto missing = [&] {
-    std::vector<std::string> names;
-    auto it = barriers_.find(key);
-    for (const Member& m : view_.members) {
-      if (it == barriers_.end() || !it->second.arrived.count(m.name)) names.push_back(m.name);
-    }
-    return names;
-  };
-  auto stop = [&] { return phase_ != Phase::kMember || view_.epoch != epoch || missing().empty(); };
-  WaitUntil(lock, deadline, stop);
-  if (phase_ == Phase::kMember && view_.epoch == epoch && missing().empty()) {
-    BarrierState& st = barriers_[key];
-    st.done = true;
-    *advance_seen = st.advance;
-    *agreed = st.value;
-    if (key.seq >= kKeptBarriersPerName) {
-      barriers_.erase(barriers_.lower_bound(BarrierKey{epoch, name, 0}),
-                      barriers_.lower_bound(BarrierKey{epoch, name, key.seq - kKeptBarriersPerName}));
-    }
-    return Status::Ok();
-  }
-  auto it = barriers_.find(key);
-  if (it != barriers_.end()) it->second.mine = false;  // stop re-sending an abandoned arrival
-  if (phase_ != Phase::kMember) {
-    return FailedPrecondition("barrier '" + name + "': " + self_.name + " is no longer a cluster member (" +
-                              std::string(PhaseName(phase_)) + ")");
-  }
-  if (view_.epoch != epoch) {
-    return Aborted("barrier '" + name + "' of epoch " + std::to_string(epoch) +
-                   ": the membership changed to epoch " + std::to_string(view_.epoch) +
-                   " before every member arrived");
-  }
-  if (missing_out != nullptr) *missing_out = missing();
-  return DeadlineExceeded("barrier '" + name + "' of epoch " + std::to_string(epoch) + ": no arrival from " +
-                          JoinNames(missing()) + " by the deadline");
 }
 
 }  // namespace chorus::node

@@ -124,6 +124,10 @@ Status ControlPlane::Barrier(const std::string& name, uint64_t epoch, Deadline d
                              std::vector<std::string>* missing) {
   return impl_->Barrier(name, epoch, deadline, missing);
 }
+Status ControlPlane::BarrierWhileTraining(const std::string& name, uint64_t epoch, Deadline deadline, int windows,
+                                          std::vector<std::string>* missing) {
+  return impl_->BarrierWhileTraining(name, epoch, deadline, windows, missing);
+}
 Result<MembershipView> ControlPlane::AdvanceEpochIfPending(Deadline deadline, int64_t proposal, int64_t* agreed) {
   int64_t ignored = 0;
   return impl_->AdvanceEpochIfPending(deadline, proposal, agreed != nullptr ? agreed : &ignored);
@@ -670,9 +674,14 @@ std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {
 
 Status ControlPlaneImpl::Barrier(const std::string& name, uint64_t epoch, Deadline deadline,
                                  std::vector<std::string>* missing) {
+  return BarrierWhileTraining(name, epoch, deadline, 1, missing);
+}
+
+Status ControlPlaneImpl::BarrierWhileTraining(const std::string& name, uint64_t epoch, Deadline deadline,
+                                              int windows, std::vector<std::string>* missing) {
   bool advance_seen = false;
   int64_t agreed = 0;
-  return BarrierInternal(name, epoch, false, 0, deadline, &advance_seen, &agreed, missing);
+  return BarrierInternal(name, epoch, false, 0, deadline, &advance_seen, &agreed, missing, windows);
 }
 
 Result<MembershipView> ControlPlaneImpl::AdvanceEpochIfPending(Deadline deadline, int64_t proposal,

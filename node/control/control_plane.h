@@ -204,6 +204,16 @@ class ControlPlane {
   // also in `*missing` when given.
   [[nodiscard]] Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline,
                                std::vector<std::string>* missing = nullptr);
+  // Barrier, with patience for members that train: when the deadline passes
+  // and every member still missing trained during the wait (the trained-sample
+  // count in its heartbeats rose: a long DiLoCo inner phase on a slower node
+  // is on its way here), the wait goes on for as long again, up to `windows`
+  // waits in all. A missing member whose count stood still (its training
+  // hangs while its control thread answers) ends the wait: DeadlineExceeded,
+  // and `*missing` holds only those that stood still (after the last wait:
+  // every member missing).
+  [[nodiscard]] Status BarrierWhileTraining(const std::string& name, uint64_t epoch, Deadline deadline, int windows,
+                                            std::vector<std::string>* missing);
 
   // The epoch boundary of the training loop: every member calls it at the same
   // point. When nodes wait to join, the coordinator proposes the next epoch with

@@ -79,6 +79,8 @@ class ControlPlaneImpl : public Connection::Listener {
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
   Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline, std::vector<std::string>* missing);
+  Status BarrierWhileTraining(const std::string& name, uint64_t epoch, Deadline deadline, int windows,
+                              std::vector<std::string>* missing);
   Result<MembershipView> AdvanceEpochIfPending(Deadline deadline, int64_t proposal, int64_t* agreed);
   std::vector<std::string> PendingJoiners() const;
   Status Leave(Deadline deadline, LeaveKind kind);
@@ -402,9 +404,12 @@ class ControlPlaneImpl : public Connection::Listener {
   void ResendBarriers();
   // The barrier `name` of membership epoch `epoch` (see ControlPlane::Barrier).
   // `value`: this node's proposal; `*agreed`: the largest of every member's.
+  // `windows`: see ControlPlane::BarrierWhileTraining (1: plain Barrier).
   Status BarrierInternal(const std::string& name, uint64_t epoch, bool advance, int64_t value, Deadline deadline,
-                         bool* advance_seen, int64_t* agreed,
-                         std::vector<std::string>* missing = nullptr);
+                         bool* advance_seen, int64_t* agreed, std::vector<std::string>* missing = nullptr,
+                         int windows = 1);
+  // Whether `name`'s trained-sample count rose after `since` (its heartbeats).
+  bool TrainedSince(const std::string& name, Clock::time_point since) const;
 
   // ---- immutable after construction / Listen() ----
   ClusterConfig config_;
