@@ -89,12 +89,15 @@ AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t b
 namespace {
 
 // `options` with segment_elems set (where the caller left it 0) for
-// elements of T: options.segment_bytes, else the default for `algorithm`.
+// elements of T: options.segment_bytes, else the default for `algorithm`,
+// the buffer's size and the transport's eager limit.
 template <typename T>
-AllreduceOptions WithSegments(AllreduceOptions options, int world, bool oversubscribed, AllreduceAlgorithm algorithm) {
+AllreduceOptions WithSegments(AllreduceOptions options, int world, bool oversubscribed, AllreduceAlgorithm algorithm,
+                              size_t buffer_bytes, size_t eager_limit) {
   if (options.segment_elems == 0) {
-    const size_t bytes =
-        options.segment_bytes > 0 ? options.segment_bytes : DefaultSegmentBytes(world, oversubscribed, algorithm);
+    const size_t bytes = options.segment_bytes > 0
+                             ? options.segment_bytes
+                             : DefaultSegmentBytes(world, oversubscribed, algorithm, buffer_bytes, eager_limit);
     options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
   }
   return options;
@@ -105,7 +108,8 @@ AllreduceOptions WithSegments(AllreduceOptions options, int world, bool oversubs
 template <typename T>
 Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& given) const {
   const AllreduceAlgorithm algorithm = Resolve(given, data.size_bytes());
-  const AllreduceOptions options = WithSegments<T>(given, size(), Oversubscribed(), algorithm);
+  const AllreduceOptions options = WithSegments<T>(given, size(), Oversubscribed(), algorithm, data.size_bytes(),
+                                                   transport().EagerLimit());
   switch (algorithm) {
     case AllreduceAlgorithm::kRing: return AllreduceRing(ring_, data, options);
     case AllreduceAlgorithm::kTree: return AllreduceTree(world_, data, options);
@@ -142,13 +146,16 @@ Status Collective::Allreduce(std::span<uint16_t> half, const AllreduceOptions& o
 Status Collective::AuditedAllreduce(std::span<float> data, const AllreduceOptions& options,
                                     AuditFigures* figures) const {
   return AllreduceAudited(world_, data,
-                          WithSegments<float>(options, size(), Oversubscribed(), AllreduceAlgorithm::kRing), figures);
+                          WithSegments<float>(options, size(), Oversubscribed(), AllreduceAlgorithm::kRing,
+                                              data.size_bytes(), transport().EagerLimit()),
+                          figures);
 }
 
 Status Collective::AuditedAllreduce(std::span<uint16_t> half, const AllreduceOptions& options,
                                     AuditFigures* figures) const {
   return AllreduceAudited(world_, half,
-                          WithSegments<uint16_t>(options, size(), Oversubscribed(), AllreduceAlgorithm::kRing),
+                          WithSegments<uint16_t>(options, size(), Oversubscribed(), AllreduceAlgorithm::kRing,
+                                                 half.size_bytes(), transport().EagerLimit()),
                           figures);
 }
 

@@ -25,9 +25,16 @@ AllreduceCrossovers CrossoversForProvider(FabricProvider provider) {
   return x;
 }
 
-size_t DefaultSegmentBytes(int world_size, bool oversubscribed, AllreduceAlgorithm algorithm) {
+size_t DefaultSegmentBytes(int world_size, bool oversubscribed, AllreduceAlgorithm algorithm, size_t buffer_bytes,
+                           size_t eager_limit) {
+  constexpr size_t kPage = 4096;
   const bool large = world_size == 2 || (oversubscribed && algorithm != AllreduceAlgorithm::kTree);
-  return large ? 512 * 1024 : 256 * 1024;
+  const size_t segment = large ? 512 * 1024 : 256 * 1024;
+  if (world_size == 2 && buffer_bytes >= kRendezvousSegmentsFrom && eager_limit >= segment &&
+      eager_limit < segment + kRendezvousSlack) {
+    return (eager_limit / kPage + 1) * kPage;
+  }
+  return segment;
 }
 
 }  // namespace chorus::gossip

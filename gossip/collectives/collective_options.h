@@ -142,9 +142,21 @@ AllreduceCrossovers CrossoversForProvider(FabricProvider provider);
 //   segments down 2 log2 n hops and keeps 256 KiB.
 // - Otherwise (a core per rank, or several hosts) the 256 KiB segments overlap;
 //   512 KiB was not measured there.
-// Measurements: docs/performance.md ("2026-11-24: segment sizes").
+// - 2 ranks, a buffer of kRendezvousSegmentsFrom or more, and a transport
+//   whose eager limit (Transport::EagerLimit: tcp;ofi_rxm) lets the segment
+//   above through with less than kRendezvousSlack to spare
+//   (`fabric.rxm_eager_kib = 516`): segments one page above the limit, so
+//   that each goes by rendezvous, which won there (eager transfers win
+//   below it). Segments much larger than the default lost more to the
+//   pipelining than the rendezvous gained, so a larger limit (the default
+//   1 MiB) keeps them eager.
+// Measurements: docs/performance.md ("2026-11-24: segment sizes", "2026-12-02:
+// rendezvous segments for large buffers").
+inline constexpr size_t kRendezvousSegmentsFrom = size_t{4} << 20;
+inline constexpr size_t kRendezvousSlack = size_t{16} << 10;
 size_t DefaultSegmentBytes(int world_size, bool oversubscribed = false,
-                           AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing);
+                           AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing, size_t buffer_bytes = 0,
+                           size_t eager_limit = 0);
 
 // Broadcast and barrier.
 struct CollectiveOptions {

@@ -24,7 +24,8 @@ inline std::string_view ProviderName(FabricProvider provider) { return NameOf(kF
 
 // tcp;ofi_rxm: the largest message sent eagerly by default
 // (FabricOptions::rxm_eager_limit, fabric.rxm_eager_kib): every message of a
-// fused all-reduce bucket's size (1 MiB) and below.
+// fused all-reduce bucket's size (1 MiB) and below, and a whole MLP's
+// parameters in one gossip message (940 KB).
 inline constexpr size_t kDefaultRxmEagerLimit = size_t{1} << 20;
 
 }  // namespace chorus::gossip

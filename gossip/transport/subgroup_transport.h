@@ -37,6 +37,7 @@ class SubgroupTransport final : public Transport {
   bool PeerMarkedDead(Rank peer) const override;
   void Discard(TagFilter /*filter*/) override {}
   int UnreleasedBuffers() const override { return world_.UnreleasedBuffers(); }
+  size_t EagerLimit() const override { return world_.EagerLimit(); }
   TransportStats Stats() const override { return world_.Stats(); }
   std::string Describe() const override;
 

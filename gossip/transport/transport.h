@@ -239,6 +239,12 @@ class Transport {
   // ("`shm`").
   virtual bool NeedsPeersInstalledBeforeFirstSend() const { return false; }
 
+  // Messages up to this many bytes go without a handshake and longer ones by
+  // rendezvous (the fabric transport over tcp;ofi_rxm in its eager mode, the
+  // same on every member); 0 where every size goes the same way. Collectives
+  // size their segments by it (DefaultSegmentBytes).
+  virtual size_t EagerLimit() const { return 0; }
+
   // Operations whose request gave up while the provider still held their
   // buffer (a cancel not released in time, for example a message half
   // received from, or half sent to, a peer that froze): the provider may

@@ -199,7 +199,8 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(fabric, encrypt, "encrypt every data-plane message's payload too (needs authenticate)"),
     CHORUS_CONFIG_FIELD(fabric, rxm_eager_kib,
                         "tcp;ofi_rxm: messages up to this many KiB go eagerly into the posted receive, no "
-                        "rendezvous (0: rxm's own, rendezvous above 16 KiB); the same on every member"),
+                        "rendezvous (0: rxm's own, rendezvous above 16 KiB; 516: 2-node all-reduces of 4 MiB and "
+                        "more by rendezvous, faster there); the same on every member"),
 
     CHORUS_CONFIG_CHOICE(exchange, kind, kExchangeKindNames, AnyValue, ""),
     CHORUS_CONFIG_CHOICE(exchange, algorithm, gossip::kAllreduceAlgorithmNames, IsConfigurableAlgorithm,

@@ -327,6 +327,8 @@ class FabricCore : public std::enable_shared_from_this<FabricCore> {
   int UnreleasedBuffers() const { return unreleased_buffers_.load(); }
   // shm: see Transport::NeedsPeersInstalledBeforeFirstSend.
   bool needs_peers_installed_before_first_send() const { return peers_installed_before_first_send_; }
+  // tcp;ofi_rxm in its eager mode: the eager limit (the overflow iovec's size); else 0.
+  size_t eager_limit() const { return overflow_sink_.size(); }
   // shm: a fresh endpoint per membership epoch (see Epochs above).
   bool renews_endpoint_per_epoch() const { return renews_endpoint_per_epoch_; }
   FabricMrStats MrStats() const {

@@ -158,6 +158,7 @@ class FabricTransport final : public Transport {
   bool NeedsPeersInstalledBeforeFirstSend() const override {
     return Core().needs_peers_installed_before_first_send();
   }
+  size_t EagerLimit() const override { return Core().eager_limit(); }
   void SetOtherSites(const std::vector<bool>& other_site) override { Core().SetOtherSites(other_site); }
   TransportStats Stats() const override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -777,21 +777,6 @@ TEST(AllreduceTest, RejectsNoInflightSegment) {
   EXPECT_EQ(statuses[0].code(), StatusCode::kInvalidArgument);
 }
 
-TEST(AllreduceTest, DefaultSegmentIsLargerForAPairAndWhereRanksOutnumberCores) {
-  constexpr size_t kKiB = 1024;
-  EXPECT_EQ(DefaultSegmentBytes(2), 512 * kKiB);
-  EXPECT_EQ(DefaultSegmentBytes(2, false, AllreduceAlgorithm::kTree), 512 * kKiB);
-  EXPECT_EQ(DefaultSegmentBytes(3), 256 * kKiB);
-  EXPECT_EQ(DefaultSegmentBytes(8), 256 * kKiB);
-  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling,
-                               AllreduceAlgorithm::kRecursiveDoubling}) {
-    EXPECT_EQ(DefaultSegmentBytes(4, /*oversubscribed=*/true, a), 512 * kKiB) << AllreduceAlgorithmName(a);
-    EXPECT_EQ(DefaultSegmentBytes(4, /*oversubscribed=*/false, a), 256 * kKiB) << AllreduceAlgorithmName(a);
-  }
-  // The tree pipelines its segments down its hops: it keeps the small ones.
-  EXPECT_EQ(DefaultSegmentBytes(4, /*oversubscribed=*/true, AllreduceAlgorithm::kTree), 256 * kKiB);
-}
-
 TEST(AllreduceTest, OversubscribedOnlyWithEveryRankOnOneHostOfFewerCores) {
   EXPECT_TRUE(Oversubscribed(4, 1, 2));
   EXPECT_FALSE(Oversubscribed(2, 1, 2));
