@@ -7,8 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 
 #include "node/config/config_parse.h"
 
@@ -36,6 +39,21 @@ Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host) {
     return Err(ErrnoStatus(err, "listening on a free port of " + host));
   }
   return std::make_pair(fd, static_cast<uint16_t>(ntohs(addr.sin_port)));
+}
+
+uint16_t PortBelowEphemeralRange(const char* range_file) {
+  constexpr long kLowest = 1024, kSpan = 16384;
+  long low = 32768;  // Linux's default
+  if (FILE* f = std::fopen(range_file, "r")) {
+    long read_low = 0;
+    if (std::fscanf(f, "%ld", &read_low) == 1) low = read_low;
+    std::fclose(f);
+  }
+  const long first = std::max(kLowest, low - kSpan);
+  if (low - first < 256) return 0;
+  std::random_device seed;
+  std::uniform_int_distribution<long> pick(first, low - 1);
+  return static_cast<uint16_t>(pick(seed));
 }
 
 namespace {

@@ -24,6 +24,15 @@ inline constexpr const char* kListenFdEnv = "CHORUS_LISTEN_FD";
 // port. Launch binds node0's this way; benchmarks and tests use it too.
 [[nodiscard]] Result<std::pair<int, uint16_t>> ListenOnFreePort(const std::string& host);
 
+// A port for a node0 that binds in a network namespace of its own, where no
+// socket can be handed over: below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range, read from `range_file`), so that no
+// connection in that namespace holds it as its local port (a free port of
+// the host could be one that the previous run's node0 was still closing
+// there); random within the 16384 ports below the range, so that runs one
+// after another differ. 0 when the range starts too low to leave room.
+[[nodiscard]] uint16_t PortBelowEphemeralRange(const char* range_file = "/proc/sys/net/ipv4/ip_local_port_range");
+
 // The control-plane socket `chorus launch` handed over (kListenFdEnv), or -1
 // when none was; a malformed variable is an error naming it. The control
 // plane takes the fd over (and closes it); a copy stays open for the process

@@ -351,7 +351,10 @@ class LaunchRun final : public LaunchControl {
     if (!listener) return listener.error().WithContext("launch");
     listen_fd_ = std::make_unique<OwnedFd>(listener->first);
     port0_ = listener->second;
-    if (!node0_here) listen_fd_->Reset();
+    if (!node0_here) {
+      listen_fd_->Reset();
+      if (const uint16_t below = PortBelowEphemeralRange(); below != 0) port0_ = below;
+    }
     CHORUS_RETURN_IF_ERROR(sink_.Open(options_.output_file));
     messages_ = sink_.messages();
     return signals_.Install();
