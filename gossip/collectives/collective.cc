@@ -88,16 +88,17 @@ AllreduceAlgorithm Collective::Resolve(const AllreduceOptions& options, size_t b
 
 namespace {
 
-// `options` with segment_elems set (where the caller left it 0) for
-// elements of T: options.segment_bytes, else the default for `algorithm`,
-// the buffer's size and the transport's eager limit.
+// `options` with segment_elems set (where the caller left it 0) for `data`:
+// options.segment_bytes, else the default for `algorithm` on `c` (its size,
+// its host, its transport's eager limit) and the buffer's size.
 template <typename T>
-AllreduceOptions WithSegments(AllreduceOptions options, int world, bool oversubscribed, AllreduceAlgorithm algorithm,
-                              size_t buffer_bytes, size_t eager_limit) {
+AllreduceOptions WithSegments(const Collective& c, AllreduceOptions options, AllreduceAlgorithm algorithm,
+                              std::span<const T> data) {
   if (options.segment_elems == 0) {
     const size_t bytes = options.segment_bytes > 0
                              ? options.segment_bytes
-                             : DefaultSegmentBytes(world, oversubscribed, algorithm, buffer_bytes, eager_limit);
+                             : DefaultSegmentBytes(c.size(), c.Oversubscribed(), algorithm, data.size_bytes(),
+                                                   c.transport().EagerLimit());
     options.segment_elems = std::max<size_t>(bytes / sizeof(T), 1);
   }
   return options;
@@ -108,8 +109,7 @@ AllreduceOptions WithSegments(AllreduceOptions options, int world, bool oversubs
 template <typename T>
 Status Collective::AllreduceImpl(std::span<T> data, const AllreduceOptions& given) const {
   const AllreduceAlgorithm algorithm = Resolve(given, data.size_bytes());
-  const AllreduceOptions options = WithSegments<T>(given, size(), Oversubscribed(), algorithm, data.size_bytes(),
-                                                   transport().EagerLimit());
+  const AllreduceOptions options = WithSegments<T>(*this, given, algorithm, data);
   switch (algorithm) {
     case AllreduceAlgorithm::kRing: return AllreduceRing(ring_, data, options);
     case AllreduceAlgorithm::kTree: return AllreduceTree(world_, data, options);
@@ -146,17 +146,13 @@ Status Collective::Allreduce(std::span<uint16_t> half, const AllreduceOptions& o
 Status Collective::AuditedAllreduce(std::span<float> data, const AllreduceOptions& options,
                                     AuditFigures* figures) const {
   return AllreduceAudited(world_, data,
-                          WithSegments<float>(options, size(), Oversubscribed(), AllreduceAlgorithm::kRing,
-                                              data.size_bytes(), transport().EagerLimit()),
-                          figures);
+                          WithSegments<float>(*this, options, AllreduceAlgorithm::kRing, data), figures);
 }
 
 Status Collective::AuditedAllreduce(std::span<uint16_t> half, const AllreduceOptions& options,
                                     AuditFigures* figures) const {
   return AllreduceAudited(world_, half,
-                          WithSegments<uint16_t>(options, size(), Oversubscribed(), AllreduceAlgorithm::kRing,
-                                                 half.size_bytes(), transport().EagerLimit()),
-                          figures);
+                          WithSegments<uint16_t>(*this, options, AllreduceAlgorithm::kRing, half), figures);
 }
 
 Status Collective::Broadcast(std::span<std::byte> data, Rank root,

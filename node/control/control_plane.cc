@@ -122,7 +122,7 @@ Result<MembershipView> ControlPlane::WaitForEpochAbove(uint64_t epoch, Deadline 
 }
 Status ControlPlane::Barrier(const std::string& name, uint64_t epoch, Deadline deadline,
                              std::vector<std::string>* missing) {
-  return impl_->Barrier(name, epoch, deadline, missing);
+  return impl_->BarrierWhileTraining(name, epoch, deadline, 1, missing);
 }
 Status ControlPlane::BarrierWhileTraining(const std::string& name, uint64_t epoch, Deadline deadline, int windows,
                                           std::vector<std::string>* missing) {
@@ -670,11 +670,6 @@ std::vector<std::string> ControlPlaneImpl::PendingJoiners() const {
     for (const Applicant& a : applicants_) names.push_back(a.info.name);
   }
   return names;
-}
-
-Status ControlPlaneImpl::Barrier(const std::string& name, uint64_t epoch, Deadline deadline,
-                                 std::vector<std::string>* missing) {
-  return BarrierWhileTraining(name, epoch, deadline, 1, missing);
 }
 
 Status ControlPlaneImpl::BarrierWhileTraining(const std::string& name, uint64_t epoch, Deadline deadline,

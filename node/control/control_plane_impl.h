@@ -78,7 +78,7 @@ class ControlPlaneImpl : public Connection::Listener {
   void OnViewChange(std::function<void(const MembershipView&)> callback);
   void OnMemberFailure(std::function<void(const MemberFailure&)> callback);
   Result<MembershipView> WaitForEpochAbove(uint64_t epoch, Deadline deadline);
-  Status Barrier(const std::string& name, uint64_t epoch, Deadline deadline, std::vector<std::string>* missing);
+  // ControlPlane::BarrierWhileTraining; `windows` 1 is ControlPlane::Barrier.
   Status BarrierWhileTraining(const std::string& name, uint64_t epoch, Deadline deadline, int windows,
                               std::vector<std::string>* missing);
   Result<MembershipView> AdvanceEpochIfPending(Deadline deadline, int64_t proposal, int64_t* agreed);

@@ -344,16 +344,21 @@ class LaunchRun final : public LaunchControl {
   // node0's listening socket, the output sink and signal forwarding.
   Status Open() {
     // node0's socket, handed over when node0 runs in our network namespace. A
-    // node0 in a namespace of its own must bind there: it only gets the port
-    // (that namespace's port space holds nothing else of the host's).
+    // node0 in a namespace of its own must bind there: it only gets a port,
+    // below the ephemeral range (PortBelowEphemeralRange), else one found
+    // free here.
     const bool node0_here = !IsWrapped(options_, 0);
-    Result<std::pair<int, uint16_t>> listener = ListenOnFreePort(node0_here ? NodeHost(options_, 0) : "127.0.0.1");
-    if (!listener) return listener.error().WithContext("launch");
-    listen_fd_ = std::make_unique<OwnedFd>(listener->first);
-    port0_ = listener->second;
-    if (!node0_here) {
-      listen_fd_->Reset();
-      if (const uint16_t below = PortBelowEphemeralRange(); below != 0) port0_ = below;
+    const uint16_t below = node0_here ? 0 : PortBelowEphemeralRange();
+    if (below != 0) {
+      listen_fd_ = std::make_unique<OwnedFd>();
+      port0_ = below;
+    } else {
+      Result<std::pair<int, uint16_t>> listener =
+          ListenOnFreePort(node0_here ? NodeHost(options_, 0) : "127.0.0.1");
+      if (!listener) return listener.error().WithContext("launch");
+      listen_fd_ = std::make_unique<OwnedFd>(listener->first);
+      port0_ = listener->second;
+      if (!node0_here) listen_fd_->Reset();
     }
     CHORUS_RETURN_IF_ERROR(sink_.Open(options_.output_file));
     messages_ = sink_.messages();

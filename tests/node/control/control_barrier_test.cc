@@ -38,45 +38,52 @@ std::vector<std::unique_ptr<ControlPlane>> StartMembers(int n) {
   return nodes;
 }
 
-// Reports a rising sample count on `node` every 20 ms until `stop`.
-std::thread ReportTraining(ControlPlane& node, const std::atomic<bool>& stop) {
-  return std::thread([&node, &stop] {
-    for (uint64_t samples = 64; !stop.load(); samples += 64) {
-      node.ReportSamples(samples);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-}
+// Reports a rising sample count on `node` every 20 ms until Stop() (or the
+// end of its scope).
+class TrainingReports {
+ public:
+  explicit TrainingReports(ControlPlane& node)
+      : thread_([this, &node] {
+          for (uint64_t samples = 64; !stop_.load(); samples += 64) {
+            node.ReportSamples(samples);
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          }
+        }) {}
+  ~TrainingReports() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 TEST(ControlBarrierTest, WaitsPastTheDeadlineForAMemberThatTrains) {
   auto nodes = StartMembers(2);
   ASSERT_EQ(nodes.size(), 2u);
-  std::atomic<bool> stop{false};
-  std::thread training = ReportTraining(*nodes[1], stop);
+  TrainingReports training(*nodes[1]);
   // m1 trains for 1.5 s, three of m0's 0.5 s deadlines, then arrives.
   auto late = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    stop.store(true);
+    training.Stop();
     return nodes[1]->Barrier("chorus.re-form", 0, Deadline::AfterSeconds(kBarrierTestWait));
   });
   std::vector<std::string> missing;
   Status met = nodes[0]->BarrierWhileTraining("chorus.re-form", 0, Deadline::AfterSeconds(0.5), 8, &missing);
   EXPECT_TRUE(met.ok()) << met.ToString();
   EXPECT_TRUE(late.get().ok());
-  training.join();
 }
 
 TEST(ControlBarrierTest, NamesOnlyTheMemberThatStoodStill) {
   auto nodes = StartMembers(3);
   ASSERT_EQ(nodes.size(), 3u);
-  std::atomic<bool> stop{false};
-  std::thread training = ReportTraining(*nodes[2], stop);
+  TrainingReports training(*nodes[2]);
   std::vector<std::string> missing;
   const auto began = std::chrono::steady_clock::now();
   Status met = nodes[0]->BarrierWhileTraining("chorus.re-form", 0, Deadline::AfterSeconds(0.5), 8, &missing);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  stop.store(true);
-  training.join();
   ASSERT_EQ(met.code(), StatusCode::kDeadlineExceeded) << met.ToString();
   EXPECT_EQ(missing, std::vector<std::string>{"m1"});
   EXPECT_NE(met.message().find("not training: m1"), std::string::npos) << met.message();
@@ -86,12 +93,9 @@ TEST(ControlBarrierTest, NamesOnlyTheMemberThatStoodStill) {
 TEST(ControlBarrierTest, EndsAfterItsLastWaitEvenWhileTheMemberTrains) {
   auto nodes = StartMembers(2);
   ASSERT_EQ(nodes.size(), 2u);
-  std::atomic<bool> stop{false};
-  std::thread training = ReportTraining(*nodes[1], stop);
+  TrainingReports training(*nodes[1]);
   std::vector<std::string> missing;
   Status met = nodes[0]->BarrierWhileTraining("chorus.re-form", 0, Deadline::AfterSeconds(0.3), 2, &missing);
-  stop.store(true);
-  training.join();
   ASSERT_EQ(met.code(), StatusCode::kDeadlineExceeded) << met.ToString();
   EXPECT_EQ(missing, std::vector<std::string>{"m1"});
 }
