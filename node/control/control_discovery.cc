@@ -253,6 +253,17 @@ void ControlPlaneImpl::OnProbeClosed(const std::shared_ptr<Connection>& conn, co
 void ControlPlaneImpl::HandleStateRequest(const std::shared_ptr<Connection>& conn,
                                           const msg::StateRequest& request) {
   if (!request.control_address.empty()) {  // a discovery probe, not a tool
+    if (run_ended_ && formed_ && view_.Find(conn->peer_name()) != nullptr) {
+      // A member of the run's view that probes before its copy of the view
+      // came (a founding member whose Welcome is on its way): it was admitted,
+      // and gets the Leave as every member does. "The run ended before you
+      // were admitted" would end it as never admitted.
+      conn->Send(msg::Reject{RejectCode::kNotMember, self_.name + " is leaving at the end of its run at epoch " +
+                                                         std::to_string(view_.epoch) + ", of which " +
+                                                         conn->peer_name() + " is a member"});
+      conn->CloseAfterFlush(Status::Ok());
+      return;
+    }
     if (run_ended_) return RefuseAfterTheRun(conn, conn->peer_name());
     if (phase_ == Phase::kStarting) {
       // Not deciding yet: an answer now would count this node as forming
