@@ -64,14 +64,21 @@ namespace {
 // The view after `epoch`. A death or a leave starts one without being asked;
 // when none has come within 2 * cluster.dead_timeout_s (the longest a death
 // takes to be declared), no member is gone (the failure was the exchange's
-// own: a member's training stalled past fabric.op_timeout_s, a message was
-// refused), and this node asks for the next epoch over the same members.
+// own: a member's training stalled past fabric.op_timeout_s, a slower
+// member's inner phase outlasted it, a message was refused), and this node
+// asks for the next epoch over the same members. It asks at once when every
+// member answers its heartbeats: then no death is on its way to wait for.
 Result<MembershipView> NextEpoch(ClusterSession& session, const Config& config, uint64_t epoch) {
   const double death_s = 2 * config.cluster.dead_timeout_s;
-  Result<MembershipView> next = session.control->WaitForEpochAbove(epoch, Deadline::AfterSeconds(death_s));
-  if (next || next.error().code() != StatusCode::kDeadlineExceeded) return next;
-  CHORUS_LOG_WARN(Subsys::kGossip, "no member is gone ", death_s, " s after the failure: asking for an epoch over "
-                  "the same members");
+  if (session.control->EveryMemberAnswers(epoch)) {
+    CHORUS_LOG_WARN(Subsys::kGossip, "every member answers its heartbeats after the failure: asking for an epoch "
+                    "over the same members");
+  } else {
+    Result<MembershipView> next = session.control->WaitForEpochAbove(epoch, Deadline::AfterSeconds(death_s));
+    if (next || next.error().code() != StatusCode::kDeadlineExceeded) return next;
+    CHORUS_LOG_WARN(Subsys::kGossip, "no member is gone ", death_s, " s after the failure: asking for an epoch "
+                    "over the same members");
+  }
   session.control->RequestReform(epoch);
   ++session.reforms_asked;
   return session.control->WaitForEpochAbove(epoch, Deadline::AfterSeconds(death_s + 10));

@@ -147,6 +147,7 @@ void ControlPlane::MergeSampleCounts(const std::map<std::string, uint64_t>& coun
 void ControlPlane::AdmitOnItsOwn(uint64_t until_samples) { impl_->AdmitOnItsOwn(until_samples); }
 void ControlPlane::Expel(const std::string& name, const std::string& why) { impl_->Expel(name, why); }
 void ControlPlane::RequestReform(uint64_t epoch) { impl_->RequestReform(epoch); }
+bool ControlPlane::EveryMemberAnswers(uint64_t epoch) const { return impl_->EveryMemberAnswers(epoch); }
 void ControlPlane::DeclareUnresponsive(const std::string& name, const std::string& why) {
   impl_->DeclareUnresponsive(name, why);
 }

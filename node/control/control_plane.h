@@ -187,6 +187,12 @@ class ControlPlane {
   // all of them re-form in it. Nothing when the view is past `epoch`
   // already. Any thread.
   void RequestReform(uint64_t epoch);
+  // Whether this node's view is still at `epoch` and every other member of
+  // it answers: heard within cluster.suspect_timeout_s, and none declared
+  // dead, leaving or lost. Then no death or leave is on its way to start the
+  // next epoch (a member frozen before an operation that waited
+  // fabric.op_timeout_s for it is suspect by then). Any thread.
+  bool EveryMemberAnswers(uint64_t epoch) const;
   // The member `name` answers heartbeats but did not meet a re-form the
   // others met (its training hangs while its control thread runs): this node
   // declares it dead, as for silence, and its heartbeats say so. The

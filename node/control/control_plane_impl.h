@@ -92,6 +92,7 @@ class ControlPlaneImpl : public Connection::Listener {
   void AdmitOnItsOwn(uint64_t until_samples);
   void Expel(const std::string& name, const std::string& why);
   void RequestReform(uint64_t epoch);
+  bool EveryMemberAnswers(uint64_t epoch) const;
   void DeclareUnresponsive(const std::string& name, const std::string& why);
   std::shared_ptr<const NodeCredentials> credentials() const { return credentials_; }
 

@@ -3,7 +3,8 @@
 // name is refused by whoever coordinates, not only by the accusers, also
 // when they have gone since, and also when the view had dropped the name
 // before the accusations. And a member whose exchange failed with nobody
-// gone asks, in its heartbeats, for the next epoch over the same members.
+// gone asks, in its heartbeats, for the next epoch over the same members,
+// at once when every member answers.
 #include "node/control/control_plane.h"
 #include "node/control/credentials.h"
 #include "tests/node/control/control_test_util.h"
@@ -210,6 +211,24 @@ TEST(ControlReformTest, AMembersRequestBringsEveryMemberToTheNextEpochOverTheSam
   }
   Result<MembershipView> none = f.by_rank[2]->WaitForEpochAbove(2, Deadline::AfterSeconds(1.0));
   EXPECT_FALSE(none.has_value()) << "a stale request moved the cluster to epoch " << none->epoch;
+}
+
+// Whether a re-form may be asked for at once (ControlPlane::
+// EveryMemberAnswers): yes while every member answers, no for an epoch the
+// view is not at, and no once a member is gone (its connection closed).
+TEST(ControlReformTest, EveryMemberAnswersUntilOneGoes) {
+  Formed f = Form(3, 2);
+  ASSERT_EQ(f.by_rank.size(), 3u);
+  EXPECT_TRUE(f.by_rank[0]->EveryMemberAnswers(0));
+  EXPECT_TRUE(f.by_rank[2]->EveryMemberAnswers(0));
+  EXPECT_FALSE(f.by_rank[0]->EveryMemberAnswers(1));
+  f.by_rank[2].reset();
+  const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
+  while (f.by_rank[0]->EveryMemberAnswers(0) && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(f.by_rank[0]->EveryMemberAnswers(0));
+  EXPECT_FALSE(f.by_rank[1]->EveryMemberAnswers(0));
 }
 
 }  // namespace
