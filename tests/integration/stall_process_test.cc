@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,21 +35,22 @@ void PrintTo(const StallVariant& v, std::ostream* os) { *os << v.name; }
 
 class StallProcessTest : public ::testing::TestWithParam<StallVariant> {};
 
-// Four `chorus node` processes of `config` (run `name`), node `stalled` with
-// CHORUS_FAULT_STALL=`stall` in its environment and `stalled_sets` on top of
-// the settings below and `sets_for_all`.
+// `n` (default four) `chorus node` processes of `config` (run `name`), node
+// `stalled` with CHORUS_FAULT_STALL=`stall` in its environment and
+// `stalled_sets` on top of the settings below and `sets_for_all`.
 struct StalledCluster {
   StalledCluster(const std::string& config, const std::string& name, int stalled, const std::string& stall,
-                 const std::vector<std::string>& stalled_sets = {}, const std::vector<std::string>& sets_for_all = {})
+                 const std::vector<std::string>& stalled_sets = {}, const std::vector<std::string>& sets_for_all = {},
+                 int n = 4)
       : out(fs::temp_directory_path() / ("chorus-stall-test-" + std::to_string(getpid()))), run(out / name) {
     const int port0 = testing::PortPicker(static_cast<uint32_t>(getpid()) + 17).Next();
     const std::vector<std::string> sets = {
-        "cluster.min_nodes=4",      "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
+        "cluster.min_nodes=" + std::to_string(n), "cluster.heartbeat_interval_s=0.2", "cluster.suspect_timeout_s=1.5",
         "cluster.dead_timeout_s=3", "cluster.join_timeout_s=30",        "fabric.provider=\"tcp;ofi_rxm\"",
         "fabric.op_timeout_s=4",    "train.threads=1",                  "train.epochs=2",
         "train.batch_size=32",      "train.log_every_steps=10",         "train.eval_every_epochs=0",
         "data.train_limit=6000",    "data.test_limit=1000"};
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < n; ++i) {
       std::vector<std::string> env, own = sets;
       own.insert(own.end(), sets_for_all.begin(), sets_for_all.end());
       if (i == stalled) {
@@ -74,9 +76,10 @@ struct StalledCluster {
 // the others' wait for a new epoch after their exchange failed, had they
 // waited only for a death (2 * cluster.dead_timeout_s + 10 = 16 s, from 4 s):
 // before they asked for an epoch over the same members, every node gave up
-// the run there. They ask 6 s after their failure (2 * dead_timeout_s), 4 s
-// before the stalled node comes back: the view they asked for has ended its
-// operations of the old epoch by then, so it meets them at once.
+// the run there. They ask as soon as their exchange fails (the stalled node
+// still answers its heartbeats; else 2 * dead_timeout_s later, still 4 s
+// before it comes back): the view they asked for has ended its operations of
+// the old epoch by then, so it meets them at once.
 TEST_P(StallProcessTest, TheOthersReformWithTheStalledMemberAndAllEndWithOneModel) {
   if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
   const StallVariant& v = GetParam();
@@ -148,6 +151,31 @@ TEST(HangProcessTest, AMemberWhoseTrainingHangsPastTheReformIsDroppedAndTheOther
   std::printf("node0's training hung 30 s: %d of the three declared it dead at the re-form; the three ended with "
               "one model (world size %d at the end); node0 rejoined and exited %d%s\n", declared,
               s[0]["world_size"].get<int>(), status, nobody_left ? " (the three had ended)" : "");
+}
+
+// Of two members, the one that waited drops a hung coordinator by itself:
+// node0's training hangs 30 s while its control thread answers; node1's
+// all-reduce fails 2 s in, it asks for the re-form at once, meets it alone,
+// declares node0 dead at the re-form's deadline (2 * 2 + 2 * 2 + 10 = 18 s),
+// coordinates the epoch without it, and trains to the end alone. node0 then
+// finds itself removed and tries to rejoin.
+TEST(HangProcessTest, OfTwoMembersTheOtherDropsAHungCoordinatorAndTrainsOn) {
+  if (!fs::exists(fs::path(testing::kDataDir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no dataset";
+  StalledCluster c("allreduce-ring.toml", "hang-two", 0, "8:30", {"cluster.join_timeout_s=5"},
+                   {"fabric.op_timeout_s=2", "cluster.suspect_timeout_s=1", "cluster.dead_timeout_s=2"}, 2);
+  const auto outputs = [&] { return c.Outputs(); };
+  const std::optional<int> status = c.nodes[1]->Wait(300);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << outputs();
+  const nlohmann::json s = testing::ReadJson(c.run / "node1" / "summary.json");
+  ASSERT_TRUE(s.is_object()) << "node1 wrote no summary\n" << outputs();
+  EXPECT_EQ(s["world_size"], 1) << s.dump();
+  EXPECT_GE(s["hung_members_declared"].get<int>(), 1) << s.dump();
+  EXPECT_GT(s["steps"].get<int>(), 100) << s.dump();
+  EXPECT_NE(c.nodes[1]->Output().find("did not meet the re-form"), std::string::npos) << outputs();
+  const int node0 = testing::ExitStatus(*c.nodes[0], 120);
+  const bool nobody_left = c.nodes[0]->Output().find("not a cluster member by the deadline") != std::string::npos;
+  EXPECT_TRUE(node0 == 0 || (node0 == 1 && nobody_left)) << "node0 exited " << node0 << "\n" << outputs();
+  EXPECT_NE(c.nodes[0]->Output().find("rejoining the cluster"), std::string::npos) << outputs();
 }
 
 }  // namespace
