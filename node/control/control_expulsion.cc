@@ -59,8 +59,7 @@ bool ControlPlaneImpl::EveryMemberAnswers(uint64_t epoch) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (phase_ != Phase::kMember || !formed_ || view_.epoch != epoch) return false;
   return std::all_of(view_.members.begin(), view_.members.end(), [&](const Member& m) {
-    return m.name == self_.name || (!Gone(m.name) && !liveness_.IsSuspect(m.name) && !liveness_.IsDead(m.name) &&
-                                    !liveness_.IsLost(m.name));
+    return m.name == self_.name || (Answers(m.name) && !liveness_.IsDead(m.name));
   });
 }
 

@@ -569,7 +569,7 @@ void ControlPlaneImpl::HandleState(const std::shared_ptr<Connection>& conn, cons
     size_t ours = 0;
     for (const Member& m : view_.members) {
       if (theirs(m.name)) continue;
-      if (m.name == self_.name || (!Gone(m.name) && !liveness_.IsSuspect(m.name) && !liveness_.IsLost(m.name))) {
+      if (m.name == self_.name || Answers(m.name)) {
         ++ours;
       }
     }

@@ -368,6 +368,11 @@ class ControlPlaneImpl : public Connection::Listener {
   bool IsCoordinator() const;
   std::string ExpectedCoordinator() const;
   bool Gone(const std::string& name) const { return dead_.count(name) || left_.count(name); }
+  // A member not gone whose frames still come: not suspect, its connection
+  // not lost.
+  bool Answers(const std::string& name) const {
+    return !Gone(name) && !liveness_.IsSuspect(name) && !liveness_.IsLost(name);
+  }
   bool OthersAllGone() const;
   // No message waits in the outbox of a member that is not dead: a leaving
   // node's Leave has gone out to every member that may still wait for it.
