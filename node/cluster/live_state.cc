@@ -252,6 +252,15 @@ Result<std::vector<float>> GatherFromEveryRank(const gossip::Collective& collect
   return all;
 }
 
+Result<std::vector<double>> GatherMemberValues(const gossip::Collective& collective, uint64_t epoch, double mine,
+                                               Deadline deadline) {
+  const float value = static_cast<float>(mine);
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<float> values,
+                          GatherFromEveryRank(collective, std::span<const float>(&value, 1),
+                                              EpochTagBase(epoch) + (gossip::Tag{5} << 37), deadline));
+  return std::vector<double>(values.begin(), values.end());
+}
+
 namespace {
 
 // Exact small floats for GatherFromEveryRank: a 32-bit value in two 16-bit

@@ -71,6 +71,12 @@ class LiveState {
                                                              const gossip::Collective::PartFor& bend = nullptr,
                                                              const gossip::PartSigner* signer = nullptr);
 
+// Every member's `mine`, in rank order, at the tags of the values gathered
+// from members in membership epoch `epoch` (Exchange::GatherFromMembers, the
+// tags below): one value each, in float.
+[[nodiscard]] Result<std::vector<double>> GatherMemberValues(const gossip::Collective& collective, uint64_t epoch,
+                                                             double mine, Deadline deadline);
+
 // The tags ShareLiveState uses in membership epoch `epoch`: disjoint from the
 // fusion buckets (EpochTagBase + b << 20, b < 2^17; an outer exchange, which
 // has none, uses b < 2^15 for its site averages and + 1 << 36 for its

@@ -302,17 +302,14 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
 }
 
 Result<std::vector<double>> AllreduceExchange::GatherFromMembers(double mine) {
-  const float value = static_cast<float>(mine);
-  Result<std::vector<float>> values = GatherFromEveryRank(
-      *collective_, std::span<const float>(&value, 1),
-      EpochTagBase(session_->view.epoch) + (gossip::Tag{5} << 37),  // live_state.h lists the ranges
-      Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+  Result<std::vector<double>> values = GatherMemberValues(*collective_, session_->view.epoch, mine,
+                                                          Deadline::AfterSeconds(config_.fabric.op_timeout_s));
   if (!values) {
     CHORUS_RETURN_IF_ERROR(Failed(values.error(), "gathering values from the members",
                                   live_ != nullptr ? live_->NextStep() : 0, /*abandon=*/false));
     return std::vector<double>();
   }
-  return std::vector<double>(values->begin(), values->end());
+  return values;
 }
 
 Status AllreduceExchange::Failed(const Status& failure, const std::string& what, int64_t next_step, bool abandon) {

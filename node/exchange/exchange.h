@@ -62,7 +62,9 @@ class Exchange {
   virtual Weighting SampleWeighting() const { return Weighting::kNone; }
   // Every member's batch share from the next step on, in rank order (the
   // members' batches, or load balancing's split of them): the most samples
-  // each may claim in the contribution check. Called whenever they change.
+  // each may claim in the contribution check, and under an outer optimizer
+  // over every member each replica's weight in the outer step's mean (W * b /
+  // B, so that every sample counts the same). Called whenever they change.
   virtual void SetMemberShares(const std::vector<int>& /*shares*/) {}
   // Every member's `mine`, in rank order: a collective of the current
   // membership that every member calls between the same steps (load

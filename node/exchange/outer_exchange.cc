@@ -263,6 +263,7 @@ Status OuterExchange::Begin(int fragment, int64_t step) {
   sync.fragment = fragment;
   sync.step = step;
   sync.land_step = step + config_.exchange.outer.delay;
+  sync.weight = SampleWeight();
   sync.params.assign(master.begin() + static_cast<std::ptrdiff_t>(range.begin),
                      master.begin() + static_cast<std::ptrdiff_t>(range.begin + range.count));
   if (poison_fault_ && step >= poison_fault_->from_step) {  // fault injection: a poisoned pseudo-gradient
@@ -318,6 +319,9 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
       return sites_->AverageAcrossSites(std::span<float>(sync.base), o,
                                         SiteBroadcastTagBase(session_->view.epoch, sync.step));
     }
+    if (sync.weight != 1.0) {
+      for (float& v : sync.base) v = static_cast<float>(v * sync.weight);
+    }
     o.post_scale = 1.0f / static_cast<float>(world);
     return collective_->Allreduce(std::span<float>(sync.base), o);
   }
@@ -325,7 +329,9 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
   const std::span<const float> anchor(anchor_.data() + range.begin, range.count);
   const std::span<float> residual(residual_.data() + range.begin, range.count);
   std::vector<float> x(range.count), sum(range.count);
-  for (size_t i = 0; i < range.count; ++i) x[i] = anchor[i] - sync.params[i] + residual[i];
+  for (size_t i = 0; i < range.count; ++i) {
+    x[i] = static_cast<float>(sync.weight * (anchor[i] - sync.params[i])) + residual[i];
+  }
   // A non-finite vector cannot be encoded (a codec's scale would be
   // non-finite), and failing here would leave the others waiting on the
   // ring: this member puts nothing in and reports what it had, so that the
@@ -370,7 +376,7 @@ Status OuterExchange::AuditedAverage(OuterSync& sync, gossip::Tag tag_base, Dead
   const std::span<const float> anchor(anchor_.data() + range.begin, range.count);
   const std::span<float> residual(residual_.data() + range.begin, range.count);
   for (size_t i = 0; i < range.count; ++i) {
-    sync.base[i] = anchor[i] - sync.params[i] + (codec_ ? residual[i] : 0.0f);
+    sync.base[i] = static_cast<float>(sync.weight * (anchor[i] - sync.params[i])) + (codec_ ? residual[i] : 0.0f);
   }
   const int world = collective_->size();
   if (codec_) sync.sent = ShareOfMean(sync.base, world);  // the residual goes too: nothing is dropped
@@ -385,13 +391,13 @@ Status OuterExchange::AuditedAverage(OuterSync& sync, gossip::Tag tag_base, Dead
 Status OuterExchange::CheckContributions(OuterSync& sync) {
   const gossip::FragmentRange range = fragments_[static_cast<size_t>(sync.fragment)];
   const int world = collective_->size();
-  // This member's contribution, in the mean's share (1 / world): its
+  // This member's contribution, in the mean's share (weight / world): its
   // pseudo-gradient unless AverageOverAll said otherwise; and the mean's.
   double sumsq = 0, reduced_sumsq = 0;
   bool finite = true, reduced_finite = true;
   for (size_t i = 0; i < range.count; ++i) {
     const float anchor = anchor_[range.begin + i];
-    const double mine = (static_cast<double>(anchor) - sync.params[i]) / world;
+    const double mine = sync.weight * (static_cast<double>(anchor) - sync.params[i]) / world;
     const double mean = static_cast<double>(anchor) - sync.base[i];
     sumsq += mine * mine;
     reduced_sumsq += mean * mean;
@@ -411,7 +417,7 @@ Status OuterExchange::CheckContributions(OuterSync& sync) {
   // Every path's sum is the sum of what the members report they put in
   // (with a codec, exactly: what each kept), so it is held to the reports.
   CHORUS_ASSIGN_OR_RETURN(StepCheck check,
-                          CheckStep(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine, /*weight=*/1.0,
+                          CheckStep(*collective_, view.epoch, CheckedSum::kPseudoGradients, mine, sync.weight,
                                     audit, rules, Deadline::AfterSeconds(config_.fabric.op_timeout_s)));
   std::vector<int> ranks(static_cast<size_t>(world));
   std::iota(ranks.begin(), ranks.end(), 0);
@@ -591,6 +597,33 @@ Status OuterExchange::MembersLost(int64_t next_step) {
   if (session_->view.epoch != epoch) return Status::Ok();  // the sync in flight met the loss and re-formed
   return Failed(Unavailable("members of epoch " + std::to_string(epoch) + " left (control plane)"),
                 "admission point before step " + std::to_string(next_step), next_step);
+}
+
+void OuterExchange::SetMemberShares(const std::vector<int>& shares) {
+  shares_ = shares;
+  shares_epoch_ = session_->view.epoch;
+}
+
+double OuterExchange::SampleWeight() const {
+  const MembershipView& view = session_->view;
+  if (sites_ || shares_epoch_ != view.epoch || view.self_rank < 0 ||
+      shares_.size() != static_cast<size_t>(view.size())) {
+    return 1.0;
+  }
+  if (std::adjacent_find(shares_.begin(), shares_.end(), std::not_equal_to<>()) == shares_.end()) return 1.0;
+  const int64_t total = std::accumulate(shares_.begin(), shares_.end(), int64_t{0});
+  return static_cast<double>(view.size()) * shares_[static_cast<size_t>(view.self_rank)] /
+         static_cast<double>(std::max<int64_t>(1, total));
+}
+
+Result<std::vector<double>> OuterExchange::GatherFromMembers(double mine) {
+  Result<std::vector<double>> values = GatherMemberValues(*collective_, session_->view.epoch, mine,
+                                                          Deadline::AfterSeconds(config_.fabric.op_timeout_s));
+  if (!values) {
+    CHORUS_RETURN_IF_ERROR(Failed(values.error(), "gathering values from the members", last_step_ + 1));
+    return std::vector<double>();
+  }
+  return values;
 }
 
 Status OuterExchange::Failed(const Status& failure, const std::string& what, int64_t next_step) {

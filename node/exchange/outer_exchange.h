@@ -75,6 +75,9 @@ struct OuterSync {
   int64_t land_step = 0;
   std::vector<float> params;
   std::vector<float> base;
+  // This member's weight in the mean over every member (OuterExchange::SampleWeight
+  // when the sync began).
+  double weight = 1.0;
   int64_t begin_us = 0;
   int64_t end_us = 0;
   std::future<Status> done;  // valid while it runs on the helper thread
@@ -106,6 +109,10 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // Two all-reduces over the members (gossip/protocols/consensus.h); the
   // replicas differ between outer steps.
   [[nodiscard]] Result<double> ExactConsensusDistance(int64_t step) override;
+  // Over every member (train.balance = "time": the speeds, gathered right
+  // after an outer sync, so the inner steps between syncs take one length).
+  [[nodiscard]] Result<std::vector<double>> GatherFromMembers(double mine) override;
+  void SetMemberShares(const std::vector<int>& shares) override;
   std::map<std::string, std::vector<float>> SavedState() const override;
   [[nodiscard]] Status RestoreSavedState(const std::map<std::string, std::vector<float>>& state) override;
 
@@ -161,6 +168,12 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // Waits for the sync in flight and lands its outer update (a failure
   // re-forms; the update is then dropped).
   [[nodiscard]] Status Land();
+  // This member's weight in the outer step's mean over every member: W * b / B
+  // for its share b of the global batch B over W members (SetMemberShares),
+  // so that every sample counts the same, as in an all-reduce step; 1 with
+  // equal shares, shares of another membership, or sites (a representative
+  // speaks for its site).
+  double SampleWeight() const;
   // The peers of this node's outer step after step `step` (sorted ranks, self
   // included).
   std::vector<int> GroupOf(int64_t step) const;
@@ -200,6 +213,8 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // Steps since each fragment last landed with delay 0 over every member:
   // all 0 at the end means the replicas are equal.
   int64_t last_step_ = -1;
+  std::vector<int> shares_;  // every member's batch share (SetMemberShares), by rank
+  uint64_t shares_epoch_ = 0;  // the membership epoch they are of
   std::vector<int64_t> landed_after_;
   uint64_t outer_steps_ = 0;
   double overlapped_seconds_ = 0.0, waited_seconds_ = 0.0;

@@ -179,6 +179,12 @@ Pacing PacingOf(const Config& config, Exchange& exchange, const ClusterSession* 
 // InvalidArgument, naming where train.batch_size was set, when that is no step.
 [[nodiscard]] Result<int64_t> ClusterStepsPerEpoch(const Config& config, int train_images, int global_batch);
 
+// train.balance = "time": steps between two splits of the global batch,
+// train.balance_every_steps; under an outer optimizer the first multiple of
+// exchange.outer.period at least that long, so that the speeds are gathered
+// right after a sync, where the members stand together anyway.
+int64_t BalanceInterval(const Config& config);
+
 // train.balance = "time": `global_batch` split in proportion to `speeds`
 // (one per rank), each rank at least 1, the rest by largest remainder (ties
 // to the lower rank): the same on every member for the same speeds. Empty
@@ -244,7 +250,7 @@ class TrainingLoop final : public LiveState {
   // The admission of the view after an admission point at `epoch` (or its
   // failure, logged: the exchange's next operation re-forms).
   Status AdmitInto(const Result<MembershipView>& met, uint64_t epoch);
-  // train.balance = "time": every balance_every_steps steps, the global batch
+  // train.balance = "time": every BalanceInterval steps, the global batch
   // re-split by the members' measured speeds.
   Status BalanceIfDue();
   // Every rank's train.batch_size in the current membership.

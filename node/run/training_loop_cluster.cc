@@ -350,14 +350,21 @@ uint64_t TrainingLoop::ClusterSamples(bool estimate) const {
   return (estimate ? control.ClusterSamplesEstimate() : control.ClusterSamples()) + resumed_samples_;
 }
 
-// Every balance_every_steps steps the members gather their speeds (samples
-// per second of compute, emulated slowness included) and split the global
-// batch in proportion: every member computes the same split from the same
-// gathered values. The rest of the epoch is re-partitioned by it.
+int64_t BalanceInterval(const Config& config) {
+  const int64_t every = std::max(1, config.train.balance_every_steps);
+  if (config.exchange.outer.optimizer == OuterOptimizer::kNone) return every;
+  const int64_t period = std::max(1, config.exchange.outer.period);
+  return (every + period - 1) / period * period;
+}
+
+// Every BalanceInterval steps the members gather their speeds (samples per
+// second of compute, emulated slowness included) and split the global batch
+// in proportion: every member computes the same split from the same gathered
+// values. The rest of the epoch is re-partitioned by it.
 Status TrainingLoop::BalanceIfDue() {
   const TrainConfig& tc = s_.config->train;
   if (tc.balance != BalanceSetting::kTime || shares_.size() < 2 || steps_to_catch_up_ > 0 || step_ == 0 ||
-      step_ % tc.balance_every_steps != 0) {
+      step_ % BalanceInterval(*s_.config) != 0) {
     return Status::Ok();
   }
   // A member that trained no step since the last split sends 0: then nobody re-splits.

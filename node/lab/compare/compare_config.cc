@@ -655,6 +655,9 @@ const std::vector<CompareMethod>& BuiltinMethods() {
          {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
           "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=16",
           "exchange.outer.fragments=4", "exchange.outer.delay=2", "exchange.outer.local_mix=0"}},
+        {"balanced-diloco", "load-balanced DiLoCo (H=10)", "low-communication",
+         {"exchange.kind=allreduce", "exchange.algorithm=auto", "exchange.outer.optimizer=nesterov",
+          "exchange.outer.lr=0.7", "exchange.outer.momentum=0.5", "exchange.outer.period=10", "train.balance=time"}},
     };
     for (CompareMethod& m : BuiltinGossipCorrectionMethods()) all.push_back(std::move(m));
     all.push_back({"sparse-diloco", "sparse DiLoCo (H=5, top-2% 8-bit)", "low-communication",

@@ -88,6 +88,7 @@ class MeteredExchange final : public Exchange {
   Status AfterUpdate(int64_t step) override;
   Status Finish() override;
   Weighting SampleWeighting() const override { return inner_->SampleWeighting(); }
+  void SetMemberShares(const std::vector<int>& shares) override { inner_->SetMemberShares(shares); }
   Result<std::vector<double>> GatherFromMembers(double mine) override;
   nlohmann::json Metrics() const override { return inner_->Metrics(); }
   Result<double> ExactConsensusDistance(int64_t step) override { return inner_->ExactConsensusDistance(step); }

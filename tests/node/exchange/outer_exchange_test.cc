@@ -91,6 +91,52 @@ TEST(OuterExchangeTest, LearningRateOneWithoutMomentumAtPeriodOneIsSynchronousAv
   }
 }
 
+// Unequal shares of the global batch (SetMemberShares: 1, 1, 1 and 5 of 8,
+// weights 0.5, 0.5, 0.5 and 2.5): with outer lr 1, no momentum and H = 1 each
+// outer step lands the sample-weighted mean, bit for bit the ring all-reduce
+// of each master scaled by its weight and post-scaled by 1 / n. The plain
+// mean misses it by far more than a rounding.
+TEST(OuterExchangeTest, UnequalSharesLandTheSampleWeightedMean) {
+  const int n = 4, steps = 3;
+  const std::vector<int> shares = {1, 1, 1, 5};
+  const std::vector<float> weights = {0.5f, 0.5f, 0.5f, 2.5f};
+  Config config = OuterConfigFor(ExchangeKind::kAllreduce, OuterOptimizer::kNesterov, 1);
+  config.exchange.outer.lr = 1.0;
+  config.exchange.outer.momentum = 0.0;
+  std::vector<std::vector<float>> outer(n), weighted(n);
+  auto statuses = RunNodes(n, config, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    node.exchange->SetMemberShares(shares);
+    CHORUS_RETURN_IF_ERROR(Train(node, r, steps));
+    outer[r] = Master(node);
+    return Status::Ok();
+  });
+  Config plain = config;
+  plain.exchange.kind = ExchangeKind::kNone;
+  plain.exchange.outer.optimizer = OuterOptimizer::kNone;
+  auto reference = RunNodes(n, plain, trainer::ModelKind::kMlp, [&](int r, Node& node) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(gossip::Collective world, gossip::Collective::Create(*node.session.transport));
+    for (int64_t step = 0; step < steps; ++step) {
+      CHORUS_RETURN_IF_ERROR(InnerStep(node, r, step));
+      const std::span<float> master = node.trainer->MasterWeights();
+      for (float& v : master) v = static_cast<float>(v * static_cast<double>(weights[static_cast<size_t>(r)]));
+      gossip::AllreduceOptions o;
+      o.algorithm = gossip::AllreduceAlgorithm::kRing;
+      o.tag_base = static_cast<gossip::Tag>(step) << 20;
+      o.post_scale = 1.0f / n;
+      CHORUS_RETURN_IF_ERROR(world.Allreduce(master, o));
+      node.trainer->RefreshWorkingCopy();
+    }
+    weighted[r] = Master(node);
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+    ASSERT_TRUE(reference[r].ok()) << reference[r].ToString();
+    EXPECT_TRUE(SameBytes(outer[r], weighted[r])) << "rank " << r;
+    EXPECT_TRUE(SameBytes(outer[r], outer[0])) << "rank " << r;
+  }
+}
+
 // Four fragments, each landing two steps after its sync began: over two
 // periods every fragment lands twice, the outer parameters stay the same
 // bytes on every node, and Finish leaves one model.
