@@ -639,6 +639,9 @@ Status OuterExchange::Reform(const Status& failure, int64_t next_step) {
     // rank 0's state.
     OuterSync sync = std::move(*failed_);
     failed_.reset();
+    // The weights were the old membership's; over the survivors they would
+    // not sum to their count (and the shares of `next` come later: 1 each).
+    sync.weight = SampleWeight();
     CHORUS_RETURN_IF_ERROR(Communicate(sync));
     ApplyOuterUpdate(sync);
     ++syncs_retried_;

@@ -398,6 +398,52 @@ TEST(OuterRetryTest, ASyncFailedByADeathRunsAgainOverTheSurvivors) {
   }
 }
 
+// The training loss of each record of a node's metrics.jsonl from `from` to
+// `to` steps, averaged.
+double MeanLoss(const fs::path& metrics, int64_t from, int64_t to) {
+  double sum = 0;
+  int n = 0;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("step") || !j.contains("loss")) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    if (step < from || step > to) continue;
+    sum += j["loss"].get<double>();
+    ++n;
+  }
+  return n > 0 ? sum / n : -1.0;
+}
+
+// As above with unequal batches (32, 64 and 96: outer weights 0.5, 1 and
+// 1.5 in the first sync): the survivors run the failed sync again with
+// weights of their own membership (1 each until the training loop installs
+// its shares), not the old ones, which would sum to 1.5 over two and scale
+// every parameter by 0.75: the logits shrink, and the loss, 2.20 when the
+// sync lands, fell only to 2.08 over the next 10 steps (to 1.88 with the
+// survivors' own weights; the data and seed fix both). They end with one
+// model that learned.
+TEST(OuterRetryTest, ARetriedSyncOfUnequalBatchesIsTheSurvivorsMean) {
+  if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
+  OuterHandCluster cluster("outer-retry-batches", 3, With(kDiloco, {"train.epochs=2", "train.log_every_steps=2"}));
+  for (int i = 0; i < 3; ++i) cluster.Start(i, {"train.batch_size=" + std::to_string(32 * (i + 1))});
+  const fs::path metrics = cluster.dir(2) / "metrics.jsonl";
+  for (int i = 0; i < 6000 && LastRecordedStep(metrics) < 4 && cluster.node(2).Running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(LastRecordedStep(metrics), 4) << cluster.Outputs();
+  ASSERT_LT(LastRecordedStep(metrics), 9) << "node2 reached the first sync before the kill\n" << cluster.Outputs();
+  cluster.node(2).Signal(SIGKILL);
+  const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_GE(s[0]["outer_syncs_retried"].get<int>(), 1) << s[0].dump();
+  EXPECT_GT(s[0]["test_accuracy"].get<double>(), 0.75) << s[0].dump();
+  const fs::path node0 = cluster.dir(0) / "metrics.jsonl";
+  const double landed = MeanLoss(node0, 10, 10), after = MeanLoss(node0, 12, 20);
+  ASSERT_GT(landed, 0) << cluster.Outputs();
+  EXPECT_LT(after, landed - 0.2) << "the loss after the retried sync landed (step 10: " << landed << ")";
+}
+
 // NoLoCo pairs the nodes at random for each outer step. node3 computes 200
 // times slower, so its partner waits for it in the first sync (after step
 // 9) while the other pair syncs and reaches the admission point before

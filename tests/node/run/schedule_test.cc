@@ -153,5 +153,20 @@ TEST(ScheduleTest, SplitBySpeedIsProportionalWholeAndTheSameForEveryone) {
   EXPECT_TRUE(SplitBySpeed(2, {1, 1, 1}).empty());
 }
 
+// Under an outer optimizer the speeds are gathered right after a sync: the
+// interval rounds balance_every_steps up to a multiple of the period.
+TEST(ScheduleTest, BalanceIntervalMeetsTheOuterSyncs) {
+  Config config;
+  config.train.balance_every_steps = 20;
+  EXPECT_EQ(BalanceInterval(config), 20);
+  config.exchange.outer.optimizer = OuterOptimizer::kNesterov;
+  config.exchange.outer.period = 10;
+  EXPECT_EQ(BalanceInterval(config), 20);
+  config.exchange.outer.period = 8;
+  EXPECT_EQ(BalanceInterval(config), 24);
+  config.exchange.outer.period = 50;
+  EXPECT_EQ(BalanceInterval(config), 50);
+}
+
 }  // namespace
 }  // namespace chorus::node
