@@ -449,15 +449,16 @@ TEST(HeteroSamplesTest, ARestartedNodesSamplesCountOnce) {
   }
 }
 
-// Load-balanced all-reduce: the slow node's share of the global batch falls
-// to about a third of the fast one's; the replicas stay one, and the model
-// learns (the split follows measured speeds, so one epoch of 12000 images
-// ends between about 0.74 and 0.80).
-TEST(HeteroBalanceTest, SlowAllreduceNodeGetsASmallerShare) {
-  HandCluster cluster("hetero-balance");
-  const std::vector<std::string> shared = {"train.epochs=1", "data.train_limit=12000", "train.batch_size=64",
-                                           "exchange.kind=\"allreduce\"", "train.balance=\"time\"",
-                                           "train.balance_every_steps=10"};
+// Two nodes, node1 computing 3x as long, under train.balance = "time" and
+// `sets`: the slow node's share of the global batch falls to about a third
+// of the fast one's; the replicas stay one, and the model learns (the split
+// follows measured speeds, so one epoch of 12000 images ends between about
+// 0.74 and 0.80).
+void ExpectTheSlowNodesShareFalls(const std::string& name, const std::vector<std::string>& sets) {
+  HandCluster cluster(name);
+  std::vector<std::string> shared = {"train.epochs=1", "data.train_limit=12000", "train.batch_size=64",
+                                     "exchange.kind=\"allreduce\"", "train.balance=\"time\""};
+  shared.insert(shared.end(), sets.begin(), sets.end());
   const std::vector<nlohmann::json> s = cluster.Run(shared, {{}, {"train.slowdown=2.0"}});
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0]["steps"], s[1]["steps"]);
@@ -467,24 +468,18 @@ TEST(HeteroBalanceTest, SlowAllreduceNodeGetsASmallerShare) {
   EXPECT_GT(s[0]["test_accuracy"].get<double>(), 0.70);
 }
 
+TEST(HeteroBalanceTest, SlowAllreduceNodeGetsASmallerShare) {
+  ExpectTheSlowNodesShareFalls("hetero-balance", {"train.balance_every_steps=10"});
+}
+
 // Load-balanced DiLoCo: the inner steps between outer syncs run in lock
 // step too, so the split evens their length; the speeds are gathered right
 // after a sync (every 10 steps here: balance_every_steps rounded up to the
-// period), and the outer mean weighs each replica by its share. The slow
-// node ends with a smaller share and the replicas are one.
+// period), and the outer mean weighs each replica by its share.
 TEST(HeteroBalanceTest, SlowDilocoNodeGetsASmallerShare) {
-  HandCluster cluster("hetero-balance-diloco");
-  const std::vector<std::string> shared = {"train.epochs=1", "data.train_limit=12000", "train.batch_size=64",
-                                           "exchange.kind=\"allreduce\"", "exchange.outer.optimizer=\"nesterov\"",
-                                           "exchange.outer.period=5", "exchange.outer.momentum=0.5",
-                                           "train.balance=\"time\"", "train.balance_every_steps=8"};
-  const std::vector<nlohmann::json> s = cluster.Run(shared, {{}, {"train.slowdown=2.0"}});
-  ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0]["steps"], s[1]["steps"]);
-  EXPECT_EQ(s[0]["parameter_checksum"], s[1]["parameter_checksum"]);
-  const double slow_share = s[1]["samples"].get<double>() / (s[0]["samples"].get<double>() + s[1]["samples"].get<double>());
-  EXPECT_LT(slow_share, 0.42) << s[1].dump();
-  EXPECT_GT(s[0]["test_accuracy"].get<double>(), 0.70);
+  ExpectTheSlowNodesShareFalls("hetero-balance-diloco",
+                               {"exchange.outer.optimizer=\"nesterov\"", "exchange.outer.period=5",
+                                "exchange.outer.momentum=0.5", "train.balance_every_steps=8"});
 }
 
 }  // namespace

@@ -373,6 +373,20 @@ TEST_P(OuterKillTest, SurvivorsOfANodeKilledMidRunFinishWithOneModel) {
   EXPECT_FALSE(fs::exists(cluster.dir(3) / "summary.json"));
 }
 
+// kill -9 of node2 once it recorded step 4 and before the first sync
+// (after step 9; records every 2 steps).
+::testing::AssertionResult KillNode2BeforeTheFirstSync(OuterHandCluster& cluster) {
+  const fs::path metrics = cluster.dir(2) / "metrics.jsonl";
+  for (int i = 0; i < 6000 && LastRecordedStep(metrics) < 4 && cluster.node(2).Running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int64_t step = LastRecordedStep(metrics);
+  if (step < 4) return ::testing::AssertionFailure() << "node2 recorded no step 4";
+  if (step >= 9) return ::testing::AssertionFailure() << "node2 reached the first sync before the kill";
+  cluster.node(2).Signal(SIGKILL);
+  return ::testing::AssertionSuccess();
+}
+
 // node2 of three is killed among the inner steps (after its step 4; the
 // first sync runs after step 9): both survivors fail that sync, run it again
 // between themselves and land it, so each one's inner steps since the start
@@ -381,13 +395,7 @@ TEST(OuterRetryTest, ASyncFailedByADeathRunsAgainOverTheSurvivors) {
   if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
   OuterHandCluster cluster("outer-retry", 3, With(kDiloco, {"train.epochs=2", "train.log_every_steps=2"}));
   cluster.StartAll(3);
-  const fs::path metrics = cluster.dir(2) / "metrics.jsonl";
-  for (int i = 0; i < 6000 && LastRecordedStep(metrics) < 4 && cluster.node(2).Running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GE(LastRecordedStep(metrics), 4) << cluster.Outputs();
-  ASSERT_LT(LastRecordedStep(metrics), 9) << "node2 reached the first sync before the kill\n" << cluster.Outputs();
-  cluster.node(2).Signal(SIGKILL);
+  ASSERT_TRUE(KillNode2BeforeTheFirstSync(cluster)) << cluster.Outputs();
   const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1});
   ASSERT_EQ(s.size(), 2u);
   for (int i = 0; i < 2; ++i) {
@@ -427,13 +435,7 @@ TEST(OuterRetryTest, ARetriedSyncOfUnequalBatchesIsTheSurvivorsMean) {
   if (!OuterHaveData()) GTEST_SKIP() << "no dataset";
   OuterHandCluster cluster("outer-retry-batches", 3, With(kDiloco, {"train.epochs=2", "train.log_every_steps=2"}));
   for (int i = 0; i < 3; ++i) cluster.Start(i, {"train.batch_size=" + std::to_string(32 * (i + 1))});
-  const fs::path metrics = cluster.dir(2) / "metrics.jsonl";
-  for (int i = 0; i < 6000 && LastRecordedStep(metrics) < 4 && cluster.node(2).Running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GE(LastRecordedStep(metrics), 4) << cluster.Outputs();
-  ASSERT_LT(LastRecordedStep(metrics), 9) << "node2 reached the first sync before the kill\n" << cluster.Outputs();
-  cluster.node(2).Signal(SIGKILL);
+  ASSERT_TRUE(KillNode2BeforeTheFirstSync(cluster)) << cluster.Outputs();
   const std::vector<nlohmann::json> s = cluster.ExpectOneModel({0, 1});
   ASSERT_EQ(s.size(), 2u);
   EXPECT_GE(s[0]["outer_syncs_retried"].get<int>(), 1) << s[0].dump();
