@@ -23,7 +23,10 @@ namespace {
 // any process starts: its first error names the file, line and key.
 Status PrepareChaos(const std::string& faults, ChaosOptions* options) {
   CHORUS_ASSIGN_OR_RETURN(options->plan.kinds, ParseFaultKinds(faults));
-  return StatusOf(LoadConfig(options->config_path, CommandLineOverrides(options->overrides)));
+  CHORUS_ASSIGN_OR_RETURN(const Config config,
+                          LoadConfig(options->config_path, CommandLineOverrides(options->overrides)));
+  options->base_lr = config.train.base_lr;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -82,7 +85,7 @@ void RegisterChaosCommand(CLI::App& app, CliContext& context) {
   cmd->add_flag("--verbose", args->verbose, "The nodes' lines to the console instead of launch.log");
   cmd->footer(
       "Examples:\n"
-      "  chorus chaos configs/allreduce-ring.toml --minutes 10 --mtbf 20 --seed 7\n"
+      "  chorus chaos configs/allreduce-ring.toml --minutes 10 --mtbf 20 --seed 7 --set train.base_lr=0.5\n"
       "  chorus chaos configs/gossip-pairwise.toml --faults kill,restart --set fabric.provider=\\\"net\\\"\n"
       "  sudo chorus chaos configs/gossip-dpsgd-ring.toml --faults kill,stop,restart,partition");
   cmd->callback([args, &context] {

@@ -40,11 +40,28 @@ constexpr double kBaselineWarmupShare = 0.2;
 // ends: detection, a re-form or rejoin, and a trained step (a restart's
 // first step took 4-5 s on 2 cores).
 constexpr double kRecoveryAllowanceS = 10.0;
+// A schedule stretched past this many epochs at a base learning rate above
+// kStretchedBaseLr gets a warning: the examples' LARS recipe (base_lr 2.0,
+// tuned for a few epochs) collapsed the MLP to 10% over hundreds of epochs
+// under ring all-reduce and pairwise gossip, fault-free too, and 0.5 trained
+// stably (docs/performance.md, "Chaos runs").
+constexpr int kStretchedEpochs = 30;
+constexpr double kStretchedBaseLr = 0.5;
 
 std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
+}
+
+// The warning for a schedule stretched over `epochs` at `base_lr` (see
+// kStretchedEpochs).
+void NoteAStretchedSchedule(int epochs, double base_lr) {
+  if (epochs <= kStretchedEpochs || base_lr <= kStretchedBaseLr) return;
+  std::printf("chaos: note: the learning rate's schedule stretches over %d epochs and stays near its peak for most "
+              "of them; at train.base_lr %s the examples' models collapsed to 10%% in such runs, fault-free too "
+              "(docs/lab.md); --set train.base_lr=%s trains stably\n",
+              epochs, Fixed(base_lr, 2).c_str(), Fixed(kStretchedBaseLr, 1).c_str());
 }
 
 std::string NodeList(const std::vector<int>& nodes) {
@@ -334,6 +351,7 @@ Result<ChaosSummary> RunChaos(const ChaosOptions& options) {
               Fixed(options.minutes, 1).c_str(), static_cast<unsigned long long>(options.plan.seed),
               Fixed(options.plan.mtbf_s, 1).c_str(),
               epochs > 0 ? (", training " + std::to_string(epochs) + " epochs").c_str() : "");
+  NoteAStretchedSchedule(epochs, options.base_lr);
   std::fflush(stdout);
 
   std::vector<std::string> sets = CommonSets(options, "chaos");

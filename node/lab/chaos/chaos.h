@@ -108,6 +108,7 @@ struct ChaosOptions {
   std::string output_dir = "runs/chaos";
   std::string executable = "/proc/self/exe";
   bool verbose = false;       // node lines to the console, not launch.log
+  double base_lr = 0.0;       // the nodes' train.base_lr (the config with the overrides): for a warning only
   ChaosPlanOptions plan;      // horizon_s is set from minutes
 };
 
