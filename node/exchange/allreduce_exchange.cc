@@ -263,8 +263,7 @@ Status AllreduceExchange::AfterBackward(int64_t step, int local_samples) {
 }
 
 void AllreduceExchange::SetMemberShares(const std::vector<int>& shares) {
-  shares_ = shares;
-  shares_epoch_ = session_->view.epoch;
+  shares_ = {shares, session_->view.epoch};
 }
 
 Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
@@ -282,8 +281,8 @@ Status AllreduceExchange::CheckContributions(int64_t step, int local_samples) {
   rules.equivocate = faulty && report_fault_->EquivocatesNow();
   rules.bounds.max_total = view.GlobalBatch();
   // The shares of this membership only (a re-form installs new ones).
-  if (shares_epoch_ == view.epoch && shares_.size() == static_cast<size_t>(view.size())) {
-    rules.bounds.max_each.assign(shares_.begin(), shares_.end());
+  if (const std::vector<int>* shares = shares_.For(view)) {
+    rules.bounds.max_each.assign(shares->begin(), shares->end());
   }
   CHORUS_ASSIGN_OR_RETURN(const StepCheck check,
                           CheckStep(*collective_, view.epoch, CheckedSum::kGradients, mine, weight, audit, rules,

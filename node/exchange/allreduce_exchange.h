@@ -130,8 +130,7 @@ class AllreduceExchange final : public Exchange, public MembershipTransitions {
   AuditSwitch audit_;  // which epoch's steps are audited (poison_audit.h)
   // Fault injection: a misreported or equivocated contribution (poison_check.h).
   std::optional<PoisonFault> report_fault_;
-  std::vector<int> shares_;  // every member's batch share (SetMemberShares), by rank
-  uint64_t shares_epoch_ = 0;  // the membership epoch they are of
+  EpochShares shares_;  // SetMemberShares
   int unreleased_at_engine_ = 0;  // the transport's UnreleasedBuffers when the engine was built
 };
 

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,27 @@
 #include "node/exchange/membership_transitions.h"
 
 namespace chorus::node {
+
+// Every member's batch share as Exchange::SetMemberShares gave them, with the
+// membership epoch they were given in: they hold for that membership only (a
+// re-form installs a view before the training loop installs its shares).
+struct EpochShares {
+  std::vector<int> shares;  // by rank
+  uint64_t epoch = 0;
+  // The shares when they are `view`'s, else null.
+  const std::vector<int>* For(const MembershipView& view) const {
+    return epoch == view.epoch && shares.size() == static_cast<size_t>(view.size()) ? &shares : nullptr;
+  }
+};
+
+// The sample weight of the member with share `own` of the global batch
+// sum(shares) over shares.size() members: W * own / B, so that every sample
+// of the global batch counts the same.
+inline double SampleWeightOf(std::span<const int> shares, int own) {
+  int64_t total = 0;
+  for (int s : shares) total += s;
+  return static_cast<double>(shares.size()) * own / static_cast<double>(total > 0 ? total : 1);
+}
 
 class Exchange {
  public:

@@ -319,9 +319,7 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
       return sites_->AverageAcrossSites(std::span<float>(sync.base), o,
                                         SiteBroadcastTagBase(session_->view.epoch, sync.step));
     }
-    if (sync.weight != 1.0) {
-      for (float& v : sync.base) v = static_cast<float>(v * sync.weight);
-    }
+    o.pre_scale = static_cast<float>(sync.weight);
     o.post_scale = 1.0f / static_cast<float>(world);
     return collective_->Allreduce(std::span<float>(sync.base), o);
   }
@@ -600,20 +598,16 @@ Status OuterExchange::MembersLost(int64_t next_step) {
 }
 
 void OuterExchange::SetMemberShares(const std::vector<int>& shares) {
-  shares_ = shares;
-  shares_epoch_ = session_->view.epoch;
+  shares_ = {shares, session_->view.epoch};
 }
 
 double OuterExchange::SampleWeight() const {
   const MembershipView& view = session_->view;
-  if (sites_ || shares_epoch_ != view.epoch || view.self_rank < 0 ||
-      shares_.size() != static_cast<size_t>(view.size())) {
-    return 1.0;
-  }
-  if (std::adjacent_find(shares_.begin(), shares_.end(), std::not_equal_to<>()) == shares_.end()) return 1.0;
-  const int64_t total = std::accumulate(shares_.begin(), shares_.end(), int64_t{0});
-  return static_cast<double>(view.size()) * shares_[static_cast<size_t>(view.self_rank)] /
-         static_cast<double>(std::max<int64_t>(1, total));
+  const std::vector<int>* shares = shares_.For(view);
+  if (sites_ || shares == nullptr || view.self_rank < 0) return 1.0;
+  // Equal shares weigh exactly 1 (no rounding, the sums unchanged bit for bit).
+  if (std::adjacent_find(shares->begin(), shares->end(), std::not_equal_to<>()) == shares->end()) return 1.0;
+  return SampleWeightOf(*shares, (*shares)[static_cast<size_t>(view.self_rank)]);
 }
 
 Result<std::vector<double>> OuterExchange::GatherFromMembers(double mine) {

@@ -213,8 +213,7 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // Steps since each fragment last landed with delay 0 over every member:
   // all 0 at the end means the replicas are equal.
   int64_t last_step_ = -1;
-  std::vector<int> shares_;  // every member's batch share (SetMemberShares), by rank
-  uint64_t shares_epoch_ = 0;  // the membership epoch they are of
+  EpochShares shares_;  // SetMemberShares
   std::vector<int64_t> landed_after_;
   uint64_t outer_steps_ = 0;
   double overlapped_seconds_ = 0.0, waited_seconds_ = 0.0;

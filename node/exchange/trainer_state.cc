@@ -2,7 +2,6 @@
 #include "node/exchange/trainer_state.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "node/exchange/batch_norm_state.h"
 #include "node/exchange/trainer_state_wire.h"
@@ -32,8 +31,7 @@ Status BroadcastTrainerState(const gossip::Collective& world, trainer::Trainer& 
 
 void ApplySampleWeights(Exchange::Weighting weighting, trainer::Trainer& trainer, std::span<const int> shares,
                         int own) {
-  const int64_t global = std::accumulate(shares.begin(), shares.end(), int64_t{0});
-  const double weight = static_cast<double>(shares.size()) * own / static_cast<double>(std::max<int64_t>(1, global));
+  const double weight = SampleWeightOf(shares, own);
   switch (weighting) {
     case Exchange::Weighting::kGradient: trainer.SetSampleWeights(weight, 1.0); break;
     case Exchange::Weighting::kUpdate: trainer.SetSampleWeights(1.0, weight); break;
