@@ -216,7 +216,7 @@ Status OuterExchange::InsideSite(int64_t step) {
   } else {
     Result<StepCheck> check = site_check_.Average(*sites_, trainer_->MasterWeights(),
                                                   AllreduceOptionsAt(tag_base, deadline), session_->view.epoch, step,
-                                                  session_->part_signer.get());
+                                                  SiteSharesNow().in_site, session_->part_signer.get());
     if (check) ReportSiteCheck(*check, step);
     s = check ? Status::Ok() : check.error();
   }
@@ -317,7 +317,8 @@ Status OuterExchange::AverageOverAll(OuterSync& sync, gossip::Tag tag_base, Dead
     gossip::AllreduceOptions o = AllreduceOptionsAt(tag_base, deadline);
     if (sites_ && config_.exchange.outer.site_representatives) {
       return sites_->AverageAcrossSites(std::span<float>(sync.base), o,
-                                        SiteBroadcastTagBase(session_->view.epoch, sync.step));
+                                        SiteBroadcastTagBase(session_->view.epoch, sync.step),
+                                        SiteSharesNow().across);
     }
     o.pre_scale = static_cast<float>(sync.weight);
     o.post_scale = 1.0f / static_cast<float>(world);
@@ -559,13 +560,15 @@ Status OuterExchange::Finish() {
     // gossip): across sites by the representatives.
     const gossip::AllreduceOptions o =
         AllreduceOptionsAt(FinishTagBase(view.epoch) + 2 * gossip::kTagsPerCollective, deadline);
+    const SiteShares shares = SiteSharesNow();
     if (sites_->gossips()) {
-      CHORUS_RETURN_IF_ERROR(
-          sites_->AverageInSite(params, AllreduceOptionsAt(FinishTagBase(view.epoch) + 4 * gossip::kTagsPerCollective,
-                                                           deadline)));
+      CHORUS_RETURN_IF_ERROR(sites_->AverageInSite(
+          params, AllreduceOptionsAt(FinishTagBase(view.epoch) + 4 * gossip::kTagsPerCollective, deadline),
+          shares.in_site));
     }
     CHORUS_RETURN_IF_ERROR(
-        sites_->AverageAcrossSites(params, o, FinishTagBase(view.epoch) + 3 * gossip::kTagsPerCollective));
+        sites_->AverageAcrossSites(params, o, FinishTagBase(view.epoch) + 3 * gossip::kTagsPerCollective,
+                                   shares.across));
     CHORUS_LOG_INFO(Subsys::kGossip, "outer: replicas averaged across ", sites_->sites(),
                     " sites by their representatives");
   } else if (!equal) {
@@ -604,11 +607,15 @@ void OuterExchange::SetMemberShares(const std::vector<int>& shares) {
 double OuterExchange::SampleWeight() const {
   const MembershipView& view = session_->view;
   const std::vector<int>* shares = shares_.For(view);
-  if (sites_ || shares == nullptr || view.self_rank < 0) return 1.0;
+  // By representatives, a site's weight is SiteShares::across instead.
+  const bool by_sites = sites_ && config_.exchange.outer.site_representatives;
+  if (by_sites || shares == nullptr || view.self_rank < 0) return 1.0;
   // Equal shares weigh exactly 1 (no rounding, the sums unchanged bit for bit).
   if (std::adjacent_find(shares->begin(), shares->end(), std::not_equal_to<>()) == shares->end()) return 1.0;
   return SampleWeightOf(*shares, (*shares)[static_cast<size_t>(view.self_rank)]);
 }
+
+SiteShares OuterExchange::SiteSharesNow() const { return sites_->SharesFrom(shares_.For(session_->view)); }
 
 Result<std::vector<double>> OuterExchange::GatherFromMembers(double mine) {
   Result<std::vector<double>> values = GatherMemberValues(*collective_, session_->view.epoch, mine,

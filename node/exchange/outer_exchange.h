@@ -171,9 +171,12 @@ class OuterExchange final : public Exchange, public MembershipTransitions {
   // This member's weight in the outer step's mean over every member: W * b / B
   // for its share b of the global batch B over W members (SetMemberShares),
   // so that every sample counts the same, as in an all-reduce step; 1 with
-  // equal shares, shares of another membership, or sites (a representative
-  // speaks for its site).
+  // equal shares, shares of another membership, or site representatives (a
+  // representative speaks for its site, weighed by SiteSharesNow).
   double SampleWeight() const;
+  // This member's and its site's shares at the two levels (SiteLevels::
+  // SharesFrom) under the current view's shares. Only with sites.
+  SiteShares SiteSharesNow() const;
   // The peers of this node's outer step after step `step` (sorted ranks, self
   // included).
   std::vector<int> GroupOf(int64_t step) const;

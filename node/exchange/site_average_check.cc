@@ -9,12 +9,12 @@ namespace chorus::node {
 
 Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float> params,
                                             gossip::AllreduceOptions options, uint64_t epoch, int64_t step,
-                                            const gossip::PartSigner* signer) {
+                                            double in_site, const gossip::PartSigner* signer) {
   const gossip::Collective* site = levels.site();
   if (site == nullptr) return StepCheck{};
   const int n = levels.site_size();
   if (!settings_.check || n < 3 || last_epoch_ != epoch || last_.size() != params.size()) {
-    CHORUS_RETURN_IF_ERROR(levels.AverageInSite(params, options));
+    CHORUS_RETURN_IF_ERROR(levels.AverageInSite(params, options, in_site));
     last_.assign(params.begin(), params.end());
     last_epoch_ = epoch;
     return StepCheck{};
@@ -32,7 +32,7 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
     sumsq += static_cast<double>(v) * v;
     finite = finite && std::isfinite(v);
   }
-  const double share = 1.0 / n;
+  const double share = in_site > 0.0 ? in_site : 1.0 / n;
   options.pre_scale = static_cast<float>(share);
   options.post_scale = 1.0f;
   gossip::AuditFigures audit;
@@ -52,7 +52,7 @@ Result<StepCheck> SiteAverageCheck::Average(SiteLevels& levels, std::span<float>
   rules.signer = signer;
   rules.equivocate = poisons && fault_->EquivocatesNow();
   CHORUS_ASSIGN_OR_RETURN(StepCheck check,
-                          CheckStep(*site, epoch, CheckedSum::kSiteParameters, mine, /*weight=*/1.0, audit, rules,
+                          CheckStep(*site, epoch, CheckedSum::kSiteParameters, mine, /*weight=*/share * n, audit, rules,
                                     Deadline::AfterSeconds(settings_.op_timeout_s)));
   AbandonUnlessLandable(check, "the site's mean displacement");
   const PoisonVerdict& verdict = check.verdict;

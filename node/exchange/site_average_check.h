@@ -47,14 +47,15 @@ class SiteAverageCheck {
       : settings_(settings), fault_(fault), audit_(settings.audit_always) {}
 
   // Averages `params` with this node's site (options: the algorithm, tags
-  // and deadline; its scales are set here) as SiteLevels::AverageInSite
+  // and deadline; its scales are set here), each member's weighed by
+  // `in_site` (SiteShares; 0: by member count), as SiteLevels::AverageInSite
   // does, checked as the file comment says. The check's figures and verdict,
   // its ranks the site's (SiteLevels::site_ranks); an empty verdict where
   // nothing was checked. Every member of the site calls it at the same step.
   // `signer`: the session's (ClusterSession::part_signer), null without credentials.
   [[nodiscard]] Result<StepCheck> Average(SiteLevels& levels, std::span<float> params,
                                           gossip::AllreduceOptions options, uint64_t epoch, int64_t step,
-                                          const gossip::PartSigner* signer = nullptr);
+                                          double in_site = 0.0, const gossip::PartSigner* signer = nullptr);
 
  private:
   const Settings settings_;

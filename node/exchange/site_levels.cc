@@ -1,7 +1,9 @@
 // SiteLevels (see site_levels.h).
 #include "node/exchange/site_levels.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <functional>
 
 #include "gossip/protocols/dpsgd_gossip.h"
 #include "gossip/protocols/gossip_tags.h"
@@ -27,6 +29,7 @@ Result<SiteLevels> SiteLevels::Build(const gossip::Collective& world, const Memb
   levels.sites_ = sites.NumGroups();
   levels.site_size_ = static_cast<int>(mine.size());
   levels.world_size_ = view.size();
+  levels.self_ = self;
   levels.representative_ = mine.front();
   levels.site_ranks_ = mine;
   if (mine.size() > 1) {
@@ -76,11 +79,24 @@ void SiteLevels::KeepUnreleasedBuffers() {
   if (gossip_) gossip::KeepWhileUnreleased(*gossip_->transport, gossip_);
 }
 
-Status SiteLevels::AverageInSite(std::span<float> params, gossip::AllreduceOptions options) {
+SiteShares SiteLevels::SharesFrom(const std::vector<int>* shares) const {
+  if (shares == nullptr || shares->size() != static_cast<size_t>(world_size_) ||
+      std::adjacent_find(shares->begin(), shares->end(), std::not_equal_to<>()) == shares->end()) {
+    return {};
+  }
+  int64_t total = 0, site = 0;
+  for (int s : *shares) total += s;
+  for (int r : site_ranks_) site += (*shares)[static_cast<size_t>(r)];
+  if (total <= 0 || site <= 0) return {};
+  return {static_cast<double>((*shares)[static_cast<size_t>(self_)]) / static_cast<double>(site),
+          static_cast<double>(site) / static_cast<double>(total)};
+}
+
+Status SiteLevels::AverageInSite(std::span<float> params, gossip::AllreduceOptions options, double in_site) {
   if (!site_) return Status::Ok();
   const int64_t start = NowMicros();
-  options.pre_scale = 1.0f;
-  options.post_scale = 1.0f / static_cast<float>(site_size_);
+  options.pre_scale = in_site > 0.0 ? static_cast<float>(in_site) : 1.0f;
+  options.post_scale = in_site > 0.0 ? 1.0f : 1.0f / static_cast<float>(site_size_);
   Status s = site_->Allreduce(params, options);
   if (!s.ok()) return s.WithContext("average inside the site");
   ++averages_;
@@ -100,10 +116,12 @@ Status SiteLevels::SumInSite(std::span<float> values, const gossip::AllreduceOpt
 }
 
 Status SiteLevels::AverageAcrossSites(std::span<float> mean, gossip::AllreduceOptions options,
-                                      gossip::Tag broadcast_tag_base) const {
+                                      gossip::Tag broadcast_tag_base, double across) const {
   if (representatives_) {
-    // Each site's parameters count once per member: the mean over every member.
-    options.pre_scale = static_cast<float>(site_size_) / static_cast<float>(world_size_);
+    // Each site's parameters count once per member (or per sample): the mean
+    // over every member.
+    options.pre_scale = across > 0.0 ? static_cast<float>(across)
+                                     : static_cast<float>(site_size_) / static_cast<float>(world_size_);
     options.post_scale = 1.0f;
     Status s = representatives_->Allreduce(mean, options);
     if (!s.ok()) return s.WithContext("outer average among the sites' representatives");

@@ -25,7 +25,14 @@
 // so one representative per site (its lowest rank) all-reduces its site's
 // parameters weighted by the site's size among the representatives, and
 // broadcasts the mean inside its site: the slow links carry one copy per
-// site. A representative that leaves is replaced at the re-form by the next
+// site.
+//
+// Where the members' shares of the global batch differ (train.balance, or
+// unequal batch sizes), both levels weigh samples instead of members
+// (SiteShares): a member's parameters count by its share of its site's
+// samples inside the site, and a site's by its share of every sample across
+// sites, so the two levels land the flat sample-weighted mean. Gossip inside
+// a site mixes by its graph's weights, which know no shares. A representative that leaves is replaced at the re-form by the next
 // lowest rank of its site; a site without members is no longer part of it.
 //
 // Must not: touch the trainer (the outer exchange passes the buffers).
@@ -61,6 +68,14 @@ struct SiteGossipSpec {
   double max_relative_distance = 0.0;
 };
 
+// How one member's parameters count at the two levels: its share of its
+// site's samples, and its site's share of every member's. 0: by member
+// count (1 / site size, site size / members).
+struct SiteShares {
+  double in_site = 0.0;
+  double across = 0.0;
+};
+
 class SiteLevels {
  public:
   // The site collectives of `view` over `world` (a collective over every
@@ -79,9 +94,17 @@ class SiteLevels {
   // levels.
   void KeepUnreleasedBuffers();
 
-  // Averages `params` with this node's site (nothing alone in it); `options`
-  // gives the algorithm, tags and deadline (its scales are set here).
-  [[nodiscard]] Status AverageInSite(std::span<float> params, gossip::AllreduceOptions options);
+  // The shares of this member and its site from every member's share of the
+  // global batch by world rank (Exchange::SetMemberShares); by member count
+  // (zeros) without them or where they are all equal, so that the sums stay
+  // as they were bit for bit.
+  SiteShares SharesFrom(const std::vector<int>* shares) const;
+
+  // Averages `params` with this node's site (nothing alone in it), each
+  // member's weighed by `in_site` (SiteShares); `options` gives the
+  // algorithm, tags and deadline (its scales are set here).
+  [[nodiscard]] Status AverageInSite(std::span<float> params, gossip::AllreduceOptions options,
+                                     double in_site = 0.0);
   // Sums `values` over this node's site with `options` as given (its
   // pre_scale too), audited (Collective::AuditedAllreduce) when `audit` is
   // not null; counted as an average. Nothing alone in the site.
@@ -94,10 +117,10 @@ class SiteLevels {
 
   // `mean` holds this node's parameters (equal across its site) and gets the
   // mean over every member: among the representatives with `options` (its
-  // scales set here), then broadcast inside each site at `broadcast_tag_base`
-  // by options.deadline.
+  // scales set here, each site's weighed by `across`, SiteShares), then
+  // broadcast inside each site at `broadcast_tag_base` by options.deadline.
   [[nodiscard]] Status AverageAcrossSites(std::span<float> mean, gossip::AllreduceOptions options,
-                                          gossip::Tag broadcast_tag_base) const;
+                                          gossip::Tag broadcast_tag_base, double across = 0.0) const;
 
   int sites() const { return sites_; }
   int site_size() const { return site_size_; }
@@ -120,6 +143,7 @@ class SiteLevels {
   int sites_ = 1;
   int site_size_ = 1;
   int world_size_ = 1;
+  int self_ = 0;                     // this node's world rank
   gossip::Rank representative_ = 0;  // of this node's site
   std::vector<int> site_ranks_;      // this node's site, as world ranks
   uint64_t averages_ = 0;

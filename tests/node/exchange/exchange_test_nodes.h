@@ -25,7 +25,9 @@ struct Node {
   std::unique_ptr<Exchange> exchange;
 };
 
-inline MembershipView View(int self, int n, const std::vector<int>& batches = {}) {
+// `sites`: each rank's cluster.site (none where empty).
+inline MembershipView View(int self, int n, const std::vector<int>& batches = {},
+                           const std::vector<std::string>& sites = {}) {
   MembershipView view;
   view.self_rank = self;
   for (int r = 0; r < n; ++r) {
@@ -35,6 +37,7 @@ inline MembershipView View(int self, int n, const std::vector<int>& batches = {}
     m.data_address = gossip::LocalHub::EncodeAddress(r);
     m.batch_size = batches.empty() ? 8 : batches[static_cast<size_t>(r)];
     m.host_group = m.name;
+    if (!sites.empty()) m.site = sites[static_cast<size_t>(r)];
     view.members.push_back(std::move(m));
   }
   return view;
@@ -42,10 +45,12 @@ inline MembershipView View(int self, int n, const std::vector<int>& batches = {}
 
 // Runs fn(rank, node) on n threads, each node with a fresh trainer of
 // `model` (its options changed by `tune`, if given) and the exchange
-// `config` names; returns each rank's status.
+// `config` names, in the view View(rank, n, batches, sites); returns each
+// rank's status.
 inline std::vector<Status> RunNodes(int n, const Config& config, trainer::ModelKind model,
                                     const std::function<Status(int, Node&)>& fn, const std::vector<int>& batches = {},
-                                    const std::function<void(trainer::TrainerOptions&)>& tune = {}) {
+                                    const std::function<void(trainer::TrainerOptions&)>& tune = {},
+                                    const std::vector<std::string>& sites = {}) {
   gossip::LocalHubOptions options;
   options.world_size = n;
   auto hub = gossip::LocalHub::Create(options);
@@ -64,7 +69,7 @@ inline std::vector<Status> RunNodes(int n, const Config& config, trainer::ModelK
         CHORUS_ASSIGN_OR_RETURN(node.trainer, trainer::Trainer::Create(o));
         CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<gossip::LocalTransport> transport, hub->MakeTransport(r));
         node.session.transport = std::move(transport);
-        node.session.view = View(r, n, batches);
+        node.session.view = View(r, n, batches, sites);
         CHORUS_ASSIGN_OR_RETURN(node.exchange, MakeExchange(config, &node.session, node.trainer.get(), nullptr));
         return fn(r, node);
       }();

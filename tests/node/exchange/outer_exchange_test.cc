@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -127,6 +129,64 @@ TEST(OuterExchangeTest, UnequalSharesLandTheSampleWeightedMean) {
     ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
     EXPECT_TRUE(SameBytes(outer[r], weighted[r])) << "rank " << r;
     EXPECT_TRUE(SameBytes(outer[r], outer[0])) << "rank " << r;
+  }
+}
+
+// The largest element difference of two masters over the largest element of `b`.
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, norm = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    norm = std::max(norm, static_cast<double>(std::abs(b[i])));
+  }
+  return diff / norm;
+}
+
+// Two levels with unequal shares of the global batch: inside each site a
+// member's parameters count by its share of the site's samples, and across
+// the sites a site's by its share of every sample (SiteShares), so with
+// outer lr 1, no momentum and H = 1 each outer step lands the flat
+// sample-weighted mean, up to the order of the sums. Sites of 2 and 2 (the
+// plain site average) and of 3 and 1 (the checked one, SiteAverageCheck),
+// by representatives and by every node; weighing members instead misses that
+// mean by far more.
+TEST(OuterExchangeTest, SitesOfUnequalSharesLandTheSampleWeightedMean) {
+  struct Case {
+    std::vector<std::string> sites;
+    std::vector<int> shares;
+    bool representatives;
+  };
+  for (const Case& c : {Case{{"lab", "lab", "home", "home"}, {1, 1, 1, 5}, true},
+                        Case{{"lab", "lab", "lab", "home"}, {1, 2, 1, 4}, true},
+                        Case{{"lab", "lab", "home", "home"}, {1, 1, 1, 5}, false}}) {
+    SCOPED_TRACE(c.sites[2] + (c.representatives ? ", by representatives" : ", by every node"));
+    const int n = 4, steps = 3;
+    std::vector<float> weights;
+    for (int share : c.shares) weights.push_back(static_cast<float>(n * share) / 8.0f);
+    Config config = OuterConfigFor(ExchangeKind::kAllreduce, OuterOptimizer::kNesterov, 1);
+    config.exchange.outer.lr = 1.0;
+    config.exchange.outer.momentum = 0.0;
+    config.exchange.outer.inner = OuterInner::kSite;
+    config.exchange.outer.site_representatives = c.representatives;
+    std::vector<std::vector<float>> outer(n), weighted(n), plain(n);
+    auto statuses = RunNodes(
+        n, config, trainer::ModelKind::kMlp,
+        [&](int r, Node& node) -> Status {
+          node.exchange->SetMemberShares(c.shares);
+          CHORUS_RETURN_IF_ERROR(Train(node, r, steps));
+          outer[r] = Master(node);
+          return Status::Ok();
+        },
+        {}, {}, c.sites);
+    AverageEveryStep(n, config, steps, weights, weighted);
+    AverageEveryStep(n, config, steps, {}, plain);
+    const double missed = RelativeDifference(plain[0], weighted[0]);
+    EXPECT_GT(missed, 1e-3) << "the member-weighted mean is not the sample-weighted one";
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r].ToString();
+      EXPECT_LT(RelativeDifference(outer[r], weighted[r]), 1e-5) << "rank " << r;
+      EXPECT_TRUE(SameBytes(outer[r], outer[0])) << "rank " << r;
+    }
   }
 }
 
