@@ -446,9 +446,8 @@ void CheckGossipCorrections(const Config& config, Checker& check) {
 // all-reduce has one (gossip nodes each train their own batch, and the
 // asynchronous ones run apart anyway). Under an outer optimizer over
 // all-reduce (DiLoCo, local SGD) the inner steps still run in lock step
-// between syncs, and the split evens their length: the speeds are gathered
-// right after a sync, on the training thread, so not while a delayed
-// fragment's communication runs on the helper thread.
+// between syncs, and the split evens their length (the speeds gathered
+// where no sync is in flight, BalanceDue).
 void CheckBalance(const Config& config, Checker& check) {
   if (config.train.balance != BalanceSetting::kTime) return;
   if (config.exchange.kind != ExchangeKind::kAllreduce) {
@@ -456,11 +455,6 @@ void CheckBalance(const Config& config, Checker& check) {
                "balance \"time\" splits an all-reduce step's global batch; exchange.kind is \"" +
                    std::string(SettingName(config.exchange.kind)) + "\"",
                "exchange.kind");
-  } else if (config.exchange.outer.optimizer != OuterOptimizer::kNone && config.exchange.outer.delay > 0) {
-    check.Fail("train.balance",
-               "balance \"time\" gathers the speeds right after an outer sync; with exchange.outer.delay " +
-                   std::to_string(config.exchange.outer.delay) + " a sync's communication is still running then",
-               "exchange.outer.delay");
   }
 }
 

@@ -137,7 +137,7 @@ const FieldSpec kFields[] = {
                          "end (samples: when the members together trained epochs x the training set): "),
     CHORUS_CONFIG_CHOICE(train, balance, kBalanceNames, AnyValue,
                          "all-reduce's (and DiLoCo's) global batch split (time: by measured speed): "),
-    CHORUS_CONFIG_FIELD(train, balance_every_steps, "balance = \"time\": steps between re-measurements (outer: rounded up to its period)"),
+    CHORUS_CONFIG_FIELD(train, balance_every_steps, "balance = \"time\": steps between re-measurements (outer: rounded up to its period, streamed: gathered delay steps after the sync)"),
 
     CHORUS_CONFIG_FIELD(loss_scale, initial, "dynamic loss scale at start"),
     CHORUS_CONFIG_FIELD(loss_scale, growth_interval, "clean steps before the scale grows"),

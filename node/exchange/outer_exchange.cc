@@ -618,6 +618,14 @@ double OuterExchange::SampleWeight() const {
 SiteShares OuterExchange::SiteSharesNow() const { return sites_->SharesFrom(shares_.For(session_->view)); }
 
 Result<std::vector<double>> OuterExchange::GatherFromMembers(double mine) {
+  // The training loop gathers where no sync is in flight (BalanceDue); one
+  // that is would share the collective with the gather, so it lands first,
+  // at the same step on every member.
+  if (in_flight_) {
+    const uint64_t epoch = session_->view.epoch;
+    CHORUS_RETURN_IF_ERROR(Land());
+    if (session_->view.epoch != epoch) return std::vector<double>();  // re-formed: the shares are cut again
+  }
   Result<std::vector<double>> values = GatherMemberValues(*collective_, session_->view.epoch, mine,
                                                           Deadline::AfterSeconds(config_.fabric.op_timeout_s));
   if (!values) {

@@ -184,6 +184,12 @@ Pacing PacingOf(const Config& config, Exchange& exchange, const ClusterSession* 
 // exchange.outer.period at least that long, so that the speeds are gathered
 // right after a sync, where the members stand together anyway.
 int64_t BalanceInterval(const Config& config);
+// Whether the speeds are gathered before step `step` (steps done): every
+// BalanceInterval steps from the first interval on, and under streaming
+// syncs (exchange.outer.delay) that many steps after the sync, when the last
+// fragment's sync has landed and the next has not begun (delay < period /
+// fragments), so that no sync's communication runs beside the gather.
+bool BalanceDue(const Config& config, int64_t step);
 
 // train.balance = "time": `global_batch` split in proportion to `speeds`
 // (one per rank), each rank at least 1, the rest by largest remainder (ties

@@ -357,14 +357,21 @@ int64_t BalanceInterval(const Config& config) {
   return (every + period - 1) / period * period;
 }
 
+bool BalanceDue(const Config& config, int64_t step) {
+  const int64_t interval = BalanceInterval(config);
+  const OuterConfig& outer = config.exchange.outer;
+  const int64_t offset = outer.optimizer == OuterOptimizer::kNone ? 0 : std::max(0, outer.delay);
+  return step >= interval && (step - offset) % interval == 0;
+}
+
 // Every BalanceInterval steps the members gather their speeds (samples per
 // second of compute, emulated slowness included) and split the global batch
 // in proportion: every member computes the same split from the same gathered
 // values. The rest of the epoch is re-partitioned by it.
 Status TrainingLoop::BalanceIfDue() {
   const TrainConfig& tc = s_.config->train;
-  if (tc.balance != BalanceSetting::kTime || shares_.size() < 2 || steps_to_catch_up_ > 0 || step_ == 0 ||
-      step_ % BalanceInterval(*s_.config) != 0) {
+  if (tc.balance != BalanceSetting::kTime || shares_.size() < 2 || steps_to_catch_up_ > 0 ||
+      !BalanceDue(*s_.config, step_)) {
     return Status::Ok();
   }
   // A member that trained no step since the last split sends 0: then nobody re-splits.

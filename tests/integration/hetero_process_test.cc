@@ -482,5 +482,16 @@ TEST(HeteroBalanceTest, SlowDilocoNodeGetsASmallerShare) {
                                 "exchange.outer.momentum=0.5", "train.balance_every_steps=8"});
 }
 
+// Streamed: each of 4 fragments lands 2 steps after its sync began, its
+// communication on a helper thread; the speeds are gathered where none is in
+// flight (BalanceDue), and the share still falls.
+TEST(HeteroBalanceTest, SlowStreamingDilocoNodeGetsASmallerShare) {
+  ExpectTheSlowNodesShareFalls("hetero-balance-streaming",
+                               {"exchange.outer.optimizer=\"nesterov\"", "exchange.outer.period=16",
+                                "exchange.outer.fragments=4", "exchange.outer.delay=2",
+                                "exchange.outer.momentum=0.5", "exchange.outer.local_mix=0",
+                                "train.balance_every_steps=16"});
+}
+
 }  // namespace
 }  // namespace chorus::node

@@ -258,10 +258,6 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[exchange.outer]\nlocal_mix = 1", "exchange.outer.local_mix: expected a number in [0.0, 1.0), got 1"},
       {"[exchange.outer]\npeers = \"all\"", "exchange.outer.peers: expected one of \"neighbours\", \"random\""},
       {"[exchange.compression]\nvalue_bits = 4", "exchange.compression.value_bits: expected 32, 16 or 8, got 4"},
-      {"[train]\nbalance = \"time\"\n[exchange]\nkind = \"allreduce\"\n[exchange.outer]\noptimizer = \"nesterov\"\n"
-       "period = 8\nfragments = 4\ndelay = 1",
-       "train.balance: balance \"time\" gathers the speeds right after an outer sync; with exchange.outer.delay 1 a "
-       "sync's communication is still running then"},
       {"[train]\nbalance = \"time\"\n[exchange]\nkind = \"gossip\"\n[exchange.outer]\noptimizer = \"nesterov\"",
        "train.balance: balance \"time\" splits an all-reduce step's global batch; exchange.kind is \"gossip\""},
       {"[topology]\nkind = \"one-peer-exponential\"\n[exchange]\nkind = \"gossip\"\n[exchange.outer]\n"

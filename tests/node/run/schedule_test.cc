@@ -8,11 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "gossip/protocols/outer_step.h"
 #include "node/config/config.h"
+#include "node/config/config_check.h"
 #include "node/run/training_loop.h"
 #include "trainer/batch_sampler.h"
 #include "trainer/lr_schedule.h"
@@ -166,6 +169,44 @@ TEST(ScheduleTest, BalanceIntervalMeetsTheOuterSyncs) {
   EXPECT_EQ(BalanceInterval(config), 24);
   config.exchange.outer.period = 50;
   EXPECT_EQ(BalanceInterval(config), 50);
+}
+
+// Under streaming syncs (each fragment's sync lands `delay` steps after it
+// began) the speeds are gathered where no sync's communication runs, for
+// every period, fragment count and delay the config allows; the config
+// check takes the setting.
+TEST(ScheduleTest, BalanceIsDueWhereNoStreamingSyncIsInFlight) {
+  Config config;
+  config.train.balance = BalanceSetting::kTime;
+  config.train.balance_every_steps = 20;
+  config.exchange.kind = ExchangeKind::kAllreduce;
+  config.exchange.outer.optimizer = OuterOptimizer::kNesterov;
+  int checked = 0;
+  for (int period : {1, 4, 8, 10, 30}) {
+    for (int fragments = 1; fragments <= period; ++fragments) {
+      for (int delay = 0; delay < period / fragments; ++delay) {
+        config.exchange.outer.period = period;
+        config.exchange.outer.fragments = fragments;
+        config.exchange.outer.delay = delay;
+        ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config).ToString();
+        int due = 0;
+        for (int64_t step = 0; step < 400; ++step) {
+          if (!BalanceDue(config, step)) continue;
+          ++due;
+          // A sync begun after step b (b + 1 steps done) lands after step b + delay:
+          // in flight before step `step` when b <= step - 1 < b + delay.
+          for (int64_t b = std::max<int64_t>(0, step - delay); b < step; ++b) {
+            EXPECT_LT(gossip::FragmentDue(b + 1, fragments, period), 0)
+                << "H " << period << ", F " << fragments << ", delay " << delay << ": a sync begun after step " << b
+                << " is in flight at the gather before step " << step;
+          }
+        }
+        EXPECT_EQ(due, (400 - 1 - delay) / BalanceInterval(config)) << "H " << period << ", F " << fragments;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 40);
 }
 
 }  // namespace
