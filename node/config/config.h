@@ -198,6 +198,10 @@ struct DataConfig {
   std::string dir = "/usr/share/datasets/fashion-mnist";
   int train_limit = 0;  // 0: all 60000
   int test_limit = 0;   // 0: all 10000
+  // Training images only (trainer/augment.h): each mirrored left-right with
+  // probability 1/2, and moved by up to augment_shift pixels each way.
+  bool augment_flip = false;
+  int augment_shift = 0;
 
   bool operator==(const DataConfig&) const = default;
 };

@@ -191,6 +191,7 @@ void CheckData(const Config& config, Checker& check) {
   check.NonEmpty("data.dir", config.data.dir);
   check.IntAtLeast("data.train_limit", config.data.train_limit, 0);
   check.IntAtLeast("data.test_limit", config.data.test_limit, 0);
+  check.IntInRange("data.augment_shift", config.data.augment_shift, 0, 8);
 }
 
 // An Ed25519 public key as the credential files write it: 64 hex digits.

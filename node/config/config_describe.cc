@@ -38,6 +38,7 @@ constexpr std::string_view kSharedTrainingSettings[] = {
     "train.model",        "train.precision",     "train.optimizer",      "train.epochs",
     "train.base_lr",      "train.momentum",      "train.weight_decay",   "train.lars_eta",
     "train.warmup_epochs", "train.lr_decay_power", "train.seed",         "data.train_limit",
+    "data.augment_flip",  "data.augment_shift",
     "train.stop",         "train.balance",       "train.balance_every_steps", "cluster.admit_every_steps",
     "fabric.authenticate", "fabric.encrypt", "cluster.issuer", "cluster.revoked", "cluster.expel_quorum",
     "fabric.rxm_eager_kib"};

@@ -148,6 +148,8 @@ const FieldSpec kFields[] = {
     CHORUS_CONFIG_FIELD(data, dir, "Fashion-MNIST IDX files"),
     CHORUS_CONFIG_FIELD(data, train_limit, "0: all 60000"),
     CHORUS_CONFIG_FIELD(data, test_limit, "0: all 10000"),
+    CHORUS_CONFIG_FIELD(data, augment_flip, "mirror each training image left-right with probability 1/2"),
+    CHORUS_CONFIG_FIELD(data, augment_shift, "move each training image by up to this many pixels each way, 0..8"),
 
     CHORUS_CONFIG_FIELD(cluster, listen, "control plane host:port (port 0: any free)"),
     CHORUS_CONFIG_FIELD(cluster, advertise,

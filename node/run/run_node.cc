@@ -164,7 +164,9 @@ Status BuildTraining(NodeRun& run, bool resume) {
   CHORUS_ASSIGN_OR_RETURN(run.steps_per_epoch, ClusterStepsPerEpoch(config, run.train.count, run.global_batch));
   CHORUS_ASSIGN_OR_RETURN(run.trainer,
                           trainer::Trainer::Create(MakeTrainerOptions(config, run.global_batch, run.steps_per_epoch)));
-  if (const Status held = run.trainer->HoldTrainingSet(run.train); !held.ok()) {
+  // Augmented batches are transformed on the host, so the set stays there.
+  const Status held = AugmentOptionsOf(config).Any() ? Status::Ok() : run.trainer->HoldTrainingSet(run.train);
+  if (!held.ok()) {
     CHORUS_LOG_WARN(Subsys::kNode, run.node_name, ": the training set stays on the host (", held.ToString(),
                     "): each step gathers and uploads its batch");
   }

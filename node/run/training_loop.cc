@@ -185,11 +185,27 @@ Status TrainingLoop::AfterStep(int epoch, const trainer::ForwardBackwardResult& 
 
 bool TrainingLoop::NextBatch(trainer::Batch* batch) {
   const trainer::BatchContents contents = s_.trainer->ContentsFor(*s_.train);
-  if (!free_running_) return sampler_->Next(*s_.train, batch, contents);
-  if (EpochDone()) return false;
-  if (sampler_->Next(*s_.train, batch, contents)) return true;
-  sampler_->StartEpoch(sampler_->epoch() + 1);  // this node's next pass over the data
-  return sampler_->Next(*s_.train, batch, contents);
+  bool drawn = false;
+  if (!free_running_) {
+    drawn = sampler_->Next(*s_.train, batch, contents);
+  } else if (!EpochDone()) {
+    drawn = sampler_->Next(*s_.train, batch, contents);
+    if (!drawn) {
+      sampler_->StartEpoch(sampler_->epoch() + 1);  // this node's next pass over the data
+      drawn = sampler_->Next(*s_.train, batch, contents);
+    }
+  }
+  if (drawn) trainer::AugmentBatch(AugmentOptionsOf(*s_.config), sampler_->epoch(), batch);
+  return drawn;
+}
+
+trainer::AugmentOptions AugmentOptionsOf(const Config& config) {
+  trainer::AugmentOptions o;
+  o.flip = config.data.augment_flip;
+  o.shift = config.data.augment_shift;
+  o.seed = config.train.seed;
+  o.fill = trainer::BlankPixel();
+  return o;
 }
 
 bool TrainingLoop::EpochDone() const {

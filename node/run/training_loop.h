@@ -48,6 +48,7 @@
 #include "node/outputs/trace.h"
 #include "node/run/progress_display.h"
 #include "node/run/stop_signals.h"
+#include "trainer/augment.h"
 #include "trainer/batch_sampler.h"
 #include "trainer/checkpoint.h"
 #include "trainer/dataset.h"
@@ -205,6 +206,10 @@ std::vector<int> SplitBySpeed(int global_batch, const std::vector<double>& speed
 // whatever its batch, and the step count where the epoch's partition never
 // changed.
 double SchedulePositionOf(const trainer::BatchSampler& sampler, int epoch, int64_t steps_per_epoch);
+
+// data.augment_*: how the training batches are transformed (none by default),
+// seeded by train.seed.
+trainer::AugmentOptions AugmentOptionsOf(const Config& config);
 
 // The loop is the node's LiveState (live_state.h): a joiner's state is its
 // trainer's checkpoint with where the loop stands.

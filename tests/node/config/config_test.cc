@@ -222,6 +222,7 @@ TEST(ConfigParseTest, EachRangeCheckRejectsItsBadValue) {
       {"[data]\ndir = \"\"", "data.dir: expected a non-empty string"},
       {"[data]\ntrain_limit = -5", "data.train_limit: expected an integer >= 0"},
       {"[data]\ntest_limit = -5", "data.test_limit: expected an integer >= 0"},
+      {"[data]\naugment_shift = 9", "data.augment_shift: expected an integer in [0, 8], got 9"},
       {"[cluster]\nmin_nodes = 0", "cluster.min_nodes: expected an integer >= 1, got 0"},
       {"[cluster]\njoin_timeout_s = 0", "cluster.join_timeout_s: expected a number > 0.0"},
       {"[cluster]\nheartbeat_interval_s = -1", "cluster.heartbeat_interval_s: expected a number > 0.0"},
