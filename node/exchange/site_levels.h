@@ -25,15 +25,15 @@
 // so one representative per site (its lowest rank) all-reduces its site's
 // parameters weighted by the site's size among the representatives, and
 // broadcasts the mean inside its site: the slow links carry one copy per
-// site.
+// site. A representative that leaves is replaced at the re-form by the next
+// lowest rank of its site; a site without members is no longer part of it.
 //
 // Where the members' shares of the global batch differ (train.balance, or
 // unequal batch sizes), both levels weigh samples instead of members
 // (SiteShares): a member's parameters count by its share of its site's
 // samples inside the site, and a site's by its share of every sample across
 // sites, so the two levels land the flat sample-weighted mean. Gossip inside
-// a site mixes by its graph's weights, which know no shares. A representative that leaves is replaced at the re-form by the next
-// lowest rank of its site; a site without members is no longer part of it.
+// a site mixes by its graph's weights, which know no shares.
 //
 // Must not: touch the trainer (the outer exchange passes the buffers).
 #pragma once
